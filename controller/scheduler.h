@@ -1,0 +1,140 @@
+/*
+ * controller/scheduler.h: the scheduler, a pure function of a snapshot.
+ *
+ * tm_sched_run() takes the queued jobs, the nodes and the running jobs'
+ * allocations at one instant and returns placements (which job goes on which
+ * GPUs of which nodes now), reservations (when a blocked job is expected to
+ * start) and one note per queued job explaining the verdict.  It does no I/O,
+ * reads no clock and keeps no state between calls: the live reconcile tick and
+ * trace replay call the same function, so every replay figure is a figure
+ * about the controller.
+ *
+ * Capacity model.  A node has cpu_milli, memory_mib and up to
+ * TM_NODE_GPUS_MAX GPUs of one model.  Each GPU has 1000 milli-GPU.  A job asks
+ * either for whole GPUs (gpus >= 1, on each of `nodes` nodes: a gang, all or
+ * nothing) or for a share of one GPU (gpus == 0, 1 <= gpu_milli <= 999).
+ * Several shares may sit on one GPU up to 1000 milli.  Free capacity is node
+ * totals minus the allocations passed in.
+ */
+#ifndef TM_SCHEDULER_H
+#define TM_SCHEDULER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "controller/model.h"
+
+#define TM_NODE_GPUS_MAX 16
+#define TM_GPU_MODELS_MAX 64
+
+enum tm_sched_policy {
+    TM_POLICY_FIFO,     /* strict submit order, first-fit, head blocks: baseline */
+    TM_POLICY_BACKFILL, /* FIFO + EASY backfill on estimates: baseline */
+    TM_POLICY_TARMAC,   /* the product: see scheduler.c */
+    TM_POLICY_MAX,
+};
+
+const char *tm_sched_policy_name(enum tm_sched_policy p);
+/* Returns the policy or -1; tm_sched_policy_list() gives "fifo, backfill, tarmac". */
+int tm_sched_policy_parse(const char *name);
+const char *tm_sched_policy_list(void);
+
+struct tm_sched_job {
+    int64_t id;          /* caller's id, echoed back through the index */
+    int64_t submit_ms;
+    int64_t estimate_ms; /* runtime estimate; <= 0 when nothing is known */
+    int64_t cpu_milli;   /* per node */
+    int64_t memory_mib;  /* per node */
+    uint64_t model_mask; /* bit i: GPU model i acceptable; 0: any model */
+    int32_t gpus;        /* whole GPUs per node; 0 for a fractional share */
+    int32_t gpu_milli;   /* the share (1..999) when gpus == 0; else 1000 */
+    int32_t nodes;       /* gang size, >= 1 */
+    int32_t priority;    /* larger is more urgent */
+    enum tm_job_class klass;
+    bool preemptible;
+};
+
+struct tm_sched_node {
+    int64_t id;
+    int64_t cpu_milli;   /* allocatable totals */
+    int64_t memory_mib;
+    int32_t gpus;        /* 0..TM_NODE_GPUS_MAX */
+    int32_t model;       /* index into the caller's GPU model table */
+    bool spot;           /* preemptible capacity */
+    bool schedulable;    /* ready and not cordoned or draining */
+};
+
+/* A running job's hold on one node (a gang has one per node). */
+struct tm_sched_alloc {
+    int64_t job_id;
+    int32_t node;        /* index into the nodes array */
+    uint32_t gpu_mask;   /* GPUs held */
+    int32_t gpu_milli;   /* held on each GPU of the mask: 1000 or the share */
+    int64_t cpu_milli;
+    int64_t memory_mib;
+    int64_t end_ms;      /* expected end: start + estimate */
+    bool preemptible;
+};
+
+struct tm_sched_params {
+    int64_t starvation_ms; /* tarmac: no job waits past this (aging bound) */
+    int64_t short_ms;      /* tarmac: jobs with estimates under this fill gaps */
+};
+
+struct tm_sched_input {
+    const struct tm_sched_job *jobs;     /* queued jobs, any order */
+    size_t njobs;
+    const struct tm_sched_node *nodes;
+    size_t nnodes;
+    const struct tm_sched_alloc *allocs; /* running jobs */
+    size_t nallocs;
+    int64_t now_ms;
+    enum tm_sched_policy policy;
+    struct tm_sched_params params;
+};
+
+/* One job on one node; a gang yields one placement per node. */
+struct tm_sched_placement {
+    int32_t job;       /* index into input jobs */
+    int32_t node;      /* index into input nodes */
+    uint32_t gpu_mask; /* GPUs given */
+    int32_t gpu_milli; /* on each GPU of the mask */
+};
+
+enum tm_sched_verdict {
+    TM_SCHED_PLACED,
+    TM_SCHED_RESERVED,        /* blocked; holds a reservation at start_ms */
+    TM_SCHED_WAIT_CAPACITY,   /* no node has room now */
+    TM_SCHED_WAIT_ORDER,      /* room exists but an earlier job comes first */
+    TM_SCHED_WAIT_RESERVATION,/* would delay a reservation */
+    TM_SCHED_NO_MATCH,        /* no node of an acceptable model/size exists */
+    TM_SCHED_VERDICT_MAX,
+};
+
+const char *tm_sched_verdict_name(enum tm_sched_verdict v);
+
+/* Why a job got its verdict, one per queued job. */
+struct tm_sched_note {
+    int32_t job;
+    enum tm_sched_verdict verdict;
+    int32_t node;      /* node placed on or reserved, -1 if none */
+    int64_t start_ms;  /* reservation start, 0 if none */
+    const char *why;   /* static text, e.g. "best fit, strands 0 GPUs" */
+};
+
+struct tm_sched_result {
+    struct tm_sched_placement *placements;
+    size_t nplacements;
+    struct tm_sched_note *notes;
+    size_t nnotes;
+};
+
+/* Run one scheduling pass.  *ret is filled only on success (0); release it
+ * with tm_sched_result_release().  Returns TM_EINVAL for malformed input
+ * (a node index out of range, gpus above TM_NODE_GPUS_MAX) or TM_ENOMEM. */
+int tm_sched_run(const struct tm_sched_input *in, struct tm_sched_result *ret);
+
+/* Free what tm_sched_run() allocated; safe on a zeroed or released result. */
+void tm_sched_result_release(struct tm_sched_result *r);
+
+#endif

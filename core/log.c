@@ -1,0 +1,145 @@
+#include "core/log.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+
+#define TM_LOG_SECRETS_MAX 32
+#define TM_LOG_LINE_MAX 4096
+
+/* The logger is process-wide state by nature: one stream, one level.  It is
+ * only touched from the loop thread (and from CLI main()), so no locking. */
+static struct {
+    enum tm_log_level level;
+    FILE *stream;
+    char *secrets[TM_LOG_SECRETS_MAX];
+    size_t nsecrets;
+    char last[TM_LOG_LINE_MAX];
+    time_t last_sec;
+    unsigned repeats;
+} tm_logger = {.level = TM_LOG_INFO};
+
+static const char *const level_names[TM_LOG_LEVEL_MAX] = {"debug", "info", "warn", "error"};
+
+void tm_log_set_level(enum tm_log_level level)
+{
+    if (level < TM_LOG_LEVEL_MAX)
+        tm_logger.level = level;
+}
+
+int tm_log_level_parse(const char *name)
+{
+    for (int i = 0; i < TM_LOG_LEVEL_MAX; i++)
+        if (strcmp(name, level_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+void tm_log_set_stream(FILE *stream)
+{
+    tm_logger.stream = stream;
+}
+
+void tm_log_add_secret(const char *secret)
+{
+    if (!secret || strlen(secret) < 4 || tm_logger.nsecrets == TM_LOG_SECRETS_MAX)
+        return;
+    for (size_t i = 0; i < tm_logger.nsecrets; i++)
+        if (strcmp(tm_logger.secrets[i], secret) == 0)
+            return;
+    char *copy = strdup(secret);
+    if (copy)
+        tm_logger.secrets[tm_logger.nsecrets++] = copy;
+}
+
+void tm_log_clear_secrets(void)
+{
+    for (size_t i = 0; i < tm_logger.nsecrets; i++) {
+        OPENSSL_cleanse(tm_logger.secrets[i], strlen(tm_logger.secrets[i]));
+        free(tm_logger.secrets[i]);
+        tm_logger.secrets[i] = NULL;
+    }
+    tm_logger.nsecrets = 0;
+}
+
+void tm_log_redact(char *buf, size_t size)
+{
+    static const char mark[] = "[redacted]";
+    const size_t marklen = sizeof(mark) - 1;
+
+    for (size_t i = 0; i < tm_logger.nsecrets; i++) {
+        const char *s = tm_logger.secrets[i];
+        size_t slen = strlen(s);
+        char *from = buf;
+        char *hit;
+        /* Search on after each replacement, so a secret that happens to
+         * occur inside the mark itself cannot loop forever. */
+        while ((hit = strstr(from, s)) != NULL) {
+            size_t tail = strlen(hit + slen);
+            size_t used = (size_t)(hit - buf);
+            size_t mlen = marklen;
+            if (used + mlen + tail + 1 > size)
+                mlen = slen < marklen ? slen : marklen; /* no room to grow */
+            memmove(hit + mlen, hit + slen, tail + 1);
+            memcpy(hit, mark, mlen);
+            from = hit + mlen;
+        }
+    }
+}
+
+static void write_line(FILE *out, enum tm_log_level level, const char *body)
+{
+    struct timeval tv;
+    struct tm tm;
+    char stamp[32];
+
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+    fprintf(out, "%s.%03ldZ level=%s %s\n", stamp, (long)(tv.tv_usec / 1000),
+            level_names[level], body);
+    fflush(out);
+}
+
+void tm_logv(enum tm_log_level level, const char *msg, const char *kv, va_list ap)
+{
+    char line[TM_LOG_LINE_MAX];
+    FILE *out = tm_logger.stream ? tm_logger.stream : stderr;
+    int n;
+
+    if (level >= TM_LOG_LEVEL_MAX || level < tm_logger.level)
+        return;
+    n = snprintf(line, sizeof(line), "msg=\"%s\"", msg);
+    if (n > 0 && (size_t)n < sizeof(line) - 1 && kv && *kv) {
+        line[n++] = ' ';
+        vsnprintf(line + n, sizeof(line) - (size_t)n, kv, ap);
+    }
+    tm_log_redact(line, sizeof(line));
+
+    /* Rate-limit exact repeats: a flapping dependency must not flood the log. */
+    time_t now = time(NULL);
+    if (strcmp(line, tm_logger.last) == 0 && now == tm_logger.last_sec) {
+        tm_logger.repeats++;
+        return;
+    }
+    if (tm_logger.repeats > 0) {
+        char note[64];
+        snprintf(note, sizeof(note), "msg=\"previous line repeated\" count=%u", tm_logger.repeats);
+        write_line(out, TM_LOG_INFO, note);
+        tm_logger.repeats = 0;
+    }
+    memcpy(tm_logger.last, line, sizeof(line));
+    tm_logger.last_sec = now;
+    write_line(out, level, line);
+}
+
+void tm_log(enum tm_log_level level, const char *msg, const char *kv, ...)
+{
+    va_list ap;
+    va_start(ap, kv);
+    tm_logv(level, msg, kv, ap);
+    va_end(ap);
+}

@@ -1,0 +1,102 @@
+/*
+ * providers/provider.h: the interface every cloud implements.
+ *
+ * All operations are asynchronous on the controller's libuv loop: a call
+ * returns 0 once the request is under way (the callback then fires exactly
+ * once, later, never from inside the call) or a negative code when it could
+ * not be started (the callback never fires).  Errors passed to callbacks are
+ * core/err.h codes with the meaning the controller acts on:
+ *   TM_EQUOTA      capacity or quota short: fall back, remember the shortage
+ *   TM_ETHROTTLED, TM_EUNAVAIL, -ETIMEDOUT: retried inside the provider
+ *                  up to its budget, then reported
+ *   TM_EAUTH       credentials refused: stop calling this provider
+ *   TM_ECANCELED   the provider was closed while the call was in flight
+ *
+ * Idempotency: launch carries a token derived from the node row and written
+ * to the database before the call.  A provider must never create a second
+ * instance for a token it has seen; where the cloud ignores tokens the
+ * provider also tags the instance with it, and the controller matches tags.
+ */
+#ifndef TM_PROVIDER_H
+#define TM_PROVIDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "controller/model.h"
+
+#define TM_ID_MAX 64
+
+enum tm_instance_state {
+    TM_INSTANCE_PENDING,
+    TM_INSTANCE_RUNNING,
+    TM_INSTANCE_STOPPING,     /* shutting down */
+    TM_INSTANCE_STOPPED,
+    TM_INSTANCE_TERMINATED,
+    TM_INSTANCE_STATE_MAX,
+};
+
+const char *tm_instance_state_name(enum tm_instance_state s);
+
+/* One instance as the cloud lists it, with the tags tarmac put on it. */
+struct tm_instance {
+    char id[TM_ID_MAX];            /* the cloud's instance id */
+    char token[TM_ID_MAX];         /* launch token tag ("" if untagged) */
+    char pool[TM_ID_MAX];          /* pool tag */
+    char instance_type[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    int64_t node_id;               /* node tag, 0 if absent */
+    enum tm_capacity_type capacity;/* spot or on_demand */
+    enum tm_instance_state state;
+    bool interrupted;              /* the cloud reclaimed it (spot) */
+    int64_t launched_ms;
+    int64_t notice_ms;             /* interruption notice time, 0 if none */
+};
+
+struct tm_launch_request {
+    const char *cluster;       /* cluster tag: what this controller owns */
+    const char *pool;
+    int64_t node_id;
+    const char *token;         /* idempotency token */
+    const char *instance_type;
+    const char *zone;          /* "" lets the provider choose */
+    enum tm_capacity_type capacity; /* spot or on_demand */
+};
+
+struct tm_price {
+    const char *instance_type;
+    const char *zone;
+    enum tm_capacity_type capacity;
+    int64_t uusd_per_hour;     /* micro-dollars per hour */
+};
+
+struct tm_provider;
+
+typedef void (*tm_launch_cb)(int status, const struct tm_instance *inst, void *data);
+typedef void (*tm_done_cb)(int status, void *data);
+/* list is valid only during the callback. */
+typedef void (*tm_list_cb)(int status, const struct tm_instance *list, size_t n, void *data);
+
+struct tm_provider_ops {
+    const char *name;
+    int (*launch)(struct tm_provider *p, const struct tm_launch_request *req,
+                  tm_launch_cb cb, void *data);
+    int (*terminate)(struct tm_provider *p, const char *instance_id, tm_done_cb cb, void *data);
+    /* Every instance carrying the cluster tag, in every state the cloud
+     * still reports; a complete listing (all pages) or an error. */
+    int (*list)(struct tm_provider *p, const char *cluster, tm_list_cb cb, void *data);
+    /* Synchronous: prices come from configuration or a cache the provider
+     * refreshes itself.  TM_ENOTFOUND when the type/zone/capacity is unknown. */
+    int (*price)(struct tm_provider *p, const char *instance_type, const char *zone,
+                 enum tm_capacity_type capacity, int64_t *ret_uusd_per_hour);
+    /* Abandon calls in flight (their callbacks fire with TM_ECANCELED), then
+     * call done once every handle is closed; the provider is freed after. */
+    void (*close)(struct tm_provider *p, void (*done)(void *data), void *data);
+};
+
+struct tm_provider {
+    const struct tm_provider_ops *ops;
+    void *impl;
+};
+
+#endif
