@@ -1,0 +1,136 @@
+/*
+ * core/config.h: the tarmac configuration file (YAML, parsed with libyaml).
+ *
+ * The file is parsed, then validated, then normalised.  Each section is
+ * described by one declarative table in config.c (key, type, offset, default,
+ * limits), so code, defaults and config/tarmac.example.yaml agree.
+ *
+ * Invariants once tm_config_load*() has returned 0:
+ *   - every string field the file may omit is either NULL (documented below)
+ *     or a heap copy owned by the struct tm_config;
+ *   - defaults are applied, every value is within its documented limits;
+ *   - nproviders >= 1, npools >= 1, names are unique, every pool names an
+ *     existing provider and (for sim providers) existing instance types whose
+ *     gpu_model and gpus agree with the pool.
+ *
+ * Durations are milliseconds.  Prices are integer micro-dollars per hour
+ * ("32.77" in the file becomes 32770000), converted without floating point.
+ *
+ * Secrets never live in this file: credentials only say where they come
+ * from.  A password inside database.url is registered with
+ * tm_log_add_secret() so that log lines redact it.
+ */
+#ifndef TM_CONFIG_H
+#define TM_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct tm_config_instance_type {  /* an instance type the provider offers */
+    char *name;                   /* e.g. "sim.8x-a100" or "p4d.24xlarge" */
+    int gpus;                     /* > 0 */
+    char *gpu_model;              /* e.g. "A100" */
+    int64_t cpu_milli;            /* allocatable, > 0 */
+    int64_t memory_mib;           /* > 0 */
+    int64_t on_demand_uusd_per_hour; /* micro-dollars per hour, e.g. "32.77" */
+    int64_t spot_uusd_per_hour;   /* 0 = no spot offered */
+    int capacity;                 /* sim only: max instances alive, 0 = unlimited */
+    int line;                     /* line of the entry in the file, for messages */
+};
+
+struct tm_config_credentials {
+    char *source;                 /* "none" | "env" | "file" | "instance_role" */
+    char *file;                   /* path of a credentials file, may be NULL */
+    char *profile;                /* profile name inside it, may be NULL */
+};
+
+struct tm_config_provider {
+    char *name;
+    char *kind;                   /* "sim" | "aws" | "gcp" | "azure" */
+    char *region;                 /* may be NULL for sim */
+    char *endpoint;               /* may be NULL: the provider's default */
+    struct tm_config_credentials credentials;
+    int64_t boot_delay_ms;        /* sim: launch to running, default 90 s */
+    double spot_hazard_per_hour;  /* sim: interruptions per node-hour, default 0 */
+    int64_t spot_notice_ms;       /* sim: notice before interruption, default 120 s */
+    uint64_t seed;                /* sim: random seed, default 1 */
+    struct tm_config_instance_type *types;
+    size_t ntypes;
+    int line;
+};
+
+struct tm_config_pool {
+    char *name;
+    char *provider;               /* provider name, must exist */
+    char **zones;                 /* >= 1 */
+    size_t nzones;
+    char **instance_types;        /* >= 1; for sim providers each must exist */
+    size_t ninstance_types;
+    char *gpu_model;              /* must agree with every listed type */
+    int gpus_per_node;            /* must agree with every listed type */
+    char *capacity_type;          /* "on_demand" | "spot" | "spot_then_on_demand" */
+    int min_nodes, max_nodes;     /* 0 <= min <= max <= 10000 */
+    int64_t idle_grace_ms;        /* default 10 min */
+    int line;
+};
+
+struct tm_config {
+    char *path;                   /* file it came from (or the name given) */
+    char *database_url;           /* required unless TARMAC_DATABASE_URL is set */
+    unsigned database_pool_size;  /* default 4, 1..64 */
+    char *listen;                 /* "host:port", default "127.0.0.1:8080" */
+    char *cluster;                /* cluster tag value, required, [a-z0-9-]{1,40} */
+    int64_t tick_interval_ms;     /* default 5 s, 100 ms .. 10 min */
+    double time_scale;            /* demo clock acceleration, default 1, 1..10000 */
+    char *log_level;              /* debug|info|warn|error, default info */
+    char *scheduler_policy;       /* fifo|backfill|tarmac, default tarmac */
+    int64_t starvation_ms;        /* default 1 h */
+    struct tm_config_provider *providers;
+    size_t nproviders;            /* >= 1 */
+    struct tm_config_pool *pools;
+    size_t npools;                /* >= 1 */
+};
+
+/*
+ * Load and validate a file.  On success fills *ret_cfg (caller releases it
+ * with tm_config_release()).  On failure *ret_cfg is untouched, the return is
+ * TM_EINVAL (bad content), TM_ENOMEM or -errno (I/O), and err receives one
+ * line such as
+ *   tarmac.yaml:12: key "pools[1].max_nodes": must be at least min_nodes (2)
+ * err may be NULL when errsize is 0.
+ *
+ * The environment is not consulted here, except that database.url may be
+ * absent when TARMAC_DATABASE_URL is set; call tm_config_apply_env() next.
+ */
+int tm_config_load(const char *path, struct tm_config *ret_cfg,
+                   char *err, size_t errsize);
+
+/* Same as tm_config_load() on text[0..len); name stands for the file name in
+ * messages and in cfg->path. */
+int tm_config_load_string(const char *text, size_t len, const char *name,
+                          struct tm_config *ret_cfg, char *err, size_t errsize);
+
+/* TARMAC_DATABASE_URL and TARMAC_LISTEN override the file, validated the same
+ * way.  On failure cfg is left unchanged and TM_EINVAL is returned. */
+int tm_config_apply_env(struct tm_config *cfg, char *err, size_t errsize);
+
+/* Free everything cfg owns and zero it.  Safe on a zeroed or released cfg. */
+void tm_config_release(struct tm_config *cfg);
+
+/* Lookups by name; NULL when absent.  The pointers live as long as cfg. */
+const struct tm_config_pool *tm_config_pool_find(const struct tm_config *cfg,
+                                                 const char *name);
+const struct tm_config_provider *tm_config_provider_find(const struct tm_config *cfg,
+                                                         const char *name);
+const struct tm_config_instance_type *tm_config_type_find(const struct tm_config_provider *p,
+                                                          const char *name);
+
+/* Parse a duration ("500ms", "90s", "15m", "2h", "1d" or bare seconds) into
+ * milliseconds.  Returns 0 or TM_EINVAL. */
+int tm_config_parse_duration(const char *s, int64_t *ret_ms);
+
+/* Parse a decimal dollar amount ("32.77", at most 6 decimals, no sign, no
+ * exponent) into micro-dollars exactly.  Returns 0 or TM_EINVAL. */
+int tm_config_parse_price(const char *s, int64_t *ret_uusd);
+
+#endif
