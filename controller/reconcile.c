@@ -1,0 +1,728 @@
+/*
+ * controller/reconcile.c: see reconcile.h.  No I/O, no clock, no globals.
+ *
+ * A pass runs in this order, and the order of the actions in the plan is
+ * the order tarmac_apply applies them:
+ *   1. observe: match each live node to what its provider lists (by instance
+ *      id, else by launch token), mark nodes ready, adopted or gone, and
+ *      find instances nobody owns;
+ *   2. schedule: the queued jobs onto ready nodes (controller/scheduler.c);
+ *   3. grow: request nodes for queued work no ready node can take, up to
+ *      each pool's max, and up to its min;
+ *   4. shrink: release nodes idle past their pool's grace, down to its min.
+ */
+#include "controller/reconcile.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+struct pass {
+    const struct tm_reconcile_input *in;
+    const struct tm_config *cfg;
+    struct tm_plan plan;
+    size_t launch_cap, term_cap;
+    int err;
+    int *pool_provider;        /* pool index -> provider index */
+    int *live;                 /* pool index -> nodes requested..draining */
+    int64_t *pending_milli;    /* pool index -> GPUs of nodes still booting */
+    int64_t *demand_milli;     /* pool index -> GPUs wanted by unplaced jobs */
+    bool *node_gone;           /* node index -> leaving this pass */
+    bool *node_ready;          /* node index -> schedulable this pass */
+    bool *node_busy;           /* node index -> holds an allocation now */
+    char (*node_instance)[TM_ID_MAX]; /* node index -> instance id seen */
+};
+
+void tm_launch_token(const char *cluster, const char *pool, int64_t now_ms, unsigned i,
+                     char out[TM_ID_MAX])
+{
+    /* Cluster and pool keep tokens unique across clusters sharing an
+     * account; now and i across passes.  Truncation keeps the suffix. */
+    char buf[256];
+    int n = snprintf(buf, sizeof(buf), "%s-%s-%" PRId64 "-%u", cluster, pool, now_ms, i);
+    size_t len = n > 0 ? (size_t)n : 0;
+    if (len >= sizeof(buf))
+        len = sizeof(buf) - 1;
+    if (len >= TM_ID_MAX) {
+        memcpy(out, buf + len - (TM_ID_MAX - 1), TM_ID_MAX - 1);
+        len = TM_ID_MAX - 1;
+    } else {
+        memcpy(out, buf, len);
+    }
+    out[len] = '\0';
+}
+
+bool tm_gpu_model_accepts(const char *job_models, const char *node_model)
+{
+    size_t nlen = strlen(node_model);
+    const char *p = job_models;
+
+    if (!p || !*p)
+        return true;
+    while (*p) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == nlen && strncmp(p, node_model, len) == 0)
+            return true;
+        if (!bar)
+            break;
+        p = bar + 1;
+    }
+    return false;
+}
+
+static cJSON *action(struct pass *p, const char *op, const char *reason)
+{
+    cJSON *a;
+
+    if (p->err)
+        return NULL;
+    a = cJSON_CreateObject();
+    if (!a || !cJSON_AddStringToObject(a, "op", op) ||
+        !cJSON_AddStringToObject(a, "reason", reason)) {
+        cJSON_Delete(a);
+        p->err = TM_ENOMEM;
+        return NULL;
+    }
+    cJSON_AddItemToArray(p->plan.actions, a);
+    return a;
+}
+
+/* cJSON numbers are doubles: exact for ids and millisecond times < 2^53. */
+static void put_num(struct pass *p, cJSON *obj, const char *key, double v)
+{
+    if (obj && !cJSON_AddNumberToObject(obj, key, v))
+        p->err = TM_ENOMEM;
+}
+
+static void put_str(struct pass *p, cJSON *obj, const char *key, const char *v)
+{
+    if (obj && !cJSON_AddStringToObject(obj, key, v))
+        p->err = TM_ENOMEM;
+}
+
+static cJSON *inputs(struct pass *p, cJSON *a)
+{
+    cJSON *o;
+    if (!a)
+        return NULL;
+    o = cJSON_AddObjectToObject(a, "inputs");
+    if (!o)
+        p->err = TM_ENOMEM;
+    return o;
+}
+
+static void add_terminate(struct pass *p, int provider, int64_t node_id, const char *instance_id)
+{
+    struct tm_plan_terminate *t;
+
+    if (p->err || !instance_id[0])
+        return;
+    if (p->plan.nterminates == p->term_cap) {
+        size_t cap = p->term_cap ? 2 * p->term_cap : 16;
+        void *m = realloc(p->plan.terminates, cap * sizeof(*t));
+        if (!m) {
+            p->err = TM_ENOMEM;
+            return;
+        }
+        p->plan.terminates = m;
+        p->term_cap = cap;
+    }
+    t = &p->plan.terminates[p->plan.nterminates++];
+    t->provider = provider;
+    t->node_id = node_id;
+    snprintf(t->instance_id, sizeof(t->instance_id), "%s", instance_id);
+}
+
+static void add_launch(struct pass *p, int64_t node_id, const char *token, int pool,
+                       const char *type, const char *zone, enum tm_capacity_type cap)
+{
+    struct tm_plan_launch *l;
+
+    if (p->err)
+        return;
+    if (p->plan.nlaunches == p->launch_cap) {
+        size_t c = p->launch_cap ? 2 * p->launch_cap : 16;
+        void *m = realloc(p->plan.launches, c * sizeof(*l));
+        if (!m) {
+            p->err = TM_ENOMEM;
+            return;
+        }
+        p->plan.launches = m;
+        p->launch_cap = c;
+    }
+    l = &p->plan.launches[p->plan.nlaunches++];
+    l->node_id = node_id;
+    snprintf(l->token, sizeof(l->token), "%s", token);
+    l->pool = pool;
+    snprintf(l->instance_type, sizeof(l->instance_type), "%s", type);
+    snprintf(l->zone, sizeof(l->zone), "%s", zone);
+    l->capacity = cap;
+}
+
+static int provider_index(const struct tm_config *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->nproviders; i++)
+        if (strcmp(cfg->providers[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static const struct tm_observed *observed_for(struct pass *p, int provider)
+{
+    if (provider < 0 || (size_t)provider >= p->in->nobserved)
+        return NULL;
+    return &p->in->observed[provider];
+}
+
+static void node_gone(struct pass *p, size_t ni, const char *state, const char *reason)
+{
+    const struct tm_snap_node *n = &p->in->snap->nodes[ni];
+    cJSON *a = action(p, "node_gone", reason);
+    put_num(p, a, "node", (double)n->id);
+    put_str(p, a, "state", state);
+    cJSON *in = inputs(p, a);
+    put_str(p, in, "instance_id", p->node_instance[ni]);
+    put_str(p, in, "was", tm_node_state_name(n->state));
+    p->node_gone[ni] = true;
+    p->plan.gone++;
+}
+
+/* Step 1: compare each live node with its provider's listing. */
+static void observe(struct pass *p, bool **ret_matched)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    char why[256];
+
+    for (size_t o = 0; o < p->in->nobserved; o++) {
+        ret_matched[o] = calloc(p->in->observed[o].n + 1, sizeof(bool));
+        if (!ret_matched[o]) {
+            p->err = TM_ENOMEM;
+            return;
+        }
+    }
+
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        int prov = n->pool >= 0 ? p->pool_provider[n->pool] : -1;
+        const struct tm_observed *obs = observed_for(p, prov);
+        const struct tm_instance *inst = NULL;
+
+        snprintf(p->node_instance[ni], TM_ID_MAX, "%s", n->instance_id);
+        if (n->pool >= 0 && n->state != TM_NODE_TERMINATING)
+            p->live[n->pool]++;
+        if (!obs)
+            continue; /* provider not observed this pass: change nothing */
+        for (size_t i = 0; i < obs->n; i++) {
+            const struct tm_instance *c = &obs->instances[i];
+            if ((n->instance_id[0] && strcmp(c->id, n->instance_id) == 0) ||
+                (c->token[0] && strcmp(c->token, n->token) == 0)) {
+                inst = c;
+                ret_matched[prov][i] = true;
+                break;
+            }
+        }
+        if (inst)
+            snprintf(p->node_instance[ni], TM_ID_MAX, "%s", inst->id);
+
+        bool dead = inst && (inst->state == TM_INSTANCE_TERMINATED ||
+                             inst->state == TM_INSTANCE_STOPPED ||
+                             inst->state == TM_INSTANCE_STOPPING);
+        bool absent = !inst && obs->complete;
+        const char *gone_state = inst && inst->interrupted ? "interrupted" : "terminated";
+
+        switch (n->state) {
+        case TM_NODE_REQUESTED:
+        case TM_NODE_BOOTING:
+            if (inst && inst->state == TM_INSTANCE_RUNNING) {
+                cJSON *a = action(p, "node_ready", "the cloud lists the instance running");
+                put_num(p, a, "node", (double)n->id);
+                put_str(p, a, "instance_id", inst->id);
+                put_str(p, inputs(p, a), "zone", inst->zone);
+                p->node_ready[ni] = !n->cordoned;
+                p->plan.ready++;
+            } else if (inst && dead) {
+                snprintf(why, sizeof(why), "instance %s is %s before it became ready%s", inst->id,
+                         tm_instance_state_name(inst->state),
+                         inst->interrupted ? " (reclaimed by the cloud)" : "");
+                node_gone(p, ni, gone_state, why);
+            } else if (inst && n->state == TM_NODE_REQUESTED) {
+                /* Launched by a pass that died before recording the id. */
+                cJSON *a = action(p, "adopt", "instance found by its launch token");
+                put_num(p, a, "node", (double)n->id);
+                put_str(p, a, "instance_id", inst->id);
+            } else if (!inst && n->state == TM_NODE_REQUESTED) {
+                /* Intent recorded, no instance seen: (re)launch with the same
+                 * token; the provider never makes a second instance for it. */
+                int pool = n->pool;
+                add_launch(p, n->id, n->token, pool, n->instance_type, n->zone, n->capacity);
+            } else if (absent && n->state == TM_NODE_BOOTING) {
+                node_gone(p, ni, "terminated", "the cloud no longer lists the instance");
+            }
+            if (!p->node_gone[ni] && n->pool >= 0 && !p->node_ready[ni])
+                p->pending_milli[n->pool] += (int64_t)n->gpus * 1000;
+            break;
+        case TM_NODE_READY:
+        case TM_NODE_DRAINING:
+            if (dead || absent) {
+                snprintf(why, sizeof(why), "instance %s %s%s", p->node_instance[ni],
+                         absent ? "is no longer listed" : tm_instance_state_name(inst->state),
+                         inst && inst->interrupted ? " (reclaimed by the cloud)" : "");
+                node_gone(p, ni, absent ? "terminated" : gone_state, why);
+            } else if (n->state == TM_NODE_READY && !n->cordoned) {
+                p->node_ready[ni] = true;
+            }
+            break;
+        case TM_NODE_TERMINATING:
+            if (dead && inst->state == TM_INSTANCE_TERMINATED) {
+                node_gone(p, ni, gone_state, "terminated as asked");
+            } else if (absent) {
+                node_gone(p, ni, "terminated", "terminated as asked (no longer listed)");
+            } else if (!dead || inst->state == TM_INSTANCE_STOPPED) {
+                add_terminate(p, prov, n->id, p->node_instance[ni]);
+            }
+            break;
+        default:
+            break;
+        }
+    }
+
+    /* Instances with our cluster tag and no live node: terminate them, but
+     * only once a complete listing has shown it (never on a partial view). */
+    for (size_t o = 0; o < p->in->nobserved; o++) {
+        const struct tm_observed *obs = &p->in->observed[o];
+        if (!obs->complete)
+            continue;
+        for (size_t i = 0; i < obs->n; i++) {
+            const struct tm_instance *c = &obs->instances[i];
+            if (ret_matched[o][i] || c->state == TM_INSTANCE_TERMINATED ||
+                c->state == TM_INSTANCE_STOPPING)
+                continue;
+            snprintf(why, sizeof(why),
+                     "instance carries cluster tag but no live node owns it (token \"%s\", node %" PRId64 ")",
+                     c->token, c->node_id);
+            cJSON *a = action(p, "orphan", why);
+            put_str(p, a, "instance_id", c->id);
+            cJSON *in = inputs(p, a);
+            put_str(p, in, "provider", obs->provider);
+            put_str(p, in, "pool", c->pool);
+            add_terminate(p, (int)o, 0, c->id);
+            p->plan.orphans++;
+        }
+    }
+}
+
+static int job_index_by_id(const struct tm_snapshot *s, int64_t id)
+{
+    for (size_t j = 0; j < s->njobs; j++)
+        if (s->jobs[j].id == id)
+            return (int)j;
+    return -1;
+}
+
+/* Whether a job may use a pool at all: model, size, pool pin, and
+ * non-preemptible work never on spot capacity. */
+static bool pool_accepts(const struct tm_config_pool *pool, int pool_index,
+                         const struct tm_snap_job *j)
+{
+    if (j->pool >= 0 && j->pool != pool_index)
+        return false;
+    if (!tm_gpu_model_accepts(j->gpu_model, pool->gpu_model))
+        return false;
+    if (j->gpus > pool->gpus_per_node)
+        return false;
+    if (!j->preemptible && strcmp(pool->capacity_type, "on_demand") != 0)
+        return false;
+    return true;
+}
+
+/* Step 2: run the scheduler over the ready nodes. */
+static void schedule(struct pass *p, bool *job_placed)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    struct tm_sched_job *jobs = NULL;
+    struct tm_sched_node *nodes = NULL;
+    struct tm_sched_alloc *allocs = NULL;
+    int32_t *node_of = NULL;   /* sched node index -> snapshot node index */
+    int32_t *job_of = NULL;    /* sched job index -> snapshot job index */
+    int32_t *sched_node = NULL;/* snapshot node index -> sched node index */
+    struct tm_sched_result res = {0};
+    size_t nj = 0, nn = 0, na = 0;
+    char why[256];
+
+    jobs = calloc(s->njobs + 1, sizeof(*jobs));
+    job_of = calloc(s->njobs + 1, sizeof(*job_of));
+    nodes = calloc(s->nnodes + 1, sizeof(*nodes));
+    node_of = calloc(s->nnodes + 1, sizeof(*node_of));
+    sched_node = calloc(s->nnodes + 1, sizeof(*sched_node));
+    allocs = calloc(s->nallocs + 1, sizeof(*allocs));
+    if (!jobs || !job_of || !nodes || !node_of || !sched_node || !allocs) {
+        p->err = TM_ENOMEM;
+        goto out;
+    }
+
+    /* The scheduler's "model" is the pool: a pool has one GPU model and one
+     * capacity type, so a job's mask says which pools it may use. */
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        sched_node[ni] = -1;
+        if (!p->node_ready[ni] || p->node_gone[ni] || n->pool < 0 || n->pool >= 63)
+            continue;
+        nodes[nn] = (struct tm_sched_node){
+            .id = n->id, .cpu_milli = n->cpu_milli, .memory_mib = n->memory_mib,
+            .gpus = n->gpus, .model = n->pool, .spot = n->capacity == TM_CAPACITY_SPOT,
+            .schedulable = true,
+        };
+        node_of[nn] = (int32_t)ni;
+        sched_node[ni] = (int32_t)nn++;
+    }
+    for (size_t a = 0; a < s->nallocs; a++) {
+        const struct tm_snap_alloc *al = &s->allocs[a];
+        int32_t sn = -1;
+        for (size_t ni = 0; ni < s->nnodes; ni++)
+            if (s->nodes[ni].id == al->node_id) {
+                p->node_busy[ni] = true;
+                sn = sched_node[ni];
+                break;
+            }
+        if (sn < 0)
+            continue;
+        int ji = job_index_by_id(s, al->job_id);
+        int64_t end = p->in->now_ms + 3600000;
+        bool pre = false;
+        if (ji >= 0) {
+            const struct tm_snap_job *j = &s->jobs[ji];
+            pre = j->preemptible;
+            if (j->estimate_ms > 0)
+                end = j->started_ms + j->estimate_ms;
+            if (end < p->in->now_ms)
+                end = p->in->now_ms + 60000; /* overran: assume a little more */
+        }
+        allocs[na++] = (struct tm_sched_alloc){
+            .job_id = al->job_id, .node = sn, .gpu_mask = al->gpu_mask,
+            .gpu_milli = al->gpu_milli, .cpu_milli = al->cpu_milli,
+            .memory_mib = al->memory_mib, .end_ms = end, .preemptible = pre,
+        };
+    }
+    for (size_t ji = 0; ji < s->njobs; ji++) {
+        const struct tm_snap_job *j = &s->jobs[ji];
+        uint64_t mask = 0;
+        if (j->state != TM_JOB_QUEUED)
+            continue;
+        for (size_t pi = 0; pi < p->cfg->npools && pi < 63; pi++)
+            if (pool_accepts(&p->cfg->pools[pi], (int)pi, j))
+                mask |= 1ull << pi;
+        if (!mask)
+            mask = 1ull << 63; /* no pool can take it: a model no node has */
+        jobs[nj] = (struct tm_sched_job){
+            .id = j->id, .submit_ms = j->submitted_ms, .estimate_ms = j->estimate_ms,
+            .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib, .model_mask = mask,
+            .gpus = j->gpus, .gpu_milli = j->gpus > 0 ? 1000 : j->gpu_milli, .nodes = j->nodes,
+            .priority = j->priority, .klass = j->klass, .preemptible = j->preemptible,
+        };
+        job_of[nj++] = (int32_t)ji;
+    }
+
+    struct tm_sched_input in = {
+        .jobs = jobs, .njobs = nj, .nodes = nodes, .nnodes = nn, .allocs = allocs,
+        .nallocs = na, .now_ms = p->in->now_ms, .policy = p->in->policy,
+        .params = {.starvation_ms = p->cfg->starvation_ms, .short_ms = 30 * 60000},
+    };
+    int r = tm_sched_run(&in, &res);
+    if (r < 0) {
+        p->err = r;
+        goto out;
+    }
+
+    /* One "place" action per job, with every node of a gang inside it, so
+     * tarmac_apply places all of it or none. */
+    for (size_t k = 0; k < res.nplacements; k++) {
+        const struct tm_sched_placement *pl = &res.placements[k];
+        if (job_placed[job_of[pl->job]])
+            continue;
+        const struct tm_snap_job *j = &s->jobs[job_of[pl->job]];
+        const char *why_text = "placed";
+        for (size_t q = 0; q < res.nnotes; q++)
+            if (res.notes[q].job == pl->job && res.notes[q].why)
+                why_text = res.notes[q].why;
+        snprintf(why, sizeof(why), "%s: %s", tm_sched_policy_name(p->in->policy), why_text);
+        cJSON *a = action(p, "place", why);
+        put_num(p, a, "job", (double)j->id);
+        cJSON *arr = a ? cJSON_AddArrayToObject(a, "allocs") : NULL;
+        if (a && !arr)
+            p->err = TM_ENOMEM;
+        cJSON *in_o = inputs(p, a);
+        put_num(p, in_o, "gpus", j->gpus);
+        put_num(p, in_o, "gpu_milli", j->gpu_milli);
+        put_num(p, in_o, "waited_ms", (double)(p->in->now_ms - j->submitted_ms));
+        for (size_t m = k; m < res.nplacements && arr; m++) {
+            const struct tm_sched_placement *q = &res.placements[m];
+            if (q->job != pl->job)
+                continue;
+            const struct tm_snap_node *n = &s->nodes[node_of[q->node]];
+            cJSON *o = cJSON_CreateObject();
+            if (!o) {
+                p->err = TM_ENOMEM;
+                break;
+            }
+            cJSON_AddItemToArray(arr, o);
+            put_num(p, o, "node", (double)n->id);
+            put_num(p, o, "gpu_mask", q->gpu_mask);
+            put_num(p, o, "gpu_milli", q->gpu_milli);
+            put_num(p, o, "cpu_milli", (double)j->cpu_milli);
+            put_num(p, o, "memory_mib", (double)j->memory_mib);
+            p->node_busy[node_of[q->node]] = true;
+        }
+        job_placed[job_of[pl->job]] = true;
+        p->plan.placed++;
+    }
+    for (size_t q = 0; q < res.nnotes; q++) {
+        const struct tm_sched_note *note = &res.notes[q];
+        if (note->verdict == TM_SCHED_PLACED || job_placed[job_of[note->job]])
+            continue;
+        const struct tm_snap_job *j = &s->jobs[job_of[note->job]];
+        snprintf(why, sizeof(why), "%s: %s", tm_sched_verdict_name(note->verdict),
+                 note->why ? note->why : "");
+        cJSON *a = action(p, "wait", why);
+        put_num(p, a, "job", (double)j->id);
+        cJSON *in_o = inputs(p, a);
+        put_str(p, in_o, "policy", tm_sched_policy_name(p->in->policy));
+        if (note->start_ms > 0)
+            put_num(p, in_o, "reserved_start_ms", (double)note->start_ms);
+        p->plan.waiting++;
+    }
+out:
+    tm_sched_result_release(&res);
+    free(jobs);
+    free(job_of);
+    free(nodes);
+    free(node_of);
+    free(sched_node);
+    free(allocs);
+}
+
+/* The cheapest type of a pool for a capacity type, by price per GPU-hour. */
+static const struct tm_config_instance_type *pool_type(const struct tm_config *cfg,
+                                                       const struct tm_config_pool *pool,
+                                                       enum tm_capacity_type cap)
+{
+    const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
+    const struct tm_config_instance_type *best = NULL;
+    int64_t best_price = INT64_MAX;
+
+    if (!prov)
+        return NULL;
+    for (size_t i = 0; i < pool->ninstance_types; i++) {
+        const struct tm_config_instance_type *t = tm_config_type_find(prov, pool->instance_types[i]);
+        if (!t)
+            continue;
+        int64_t price = cap == TM_CAPACITY_SPOT ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
+        if (cap == TM_CAPACITY_SPOT && price == 0)
+            continue;
+        if (price / t->gpus < best_price) {
+            best_price = price / t->gpus;
+            best = t;
+        }
+    }
+    return best;
+}
+
+/* Step 3: request nodes for queued work no ready node could take. */
+static void grow(struct pass *p, const bool *job_placed)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_config *cfg = p->cfg;
+    char why[256];
+    unsigned seq = 0;
+
+    for (size_t ji = 0; ji < s->njobs; ji++) {
+        const struct tm_snap_job *j = &s->jobs[ji];
+        int best = -1;
+        int best_rank = 99;
+        if (j->state != TM_JOB_QUEUED || job_placed[ji])
+            continue;
+        /* Preemptible work prefers spot, then spot-then-on-demand, then
+         * on-demand; other work only on-demand (pool_accepts). */
+        for (size_t pi = 0; pi < cfg->npools; pi++) {
+            const struct tm_config_pool *pool = &cfg->pools[pi];
+            if (!pool_accepts(pool, (int)pi, j))
+                continue;
+            int rank = strcmp(pool->capacity_type, "spot") == 0 ? 0
+                       : strcmp(pool->capacity_type, "spot_then_on_demand") == 0 ? 1 : 2;
+            if (!j->preemptible)
+                rank = 0;
+            if (rank < best_rank) {
+                best_rank = rank;
+                best = (int)pi;
+            }
+        }
+        if (best < 0)
+            continue;
+        const struct tm_config_pool *pool = &cfg->pools[best];
+        if (j->nodes > 1 || j->gpus == pool->gpus_per_node)
+            p->demand_milli[best] += (int64_t)j->nodes * pool->gpus_per_node * 1000;
+        else
+            p->demand_milli[best] += j->gpus > 0 ? (int64_t)j->gpus * 1000 : j->gpu_milli;
+    }
+
+    for (size_t pi = 0; pi < cfg->npools; pi++) {
+        const struct tm_config_pool *pool = &cfg->pools[pi];
+        int64_t per_node = (int64_t)pool->gpus_per_node * 1000;
+        int64_t short_milli = p->demand_milli[pi] - p->pending_milli[pi];
+        int want = short_milli > 0 ? (int)((short_milli + per_node - 1) / per_node) : 0;
+        int room = pool->max_nodes - p->live[pi];
+        int below_min = pool->min_nodes - p->live[pi];
+        enum tm_capacity_type cap = strcmp(pool->capacity_type, "on_demand") == 0
+                                        ? TM_CAPACITY_ON_DEMAND : TM_CAPACITY_SPOT;
+        const struct tm_config_instance_type *t = pool_type(cfg, pool, cap);
+        int n;
+
+        if (below_min > want)
+            want = below_min;
+        n = want < room ? want : room;
+        if (n <= 0 || !t)
+            continue;
+        for (int k = 0; k < n; k++) {
+            char token[TM_ID_MAX];
+            /* Spread over zones: the zone with the fewest live nodes. */
+            const char *zone = pool->zones[(size_t)(p->live[pi] + k) % pool->nzones];
+            int64_t price = cap == TM_CAPACITY_SPOT ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
+
+            tm_launch_token(cfg->cluster, pool->name, p->in->now_ms, seq++, token);
+            if (below_min > k && short_milli <= 0)
+                snprintf(why, sizeof(why), "pool %s is below min_nodes %d", pool->name, pool->min_nodes);
+            else
+                snprintf(why, sizeof(why),
+                         "queued work wants %.1f GPUs more than ready and booting nodes hold; "
+                         "pool %s has %d of max %d nodes",
+                         (double)short_milli / 1000.0, pool->name, p->live[pi] + k, pool->max_nodes);
+            cJSON *a = action(p, "request_node", why);
+            put_str(p, a, "pool", pool->name);
+            put_str(p, a, "token", token);
+            put_str(p, a, "zone", zone);
+            put_str(p, a, "instance_type", t->name);
+            put_num(p, a, "gpus", t->gpus);
+            put_str(p, a, "gpu_model", t->gpu_model);
+            put_num(p, a, "cpu_milli", (double)t->cpu_milli);
+            put_num(p, a, "memory_mib", (double)t->memory_mib);
+            put_str(p, a, "capacity_type", tm_capacity_type_name(cap));
+            put_num(p, a, "price_uusd_per_hour", (double)price);
+            cJSON *in = inputs(p, a);
+            put_num(p, in, "demand_gpus", (double)p->demand_milli[pi] / 1000.0);
+            put_num(p, in, "pending_gpus", (double)p->pending_milli[pi] / 1000.0);
+            put_num(p, in, "live_nodes", p->live[pi] + k);
+            put_num(p, in, "max_nodes", pool->max_nodes);
+            add_launch(p, 0, token, (int)pi, t->name, zone, cap);
+            p->plan.requested++;
+        }
+        p->live[pi] += n;
+    }
+}
+
+/* Step 4: release nodes idle past their pool's grace. */
+static void shrink(struct pass *p)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    char why[256];
+
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        if (n->pool < 0 || p->node_gone[ni] || p->node_busy[ni])
+            continue;
+        const struct tm_config_pool *pool = &p->cfg->pools[n->pool];
+        int prov = p->pool_provider[n->pool];
+        bool drained = n->state == TM_NODE_DRAINING;
+        bool idle = n->state == TM_NODE_READY && n->idle_since_ms > 0 &&
+                    p->in->now_ms - n->idle_since_ms >= pool->idle_grace_ms;
+
+        if (!drained && !idle)
+            continue;
+        /* Hold idle nodes while their pool still has unplaced work, and
+         * never go below the pool's min. */
+        if (!drained && (p->demand_milli[n->pool] > 0 || p->live[n->pool] <= pool->min_nodes))
+            continue;
+        if (drained)
+            snprintf(why, sizeof(why), "drained and empty");
+        else
+            snprintf(why, sizeof(why), "idle for %" PRId64 " s, past the pool's grace of %" PRId64 " s",
+                     (p->in->now_ms - n->idle_since_ms) / 1000, pool->idle_grace_ms / 1000);
+        cJSON *a = action(p, "terminate", why);
+        put_num(p, a, "node", (double)n->id);
+        cJSON *in = inputs(p, a);
+        put_str(p, in, "instance_id", p->node_instance[ni]);
+        put_num(p, in, "idle_since_ms", (double)n->idle_since_ms);
+        add_terminate(p, prov, n->id, p->node_instance[ni]);
+        p->live[n->pool]--;
+        p->plan.released++;
+    }
+}
+
+int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret)
+{
+    struct pass p = {.in = in, .cfg = in->cfg};
+    const struct tm_snapshot *s = in->snap;
+    size_t np = in->cfg->npools;
+    bool **matched = NULL;
+    bool *job_placed = NULL;
+    int r;
+
+    p.plan.actions = cJSON_CreateArray();
+    p.pool_provider = calloc(np + 1, sizeof(int));
+    p.live = calloc(np + 1, sizeof(int));
+    p.pending_milli = calloc(np + 1, sizeof(int64_t));
+    p.demand_milli = calloc(np + 1, sizeof(int64_t));
+    p.node_gone = calloc(s->nnodes + 1, sizeof(bool));
+    p.node_ready = calloc(s->nnodes + 1, sizeof(bool));
+    p.node_busy = calloc(s->nnodes + 1, sizeof(bool));
+    p.node_instance = calloc(s->nnodes + 1, TM_ID_MAX);
+    matched = calloc(in->nobserved + 1, sizeof(bool *));
+    job_placed = calloc(s->njobs + 1, sizeof(bool));
+    if (!p.plan.actions || !p.pool_provider || !p.live || !p.pending_milli || !p.demand_milli ||
+        !p.node_gone || !p.node_ready || !p.node_busy || !p.node_instance || !matched ||
+        !job_placed) {
+        p.err = TM_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < np; i++)
+        p.pool_provider[i] = provider_index(in->cfg, in->cfg->pools[i].provider);
+
+    observe(&p, matched);
+    if (!p.err)
+        schedule(&p, job_placed);
+    if (!p.err)
+        grow(&p, job_placed);
+    if (!p.err)
+        shrink(&p);
+out:
+    r = p.err;
+    if (matched)
+        for (size_t o = 0; o < in->nobserved; o++)
+            free(matched[o]);
+    free(matched);
+    free(job_placed);
+    free(p.pool_provider);
+    free(p.live);
+    free(p.pending_milli);
+    free(p.demand_milli);
+    free(p.node_gone);
+    free(p.node_ready);
+    free(p.node_busy);
+    free(p.node_instance);
+    if (r < 0) {
+        tm_plan_release(&p.plan);
+        return r;
+    }
+    *ret = p.plan;
+    return 0;
+}
+
+void tm_plan_release(struct tm_plan *plan)
+{
+    cJSON_Delete(plan->actions);
+    free(plan->launches);
+    free(plan->terminates);
+    memset(plan, 0, sizeof(*plan));
+}

@@ -1,0 +1,139 @@
+/*
+ * controller/reconcile.h: one reconcile pass, a pure function.
+ *
+ * Input: a snapshot of the database read in one transaction (pools, live
+ * nodes, queued and running jobs, allocations), what each provider listed
+ * (read BEFORE the snapshot, so every instance we launched already has its
+ * node row in it), and now.  Output: a plan, i.e. the actions to write in one
+ * transaction (tarmac_apply in migrations/0002_apply.sql, each with its
+ * reason) and the cloud calls to make after that transaction commits.
+ *
+ * Level-triggered: nothing here remembers an earlier pass.  A crash between
+ * any two steps leaves rows and instances that the next pass of the next
+ * process reads and repairs: a node row without an instance is launched
+ * again with the same token; an instance with a token but no instance id in
+ * its row is adopted; an instance nobody owns is terminated, and only after
+ * a complete listing has been seen.
+ */
+#ifndef TM_RECONCILE_H
+#define TM_RECONCILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "controller/model.h"
+#include "controller/scheduler.h"
+#include "core/config.h"
+#include "providers/provider.h"
+
+struct tm_snap_node {
+    int64_t id;
+    int pool;                 /* index into cfg->pools, -1 if the pool left the config */
+    char token[TM_ID_MAX];
+    char instance_id[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    char instance_type[TM_ID_MAX];
+    char gpu_model[TM_ID_MAX];
+    int gpus;
+    int64_t cpu_milli, memory_mib;
+    enum tm_capacity_type capacity;
+    enum tm_node_state state;
+    bool cordoned;
+    int64_t requested_ms;
+    int64_t idle_since_ms;    /* 0 when busy or unknown */
+};
+
+struct tm_snap_job {
+    int64_t id;
+    char team[TM_ID_MAX];
+    char name[TM_ID_MAX];
+    char gpu_model[TM_ID_MAX]; /* "" = any; "A|B" = either */
+    int pool;                  /* index into cfg->pools or -1 */
+    int gpus, gpu_milli, nodes;
+    int64_t cpu_milli, memory_mib;
+    enum tm_job_class klass;
+    int priority;
+    bool preemptible;
+    int64_t estimate_ms;       /* 0 when unknown */
+    int64_t sim_runtime_ms;    /* 0 for real work */
+    enum tm_job_state state;   /* queued or running */
+    int64_t submitted_ms, started_ms;
+};
+
+struct tm_snap_alloc {
+    int64_t job_id, node_id;
+    uint32_t gpu_mask;
+    int gpu_milli;
+    int64_t cpu_milli, memory_mib;
+};
+
+struct tm_snapshot {
+    int64_t epoch;
+    struct tm_snap_node *nodes;
+    size_t nnodes;
+    struct tm_snap_job *jobs;
+    size_t njobs;
+    struct tm_snap_alloc *allocs;
+    size_t nallocs;
+};
+
+/* What one provider listed this pass. */
+struct tm_observed {
+    const char *provider;      /* provider name as in the config */
+    bool complete;             /* a full listing was seen (all pages, no error) */
+    const struct tm_instance *instances;
+    size_t n;
+};
+
+struct tm_plan_launch {
+    int64_t node_id;           /* 0 for a node requested by this very plan */
+    char token[TM_ID_MAX];
+    int pool;
+    char instance_type[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    enum tm_capacity_type capacity;
+};
+
+struct tm_plan_terminate {
+    int provider;              /* index into cfg->providers */
+    int64_t node_id;           /* 0 for an orphan */
+    char instance_id[TM_ID_MAX];
+};
+
+struct tm_plan {
+    cJSON *actions;            /* array for tarmac_apply's plan->'actions' */
+    struct tm_plan_launch *launches;
+    size_t nlaunches;
+    struct tm_plan_terminate *terminates;
+    size_t nterminates;
+    /* Counters for the log line of each pass. */
+    unsigned placed, waiting, requested, ready, released, gone, orphans;
+};
+
+struct tm_reconcile_input {
+    const struct tm_config *cfg;
+    const struct tm_snapshot *snap;
+    const struct tm_observed *observed; /* one per provider, same order as cfg */
+    size_t nobserved;
+    int64_t now_ms;
+    enum tm_sched_policy policy;
+};
+
+/* Compute the plan.  *ret is filled only on success; release it with
+ * tm_plan_release().  Returns 0, TM_ENOMEM or TM_EINVAL. */
+int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret);
+void tm_plan_release(struct tm_plan *plan);
+
+/* The launch token for the i-th node a pass at now requests in a pool:
+ * unique per cluster as long as passes are at least 1 ms apart. */
+void tm_launch_token(const char *cluster, const char *pool, int64_t now_ms, unsigned i,
+                     char out[TM_ID_MAX]);
+
+/* Whether a job may run on a node of this GPU model: gpu_model is "" (any)
+ * or a '|'-separated list. */
+bool tm_gpu_model_accepts(const char *job_models, const char *node_model);
+
+#endif
