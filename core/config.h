@@ -35,7 +35,6 @@ struct tm_config_instance_type {  /* an instance type the provider offers */
     int64_t on_demand_uusd_per_hour; /* micro-dollars per hour, e.g. "32.77" */
     int64_t spot_uusd_per_hour;   /* 0 = no spot offered */
     int capacity;                 /* sim only: max instances alive, 0 = unlimited */
-    int line;                     /* line of the entry in the file, for messages */
 };
 
 struct tm_config_credentials {
@@ -56,7 +55,6 @@ struct tm_config_provider {
     uint64_t seed;                /* sim: random seed, default 1 */
     struct tm_config_instance_type *types;
     size_t ntypes;
-    int line;
 };
 
 struct tm_config_pool {
@@ -71,7 +69,6 @@ struct tm_config_pool {
     char *capacity_type;          /* "on_demand" | "spot" | "spot_then_on_demand" */
     int min_nodes, max_nodes;     /* 0 <= min <= max <= 10000 */
     int64_t idle_grace_ms;        /* default 10 min */
-    int line;
 };
 
 struct tm_config {
