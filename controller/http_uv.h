@@ -57,4 +57,9 @@ unsigned tm_http_inflight(const struct tm_http *http);
  * (may be NULL) fires when all are closed, and http is freed then. */
 void tm_http_close(struct tm_http *http, void (*done)(void *data), void *data);
 
+/* Initialise libcurl for the process (curl_global_init) exactly once; safe
+ * to call again and from several threads.  tm_http_create() calls it, so
+ * call it first only to learn of a failure early.  Returns 0 or TM_EUNAVAIL. */
+int tm_http_global_init(void);
+
 #endif
