@@ -39,6 +39,8 @@ const char *tm_sched_policy_name(enum tm_sched_policy p);
 int tm_sched_policy_parse(const char *name);
 const char *tm_sched_policy_list(void);
 
+/* A job with gpus == 0 and gpu_milli == 0 asks for CPU and memory only
+ * (the trace has such tasks; packing mode places them). */
 struct tm_sched_job {
     int64_t id;          /* caller's id, echoed back through the index */
     int64_t submit_ms;
@@ -79,7 +81,16 @@ struct tm_sched_alloc {
 struct tm_sched_params {
     int64_t starvation_ms; /* tarmac: no job waits past this (aging bound) */
     int64_t short_ms;      /* tarmac: jobs with estimates under this fill gaps */
+    /* Added for issue 3.  Zero means the default given in brackets. */
+    int32_t max_reservations;    /* tarmac: blocked jobs holding reservations [8];
+                                  * backfill always holds exactly one (EASY) */
+    int64_t default_estimate_ms; /* ordering weight of a job without estimate [1 h] */
 };
+
+#define TM_SCHED_STARVATION_DEFAULT_MS (24LL * 3600 * 1000)
+#define TM_SCHED_SHORT_DEFAULT_MS (30LL * 60 * 1000)
+#define TM_SCHED_MAX_RESERVATIONS_DEFAULT 8
+#define TM_SCHED_DEFAULT_ESTIMATE_MS (3600LL * 1000)
 
 struct tm_sched_input {
     const struct tm_sched_job *jobs;     /* queued jobs, any order */
@@ -122,11 +133,22 @@ struct tm_sched_note {
     const char *why;   /* static text, e.g. "best fit, strands 0 GPUs" */
 };
 
+/* A blocked job's claim on one node from start_ms on (a gang has one per
+ * node).  Later jobs may use the node before start_ms only if they end by
+ * then or leave room for the reserved job.  Added for issue 3. */
+struct tm_sched_reservation {
+    int32_t job;       /* index into input jobs */
+    int32_t node;      /* index into input nodes */
+    int64_t start_ms;  /* earliest start, from the running jobs' expected ends */
+};
+
 struct tm_sched_result {
     struct tm_sched_placement *placements;
     size_t nplacements;
     struct tm_sched_note *notes;
     size_t nnotes;
+    struct tm_sched_reservation *reservations; /* added for issue 3 */
+    size_t nreservations;
 };
 
 /* Run one scheduling pass.  *ret is filled only on success (0); release it

@@ -1,0 +1,1544 @@
+/*
+ * controller/scheduler.c: one scheduling pass (see scheduler.h).
+ *
+ * The pass works on a private copy of the free capacity of every node
+ * (struct nst) and keeps two indexes over it, whichever the policy needs:
+ *
+ *  - fifo and backfill place first-fit, i.e. on the lowest-numbered node that
+ *    fits.  A max-segment-tree over the nodes (largest free whole-GPU count,
+ *    largest free share, CPU, memory, OR of model bits per subtree) finds that
+ *    node in O(log N) in the common case: a subtree whose maxima cannot hold
+ *    the job is skipped whole.
+ *  - tarmac places best-fit with a fragmentation score.  Nodes sit in
+ *    intrusive lists by (GPU model, free whole GPUs), and GPUs with a partial
+ *    share free sit in lists by (model, free milli) with a bitmap of the
+ *    non-empty ones, so the tightest fit is a few word scans away.
+ *
+ * Reservations (backfill, tarmac) are computed from the expected ends of the
+ * running jobs, node by node, and recorded per node with what will have been
+ * released on that node by the reserved start.  A later job may use a
+ * reserved node if it ends by the reserved start (gap filling), or if the
+ * reserved job still fits at the start with the later job still running.
+ *
+ * Nothing here does I/O, reads a clock or keeps state between calls.
+ */
+#include "controller/scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+#define MILLI 1000
+#define NO_SLOT (-1)
+#define INF_MS INT64_MAX
+/* How many entries of one bucket tarmac inspects before giving up on it:
+ * bounds the pass when many nodes have GPUs but no CPU or memory left. */
+#define SCAN_MAX 256
+/* Candidates tarmac scores per (model, free-GPU) bucket. */
+#define CAND_PER_BUCKET 4
+
+static const char *const policy_names[TM_POLICY_MAX] = {"fifo", "backfill", "tarmac"};
+static const char *const verdict_names[TM_SCHED_VERDICT_MAX] = {
+    "placed", "reserved", "wait_capacity", "wait_order", "wait_reservation", "no_match",
+};
+
+const char *tm_sched_policy_name(enum tm_sched_policy p)
+{
+    return (unsigned)p < TM_POLICY_MAX ? policy_names[p] : "unknown";
+}
+
+int tm_sched_policy_parse(const char *name)
+{
+    if (!name)
+        return -1;
+    for (int i = 0; i < TM_POLICY_MAX; i++)
+        if (strcmp(policy_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+const char *tm_sched_policy_list(void)
+{
+    return "fifo, backfill, tarmac";
+}
+
+const char *tm_sched_verdict_name(enum tm_sched_verdict v)
+{
+    return (unsigned)v < TM_SCHED_VERDICT_MAX ? verdict_names[v] : "unknown";
+}
+
+/* Free capacity of one node during the pass. */
+struct nst {
+    int64_t cpu;
+    int64_t mem;
+    int16_t free[TM_NODE_GPUS_MAX]; /* milli free per GPU */
+    int8_t gpus;
+    int8_t full;      /* GPUs with all 1000 milli free */
+    int16_t maxfree;  /* largest free[] */
+    int32_t mslot;    /* compact model slot */
+    int32_t res;      /* reservation record, NO_SLOT if none */
+    bool ok;          /* schedulable */
+};
+
+/* What a job needs on each of its nodes. */
+struct need {
+    int64_t cpu;
+    int64_t mem;
+    uint64_t slots;   /* acceptable model slots (bit per slot) */
+    int32_t gpus;     /* whole GPUs */
+    int32_t milli;    /* share when gpus == 0; 0 for CPU-only */
+    int32_t nodes;
+};
+
+/* A reservation as seen on one node. */
+struct rnode {
+    int32_t job;
+    int64_t start;
+    bool preemptible;
+    struct need need;
+    int32_t rel[TM_NODE_GPUS_MAX]; /* milli released on this node by start */
+    int64_t rel_cpu;
+    int64_t rel_mem;
+};
+
+struct ctx {
+    const struct tm_sched_input *in;
+    size_t nn;
+    struct nst *ns;
+    struct need *needs;
+    uint64_t all_slots;
+    int nslots;
+    int32_t model_slot[TM_GPU_MODELS_MAX];
+    /* per model slot: the largest node, for the no-match test */
+    int32_t slot_maxg[TM_GPU_MODELS_MAX];
+    int64_t slot_maxcpu[TM_GPU_MODELS_MAX];
+    int64_t slot_maxmem[TM_GPU_MODELS_MAX];
+    int64_t any_maxcpu, any_maxmem;
+
+    /* first-fit tree (fifo, backfill) */
+    size_t tsize;
+    int8_t *tfull;
+    int16_t *tmax;
+    int64_t *tcpu;
+    int64_t *tmem;
+    uint64_t *tmod;
+
+    /* best-fit buckets (tarmac) */
+    bool buckets;
+    int32_t *whead; /* nslots * (TM_NODE_GPUS_MAX + 1) */
+    int32_t *wnext, *wprev;
+    int32_t *phead; /* nslots * MILLI */
+    int32_t *pnext, *pprev; /* per node * TM_NODE_GPUS_MAX */
+    uint64_t *pbits; /* nslots * 16 words */
+    int64_t pressure[TM_GPU_MODELS_MAX]; /* constrained queued demand, milli */
+    int64_t strand_cpu, strand_mem;      /* smallest CPU/memory a GPU job asks */
+    int32_t strand_share;                /* smallest share a queued job asks */
+
+    /* gang bookkeeping: nodes used by the gang being placed */
+    uint32_t *mark;
+    uint32_t gen;
+
+    /* reservation timelines: running allocs by node, sorted by end */
+    bool timeline;
+    int32_t *astart;   /* nn + 1 */
+    int32_t *aorder;
+    int32_t *plhead;   /* per node: placements made in this pass */
+    int32_t *plnext;   /* per placement */
+    size_t plcap_links;
+    struct rnode *rn;
+    size_t nrn, caprn;
+
+    struct tm_sched_result r;
+    size_t capplace, capres;
+};
+
+/* ---------- small helpers ---------- */
+
+static int grow(void **p, size_t *cap, size_t need, size_t size)
+{
+    size_t n;
+    void *q;
+
+    if (need <= *cap)
+        return 0;
+    n = *cap ? *cap * 2 : 64;
+    while (n < need)
+        n *= 2;
+    q = realloc(*p, n * size);
+    if (!q)
+        return TM_ENOMEM;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+static int popcount64(uint64_t v)
+{
+    return __builtin_popcountll(v);
+}
+
+static void nst_refresh(struct nst *s)
+{
+    int full = 0, mx = 0;
+
+    for (int g = 0; g < s->gpus; g++) {
+        if (s->free[g] == MILLI)
+            full++;
+        if (s->free[g] > mx)
+            mx = s->free[g];
+    }
+    s->full = (int8_t)full;
+    s->maxfree = (int16_t)mx;
+}
+
+static int64_t nst_free_milli(const struct nst *s)
+{
+    int64_t t = 0;
+
+    for (int g = 0; g < s->gpus; g++)
+        t += s->free[g];
+    return t;
+}
+
+/* Whether a node has room for one member of the job now, ignoring
+ * reservations. */
+static bool nst_fits(const struct nst *s, const struct need *nd)
+{
+    if (!s->ok || s->cpu < nd->cpu || s->mem < nd->mem)
+        return false;
+    if (nd->gpus > 0)
+        return s->mslot >= 0 && (nd->slots >> s->mslot & 1) && s->full >= nd->gpus;
+    if (nd->milli > 0)
+        return s->mslot >= 0 && (nd->slots >> s->mslot & 1) && s->maxfree >= nd->milli;
+    return true;
+}
+
+/* Choose GPUs on a node that fits: whole GPUs lowest index first; a share
+ * first-fit (fifo, backfill) or tightest-fit (tarmac). */
+static uint32_t pick_gpus(const struct nst *s, const struct need *nd, bool tight)
+{
+    uint32_t mask = 0;
+    int best = -1;
+
+    if (nd->gpus > 0) {
+        int left = nd->gpus;
+        for (int g = 0; g < s->gpus && left > 0; g++)
+            if (s->free[g] == MILLI) {
+                mask |= 1u << g;
+                left--;
+            }
+        return left == 0 ? mask : 0;
+    }
+    if (nd->milli == 0)
+        return 0;
+    for (int g = 0; g < s->gpus; g++) {
+        if (s->free[g] < nd->milli)
+            continue;
+        if (!tight) {
+            best = g;
+            break;
+        }
+        if (best < 0 || s->free[g] < s->free[best])
+            best = g;
+    }
+    return best < 0 ? 0 : 1u << best;
+}
+
+/* ---------- first-fit tree ---------- */
+
+static void tree_leaf(struct ctx *c, size_t i)
+{
+    size_t t = c->tsize + i;
+    const struct nst *s = &c->ns[i];
+
+    if (!s->ok) {
+        c->tfull[t] = -1;
+        c->tmax[t] = -1;
+        c->tcpu[t] = -1;
+        c->tmem[t] = -1;
+        c->tmod[t] = 0;
+        return;
+    }
+    c->tfull[t] = s->full;
+    c->tmax[t] = s->maxfree;
+    c->tcpu[t] = s->cpu;
+    c->tmem[t] = s->mem;
+    /* Bit 63 stands for "any node" so CPU-only jobs are not pruned. */
+    c->tmod[t] = (s->mslot >= 0 ? 1ull << s->mslot : 0) | (1ull << 63);
+}
+
+static void tree_pull(struct ctx *c, size_t t)
+{
+    size_t l = 2 * t, r = l + 1;
+
+    c->tfull[t] = c->tfull[l] > c->tfull[r] ? c->tfull[l] : c->tfull[r];
+    c->tmax[t] = c->tmax[l] > c->tmax[r] ? c->tmax[l] : c->tmax[r];
+    c->tcpu[t] = c->tcpu[l] > c->tcpu[r] ? c->tcpu[l] : c->tcpu[r];
+    c->tmem[t] = c->tmem[l] > c->tmem[r] ? c->tmem[l] : c->tmem[r];
+    c->tmod[t] = c->tmod[l] | c->tmod[r];
+}
+
+static void tree_update(struct ctx *c, size_t i)
+{
+    tree_leaf(c, i);
+    for (size_t t = (c->tsize + i) / 2; t >= 1; t /= 2)
+        tree_pull(c, t);
+}
+
+static int tree_init(struct ctx *c)
+{
+    size_t n = 1;
+
+    while (n < c->nn)
+        n *= 2;
+    c->tsize = n;
+    c->tfull = malloc(2 * n * sizeof(*c->tfull));
+    c->tmax = malloc(2 * n * sizeof(*c->tmax));
+    c->tcpu = malloc(2 * n * sizeof(*c->tcpu));
+    c->tmem = malloc(2 * n * sizeof(*c->tmem));
+    c->tmod = malloc(2 * n * sizeof(*c->tmod));
+    if (!c->tfull || !c->tmax || !c->tcpu || !c->tmem || !c->tmod)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        if (i < c->nn) {
+            tree_leaf(c, i);
+        } else {
+            size_t t = n + i;
+            c->tfull[t] = -1;
+            c->tmax[t] = -1;
+            c->tcpu[t] = -1;
+            c->tmem[t] = -1;
+            c->tmod[t] = 0;
+        }
+    }
+    for (size_t t = n - 1; t >= 1; t--)
+        tree_pull(c, t);
+    return 0;
+}
+
+static bool tree_may(const struct ctx *c, size_t t, const struct need *nd, uint64_t mods)
+{
+    if (!(c->tmod[t] & mods) || c->tcpu[t] < nd->cpu || c->tmem[t] < nd->mem)
+        return false;
+    if (nd->gpus > 0)
+        return c->tfull[t] >= nd->gpus;
+    if (nd->milli > 0)
+        return c->tmax[t] >= nd->milli;
+    return true;
+}
+
+static int64_t tree_find_rec(const struct ctx *c, size_t t, size_t lo, size_t hi, size_t from,
+                             const struct need *nd, uint64_t mods)
+{
+    int64_t i;
+
+    if (hi <= from || !tree_may(c, t, nd, mods))
+        return -1;
+    if (hi - lo == 1)
+        return nst_fits(&c->ns[lo], nd) && c->mark[lo] != c->gen ? (int64_t)lo : -1;
+    i = tree_find_rec(c, 2 * t, lo, lo + (hi - lo) / 2, from, nd, mods);
+    if (i >= 0)
+        return i;
+    return tree_find_rec(c, 2 * t + 1, lo + (hi - lo) / 2, hi, from, nd, mods);
+}
+
+/* Leftmost node >= from that fits, skipping nodes taken by the gang being
+ * placed; -1 if none.  A subtree whose maxima cannot hold the job is
+ * skipped whole, so a full cluster answers at the root. */
+static int64_t tree_find(const struct ctx *c, size_t from, const struct need *nd)
+{
+    uint64_t mods = (nd->gpus > 0 || nd->milli > 0) ? nd->slots : (1ull << 63);
+
+    if (from >= c->nn)
+        return -1;
+    return tree_find_rec(c, 1, 0, c->tsize, from, nd, mods);
+}
+
+/* ---------- best-fit buckets ---------- */
+
+static void wlist_add(struct ctx *c, int32_t i)
+{
+    const struct nst *s = &c->ns[i];
+    int32_t *head;
+
+    if (!s->ok || s->mslot < 0)
+        return;
+    head = &c->whead[s->mslot * (TM_NODE_GPUS_MAX + 1) + s->full];
+    c->wprev[i] = -1;
+    c->wnext[i] = *head;
+    if (*head >= 0)
+        c->wprev[*head] = i;
+    *head = i;
+}
+
+static void wlist_del(struct ctx *c, int32_t i)
+{
+    const struct nst *s = &c->ns[i];
+
+    if (!s->ok || s->mslot < 0)
+        return;
+    if (c->wprev[i] >= 0)
+        c->wnext[c->wprev[i]] = c->wnext[i];
+    else
+        c->whead[s->mslot * (TM_NODE_GPUS_MAX + 1) + s->full] = c->wnext[i];
+    if (c->wnext[i] >= 0)
+        c->wprev[c->wnext[i]] = c->wprev[i];
+}
+
+static void plist_add(struct ctx *c, int32_t i, int g)
+{
+    const struct nst *s = &c->ns[i];
+    int32_t id = i * TM_NODE_GPUS_MAX + g;
+    int f = s->free[g];
+    int32_t *head;
+
+    if (!s->ok || s->mslot < 0 || f <= 0 || f >= MILLI)
+        return;
+    head = &c->phead[s->mslot * MILLI + f];
+    c->pprev[id] = -1;
+    c->pnext[id] = *head;
+    if (*head >= 0)
+        c->pprev[*head] = id;
+    *head = id;
+    c->pbits[s->mslot * 16 + f / 64] |= 1ull << (f % 64);
+}
+
+static void plist_del(struct ctx *c, int32_t i, int g)
+{
+    const struct nst *s = &c->ns[i];
+    int32_t id = i * TM_NODE_GPUS_MAX + g;
+    int f = s->free[g];
+    int32_t *head;
+
+    if (!s->ok || s->mslot < 0 || f <= 0 || f >= MILLI)
+        return;
+    head = &c->phead[s->mslot * MILLI + f];
+    if (c->pprev[id] >= 0)
+        c->pnext[c->pprev[id]] = c->pnext[id];
+    else
+        *head = c->pnext[id];
+    if (c->pnext[id] >= 0)
+        c->pprev[c->pnext[id]] = c->pprev[id];
+    if (*head < 0)
+        c->pbits[s->mslot * 16 + f / 64] &= ~(1ull << (f % 64));
+}
+
+static void index_del(struct ctx *c, int32_t i)
+{
+    if (!c->buckets)
+        return;
+    wlist_del(c, i);
+    for (int g = 0; g < c->ns[i].gpus; g++)
+        plist_del(c, i, g);
+}
+
+static void index_add(struct ctx *c, int32_t i)
+{
+    if (c->buckets) {
+        wlist_add(c, i);
+        for (int g = 0; g < c->ns[i].gpus; g++)
+            plist_add(c, i, g);
+    } else {
+        tree_update(c, (size_t)i);
+    }
+}
+
+static int buckets_init(struct ctx *c)
+{
+    size_t ns = (size_t)(c->nslots > 0 ? c->nslots : 1);
+
+    c->whead = malloc(ns * (TM_NODE_GPUS_MAX + 1) * sizeof(*c->whead));
+    c->phead = malloc(ns * MILLI * sizeof(*c->phead));
+    c->pbits = calloc(ns * 16, sizeof(*c->pbits));
+    c->wnext = malloc((c->nn + 1) * sizeof(*c->wnext));
+    c->wprev = malloc((c->nn + 1) * sizeof(*c->wprev));
+    c->pnext = malloc((c->nn + 1) * TM_NODE_GPUS_MAX * sizeof(*c->pnext));
+    c->pprev = malloc((c->nn + 1) * TM_NODE_GPUS_MAX * sizeof(*c->pprev));
+    if (!c->whead || !c->phead || !c->pbits || !c->wnext || !c->wprev || !c->pnext || !c->pprev)
+        return TM_ENOMEM;
+    memset(c->whead, 0xff, ns * (TM_NODE_GPUS_MAX + 1) * sizeof(*c->whead));
+    memset(c->phead, 0xff, ns * MILLI * sizeof(*c->phead));
+    c->buckets = true;
+    /* Insert in reverse so that each list starts with the lowest index:
+     * ties then go to the lowest node, which keeps the pass deterministic
+     * and easy to read in a test. */
+    for (size_t i = c->nn; i-- > 0;)
+        index_add(c, (int32_t)i);
+    return 0;
+}
+
+/* First set bit at or above `from` in a model slot's 1000-bit map, or -1. */
+static int pbits_next(const struct ctx *c, int slot, int from)
+{
+    const uint64_t *b = &c->pbits[slot * 16];
+
+    if (from < 1)
+        from = 1;
+    for (int w = from / 64; w < 16; w++) {
+        uint64_t v = b[w];
+        if (w == from / 64)
+            v &= ~0ull << (from % 64);
+        if (v) {
+            int f = w * 64 + __builtin_ctzll(v);
+            return f < MILLI ? f : -1;
+        }
+    }
+    return -1;
+}
+
+/* ---------- applying placements ---------- */
+
+static void node_take(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, const struct need *nd)
+{
+    struct nst *s = &c->ns[i];
+
+    index_del(c, i);
+    for (int g = 0; g < s->gpus; g++)
+        if (mask >> g & 1)
+            s->free[g] = (int16_t)(s->free[g] - milli);
+    s->cpu -= nd->cpu;
+    s->mem -= nd->mem;
+    nst_refresh(s);
+    index_add(c, i);
+}
+
+static void node_give(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, const struct need *nd)
+{
+    struct nst *s = &c->ns[i];
+
+    index_del(c, i);
+    for (int g = 0; g < s->gpus; g++)
+        if (mask >> g & 1)
+            s->free[g] = (int16_t)(s->free[g] + milli);
+    s->cpu += nd->cpu;
+    s->mem += nd->mem;
+    nst_refresh(s);
+    index_add(c, i);
+}
+
+static int add_placement(struct ctx *c, int32_t job, int32_t node, uint32_t mask, int32_t milli)
+{
+    struct tm_sched_placement *p;
+    int r = grow((void **)&c->r.placements, &c->capplace, c->r.nplacements + 1,
+                 sizeof(*c->r.placements));
+
+    if (r < 0)
+        return r;
+    p = &c->r.placements[c->r.nplacements++];
+    p->job = job;
+    p->node = node;
+    p->gpu_mask = mask;
+    p->gpu_milli = milli;
+    return 0;
+}
+
+/* ---------- reservations ---------- */
+
+/* A job's estimate as an end time for reservations; unknown is never. */
+static int64_t job_end(const struct ctx *c, int32_t j)
+{
+    int64_t e = c->in->jobs[j].estimate_ms;
+
+    if (e <= 0 || c->in->now_ms > INF_MS - e)
+        return INF_MS;
+    return c->in->now_ms + e;
+}
+
+static int64_t alloc_end(const struct ctx *c, int32_t a)
+{
+    int64_t e = c->in->allocs[a].end_ms;
+
+    /* An overdue job is expected to end any moment: the caller corrects
+     * its estimate, we only refuse to plan in the past. */
+    return e < c->in->now_ms ? c->in->now_ms : e;
+}
+
+static int cmp_alloc_end(const void *a, const void *b, void *arg)
+{
+    const struct ctx *c = arg;
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    int64_t ex = alloc_end(c, x), ey = alloc_end(c, y);
+
+    if (ex != ey)
+        return ex < ey ? -1 : 1;
+    return x < y ? -1 : x > y;
+}
+
+static int timeline_init(struct ctx *c)
+{
+    const struct tm_sched_input *in = c->in;
+    size_t na = in->nallocs;
+
+    c->astart = calloc(c->nn + 1, sizeof(*c->astart));
+    c->aorder = malloc((na + 1) * sizeof(*c->aorder));
+    c->plhead = malloc((c->nn + 1) * sizeof(*c->plhead));
+    if (!c->astart || !c->aorder || !c->plhead)
+        return TM_ENOMEM;
+    memset(c->plhead, 0xff, (c->nn + 1) * sizeof(*c->plhead));
+    for (size_t a = 0; a < na; a++)
+        c->astart[in->allocs[a].node + 1]++;
+    for (size_t i = 0; i < c->nn; i++)
+        c->astart[i + 1] += c->astart[i];
+    {
+        int32_t *pos = malloc((c->nn + 1) * sizeof(*pos));
+        if (!pos)
+            return TM_ENOMEM;
+        memcpy(pos, c->astart, (c->nn + 1) * sizeof(*pos));
+        for (size_t a = 0; a < na; a++)
+            c->aorder[pos[in->allocs[a].node]++] = (int32_t)a;
+        free(pos);
+    }
+    for (size_t i = 0; i < c->nn; i++)
+        if (c->astart[i + 1] - c->astart[i] > 1)
+            qsort_r(c->aorder + c->astart[i], (size_t)(c->astart[i + 1] - c->astart[i]),
+                sizeof(*c->aorder), cmp_alloc_end, c);
+    c->timeline = true;
+    return 0;
+}
+
+/* Link the placements made so far in this pass into per-node lists, so a
+ * reservation sees them release too.  Called lazily. */
+static int timeline_sync(struct ctx *c, size_t *linked)
+{
+    int r = grow((void **)&c->plnext, &c->plcap_links, c->r.nplacements + 1, sizeof(*c->plnext));
+
+    if (r < 0)
+        return r;
+    for (size_t p = *linked; p < c->r.nplacements; p++) {
+        int32_t n = c->r.placements[p].node;
+        c->plnext[p] = c->plhead[n];
+        c->plhead[n] = (int32_t)p;
+    }
+    *linked = c->r.nplacements;
+    return 0;
+}
+
+struct release {
+    int64_t end;
+    uint32_t mask;
+    int32_t milli;
+    int64_t cpu;
+    int64_t mem;
+};
+
+static int cmp_release(const void *a, const void *b)
+{
+    const struct release *x = a, *y = b;
+
+    if (x->end != y->end)
+        return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+/* Earliest time node i could hold one member of the job, replaying the
+ * expected ends of what runs there.  Fills *ret_rel with what has been
+ * released by that time.  INF_MS if never (by known estimates). */
+static int64_t node_earliest(struct ctx *c, int32_t i, const struct need *nd,
+                             struct release **buf, size_t *cap, struct rnode *ret_rel)
+{
+    const struct tm_sched_input *in = c->in;
+    struct nst s = c->ns[i];
+    size_t k = 0;
+    int64_t t = INF_MS;
+
+    memset(ret_rel->rel, 0, sizeof(ret_rel->rel));
+    ret_rel->rel_cpu = 0;
+    ret_rel->rel_mem = 0;
+    if (nst_fits(&s, nd))
+        return in->now_ms;
+    for (int32_t a = c->astart[i]; a < c->astart[i + 1]; a++) {
+        const struct tm_sched_alloc *al = &in->allocs[c->aorder[a]];
+        if (grow((void **)buf, cap, k + 1, sizeof(**buf)) < 0)
+            return -1;
+        (*buf)[k++] = (struct release){alloc_end(c, c->aorder[a]), al->gpu_mask, al->gpu_milli,
+                                       al->cpu_milli, al->memory_mib};
+    }
+    for (int32_t p = c->plhead[i]; p >= 0; p = c->plnext[p]) {
+        const struct tm_sched_placement *pl = &c->r.placements[p];
+        const struct need *pn = &c->needs[pl->job];
+        if (grow((void **)buf, cap, k + 1, sizeof(**buf)) < 0)
+            return -1;
+        (*buf)[k++] = (struct release){job_end(c, pl->job), pl->gpu_mask, pl->gpu_milli,
+                                       pn->cpu, pn->mem};
+    }
+    if (k > 1)
+        qsort(*buf, k, sizeof(**buf), cmp_release);
+    for (size_t x = 0; x < k; x++) {
+        const struct release *rl = &(*buf)[x];
+        if (rl->end == INF_MS)
+            break;
+        for (int g = 0; g < s.gpus; g++)
+            if (rl->mask >> g & 1) {
+                s.free[g] = (int16_t)(s.free[g] + rl->milli);
+                ret_rel->rel[g] += rl->milli;
+            }
+        s.cpu += rl->cpu;
+        s.mem += rl->mem;
+        ret_rel->rel_cpu += rl->cpu;
+        ret_rel->rel_mem += rl->mem;
+        /* Releases at the same instant go together. */
+        if (x + 1 < k && (*buf)[x + 1].end == rl->end)
+            continue;
+        nst_refresh(&s);
+        if (nst_fits(&s, nd)) {
+            t = rl->end;
+            break;
+        }
+    }
+    return t;
+}
+
+/* Whether node i could hold the reservation it carries if `extra` (mask,
+ * milli, cpu, mem) were taken now and still held at the reserved start. */
+static bool reservation_survives(const struct ctx *c, int32_t i, uint32_t mask, int32_t milli,
+                                 const struct need *nd)
+{
+    const struct rnode *rv = &c->rn[c->ns[i].res];
+    struct nst s = c->ns[i];
+
+    for (int g = 0; g < s.gpus; g++) {
+        int v = s.free[g] + rv->rel[g] - ((mask >> g & 1) ? milli : 0);
+        s.free[g] = (int16_t)(v > MILLI ? MILLI : v);
+    }
+    s.cpu += rv->rel_cpu - nd->cpu;
+    s.mem += rv->rel_mem - nd->mem;
+    nst_refresh(&s);
+    return nst_fits(&s, &rv->need);
+}
+
+/* May job j take (mask, milli) on node i now without delaying a
+ * reservation there?  *ret_gap tells whether it ends before the start. */
+static bool reservation_permits(const struct ctx *c, int32_t j, int32_t i, uint32_t mask,
+                                int32_t milli, bool *ret_gap)
+{
+    const struct rnode *rv;
+
+    *ret_gap = false;
+    if (c->ns[i].res == NO_SLOT)
+        return true;
+    rv = &c->rn[c->ns[i].res];
+    if (rv->job == j)
+        return true;
+    /* Preemptible work never holds capacity against non-preemptible work. */
+    if (rv->preemptible && !c->in->jobs[j].preemptible)
+        return true;
+    if (job_end(c, j) <= rv->start) {
+        *ret_gap = true;
+        return true;
+    }
+    return reservation_survives(c, i, mask, milli, &c->needs[j]);
+}
+
+/* A job placed in a gap releases before the reserved start: count what it
+ * holds as released by then, so the reservation's arithmetic stays exact. */
+static void reservation_note_gap(struct ctx *c, int32_t i, uint32_t mask, int32_t milli,
+                                 const struct need *nd)
+{
+    struct rnode *rv = &c->rn[c->ns[i].res];
+
+    for (int g = 0; g < c->ns[i].gpus; g++)
+        if (mask >> g & 1)
+            rv->rel[g] += milli;
+    rv->rel_cpu += nd->cpu;
+    rv->rel_mem += nd->mem;
+}
+
+struct cand {
+    int32_t node;
+    int64_t t;
+    struct rnode rel;
+};
+
+static int cmp_cand(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+
+    if (x->t != y->t)
+        return x->t < y->t ? -1 : 1;
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* Reserve the earliest start for job j on nodes without a reservation.
+ * Returns 1 when reserved, 0 when no start is known, < 0 on error. */
+static int reserve(struct ctx *c, int32_t j, size_t *linked)
+{
+    const struct need *nd = &c->needs[j];
+    struct release *buf = NULL;
+    size_t bcap = 0, ncand = 0, ccap = 0;
+    struct cand *cands = NULL;
+    int r;
+
+    if (!c->timeline) {
+        r = timeline_init(c);
+        if (r < 0)
+            return r;
+    }
+    r = timeline_sync(c, linked);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < c->nn; i++) {
+        const struct nst *s = &c->ns[i];
+        struct cand cd;
+        if (!s->ok || s->res != NO_SLOT)
+            continue;
+        if (nd->gpus > 0 || nd->milli > 0) {
+            if (s->mslot < 0 || !(nd->slots >> s->mslot & 1))
+                continue;
+            if (nd->gpus > s->gpus)
+                continue;
+        }
+        cd.node = (int32_t)i;
+        cd.t = node_earliest(c, (int32_t)i, nd, &buf, &bcap, &cd.rel);
+        if (cd.t < 0) {
+            r = TM_ENOMEM;
+            goto out;
+        }
+        if (cd.t == INF_MS)
+            continue;
+        r = grow((void **)&cands, &ccap, ncand + 1, sizeof(*cands));
+        if (r < 0)
+            goto out;
+        cands[ncand++] = cd;
+    }
+    r = 0;
+    if (ncand < (size_t)nd->nodes)
+        goto out;
+    if (ncand > 1)
+        qsort(cands, ncand, sizeof(*cands), cmp_cand);
+    {
+        int64_t start = cands[nd->nodes - 1].t;
+        for (int32_t k = 0; k < nd->nodes; k++) {
+            struct rnode rv = cands[k].rel;
+            struct tm_sched_reservation *res;
+            /* Members that could start earlier wait for the last one;
+             * what is released on their node by then is theirs too, but
+             * counting only up to their own earliest time is safe. */
+            rv.job = j;
+            rv.start = start;
+            rv.preemptible = c->in->jobs[j].preemptible;
+            rv.need = *nd;
+            r = grow((void **)&c->rn, &c->caprn, c->nrn + 1, sizeof(*c->rn));
+            if (r < 0)
+                goto out;
+            r = grow((void **)&c->r.reservations, &c->capres, c->r.nreservations + 1,
+                     sizeof(*c->r.reservations));
+            if (r < 0)
+                goto out;
+            c->rn[c->nrn] = rv;
+            c->ns[cands[k].node].res = (int32_t)c->nrn++;
+            res = &c->r.reservations[c->r.nreservations++];
+            res->job = j;
+            res->node = cands[k].node;
+            res->start_ms = start;
+        }
+        r = 1;
+    }
+out:
+    free(buf);
+    free(cands);
+    return r;
+}
+
+/* ---------- notes ---------- */
+
+static void note(struct ctx *c, int32_t j, enum tm_sched_verdict v, int32_t node, int64_t start,
+                 const char *why)
+{
+    struct tm_sched_note *n = &c->r.notes[j];
+
+    n->job = j;
+    n->verdict = v;
+    n->node = node;
+    n->start_ms = start;
+    n->why = why;
+}
+
+/* Whether no node of an acceptable model is large enough, ever. */
+static bool no_match(const struct ctx *c, const struct need *nd)
+{
+    if (nd->gpus == 0 && nd->milli == 0)
+        return nd->cpu > c->any_maxcpu || nd->mem > c->any_maxmem;
+    for (int s = 0; s < c->nslots; s++) {
+        if (!(nd->slots >> s & 1))
+            continue;
+        if (c->slot_maxg[s] >= (nd->gpus > 0 ? nd->gpus : 1) && c->slot_maxcpu[s] >= nd->cpu &&
+            c->slot_maxmem[s] >= nd->mem)
+            return false;
+    }
+    return true;
+}
+
+/* ---------- first-fit placement (fifo, backfill) ---------- */
+
+/* Place job j first-fit on distinct nodes, all or nothing.  With
+ * reservations on, nodes whose reservation would be delayed are skipped.
+ * Returns 1 placed, 0 not, < 0 error.  *ret_gap: some member used a gap. */
+static int place_firstfit(struct ctx *c, int32_t j, bool respect, bool *ret_gap, bool *ret_blocked)
+{
+    const struct need *nd = &c->needs[j];
+    int32_t chosen[64];
+    uint32_t masks[64];
+    int32_t k = 0;
+    size_t from = 0;
+    int r = 0;
+
+    *ret_gap = false;
+    *ret_blocked = false;
+    if (nd->nodes > 64)
+        return 0;
+    c->gen++;
+    while (k < nd->nodes) {
+        int64_t i = tree_find(c, from, nd);
+        uint32_t mask;
+        bool gap = false;
+        if (i < 0)
+            break;
+        mask = pick_gpus(&c->ns[i], nd, false);
+        if (respect && !reservation_permits(c, j, (int32_t)i, mask, nd->gpus ? MILLI : nd->milli, &gap)) {
+            *ret_blocked = true;
+            from = (size_t)i + 1;
+            continue;
+        }
+        chosen[k] = (int32_t)i;
+        masks[k] = mask;
+        if (gap) {
+            *ret_gap = true;
+            reservation_note_gap(c, (int32_t)i, mask, nd->gpus ? MILLI : nd->milli, nd);
+        }
+        c->mark[i] = c->gen;
+        node_take(c, (int32_t)i, mask, nd->gpus ? MILLI : nd->milli, nd);
+        k++;
+        from = 0;
+    }
+    if (k < nd->nodes) {
+        /* All or nothing: give back what the partial gang took.  A gap
+         * note already added is harmless: it only makes the reservation's
+         * arithmetic more generous by a job that is not there, so undo it. */
+        for (int32_t x = 0; x < k; x++) {
+            node_give(c, chosen[x], masks[x], nd->gpus ? MILLI : nd->milli, nd);
+            if (*ret_gap && c->ns[chosen[x]].res != NO_SLOT) {
+                struct rnode *rv = &c->rn[c->ns[chosen[x]].res];
+                if (job_end(c, j) <= rv->start && rv->job != j) {
+                    for (int g = 0; g < c->ns[chosen[x]].gpus; g++)
+                        if (masks[x] >> g & 1)
+                            rv->rel[g] -= nd->gpus ? MILLI : nd->milli;
+                    rv->rel_cpu -= nd->cpu;
+                    rv->rel_mem -= nd->mem;
+                }
+            }
+        }
+        return 0;
+    }
+    for (int32_t x = 0; x < k; x++) {
+        r = add_placement(c, j, chosen[x], masks[x], nd->gpus ? MILLI : nd->milli);
+        if (r < 0)
+            return r;
+    }
+    return 1;
+}
+
+/* ---------- best-fit placement (tarmac) ---------- */
+
+struct score {
+    int64_t pressure; /* capacity wanted by model-constrained jobs */
+    int64_t strand;   /* GPU milli this placement strands */
+    int64_t fit;      /* free left where placed: GPUs*1000 or share */
+    int64_t cpu_left; /* best fit on CPU last */
+};
+
+static int score_cmp(const struct score *a, const struct score *b)
+{
+    if (a->pressure != b->pressure)
+        return a->pressure < b->pressure ? -1 : 1;
+    if (a->strand != b->strand)
+        return a->strand < b->strand ? -1 : 1;
+    if (a->fit != b->fit)
+        return a->fit < b->fit ? -1 : 1;
+    if (a->cpu_left != b->cpu_left)
+        return a->cpu_left < b->cpu_left ? -1 : 1;
+    return 0;
+}
+
+/* GPU milli on a node that no queued job could use: all of it when the
+ * CPU or memory left is below the smallest GPU job's, else the slivers
+ * smaller than the smallest share anyone asks for.  This is the
+ * fragmentation measure in the spirit of FGD, with the queue as the
+ * workload. */
+static int64_t stranded(const struct ctx *c, const struct nst *s)
+{
+    int64_t t = 0;
+
+    if (s->cpu < c->strand_cpu || s->mem < c->strand_mem)
+        return nst_free_milli(s);
+    for (int g = 0; g < s->gpus; g++)
+        if (s->free[g] > 0 && s->free[g] < c->strand_share)
+            t += s->free[g];
+    return t;
+}
+
+static void score_of(const struct ctx *c, int32_t j, int32_t i, uint32_t mask, int32_t milli,
+                     struct score *ret)
+{
+    const struct need *nd = &c->needs[j];
+    const struct nst *s = &c->ns[i];
+    struct nst after = *s;
+
+    for (int g = 0; g < after.gpus; g++)
+        if (mask >> g & 1)
+            after.free[g] = (int16_t)(after.free[g] - milli);
+    after.cpu -= nd->cpu;
+    after.mem -= nd->mem;
+    nst_refresh(&after);
+    /* A job that can run on several models avoids the ones constrained
+     * jobs are queued for: otherwise they starve (gpuspec traces). */
+    ret->pressure = (popcount64(nd->slots) > 1 && s->mslot >= 0) ? c->pressure[s->mslot] > 0 : 0;
+    ret->strand = stranded(c, &after) - stranded(c, s);
+    if (nd->gpus > 0)
+        ret->fit = (int64_t)after.full * MILLI;
+    else if (nd->milli > 0)
+        ret->fit = s->free[__builtin_ctz(mask)] - milli;
+    else
+        ret->fit = nst_free_milli(&after);
+    ret->cpu_left = after.cpu;
+}
+
+/* The best node for one member of job j among nodes not yet used by this
+ * gang and whose reservation allows it.  Returns node or -1; fills mask. */
+static int32_t best_node(struct ctx *c, int32_t j, bool respect, uint32_t *ret_mask, bool *ret_blocked)
+{
+    const struct need *nd = &c->needs[j];
+    struct score best = {0}, sc;
+    int32_t bnode = -1;
+    uint32_t bmask = 0;
+
+    *ret_blocked = false;
+    if (nd->gpus == 0 && nd->milli == 0) {
+        /* CPU-only work: first the node with the fewest free GPUs, so it
+         * does not eat the CPU that GPU jobs need. */
+        for (size_t i = 0; i < c->nn; i++) {
+            bool gap;
+            if (!nst_fits(&c->ns[i], nd) || c->mark[i] == c->gen)
+                continue;
+            if (respect && !reservation_permits(c, j, (int32_t)i, 0, 0, &gap)) {
+                *ret_blocked = true;
+                continue;
+            }
+            score_of(c, j, (int32_t)i, 0, 0, &sc);
+            if (bnode < 0 || score_cmp(&sc, &best) < 0) {
+                best = sc;
+                bnode = (int32_t)i;
+            }
+        }
+        *ret_mask = 0;
+        return bnode;
+    }
+    for (int s = 0; s < c->nslots; s++) {
+        int found_levels = 0;
+        if (!(nd->slots >> s & 1))
+            continue;
+        if (nd->gpus == 0) {
+            /* A share: the tightest partially used GPU first. */
+            int scanned = 0;
+            bool got = false;
+            for (int f = pbits_next(c, s, nd->milli); f > 0 && !got && scanned < SCAN_MAX;
+                 f = pbits_next(c, s, f + 1)) {
+                for (int32_t id = c->phead[s * MILLI + f]; id >= 0 && scanned < SCAN_MAX;
+                     id = c->pnext[id]) {
+                    int32_t i = id / TM_NODE_GPUS_MAX;
+                    uint32_t mask = 1u << (id % TM_NODE_GPUS_MAX);
+                    bool gap;
+                    scanned++;
+                    if (c->mark[i] == c->gen || c->ns[i].cpu < nd->cpu || c->ns[i].mem < nd->mem)
+                        continue;
+                    if (respect && !reservation_permits(c, j, i, mask, nd->milli, &gap)) {
+                        *ret_blocked = true;
+                        continue;
+                    }
+                    score_of(c, j, i, mask, nd->milli, &sc);
+                    if (bnode < 0 || score_cmp(&sc, &best) < 0) {
+                        best = sc;
+                        bnode = i;
+                        bmask = mask;
+                    }
+                    got = true;
+                    break;
+                }
+            }
+        }
+        /* Whole GPUs (or a share on a whole free GPU): the node with the
+         * fewest free GPUs that still fits, so big nodes stay whole. */
+        for (int k = nd->gpus > 0 ? nd->gpus : 1; k <= TM_NODE_GPUS_MAX && found_levels < 2; k++) {
+            int scanned = 0, took = 0;
+            for (int32_t i = c->whead[s * (TM_NODE_GPUS_MAX + 1) + k];
+                 i >= 0 && scanned < SCAN_MAX && took < CAND_PER_BUCKET; i = c->wnext[i]) {
+                uint32_t mask;
+                bool gap;
+                scanned++;
+                if (c->mark[i] == c->gen || c->ns[i].cpu < nd->cpu || c->ns[i].mem < nd->mem)
+                    continue;
+                mask = pick_gpus(&c->ns[i], nd, true);
+                if (!mask)
+                    continue;
+                if (respect &&
+                    !reservation_permits(c, j, i, mask, nd->gpus ? MILLI : nd->milli, &gap)) {
+                    *ret_blocked = true;
+                    continue;
+                }
+                took++;
+                score_of(c, j, i, mask, nd->gpus ? MILLI : nd->milli, &sc);
+                if (bnode < 0 || score_cmp(&sc, &best) < 0) {
+                    best = sc;
+                    bnode = i;
+                    bmask = mask;
+                }
+            }
+            if (took)
+                found_levels++;
+        }
+    }
+    *ret_mask = bmask;
+    return bnode;
+}
+
+static int place_best(struct ctx *c, int32_t j, bool respect, bool *ret_gap, bool *ret_blocked)
+{
+    const struct need *nd = &c->needs[j];
+    int32_t chosen[64];
+    uint32_t masks[64];
+    int32_t k = 0, milli = nd->gpus ? MILLI : nd->milli;
+    int r;
+
+    *ret_gap = false;
+    *ret_blocked = false;
+    if (nd->nodes > 64)
+        return 0;
+    c->gen++;
+    while (k < nd->nodes) {
+        uint32_t mask;
+        bool blocked, gap = false;
+        int32_t i = best_node(c, j, respect, &mask, &blocked);
+        if (blocked)
+            *ret_blocked = true;
+        if (i < 0)
+            break;
+        if (respect)
+            (void)reservation_permits(c, j, i, mask, milli, &gap);
+        if (gap) {
+            *ret_gap = true;
+            reservation_note_gap(c, i, mask, milli, nd);
+        }
+        chosen[k] = i;
+        masks[k] = mask;
+        c->mark[i] = c->gen;
+        node_take(c, i, mask, milli, nd);
+        k++;
+    }
+    if (k < nd->nodes) {
+        for (int32_t x = 0; x < k; x++) {
+            node_give(c, chosen[x], masks[x], milli, nd);
+            if (*ret_gap && c->ns[chosen[x]].res != NO_SLOT) {
+                struct rnode *rv = &c->rn[c->ns[chosen[x]].res];
+                if (job_end(c, j) <= rv->start && rv->job != j) {
+                    for (int g = 0; g < c->ns[chosen[x]].gpus; g++)
+                        if (masks[x] >> g & 1)
+                            rv->rel[g] -= milli;
+                    rv->rel_cpu -= nd->cpu;
+                    rv->rel_mem -= nd->mem;
+                }
+            }
+        }
+        return 0;
+    }
+    for (int32_t x = 0; x < k; x++) {
+        r = add_placement(c, j, chosen[x], masks[x], milli);
+        if (r < 0)
+            return r;
+    }
+    return 1;
+}
+
+/* Whether the job fits somewhere now, reservations aside (for notes). */
+static bool fits_anywhere(struct ctx *c, int32_t j)
+{
+    uint32_t mask;
+    bool blocked;
+
+    c->gen++;
+    if (c->buckets)
+        return best_node(c, j, false, &mask, &blocked) >= 0;
+    return tree_find(c, 0, &c->needs[j]) >= 0;
+}
+
+/* ---------- ordering ---------- */
+
+struct okey {
+    int64_t k[5];
+    int32_t idx;
+};
+
+static int cmp_okey(const void *a, const void *b)
+{
+    const struct okey *x = a, *y = b;
+
+    for (int i = 0; i < 5; i++)
+        if (x->k[i] != y->k[i])
+            return x->k[i] < y->k[i] ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+static bool is_urgent(const struct ctx *c, int32_t j)
+{
+    const struct tm_sched_input *in = c->in;
+    int64_t bound = in->params.starvation_ms > 0 ? in->params.starvation_ms
+                                                 : TM_SCHED_STARVATION_DEFAULT_MS;
+
+    /* Half the bound: a job promoted then still has the other half to get
+     * through its reservation, which covers the longest estimate we trust. */
+    return in->now_ms - in->jobs[j].submit_ms >= bound / 2;
+}
+
+static void order_keys(const struct ctx *c, struct okey *keys)
+{
+    const struct tm_sched_input *in = c->in;
+    int64_t short_ms = in->params.short_ms > 0 ? in->params.short_ms : TM_SCHED_SHORT_DEFAULT_MS;
+    int64_t dflt = in->params.default_estimate_ms > 0 ? in->params.default_estimate_ms
+                                                      : TM_SCHED_DEFAULT_ESTIMATE_MS;
+
+    for (size_t j = 0; j < in->njobs; j++) {
+        const struct tm_sched_job *jb = &in->jobs[j];
+        struct okey *k = &keys[j];
+        memset(k, 0, sizeof(*k));
+        k->idx = (int32_t)j;
+        if (in->policy != TM_POLICY_TARMAC) {
+            k->k[0] = jb->submit_ms;
+            k->k[1] = jb->id;
+            continue;
+        }
+        if (is_urgent(c, (int32_t)j)) {
+            /* Aged past half the bound: strict submit order, ahead of all. */
+            k->k[0] = 0;
+            k->k[1] = jb->submit_ms;
+            k->k[2] = jb->id;
+            continue;
+        }
+        {
+            const struct need *nd = &c->needs[j];
+            int64_t est = jb->estimate_ms > 0 ? jb->estimate_ms : dflt;
+            int64_t gpu_milli = (int64_t)(nd->gpus > 0 ? nd->gpus * MILLI : nd->milli) * nd->nodes;
+            bool gapfill = est < short_ms &&
+                           (jb->klass == TM_CLASS_EVAL || jb->klass == TM_CLASS_PREPROCESS ||
+                            jb->klass == TM_CLASS_INFERENCE);
+            bool constrained = popcount64(nd->slots) < popcount64(c->all_slots);
+            /* Work in GPU-seconds, at least a tenth of a GPU so CPU-heavy
+             * shares are not free; shortest work first. */
+            if (gpu_milli < 100)
+                gpu_milli = 100;
+            k->k[0] = 1;
+            k->k[1] = -(int64_t)jb->priority;
+            k->k[2] = (gapfill ? 0 : 2) + (constrained ? 0 : 1);
+            k->k[3] = (est / 1000) * gpu_milli;
+            k->k[4] = jb->submit_ms;
+        }
+    }
+}
+
+/* ---------- the pass ---------- */
+
+static int validate_and_load(struct ctx *c)
+{
+    const struct tm_sched_input *in = c->in;
+
+    if (in->nnodes > INT32_MAX / TM_NODE_GPUS_MAX || in->njobs > INT32_MAX / 2)
+        return TM_EINVAL;
+    c->nn = in->nnodes;
+    c->ns = calloc(c->nn + 1, sizeof(*c->ns));
+    c->needs = calloc(in->njobs + 1, sizeof(*c->needs));
+    c->mark = calloc(c->nn + 1, sizeof(*c->mark));
+    if (!c->ns || !c->needs || !c->mark)
+        return TM_ENOMEM;
+    for (int m = 0; m < TM_GPU_MODELS_MAX; m++)
+        c->model_slot[m] = NO_SLOT;
+    for (size_t i = 0; i < c->nn; i++) {
+        const struct tm_sched_node *n = &in->nodes[i];
+        struct nst *s = &c->ns[i];
+        if (n->gpus < 0 || n->gpus > TM_NODE_GPUS_MAX || n->cpu_milli < 0 || n->memory_mib < 0)
+            return TM_EINVAL;
+        if (n->gpus > 0 && (n->model < 0 || n->model >= TM_GPU_MODELS_MAX))
+            return TM_EINVAL;
+        s->cpu = n->cpu_milli;
+        s->mem = n->memory_mib;
+        s->gpus = (int8_t)n->gpus;
+        s->ok = n->schedulable;
+        s->res = NO_SLOT;
+        s->mslot = NO_SLOT;
+        for (int g = 0; g < n->gpus; g++)
+            s->free[g] = MILLI;
+        if (n->gpus > 0) {
+            if (c->model_slot[n->model] == NO_SLOT)
+                c->model_slot[n->model] = c->nslots++;
+            s->mslot = c->model_slot[n->model];
+        }
+    }
+    for (size_t a = 0; a < in->nallocs; a++) {
+        const struct tm_sched_alloc *al = &in->allocs[a];
+        struct nst *s;
+        if (al->node < 0 || (size_t)al->node >= c->nn || al->gpu_milli < 0 || al->gpu_milli > MILLI)
+            return TM_EINVAL;
+        s = &c->ns[al->node];
+        if (al->gpu_mask >> s->gpus)
+            return TM_EINVAL;
+        for (int g = 0; g < s->gpus; g++)
+            if (al->gpu_mask >> g & 1)
+                s->free[g] = (int16_t)(s->free[g] - al->gpu_milli);
+        s->cpu -= al->cpu_milli;
+        s->mem -= al->memory_mib;
+    }
+    for (size_t i = 0; i < c->nn; i++) {
+        struct nst *s = &c->ns[i];
+        /* Over-committed input (a node shrank under its jobs) is not ours
+         * to fix: clamp so nothing more goes there. */
+        for (int g = 0; g < s->gpus; g++)
+            if (s->free[g] < 0)
+                s->free[g] = 0;
+        nst_refresh(s);
+        if (s->ok && s->mslot >= 0) {
+            const struct tm_sched_node *n = &in->nodes[i];
+            int sl = s->mslot;
+            if (n->gpus > c->slot_maxg[sl])
+                c->slot_maxg[sl] = n->gpus;
+            if (n->cpu_milli > c->slot_maxcpu[sl])
+                c->slot_maxcpu[sl] = n->cpu_milli;
+            if (n->memory_mib > c->slot_maxmem[sl])
+                c->slot_maxmem[sl] = n->memory_mib;
+        }
+        if (s->ok) {
+            if (in->nodes[i].cpu_milli > c->any_maxcpu)
+                c->any_maxcpu = in->nodes[i].cpu_milli;
+            if (in->nodes[i].memory_mib > c->any_maxmem)
+                c->any_maxmem = in->nodes[i].memory_mib;
+        }
+    }
+    c->all_slots = c->nslots >= 64 ? ~0ull : (1ull << c->nslots) - 1;
+    for (size_t j = 0; j < in->njobs; j++) {
+        const struct tm_sched_job *jb = &in->jobs[j];
+        struct need *nd = &c->needs[j];
+        if (jb->gpus < 0 || jb->gpus > TM_NODE_GPUS_MAX || jb->gpu_milli < 0 ||
+            jb->gpu_milli > MILLI || jb->nodes < 1 || jb->nodes > 64 || jb->cpu_milli < 0 ||
+            jb->memory_mib < 0)
+            return TM_EINVAL;
+        nd->cpu = jb->cpu_milli;
+        nd->mem = jb->memory_mib;
+        nd->nodes = jb->nodes;
+        nd->gpus = jb->gpus;
+        nd->milli = jb->gpus > 0 ? MILLI : jb->gpu_milli;
+        if (jb->gpus == 0 && jb->gpu_milli == MILLI) {
+            nd->gpus = 1; /* a whole GPU asked as a share */
+        }
+        if (nd->gpus > 0)
+            nd->milli = 0;
+        nd->slots = 0;
+        if (jb->model_mask == 0) {
+            nd->slots = c->all_slots;
+        } else {
+            for (int m = 0; m < TM_GPU_MODELS_MAX; m++)
+                if ((jb->model_mask >> m & 1) && c->model_slot[m] != NO_SLOT)
+                    nd->slots |= 1ull << c->model_slot[m];
+        }
+    }
+    return 0;
+}
+
+/* Queue-derived inputs of tarmac's score: which models constrained jobs
+ * wait for, and the smallest CPU, memory and share a GPU job asks. */
+static void tarmac_prepare(struct ctx *c)
+{
+    const struct tm_sched_input *in = c->in;
+    bool any = false;
+
+    c->strand_cpu = INT64_MAX;
+    c->strand_mem = INT64_MAX;
+    c->strand_share = MILLI;
+    for (size_t j = 0; j < in->njobs; j++) {
+        const struct need *nd = &c->needs[j];
+        if (nd->gpus == 0 && nd->milli == 0)
+            continue;
+        any = true;
+        if (nd->cpu < c->strand_cpu)
+            c->strand_cpu = nd->cpu;
+        if (nd->mem < c->strand_mem)
+            c->strand_mem = nd->mem;
+        if (nd->gpus == 0 && nd->milli < c->strand_share)
+            c->strand_share = nd->milli;
+        if (popcount64(nd->slots) == 1)
+            c->pressure[__builtin_ctzll(nd->slots)] +=
+                (int64_t)(nd->gpus > 0 ? nd->gpus * MILLI : nd->milli) * nd->nodes;
+    }
+    if (!any) {
+        c->strand_cpu = 0;
+        c->strand_mem = 0;
+    }
+}
+
+static int run_pass(struct ctx *c, const struct okey *keys)
+{
+    const struct tm_sched_input *in = c->in;
+    enum tm_sched_policy pol = in->policy;
+    int32_t max_res = pol == TM_POLICY_BACKFILL ? 1
+                      : in->params.max_reservations > 0 ? in->params.max_reservations
+                                                        : TM_SCHED_MAX_RESERVATIONS_DEFAULT;
+    int32_t nreserved = 0;
+    bool blocked_head = false;
+    size_t linked = 0;
+    int r;
+
+    for (size_t o = 0; o < in->njobs; o++) {
+        int32_t j = keys[o].idx;
+        const struct need *nd = &c->needs[j];
+        bool gap = false, resblocked = false;
+        int placed;
+
+        if (no_match(c, nd)) {
+            note(c, j, TM_SCHED_NO_MATCH, -1, 0, "no node of an acceptable model and size exists");
+            continue;
+        }
+        if (pol == TM_POLICY_FIFO && blocked_head) {
+            if (fits_anywhere(c, j))
+                note(c, j, TM_SCHED_WAIT_ORDER, -1, 0, "room exists but fifo waits for the queue head");
+            else
+                note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "no room now, and behind the queue head");
+            continue;
+        }
+        if (pol == TM_POLICY_TARMAC)
+            placed = place_best(c, j, nreserved > 0, &gap, &resblocked);
+        else
+            placed = place_firstfit(c, j, nreserved > 0, &gap, &resblocked);
+        if (placed < 0)
+            return placed;
+        if (placed) {
+            const char *why;
+            int32_t node = c->r.placements[c->r.nplacements - 1].node;
+            if (pol == TM_POLICY_FIFO)
+                why = "first fit, in submit order";
+            else if (pol == TM_POLICY_BACKFILL)
+                why = nreserved == 0 ? "first fit, in submit order"
+                      : gap         ? "backfilled: ends before the reservation"
+                                    : "backfilled: leaves the reservation intact";
+            else if (gap)
+                why = "gap fill: ends before a reserved job needs the GPUs";
+            else if (nd->nodes > 1)
+                why = "gang placed whole, best fit on each node";
+            else if (nd->gpus == 0 && nd->milli > 0)
+                why = "share on the tightest GPU that fits";
+            else
+                why = "best fit: fewest free GPUs left, least stranded";
+            if (pol == TM_POLICY_TARMAC && is_urgent(c, j))
+                why = "aged past half the starvation bound, placed first";
+            note(c, j, TM_SCHED_PLACED, node, in->now_ms, why);
+            continue;
+        }
+        if (pol == TM_POLICY_FIFO) {
+            blocked_head = true;
+            note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "queue head: no room now, blocks the queue");
+            continue;
+        }
+        if (nreserved < max_res && (pol == TM_POLICY_BACKFILL || nreserved == 0 || is_urgent(c, j))) {
+            size_t before = c->r.nreservations;
+            r = reserve(c, j, &linked);
+            if (r < 0)
+                return r;
+            if (r == 1) {
+                nreserved++;
+                note(c, j, TM_SCHED_RESERVED, c->r.reservations[before].node,
+                     c->r.reservations[before].start_ms,
+                     pol == TM_POLICY_BACKFILL ? "queue head: reserved at the earliest expected start"
+                     : is_urgent(c, j)         ? "aged: reserved at the earliest expected start"
+                                               : "first blocked: reserved at the earliest expected start");
+                continue;
+            }
+        }
+        if (resblocked)
+            note(c, j, TM_SCHED_WAIT_RESERVATION, -1, 0, "would delay a reserved job");
+        else if (fits_anywhere(c, j))
+            note(c, j, TM_SCHED_WAIT_RESERVATION, -1, 0, "room only where a reservation needs it");
+        else
+            note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "no room now on an acceptable node");
+    }
+    return 0;
+}
+
+static void ctx_release(struct ctx *c)
+{
+    free(c->ns);
+    free(c->needs);
+    free(c->mark);
+    free(c->tfull);
+    free(c->tmax);
+    free(c->tcpu);
+    free(c->tmem);
+    free(c->tmod);
+    free(c->whead);
+    free(c->wnext);
+    free(c->wprev);
+    free(c->phead);
+    free(c->pnext);
+    free(c->pprev);
+    free(c->pbits);
+    free(c->astart);
+    free(c->aorder);
+    free(c->plhead);
+    free(c->plnext);
+    free(c->rn);
+}
+
+int tm_sched_run(const struct tm_sched_input *in, struct tm_sched_result *ret)
+{
+    struct ctx c = {0};
+    struct okey *keys = NULL;
+    int r = TM_EINVAL;
+
+    if (!in || !ret || (unsigned)in->policy >= TM_POLICY_MAX || (in->njobs && !in->jobs) ||
+        (in->nnodes && !in->nodes) || (in->nallocs && !in->allocs))
+        return TM_EINVAL;
+    c.in = in;
+    r = validate_and_load(&c);
+    if (r < 0)
+        goto out;
+    r = TM_ENOMEM;
+    c.r.notes = calloc(in->njobs + 1, sizeof(*c.r.notes));
+    keys = malloc((in->njobs + 1) * sizeof(*keys));
+    if (!c.r.notes || !keys)
+        goto out;
+    c.r.nnotes = in->njobs;
+    if (in->policy == TM_POLICY_TARMAC) {
+        tarmac_prepare(&c);
+        r = buckets_init(&c);
+    } else {
+        r = tree_init(&c);
+    }
+    if (r < 0)
+        goto out;
+    order_keys(&c, keys);
+    if (in->njobs > 1)
+        qsort(keys, in->njobs, sizeof(*keys), cmp_okey);
+    r = run_pass(&c, keys);
+    if (r < 0)
+        goto out;
+    *ret = c.r;
+    c.r = (struct tm_sched_result){0};
+out:
+    tm_sched_result_release(&c.r);
+    ctx_release(&c);
+    free(keys);
+    return r;
+}
+
+void tm_sched_result_release(struct tm_sched_result *r)
+{
+    if (!r)
+        return;
+    free(r->placements);
+    free(r->notes);
+    free(r->reservations);
+    *r = (struct tm_sched_result){0};
+}
