@@ -114,6 +114,7 @@ struct tm_pg {
     struct pg_queue queue;
     struct pg_req *inflight;
     bool flushing; /* PQflush() returned 1: output still pending */
+    bool rolling_back; /* our ROLLBACK after a failed script is in flight */
     PGresult **results;
     size_t nresults;
     size_t results_cap;
@@ -266,14 +267,26 @@ static void pg_set_state(struct tm_pg *pg, enum pg_state state)
 static void pg_copy_error(char *buf, size_t size, const char *msg)
 {
     size_t n;
+    size_t out = 0;
+    bool space = false;
 
     snprintf(buf, size, "%s", msg && *msg ? msg : "unknown error");
     n = strlen(buf);
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-        buf[--n] = '\0';
-    for (size_t i = 0; i < n; i++)
-        if (buf[i] == '\n' || buf[i] == '\t')
-            buf[i] = ' ';
+    /* Runs of newlines and tabs become one space; double quotes become
+     * single ones, so the text sits inside a quoted key=value log field. */
+    for (size_t i = 0; i < n; i++) {
+        char c = buf[i];
+
+        if (c == '\n' || c == '\t' || c == '\r' || c == ' ') {
+            space = true;
+            continue;
+        }
+        if (space && out > 0)
+            buf[out++] = ' ';
+        space = false;
+        buf[out++] = c == '"' ? '\'' : c;
+    }
+    buf[out] = '\0';
     tm_log_redact(buf, size);
 }
 
@@ -414,6 +427,7 @@ static void pg_fail_conn(struct tm_pg *pg, int status, const char *msg)
 
     pg_copy_error(error, sizeof(error), msg);
     pg->inflight = NULL;
+    pg->rolling_back = false;
     pg_clear_results(pg);
     pg_drop_conn(pg);
     pg->attempt = 0;
@@ -666,8 +680,28 @@ static void pg_collect(struct tm_pg *pg)
         ExecStatusType st;
 
         if (!res) {
+            if (!pg->rolling_back && PQtransactionStatus(pg->conn) == PQTRANS_INERROR) {
+                /* A script that opened a transaction and failed leaves the
+                 * session in an aborted block, refusing every statement
+                 * until ROLLBACK.  Roll it back before the callback runs,
+                 * so the next request finds a clean session, as the header
+                 * promises. */
+                if (!PQsendQuery(pg->conn, "ROLLBACK")) {
+                    pg_lost(pg, PQerrorMessage(pg->conn));
+                    return;
+                }
+                pg->rolling_back = true;
+                if (pg_flush(pg) < 0 || pg->flushing)
+                    return;
+                continue;
+            }
+            pg->rolling_back = false;
             pg_complete(pg);
             return;
+        }
+        if (pg->rolling_back) {
+            PQclear(res); /* the caller asked for none of these */
+            continue;
         }
         st = PQresultStatus(res);
         if (st == PGRES_COPY_IN || st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
@@ -899,6 +933,7 @@ void tm_pg_close(struct tm_pg *pg, void (*done)(void *data), void *data)
     }
     queue_splice(&pg->canceled, &pg->queue);
     pg_clear_results(pg);
+    pg->rolling_back = false;
     pg_drop_conn(pg);
     uv_close((uv_handle_t *)&pg->retry, pg_handle_closed);
     uv_close((uv_handle_t *)&pg->kick, pg_handle_closed);
