@@ -1564,7 +1564,7 @@ int tm_config_load(const char *path, struct tm_config *ret_cfg, char *err, size_
     if (!f) {
         r = -errno;
         if (err && errsize > 0)
-            snprintf(err, errsize, "%s: could not open: %s", path, strerror(errno));
+            snprintf(err, errsize, "%s: could not open: %s", path, strerror(-r));
         goto out;
     }
     /* One byte more than the limit tells "too large" from "exactly full". */

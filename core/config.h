@@ -46,7 +46,7 @@ struct tm_config_credentials {
 struct tm_config_provider {
     char *name;
     char *kind;                   /* "sim" | "aws" | "gcp" | "azure" */
-    char *region;                 /* may be NULL for sim */
+    char *region;                 /* required, any name for sim */
     char *endpoint;               /* may be NULL: the provider's default */
     struct tm_config_credentials credentials;
     int64_t boot_delay_ms;        /* sim: launch to running, default 90 s */
