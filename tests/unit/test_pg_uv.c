@@ -298,6 +298,25 @@ static void test_connect_query(void **state)
     assert_true(q.seq < timeout.seq && timeout.seq < app.seq); /* FIFO */
     assert_string_equal(timeout.value[0], "1min");
     assert_string_equal(app.value[0], "tarmac");
+
+    /* A parameter far larger than the socket buffers exercises the
+     * PQflush() loop (watch both ways until the output is out). */
+    {
+        size_t n = 16u << 20;
+        char *big = malloc(n + 1);
+        const char *big_params[1];
+        struct qres len = {0};
+
+        assert_non_null(big);
+        memset(big, 'a', n);
+        big[n] = '\0';
+        big_params[0] = big;
+        assert_int_equal(query(pg, "SELECT length($1)", 1, big_params, &len), 0);
+        free(big); /* copied by tm_pg_query */
+        run_until(&loop, &len.calls, 1, 30000);
+        assert_int_equal(len.status, 0);
+        assert_string_equal(len.value[0], "16777216");
+    }
     assert_int_equal(log.fail, 0);
     close_pg(&loop, pg);
     assert_int_equal(uv_loop_close(&loop), 0);
