@@ -237,10 +237,8 @@ static void fill_view(const struct tm_simcloud_params *p, const struct tm_sim_in
 bool tm_sim_instance_view(const struct tm_simcloud_params *p, const struct tm_sim_instance *row,
                           int64_t now_ms, struct tm_instance *ret)
 {
-    if (now_ms >= gone_ms(p, row))
-        return false;
     fill_view(p, row, now_ms, ret);
-    return true;
+    return now_ms < gone_ms(p, row);
 }
 
 int64_t tm_sim_instance_next_event_ms(const struct tm_simcloud_params *p,

@@ -120,8 +120,9 @@ int64_t tm_sim_instance_end_ms(const struct tm_simcloud_params *p, const struct 
 bool tm_sim_instance_alive(const struct tm_simcloud_params *p, const struct tm_sim_instance *row,
                            int64_t now_ms);
 
-/* The instance as the cloud lists it at now.  Returns false (ret untouched)
- * once it is gone from listings (retention_ms after it ended). */
+/* The instance as the cloud sees it at now, in *ret.  Returns false once it
+ * is gone from listings (retention_ms after it ended; ret then shows it
+ * terminated). */
 bool tm_sim_instance_view(const struct tm_simcloud_params *p, const struct tm_sim_instance *row,
                           int64_t now_ms, struct tm_instance *ret);
 
