@@ -302,7 +302,12 @@ static int map_pg_status(const struct sim_op *op, const struct tm_pg_reply *repl
         return TM_EQUOTA;
     if (reply->status == TM_ECANCELED || reply->status == -ETIMEDOUT)
         return reply->status;
-    tm_log_warn("could not reach simulated cloud database", "op=%s error=\"%s\" status=%s",
+    /* pg_uv has logged a lost connection already; a refused statement
+     * (a bug in the fake cloud's SQL) is logged here, where its detail
+     * is still known. */
+    if (reply->status != TM_EDB)
+        return TM_EUNAVAIL;
+    tm_log_warn("simulated cloud database refused a statement", "op=%s error=\"%s\" status=%s",
                 op ? op_names[op->kind] : "setup", reply->error ? reply->error : "",
                 tm_err_name(reply->status));
     return TM_EUNAVAIL;
@@ -696,15 +701,6 @@ int tm_sim_provider_create_memory(uv_loop_t *loop, const struct tm_simcloud_para
     return 0;
 }
 
-static void on_pg_state(int status, const char *error, void *data)
-{
-    (void)data;
-    /* pg_uv reconnects by itself; a lost connection is worth a line since
-     * every cloud call fails until it is back. */
-    if (status < 0)
-        tm_log_warn("simulated cloud database unreachable", "error=\"%s\"", error ? error : "");
-}
-
 static void on_abort_closed(uv_handle_t *handle)
 {
     provider_free(handle->data);
@@ -722,7 +718,8 @@ int tm_sim_provider_create_pg(uv_loop_t *loop, const struct tm_simcloud_params *
     r = provider_new(loop, params, now_ms, clock, &sp);
     if (r < 0)
         return r;
-    r = tm_pg_create(loop, conninfo, on_pg_state, sp, &sp->pg);
+    /* pg_uv logs connection losses and reconnects by itself. */
+    r = tm_pg_create(loop, conninfo, NULL, NULL, &sp->pg);
     if (r == 0)
         r = ensure_schema(sp);
     if (r < 0) {

@@ -14,6 +14,7 @@
 #include <libpq-fe.h>
 #include <uv.h>
 
+#include "core/config.h"
 #include "core/err.h"
 #include "providers/sim/sim_provider.h"
 #include "tests/lib/tm_test.h"
@@ -515,6 +516,48 @@ static void test_pg_concurrent(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+static void test_params_from_config(void **state)
+{
+    struct tm_config_instance_type types[1] = {{
+        .name = "sim.4x-h100", .gpus = 4, .gpu_model = "H100", .cpu_milli = 48000,
+        .memory_mib = 512000, .on_demand_uusd_per_hour = 12000000,
+        .spot_uusd_per_hour = 4000000, .capacity = 3,
+    }};
+    struct tm_config_provider provs[2] = {
+        {.name = "simcloud", .kind = "sim", .boot_delay_ms = 1000, .spot_hazard_per_hour = 0.1,
+         .spot_notice_ms = 2000, .seed = 99, .types = types, .ntypes = 1},
+        {.name = "aws", .kind = "aws"},
+    };
+    char *z1[] = {"sim-a", "sim-b"}, *z2[] = {"sim-b", "sim-c"}, *z3[] = {"us-east-1a"};
+    struct tm_config_pool pools[3] = {
+        {.name = "p1", .provider = "simcloud", .zones = z1, .nzones = 2},
+        {.name = "p2", .provider = "simcloud", .zones = z2, .nzones = 2},
+        {.name = "p3", .provider = "aws", .zones = z3, .nzones = 1},
+    };
+    struct tm_config cfg = {.providers = provs, .nproviders = 2, .pools = pools, .npools = 3};
+    struct tm_simcloud_params p;
+
+    assert_int_equal(tm_sim_params_from_config(&cfg, &provs[0], &p), 0);
+    assert_int_equal(p.ntypes, 1);
+    assert_string_equal(p.types[0].name, "sim.4x-h100");
+    assert_string_equal(p.types[0].gpu_model, "H100");
+    assert_int_equal(p.types[0].gpus, 4);
+    assert_int_equal(p.types[0].capacity, 3);
+    assert_int_equal(p.types[0].spot_uusd_per_hour, 4000000);
+    assert_int_equal(p.boot_delay_ms, 1000);
+    assert_int_equal(p.spot_notice_ms, 2000);
+    assert_int_equal(p.seed, 99);
+    assert_true(p.spot_hazard_per_hour == 0.1);
+    assert_int_equal(p.nzones, 3);
+    assert_string_equal(p.zones[0], "sim-a");
+    assert_string_equal(p.zones[1], "sim-b");
+    assert_string_equal(p.zones[2], "sim-c");
+    assert_int_equal(p.shutdown_ms, 30000); /* defaults kept */
+
+    types[0].name = "a-name-far-too-long-for-an-instance-type-the-cloud-would-ever-offer";
+    assert_int_equal(tm_sim_params_from_config(&cfg, &provs[0], &p), TM_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -524,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_pg_close_cancels),
         cmocka_unit_test(test_pg_survives_restart),
         cmocka_unit_test(test_pg_concurrent),
+        cmocka_unit_test(test_params_from_config),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
