@@ -322,6 +322,31 @@ static void test_connect_query(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* libpq moves to the next host on a new socket: the watcher must follow. */
+static void test_multi_host(void **state)
+{
+    uv_loop_t loop;
+    struct state_log log = {0};
+    struct qres q = {0};
+    const char *base = db_url("pg_uv_multihost");
+    const char *at = strchr(base, '@');
+    char url[600];
+    struct tm_pg *pg;
+
+    assert_non_null(at);
+    snprintf(url, sizeof(url), "%.*s127.0.0.1:%d,%s", (int)(at + 1 - base), base, closed_port(),
+             at + 1);
+    assert_int_equal(uv_loop_init(&loop), 0);
+    pg = connect_db(&loop, url, &log);
+    assert_int_equal(query(pg, "SELECT current_database()", 0, NULL, &q), 0);
+    run_until(&loop, &q.calls, 1, 10000);
+    assert_int_equal(q.status, 0);
+    assert_string_equal(q.value[0], "pg_uv_multihost");
+    assert_int_equal(log.fail, 0);
+    close_pg(&loop, pg);
+    assert_int_equal(uv_loop_close(&loop), 0);
+}
+
 static void test_script(void **state)
 {
     uv_loop_t loop;
@@ -676,6 +701,7 @@ int main(void)
         cmocka_unit_test(test_redact),
         cmocka_unit_test(test_bad_conninfo),
         cmocka_unit_test(test_connect_query),
+        cmocka_unit_test(test_multi_host),
         cmocka_unit_test(test_script),
         cmocka_unit_test(test_failure_keeps_connection),
         cmocka_unit_test(test_pool_many),
