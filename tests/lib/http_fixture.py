@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Loopback HTTP server with canned answers for tests/unit/test_http_uv.c.
 
-Binds 127.0.0.1 on a free port, prints the port on one line of stdout, then
+Binds 127.0.0.1 on a free port, prints "tm-http-fixture port=N" on stdout, then
 serves until killed or until its stdin closes (the test process died).
 
   GET  /ok              200 "ok", x-request-id: req-ok-1
@@ -81,7 +81,8 @@ class Server(ThreadingHTTPServer):
 
 def main():
     server = Server(("127.0.0.1", 0), Handler)
-    print(server.server_address[1], flush=True)
+    # A marker, so the test can skip anything a wrapper (pyenv) printed.
+    print("tm-http-fixture port=%d" % server.server_address[1], flush=True)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     # Exit when the parent goes away, so no server outlives its test.
     sys.stdin.read()

@@ -67,9 +67,9 @@ static int server_start(void **state)
 {
     const char *src = getenv("TM_SOURCE_DIR");
     char script[1024];
-    char line[32];
+    char line[256];
     int in[2], out[2];
-    ssize_t n;
+    FILE *p;
 
     if (!src)
         src = TM_SOURCE_DIR;
@@ -90,12 +90,16 @@ static int server_start(void **state)
     close(in[0]);
     close(out[1]);
     server_stdin = in[1];
-    n = read(out[0], line, sizeof(line) - 1);
-    close(out[0]);
-    if (n <= 0)
+    /* Look for the marker line: an interpreter wrapper may print first. */
+    p = fdopen(out[0], "r");
+    if (!p)
         return -1;
-    line[n] = '\0';
-    server_port = atoi(line);
+    while (fgets(line, sizeof(line), p)) {
+        if (sscanf(line, "tm-http-fixture port=%d", &server_port) == 1)
+            break;
+        fprintf(stderr, "http_fixture: %s", line);
+    }
+    fclose(p);
     return server_port > 0 ? 0 : -1;
 }
 
@@ -216,6 +220,19 @@ static void test_post_echo(void **state)
     assert_int_equal(res.http_status, 200);
     assert_int_equal(res.body_len, 12);
     assert_string_equal(res.body, "hello, world");
+
+    /* Other methods carry their body the same way. */
+    {
+        struct result put = {0};
+        struct tm_http_request req_put = {.method = "PUT", .url = url, .body = "\0binary\0", .body_len = 8};
+
+        url_for(url, sizeof(url), "/echo");
+        assert_int_equal(request(http, &req_put, &put), 0);
+        run_until(&loop, &put.calls, 1, 5000);
+        assert_int_equal(put.status, 0);
+        assert_int_equal(put.http_status, 200);
+        assert_int_equal(put.body_len, 8);
+    }
     close_and_check(&loop, http);
 }
 

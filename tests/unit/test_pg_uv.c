@@ -580,7 +580,7 @@ static void test_refused_backoff(void **state)
     assert_true(log.last < 0);
     assert_true(log.fail_at[log.fail - 1] - log.fail_at[log.fail - 2] >
                 log.fail_at[1] - log.fail_at[0]); /* it backs off */
-    assert_in_range(plog.fail, 6, 12); /* both members report */
+    assert_in_range(plog.fail, 4, 12); /* both members report */
     assert_int_equal(plog.ok, 0);
     assert_false(tm_pg_connected(pg));
     assert_int_equal(tm_pg_pool_connected(pool), 0);
