@@ -1,1 +1,53 @@
-int main(void) { return 0; }
+/*
+ * controller/main.c: the `tarmac` binary, one subcommand per verb.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "controller/cli.h"
+#include "controller/replay.h"
+
+/* TEMPORARY while replay lands: weak so the daemon links without it. */
+#pragma weak tm_replay_main
+
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *what;
+} commands[] = {
+    {"serve", tm_cli_serve, "run the controller (reconcile loop, leader election)"},
+    {"migrate", tm_cli_migrate, "apply database migrations and record the configured pools"},
+    {"submit", tm_cli_submit, "queue a job"},
+    {"jobs", tm_cli_jobs, "list jobs"},
+    {"nodes", tm_cli_nodes, "list nodes"},
+    {"pools", tm_cli_pools, "list pools"},
+    {"decisions", tm_cli_decisions, "show decisions and their reasons"},
+    {"summary", tm_cli_summary, "totals: jobs, nodes, GPU-hours, dollars"},
+    {"replay", tm_replay_main, "replay a GPU cluster trace through the scheduler"},
+};
+
+static void usage(FILE *out)
+{
+    fprintf(out, "Usage: tarmac COMMAND [options]\n\nCommands:\n");
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].what);
+    fprintf(out, "\nRun \"tarmac COMMAND --help\" for a command's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return TM_EXIT_USAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return TM_EXIT_OK;
+    }
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(argv[1], commands[i].name) == 0 && commands[i].run)
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "tarmac: unrecognized command \"%s\"\n", argv[1]);
+    usage(stderr);
+    return TM_EXIT_USAGE;
+}

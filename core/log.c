@@ -1,5 +1,6 @@
 #include "core/log.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -68,26 +69,34 @@ void tm_log_clear_secrets(void)
 void tm_log_redact(char *buf, size_t size)
 {
     static const char mark[] = "[redacted]";
-    const size_t marklen = sizeof(mark) - 1;
+    char out[TM_LOG_LINE_MAX];
+    size_t o = 0;
+    bool changed = false;
 
-    for (size_t i = 0; i < tm_logger.nsecrets; i++) {
-        const char *s = tm_logger.secrets[i];
-        size_t slen = strlen(s);
-        char *from = buf;
-        char *hit;
-        /* Search on after each replacement, so a secret that happens to
-         * occur inside the mark itself cannot loop forever. */
-        while ((hit = strstr(from, s)) != NULL) {
-            size_t tail = strlen(hit + slen);
-            size_t used = (size_t)(hit - buf);
-            size_t mlen = marklen;
-            if (used + mlen + tail + 1 > size)
-                mlen = slen < marklen ? slen : marklen; /* no room to grow */
-            memmove(hit + mlen, hit + slen, tail + 1);
-            memcpy(hit, mark, mlen);
-            from = hit + mlen;
+    if (tm_logger.nsecrets == 0 || size == 0)
+        return;
+    /* One left-to-right pass: text already replaced is never scanned
+     * again, so one secret inside another's mark cannot mangle it. */
+    for (size_t i = 0; buf[i] && o + 1 < sizeof(out);) {
+        size_t hit = 0;
+        for (size_t k = 0; k < tm_logger.nsecrets; k++) {
+            size_t len = strlen(tm_logger.secrets[k]);
+            if (len > hit && strncmp(buf + i, tm_logger.secrets[k], len) == 0)
+                hit = len;
+        }
+        if (hit) {
+            for (size_t m = 0; m < sizeof(mark) - 1 && o + 1 < sizeof(out); m++)
+                out[o++] = mark[m];
+            i += hit;
+            changed = true;
+        } else {
+            out[o++] = buf[i++];
         }
     }
+    if (!changed)
+        return;
+    out[o] = '\0';
+    snprintf(buf, size, "%s", out);
 }
 
 static void write_line(FILE *out, enum tm_log_level level, const char *body)

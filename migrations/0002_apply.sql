@@ -26,9 +26,10 @@ DECLARE
     j record;
     n int := 0;
 BEGIN
-    FOR j IN SELECT DISTINCT jb.id, jb.attempts FROM jobs jb
-             JOIN job_allocations a ON a.job_id = jb.id
-             WHERE a.node_id = p_node AND jb.state = 'running' FOR UPDATE OF jb
+    FOR j IN SELECT jb.id, jb.attempts FROM jobs jb
+             WHERE jb.state = 'running'
+               AND EXISTS (SELECT 1 FROM job_allocations a WHERE a.job_id = jb.id AND a.node_id = p_node)
+             FOR UPDATE
     LOOP
         DELETE FROM job_allocations WHERE job_id = j.id;
         UPDATE jobs SET state = 'queued', node_id = NULL, started_ms = NULL,

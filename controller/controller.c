@@ -1,0 +1,858 @@
+/*
+ * controller/controller.c: see controller.h.  The tick is a chain of
+ * callbacks; struct tm_controller is the only mutable state, one per
+ * process, and only the loop thread touches it.
+ */
+#include "controller/controller.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "controller/pg_uv.h"
+#include "controller/reconcile.h"
+#include "controller/scheduler.h"
+#include "controller/store.h"
+#include "core/clock.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "providers/provider.h"
+#include "providers/sim/sim_provider.h"
+
+#define TM_STOP_DEADLINE_MS 10000
+#define TM_SIM_DEFAULT_RUNTIME_MS (30 * 60 * 1000)
+
+struct observed_list {
+    struct tm_instance *items;
+    size_t n;
+    bool complete;
+};
+
+struct tm_controller {
+    uv_loop_t loop;
+    const struct tm_config *cfg;
+    struct tm_controller_options opts;
+    struct tm_controller_stats stats;
+    struct tm_clock clock;
+    enum tm_sched_policy policy;
+    char holder[128];
+
+    struct tm_pg_pool *pool;
+    struct tm_pg *leader_conn;
+    struct tm_provider **providers; /* one per cfg->providers, NULL if not built */
+    uv_timer_t tick_timer;
+    uv_timer_t stop_timer;
+    uv_signal_t sigint, sigterm;
+
+    bool leader;
+    int64_t epoch;
+    bool stopping;
+    bool closing;
+    bool seen_work;
+    bool tick_running;
+    int64_t tick_started_real;
+    uint64_t started_real;
+    unsigned closes_pending;
+    unsigned calls_inflight;        /* cloud calls and their store writes */
+
+    /* The pass in progress. */
+    int64_t now_ms;
+    struct observed_list *obs;
+    unsigned lists_pending;
+    struct tm_snapshot *snap;
+    struct tm_plan plan;
+
+    /* Cloud calls in flight, so a tick does not repeat them. */
+    int64_t *launching;
+    size_t nlaunching, launching_cap;
+    char (*terminating)[TM_ID_MAX];
+    size_t nterminating, terminating_cap;
+};
+
+struct call {
+    struct tm_controller *ctl;
+    int64_t node_id;
+    int provider;
+    char instance_id[TM_ID_MAX];
+    char token[TM_ID_MAX];
+};
+
+static void end_pass(struct tm_controller *ctl);
+
+/* Fault injection for the crash tests: TARMAC_CRASH_POINT=NAME kills the
+ * process with SIGKILL (as kill -9 would) when it reaches that point:
+ *   after_apply   the plan (node rows, tokens) committed, no cloud call yet
+ *   after_launch  the cloud made the instance, its id not yet recorded
+ * Unset in production: getenv is the whole cost. */
+static void crash_point(const char *name)
+{
+    const char *want = getenv("TARMAC_CRASH_POINT");
+    if (want && strcmp(want, name) == 0) {
+        tm_log_warn("crash point reached: killing myself", "point=%s", name);
+        raise(SIGKILL);
+    }
+}
+static void maybe_finish_stop(struct tm_controller *ctl);
+static void begin_stop(struct tm_controller *ctl, const char *why);
+
+static int64_t clock_now(void *data)
+{
+    return tm_clock_now_ms(data);
+}
+
+/* ---- in-flight sets ---------------------------------------------------- */
+
+static bool launching_has(struct tm_controller *ctl, int64_t node)
+{
+    for (size_t i = 0; i < ctl->nlaunching; i++)
+        if (ctl->launching[i] == node)
+            return true;
+    return false;
+}
+
+static int launching_add(struct tm_controller *ctl, int64_t node)
+{
+    if (ctl->nlaunching == ctl->launching_cap) {
+        size_t cap = ctl->launching_cap ? 2 * ctl->launching_cap : 16;
+        void *m = realloc(ctl->launching, cap * sizeof(*ctl->launching));
+        if (!m)
+            return TM_ENOMEM;
+        ctl->launching = m;
+        ctl->launching_cap = cap;
+    }
+    ctl->launching[ctl->nlaunching++] = node;
+    return 0;
+}
+
+static void launching_del(struct tm_controller *ctl, int64_t node)
+{
+    for (size_t i = 0; i < ctl->nlaunching; i++)
+        if (ctl->launching[i] == node) {
+            ctl->launching[i] = ctl->launching[--ctl->nlaunching];
+            return;
+        }
+}
+
+static bool terminating_has(struct tm_controller *ctl, const char *id)
+{
+    for (size_t i = 0; i < ctl->nterminating; i++)
+        if (strcmp(ctl->terminating[i], id) == 0)
+            return true;
+    return false;
+}
+
+static int terminating_add(struct tm_controller *ctl, const char *id)
+{
+    if (ctl->nterminating == ctl->terminating_cap) {
+        size_t cap = ctl->terminating_cap ? 2 * ctl->terminating_cap : 16;
+        void *m = realloc(ctl->terminating, cap * TM_ID_MAX);
+        if (!m)
+            return TM_ENOMEM;
+        ctl->terminating = m;
+        ctl->terminating_cap = cap;
+    }
+    snprintf(ctl->terminating[ctl->nterminating++], TM_ID_MAX, "%s", id);
+    return 0;
+}
+
+static void terminating_del(struct tm_controller *ctl, const char *id)
+{
+    for (size_t i = 0; i < ctl->nterminating; i++)
+        if (strcmp(ctl->terminating[i], id) == 0) {
+            memcpy(ctl->terminating[i], ctl->terminating[--ctl->nterminating], TM_ID_MAX);
+            return;
+        }
+}
+
+static void call_done(struct call *c)
+{
+    struct tm_controller *ctl = c->ctl;
+    ctl->calls_inflight--;
+    free(c);
+    maybe_finish_stop(ctl);
+}
+
+/* ---- cloud calls after the plan committed ------------------------------ */
+
+static void on_launch_recorded(int status, const char *err, void *data)
+{
+    struct call *c = data;
+    if (status < 0 && status != TM_ECANCELED)
+        tm_log_warn("could not record launched instance, the next tick adopts it by token",
+                    "node=%" PRId64 " instance=%s error=\"%s\"", c->node_id, c->instance_id,
+                    err ? err : tm_strerror(status));
+    call_done(c);
+}
+
+static void on_launch_failed_recorded(int status, const cJSON *result, const char *err,
+                                      const char *sqlstate, void *data)
+{
+    struct call *c = data;
+    if (status < 0 && status != TM_ECANCELED)
+        tm_log_warn("could not record failed launch", "node=%" PRId64 " error=\"%s\"", c->node_id,
+                    err ? err : tm_strerror(status));
+    call_done(c);
+}
+
+static void on_launch(int status, const struct tm_instance *inst, void *data)
+{
+    struct call *c = data;
+    struct tm_controller *ctl = c->ctl;
+    const char *pname = ctl->cfg->providers[c->provider].name;
+
+    launching_del(ctl, c->node_id);
+    if (status == 0 && !ctl->closing) {
+        crash_point("after_launch");
+        snprintf(c->instance_id, sizeof(c->instance_id), "%s", inst->id);
+        tm_log_info("instance launched", "node=%" PRId64 " instance=%s provider=%s type=%s zone=%s",
+                    c->node_id, inst->id, pname, inst->instance_type, inst->zone);
+        ctl->stats.launches++;
+        if (tm_store_node_launched(ctl->pool, c->node_id, inst->id, tm_clock_now_ms(&ctl->clock),
+                                   on_launch_recorded, c) == 0)
+            return;
+    } else if (status == TM_EQUOTA && !ctl->closing) {
+        /* Capacity short: give the node row up with its reason, so the next
+         * pass may request elsewhere; the token is never reused. */
+        char why[160];
+        snprintf(why, sizeof(why), "provider %s has no capacity: %s", pname, tm_strerror(status));
+        tm_log_warn("launch refused for capacity", "node=%" PRId64 " provider=%s", c->node_id, pname);
+        ctl->stats.launch_errors++;
+        cJSON *actions = cJSON_CreateArray();
+        cJSON *a = cJSON_CreateObject();
+        if (actions && a) {
+            cJSON_AddItemToArray(actions, a);
+            cJSON_AddStringToObject(a, "op", "launch_failed");
+            cJSON_AddNumberToObject(a, "node", (double)c->node_id);
+            cJSON_AddStringToObject(a, "reason", why);
+            int r = tm_store_apply(ctl->pool, ctl->epoch, tm_clock_now_ms(&ctl->clock), actions,
+                                   on_launch_failed_recorded, c);
+            cJSON_Delete(actions);
+            if (r == 0)
+                return;
+        } else {
+            cJSON_Delete(actions);
+            cJSON_Delete(a);
+        }
+    } else if (status < 0 && status != TM_ECANCELED) {
+        ctl->stats.launch_errors++;
+        tm_log(status == TM_EAUTH ? TM_LOG_ERROR : TM_LOG_WARN,
+               "could not launch instance, will retry next tick",
+               "node=%" PRId64 " provider=%s error=%s", c->node_id, pname, tm_err_name(status));
+    }
+    call_done(c);
+}
+
+static void on_terminate(int status, void *data)
+{
+    struct call *c = data;
+    struct tm_controller *ctl = c->ctl;
+
+    terminating_del(ctl, c->instance_id);
+    if (status == 0) {
+        ctl->stats.terminates++;
+        tm_log_info("instance terminate requested", "node=%" PRId64 " instance=%s", c->node_id,
+                    c->instance_id);
+    } else if (status != TM_ECANCELED && status != TM_ENOTFOUND) {
+        tm_log_warn("could not terminate instance, will retry next tick",
+                    "node=%" PRId64 " instance=%s error=%s", c->node_id, c->instance_id,
+                    tm_err_name(status));
+    }
+    call_done(c);
+}
+
+static struct call *new_call(struct tm_controller *ctl, int provider, int64_t node)
+{
+    struct call *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->ctl = ctl;
+    c->provider = provider;
+    c->node_id = node;
+    ctl->calls_inflight++;
+    return c;
+}
+
+static void start_calls(struct tm_controller *ctl, const cJSON *applied)
+{
+    const struct tm_config *cfg = ctl->cfg;
+    const cJSON *new_nodes = applied ? cJSON_GetObjectItemCaseSensitive(applied, "nodes") : NULL;
+
+    for (size_t i = 0; i < ctl->plan.nlaunches; i++) {
+        struct tm_plan_launch *l = &ctl->plan.launches[i];
+        const struct tm_config_pool *pool = &cfg->pools[l->pool];
+        int prov = -1;
+        for (size_t p = 0; p < cfg->nproviders; p++)
+            if (strcmp(cfg->providers[p].name, pool->provider) == 0)
+                prov = (int)p;
+        if (l->node_id == 0) {
+            /* A node this plan requested: its id comes back from the apply. */
+            const cJSON *n;
+            cJSON_ArrayForEach(n, new_nodes) {
+                const cJSON *tok = cJSON_GetObjectItemCaseSensitive(n, "token");
+                const cJSON *id = cJSON_GetObjectItemCaseSensitive(n, "id");
+                if (cJSON_IsString(tok) && cJSON_IsNumber(id) && strcmp(tok->valuestring, l->token) == 0)
+                    l->node_id = (int64_t)id->valuedouble;
+            }
+            if (l->node_id == 0)
+                continue; /* not inserted (token clash): nothing to launch */
+        }
+        if (prov < 0 || !ctl->providers[prov] || launching_has(ctl, l->node_id))
+            continue;
+        struct call *c = new_call(ctl, prov, l->node_id);
+        if (!c || launching_add(ctl, l->node_id) < 0) {
+            if (c)
+                call_done(c);
+            continue;
+        }
+        snprintf(c->token, sizeof(c->token), "%s", l->token);
+        struct tm_launch_request req = {
+            .cluster = cfg->cluster, .pool = pool->name, .node_id = l->node_id, .token = l->token,
+            .instance_type = l->instance_type, .zone = l->zone, .capacity = l->capacity,
+        };
+        struct tm_provider *p = ctl->providers[prov];
+        int r = p->ops->launch(p, &req, on_launch, c);
+        if (r < 0) {
+            launching_del(ctl, l->node_id);
+            tm_log_warn("could not start launch", "node=%" PRId64 " error=%s", l->node_id, tm_err_name(r));
+            call_done(c);
+        }
+    }
+    for (size_t i = 0; i < ctl->plan.nterminates; i++) {
+        struct tm_plan_terminate *t = &ctl->plan.terminates[i];
+        struct tm_provider *p = ctl->providers[t->provider];
+        if (!p || terminating_has(ctl, t->instance_id))
+            continue;
+        struct call *c = new_call(ctl, t->provider, t->node_id);
+        if (!c || terminating_add(ctl, t->instance_id) < 0) {
+            if (c)
+                call_done(c);
+            continue;
+        }
+        snprintf(c->instance_id, sizeof(c->instance_id), "%s", t->instance_id);
+        int r = p->ops->terminate(p, t->instance_id, on_terminate, c);
+        if (r < 0) {
+            terminating_del(ctl, t->instance_id);
+            call_done(c);
+        }
+    }
+}
+
+/* ---- the pass ------------------------------------------------------------ */
+
+static void log_plan(struct tm_controller *ctl)
+{
+    const cJSON *a;
+    cJSON_ArrayForEach(a, ctl->plan.actions) {
+        const cJSON *op = cJSON_GetObjectItemCaseSensitive(a, "op");
+        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(a, "reason");
+        const cJSON *subject = cJSON_GetObjectItemCaseSensitive(a, "job");
+        const char *kind = "job";
+        if (!subject) {
+            subject = cJSON_GetObjectItemCaseSensitive(a, "node");
+            kind = "node";
+        }
+        bool quiet = cJSON_IsString(op) && strcmp(op->valuestring, "wait") == 0;
+        tm_log(quiet ? TM_LOG_DEBUG : TM_LOG_INFO, "decision", "op=%s %s=%" PRId64 " reason=\"%s\"",
+               cJSON_IsString(op) ? op->valuestring : "?", kind,
+               cJSON_IsNumber(subject) ? (int64_t)subject->valuedouble : 0,
+               cJSON_IsString(reason) ? reason->valuestring : "");
+    }
+}
+
+static void on_applied(int status, const cJSON *result, const char *err, const char *sqlstate,
+                       void *data)
+{
+    struct tm_controller *ctl = data;
+
+    if (status < 0) {
+        if (sqlstate && strcmp(sqlstate, "TM001") == 0) {
+            /* Another controller took over: our plan was fenced off. */
+            tm_log_warn("leadership lost: plan refused by epoch fence", "epoch=%" PRId64, ctl->epoch);
+            ctl->leader = false;
+        } else if (status != TM_ECANCELED) {
+            tm_log_error("could not apply plan, will retry next tick", "error=\"%s\"",
+                         err ? err : tm_strerror(status));
+        }
+        end_pass(ctl);
+        return;
+    }
+    log_plan(ctl);
+    if (ctl->plan.nlaunches > 0)
+        crash_point("after_apply");
+    ctl->stats.passes++;
+    ctl->stats.placed += ctl->plan.placed;
+    ctl->stats.requested += ctl->plan.requested;
+    ctl->stats.ready += ctl->plan.ready;
+    ctl->stats.released += ctl->plan.released;
+    ctl->stats.gone += ctl->plan.gone;
+    ctl->stats.orphans += ctl->plan.orphans;
+    if (!ctl->closing)
+        start_calls(ctl, result);
+    end_pass(ctl);
+}
+
+static void on_agent_report(int status, const char *err, void *data)
+{
+    struct call *c = data;
+    if (status < 0 && status != TM_ECANCELED)
+        tm_log_warn("could not record a node report", "node=%" PRId64 " error=\"%s\"", c->node_id,
+                    err ? err : tm_strerror(status));
+    call_done(c);
+}
+
+static bool pool_is_sim(const struct tm_config *cfg, int pool)
+{
+    if (pool < 0)
+        return false;
+    const struct tm_config_provider *p = tm_config_provider_find(cfg, cfg->pools[pool].provider);
+    return p && strcmp(p->kind, "sim") == 0;
+}
+
+/* The sim agent: stands in for the software on simulated nodes.  A job runs
+ * for its simulated runtime, then its node reports it finished through the
+ * same path a real node agent uses (tarmac_agent_report). */
+static void sim_agent(struct tm_controller *ctl)
+{
+    const struct tm_snapshot *s = ctl->snap;
+
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        cJSON *report = NULL, *jobs = NULL;
+        if (!pool_is_sim(ctl->cfg, n->pool) || n->state != TM_NODE_READY)
+            continue;
+        for (size_t a = 0; a < s->nallocs; a++) {
+            if (s->allocs[a].node_id != n->id)
+                continue;
+            for (size_t j = 0; j < s->njobs; j++) {
+                const struct tm_snap_job *job = &s->jobs[j];
+                if (job->id != s->allocs[a].job_id || job->state != TM_JOB_RUNNING)
+                    continue;
+                int64_t runtime = job->sim_runtime_ms > 0 ? job->sim_runtime_ms
+                                  : job->estimate_ms > 0 ? job->estimate_ms
+                                  : TM_SIM_DEFAULT_RUNTIME_MS;
+                if (job->started_ms + runtime > ctl->now_ms)
+                    continue;
+                if (!report) {
+                    report = cJSON_CreateObject();
+                    jobs = report ? cJSON_AddArrayToObject(report, "jobs") : NULL;
+                }
+                cJSON *o = jobs ? cJSON_CreateObject() : NULL;
+                if (!o)
+                    continue;
+                char why[96];
+                snprintf(why, sizeof(why), "sim agent: ran its %" PRId64 " s", runtime / 1000);
+                cJSON_AddNumberToObject(o, "id", (double)job->id);
+                cJSON_AddStringToObject(o, "state", "succeeded");
+                cJSON_AddStringToObject(o, "reason", why);
+                cJSON_AddItemToArray(jobs, o);
+                ctl->stats.finished++;
+                tm_log_info("job finished", "job=%" PRId64 " node=%" PRId64 " runtime_s=%" PRId64,
+                            job->id, n->id, runtime / 1000);
+            }
+        }
+        if (report) {
+            struct call *c = new_call(ctl, -1, n->id);
+            if (c && tm_store_agent_report(ctl->pool, n->id, ctl->now_ms, report, on_agent_report, c) < 0)
+                call_done(c);
+            cJSON_Delete(report);
+        }
+    }
+}
+
+static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, void *data)
+{
+    struct tm_controller *ctl = data;
+
+    if (status < 0) {
+        if (status != TM_ECANCELED)
+            tm_log_error("could not read snapshot, will retry next tick", "error=\"%s\"",
+                         err ? err : tm_strerror(status));
+        end_pass(ctl);
+        return;
+    }
+    ctl->snap = snap;
+    if (snap->epoch != ctl->epoch) {
+        tm_log_warn("leadership lost: epoch moved on", "ours=%" PRId64 " now=%" PRId64, ctl->epoch,
+                    snap->epoch);
+        ctl->leader = false;
+        end_pass(ctl);
+        return;
+    }
+    if (snap->njobs > 0)
+        ctl->seen_work = true;
+    if (ctl->opts.exit_when_idle && ctl->seen_work && snap->njobs == 0 && snap->nnodes == 0 &&
+        ctl->calls_inflight == 0) {
+        end_pass(ctl);
+        begin_stop(ctl, "no work left and no node live");
+        return;
+    }
+    if (!ctl->closing)
+        sim_agent(ctl);
+
+    struct tm_observed *obs = calloc(ctl->cfg->nproviders + 1, sizeof(*obs));
+    if (!obs) {
+        end_pass(ctl);
+        return;
+    }
+    for (size_t i = 0; i < ctl->cfg->nproviders; i++)
+        obs[i] = (struct tm_observed){
+            .provider = ctl->cfg->providers[i].name, .complete = ctl->obs[i].complete,
+            .instances = ctl->obs[i].items, .n = ctl->obs[i].n,
+        };
+    struct tm_reconcile_input in = {
+        .cfg = ctl->cfg, .snap = snap, .observed = obs, .nobserved = ctl->cfg->nproviders,
+        .now_ms = ctl->now_ms, .policy = ctl->policy,
+    };
+    int r = tm_reconcile(&in, &ctl->plan);
+    free(obs);
+    if (r < 0) {
+        tm_log_error("reconcile failed", "error=%s", tm_err_name(r));
+        end_pass(ctl);
+        return;
+    }
+    if (cJSON_GetArraySize(ctl->plan.actions) == 0) {
+        start_calls(ctl, NULL);
+        end_pass(ctl);
+        return;
+    }
+    r = tm_store_apply(ctl->pool, ctl->epoch, ctl->now_ms, ctl->plan.actions, on_applied, ctl);
+    if (r < 0) {
+        tm_log_error("could not send plan", "error=%s", tm_err_name(r));
+        end_pass(ctl);
+    }
+}
+
+static void take_snapshot(struct tm_controller *ctl)
+{
+    int r = tm_store_snapshot(ctl->pool, ctl->cfg, on_snapshot, ctl);
+    if (r < 0) {
+        tm_log_error("could not ask for snapshot", "error=%s", tm_err_name(r));
+        end_pass(ctl);
+    }
+}
+
+struct list_ctx {
+    struct tm_controller *ctl;
+    size_t provider;
+};
+
+static void on_list(int status, const struct tm_instance *list, size_t n, void *data)
+{
+    struct list_ctx *lc = data;
+    struct tm_controller *ctl = lc->ctl;
+    struct observed_list *o = &ctl->obs[lc->provider];
+
+    if (status == 0) {
+        o->items = malloc((n + 1) * sizeof(*list));
+        if (o->items) {
+            memcpy(o->items, list, n * sizeof(*list));
+            o->n = n;
+            o->complete = true;
+        }
+    } else if (status != TM_ECANCELED) {
+        tm_log(status == TM_EAUTH ? TM_LOG_ERROR : TM_LOG_WARN,
+               "could not list instances, acting on the database alone this tick",
+               "provider=%s error=%s", ctl->cfg->providers[lc->provider].name, tm_err_name(status));
+    }
+    free(lc);
+    if (--ctl->lists_pending == 0) {
+        if (ctl->closing)
+            end_pass(ctl);
+        else
+            take_snapshot(ctl);
+    }
+}
+
+static void begin_pass(struct tm_controller *ctl)
+{
+    size_t np = ctl->cfg->nproviders;
+
+    ctl->obs = calloc(np + 1, sizeof(*ctl->obs));
+    if (!ctl->obs) {
+        end_pass(ctl);
+        return;
+    }
+    /* Observe the clouds BEFORE reading the database: every instance we
+     * launched then has its node row in the snapshot, so nothing of ours is
+     * ever mistaken for an orphan. */
+    ctl->lists_pending = 1; /* held until every list call is started */
+    for (size_t i = 0; i < np; i++) {
+        struct tm_provider *p = ctl->providers[i];
+        struct list_ctx *lc = p ? malloc(sizeof(*lc)) : NULL;
+        if (!lc)
+            continue;
+        *lc = (struct list_ctx){.ctl = ctl, .provider = i};
+        ctl->lists_pending++;
+        if (p->ops->list(p, ctl->cfg->cluster, on_list, lc) < 0) {
+            ctl->lists_pending--;
+            free(lc);
+        }
+    }
+    if (--ctl->lists_pending == 0)
+        take_snapshot(ctl);
+}
+
+static void on_lead(int status, int64_t epoch, const char *err, void *data)
+{
+    struct tm_controller *ctl = data;
+
+    if (status < 0) {
+        if (status != TM_ECANCELED)
+            tm_log_warn("could not check leadership, will retry next tick", "error=\"%s\"",
+                        err ? err : tm_strerror(status));
+        end_pass(ctl);
+        return;
+    }
+    if (epoch == 0) {
+        end_pass(ctl); /* another replica leads: stand by */
+        return;
+    }
+    ctl->leader = true;
+    ctl->epoch = epoch;
+    ctl->stats.was_leader = true;
+    tm_log_info("became leader", "holder=%s epoch=%" PRId64, ctl->holder, epoch);
+    if (ctl->closing)
+        end_pass(ctl);
+    else
+        begin_pass(ctl);
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    struct tm_controller *ctl = t->data;
+
+    if (ctl->tick_running || ctl->stopping)
+        return;
+    if (ctl->opts.max_wall_ms > 0 &&
+        uv_now(&ctl->loop) - ctl->started_real >= (uint64_t)ctl->opts.max_wall_ms) {
+        begin_stop(ctl, "wall-clock limit reached");
+        return;
+    }
+    ctl->tick_running = true;
+    ctl->stats.ticks++;
+    ctl->now_ms = tm_clock_now_ms(&ctl->clock);
+    ctl->tick_started_real = (int64_t)uv_now(&ctl->loop);
+    if (!ctl->leader) {
+        int r = tm_store_try_lead(ctl->leader_conn, ctl->holder, ctl->now_ms, on_lead, ctl);
+        if (r < 0)
+            end_pass(ctl);
+        return;
+    }
+    begin_pass(ctl);
+}
+
+static void end_pass(struct tm_controller *ctl)
+{
+    if (ctl->obs) {
+        for (size_t i = 0; i < ctl->cfg->nproviders; i++)
+            free(ctl->obs[i].items);
+        free(ctl->obs);
+        ctl->obs = NULL;
+    }
+    tm_snapshot_release(ctl->snap);
+    ctl->snap = NULL;
+    tm_plan_release(&ctl->plan);
+    if (ctl->tick_running) {
+        int64_t took = (int64_t)uv_now(&ctl->loop) - ctl->tick_started_real;
+        tm_log_debug("tick done", "took_ms=%" PRId64 " leader=%d", took, ctl->leader);
+    }
+    ctl->tick_running = false;
+    maybe_finish_stop(ctl);
+}
+
+/* ---- start and stop ---------------------------------------------------- */
+
+static void on_closed(uv_handle_t *h)
+{
+    struct tm_controller *ctl = h->data;
+    ctl->closes_pending--;
+}
+
+static void on_async_closed(void *data)
+{
+    struct tm_controller *ctl = data;
+    ctl->closes_pending--;
+}
+
+static void close_all(struct tm_controller *ctl)
+{
+    if (ctl->closing)
+        return;
+    ctl->closing = true;
+    tm_log_info("closing", "in_flight_calls=%u", ctl->calls_inflight);
+    for (size_t i = 0; i < ctl->cfg->nproviders; i++) {
+        if (ctl->providers[i]) {
+            ctl->closes_pending++;
+            ctl->providers[i]->ops->close(ctl->providers[i], on_async_closed, ctl);
+            ctl->providers[i] = NULL;
+        }
+    }
+    if (ctl->pool) {
+        ctl->closes_pending++;
+        tm_pg_pool_close(ctl->pool, on_async_closed, ctl);
+        ctl->pool = NULL;
+    }
+    if (ctl->leader_conn) {
+        ctl->closes_pending++;
+        tm_pg_close(ctl->leader_conn, on_async_closed, ctl);
+        ctl->leader_conn = NULL;
+    }
+    uv_handle_t *handles[] = {(uv_handle_t *)&ctl->tick_timer, (uv_handle_t *)&ctl->stop_timer,
+                              (uv_handle_t *)&ctl->sigint, (uv_handle_t *)&ctl->sigterm};
+    for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++) {
+        if (!uv_is_closing(handles[i])) {
+            ctl->closes_pending++;
+            uv_close(handles[i], on_closed);
+        }
+    }
+}
+
+static void maybe_finish_stop(struct tm_controller *ctl)
+{
+    if (!ctl->stopping || ctl->closing)
+        return;
+    if (ctl->tick_running || ctl->calls_inflight > 0)
+        return; /* let them finish: on_stop_deadline abandons them */
+    close_all(ctl);
+}
+
+static void on_stop_deadline(uv_timer_t *t)
+{
+    struct tm_controller *ctl = t->data;
+    tm_log_warn("stop deadline passed: abandoning work in flight, the next leader repairs it",
+                "in_flight_calls=%u", ctl->calls_inflight);
+    close_all(ctl);
+}
+
+static void begin_stop(struct tm_controller *ctl, const char *why)
+{
+    if (ctl->stopping)
+        return;
+    tm_log_info("stopping", "reason=%s", why);
+    ctl->stopping = true;
+    uv_timer_stop(&ctl->tick_timer);
+    uv_timer_start(&ctl->stop_timer, on_stop_deadline, TM_STOP_DEADLINE_MS, 0);
+    maybe_finish_stop(ctl);
+}
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    begin_stop(s->data, signum == SIGINT ? "SIGINT" : "SIGTERM");
+}
+
+static void on_pool_state(int status, const char *error, void *data)
+{
+    if (status < 0)
+        tm_log_warn("database connection lost or refused, retrying with backoff", "error=\"%s\"",
+                    error ? error : tm_strerror(status));
+}
+
+static void on_leader_conn_state(int status, const char *error, void *data)
+{
+    struct tm_controller *ctl = data;
+    if (status < 0 && ctl->leader) {
+        /* The session held the advisory lock: it is gone with it. */
+        tm_log_warn("leadership lost with the leader connection", "error=\"%s\"",
+                    error ? error : tm_strerror(status));
+        ctl->leader = false;
+    }
+}
+
+static int create_providers(struct tm_controller *ctl, const char *db_url, char *err, size_t errsize)
+{
+    const struct tm_config *cfg = ctl->cfg;
+
+    ctl->providers = calloc(cfg->nproviders + 1, sizeof(*ctl->providers));
+    if (!ctl->providers)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        const struct tm_config_provider *p = &cfg->providers[i];
+        if (strcmp(p->kind, "sim") == 0) {
+            struct tm_simcloud_params params;
+            int r = tm_sim_params_from_config(cfg, p, &params);
+            if (r == 0)
+                r = tm_sim_provider_create_pg(&ctl->loop, &params, db_url, clock_now, &ctl->clock,
+                                              &ctl->providers[i]);
+            if (r < 0) {
+                snprintf(err, errsize, "could not start provider \"%s\": %s", p->name, tm_strerror(r));
+                return r;
+            }
+        } else {
+            snprintf(err, errsize,
+                     "provider \"%s\": kind \"%s\" is not available in this build (only \"sim\" is)",
+                     p->name, p->kind);
+            return TM_EINVAL;
+        }
+    }
+    return 0;
+}
+
+int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_options *opts,
+                      struct tm_controller_stats *ret_stats, char *err, size_t errsize)
+{
+    struct tm_controller *ctl = calloc(1, sizeof(*ctl));
+    char host[64] = "host";
+    int r;
+
+    if (!ctl)
+        return TM_ENOMEM;
+    ctl->cfg = cfg;
+    ctl->opts = *opts;
+    ctl->policy = (enum tm_sched_policy)tm_sched_policy_parse(cfg->scheduler_policy);
+    tm_clock_init(&ctl->clock, cfg->time_scale);
+    gethostname(host, sizeof(host) - 1);
+    snprintf(ctl->holder, sizeof(ctl->holder), "%s:%d", host, (int)getpid());
+
+    r = uv_loop_init(&ctl->loop);
+    if (r < 0) {
+        free(ctl);
+        return r;
+    }
+    ctl->started_real = uv_now(&ctl->loop);
+    uv_timer_init(&ctl->loop, &ctl->tick_timer);
+    uv_timer_init(&ctl->loop, &ctl->stop_timer);
+    uv_signal_init(&ctl->loop, &ctl->sigint);
+    uv_signal_init(&ctl->loop, &ctl->sigterm);
+    ctl->tick_timer.data = ctl->stop_timer.data = ctl->sigint.data = ctl->sigterm.data = ctl;
+    uv_signal_start(&ctl->sigint, on_signal, SIGINT);
+    uv_signal_start(&ctl->sigterm, on_signal, SIGTERM);
+
+    r = tm_pg_pool_create(&ctl->loop, cfg->database_url, cfg->database_pool_size, on_pool_state,
+                          ctl, &ctl->pool);
+    if (r == 0)
+        r = tm_pg_create(&ctl->loop, cfg->database_url, on_leader_conn_state, ctl, &ctl->leader_conn);
+    if (r < 0)
+        snprintf(err, errsize, "could not start database connections: %s", tm_strerror(r));
+    if (r == 0)
+        r = create_providers(ctl, cfg->database_url, err, errsize);
+
+    if (r == 0) {
+        /* The tick interval is real time: an accelerated clock (the demo)
+         * covers more controller time per tick, not more ticks. */
+        uint64_t every = (uint64_t)cfg->tick_interval_ms;
+        tm_log_info("serving", "cluster=%s holder=%s tick_ms=%" PRIu64 " policy=%s time_scale=%g",
+                    cfg->cluster, ctl->holder, every, tm_sched_policy_name(ctl->policy), cfg->time_scale);
+        uv_timer_start(&ctl->tick_timer, on_tick, 10, every);
+    } else {
+        ctl->stopping = true;
+        close_all(ctl);
+    }
+
+    uv_run(&ctl->loop, UV_RUN_DEFAULT);
+    int rc = uv_loop_close(&ctl->loop);
+    if (rc != 0) {
+        tm_log_error("event loop did not close cleanly", "error=%s", uv_strerror(rc));
+        if (r == 0)
+            r = rc;
+    }
+    if (ret_stats)
+        *ret_stats = ctl->stats;
+    free(ctl->providers);
+    free(ctl->launching);
+    free(ctl->terminating);
+    free(ctl);
+    return r;
+}

@@ -1,0 +1,63 @@
+/*
+ * controller/store.h: the controller's reads and writes, asynchronous on the
+ * connection pool (controller/pg_uv.h).  Every statement is parameterised or
+ * a parameterless script; the write paths are the functions of
+ * migrations/0002_apply.sql, so each is one statement and one transaction.
+ */
+#ifndef TM_STORE_H
+#define TM_STORE_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#include <libpq-fe.h>
+
+#include "controller/pg_uv.h"
+#include "controller/reconcile.h"
+#include "core/config.h"
+
+/* status 0 and a snapshot the callee owns (release with
+ * tm_snapshot_release), or a negative status with err. */
+typedef void (*tm_store_snapshot_cb)(int status, struct tm_snapshot *snap, const char *err,
+                                     void *data);
+/* result: tarmac_apply's answer ({"applied","skipped","nodes":[{"id","token"}]}),
+ * valid during the callback; sqlstate "TM001" means the epoch was stale. */
+typedef void (*tm_store_apply_cb)(int status, const cJSON *result, const char *err,
+                                  const char *sqlstate, void *data);
+typedef void (*tm_store_done_cb)(int status, const char *err, void *data);
+
+/* Read one consistent snapshot (REPEATABLE READ, READ ONLY). */
+int tm_store_snapshot(struct tm_pg_pool *pool, const struct tm_config *cfg,
+                      tm_store_snapshot_cb cb, void *data);
+void tm_snapshot_release(struct tm_snapshot *snap);
+
+/* Apply a plan's actions (a cJSON array) under the leader epoch. */
+int tm_store_apply(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, const cJSON *actions,
+                   tm_store_apply_cb cb, void *data);
+
+/* A node's report of finished jobs: the node agent path (the sim agent and
+ * the HTTP heartbeat endpoint both come here). */
+int tm_store_agent_report(struct tm_pg_pool *pool, int64_t node_id, int64_t now_ms,
+                          const cJSON *report, tm_store_done_cb cb, void *data);
+
+/* The cloud accepted a launch: record the instance id and start billing. */
+int tm_store_node_launched(struct tm_pg_pool *pool, int64_t node_id, const char *instance_id,
+                           int64_t now_ms, tm_store_done_cb cb, void *data);
+
+/* Leadership on a dedicated connection: try the session advisory lock and,
+ * when it is ours, bump the epoch.  cb gets status 0 with *epoch > 0 when
+ * we lead, 0 with epoch 0 when someone else does. */
+typedef void (*tm_store_leader_cb)(int status, int64_t epoch, const char *err, void *data);
+int tm_store_try_lead(struct tm_pg *conn, const char *holder, int64_t now_ms,
+                      tm_store_leader_cb cb, void *data);
+
+/* Blocking helpers for start-up, before the loop runs. */
+/* Connect with a timeout; on failure err says why (no password). */
+PGconn *tm_store_connect_blocking(const char *url, char *err, size_t errsize);
+/* Refuse a schema older or newer than this binary: TM_ESCHEMA with advice. */
+int tm_store_check_schema(PGconn *conn, char *err, size_t errsize);
+/* Upsert the configured pools into the pools table. */
+int tm_store_sync_pools(PGconn *conn, const struct tm_config *cfg, int64_t now_ms, char *err,
+                        size_t errsize);
+
+#endif

@@ -1,0 +1,29 @@
+#include "core/clock.h"
+
+#include <time.h>
+
+static int64_t read_ms(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void tm_clock_init(struct tm_clock *c, double scale)
+{
+    c->base_epoch_ms = read_ms(CLOCK_REALTIME);
+    c->base_mono_ms = read_ms(CLOCK_MONOTONIC);
+    c->scale = scale >= 1.0 ? scale : 1.0;
+}
+
+int64_t tm_clock_now_ms(const struct tm_clock *c)
+{
+    int64_t elapsed = read_ms(CLOCK_MONOTONIC) - c->base_mono_ms;
+    return c->base_epoch_ms + (int64_t)((double)elapsed * c->scale);
+}
+
+int64_t tm_clock_real_ms(const struct tm_clock *c, int64_t ms)
+{
+    int64_t real = (int64_t)((double)ms / c->scale);
+    return real > 0 ? real : 1;
+}

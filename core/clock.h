@@ -1,0 +1,26 @@
+/*
+ * core/clock.h: the controller's clock.
+ *
+ * Milliseconds since the Unix epoch, read from the monotonic clock so it
+ * never steps backwards, and optionally accelerated (the demo runs a day of
+ * cloud time in minutes).  Every timestamp tarmac stores comes from here;
+ * wall-clock time is used only for signing and log lines.
+ */
+#ifndef TM_CLOCK_H
+#define TM_CLOCK_H
+
+#include <stdint.h>
+
+struct tm_clock {
+    int64_t base_epoch_ms;  /* epoch time when the clock started */
+    int64_t base_mono_ms;   /* monotonic time then */
+    double scale;           /* 1 = real time */
+};
+
+/* Start a clock at the current epoch time running at scale (>= 1). */
+void tm_clock_init(struct tm_clock *c, double scale);
+int64_t tm_clock_now_ms(const struct tm_clock *c);
+/* Real milliseconds that pass while the clock advances by ms. */
+int64_t tm_clock_real_ms(const struct tm_clock *c, int64_t ms);
+
+#endif
