@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Install what tarmac needs (Debian 12 packages) and build it into build/.
+#
+#   scripts/setup.sh [--asan]     # --asan also builds build-asan/ with ASan+UBSan
+#
+# Installs only what is missing, so a second run is fast.  Needs root (or
+# sudo) the first time, to install packages.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake pkg-config git ca-certificates
+          libuv1-dev libpq-dev libcurl4-openssl-dev libssl-dev libcjson-dev libh2o-dev
+          libexpat1-dev libyaml-dev libcmocka-dev
+          postgresql postgresql-contrib python3)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "setup: installing ${missing[*]}"
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    export DEBIAN_FRONTEND=noninteractive
+    $sudo apt-get update -q
+    $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTM_WERROR=ON >/dev/null
+cmake --build build -j "$jobs"
+if [ "${1:-}" = "--asan" ]; then
+    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTM_SANITIZE=ON -DTM_WERROR=ON >/dev/null
+    cmake --build build-asan -j "$jobs"
+fi
+echo "setup: built build/tarmac"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The whole test suite: install what is missing, build with -Wall -Wextra
+# -Werror, run every ctest test, then build again with AddressSanitizer and
+# UndefinedBehaviorSanitizer and run the suite under them.
+#
+#   scripts/test.sh
+#
+# Each ctest run starts its own throwaway PostgreSQL cluster (tests/lib/pg_cluster.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+start=$(date +%s)
+
+bash scripts/setup.sh --asan
+jobs=$(nproc 2>/dev/null || echo 2)
+
+echo "== ctest (build/)"
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+echo "== ctest under ASan+UBSan (build-asan/)"
+# Replays of whole traces are slow under the sanitizers and already ran
+# above; every other test runs again here.
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE slow
+
+echo "test: all passed in $(( $(date +%s) - start )) s"

@@ -1,0 +1,348 @@
+/*
+ * tests/unit/test_reconcile.c: the reconcile pass as a table of
+ * (configuration, snapshot, what the cloud lists, now) -> plan.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "controller/reconcile.h"
+#include "core/config.h"
+
+static const char config_yaml[] =
+    "database: {url: \"postgresql:///x\"}\n"
+    "cluster: unit\n"
+    "providers:\n"
+    "  - name: sim\n"
+    "    kind: sim\n"
+    "    region: r1\n"
+    "    instance_types:\n"
+    "      - {name: sim.8x, gpus: 8, gpu_model: A100, cpu_milli: 96000, memory_mib: 1000000,"
+    "         on_demand_price: \"32.00\", spot_price: \"10.00\"}\n"
+    "pools:\n"
+    "  - {name: od, provider: sim, zones: [z1, z2], instance_types: [sim.8x], gpu_model: A100,"
+    "     gpus_per_node: 8, capacity_type: on_demand, min_nodes: 0, max_nodes: 2, idle_grace: 60s}\n"
+    "  - {name: spot, provider: sim, zones: [z1], instance_types: [sim.8x], gpu_model: A100,"
+    "     gpus_per_node: 8, capacity_type: spot, min_nodes: 0, max_nodes: 3, idle_grace: 60s}\n";
+
+#define NOW 1000000000
+
+struct fixture {
+    struct tm_config cfg;
+    struct tm_snap_node nodes[8];
+    struct tm_snap_job jobs[16];
+    struct tm_snap_alloc allocs[8];
+    struct tm_snapshot snap;
+    struct tm_instance inst[8];
+    struct tm_observed obs;
+    struct tm_plan plan;
+};
+
+static int setup(void **state)
+{
+    static struct fixture f;
+    char err[256];
+    memset(&f, 0, sizeof(f));
+    if (tm_config_load_string(config_yaml, strlen(config_yaml), "unit.yaml", &f.cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "config: %s\n", err);
+        return -1;
+    }
+    f.snap.epoch = 1;
+    f.snap.nodes = f.nodes;
+    f.snap.jobs = f.jobs;
+    f.snap.allocs = f.allocs;
+    f.obs = (struct tm_observed){.provider = "sim", .complete = true, .instances = f.inst};
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    tm_plan_release(&f->plan);
+    tm_config_release(&f->cfg);
+    return 0;
+}
+
+static struct tm_snap_node *add_node(struct fixture *f, int64_t id, int pool, enum tm_node_state st,
+                                     const char *token, const char *instance)
+{
+    struct tm_snap_node *n = &f->nodes[f->snap.nnodes++];
+    *n = (struct tm_snap_node){.id = id, .pool = pool, .gpus = 8, .cpu_milli = 96000,
+                               .memory_mib = 1000000, .state = st, .requested_ms = NOW - 100000,
+                               .capacity = pool == 1 ? TM_CAPACITY_SPOT : TM_CAPACITY_ON_DEMAND};
+    snprintf(n->token, sizeof(n->token), "%s", token);
+    snprintf(n->instance_id, sizeof(n->instance_id), "%s", instance);
+    snprintf(n->instance_type, sizeof(n->instance_type), "sim.8x");
+    snprintf(n->zone, sizeof(n->zone), "z1");
+    snprintf(n->gpu_model, sizeof(n->gpu_model), "A100");
+    return n;
+}
+
+static struct tm_instance *add_instance(struct fixture *f, const char *id, const char *token,
+                                        enum tm_instance_state st)
+{
+    struct tm_instance *i = &f->inst[f->obs.n++];
+    memset(i, 0, sizeof(*i));
+    snprintf(i->id, sizeof(i->id), "%s", id);
+    snprintf(i->token, sizeof(i->token), "%s", token);
+    snprintf(i->pool, sizeof(i->pool), "od");
+    i->state = st;
+    return i;
+}
+
+static struct tm_snap_job *add_job(struct fixture *f, int64_t id, int gpus, bool preemptible)
+{
+    struct tm_snap_job *j = &f->jobs[f->snap.njobs++];
+    *j = (struct tm_snap_job){.id = id, .pool = -1, .gpus = gpus, .gpu_milli = 1000, .nodes = 1,
+                              .preemptible = preemptible, .state = TM_JOB_QUEUED,
+                              .submitted_ms = NOW - 1000 * id};
+    snprintf(j->team, sizeof(j->team), "t");
+    return j;
+}
+
+static void run(struct fixture *f)
+{
+    struct tm_reconcile_input in = {.cfg = &f->cfg, .snap = &f->snap, .observed = &f->obs,
+                                    .nobserved = 1, .now_ms = NOW, .policy = TM_POLICY_FIFO};
+    assert_int_equal(tm_reconcile(&in, &f->plan), 0);
+}
+
+/* How many actions of op the plan holds (optionally about one subject). */
+static int count_op(const struct fixture *f, const char *op, const char *key, double subject)
+{
+    int n = 0;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, f->plan.actions) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(a, "op");
+        if (!cJSON_IsString(o) || strcmp(o->valuestring, op) != 0)
+            continue;
+        if (key) {
+            const cJSON *s = cJSON_GetObjectItemCaseSensitive(a, key);
+            if (!cJSON_IsNumber(s) || s->valuedouble != subject)
+                continue;
+        }
+        n++;
+    }
+    return n;
+}
+
+static const cJSON *first_op(const struct fixture *f, const char *op)
+{
+    const cJSON *a;
+    cJSON_ArrayForEach(a, f->plan.actions) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(a, "op");
+        if (cJSON_IsString(o) && strcmp(o->valuestring, op) == 0)
+            return a;
+    }
+    fail_msg("no %s action in the plan", op);
+    return NULL;
+}
+
+static void test_requested_node_running_becomes_ready(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 0, TM_NODE_BOOTING, "tok-1", "i-1");
+    add_instance(f, "i-1", "tok-1", TM_INSTANCE_RUNNING);
+    run(f);
+    assert_int_equal(count_op(f, "node_ready", "node", 1), 1);
+    assert_int_equal(f->plan.nlaunches, 0);
+    assert_int_equal(f->plan.nterminates, 0);
+}
+
+static void test_requested_node_without_instance_is_launched_again_same_token(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 0, TM_NODE_REQUESTED, "tok-1", "");
+    run(f);
+    assert_int_equal(f->plan.nlaunches, 1);
+    assert_int_equal(f->plan.launches[0].node_id, 1);
+    assert_string_equal(f->plan.launches[0].token, "tok-1");
+    assert_int_equal(count_op(f, "request_node", NULL, 0), 0);
+}
+
+static void test_instance_found_by_token_is_adopted_not_relaunched(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 0, TM_NODE_REQUESTED, "tok-1", "");
+    add_instance(f, "i-9", "tok-1", TM_INSTANCE_PENDING);
+    run(f);
+    assert_int_equal(count_op(f, "adopt", "node", 1), 1);
+    assert_int_equal(f->plan.nlaunches, 0);
+}
+
+static void test_orphan_terminated_only_after_complete_listing(void **state)
+{
+    struct fixture *f = *state;
+    add_instance(f, "i-7", "someone-elses-token", TM_INSTANCE_RUNNING);
+    f->obs.complete = false;
+    run(f);
+    assert_int_equal(count_op(f, "orphan", NULL, 0), 0);
+    assert_int_equal(f->plan.nterminates, 0);
+    tm_plan_release(&f->plan);
+    f->obs.complete = true;
+    run(f);
+    assert_int_equal(count_op(f, "orphan", NULL, 0), 1);
+    assert_int_equal(f->plan.nterminates, 1);
+    assert_string_equal(f->plan.terminates[0].instance_id, "i-7");
+}
+
+static void test_ready_node_gone_from_cloud_requeues(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 1, TM_NODE_READY, "tok-1", "i-1");
+    struct tm_instance *i = add_instance(f, "i-1", "tok-1", TM_INSTANCE_TERMINATED);
+    i->interrupted = true;
+    run(f);
+    assert_int_equal(count_op(f, "node_gone", "node", 1), 1);
+    const cJSON *a = first_op(f, "node_gone");
+    assert_string_equal(cJSON_GetObjectItem(a, "state")->valuestring, "interrupted");
+}
+
+static void test_queued_job_is_placed_on_ready_node(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 0, TM_NODE_READY, "tok-1", "i-1");
+    add_instance(f, "i-1", "tok-1", TM_INSTANCE_RUNNING);
+    add_job(f, 10, 4, false);
+    run(f);
+    assert_int_equal(count_op(f, "place", "job", 10), 1);
+    assert_int_equal(count_op(f, "request_node", NULL, 0), 0);
+}
+
+static void test_queue_grows_pool_up_to_max(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 0; i < 5; i++)
+        add_job(f, 10 + i, 8, false); /* five whole nodes wanted, max is 2 */
+    run(f);
+    assert_int_equal(count_op(f, "request_node", NULL, 0), 2);
+    assert_int_equal(f->plan.nlaunches, 2);
+    assert_string_not_equal(f->plan.launches[0].token, f->plan.launches[1].token);
+    /* Zones spread. */
+    assert_string_not_equal(f->plan.launches[0].zone, f->plan.launches[1].zone);
+}
+
+static void test_booting_capacity_counts_before_asking_more(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 0, TM_NODE_BOOTING, "tok-1", "i-1");
+    add_instance(f, "i-1", "tok-1", TM_INSTANCE_PENDING);
+    add_job(f, 10, 4, false);
+    add_job(f, 11, 4, false);
+    run(f);
+    assert_int_equal(count_op(f, "request_node", NULL, 0), 0);
+}
+
+static void test_preemptible_goes_to_spot_other_to_on_demand(void **state)
+{
+    struct fixture *f = *state;
+    add_job(f, 10, 8, true);
+    run(f);
+    const cJSON *a = first_op(f, "request_node");
+    assert_string_equal(cJSON_GetObjectItem(a, "pool")->valuestring, "spot");
+    assert_string_equal(cJSON_GetObjectItem(a, "capacity_type")->valuestring, "spot");
+    tm_plan_release(&f->plan);
+    f->snap.njobs = 0;
+    add_job(f, 11, 8, false);
+    run(f);
+    a = first_op(f, "request_node");
+    assert_string_equal(cJSON_GetObjectItem(a, "pool")->valuestring, "od");
+}
+
+static void test_idle_node_released_only_past_grace(void **state)
+{
+    struct fixture *f = *state;
+    struct tm_snap_node *n = add_node(f, 1, 0, TM_NODE_READY, "tok-1", "i-1");
+    add_instance(f, "i-1", "tok-1", TM_INSTANCE_RUNNING);
+    n->idle_since_ms = NOW - 59000;
+    run(f);
+    assert_int_equal(count_op(f, "terminate", "node", 1), 0);
+    tm_plan_release(&f->plan);
+    n->idle_since_ms = NOW - 61000;
+    run(f);
+    assert_int_equal(count_op(f, "terminate", "node", 1), 1);
+    assert_int_equal(f->plan.nterminates, 1);
+    assert_string_equal(f->plan.terminates[0].instance_id, "i-1");
+}
+
+static void test_busy_node_not_released(void **state)
+{
+    struct fixture *f = *state;
+    struct tm_snap_node *n = add_node(f, 1, 0, TM_NODE_READY, "tok-1", "i-1");
+    add_instance(f, "i-1", "tok-1", TM_INSTANCE_RUNNING);
+    n->idle_since_ms = NOW - 600000;
+    struct tm_snap_job *j = add_job(f, 10, 8, false);
+    j->state = TM_JOB_RUNNING;
+    j->started_ms = NOW - 1000;
+    f->allocs[f->snap.nallocs++] = (struct tm_snap_alloc){.job_id = 10, .node_id = 1, .gpu_mask = 0xff,
+                                                          .gpu_milli = 1000};
+    run(f);
+    assert_int_equal(count_op(f, "terminate", NULL, 0), 0);
+}
+
+static void test_terminating_node_confirmed_terminated(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 0, TM_NODE_TERMINATING, "tok-1", "i-1");
+    add_instance(f, "i-1", "tok-1", TM_INSTANCE_TERMINATED);
+    add_node(f, 2, 0, TM_NODE_TERMINATING, "tok-2", "i-2");
+    add_instance(f, "i-2", "tok-2", TM_INSTANCE_RUNNING);
+    run(f);
+    assert_int_equal(count_op(f, "node_gone", "node", 1), 1);
+    assert_int_equal(count_op(f, "node_gone", "node", 2), 0);
+    assert_int_equal(f->plan.nterminates, 1); /* node 2 is asked again */
+    assert_string_equal(f->plan.terminates[0].instance_id, "i-2");
+}
+
+static void test_same_input_same_plan(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 0, TM_NODE_READY, "tok-1", "i-1");
+    add_instance(f, "i-1", "tok-1", TM_INSTANCE_RUNNING);
+    for (int i = 0; i < 6; i++)
+        add_job(f, 10 + i, 1 + i % 4, i % 2);
+    run(f);
+    char *a = cJSON_PrintUnformatted(f->plan.actions);
+    tm_plan_release(&f->plan);
+    run(f);
+    char *b = cJSON_PrintUnformatted(f->plan.actions);
+    assert_string_equal(a, b);
+    cJSON_free(a);
+    cJSON_free(b);
+}
+
+static void test_gpu_model_lists(void **state)
+{
+    (void)state;
+    assert_true(tm_gpu_model_accepts("", "A100"));
+    assert_true(tm_gpu_model_accepts("V100|A100", "A100"));
+    assert_false(tm_gpu_model_accepts("V100|A10", "A100"));
+    assert_false(tm_gpu_model_accepts("A1000", "A100"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_requested_node_running_becomes_ready, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_requested_node_without_instance_is_launched_again_same_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_instance_found_by_token_is_adopted_not_relaunched, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_orphan_terminated_only_after_complete_listing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_ready_node_gone_from_cloud_requeues, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queued_job_is_placed_on_ready_node, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_queue_grows_pool_up_to_max, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_booting_capacity_counts_before_asking_more, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preemptible_goes_to_spot_other_to_on_demand, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_node_released_only_past_grace, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_busy_node_not_released, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_terminating_node_confirmed_terminated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_same_input_same_plan, setup, teardown),
+        cmocka_unit_test(test_gpu_model_lists),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
