@@ -59,4 +59,12 @@ int64_t tm_estimate(const struct tm_estimator *e, const struct tm_estimate_key *
  * estimate: 2 x elapsed (at least 1 s). */
 int64_t tm_estimate_overrun(int64_t elapsed_ms);
 
+/* Expected time left for a running job: max(estimate - elapsed, elapsed),
+ * at least 1 s.  The second term is the same rule as the overrun
+ * correction applied before the overrun: under heavy-tailed runtimes a job
+ * that has run an hour is more likely to run another hour than to end in
+ * the minutes its estimate has left.  Reservations planned with it pick
+ * nodes that really drain soon. */
+int64_t tm_estimate_remaining(int64_t estimate_ms, int64_t elapsed_ms);
+
 #endif

@@ -16,6 +16,7 @@
 #include "controller/replay.h"
 
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -29,7 +30,9 @@ struct rjob {
     int64_t submit;
     int64_t runtime;
     int64_t estimate;   /* what the scheduler sees; 0 unknown */
-    int64_t start;      /* -1 until started */
+    int64_t start;      /* -1 until started; the latest start */
+    int64_t first_start;/* -1 until started; waits count to here */
+    uint32_t gen;       /* starts so far, to spot stale completions */
     int64_t promise;    /* first reservation start; 0 none */
     int32_t milli_total;
     int32_t alloc;      /* index in allocs while running, else -1 */
@@ -40,6 +43,7 @@ struct rjob {
 struct heapent {
     int64_t t;
     int32_t job;
+    uint32_t gen;       /* the job's start it ends; older ones are stale */
 };
 
 struct sim {
@@ -55,7 +59,7 @@ struct sim {
     int32_t *alloc_job;
     size_t nallocs;
     struct heapent *heap;
-    size_t nheap;
+    size_t nheap, heapcap;
     /* queue */
     struct tm_sched_job *q;
     int32_t *qjob;
@@ -83,11 +87,11 @@ static bool heap_less(const struct heapent *a, const struct heapent *b)
     return a->t < b->t || (a->t == b->t && a->job < b->job);
 }
 
-static void heap_push(struct sim *s, int64_t t, int32_t job)
+static void heap_push(struct sim *s, int64_t t, int32_t job, uint32_t gen)
 {
     size_t i = s->nheap++;
 
-    s->heap[i] = (struct heapent){t, job};
+    s->heap[i] = (struct heapent){t, job, gen};
     while (i > 0) {
         size_t p = (i - 1) / 2;
         if (!heap_less(&s->heap[i], &s->heap[p]))
@@ -263,11 +267,13 @@ static bool some_node_holds(const struct tm_sched_node *nodes, size_t nn, const 
     return false;
 }
 
-static struct tm_estimate_key key_of(const struct tm_trace_job *j)
+/* openb has no team, and its names are unique per task; tasks with the
+ * same CPU, memory and GPU request mostly come from one deployment, so that
+ * request stands in for the name. */
+static struct tm_estimate_key key_of(const struct tm_trace_job *j, char *buf, size_t len)
 {
-    /* openb has no team, and names are unique per task: similarity is
-     * class (from QoS) and GPU shape. */
-    return (struct tm_estimate_key){.klass = j->klass, .gpu_milli = milli_total(j)};
+    snprintf(buf, len, "c%lld-m%lld", (long long)j->cpu_milli, (long long)j->memory_mib);
+    return (struct tm_estimate_key){.name = buf, .klass = j->klass, .gpu_milli = milli_total(j)};
 }
 
 static void integrate(struct sim *s, int64_t from, int64_t to)
@@ -387,11 +393,14 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
     struct tm_sched_result r = {0};
     int rc;
 
-    /* Overdue jobs: the scheduler must not plan with an end in the past. */
-    for (size_t a = 0; a < s->nallocs; a++)
-        if (s->allocs[a].end_ms <= now) {
+    /* Expected ends of running jobs, from what the scheduler may know:
+     * with exact estimates the true end; otherwise the estimate, corrected
+     * by tm_estimate_remaining() as the job ages (never in the past). */
+    if (!s->cfg->exact_estimates)
+        for (size_t a = 0; a < s->nallocs; a++) {
             const struct rjob *rj = &s->jobs[s->alloc_job[a]];
-            s->allocs[a].end_ms = rj->start + tm_estimate_overrun(now - rj->start);
+            int64_t est = rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
+            s->allocs[a].end_ms = now + tm_estimate_remaining(est, now - rj->start);
         }
     in.jobs = s->q;
     in.njobs = s->nq;
@@ -406,6 +415,15 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
     if (rc < 0)
         return rc;
     st->passes++;
+    /* Reservations stick to their node from one pass to the next. */
+    for (size_t k = 0; k < s->nq; k++)
+        s->q[k].hold_node = 0;
+    for (size_t k = 0; k < r.nreservations; k++) {
+        struct tm_sched_job *qj = &s->q[r.reservations[k].job];
+        qj->hold_node = r.reservations[k].node + 1;
+        if (qj->hold_start_ms == 0)
+            qj->hold_start_ms = r.reservations[k].start_ms;
+    }
     /* Notes first: the queue is reordered by the starts below. */
     for (size_t k = 0; k < r.nnotes; k++) {
         const struct tm_sched_note *nt = &r.notes[k];
@@ -417,6 +435,25 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
         if (rj->verdict != (int8_t)nt->verdict || nt->verdict == TM_SCHED_PLACED)
             log_note(s, now, rj, nt);
         rj->verdict = (int8_t)nt->verdict;
+    }
+    /* Evictions first: the placements below use the room they free. */
+    if (r.npreemptions) {
+        int32_t *vj = malloc(r.npreemptions * sizeof(*vj));
+        if (!vj) {
+            tm_sched_result_release(&r);
+            return TM_ENOMEM;
+        }
+        for (size_t k = 0; k < r.npreemptions; k++)
+            vj[k] = s->alloc_job[r.preemptions[k].alloc];
+        for (size_t k = 0; k < r.npreemptions; k++) {
+            struct rjob *rj = &s->jobs[vj[k]];
+            st->preemptions++;
+            st->preempted_gpu_hours += (double)rj->milli_total * (double)(now - rj->start) / 3.6e9;
+            alloc_remove(s, vj[k]);
+            rj->gen++; /* its completion event is now stale */
+            enqueue(s, vj[k]);
+        }
+        free(vj);
     }
     {
         /* Map placements to trace jobs before the queue moves. */
@@ -435,19 +472,31 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
             int model = s->nodes[pl->node].model;
             int64_t held = (int64_t)__builtin_popcount(pl->gpu_mask) * pl->gpu_milli;
             dequeue(s, j);
+            if (rj->start < 0 || rj->first_start < 0)
+                rj->first_start = now;
             rj->start = now;
             a = &s->allocs[s->nallocs];
             *a = (struct tm_sched_alloc){
                 .job_id = j, .node = pl->node, .gpu_mask = pl->gpu_mask, .gpu_milli = pl->gpu_milli,
                 .cpu_milli = rj->tj->cpu_milli, .memory_mib = rj->tj->memory_mib,
                 .end_ms = now + (rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS),
-                .preemptible = rj->tj->preemptible};
+                .preemptible = rj->tj->preemptible, .loaned = pl->loaned};
             s->alloc_job[s->nallocs] = j;
             rj->alloc = (int32_t)s->nallocs++;
             s->free_milli[model] -= held;
             s->alloc_milli += held;
-            heap_push(s, now + rj->runtime, j);
-            if (rj->promise > 0 && now > rj->promise + 1000) {
+            if (s->nheap == s->heapcap) {
+                struct heapent *nh = realloc(s->heap, 2 * s->heapcap * sizeof(*nh));
+                if (!nh) {
+                    free(pj);
+                    tm_sched_result_release(&r);
+                    return TM_ENOMEM;
+                }
+                s->heap = nh;
+                s->heapcap *= 2;
+            }
+            heap_push(s, now + rj->runtime, j, rj->gen);
+            if (rj->first_start == now && rj->promise > 0 && now > rj->promise + 1000) {
                 double d = (double)(now - rj->promise) / 1000.0;
                 st->reservation_slips++;
                 st->slip_mean_s += d;
@@ -535,6 +584,7 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
         rj->runtime = tj->end_ms - tj->start_ms;
         rj->milli_total = milli_total(tj);
         rj->start = -1;
+        rj->first_start = -1;
         rj->alloc = -1;
         rj->qpos = -1;
         rj->verdict = -1;
@@ -574,6 +624,7 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     waits = malloc(s.njobs * sizeof(*waits));
     s.allocs = malloc(s.njobs * sizeof(*s.allocs));
     s.alloc_job = malloc(s.njobs * sizeof(*s.alloc_job));
+    s.heapcap = s.njobs;
     s.heap = malloc(s.njobs * sizeof(*s.heap));
     s.q = malloc(s.njobs * sizeof(*s.q));
     s.qjob = malloc(s.njobs * sizeof(*s.qjob));
@@ -613,7 +664,10 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
         while (s.nheap && s.heap[0].t == tcur) {
             struct heapent e = heap_pop(&s);
             struct rjob *rj = &s.jobs[e.job];
-            struct tm_estimate_key k = key_of(rj->tj);
+            if (e.gen != rj->gen)
+                continue; /* the job was evicted and requeued */
+            char kb[64];
+            struct tm_estimate_key k = key_of(rj->tj, kb, sizeof(kb));
             alloc_remove(&s, e.job);
             jct += (double)(tcur - rj->submit);
             end_all = tcur;
@@ -630,7 +684,8 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
             if (cfg->exact_estimates) {
                 rj->estimate = rj->runtime > 0 ? rj->runtime : 1;
             } else {
-                struct tm_estimate_key k = key_of(rj->tj);
+                char kb[64];
+                struct tm_estimate_key k = key_of(rj->tj, kb, sizeof(kb));
                 rj->estimate = tm_estimate(s.est, &k);
             }
             enqueue(&s, (int32_t)arr[ai]);
@@ -649,9 +704,9 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
         size_t nw = 0;
         double sum = 0;
         for (size_t j = 0; j < s.njobs; j++) {
-            if (s.jobs[j].start < 0)
+            if (s.jobs[j].first_start < 0)
                 continue;
-            waits[nw] = s.jobs[j].start - s.jobs[j].submit;
+            waits[nw] = s.jobs[j].first_start - s.jobs[j].submit;
             sum += (double)waits[nw];
             if (waits[nw] > st.starvation_ms)
                 st.starved++;

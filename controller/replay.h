@@ -71,6 +71,8 @@ struct tm_replay_stats {
     size_t reserved_jobs;         /* jobs that were given a reservation */
     size_t reservation_slips;     /* of those, started after the first promise */
     double slip_mean_s, slip_max_s;
+    size_t preemptions;           /* loans evicted (tarmac) */
+    double preempted_gpu_hours;   /* work lost to them */
     size_t events, passes;
     double wall_s, events_per_s;
 };

@@ -353,21 +353,21 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                         printf("| policy | GPUs | nodes | load (native, factor) | jobs | util makespan | "
                                "util arrival | idle-while-waiting GPU-h | wait mean/p50/p95/p99/max s | "
                                "JCT mean s | makespan h | starved | res. slips (of held) mean/max s | "
-                               "events/s |\n");
-                        printf("|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---|---:|\n");
+                               "evictions (GPU-h lost) | events/s |\n");
+                        printf("|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|---:|\n");
                         header = true;
                     }
                     if (!o->json)
                         printf("| %s | %d | %zu | %.2f (%.4f, x%.4f) | %zu | %.1f%% | %.1f%% | %.1f | "
                                "%.0f / %.0f / %.0f / %.0f / %.0f | %.0f | %.1f | %zu | %zu (%zu) "
-                               "%.0f/%.0f | %.0f |\n",
+                               "%.0f/%.0f | %zu (%.1f) | %.0f |\n",
                                tm_sched_policy_name(cfg.policy), st.gpus, st.nodes, st.load,
                                st.native_load, st.factor, st.jobs, 100 * st.utilisation,
                                100 * st.utilisation_arrival, st.idle_while_waiting_gpu_hours,
                                st.wait_mean_s, st.wait_p50_s, st.wait_p95_s, st.wait_p99_s,
                                st.wait_max_s, st.jct_mean_s, st.makespan_s / 3600, st.starved,
                                st.reservation_slips, st.reserved_jobs, st.slip_mean_s, st.slip_max_s,
-                               st.events_per_s);
+                               st.preemptions, st.preempted_gpu_hours, st.events_per_s);
                     obj = cJSON_CreateObject();
                     if (!obj)
                         return TM_ENOMEM;
@@ -408,6 +408,8 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                     add_num(obj, "dropped_runtime", (double)st.dropped_runtime);
                     add_num(obj, "dropped_cpu_only", (double)st.dropped_cpu_only);
                     add_num(obj, "dropped_no_node", (double)st.dropped_no_node);
+                    add_num(obj, "preemptions", (double)st.preemptions);
+                    add_num(obj, "preempted_gpu_hours", st.preempted_gpu_hours);
                     add_num(obj, "passes", (double)st.passes);
                     add_num(obj, "events", (double)st.events);
                     add_num(obj, "events_per_s", st.events_per_s);

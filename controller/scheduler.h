@@ -54,6 +54,16 @@ struct tm_sched_job {
     int32_t priority;    /* larger is more urgent */
     enum tm_job_class klass;
     bool preemptible;
+    /* Added for issue 3: 1 + the node index this job was reserved on in
+     * the previous pass (tm_sched_reservation.node + 1), 0 if none.  tarmac
+     * keeps a reservation on its node, so that a drain, once begun, ends. */
+    int32_t hold_node;
+    /* Added for issue 3: the start first promised to this job by a
+     * reservation (tm_sched_reservation.start_ms of the first pass that
+     * reserved it), 0 if none.  tarmac lets non-preemptible work fill the
+     * held node only if it ends by then, so a drain cannot be prolonged
+     * forever by fillers whose estimates were short. */
+    int64_t hold_start_ms;
 };
 
 struct tm_sched_node {
@@ -76,6 +86,8 @@ struct tm_sched_alloc {
     int64_t memory_mib;
     int64_t end_ms;      /* expected end: start + estimate */
     bool preemptible;
+    bool loaned;         /* added for issue 3: the placement said loaned (copy it
+                          * back); tarmac may evict it, see tm_sched_preemption */
 };
 
 struct tm_sched_params {
@@ -87,7 +99,11 @@ struct tm_sched_params {
     int64_t default_estimate_ms; /* ordering weight of a job without estimate [1 h] */
 };
 
-#define TM_SCHED_STARVATION_DEFAULT_MS (24LL * 3600 * 1000)
+/* 48 h: a job can only be promised a node once that node's
+ * non-preemptible work has ended, and GPU jobs run for up to a day; tarmac
+ * reserves at half the bound, so the bound must exceed the longest
+ * runtime it cannot preempt. */
+#define TM_SCHED_STARVATION_DEFAULT_MS (48LL * 3600 * 1000)
 #define TM_SCHED_SHORT_DEFAULT_MS (30LL * 60 * 1000)
 #define TM_SCHED_MAX_RESERVATIONS_DEFAULT 8
 #define TM_SCHED_DEFAULT_ESTIMATE_MS (3600LL * 1000)
@@ -110,6 +126,17 @@ struct tm_sched_placement {
     int32_t node;      /* index into input nodes */
     uint32_t gpu_mask; /* GPUs given */
     int32_t gpu_milli; /* on each GPU of the mask */
+    bool loaned;       /* added for issue 3: preemptible work on capacity
+                        * reserved for non-preemptible work, beyond what its
+                        * estimate covers; pass it back in tm_sched_alloc */
+};
+
+/* Added for issue 3.  A running preemptible job on loan to evict now, so
+ * that the reserved non-preemptible job `job` starts in this same pass
+ * (its placement is in the result).  The caller stops and requeues it. */
+struct tm_sched_preemption {
+    int32_t alloc;     /* index into input allocs */
+    int32_t job;       /* index into input jobs: the job that needs the room */
 };
 
 enum tm_sched_verdict {
@@ -149,6 +176,8 @@ struct tm_sched_result {
     size_t nnotes;
     struct tm_sched_reservation *reservations; /* added for issue 3 */
     size_t nreservations;
+    struct tm_sched_preemption *preemptions;   /* added for issue 3 (tarmac) */
+    size_t npreemptions;
 };
 
 /* Run one scheduling pass.  *ret is filled only on success (0); release it

@@ -74,21 +74,24 @@ static void test_head_of_line_backfill(void **state)
     struct tm_sched_result r = {0};
 
     (void)state;
-    /* tarmac orders by priority before shortest work: make the big job the
-     * one that matters, as fifo's submit order does */
-    j[0].priority = 1;
     assert_int_equal(run(TM_POLICY_FIFO, j, 2, n, 1, a, 1, 10, &r), 0);
     assert_int_equal(r.nplacements, 0);
     assert_int_equal(r.notes[0].verdict, TM_SCHED_WAIT_CAPACITY);
     assert_int_equal(r.notes[1].verdict, TM_SCHED_WAIT_ORDER);
     tm_sched_result_release(&r);
 
+    /* tarmac reserves for jobs aged past half the starvation bound (48 h
+     * by default): make the big job 30 h old */
     for (int p = TM_POLICY_BACKFILL; p <= TM_POLICY_TARMAC; p++) {
-        assert_int_equal(run(p, j, 2, n, 1, a, 1, 10, &r), 0);
+        int64_t now = p == TM_POLICY_TARMAC ? 30 * H : 10;
+        j[0].submit_ms = p == TM_POLICY_TARMAC ? 0 : 1;
+        j[1].submit_ms = p == TM_POLICY_TARMAC ? now - 5 : 2;
+        a[0].end_ms = now + 100000;
+        assert_int_equal(run(p, j, 2, n, 1, a, 1, now, &r), 0);
         assert_int_equal(r.nplacements, 1);
         assert_int_equal(r.placements[0].job, 1);
         assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
-        assert_int_equal(r.notes[0].start_ms, 100000);
+        assert_int_equal(r.notes[0].start_ms, a[0].end_ms);
         assert_int_equal(r.nreservations, 1);
         assert_int_equal(r.notes[1].verdict, TM_SCHED_PLACED);
         assert_non_null(strstr(r.notes[1].why, p == TM_POLICY_TARMAC ? "gap" : "ends before"));
@@ -106,12 +109,15 @@ static void test_backfill_must_not_delay(void **state)
     struct tm_sched_result r = {0};
 
     (void)state;
-    j[0].priority = 1;
     for (int k = 0; k < 2; k++) {
         if (k == 1)
             j[1].estimate_ms = 0; /* unknown */
         for (int p = TM_POLICY_BACKFILL; p <= TM_POLICY_TARMAC; p++) {
-            assert_int_equal(run(p, j, 2, n, 1, a, 1, 10, &r), 0);
+            int64_t now = p == TM_POLICY_TARMAC ? 30 * H : 10;
+            j[0].submit_ms = p == TM_POLICY_TARMAC ? 0 : 1;
+            j[1].submit_ms = p == TM_POLICY_TARMAC ? now - 5 : 2;
+            a[0].end_ms = now + 100000;
+            assert_int_equal(run(p, j, 2, n, 1, a, 1, now, &r), 0);
             assert_int_equal(r.nplacements, 0);
             assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
             assert_int_equal(r.notes[1].verdict, TM_SCHED_WAIT_RESERVATION);
@@ -306,6 +312,83 @@ static void test_starvation_bound(void **state)
     free(run_end);
 }
 
+/* tarmac: a preemptible job may fill a reserved hole whatever its
+ * estimate, marked as a loan; when the reserved job can start, the loan is
+ * evicted in the same pass.  A non-preemptible job of the same length may
+ * not go there, and EASY backfill never lends. */
+static void test_loans_and_eviction(void **state)
+{
+    struct tm_sched_node n[1] = {node8(1, 0)};
+    struct tm_sched_alloc a[2] = {hold(0, 0x0f, 30 * H + 3600000), {0}};
+    struct tm_sched_job j[3] = {job(10, 0, 8, H), job(11, 30 * H - 5, 2, 10 * H),
+                                job(12, 30 * H - 4, 2, 10 * H)};
+    struct tm_sched_result r = {0};
+
+    (void)state;
+    j[1].preemptible = true;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 3, n, 1, a, 1, 30 * H, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(placed_node(&r, 1), 0);
+    assert_true(r.placements[0].loaned);
+    assert_int_equal(r.notes[2].verdict, TM_SCHED_WAIT_RESERVATION);
+    tm_sched_result_release(&r);
+    assert_int_equal(run(TM_POLICY_BACKFILL, j, 3, n, 1, a, 1, 30 * H, &r), 0);
+    assert_int_equal(placed_node(&r, 1), -1);
+    tm_sched_result_release(&r);
+
+    /* an hour later the 4 GPUs are free, the loan holds 2: evict it */
+    a[0] = (struct tm_sched_alloc){.job_id = 11, .node = 0, .gpu_mask = 0x30, .gpu_milli = 1000,
+                                   .cpu_milli = 1000, .memory_mib = 1024, .end_ms = 40 * H,
+                                   .preemptible = true, .loaned = true};
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 1, n, 1, a, 1, 31 * H, &r), 0);
+    assert_int_equal(r.npreemptions, 1);
+    assert_int_equal(r.preemptions[0].alloc, 0);
+    assert_int_equal(r.preemptions[0].job, 0);
+    assert_int_equal(placed_node(&r, 0), 0);
+    assert_int_equal(r.placements[0].gpu_mask, 0xff);
+    tm_sched_result_release(&r);
+    /* not a loan: nothing is evicted, the job keeps its reservation */
+    a[0].loaned = false;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 1, n, 1, a, 1, 31 * H, &r), 0);
+    assert_int_equal(r.npreemptions, 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    tm_sched_result_release(&r);
+}
+
+/* tarmac: a held reservation stays on its node, and gap fillers must end
+ * (twice their estimate) by the first promised start even when the start
+ * computed now is later. */
+static void test_sticky_reservation(void **state)
+{
+    struct tm_sched_node n[2] = {node8(1, 0), node8(2, 0)};
+    struct tm_sched_alloc a[2] = {hold(0, 0x0f, 31 * H), hold(1, 0x0f, 32 * H)};
+    struct tm_sched_job j[2] = {job(10, 0, 8, H), job(11, 30 * H - 5, 1, H)};
+    struct tm_sched_result r = {0};
+
+    (void)state;
+    /* fresh: the earliest node, 0 */
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 1, n, 2, a, 2, 30 * H, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[0].node, 0);
+    tm_sched_result_release(&r);
+    /* held on node 1 before: it stays there */
+    j[0].hold_node = 2;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 1, n, 2, a, 2, 30 * H, &r), 0);
+    assert_int_equal(r.notes[0].node, 1);
+    assert_int_equal(r.notes[0].start_ms, 32 * H);
+    tm_sched_result_release(&r);
+    /* a 1-hour filler fits twice in the 2 hours to the start ... */
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 2, a, 2, 30 * H, &r), 0);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_PLACED);
+    tm_sched_result_release(&r);
+    /* ... but not if the start first promised was 1 hour away */
+    j[0].hold_start_ms = 31 * H;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 2, a, 2, 30 * H, &r), 0);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_PLACED);
+    assert_int_equal(placed_node(&r, 1), 0);
+    tm_sched_result_release(&r);
+}
+
 /* ---------- properties on random inputs ---------- */
 
 static uint64_t rng_next(uint64_t *s)
@@ -339,6 +422,8 @@ static void random_case(uint64_t seed, struct tm_sched_job **ret_j, size_t *nj,
                                              .gpu_mask = 1, .gpu_milli = 100 + (int32_t)(rng_next(&s) % 900),
                                              .cpu_milli = 1000, .memory_mib = 1024,
                                              .end_ms = (int64_t)(rng_next(&s) % (4 * H))};
+            a[A - 1].preemptible = rng_next(&s) % 2;
+            a[A - 1].loaned = a[A - 1].preemptible && rng_next(&s) % 2;
         }
     }
     for (size_t i = 0; i < J; i++) {
@@ -360,6 +445,13 @@ static void random_case(uint64_t seed, struct tm_sched_job **ret_j, size_t *nj,
         }
         if (rng_next(&s) % 3 == 0)
             j[i].model_mask = 1u << (rng_next(&s) % 3);
+        if (rng_next(&s) % 4 == 0) {
+            j[i].hold_node = 1 + (int32_t)(rng_next(&s) % N);
+            j[i].hold_start_ms = (int64_t)(rng_next(&s) % (3 * H));
+        }
+        /* some aged past half the default bound, to get reservations */
+        if (rng_next(&s) % 4 == 0)
+            j[i].submit_ms -= 30 * H;
     }
     *ret_j = j;
     *nj = J;
@@ -391,14 +483,30 @@ static void test_random_properties(void **state)
             assert_int_equal(tm_sched_run(&in, &r2), 0);
             /* same input, same output */
             assert_int_equal(r1.nplacements, r2.nplacements);
-            assert_memory_equal(r1.placements, r2.placements,
-                                r1.nplacements * sizeof(*r1.placements));
+            for (size_t k = 0; k < r1.nplacements; k++) {
+                assert_int_equal(r1.placements[k].job, r2.placements[k].job);
+                assert_int_equal(r1.placements[k].node, r2.placements[k].node);
+                assert_int_equal(r1.placements[k].gpu_mask, r2.placements[k].gpu_mask);
+                assert_int_equal(r1.placements[k].gpu_milli, r2.placements[k].gpu_milli);
+                assert_int_equal(r1.placements[k].loaned, r2.placements[k].loaned);
+            }
+            assert_int_equal(r1.npreemptions, r2.npreemptions);
             assert_int_equal(r1.nnotes, nj);
             for (size_t k = 0; k < nj; k++) {
                 assert_int_equal(r1.notes[k].verdict, r2.notes[k].verdict);
                 assert_non_null(r1.notes[k].why);
             }
+            for (size_t k = 0; k < r1.npreemptions; k++) {
+                const struct tm_sched_alloc *ev = &a[r1.preemptions[k].alloc];
+                assert_true(p == TM_POLICY_TARMAC && ev->loaned && ev->preemptible);
+                assert_false(j[r1.preemptions[k].job].preemptible);
+            }
             for (size_t k = 0; k < na; k++) {
+                bool gone = false;
+                for (size_t e = 0; e < r1.npreemptions; e++)
+                    gone |= r1.preemptions[e].alloc == (int32_t)k;
+                if (gone)
+                    continue;
                 for (int g = 0; g < 16; g++)
                     if (a[k].gpu_mask >> g & 1)
                         gpu[a[k].node * 16 + g] += a[k].gpu_milli;
@@ -477,6 +585,8 @@ int main(void)
         cmocka_unit_test(test_gang_all_or_nothing),
         cmocka_unit_test(test_model_constraint),
         cmocka_unit_test(test_starvation_bound),
+        cmocka_unit_test(test_loans_and_eviction),
+        cmocka_unit_test(test_sticky_reservation),
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_bad_input),
     };
