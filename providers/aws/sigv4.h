@@ -53,9 +53,11 @@ void tm_aws_credentials_clear(struct tm_aws_credentials *cred);
  * the AWS suite's get-header-value-multiline expects).  EVERY header listed
  * is signed, so list exactly what will be sent (Host included).
  *
- * path: the raw path; it is normalised (".", "..", "//" removed) and each
- * segment is percent-decoded and re-encoded once, as the generic vectors
- * expect.  EC2's Query API always signs "/", where that is a no-op.
+ * path: the raw (wire) path; it is normalised (".", "..", empty segments
+ * removed, a trailing '/' kept) and URI-encoded once more, '/' kept: the
+ * "encode twice" rule of every service but S3 (a wire "%20" signs as
+ * "%2520"), as the generic vectors and botocore do.  S3 is not supported.
+ * EC2's Query API always signs "/", where all of this is a no-op.
  *
  * query: the raw query without '?'; parameters are percent-decoded,
  * re-encoded (RFC 3986, %XX upper case) and sorted by name then value.
