@@ -194,6 +194,8 @@ static const struct cfg_field cfg_provider_fields[] = {
      .offset = CFG_OFF(tm_config_provider, spot_hazard_per_hour), .def = "0", .dmin = 0, .dmax = 100},
     {.key = "spot_notice", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_provider, spot_notice_ms),
      .def = "120s", .min = 0, .max = CFG_HOUR},
+    {.key = "shutdown_delay", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_provider, shutdown_delay_ms), .def = "30s", .min = 0, .max = CFG_HOUR},
     {.key = "seed", .type = CFG_U64, .offset = CFG_OFF(tm_config_provider, seed), .def = "1"},
     {.key = "instance_types", .type = CFG_LIST, .offset = CFG_OFF(tm_config_provider, types),
      .count_offset = CFG_OFF(tm_config_provider, ntypes), .min = 0, .max = 256,

@@ -52,6 +52,7 @@ struct tm_config_provider {
     int64_t boot_delay_ms;        /* sim: launch to running, default 90 s */
     double spot_hazard_per_hour;  /* sim: interruptions per node-hour, default 0 */
     int64_t spot_notice_ms;       /* sim: notice before interruption, default 120 s */
+    int64_t shutdown_delay_ms;    /* sim: terminate request to terminated, default 30 s */
     uint64_t seed;                /* sim: random seed, default 1 */
     struct tm_config_instance_type *types;
     size_t ntypes;

@@ -27,10 +27,18 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTM_WERROR=ON >/dev/null
-cmake --build build -j "$jobs"
+# Build output goes to a log; it is shown only when the build fails.
+build() {
+    local dir=$1; shift
+    mkdir -p "$dir"
+    if ! { cmake -S . -B "$dir" "$@" && cmake --build "$dir" -j "$jobs"; } >"$dir/setup.log" 2>&1; then
+        tail -n 60 "$dir/setup.log" >&2
+        echo "setup: build in $dir failed (full log: $dir/setup.log)" >&2
+        exit 1
+    fi
+}
+build build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTM_WERROR=ON
 if [ "${1:-}" = "--asan" ]; then
-    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DTM_SANITIZE=ON -DTM_WERROR=ON >/dev/null
-    cmake --build build-asan -j "$jobs"
+    build build-asan -DCMAKE_BUILD_TYPE=Debug -DTM_SANITIZE=ON -DTM_WERROR=ON
 fi
 echo "setup: built build/tarmac"

@@ -770,6 +770,7 @@ int tm_sim_params_from_config(const struct tm_config *cfg, const struct tm_confi
     p.boot_delay_ms = prov->boot_delay_ms;
     p.spot_hazard_per_hour = prov->spot_hazard_per_hour;
     p.spot_notice_ms = prov->spot_notice_ms;
+    p.shutdown_ms = prov->shutdown_delay_ms;
     p.seed = prov->seed;
     if (prov->ntypes > TM_SIM_TYPES_MAX)
         return TM_EINVAL;

@@ -57,6 +57,7 @@ providers:
     region: sim-1
     boot_delay: $boot
     spot_hazard: 0
+    shutdown_delay: 1s
     seed: 7
     instance_types:
       - name: sim.8x

@@ -525,7 +525,7 @@ static void test_params_from_config(void **state)
     }};
     struct tm_config_provider provs[2] = {
         {.name = "simcloud", .kind = "sim", .boot_delay_ms = 1000, .spot_hazard_per_hour = 0.1,
-         .spot_notice_ms = 2000, .seed = 99, .types = types, .ntypes = 1},
+         .spot_notice_ms = 2000, .shutdown_delay_ms = 5000, .seed = 99, .types = types, .ntypes = 1},
         {.name = "aws", .kind = "aws"},
     };
     char *z1[] = {"sim-a", "sim-b"}, *z2[] = {"sim-b", "sim-c"}, *z3[] = {"us-east-1a"};
@@ -552,7 +552,8 @@ static void test_params_from_config(void **state)
     assert_string_equal(p.zones[0], "sim-a");
     assert_string_equal(p.zones[1], "sim-b");
     assert_string_equal(p.zones[2], "sim-c");
-    assert_int_equal(p.shutdown_ms, 30000); /* defaults kept */
+    assert_int_equal(p.shutdown_ms, 5000);
+    assert_int_equal(p.retention_ms, 3600000); /* defaults kept */
 
     types[0].name = "a-name-far-too-long-for-an-instance-type-the-cloud-would-ever-offer";
     assert_int_equal(tm_sim_params_from_config(&cfg, &provs[0], &p), TM_EINVAL);
