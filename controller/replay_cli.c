@@ -311,11 +311,81 @@ static int run_packing(const struct opts *o, const struct tm_trace *t, cJSON *re
     return 0;
 }
 
-static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, cJSON *results)
+/* tarmac against fifo and backfill on the same input: the figures the
+ * issue's targets are stated in. */
+static void compare(const struct opts *o, const struct tm_replay_stats *all, int ngpus, int nloads,
+                    int seeds, cJSON *doc)
+{
+    int fi = -1, bi = -1, ti = -1;
+    cJSON *arr;
+
+    for (int k = 0; k < o->npolicies; k++) {
+        if (o->policies[k] == TM_POLICY_FIFO)
+            fi = k;
+        if (o->policies[k] == TM_POLICY_BACKFILL)
+            bi = k;
+        if (o->policies[k] == TM_POLICY_TARMAC)
+            ti = k;
+    }
+    if (fi < 0 || ti < 0)
+        return;
+    arr = cJSON_AddArrayToObject(doc, "comparisons");
+    if (!o->json) {
+        printf("\ntarmac against the baselines (same input; idle = idle-while-waiting GPU-hours; "
+               "gain = utilisation over the arrival window, percentage points)\n\n");
+        printf("| GPUs | load | tarmac idle / fifo idle | tarmac idle / backfill idle | p95 wait s "
+               "tarmac / backfill | starved fifo / backfill / tarmac | gain over fifo pp | "
+               "gain over backfill pp |\n");
+        printf("|---:|---:|---:|---:|---|---|---:|---:|\n");
+    }
+    for (int g = 0; g < ngpus; g++)
+        for (int l = 0; l < nloads; l++)
+            for (int sd = 0; sd < seeds; sd++) {
+                size_t base = ((size_t)(g * nloads + l) * (size_t)seeds + (size_t)sd) * (size_t)o->npolicies;
+                const struct tm_replay_stats *f = &all[base + (size_t)fi], *t = &all[base + (size_t)ti];
+                const struct tm_replay_stats *b = bi >= 0 ? &all[base + (size_t)bi] : NULL;
+                double rf = f->idle_while_waiting_gpu_hours > 0
+                                ? t->idle_while_waiting_gpu_hours / f->idle_while_waiting_gpu_hours
+                                : 0;
+                double rb = b && b->idle_while_waiting_gpu_hours > 0
+                                ? t->idle_while_waiting_gpu_hours / b->idle_while_waiting_gpu_hours
+                                : 0;
+                cJSON *c = cJSON_CreateObject();
+                if (c) {
+                    add_num(c, "gpus", t->gpus);
+                    add_num(c, "load", t->load);
+                    add_num(c, "seed", sd + 1);
+                    add_num(c, "idle_tarmac_over_fifo", rf);
+                    if (b) {
+                        add_num(c, "idle_tarmac_over_backfill", rb);
+                        add_num(c, "wait_p95_backfill_s", b->wait_p95_s);
+                        add_num(c, "gain_over_backfill_pp", 100 * (t->utilisation_arrival - b->utilisation_arrival));
+                    }
+                    add_num(c, "wait_p95_tarmac_s", t->wait_p95_s);
+                    add_num(c, "gain_over_fifo_pp", 100 * (t->utilisation_arrival - f->utilisation_arrival));
+                    add_num(c, "starved_tarmac", (double)t->starved);
+                    cJSON_AddItemToArray(arr, c);
+                }
+                if (!o->json)
+                    printf("| %d | %.2f | %.1f%% | %s%.2f | %.0f / %s%.0f | %zu / %s%zu / %zu | %+.1f | %s%+.1f |\n",
+                           t->gpus, t->load, 100 * rf, b ? "" : "n/a ", rb, t->wait_p95_s, b ? "" : "n/a ",
+                           b ? b->wait_p95_s : 0, f->starved, b ? "" : "n/a ", b ? b->starved : 0,
+                           t->starved, 100 * (t->utilisation_arrival - f->utilisation_arrival),
+                           b ? "" : "n/a ", b ? 100 * (t->utilisation_arrival - b->utilisation_arrival) : 0);
+            }
+}
+
+static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, cJSON *results,
+                    cJSON *doc)
 {
     int ngpus = o->ngpus ? o->ngpus : 1, nloads = o->nloads ? o->nloads : 1;
     int seeds = o->seeds > 0 ? o->seeds : 1;
     bool header = false;
+    struct tm_replay_stats *all = calloc((size_t)(ngpus * nloads * seeds * o->npolicies) + 1, sizeof(*all));
+    size_t nall = 0;
+
+    if (!all)
+        return TM_ENOMEM;
 
     for (int g = 0; g < ngpus; g++)
         for (int l = 0; l < nloads; l++)
@@ -330,13 +400,14 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                     struct tm_replay_stats st;
                     cJSON *obj;
                     int r = tm_replay_time(t, &cfg, &st);
-                    if (r == TM_EINVAL) {
+                    if (r == TM_EINVAL)
                         fprintf(stderr, "tarmac replay: nothing to replay (every job dropped, "
                                         "or an inventory without GPUs)\n");
+                    if (r < 0) {
+                        free(all);
                         return r;
                     }
-                    if (r < 0)
-                        return r;
+                    all[nall++] = st;
                     if (!o->json && !header) {
                         printf("mode: time (discrete events, virtual time); inventory fixed, no launches: "
                                "%s\n",
@@ -369,8 +440,10 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                                st.reservation_slips, st.reserved_jobs, st.slip_mean_s, st.slip_max_s,
                                st.preemptions, st.preempted_gpu_hours, st.events_per_s);
                     obj = cJSON_CreateObject();
-                    if (!obj)
+                    if (!obj) {
+                        free(all);
                         return TM_ENOMEM;
+                    }
                     cJSON_AddStringToObject(obj, "policy", tm_sched_policy_name(cfg.policy));
                     cJSON_AddStringToObject(obj, "mode", "time");
                     add_num(obj, "load", st.load);
@@ -413,8 +486,11 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                     add_num(obj, "passes", (double)st.passes);
                     add_num(obj, "events", (double)st.events);
                     add_num(obj, "events_per_s", st.events_per_s);
+                    add_num(obj, "wall_s", st.wall_s);
                     cJSON_AddItemToArray(results, obj);
                 }
+    compare(o, all, ngpus, nloads, seeds, doc);
+    free(all);
     return 0;
 }
 
@@ -473,7 +549,7 @@ int tm_replay_main(int argc, char **argv)
     if (!o.json)
         printf("trace: %s; nodes: %s\n", o.synthetic ? "synthetic" : o.pods,
                o.synthetic ? "synthetic" : o.nodes);
-    r = o.packing ? run_packing(&o, &t, results) : run_time(&o, &t, log, results);
+    r = o.packing ? run_packing(&o, &t, results) : run_time(&o, &t, log, results, doc);
     if (r == TM_EINVAL) {
         rc = 2;
         goto out;

@@ -17,8 +17,39 @@
  * Reservations (backfill, tarmac) are computed from the expected ends of the
  * running jobs, node by node, and recorded per node with what will have been
  * released on that node by the reserved start.  A later job may use a
- * reserved node if it ends by the reserved start (gap filling), or if the
- * reserved job still fits at the start with the later job still running.
+ * reserved node if the reserved job still fits at the start with the later
+ * job still running, or if it ends by the start (gap filling).
+ *
+ * The policies:
+ *  - fifo: submit order, first fit, the first job that does not fit blocks
+ *    all behind it (a job no node could ever hold is skipped, not waited on).
+ *  - backfill: EASY.  Submit order, first fit; the first blocked job gets a
+ *    reservation at its earliest expected start; later jobs run if they do
+ *    not delay it, judged on their estimates as given.
+ *  - tarmac:
+ *    order: priority classes, each lifted one level per quarter of the
+ *           starvation bound waited; within a level submit order, short
+ *           eval/preprocess/inference work and jobs tied to few models
+ *           moved up by at most short_ms; jobs aged past half the bound
+ *           first of all, in submit order.
+ *    place: best fit on free whole GPUs (so big nodes stay whole) or on
+ *           the tightest partly used GPU for a share; among candidates,
+ *           first avoid models that model-constrained queued jobs need,
+ *           then strand the least (GPU milli left that no queued job
+ *           could use: too little CPU/memory left, or slivers below the
+ *           smallest share asked), then the tightest fit, then CPU.  A job
+ *           too big for every node of a model counts as constrained away
+ *           from it.
+ *    reserve: only for jobs aged past half the bound, up to
+ *           max_reservations; a reservation sticks to the node it held
+ *           (hold_node) so a drain, once begun, completes.
+ *    fill:  a non-preemptible job may use a reserved node before the start
+ *           only if twice its estimate ends by the start first promised
+ *           (hold_start_ms); preemptible work may use it on loan whatever
+ *           its estimate and is evicted (tm_sched_preemption) the moment
+ *           the reserved job can start, so it never holds capacity reserved
+ *           for non-preemptible work.
+ *    gangs: all members on distinct nodes or none, in every policy.
  *
  * Nothing here does I/O, reads a clock or keeps state between calls.
  */
