@@ -687,6 +687,15 @@ static bool valid_credentials(const struct tm_aws_credentials *cred)
         return false;
     if (strnlen(cred->session_token, sizeof(cred->session_token)) == sizeof(cred->session_token))
         return false;
+    /* Both end up in header lines: nothing that could split or bend one. */
+    for (const char *c = cred->secret_key; *c; c++) {
+        if ((unsigned char)*c <= ' ' || (unsigned char)*c >= 127)
+            return false;
+    }
+    for (const char *c = cred->session_token; *c; c++) {
+        if ((unsigned char)*c <= ' ' || (unsigned char)*c >= 127)
+            return false;
+    }
     /* The access key goes into the header verbatim. */
     for (const char *c = cred->access_key; *c; c++) {
         if (!isalnum((unsigned char)*c))
