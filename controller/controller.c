@@ -481,7 +481,8 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
         end_pass(ctl);
         return;
     }
-    if (snap->njobs > 0)
+    /* Live nodes are work too: a restart may find only nodes to release. */
+    if (snap->njobs > 0 || snap->nnodes > 0)
         ctl->seen_work = true;
     if (ctl->opts.exit_when_idle && ctl->seen_work && snap->njobs == 0 && snap->nnodes == 0 &&
         ctl->calls_inflight == 0) {
@@ -657,7 +658,8 @@ static void end_pass(struct tm_controller *ctl)
     tm_plan_release(&ctl->plan);
     if (ctl->tick_running) {
         int64_t took = (int64_t)uv_now(&ctl->loop) - ctl->tick_started_real;
-        tm_log_debug("tick done", "took_ms=%" PRId64 " leader=%d", took, ctl->leader);
+        tm_log_debug("tick done", "took_ms=%" PRId64 " leader=%d in_flight_calls=%u seen_work=%d",
+                     took, ctl->leader, ctl->calls_inflight, ctl->seen_work);
     }
     ctl->tick_running = false;
     maybe_finish_stop(ctl);

@@ -3,10 +3,10 @@
 # it each time, then let it finish: no job lost, no node launched twice, no
 # instance left that the database does not know.
 #
-#   KILLS=50 tests/integration/kill9.sh    # more kill points (default 8)
+#   KILLS=50 tests/integration/kill9.sh    # more kill points (default 16)
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 
-kills=${KILLS:-8}
+kills=${KILLS:-16}
 DB=$(new_db itest_kill9)
 write_config "$WORK/c.yaml" 6 1s 1s 200ms
 "$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null

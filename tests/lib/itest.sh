@@ -10,7 +10,7 @@ WORK=$(mktemp -d /tmp/tarmac-itest.XXXXXX)
 PIDS=()
 cleanup() {
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-    rm -rf "$WORK"
+    if [ -n "${TM_KEEP_WORK:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
 }
 trap cleanup EXIT
 # shellcheck disable=SC1091
