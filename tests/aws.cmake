@@ -29,3 +29,8 @@ if(TM_FUZZ)
                           PkgConfig::SSL ${MATH_LIB})
   endif()
 endif()
+
+# Against moto with SigV4 checking on, and the fault proxy in front of it;
+# the test binary starts and stops both (one moto per binary).
+tm_add_c_test(test_aws_moto ${CMAKE_SOURCE_DIR}/tests/integration/test_aws_moto.c
+              LABELS integration aws TIMEOUT 300)

@@ -677,6 +677,12 @@ static int parse_create_tags(const struct xdoc *d, int root, struct tm_ec2_reply
 {
     const char *v = xget(d, root, "return");
 
+    /* AWS says <return>true</return>; moto sends nothing, and a 200 is
+     * success either way. */
+    if (xchild(d, root, "return") < 0) {
+        ret->returned_true = true;
+        return 0;
+    }
     if (strcmp(v, "true") != 0 && strcmp(v, "false") != 0)
         return TM_EBADREPLY;
     ret->returned_true = strcmp(v, "true") == 0;

@@ -1,0 +1,1177 @@
+/*
+ * providers/aws/aws_provider.c: struct tm_provider_ops on EC2 (see the header).
+ *
+ * Each provider call is a struct aws_op that always has exactly one EC2
+ * call outstanding until it delivers: the EC2 client calls back exactly
+ * once, even when closed (TM_ECANCELED), so closing the provider is just
+ * closing the client and freeing once it is done.  No op callback fires
+ * inside a provider call, because the first step of every op is an EC2
+ * call and those never call back from inside tm_ec2_call().
+ */
+#include "providers/aws/aws_provider.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "providers/aws/credentials.h"
+
+#define SHORT_MAX 64
+#define CAND_MAX 64
+#define PRICE_MAX 256
+#define PRICE_REFRESH_MS (10 * 60 * 1000)
+#define LIST_MAX_PAGES 10000
+
+struct shortage {
+    char type[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    enum tm_capacity_type capacity;
+    uint64_t until;               /* uv_now() ms */
+};
+
+struct spot_price {
+    char type[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    int64_t uusd;
+    int64_t at_ms;
+};
+
+struct aws_pool {                 /* a copy of the config pools naming us */
+    char *name;
+    char **zones;
+    size_t nzones;
+    char **types;
+    size_t ntypes;
+    char *gpu_model;
+    int gpus;
+};
+
+struct aws_provider {
+    struct tm_provider base;      /* base.impl points back here */
+    uv_loop_t *loop;
+    struct tm_ec2 *ec2;
+    char name[TM_ID_MAX];
+    char region[TM_ID_MAX];
+    char cluster[TM_ID_MAX];
+    char template_name[2 * TM_ID_MAX];
+    char *image_id;
+    bool template_ready;
+    int page_size;
+    unsigned max_relaunch;
+    uint64_t shortage_ttl_ms;
+    struct aws_pool *pools;
+    size_t npools;
+    struct tm_config_instance_type *types; /* configured prices */
+    size_t ntypes;
+    struct shortage shorts[SHORT_MAX];
+    struct spot_price prices[PRICE_MAX];
+    size_t nprices;
+    uint64_t prices_at;           /* uv_now() of the last refresh start, 0 never */
+    bool prices_inflight;
+    bool no_price_refresh;
+    bool closing;
+    void (*close_done)(void *data);
+    void *close_data;
+};
+
+static const struct tm_provider_ops aws_ops;
+
+enum op_kind { OP_LAUNCH, OP_TERMINATE, OP_LIST, OP_VALIDATE, OP_PRICES };
+
+enum launch_step { STEP_FIND, STEP_TEMPLATE, STEP_RUN, STEP_FLEET, STEP_DESCRIBE_NEW };
+
+struct candidate {
+    char type[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    enum tm_capacity_type capacity; /* spot or on_demand */
+    bool tried;
+};
+
+struct aws_op {
+    struct aws_provider *ap;
+    enum op_kind kind;
+    union {
+        tm_launch_cb launch;
+        tm_done_cb done;
+        tm_list_cb list;
+        tm_aws_validate_cb validate;
+    } cb;
+    void *data;
+    /* launch */
+    enum launch_step step;
+    char token[TM_ID_MAX], pool[TM_ID_MAX], type[TM_ID_MAX], zone[TM_ID_MAX];
+    char node[24];
+    int64_t node_id;
+    enum tm_capacity_type capacity;
+    struct candidate cand[CAND_MAX];
+    size_t ncand;
+    size_t cur;                   /* the offering RunInstances is trying */
+    unsigned relaunches;
+    struct tm_instance fleet_inst; /* fallback when describing the new one fails */
+    /* list */
+    struct tm_instance *list;
+    size_t nlist;
+    unsigned pages;
+    char *prev_token;
+    /* validate */
+    size_t pool_i;
+};
+
+static struct aws_provider *impl(struct tm_provider *p) { return p->impl; }
+
+static void op_free(struct aws_op *op)
+{
+    free(op->list);
+    free(op->prev_token);
+    free(op);
+}
+
+static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
+
+/* ---- shortage memory ---------------------------------------------------- */
+
+static struct shortage *short_find(struct aws_provider *ap, const char *type, const char *zone,
+                                   enum tm_capacity_type capacity)
+{
+    uint64_t now = uv_now(ap->loop);
+
+    for (size_t i = 0; i < SHORT_MAX; i++) {
+        struct shortage *s = &ap->shorts[i];
+
+        if (s->until > now && s->capacity == capacity && strcmp(s->type, type) == 0 &&
+            strcmp(s->zone, zone ? zone : "") == 0)
+            return s;
+    }
+    return NULL;
+}
+
+static void short_note(struct aws_provider *ap, const char *type, const char *zone,
+                       enum tm_capacity_type capacity, const char *code)
+{
+    uint64_t now = uv_now(ap->loop);
+    struct shortage *s = short_find(ap, type, zone, capacity);
+
+    if (!fits(type) || !fits(zone ? zone : ""))
+        return;
+    if (!s) {
+        /* An expired slot, else the one that expires first. */
+        s = &ap->shorts[0];
+        for (size_t i = 0; i < SHORT_MAX; i++) {
+            if (ap->shorts[i].until <= now) {
+                s = &ap->shorts[i];
+                break;
+            }
+            if (ap->shorts[i].until < s->until)
+                s = &ap->shorts[i];
+        }
+        snprintf(s->type, sizeof(s->type), "%s", type);
+        snprintf(s->zone, sizeof(s->zone), "%s", zone ? zone : "");
+        s->capacity = capacity;
+    }
+    s->until = now + ap->shortage_ttl_ms;
+    tm_log_info("aws capacity short, remembered", "provider=%s type=%s zone=%s market=%s code=%s "
+                "for_s=%llu", ap->name, type, zone && *zone ? zone : "-",
+                tm_capacity_type_name(capacity), code ? code : "-",
+                (unsigned long long)(ap->shortage_ttl_ms / 1000));
+}
+
+bool tm_aws_provider_is_short(struct tm_provider *p, const char *instance_type, const char *zone,
+                              enum tm_capacity_type capacity)
+{
+    return short_find(impl(p), instance_type, zone, capacity) != NULL;
+}
+
+void tm_aws_provider_note_short(struct tm_provider *p, const char *instance_type,
+                                const char *zone, enum tm_capacity_type capacity)
+{
+    short_note(impl(p), instance_type, zone, capacity, "noted");
+}
+
+struct tm_ec2 *tm_aws_provider_ec2(struct tm_provider *p)
+{
+    return impl(p)->ec2;
+}
+
+/* ---- launch ------------------------------------------------------------- */
+
+static void launch_deliver(struct aws_op *op, int status, const struct tm_instance *inst)
+{
+    op->cb.launch(status, status == 0 ? inst : NULL, op->data);
+    op_free(op);
+}
+
+static void on_launch_step(int status, const struct tm_ec2_reply *reply, void *data);
+
+static int launch_call(struct aws_op *op, enum tm_ec2_action action, char *body, unsigned flags)
+{
+    return tm_ec2_call(op->ap->ec2, action, body, flags, on_launch_step, op);
+}
+
+static const struct aws_pool *pool_find(const struct aws_provider *ap, const char *name)
+{
+    for (size_t i = 0; i < ap->npools; i++)
+        if (strcmp(ap->pools[i].name, name) == 0)
+            return &ap->pools[i];
+    return NULL;
+}
+
+static void add_candidates(struct aws_op *op, enum tm_capacity_type capacity)
+{
+    const struct aws_pool *pool = pool_find(op->ap, op->pool);
+    const char *only = op->zone;
+    size_t nz = only[0] ? 1 : pool ? pool->nzones : 0;
+
+    if (nz == 0)
+        nz = 1; /* no zone known: EC2 picks */
+    for (size_t i = 0; i < nz && op->ncand < CAND_MAX; i++) {
+        const char *zone = only[0] ? only : pool && pool->nzones ? pool->zones[i] : "";
+        struct candidate *c = &op->cand[op->ncand];
+
+        if (!fits(zone))
+            continue;
+        if (short_find(op->ap, op->type, zone, capacity)) {
+            tm_log_debug("aws offering skipped, short", "type=%s zone=%s market=%s", op->type,
+                         zone, tm_capacity_type_name(capacity));
+            continue;
+        }
+        snprintf(c->type, sizeof(c->type), "%s", op->type);
+        snprintf(c->zone, sizeof(c->zone), "%s", zone);
+        c->capacity = capacity;
+        c->tried = false;
+        op->ncand++;
+    }
+}
+
+static void plan_candidates(struct aws_op *op)
+{
+    op->ncand = 0;
+    if (op->capacity == TM_CAPACITY_ON_DEMAND) {
+        add_candidates(op, TM_CAPACITY_ON_DEMAND);
+    } else {
+        add_candidates(op, TM_CAPACITY_SPOT);
+        if (op->capacity == TM_CAPACITY_SPOT_THEN_ON_DEMAND)
+            add_candidates(op, TM_CAPACITY_ON_DEMAND);
+    }
+}
+
+static void make_tags(struct aws_op *op, struct tm_ec2_tag tags[4])
+{
+    tags[0] = (struct tm_ec2_tag){TM_EC2_TAG_CLUSTER, op->ap->cluster};
+    tags[1] = (struct tm_ec2_tag){TM_EC2_TAG_POOL, op->pool};
+    tags[2] = (struct tm_ec2_tag){TM_EC2_TAG_NODE, op->node};
+    tags[3] = (struct tm_ec2_tag){TM_EC2_TAG_TOKEN, op->token};
+}
+
+static int start_find(struct aws_op *op)
+{
+    const char *token[] = {op->token};
+    const char *cluster[] = {op->ap->cluster};
+    const struct tm_ec2_filter f[] = {
+        {"tag:" TM_EC2_TAG_TOKEN, token, 1},
+        {"tag:" TM_EC2_TAG_CLUSTER, cluster, 1},
+    };
+    char *body = NULL;
+    int r = tm_ec2_build_describe_instances(NULL, 0, f, 2, 0, NULL, &body);
+
+    if (r < 0)
+        return r;
+    op->step = STEP_FIND;
+    return launch_call(op, TM_EC2_DESCRIBE_INSTANCES, body, TM_EC2_RETRY_AMBIGUOUS);
+}
+
+/* Try the next untried offerings; 1 when none is left. */
+static int start_next(struct aws_op *op)
+{
+    struct aws_provider *ap = op->ap;
+    struct tm_ec2_tag tags[4];
+    struct tm_ec2_fleet_override ov[CAND_MAX];
+    size_t nov = 0, first = op->ncand;
+    char *body = NULL;
+    int r;
+
+    for (size_t i = 0; i < op->ncand; i++) {
+        if (!op->cand[i].tried && !short_find(ap, op->cand[i].type, op->cand[i].zone,
+                                              op->cand[i].capacity)) {
+            first = i;
+            break;
+        }
+    }
+    if (first == op->ncand)
+        return 1;
+    make_tags(op, tags);
+    /* Several spot offerings: let EC2 choose among them in one call. */
+    if (op->cand[first].capacity == TM_CAPACITY_SPOT) {
+        for (size_t i = first; i < op->ncand; i++)
+            if (!op->cand[i].tried && op->cand[i].capacity == TM_CAPACITY_SPOT)
+                ov[nov++] = (struct tm_ec2_fleet_override){op->cand[i].type, op->cand[i].zone};
+    }
+    if (nov > 1) {
+        struct tm_ec2_fleet_params fp = {
+            .launch_template = ap->template_name, .client_token = op->token, .spot = true,
+            .target = 1, .overrides = ov, .noverrides = nov, .tags = tags, .ntags = 4,
+        };
+
+        if (!ap->template_ready) {
+            r = tm_ec2_build_create_launch_template(ap->template_name, ap->image_id, &body);
+            if (r < 0)
+                return r;
+            op->step = STEP_TEMPLATE;
+            return launch_call(op, TM_EC2_CREATE_LAUNCH_TEMPLATE, body, TM_EC2_RETRY_AMBIGUOUS);
+        }
+        r = tm_ec2_build_create_fleet(&fp, &body);
+        if (r < 0)
+            return r;
+        tm_log_info("aws launch", "provider=%s pool=%s node=%lld token=%s type=%s zones=%zu "
+                    "market=spot via=CreateFleet", ap->name, op->pool, (long long)op->node_id,
+                    op->token, op->type, nov);
+        op->step = STEP_FLEET;
+        return launch_call(op, TM_EC2_CREATE_FLEET, body, 0);
+    }
+    {
+        struct candidate *c = &op->cand[first];
+        struct tm_ec2_run_params rp = {
+            .image_id = ap->image_id, .instance_type = c->type, .zone = c->zone,
+            .client_token = op->token, .spot = c->capacity == TM_CAPACITY_SPOT,
+            .tags = tags, .ntags = 4,
+        };
+
+        c->tried = true;
+        op->cur = first;
+        r = tm_ec2_build_run_instances(&rp, &body);
+        if (r < 0)
+            return r;
+        tm_log_info("aws launch", "provider=%s pool=%s node=%lld token=%s type=%s zone=%s "
+                    "market=%s via=RunInstances", ap->name, op->pool, (long long)op->node_id,
+                    op->token, c->type, c->zone[0] ? c->zone : "-",
+                    tm_capacity_type_name(c->capacity));
+        op->step = STEP_RUN;
+        return launch_call(op, TM_EC2_RUN_INSTANCES, body, 0);
+    }
+}
+
+/* Go on with the next offering, or fail the launch. */
+static void continue_or_fail(struct aws_op *op, int status)
+{
+    int r = start_next(op);
+
+    if (r == 1) {
+        tm_log_warn("could not launch: no offering left", "provider=%s pool=%s node=%lld "
+                    "type=%s err=%s", op->ap->name, op->pool, (long long)op->node_id, op->type,
+                    tm_err_name(status));
+        launch_deliver(op, status, NULL);
+    } else if (r < 0) {
+        launch_deliver(op, r, NULL);
+    }
+}
+
+/* A reset or timeout while launching: the cloud may have done it. */
+static bool ambiguous(int status, const struct tm_ec2_reply *reply)
+{
+    return reply->http_status == 0 && (status == -ECONNRESET || status == -ETIMEDOUT ||
+                                       status == TM_EUNAVAIL || status == -ECONNREFUSED);
+}
+
+static void relaunch(struct aws_op *op, int status)
+{
+    int r;
+
+    if (++op->relaunches >= op->ap->max_relaunch) {
+        launch_deliver(op, status, NULL);
+        return;
+    }
+    tm_log_info("aws launch interrupted, checking by tag before trying again",
+                "provider=%s token=%s err=%s", op->ap->name, op->token, tm_err_name(status));
+    r = start_find(op);
+    if (r < 0)
+        launch_deliver(op, r, NULL);
+}
+
+static const struct tm_ec2_instance *pick_found(const struct tm_ec2_reply *reply)
+{
+    const struct tm_ec2_instance *best = NULL;
+
+    for (size_t i = 0; i < reply->ninstances; i++) {
+        const struct tm_ec2_instance *x = &reply->instances[i];
+
+        if (strcmp(x->inst.token, "") == 0)
+            continue;
+        if (!best || (best->inst.state == TM_INSTANCE_TERMINATED &&
+                      x->inst.state != TM_INSTANCE_TERMINATED))
+            best = x;
+    }
+    return best;
+}
+
+static void on_fleet(struct aws_op *op, int status, const struct tm_ec2_reply *reply)
+{
+    struct aws_provider *ap = op->ap;
+    char *body = NULL;
+    const char *id[1];
+    int r;
+
+    for (size_t i = 0; i < op->ncand; i++)
+        if (op->cand[i].capacity == TM_CAPACITY_SPOT)
+            op->cand[i].tried = true;
+    if (status < 0) {
+        if (ambiguous(status, reply)) {
+            relaunch(op, status);
+        } else if (status == TM_EQUOTA) {
+            for (size_t i = 0; i < op->ncand; i++)
+                if (op->cand[i].capacity == TM_CAPACITY_SPOT)
+                    short_note(ap, op->cand[i].type, op->cand[i].zone, TM_CAPACITY_SPOT,
+                               reply->error_code);
+            continue_or_fail(op, status);
+        } else {
+            launch_deliver(op, status, NULL);
+        }
+        return;
+    }
+    for (size_t i = 0; i < reply->nfleet_errors; i++) {
+        const struct tm_ec2_fleet_error *e = &reply->fleet_errors[i];
+
+        if (tm_ec2_error_map(e->code, 0) == TM_EQUOTA)
+            short_note(ap, e->instance_type[0] ? e->instance_type : op->type, e->zone,
+                       e->spot ? TM_CAPACITY_SPOT : TM_CAPACITY_ON_DEMAND, e->code);
+    }
+    if (reply->nfleet_instances == 0) {
+        /* No instance and no reason: treat every spot offering as short. */
+        if (reply->nfleet_errors == 0)
+            for (size_t i = 0; i < op->ncand; i++)
+                if (op->cand[i].capacity == TM_CAPACITY_SPOT)
+                    short_note(ap, op->cand[i].type, op->cand[i].zone, TM_CAPACITY_SPOT,
+                               "EmptyFleet");
+        continue_or_fail(op, TM_EQUOTA);
+        return;
+    }
+    memset(&op->fleet_inst, 0, sizeof(op->fleet_inst));
+    snprintf(op->fleet_inst.id, sizeof(op->fleet_inst.id), "%s", reply->fleet_instances[0].id);
+    snprintf(op->fleet_inst.token, sizeof(op->fleet_inst.token), "%s", op->token);
+    snprintf(op->fleet_inst.pool, sizeof(op->fleet_inst.pool), "%s", op->pool);
+    snprintf(op->fleet_inst.instance_type, sizeof(op->fleet_inst.instance_type), "%s",
+             reply->fleet_instances[0].instance_type);
+    snprintf(op->fleet_inst.zone, sizeof(op->fleet_inst.zone), "%s",
+             reply->fleet_instances[0].zone);
+    op->fleet_inst.node_id = op->node_id;
+    op->fleet_inst.capacity = TM_CAPACITY_SPOT;
+    op->fleet_inst.state = TM_INSTANCE_PENDING;
+    op->fleet_inst.launched_ms = (int64_t)time(NULL) * 1000;
+    /* The fleet answer lacks state and the real zone: read the instance. */
+    id[0] = op->fleet_inst.id;
+    r = tm_ec2_build_describe_instances(id, 1, NULL, 0, 0, NULL, &body);
+    if (r == 0) {
+        op->step = STEP_DESCRIBE_NEW;
+        r = launch_call(op, TM_EC2_DESCRIBE_INSTANCES, body, TM_EC2_RETRY_AMBIGUOUS);
+    }
+    if (r < 0)
+        launch_deliver(op, 0, &op->fleet_inst);
+}
+
+static void on_launch_step(int status, const struct tm_ec2_reply *reply, void *data)
+{
+    struct aws_op *op = data;
+    const struct tm_ec2_instance *found;
+    int r;
+
+    if (status == TM_ECANCELED || op->ap->closing) {
+        launch_deliver(op, TM_ECANCELED, NULL);
+        return;
+    }
+    switch (op->step) {
+    case STEP_FIND:
+        if (status < 0) {
+            launch_deliver(op, status, NULL);
+            return;
+        }
+        found = pick_found(reply);
+        if (found) {
+            tm_log_info("aws launch found by token, not launching again",
+                        "provider=%s token=%s instance=%s state=%s", op->ap->name, op->token,
+                        found->inst.id, found->state_name);
+            launch_deliver(op, 0, &found->inst);
+            return;
+        }
+        /* Planned anew after an interrupted attempt too: the shortage memory
+         * keeps what was really short. */
+        plan_candidates(op);
+        continue_or_fail(op, TM_EQUOTA);
+        return;
+    case STEP_TEMPLATE:
+        if (status < 0 && status != TM_ECONFLICT) {
+            launch_deliver(op, status, NULL);
+            return;
+        }
+        op->ap->template_ready = true;
+        r = start_next(op);
+        if (r != 0)
+            launch_deliver(op, r < 0 ? r : TM_EQUOTA, NULL);
+        return;
+    case STEP_FLEET:
+        on_fleet(op, status, reply);
+        return;
+    case STEP_RUN:
+        if (status == 0 && reply->ninstances >= 1) {
+            launch_deliver(op, 0, &reply->instances[0].inst);
+        } else if (status == 0) {
+            launch_deliver(op, TM_EBADREPLY, NULL);
+        } else if (status == TM_EQUOTA) {
+            short_note(op->ap, op->cand[op->cur].type, op->cand[op->cur].zone,
+                       op->cand[op->cur].capacity, reply->error_code);
+            continue_or_fail(op, status);
+        } else if (ambiguous(status, reply)) {
+            relaunch(op, status);
+        } else {
+            launch_deliver(op, status, NULL);
+        }
+        return;
+    case STEP_DESCRIBE_NEW:
+        if (status == 0 && reply->ninstances >= 1)
+            launch_deliver(op, 0, &reply->instances[0].inst);
+        else
+            launch_deliver(op, 0, &op->fleet_inst);
+        return;
+    }
+}
+
+static int aws_launch(struct tm_provider *p, const struct tm_launch_request *req,
+                      tm_launch_cb cb, void *data)
+{
+    struct aws_provider *ap = impl(p);
+    struct aws_op *op;
+    int r;
+
+    if (!req || !cb || !fits(req->token) || !req->token[0] || !fits(req->pool) ||
+        !fits(req->instance_type) || !req->instance_type[0] ||
+        !fits(req->zone ? req->zone : "") ||
+        (req->cluster && strcmp(req->cluster, ap->cluster) != 0))
+        return TM_EINVAL;
+    if (ap->closing)
+        return TM_ECANCELED;
+    if (!ap->image_id) {
+        tm_log_error("could not launch: no machine image configured for aws",
+                     "provider=%s hint=\"set TARMAC_AWS_IMAGE_ID\"", ap->name);
+        return TM_EINVAL;
+    }
+    op = calloc(1, sizeof(*op));
+    if (!op)
+        return TM_ENOMEM;
+    op->ap = ap;
+    op->kind = OP_LAUNCH;
+    op->cb.launch = cb;
+    op->data = data;
+    snprintf(op->token, sizeof(op->token), "%s", req->token);
+    snprintf(op->pool, sizeof(op->pool), "%s", req->pool);
+    snprintf(op->type, sizeof(op->type), "%s", req->instance_type);
+    snprintf(op->zone, sizeof(op->zone), "%s", req->zone ? req->zone : "");
+    snprintf(op->node, sizeof(op->node), "%lld", (long long)req->node_id);
+    op->node_id = req->node_id;
+    op->capacity = req->capacity;
+    r = start_find(op);
+    if (r < 0)
+        op_free(op);
+    return r;
+}
+
+/* ---- terminate ---------------------------------------------------------- */
+
+static void on_terminate(int status, const struct tm_ec2_reply *reply, void *data)
+{
+    struct aws_op *op = data;
+
+    (void)reply;
+    if (status == 0)
+        tm_log_info("aws instance terminating", "provider=%s instance=%s", op->ap->name,
+                    op->token);
+    op->cb.done(status, op->data);
+    op_free(op);
+}
+
+static int aws_terminate(struct tm_provider *p, const char *instance_id, tm_done_cb cb,
+                         void *data)
+{
+    struct aws_provider *ap = impl(p);
+    const char *ids[1] = {instance_id};
+    struct aws_op *op;
+    char *body = NULL;
+    int r;
+
+    if (!cb || !fits(instance_id) || !instance_id[0])
+        return TM_EINVAL;
+    if (ap->closing)
+        return TM_ECANCELED;
+    r = tm_ec2_build_terminate_instances(ids, 1, &body);
+    if (r < 0)
+        return r;
+    op = calloc(1, sizeof(*op));
+    if (!op) {
+        free(body);
+        return TM_ENOMEM;
+    }
+    op->ap = ap;
+    op->kind = OP_TERMINATE;
+    op->cb.done = cb;
+    op->data = data;
+    snprintf(op->token, sizeof(op->token), "%s", instance_id);
+    /* Terminating twice is harmless: retry resets too. */
+    r = tm_ec2_call(ap->ec2, TM_EC2_TERMINATE_INSTANCES, body, TM_EC2_RETRY_AMBIGUOUS,
+                    on_terminate, op);
+    if (r < 0)
+        op_free(op);
+    return r;
+}
+
+/* ---- list --------------------------------------------------------------- */
+
+static void refresh_prices(struct aws_provider *ap);
+
+static int list_page(struct aws_op *op, const char *next_token);
+
+static void on_list(int status, const struct tm_ec2_reply *reply, void *data)
+{
+    struct aws_op *op = data;
+    struct tm_instance *grown;
+    int r;
+
+    if (status < 0) {
+        op->cb.list(status, NULL, 0, op->data);
+        op_free(op);
+        return;
+    }
+    if (reply->ninstances > 0) {
+        grown = realloc(op->list, (op->nlist + reply->ninstances) * sizeof(*grown));
+        if (!grown) {
+            op->cb.list(TM_ENOMEM, NULL, 0, op->data);
+            op_free(op);
+            return;
+        }
+        op->list = grown;
+        for (size_t i = 0; i < reply->ninstances; i++)
+            op->list[op->nlist++] = reply->instances[i].inst;
+    }
+    if (reply->next_token) {
+        /* A token that repeats would page forever. */
+        if (++op->pages >= LIST_MAX_PAGES ||
+            (op->prev_token && strcmp(op->prev_token, reply->next_token) == 0)) {
+            tm_log_error("could not list aws instances: paging does not end",
+                         "provider=%s pages=%u", op->ap->name, op->pages);
+            op->cb.list(TM_EBADREPLY, NULL, 0, op->data);
+            op_free(op);
+            return;
+        }
+        r = list_page(op, reply->next_token);
+        if (r < 0) {
+            op->cb.list(r, NULL, 0, op->data);
+            op_free(op);
+        }
+        return;
+    }
+    op->cb.list(0, op->list, op->nlist, op->data);
+    op_free(op);
+}
+
+static int list_page(struct aws_op *op, const char *next_token)
+{
+    struct aws_provider *ap = op->ap;
+    const char *cluster[] = {ap->cluster};
+    const struct tm_ec2_filter f[] = {{"tag:" TM_EC2_TAG_CLUSTER, cluster, 1}};
+    char *body = NULL;
+    int r;
+
+    if (next_token) {
+        char *copy = strdup(next_token);
+
+        if (!copy)
+            return TM_ENOMEM;
+        free(op->prev_token);
+        op->prev_token = copy;
+    }
+    r = tm_ec2_build_describe_instances(NULL, 0, f, 1, ap->page_size, next_token, &body);
+    if (r < 0)
+        return r;
+    return tm_ec2_call(ap->ec2, TM_EC2_DESCRIBE_INSTANCES, body, TM_EC2_RETRY_AMBIGUOUS,
+                       on_list, op);
+}
+
+static int aws_list(struct tm_provider *p, const char *cluster, tm_list_cb cb, void *data)
+{
+    struct aws_provider *ap = impl(p);
+    struct aws_op *op;
+    int r;
+
+    if (!cb || !cluster || strcmp(cluster, ap->cluster) != 0)
+        return TM_EINVAL;
+    if (ap->closing)
+        return TM_ECANCELED;
+    op = calloc(1, sizeof(*op));
+    if (!op)
+        return TM_ENOMEM;
+    op->ap = ap;
+    op->kind = OP_LIST;
+    op->cb.list = cb;
+    op->data = data;
+    r = list_page(op, NULL);
+    if (r < 0) {
+        op_free(op);
+        return r;
+    }
+    /* Listing runs every tick: a cheap moment to keep spot prices fresh. */
+    refresh_prices(ap);
+    return 0;
+}
+
+/* ---- prices ------------------------------------------------------------- */
+
+static void on_prices(int status, const struct tm_ec2_reply *reply, void *data)
+{
+    struct aws_provider *ap = data;
+
+    ap->prices_inflight = false;
+    if (status < 0)
+        return; /* the client logged it; prices stay as they were */
+    ap->nprices = 0;
+    for (size_t i = 0; i < reply->nprices && ap->nprices < PRICE_MAX; i++) {
+        const struct tm_ec2_spot_price *sp = &reply->prices[i];
+        struct spot_price *dst = NULL;
+
+        /* Keep the newest price per (type, zone). */
+        for (size_t j = 0; j < ap->nprices; j++)
+            if (strcmp(ap->prices[j].type, sp->instance_type) == 0 &&
+                strcmp(ap->prices[j].zone, sp->zone) == 0)
+                dst = &ap->prices[j];
+        if (dst && dst->at_ms >= sp->timestamp_ms)
+            continue;
+        if (!dst)
+            dst = &ap->prices[ap->nprices++];
+        snprintf(dst->type, sizeof(dst->type), "%s", sp->instance_type);
+        snprintf(dst->zone, sizeof(dst->zone), "%s", sp->zone);
+        dst->uusd = sp->uusd_per_hour;
+        dst->at_ms = sp->timestamp_ms;
+    }
+}
+
+static void refresh_prices(struct aws_provider *ap)
+{
+    const char *types[CAND_MAX];
+    size_t n = 0;
+    char *body = NULL;
+    uint64_t now = uv_now(ap->loop);
+
+    if (ap->prices_inflight || ap->closing || ap->npools == 0 || ap->no_price_refresh ||
+        (ap->prices_at && now - ap->prices_at < PRICE_REFRESH_MS))
+        return;
+    for (size_t i = 0; i < ap->npools; i++)
+        for (size_t j = 0; j < ap->pools[i].ntypes && n < CAND_MAX; j++)
+            types[n++] = ap->pools[i].types[j];
+    if (tm_ec2_build_describe_spot_price_history(types, n, NULL, "Linux/UNIX", 0, NULL, &body) <
+        0)
+        return;
+    ap->prices_at = now ? now : 1;
+    if (tm_ec2_call(ap->ec2, TM_EC2_DESCRIBE_SPOT_PRICE_HISTORY, body, TM_EC2_RETRY_AMBIGUOUS,
+                    on_prices, ap) == 0)
+        ap->prices_inflight = true;
+}
+
+static int aws_price(struct tm_provider *p, const char *instance_type, const char *zone,
+                     enum tm_capacity_type capacity, int64_t *ret_uusd_per_hour)
+{
+    struct aws_provider *ap = impl(p);
+    int64_t best = -1;
+
+    if (!instance_type || !ret_uusd_per_hour)
+        return TM_EINVAL;
+    for (size_t i = 0; i < ap->ntypes; i++) {
+        const struct tm_config_instance_type *t = &ap->types[i];
+
+        if (strcmp(t->name, instance_type) != 0)
+            continue;
+        if (capacity == TM_CAPACITY_ON_DEMAND && t->on_demand_uusd_per_hour > 0) {
+            *ret_uusd_per_hour = t->on_demand_uusd_per_hour;
+            return 0;
+        }
+        if (capacity == TM_CAPACITY_SPOT && t->spot_uusd_per_hour > 0) {
+            *ret_uusd_per_hour = t->spot_uusd_per_hour;
+            return 0;
+        }
+    }
+    if (capacity != TM_CAPACITY_SPOT)
+        return TM_ENOTFOUND;
+    for (size_t i = 0; i < ap->nprices; i++) {
+        const struct spot_price *sp = &ap->prices[i];
+
+        if (strcmp(sp->type, instance_type) != 0)
+            continue;
+        if (zone && *zone && strcmp(sp->zone, zone) != 0)
+            continue;
+        if (best < 0 || sp->uusd < best)
+            best = sp->uusd;
+    }
+    if (best < 0)
+        return TM_ENOTFOUND;
+    *ret_uusd_per_hour = best;
+    return 0;
+}
+
+/* ---- validate pools ----------------------------------------------------- */
+
+static int validate_next(struct aws_op *op);
+
+static void validate_deliver(struct aws_op *op, int status, const char *reason)
+{
+    if (status == TM_EINVAL)
+        tm_log_error("aws pool refused", "provider=%s reason=\"%s\"", op->ap->name, reason);
+    op->cb.validate(status, reason, op->data);
+    op_free(op);
+}
+
+static void on_validate(int status, const struct tm_ec2_reply *reply, void *data)
+{
+    struct aws_op *op = data;
+    const struct aws_pool *pool;
+    char reason[512];
+    int r;
+
+    if (op->ap->npools == 0) {
+        /* Nothing to check but that aws answers us. */
+        validate_deliver(op, status, status < 0 ? "could not reach aws with these credentials"
+                                                : NULL);
+        return;
+    }
+    pool = &op->ap->pools[op->pool_i];
+    if (status < 0) {
+        if (strcmp(reply->error_code, "InvalidInstanceType") == 0) {
+            snprintf(reason, sizeof(reason), "pool \"%s\": instance type unknown to aws in %s: "
+                     "%s", pool->name, op->ap->region, reply->error_message);
+            validate_deliver(op, TM_EINVAL, reason);
+        } else {
+            snprintf(reason, sizeof(reason), "could not check pool \"%s\" with aws: %s%s%s",
+                     pool->name, tm_strerror(status), reply->error_code[0] ? ": " : "",
+                     reply->error_code);
+            validate_deliver(op, status, reason);
+        }
+        return;
+    }
+    for (size_t i = 0; i < pool->ntypes; i++) {
+        const struct tm_ec2_type_info *t = NULL;
+
+        for (size_t j = 0; j < reply->ntypes; j++)
+            if (strcmp(reply->types[j].name, pool->types[i]) == 0)
+                t = &reply->types[j];
+        if (!t) {
+            snprintf(reason, sizeof(reason), "pool \"%s\": instance type \"%s\" is unknown to "
+                     "aws in %s", pool->name, pool->types[i], op->ap->region);
+            validate_deliver(op, TM_EINVAL, reason);
+            return;
+        }
+        if (t->gpus == 0) {
+            snprintf(reason, sizeof(reason), "pool \"%s\": instance type \"%s\" has no GPU, "
+                     "the pool says %d x %s", pool->name, t->name, pool->gpus, pool->gpu_model);
+            validate_deliver(op, TM_EINVAL, reason);
+            return;
+        }
+        if (strcasecmp(t->gpu_model, pool->gpu_model) != 0 || t->gpus != pool->gpus) {
+            snprintf(reason, sizeof(reason), "pool \"%s\": instance type \"%s\" has %d x %s %s, "
+                     "not %d x %s", pool->name, t->name, t->gpus, t->gpu_manufacturer,
+                     t->gpu_model, pool->gpus, pool->gpu_model);
+            validate_deliver(op, TM_EINVAL, reason);
+            return;
+        }
+    }
+    op->pool_i++;
+    r = validate_next(op);
+    if (r == 1)
+        validate_deliver(op, 0, NULL);
+    else if (r < 0)
+        validate_deliver(op, r, "could not check pools with aws");
+}
+
+/* 1 when every pool has been checked. */
+static int validate_next(struct aws_op *op)
+{
+    const struct aws_pool *pool;
+    char *body = NULL;
+    int r;
+
+    if (op->pool_i >= op->ap->npools)
+        return 1;
+    pool = &op->ap->pools[op->pool_i];
+    r = tm_ec2_build_describe_instance_types((const char *const *)pool->types, pool->ntypes, 0,
+                                             NULL, &body);
+    if (r < 0)
+        return r;
+    return tm_ec2_call(op->ap->ec2, TM_EC2_DESCRIBE_INSTANCE_TYPES, body, TM_EC2_RETRY_AMBIGUOUS,
+                       on_validate, op);
+}
+
+int tm_aws_validate_pools(struct tm_provider *p, tm_aws_validate_cb cb, void *data)
+{
+    struct aws_provider *ap;
+    struct aws_op *op;
+    int r;
+
+    if (!p || p->ops != &aws_ops || !cb)
+        return TM_EINVAL;
+    ap = impl(p);
+    if (ap->closing)
+        return TM_ECANCELED;
+    op = calloc(1, sizeof(*op));
+    if (!op)
+        return TM_ENOMEM;
+    op->ap = ap;
+    op->kind = OP_VALIDATE;
+    op->cb.validate = cb;
+    op->data = data;
+    if (ap->npools == 0) {
+        /* No pool to check; still never answer inside the call, and one
+         * small DescribeInstanceTypes proves the credentials work. */
+        char *body = NULL;
+        const char *none[] = {"t3.micro"};
+
+        r = tm_ec2_build_describe_instance_types(none, 1, 0, NULL, &body);
+        if (r == 0)
+            r = tm_ec2_call(ap->ec2, TM_EC2_DESCRIBE_INSTANCE_TYPES, body,
+                            TM_EC2_RETRY_AMBIGUOUS, on_validate, op);
+    } else {
+        r = validate_next(op);
+    }
+    if (r != 0) {
+        op_free(op);
+        return r < 0 ? r : TM_EINVAL;
+    }
+    return 0;
+}
+
+/* ---- create / close ----------------------------------------------------- */
+
+static void pools_free(struct aws_provider *ap)
+{
+    for (size_t i = 0; i < ap->npools; i++) {
+        struct aws_pool *pl = &ap->pools[i];
+
+        for (size_t j = 0; j < pl->nzones; j++)
+            free(pl->zones[j]);
+        for (size_t j = 0; j < pl->ntypes; j++)
+            free(pl->types[j]);
+        free(pl->zones);
+        free(pl->types);
+        free(pl->name);
+        free(pl->gpu_model);
+    }
+    free(ap->pools);
+    for (size_t i = 0; i < ap->ntypes; i++) {
+        free(ap->types[i].name);
+        free(ap->types[i].gpu_model);
+    }
+    free(ap->types);
+}
+
+static void provider_free(struct aws_provider *ap)
+{
+    pools_free(ap);
+    free(ap->image_id);
+    free(ap);
+}
+
+static char **strv_dup(char *const *v, size_t n)
+{
+    char **out = calloc(n ? n : 1, sizeof(*out));
+
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = strdup(v[i]);
+        if (!out[i]) {
+            for (size_t j = 0; j < i; j++)
+                free(out[j]);
+            free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+static int copy_config(struct aws_provider *ap, const struct tm_config *cfg,
+                       const struct tm_config_provider *prov)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < cfg->npools; i++)
+        if (cfg->pools[i].provider && strcmp(cfg->pools[i].provider, prov->name) == 0)
+            n++;
+    ap->pools = calloc(n ? n : 1, sizeof(*ap->pools));
+    if (!ap->pools)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < cfg->npools; i++) {
+        const struct tm_config_pool *src = &cfg->pools[i];
+        struct aws_pool *dst;
+
+        if (!src->provider || strcmp(src->provider, prov->name) != 0)
+            continue;
+        dst = &ap->pools[ap->npools++];
+        dst->name = strdup(src->name);
+        dst->gpu_model = strdup(src->gpu_model ? src->gpu_model : "");
+        dst->gpus = src->gpus_per_node;
+        dst->zones = strv_dup(src->zones, src->nzones);
+        dst->nzones = dst->zones ? src->nzones : 0;
+        dst->types = strv_dup(src->instance_types, src->ninstance_types);
+        dst->ntypes = dst->types ? src->ninstance_types : 0;
+        if (!dst->name || !dst->gpu_model || !dst->zones || !dst->types)
+            return TM_ENOMEM;
+    }
+    ap->types = calloc(prov->ntypes ? prov->ntypes : 1, sizeof(*ap->types));
+    if (!ap->types)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < prov->ntypes; i++) {
+        ap->types[i] = prov->types[i];
+        ap->types[i].name = strdup(prov->types[i].name);
+        ap->types[i].gpu_model = strdup(prov->types[i].gpu_model ? prov->types[i].gpu_model : "");
+        ap->ntypes++;
+        if (!ap->types[i].name || !ap->types[i].gpu_model)
+            return TM_ENOMEM;
+    }
+    return 0;
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+    const char *s = getenv(name);
+    char *end;
+    unsigned long long v;
+
+    if (!s || !*s)
+        return dflt;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || *end) {
+        tm_log_warn("ignoring a malformed setting", "name=%s", name);
+        return dflt;
+    }
+    return v;
+}
+
+int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
+                              const struct tm_config_provider *prov,
+                              const struct tm_aws_provider_options *opts,
+                              struct tm_provider **ret)
+{
+    struct tm_aws_provider_options dflt = {0};
+    struct tm_ec2_options eo = {0};
+    struct aws_provider *ap;
+    char endpoint[512];
+    char err[256] = "";
+    const char *image;
+    int r;
+
+    if (!loop || !cfg || !prov || !ret || !prov->kind || strcmp(prov->kind, "aws") != 0 ||
+        !fits(prov->name) || !cfg->cluster || !fits(cfg->cluster))
+        return TM_EINVAL;
+    if (!opts) {
+        dflt.retry.max_attempts = (unsigned)env_u64("TARMAC_AWS_MAX_ATTEMPTS", 0);
+        dflt.retry.max_total_delay_ms = env_u64("TARMAC_AWS_MAX_RETRY_DELAY_MS", 0);
+        dflt.timeout_ms = (long)env_u64("TARMAC_AWS_TIMEOUT_MS", 0);
+        opts = &dflt;
+    }
+    ap = calloc(1, sizeof(*ap));
+    if (!ap)
+        return TM_ENOMEM;
+    ap->base.ops = &aws_ops;
+    ap->base.impl = ap;
+    ap->loop = loop;
+    snprintf(ap->name, sizeof(ap->name), "%s", prov->name);
+    snprintf(ap->cluster, sizeof(ap->cluster), "%s", cfg->cluster);
+    snprintf(ap->template_name, sizeof(ap->template_name), "tarmac-%s", cfg->cluster);
+    ap->page_size = opts->list_page_size > 0 ? opts->list_page_size : 1000;
+    ap->shortage_ttl_ms = opts->shortage_ttl_ms ? opts->shortage_ttl_ms : 10 * 60 * 1000;
+    ap->max_relaunch = opts->retry.max_attempts ? opts->retry.max_attempts : 5;
+    ap->no_price_refresh = opts->no_price_refresh;
+    image = opts->image_id ? opts->image_id : getenv("TARMAC_AWS_IMAGE_ID");
+    if (image && *image) {
+        ap->image_id = strdup(image);
+        if (!ap->image_id) {
+            r = TM_ENOMEM;
+            goto fail;
+        }
+    }
+    r = copy_config(ap, cfg, prov);
+    if (r < 0)
+        goto fail;
+    r = tm_aws_credential_options_from_config(&prov->credentials, &eo.cred);
+    if (r < 0) {
+        tm_log_error("could not create aws provider: unknown credentials source",
+                     "provider=%s source=%s", prov->name,
+                     prov->credentials.source ? prov->credentials.source : "-");
+        goto fail;
+    }
+    r = tm_aws_region_resolve(prov->region, &eo.cred, ap->region, sizeof(ap->region), err,
+                              sizeof(err));
+    if (r < 0) {
+        tm_log_error("could not create aws provider: no region", "provider=%s error=\"%s\"",
+                     prov->name, err);
+        r = TM_EINVAL;
+        goto fail;
+    }
+    r = tm_aws_endpoint_resolve(prov->endpoint, ap->region, endpoint, sizeof(endpoint));
+    if (r < 0) {
+        tm_log_error("could not create aws provider: bad endpoint", "provider=%s", prov->name);
+        goto fail;
+    }
+    eo.endpoint = endpoint;
+    eo.region = ap->region;
+    eo.retry = opts->retry;
+    eo.timeout_ms = opts->timeout_ms;
+    eo.auth_cooldown_ms = opts->auth_cooldown_ms;
+    eo.seed = opts->seed;
+    eo.test_corrupt_signature = opts->test_corrupt_signature;
+    r = tm_ec2_create(loop, &eo, &ap->ec2);
+    if (r < 0)
+        goto fail;
+    tm_log_info("aws provider ready", "provider=%s region=%s endpoint=%s pools=%zu", ap->name,
+                ap->region, endpoint, ap->npools);
+    *ret = &ap->base;
+    return 0;
+fail:
+    provider_free(ap);
+    return r;
+}
+
+int tm_aws_provider_create(uv_loop_t *loop, const struct tm_config *cfg,
+                           const struct tm_config_provider *prov, struct tm_provider **ret)
+{
+    return tm_aws_provider_create_ex(loop, cfg, prov, NULL, ret);
+}
+
+static void on_ec2_closed(void *data)
+{
+    struct aws_provider *ap = data;
+    void (*done)(void *data) = ap->close_done;
+    void *done_data = ap->close_data;
+
+    provider_free(ap);
+    if (done)
+        done(done_data);
+}
+
+static void aws_close(struct tm_provider *p, void (*done)(void *data), void *data)
+{
+    struct aws_provider *ap = impl(p);
+
+    if (ap->closing)
+        return;
+    ap->closing = true;
+    ap->close_done = done;
+    ap->close_data = data;
+    /* Calls in flight come back with TM_ECANCELED, from the loop. */
+    tm_ec2_close(ap->ec2, on_ec2_closed, ap);
+}
+
+static const struct tm_provider_ops aws_ops = {
+    .name = "aws",
+    .launch = aws_launch,
+    .terminate = aws_terminate,
+    .list = aws_list,
+    .price = aws_price,
+    .close = aws_close,
+};
