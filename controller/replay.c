@@ -66,9 +66,11 @@ struct sim {
     size_t nq;
     /* accounting */
     int64_t free_milli[TM_TRACE_MODELS_MAX];
+    int64_t sliver_milli[TM_TRACE_MODELS_MAX]; /* free milli on partly used GPUs */
+    int16_t *gpu_used;                         /* per node x TM_NODE_GPUS_MAX */
     int64_t waiting[TM_TRACE_MODELS_MAX];
     int64_t alloc_milli;
-    double busy, busy_window, idle_wait; /* milli x ms */
+    double busy, busy_window, idle_wait, idle_sliver; /* milli x ms */
     int64_t window_lo, window_hi;
     struct tm_estimator *est;
 };
@@ -289,7 +291,8 @@ static void integrate(struct sim *s, int64_t from, int64_t to)
         s->busy_window += (double)s->alloc_milli * (double)(hi - lo);
     for (int m = 0; m < s->nmodels; m++)
         if (s->waiting[m] > 0)
-            s->idle_wait += (double)s->free_milli[m] * dt;
+            s->idle_wait += (double)s->free_milli[m] * dt,
+            s->idle_sliver += (double)s->sliver_milli[m] * dt;
 }
 
 static void waiting_add(struct sim *s, const struct tm_trace_job *j, int d)
@@ -329,6 +332,23 @@ static void dequeue(struct sim *s, int32_t j)
     waiting_add(s, rj->tj, -1);
 }
 
+/* Account a change of `d` milli used on the GPUs of `mask` on a node. */
+static void gpu_use(struct sim *s, int32_t node, uint32_t mask, int32_t d)
+{
+    int model = s->nodes[node].model;
+
+    for (int g = 0; g < TM_NODE_GPUS_MAX; g++) {
+        int16_t *u = &s->gpu_used[node * TM_NODE_GPUS_MAX + g];
+        if (!(mask >> g & 1))
+            continue;
+        if (*u > 0 && *u < MILLI)
+            s->sliver_milli[model] -= MILLI - *u;
+        *u = (int16_t)(*u + d);
+        if (*u > 0 && *u < MILLI)
+            s->sliver_milli[model] += MILLI - *u;
+    }
+}
+
 static void alloc_remove(struct sim *s, int32_t j)
 {
     struct rjob *rj = &s->jobs[j];
@@ -337,6 +357,7 @@ static void alloc_remove(struct sim *s, int32_t j)
     int model = s->nodes[a->node].model;
 
     s->free_milli[model] += (int64_t)__builtin_popcount(a->gpu_mask) * a->gpu_milli;
+    gpu_use(s, a->node, a->gpu_mask, -a->gpu_milli);
     s->alloc_milli -= (int64_t)__builtin_popcount(a->gpu_mask) * a->gpu_milli;
     if (p != last) {
         s->allocs[p] = s->allocs[last];
@@ -484,6 +505,7 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
             s->alloc_job[s->nallocs] = j;
             rj->alloc = (int32_t)s->nallocs++;
             s->free_milli[model] -= held;
+            gpu_use(s, pl->node, pl->gpu_mask, pl->gpu_milli);
             s->alloc_milli += held;
             if (s->nheap == s->heapcap) {
                 struct heapent *nh = realloc(s->heap, 2 * s->heapcap * sizeof(*nh));
@@ -551,6 +573,9 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     }
     s.nnodes = ninv;
     st.nodes = ninv;
+    s.gpu_used = calloc((ninv + 1) * TM_NODE_GPUS_MAX, sizeof(*s.gpu_used));
+    if (!s.gpu_used)
+        goto out;
     /* Jobs: filter, then scale arrivals. */
     s.jobs = calloc(t->njobs + 1, sizeof(*s.jobs));
     if (!s.jobs)
@@ -725,6 +750,7 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     st.utilisation = end_all > first ? s.busy / ((double)cap_milli * (double)(end_all - first)) : 0;
     st.utilisation_arrival = last > first ? s.busy_window / ((double)cap_milli * (double)(last - first)) : 0;
     st.idle_while_waiting_gpu_hours = s.idle_wait / 1000.0 / 3600000.0;
+    st.idle_sliver_gpu_hours = s.idle_sliver / 1000.0 / 3600000.0;
     if (st.reservation_slips)
         st.slip_mean_s /= (double)st.reservation_slips;
     st.wall_s = now_s() - t0;
@@ -735,6 +761,7 @@ out:
     free(arr);
     free(waits);
     free(s.nodes);
+    free(s.gpu_used);
     free(s.jobs);
     free(s.allocs);
     free(s.alloc_job);

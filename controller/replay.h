@@ -62,6 +62,7 @@ struct tm_replay_stats {
     double utilisation;           /* over the makespan */
     double utilisation_arrival;   /* over first..last submission */
     double idle_while_waiting_gpu_hours;
+    double idle_sliver_gpu_hours; /* the part on partly used GPUs (share slivers) */
     double wait_mean_s, wait_p50_s, wait_p95_s, wait_p99_s, wait_max_s;
     double jct_mean_s;
     double makespan_s;

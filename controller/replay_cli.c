@@ -422,20 +422,20 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                         printf("load: offered = GPU-seconds of work / (capacity x arrival span); "
                                "factor = inter-arrival multiplier\n\n");
                         printf("| policy | GPUs | nodes | load (native, factor) | jobs | util makespan | "
-                               "util arrival | idle-while-waiting GPU-h | wait mean/p50/p95/p99/max s | "
+                               "util arrival | idle-while-waiting GPU-h (on slivers) | wait mean/p50/p95/p99/max s | "
                                "JCT mean s | makespan h | starved | res. slips (of held) mean/max s | "
                                "evictions (GPU-h lost) | events/s |\n");
                         printf("|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|---:|\n");
                         header = true;
                     }
                     if (!o->json)
-                        printf("| %s | %d | %zu | %.2f (%.4f, x%.4f) | %zu | %.1f%% | %.1f%% | %.1f | "
+                        printf("| %s | %d | %zu | %.2f (%.4f, x%.4f) | %zu | %.1f%% | %.1f%% | %.1f (%.1f) | "
                                "%.0f / %.0f / %.0f / %.0f / %.0f | %.0f | %.1f | %zu | %zu (%zu) "
                                "%.0f/%.0f | %zu (%.1f) | %.0f |\n",
                                tm_sched_policy_name(cfg.policy), st.gpus, st.nodes, st.load,
                                st.native_load, st.factor, st.jobs, 100 * st.utilisation,
                                100 * st.utilisation_arrival, st.idle_while_waiting_gpu_hours,
-                               st.wait_mean_s, st.wait_p50_s, st.wait_p95_s, st.wait_p99_s,
+                               st.idle_sliver_gpu_hours, st.wait_mean_s, st.wait_p50_s, st.wait_p95_s, st.wait_p99_s,
                                st.wait_max_s, st.jct_mean_s, st.makespan_s / 3600, st.starved,
                                st.reservation_slips, st.reserved_jobs, st.slip_mean_s, st.slip_max_s,
                                st.preemptions, st.preempted_gpu_hours, st.events_per_s);
@@ -460,6 +460,7 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                     add_num(obj, "utilisation_arrival", st.utilisation_arrival);
                     cJSON_AddNullToObject(obj, "allocation");
                     add_num(obj, "idle_while_waiting_gpu_hours", st.idle_while_waiting_gpu_hours);
+                    add_num(obj, "idle_sliver_gpu_hours", st.idle_sliver_gpu_hours);
                     add_num(obj, "wait_mean_s", st.wait_mean_s);
                     add_num(obj, "wait_p50_s", st.wait_p50_s);
                     add_num(obj, "wait_p95_s", st.wait_p95_s);

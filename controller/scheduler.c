@@ -40,9 +40,11 @@
  *           smallest share asked), then the tightest fit, then CPU.  A job
  *           too big for every node of a model counts as constrained away
  *           from it.
- *    reserve: only for jobs aged past half the bound, up to
- *           max_reservations; a reservation sticks to the node it held
- *           (hold_node) so a drain, once begun, completes.
+ *    reserve: for jobs aged past half the bound, up to max_reservations,
+ *           and for the first blocked job when its models' free GPUs would
+ *           hold it in total but no single node does (see fragmented());
+ *           a reservation sticks to the node it held (hold_node) so a
+ *           drain, once begun, completes.
  *    fill:  a non-preemptible job may use a reserved node before the start
  *           only if twice its estimate ends by the start first promised
  *           (hold_start_ms); preemptible work may use it on loan whatever
@@ -149,6 +151,7 @@ struct ctx {
     int64_t slot_maxcpu[TM_GPU_MODELS_MAX];
     int64_t slot_maxmem[TM_GPU_MODELS_MAX];
     int64_t any_maxcpu, any_maxmem;
+    int64_t slot_free[TM_GPU_MODELS_MAX]; /* free GPU milli per model, kept current */
 
     /* first-fit tree (fifo, backfill) */
     size_t tsize;
@@ -531,8 +534,11 @@ static void node_take(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, co
 
     index_del(c, i);
     for (int g = 0; g < s->gpus; g++)
-        if (mask >> g & 1)
+        if (mask >> g & 1) {
             s->free[g] = (int16_t)(s->free[g] - milli);
+            if (s->ok && s->mslot >= 0)
+                c->slot_free[s->mslot] -= milli;
+        }
     s->cpu -= nd->cpu;
     s->mem -= nd->mem;
     nst_refresh(s);
@@ -545,8 +551,11 @@ static void node_give(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, co
 
     index_del(c, i);
     for (int g = 0; g < s->gpus; g++)
-        if (mask >> g & 1)
+        if (mask >> g & 1) {
             s->free[g] = (int16_t)(s->free[g] + milli);
+            if (s->ok && s->mslot >= 0)
+                c->slot_free[s->mslot] += milli;
+        }
     s->cpu += nd->cpu;
     s->mem += nd->mem;
     nst_refresh(s);
@@ -1118,12 +1127,18 @@ struct score {
     int64_t strand;   /* GPU milli this placement strands */
     int64_t fit;      /* free left where placed: GPUs*1000 or share */
     int64_t cpu_left; /* best fit on CPU last */
+    bool share_fit;   /* a share: tightest fit before stranding */
 };
 
 static int score_cmp(const struct score *a, const struct score *b)
 {
     if (a->pressure != b->pressure)
         return a->pressure < b->pressure ? -1 : 1;
+    /* A share goes on the tightest GPU first: filling a partly used GPU
+     * to the brim may leave a sliver nobody asks for, but starting a fresh
+     * GPU leaves the partly used one idle as well, and more of it. */
+    if (a->share_fit && a->fit != b->fit)
+        return a->fit < b->fit ? -1 : 1;
     if (a->strand != b->strand)
         return a->strand < b->strand ? -1 : 1;
     if (a->fit != b->fit)
@@ -1174,6 +1189,7 @@ static void score_of(const struct ctx *c, int32_t j, int32_t i, uint32_t mask, i
     else
         ret->fit = nst_free_milli(&after);
     ret->cpu_left = after.cpu;
+    ret->share_fit = nd->gpus == 0 && nd->milli > 0;
 }
 
 /* The best node for one member of job j among nodes not yet used by this
@@ -1426,6 +1442,22 @@ static void order_keys(const struct ctx *c, struct okey *keys)
     }
 }
 
+/* Whether the free GPUs of the job's models would hold it in total but no
+ * node holds it: the capacity is there, only fragmented, and idles while
+ * the job waits.  Then draining one node for it costs nothing that anyone
+ * else would have used; when the cluster is simply full, it does. */
+static bool fragmented(const struct ctx *c, const struct need *nd)
+{
+    int64_t want = (int64_t)(nd->gpus > 0 ? nd->gpus * MILLI : nd->milli) * nd->nodes, have = 0;
+
+    if (want == 0)
+        return false;
+    for (int s = 0; s < c->nslots; s++)
+        if (nd->slots >> s & 1)
+            have += c->slot_free[s];
+    return have >= want;
+}
+
 /* ---------- the pass ---------- */
 
 static int validate_and_load(struct ctx *c)
@@ -1488,6 +1520,7 @@ static int validate_and_load(struct ctx *c)
         if (s->ok && s->mslot >= 0) {
             const struct tm_sched_node *n = &in->nodes[i];
             int sl = s->mslot;
+            c->slot_free[sl] += nst_free_milli(s);
             if (n->gpus > c->slot_maxg[sl])
                 c->slot_maxg[sl] = n->gpus;
             if (n->cpu_milli > c->slot_maxcpu[sl])
@@ -1636,12 +1669,14 @@ static int run_pass(struct ctx *c, const struct okey *keys)
             note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "queue head: no room now, blocks the queue");
             continue;
         }
-        /* EASY reserves for the queue head.  tarmac reserves only for jobs
-         * aged past half the bound: a reservation drains a node, and
-         * draining for every blocked head costs the many small jobs more
-         * than it gives the few big ones (measured on openb: higher p95);
-         * the aged ones still start within the bound. */
-        if (nreserved < max_res && (pol == TM_POLICY_BACKFILL || is_urgent(c, j))) {
+        /* EASY reserves for the queue head.  tarmac reserves for jobs aged
+         * past half the bound, and for the first blocked job only when the
+         * free capacity of its models is merely fragmented: a reservation
+         * drains a node, and draining for every blocked head when the
+         * cluster is full costs the many small jobs more than it gives the
+         * few big ones (measured on openb: higher p95). */
+        if (nreserved < max_res &&
+            (pol == TM_POLICY_BACKFILL || is_urgent(c, j) || (nreserved == 0 && fragmented(c, nd)))) {
             size_t before = c->r.nreservations;
             r = reserve(c, j, &linked);
             if (r < 0)

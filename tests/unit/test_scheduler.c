@@ -389,6 +389,36 @@ static void test_sticky_reservation(void **state)
     tm_sched_result_release(&r);
 }
 
+/* tarmac reserves for a fresh blocked job only when the free GPUs would
+ * hold it but are spread over nodes (they idle while it waits); when the
+ * cluster is simply full it leaves the nodes to the queue until the job
+ * ages.  EASY reserves either way. */
+static void test_reserve_when_fragmented(void **state)
+{
+    struct tm_sched_node n[2] = {node8(1, 0), node8(2, 0)};
+    struct tm_sched_alloc a[2] = {hold(0, 0x0f, 2 * H), hold(1, 0xf0, 3 * H)};
+    struct tm_sched_job j[1] = {job(10, 0, 8, H)};
+    struct tm_sched_result r = {0};
+
+    (void)state;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 1, n, 2, a, 2, 10, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[0].node, 0);
+    tm_sched_result_release(&r);
+    a[0].gpu_mask = 0xff;
+    a[1].gpu_mask = 0xff;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 1, n, 2, a, 2, 10, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_WAIT_CAPACITY);
+    tm_sched_result_release(&r);
+    assert_int_equal(run(TM_POLICY_BACKFILL, j, 1, n, 2, a, 2, 10, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    tm_sched_result_release(&r);
+    /* aged past half the bound: tarmac reserves too */
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 1, n, 2, a, 2, 30 * H, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    tm_sched_result_release(&r);
+}
+
 /* ---------- properties on random inputs ---------- */
 
 static uint64_t rng_next(uint64_t *s)
@@ -587,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_starvation_bound),
         cmocka_unit_test(test_loans_and_eviction),
         cmocka_unit_test(test_sticky_reservation),
+        cmocka_unit_test(test_reserve_when_fragmented),
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_bad_input),
     };
