@@ -8,7 +8,7 @@
 
 #include <openssl/crypto.h>
 
-#define TM_LOG_SECRETS_MAX 32
+#define TM_LOG_SECRETS_MAX 256
 #define TM_LOG_LINE_MAX 4096
 
 /* The logger is process-wide state by nature: one stream, one level.  It is
@@ -44,16 +44,42 @@ void tm_log_set_stream(FILE *stream)
     tm_logger.stream = stream;
 }
 
+static void forget(size_t i)
+{
+    OPENSSL_cleanse(tm_logger.secrets[i], strlen(tm_logger.secrets[i]));
+    free(tm_logger.secrets[i]);
+    memmove(&tm_logger.secrets[i], &tm_logger.secrets[i + 1],
+            (tm_logger.nsecrets - i - 1) * sizeof(tm_logger.secrets[0]));
+    tm_logger.nsecrets--;
+}
+
 void tm_log_add_secret(const char *secret)
 {
-    if (!secret || strlen(secret) < 4 || tm_logger.nsecrets == TM_LOG_SECRETS_MAX)
+    char *copy;
+
+    if (!secret || strlen(secret) < 4)
         return;
     for (size_t i = 0; i < tm_logger.nsecrets; i++)
         if (strcmp(tm_logger.secrets[i], secret) == 0)
             return;
-    char *copy = strdup(secret);
-    if (copy)
-        tm_logger.secrets[tm_logger.nsecrets++] = copy;
+    copy = strdup(secret);
+    if (!copy)
+        return;
+    /* Full: forget the oldest.  Rotated credentials register new secrets
+     * for the life of the process; the oldest are long expired, while a
+     * new one must never go unredacted. */
+    if (tm_logger.nsecrets == TM_LOG_SECRETS_MAX)
+        forget(0);
+    tm_logger.secrets[tm_logger.nsecrets++] = copy;
+}
+
+void tm_log_remove_secret(const char *secret)
+{
+    for (size_t i = 0; secret && i < tm_logger.nsecrets; i++)
+        if (strcmp(tm_logger.secrets[i], secret) == 0) {
+            forget(i);
+            return;
+        }
 }
 
 void tm_log_clear_secrets(void)

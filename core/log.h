@@ -38,6 +38,10 @@ void tm_log_set_stream(FILE *stream);
  * shorter than 4 bytes are ignored (they would redact ordinary words). */
 void tm_log_add_secret(const char *secret);
 
+/* Forget one secret (rotated credentials), wiping the copy.  When more than
+ * 256 are registered the oldest is forgotten, never the newest. */
+void tm_log_remove_secret(const char *secret);
+
 /* Forget all secrets, wiping the copies. */
 void tm_log_clear_secrets(void);
 

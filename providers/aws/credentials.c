@@ -835,6 +835,12 @@ static void finish(struct tm_aws_credential_provider *p, int status,
     p->fetching = false;
     OPENSSL_cleanse(p->imds_token, sizeof(p->imds_token));
     if (status == 0) {
+        /* Rotated out: the logger need not keep redacting the old pair. */
+        if (p->have && strcmp(p->cached.secret_key, cred->secret_key) != 0) {
+            tm_log_remove_secret(p->cached.secret_key);
+            if (p->cached.session_token[0])
+                tm_log_remove_secret(p->cached.session_token);
+        }
         tm_aws_credentials_clear(&p->cached);
         p->cached = *cred;
         p->have = true;

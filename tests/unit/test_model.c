@@ -72,6 +72,28 @@ static void test_log_redacts_secrets(void **state)
     assert_non_null(strstr(buf, "msg=\"calling\""));
 }
 
+static void test_log_secret_limit_keeps_newest(void **state)
+{
+    char buf[4096], secret[32];
+    FILE *f;
+    (void)state;
+    for (int i = 0; i < 300; i++) {
+        snprintf(secret, sizeof(secret), "rotated-secret-%04d", i);
+        tm_log_add_secret(secret);
+    }
+    f = fmemopen(buf, sizeof(buf), "w");
+    assert_non_null(f);
+    tm_log_set_stream(f);
+    tm_log_info("rotation", "newest=%s", "rotated-secret-0299");
+    tm_log_remove_secret("rotated-secret-0298");
+    tm_log_info("rotation", "removed=%s", "rotated-secret-0298");
+    fclose(f);
+    tm_log_set_stream(NULL);
+    tm_log_clear_secrets();
+    assert_null(strstr(buf, "newest=rotated-secret-0299"));
+    assert_non_null(strstr(buf, "removed=rotated-secret-0298"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -79,6 +101,7 @@ int main(void)
         cmocka_unit_test(test_durations),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_log_redacts_secrets),
+        cmocka_unit_test(test_log_secret_limit_keeps_newest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
