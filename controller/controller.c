@@ -20,6 +20,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/provider.h"
+#include "providers/aws/aws_provider.h"
 #include "providers/sim/sim_provider.h"
 
 #define TM_STOP_DEADLINE_MS 10000
@@ -57,6 +58,9 @@ struct tm_controller {
     uint64_t started_real;
     unsigned closes_pending;
     unsigned calls_inflight;        /* cloud calls and their store writes */
+    unsigned validations_pending;   /* provider checks before the first tick */
+    int exit_status;                /* < 0: a start-up check refused to run */
+    char exit_reason[512];
 
     /* The pass in progress. */
     int64_t now_ms;
@@ -625,7 +629,7 @@ static void on_tick(uv_timer_t *t)
 {
     struct tm_controller *ctl = t->data;
 
-    if (ctl->tick_running || ctl->stopping)
+    if (ctl->tick_running || ctl->stopping || ctl->validations_pending > 0)
         return;
     if (ctl->opts.max_wall_ms > 0 &&
         uv_now(&ctl->loop) - ctl->started_real >= (uint64_t)ctl->opts.max_wall_ms) {
@@ -763,6 +767,25 @@ static void on_leader_conn_state(int status, const char *error, void *data)
     }
 }
 
+/* A provider checked its pools against the cloud (e.g. DescribeInstanceTypes):
+ * a pool the cloud cannot serve is a configuration error, refused at start;
+ * a cloud that could not be asked is retried by the ticks. */
+static void on_validated(int status, const char *reason, void *data)
+{
+    struct tm_controller *ctl = data;
+
+    ctl->validations_pending--;
+    if (status == TM_EINVAL) {
+        tm_log_error("configuration refused by the cloud", "reason=\"%s\"", reason ? reason : "");
+        snprintf(ctl->exit_reason, sizeof(ctl->exit_reason), "invalid pool: %s", reason ? reason : "");
+        ctl->exit_status = TM_EINVAL;
+        begin_stop(ctl, "invalid pool definition");
+    } else if (status < 0 && status != TM_ECANCELED) {
+        tm_log_warn("could not check pools against the cloud, starting anyway", "error=%s reason=\"%s\"",
+                    tm_err_name(status), reason ? reason : "");
+    }
+}
+
 static int create_providers(struct tm_controller *ctl, const char *db_url, char *err, size_t errsize)
 {
     const struct tm_config *cfg = ctl->cfg;
@@ -782,9 +805,18 @@ static int create_providers(struct tm_controller *ctl, const char *db_url, char 
                 snprintf(err, errsize, "could not start provider \"%s\": %s", p->name, tm_strerror(r));
                 return r;
             }
+        } else if (strcmp(p->kind, "aws") == 0) {
+            int r = tm_aws_provider_create(&ctl->loop, cfg, p, &ctl->providers[i]);
+            if (r == 0)
+                r = tm_aws_validate_pools(ctl->providers[i], on_validated, ctl);
+            if (r < 0) {
+                snprintf(err, errsize, "could not start provider \"%s\": %s", p->name, tm_strerror(r));
+                return r;
+            }
+            ctl->validations_pending++;
         } else {
             snprintf(err, errsize,
-                     "provider \"%s\": kind \"%s\" is not available in this build (only \"sim\" is)",
+                     "provider \"%s\": kind \"%s\" is not available in this build (sim and aws are)",
                      p->name, p->kind);
             return TM_EINVAL;
         }
@@ -844,6 +876,10 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     }
 
     uv_run(&ctl->loop, UV_RUN_DEFAULT);
+    if (r == 0 && ctl->exit_status < 0) {
+        r = ctl->exit_status;
+        snprintf(err, errsize, "%s", ctl->exit_reason);
+    }
     int rc = uv_loop_close(&ctl->loop);
     if (rc != 0) {
         tm_log_error("event loop did not close cleanly", "error=%s", uv_strerror(rc));

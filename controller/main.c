@@ -6,9 +6,24 @@
 
 #include "controller/cli.h"
 #include "controller/replay.h"
+#include "providers/aws/aws_provider.h"
 
-/* TEMPORARY while replay lands: weak so the daemon links without it. */
-#pragma weak tm_replay_main
+/* `tarmac check PROVIDER ...`: credentials and API reachability before the
+ * first serve. */
+static int check_main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "aws") == 0)
+        return tm_aws_check_main(argc, argv);
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        printf("Usage: tarmac check aws [--region R] [--instance-types T1,T2,...]\n\n"
+               "Resolve credentials as the controller does, call the cloud and print what it\n"
+               "offers.  Exit 0 ok, 3 authentication failed, 1 other failure.\n");
+        return TM_EXIT_OK;
+    }
+    fprintf(stderr, "tarmac check: unrecognized provider \"%s\" (valid: aws)\n",
+            argc >= 2 ? argv[1] : "");
+    return TM_EXIT_USAGE;
+}
 
 static const struct {
     const char *name;
@@ -23,6 +38,7 @@ static const struct {
     {"pools", tm_cli_pools, "list pools"},
     {"decisions", tm_cli_decisions, "show decisions and their reasons"},
     {"summary", tm_cli_summary, "totals: jobs, nodes, GPU-hours, dollars"},
+    {"check", check_main, "check cloud credentials and offerings (check aws)"},
     {"replay", tm_replay_main, "replay a GPU cluster trace through the scheduler"},
 };
 
@@ -45,7 +61,7 @@ int main(int argc, char **argv)
         return TM_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (strcmp(argv[1], commands[i].name) == 0 && commands[i].run)
+        if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "tarmac: unrecognized command \"%s\"\n", argv[1]);
     usage(stderr);
