@@ -1,0 +1,709 @@
+/*
+ * controller/forecast.c: the online demand forecaster and its two
+ * baselines (see forecast.h for the model and the scoring rules).
+ *
+ * Pure: no I/O, no clock, no globals.  All memory is allocated in
+ * tm_forecast_new() and sized by the parameters.
+ */
+#include "controller/forecast.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+#define DAY_MS INT64_C(86400000)
+#define WEEK_MS (7 * DAY_MS)
+#define DAILY_BUCKET_MS (15 * INT64_C(60000))
+#define WEEKLY_BUCKET_MS (60 * INT64_C(60000))
+
+/*
+ * Error quantiles are conditional on volatility: an EWMA of |y_t - y_t-1|
+ * that forgets within minutes, ranked against its own recent values.  On
+ * GPU demand most minutes change nothing and a few busy stretches carry
+ * nearly all the error, so one error distribution for every minute puts
+ * the upper bound at the mean in busy minutes as well as quiet ones.  Each
+ * horizon keeps one error window per volatility band (ranks below 50 %,
+ * 50-70, 70-80, 80-90, 90-95, above 95 %) and a pooled one, used while a
+ * band holds fewer than BAND_MIN errors.
+ */
+#define VOL_RATE 0.3
+#define NBAND 6
+#define BAND_MIN 50
+static const double band_edges[NBAND - 1] = {0.5, 0.7, 0.8, 0.9, 0.95};
+
+/* Weight of the newest error in each parameter set's running MAE: about a
+ * day of one-minute steps, long enough not to flip on every burst. */
+#define MAE_RATE 0.002
+
+/*
+ * The parameter bank: (alpha, beta, gamma daily, gamma weekly, phi).  alpha
+ * = 1 with no season is the random walk, so the bank can always fall back
+ * to "the last value" on series that jump more than they drift; low alphas
+ * let the seasons carry the forecast.  Damping phi = 0.98 per step makes a
+ * trend fade within about an hour of minutes (a burst of arrivals is not a
+ * trend); the undamped sets follow a real ramp exactly.  Seasonal gammas are per step and
+ * each 15-minute bucket sees 15 steps a day, hence the small values.  The
+ * rule gamma_d + gamma_w <= 1 - alpha keeps the total reaction to one
+ * error at most one (no overshoot).
+ */
+static const double bank[][5] = {
+    {1.00, 0.000, 0.000, 0.000, 0.98},
+    {1.00, 0.020, 0.000, 0.000, 0.98},
+    {1.00, 0.050, 0.000, 0.000, 1.00},
+    {0.80, 0.000, 0.020, 0.010, 0.98},
+    {0.80, 0.020, 0.020, 0.010, 0.98},
+    {0.50, 0.000, 0.030, 0.010, 0.98},
+    {0.50, 0.010, 0.030, 0.010, 0.98},
+    {0.50, 0.020, 0.030, 0.010, 1.00},
+    {0.25, 0.000, 0.050, 0.020, 0.98},
+    {0.25, 0.005, 0.050, 0.020, 0.98},
+    {0.10, 0.000, 0.050, 0.020, 0.98},
+    {0.10, 0.002, 0.050, 0.020, 0.98},
+};
+#define NCAND ((int)(sizeof(bank) / sizeof(bank[0])))
+
+struct errwin {
+    double *ring;   /* insertion order; slot head is the oldest when full */
+    double *sorted; /* the same values, ascending */
+    int32_t n, head;
+};
+
+struct cand {
+    double level, trend;
+    double *daily, *weekly;
+    double mae;
+};
+
+/* What one step does to one parameter set: computed by step_compute(),
+ * applied by commit() or only looked at by predict(). */
+struct cand_next {
+    double level, trend, e;
+    int32_t di[2], wi[2];
+    double dd[2], wd[2]; /* deltas to daily[di[k]], weekly[wi[k]] */
+    double mae;
+};
+
+struct step_next {
+    int64_t step;
+    double y;
+    double vol;
+    int best;
+    bool daily_on, weekly_on;
+    struct cand_next c[NCAND];
+};
+
+struct tm_forecast {
+    enum tm_forecast_kind kind;
+    struct tm_forecast_params p;
+    int32_t H, W;
+    int64_t day_steps, week_steps;
+    int32_t nbd, nbw;     /* season buckets */
+    double bd_ms, bw_ms;  /* bucket widths */
+
+    bool have_open, have_closed;
+    int64_t first_step, open_step, last_step;
+    double open_value, last_value;
+
+    /* tarmac */
+    struct cand cands[NCAND];
+    double *seasons;      /* NCAND x (nbd + nbw) */
+    double vol;
+    struct errwin volwin; /* recent volatilities, to rank the current one */
+    int best;
+    double *cfc;          /* NCAND x H: forecasts for step origin + H, slot origin % H */
+    int64_t *cfc_target;  /* H */
+
+    /* seasonal-naive: the last day of values, slot step % day_steps */
+    double *hist;
+    int64_t *hist_step;
+
+    /* Errors of the output, per horizon: forecasts made at origin for
+     * origin + h, slot origin % (H + 1), with the volatility band at the
+     * origin (-1: pooled only, the baselines). */
+    double *out_mean;     /* (H + 1) x H */
+    int32_t *out_band;    /* H + 1 */
+    int64_t *out_origin;  /* H + 1 */
+    int32_t nwin;         /* windows per horizon: NBAND + 1 or 1; pooled last */
+    struct errwin *win;   /* H x nwin */
+};
+
+static int64_t floordiv(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+
+    if ((a % b != 0) && ((a < 0) != (b < 0)))
+        q--;
+    return q;
+}
+
+static int64_t floormod(int64_t a, int64_t b)
+{
+    return a - floordiv(a, b) * b;
+}
+
+void tm_forecast_params_default(struct tm_forecast_params *p)
+{
+    p->step_ms = 60000;
+    p->horizon_steps = 4;
+    p->window = 2880;
+    p->nonnegative = true;
+}
+
+const char *tm_forecast_kind_name(enum tm_forecast_kind kind)
+{
+    switch (kind) {
+    case TM_FORECAST_TARMAC:
+        return "tarmac";
+    case TM_FORECAST_NAIVE:
+        return "naive";
+    case TM_FORECAST_SEASONAL_NAIVE:
+        return "seasonal-naive";
+    default:
+        return NULL;
+    }
+}
+
+/*
+ * Error windows: a ring for age order and a sorted copy for quantiles.
+ * Insert and evict are a binary search and a memmove, O(W) bytes moved but
+ * tiny next to a minute of wall time.
+ */
+static int32_t sorted_find(const double *a, int32_t n, double x)
+{
+    int32_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        int32_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+static void win_push(struct errwin *w, int32_t cap, double x)
+{
+    int32_t i;
+
+    if (w->n == cap) {
+        double old = w->ring[w->head];
+        i = sorted_find(w->sorted, w->n, old);
+        memmove(w->sorted + i, w->sorted + i + 1, (size_t)(w->n - i - 1) * sizeof(double));
+        w->n--;
+        w->ring[w->head] = x;
+        w->head = (w->head + 1) % cap;
+    } else {
+        w->ring[(w->head + w->n) % cap] = x;
+    }
+    i = sorted_find(w->sorted, w->n, x);
+    memmove(w->sorted + i + 1, w->sorted + i, (size_t)(w->n - i) * sizeof(double));
+    w->sorted[i] = x;
+    w->n++;
+}
+
+/* The empirical q-quantile (inverse of the empirical CDF), 0 if empty. */
+static double win_quantile(const struct errwin *w, double q)
+{
+    int32_t k;
+
+    if (w->n == 0)
+        return 0.0;
+    k = (int32_t)ceil(q * w->n) - 1;
+    if (k < 0)
+        k = 0;
+    if (k >= w->n)
+        k = w->n - 1;
+    return w->sorted[k];
+}
+
+int tm_forecast_new(enum tm_forecast_kind kind, const struct tm_forecast_params *p,
+                    struct tm_forecast **ret)
+{
+    struct tm_forecast *f = NULL;
+    int r = TM_EINVAL;
+    size_t H, W;
+
+    if (kind < 0 || kind >= TM_FORECAST_KIND_MAX || !p || !ret)
+        goto out;
+    if (p->step_ms < 1000 || p->step_ms > DAY_MS || p->horizon_steps < 1 ||
+        p->horizon_steps > TM_FORECAST_HORIZON_MAX || p->window < 1 ||
+        p->window > TM_FORECAST_WINDOW_MAX)
+        goto out;
+    r = TM_ENOMEM;
+    f = calloc(1, sizeof(*f));
+    if (!f)
+        goto out;
+    f->kind = kind;
+    f->p = *p;
+    f->H = p->horizon_steps;
+    f->W = p->window;
+    H = (size_t)f->H;
+    W = (size_t)f->W;
+    f->day_steps = DAY_MS / p->step_ms;
+    f->week_steps = WEEK_MS / p->step_ms;
+    /* Buckets no finer than the step, and a whole number per season. */
+    f->bd_ms = (double)(p->step_ms > DAILY_BUCKET_MS ? p->step_ms : DAILY_BUCKET_MS);
+    f->nbd = (int32_t)(DAY_MS / (int64_t)f->bd_ms);
+    f->bd_ms = (double)DAY_MS / f->nbd;
+    f->bw_ms = (double)(p->step_ms > WEEKLY_BUCKET_MS ? p->step_ms : WEEKLY_BUCKET_MS);
+    f->nbw = (int32_t)(WEEK_MS / (int64_t)f->bw_ms);
+    f->bw_ms = (double)WEEK_MS / f->nbw;
+
+    f->out_mean = calloc((H + 1) * H, sizeof(double));
+    f->out_band = calloc(H + 1, sizeof(int32_t));
+    f->out_origin = malloc((H + 1) * sizeof(int64_t));
+    f->nwin = kind == TM_FORECAST_TARMAC ? NBAND + 1 : 1;
+    f->win = calloc(H * (size_t)f->nwin, sizeof(*f->win));
+    if (!f->out_mean || !f->out_band || !f->out_origin || !f->win)
+        goto out;
+    for (size_t i = 0; i <= H; i++)
+        f->out_origin[i] = INT64_MIN;
+    for (size_t i = 0; i < H * (size_t)f->nwin; i++) {
+        f->win[i].ring = malloc(W * sizeof(double));
+        f->win[i].sorted = malloc(W * sizeof(double));
+        if (!f->win[i].ring || !f->win[i].sorted)
+            goto out;
+    }
+    if (kind == TM_FORECAST_TARMAC) {
+        size_t per = (size_t)(f->nbd + f->nbw);
+        f->seasons = calloc((size_t)NCAND * per, sizeof(double));
+        f->cfc = calloc((size_t)NCAND * H, sizeof(double));
+        f->cfc_target = malloc(H * sizeof(int64_t));
+        f->volwin.ring = malloc(W * sizeof(double));
+        f->volwin.sorted = malloc(W * sizeof(double));
+        if (!f->seasons || !f->cfc || !f->cfc_target || !f->volwin.ring || !f->volwin.sorted)
+            goto out;
+        for (size_t i = 0; i < H; i++)
+            f->cfc_target[i] = INT64_MIN;
+        for (int c = 0; c < NCAND; c++) {
+            f->cands[c].daily = f->seasons + (size_t)c * per;
+            f->cands[c].weekly = f->cands[c].daily + f->nbd;
+        }
+    } else if (kind == TM_FORECAST_SEASONAL_NAIVE) {
+        f->hist = malloc((size_t)f->day_steps * sizeof(double));
+        f->hist_step = malloc((size_t)f->day_steps * sizeof(int64_t));
+        if (!f->hist || !f->hist_step)
+            goto out;
+        for (int64_t i = 0; i < f->day_steps; i++)
+            f->hist_step[i] = INT64_MIN;
+    }
+    *ret = f;
+    f = NULL;
+    r = 0;
+out:
+    tm_forecast_free(f);
+    return r;
+}
+
+void tm_forecast_free(struct tm_forecast *f)
+{
+    if (!f)
+        return;
+    if (f->win)
+        for (size_t i = 0; i < (size_t)f->H * (size_t)f->nwin; i++) {
+            free(f->win[i].ring);
+            free(f->win[i].sorted);
+        }
+    free(f->win);
+    free(f->volwin.ring);
+    free(f->volwin.sorted);
+    free(f->out_mean);
+    free(f->out_band);
+    free(f->out_origin);
+    free(f->seasons);
+    free(f->cfc);
+    free(f->cfc_target);
+    free(f->hist);
+    free(f->hist_step);
+    free(f);
+}
+
+/* Interpolation in a season of nb buckets of width bms: the two buckets
+ * around the step's start and the weight of the second. */
+static void season_pos(int64_t step, int64_t step_ms, int64_t period_ms, double bms, int32_t nb,
+                       int32_t ret_i[2], double *ret_frac)
+{
+    double x = (double)floormod(step * step_ms, period_ms) / bms - 0.5;
+    double fl = floor(x);
+    int32_t i0 = (int32_t)fl;
+
+    *ret_frac = x - fl;
+    i0 = (int32_t)(((i0 % nb) + nb) % nb);
+    ret_i[0] = i0;
+    ret_i[1] = (i0 + 1) % nb;
+}
+
+static double season_at(const struct tm_forecast *f, const double *s, int32_t nb, double bms,
+                        int64_t period_ms, int64_t step, const int32_t di[2], const double dd[2])
+{
+    int32_t i[2];
+    double fr, v[2];
+
+    season_pos(step, f->p.step_ms, period_ms, bms, nb, i, &fr);
+    for (int k = 0; k < 2; k++) {
+        v[k] = s[i[k]];
+        /* Pending deltas of the step being looked at (predict()). */
+        if (di)
+            for (int m = 0; m < 2; m++)
+                if (di[m] == i[k])
+                    v[k] += dd[m];
+    }
+    return (1.0 - fr) * v[0] + fr * v[1];
+}
+
+/* Sum of phi^i for i = 1..n. */
+static double damp_sum(double phi, int64_t n)
+{
+    if (n <= 0)
+        return 0.0;
+    if (phi == 1.0)
+        return (double)n;
+    return phi * (1.0 - pow(phi, (double)n)) / (1.0 - phi);
+}
+
+/* Forecast of parameter set c for step `target`, made at `origin`, from
+ * the state after step `next` (not yet applied when next is given). */
+static double cand_forecast(const struct tm_forecast *f, const struct step_next *nx, int c,
+                            int64_t origin, int64_t target)
+{
+    const struct cand *cd = &f->cands[c];
+    const struct cand_next *cn = &nx->c[c];
+    double v = cn->level + cn->trend * damp_sum(bank[c][4], target - origin);
+
+    if (nx->daily_on)
+        v += season_at(f, cd->daily, f->nbd, f->bd_ms, DAY_MS, target, cn->di, cn->dd);
+    if (nx->weekly_on)
+        v += season_at(f, cd->weekly, f->nbw, f->bw_ms, WEEK_MS, target, cn->wi, cn->wd);
+    return v;
+}
+
+/*
+ * What committing value y at step j would do, written to nx and not to f.
+ * Missing steps between the last closed step and j let the state run on
+ * (level follows the damped trend, nothing is learned).
+ */
+static void step_compute(const struct tm_forecast *f, int64_t j, double y, struct step_next *nx)
+{
+    int64_t gap = f->have_closed ? j - f->last_step - 1 : 0;
+    double best_mae = INFINITY;
+
+    nx->step = j;
+    nx->y = y;
+    nx->best = 0;
+    nx->vol = f->vol;
+    if (f->kind != TM_FORECAST_TARMAC)
+        return;
+    if (f->have_closed)
+        nx->vol += VOL_RATE * (fabs(y - f->last_value) - nx->vol);
+    nx->daily_on = f->have_closed && j - f->first_step >= f->day_steps;
+    nx->weekly_on = f->have_closed && j - f->first_step >= f->week_steps;
+    for (int c = 0; c < NCAND; c++) {
+        const struct cand *cd = &f->cands[c];
+        struct cand_next *cn = &nx->c[c];
+        double alpha = bank[c][0], beta = bank[c][1], gd = bank[c][2], gw = bank[c][3];
+        double phi = bank[c][4];
+        double l0, b0, sd = 0.0, sw = 0.0, fr;
+        int32_t slot = (int32_t)floormod(j, f->H);
+
+        memset(cn, 0, sizeof(*cn));
+        cn->di[0] = cn->di[1] = cn->wi[0] = cn->wi[1] = -1;
+        if (!f->have_closed) {
+            /* First step: the level is the value. */
+            cn->level = y;
+            cn->mae = cd->mae;
+            continue;
+        }
+        l0 = cd->level + cd->trend * damp_sum(phi, gap);
+        b0 = cd->trend * pow(phi, (double)gap);
+        if (nx->daily_on) {
+            season_pos(j, f->p.step_ms, DAY_MS, f->bd_ms, f->nbd, cn->di, &fr);
+            sd = (1.0 - fr) * cd->daily[cn->di[0]] + fr * cd->daily[cn->di[1]];
+            cn->dd[0] = (1.0 - fr);
+            cn->dd[1] = fr;
+        }
+        if (nx->weekly_on) {
+            season_pos(j, f->p.step_ms, WEEK_MS, f->bw_ms, f->nbw, cn->wi, &fr);
+            sw = (1.0 - fr) * cd->weekly[cn->wi[0]] + fr * cd->weekly[cn->wi[1]];
+            cn->wd[0] = (1.0 - fr);
+            cn->wd[1] = fr;
+        }
+        cn->e = y - (l0 + phi * b0 + sd + sw);
+        cn->level = l0 + phi * b0 + alpha * cn->e;
+        cn->trend = phi * b0 + beta * cn->e;
+        for (int k = 0; k < 2; k++) {
+            cn->dd[k] *= gd * cn->e;
+            cn->wd[k] *= gw * cn->e;
+        }
+        /* The horizon-step error of this parameter set, if it forecast j. */
+        cn->mae = cd->mae;
+        if (f->cfc_target[slot] == j)
+            cn->mae += MAE_RATE * (fabs(y - f->cfc[(size_t)c * (size_t)f->H + (size_t)slot]) - cn->mae);
+        /* Strictly lower wins, so ties go to the earlier (simpler) set. */
+        if (cn->mae < best_mae) {
+            best_mae = cn->mae;
+            nx->best = c;
+        }
+    }
+}
+
+/* The volatility band after nx: the rank of its volatility among the
+ * recent ones (share strictly below it); -1 for the baselines. */
+static int32_t next_band(const struct tm_forecast *f, const struct step_next *nx)
+{
+    int32_t b = 0;
+    double rank;
+
+    if (f->kind != TM_FORECAST_TARMAC)
+        return -1;
+    if (f->volwin.n == 0)
+        return 0;
+    rank = (double)sorted_find(f->volwin.sorted, f->volwin.n, nx->vol) / f->volwin.n;
+    while (b < NBAND - 1 && rank >= band_edges[b])
+        b++;
+    return b;
+}
+
+/* The error window for horizon h and band b: the band's own once it has
+ * BAND_MIN errors, else the pooled one. */
+static const struct errwin *error_window(const struct tm_forecast *f, int32_t h, int32_t band)
+{
+    const struct errwin *w = &f->win[(size_t)(h - 1) * (size_t)f->nwin];
+
+    if (band >= 0 && w[band].n >= BAND_MIN)
+        return &w[band];
+    return &w[f->nwin - 1];
+}
+
+/* The mean forecast for step j + h from the state after nx. */
+static double next_mean(const struct tm_forecast *f, const struct step_next *nx, int32_t h)
+{
+    int64_t j = nx->step, target = j + h;
+    double m = nx->y;
+
+    switch (f->kind) {
+    case TM_FORECAST_TARMAC:
+        m = cand_forecast(f, nx, nx->best, j, target);
+        break;
+    case TM_FORECAST_NAIVE:
+        break;
+    case TM_FORECAST_SEASONAL_NAIVE: {
+        int64_t lag = target - f->day_steps;
+        if (lag < j) {
+            int64_t slot = floormod(lag, f->day_steps);
+            if (f->hist_step[slot] == lag)
+                m = f->hist[slot];
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    if (f->p.nonnegative && m < 0.0)
+        m = 0.0;
+    return m;
+}
+
+static void commit(struct tm_forecast *f, int64_t j, double y)
+{
+    struct step_next nx;
+    size_t H = (size_t)f->H;
+    int64_t oslot;
+    int32_t band;
+
+    step_compute(f, j, y, &nx);
+
+    /* Errors of the forecasts made h steps ago for this step. */
+    for (int32_t h = 1; h <= f->H; h++) {
+        int64_t origin = j - h;
+        size_t s = (size_t)floormod(origin, f->H + 1);
+        if (f->out_origin[s] == origin) {
+            struct errwin *w = &f->win[(size_t)(h - 1) * (size_t)f->nwin];
+            double e = y - f->out_mean[s * H + (size_t)(h - 1)];
+            win_push(&w[f->nwin - 1], f->W, e);
+            if (f->out_band[s] >= 0)
+                win_push(&w[f->out_band[s]], f->W, e);
+        }
+    }
+
+    if (f->kind == TM_FORECAST_TARMAC) {
+        for (int c = 0; c < NCAND; c++) {
+            struct cand *cd = &f->cands[c];
+            const struct cand_next *cn = &nx.c[c];
+            cd->level = cn->level;
+            cd->trend = cn->trend;
+            cd->mae = cn->mae;
+            for (int k = 0; k < 2; k++) {
+                if (cn->di[k] >= 0)
+                    cd->daily[cn->di[k]] += cn->dd[k];
+                if (cn->wi[k] >= 0)
+                    cd->weekly[cn->wi[k]] += cn->wd[k];
+            }
+        }
+        /* Forecasts are read with zero pending deltas from now on. */
+        for (int c = 0; c < NCAND; c++) {
+            nx.c[c].dd[0] = nx.c[c].dd[1] = nx.c[c].wd[0] = nx.c[c].wd[1] = 0.0;
+            f->cfc[(size_t)c * H + (size_t)floormod(j, f->H)] =
+                cand_forecast(f, &nx, c, j, j + f->H);
+        }
+        f->cfc_target[floormod(j, f->H)] = j + f->H;
+        f->best = nx.best;
+    } else if (f->kind == TM_FORECAST_SEASONAL_NAIVE) {
+        int64_t s = floormod(j, f->day_steps);
+        f->hist[s] = y;
+        f->hist_step[s] = j;
+    }
+
+    /* Record this step's forecasts for their errors later. */
+    oslot = floormod(j, f->H + 1);
+    band = next_band(f, &nx);
+    for (int32_t h = 1; h <= f->H; h++)
+        f->out_mean[(size_t)oslot * H + (size_t)(h - 1)] = next_mean(f, &nx, h);
+    f->out_band[oslot] = band;
+    f->out_origin[oslot] = j;
+    if (f->kind == TM_FORECAST_TARMAC) {
+        /* Ranked against the volatilities before it, in commit and predict alike. */
+        win_push(&f->volwin, f->W, nx.vol);
+        f->vol = nx.vol;
+    }
+
+    if (!f->have_closed)
+        f->first_step = j;
+    f->have_closed = true;
+    f->last_step = j;
+    f->last_value = y;
+}
+
+int tm_forecast_observe(struct tm_forecast *f, int64_t t_ms, double value)
+{
+    int64_t k;
+
+    if (!f || !isfinite(value))
+        return TM_EINVAL;
+    k = floordiv(t_ms, f->p.step_ms);
+    if (f->have_open && k < f->open_step)
+        return TM_EINVAL;
+    if (f->have_open && k > f->open_step)
+        commit(f, f->open_step, f->open_value);
+    f->have_open = true;
+    f->open_step = k;
+    f->open_value = value;
+    return 0;
+}
+
+int tm_forecast_predict(const struct tm_forecast *f, int64_t horizon_ms, double quantile,
+                        double *ret_mean, double *ret_upper)
+{
+    struct step_next nx;
+    int64_t h64;
+    int32_t h;
+    double mean, upper;
+
+    if (!f || !f->have_open || !(quantile > 0.0 && quantile < 1.0) || horizon_ms < 0)
+        return TM_EINVAL;
+    h64 = (horizon_ms + f->p.step_ms - 1) / f->p.step_ms;
+    if (h64 < 1)
+        h64 = 1;
+    if (h64 > f->H)
+        h64 = f->H;
+    h = (int32_t)h64;
+    step_compute(f, f->open_step, f->open_value, &nx);
+    mean = next_mean(f, &nx, h);
+    upper = mean + win_quantile(error_window(f, h, next_band(f, &nx)), quantile);
+    if (f->p.nonnegative && upper < 0.0)
+        upper = 0.0;
+    if (ret_mean)
+        *ret_mean = mean;
+    if (ret_upper)
+        *ret_upper = upper;
+    return 0;
+}
+
+struct pending {
+    int64_t target;
+    double mean, upper;
+};
+
+int tm_forecast_evaluate(enum tm_forecast_kind kind, const struct tm_forecast_params *p,
+                         const int64_t *t_ms, const double *values, size_t n,
+                         int64_t horizon_ms, double quantile, int64_t warmup_ms,
+                         struct tm_forecast_score *ret)
+{
+    struct tm_forecast_params pp;
+    struct tm_forecast *f = NULL;
+    struct pending *pend = NULL;
+    struct tm_forecast_score sc = {0};
+    double pin = 0.0, ape = 0.0;
+    size_t covered = 0, nape = 0;
+    int64_t hs, first_t;
+    int r = TM_EINVAL;
+
+    if (!p || !t_ms || !values || n == 0 || horizon_ms < 0 || warmup_ms < 0 ||
+        !(quantile > 0.0 && quantile < 1.0) || !ret)
+        goto out;
+    pp = *p;
+    if (pp.step_ms < 1000)
+        goto out;
+    hs = (horizon_ms + pp.step_ms - 1) / pp.step_ms;
+    if (hs < 1)
+        hs = 1;
+    if (hs > TM_FORECAST_HORIZON_MAX)
+        goto out;
+    if (pp.horizon_steps < hs)
+        pp.horizon_steps = (int32_t)hs;
+    r = tm_forecast_new(kind, &pp, &f);
+    if (r < 0)
+        goto out;
+    r = TM_ENOMEM;
+    pend = malloc((size_t)(hs + 1) * sizeof(*pend));
+    if (!pend)
+        goto out;
+    for (int64_t i = 0; i <= hs; i++)
+        pend[i].target = INT64_MIN;
+    first_t = t_ms[0];
+    for (size_t i = 0; i < n; i++) {
+        int64_t k = floordiv(t_ms[i], pp.step_ms);
+        struct pending *pe;
+
+        r = TM_EINVAL;
+        if (i > 0 && t_ms[i] < t_ms[i - 1])
+            goto out;
+        r = tm_forecast_observe(f, t_ms[i], values[i]);
+        if (r < 0)
+            goto out;
+        if (i + 1 < n && floordiv(t_ms[i + 1], pp.step_ms) == k)
+            continue; /* not the step's last observation yet */
+        pe = &pend[floormod(k, hs + 1)];
+        if (pe->target == k && k * pp.step_ms - first_t >= warmup_ms) {
+            double y = values[i], u = pe->upper;
+            pin += y >= u ? quantile * (y - u) : (1.0 - quantile) * (u - y);
+            covered += y <= u;
+            if (y != 0.0) {
+                ape += fabs(y - pe->mean) / fabs(y);
+                nape++;
+            } else {
+                sc.mape_skipped++;
+            }
+            sc.scored++;
+        }
+        pe = &pend[floormod(k + hs, hs + 1)];
+        r = tm_forecast_predict(f, hs * pp.step_ms, quantile, &pe->mean, &pe->upper);
+        if (r < 0)
+            goto out;
+        pe->target = k + hs;
+    }
+    r = TM_EINVAL;
+    if (sc.scored == 0)
+        goto out;
+    sc.pinball = pin / (double)sc.scored;
+    sc.coverage = (double)covered / (double)sc.scored;
+    sc.mape = nape ? 100.0 * ape / (double)nape : NAN;
+    *ret = sc;
+    r = 0;
+out:
+    free(pend);
+    tm_forecast_free(f);
+    return r;
+}
