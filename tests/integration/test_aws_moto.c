@@ -453,7 +453,7 @@ static const struct tm_instance *find_id(const struct result *r, const char *id)
 static void test_signature(void **state)
 {
     struct tm_aws_provider_options bad = {.test_corrupt_signature = true,
-                                          .no_price_refresh = true};
+                                          .no_price_refresh = true, .auth_cooldown_ms = 400};
     struct tm_ec2_stats st;
     struct result r = {0};
     struct ctx c;
@@ -471,6 +471,14 @@ static void test_signature(void **state)
     tm_ec2_get_stats(tm_aws_provider_ec2(c.p), &st);
     assert_int_equal(st.requests, 1); /* the second call never left */
     assert_int_equal(st.auth_refusals, 1);
+    /* After the cool-down one call probes AWS again (and is refused again). */
+    usleep(500 * 1000);
+    uv_update_time(&c.loop);
+    assert_int_equal(list_wait(&c, "t-sig-bad", &r), TM_EAUTH);
+    assert_int_equal(list_wait(&c, "t-sig-bad", &r), TM_EAUTH);
+    tm_ec2_get_stats(tm_aws_provider_ec2(c.p), &st);
+    assert_int_equal(st.requests, 2);
+    assert_int_equal(st.auth_refusals, 2);
     ctx_close(&c);
 
     /* A wrong secret: the same answer, and raw AuthFailure through ec2. */
