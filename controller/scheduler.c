@@ -40,17 +40,21 @@
  *           smallest share asked), then the tightest fit, then CPU.  A job
  *           too big for every node of a model counts as constrained away
  *           from it.
- *    reserve: for jobs aged past half the bound, up to max_reservations,
- *           and for the first blocked job when its models' free GPUs would
- *           hold it in total but no single node does (see fragmented());
- *           a reservation sticks to the node it held (hold_node) so a
- *           drain, once begun, completes.
+ *    reserve: for jobs aged past half the bound and jobs that held one in
+ *           the previous pass (hold_node), up to max_reservations; and,
+ *           when none was made, after everything that fits is placed, for
+ *           the first blocked job if its models' free GPUs would hold it in
+ *           total but no single node does (see fragmented()).  A
+ *           reservation sticks to the node it held, so a drain, once
+ *           begun, completes.
  *    fill:  a non-preemptible job may use a reserved node before the start
  *           only if twice its estimate ends by the start first promised
- *           (hold_start_ms); preemptible work may use it on loan whatever
- *           its estimate and is evicted (tm_sched_preemption) the moment
- *           the reserved job can start, so it never holds capacity reserved
- *           for non-preemptible work.
+ *           (hold_start_ms), and never for an aged owner: with runtimes up
+ *           to a day and the default 48 h bound, an aged job's drain then
+ *           ends within the bound.  Preemptible work may use any reserved
+ *           node on loan whatever its estimate and is evicted
+ *           (tm_sched_preemption) the moment the reserved job can start, so
+ *           it never holds capacity reserved for non-preemptible work.
  *    gangs: all members on distinct nodes or none, in every policy.
  *
  * Nothing here does I/O, reads a clock or keeps state between calls.
@@ -131,6 +135,7 @@ struct rnode {
     int32_t job;
     int64_t start;
     int64_t deadline;  /* gap fillers end by this: min(start, first promise) */
+    bool closed;       /* tarmac, owner aged: no non-preemptible fillers */
     bool preemptible;
     struct need need;
     int32_t rel[TM_NODE_GPUS_MAX]; /* milli released on this node by start */
@@ -583,6 +588,17 @@ static int add_placement(struct ctx *c, int32_t job, int32_t node, uint32_t mask
 
 /* ---------- reservations ---------- */
 
+static bool is_urgent(const struct ctx *c, int32_t j)
+{
+    const struct tm_sched_input *in = c->in;
+    int64_t bound = in->params.starvation_ms > 0 ? in->params.starvation_ms
+                                                 : TM_SCHED_STARVATION_DEFAULT_MS;
+
+    /* Half the bound: a job promoted then still has the other half to get
+     * through its reservation, which covers the longest estimate we trust. */
+    return in->now_ms - in->jobs[j].submit_ms >= bound / 2;
+}
+
 /* A job's estimate as an end time for reservations; unknown is never. */
 static int64_t job_end(const struct ctx *c, int32_t j)
 {
@@ -801,7 +817,10 @@ static bool reservation_permits(const struct ctx *c, int32_t j, int32_t i, uint3
         *ret_loan = true;
         return true;
     }
-    if (job_end_safe(c, j) <= rv->deadline) {
+    /* Fillers for a job already aged past half the bound are refused:
+     * one that overran would push it past the bound, and estimates are
+     * often short; loans (above) still use the hole. */
+    if (!rv->closed && job_end_safe(c, j) <= rv->deadline) {
         *ret_gap = true;
         return true;
     }
@@ -992,6 +1011,7 @@ static int reserve(struct ctx *c, int32_t j, size_t *linked)
             rv.job = j;
             rv.start = start;
             rv.deadline = start;
+            rv.closed = c->loans && is_urgent(c, j);
             if (c->loans && c->in->jobs[j].hold_start_ms > 0 &&
                 c->in->jobs[j].hold_start_ms < start)
                 rv.deadline = c->in->jobs[j].hold_start_ms;
@@ -1378,16 +1398,6 @@ static int cmp_okey(const void *a, const void *b)
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-static bool is_urgent(const struct ctx *c, int32_t j)
-{
-    const struct tm_sched_input *in = c->in;
-    int64_t bound = in->params.starvation_ms > 0 ? in->params.starvation_ms
-                                                 : TM_SCHED_STARVATION_DEFAULT_MS;
-
-    /* Half the bound: a job promoted then still has the other half to get
-     * through its reservation, which covers the longest estimate we trust. */
-    return in->now_ms - in->jobs[j].submit_ms >= bound / 2;
-}
 
 static void order_keys(const struct ctx *c, struct okey *keys)
 {
@@ -1614,7 +1624,7 @@ static int run_pass(struct ctx *c, const struct okey *keys)
     int32_t max_res = pol == TM_POLICY_BACKFILL ? 1
                       : in->params.max_reservations > 0 ? in->params.max_reservations
                                                         : TM_SCHED_MAX_RESERVATIONS_DEFAULT;
-    int32_t nreserved = 0;
+    int32_t nreserved = 0, first_blocked = -1;
     bool blocked_head = false;
     size_t linked = 0;
     int r;
@@ -1669,14 +1679,14 @@ static int run_pass(struct ctx *c, const struct okey *keys)
             note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "queue head: no room now, blocks the queue");
             continue;
         }
-        /* EASY reserves for the queue head.  tarmac reserves for jobs aged
-         * past half the bound, and for the first blocked job only when the
-         * free capacity of its models is merely fragmented: a reservation
-         * drains a node, and draining for every blocked head when the
-         * cluster is full costs the many small jobs more than it gives the
-         * few big ones (measured on openb: higher p95). */
+        /* EASY reserves for the queue head.  tarmac reserves for aged jobs
+         * and keeps the ones it made; a fresh blocked job gets one only at
+         * the end of the pass, if the capacity it needs is merely
+         * fragmented: a reservation drains a node, and draining for every
+         * blocked head when the cluster is full costs the many small jobs
+         * more than it gives the few big ones (measured on openb). */
         if (nreserved < max_res &&
-            (pol == TM_POLICY_BACKFILL || is_urgent(c, j) || (nreserved == 0 && fragmented(c, nd)))) {
+            (pol == TM_POLICY_BACKFILL || is_urgent(c, j) || in->jobs[j].hold_node > 0)) {
             size_t before = c->r.nreservations;
             r = reserve(c, j, &linked);
             if (r < 0)
@@ -1702,6 +1712,24 @@ static int run_pass(struct ctx *c, const struct okey *keys)
             note(c, j, TM_SCHED_WAIT_RESERVATION, -1, 0, "room only where a reservation needs it");
         else
             note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "no room now on an acceptable node");
+        if (first_blocked < 0 && pol == TM_POLICY_TARMAC)
+            first_blocked = j;
+    }
+    /* After everything that fits has been placed, GPUs of the first
+     * blocked job's models still free in total but on no single node
+     * idle while it waits: only then is draining one node for it free. */
+    if (first_blocked >= 0 && nreserved == 0 && fragmented(c, &c->needs[first_blocked])) {
+        size_t before = c->r.nreservations;
+        r = reserve(c, first_blocked, &linked);
+        if (r < 0)
+            return r;
+        if (r == 2)
+            note(c, first_blocked, TM_SCHED_PLACED, c->r.placements[c->r.nplacements - 1].node,
+                 in->now_ms, "placed now by evicting preemptible work on loan");
+        else if (r == 1)
+            note(c, first_blocked, TM_SCHED_RESERVED, c->r.reservations[before].node,
+                 c->r.reservations[before].start_ms,
+                 "reserved: free GPUs of its models are fragmented and would idle");
     }
     return 0;
 }

@@ -80,23 +80,38 @@ static void test_head_of_line_backfill(void **state)
     assert_int_equal(r.notes[1].verdict, TM_SCHED_WAIT_ORDER);
     tm_sched_result_release(&r);
 
-    /* tarmac reserves for jobs aged past half the starvation bound (48 h
-     * by default): make the big job 30 h old */
-    for (int p = TM_POLICY_BACKFILL; p <= TM_POLICY_TARMAC; p++) {
-        int64_t now = p == TM_POLICY_TARMAC ? 30 * H : 10;
-        j[0].submit_ms = p == TM_POLICY_TARMAC ? 0 : 1;
-        j[1].submit_ms = p == TM_POLICY_TARMAC ? now - 5 : 2;
-        a[0].end_ms = now + 100000;
-        assert_int_equal(run(p, j, 2, n, 1, a, 1, now, &r), 0);
-        assert_int_equal(r.nplacements, 1);
-        assert_int_equal(r.placements[0].job, 1);
-        assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
-        assert_int_equal(r.notes[0].start_ms, a[0].end_ms);
-        assert_int_equal(r.nreservations, 1);
-        assert_int_equal(r.notes[1].verdict, TM_SCHED_PLACED);
-        assert_non_null(strstr(r.notes[1].why, p == TM_POLICY_TARMAC ? "gap" : "ends before"));
-        tm_sched_result_release(&r);
-    }
+    assert_int_equal(run(TM_POLICY_BACKFILL, j, 2, n, 1, a, 1, 10, &r), 0);
+    assert_int_equal(r.nplacements, 1);
+    assert_int_equal(r.placements[0].job, 1);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[0].start_ms, 100000);
+    assert_int_equal(r.nreservations, 1);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_PLACED);
+    assert_non_null(strstr(r.notes[1].why, "ends before"));
+    tm_sched_result_release(&r);
+
+    /* tarmac, big job fresh: the cluster is full, not fragmented, so no
+     * node is drained for it yet; the short job runs */
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 1, a, 1, 10, &r), 0);
+    assert_int_equal(placed_node(&r, 1), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_WAIT_CAPACITY);
+    tm_sched_result_release(&r);
+    /* tarmac, big job aged past half the bound (48 h by default): reserved,
+     * and its hole is closed to non-preemptible fillers, since an overrun
+     * would push it past the bound; preemptible work goes there on loan */
+    j[0].submit_ms = 0;
+    j[1].submit_ms = 30 * H - 5;
+    a[0].end_ms = 30 * H + 100000;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 1, a, 1, 30 * H, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[0].start_ms, 30 * H + 100000);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_WAIT_RESERVATION);
+    tm_sched_result_release(&r);
+    j[1].preemptible = true;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 1, a, 1, 30 * H, &r), 0);
+    assert_int_equal(placed_node(&r, 1), 0);
+    assert_true(r.placements[0].loaned);
+    tm_sched_result_release(&r);
 }
 
 /* The same, but the 2-GPU job runs past the reservation (or has no
@@ -360,32 +375,38 @@ static void test_loans_and_eviction(void **state)
  * computed now is later. */
 static void test_sticky_reservation(void **state)
 {
-    struct tm_sched_node n[2] = {node8(1, 0), node8(2, 0)};
-    struct tm_sched_alloc a[2] = {hold(0, 0x0f, 31 * H), hold(1, 0x0f, 32 * H)};
+    struct tm_sched_node n[3] = {node8(1, 0), node8(2, 0), node8(3, 0)};
+    struct tm_sched_alloc a[3] = {hold(0, 0x0f, 31 * H), hold(1, 0x0f, 32 * H), hold(2, 0xff, 40 * H)};
     struct tm_sched_job j[2] = {job(10, 0, 8, H), job(11, 30 * H - 5, 1, H)};
     struct tm_sched_result r = {0};
 
     (void)state;
-    /* fresh: the earliest node, 0 */
-    assert_int_equal(run(TM_POLICY_TARMAC, j, 1, n, 2, a, 2, 30 * H, &r), 0);
+    /* aged: reserved on the earliest node, 0 */
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 1, n, 3, a, 3, 30 * H, &r), 0);
     assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
     assert_int_equal(r.notes[0].node, 0);
     tm_sched_result_release(&r);
     /* held on node 1 before: it stays there */
     j[0].hold_node = 2;
-    assert_int_equal(run(TM_POLICY_TARMAC, j, 1, n, 2, a, 2, 30 * H, &r), 0);
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 1, n, 3, a, 3, 30 * H, &r), 0);
     assert_int_equal(r.notes[0].node, 1);
     assert_int_equal(r.notes[0].start_ms, 32 * H);
     tm_sched_result_release(&r);
-    /* a 1-hour filler fits twice in the 2 hours to the start ... */
-    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 2, a, 2, 30 * H, &r), 0);
-    assert_int_equal(r.notes[1].verdict, TM_SCHED_PLACED);
+    /* a fresh job that held node 1 keeps it too (hold), and its hole is
+     * open: a 1-hour filler fits twice in the 2 hours to the start ... */
+    j[0].submit_ms = 30 * H - 10;
+    a[0].gpu_mask = 0xff; /* only node 1 has room */
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 3, a, 3, 30 * H, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[0].node, 1);
+    assert_int_equal(placed_node(&r, 1), 1);
+    assert_non_null(strstr(r.notes[1].why, "gap"));
     tm_sched_result_release(&r);
     /* ... but not if the start first promised was 1 hour away */
     j[0].hold_start_ms = 31 * H;
-    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 2, a, 2, 30 * H, &r), 0);
-    assert_int_equal(r.notes[1].verdict, TM_SCHED_PLACED);
-    assert_int_equal(placed_node(&r, 1), 0);
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 3, a, 3, 30 * H, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_WAIT_RESERVATION);
     tm_sched_result_release(&r);
 }
 
