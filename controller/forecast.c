@@ -43,24 +43,23 @@ static const double band_edges[NBAND - 1] = {0.5, 0.7, 0.8, 0.9, 0.95};
  * to "the last value" on series that jump more than they drift; low alphas
  * let the seasons carry the forecast.  Damping phi = 0.98 per step makes a
  * trend fade within about an hour of minutes (a burst of arrivals is not a
- * trend); the undamped sets follow a real ramp exactly.  Seasonal gammas are per step and
- * each 15-minute bucket sees 15 steps a day, hence the small values.  The
- * rule gamma_d + gamma_w <= 1 - alpha keeps the total reaction to one
- * error at most one (no overshoot).
+ * trend); the undamped sets follow a real ramp exactly.  The gammas are
+ * per season cycle: each step moves a bucket by gamma x (step / bucket
+ * width), so a bucket learns at the same pace per day (per week) whatever
+ * the step.
  */
 static const double bank[][5] = {
-    {1.00, 0.000, 0.000, 0.000, 0.98},
-    {1.00, 0.020, 0.000, 0.000, 0.98},
-    {1.00, 0.050, 0.000, 0.000, 1.00},
-    {0.80, 0.000, 0.020, 0.010, 0.98},
-    {0.80, 0.020, 0.020, 0.010, 0.98},
-    {0.50, 0.000, 0.030, 0.010, 0.98},
-    {0.50, 0.010, 0.030, 0.010, 0.98},
-    {0.50, 0.020, 0.030, 0.010, 1.00},
-    {0.25, 0.000, 0.050, 0.020, 0.98},
-    {0.25, 0.005, 0.050, 0.020, 0.98},
-    {0.10, 0.000, 0.050, 0.020, 0.98},
-    {0.10, 0.002, 0.050, 0.020, 0.98},
+    {1.00, 0.000, 0.00, 0.00, 0.98},
+    {1.00, 0.020, 0.00, 0.00, 0.98},
+    {1.00, 0.050, 0.00, 0.00, 1.00},
+    {0.80, 0.000, 0.10, 0.10, 0.98},
+    {0.50, 0.000, 0.20, 0.20, 0.98},
+    {0.50, 0.010, 0.20, 0.20, 0.98},
+    {0.50, 0.020, 0.20, 0.20, 1.00},
+    {0.20, 0.000, 0.30, 0.30, 0.98},
+    {0.20, 0.005, 0.30, 0.30, 0.98},
+    {0.05, 0.000, 0.30, 0.30, 0.98},
+    {0.05, 0.002, 0.30, 0.30, 0.98},
 };
 #define NCAND ((int)(sizeof(bank) / sizeof(bank[0])))
 
@@ -111,6 +110,13 @@ struct tm_forecast {
     double *seasons;      /* NCAND x (nbd + nbw) */
     double vol;
     struct errwin volwin; /* recent volatilities, to rank the current one */
+    /* Seasons start from the first day's (week's) bucket means, as in
+     * classical Holt-Winters initialisation, rather than from zero: with
+     * gamma learning alone a weekly season would take months to appear. */
+    bool daily_on, weekly_on;
+    double *acc;          /* day sum, day count (nbd each), week sum, count per
+                           * daily bucket (nbd each), per weekly bucket (nbw each) */
+    double acc_sum7, acc_n7;
     int best;
     double *cfc;          /* NCAND x H: forecasts for step origin + H, slot origin % H */
     int64_t *cfc_target;  /* H */
@@ -186,21 +192,33 @@ static int32_t sorted_find(const double *a, int32_t n, double x)
 
 static void win_push(struct errwin *w, int32_t cap, double x)
 {
-    int32_t i;
+    int32_t i, p;
 
     if (w->n == cap) {
+        /* Replace the oldest in place, moving only the values between its
+         * slot and the new one's: on GPU demand most errors are equal (0),
+         * so usually nothing moves at all. */
         double old = w->ring[w->head];
-        i = sorted_find(w->sorted, w->n, old);
-        memmove(w->sorted + i, w->sorted + i + 1, (size_t)(w->n - i - 1) * sizeof(double));
-        w->n--;
         w->ring[w->head] = x;
         w->head = (w->head + 1) % cap;
-    } else {
-        w->ring[(w->head + w->n) % cap] = x;
+        i = sorted_find(w->sorted, w->n, old);
+        p = sorted_find(w->sorted, w->n, x);
+        if (p > i) {
+            for (int32_t k = i; k < p - 1; k++)
+                w->sorted[k] = w->sorted[k + 1];
+            w->sorted[p - 1] = x;
+        } else {
+            for (int32_t k = i; k > p; k--)
+                w->sorted[k] = w->sorted[k - 1];
+            w->sorted[p] = x;
+        }
+        return;
     }
-    i = sorted_find(w->sorted, w->n, x);
-    memmove(w->sorted + i + 1, w->sorted + i, (size_t)(w->n - i) * sizeof(double));
-    w->sorted[i] = x;
+    w->ring[(w->head + w->n) % cap] = x;
+    p = sorted_find(w->sorted, w->n, x);
+    for (int32_t k = w->n; k > p; k--)
+        w->sorted[k] = w->sorted[k - 1];
+    w->sorted[p] = x;
     w->n++;
 }
 
@@ -230,7 +248,8 @@ int tm_forecast_new(enum tm_forecast_kind kind, const struct tm_forecast_params 
         goto out;
     if (p->step_ms < 1000 || p->step_ms > DAY_MS || p->horizon_steps < 1 ||
         p->horizon_steps > TM_FORECAST_HORIZON_MAX || p->window < 1 ||
-        p->window > TM_FORECAST_WINDOW_MAX)
+        p->window > TM_FORECAST_WINDOW_MAX ||
+        (int64_t)p->horizon_steps * p->window > TM_FORECAST_CELLS_MAX)
         goto out;
     r = TM_ENOMEM;
     f = calloc(1, sizeof(*f));
@@ -272,9 +291,11 @@ int tm_forecast_new(enum tm_forecast_kind kind, const struct tm_forecast_params 
         f->seasons = calloc((size_t)NCAND * per, sizeof(double));
         f->cfc = calloc((size_t)NCAND * H, sizeof(double));
         f->cfc_target = malloc(H * sizeof(int64_t));
+        f->acc = calloc(4 * (size_t)f->nbd + 2 * (size_t)f->nbw, sizeof(double));
         f->volwin.ring = malloc(W * sizeof(double));
         f->volwin.sorted = malloc(W * sizeof(double));
-        if (!f->seasons || !f->cfc || !f->cfc_target || !f->volwin.ring || !f->volwin.sorted)
+        if (!f->seasons || !f->cfc || !f->cfc_target || !f->volwin.ring || !f->volwin.sorted ||
+            !f->acc)
             goto out;
         for (size_t i = 0; i < H; i++)
             f->cfc_target[i] = INT64_MIN;
@@ -308,6 +329,7 @@ void tm_forecast_free(struct tm_forecast *f)
             free(f->win[i].sorted);
         }
     free(f->win);
+    free(f->acc);
     free(f->volwin.ring);
     free(f->volwin.sorted);
     free(f->out_mean);
@@ -398,12 +420,14 @@ static void step_compute(const struct tm_forecast *f, int64_t j, double y, struc
         return;
     if (f->have_closed)
         nx->vol += VOL_RATE * (fabs(y - f->last_value) - nx->vol);
-    nx->daily_on = f->have_closed && j - f->first_step >= f->day_steps;
-    nx->weekly_on = f->have_closed && j - f->first_step >= f->week_steps;
+    nx->daily_on = f->daily_on;
+    nx->weekly_on = f->weekly_on;
     for (int c = 0; c < NCAND; c++) {
         const struct cand *cd = &f->cands[c];
         struct cand_next *cn = &nx->c[c];
-        double alpha = bank[c][0], beta = bank[c][1], gd = bank[c][2], gw = bank[c][3];
+        double alpha = bank[c][0], beta = bank[c][1];
+        double gd = bank[c][2] * (double)f->p.step_ms / f->bd_ms;
+        double gw = bank[c][3] * (double)f->p.step_ms / f->bw_ms;
         double phi = bank[c][4];
         double l0, b0, sd = 0.0, sw = 0.0, fr;
         int32_t slot = (int32_t)floormod(j, f->H);
@@ -506,6 +530,95 @@ static double next_mean(const struct tm_forecast *f, const struct step_next *nx,
     return m;
 }
 
+/* The bucket holding step j's start (no interpolation). */
+static int32_t bucket_of(const struct tm_forecast *f, int64_t j, int64_t period_ms, double bms)
+{
+    int32_t b = (int32_t)((double)floormod(j * f->p.step_ms, period_ms) / bms);
+    int32_t nb = period_ms == DAY_MS ? f->nbd : f->nbw;
+
+    return b < nb ? b : nb - 1;
+}
+
+/*
+ * Accumulate step j for the initial seasons, and switch a season on once
+ * a whole day (week) of steps has passed since the first: the daily
+ * season from the first day's bucket means less their mean, the weekly
+ * one from the first week's bucket means less the week's mean and the
+ * week's daily profile at that time of day.  Each parameter set's level
+ * gives up the season's value at j, which it had been carrying.
+ */
+static void seasons_learn_start(struct tm_forecast *f, int64_t j, double y)
+{
+    double *dsum = f->acc, *dcnt = dsum + f->nbd, *d7sum = dcnt + f->nbd, *d7cnt = d7sum + f->nbd;
+    double *wsum = d7cnt + f->nbd, *wcnt = wsum + f->nbw;
+    int64_t age = j - f->first_step + 1;
+    int32_t di[2], wi[2];
+    double fr;
+
+    if (f->weekly_on)
+        return;
+    if (!f->daily_on) {
+        int32_t b = bucket_of(f, j, DAY_MS, f->bd_ms);
+        dsum[b] += y;
+        dcnt[b] += 1.0;
+    }
+    {
+        int32_t b = bucket_of(f, j, DAY_MS, f->bd_ms), w = bucket_of(f, j, WEEK_MS, f->bw_ms);
+        d7sum[b] += y;
+        d7cnt[b] += 1.0;
+        wsum[w] += y;
+        wcnt[w] += 1.0;
+        f->acc_sum7 += y;
+        f->acc_n7 += 1.0;
+    }
+    if (!f->daily_on && age >= f->day_steps) {
+        double mean = 0.0, n = 0.0;
+        for (int32_t b = 0; b < f->nbd; b++) {
+            mean += dsum[b];
+            n += dcnt[b];
+        }
+        mean /= n;
+        season_pos(j, f->p.step_ms, DAY_MS, f->bd_ms, f->nbd, di, &fr);
+        for (int c = 0; c < NCAND; c++) {
+            struct cand *cd = &f->cands[c];
+            if (bank[c][2] == 0.0)
+                continue; /* this set has no daily season */
+            for (int32_t b = 0; b < f->nbd; b++)
+                cd->daily[b] = dcnt[b] > 0.0 ? dsum[b] / dcnt[b] - mean : 0.0;
+            cd->level -= (1.0 - fr) * cd->daily[di[0]] + fr * cd->daily[di[1]];
+        }
+        f->daily_on = true;
+    }
+    if (age >= f->week_steps) {
+        double mean7 = f->acc_sum7 / f->acc_n7;
+        season_pos(j, f->p.step_ms, WEEK_MS, f->bw_ms, f->nbw, wi, &fr);
+        for (int32_t w = 0; w < f->nbw; w++) {
+            /* The week's daily profile over this bucket's hours. */
+            double tod0 = fmod(w * f->bw_ms, (double)DAY_MS), prof = 0.0, n = 0.0, v = 0.0;
+            for (int32_t b = 0; b < f->nbd; b++) {
+                double center = (b + 0.5) * f->bd_ms;
+                if (center >= tod0 && center < tod0 + f->bw_ms && d7cnt[b] > 0.0) {
+                    prof += d7sum[b] / d7cnt[b] - mean7;
+                    n += 1.0;
+                }
+            }
+            if (n > 0.0)
+                prof /= n;
+            if (wcnt[w] > 0.0)
+                v = wsum[w] / wcnt[w] - mean7 - prof;
+            wsum[w] = v; /* reused as the profile; accumulation is over */
+        }
+        for (int c = 0; c < NCAND; c++) {
+            struct cand *cd = &f->cands[c];
+            if (bank[c][3] == 0.0)
+                continue;
+            memcpy(cd->weekly, wsum, (size_t)f->nbw * sizeof(double));
+            cd->level -= (1.0 - fr) * cd->weekly[wi[0]] + fr * cd->weekly[wi[1]];
+        }
+        f->weekly_on = true;
+    }
+}
+
 static void commit(struct tm_forecast *f, int64_t j, double y)
 {
     struct step_next nx;
@@ -542,8 +655,14 @@ static void commit(struct tm_forecast *f, int64_t j, double y)
                     cd->weekly[cn->wi[k]] += cn->wd[k];
             }
         }
-        /* Forecasts are read with zero pending deltas from now on. */
+        if (!f->have_closed)
+            f->first_step = j;
+        seasons_learn_start(f, j, y);
+        nx.daily_on = f->daily_on;
+        nx.weekly_on = f->weekly_on;
+        /* Forecasts are read from the state now, with no pending deltas. */
         for (int c = 0; c < NCAND; c++) {
+            nx.c[c].level = f->cands[c].level;
             nx.c[c].dd[0] = nx.c[c].dd[1] = nx.c[c].wd[0] = nx.c[c].wd[1] = 0.0;
             f->cfc[(size_t)c * H + (size_t)floormod(j, f->H)] =
                 cand_forecast(f, &nx, c, j, j + f->H);

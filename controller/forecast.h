@@ -17,11 +17,10 @@
  *                        one with the lowest recent horizon-step absolute
  *                        error gives the mean (parameters fitted online).
  *                        The upper quantile is the mean plus a quantile of
- *                        the model's own recent horizon-step errors, each
- *                        error divided by the volatility the model saw when
- *                        it forecast (an EWMA of step-to-step changes), so
- *                        the band is narrow in quiet hours and wide in busy
- *                        ones while staying calibrated.
+ *                        the model's own recent horizon-step errors made
+ *                        in the same volatility band (below), so the bound
+ *                        is tight in quiet hours and wide in busy ones
+ *                        while staying calibrated.
  *   TM_FORECAST_NAIVE    the last value.
  *   TM_FORECAST_SEASONAL_NAIVE
  *                        the value one day before the target step (one
@@ -42,17 +41,26 @@
  * and no error is recorded for them.  Observations must not go back in
  * time (an earlier step than the open one is refused with TM_EINVAL).
  *
- * Short series.  The daily season is learned and used once one day of steps
- * has passed since the first observation, the weekly one once a week has:
- * before that the model is level plus trend, then level, trend and daily
- * season.  Seasons are kept at a coarse resolution (15-minute buckets for
- * the daily season, hourly for the weekly one, never finer than the step)
- * and read by linear interpolation, because a month of minutes is far too
- * little to estimate 10,080 separate weekly values.
+ * Short series.  The daily season is switched on once one day of steps
+ * has passed since the first observation, starting from the first day's
+ * bucket means (classical Holt-Winters initialisation), and the weekly
+ * one once a week has, from the first week's: before that the model is
+ * level plus trend, then level, trend and daily season.  Seasons are kept
+ * at a coarse resolution (15-minute buckets for the daily season, hourly
+ * for the weekly one, never finer than the step) and read by linear
+ * interpolation, because a month of minutes is far too little to estimate
+ * 10,080 separate weekly values.
  *
- * Memory is O(season buckets x parameter sets + horizon x window), fixed at
- * creation.  Everything is deterministic: no clock, no randomness, no
- * globals, no I/O.
+ * Error quantiles are conditional: the tarmac model keeps its errors per
+ * volatility band (the rank of a fast EWMA of step-to-step changes among
+ * its recent values), because GPU demand is flat most minutes and jumps in
+ * busy stretches, and one distribution for all minutes would put the
+ * upper bound at the mean in busy minutes too.
+ *
+ * Memory is O(season buckets x parameter sets + horizon x bands x window),
+ * fixed at creation: about 1.3 MB with the defaults, at most about 115 MB
+ * (horizon x window <= TM_FORECAST_CELLS_MAX).  Everything is
+ * deterministic: no clock, no randomness, no globals, no I/O.
  */
 #ifndef TM_FORECAST_H
 #define TM_FORECAST_H
@@ -63,6 +71,7 @@
 
 #define TM_FORECAST_HORIZON_MAX 240 /* steps */
 #define TM_FORECAST_WINDOW_MAX 100000
+#define TM_FORECAST_CELLS_MAX 1000000 /* horizon_steps x window */
 
 enum tm_forecast_kind {
     TM_FORECAST_TARMAC,
@@ -88,7 +97,8 @@ const char *tm_forecast_kind_name(enum tm_forecast_kind kind);
 struct tm_forecast;
 
 /* Create a forecaster; the caller frees it with tm_forecast_free().
- * Returns 0, TM_EINVAL for parameters out of range, or TM_ENOMEM; *ret is
+ * Returns 0, TM_EINVAL for parameters out of range (including horizon_steps
+ * x window above TM_FORECAST_CELLS_MAX), or TM_ENOMEM; *ret is
  * written only on success. */
 int tm_forecast_new(enum tm_forecast_kind kind, const struct tm_forecast_params *p,
                     struct tm_forecast **ret);

@@ -610,6 +610,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         return bad("%s", "--series needs --time-column and --value-columns");
     if ((o->horizon_s + o->step_s - 1) / o->step_s > TM_FORECAST_HORIZON_MAX)
         return bad("%s", "--horizon-s is more than 240 steps");
+    if ((o->horizon_s + o->step_s - 1) / o->step_s * o->window > TM_FORECAST_CELLS_MAX)
+        return bad("%s", "--window x horizon steps is more than 1000000 errors to keep");
     return 0;
 }
 
