@@ -29,6 +29,15 @@
  * band holds fewer than BAND_MIN errors.
  */
 #define VOL_RATE 0.3
+/*
+ * Whether the banded errors beat the pooled ones is itself checked online:
+ * each horizon keeps an EWMA (weight about a day of minutes) of the pinball
+ * loss, at the provisioning quantile, of the upper bound either would have
+ * given, and predict() uses the lower.  Where banding buys nothing (a
+ * series whose quiet and busy minutes err alike) the model falls back to
+ * the pooled distribution rather than paying for thinner samples.
+ */
+#define QSEL_RATE 0.002
 #define NBAND 6
 #define BAND_MIN 50
 static const double band_edges[NBAND - 1] = {0.5, 0.7, 0.8, 0.9, 0.95};
@@ -130,6 +139,8 @@ struct tm_forecast {
      * origin (-1: pooled only, the baselines). */
     double *out_mean;     /* (H + 1) x H */
     int32_t *out_band;    /* H + 1 */
+    double *out_qb, *out_qp; /* (H + 1) x H: banded and pooled offsets at p.quantile */
+    double *loss_b, *loss_p; /* H: their running pinball losses */
     int64_t *out_origin;  /* H + 1 */
     int32_t nwin;         /* windows per horizon: NBAND + 1 or 1; pooled last */
     struct errwin *win;   /* H x nwin */
@@ -155,6 +166,7 @@ void tm_forecast_params_default(struct tm_forecast_params *p)
     p->horizon_steps = 4;
     p->window = 2880;
     p->nonnegative = true;
+    p->quantile = 0.9;
 }
 
 const char *tm_forecast_kind_name(enum tm_forecast_kind kind)
@@ -248,7 +260,7 @@ int tm_forecast_new(enum tm_forecast_kind kind, const struct tm_forecast_params 
         goto out;
     if (p->step_ms < 1000 || p->step_ms > DAY_MS || p->horizon_steps < 1 ||
         p->horizon_steps > TM_FORECAST_HORIZON_MAX || p->window < 1 ||
-        p->window > TM_FORECAST_WINDOW_MAX ||
+        p->window > TM_FORECAST_WINDOW_MAX || !(p->quantile > 0.0 && p->quantile < 1.0) ||
         (int64_t)p->horizon_steps * p->window > TM_FORECAST_CELLS_MAX)
         goto out;
     r = TM_ENOMEM;
@@ -273,10 +285,15 @@ int tm_forecast_new(enum tm_forecast_kind kind, const struct tm_forecast_params 
 
     f->out_mean = calloc((H + 1) * H, sizeof(double));
     f->out_band = calloc(H + 1, sizeof(int32_t));
+    f->out_qb = calloc((H + 1) * H, sizeof(double));
+    f->out_qp = calloc((H + 1) * H, sizeof(double));
+    f->loss_b = calloc(H, sizeof(double));
+    f->loss_p = calloc(H, sizeof(double));
     f->out_origin = malloc((H + 1) * sizeof(int64_t));
     f->nwin = kind == TM_FORECAST_TARMAC ? NBAND + 1 : 1;
     f->win = calloc(H * (size_t)f->nwin, sizeof(*f->win));
-    if (!f->out_mean || !f->out_band || !f->out_origin || !f->win)
+    if (!f->out_mean || !f->out_band || !f->out_origin || !f->win || !f->out_qb || !f->out_qp ||
+        !f->loss_b || !f->loss_p)
         goto out;
     for (size_t i = 0; i <= H; i++)
         f->out_origin[i] = INT64_MIN;
@@ -334,6 +351,10 @@ void tm_forecast_free(struct tm_forecast *f)
     free(f->volwin.sorted);
     free(f->out_mean);
     free(f->out_band);
+    free(f->out_qb);
+    free(f->out_qp);
+    free(f->loss_b);
+    free(f->loss_p);
     free(f->out_origin);
     free(f->seasons);
     free(f->cfc);
@@ -501,6 +522,22 @@ static const struct errwin *error_window(const struct tm_forecast *f, int32_t h,
     return &w[f->nwin - 1];
 }
 
+/* The pooled error window for horizon h. */
+static const struct errwin *pooled_window(const struct tm_forecast *f, int32_t h)
+{
+    return &f->win[(size_t)h * (size_t)f->nwin - 1];
+}
+
+static double pinball(double y, double u, double q)
+{
+    return y >= u ? q * (y - u) : (1.0 - q) * (u - y);
+}
+
+static double clamp_upper(const struct tm_forecast *f, double u)
+{
+    return f->p.nonnegative && u < 0.0 ? 0.0 : u;
+}
+
 /* The mean forecast for step j + h from the state after nx. */
 static double next_mean(const struct tm_forecast *f, const struct step_next *nx, int32_t h)
 {
@@ -634,7 +671,12 @@ static void commit(struct tm_forecast *f, int64_t j, double y)
         size_t s = (size_t)floormod(origin, f->H + 1);
         if (f->out_origin[s] == origin) {
             struct errwin *w = &f->win[(size_t)(h - 1) * (size_t)f->nwin];
-            double e = y - f->out_mean[s * H + (size_t)(h - 1)];
+            size_t k = s * H + (size_t)(h - 1);
+            double m = f->out_mean[k], e = y - m, q = f->p.quantile;
+            if (f->kind == TM_FORECAST_TARMAC) {
+                f->loss_b[h - 1] += QSEL_RATE * (pinball(y, clamp_upper(f, m + f->out_qb[k]), q) - f->loss_b[h - 1]);
+                f->loss_p[h - 1] += QSEL_RATE * (pinball(y, clamp_upper(f, m + f->out_qp[k]), q) - f->loss_p[h - 1]);
+            }
             win_push(&w[f->nwin - 1], f->W, e);
             if (f->out_band[s] >= 0)
                 win_push(&w[f->out_band[s]], f->W, e);
@@ -678,8 +720,14 @@ static void commit(struct tm_forecast *f, int64_t j, double y)
     /* Record this step's forecasts for their errors later. */
     oslot = floormod(j, f->H + 1);
     band = next_band(f, &nx);
-    for (int32_t h = 1; h <= f->H; h++)
-        f->out_mean[(size_t)oslot * H + (size_t)(h - 1)] = next_mean(f, &nx, h);
+    for (int32_t h = 1; h <= f->H; h++) {
+        size_t k = (size_t)oslot * H + (size_t)(h - 1);
+        f->out_mean[k] = next_mean(f, &nx, h);
+        if (f->kind == TM_FORECAST_TARMAC) {
+            f->out_qb[k] = win_quantile(error_window(f, h, band), f->p.quantile);
+            f->out_qp[k] = win_quantile(pooled_window(f, h), f->p.quantile);
+        }
+    }
     f->out_band[oslot] = band;
     f->out_origin[oslot] = j;
     if (f->kind == TM_FORECAST_TARMAC) {
@@ -730,9 +778,11 @@ int tm_forecast_predict(const struct tm_forecast *f, int64_t horizon_ms, double 
     h = (int32_t)h64;
     step_compute(f, f->open_step, f->open_value, &nx);
     mean = next_mean(f, &nx, h);
-    upper = mean + win_quantile(error_window(f, h, next_band(f, &nx)), quantile);
-    if (f->p.nonnegative && upper < 0.0)
-        upper = 0.0;
+    if (f->kind == TM_FORECAST_TARMAC && f->loss_b[h - 1] <= f->loss_p[h - 1])
+        upper = mean + win_quantile(error_window(f, h, next_band(f, &nx)), quantile);
+    else
+        upper = mean + win_quantile(pooled_window(f, h), quantile);
+    upper = clamp_upper(f, upper);
     if (ret_mean)
         *ret_mean = mean;
     if (ret_upper)
@@ -772,6 +822,7 @@ int tm_forecast_evaluate(enum tm_forecast_kind kind, const struct tm_forecast_pa
         goto out;
     if (pp.horizon_steps < hs)
         pp.horizon_steps = (int32_t)hs;
+    pp.quantile = quantile;
     r = tm_forecast_new(kind, &pp, &f);
     if (r < 0)
         goto out;
@@ -797,7 +848,7 @@ int tm_forecast_evaluate(enum tm_forecast_kind kind, const struct tm_forecast_pa
         pe = &pend[floormod(k, hs + 1)];
         if (pe->target == k && k * pp.step_ms - first_t >= warmup_ms) {
             double y = values[i], u = pe->upper;
-            pin += y >= u ? quantile * (y - u) : (1.0 - quantile) * (u - y);
+            pin += pinball(y, u, quantile);
             covered += y <= u;
             if (y != 0.0) {
                 ape += fabs(y - pe->mean) / fabs(y);

@@ -20,7 +20,9 @@
  *                        the model's own recent horizon-step errors made
  *                        in the same volatility band (below), so the bound
  *                        is tight in quiet hours and wide in busy ones
- *                        while staying calibrated.
+ *                        while staying calibrated; or of all its recent
+ *                        errors, whichever of the two has had the lower
+ *                        running pinball loss at p->quantile.
  *   TM_FORECAST_NAIVE    the last value.
  *   TM_FORECAST_SEASONAL_NAIVE
  *                        the value one day before the target step (one
@@ -85,10 +87,12 @@ struct tm_forecast_params {
     int32_t horizon_steps; /* longest horizon whose errors are tracked */
     int32_t window;        /* errors kept per horizon for the quantile */
     bool nonnegative;      /* clamp forecasts at 0 (demand cannot be negative) */
+    double quantile;       /* the provisioning quantile: chooses between
+                            * banded and pooled errors (see forecast.c) */
 };
 
 /* Defaults: one-minute step, 4 steps (180 s boot + 60 s tick), a window of
- * two days of errors, nonnegative. */
+ * two days of errors, nonnegative, quantile 0.9. */
 void tm_forecast_params_default(struct tm_forecast_params *p);
 
 /* "tarmac", "naive", "seasonal-naive"; NULL for an unknown kind. */
@@ -132,7 +136,8 @@ int tm_forecast_predict(const struct tm_forecast *f, int64_t horizon_ms, double 
  *             actual is not zero (zeros are skipped and counted)
  *   coverage  share of scored steps with y <= upper
  *
- * p->horizon_steps is raised to cover horizon_ms if needed.  Returns 0,
+ * p->horizon_steps is raised to cover horizon_ms if needed, and
+ * p->quantile is set to `quantile`.  Returns 0,
  * TM_EINVAL (bad arguments, unsorted times, nothing to score), or
  * TM_ENOMEM. */
 struct tm_forecast_score {

@@ -430,9 +430,12 @@ int tm_forecast_load_pods(const char *path, int64_t step_ms, int64_t since_s,
         }
         if (npods == cap) {
             size_t ncap = cap ? cap * 2 : 1024;
-            void *np = realloc(pods, ncap * sizeof(*pods));
+            void *np;
             r = TM_ENOMEM;
-            if (!np || ncap > SERIES_MAX)
+            if (ncap > SERIES_MAX)
+                goto out;
+            np = realloc(pods, ncap * sizeof(*pods));
+            if (!np)
                 goto out;
             pods = np;
             cap = ncap;
@@ -459,8 +462,9 @@ int tm_forecast_load_pods(const char *path, int64_t step_ms, int64_t since_s,
     k0 = (lo + step_ms - 1) / step_ms;
     k1 = hi / step_ms;
     if (k1 < k0 || k1 - k0 + 1 > SERIES_MAX) {
-        r = csv_error(&c, 0, 0, err, errlen, "demand window of %lld steps is empty or too long",
-                      (long long)(k1 - k0 + 1));
+        snprintf(err, errlen, "%s: demand window from %lld s to %lld s is empty or too long", path,
+                 (long long)(lo / 1000), (long long)(hi / 1000));
+        r = TM_EINVAL;
         goto out;
     }
     r = TM_ENOMEM;
@@ -663,6 +667,7 @@ int tm_forecast_main(int argc, char **argv)
     tm_forecast_params_default(&p);
     p.step_ms = o.step_s * 1000;
     p.window = o.window;
+    p.quantile = o.quantile;
     hsteps = (o.horizon_s + o.step_s - 1) / o.step_s;
     if (hsteps < 1)
         hsteps = 1;
