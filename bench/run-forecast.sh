@@ -89,6 +89,7 @@ report() {
     echo "  \`tarmac forecast --series FILE --time-column time --value-columns running_gpu_num,pending_gpu_num --horizon-s $HORIZON_S --quantile $QUANTILE --json\`"
     echo "  and \`tarmac forecast --pods openb_pod_list_default.csv --horizon-s $HORIZON_S --quantile $QUANTILE --json\`"
     echo "- traces: $HELIOS (every VC file), $PODS"
+    echo "- binary: $FC$( [ "$FC" = "$BUILD/tarmac" ] || echo ' (driver around tm_forecast_main(); main.c does not dispatch forecast yet)')"
     echo
     echo "Rolling origin: each model is fed minute by minute and forecasts $HORIZON_S s ahead"
     echo "(rounded up to whole one-minute steps) at every step; steps in the first day are"
