@@ -25,7 +25,7 @@
 #define RECORD_MAX (64 * 1024)
 #define FIELDS_MAX 1024
 #define VALUE_COLS_MAX 32
-#define SERIES_MAX (50 * 1000 * 1000)
+#define SERIES_MAX (10 * 1000 * 1000) /* samples: 19 years of minutes */
 
 void tm_forecast_series_release(struct tm_forecast_series *s)
 {

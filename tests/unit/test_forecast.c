@@ -149,6 +149,26 @@ static void test_seasonal(void **state)
     series_free(&s);
 }
 
+/* Three days only: the daily season alone (no week yet) already beats
+ * the last value. */
+static void test_daily_only(void **state)
+{
+    const int per_day = 96, days = 3;
+    struct series s = series_alloc((size_t)per_day * days);
+    struct tm_forecast_score t, nv;
+
+    rng_state = 2;
+    for (int i = 0; i < per_day * days; i++) {
+        s.t[s.n] = (int64_t)i * 15 * MIN_MS;
+        s.v[s.n++] = 60.0 + 25.0 * sin(2.0 * M_PI * (i % per_day) / per_day) + 2.0 * normal();
+    }
+    t = eval(TM_FORECAST_TARMAC, &s, 15 * MIN_MS, 3600000, 0.9, 86400000);
+    nv = eval(TM_FORECAST_NAIVE, &s, 15 * MIN_MS, 3600000, 0.9, 86400000);
+    print_message("daily only: tarmac %.3f naive %.3f\n", t.pinball, nv.pinball);
+    assert_true(t.pinball < 0.8 * nv.pinball);
+    series_free(&s);
+}
+
 /* A ramp: the trend is followed; the last value is always `slope x h`
  * short (its error quantile makes up for it, so only the mean shows). */
 static void test_trend(void **state)
@@ -283,6 +303,39 @@ static void test_calibration(void **state)
         assert_true(fabs(sc.coverage - qs[i]) < 0.03);
     }
     series_free(&s);
+}
+
+/* Resampling: several observations in a step act as the last one alone,
+ * so predict() on an open step agrees with what commit learns later. */
+static void test_resampling(void **state)
+{
+    struct tm_forecast_params p;
+    struct tm_forecast *a, *b;
+
+    tm_forecast_params_default(&p);
+    for (int k = 0; k < TM_FORECAST_KIND_MAX; k++) {
+        rng_state = 9;
+        assert_int_equal(tm_forecast_new(k, &p, &a), 0);
+        assert_int_equal(tm_forecast_new(k, &p, &b), 0);
+        for (int i = 0; i < 2 * DAY_MIN + 300; i++) {
+            double v = 20.0 + 10.0 * sin(i / 300.0) + normal(), m1, u1, m2, u2;
+            int64_t t = (int64_t)i * MIN_MS;
+            if (i % 97 == 0)
+                continue; /* a missing minute now and then */
+            assert_int_equal(tm_forecast_observe(a, t, v + 5.0), 0);
+            assert_int_equal(tm_forecast_predict(a, 240000, 0.9, &m1, &u1), 0);
+            assert_int_equal(tm_forecast_observe(a, t + 20000, v - 3.0), 0);
+            assert_int_equal(tm_forecast_observe(a, t + 59999, v), 0);
+            assert_int_equal(tm_forecast_observe(b, t + 30000, v), 0);
+            assert_int_equal(tm_forecast_predict(a, 240000, 0.9, &m1, &u1), 0);
+            assert_int_equal(tm_forecast_predict(b, 240000, 0.9, &m2, &u2), 0);
+            if (m1 != m2 || u1 != u2)
+                fail_msg("%s step %d: %.17g/%.17g vs %.17g/%.17g", tm_forecast_kind_name(k), i, m1, u1,
+                         m2, u2);
+        }
+        tm_forecast_free(a);
+        tm_forecast_free(b);
+    }
 }
 
 static void test_determinism(void **state)
@@ -438,12 +491,50 @@ static void test_pods(void **state)
     assert_non_null(strstr(err, ":1:0: no column \"gpu_milli\""));
     assert_int_equal(tm_forecast_load_pods(bad2, MIN_MS, -1, &s, err, sizeof(err)), TM_EINVAL);
     assert_non_null(strstr(err, ":2:5: deletion before creation"));
+    {
+        char *argv[] = {"forecast", "--pods", path, "--since-s", "0", "--warmup-s", "0", "--horizon-s", "60",
+                        NULL};
+        assert_int_equal(tm_forecast_main(9, argv), 0);
+        argv[2] = bad;
+        assert_int_equal(tm_forecast_main(9, argv), 2);
+    }
     unlink(path);
     unlink(bad);
     unlink(bad2);
     free(path);
     free(bad);
     free(bad2);
+}
+
+/* Garbage in: the reader says where and why, and never reads past a
+ * buffer (ASan watches). */
+static void test_csv_garbage(void **state)
+{
+    const char alphabet[] = "0123456789,\"\n\r.-e :Tab";
+    char text[600], err[512];
+
+    rng_state = 13;
+    for (int round = 0; round < 300; round++) {
+        size_t n = (size_t)(uniform01() * (sizeof(text) - 1));
+        struct tm_forecast_series s = {0};
+        char *path;
+        int r;
+
+        memcpy(text, "t,a\n", 4);
+        for (size_t i = 4; i < n; i++)
+            text[i] = alphabet[(size_t)(uniform01() * (sizeof(alphabet) - 1))];
+        text[n > 4 ? n : 4] = '\0';
+        path = temp_file(text);
+        err[0] = '\0';
+        r = tm_forecast_load_csv(path, "t", "a", &s, err, sizeof(err));
+        if (r == 0)
+            assert_true(s.n > 0);
+        else
+            assert_true(r == TM_EINVAL && strncmp(err, path, strlen(path)) == 0);
+        tm_forecast_series_release(&s);
+        unlink(path);
+        free(path);
+    }
 }
 
 /* The contract on real data: a Helios VC, running plus pending GPUs. */
@@ -484,14 +575,17 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_constant),
         cmocka_unit_test(test_seasonal),
+        cmocka_unit_test(test_daily_only),
         cmocka_unit_test(test_trend),
         cmocka_unit_test(test_missing),
         cmocka_unit_test(test_short_and_zero),
         cmocka_unit_test(test_calibration),
+        cmocka_unit_test(test_resampling),
         cmocka_unit_test(test_determinism),
         cmocka_unit_test(test_csv_errors),
         cmocka_unit_test(test_csv_good),
         cmocka_unit_test(test_pods),
+        cmocka_unit_test(test_csv_garbage),
         cmocka_unit_test(test_helios),
     };
 
