@@ -20,30 +20,33 @@
 
 /*
  * Error quantiles are conditional on volatility: an EWMA of |y_t - y_t-1|
- * that forgets within minutes, ranked against its own recent values.  On
- * GPU demand most minutes change nothing and a few busy stretches carry
- * nearly all the error, so one error distribution for every minute puts
- * the upper bound at the mean in busy minutes as well as quiet ones.  Each
- * horizon keeps one error window per volatility band (ranks below 50 %,
- * 50-70, 70-80, 80-90, 90-95, above 95 %) and a pooled one, used while a
- * band holds fewer than BAND_MIN errors.
+ * that forgets within minutes (VOL_RATE), ranked against its own recent
+ * values.  On GPU demand most minutes change nothing and a few busy
+ * stretches carry nearly all the error, so one error distribution for
+ * every minute puts the upper bound at the mean in busy minutes as well as
+ * quiet ones.  Each horizon keeps one error window per volatility band
+ * (ranks below 50 %, 50-70, 70-80, 80-90, 90-95, above 95 %) and a pooled
+ * one, used while a band holds fewer than BAND_MIN errors.
  */
 #define VOL_RATE 0.3
-/*
- * Whether the banded errors beat the pooled ones is itself checked online:
- * each horizon keeps an EWMA (weight about a day of minutes) of the pinball
- * loss, at the provisioning quantile, of the upper bound either would have
- * given, and predict() uses the lower.  Where banding buys nothing (a
- * series whose quiet and busy minutes err alike) the model falls back to
- * the pooled distribution rather than paying for thinner samples.
- */
-#define QSEL_RATE 0.002
 #define NBAND 6
 #define BAND_MIN 50
 static const double band_edges[NBAND - 1] = {0.5, 0.7, 0.8, 0.9, 0.95};
 
-/* Weight of the newest error in each parameter set's running MAE: about a
- * day of one-minute steps, long enough not to flip on every burst. */
+/*
+ * Whether the banded errors beat the pooled ones is itself checked online:
+ * each horizon keeps an EWMA (half-life about six hours of minutes) of the
+ * pinball loss, at the provisioning quantile, of the upper bound either
+ * would have given, and predict() uses the lower.  Where banding buys
+ * nothing (a series whose quiet and busy minutes err alike) the model
+ * falls back to the pooled distribution rather than paying for thinner
+ * samples.
+ */
+#define QSEL_RATE 0.002
+
+/* Weight of the newest error in each parameter set's running MAE: a
+ * half-life of about six hours of minutes, long enough not to flip on
+ * every burst of arrivals. */
 #define MAE_RATE 0.002
 
 /*
@@ -126,7 +129,6 @@ struct tm_forecast {
     double *acc;          /* day sum, day count (nbd each), week sum, count per
                            * daily bucket (nbd each), per weekly bucket (nbw each) */
     double acc_sum7, acc_n7;
-    int best;
     double *cfc;          /* NCAND x H: forecasts for step origin + H, slot origin % H */
     int64_t *cfc_target;  /* H */
 
@@ -185,8 +187,9 @@ const char *tm_forecast_kind_name(enum tm_forecast_kind kind)
 
 /*
  * Error windows: a ring for age order and a sorted copy for quantiles.
- * Insert and evict are a binary search and a memmove, O(W) bytes moved but
- * tiny next to a minute of wall time.
+ * Insert and evict are binary searches and a shift of the values between
+ * the two positions: at most O(W) per step, tiny next to a minute of wall
+ * time, and no shift at all when the new error equals the evicted one.
  */
 static int32_t sorted_find(const double *a, int32_t n, double x)
 {
@@ -407,8 +410,9 @@ static double damp_sum(double phi, int64_t n)
     return phi * (1.0 - pow(phi, (double)n)) / (1.0 - phi);
 }
 
-/* Forecast of parameter set c for step `target`, made at `origin`, from
- * the state after step `next` (not yet applied when next is given). */
+/* Forecast of parameter set c for step `target`, made at `origin`: the
+ * level and trend come from nx (the state after the step nx describes),
+ * the seasons from f plus nx's pending deltas (zero once committed). */
 static double cand_forecast(const struct tm_forecast *f, const struct step_next *nx, int c,
                             int64_t origin, int64_t target)
 {
@@ -710,11 +714,20 @@ static void commit(struct tm_forecast *f, int64_t j, double y)
                 cand_forecast(f, &nx, c, j, j + f->H);
         }
         f->cfc_target[floormod(j, f->H)] = j + f->H;
-        f->best = nx.best;
     } else if (f->kind == TM_FORECAST_SEASONAL_NAIVE) {
-        int64_t s = floormod(j, f->day_steps);
-        f->hist[s] = y;
-        f->hist_step[s] = j;
+        /* Missing steps hold the value seen last before them, so "one day
+         * earlier" is the value the series had then, also when the step
+         * does not divide a day or samples are sparser than the step. */
+        int64_t from = f->have_closed ? f->last_step + 1 : j;
+        if (j - from > f->day_steps)
+            from = j - f->day_steps;
+        for (int64_t m = from; m < j; m++) {
+            int64_t s = floormod(m, f->day_steps);
+            f->hist[s] = f->last_value;
+            f->hist_step[s] = m;
+        }
+        f->hist[floormod(j, f->day_steps)] = y;
+        f->hist_step[floormod(j, f->day_steps)] = j;
     }
 
     /* Record this step's forecasts for their errors later. */

@@ -26,9 +26,11 @@
  *   TM_FORECAST_NAIVE    the last value.
  *   TM_FORECAST_SEASONAL_NAIVE
  *                        the value one day before the target step (one
- *                        definition, whatever the series length); the last
- *                        value while that step is unknown (the first day,
- *                        or a gap).
+ *                        definition, whatever the series length): the last
+ *                        value seen at or before that step (so one day
+ *                        back also works when the step does not divide a
+ *                        day, or samples are sparser than the step); the
+ *                        last value while there is none (the first day).
  * The baselines' upper quantile is their point forecast plus the empirical
  * quantile of their own raw horizon-step errors over the same window, so
  * each model is judged with its own error distribution.
