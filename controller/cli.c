@@ -183,8 +183,10 @@ static void print_result(const PGresult *res, bool json)
                     cJSON_AddNumberToObject(o, name, strtod(v, NULL));
                 else if (t == 16)
                     cJSON_AddBoolToObject(o, name, v[0] == 't');
-                else if (t == 3802 || t == 114)
-                    cJSON_AddItemToObject(o, name, cJSON_Parse(v) ? cJSON_Parse(v) : cJSON_CreateString(v));
+                else if (t == 3802 || t == 114) {
+                    cJSON *doc = cJSON_Parse(v);
+                    cJSON_AddItemToObject(o, name, doc ? doc : cJSON_CreateString(v));
+                }
                 else
                     cJSON_AddStringToObject(o, name, v);
             }

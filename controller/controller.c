@@ -553,7 +553,8 @@ static void on_list(int status, const struct tm_instance *list, size_t n, void *
     if (status == 0) {
         o->items = malloc((n + 1) * sizeof(*list));
         if (o->items) {
-            memcpy(o->items, list, n * sizeof(*list));
+            if (n > 0)
+                memcpy(o->items, list, n * sizeof(*list));
             o->n = n;
             o->complete = true;
         }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "controller/cli.h"
+#include "controller/forecast.h"
 #include "controller/replay.h"
 #include "providers/aws/aws_provider.h"
 
@@ -39,6 +40,7 @@ static const struct {
     {"decisions", tm_cli_decisions, "show decisions and their reasons"},
     {"summary", tm_cli_summary, "totals: jobs, nodes, GPU-hours, dollars"},
     {"check", check_main, "check cloud credentials and offerings (check aws)"},
+    {"forecast", tm_forecast_main, "evaluate the demand forecaster on a series"},
     {"replay", tm_replay_main, "replay a GPU cluster trace through the scheduler"},
 };
 
