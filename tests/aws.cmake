@@ -34,3 +34,8 @@ endif()
 # the test binary starts and stops both (one moto per binary).
 tm_add_c_test(test_aws_moto ${CMAKE_SOURCE_DIR}/tests/integration/test_aws_moto.c
               LABELS integration aws TIMEOUT 300)
+
+# The controller end to end against moto: check aws, jobs on on-demand and
+# spot pools, kill -9 in the launch path (KILLS random kills, default 50).
+tm_add_test(itest_aws_e2e LABELS integration aws FIXTURES pg TIMEOUT 900
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/aws_e2e.sh)

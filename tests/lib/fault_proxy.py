@@ -18,13 +18,18 @@ Control (never forwarded):
                              reset_after  forward, then close without answering
                              truncate     forward, answer with the body cut in half
                              capacity     400 InsufficientInstanceCapacity
+  POST /__proxy/delay      body "BEFORE,AFTER" (seconds): every RunInstances and
+                           CreateFleet waits BEFORE, is forwarded, then its answer
+                           is held AFTER, so a client killed meanwhile leaves an
+                           instance it never heard of (or none)
   GET  /__proxy/stats      "requests=N faults=M actions=A1,A2,..." since the last reset
-  POST /__proxy/reset      forget the schedule and the counters
+  POST /__proxy/reset      forget the schedule, the delays and the counters
 """
 import http.client
 import socket
 import sys
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs
 
@@ -32,6 +37,8 @@ UPSTREAM = int(sys.argv[1])
 lock = threading.Lock()
 schedule = []
 stats = {"requests": 0, "faults": 0, "actions": []}
+delay = [0.0, 0.0]
+SLOW_ACTIONS = ("RunInstances", "CreateFleet")
 
 ERR = ('<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
        '<Message>{msg}</Message></Error></Errors><RequestID>fault-proxy</RequestID></Response>')
@@ -57,9 +64,15 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 schedule = [s.strip() for s in body.decode().split(",") if s.strip()]
             self._reply(200, "ok\n", "text/plain")
+        elif self.path == "/__proxy/delay":
+            before, after = (float(x) for x in body.decode().split(","))
+            with lock:
+                delay[:] = [before, after]
+            self._reply(200, "ok\n", "text/plain")
         elif self.path == "/__proxy/reset":
             with lock:
                 schedule = []
+                delay[:] = [0.0, 0.0]
                 stats.update(requests=0, faults=0, actions=[])
             self._reply(200, "ok\n", "text/plain")
         elif self.path == "/__proxy/stats":
@@ -105,7 +118,11 @@ class Handler(BaseHTTPRequestHandler):
         if fault == "reset":
             self._reset()
             return
+        with lock:
+            before, after = delay if action in SLOW_ACTIONS else (0.0, 0.0)
+        time.sleep(before)
         status, hdrs, data = self._forward(body)
+        time.sleep(after)
         if fault == "reset_after":
             self._reset()
             return
