@@ -61,7 +61,14 @@ struct tm_replay_stats {
     /* results */
     double utilisation;           /* over the makespan */
     double utilisation_arrival;   /* over first..last submission */
+    /* DESIGN.md's definition: free GPU milli of a model while at least
+     * one queued job accepts that model (the "model-only" reading). */
     double idle_while_waiting_gpu_hours;
+    /* Fit-aware variant, reported beside it, never instead: free milli of
+     * a GPU counts only while some queued job could be placed on it now
+     * (share fits its free milli, or whole GPUs fit the node's free GPUs;
+     * model, CPU and memory too).  Always <= the DESIGN figure. */
+    double idle_while_waiting_fit_gpu_hours;
     double idle_sliver_gpu_hours; /* the part on partly used GPUs (share slivers) */
     double wait_mean_s, wait_p50_s, wait_p95_s, wait_p99_s, wait_max_s;
     double jct_mean_s;

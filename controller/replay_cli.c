@@ -298,6 +298,7 @@ static int run_packing(const struct opts *o, const struct tm_trace *t, cJSON *re
         cJSON_AddNullToObject(obj, "utilisation");
         cJSON_AddNullToObject(obj, "utilisation_arrival");
         cJSON_AddNullToObject(obj, "idle_while_waiting_gpu_hours");
+        cJSON_AddNullToObject(obj, "idle_while_waiting_fit_gpu_hours");
         cJSON_AddNullToObject(obj, "wait_p95_s");
         cJSON_AddNullToObject(obj, "wait_max_s");
         cJSON_AddNullToObject(obj, "starved");
@@ -331,12 +332,15 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
         return;
     arr = cJSON_AddArrayToObject(doc, "comparisons");
     if (!o->json) {
-        printf("\ntarmac against the baselines (same input; idle = idle-while-waiting GPU-hours; "
+        printf("\ntarmac against the baselines (same input; idle = idle-while-waiting GPU-hours, "
+               "DESIGN = DESIGN.md's definition (any free GPU of a model while a queued job accepts "
+               "the model), fit = fit-aware (only free capacity some queued job fits now); "
                "gain = utilisation over the arrival window, percentage points)\n\n");
-        printf("| GPUs | load | tarmac idle / fifo idle | tarmac idle / backfill idle | p95 wait s "
+        printf("| GPUs | load | tarmac idle / fifo idle, DESIGN | tarmac idle / fifo idle, fit | "
+               "tarmac idle / backfill idle, DESIGN | tarmac idle / backfill idle, fit | p95 wait s "
                "tarmac / backfill | starved fifo / backfill / tarmac | gain over fifo pp | "
                "gain over backfill pp |\n");
-        printf("|---:|---:|---:|---:|---|---|---:|---:|\n");
+        printf("|---:|---:|---:|---:|---:|---:|---|---|---:|---:|\n");
     }
     for (int g = 0; g < ngpus; g++)
         for (int l = 0; l < nloads; l++)
@@ -350,14 +354,22 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
                 double rb = b && b->idle_while_waiting_gpu_hours > 0
                                 ? t->idle_while_waiting_gpu_hours / b->idle_while_waiting_gpu_hours
                                 : 0;
+                double rff = f->idle_while_waiting_fit_gpu_hours > 0
+                                 ? t->idle_while_waiting_fit_gpu_hours / f->idle_while_waiting_fit_gpu_hours
+                                 : 0;
+                double rbf = b && b->idle_while_waiting_fit_gpu_hours > 0
+                                 ? t->idle_while_waiting_fit_gpu_hours / b->idle_while_waiting_fit_gpu_hours
+                                 : 0;
                 cJSON *c = cJSON_CreateObject();
                 if (c) {
                     add_num(c, "gpus", t->gpus);
                     add_num(c, "load", t->load);
                     add_num(c, "seed", sd + 1);
                     add_num(c, "idle_tarmac_over_fifo", rf);
+                    add_num(c, "idle_fit_tarmac_over_fifo", rff);
                     if (b) {
                         add_num(c, "idle_tarmac_over_backfill", rb);
+                        add_num(c, "idle_fit_tarmac_over_backfill", rbf);
                         add_num(c, "wait_p95_backfill_s", b->wait_p95_s);
                         add_num(c, "gain_over_backfill_pp", 100 * (t->utilisation_arrival - b->utilisation_arrival));
                     }
@@ -367,8 +379,10 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
                     cJSON_AddItemToArray(arr, c);
                 }
                 if (!o->json)
-                    printf("| %d | %.2f | %.1f%% | %s%.2f | %.0f / %s%.0f | %zu / %s%zu / %zu | %+.1f | %s%+.1f |\n",
-                           t->gpus, t->load, 100 * rf, b ? "" : "n/a ", rb, t->wait_p95_s, b ? "" : "n/a ",
+                    printf("| %d | %.2f | %.1f%% | %.1f%% | %s%.2f | %s%.2f | %.0f / %s%.0f | %zu / %s%zu / %zu | "
+                           "%+.1f | %s%+.1f |\n",
+                           t->gpus, t->load, 100 * rf, 100 * rff, b ? "" : "n/a ", rb, b ? "" : "n/a ", rbf,
+                           t->wait_p95_s, b ? "" : "n/a ",
                            b ? b->wait_p95_s : 0, f->starved, b ? "" : "n/a ", b ? b->starved : 0,
                            t->starved, 100 * (t->utilisation_arrival - f->utilisation_arrival),
                            b ? "" : "n/a ", b ? 100 * (t->utilisation_arrival - b->utilisation_arrival) : 0);
@@ -422,20 +436,21 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                         printf("load: offered = GPU-seconds of work / (capacity x arrival span); "
                                "factor = inter-arrival multiplier\n\n");
                         printf("| policy | GPUs | nodes | load (native, factor) | jobs | util makespan | "
-                               "util arrival | idle-while-waiting GPU-h (on slivers) | wait mean/p50/p95/p99/max s | "
+                               "util arrival | idle-while-waiting GPU-h, DESIGN (on slivers) | idle-while-waiting GPU-h, fit | "
+                               "wait mean/p50/p95/p99/max s | "
                                "JCT mean s | makespan h | starved | res. slips (of held) mean/max s | "
                                "evictions (GPU-h lost) | events/s |\n");
-                        printf("|---|---:|---:|---|---:|---:|---:|---:|---|---:|---:|---:|---|---|---:|\n");
+                        printf("|---|---:|---:|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|---|---:|\n");
                         header = true;
                     }
                     if (!o->json)
-                        printf("| %s | %d | %zu | %.2f (%.4f, x%.4f) | %zu | %.1f%% | %.1f%% | %.1f (%.1f) | "
+                        printf("| %s | %d | %zu | %.2f (%.4f, x%.4f) | %zu | %.1f%% | %.1f%% | %.1f (%.1f) | %.1f | "
                                "%.0f / %.0f / %.0f / %.0f / %.0f | %.0f | %.1f | %zu | %zu (%zu) "
                                "%.0f/%.0f | %zu (%.1f) | %.0f |\n",
                                tm_sched_policy_name(cfg.policy), st.gpus, st.nodes, st.load,
                                st.native_load, st.factor, st.jobs, 100 * st.utilisation,
                                100 * st.utilisation_arrival, st.idle_while_waiting_gpu_hours,
-                               st.idle_sliver_gpu_hours, st.wait_mean_s, st.wait_p50_s, st.wait_p95_s, st.wait_p99_s,
+                               st.idle_sliver_gpu_hours, st.idle_while_waiting_fit_gpu_hours, st.wait_mean_s, st.wait_p50_s, st.wait_p95_s, st.wait_p99_s,
                                st.wait_max_s, st.jct_mean_s, st.makespan_s / 3600, st.starved,
                                st.reservation_slips, st.reserved_jobs, st.slip_mean_s, st.slip_max_s,
                                st.preemptions, st.preempted_gpu_hours, st.events_per_s);
@@ -461,6 +476,7 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                     cJSON_AddNullToObject(obj, "allocation");
                     add_num(obj, "idle_while_waiting_gpu_hours", st.idle_while_waiting_gpu_hours);
                     add_num(obj, "idle_sliver_gpu_hours", st.idle_sliver_gpu_hours);
+                    add_num(obj, "idle_while_waiting_fit_gpu_hours", st.idle_while_waiting_fit_gpu_hours);
                     add_num(obj, "wait_mean_s", st.wait_mean_s);
                     add_num(obj, "wait_p50_s", st.wait_p50_s);
                     add_num(obj, "wait_p95_s", st.wait_p95_s);
