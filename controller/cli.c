@@ -742,7 +742,7 @@ int tm_cli_serve(int argc, char **argv)
                    "the leader lock.  SIGINT/SIGTERM stop it gracefully.\n\n"
                    "      --policy P           scheduler policy (%s); default from the config\n"
                    "      --log-level L        debug|info|warn|error\n"
-                   "      --exit-when-idle     stop once work was seen and no job or node is left\n"
+                   "      --exit-when-idle     stop once no job is queued or running and no node is live\n"
                    "      --max-wall DUR       stop after DUR of real time\n%s",
                    tm_sched_policy_list(), common_help);
             return TM_EXIT_OK;

@@ -52,7 +52,6 @@ struct tm_controller {
     int64_t epoch;
     bool stopping;
     bool closing;
-    bool seen_work;
     bool tick_running;
     int64_t tick_started_real;
     uint64_t started_real;
@@ -485,10 +484,9 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
         end_pass(ctl);
         return;
     }
-    /* Live nodes are work too: a restart may find only nodes to release. */
-    if (snap->njobs > 0 || snap->nnodes > 0)
-        ctl->seen_work = true;
-    if (ctl->opts.exit_when_idle && ctl->seen_work && snap->njobs == 0 && snap->nnodes == 0 &&
+    /* Idle: no queued or running job and no live node (a restart may find
+     * only nodes to release, or nothing at all). */
+    if (ctl->opts.exit_when_idle && snap->njobs == 0 && snap->nnodes == 0 &&
         ctl->calls_inflight == 0) {
         end_pass(ctl);
         begin_stop(ctl, "no work left and no node live");
@@ -663,8 +661,8 @@ static void end_pass(struct tm_controller *ctl)
     tm_plan_release(&ctl->plan);
     if (ctl->tick_running) {
         int64_t took = (int64_t)uv_now(&ctl->loop) - ctl->tick_started_real;
-        tm_log_debug("tick done", "took_ms=%" PRId64 " leader=%d in_flight_calls=%u seen_work=%d",
-                     took, ctl->leader, ctl->calls_inflight, ctl->seen_work);
+        tm_log_debug("tick done", "took_ms=%" PRId64 " leader=%d in_flight_calls=%u", took,
+                     ctl->leader, ctl->calls_inflight);
     }
     ctl->tick_running = false;
     maybe_finish_stop(ctl);

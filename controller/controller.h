@@ -30,7 +30,7 @@
 #include "core/config.h"
 
 struct tm_controller_options {
-    bool exit_when_idle;     /* stop once jobs or nodes were seen and none is left */
+    bool exit_when_idle;     /* stop at the first pass with no job queued or running and no node live */
     int64_t max_wall_ms;     /* stop after this much real time; 0 = never */
 };
 
