@@ -1,0 +1,198 @@
+/*
+ * controller/planner.h: the fleet planner, a pure function of a snapshot.
+ *
+ * tm_plan_run() takes the nodes (booting and ready), the queued work, the
+ * demand forecast, the price table, the pool limits, the shortages seen
+ * recently and the budget, all at one instant, and returns actions, each
+ * with a reason: launch (type, zone, capacity), terminate, substitute (an
+ * on-demand node that runs only preemptible work, by spot), move
+ * (checkpoint the preemptible, checkpointable jobs of a node so that it
+ * empties), switch a deadline job to on-demand, refuse a launch (hard
+ * budget cap) or warn (soft threshold).  No I/O, no clock, no state kept
+ * between calls: the replay (controller/elastic.c) and the live tick call
+ * the same function.
+ *
+ * Two pools: on-demand (pool 0) and spot (pool 1).  Non-preemptible work
+ * runs on on-demand nodes only; preemptible work goes to spot, falling back
+ * to on-demand only when the spot pool allows it (od_fallback).
+ *
+ * Launch.  The queued jobs that do not fit on the free room of the nodes
+ * (booting nodes count as free) form the backlog; the forecast's upper
+ * quantile of GPUs wanted one boot ahead, minus the GPUs the fleet holds,
+ * adds headroom (scale up ahead of the queue).  The backlog is packed into
+ * new nodes, largest first; each new node is the type whose price per
+ * GPU-hour of the work it would hold is lowest (so a 1-GPU job gets a
+ * 1-GPU instance when that is cheaper than an idle share of an 8-GPU one).
+ * Fallback when capacity is short (tm_plan_shortage entries, remembered by
+ * the caller for shortage_memory_ms): the same type in another zone, then
+ * another type, then, for preemptible work only and only if od_fallback,
+ * on-demand.
+ *
+ * Terminate.  A node empty for idle_grace_ms is released unless the
+ * forecast's upper quantile still needs its GPUs (hysteresis: a node is
+ * launched for the upper quantile and released only below it, so demand
+ * oscillating within a grace period never flaps), and never below the
+ * pool's min_nodes.  Terminations (of every reason) are limited by the
+ * disruption budget: at most max(disruption_nodes, disruption_pct x nodes)
+ * per disruption_interval_ms, counted with recent_terminations.
+ *
+ * Budget.  Projected spend = spent + what the running nodes cost to the
+ * end of their expected use (committed) + each accepted launch priced for
+ * boot plus the expected runtime of the work it is for.  A launch that
+ * would take the projection past a hard cap is refused (TM_PLAN_REFUSE,
+ * the numbers in the reason); a soft cap emits one TM_PLAN_WARN when the
+ * projection first passes warn_at x cap (the caller keeps `warned`).
+ *
+ * Deadlines ("uniform progress", Wu et al., NSDI '24, as the anchor): a
+ * preemptible job with a deadline stays on spot (or waits for spot) while
+ * its slack (deadline - now - remaining work) exceeds the time an
+ * on-demand start takes (boot + one tick); at the latest tick where that
+ * would no longer hold it gets TM_PLAN_DEADLINE_OD: run on on-demand now.
+ */
+#ifndef TM_PLANNER_H
+#define TM_PLANNER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "controller/prices.h"
+
+enum tm_plan_pool {
+    TM_PLAN_POOL_OD,
+    TM_PLAN_POOL_SPOT,
+    TM_PLAN_POOL_MAX,
+};
+
+struct tm_plan_node {
+    int64_t id;
+    int32_t type;            /* index into prices->types */
+    int32_t zone;            /* index into prices->zones (0 when none) */
+    bool spot;
+    bool ready;              /* booted; false while booting */
+    bool leaving;            /* noticed, draining or terminating: no new work */
+    int32_t used_milli;      /* milli-GPU held by running jobs */
+    int32_t free_whole;      /* whole GPUs entirely free */
+    int32_t jobs;            /* running jobs */
+    bool only_preemptible;   /* every running job is preemptible */
+    bool movable;            /* every running job is preemptible and checkpointable */
+    int64_t idle_since_ms;   /* when it last became empty; ignored when jobs > 0 */
+    int64_t busy_until_ms;   /* expected end of its work (estimates) */
+    int64_t lost_if_moved_milli_ms; /* work lost by moving its jobs (not checkpointed) */
+};
+
+struct tm_plan_job {
+    int64_t id;
+    int32_t gpus;            /* whole GPUs; 0 for a share */
+    int32_t milli;           /* total milli-GPU (gpus x 1000, or the share) */
+    bool preemptible;
+    bool on_spot;            /* running on a spot node (deadline check) */
+    bool running;
+    int32_t node;            /* running: index into nodes; else -1 */
+    int64_t remaining_ms;    /* expected work left (estimate) */
+    int64_t deadline_ms;     /* 0: none */
+};
+
+struct tm_plan_shortage {
+    int32_t type, zone;
+    bool spot;
+    int64_t until_ms;        /* remembered until then */
+};
+
+struct tm_plan_budget {
+    bool active;             /* false: no cap */
+    bool hard;
+    int64_t cap_uusd;
+    double warn_at;
+    bool warned;             /* the soft warning was already given */
+    int64_t spent_uusd;      /* accrued this month */
+    int64_t committed_uusd;  /* running nodes to the end of their expected use */
+};
+
+struct tm_plan_params {
+    int64_t boot_ms;
+    int64_t tick_ms;
+    int64_t idle_grace_ms;
+    int32_t min_nodes[TM_PLAN_POOL_MAX];
+    int32_t max_nodes[TM_PLAN_POOL_MAX];
+    int32_t disruption_nodes;        /* at least this many per interval */
+    double disruption_pct;           /* or this share of the nodes */
+    int32_t recent_terminations;     /* already done in the current interval */
+    bool spot;                       /* spot pool enabled */
+    bool od_fallback;                /* preemptible work may fall back to on-demand */
+    int64_t move_cost_ms;            /* checkpoint + restore time of a move */
+    int64_t launch_use_ms;           /* expected use of a launch with no estimate */
+};
+
+struct tm_plan_input {
+    int64_t now_ms;
+    const struct tm_price_table *prices;
+    const struct tm_plan_node *nodes;
+    size_t nnodes;
+    const struct tm_plan_job *jobs;  /* queued and running jobs */
+    size_t njobs;
+    double forecast_gpus[TM_PLAN_POOL_MAX]; /* upper quantile one boot ahead; < 0: none */
+    const struct tm_plan_shortage *shortages;
+    size_t nshortages;
+    struct tm_plan_budget budget;
+    struct tm_plan_params params;
+};
+
+enum tm_plan_kind {
+    TM_PLAN_LAUNCH,
+    TM_PLAN_TERMINATE,
+    TM_PLAN_SUBSTITUTE,      /* launch `type` on spot to replace `node` */
+    TM_PLAN_MOVE,            /* checkpoint and move `node`'s jobs, then release it */
+    TM_PLAN_DEADLINE_OD,     /* job `job` must run on on-demand from now */
+    TM_PLAN_REFUSE,          /* a launch refused by a hard budget cap */
+    TM_PLAN_WARN,            /* a soft budget threshold passed */
+    TM_PLAN_KIND_MAX,
+};
+
+const char *tm_plan_kind_name(enum tm_plan_kind k);
+
+#define TM_PLAN_REASON_MAX 192
+
+struct tm_plan_action {
+    enum tm_plan_kind kind;
+    int32_t node;            /* index into nodes; -1 when none */
+    int32_t job;             /* index into jobs; -1 when none */
+    int32_t type;            /* launches: index into prices->types */
+    int32_t zone;
+    bool spot;
+    int64_t cost_uusd;       /* launches: projected cost */
+    char reason[TM_PLAN_REASON_MAX];
+};
+
+struct tm_plan_result {
+    struct tm_plan_action *actions;
+    size_t nactions;
+};
+
+/* One planning pass.  0, TM_EINVAL (bad indices, no prices) or TM_ENOMEM;
+ * *ret is filled only on success; release with tm_plan_result_release(). */
+int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret);
+void tm_plan_result_release(struct tm_plan_result *r);
+
+/* The cheapest way to hold `milli` milli-GPU of work whose largest single
+ * job needs `largest_gpus` whole GPUs on one node, in one new node: the
+ * type with the lowest hourly price among those holding all of it, else
+ * the type with the lowest price per GPU among those holding the largest
+ * job (larger first on ties).  Types with a shortage at now in every zone
+ * are skipped.  Returns the type index or -1; *ret_zone gets the first
+ * zone without shortage. */
+int tm_plan_choose_type(const struct tm_price_table *prices, bool spot, int32_t milli,
+                        int32_t largest_gpus, const struct tm_plan_shortage *sh, size_t nsh,
+                        int64_t now_ms, int32_t *ret_zone);
+
+/* Whether (type, zone, spot) is remembered as short at now. */
+bool tm_plan_short(const struct tm_plan_shortage *sh, size_t nsh, int32_t type, int32_t zone,
+                   bool spot, int64_t now_ms);
+
+/* The latest moment a job with `remaining_ms` of work and a deadline may
+ * still start on on-demand and finish in time, given boot_ms and tick_ms:
+ * deadline - remaining - boot - tick. */
+int64_t tm_plan_deadline_switch_ms(int64_t deadline_ms, int64_t remaining_ms, int64_t boot_ms,
+                                   int64_t tick_ms);
+
+#endif
