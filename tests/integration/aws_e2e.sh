@@ -260,4 +260,8 @@ for n in $(sed -n 's/.*msg="aws launch" .* node=\([0-9]*\) .*/\1/p' "$WORK/all-k
     grep -q "msg=\"instance launched\" node=$n " "$WORK/all-kill.txt" || inside=$((inside + 1))
 done
 echo "kill -9: $kills random kills + 2 crash points, $(psql_q 'SELECT count(*) FROM nodes') nodes, 0 duplicates, 0 orphans, 0 jobs lost; kills inside a launch (instance made, id unrecorded): $inside"
+# Under TM_SANITIZE a report may come from a run that was killed later.
+if grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$WORK"/*.log >/dev/null 2>&1; then
+    fail "sanitizer report in $(grep -lE 'ERROR: (Address|Leak)Sanitizer|runtime error:' "$WORK"/*.log)"
+fi
 echo "1 passed, 0 failed"
