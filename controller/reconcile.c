@@ -349,6 +349,7 @@ static void schedule(struct pass *p, bool *job_placed)
     int32_t *node_of = NULL;   /* sched node index -> snapshot node index */
     int32_t *job_of = NULL;    /* sched job index -> snapshot job index */
     int32_t *sched_node = NULL;/* snapshot node index -> sched node index */
+    int32_t *alloc_of = NULL;  /* sched alloc index -> snapshot alloc index */
     struct tm_sched_result res = {0};
     size_t nj = 0, nn = 0, na = 0;
     char why[256];
@@ -359,7 +360,8 @@ static void schedule(struct pass *p, bool *job_placed)
     node_of = calloc(s->nnodes + 1, sizeof(*node_of));
     sched_node = calloc(s->nnodes + 1, sizeof(*sched_node));
     allocs = calloc(s->nallocs + 1, sizeof(*allocs));
-    if (!jobs || !job_of || !nodes || !node_of || !sched_node || !allocs) {
+    alloc_of = calloc(s->nallocs + 1, sizeof(*alloc_of));
+    if (!jobs || !job_of || !nodes || !node_of || !sched_node || !allocs || !alloc_of) {
         p->err = TM_ENOMEM;
         goto out;
     }
@@ -401,10 +403,12 @@ static void schedule(struct pass *p, bool *job_placed)
             if (end < p->in->now_ms)
                 end = p->in->now_ms + 60000; /* overran: assume a little more */
         }
+        alloc_of[na] = (int32_t)a;
         allocs[na++] = (struct tm_sched_alloc){
             .job_id = al->job_id, .node = sn, .gpu_mask = al->gpu_mask,
             .gpu_milli = al->gpu_milli, .cpu_milli = al->cpu_milli,
             .memory_mib = al->memory_mib, .end_ms = end, .preemptible = pre,
+            .loaned = al->loaned,
         };
     }
     for (size_t ji = 0; ji < s->njobs; ji++) {
@@ -417,11 +421,16 @@ static void schedule(struct pass *p, bool *job_placed)
                 mask |= 1ull << pi;
         if (!mask)
             mask = 1ull << 63; /* no pool can take it: a model no node has */
+        int32_t hold = 0;
+        for (size_t ni = 0; j->hold_node_id && ni < s->nnodes; ni++)
+            if (s->nodes[ni].id == j->hold_node_id && sched_node[ni] >= 0)
+                hold = sched_node[ni] + 1; /* a held node gone or busy-cordoned: no hold */
         jobs[nj] = (struct tm_sched_job){
             .id = j->id, .submit_ms = j->submitted_ms, .estimate_ms = j->estimate_ms,
             .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib, .model_mask = mask,
             .gpus = j->gpus, .gpu_milli = j->gpus > 0 ? 1000 : j->gpu_milli, .nodes = j->nodes,
             .priority = j->priority, .klass = j->klass, .preemptible = j->preemptible,
+            .hold_node = hold, .hold_start_ms = hold ? j->hold_start_ms : 0,
         };
         job_of[nj++] = (int32_t)ji;
     }
@@ -474,10 +483,41 @@ static void schedule(struct pass *p, bool *job_placed)
             put_num(p, o, "gpu_milli", q->gpu_milli);
             put_num(p, o, "cpu_milli", (double)j->cpu_milli);
             put_num(p, o, "memory_mib", (double)j->memory_mib);
+            if (q->loaned && !cJSON_AddTrueToObject(o, "loaned"))
+                p->err = TM_ENOMEM;
             p->node_busy[node_of[q->node]] = true;
         }
         job_placed[job_of[pl->job]] = true;
         p->plan.placed++;
+    }
+    /* Evictions first in the plan's order after placements is fine: the
+     * apply guards each on the state it was computed from. */
+    for (size_t k = 0; k < res.npreemptions; k++) {
+        const struct tm_sched_preemption *pe = &res.preemptions[k];
+        const struct tm_snap_alloc *al = &s->allocs[alloc_of[pe->alloc]];
+        const struct tm_snap_job *owner = &s->jobs[job_of[pe->job]];
+        snprintf(why, sizeof(why), "loaned capacity returned to job %" PRId64 " it was reserved for",
+                 owner->id);
+        cJSON *a = action(p, "preempt", why);
+        put_num(p, a, "job", (double)al->job_id);
+        cJSON *in_o = inputs(p, a);
+        put_num(p, in_o, "node", (double)al->node_id);
+        put_num(p, in_o, "for_job", (double)owner->id);
+        p->plan.preempted++;
+    }
+    for (size_t k = 0; k < res.nreservations; k++) {
+        const struct tm_sched_reservation *rv = &res.reservations[k];
+        const struct tm_snap_job *j = &s->jobs[job_of[rv->job]];
+        const struct tm_snap_node *n = &s->nodes[node_of[rv->node]];
+        if (job_placed[job_of[rv->job]] || j->hold_node_id == n->id)
+            continue;
+        snprintf(why, sizeof(why), "reserved node %" PRId64 " from %" PRId64 " s from now", n->id,
+                 (rv->start_ms - p->in->now_ms) / 1000);
+        cJSON *a = action(p, "reserve", why);
+        put_num(p, a, "job", (double)j->id);
+        put_num(p, a, "node", (double)n->id);
+        put_num(p, a, "start_ms", (double)rv->start_ms);
+        p->plan.reserved++;
     }
     for (size_t q = 0; q < res.nnotes; q++) {
         const struct tm_sched_note *note = &res.notes[q];
@@ -502,6 +542,7 @@ out:
     free(node_of);
     free(sched_node);
     free(allocs);
+    free(alloc_of);
 }
 
 /* The cheapest type of a pool for a capacity type, by price per GPU-hour. */

@@ -61,6 +61,8 @@ struct tm_snap_job {
     int64_t sim_runtime_ms;    /* 0 for real work */
     enum tm_job_state state;   /* queued or running */
     int64_t submitted_ms, started_ms;
+    int64_t hold_node_id;      /* node a reservation promised it, 0 if none */
+    int64_t hold_start_ms;     /* the start first promised, 0 if none */
 };
 
 struct tm_snap_alloc {
@@ -68,6 +70,7 @@ struct tm_snap_alloc {
     uint32_t gpu_mask;
     int gpu_milli;
     int64_t cpu_milli, memory_mib;
+    bool loaned;               /* preemptible work on reserved capacity */
 };
 
 struct tm_snapshot {
@@ -110,7 +113,7 @@ struct tm_plan {
     struct tm_plan_terminate *terminates;
     size_t nterminates;
     /* Counters for the log line of each pass. */
-    unsigned placed, waiting, requested, ready, released, gone, orphans;
+    unsigned placed, waiting, reserved, preempted, requested, ready, released, gone, orphans;
 };
 
 struct tm_reconcile_input {

@@ -23,9 +23,10 @@ static const char snapshot_sql[] =
     " FROM nodes WHERE state NOT IN ('terminated', 'interrupted') ORDER BY id;"
     "SELECT id, team, name, coalesce(gpu_model, ''), coalesce(pool, ''), gpus, gpu_milli, nodes,"
     " cpu_milli, memory_mib, class, priority, preemptible, coalesce(runtime_estimate_ms, 0),"
-    " coalesce(sim_runtime_ms, 0), state, submitted_ms, coalesce(started_ms, 0)"
+    " coalesce(sim_runtime_ms, 0), state, submitted_ms, coalesce(started_ms, 0),"
+    " coalesce(hold_node_id, 0), coalesce(hold_start_ms, 0)"
     " FROM jobs WHERE state IN ('queued', 'running') ORDER BY submitted_ms, id;"
-    "SELECT job_id, node_id, gpu_mask, gpu_milli, cpu_milli, memory_mib FROM job_allocations;"
+    "SELECT job_id, node_id, gpu_mask, gpu_milli, cpu_milli, memory_mib, loaned FROM job_allocations;"
     "COMMIT";
 
 static int64_t col_i64(const PGresult *r, int row, int col)
@@ -129,6 +130,8 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         j->state = (enum tm_job_state)tm_job_state_parse(PQgetvalue(jr, i, 15));
         j->submitted_ms = col_i64(jr, i, 16);
         j->started_ms = col_i64(jr, i, 17);
+        j->hold_node_id = col_i64(jr, i, 18);
+        j->hold_start_ms = col_i64(jr, i, 19);
     }
     for (int i = 0; i < (int)s->nallocs; i++) {
         struct tm_snap_alloc *a = &s->allocs[i];
@@ -138,6 +141,7 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         a->gpu_milli = (int)col_i64(ar, i, 3);
         a->cpu_milli = col_i64(ar, i, 4);
         a->memory_mib = col_i64(ar, i, 5);
+        a->loaned = col_bool(ar, i, 6);
     }
     *ret = s;
     return 0;

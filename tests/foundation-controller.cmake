@@ -1,6 +1,6 @@
 # The controller end to end: the real binary, the run's PostgreSQL cluster
 # and the simulated cloud in its own schema.
-foreach(t migrate bad_input e2e leader kill9 db_outage)
+foreach(t migrate bad_input e2e leader kill9 db_outage apply_actions)
   tm_add_test(itest_${t} LABELS integration foundation FIXTURES pg TIMEOUT 240
               COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/${t}.sh)
 endforeach()

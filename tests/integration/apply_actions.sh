@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# tarmac_apply's guards, action by action: the stale-epoch fence, reserve
+# recorded once per change, place clears the hold, preempt only touches
+# running preemptible work, a cordoned node takes no job, and an unknown
+# action aborts the whole plan.
+. "$TM_SOURCE_DIR/tests/lib/itest.sh"
+
+DB=$(new_db itest_apply)
+write_config "$WORK/c.yaml"
+"$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null
+psql_q "UPDATE leader SET epoch = 5"
+psql_q "INSERT INTO nodes (pool, launch_token, zone, instance_type, gpus, gpu_model, cpu_milli, memory_mib,
+        capacity_type, state, price_uusd_per_hour, requested_ms) VALUES
+        ('od', 't1', 'z', 'sim.8x', 8, 'A100', 1000, 1000, 'on_demand', 'ready', 1, 0),
+        ('od', 't2', 'z', 'sim.8x', 8, 'A100', 1000, 1000, 'on_demand', 'ready', 1, 0)"
+psql_q "INSERT INTO jobs (team, gpus, gpu_milli, submitted_ms) VALUES ('a', 8, 1000, 0)"           # 1
+psql_q "INSERT INTO jobs (team, gpus, gpu_milli, preemptible, submitted_ms) VALUES ('b', 2, 1000, true, 0)"  # 2
+psql_q "INSERT INTO jobs (team, gpus, gpu_milli, submitted_ms) VALUES ('c', 2, 1000, 0)"           # 3
+apply() { psql_q "SELECT tarmac_apply($1, 100, '$2'::jsonb)"; }
+
+apply 4 '{"actions":[]}' 2>"$WORK/err" && fail "a stale epoch was accepted"
+grep -q 'stale' "$WORK/err" || fail "fence message: $(cat "$WORK/err")"
+
+apply 5 '{"actions":[{"op":"reserve","job":1,"node":1,"start_ms":5000,"reason":"r"}]}' >/dev/null
+apply 5 '{"actions":[{"op":"reserve","job":1,"node":1,"start_ms":9000,"reason":"r"}]}' >/dev/null
+[ "$(psql_q "SELECT hold_node_id || ':' || hold_start_ms FROM jobs WHERE id = 1")" = "1:5000" ] \
+    || fail "reserve: $(psql_q 'SELECT hold_node_id, hold_start_ms FROM jobs WHERE id = 1')"
+[ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'reserve'")" = 1 ] || fail "reserve decided twice"
+
+apply 5 '{"actions":[{"op":"place","job":2,"reason":"loan","allocs":[{"node":1,"gpu_mask":3,"gpu_milli":1000,"cpu_milli":0,"memory_mib":0,"loaned":true}]},
+                     {"op":"place","job":3,"reason":"p","allocs":[{"node":2,"gpu_mask":3,"gpu_milli":1000,"cpu_milli":0,"memory_mib":0}]}]}' >/dev/null
+[ "$(psql_q "SELECT loaned FROM job_allocations WHERE job_id = 2")" = t ] || fail "loan not recorded"
+apply 5 '{"actions":[{"op":"preempt","job":3,"reason":"x"},{"op":"preempt","job":2,"reason":"returned to job 1"}]}' >/dev/null
+[ "$(psql_q "SELECT state FROM jobs WHERE id = 3")" = running ] || fail "non-preemptible work was evicted"
+[ "$(psql_q "SELECT state || ':' || state_reason FROM jobs WHERE id = 2")" = "queued:returned to job 1" ] \
+    || fail "preempt: $(psql_q 'SELECT state, state_reason FROM jobs WHERE id = 2')"
+[ "$(psql_q "SELECT count(*) FROM job_allocations WHERE job_id = 2")" = 0 ] || fail "allocation kept"
+
+apply 5 '{"actions":[{"op":"place","job":1,"reason":"p","allocs":[{"node":1,"gpu_mask":255,"gpu_milli":1000,"cpu_milli":0,"memory_mib":0}]}]}' >/dev/null
+[ "$(psql_q "SELECT state || ':' || coalesce(hold_node_id::text, 'none') FROM jobs WHERE id = 1")" = "running:none" ] \
+    || fail "place did not clear the hold"
+
+psql_q "UPDATE nodes SET cordoned = true WHERE id = 2"
+apply 5 '{"actions":[{"op":"place","job":2,"reason":"p","allocs":[{"node":2,"gpu_mask":12,"gpu_milli":1000,"cpu_milli":0,"memory_mib":0}]}]}' >/dev/null
+[ "$(psql_q "SELECT state FROM jobs WHERE id = 2")" = queued ] || fail "a job was placed on a cordoned node"
+
+before=$(psql_q "SELECT count(*) FROM decisions")
+apply 5 '{"actions":[{"op":"orphan","instance_id":"i-1","reason":"x"},{"op":"bogus","reason":"x"}]}' 2>/dev/null \
+    && fail "an unknown action was accepted"
+[ "$(psql_q "SELECT count(*) FROM decisions")" = "$before" ] || fail "a refused plan wrote a decision"
+echo "1 passed, 0 failed"
