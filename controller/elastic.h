@@ -1,0 +1,101 @@
+/*
+ * controller/elastic.h: elastic replay: the openb jobs through a simulated
+ * cloud (providers/sim/simcloud.h, virtual time) whose fleet is grown and
+ * shrunk by one of three policies, with every dollar counted.
+ *
+ *   static    enough of the largest type for the trace's peak demand,
+ *             launched before the first job, always on (on-demand)
+ *   reactive  what common cluster autoscalers do: the planner with no
+ *             forecast, no substitution and no consolidation: it launches
+ *             the cheapest type that fits the waiting work (spot for
+ *             preemptible work when spot is on) and releases a node after
+ *             an idle grace (600 s)
+ *   tarmac    the planner (controller/planner.h) with the forecaster
+ *             (controller/forecast.h) one boot ahead, spot routing by
+ *             expected loss, substitution and consolidation
+ *
+ * Jobs are placed by tm_sched_run() (the same scheduler for every fleet
+ * policy).  Node GPU model 0 is on-demand capacity, 1 spot; a job's model
+ * mask says where it may run.
+ *
+ * Definitions (DESIGN.md "Measuring"):
+ *   lower bound  every job billed only for its own runtime x its GPU share
+ *                at the cheapest per-GPU price of the table, spot for
+ *                preemptible work when spot is on, on-demand otherwise
+ *   floor        at every instant of the no-wait demand (each job running
+ *                from its submission for its runtime), the cheapest set of
+ *                nodes of the table's sizes holding ceil(demand) GPUs,
+ *                preemptible demand on spot when spot is on
+ * A month for budgets is 30 days from the trace's time 0.
+ */
+#ifndef TM_ELASTIC_H
+#define TM_ELASTIC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "controller/prices.h"
+#include "controller/trace.h"
+
+enum tm_elastic_policy {
+    TM_ELASTIC_STATIC,
+    TM_ELASTIC_REACTIVE,
+    TM_ELASTIC_TARMAC,
+    TM_ELASTIC_POLICY_MAX,
+};
+
+const char *tm_elastic_policy_name(enum tm_elastic_policy p);
+int tm_elastic_policy_parse(const char *name);
+
+enum tm_elastic_ckpt {
+    TM_CKPT_NONE,   /* no job can checkpoint (the trace does not say) */
+    TM_CKPT_BE,     /* preemptible jobs can */
+    TM_CKPT_ALL,
+};
+
+struct tm_elastic_config {
+    enum tm_elastic_policy policy;
+    const struct tm_price_table *prices;
+    int64_t since_ms;         /* < 0: none */
+    int64_t max_runtime_ms;   /* < 0: none */
+    int64_t boot_ms;
+    bool spot;
+    double hazard_per_hour;
+    int64_t notice_ms;
+    int copies;               /* >= 1 */
+    int64_t tick_ms;
+    int64_t idle_grace_ms;    /* reactive's grace; tarmac's is its own */
+    enum tm_elastic_ckpt ckpt;
+    double deadline_slack;    /* > 0: preemptible jobs get deadline submit + slack x runtime */
+    uint64_t seed;
+    FILE *log;                /* decisions, one line each; NULL: none */
+};
+
+void tm_elastic_config_default(struct tm_elastic_config *c);
+
+struct tm_elastic_stats {
+    size_t jobs, dropped, unfinished;
+    double cost_usd, lower_bound_usd, floor_usd;
+    double useful_gpu_hours, paid_gpu_hours;
+    double wait_mean_s, wait_p99_s, waited_longer_than_boot_share;
+    size_t interruptions, launches, terminations, substitutions, moves, refusals;
+    double lost_gpu_hours, be_gpu_hours;
+    size_t deadlines, deadlines_missed;
+    double budget_overshoot_cents;
+    size_t peak_nodes;
+    double wall_s;
+};
+
+/* One elastic replay of t's jobs.  0, TM_EINVAL (nothing to replay, bad
+ * config) or TM_ENOMEM. */
+int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg,
+                   struct tm_elastic_stats *ret);
+
+/* `tarmac replay --elastic ...`: argv[0] is "replay" (or "elastic");
+ * "--elastic" is accepted anywhere.  Exit status 0 ok, 2 bad usage or
+ * input, 1 a failure while running. */
+int tm_elastic_main(int argc, char **argv);
+
+#endif
