@@ -59,6 +59,7 @@ struct tm_controller {
     unsigned calls_inflight;        /* cloud calls and their store writes */
     unsigned validations_pending;   /* provider checks before the first tick */
     int exit_status;                /* < 0: a start-up check refused to run */
+    bool sim_agent_everywhere;      /* TARMAC_SIM_AGENT=1: stand in on cloud nodes too */
     char exit_reason[512];
 
     /* The pass in progress. */
@@ -416,7 +417,9 @@ static bool pool_is_sim(const struct tm_config *cfg, int pool)
 
 /* The sim agent: stands in for the software on simulated nodes.  A job runs
  * for its simulated runtime, then its node reports it finished through the
- * same path a real node agent uses (tarmac_agent_report). */
+ * same path a real node agent uses (tarmac_agent_report).  Until the node
+ * agent exists, TARMAC_SIM_AGENT=1 lets it stand in on cloud nodes as well,
+ * so a controller driving an emulated cloud (moto) runs its jobs to the end. */
 static void sim_agent(struct tm_controller *ctl)
 {
     const struct tm_snapshot *s = ctl->snap;
@@ -424,7 +427,7 @@ static void sim_agent(struct tm_controller *ctl)
     for (size_t ni = 0; ni < s->nnodes; ni++) {
         const struct tm_snap_node *n = &s->nodes[ni];
         cJSON *report = NULL, *jobs = NULL;
-        if (!pool_is_sim(ctl->cfg, n->pool) || n->state != TM_NODE_READY)
+        if (!(ctl->sim_agent_everywhere || pool_is_sim(ctl->cfg, n->pool)) || n->state != TM_NODE_READY)
             continue;
         for (size_t a = 0; a < s->nallocs; a++) {
             if (s->allocs[a].node_id != n->id)
@@ -835,6 +838,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     ctl->cfg = cfg;
     ctl->opts = *opts;
     ctl->policy = (enum tm_sched_policy)tm_sched_policy_parse(cfg->scheduler_policy);
+    ctl->sim_agent_everywhere = getenv("TARMAC_SIM_AGENT") && strcmp(getenv("TARMAC_SIM_AGENT"), "1") == 0;
     tm_clock_init(&ctl->clock, cfg->time_scale);
     gethostname(host, sizeof(host) - 1);
     snprintf(ctl->holder, sizeof(ctl->holder), "%s:%d", host, (int)getpid());

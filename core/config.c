@@ -186,6 +186,7 @@ static const struct cfg_field cfg_provider_fields[] = {
     {.key = "region", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, region),
      .flags = CFG_REQUIRED | CFG_NAME},
     {.key = "endpoint", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, endpoint)},
+    {.key = "image_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, image_id)},
     {.key = "credentials", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_provider, credentials),
      .sub = &cfg_cred_section},
     {.key = "boot_delay", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_provider, boot_delay_ms),

@@ -53,6 +53,7 @@ struct tm_config_provider {
     double spot_hazard_per_hour;  /* sim: interruptions per node-hour, default 0 */
     int64_t spot_notice_ms;       /* sim: notice before interruption, default 120 s */
     int64_t shutdown_delay_ms;    /* sim: terminate request to terminated, default 30 s */
+    char *image_id;               /* aws: machine image (AMI) for launches, may be NULL */
     uint64_t seed;                /* sim: random seed, default 1 */
     struct tm_config_instance_type *types;
     size_t ntypes;

@@ -553,7 +553,7 @@ static int aws_launch(struct tm_provider *p, const struct tm_launch_request *req
         return TM_ECANCELED;
     if (!ap->image_id) {
         tm_log_error("could not launch: no machine image configured for aws",
-                     "provider=%s hint=\"set TARMAC_AWS_IMAGE_ID\"", ap->name);
+                     "provider=%s hint=\"set image_id in the provider's configuration\"", ap->name);
         return TM_EINVAL;
     }
     op = calloc(1, sizeof(*op));
@@ -1087,7 +1087,8 @@ int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     ap->shortage_ttl_ms = opts->shortage_ttl_ms ? opts->shortage_ttl_ms : 10 * 60 * 1000;
     ap->max_relaunch = opts->retry.max_attempts ? opts->retry.max_attempts : 5;
     ap->no_price_refresh = opts->no_price_refresh;
-    image = opts->image_id ? opts->image_id : getenv("TARMAC_AWS_IMAGE_ID");
+    /* The config's image, else the environment (tests, one-off runs). */
+    image = opts->image_id ? opts->image_id : prov->image_id ? prov->image_id : getenv("TARMAC_AWS_IMAGE_ID");
     if (image && *image) {
         ap->image_id = strdup(image);
         if (!ap->image_id) {
