@@ -26,6 +26,13 @@ if [ "${#missing[@]}" -gt 0 ]; then
     $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+# The AWS tests run the moto EC2 emulator and botocore's signer; they come
+# with the machine image (Python packages, not Debian ones).  Say so early.
+if ! python3 -c 'import moto, botocore' 2>/dev/null; then
+    echo "setup: warning: python3 moto/botocore not found; the aws tests need them" \
+         "(python3 -m pip install 'moto[server]')" >&2
+fi
+
 jobs=$(nproc 2>/dev/null || echo 2)
 # Build output goes to a log; it is shown only when the build fails.
 build() {
