@@ -87,6 +87,10 @@ CREATE TABLE jobs (
     submitted_ms        bigint NOT NULL,
     started_ms          bigint,
     finished_ms         bigint,
+    -- A reservation is sticky: a blocked job keeps the node it was promised
+    -- and the start first promised until it runs.
+    hold_node_id        bigint REFERENCES nodes (id),
+    hold_start_ms       bigint,
     -- A job asks for whole GPUs, or for a share of exactly one GPU.
     CHECK ((gpus >= 1 AND gpu_milli = 1000) OR (gpus = 0 AND gpu_milli < 1000 AND nodes = 1)),
     CHECK (state <> 'running' OR (node_id IS NOT NULL AND started_ms IS NOT NULL))
@@ -105,6 +109,9 @@ CREATE TABLE job_allocations (
     gpu_milli   int NOT NULL CHECK (gpu_milli >= 1 AND gpu_milli <= 1000),
     cpu_milli   bigint NOT NULL CHECK (cpu_milli >= 0),
     memory_mib  bigint NOT NULL CHECK (memory_mib >= 0),
+    -- Preemptible work on capacity reserved for non-preemptible work: it
+    -- may be evicted when the owner can start.
+    loaned      boolean NOT NULL DEFAULT false,
     PRIMARY KEY (job_id, node_id)
 );
 CREATE INDEX job_allocations_node ON job_allocations (node_id);

@@ -7,6 +7,9 @@
 -- a guard on the state the plan was computed from, so a concurrent change
 -- (a job cancelled through the API, a node cordoned) makes the action a
 -- no-op instead of an error.  Every applied action writes its decision.
+-- Actions: place (a job on one node, or a gang on several, all or none),
+-- wait, reserve (sticky), preempt (loaned preemptible work), request_node,
+-- adopt, node_ready, node_gone, launch_failed, terminate, orphan.
 --
 -- tarmac_agent_report(node, now, report) is what a node's software reports
 -- (heartbeat, finished jobs).  The sim agent and the future HTTP endpoint
@@ -79,16 +82,18 @@ BEGIN
                                  AND n.state = 'ready' AND NOT n.cordoned);
             IF cnt = 0 THEN
                 UPDATE jobs SET state = 'running', node_id = (a -> 'allocs' -> 0 ->> 'node')::bigint,
-                                started_ms = p_now, attempts = attempts + 1, state_reason = ''
+                                started_ms = p_now, attempts = attempts + 1, state_reason = '',
+                                hold_node_id = NULL, hold_start_ms = NULL
                  WHERE id = jid AND state = 'queued';
                 ok := FOUND;
             END IF;
             IF ok THEN
                 FOR al IN SELECT value FROM jsonb_array_elements(a -> 'allocs') LOOP
-                    INSERT INTO job_allocations (job_id, node_id, gpu_mask, gpu_milli, cpu_milli, memory_mib)
+                    INSERT INTO job_allocations (job_id, node_id, gpu_mask, gpu_milli, cpu_milli,
+                                                 memory_mib, loaned)
                     VALUES (jid, (al ->> 'node')::bigint, (al ->> 'gpu_mask')::int,
                             (al ->> 'gpu_milli')::int, (al ->> 'cpu_milli')::bigint,
-                            (al ->> 'memory_mib')::bigint);
+                            (al ->> 'memory_mib')::bigint, coalesce((al ->> 'loaned')::boolean, false));
                     UPDATE nodes SET idle_since_ms = NULL WHERE id = (al ->> 'node')::bigint;
                 END LOOP;
                 PERFORM tarmac_decide(p_now, 'place', 'job', jid::text, a ->> 'reason', a -> 'inputs');
@@ -102,6 +107,34 @@ BEGIN
             ok := FOUND;
             IF ok THEN
                 PERFORM tarmac_decide(p_now, 'wait', 'job', a ->> 'job', a ->> 'reason', a -> 'inputs');
+            END IF;
+
+        WHEN 'reserve' THEN
+            -- A blocked job keeps the node it was promised, and the start
+            -- first promised, until it runs (sticky reservations).
+            UPDATE jobs SET hold_node_id = (a ->> 'node')::bigint,
+                            hold_start_ms = coalesce(hold_start_ms, (a ->> 'start_ms')::bigint)
+             WHERE id = (a ->> 'job')::bigint AND state = 'queued'
+               AND hold_node_id IS DISTINCT FROM (a ->> 'node')::bigint;
+            ok := FOUND;
+            IF ok THEN
+                PERFORM tarmac_decide(p_now, 'reserve', 'job', a ->> 'job', a ->> 'reason', a -> 'inputs');
+            END IF;
+
+        WHEN 'preempt' THEN
+            -- Loaned preemptible work leaves capacity its owner can now use.
+            jid := (a ->> 'job')::bigint;
+            DELETE FROM job_allocations WHERE job_id = jid
+               AND EXISTS (SELECT 1 FROM jobs WHERE id = jid AND state = 'running' AND preemptible);
+            ok := FOUND;
+            IF ok THEN
+                UPDATE jobs SET state = 'queued', node_id = NULL, started_ms = NULL,
+                                state_reason = a ->> 'reason'
+                 WHERE id = jid;
+                UPDATE nodes SET idle_since_ms = p_now
+                 WHERE idle_since_ms IS NULL AND state IN ('ready', 'draining')
+                   AND NOT EXISTS (SELECT 1 FROM job_allocations x WHERE x.node_id = nodes.id);
+                PERFORM tarmac_decide(p_now, 'preempt', 'job', jid::text, a ->> 'reason', a -> 'inputs');
             END IF;
 
         WHEN 'request_node' THEN
