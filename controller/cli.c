@@ -64,11 +64,16 @@ static int usage_error(const char *cmd, const char *fmt, ...)
     return TM_EXIT_USAGE;
 }
 
-/* Handle a common option; returns 1 if it was one, 0 if not, or an exit
- * code (>= 2) after printing an error. */
-static int common_opt(struct common *c, int opt, const char *arg)
+/* Handle what every subcommand's getopt loop shares: the common options,
+ * a missing value (':') and an unrecognized option ('?').  Returns 1 when
+ * handled, or an exit code (>= 2) after printing the error. */
+static int common_opt(struct common *c, int opt, const char *arg, char **argv)
 {
     switch (opt) {
+    case ':':
+        return usage_error(c->cmd, "option %s needs a value", argv[optind - 1]);
+    case '?':
+        return usage_error(c->cmd, "unrecognized option \"%s\"", argv[optind - 1]);
     case OPT_CONFIG:
         c->config_path = arg;
         return 1;
@@ -84,7 +89,7 @@ static int common_opt(struct common *c, int opt, const char *arg)
             return usage_error(c->cmd, "--output: must be \"table\" or \"json\", not \"%s\"", arg);
         return 1;
     default:
-        return 0;
+        return usage_error(c->cmd, "unrecognized option");
     }
 }
 
@@ -257,7 +262,8 @@ int tm_cli_migrate(int argc, char **argv)
     PGconn *conn;
 
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (opt == OPT_HELP || opt == 'h') {
             printf("Usage: tarmac migrate [options]\n\n"
                    "Apply pending schema migrations (each in its own transaction, under a lock),\n"
@@ -265,9 +271,7 @@ int tm_cli_migrate(int argc, char **argv)
                    "newer than this binary.\n\nOptions:\n%s", common_help);
             return TM_EXIT_OK;
         }
-        r = common_opt(&c, opt, optarg);
-        if (r == 0)
-            return usage_error(c.cmd, "unrecognized option");
+        r = common_opt(&c, opt, optarg, argv);
         if (r > 1)
             return r;
     }
@@ -435,12 +439,8 @@ int tm_cli_submit(int argc, char **argv)
             if (!parse_int(a, 1, 10000, &count))
                 return usage_error(c.cmd, "--count: must be a whole number from 1 to 10000, not \"%s\"", a);
             break;
-        case ':':
-            return usage_error(c.cmd, "option %s needs a value", argv[optind - 1]);
-        case '?':
-            return usage_error(c.cmd, "unrecognized option \"%s\"", argv[optind - 1]);
         default:
-            r = common_opt(&c, opt, a);
+            r = common_opt(&c, opt, a, argv);
             if (r > 1)
                 return r;
         }
@@ -565,12 +565,8 @@ static int listing_main(int argc, char **argv, const char *cmd, const char *help
             if (!parse_int(optarg, 1, 10000, &limit))
                 return usage_error(cmd, "--limit: must be a whole number from 1 to 10000, not \"%s\"", optarg);
             break;
-        case ':':
-            return usage_error(cmd, "option %s needs a value", argv[optind - 1]);
-        case '?':
-            return usage_error(cmd, "unrecognized option \"%s\"", argv[optind - 1]);
         default:
-            r = common_opt(&c, opt, optarg);
+            r = common_opt(&c, opt, optarg, argv);
             if (r > 1)
                 return r;
         }
@@ -762,12 +758,8 @@ int tm_cli_serve(int argc, char **argv)
                 return usage_error(c.cmd, "--log-level: must be debug, info, warn or error, not \"%s\"", optarg);
             level = optarg;
             break;
-        case ':':
-            return usage_error(c.cmd, "option %s needs a value", argv[optind - 1]);
-        case '?':
-            return usage_error(c.cmd, "unrecognized option \"%s\"", argv[optind - 1]);
         default:
-            r = common_opt(&c, opt, optarg);
+            r = common_opt(&c, opt, optarg, argv);
             if (r > 1)
                 return r;
         }
