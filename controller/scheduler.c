@@ -40,8 +40,12 @@
  *           smallest share asked), then the tightest fit, then CPU.  A job
  *           too big for every node of a model counts as constrained away
  *           from it.
- *    reserve: for jobs aged past half the bound and jobs that held one in
- *           the previous pass (hold_node), up to max_reservations; and,
+ *    reserve: for jobs aged past half the bound, jobs that held one in
+ *           the previous pass (hold_node) and narrow jobs (a model_mask
+ *           whose nodes hold at most a quarter of the GPUs: narrow()) as
+ *           soon as they are blocked, up to max_reservations; a flexible
+ *           job's reservation avoids nodes of models that jobs tied to one
+ *           model wait for unless they start it 6 h earlier; and,
  *           when none was made, after everything that fits is placed, for
  *           the first blocked job if its models' free GPUs would hold it in
  *           total but no single node does (see fragmented()).  A
@@ -75,6 +79,12 @@
 /* Candidates tarmac scores per (model, free-GPU) bucket. */
 #define CAND_PER_BUCKET 4
 #define TM_SCHED_GAP_SAFETY 2
+/* A job whose models hold at most this fraction (1/N) of the GPUs is
+ * narrow: tarmac reserves for it as soon as it is blocked. */
+#define TM_SCHED_NARROW_DIV 4
+/* How much later a reservation may start to stay off a node that jobs
+ * tied to its model wait for. */
+#define TM_SCHED_PRESSURE_PENALTY_MS (6LL * 3600 * 1000)
 
 static const char *const policy_names[TM_POLICY_MAX] = {"fifo", "backfill", "tarmac"};
 static const char *const verdict_names[TM_SCHED_VERDICT_MAX] = {
@@ -153,6 +163,8 @@ struct ctx {
     int32_t model_slot[TM_GPU_MODELS_MAX];
     /* per model slot: the largest node, for the no-match test */
     int32_t slot_maxg[TM_GPU_MODELS_MAX];
+    int64_t slot_gpus[TM_GPU_MODELS_MAX]; /* GPUs on schedulable nodes */
+    int64_t all_gpus;
     int64_t slot_maxcpu[TM_GPU_MODELS_MAX];
     int64_t slot_maxmem[TM_GPU_MODELS_MAX];
     int64_t any_maxcpu, any_maxmem;
@@ -174,6 +186,8 @@ struct ctx {
     int32_t *pnext, *pprev; /* per node * TM_NODE_GPUS_MAX */
     uint64_t *pbits; /* nslots * 16 words */
     int64_t pressure[TM_GPU_MODELS_MAX]; /* constrained queued demand, milli */
+    bool narrow_wants[TM_GPU_MODELS_MAX]; /* a narrow job (narrow()) accepts it */
+    bool any_narrow;                      /* some queued job is narrow */
     int64_t strand_cpu, strand_mem;      /* smallest CPU/memory a GPU job asks */
     int32_t strand_share;                /* smallest share a queued job asks */
 
@@ -844,6 +858,7 @@ static void reservation_note_gap(struct ctx *c, int32_t i, uint32_t mask, int32_
 struct cand {
     int32_t node;
     int64_t t;
+    int64_t key;       /* t, or later on a node narrow jobs need (tarmac) */
     struct rnode rel;
 };
 
@@ -851,6 +866,8 @@ static int cmp_cand(const void *a, const void *b)
 {
     const struct cand *x = a, *y = b;
 
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
     if (x->t != y->t)
         return x->t < y->t ? -1 : 1;
     return x->node < y->node ? -1 : x->node > y->node;
@@ -930,6 +947,29 @@ undo:
     return r < 0 ? r : 0;
 }
 
+/* Whether the job asks for GPU models (model_mask) and those models' nodes
+ * big enough for it hold at most 1/TM_SCHED_NARROW_DIV of the GPUs.  Such
+ * a job competes for a few nodes with every flexible job that lands there;
+ * waiting for the aging bound before reserving starved it on gpuspec33
+ * (64 GPUs: a P100-only task needing 12 of the one big P100 node's 16
+ * cores waited behind every small job that took 4 cores there).  Jobs
+ * narrowed by size alone (a 120-core 8-GPU task fits only G3 nodes) are
+ * left to the aging rule: reserving them at once drained the G3 nodes on
+ * openb default and cost the many small jobs more than it gave (measured:
+ * p95 wait +45% at 128 GPUs, load 1.1). */
+static bool narrow(const struct ctx *c, int32_t j)
+{
+    const struct need *nd = &c->needs[j];
+    int64_t have = 0;
+
+    if ((nd->gpus == 0 && nd->milli == 0) || c->in->jobs[j].model_mask == 0)
+        return false;
+    for (int s = 0; s < c->nslots; s++)
+        if (nd->slots >> s & 1)
+            have += c->slot_gpus[s];
+    return have * TM_SCHED_NARROW_DIV <= c->all_gpus;
+}
+
 /* Reserve the earliest start for job j on nodes without a reservation.
  * With loans (tarmac) and a non-preemptible job, loans count as free now,
  * and when that makes the start now, they are evicted and the job placed.
@@ -941,6 +981,7 @@ static int reserve(struct ctx *c, int32_t j, size_t *linked)
     struct release *buf = NULL;
     size_t bcap = 0, ncand = 0, ccap = 0;
     struct cand *cands = NULL;
+    int64_t gang_start;
     int r;
 
     if (!c->timeline) {
@@ -970,6 +1011,14 @@ static int reserve(struct ctx *c, int32_t j, size_t *linked)
         }
         if (cd.t == INF_MS)
             continue;
+        /* A job that is not narrow leaves the nodes of models that narrow
+         * jobs wait for, unless those start it much earlier: otherwise an
+         * aged flexible job drains the one node a narrow job can use. */
+        cd.key = cd.t;
+        if (c->loans && c->any_narrow && !narrow(c, j) && s->mslot >= 0 &&
+            (c->narrow_wants[s->mslot] || (popcount64(nd->slots) > 1 && c->pressure[s->mslot] > 0)) &&
+            cd.t < INF_MS - TM_SCHED_PRESSURE_PENALTY_MS)
+            cd.key = cd.t + TM_SCHED_PRESSURE_PENALTY_MS;
         r = grow((void **)&cands, &ccap, ncand + 1, sizeof(*cands));
         if (r < 0)
             goto out;
@@ -993,7 +1042,15 @@ static int reserve(struct ctx *c, int32_t j, size_t *linked)
                 break;
             }
     }
-    if (evict && cands[nd->nodes - 1].t <= c->in->now_ms) {
+    {
+        /* Sorted by key, not t: the gang starts when its last member can. */
+        int64_t last = cands[0].t;
+        for (int32_t k = 1; k < nd->nodes; k++)
+            if (cands[k].t > last)
+                last = cands[k].t;
+        gang_start = last;
+    }
+    if (evict && gang_start <= c->in->now_ms) {
         r = evict_for(c, j, cands);
         if (r != 0) {
             r = r > 0 ? 2 : r;
@@ -1001,7 +1058,7 @@ static int reserve(struct ctx *c, int32_t j, size_t *linked)
         }
     }
     {
-        int64_t start = cands[nd->nodes - 1].t;
+        int64_t start = gang_start;
         for (int32_t k = 0; k < nd->nodes; k++) {
             struct rnode rv = cands[k].rel;
             struct tm_sched_reservation *res;
@@ -1531,6 +1588,8 @@ static int validate_and_load(struct ctx *c)
             const struct tm_sched_node *n = &in->nodes[i];
             int sl = s->mslot;
             c->slot_free[sl] += nst_free_milli(s);
+            c->slot_gpus[sl] += n->gpus;
+            c->all_gpus += n->gpus;
             if (n->gpus > c->slot_maxg[sl])
                 c->slot_maxg[sl] = n->gpus;
             if (n->cpu_milli > c->slot_maxcpu[sl])
@@ -1607,6 +1666,10 @@ static void tarmac_prepare(struct ctx *c)
             c->strand_mem = nd->mem;
         if (nd->gpus == 0 && nd->milli < c->strand_share)
             c->strand_share = nd->milli;
+        if (narrow(c, (int32_t)j))
+            for (int sl = 0; sl < c->nslots; sl++)
+                if (nd->slots >> sl & 1)
+                    c->narrow_wants[sl] = c->any_narrow = true;
         if (popcount64(nd->slots) == 1)
             c->pressure[__builtin_ctzll(nd->slots)] +=
                 (int64_t)(nd->gpus > 0 ? nd->gpus * MILLI : nd->milli) * nd->nodes;
@@ -1686,7 +1749,8 @@ static int run_pass(struct ctx *c, const struct okey *keys)
          * blocked head when the cluster is full costs the many small jobs
          * more than it gives the few big ones (measured on openb). */
         if (nreserved < max_res &&
-            (pol == TM_POLICY_BACKFILL || is_urgent(c, j) || in->jobs[j].hold_node > 0)) {
+            (pol == TM_POLICY_BACKFILL || is_urgent(c, j) || in->jobs[j].hold_node > 0 ||
+             (pol == TM_POLICY_TARMAC && narrow(c, j)))) {
             size_t before = c->r.nreservations;
             r = reserve(c, j, &linked);
             if (r < 0)

@@ -512,6 +512,69 @@ static void random_case(uint64_t seed, struct tm_sched_job **ret_j, size_t *nj,
     *na = A;
 }
 
+/* A job tied by its model_mask to a model holding at most a quarter of the
+ * GPUs is reserved as soon as it is blocked, not at half the bound: here
+ * the only model-0 node (1 GPU of 9) is half used for another hour, and a
+ * flexible 2-hour share would otherwise take the rest and push it out.
+ * Without the mask the same job waits and the share runs. */
+static void test_narrow_reserved_at_once(void **state)
+{
+    int64_t now = 100 * H;
+    struct tm_sched_node n[2] = {{.id = 1, .cpu_milli = 16000, .memory_mib = 65536, .gpus = 1, .model = 0,
+                                  .schedulable = true},
+                                 node8(2, 1)};
+    struct tm_sched_alloc a[2] = {{.job_id = 900, .node = 0, .gpu_mask = 1, .gpu_milli = 500, .cpu_milli = 4000,
+                                   .memory_mib = 1024, .end_ms = now + H},
+                                  hold(1, 0xff, now + 10 * H)};
+    struct tm_sched_job j[2] = {job(1, now - H / 6, 1, H), job(2, now - H / 12, 0, 2 * H)};
+    struct tm_sched_result r = {0};
+
+    (void)state;
+    j[0].cpu_milli = 12000;
+    j[0].model_mask = 1u << 0;
+    j[1].gpu_milli = 300;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 2, a, 2, now, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[0].node, 0);
+    assert_int_equal(r.notes[0].start_ms, now + H);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_WAIT_RESERVATION);
+    assert_int_equal(r.nplacements, 0);
+    tm_sched_result_release(&r);
+    j[0].model_mask = 0;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 2, a, 2, now, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_WAIT_CAPACITY);
+    assert_int_equal(placed_node(&r, 1), 0);
+    tm_sched_result_release(&r);
+}
+
+/* A job that is not narrow, when it must drain a node, leaves the nodes a
+ * narrow job needs unless they start it 6 h earlier. */
+static void test_reserve_avoids_narrow_nodes(void **state)
+{
+    int64_t now = 100 * H;
+    struct tm_sched_node n[4] = {node8(1, 0), node8(2, 1), node8(3, 1), node8(4, 1)};
+    struct tm_sched_alloc a[4] = {hold(0, 0xff, now + H), hold(1, 0xff, now + 3 * H), hold(2, 0xff, now + 20 * H),
+                                  hold(3, 0xff, now + 20 * H)};
+    /* narrow: model 0 only (8 of 32 GPUs); aged: any model, 30 h old */
+    struct tm_sched_job j[2] = {job(1, now - H, 8, H), job(2, now - 30 * H, 8, H)};
+    struct tm_sched_result r = {0};
+
+    (void)state;
+    j[0].model_mask = 1u << 0;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 4, a, 4, now, &r), 0);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[1].node, 1); /* 3 h on model 1, not 1 h on model 0 */
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[0].node, 0);
+    tm_sched_result_release(&r);
+    /* with model 1 draining in 20 h at best, model 0 is 19 h earlier */
+    a[1].end_ms = now + 20 * H;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 4, a, 4, now, &r), 0);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[1].node, 0);
+    tm_sched_result_release(&r);
+}
+
 static void test_random_properties(void **state)
 {
     (void)state;
@@ -639,6 +702,8 @@ int main(void)
         cmocka_unit_test(test_loans_and_eviction),
         cmocka_unit_test(test_sticky_reservation),
         cmocka_unit_test(test_reserve_when_fragmented),
+        cmocka_unit_test(test_narrow_reserved_at_once),
+        cmocka_unit_test(test_reserve_avoids_narrow_nodes),
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_bad_input),
     };
