@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/estimate.h"
 #include "core/err.h"
 
 struct pass {
@@ -339,6 +340,19 @@ static bool pool_accepts(const struct tm_config_pool *pool, int pool_index,
     return true;
 }
 
+/* A job's runtime estimate: its own, else predicted from similar finished
+ * jobs (controller/estimate.c), else 0 (unknown). */
+static int64_t job_estimate(const struct tm_estimator *est, const struct tm_snap_job *j)
+{
+    if (j->estimate_ms > 0 || !est)
+        return j->estimate_ms;
+    struct tm_estimate_key k = {
+        .team = j->team, .name = j->name, .klass = j->klass,
+        .gpu_milli = j->gpus > 0 ? j->gpus * 1000 * j->nodes : j->gpu_milli,
+    };
+    return tm_estimate(est, &k);
+}
+
 /* Step 2: run the scheduler over the ready nodes. */
 static void schedule(struct pass *p, bool *job_placed)
 {
@@ -351,8 +365,21 @@ static void schedule(struct pass *p, bool *job_placed)
     int32_t *sched_node = NULL;/* snapshot node index -> sched node index */
     int32_t *alloc_of = NULL;  /* sched alloc index -> snapshot alloc index */
     struct tm_sched_result res = {0};
+    struct tm_estimator *est = NULL;
     size_t nj = 0, nn = 0, na = 0;
     char why[256];
+
+    /* History in, estimates out: rebuilt each pass from the snapshot, so
+     * the pass stays a pure function of it. */
+    if (s->nhistory > 0 && tm_estimator_new(&est) == 0) {
+        for (size_t h = 0; h < s->nhistory; h++) {
+            const struct tm_snap_history *hj = &s->history[h];
+            struct tm_estimate_key k = {.team = hj->team, .name = hj->name, .klass = hj->klass,
+                                        .gpu_milli = hj->gpu_milli};
+            if (tm_estimator_observe(est, &k, hj->runtime_ms) < 0)
+                break;
+        }
+    }
 
     jobs = calloc(s->njobs + 1, sizeof(*jobs));
     job_of = calloc(s->njobs + 1, sizeof(*job_of));
@@ -397,11 +424,10 @@ static void schedule(struct pass *p, bool *job_placed)
         bool pre = false;
         if (ji >= 0) {
             const struct tm_snap_job *j = &s->jobs[ji];
+            int64_t e = job_estimate(est, j);
             pre = j->preemptible;
-            if (j->estimate_ms > 0)
-                end = j->started_ms + j->estimate_ms;
-            if (end < p->in->now_ms)
-                end = p->in->now_ms + 60000; /* overran: assume a little more */
+            if (e > 0)
+                end = p->in->now_ms + tm_estimate_remaining(e, p->in->now_ms - j->started_ms);
         }
         alloc_of[na] = (int32_t)a;
         allocs[na++] = (struct tm_sched_alloc){
@@ -426,7 +452,7 @@ static void schedule(struct pass *p, bool *job_placed)
             if (s->nodes[ni].id == j->hold_node_id && sched_node[ni] >= 0)
                 hold = sched_node[ni] + 1; /* a held node gone or busy-cordoned: no hold */
         jobs[nj] = (struct tm_sched_job){
-            .id = j->id, .submit_ms = j->submitted_ms, .estimate_ms = j->estimate_ms,
+            .id = j->id, .submit_ms = j->submitted_ms, .estimate_ms = job_estimate(est, j),
             .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib, .model_mask = mask,
             .gpus = j->gpus, .gpu_milli = j->gpus > 0 ? 1000 : j->gpu_milli, .nodes = j->nodes,
             .priority = j->priority, .klass = j->klass, .preemptible = j->preemptible,
@@ -467,6 +493,9 @@ static void schedule(struct pass *p, bool *job_placed)
         put_num(p, in_o, "gpus", j->gpus);
         put_num(p, in_o, "gpu_milli", j->gpu_milli);
         put_num(p, in_o, "waited_ms", (double)(p->in->now_ms - j->submitted_ms));
+        put_num(p, in_o, "estimate_s", (double)(jobs[pl->job].estimate_ms / 1000));
+        if (j->estimate_ms <= 0 && jobs[pl->job].estimate_ms > 0)
+            put_str(p, in_o, "estimate_from", "history of similar jobs");
         for (size_t m = k; m < res.nplacements && arr; m++) {
             const struct tm_sched_placement *q = &res.placements[m];
             if (q->job != pl->job)
@@ -535,6 +564,7 @@ static void schedule(struct pass *p, bool *job_placed)
         p->plan.waiting++;
     }
 out:
+    tm_estimator_free(est);
     tm_sched_result_release(&res);
     free(jobs);
     free(job_of);

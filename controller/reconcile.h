@@ -73,6 +73,15 @@ struct tm_snap_alloc {
     bool loaned;               /* preemptible work on reserved capacity */
 };
 
+/* A finished job, for runtime estimates of similar ones. */
+struct tm_snap_history {
+    char team[TM_ID_MAX];
+    char name[TM_ID_MAX];
+    enum tm_job_class klass;
+    int32_t gpu_milli;         /* GPUs x 1000 over all nodes, or the share */
+    int64_t runtime_ms;
+};
+
 struct tm_snapshot {
     int64_t epoch;
     struct tm_snap_node *nodes;
@@ -81,6 +90,8 @@ struct tm_snapshot {
     size_t njobs;
     struct tm_snap_alloc *allocs;
     size_t nallocs;
+    struct tm_snap_history *history; /* oldest first */
+    size_t nhistory;
 };
 
 /* What one provider listed this pass. */

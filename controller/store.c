@@ -10,6 +10,9 @@
 #include "core/err.h"
 #include "core/log.h"
 
+/* Finished jobs read per snapshot for runtime estimates. */
+#define TM_STORE_HISTORY_MAX "5000"
+
 /* One key for the leader lock, shared by every replica of every cluster in
  * this database ("tmlead"). */
 #define TM_LEADER_LOCK_KEY "746d6c656164"
@@ -27,6 +30,11 @@ static const char snapshot_sql[] =
     " coalesce(hold_node_id, 0), coalesce(hold_start_ms, 0)"
     " FROM jobs WHERE state IN ('queued', 'running') ORDER BY submitted_ms, id;"
     "SELECT job_id, node_id, gpu_mask, gpu_milli, cpu_milli, memory_mib, loaned FROM job_allocations;"
+    /* History for runtime estimates: the newest finished jobs, oldest first
+     * (the estimator keeps the last runs of each kind). */
+    "SELECT team, name, class, CASE WHEN gpus > 0 THEN gpus * 1000 * nodes ELSE gpu_milli END,"
+    " finished_ms - started_ms FROM (SELECT * FROM jobs WHERE state = 'succeeded'"
+    " ORDER BY finished_ms DESC LIMIT " TM_STORE_HISTORY_MAX ") h ORDER BY finished_ms;"
     "COMMIT";
 
 static int64_t col_i64(const PGresult *r, int row, int col)
@@ -59,6 +67,7 @@ void tm_snapshot_release(struct tm_snapshot *snap)
     free(snap->nodes);
     free(snap->jobs);
     free(snap->allocs);
+    free(snap->history);
     free(snap);
 }
 
@@ -66,15 +75,16 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
                           struct tm_snapshot **ret)
 {
     struct tm_snapshot *s;
-    const PGresult *lr, *nr, *jr, *ar;
+    const PGresult *lr, *nr, *jr, *ar, *hr;
     char buf[TM_ID_MAX];
 
-    if (reply->nresults != 6)
+    if (reply->nresults != 7)
         return TM_EBADREPLY;
     lr = reply->results[1];
     nr = reply->results[2];
     jr = reply->results[3];
     ar = reply->results[4];
+    hr = reply->results[5];
     s = calloc(1, sizeof(*s));
     if (!s)
         return TM_ENOMEM;
@@ -85,7 +95,9 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     s->nodes = calloc(s->nnodes + 1, sizeof(*s->nodes));
     s->jobs = calloc(s->njobs + 1, sizeof(*s->jobs));
     s->allocs = calloc(s->nallocs + 1, sizeof(*s->allocs));
-    if (!s->nodes || !s->jobs || !s->allocs) {
+    s->nhistory = (size_t)PQntuples(hr);
+    s->history = calloc(s->nhistory + 1, sizeof(*s->history));
+    if (!s->nodes || !s->jobs || !s->allocs || !s->history) {
         tm_snapshot_release(s);
         return TM_ENOMEM;
     }
@@ -142,6 +154,14 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         a->cpu_milli = col_i64(ar, i, 4);
         a->memory_mib = col_i64(ar, i, 5);
         a->loaned = col_bool(ar, i, 6);
+    }
+    for (int i = 0; i < (int)s->nhistory; i++) {
+        struct tm_snap_history *h = &s->history[i];
+        col_str(hr, i, 0, h->team, sizeof(h->team));
+        col_str(hr, i, 1, h->name, sizeof(h->name));
+        h->klass = (enum tm_job_class)tm_job_class_parse(PQgetvalue(hr, i, 2));
+        h->gpu_milli = (int32_t)col_i64(hr, i, 3);
+        h->runtime_ms = col_i64(hr, i, 4);
     }
     *ret = s;
     return 0;

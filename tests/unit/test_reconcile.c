@@ -317,6 +317,30 @@ static void test_same_input_same_plan(void **state)
     cJSON_free(b);
 }
 
+static void test_missing_estimate_predicted_from_history(void **state)
+{
+    struct fixture *f = *state;
+    struct tm_snap_history hist[4];
+    for (int i = 0; i < 4; i++) {
+        hist[i] = (struct tm_snap_history){.klass = TM_CLASS_TRAIN, .gpu_milli = 4000,
+                                           .runtime_ms = 600000 + i * 1000};
+        snprintf(hist[i].team, sizeof(hist[i].team), "t");
+    }
+    f->snap.history = hist;
+    f->snap.nhistory = 4;
+    add_node(f, 1, 0, TM_NODE_READY, "tok-1", "i-1");
+    add_instance(f, "i-1", "tok-1", TM_INSTANCE_RUNNING);
+    add_job(f, 10, 4, false); /* no estimate of its own */
+    run(f);
+    const cJSON *in = cJSON_GetObjectItem(first_op(f, "place"), "inputs");
+    /* Median of 600, 601, 602, 603 s. */
+    assert_true(cJSON_GetObjectItem(in, "estimate_s")->valuedouble >= 600);
+    assert_true(cJSON_GetObjectItem(in, "estimate_s")->valuedouble <= 603);
+    assert_string_equal(cJSON_GetObjectItem(in, "estimate_from")->valuestring, "history of similar jobs");
+    f->snap.history = NULL;
+    f->snap.nhistory = 0;
+}
+
 static void test_gpu_model_lists(void **state)
 {
     (void)state;
@@ -342,6 +366,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_busy_node_not_released, setup, teardown),
         cmocka_unit_test_setup_teardown(test_terminating_node_confirmed_terminated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_same_input_same_plan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_missing_estimate_predicted_from_history, setup, teardown),
         cmocka_unit_test(test_gpu_model_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
