@@ -1,0 +1,87 @@
+/*
+ * controller/api_internal.h: what api.c (the server core) and api_routes.c
+ * (the routes' work) share.  Not for other modules.
+ *
+ * A route's fn runs once the caller is authenticated, allowed and within
+ * its rate (public routes: at once).  It must end the call exactly once:
+ * api_reply()/api_fail*() now, or api_query() with a callback that does,
+ * after checking c->req (NULL: the client left; just api_call_free()).
+ */
+#ifndef TM_API_INTERNAL_H
+#define TM_API_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <h2o.h>
+
+#include "controller/api.h"
+#include "controller/job_spec.h"
+#include "controller/token.h"
+
+/* Role bits of a route (1 << enum tm_role), plus public. */
+#define API_ADMIN (1u << TM_ROLE_ADMIN)
+#define API_FINANCE (1u << TM_ROLE_FINANCE)
+#define API_ENGINEER (1u << TM_ROLE_ENGINEER)
+#define API_VIEWER (1u << TM_ROLE_VIEWER)
+#define API_READERS (API_ADMIN | API_FINANCE | API_ENGINEER | API_VIEWER)
+#define API_PUBLIC (1u << 8)
+
+struct api_call;
+
+struct api_route {
+    const char *method;   /* "GET", "POST", "PATCH" */
+    const char *pattern;  /* "/v1/jobs/{id}/cancel": {id} a positive integer, {name} a name */
+    unsigned roles;
+    void (*fn)(struct api_call *c);
+};
+
+/* Terminated by a route with a NULL method. */
+extern const struct api_route api_routes[];
+
+struct tm_api_stats {
+    uint64_t requests, ok, client_errors, server_errors, denied, throttled;
+};
+
+struct call_ref;
+
+struct api_call {
+    struct tm_api *api;
+    h2o_req_t *req;           /* NULL once the client is gone */
+    struct call_ref *ref;
+    const struct api_route *route;
+    int64_t id;               /* {id} */
+    char name[64];            /* {name} */
+    char hash[TM_TOKEN_HASH_LEN + 1];
+    enum tm_role role;
+    char team[64];            /* the token's team, "" when none */
+    char token_name[64];
+    /* Route scratch. */
+    unsigned limit;
+    bool flag;
+};
+
+void api_reply(struct api_call *c, int status, const char *json, size_t len);
+void api_fail(struct api_call *c, int status, const char *field, const char *message);
+void api_fail_spec(struct api_call *c, const struct tm_spec_error *err);
+void api_fail_db(struct api_call *c, const struct tm_pg_reply *reply);
+void api_call_free(struct api_call *c);
+/* Queue a statement whose callback gets c; on failure answers 503 and
+ * returns < 0 (the call is then over). */
+int api_query(struct api_call *c, const char *sql, int nparams, const char *const *params,
+              tm_pg_cb cb);
+int64_t api_now_ms(const struct api_call *c);
+unsigned api_max_list(const struct api_call *c);
+struct tm_pg_pool *api_pool(const struct api_call *c);
+const struct tm_api_stats *api_stats(const struct api_call *c);
+uint64_t api_pool_connected(const struct api_call *c);
+bool api_closing(const struct api_call *c);
+/* The request body / query string (without '?'); false when the client
+ * is gone. */
+bool api_body(const struct api_call *c, const char **ret, size_t *ret_len);
+bool api_query_string(const struct api_call *c, const char **ret, size_t *ret_len);
+/* Public routes answer text too (metrics). */
+void api_reply_text(struct api_call *c, int status, const char *ctype, const char *text, size_t len);
+
+#endif

@@ -1,0 +1,882 @@
+/*
+ * controller/api_routes.c: the work of each API route (see
+ * docs/openapi.yaml).  Every statement is parameterised; JSON answers are
+ * built by PostgreSQL (json_build_object), so a row has one spelling
+ * everywhere.  Writes are single statements (data-modifying CTEs or the
+ * functions of migrations/0002_apply.sql), so each is one transaction and
+ * writes its decision with it.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <libpq-fe.h>
+
+#include "controller/api_body.h"
+#include "controller/api_internal.h"
+#include "controller/model.h"
+#include "core/err.h"
+
+#define JOB_JSON                                                                                   \
+    "json_build_object('id', j.id, 'team', j.team, 'name', j.name, 'command', j.command,"         \
+    " 'gpus', j.gpus, 'gpu_milli', j.gpu_milli, 'nodes', j.nodes, 'cpu_milli', j.cpu_milli,"      \
+    " 'memory_mib', j.memory_mib, 'gpu_model', j.gpu_model, 'pool', j.pool, 'class', j.class,"    \
+    " 'priority', j.priority, 'preemptible', j.preemptible, 'checkpointable', j.checkpointable,"  \
+    " 'runtime_estimate_s', j.runtime_estimate_ms / 1000, 'deadline_ms', j.deadline_ms,"          \
+    " 'state', j.state, 'state_reason', j.state_reason, 'attempts', j.attempts,"                  \
+    " 'node_id', j.node_id, 'submitted_ms', j.submitted_ms, 'started_ms', j.started_ms,"          \
+    " 'finished_ms', j.finished_ms)::text"
+
+#define NODE_JSON                                                                                  \
+    "json_build_object('id', n.id, 'pool', n.pool, 'instance_id', n.instance_id, 'zone', n.zone," \
+    " 'instance_type', n.instance_type, 'gpus', n.gpus, 'gpu_model', n.gpu_model,"                \
+    " 'cpu_milli', n.cpu_milli, 'memory_mib', n.memory_mib, 'capacity_type', n.capacity_type,"    \
+    " 'state', n.state, 'state_reason', n.state_reason, 'cordoned', n.cordoned,"                  \
+    " 'price_uusd_per_hour', n.price_uusd_per_hour, 'requested_ms', n.requested_ms,"              \
+    " 'ready_ms', n.ready_ms, 'idle_since_ms', n.idle_since_ms, 'terminated_ms', n.terminated_ms,"\
+    " 'last_heartbeat_ms', n.last_heartbeat_ms)::text"
+
+#define POOL_JSON                                                                                  \
+    "json_build_object('name', p.name, 'provider', p.provider, 'provider_kind', p.provider_kind," \
+    " 'region', p.region, 'zones', p.zones, 'instance_types', p.instance_types,"                  \
+    " 'gpu_model', p.gpu_model, 'gpus_per_node', p.gpus_per_node,"                                \
+    " 'capacity_type', p.capacity_type, 'min_nodes', p.min_nodes, 'max_nodes', p.max_nodes,"      \
+    " 'idle_grace_ms', p.idle_grace_ms, 'live_nodes', (SELECT count(*) FROM nodes x"              \
+    "   WHERE x.pool = p.name AND x.state NOT IN ('terminated', 'interrupted')))::text"
+
+#define DECISION_JSON                                                                              \
+    "json_build_object('id', d.id, 'at_ms', d.at_ms, 'kind', d.kind,"                             \
+    " 'subject_kind', d.subject_kind, 'subject_id', d.subject_id, 'reason', d.reason,"            \
+    " 'inputs', d.inputs)::text"
+
+#define DEFAULT_PAGE 100
+
+static void fmt_i64(char *buf, size_t size, int64_t v)
+{
+    snprintf(buf, size, "%" PRId64, v);
+}
+
+/* The first row's first column as a JSON answer, or 404. */
+static void reply_one(struct api_call *c, PGresult *res, int status, const char *what)
+{
+    if (PQntuples(res) < 1 || PQgetisnull(res, 0, 0)) {
+        char msg[64];
+        snprintf(msg, sizeof(msg), "no such %s", what);
+        api_fail(c, 404, NULL, msg);
+        return;
+    }
+    api_reply(c, status, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
+}
+
+/* Rows of (id, json), one more than the page: {"items": [...],
+ * "next_cursor": "<id>" | null}. */
+static void reply_page(struct api_call *c, PGresult *res)
+{
+    int n = PQntuples(res);
+    int shown = n > (int)c->limit ? (int)c->limit : n;
+    size_t size = 64, len = 0;
+    char *buf;
+
+    for (int i = 0; i < shown; i++)
+        size += (size_t)PQgetlength(res, i, 1) + 1;
+    buf = malloc(size);
+    if (!buf) {
+        api_fail(c, 500, NULL, "out of memory");
+        return;
+    }
+    len += (size_t)snprintf(buf, size, "{\"items\":[");
+    for (int i = 0; i < shown; i++) {
+        size_t l = (size_t)PQgetlength(res, i, 1);
+        if (i)
+            buf[len++] = ',';
+        memcpy(buf + len, PQgetvalue(res, i, 1), l);
+        len += l;
+    }
+    if (n > shown)
+        len += (size_t)snprintf(buf + len, size - len, "],\"next_cursor\":\"%s\"}",
+                                PQgetvalue(res, shown - 1, 0));
+    else
+        len += (size_t)snprintf(buf + len, size - len, "],\"next_cursor\":null}");
+    api_reply(c, 200, buf, len);
+    free(buf);
+}
+
+/* ---- query strings -------------------------------------------------------- */
+
+struct qp {
+    const char *name;
+    char value[256];
+    bool set;
+};
+
+static int hexval(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* Percent-decode s[0..n) into out; false when malformed or too long. */
+static bool url_decode(const char *s, size_t n, char *out, size_t size)
+{
+    size_t k = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (ch == '%') {
+            int hi, lo;
+            if (i + 2 >= n)
+                return false;
+            hi = hexval(s[i + 1]);
+            lo = hexval(s[i + 2]);
+            if (hi < 0 || lo < 0)
+                return false;
+            ch = (char)(hi * 16 + lo);
+            i += 2;
+        } else if (ch == '+') {
+            ch = ' ';
+        }
+        if (ch == '\0' || k + 1 >= size)
+            return false;
+        out[k++] = ch;
+    }
+    out[k] = '\0';
+    return true;
+}
+
+static int parse_query(struct api_call *c, struct qp *qp, size_t nqp, struct tm_spec_error *err)
+{
+    const char *q, *end;
+    size_t len;
+
+    if (!api_query_string(c, &q, &len))
+        return TM_ECANCELED;
+    if (len > 4096)
+        return tm_spec_fail(err, "query", "query string longer than 4096 bytes");
+    end = q + len;
+    while (q < end) {
+        const char *amp = memchr(q, '&', (size_t)(end - q));
+        const char *seg_end = amp ? amp : end;
+        const char *eq = memchr(q, '=', (size_t)(seg_end - q));
+        char key[64], value[256];
+        size_t i;
+
+        if (seg_end == q) {
+            q = seg_end + 1;
+            continue;
+        }
+        if (!url_decode(q, (size_t)((eq ? eq : seg_end) - q), key, sizeof(key)))
+            return tm_spec_fail(err, "query", "malformed query string");
+        if (!url_decode(eq ? eq + 1 : seg_end, eq ? (size_t)(seg_end - eq - 1) : 0, value,
+                        sizeof(value)))
+            return tm_spec_fail(err, key, "malformed or too long a value");
+        for (i = 0; i < nqp; i++)
+            if (strcmp(qp[i].name, key) == 0)
+                break;
+        if (i == nqp) {
+            for (char *p = key; *p; p++)
+                if (*p < ' ' || *p >= 127)
+                    *p = '?';
+            return tm_spec_fail(err, key, "unrecognized query parameter");
+        }
+        if (qp[i].set)
+            return tm_spec_fail(err, key, "given more than once");
+        qp[i].set = true;
+        memcpy(qp[i].value, value, sizeof(value));
+        q = amp ? amp + 1 : end;
+    }
+    return 0;
+}
+
+static bool parse_pos(const char *s, int64_t max, int64_t *ret)
+{
+    char *end;
+    long long v;
+
+    if (!*s || *s == '+' || *s == '-')
+        return false;
+    v = strtoll(s, &end, 10);
+    if (*end || v <= 0 || v > max)
+        return false;
+    *ret = v;
+    return true;
+}
+
+/* limit and cursor, common to every list. */
+static int page_params(struct api_call *c, const struct qp *limit, const struct qp *cursor,
+                       char *cursor_buf, size_t size, struct tm_spec_error *err)
+{
+    int64_t v;
+
+    c->limit = DEFAULT_PAGE < api_max_list(c) ? DEFAULT_PAGE : api_max_list(c);
+    if (limit->set) {
+        if (!parse_pos(limit->value, api_max_list(c), &v))
+            return tm_spec_fail(err, "limit", "must be a whole number from 1 to %u",
+                                api_max_list(c));
+        c->limit = (unsigned)v;
+    }
+    cursor_buf[0] = '\0';
+    if (cursor->set) {
+        if (!parse_pos(cursor->value, INT64_MAX, &v))
+            return tm_spec_fail(err, "cursor", "must be a next_cursor value from a previous page");
+        fmt_i64(cursor_buf, size, v);
+    }
+    return 0;
+}
+
+/* ---- health, readiness, metrics ----------------------------------------- */
+
+static void r_healthz(struct api_call *c)
+{
+    static const char ok[] = "{\"status\":\"ok\"}";
+    api_reply(c, 200, ok, sizeof(ok) - 1);
+}
+
+static void r_readyz(struct api_call *c)
+{
+    static const char ready[] = "{\"status\":\"ready\"}";
+
+    if (api_closing(c)) {
+        api_fail(c, 503, NULL, "shutting down");
+    } else if (api_pool_connected(c) == 0) {
+        api_fail(c, 503, NULL, "database unavailable");
+    } else {
+        api_reply(c, 200, ready, sizeof(ready) - 1);
+    }
+}
+
+static void r_metrics(struct api_call *c)
+{
+    const struct tm_api_stats *s = api_stats(c);
+    char buf[1024];
+    int n = snprintf(buf, sizeof(buf),
+                     "# HELP tarmac_api_requests_total HTTP requests received.\n"
+                     "# TYPE tarmac_api_requests_total counter\n"
+                     "tarmac_api_requests_total %" PRIu64 "\n"
+                     "# HELP tarmac_api_responses_total HTTP responses by class.\n"
+                     "# TYPE tarmac_api_responses_total counter\n"
+                     "tarmac_api_responses_total{class=\"2xx\"} %" PRIu64 "\n"
+                     "tarmac_api_responses_total{class=\"4xx\"} %" PRIu64 "\n"
+                     "tarmac_api_responses_total{class=\"5xx\"} %" PRIu64 "\n"
+                     "# HELP tarmac_api_db_connections Database connections up.\n"
+                     "# TYPE tarmac_api_db_connections gauge\n"
+                     "tarmac_api_db_connections %" PRIu64 "\n",
+                     s->requests, s->ok, s->client_errors, s->server_errors,
+                     api_pool_connected(c));
+    api_reply_text(c, 200, "text/plain; version=0.0.4", buf, (size_t)n);
+}
+
+/* ---- jobs ----------------------------------------------------------------- */
+
+static const char submit_sql[] =
+    "WITH chk AS (SELECT"
+    " (SELECT count(*) FROM pools WHERE $10::text IS NULL OR name = $10) AS pools,"
+    " (SELECT count(*) FROM pools WHERE $9::text IS NULL"
+    "   OR gpu_model = ANY (string_to_array($9, '|'))) AS models,"
+    " (SELECT coalesce(max(gpus_per_node), 0) FROM pools WHERE ($10::text IS NULL OR name = $10)"
+    "   AND ($9::text IS NULL OR gpu_model = ANY (string_to_array($9, '|')))) AS max_gpus,"
+    " (SELECT coalesce(string_agg(DISTINCT gpu_model, ', '), '') FROM pools) AS known_models,"
+    " (SELECT coalesce(string_agg(name, ', ' ORDER BY name), '') FROM pools) AS known_pools),"
+    " ins AS (INSERT INTO jobs (team, name, command, gpus, gpu_milli, nodes, cpu_milli,"
+    "   memory_mib, gpu_model, pool, class, priority, preemptible, checkpointable,"
+    "   runtime_estimate_ms, deadline_ms, submitted_ms)"
+    "  SELECT $1, $2, $3, $4::int, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+    "   nullif($15::bigint, 0), nullif($16::bigint, 0), $17"
+    "  FROM chk WHERE chk.pools > 0 AND chk.models > 0 AND $4::int <= chk.max_gpus"
+    "  RETURNING *)"
+    " SELECT (SELECT " JOB_JSON " FROM ins j), chk.pools, chk.models, chk.max_gpus,"
+    " chk.known_models, chk.known_pools FROM chk";
+
+struct submit_ctx {
+    char gpus[16], pool[64], model[TM_JOB_MODEL_MAX + 1];
+};
+
+static void on_submit(const struct tm_pg_reply *reply, void *data)
+{
+    struct api_call *c = data;
+    PGresult *res;
+    char msg[192];
+
+    if (!c->req) {
+        api_call_free(c);
+        return;
+    }
+    if (reply->status < 0) {
+        api_fail_db(c, reply);
+        return;
+    }
+    res = reply->results[0];
+    if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
+        api_reply(c, 201, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
+        return;
+    }
+    /* The same checks and words as `tarmac submit`. */
+    if (strcmp(PQgetvalue(res, 0, 1), "0") == 0) {
+        snprintf(msg, sizeof(msg), "unknown pool (known: %s)", PQgetvalue(res, 0, 5));
+        api_fail(c, 400, "pool", msg);
+    } else if (strcmp(PQgetvalue(res, 0, 2), "0") == 0) {
+        snprintf(msg, sizeof(msg), "no pool offers this GPU model (known: %s)",
+                 PQgetvalue(res, 0, 4));
+        api_fail(c, 400, "gpu_model", msg);
+    } else {
+        snprintf(msg, sizeof(msg), "more GPUs per node than any matching pool offers (%s)",
+                 PQgetvalue(res, 0, 3));
+        api_fail(c, 400, "gpus", msg);
+    }
+}
+
+static void r_jobs_submit(struct api_call *c)
+{
+    struct tm_job_spec spec;
+    struct tm_spec_error err = {0};
+    cJSON *root = NULL;
+    const char *body;
+    size_t len;
+    char gpus[16], milli[16], nodes[16], cpu[24], mem[24], prio[16], est[24], dl[24], now_s[24];
+    int64_t now = api_now_ms(c);
+
+    if (!api_body(c, &body, &len)) {
+        api_call_free(c);
+        return;
+    }
+    if (tm_job_spec_parse_json(body, len, &spec, &root, &err) < 0) {
+        api_fail_spec(c, &err);
+        return;
+    }
+    if (c->role == TM_ROLE_ENGINEER && strcmp(spec.team, c->team) != 0) {
+        cJSON_Delete(root);
+        api_fail(c, 403, "team", "an engineer token submits for its own team only");
+        return;
+    }
+    snprintf(gpus, sizeof(gpus), "%d", spec.gpus);
+    snprintf(milli, sizeof(milli), "%d", spec.gpu_milli);
+    snprintf(nodes, sizeof(nodes), "%d", spec.nodes);
+    fmt_i64(cpu, sizeof(cpu), spec.cpu_milli);
+    fmt_i64(mem, sizeof(mem), spec.memory_mib);
+    snprintf(prio, sizeof(prio), "%d", spec.priority);
+    fmt_i64(est, sizeof(est), spec.runtime_estimate_ms);
+    fmt_i64(dl, sizeof(dl), spec.deadline_ms ? now + spec.deadline_ms : 0);
+    fmt_i64(now_s, sizeof(now_s), now);
+    const char *params[] = {spec.team, spec.name, spec.command, gpus, milli, nodes, cpu, mem,
+                            spec.gpu_model, spec.pool, spec.klass, prio,
+                            spec.preemptible ? "t" : "f", spec.checkpointable ? "t" : "f", est,
+                            dl, now_s};
+    /* pg_uv copies the parameters: the document can go now. */
+    api_query(c, submit_sql, 17, params, on_submit);
+    cJSON_Delete(root);
+}
+
+static void on_one(const struct tm_pg_reply *reply, void *data)
+{
+    struct api_call *c = data;
+
+    if (!c->req) {
+        api_call_free(c);
+        return;
+    }
+    if (reply->status < 0) {
+        api_fail_db(c, reply);
+        return;
+    }
+    reply_one(c, reply->results[0], 200, c->flag ? "pool" : c->route->pattern[4] == 'j' ? "job" : "node");
+}
+
+static void on_page(const struct tm_pg_reply *reply, void *data)
+{
+    struct api_call *c = data;
+
+    if (!c->req) {
+        api_call_free(c);
+        return;
+    }
+    if (reply->status < 0) {
+        api_fail_db(c, reply);
+        return;
+    }
+    reply_page(c, reply->results[0]);
+}
+
+static void r_jobs_get(struct api_call *c)
+{
+    char id[24];
+
+    fmt_i64(id, sizeof(id), c->id);
+    const char *params[] = {id};
+    api_query(c, "SELECT " JOB_JSON " FROM jobs j WHERE j.id = $1", 1, params, on_one);
+}
+
+static void r_jobs_list(struct api_call *c)
+{
+    struct qp qp[] = {{.name = "state"}, {.name = "team"}, {.name = "class"}, {.name = "preemptible"}, {.name = "limit"}, {.name = "cursor"}};
+    struct tm_spec_error err = {0};
+    char cursor[24], limit[16];
+    int r = parse_query(c, qp, 6, &err);
+
+    if (r == TM_ECANCELED) {
+        api_call_free(c);
+        return;
+    }
+    if (r == 0 && qp[0].set && tm_job_state_parse(qp[0].value) < 0)
+        r = tm_spec_fail(&err, "state",
+                         "must be queued, running, succeeded, failed, preempted or cancelled");
+    if (r == 0 && qp[1].set && !tm_job_spec_name_ok(qp[1].value))
+        r = tm_spec_fail(&err, "team", "must be 1-63 letters, digits, '.', '_' or '-'");
+    if (r == 0 && qp[2].set && tm_job_class_parse(qp[2].value) < 0)
+        r = tm_spec_fail(&err, "class", "must be train, eval, preprocess, inference or batch");
+    if (r == 0 && qp[3].set && strcmp(qp[3].value, "true") != 0 && strcmp(qp[3].value, "false") != 0)
+        r = tm_spec_fail(&err, "preemptible", "must be true or false");
+    if (r == 0)
+        r = page_params(c, &qp[4], &qp[5], cursor, sizeof(cursor), &err);
+    if (r < 0) {
+        api_fail_spec(c, &err);
+        return;
+    }
+    snprintf(limit, sizeof(limit), "%u", c->limit + 1);
+    const char *params[] = {qp[0].set ? qp[0].value : NULL, qp[1].set ? qp[1].value : NULL,
+                            qp[2].set ? qp[2].value : NULL, qp[3].set ? qp[3].value : NULL,
+                            cursor[0] ? cursor : NULL, limit};
+    api_query(c,
+              "SELECT j.id, " JOB_JSON " FROM jobs j"
+              " WHERE ($1::text IS NULL OR j.state = $1) AND ($2::text IS NULL OR j.team = $2)"
+              " AND ($3::text IS NULL OR j.class = $3) AND ($4::boolean IS NULL OR j.preemptible = $4)"
+              " AND ($5::bigint IS NULL OR j.id < $5) ORDER BY j.id DESC LIMIT $6",
+              6, params, on_page);
+}
+
+/* Cancel and retag answer the same way: the job's team and state before,
+ * and the changed row when the change applied. */
+static void on_job_change(const struct tm_pg_reply *reply, void *data)
+{
+    struct api_call *c = data;
+    PGresult *res;
+    char msg[128];
+
+    if (!c->req) {
+        api_call_free(c);
+        return;
+    }
+    if (reply->status < 0) {
+        api_fail_db(c, reply);
+        return;
+    }
+    res = reply->results[0];
+    if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
+        api_fail(c, 404, NULL, "no such job");
+        return;
+    }
+    if (c->role == TM_ROLE_ENGINEER && strcmp(PQgetvalue(res, 0, 0), c->team) != 0) {
+        api_fail(c, 403, NULL, "an engineer token acts on its own team's jobs only");
+        return;
+    }
+    if (PQgetisnull(res, 0, 2)) {
+        snprintf(msg, sizeof(msg), "job is %s: %s", PQgetvalue(res, 0, 1),
+                 c->flag ? "only a queued job can be retagged"
+                         : "only a queued or running job can be cancelled");
+        api_fail(c, 409, NULL, msg);
+        return;
+    }
+    api_reply(c, 200, PQgetvalue(res, 0, 2), (size_t)PQgetlength(res, 0, 2));
+}
+
+static const char cancel_sql[] =
+    "WITH b AS (SELECT id, team, state FROM jobs WHERE id = $1 FOR UPDATE),"
+    " u AS (UPDATE jobs SET state = 'cancelled', finished_ms = $2, state_reason = $3"
+    "   WHERE id = $1 AND ($4::text IS NULL OR team = $4) AND state IN ('queued', 'running')"
+    "   RETURNING *),"
+    " d AS (DELETE FROM job_allocations WHERE job_id IN (SELECT id FROM u) RETURNING node_id),"
+    " n AS (UPDATE nodes SET idle_since_ms = $2 WHERE idle_since_ms IS NULL"
+    "   AND state IN ('ready', 'draining') AND id IN (SELECT node_id FROM d)"
+    "   AND NOT EXISTS (SELECT 1 FROM job_allocations a WHERE a.node_id = nodes.id AND a.job_id <> $1)"
+    "   RETURNING id),"
+    " dec AS (SELECT tarmac_decide($2, 'cancel', 'job', u.id::text, $3,"
+    "   jsonb_build_object('by', $5::text, 'was', (SELECT state FROM b))) FROM u)"
+    " SELECT (SELECT team FROM b), (SELECT state FROM b), (SELECT " JOB_JSON " FROM u j),"
+    " (SELECT count(*) FROM dec), (SELECT count(*) FROM n)";
+
+static void r_jobs_cancel(struct api_call *c)
+{
+    struct tm_spec_error err = {0};
+    char reason[TM_API_REASON_MAX + 128], why[TM_API_REASON_MAX + 1], id[24], now[24];
+    const char *body;
+    size_t len;
+
+    if (!api_body(c, &body, &len)) {
+        api_call_free(c);
+        return;
+    }
+    if (tm_api_parse_verb(body, len, false, why, sizeof(why), NULL, &err) < 0) {
+        api_fail_spec(c, &err);
+        return;
+    }
+    snprintf(reason, sizeof(reason), "cancelled by %s%s%s", c->token_name, why[0] ? ": " : "", why);
+    fmt_i64(id, sizeof(id), c->id);
+    fmt_i64(now, sizeof(now), api_now_ms(c));
+    const char *params[] = {id, now, reason, c->role == TM_ROLE_ENGINEER ? c->team : NULL,
+                            c->token_name};
+    c->flag = false;
+    api_query(c, cancel_sql, 5, params, on_job_change);
+}
+
+static const char retag_sql[] =
+    "WITH b AS (SELECT id, team, state FROM jobs WHERE id = $1 FOR UPDATE),"
+    " u AS (UPDATE jobs SET preemptible = $2::boolean"
+    "   WHERE id = $1 AND ($3::text IS NULL OR team = $3) AND state = 'queued' RETURNING *),"
+    " dec AS (SELECT tarmac_decide($4, 'retag', 'job', u.id::text,"
+    "   'preemptible set to ' || $2::boolean::text || ' by ' || $5::text,"
+    "   jsonb_build_object('by', $5::text, 'preemptible', $2::boolean)) FROM u)"
+    " SELECT (SELECT team FROM b), (SELECT state FROM b), (SELECT " JOB_JSON " FROM u j),"
+    " (SELECT count(*) FROM dec)";
+
+static void r_jobs_retag(struct api_call *c)
+{
+    struct tm_spec_error err = {0};
+    const char *body;
+    size_t len;
+    bool pre = false;
+    char id[24], now[24];
+
+    if (!api_body(c, &body, &len)) {
+        api_call_free(c);
+        return;
+    }
+    if (tm_api_parse_retag(body, len, &pre, &err) < 0) {
+        api_fail_spec(c, &err);
+        return;
+    }
+    fmt_i64(id, sizeof(id), c->id);
+    fmt_i64(now, sizeof(now), api_now_ms(c));
+    const char *params[] = {id, pre ? "true" : "false",
+                            c->role == TM_ROLE_ENGINEER ? c->team : NULL, now, c->token_name};
+    c->flag = true;
+    api_query(c, retag_sql, 5, params, on_job_change);
+}
+
+/* ---- pools and nodes ------------------------------------------------------ */
+
+static void r_pools_list(struct api_call *c)
+{
+    struct qp qp[] = {{.name = "limit"}, {.name = "cursor"}};
+    struct tm_spec_error err = {0};
+    int r = parse_query(c, qp, 2, &err);
+    char limit[16], offset[24], cursor[24];
+
+    if (r == TM_ECANCELED) {
+        api_call_free(c);
+        return;
+    }
+    if (r == 0)
+        r = page_params(c, &qp[0], &qp[1], cursor, sizeof(cursor), &err);
+    if (r < 0) {
+        api_fail_spec(c, &err);
+        return;
+    }
+    /* Pools have names, not ids: the cursor is a position. */
+    snprintf(limit, sizeof(limit), "%u", c->limit + 1);
+    snprintf(offset, sizeof(offset), "%s", cursor[0] ? cursor : "0");
+    const char *params[] = {limit, offset};
+    api_query(c,
+              "SELECT $2::bigint + row_number() OVER (ORDER BY p.name), " POOL_JSON
+              " FROM pools p ORDER BY p.name LIMIT $1 OFFSET $2",
+              2, params, on_page);
+}
+
+static void r_pools_get(struct api_call *c)
+{
+    const char *params[] = {c->name};
+    c->flag = true;
+    api_query(c, "SELECT " POOL_JSON " FROM pools p WHERE p.name = $1", 1, params, on_one);
+}
+
+static void r_nodes_list(struct api_call *c)
+{
+    struct qp qp[] = {{.name = "pool"}, {.name = "state"}, {.name = "limit"}, {.name = "cursor"}};
+    struct tm_spec_error err = {0};
+    char cursor[24], limit[16];
+    int r = parse_query(c, qp, 4, &err);
+
+    if (r == TM_ECANCELED) {
+        api_call_free(c);
+        return;
+    }
+    if (r == 0 && qp[0].set && !tm_job_spec_name_ok(qp[0].value))
+        r = tm_spec_fail(&err, "pool", "must be a pool name");
+    if (r == 0 && qp[1].set && tm_node_state_parse(qp[1].value) < 0)
+        r = tm_spec_fail(&err, "state",
+                         "must be requested, booting, ready, draining, terminating, terminated or interrupted");
+    if (r == 0)
+        r = page_params(c, &qp[2], &qp[3], cursor, sizeof(cursor), &err);
+    if (r < 0) {
+        api_fail_spec(c, &err);
+        return;
+    }
+    snprintf(limit, sizeof(limit), "%u", c->limit + 1);
+    const char *params[] = {qp[0].set ? qp[0].value : NULL, qp[1].set ? qp[1].value : NULL,
+                            cursor[0] ? cursor : NULL, limit};
+    api_query(c,
+              "SELECT n.id, " NODE_JSON " FROM nodes n"
+              " WHERE ($1::text IS NULL OR n.pool = $1) AND ($2::text IS NULL OR n.state = $2)"
+              " AND ($3::bigint IS NULL OR n.id < $3) ORDER BY n.id DESC LIMIT $4",
+              4, params, on_page);
+}
+
+static void r_nodes_get(struct api_call *c)
+{
+    char id[24];
+
+    fmt_i64(id, sizeof(id), c->id);
+    const char *params[] = {id};
+    api_query(c, "SELECT " NODE_JSON " FROM nodes n WHERE n.id = $1", 1, params, on_one);
+}
+
+/* Drain, cordon and interruption notices: (state before, changed row). */
+static void on_node_change(const struct tm_pg_reply *reply, void *data)
+{
+    struct api_call *c = data;
+    PGresult *res;
+    char msg[96];
+
+    if (!c->req) {
+        api_call_free(c);
+        return;
+    }
+    if (reply->status < 0) {
+        api_fail_db(c, reply);
+        return;
+    }
+    res = reply->results[0];
+    if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
+        api_fail(c, 404, NULL, "no such node");
+        return;
+    }
+    if (PQgetisnull(res, 0, 1)) {
+        snprintf(msg, sizeof(msg), "node is %s: nothing to change", PQgetvalue(res, 0, 0));
+        api_fail(c, 409, NULL, msg);
+        return;
+    }
+    api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
+}
+
+static const char drain_sql[] =
+    "WITH b AS (SELECT id, state FROM nodes WHERE id = $1 FOR UPDATE),"
+    " u AS (UPDATE nodes SET cordoned = true,"
+    "   state = CASE WHEN $5::boolean AND state = 'ready' THEN 'draining' ELSE state END,"
+    "   state_reason = $3"
+    "   WHERE id = $1 AND state IN ('requested', 'booting', 'ready', 'draining') RETURNING *),"
+    " dec AS (SELECT tarmac_decide($2, CASE WHEN $5::boolean THEN 'drain' ELSE 'cordon' END,"
+    "   'node', u.id::text, $3, jsonb_build_object('by', $4::text)) FROM u)"
+    " SELECT (SELECT state FROM b), (SELECT " NODE_JSON " FROM u n), (SELECT count(*) FROM dec)";
+
+static void node_verb(struct api_call *c, bool drain)
+{
+    struct tm_spec_error err = {0};
+    char reason[TM_API_REASON_MAX + 128], why[TM_API_REASON_MAX + 1], id[24], now[24];
+    const char *body;
+    size_t len;
+
+    if (!api_body(c, &body, &len)) {
+        api_call_free(c);
+        return;
+    }
+    if (tm_api_parse_verb(body, len, false, why, sizeof(why), NULL, &err) < 0) {
+        api_fail_spec(c, &err);
+        return;
+    }
+    snprintf(reason, sizeof(reason), "%s by %s%s%s", drain ? "drained" : "cordoned",
+             c->token_name, why[0] ? ": " : "", why);
+    fmt_i64(id, sizeof(id), c->id);
+    fmt_i64(now, sizeof(now), api_now_ms(c));
+    const char *params[] = {id, now, reason, c->token_name, drain ? "true" : "false"};
+    api_query(c, drain_sql, 5, params, on_node_change);
+}
+
+static void r_nodes_drain(struct api_call *c)
+{
+    node_verb(c, true);
+}
+
+static void r_nodes_cordon(struct api_call *c)
+{
+    node_verb(c, false);
+}
+
+static const char interruption_sql[] =
+    "WITH b AS (SELECT id, state FROM nodes WHERE id = $1 FOR UPDATE),"
+    " u AS (UPDATE nodes SET cordoned = true, state_reason = $3"
+    "   WHERE id = $1 AND state NOT IN ('terminated', 'interrupted') RETURNING *),"
+    " dec AS (SELECT tarmac_decide($2, 'interruption_notice', 'node', u.id::text, $3,"
+    "   jsonb_build_object('by', $4::text, 'in_s', $5::bigint)) FROM u)"
+    " SELECT (SELECT state FROM b), (SELECT " NODE_JSON " FROM u n), (SELECT count(*) FROM dec)";
+
+static void r_nodes_interruption(struct api_call *c)
+{
+    struct tm_spec_error err = {0};
+    char reason[TM_API_REASON_MAX + 128], why[TM_API_REASON_MAX + 1], id[24], now[24], in[24];
+    const char *body;
+    size_t len;
+    int64_t in_s = -1;
+
+    if (!api_body(c, &body, &len)) {
+        api_call_free(c);
+        return;
+    }
+    if (tm_api_parse_verb(body, len, true, why, sizeof(why), &in_s, &err) < 0) {
+        api_fail_spec(c, &err);
+        return;
+    }
+    snprintf(reason, sizeof(reason), "interruption notice%s%s", why[0] ? ": " : "", why);
+    fmt_i64(id, sizeof(id), c->id);
+    fmt_i64(now, sizeof(now), api_now_ms(c));
+    fmt_i64(in, sizeof(in), in_s);
+    const char *params[] = {id, now, reason, c->token_name, in_s >= 0 ? in : NULL};
+    api_query(c, interruption_sql, 5, params, on_node_change);
+}
+
+/* The node agent path: tarmac_agent_report() (the same function the sim
+ * agent calls), with the GPU samples in the same statement. */
+static const char heartbeat_sql[] =
+    "WITH s AS (INSERT INTO gpu_samples (node_id, gpu_index, at_ms, util_percent, memory_used_mib)"
+    "  SELECT $1, (x ->> 'index')::int, coalesce((x ->> 'at_ms')::bigint, $2),"
+    "   (x ->> 'util_percent')::real, (x ->> 'memory_used_mib')::bigint"
+    "  FROM jsonb_array_elements($4::jsonb) x WHERE EXISTS (SELECT 1 FROM nodes WHERE id = $1)"
+    "  ON CONFLICT DO NOTHING RETURNING 1)"
+    " SELECT json_build_object('node', $1::bigint, 'finished', tarmac_agent_report($1, $2, $3::jsonb),"
+    " 'samples', (SELECT count(*) FROM s))::text";
+
+static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
+{
+    struct api_call *c = data;
+
+    if (!c->req) {
+        api_call_free(c);
+        return;
+    }
+    if (reply->status < 0) {
+        if (reply->sqlstate && strcmp(reply->sqlstate, "TM003") == 0)
+            api_fail(c, 404, NULL, "no such node");
+        else
+            api_fail_db(c, reply);
+        return;
+    }
+    reply_one(c, reply->results[0], 200, "node");
+}
+
+static void r_nodes_heartbeat(struct api_call *c)
+{
+    struct tm_spec_error err = {0};
+    struct tm_api_heartbeat hb = {0};
+    const char *body;
+    size_t len;
+    char id[24], now[24];
+
+    if (!api_body(c, &body, &len)) {
+        api_call_free(c);
+        return;
+    }
+    if (tm_api_parse_heartbeat(body, len, &hb, &err) < 0) {
+        api_fail_spec(c, &err);
+        return;
+    }
+    fmt_i64(id, sizeof(id), c->id);
+    fmt_i64(now, sizeof(now), api_now_ms(c));
+    const char *params[] = {id, now, hb.report, hb.samples};
+    api_query(c, heartbeat_sql, 4, params, on_heartbeat);
+    tm_api_heartbeat_release(&hb);
+}
+
+/* ---- decisions ------------------------------------------------------------ */
+
+static const char *const subject_kinds[] = {"job", "node", "pool", "instance", "budget",
+                                            "provider"};
+
+static bool printable(const char *s, size_t max)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > max)
+        return false;
+    for (; *s; s++)
+        if ((unsigned char)*s < ' ' || *s == 127)
+            return false;
+    return true;
+}
+
+static void r_decisions_list(struct api_call *c)
+{
+    struct qp qp[] = {{.name = "kind"}, {.name = "subject_kind"}, {.name = "subject_id"}, {.name = "since_ms"}, {.name = "limit"},
+                      {.name = "cursor"}};
+    struct tm_spec_error err = {0};
+    char cursor[24], limit[16], since[24];
+    int64_t v;
+    int r = parse_query(c, qp, 6, &err);
+
+    if (r == TM_ECANCELED) {
+        api_call_free(c);
+        return;
+    }
+    if (r == 0 && qp[0].set && !printable(qp[0].value, 64))
+        r = tm_spec_fail(&err, "kind", "must be a decision kind such as place or launch");
+    if (r == 0 && qp[1].set) {
+        bool ok = false;
+        for (size_t i = 0; i < sizeof(subject_kinds) / sizeof(subject_kinds[0]); i++)
+            ok = ok || strcmp(qp[1].value, subject_kinds[i]) == 0;
+        if (!ok)
+            r = tm_spec_fail(&err, "subject_kind",
+                             "must be job, node, pool, instance, budget or provider");
+    }
+    if (r == 0 && qp[2].set && !printable(qp[2].value, 128))
+        r = tm_spec_fail(&err, "subject_id", "must be 1-128 printable characters");
+    since[0] = '\0';
+    if (r == 0 && qp[3].set) {
+        if (!parse_pos(qp[3].value, INT64_MAX, &v))
+            r = tm_spec_fail(&err, "since_ms", "must be a positive integer (ms since the epoch)");
+        else
+            fmt_i64(since, sizeof(since), v);
+    }
+    if (r == 0)
+        r = page_params(c, &qp[4], &qp[5], cursor, sizeof(cursor), &err);
+    if (r < 0) {
+        api_fail_spec(c, &err);
+        return;
+    }
+    snprintf(limit, sizeof(limit), "%u", c->limit + 1);
+    const char *params[] = {qp[0].set ? qp[0].value : NULL, qp[1].set ? qp[1].value : NULL,
+                            qp[2].set ? qp[2].value : NULL, since[0] ? since : NULL,
+                            cursor[0] ? cursor : NULL, limit};
+    api_query(c,
+              "SELECT d.id, " DECISION_JSON " FROM decisions d"
+              " WHERE ($1::text IS NULL OR d.kind = $1) AND ($2::text IS NULL OR d.subject_kind = $2)"
+              " AND ($3::text IS NULL OR d.subject_id = $3) AND ($4::bigint IS NULL OR d.at_ms >= $4)"
+              " AND ($5::bigint IS NULL OR d.id < $5) ORDER BY d.id DESC LIMIT $6",
+              6, params, on_page);
+}
+
+/* ---- the table ------------------------------------------------------------ */
+
+/* Who may do what; docs/openapi.yaml says the same under x-tarmac-roles and
+ * the tests hold the two together. */
+const struct api_route api_routes[] = {
+    {"GET", "/healthz", API_PUBLIC, r_healthz},
+    {"GET", "/readyz", API_PUBLIC, r_readyz},
+    {"GET", "/metrics", API_PUBLIC, r_metrics},
+    {"POST", "/v1/jobs", API_ADMIN | API_ENGINEER, r_jobs_submit},
+    {"GET", "/v1/jobs", API_READERS, r_jobs_list},
+    {"GET", "/v1/jobs/{id}", API_READERS, r_jobs_get},
+    {"PATCH", "/v1/jobs/{id}", API_ADMIN | API_ENGINEER, r_jobs_retag},
+    {"POST", "/v1/jobs/{id}/cancel", API_ADMIN | API_ENGINEER, r_jobs_cancel},
+    {"GET", "/v1/pools", API_READERS, r_pools_list},
+    {"GET", "/v1/pools/{name}", API_READERS, r_pools_get},
+    {"GET", "/v1/nodes", API_READERS, r_nodes_list},
+    {"GET", "/v1/nodes/{id}", API_READERS, r_nodes_get},
+    {"POST", "/v1/nodes/{id}/drain", API_ADMIN, r_nodes_drain},
+    {"POST", "/v1/nodes/{id}/cordon", API_ADMIN, r_nodes_cordon},
+    {"POST", "/v1/nodes/{id}/heartbeat", API_ADMIN, r_nodes_heartbeat},
+    {"POST", "/v1/nodes/{id}/interruption", API_ADMIN, r_nodes_interruption},
+    {"GET", "/v1/decisions", API_READERS, r_decisions_list},
+    {NULL, NULL, 0, NULL},
+};

@@ -1,0 +1,36 @@
+# The service surface (issue 6): the HTTP API on h2o, tokens, request
+# bodies.  h2o joins tarmac_lib here because the API is the only user.
+pkg_check_modules(H2O REQUIRED IMPORTED_TARGET libh2o)
+target_link_libraries(tarmac_lib PUBLIC PkgConfig::H2O)
+
+tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/test_api_body.c LABELS unit service
+              TIMEOUT 60)
+# The API end to end: a loop thread serving, libcurl and openapi_check.py
+# as clients, the run's PostgreSQL cluster underneath.
+tm_add_c_test(test_api ${CMAKE_SOURCE_DIR}/tests/unit/test_api.c LABELS integration service
+              FIXTURES pg TIMEOUT 300)
+
+# Replays the corpus through the fuzz entry point with a plain main(), so
+# every compiler exercises the body parsers on every ctest run.
+add_executable(fuzz_api_body_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_api_body.c)
+target_compile_definitions(fuzz_api_body_replay PRIVATE TM_FUZZ_REPLAY)
+target_link_libraries(fuzz_api_body_replay PRIVATE tarmac_lib)
+tm_add_test(fuzz_api_body_corpus LABELS unit service TIMEOUT 60
+            COMMAND fuzz_api_body_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/api_body)
+
+if(TM_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(WARNING "TM_FUZZ needs clang; fuzz_api_body is not built")
+  else()
+    # The parsers are compiled into the target so they carry the fuzzer's
+    # coverage instrumentation, not only the harness.
+    add_executable(fuzz_api_body ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_api_body.c
+                   ${CMAKE_SOURCE_DIR}/controller/job_spec.c ${CMAKE_SOURCE_DIR}/controller/api_body.c
+                   ${CMAKE_SOURCE_DIR}/controller/model.c ${CMAKE_SOURCE_DIR}/core/err.c)
+    target_include_directories(fuzz_api_body PRIVATE ${CMAKE_SOURCE_DIR})
+    target_compile_options(fuzz_api_body PRIVATE -fsanitize=fuzzer,address,undefined
+                           -fno-omit-frame-pointer)
+    target_link_options(fuzz_api_body PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_libraries(fuzz_api_body PRIVATE PkgConfig::CJSON ${MATH_LIB})
+  endif()
+endif()

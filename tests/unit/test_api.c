@@ -1,0 +1,973 @@
+/*
+ * tests/unit/test_api.c: the HTTP API end to end against a real PostgreSQL
+ * (label integration;service, fixture pg).
+ *
+ * A thread runs one loop with the pg_uv pool and two API servers on free
+ * loopback ports: a roomy one, and a tight one (1 KiB bodies, 5 items a
+ * page, 3 requests of burst) for the limits.  The test thread is the
+ * client: libcurl (one handle, so connections stay alive and shutdown must
+ * close idle keep-alive connections), libpq for what was written, and
+ * tests/lib/openapi_check.py for the role matrix and docs/openapi.yaml.
+ * The loop thread ends with uv_loop_close() == 0.
+ */
+#include <inttypes.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <curl/curl.h>
+#include <libpq-fe.h>
+#include <uv.h>
+
+#include "controller/api.h"
+#include "controller/api_internal.h"
+#include "controller/migrate.h"
+#include "controller/store.h"
+#include "controller/token.h"
+#include "core/err.h"
+#include "tests/lib/tm_test.h"
+
+enum { T_ADMIN, T_FINANCE, T_ENGINEER, T_VIEWER, T_OTHER, T_REVOKED, T_MAX };
+
+static struct {
+    const char *url;
+    PGconn *conn;
+    uv_loop_t loop;
+    uv_thread_t thread;
+    uv_async_t stop;
+    uv_sem_t started;
+    struct tm_pg_pool *pool;
+    struct tm_api *api, *tight;
+    int port, tight_port;
+    int start_rc, loop_close_rc, closed;
+    char tok[T_MAX][TM_TOKEN_LEN + 1];
+    int64_t node_id, node2_id;
+    CURL *curl;
+} g;
+
+/* ---- the server thread --------------------------------------------------- */
+
+static void on_api_closed(void *data)
+{
+    (void)data;
+    if (++g.closed == 2)
+        tm_pg_pool_close(g.pool, NULL, NULL);
+}
+
+static void on_stop(uv_async_t *a)
+{
+    uv_close((uv_handle_t *)a, NULL);
+    tm_api_close(g.api, on_api_closed, NULL);
+    tm_api_close(g.tight, on_api_closed, NULL);
+}
+
+static void loop_main(void *arg)
+{
+    struct tm_api_limits roomy, tight;
+    (void)arg;
+
+    tm_api_limits_default(&roomy);
+    roomy.rate_per_s = 1e6;
+    roomy.burst = 1e6;
+    tight = roomy;
+    tight.max_body_bytes = 1024;
+    tight.max_list = 5;
+    tight.rate_per_s = 0.001;
+    tight.burst = 3;
+    g.start_rc = uv_loop_init(&g.loop);
+    if (g.start_rc == 0)
+        g.start_rc = tm_pg_pool_create(&g.loop, g.url, 2, NULL, NULL, &g.pool);
+    if (g.start_rc == 0)
+        g.start_rc = tm_api_start_listen(&g.loop, g.pool, "127.0.0.1:0", &roomy, &g.api);
+    if (g.start_rc == 0)
+        g.start_rc = tm_api_start_listen(&g.loop, g.pool, "localhost:0", &tight, &g.tight);
+    if (g.start_rc == 0)
+        g.start_rc = uv_async_init(&g.loop, &g.stop, on_stop);
+    g.port = tm_api_port(g.api);
+    g.tight_port = tm_api_port(g.tight);
+    uv_sem_post(&g.started);
+    if (g.start_rc == 0)
+        uv_run(&g.loop, UV_RUN_DEFAULT);
+    g.loop_close_rc = uv_loop_close(&g.loop);
+}
+
+/* ---- client helpers ------------------------------------------------------- */
+
+struct buf {
+    char *p;
+    size_t n;
+};
+
+static size_t on_data(char *ptr, size_t size, size_t nmemb, void *data)
+{
+    struct buf *b = data;
+    size_t n = size * nmemb;
+    char *p = realloc(b->p, b->n + n + 1);
+
+    if (!p)
+        return 0;
+    memcpy(p + b->n, ptr, n);
+    b->p = p;
+    b->n += n;
+    b->p[b->n] = '\0';
+    return n;
+}
+
+static char last_retry_after[32];
+
+static size_t on_header(char *ptr, size_t size, size_t nmemb, void *data)
+{
+    size_t n = size * nmemb;
+    (void)data;
+    if (n > 13 && strncasecmp(ptr, "Retry-After: ", 13) == 0)
+        snprintf(last_retry_after, sizeof(last_retry_after), "%.*s", (int)(n - 13), ptr + 13);
+    return n;
+}
+
+/* One request; returns the status, *ret_body (caller frees) the answer. */
+static long http_on(int port, const char *method, const char *path, const char *token,
+                    const char *body, size_t body_len, char **ret_body, long timeout_ms)
+{
+    char url[512], auth[512];
+    struct curl_slist *h = NULL;
+    struct buf b = {0};
+    long status = 0;
+    CURLcode rc;
+
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
+    curl_easy_reset(g.curl);
+    curl_easy_setopt(g.curl, CURLOPT_URL, url);
+    curl_easy_setopt(g.curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(g.curl, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(g.curl, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(g.curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(g.curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(g.curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    if (token) {
+        snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
+        h = curl_slist_append(h, auth);
+    }
+    if (body) {
+        h = curl_slist_append(h, "Content-Type: application/json");
+        curl_easy_setopt(g.curl, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(g.curl, CURLOPT_POSTFIELDSIZE, (long)body_len);
+    }
+    curl_easy_setopt(g.curl, CURLOPT_HTTPHEADER, h);
+    last_retry_after[0] = '\0';
+    rc = curl_easy_perform(g.curl);
+    if (rc == CURLE_OK)
+        curl_easy_getinfo(g.curl, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    if (ret_body)
+        *ret_body = b.p ? b.p : strdup("");
+    else
+        free(b.p);
+    return rc == CURLE_OK ? status : -(long)rc;
+}
+
+static long http(const char *method, const char *path, int who, const char *body, char **ret)
+{
+    return http_on(g.port, method, path, who >= 0 ? g.tok[who] : NULL, body,
+                   body ? strlen(body) : 0, ret, 20000);
+}
+
+/* The answer's "field", or "" when absent or null. */
+static void assert_error(const char *body, const char *field)
+{
+    cJSON *o = cJSON_Parse(body);
+    const cJSON *f, *e;
+
+    assert_non_null(o);
+    e = cJSON_GetObjectItemCaseSensitive(o, "error");
+    f = cJSON_GetObjectItemCaseSensitive(o, "field");
+    assert_true(cJSON_IsString(e));
+    assert_non_null(f);
+    if (field) {
+        if (!cJSON_IsString(f) || strcmp(f->valuestring, field) != 0)
+            fail_msg("expected field \"%s\" in %s", field, body);
+    } else {
+        assert_true(cJSON_IsNull(f));
+    }
+    cJSON_Delete(o);
+}
+
+static int64_t json_i64(const char *body, const char *key)
+{
+    cJSON *o = cJSON_Parse(body);
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    int64_t r = cJSON_IsNumber(v) ? (int64_t)v->valuedouble : -1;
+
+    cJSON_Delete(o);
+    return r;
+}
+
+static char *json_str(const char *body, const char *key)
+{
+    cJSON *o = cJSON_Parse(body);
+    const cJSON *v = o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+    char *r = cJSON_IsString(v) ? strdup(v->valuestring) : NULL;
+
+    if (!r && cJSON_IsBool(v))
+        r = strdup(cJSON_IsTrue(v) ? "true" : "false");
+    cJSON_Delete(o);
+    return r;
+}
+
+static long long sql_count(const char *sql)
+{
+    PGresult *res = PQexec(g.conn, sql);
+    long long n;
+
+    if (PQresultStatus(res) != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQresultErrorMessage(res));
+    n = atoll(PQgetvalue(res, 0, 0));
+    PQclear(res);
+    return n;
+}
+
+static void sql_ok(const char *sql)
+{
+    PGresult *res = PQexec(g.conn, sql);
+    ExecStatusType st = PQresultStatus(res);
+
+    if (st != PGRES_COMMAND_OK && st != PGRES_TUPLES_OK)
+        fail_msg("%s: %s", sql, PQresultErrorMessage(res));
+    PQclear(res);
+}
+
+static int64_t sql_i64(const char *sql)
+{
+    return (int64_t)sql_count(sql);
+}
+
+/* ---- fixture -------------------------------------------------------------- */
+
+static int setup(void **state)
+{
+    char err[512];
+    int applied = 0;
+    static const struct { int who; const char *name, *role, *team; } toks[] = {
+        {T_ADMIN, "t-admin", "admin", NULL},
+        {T_FINANCE, "t-finance", "finance", NULL},
+        {T_ENGINEER, "t-engineer", "engineer", "vision"},
+        {T_VIEWER, "t-viewer", "viewer", NULL},
+        {T_OTHER, "t-other", "engineer", "speech"},
+        {T_REVOKED, "t-revoked", "admin", NULL},
+    };
+    (void)state;
+
+    g.url = tm_test_db_url("tm_api");
+    if (!g.url)
+        return -1;
+    g.conn = tm_store_connect_blocking(g.url, err, sizeof(err));
+    if (!g.conn || tm_migrate(g.conn, &applied, err, sizeof(err)) < 0) {
+        fprintf(stderr, "setup: %s\n", err);
+        return -1;
+    }
+    sql_ok("INSERT INTO pools (name, provider, provider_kind, region, zones, instance_types,"
+           " gpu_model, gpus_per_node, capacity_type, min_nodes, max_nodes, idle_grace_ms, updated_ms)"
+           " VALUES ('a100', 'sim', 'sim', 'r1', '{z1}', '{sim.8x-a100}', 'A100', 8, 'on_demand', 0, 10, 600000, 1),"
+           " ('h100', 'sim', 'sim', 'r1', '{z1}', '{sim.8x-h100}', 'H100', 8, 'spot', 0, 10, 600000, 1)");
+    g.node_id = sql_i64("INSERT INTO nodes (pool, launch_token, instance_id, zone, instance_type, gpus,"
+                        " gpu_model, cpu_milli, memory_mib, capacity_type, state, price_uusd_per_hour,"
+                        " requested_ms, billed_from_ms, ready_ms)"
+                        " VALUES ('a100', 'tok-1', 'i-1', 'z1', 'sim.8x-a100', 8, 'A100', 96000, 1000000,"
+                        " 'on_demand', 'ready', 32770000, 1, 1, 2) RETURNING id");
+    g.node2_id = sql_i64("INSERT INTO nodes (pool, launch_token, instance_id, zone, instance_type, gpus,"
+                         " gpu_model, cpu_milli, memory_mib, capacity_type, state, price_uusd_per_hour,"
+                         " requested_ms, billed_from_ms, ready_ms)"
+                         " VALUES ('a100', 'tok-2', 'i-2', 'z1', 'sim.8x-a100', 8, 'A100', 96000, 1000000,"
+                         " 'on_demand', 'ready', 32770000, 1, 1, 2) RETURNING id");
+    for (size_t i = 0; i < sizeof(toks) / sizeof(toks[0]); i++) {
+        if (tm_token_create(g.conn, toks[i].name, toks[i].role, toks[i].team, 1, g.tok[toks[i].who],
+                            err, sizeof(err)) < 0) {
+            fprintf(stderr, "setup: %s\n", err);
+            return -1;
+        }
+    }
+    if (tm_token_revoke(g.conn, "t-revoked", err, sizeof(err)) < 0)
+        return -1;
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    g.curl = curl_easy_init();
+    uv_sem_init(&g.started, 0);
+    if (uv_thread_create(&g.thread, loop_main, NULL) != 0)
+        return -1;
+    uv_sem_wait(&g.started);
+    if (g.start_rc != 0) {
+        fprintf(stderr, "setup: server did not start: %s\n", tm_strerror(g.start_rc));
+        return -1;
+    }
+    /* Ready once the pool has a connection. */
+    for (int i = 0; i < 200; i++) {
+        char *b;
+        long st = http("GET", "/readyz", -1, NULL, &b);
+        free(b);
+        if (st == 200)
+            return 0;
+        usleep(25000);
+    }
+    fprintf(stderr, "setup: never ready\n");
+    return -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    /* The curl handle keeps an idle keep-alive connection open on purpose:
+     * shutdown must close it. */
+    uv_async_send(&g.stop);
+    uv_thread_join(&g.thread);
+    curl_easy_cleanup(g.curl);
+    curl_global_cleanup();
+    uv_sem_destroy(&g.started);
+    PQfinish(g.conn);
+    if (g.loop_close_rc != 0) {
+        fprintf(stderr, "uv_loop_close() = %d\n", g.loop_close_rc);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- tests ---------------------------------------------------------------- */
+
+static void test_health(void **state)
+{
+    char *b;
+    (void)state;
+
+    assert_int_equal(http("GET", "/healthz", -1, NULL, &b), 200);
+    assert_non_null(strstr(b, "\"ok\""));
+    free(b);
+    assert_int_equal(http("GET", "/readyz", -1, NULL, &b), 200);
+    free(b);
+    assert_int_equal(http("GET", "/metrics", -1, NULL, &b), 200);
+    assert_non_null(strstr(b, "# TYPE tarmac_api_requests_total counter"));
+    free(b);
+    assert_int_equal(http("GET", "/v1/nope", T_ADMIN, NULL, &b), 404);
+    assert_error(b, NULL);
+    free(b);
+    assert_int_equal(http("PUT", "/v1/jobs", T_ADMIN, "{}", &b), 405);
+    assert_error(b, NULL);
+    free(b);
+}
+
+static void test_submit_roles(void **state)
+{
+    const char *job = "{\"team\":\"vision\",\"name\":\"resnet\",\"command\":\"python train.py\","
+                      "\"gpus\":2,\"gpu_model\":\"A100|H100\",\"cpu_milli\":8000,\"memory_mib\":65536,"
+                      "\"class\":\"train\",\"priority\":10,\"runtime_estimate_s\":3600,"
+                      "\"preemptible\":true,\"checkpointable\":true,\"deadline\":86400}";
+    char *b, *s, path[64];
+    int64_t id;
+    (void)state;
+
+    assert_int_equal(http("POST", "/v1/jobs", T_ENGINEER, job, &b), 201);
+    id = json_i64(b, "id");
+    assert_true(id > 0);
+    assert_int_equal(json_i64(b, "gpus"), 2);
+    assert_int_equal(json_i64(b, "gpu_milli"), 1000);
+    assert_int_equal(json_i64(b, "runtime_estimate_s"), 3600);
+    assert_true(json_i64(b, "deadline_ms") > json_i64(b, "submitted_ms"));
+    s = json_str(b, "state");
+    assert_string_equal(s, "queued");
+    free(s);
+    s = json_str(b, "preemptible");
+    assert_string_equal(s, "true");
+    free(s);
+    free(b);
+
+    snprintf(path, sizeof(path), "/v1/jobs/%" PRId64, id);
+    for (int who = T_ADMIN; who <= T_VIEWER; who++) {
+        assert_int_equal(http("GET", path, who, NULL, &b), 200);
+        assert_int_equal(json_i64(b, "id"), id);
+        free(b);
+    }
+    /* A share of one GPU. */
+    assert_int_equal(http("POST", "/v1/jobs", T_ADMIN,
+                          "{\"team\":\"vision\",\"gpu_milli\":250,\"class\":\"inference\"}", &b),
+                     201);
+    assert_int_equal(json_i64(b, "gpus"), 0);
+    assert_int_equal(json_i64(b, "gpu_milli"), 250);
+    free(b);
+
+    long long before = sql_count("SELECT count(*) FROM jobs");
+    assert_int_equal(http("POST", "/v1/jobs", T_OTHER, job, &b), 403);
+    assert_error(b, "team");
+    free(b);
+    assert_int_equal(http("POST", "/v1/jobs", T_VIEWER, job, &b), 403);
+    free(b);
+    assert_int_equal(http("POST", "/v1/jobs", T_FINANCE, job, &b), 403);
+    free(b);
+    assert_int_equal(http("POST", "/v1/jobs", -1, job, &b), 401);
+    assert_error(b, "Authorization");
+    free(b);
+    assert_int_equal(http("POST", "/v1/jobs", T_REVOKED, job, &b), 401);
+    free(b);
+    assert_int_equal(http_on(g.port, "POST", "/v1/jobs", "tmk_0000", job, strlen(job), &b, 20000),
+                     401);
+    free(b);
+    assert_int_equal(sql_count("SELECT count(*) FROM jobs"), before);
+}
+
+static void test_bad_bodies(void **state)
+{
+    static const struct { const char *body, *field; } cases[] = {
+        {"not json", "body"},
+        {"[]", "body"},
+        {"", "body"},
+        {"{}", "team"},
+        {"{\"team\":\"vision\"}", "gpus"},
+        {"{\"team\":\"vision\",\"gpus\":\"1\"}", "gpus"},
+        {"{\"team\":\"vision\",\"gpus\":1.5}", "gpus"},
+        {"{\"team\":\"vision\",\"gpus\":-1}", "gpus"},
+        {"{\"team\":\"vision\",\"gpus\":17}", "gpus"},
+        {"{\"team\":\"vision\",\"gpus\":1e300}", "gpus"},
+        {"{\"team\":\"vision\",\"gpus\":null}", "gpus"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"gpu_milli\":500}", "gpu_milli"},
+        {"{\"team\":\"vision\",\"gpu_milli\":500,\"nodes\":2}", "nodes"},
+        {"{\"team\":\"vision\",\"gpu_milli\":1000}", "gpu_milli"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"bogus\":1}", "bogus"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"gpus\":2}", "gpus"},
+        {"{\"team\":\"bad team!\",\"gpus\":1}", "team"},
+        {"{\"team\":7,\"gpus\":1}", "team"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"priority\":5000}", "priority"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"class\":\"party\"}", "class"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"preemptible\":\"yes\"}", "preemptible"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"checkpointable\":1}", "checkpointable"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"memory_mib\":-5}", "memory_mib"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"cpu_milli\":1e15}", "cpu_milli"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"runtime_estimate_s\":0}", "runtime_estimate_s"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"runtime_estimate_s\":999999999}", "runtime_estimate_s"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"deadline\":\"soon\"}", "deadline"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"deadline\":-3}", "deadline"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"command\":123}", "command"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"gpu_model\":\"A100||\"}", "gpu_model"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"gpu_model\":\"TPU\"}", "gpu_model"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"pool\":\"nope\"}", "pool"},
+        {"{\"team\":\"vision\",\"gpus\":9}", "gpus"},
+        {"{\"team\":\"vision\",\"gpus\":1,\"pool\":\"h100\",\"gpu_model\":\"A100\"}", "gpus"},
+        {"{\"team\":\"vision\",\"gpus\":1}garbage", "body"},
+    };
+    long long before = sql_count("SELECT count(*) FROM jobs");
+    char *b;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        long st = http("POST", "/v1/jobs", T_ADMIN, cases[i].body, &b);
+        if (st != 400)
+            fail_msg("body %s: status %ld (%s)", cases[i].body, st, b);
+        assert_error(b, cases[i].field);
+        free(b);
+    }
+    /* Over the body limit, under h2o's own: 400 naming the body. */
+    size_t n = 300 * 1024;
+    char *big = malloc(n + 1);
+    assert_non_null(big);
+    memset(big, ' ', n);
+    memcpy(big, "{\"team\":\"vision\",\"gpus\":1,\"name\":\"", 35);
+    big[n - 2] = '"';
+    big[n - 1] = '}';
+    big[n] = '\0';
+    assert_int_equal(http_on(g.port, "POST", "/v1/jobs", g.tok[T_ADMIN], big, n, &b, 20000), 400);
+    assert_error(b, "body");
+    free(b);
+    free(big);
+    assert_int_equal(sql_count("SELECT count(*) FROM jobs"), before);
+}
+
+/* Walk every page of path (which has a query string) and return how many
+ * items, checking ids strictly decrease across pages. */
+static int walk_pages(const char *path, int who)
+{
+    char url[512], *b;
+    char cursor[32] = "";
+    int total = 0, pages = 0;
+    int64_t last = INT64_MAX;
+
+    for (;;) {
+        cJSON *o, *items, *next;
+        const cJSON *it;
+        snprintf(url, sizeof(url), "%s%s%s", path, cursor[0] ? "&cursor=" : "", cursor);
+        assert_int_equal(http("GET", url, who, NULL, &b), 200);
+        o = cJSON_Parse(b);
+        assert_non_null(o);
+        items = cJSON_GetObjectItemCaseSensitive(o, "items");
+        next = cJSON_GetObjectItemCaseSensitive(o, "next_cursor");
+        assert_true(cJSON_IsArray(items));
+        cJSON_ArrayForEach(it, items) {
+            int64_t id = (int64_t)cJSON_GetObjectItemCaseSensitive(it, "id")->valuedouble;
+            assert_true(id < last);
+            last = id;
+            total++;
+        }
+        pages++;
+        if (cJSON_IsNull(next)) {
+            cJSON_Delete(o);
+            free(b);
+            break;
+        }
+        assert_true(cJSON_IsString(next));
+        snprintf(cursor, sizeof(cursor), "%s", next->valuestring);
+        cJSON_Delete(o);
+        free(b);
+        assert_true(pages < 100);
+    }
+    return total;
+}
+
+static void test_list_paging(void **state)
+{
+    char *b;
+    (void)state;
+
+    for (int i = 0; i < 25; i++) {
+        assert_int_equal(http("POST", "/v1/jobs", T_ADMIN,
+                              i % 2 ? "{\"team\":\"paging\",\"gpus\":1,\"class\":\"eval\"}"
+                                    : "{\"team\":\"paging\",\"gpus\":1,\"preemptible\":true}",
+                              &b),
+                         201);
+        free(b);
+    }
+    assert_int_equal(walk_pages("/v1/jobs?team=paging&limit=10", T_VIEWER), 25);
+    assert_int_equal(walk_pages("/v1/jobs?team=paging&limit=1000", T_FINANCE), 25);
+    assert_int_equal(walk_pages("/v1/jobs?team=paging&class=eval&limit=4", T_ENGINEER), 12);
+    assert_int_equal(walk_pages("/v1/jobs?team=paging&preemptible=true&state=queued&limit=7",
+                                T_ADMIN), 13);
+    assert_int_equal(walk_pages("/v1/jobs?team=nobody", T_ADMIN), 0);
+    /* A percent-encoded value decodes. */
+    assert_int_equal(walk_pages("/v1/jobs?team=pag%69ng&limit=50", T_ADMIN), 25);
+
+    static const struct { const char *path, *field; } bad[] = {
+        {"/v1/jobs?state=bogus", "state"},
+        {"/v1/jobs?class=party", "class"},
+        {"/v1/jobs?preemptible=maybe", "preemptible"},
+        {"/v1/jobs?limit=0", "limit"},
+        {"/v1/jobs?limit=1001", "limit"},
+        {"/v1/jobs?limit=ten", "limit"},
+        {"/v1/jobs?cursor=-4", "cursor"},
+        {"/v1/jobs?color=red", "color"},
+        {"/v1/jobs?team=a&team=b", "team"},
+        {"/v1/jobs?team=%zz", "team"},
+        {"/v1/nodes?state=sleeping", "state"},
+        {"/v1/decisions?subject_kind=planet", "subject_kind"},
+        {"/v1/decisions?since_ms=yesterday", "since_ms"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        long st = http("GET", bad[i].path, T_VIEWER, NULL, &b);
+        if (st != 400)
+            fail_msg("%s: status %ld", bad[i].path, st);
+        assert_error(b, bad[i].field);
+        free(b);
+    }
+}
+
+static void test_cancel_retag(void **state)
+{
+    char *b, *s, path[96];
+    int64_t id, id2;
+    (void)state;
+
+    assert_int_equal(http("POST", "/v1/jobs", T_ENGINEER, "{\"team\":\"vision\",\"gpus\":1}", &b),
+                     201);
+    id = json_i64(b, "id");
+    free(b);
+    snprintf(path, sizeof(path), "/v1/jobs/%" PRId64, id);
+
+    /* Another team's engineer may read it, not change it. */
+    assert_int_equal(http("GET", path, T_OTHER, NULL, &b), 200);
+    free(b);
+    assert_int_equal(http("PATCH", path, T_OTHER, "{\"preemptible\":true}", &b), 403);
+    free(b);
+    assert_int_equal(http("PATCH", path, T_VIEWER, "{\"preemptible\":true}", &b), 403);
+    free(b);
+    assert_int_equal(http("PATCH", path, T_ENGINEER, "{\"preemptible\":1}", &b), 400);
+    assert_error(b, "preemptible");
+    free(b);
+    assert_int_equal(http("PATCH", path, T_ENGINEER, "{\"priority\":3}", &b), 400);
+    assert_error(b, "priority");
+    free(b);
+    assert_int_equal(http("PATCH", path, T_ENGINEER, "{}", &b), 400);
+    assert_error(b, "preemptible");
+    free(b);
+    assert_int_equal(http("PATCH", path, T_ENGINEER, "{\"preemptible\":true}", &b), 200);
+    s = json_str(b, "preemptible");
+    assert_string_equal(s, "true");
+    free(s);
+    free(b);
+
+    snprintf(path, sizeof(path), "/v1/jobs/%" PRId64 "/cancel", id);
+    assert_int_equal(http("POST", path, T_OTHER, NULL, &b), 403);
+    free(b);
+    assert_int_equal(http("POST", path, T_ENGINEER, "{\"reason\":\"wrong data\",\"x\":1}", &b), 400);
+    assert_error(b, "x");
+    free(b);
+    assert_int_equal(http("POST", path, T_ENGINEER, "{\"reason\":\"wrong data\"}", &b), 200);
+    s = json_str(b, "state");
+    assert_string_equal(s, "cancelled");
+    free(s);
+    free(b);
+    assert_int_equal(http("POST", path, T_ENGINEER, NULL, &b), 409);
+    free(b);
+    snprintf(path, sizeof(path), "/v1/jobs/%" PRId64, id);
+    assert_int_equal(http("PATCH", path, T_ADMIN, "{\"preemptible\":false}", &b), 409);
+    free(b);
+    assert_int_equal(http("GET", "/v1/jobs/999999999", T_ADMIN, NULL, &b), 404);
+    free(b);
+    assert_int_equal(http("POST", "/v1/jobs/999999999/cancel", T_ADMIN, NULL, &b), 404);
+    free(b);
+    assert_int_equal(http("GET", "/v1/jobs/0", T_ADMIN, NULL, &b), 404);
+    free(b);
+    assert_int_equal(http("GET", "/v1/jobs/abc", T_ADMIN, NULL, &b), 404);
+    free(b);
+
+    /* An admin cancels a running job: its allocation goes, the node idles. */
+    char sql[512];
+    assert_int_equal(http("POST", "/v1/jobs", T_ADMIN, "{\"team\":\"speech\",\"gpus\":2}", &b), 201);
+    id2 = json_i64(b, "id");
+    free(b);
+    snprintf(sql, sizeof(sql),
+             "WITH a AS (INSERT INTO job_allocations VALUES (%" PRId64 ", %" PRId64 ", 3, 1000, 0, 0))"
+             " UPDATE jobs SET state = 'running', node_id = %" PRId64 ", started_ms = 5 WHERE id = %" PRId64,
+             id2, g.node2_id, g.node2_id, id2);
+    sql_ok(sql);
+    snprintf(path, sizeof(path), "/v1/jobs/%" PRId64 "/cancel", id2);
+    assert_int_equal(http("POST", path, T_ADMIN, NULL, &b), 200);
+    free(b);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM job_allocations WHERE job_id = %" PRId64, id2);
+    assert_int_equal(sql_count(sql), 0);
+    snprintf(sql, sizeof(sql),
+             "SELECT count(*) FROM decisions WHERE kind = 'cancel' AND subject_id = '%" PRId64 "'", id2);
+    assert_int_equal(sql_count(sql), 1);
+}
+
+static void test_pools_nodes(void **state)
+{
+    char *b, *s, path[96];
+    (void)state;
+
+    assert_int_equal(http("GET", "/v1/pools", T_VIEWER, NULL, &b), 200);
+    assert_non_null(strstr(b, "\"a100\""));
+    assert_non_null(strstr(b, "\"h100\""));
+    free(b);
+    assert_int_equal(walk_pages("/v1/nodes?pool=a100&limit=1", T_FINANCE), 2);
+    assert_int_equal(http("GET", "/v1/pools/h100", T_ENGINEER, NULL, &b), 200);
+    s = json_str(b, "capacity_type");
+    assert_string_equal(s, "spot");
+    free(s);
+    free(b);
+    assert_int_equal(http("GET", "/v1/pools/nope", T_ENGINEER, NULL, &b), 404);
+    free(b);
+    snprintf(path, sizeof(path), "/v1/nodes/%" PRId64, g.node2_id);
+    assert_int_equal(http("GET", path, T_VIEWER, NULL, &b), 200);
+    assert_int_equal(json_i64(b, "gpus"), 8);
+    free(b);
+
+    snprintf(path, sizeof(path), "/v1/nodes/%" PRId64 "/drain", g.node2_id);
+    assert_int_equal(http("POST", path, T_ENGINEER, NULL, &b), 403);
+    free(b);
+    assert_int_equal(http("POST", path, T_ADMIN, "{\"reason\":\"bad GPU\"}", &b), 200);
+    s = json_str(b, "state");
+    assert_string_equal(s, "draining");
+    free(s);
+    s = json_str(b, "cordoned");
+    assert_string_equal(s, "true");
+    free(s);
+    free(b);
+    assert_int_equal(http("POST", "/v1/nodes/999999/drain", T_ADMIN, NULL, &b), 404);
+    free(b);
+    assert_int_equal(http("POST", path, T_ADMIN, "{\"reason\":5}", &b), 400);
+    assert_error(b, "reason");
+    free(b);
+}
+
+static void test_heartbeat(void **state)
+{
+    char *b, sql[512], path[96], body[512];
+    int64_t job;
+    (void)state;
+
+    /* A job the controller placed on the node. */
+    assert_int_equal(http("POST", "/v1/jobs", T_ADMIN, "{\"team\":\"vision\",\"gpus\":1}", &b), 201);
+    job = json_i64(b, "id");
+    free(b);
+    snprintf(sql, sizeof(sql),
+             "WITH a AS (INSERT INTO job_allocations VALUES (%" PRId64 ", %" PRId64 ", 1, 1000, 0, 0))"
+             " UPDATE jobs SET state = 'running', node_id = %" PRId64 ", started_ms = 5 WHERE id = %" PRId64,
+             job, g.node_id, g.node_id, job);
+    sql_ok(sql);
+    long long samples = sql_count("SELECT count(*) FROM gpu_samples");
+
+    snprintf(path, sizeof(path), "/v1/nodes/%" PRId64 "/heartbeat", g.node_id);
+    /* Bad reports write nothing: not even the heartbeat. */
+    snprintf(body, sizeof(body), "{\"jobs\":[{\"id\":%" PRId64 ",\"state\":\"running\"}]}", job);
+    assert_int_equal(http("POST", path, T_ADMIN, body, &b), 400);
+    assert_error(b, "jobs[0].state");
+    free(b);
+    assert_int_equal(http("POST", path, T_ADMIN,
+                          "{\"gpus\":[{\"index\":0,\"util_percent\":5,\"memory_used_mib\":1},"
+                          "{\"index\":16,\"util_percent\":5,\"memory_used_mib\":1}]}", &b), 400);
+    assert_error(b, "gpus[1].index");
+    free(b);
+    assert_int_equal(http("POST", path, T_ADMIN, "{\"gpus\":[{\"index\":0,\"util_percent\":101,"
+                                                 "\"memory_used_mib\":1}]}", &b), 400);
+    assert_error(b, "gpus[0].util_percent");
+    free(b);
+    assert_int_equal(http("POST", path, T_ADMIN, "{\"jobs\":{}}", &b), 400);
+    assert_error(b, "jobs");
+    free(b);
+    assert_int_equal(sql_count("SELECT count(*) FROM gpu_samples"), samples);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM nodes WHERE id = %" PRId64
+             " AND last_heartbeat_ms IS NOT NULL", g.node_id);
+    assert_int_equal(sql_count(sql), 0);
+
+    snprintf(body, sizeof(body),
+             "{\"jobs\":[{\"id\":%" PRId64 ",\"state\":\"succeeded\",\"reason\":\"exit 0\"}],"
+             "\"gpus\":[{\"index\":0,\"util_percent\":97.5,\"memory_used_mib\":70000,\"at_ms\":1000},"
+             "{\"index\":1,\"util_percent\":0,\"memory_used_mib\":0}]}",
+             job);
+    assert_int_equal(http("POST", path, T_ENGINEER, body, &b), 403);
+    free(b);
+    assert_int_equal(http("POST", path, T_ADMIN, body, &b), 200);
+    assert_int_equal(json_i64(b, "finished"), 1);
+    assert_int_equal(json_i64(b, "samples"), 2);
+    free(b);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM jobs WHERE id = %" PRId64
+             " AND state = 'succeeded' AND finished_ms IS NOT NULL AND state_reason = 'exit 0'", job);
+    assert_int_equal(sql_count(sql), 1);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM job_allocations WHERE job_id = %" PRId64, job);
+    assert_int_equal(sql_count(sql), 0);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM decisions WHERE kind = 'job_succeeded'"
+             " AND subject_id = '%" PRId64 "'", job);
+    assert_int_equal(sql_count(sql), 1);
+    assert_int_equal(sql_count("SELECT count(*) FROM gpu_samples"), samples + 2);
+    /* A late repeat finishes nothing twice. */
+    assert_int_equal(http("POST", path, T_ADMIN, body, &b), 200);
+    assert_int_equal(json_i64(b, "finished"), 0);
+    free(b);
+    /* A bare heartbeat, and one from a node we do not know. */
+    assert_int_equal(http("POST", path, T_ADMIN, NULL, &b), 200);
+    free(b);
+    assert_int_equal(http("POST", "/v1/nodes/999999/heartbeat", T_ADMIN, "{\"gpus\":[{\"index\":0,"
+                          "\"util_percent\":1,\"memory_used_mib\":1}]}", &b), 404);
+    free(b);
+    assert_int_equal(sql_count("SELECT count(*) FROM gpu_samples WHERE node_id = 999999"), 0);
+}
+
+static void test_interruption_decisions(void **state)
+{
+    char *b, *s, path[96];
+    (void)state;
+
+    snprintf(path, sizeof(path), "/v1/nodes/%" PRId64 "/interruption", g.node_id);
+    assert_int_equal(http("POST", path, T_ADMIN, "{\"in_s\":99999}", &b), 400);
+    assert_error(b, "in_s");
+    free(b);
+    assert_int_equal(http("POST", path, T_ADMIN, "{\"in_s\":120,\"reason\":\"spot notice\"}", &b),
+                     200);
+    s = json_str(b, "cordoned");
+    assert_string_equal(s, "true");
+    free(s);
+    free(b);
+    assert_int_equal(walk_pages("/v1/decisions?kind=interruption_notice&subject_kind=node",
+                                T_VIEWER), 1);
+    assert_int_equal(http("GET", "/v1/decisions?subject_kind=job&kind=cancel&limit=1", T_FINANCE,
+                          NULL, &b), 200);
+    assert_non_null(strstr(b, "\"kind\" : \"cancel\""));
+    free(b);
+}
+
+/* A client that gives up while its statement waits: the answer is
+ * dropped, nothing leaks, the server carries on. */
+static void test_client_gone(void **state)
+{
+    char *b, path[96], sql[256];
+    (void)state;
+
+    sql_ok("BEGIN");
+    snprintf(sql, sizeof(sql), "SELECT 1 FROM nodes WHERE id = %" PRId64 " FOR UPDATE", g.node_id);
+    sql_ok(sql);
+    snprintf(path, sizeof(path), "/v1/nodes/%" PRId64 "/heartbeat", g.node_id);
+    assert_true(http_on(g.port, "POST", path, g.tok[T_ADMIN], "{}", 2, &b, 300) < 0);
+    free(b);
+    sql_ok("COMMIT");
+    usleep(200000);
+    assert_int_equal(http("GET", "/healthz", -1, NULL, &b), 200);
+    free(b);
+    assert_int_equal(http("POST", path, T_ADMIN, "{}", &b), 200);
+    free(b);
+}
+
+static void test_limits(void **state)
+{
+    char *b, big[2048];
+    long st;
+    (void)state;
+
+    memset(big, ' ', sizeof(big) - 1);
+    big[0] = '{';
+    big[sizeof(big) - 2] = '}';
+    big[sizeof(big) - 1] = '\0';
+    st = http_on(g.tight_port, "POST", "/v1/jobs", g.tok[T_ADMIN], big, strlen(big), &b, 20000);
+    assert_int_equal(st, 400);
+    assert_error(b, "body");
+    free(b);
+    /* The body check costs no token; now the bucket of 3. */
+    st = http_on(g.tight_port, "GET", "/v1/jobs?limit=6", g.tok[T_VIEWER], NULL, 0, &b, 20000);
+    assert_int_equal(st, 400);
+    assert_error(b, "limit");
+    free(b);
+    for (int i = 0; i < 2; i++) {
+        st = http_on(g.tight_port, "GET", "/v1/jobs?limit=5", g.tok[T_VIEWER], NULL, 0, &b, 20000);
+        assert_int_equal(st, 200);
+        free(b);
+    }
+    st = http_on(g.tight_port, "GET", "/v1/jobs", g.tok[T_VIEWER], NULL, 0, &b, 20000);
+    assert_int_equal(st, 429);
+    assert_error(b, "Authorization");
+    assert_string_equal(last_retry_after, "1\r\n");
+    free(b);
+    /* Another token has its own bucket. */
+    st = http_on(g.tight_port, "GET", "/v1/pools", g.tok[T_FINANCE], NULL, 0, &b, 20000);
+    assert_int_equal(st, 200);
+    free(b);
+}
+
+/* tm_token_main with its standard output thrown away. */
+static int quiet(int argc, char **argv)
+{
+    int saved, null = open("/dev/null", O_WRONLY), rc;
+
+    fflush(stdout);
+    saved = dup(1);
+    dup2(null, 1);
+    close(null);
+    rc = tm_token_main(argc, argv);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    return rc;
+}
+
+/* `tarmac token create|revoke`: printed once, stored hashed, revocable. */
+static void test_token_cli(void **state)
+{
+    char tmpl[] = "/tmp/tm_api_tokenXXXXXX", token[256] = "", hash[TM_TOKEN_HASH_LEN + 1], sql[512];
+    char url[600], *b;
+    int fd = mkstemp(tmpl), saved, rc;
+    FILE *f;
+    (void)state;
+
+    assert_true(fd >= 0);
+    snprintf(url, sizeof(url), "%s", g.url);
+    char *create[] = {"token", "create", "--name", "cli-viewer", "--role", "viewer",
+                      "--database-url", url, NULL};
+    fflush(stdout);
+    saved = dup(1);
+    dup2(fd, 1);
+    rc = tm_token_main(8, create);
+    fflush(stdout);
+    dup2(saved, 1);
+    close(saved);
+    assert_int_equal(rc, 0);
+    f = fdopen(fd, "r");
+    rewind(f);
+    assert_non_null(fgets(token, sizeof(token), f));
+    fclose(f);
+    unlink(tmpl);
+    token[strcspn(token, "\n")] = '\0';
+    assert_int_equal(strlen(token), TM_TOKEN_LEN);
+    assert_int_equal(strncmp(token, "tmk_", 4), 0);
+    tm_token_hash(token, strlen(token), hash);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM api_tokens WHERE name = 'cli-viewer' AND hash = '%s'",
+             hash);
+    assert_int_equal(sql_count(sql), 1);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM api_tokens WHERE hash LIKE '%%%s%%'", token + 4);
+    assert_int_equal(sql_count(sql), 0);
+
+    assert_int_equal(http_on(g.port, "GET", "/v1/jobs?limit=1", token, NULL, 0, &b, 20000), 200);
+    free(b);
+    assert_int_equal(http_on(g.port, "POST", "/v1/jobs", token, "{}", 2, &b, 20000), 403);
+    free(b);
+
+    char *dup_name[] = {"token", "create", "--name", "cli-viewer", "--role", "admin",
+                        "--database-url", url, NULL};
+    char *no_team[] = {"token", "create", "--name", "cli-eng", "--role", "engineer",
+                       "--database-url", url, NULL};
+    char *bad_role[] = {"token", "create", "--name", "cli-x", "--role", "root",
+                        "--database-url", url, NULL};
+    char *revoke[] = {"token", "revoke", "--name", "cli-viewer", "--database-url", url, NULL};
+    char *revoke_none[] = {"token", "revoke", "--name", "nobody", "--database-url", url, NULL};
+    assert_int_equal(quiet(8, dup_name), 1);
+    assert_int_equal(quiet(8, no_team), 2);
+    assert_int_equal(quiet(8, bad_role), 2);
+    assert_int_equal(quiet(6, revoke), 0);
+    assert_int_equal(quiet(6, revoke_none), 1);
+    assert_int_equal(http_on(g.port, "GET", "/v1/jobs?limit=1", token, NULL, 0, &b, 20000), 401);
+    free(b);
+}
+
+/* The role matrix and the schemas, from docs/openapi.yaml. */
+static void test_openapi(void **state)
+{
+    const char *src = getenv("TM_SOURCE_DIR"), *dir = getenv("TM_TEST_STATE");
+    char fixture[512], routes[512], cmd[2048];
+    FILE *f;
+    (void)state;
+
+    if (system("python3 -c 'import yaml, jsonschema' 2>/dev/null") != 0) {
+        skip();
+        return;
+    }
+    snprintf(fixture, sizeof(fixture), "%s/api_fixture.json", dir);
+    snprintf(routes, sizeof(routes), "%s/api_routes.txt", dir);
+    f = fopen(routes, "w");
+    assert_non_null(f);
+    for (const struct api_route *r = api_routes; r->method; r++)
+        fprintf(f, "%s %s\n", r->method, r->pattern);
+    fclose(f);
+    f = fopen(fixture, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "{\"tokens\": {\"admin\": \"%s\", \"finance\": \"%s\", \"engineer\": \"%s\","
+            " \"viewer\": \"%s\", \"engineer_other\": \"%s\", \"revoked\": \"%s\"},"
+            " \"team\": \"vision\", \"other_team\": \"speech\", \"node_id\": %" PRId64 ","
+            " \"pool\": \"a100\"}\n",
+            g.tok[T_ADMIN], g.tok[T_FINANCE], g.tok[T_ENGINEER], g.tok[T_VIEWER], g.tok[T_OTHER],
+            g.tok[T_REVOKED], g.node_id);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd),
+             "python3 %s/tests/lib/openapi_check.py --spec %s/docs/openapi.yaml"
+             " --base http://127.0.0.1:%d --fixture %s --routes %s",
+             src, src, g.port, fixture, routes);
+    assert_int_equal(system(cmd), 0);
+    unlink(fixture);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_health),
+        cmocka_unit_test(test_submit_roles),
+        cmocka_unit_test(test_bad_bodies),
+        cmocka_unit_test(test_list_paging),
+        cmocka_unit_test(test_cancel_retag),
+        cmocka_unit_test(test_pools_nodes),
+        cmocka_unit_test(test_heartbeat),
+        cmocka_unit_test(test_interruption_decisions),
+        cmocka_unit_test(test_client_gone),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_openapi),
+        cmocka_unit_test(test_token_cli),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,194 @@
+/*
+ * tests/unit/test_api_body.c: the request body rules (controller/job_spec.c,
+ * controller/api_body.c) without a server: what passes, what is refused,
+ * and which field each refusal names.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "controller/api_body.h"
+#include "controller/job_spec.h"
+#include "core/err.h"
+
+static int parse(const char *body, struct tm_job_spec *spec, struct tm_spec_error *err)
+{
+    cJSON *root = NULL;
+    int r = tm_job_spec_parse_json(body, strlen(body), spec, &root, err);
+
+    if (r == 0)
+        assert_non_null(root);
+    else
+        assert_null(root);
+    cJSON_Delete(root);
+    return r;
+}
+
+static void test_job_ok(void **state)
+{
+    struct tm_job_spec s;
+    struct tm_spec_error err;
+    (void)state;
+
+    assert_int_equal(parse("{\"team\":\"vision\",\"gpus\":4,\"nodes\":2,\"preemptible\":true,"
+                           "\"runtime_estimate_s\":90,\"deadline\":\"2h\",\"gpu_model\":null}",
+                           &s, &err), 0);
+    assert_int_equal(s.gpus, 4);
+    assert_int_equal(s.gpu_milli, 1000);
+    assert_int_equal(s.nodes, 2);
+    assert_true(s.preemptible);
+    assert_int_equal(s.runtime_estimate_ms, 90000);
+    assert_int_equal(s.deadline_ms, 7200000);
+    assert_null(s.gpu_model);
+    assert_string_equal(s.klass, "train");
+
+    assert_int_equal(parse("{\"team\":\"a\",\"gpu_milli\":1}", &s, &err), 0);
+    assert_int_equal(s.gpus, 0);
+    assert_int_equal(s.gpu_milli, 1);
+    /* A job read back (gpus with gpu_milli 1000) submits again. */
+    assert_int_equal(parse("{\"team\":\"a\",\"gpus\":1,\"gpu_milli\":1000}", &s, &err), 0);
+}
+
+static void test_job_refused(void **state)
+{
+    static const struct { const char *body, *field; } cases[] = {
+        {"nope", "body"},
+        {"1", "body"},
+        {"{}", "team"},
+        {"{\"team\":\"x\"}", "gpus"},
+        {"{\"team\":\"x\",\"gpus\":0}", "gpus"},
+        {"{\"team\":\"x\",\"gpus\":true}", "gpus"},
+        {"{\"team\":\"x\",\"gpus\":2,\"gpu_milli\":5}", "gpu_milli"},
+        {"{\"team\":\"x\",\"gpu_milli\":1000}", "gpu_milli"},
+        {"{\"team\":\"x\",\"gpu_milli\":0}", "gpu_milli"},
+        {"{\"team\":\"x\",\"gpu_milli\":5,\"nodes\":3}", "nodes"},
+        {"{\"team\":\"x\",\"gpus\":1,\"nodes\":1025}", "nodes"},
+        {"{\"team\":\".x\",\"gpus\":1}", "team"},
+        {"{\"team\":\"x\",\"gpus\":1,\"priority\":-1001}", "priority"},
+        {"{\"team\":\"x\",\"gpus\":1,\"name\":null}", "name"},
+        {"{\"team\":\"x\",\"gpus\":1,\"deadline\":0}", "deadline"},
+        {"{\"team\":\"x\",\"gpus\":1,\"deadline\":\"-5m\"}", "deadline"},
+        {"{\"team\":\"x\",\"gpus\":1,\"memory_mib\":1073741825}", "memory_mib"},
+        {"{\"team\":\"x\",\"gpus\":1,\"gpu_model\":\"|A100\"}", "gpu_model"},
+        {"{\"team\":\"x\",\"gpus\":1,\"pool\":\"\"}", "pool"},
+        {"{\"team\":\"x\",\"gpus\":1,\"Team\":\"y\"}", "Team"},
+        {"{\"team\":\"x\",\"gpus\":1,\"team\":\"x\"}", "team"},
+    };
+    struct tm_job_spec s;
+    struct tm_spec_error err;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        memset(&err, 0, sizeof(err));
+        if (parse(cases[i].body, &s, &err) != TM_EINVAL || strcmp(err.field, cases[i].field) != 0)
+            fail_msg("%s: field \"%s\" (%s), expected \"%s\"", cases[i].body, err.field,
+                     err.message, cases[i].field);
+        assert_true(err.message[0] != '\0');
+    }
+}
+
+/* The command-line path: the same rules and messages. */
+static void test_job_text(void **state)
+{
+    struct tm_job_spec s;
+    struct tm_spec_error err;
+    (void)state;
+
+    tm_job_spec_init(&s);
+    assert_int_equal(tm_job_spec_set_text(&s, "gpus", "17", &err), TM_EINVAL);
+    assert_string_equal(err.field, "gpus");
+    assert_string_equal(err.message, "must be a whole number from 1 to 16");
+    assert_int_equal(tm_job_spec_set_text(&s, "class", "party", &err), TM_EINVAL);
+    assert_int_equal(tm_job_spec_set_text(&s, "runtime_estimate_s", "2h", &err), 0);
+    assert_int_equal(s.runtime_estimate_ms, 7200000);
+    assert_int_equal(tm_job_spec_set_text(&s, "deadline", "0s", &err), TM_EINVAL);
+    assert_int_equal(tm_job_spec_finish(&s, &err), TM_EINVAL);
+    assert_string_equal(err.field, "team");
+    assert_int_equal(tm_job_spec_set_text(&s, "team", "vision", &err), 0);
+    assert_int_equal(tm_job_spec_finish(&s, &err), TM_EINVAL);
+    assert_string_equal(err.field, "gpus");
+    assert_int_equal(tm_job_spec_set_text(&s, "gpu_milli", "300", &err), 0);
+    assert_int_equal(tm_job_spec_finish(&s, &err), 0);
+    assert_int_equal(s.gpus, 0);
+    assert_int_equal(s.gpu_milli, 300);
+}
+
+static void test_heartbeat(void **state)
+{
+    struct tm_api_heartbeat hb;
+    struct tm_spec_error err;
+    const char *ok = "{\"jobs\":[{\"id\":7,\"state\":\"failed\",\"reason\":\"oom\"}],"
+                     "\"gpus\":[{\"index\":3,\"util_percent\":12.5,\"memory_used_mib\":10}]}";
+    (void)state;
+
+    assert_int_equal(tm_api_parse_heartbeat(ok, strlen(ok), &hb, &err), 0);
+    assert_int_equal(hb.njobs, 1);
+    assert_int_equal(hb.nsamples, 1);
+    assert_string_equal(hb.report, "{\"jobs\":[{\"id\":7,\"state\":\"failed\",\"reason\":\"oom\"}]}");
+    tm_api_heartbeat_release(&hb);
+    assert_int_equal(tm_api_parse_heartbeat(NULL, 0, &hb, &err), 0);
+    assert_string_equal(hb.report, "{\"jobs\":[]}");
+    assert_string_equal(hb.samples, "[]");
+    tm_api_heartbeat_release(&hb);
+
+    static const struct { const char *body, *field; } bad[] = {
+        {"{\"jobs\":[{\"id\":0,\"state\":\"failed\"}]}", "jobs[0].id"},
+        {"{\"jobs\":[{\"state\":\"failed\"}]}", "jobs[0].id"},
+        {"{\"jobs\":[{\"id\":1}]}", "jobs[0].state"},
+        {"{\"jobs\":[{\"id\":1,\"state\":\"failed\",\"x\":1}]}", "jobs[0].x"},
+        {"{\"jobs\":[5]}", "jobs[0]"},
+        {"{\"gpus\":[{\"index\":0,\"util_percent\":-1,\"memory_used_mib\":0}]}", "gpus[0].util_percent"},
+        {"{\"gpus\":[{\"index\":0,\"util_percent\":1}]}", "gpus[0].memory_used_mib"},
+        {"{\"gpus\":[{\"index\":0,\"util_percent\":1,\"memory_used_mib\":0,\"at_ms\":-1}]}", "gpus[0].at_ms"},
+        {"{\"gpus\":\"all\"}", "gpus"},
+        {"{\"cpu\":[]}", "cpu"},
+        {"{\"gpus\":[],\"gpus\":[]}", "gpus"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&err, 0, sizeof(err));
+        if (tm_api_parse_heartbeat(bad[i].body, strlen(bad[i].body), &hb, &err) != TM_EINVAL ||
+            strcmp(err.field, bad[i].field) != 0)
+            fail_msg("%s: field \"%s\", expected \"%s\"", bad[i].body, err.field, bad[i].field);
+    }
+}
+
+static void test_retag_verb(void **state)
+{
+    struct tm_spec_error err;
+    char reason[64];
+    int64_t in_s;
+    bool pre = false;
+    (void)state;
+
+    assert_int_equal(tm_api_parse_retag("{\"preemptible\":true}", 20, &pre, &err), 0);
+    assert_true(pre);
+    assert_int_equal(tm_api_parse_retag("{\"preemptible\":null}", 20, &pre, &err), TM_EINVAL);
+    assert_int_equal(tm_api_parse_retag("", 0, &pre, &err), TM_EINVAL);
+    assert_string_equal(err.field, "body");
+    assert_int_equal(tm_api_parse_verb("", 0, false, reason, sizeof(reason), &in_s, &err), 0);
+    assert_string_equal(reason, "");
+    assert_int_equal(in_s, -1);
+    assert_int_equal(tm_api_parse_verb("{\"reason\":\"x\",\"in_s\":5}", 23, true, reason,
+                                       sizeof(reason), &in_s, &err), 0);
+    assert_int_equal(in_s, 5);
+    assert_int_equal(tm_api_parse_verb("{\"in_s\":5}", 10, false, reason, sizeof(reason), &in_s,
+                                       &err), TM_EINVAL);
+    assert_string_equal(err.field, "in_s");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_job_ok),
+        cmocka_unit_test(test_job_refused),
+        cmocka_unit_test(test_job_text),
+        cmocka_unit_test(test_heartbeat),
+        cmocka_unit_test(test_retag_verb),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
