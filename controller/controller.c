@@ -348,20 +348,30 @@ static void start_calls(struct tm_controller *ctl, const cJSON *applied)
 
 static void log_plan(struct tm_controller *ctl)
 {
+    /* The subject of each action: a job, a node, or (for a node not yet
+     * created) its pool, or an instance nobody owns. */
+    static const char *const subjects[] = {"job", "node", "pool", "instance_id"};
     const cJSON *a;
+
     cJSON_ArrayForEach(a, ctl->plan.actions) {
         const cJSON *op = cJSON_GetObjectItemCaseSensitive(a, "op");
         const cJSON *reason = cJSON_GetObjectItemCaseSensitive(a, "reason");
-        const cJSON *subject = cJSON_GetObjectItemCaseSensitive(a, "job");
-        const char *kind = "job";
-        if (!subject) {
-            subject = cJSON_GetObjectItemCaseSensitive(a, "node");
-            kind = "node";
+        const char *kind = "subject";
+        char id[TM_ID_MAX] = "?";
+        for (size_t i = 0; i < sizeof(subjects) / sizeof(subjects[0]); i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, subjects[i]);
+            if (cJSON_IsNumber(v))
+                snprintf(id, sizeof(id), "%" PRId64, (int64_t)v->valuedouble);
+            else if (cJSON_IsString(v))
+                snprintf(id, sizeof(id), "%s", v->valuestring);
+            else
+                continue;
+            kind = subjects[i];
+            break;
         }
         bool quiet = cJSON_IsString(op) && strcmp(op->valuestring, "wait") == 0;
-        tm_log(quiet ? TM_LOG_DEBUG : TM_LOG_INFO, "decision", "op=%s %s=%" PRId64 " reason=\"%s\"",
-               cJSON_IsString(op) ? op->valuestring : "?", kind,
-               cJSON_IsNumber(subject) ? (int64_t)subject->valuedouble : 0,
+        tm_log(quiet ? TM_LOG_DEBUG : TM_LOG_INFO, "decision", "op=%s %s=%s reason=\"%s\"",
+               cJSON_IsString(op) ? op->valuestring : "?", kind, id,
                cJSON_IsString(reason) ? reason->valuestring : "");
     }
 }

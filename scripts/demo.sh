@@ -60,7 +60,7 @@ echo
 echo "demo: running the controller (60x accelerated clock; stops when all work is done and every node is released)"
 start=$(date +%s)
 "$tarmac" serve --config "$config" --exit-when-idle --max-wall 170s 2>&1 |
-    grep -E 'became leader|op=(request_node|ready|place|terminate|terminated|interrupted|requeue)|job finished|stopping' |
+    grep -E 'became leader|op=(request_node|node_ready|adopt|place|reserve|preempt|terminate|node_gone|launch_failed|orphan)|instance launched|job finished|requeue|stopping' |
     sed -E 's/^[0-9T:.-]+Z level=[a-z]+ //' || true
 echo
 echo "demo: finished in $(( $(date +%s) - start )) s of wall time"
