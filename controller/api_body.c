@@ -37,6 +37,9 @@ static void safe_key(char *out, size_t size, const char *prefix, const char *key
         out[k++] = (*p >= ' ' && *p < 127) ? *p : '?';
     if (k < size)
         out[k] = '\0';
+    /* An empty key still needs a name the client can see. */
+    if ((!key || !*key) && k + 3 <= size)
+        snprintf(out + k, size - k, "\"\"");
 }
 
 /* An object body, or NULL for an empty one (allowed when empty_ok). */

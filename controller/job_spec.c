@@ -378,7 +378,7 @@ int tm_job_spec_parse_json(const char *body, size_t len, struct tm_job_spec *spe
             for (const char *p = it->string ? it->string : ""; *p && k < sizeof(name) - 1; p++)
                 name[k++] = (*p >= ' ' && *p < 127) ? *p : '?';
             name[k] = '\0';
-            tm_spec_fail(err, name, "unrecognized field");
+            tm_spec_fail(err, k ? name : "\"\"", "unrecognized field");
             goto out;
         }
         /* cJSON keeps both copies of a repeated key; which one counts would

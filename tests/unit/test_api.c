@@ -2,13 +2,13 @@
  * tests/unit/test_api.c: the HTTP API end to end against a real PostgreSQL
  * (label integration;service, fixture pg).
  *
- * A thread runs one loop with the pg_uv pool and two API servers on free
- * loopback ports: a roomy one, and a tight one (1 KiB bodies, 5 items a
- * page, 3 requests of burst) for the limits.  The test thread is the
- * client: libcurl (one handle, so connections stay alive and shutdown must
- * close idle keep-alive connections), libpq for what was written, and
- * tests/lib/openapi_check.py for the role matrix and docs/openapi.yaml.
- * The loop thread ends with uv_loop_close() == 0.
+ * The main thread runs one loop with the pg_uv pool and two API servers on
+ * free loopback ports: a roomy one, and a tight one (1 KiB bodies, 5 items
+ * a page, 3 requests of burst) for the limits.  A second thread is the
+ * client and runs the cmocka tests: libcurl (one handle, so a connection
+ * stays alive and the shutdown must close an idle keep-alive connection),
+ * libpq for what was written, and tests/lib/openapi_check.py for the role
+ * matrix and docs/openapi.yaml.  The loop ends with uv_loop_close() == 0.
  */
 #include <inttypes.h>
 #include <setjmp.h>
@@ -42,13 +42,11 @@ static struct {
     const char *url;
     PGconn *conn;
     uv_loop_t loop;
-    uv_thread_t thread;
     uv_async_t stop;
-    uv_sem_t started;
     struct tm_pg_pool *pool;
     struct tm_api *api, *tight;
     int port, tight_port;
-    int start_rc, loop_close_rc, closed;
+    int closed;
     char tok[T_MAX][TM_TOKEN_LEN + 1];
     int64_t node_id, node2_id;
     CURL *curl;
@@ -70,10 +68,13 @@ static void on_stop(uv_async_t *a)
     tm_api_close(g.tight, on_api_closed, NULL);
 }
 
-static void loop_main(void *arg)
+/* The server runs on the main thread: h2o keeps thread-local free lists
+ * of memory chunks, which stay reachable (not leaks) only while their
+ * thread lives. */
+static int start_server(void)
 {
     struct tm_api_limits roomy, tight;
-    (void)arg;
+    int r;
 
     tm_api_limits_default(&roomy);
     roomy.rate_per_s = 1e6;
@@ -83,21 +84,18 @@ static void loop_main(void *arg)
     tight.max_list = 5;
     tight.rate_per_s = 0.001;
     tight.burst = 3;
-    g.start_rc = uv_loop_init(&g.loop);
-    if (g.start_rc == 0)
-        g.start_rc = tm_pg_pool_create(&g.loop, g.url, 2, NULL, NULL, &g.pool);
-    if (g.start_rc == 0)
-        g.start_rc = tm_api_start_listen(&g.loop, g.pool, "127.0.0.1:0", &roomy, &g.api);
-    if (g.start_rc == 0)
-        g.start_rc = tm_api_start_listen(&g.loop, g.pool, "localhost:0", &tight, &g.tight);
-    if (g.start_rc == 0)
-        g.start_rc = uv_async_init(&g.loop, &g.stop, on_stop);
+    r = uv_loop_init(&g.loop);
+    if (r == 0)
+        r = tm_pg_pool_create(&g.loop, g.url, 2, NULL, NULL, &g.pool);
+    if (r == 0)
+        r = tm_api_start_listen(&g.loop, g.pool, "127.0.0.1:0", &roomy, &g.api);
+    if (r == 0)
+        r = tm_api_start_listen(&g.loop, g.pool, "localhost:0", &tight, &g.tight);
+    if (r == 0)
+        r = uv_async_init(&g.loop, &g.stop, on_stop);
     g.port = tm_api_port(g.api);
     g.tight_port = tm_api_port(g.tight);
-    uv_sem_post(&g.started);
-    if (g.start_rc == 0)
-        uv_run(&g.loop, UV_RUN_DEFAULT);
-    g.loop_close_rc = uv_loop_close(&g.loop);
+    return r;
 }
 
 /* ---- client helpers ------------------------------------------------------- */
@@ -251,7 +249,8 @@ static int64_t sql_i64(const char *sql)
 
 /* ---- fixture -------------------------------------------------------------- */
 
-static int setup(void **state)
+/* Blocking, before the loop runs: schema, pools, nodes, tokens. */
+static int make_fixture(void)
 {
     char err[512];
     int applied = 0;
@@ -263,7 +262,6 @@ static int setup(void **state)
         {T_OTHER, "t-other", "engineer", "speech"},
         {T_REVOKED, "t-revoked", "admin", NULL},
     };
-    (void)state;
 
     g.url = tm_test_db_url("tm_api");
     if (!g.url)
@@ -294,19 +292,14 @@ static int setup(void **state)
             return -1;
         }
     }
-    if (tm_token_revoke(g.conn, "t-revoked", err, sizeof(err)) < 0)
-        return -1;
+    return tm_token_revoke(g.conn, "t-revoked", err, sizeof(err)) < 0 ? -1 : 0;
+}
 
+static int setup(void **state)
+{
+    (void)state;
     curl_global_init(CURL_GLOBAL_DEFAULT);
     g.curl = curl_easy_init();
-    uv_sem_init(&g.started, 0);
-    if (uv_thread_create(&g.thread, loop_main, NULL) != 0)
-        return -1;
-    uv_sem_wait(&g.started);
-    if (g.start_rc != 0) {
-        fprintf(stderr, "setup: server did not start: %s\n", tm_strerror(g.start_rc));
-        return -1;
-    }
     /* Ready once the pool has a connection. */
     for (int i = 0; i < 200; i++) {
         char *b;
@@ -323,20 +316,11 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    /* The curl handle keeps an idle keep-alive connection open on purpose:
-     * shutdown must close it. */
-    uv_async_send(&g.stop);
-    uv_thread_join(&g.thread);
-    curl_easy_cleanup(g.curl);
-    curl_global_cleanup();
-    uv_sem_destroy(&g.started);
-    PQfinish(g.conn);
-    if (g.loop_close_rc != 0) {
-        fprintf(stderr, "uv_loop_close() = %d\n", g.loop_close_rc);
-        return -1;
-    }
+    /* The curl handle keeps its idle keep-alive connection open on
+     * purpose: the server's shutdown must close it. */
     return 0;
 }
+
 
 /* ---- tests ---------------------------------------------------------------- */
 
@@ -953,7 +937,10 @@ static void test_openapi(void **state)
     unlink(fixture);
 }
 
-int main(void)
+static int client_rc = 1;
+
+/* The client: every test, then the server is told to stop. */
+static void client_main(void *arg)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_health),
@@ -969,5 +956,33 @@ int main(void)
         cmocka_unit_test(test_openapi),
         cmocka_unit_test(test_token_cli),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    (void)arg;
+    client_rc = cmocka_run_group_tests(tests, setup, teardown);
+    uv_async_send(&g.stop);
+}
+
+int main(void)
+{
+    uv_thread_t client;
+    int r;
+
+    if (make_fixture() < 0)
+        return 1;
+    r = start_server();
+    if (r < 0) {
+        fprintf(stderr, "server did not start: %s\n", tm_strerror(r));
+        return 1;
+    }
+    if (uv_thread_create(&client, client_main, NULL) != 0)
+        return 1;
+    uv_run(&g.loop, UV_RUN_DEFAULT);
+    uv_thread_join(&client);
+    r = uv_loop_close(&g.loop);
+    if (r != 0)
+        fprintf(stderr, "uv_loop_close() = %d\n", r);
+    if (g.curl)
+        curl_easy_cleanup(g.curl);
+    curl_global_cleanup();
+    PQfinish(g.conn);
+    return client_rc != 0 || r != 0;
 }
