@@ -34,3 +34,10 @@ if(TM_FUZZ)
     target_link_libraries(fuzz_api_body PRIVATE PkgConfig::CJSON ${MATH_LIB})
   endif()
 endif()
+
+# The real binary: serve with TARMAC_LISTEN/TARMAC_DATABASE_URL, a token
+# from `tarmac token create`.  Exits 77 (skipped) until main.c and serve
+# are wired to the API.
+tm_add_test(itest_api_serve LABELS integration service FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/api_serve.sh)
+set_tests_properties(itest_api_serve PROPERTIES SKIP_RETURN_CODE 77)
