@@ -25,6 +25,13 @@
 #define DAY_MS (24 * HOUR_MS)
 #define MONTH_MS (30 * DAY_MS)
 #define NEVER INT64_MAX
+/* tarmac's idle grace: short, because the forecast keeps the nodes demand
+ * will want again (hysteresis) */
+#define TARMAC_GRACE_MS (30 * 1000)
+/* tarmac keeps a preemptible, non-checkpointable job off spot when its
+ * expected loss to interruptions, hazard x estimate / 2, passes this share
+ * of its work */
+#define SPOT_LOSS_MAX 0.10
 
 const char *tm_elastic_policy_name(enum tm_elastic_policy p)
 {
@@ -238,6 +245,9 @@ static void stop_job(struct sim *s, size_t j, bool checkpoint)
     } else {
         s->st.lost_gpu_hours += (double)jb->milli / 1000 * (double)ran / HOUR_MS;
         jb->attempts++;
+        /* It ran `ran` already: under heavy tails it runs as long again. */
+        if (jb->estimate < tm_estimate_overrun(ran))
+            jb->estimate = tm_estimate_overrun(ran);
     }
     n->njobs--;
     n->used_milli -= jb->amilli * __builtin_popcount(jb->mask);
@@ -252,16 +262,33 @@ static int32_t job_mask(struct sim *s, const struct ejob *jb)
 {
     if (!jb->preemptible || jb->force_od || !s->cfg->spot)
         return 1;
+    if (s->cfg->policy != TM_ELASTIC_TARMAC)
+        return 2; /* reactive: preemptible work goes to the spot pool */
     if (s->cfg->policy == TM_ELASTIC_TARMAC && s->cfg->hazard_per_hour > 0 && !jb->ckpt) {
         /* Expected loss on spot: a job of T hours loses about h T / 2 of
          * its work per attempt; keep long jobs off spot when that exceeds
          * 10% of it (the spot discount pays for little rework at a 65%
          * saving once the restarts also delay it). */
         int64_t e = jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
-        if (s->cfg->hazard_per_hour * (double)e / HOUR_MS / 2 > 0.10)
+        if (s->cfg->hazard_per_hour * (double)e / HOUR_MS / 2 > SPOT_LOSS_MAX)
             return 1;
     }
     return 3;
+}
+
+/* The order the scheduler sees the nodes in (first fit takes the first):
+ * launch order, for every policy.  (Ordering tarmac's nodes by the
+ * estimated end of their work was tried and cost more: the estimates of
+ * unique trace jobs are too rough.) */
+static size_t *order_nodes(struct sim *s)
+{
+    size_t *ord = malloc((s->nnodes + 1) * sizeof(*ord));
+
+    if (!ord)
+        return NULL;
+    for (size_t i = 0; i < s->nnodes; i++)
+        ord[i] = i;
+    return ord;
 }
 
 static int schedule(struct sim *s)
@@ -290,10 +317,18 @@ static int schedule(struct sim *s)
             rc = TM_ENOMEM;
             goto out;
         }
-        for (size_t i = 0; i < s->nnodes; i++) {
+        size_t *ord = order_nodes(s);
+        if (!ord) {
+            free(map);
+            rc = TM_ENOMEM;
+            goto out;
+        }
+        for (size_t i = 0; i < s->nnodes; i++)
+            map[i] = -1;
+        for (size_t oi = 0; oi < s->nnodes; oi++) {
+            size_t i = ord[oi];
             struct enode *n = &s->nodes[i];
             const struct tm_price_type *t = &s->pr->types[n->type];
-            map[i] = -1;
             if (n->state != N_READY)
                 continue;
             map[i] = (int32_t)nn;
@@ -304,6 +339,7 @@ static int schedule(struct sim *s)
                                             .schedulable = !n->leaving};
             nn++;
         }
+        free(ord);
         for (size_t k = 0; k < s->nrunning; k++) {
             struct ejob *jb = &s->jobs[s->running[k]];
             int64_t left = jb->runtime - jb->progress - (s->now - jb->start);
@@ -381,13 +417,14 @@ static void observe_forecast(struct sim *s)
     double d[TM_PLAN_POOL_MAX] = {0, 0};
     if (!s->fc[0])
         return;
+    /* running work counts in the pool it runs in */
     for (size_t k = 0; k < s->nrunning; k++) {
         struct ejob *jb = &s->jobs[s->running[k]];
-        d[s->cfg->spot && jb->preemptible && job_mask(s, jb) == 3 ? 1 : 0] += jb->milli / 1000.0;
+        d[s->nodes[jb->node].spot ? 1 : 0] += jb->milli / 1000.0;
     }
     for (size_t k = 0; k < s->nqueued; k++) {
         struct ejob *jb = &s->jobs[s->queued[k]];
-        d[s->cfg->spot && jb->preemptible && job_mask(s, jb) == 3 ? 1 : 0] += jb->milli / 1000.0;
+        d[s->cfg->spot && jb->preemptible && (job_mask(s, jb) & 2) ? 1 : 0] += jb->milli / 1000.0;
     }
     for (int p = 0; p < TM_PLAN_POOL_MAX; p++)
         if (s->fc[p])
@@ -469,7 +506,7 @@ static int plan(struct sim *s)
         size_t j = s->queued[k];
         struct ejob *jb = &s->jobs[j];
         int64_t est = jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
-        bool pre = jb->preemptible && job_mask(s, jb) == 3;
+        bool pre = jb->preemptible && (job_mask(s, jb) & 2);
         jmap[nj] = j;
         pj[nj++] = (struct tm_plan_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
                                         .preemptible = pre || (jb->preemptible && jb->deadline),
@@ -483,6 +520,7 @@ static int plan(struct sim *s)
     in.jobs = pj;
     in.njobs = nj;
     in.forecast_gpus[0] = in.forecast_gpus[1] = -1;
+    in.keep_gpus[0] = in.keep_gpus[1] = -1;
     in.shortages = s->shortages;
     in.nshortages = s->nshort;
     in.params.boot_ms = c->boot_ms;
@@ -492,9 +530,13 @@ static int plan(struct sim *s)
     in.params.disruption_nodes = 1000000;
     in.params.spot = c->spot;
     in.params.od_fallback = true;
+    in.params.od_room_for_preemptible = c->policy == TM_ELASTIC_TARMAC;
     in.params.move_cost_ms = 365 * DAY_MS; /* reactive: never moves */
     in.params.launch_use_ms = c->idle_grace_ms;
     if (c->policy == TM_ELASTIC_TARMAC) {
+        /* A short grace: the forecast's upper quantile keeps the nodes
+         * that demand will want again (hysteresis), the rest go soon. */
+        in.params.idle_grace_ms = TARMAC_GRACE_MS;
         in.params.move_cost_ms = 60 * 1000;
         in.params.disruption_nodes = 2;
         in.params.disruption_pct = 0.1;
@@ -510,7 +552,12 @@ static int plan(struct sim *s)
             double mean, upper;
             if (s->fc[p] && tm_forecast_predict(s->fc[p], c->boot_ms + c->tick_ms, 0.9, &mean,
                                                 &upper) == 0)
-                in.forecast_gpus[p] = upper;
+            {
+                /* launch ahead for the expected demand, keep for the
+                 * upper quantile */
+                in.forecast_gpus[p] = mean;
+                in.keep_gpus[p] = upper;
+            }
         }
     }
     if (s->budget_on) {

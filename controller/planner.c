@@ -431,7 +431,8 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             bool placed = false;
             int pool;
             /* spot rooms first for preemptible work, then paid on-demand room */
-            for (int pass = od_only ? 1 : 0; pass < 2 && !placed; pass++)
+            int passes = od_only || pp->od_room_for_preemptible ? 2 : 1;
+            for (int pass = od_only ? 1 : 0; pass < passes && !placed; pass++)
                 for (size_t i = 0; i < in->nnodes && !placed; i++)
                     if (rooms[i].pool == (pass == 0 ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD) &&
                         room_fit(&rooms[i], jb->gpus, jb->milli, true))
@@ -498,6 +499,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             const struct tm_price_type *t = &pr->types[n->type];
             int64_t remaining, saving, move, od_gpu, z;
             if (n->spot || !n->ready || n->leaving || n->jobs == 0 || !n->only_preemptible ||
+                !n->movable ||
                 t->spot_uusd_per_hour <= 0)
                 continue;
             z = first_zone(pr, n->type, true, in->shortages, in->nshortages, in->now_ms);
@@ -609,8 +611,8 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             struct tm_plan_action *x;
             /* the node is skipped from now on through the `taken` scan */
             if (pool_count[p] <= pp->min_nodes[p] ||
-                (in->forecast_gpus[p] >= 0 &&
-                 (double)(pool_gpus[p] - g) * 1000 < in->forecast_gpus[p] * 1000 - 1e-6) ||
+                (in->keep_gpus[p] >= 0 &&
+                 (double)(pool_gpus[p] - g) * 1000 < in->keep_gpus[p] * 1000 - 1e-6) ||
                 disrupt_left <= 0) {
                 /* kept: pool minimum, forecast (hysteresis) or disruption
                  * budget; look at the other idle nodes */
@@ -620,7 +622,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             }
             x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; forecast %.1f GPUs "
                         "fits without it", (in->now_ms - n->idle_since_ms) / 1e3,
-                        pp->idle_grace_ms / 1e3, in->forecast_gpus[p] < 0 ? 0 : in->forecast_gpus[p]);
+                        pp->idle_grace_ms / 1e3, in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p]);
             if (!x)
                 break;
             x->node = best;

@@ -120,6 +120,8 @@ struct tm_plan_params {
     int32_t recent_terminations;     /* already done in the current interval */
     bool spot;                       /* spot pool enabled */
     bool od_fallback;                /* preemptible work may fall back to on-demand */
+    bool od_room_for_preemptible;    /* preemptible work may fill free room on
+                                      * on-demand nodes already paid for */
     int64_t move_cost_ms;            /* checkpoint + restore time of a move */
     int64_t launch_use_ms;           /* expected use of a launch with no estimate */
 };
@@ -131,7 +133,10 @@ struct tm_plan_input {
     size_t nnodes;
     const struct tm_plan_job *jobs;  /* queued and running jobs */
     size_t njobs;
-    double forecast_gpus[TM_PLAN_POOL_MAX]; /* upper quantile one boot ahead; < 0: none */
+    double forecast_gpus[TM_PLAN_POOL_MAX]; /* GPUs wanted one boot ahead, launched
+                                             * for ahead of the queue; < 0: none */
+    double keep_gpus[TM_PLAN_POOL_MAX];     /* GPUs idle nodes are kept for (the
+                                             * upper quantile: hysteresis); < 0: none */
     const struct tm_plan_shortage *shortages;
     size_t nshortages;
     struct tm_plan_budget budget;
