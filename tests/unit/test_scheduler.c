@@ -575,6 +575,40 @@ static void test_reserve_avoids_narrow_nodes(void **state)
     tm_sched_result_release(&r);
 }
 
+/* Heavy jobs (4+ whole GPUs, not narrow) drain at most an eighth of the
+ * GPUs at a time, the first always: three aged 8-GPU jobs get one
+ * reservation on 16 GPUs, two on 128; fifo and backfill are unchanged. */
+static void test_drain_cap(void **state)
+{
+    int64_t now = 100 * H;
+    struct tm_sched_node n[16];
+    struct tm_sched_alloc a[16];
+    struct tm_sched_job j[3] = {job(1, now - 30 * H, 8, H), job(2, now - 29 * H, 8, H), job(3, now - 28 * H, 8, H)};
+    struct tm_sched_result r = {0};
+    size_t sizes[2] = {2, 16};
+    int want[2] = {1, 2};
+
+    (void)state;
+    for (int i = 0; i < 16; i++) {
+        n[i] = node8(i + 1, 0);
+        a[i] = hold(i, 0x0f, now + (i + 1) * H);
+    }
+    for (int k = 0; k < 2; k++) {
+        int reserved = 0;
+        assert_int_equal(run(TM_POLICY_TARMAC, j, 3, n, sizes[k], a, sizes[k], now, &r), 0);
+        assert_int_equal(r.nplacements, 0);
+        for (int x = 0; x < 3; x++)
+            reserved += r.notes[x].verdict == TM_SCHED_RESERVED;
+        assert_int_equal(reserved, want[k]);
+        assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED); /* the oldest first */
+        assert_int_equal(r.notes[0].node, 0);                    /* the earliest drain */
+        tm_sched_result_release(&r);
+    }
+    assert_int_equal(run(TM_POLICY_BACKFILL, j, 3, n, 2, a, 2, now, &r), 0);
+    assert_int_equal(r.nreservations, 1);
+    tm_sched_result_release(&r);
+}
+
 static void test_random_properties(void **state)
 {
     (void)state;
@@ -704,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_reserve_when_fragmented),
         cmocka_unit_test(test_narrow_reserved_at_once),
         cmocka_unit_test(test_reserve_avoids_narrow_nodes),
+        cmocka_unit_test(test_drain_cap),
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_bad_input),
     };
