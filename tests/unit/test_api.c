@@ -131,6 +131,9 @@ static size_t on_header(char *ptr, size_t size, size_t nmemb, void *data)
     return n;
 }
 
+/* A thread other than the client's uses its own handle. */
+static __thread CURL *tl_curl;
+
 /* One request; returns the status, *ret_body (caller frees) the answer. */
 static long http_on(int port, const char *method, const char *path, const char *token,
                     const char *body, size_t body_len, char **ret_body, long timeout_ms)
@@ -141,29 +144,31 @@ static long http_on(int port, const char *method, const char *path, const char *
     long status = 0;
     CURLcode rc;
 
+    CURL *curl = tl_curl ? tl_curl : g.curl;
+
     snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", port, path);
-    curl_easy_reset(g.curl);
-    curl_easy_setopt(g.curl, CURLOPT_URL, url);
-    curl_easy_setopt(g.curl, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(g.curl, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(g.curl, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(g.curl, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(g.curl, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(g.curl, CURLOPT_TIMEOUT_MS, timeout_ms);
+    curl_easy_reset(curl);
+    curl_easy_setopt(curl, CURLOPT_URL, url);
+    curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(curl, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, timeout_ms);
     if (token) {
         snprintf(auth, sizeof(auth), "Authorization: Bearer %s", token);
         h = curl_slist_append(h, auth);
     }
     if (body) {
         h = curl_slist_append(h, "Content-Type: application/json");
-        curl_easy_setopt(g.curl, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(g.curl, CURLOPT_POSTFIELDSIZE, (long)body_len);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)body_len);
     }
-    curl_easy_setopt(g.curl, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(curl, CURLOPT_HTTPHEADER, h);
     last_retry_after[0] = '\0';
-    rc = curl_easy_perform(g.curl);
+    rc = curl_easy_perform(curl);
     if (rc == CURLE_OK)
-        curl_easy_getinfo(g.curl, CURLINFO_RESPONSE_CODE, &status);
+        curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
     curl_slist_free_all(h);
     if (ret_body)
         *ret_body = b.p ? b.p : strdup("");
@@ -938,6 +943,44 @@ static void test_openapi(void **state)
 }
 
 static int client_rc = 1;
+static long inflight_status;
+
+static void inflight_main(void *arg)
+{
+    char path[96], *b = NULL;
+    (void)arg;
+
+    tl_curl = curl_easy_init();
+    snprintf(path, sizeof(path), "/v1/nodes/%" PRId64 "/heartbeat", g.node2_id);
+    inflight_status = http_on(g.port, "POST", path, g.tok[T_ADMIN], "{}", 2, &b, 20000);
+    free(b);
+    curl_easy_cleanup(tl_curl);
+}
+
+/* Shutdown with a statement in flight (the node row is locked, so the
+ * heartbeat waits): the API stops listening, but answers it before it
+ * reports closed. */
+static int stop_with_inflight(void)
+{
+    uv_thread_t t;
+    char sql[128];
+
+    sql_ok("BEGIN");
+    snprintf(sql, sizeof(sql), "SELECT 1 FROM nodes WHERE id = %" PRId64 " FOR UPDATE", g.node2_id);
+    sql_ok(sql);
+    if (uv_thread_create(&t, inflight_main, NULL) != 0)
+        return -1;
+    usleep(300000);
+    uv_async_send(&g.stop);
+    usleep(300000);
+    sql_ok("COMMIT");
+    uv_thread_join(&t);
+    if (inflight_status != 200) {
+        fprintf(stderr, "in-flight request at shutdown: status %ld, expected 200\n", inflight_status);
+        return -1;
+    }
+    return 0;
+}
 
 /* The client: every test, then the server is told to stop. */
 static void client_main(void *arg)
@@ -958,7 +1001,12 @@ static void client_main(void *arg)
     };
     (void)arg;
     client_rc = cmocka_run_group_tests(tests, setup, teardown);
-    uv_async_send(&g.stop);
+    if (client_rc == 0) {
+        if (stop_with_inflight() < 0)
+            client_rc = 1;
+    } else {
+        uv_async_send(&g.stop);
+    }
 }
 
 int main(void)
