@@ -427,8 +427,8 @@ static const char *bearer(const h2o_req_t *req, size_t *ret_len)
 
 /* ---- routing ------------------------------------------------------------ */
 
-/* Match path against pattern ("/v1/jobs/{id}/cancel"); fills the call's
- * parameters when c is not NULL. */
+/* Match path against pattern ("/v1/jobs/{id}/cancel"): {id} takes a
+ * positive integer (into *ret_id), {name} a pool-style name (into name). */
 static bool path_match(const char *pattern, const char *path, size_t len, int64_t *ret_id,
                        char *name, size_t name_size)
 {
