@@ -27,6 +27,11 @@ report() {
     echo "- commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "- command: bench/run-scheduler.sh (build: Release, $BUILD)"
     echo "- traces: $TRACES (openb default and gpuspec33; node list openb_node_list_gpu_node.csv)"
+    echo "- idle-while-waiting, two readings side by side: DESIGN = DESIGN.md's definition (free GPU"
+    echo "  milli of a model while any queued job accepts that model; key idle_while_waiting_gpu_hours);"
+    echo "  fit = fit-aware (free milli of a GPU only while some queued job could be placed on it now:"
+    echo "  its share fits the GPU's free milli, or its whole GPUs fit the node's free GPUs, model, CPU"
+    echo "  and memory too; key idle_while_waiting_fit_gpu_hours)"
     echo
     echo "## 1. One scheduling pass"
     echo
@@ -65,7 +70,19 @@ report() {
     "$R" --pods "$TRACES/openb_pod_list_default.csv" --nodes "$NODES" $DENSE \
         --gpus 64,128 --load 0.9,1.1,1.3 --estimates exact
     echo
-    echo "## 5. Packing mode (FGD artifact method), openb default"
+    echo "## 5. Robustness: a second inventory sample (seeds 1 and 2), loads 0.9 to 1.3"
+    echo
+    echo "The same dense replays with \`--seeds 2\`: seed 2 draws another 64- and 128-GPU sample of the"
+    echo "node list (same model mix, other nodes); seed 1 rows repeat section 3."
+    for trace in default gpuspec33; do
+        echo
+        echo "### openb $trace"
+        echo
+        "$R" --pods "$TRACES/openb_pod_list_$trace.csv" --nodes "$NODES" $DENSE \
+            --gpus 64,128 --load 0.9,1.1,1.3 --seeds 2 | sed -n '/tarmac against the baselines/,$p'
+    done
+    echo
+    echo "## 6. Packing mode (FGD artifact method), openb default"
     echo
     echo "\`tarmac replay --mode packing --pods openb_pod_list_default.csv --nodes openb_node_list_gpu_node.csv --seeds 10\`"
     echo

@@ -337,7 +337,7 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
                "the model), fit = fit-aware (only free capacity some queued job fits now); "
                "gain = utilisation over the arrival window, percentage points)\n\n");
         printf("| GPUs | load | tarmac idle / fifo idle, DESIGN | tarmac idle / fifo idle, fit | "
-               "tarmac idle / backfill idle, DESIGN | tarmac idle / backfill idle, fit | p95 wait s "
+               "tarmac idle / backfill idle, DESIGN | idle GPU-h tarmac / backfill, fit | p95 wait s "
                "tarmac / backfill | starved fifo / backfill / tarmac | gain over fifo pp | "
                "gain over backfill pp |\n");
         printf("|---:|---:|---:|---:|---:|---:|---|---|---:|---:|\n");
@@ -367,9 +367,11 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
                     add_num(c, "seed", sd + 1);
                     add_num(c, "idle_tarmac_over_fifo", rf);
                     add_num(c, "idle_fit_tarmac_over_fifo", rff);
+                    add_num(c, "idle_fit_tarmac_gpu_hours", t->idle_while_waiting_fit_gpu_hours);
                     if (b) {
                         add_num(c, "idle_tarmac_over_backfill", rb);
                         add_num(c, "idle_fit_tarmac_over_backfill", rbf);
+                        add_num(c, "idle_fit_backfill_gpu_hours", b->idle_while_waiting_fit_gpu_hours);
                         add_num(c, "wait_p95_backfill_s", b->wait_p95_s);
                         add_num(c, "gain_over_backfill_pp", 100 * (t->utilisation_arrival - b->utilisation_arrival));
                     }
@@ -379,9 +381,11 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
                     cJSON_AddItemToArray(arr, c);
                 }
                 if (!o->json)
-                    printf("| %d | %.2f | %.1f%% | %.1f%% | %s%.2f | %s%.2f | %.0f / %s%.0f | %zu / %s%zu / %zu | "
+                    printf("| %d | %.2f | %.1f%% | %.1f%% | %s%.2f | %.1f / %s%.1f | %.0f / %s%.0f | %zu / %s%zu / %zu | "
                            "%+.1f | %s%+.1f |\n",
-                           t->gpus, t->load, 100 * rf, 100 * rff, b ? "" : "n/a ", rb, b ? "" : "n/a ", rbf,
+                           t->gpus, t->load, 100 * rf, 100 * rff, b ? "" : "n/a ", rb,
+                           t->idle_while_waiting_fit_gpu_hours, b ? "" : "n/a ",
+                           b ? b->idle_while_waiting_fit_gpu_hours : 0,
                            t->wait_p95_s, b ? "" : "n/a ",
                            b ? b->wait_p95_s : 0, f->starved, b ? "" : "n/a ", b ? b->starved : 0,
                            t->starved, 100 * (t->utilisation_arrival - f->utilisation_arrival),
