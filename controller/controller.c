@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "controller/api.h"
 #include "controller/pg_uv.h"
 #include "controller/reconcile.h"
 #include "controller/scheduler.h"
@@ -43,6 +44,7 @@ struct tm_controller {
 
     struct tm_pg_pool *pool;
     struct tm_pg *leader_conn;
+    struct tm_api *api;             /* every replica serves the API */
     struct tm_provider **providers; /* one per cfg->providers, NULL if not built */
     uv_timer_t tick_timer;
     uv_timer_t stop_timer;
@@ -695,6 +697,20 @@ static void on_async_closed(void *data)
     ctl->closes_pending--;
 }
 
+/* The API answers its requests in flight from the pool, so the pool
+ * closes only once the API has. */
+static void on_api_closed(void *data)
+{
+    struct tm_controller *ctl = data;
+    ctl->closes_pending--;
+    if (ctl->pool) {
+        tm_pg_pool_close(ctl->pool, on_async_closed, ctl);
+        ctl->pool = NULL;
+    } else {
+        ctl->closes_pending--;
+    }
+}
+
 static void close_all(struct tm_controller *ctl)
 {
     if (ctl->closing)
@@ -708,7 +724,11 @@ static void close_all(struct tm_controller *ctl)
             ctl->providers[i] = NULL;
         }
     }
-    if (ctl->pool) {
+    if (ctl->api) {
+        ctl->closes_pending += 2; /* the API, then the pool after it */
+        tm_api_close(ctl->api, on_api_closed, ctl);
+        ctl->api = NULL;
+    } else if (ctl->pool) {
         ctl->closes_pending++;
         tm_pg_pool_close(ctl->pool, on_async_closed, ctl);
         ctl->pool = NULL;
@@ -875,13 +895,21 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
         snprintf(err, errsize, "could not start database connections: %s", tm_strerror(r));
     if (r == 0)
         r = create_providers(ctl, cfg->database_url, err, errsize);
+    if (r == 0) {
+        r = tm_api_start(&ctl->loop, ctl->pool, cfg, &ctl->api);
+        if (r < 0)
+            snprintf(err, errsize, "could not serve the API on %s: %s", cfg->listen, tm_strerror(r));
+        else
+            tm_api_set_clock(ctl->api, &ctl->clock);
+    }
 
     if (r == 0) {
         /* The tick interval is real time: an accelerated clock (the demo)
          * covers more controller time per tick, not more ticks. */
         uint64_t every = (uint64_t)cfg->tick_interval_ms;
-        tm_log_info("serving", "cluster=%s holder=%s tick_ms=%" PRIu64 " policy=%s time_scale=%g",
-                    cfg->cluster, ctl->holder, every, tm_sched_policy_name(ctl->policy), cfg->time_scale);
+        tm_log_info("serving", "cluster=%s holder=%s tick_ms=%" PRIu64 " policy=%s time_scale=%g api_port=%d",
+                    cfg->cluster, ctl->holder, every, tm_sched_policy_name(ctl->policy), cfg->time_scale,
+                    tm_api_port(ctl->api));
         uv_timer_start(&ctl->tick_timer, on_tick, 10, every);
     } else {
         ctl->stopping = true;

@@ -7,6 +7,7 @@
 #include "controller/cli.h"
 #include "controller/forecast.h"
 #include "controller/replay.h"
+#include "controller/token.h"
 #include "providers/aws/aws_provider.h"
 
 /* `tarmac check PROVIDER ...`: credentials and API reachability before the
@@ -39,6 +40,7 @@ static const struct {
     {"pools", tm_cli_pools, "list pools"},
     {"decisions", tm_cli_decisions, "show decisions and their reasons"},
     {"summary", tm_cli_summary, "totals: jobs, nodes, GPU-hours, dollars"},
+    {"token", tm_token_main, "create or revoke API tokens (token create|revoke)"},
     {"check", check_main, "check cloud credentials and offerings (check aws)"},
     {"forecast", tm_forecast_main, "evaluate the demand forecaster on a series"},
     {"replay", tm_replay_main, "replay a GPU cluster trace through the scheduler"},

@@ -1082,14 +1082,14 @@ static const yaml_node_t *cfg_at(struct cfg_ctx *c, const yaml_node_t *map, cons
     return map ? map : c->root;
 }
 
-/* Listen addresses: "host:port" or "[v6]:port", port 1..65535. */
+/* Listen addresses: "host:port" or "[v6]:port", port 0..65535 (0: any free port). */
 static bool cfg_listen_ok(const char *s)
 {
     const char *colon = strrchr(s, ':');
     int64_t port;
 
     if (!colon || colon == s || !cfg_parse_i64(colon + 1, &port) || colon[1] == '+' ||
-        colon[1] == '-' || port < 1 || port > 65535)
+        colon[1] == '-' || port < 0 || port > 65535)
         return false;
     if (s[0] == '[')
         return colon[-1] == ']' && colon - s > 2;
@@ -1375,7 +1375,7 @@ static int cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
     if (!cfg_listen_ok(cfg->listen)) {
         cfg_path_set(c, "listen");
         return cfg_fail(c, cfg_at(c, c->root, "listen"),
-                        "bad address \"%.128s\": expected host:port with port 1 to 65535",
+                        "bad address \"%.128s\": expected host:port with port 0 to 65535",
                         cfg->listen);
     }
     if (!cfg->database_url && !(env_url && *env_url)) {
@@ -1628,7 +1628,7 @@ int tm_config_apply_env(struct tm_config *cfg, char *err, size_t errsize)
             if (err && errsize > 0)
                 snprintf(err, errsize,
                          "environment TARMAC_LISTEN: bad address \"%.128s\": expected host:port "
-                         "with port 1 to 65535",
+                         "with port 0 to 65535",
                          listen);
             goto out;
         }

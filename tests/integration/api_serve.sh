@@ -15,7 +15,7 @@ write_config "$WORK/c.yaml" 2 2s 1s 300ms
 # The file names a database and an address that do not work: the
 # environment must win over both.
 sed -i -e "s|url: \".*\"|url: \"${DB%/*}/no_such_db\"|" "$WORK/c.yaml"
-printf 'listen: "127.0.0.1:1"\n' >>"$WORK/c.yaml"
+sed -i "s|^listen: .*|listen: \"127.0.0.1:1\"|" "$WORK/c.yaml"   # TARMAC_LISTEN must win over this
 
 TOKEN=$(TARMAC_DATABASE_URL=$DB "$TARMAC" token create --name it-admin --role admin --config "$WORK/c.yaml" 2>"$WORK/token.log") \
     || fail "token create"

@@ -60,6 +60,7 @@ database:
   url: "$DB"
   pool_size: 3
 cluster: $cluster
+listen: "127.0.0.1:0"
 tick_interval: $tick
 log_level: info
 scheduler:

@@ -47,6 +47,7 @@ database:
   url: "$DB"
   pool_size: 3
 cluster: itest
+listen: "127.0.0.1:0"
 tick_interval: $tick
 log_level: info
 scheduler:
