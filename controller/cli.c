@@ -16,6 +16,7 @@
 #include <libpq-fe.h>
 
 #include "controller/controller.h"
+#include "controller/job_spec.h"
 #include "controller/migrate.h"
 #include "controller/model.h"
 #include "controller/pg_uv.h"
@@ -317,52 +318,52 @@ static bool parse_int(const char *s, long min, long max, long *ret)
     return true;
 }
 
-static bool valid_name(const char *s)
+/* Options of `tarmac submit` and the job field (controller/job_spec.h)
+ * each one sets: the CLI and the API validate with the same rules. */
+static const struct {
+    const char *option;
+    const char *field;
+} submit_fields[] = {
+    {"team", "team"}, {"name", "name"}, {"command", "command"}, {"gpus", "gpus"},
+    {"gpu-milli", "gpu_milli"}, {"nodes", "nodes"}, {"cpu-milli", "cpu_milli"},
+    {"memory-mib", "memory_mib"}, {"gpu-model", "gpu_model"}, {"pool", "pool"},
+    {"class", "class"}, {"priority", "priority"}, {"estimate", "runtime_estimate_s"},
+    {"runtime", "sim_runtime"}, {"deadline", "deadline"},
+};
+
+/* A job_spec error, named by the option the user typed. */
+static int spec_error(const struct tm_spec_error *e)
 {
-    size_t n = strlen(s);
-    if (n == 0 || n > 63)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-                  (i > 0 && (ch == '.' || ch == '_' || ch == '-'));
-        if (!ok)
-            return false;
-    }
-    return true;
+    const char *name = e->field;
+    for (size_t i = 0; i < sizeof(submit_fields) / sizeof(submit_fields[0]); i++)
+        if (strcmp(submit_fields[i].field, e->field) == 0)
+            name = submit_fields[i].option;
+    return usage_error("submit", "--%s: %s", name, e->message);
 }
 
 int tm_cli_submit(int argc, char **argv)
 {
-    enum { O_TEAM = 1, O_NAME, O_COMMAND, O_GPUS, O_MILLI, O_NODES, O_CPU, O_MEM, O_MODEL, O_POOL,
-           O_CLASS, O_PRIO, O_PRE, O_CKPT, O_EST, O_RUN, O_DEADLINE, O_COUNT };
-    static const struct option opts[] = {
-        COMMON_OPTIONS,
-        {"team", required_argument, NULL, O_TEAM}, {"name", required_argument, NULL, O_NAME},
-        {"command", required_argument, NULL, O_COMMAND}, {"gpus", required_argument, NULL, O_GPUS},
-        {"gpu-milli", required_argument, NULL, O_MILLI}, {"nodes", required_argument, NULL, O_NODES},
-        {"cpu-milli", required_argument, NULL, O_CPU}, {"memory-mib", required_argument, NULL, O_MEM},
-        {"gpu-model", required_argument, NULL, O_MODEL}, {"pool", required_argument, NULL, O_POOL},
-        {"class", required_argument, NULL, O_CLASS}, {"priority", required_argument, NULL, O_PRIO},
-        {"preemptible", no_argument, NULL, O_PRE}, {"checkpointable", no_argument, NULL, O_CKPT},
-        {"estimate", required_argument, NULL, O_EST}, {"runtime", required_argument, NULL, O_RUN},
-        {"deadline", required_argument, NULL, O_DEADLINE}, {"count", required_argument, NULL, O_COUNT},
-        {0},
-    };
+    enum { O_FIELD = 1, O_PRE = O_FIELD + 32, O_CKPT, O_COUNT };
+    struct option opts[sizeof(submit_fields) / sizeof(submit_fields[0]) + 9] = {COMMON_OPTIONS};
+    size_t nopt = 5;
     struct common c = {.cmd = "submit"};
-    const char *team = NULL, *name = "", *command = "", *model = NULL, *pool = NULL, *klass = "train";
-    long gpus = -1, milli = -1, nodes = 1, cpu = 0, mem = 0, prio = 0, count = 1;
-    int64_t estimate = 0, runtime = 0, deadline = 0;
-    bool pre = false, ckpt = false;
+    struct tm_job_spec spec;
+    struct tm_spec_error serr;
+    long count = 1;
     int opt, r, rc = TM_EXIT_OK;
+
+    for (size_t i = 0; i < sizeof(submit_fields) / sizeof(submit_fields[0]); i++)
+        opts[nopt++] = (struct option){submit_fields[i].option, required_argument, NULL, O_FIELD + (int)i};
+    opts[nopt++] = (struct option){"preemptible", no_argument, NULL, O_PRE};
+    opts[nopt++] = (struct option){"checkpointable", no_argument, NULL, O_CKPT};
+    opts[nopt++] = (struct option){"count", required_argument, NULL, O_COUNT};
+    opts[nopt] = (struct option){0};
+    tm_job_spec_init(&spec);
 
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        const char *a = optarg;
-        switch (opt) {
-        case OPT_HELP:
-        case 'h':
+        if (opt == OPT_HELP || opt == 'h') {
             printf("Usage: tarmac submit --team TEAM (--gpus N | --gpu-milli M) [options]\n\n"
                    "Queue a job (or --count copies).  Nothing is written when any field is invalid.\n\n"
                    "Job:\n"
@@ -383,78 +384,25 @@ int tm_cli_submit(int argc, char **argv)
                    "      --count N            submit N identical jobs, 1..10000\n\n"
                    "Options:\n%s", common_help);
             return TM_EXIT_OK;
-        case O_TEAM:
-            if (!valid_name(a))
-                return usage_error(c.cmd, "--team: must be 1-63 letters, digits, '.', '_' or '-', not \"%s\"", a);
-            team = a;
-            break;
-        case O_NAME: name = a; break;
-        case O_COMMAND: command = a; break;
-        case O_GPUS:
-            if (!parse_int(a, 1, 16, &gpus))
-                return usage_error(c.cmd, "--gpus: must be a whole number from 1 to 16, not \"%s\"", a);
-            break;
-        case O_MILLI:
-            if (!parse_int(a, 1, 999, &milli))
-                return usage_error(c.cmd, "--gpu-milli: must be a share from 1 to 999 milli-GPU, not \"%s\"", a);
-            break;
-        case O_NODES:
-            if (!parse_int(a, 1, 1024, &nodes))
-                return usage_error(c.cmd, "--nodes: must be a whole number from 1 to 1024, not \"%s\"", a);
-            break;
-        case O_CPU:
-            if (!parse_int(a, 0, LONG_MAX, &cpu))
-                return usage_error(c.cmd, "--cpu-milli: must be a non-negative integer, not \"%s\"", a);
-            break;
-        case O_MEM:
-            if (!parse_int(a, 0, LONG_MAX, &mem))
-                return usage_error(c.cmd, "--memory-mib: must be a non-negative integer, not \"%s\"", a);
-            break;
-        case O_MODEL: model = a; break;
-        case O_POOL: pool = a; break;
-        case O_CLASS:
-            if (tm_job_class_parse(a) < 0)
-                return usage_error(c.cmd, "--class: must be train, eval, preprocess, inference or batch, not \"%s\"", a);
-            klass = a;
-            break;
-        case O_PRIO:
-            if (!parse_int(a, -1000, 1000, &prio))
-                return usage_error(c.cmd, "--priority: must be an integer from -1000 to 1000, not \"%s\"", a);
-            break;
-        case O_PRE: pre = true; break;
-        case O_CKPT: ckpt = true; break;
-        case O_EST:
-            if (tm_duration_parse(a, &estimate) < 0 || estimate <= 0)
-                return usage_error(c.cmd, "--estimate: must be a positive duration such as 90s, 15m, 2h, not \"%s\"", a);
-            break;
-        case O_RUN:
-            if (tm_duration_parse(a, &runtime) < 0 || runtime <= 0)
-                return usage_error(c.cmd, "--runtime: must be a positive duration such as 90s, 15m, 2h, not \"%s\"", a);
-            break;
-        case O_DEADLINE:
-            if (tm_duration_parse(a, &deadline) < 0 || deadline <= 0)
-                return usage_error(c.cmd, "--deadline: must be a positive duration such as 90s, 15m, 2h, not \"%s\"", a);
-            break;
-        case O_COUNT:
-            if (!parse_int(a, 1, 10000, &count))
-                return usage_error(c.cmd, "--count: must be a whole number from 1 to 10000, not \"%s\"", a);
-            break;
-        default:
-            r = common_opt(&c, opt, a, argv);
-            if (r > 1)
-                return r;
+        }
+        if (opt >= O_FIELD && opt < O_FIELD + (int)(sizeof(submit_fields) / sizeof(submit_fields[0]))) {
+            if (tm_job_spec_set_text(&spec, submit_fields[opt - O_FIELD].field, optarg, &serr) < 0)
+                return spec_error(&serr);
+        } else if (opt == O_PRE) {
+            spec.preemptible = true;
+        } else if (opt == O_CKPT) {
+            spec.checkpointable = true;
+        } else if (opt == O_COUNT) {
+            if (!parse_int(optarg, 1, 10000, &count))
+                return usage_error(c.cmd, "--count: must be a whole number from 1 to 10000, not \"%s\"", optarg);
+        } else if ((r = common_opt(&c, opt, optarg, argv)) > 1) {
+            return r;
         }
     }
     if (optind < argc)
         return usage_error(c.cmd, "unexpected argument \"%s\"", argv[optind]);
-    if (!team)
-        return usage_error(c.cmd, "--team: required");
-    if (gpus < 0 && milli < 0)
-        return usage_error(c.cmd, "--gpus or --gpu-milli: one is required");
-    if (gpus > 0 && milli > 0)
-        return usage_error(c.cmd, "--gpus and --gpu-milli: give one, not both");
-    if (milli > 0 && nodes > 1)
-        return usage_error(c.cmd, "--nodes: a fractional-GPU job runs on one node");
+    if (tm_job_spec_finish(&spec, &serr) < 0)
+        return spec_error(&serr);
 
     PGconn *conn = connect_db(&c);
     if (!conn) {
@@ -463,10 +411,11 @@ int tm_cli_submit(int argc, char **argv)
     }
     /* Check the pool and model against the pools the database knows, and
      * that some pool can hold the job at all. */
+    const char *pool = spec.pool, *model = spec.gpu_model;
     char gpus_s[24], milli_s[24], nodes_s[24];
-    snprintf(gpus_s, sizeof(gpus_s), "%ld", gpus > 0 ? gpus : 0);
-    snprintf(milli_s, sizeof(milli_s), "%ld", gpus > 0 ? 1000 : milli);
-    snprintf(nodes_s, sizeof(nodes_s), "%ld", nodes);
+    snprintf(gpus_s, sizeof(gpus_s), "%d", spec.gpus);
+    snprintf(milli_s, sizeof(milli_s), "%d", spec.gpu_milli);
+    snprintf(nodes_s, sizeof(nodes_s), "%d", spec.nodes);
     const char *chk[2] = {pool, model};
     PGresult *res = PQexecParams(conn,
                                  "SELECT (SELECT count(*) FROM pools WHERE $1::text IS NULL OR name = $1),"
@@ -491,26 +440,26 @@ int tm_cli_submit(int argc, char **argv)
         rc = usage_error(c.cmd, "--gpu-model: no pool offers \"%s\" (known: %s)", model, PQgetvalue(res, 0, 3));
         goto out;
     }
-    if (gpus > atol(PQgetvalue(res, 0, 2))) {
-        rc = usage_error(c.cmd, "--gpus: %ld GPUs per node is more than any matching pool offers (%s)",
-                         gpus, PQgetvalue(res, 0, 2));
+    if (spec.gpus > atol(PQgetvalue(res, 0, 2))) {
+        rc = usage_error(c.cmd, "--gpus: %d GPUs per node is more than any matching pool offers (%s)",
+                         spec.gpus, PQgetvalue(res, 0, 2));
         goto out;
     }
     PQclear(res);
 
     char cpu_s[24], mem_s[24], prio_s[24], est_s[24], run_s[24], dl_s[24], now_s[24], count_s[24];
     int64_t now = now_epoch_ms();
-    snprintf(cpu_s, sizeof(cpu_s), "%ld", cpu);
-    snprintf(mem_s, sizeof(mem_s), "%ld", mem);
-    snprintf(prio_s, sizeof(prio_s), "%ld", prio);
-    snprintf(est_s, sizeof(est_s), "%" PRId64, estimate);
-    snprintf(run_s, sizeof(run_s), "%" PRId64, runtime);
-    snprintf(dl_s, sizeof(dl_s), "%" PRId64, deadline ? now + deadline : 0);
+    snprintf(cpu_s, sizeof(cpu_s), "%" PRId64, spec.cpu_milli);
+    snprintf(mem_s, sizeof(mem_s), "%" PRId64, spec.memory_mib);
+    snprintf(prio_s, sizeof(prio_s), "%d", spec.priority);
+    snprintf(est_s, sizeof(est_s), "%" PRId64, spec.runtime_estimate_ms);
+    snprintf(run_s, sizeof(run_s), "%" PRId64, spec.sim_runtime_ms);
+    snprintf(dl_s, sizeof(dl_s), "%" PRId64, spec.deadline_ms ? now + spec.deadline_ms : 0);
     snprintf(now_s, sizeof(now_s), "%" PRId64, now);
     snprintf(count_s, sizeof(count_s), "%ld", count);
-    const char *params[] = {team, name, command, gpus_s, milli_s, nodes_s, cpu_s, mem_s, model, pool,
-                            klass, prio_s, pre ? "t" : "f", ckpt ? "t" : "f", est_s, run_s, dl_s,
-                            now_s, count_s};
+    const char *params[] = {spec.team, spec.name, spec.command, gpus_s, milli_s, nodes_s, cpu_s,
+                            mem_s, model, pool, spec.klass, prio_s, spec.preemptible ? "t" : "f",
+                            spec.checkpointable ? "t" : "f", est_s, run_s, dl_s, now_s, count_s};
     res = PQexecParams(conn,
                        "INSERT INTO jobs (team, name, command, gpus, gpu_milli, nodes, cpu_milli,"
                        " memory_mib, gpu_model, pool, class, priority, preemptible, checkpointable,"
