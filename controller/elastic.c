@@ -668,6 +668,14 @@ static void budget_guard(struct sim *s)
     }
 }
 
+static bool alive_now(const struct sim *s)
+{
+    for (size_t i = 0; i < s->nnodes; i++)
+        if (s->nodes[i].state != N_GONE && node_end(s, &s->nodes[i]) > s->now)
+            return true;
+    return false;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -906,7 +914,7 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
 {
     struct sim s;
     struct timespec w0, w1;
-    int64_t next_tick, t0;
+    int64_t next_tick, t0, last_submit;
     double *waits = NULL;
     size_t nwaits = 0, done = 0;
     int rc;
@@ -976,6 +984,7 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
         goto out;
     }
     t0 = s.jobs[s.order[0]].submit - cfg->boot_ms;
+    last_submit = s.jobs[s.order[s.njobs - 1]].submit;
     s.now = t0;
     next_tick = t0;
     if (cfg->policy == TM_ELASTIC_STATIC) {
@@ -994,7 +1003,7 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
     }
     for (;;) {
         int64_t next = NEVER;
-        bool any_alive = false;
+        size_t refused = s.st.refusals;
         if (s.next_arrival < s.njobs)
             next = s.jobs[s.order[s.next_arrival]].submit;
         for (size_t k = 0; k < s.nrunning; k++) {
@@ -1008,7 +1017,6 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
             int64_t e;
             if (n->state == N_GONE)
                 continue;
-            any_alive = true;
             if (n->state == N_BOOTING && n->ready < next)
                 next = n->ready;
             if (!n->noticed && n->notice != NEVER && n->notice > s.now - 1 && n->notice < next)
@@ -1018,9 +1026,6 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
                 next = e;
         }
         if (done == s.njobs)
-            break;
-        if (s.next_arrival >= s.njobs && s.nrunning == 0 && !any_alive && s.nqueued > 0 &&
-            s.st.refusals > 0 && next_tick > s.now + DAY_MS * 60)
             break;
         if (cfg->policy != TM_ELASTIC_STATIC && next_tick < next)
             next = next_tick;
@@ -1118,6 +1123,7 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
         if (s.now >= next_tick) {
             observe_forecast(&s);
             if (cfg->policy != TM_ELASTIC_STATIC) {
+                refused = s.st.refusals;
                 rc = plan(&s);
                 if (rc < 0)
                     goto out;
@@ -1126,7 +1132,12 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
                     goto out;
             }
             next_tick = s.now + cfg->tick_ms;
+            if (cfg->policy != TM_ELASTIC_STATIC && s.budget_on && s.st.refusals > refused &&
+                s.nrunning == 0 && !alive_now(&s))
+                next_tick = (s.now / MONTH_MS + 1) * MONTH_MS; /* the cap holds until next month */
         }
+        if (s.next_arrival >= s.njobs && s.now > last_submit + 400 * DAY_MS)
+            break; /* what is left cannot run (budgets): counted unfinished */
         {
             size_t alive = 0;
             for (size_t i = 0; i < s.nnodes; i++)

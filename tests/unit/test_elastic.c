@@ -1,6 +1,9 @@
 /* tests/unit/test_elastic.c: the elastic replay end to end on small
- * synthetic traces.  Run with arguments "replay --elastic ..." it is the
- * elastic replay's command line (bench/run-elastic.sh). */
+ * synthetic traces (and on openb when ../shared/traces is there).
+ *
+ * Run with arguments "replay --elastic ..." it is the elastic replay's
+ * command line (bench/run-elastic.sh uses it until the main binary
+ * dispatches `replay --elastic`). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -8,21 +11,206 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "controller/elastic.h"
 #include "core/err.h"
 
-static void test_placeholder(void **state)
+#define S 1000LL
+#define H (3600 * S)
+
+static void table(struct tm_price_table *t, int64_t budget_cents, bool hard)
 {
+    memset(t, 0, sizeof(*t));
+    t->ntypes = 1;
+    snprintf(t->types[0].name, sizeof(t->types[0].name), "g8");
+    t->types[0].gpus = 8;
+    t->types[0].cpu_milli = 96000;
+    t->types[0].memory_mib = 786432;
+    t->types[0].on_demand_uusd_per_hour = 32000000;
+    t->types[0].spot_uusd_per_hour = 11200000;
+    if (budget_cents > 0) {
+        t->nbudgets = 1;
+        t->budgets[0] = (struct tm_budget){.scope = TM_BUDGET_ORG, .cap_cents = budget_cents,
+                                           .hard = hard, .warn_at = 0.8};
+        snprintf(t->budgets[0].name, sizeof(t->budgets[0].name), "org");
+    }
+}
+
+/* n jobs over `span`, a deterministic mix of shapes, a third preemptible. */
+static void synth(struct tm_trace *t, size_t n, int64_t span)
+{
+    uint64_t x = 88172645463325252ULL;
+    memset(t, 0, sizeof(*t));
+    t->jobs = calloc(n, sizeof(*t->jobs));
+    assert_non_null(t->jobs);
+    t->njobs = n;
+    for (size_t i = 0; i < n; i++) {
+        struct tm_trace_job *j = &t->jobs[i];
+        int64_t run;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        snprintf(j->name, sizeof(j->name), "j%zu", i);
+        j->submit_ms = (int64_t)(i * (uint64_t)span / n);
+        run = (int64_t)(60 + x % 7200) * S;
+        j->start_ms = j->submit_ms;
+        j->end_ms = j->submit_ms + run;
+        j->cpu_milli = 4000;
+        j->memory_mib = 16384;
+        j->gpus = (x >> 20) % 5 == 0 ? 4 : (x >> 20) % 5 == 1 ? 0 : 1;
+        j->gpu_milli = j->gpus ? 1000 : 500;
+        j->preemptible = (x >> 30) % 3 == 0;
+        j->qos = j->preemptible ? TM_QOS_BE : TM_QOS_LS;
+        j->klass = j->preemptible ? TM_CLASS_BATCH : TM_CLASS_TRAIN;
+    }
+}
+
+static void run(const struct tm_trace *t, struct tm_elastic_config *c, enum tm_elastic_policy p,
+                struct tm_elastic_stats *st)
+{
+    c->policy = p;
+    assert_int_equal(tm_elastic_run(t, c, st), 0);
+}
+
+/* Every policy finishes every job; cost >= floor >= lower bound for a
+ * work-conserving bound; same input, same numbers. */
+static void test_bounds_and_determinism(void **state)
+{
+    struct tm_price_table pr;
+    struct tm_trace t;
+    struct tm_elastic_config c;
+    struct tm_elastic_stats st, again;
     (void)state;
-    assert_int_equal(tm_elastic_policy_parse("tarmac"), TM_ELASTIC_TARMAC);
+    table(&pr, 0, true);
+    synth(&t, 400, 48 * H);
+    tm_elastic_config_default(&c);
+    c.prices = &pr;
+    for (int p = 0; p < TM_ELASTIC_POLICY_MAX; p++) {
+        run(&t, &c, (enum tm_elastic_policy)p, &st);
+        assert_int_equal(st.jobs, 400);
+        assert_int_equal(st.unfinished, 0);
+        assert_true(st.floor_usd >= st.lower_bound_usd);
+        assert_true(st.cost_usd >= st.floor_usd * 0.999);
+        assert_true(st.useful_gpu_hours <= st.paid_gpu_hours);
+        assert_true(st.budget_overshoot_cents == 0);
+        run(&t, &c, (enum tm_elastic_policy)p, &again);
+        assert_true(again.cost_usd == st.cost_usd);
+        assert_true(again.wait_mean_s == st.wait_mean_s);
+    }
+    tm_trace_release(&t);
+}
+
+/* A hard budget: zero overshoot in every policy, and refusals recorded. */
+static void test_hard_budget_zero_overshoot(void **state)
+{
+    struct tm_price_table pr;
+    struct tm_trace t;
+    struct tm_elastic_config c;
+    struct tm_elastic_stats st;
+    (void)state;
+    table(&pr, 50000, true); /* $500 a month: far below the work */
+    synth(&t, 400, 48 * H);
+    tm_elastic_config_default(&c);
+    c.prices = &pr;
+    for (int p = TM_ELASTIC_REACTIVE; p < TM_ELASTIC_POLICY_MAX; p++) {
+        run(&t, &c, (enum tm_elastic_policy)p, &st);
+        assert_true(st.budget_overshoot_cents == 0);
+        assert_true(st.refusals > 0);
+    }
+    tm_trace_release(&t);
+}
+
+/* Spot with interruptions: tarmac meets every feasible deadline and loses
+ * less work than the reactive scaler. */
+static void test_spot_deadlines(void **state)
+{
+    struct tm_price_table pr;
+    struct tm_trace t;
+    struct tm_elastic_config c;
+    struct tm_elastic_stats re, ta;
+    (void)state;
+    table(&pr, 0, true);
+    synth(&t, 400, 48 * H);
+    tm_elastic_config_default(&c);
+    c.prices = &pr;
+    c.spot = true;
+    c.hazard_per_hour = 0.2;
+    c.deadline_slack = 3;
+    run(&t, &c, TM_ELASTIC_REACTIVE, &re);
+    run(&t, &c, TM_ELASTIC_TARMAC, &ta);
+    assert_int_equal(ta.unfinished, 0);
+    assert_true(ta.deadlines > 0);
+    assert_int_equal(ta.deadlines_missed, 0);
+    assert_true(re.interruptions > 0);
+    assert_true(ta.lost_gpu_hours < re.lost_gpu_hours);
+    tm_trace_release(&t);
+}
+
+static const char *trace_path(char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/../shared/traces/alibaba-gpu-v2023-openb/openb_pod_list_default.csv",
+             TM_SOURCE_DIR);
+    return access(buf, R_OK) == 0 ? buf : NULL;
+}
+
+/* openb default, 8-GPU nodes, spot off: the calibration of the issue
+ * (the floor costs 1.72 x the lower bound; reactive about 2.09 x). */
+static void test_openb_calibration(void **state)
+{
+    char path[1024], err[256];
+    struct tm_price_table pr;
+    struct tm_trace t;
+    struct tm_elastic_config c;
+    struct tm_elastic_stats re, ta;
+    (void)state;
+    if (!trace_path(path, sizeof(path)))
+        skip();
+    table(&pr, 0, true);
+    memset(&t, 0, sizeof(t));
+    assert_int_equal(tm_trace_load_pods(&t, path, err, sizeof(err)), 0);
+    tm_elastic_config_default(&c);
+    c.prices = &pr;
+    c.since_ms = 9964972 * S;
+    c.max_runtime_ms = 24 * H;
+    run(&t, &c, TM_ELASTIC_REACTIVE, &re);
+    run(&t, &c, TM_ELASTIC_TARMAC, &ta);
+    assert_true(re.floor_usd / re.lower_bound_usd > 1.70 && re.floor_usd / re.lower_bound_usd < 1.74);
+    assert_true(re.cost_usd / re.lower_bound_usd > 1.95 && re.cost_usd / re.lower_bound_usd < 2.15);
+    assert_int_equal(ta.unfinished, 0);
+    assert_true(ta.cost_usd <= re.cost_usd);
+    tm_trace_release(&t);
+}
+
+/* Bad input through the command line: the file, the line and the reason. */
+static void test_cli_bad_prices(void **state)
+{
+    char path[] = "/tmp/tm-prices-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f;
+    char *argv[] = {"replay", "--elastic", "--pods", "/dev/null", "--prices", path, NULL};
+    (void)state;
+    assert_true(fd >= 0);
+    f = fdopen(fd, "w");
+    fputs("types:\n  - name: g8\n    gpus: 8\n    on_demand_per_hour: -1\n", f);
+    fclose(f);
+    assert_int_equal(tm_elastic_main(6, argv), 2);
+    unlink(path);
+    {
+        char *bad[] = {"replay", "--elastic", "--pods", "x", "--prices", "y", "--spot", "maybe", NULL};
+        assert_int_equal(tm_elastic_main(8, bad), 2);
+    }
 }
 
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_placeholder),
+        cmocka_unit_test(test_bounds_and_determinism),
+        cmocka_unit_test(test_hard_budget_zero_overshoot),
+        cmocka_unit_test(test_spot_deadlines),
+        cmocka_unit_test(test_openb_calibration),
+        cmocka_unit_test(test_cli_bad_prices),
     };
     if (argc > 1 && strcmp(argv[1], "replay") == 0)
         return tm_elastic_main(argc - 1, argv + 1);
