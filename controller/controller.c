@@ -69,7 +69,10 @@ struct tm_controller {
     struct observed_list *obs;
     unsigned lists_pending;
     struct tm_snapshot *snap;
+    struct tm_observed *observed;   /* views of obs for the pure pass */
     struct tm_plan plan;
+    uv_work_t work;                 /* the pass runs off the loop thread */
+    int work_status;
 
     /* Cloud calls in flight, so a tick does not repeat them. */
     int64_t *launching;
@@ -427,56 +430,131 @@ static bool pool_is_sim(const struct tm_config *cfg, int pool)
     return p && strcmp(p->kind, "sim") == 0;
 }
 
+static int cmp_node_id(const void *key, const void *elem)
+{
+    int64_t id = *(const int64_t *)key, other = ((const struct tm_snap_node *)elem)->id;
+    return id < other ? -1 : id > other;
+}
+
+struct due_job {
+    int32_t node;   /* snapshot node index */
+    int32_t job;    /* snapshot job index */
+};
+
+static int cmp_due(const void *a, const void *b)
+{
+    const struct due_job *x = a, *y = b;
+    if (x->node != y->node)
+        return x->node < y->node ? -1 : 1;
+    return x->job < y->job ? -1 : x->job > y->job;
+}
+
+static void sim_agent_report(struct tm_controller *ctl, const struct tm_snap_node *n,
+                             const struct due_job *due, size_t ndue)
+{
+    const struct tm_snapshot *s = ctl->snap;
+    cJSON *report = cJSON_CreateObject();
+    cJSON *jobs = report ? cJSON_AddArrayToObject(report, "jobs") : NULL;
+
+    for (size_t k = 0; jobs && k < ndue; k++) {
+        const struct tm_snap_job *job = &s->jobs[due[k].job];
+        int64_t runtime = job->sim_runtime_ms > 0 ? job->sim_runtime_ms
+                          : job->estimate_ms > 0 ? job->estimate_ms
+                          : TM_SIM_DEFAULT_RUNTIME_MS;
+        cJSON *o = cJSON_CreateObject();
+        char why[96];
+        if (!o)
+            break;
+        snprintf(why, sizeof(why), "sim agent: ran its %" PRId64 " s", runtime / 1000);
+        cJSON_AddNumberToObject(o, "id", (double)job->id);
+        cJSON_AddStringToObject(o, "state", "succeeded");
+        cJSON_AddStringToObject(o, "reason", why);
+        cJSON_AddItemToArray(jobs, o);
+        ctl->stats.finished++;
+        tm_log_info("job finished", "job=%" PRId64 " node=%" PRId64 " runtime_s=%" PRId64, job->id,
+                    n->id, runtime / 1000);
+    }
+    if (jobs) {
+        struct call *c = new_call(ctl, -1, n->id);
+        if (c && tm_store_agent_report(ctl->pool, n->id, ctl->now_ms, report, on_agent_report, c) < 0)
+            call_done(c);
+    }
+    cJSON_Delete(report);
+}
+
 /* The sim agent: stands in for the software on simulated nodes.  A job runs
  * for its simulated runtime, then its node reports it finished through the
- * same path a real node agent uses (tarmac_agent_report).  Until the node
- * agent exists, TARMAC_SIM_AGENT=1 lets it stand in on cloud nodes as well,
- * so a controller driving an emulated cloud (moto) runs its jobs to the end. */
+ * same path a real node agent uses (tarmac_agent_report), one report per
+ * node.  Until the node agent exists, TARMAC_SIM_AGENT=1 lets it stand in on
+ * cloud nodes as well, so a controller driving an emulated cloud (moto) runs
+ * its jobs to the end.  O(J log N): one pass over the jobs. */
 static void sim_agent(struct tm_controller *ctl)
 {
     const struct tm_snapshot *s = ctl->snap;
+    struct due_job *due = malloc((s->njobs + 1) * sizeof(*due));
+    size_t ndue = 0;
 
-    for (size_t ni = 0; ni < s->nnodes; ni++) {
-        const struct tm_snap_node *n = &s->nodes[ni];
-        cJSON *report = NULL, *jobs = NULL;
-        if (!(ctl->sim_agent_everywhere || pool_is_sim(ctl->cfg, n->pool)) || n->state != TM_NODE_READY)
+    if (!due)
+        return;
+    for (size_t j = 0; j < s->njobs; j++) {
+        const struct tm_snap_job *job = &s->jobs[j];
+        if (job->state != TM_JOB_RUNNING)
             continue;
-        for (size_t a = 0; a < s->nallocs; a++) {
-            if (s->allocs[a].node_id != n->id)
-                continue;
-            for (size_t j = 0; j < s->njobs; j++) {
-                const struct tm_snap_job *job = &s->jobs[j];
-                if (job->id != s->allocs[a].job_id || job->state != TM_JOB_RUNNING)
-                    continue;
-                int64_t runtime = job->sim_runtime_ms > 0 ? job->sim_runtime_ms
-                                  : job->estimate_ms > 0 ? job->estimate_ms
-                                  : TM_SIM_DEFAULT_RUNTIME_MS;
-                if (job->started_ms + runtime > ctl->now_ms)
-                    continue;
-                if (!report) {
-                    report = cJSON_CreateObject();
-                    jobs = report ? cJSON_AddArrayToObject(report, "jobs") : NULL;
-                }
-                cJSON *o = jobs ? cJSON_CreateObject() : NULL;
-                if (!o)
-                    continue;
-                char why[96];
-                snprintf(why, sizeof(why), "sim agent: ran its %" PRId64 " s", runtime / 1000);
-                cJSON_AddNumberToObject(o, "id", (double)job->id);
-                cJSON_AddStringToObject(o, "state", "succeeded");
-                cJSON_AddStringToObject(o, "reason", why);
-                cJSON_AddItemToArray(jobs, o);
-                ctl->stats.finished++;
-                tm_log_info("job finished", "job=%" PRId64 " node=%" PRId64 " runtime_s=%" PRId64,
-                            job->id, n->id, runtime / 1000);
-            }
-        }
-        if (report) {
-            struct call *c = new_call(ctl, -1, n->id);
-            if (c && tm_store_agent_report(ctl->pool, n->id, ctl->now_ms, report, on_agent_report, c) < 0)
-                call_done(c);
-            cJSON_Delete(report);
-        }
+        int64_t runtime = job->sim_runtime_ms > 0 ? job->sim_runtime_ms
+                          : job->estimate_ms > 0 ? job->estimate_ms
+                          : TM_SIM_DEFAULT_RUNTIME_MS;
+        if (job->started_ms + runtime > ctl->now_ms)
+            continue;
+        const struct tm_snap_node *n = bsearch(&job->node_id, s->nodes, s->nnodes, sizeof(*s->nodes),
+                                               cmp_node_id);
+        if (!n || n->state != TM_NODE_READY ||
+            !(ctl->sim_agent_everywhere || pool_is_sim(ctl->cfg, n->pool)))
+            continue;
+        due[ndue++] = (struct due_job){.node = (int32_t)(n - s->nodes), .job = (int32_t)j};
+    }
+    qsort(due, ndue, sizeof(*due), cmp_due);
+    for (size_t k = 0; k < ndue;) {
+        size_t end = k;
+        while (end < ndue && due[end].node == due[k].node)
+            end++;
+        sim_agent_report(ctl, &s->nodes[due[k].node], due + k, end - k);
+        k = end;
+    }
+    free(due);
+}
+
+static void reconcile_work(uv_work_t *w)
+{
+    struct tm_controller *ctl = w->data;
+    struct tm_reconcile_input in = {
+        .cfg = ctl->cfg, .snap = ctl->snap, .observed = ctl->observed,
+        .nobserved = ctl->cfg->nproviders, .now_ms = ctl->now_ms, .policy = ctl->policy,
+    };
+    ctl->work_status = tm_reconcile(&in, &ctl->plan);
+}
+
+static void reconcile_done(uv_work_t *w, int status)
+{
+    struct tm_controller *ctl = w->data;
+    int r = status < 0 ? status : ctl->work_status;
+
+    free(ctl->observed);
+    ctl->observed = NULL;
+    if (r < 0 || ctl->closing) {
+        if (r < 0 && r != UV_ECANCELED)
+            tm_log_error("reconcile failed", "error=%s", tm_err_name(r));
+        end_pass(ctl);
+        return;
+    }
+    if (cJSON_GetArraySize(ctl->plan.actions) == 0) {
+        start_calls(ctl, NULL);
+        end_pass(ctl);
+        return;
+    }
+    r = tm_store_apply(ctl->pool, ctl->epoch, ctl->now_ms, ctl->plan.actions, on_applied, ctl);
+    if (r < 0) {
+        tm_log_error("could not send plan", "error=%s", tm_err_name(r));
+        end_pass(ctl);
     }
 }
 
@@ -520,25 +598,14 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
             .provider = ctl->cfg->providers[i].name, .complete = ctl->obs[i].complete,
             .instances = ctl->obs[i].items, .n = ctl->obs[i].n,
         };
-    struct tm_reconcile_input in = {
-        .cfg = ctl->cfg, .snap = snap, .observed = obs, .nobserved = ctl->cfg->nproviders,
-        .now_ms = ctl->now_ms, .policy = ctl->policy,
-    };
-    int r = tm_reconcile(&in, &ctl->plan);
-    free(obs);
-    if (r < 0) {
-        tm_log_error("reconcile failed", "error=%s", tm_err_name(r));
-        end_pass(ctl);
-        return;
-    }
-    if (cJSON_GetArraySize(ctl->plan.actions) == 0) {
-        start_calls(ctl, NULL);
-        end_pass(ctl);
-        return;
-    }
-    r = tm_store_apply(ctl->pool, ctl->epoch, ctl->now_ms, ctl->plan.actions, on_applied, ctl);
-    if (r < 0) {
-        tm_log_error("could not send plan", "error=%s", tm_err_name(r));
+    ctl->observed = obs;
+    /* The pass is a pure function of what this tick owns (snapshot,
+     * listings, config): a queue of 100k jobs takes ~100 ms, which must not
+     * stall the loop (API, database, cloud calls), so it runs on libuv's
+     * thread pool and nothing touches its inputs until it returns. */
+    ctl->work.data = ctl;
+    if (uv_queue_work(&ctl->loop, &ctl->work, reconcile_work, reconcile_done) < 0) {
+        tm_log_error("could not queue the reconcile pass", "error=%s", "uv_queue_work");
         end_pass(ctl);
     }
 }
@@ -717,7 +784,8 @@ static void close_all(struct tm_controller *ctl)
         return;
     ctl->closing = true;
     tm_log_info("closing", "in_flight_calls=%u", ctl->calls_inflight);
-    for (size_t i = 0; i < ctl->cfg->nproviders; i++) {
+    /* A start-up failure may come before the providers exist. */
+    for (size_t i = 0; ctl->providers && i < ctl->cfg->nproviders; i++) {
         if (ctl->providers[i]) {
             ctl->closes_pending++;
             ctl->providers[i]->ops->close(ctl->providers[i], on_async_closed, ctl);

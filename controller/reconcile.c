@@ -21,6 +21,69 @@
 #include "controller/estimate.h"
 #include "core/err.h"
 
+/* Lookups by id in O(log n): a pass over 100k jobs and 10k nodes must not
+ * scan the snapshot once per allocation. */
+struct id_index {
+    int64_t id;
+    int32_t index;
+};
+
+static int cmp_id_index(const void *a, const void *b)
+{
+    int64_t x = ((const struct id_index *)a)->id, y = ((const struct id_index *)b)->id;
+    return x < y ? -1 : x > y;
+}
+
+static struct id_index *id_index_build(size_t n, int64_t (*id_of)(const void *base, size_t i),
+                                       const void *base)
+{
+    struct id_index *ix = malloc((n + 1) * sizeof(*ix));
+    if (!ix)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        ix[i] = (struct id_index){.id = id_of(base, i), .index = (int32_t)i};
+    qsort(ix, n, sizeof(*ix), cmp_id_index);
+    return ix;
+}
+
+static int id_index_find(const struct id_index *ix, size_t n, int64_t id)
+{
+    struct id_index key = {.id = id};
+    const struct id_index *hit = ix ? bsearch(&key, ix, n, sizeof(*ix), cmp_id_index) : NULL;
+    return hit ? hit->index : -1;
+}
+
+static int64_t node_id_at(const void *base, size_t i)
+{
+    return ((const struct tm_snap_node *)base)[i].id;
+}
+
+static int64_t job_id_at(const void *base, size_t i)
+{
+    return ((const struct tm_snap_job *)base)[i].id;
+}
+
+/* Instances of one listing sorted by a key (id or token) for bsearch. */
+struct inst_index {
+    const char *key;
+    int32_t index;
+};
+
+static int cmp_inst_index(const void *a, const void *b)
+{
+    return strcmp(((const struct inst_index *)a)->key, ((const struct inst_index *)b)->key);
+}
+
+static int inst_index_find(const struct inst_index *ix, size_t n, const char *key)
+{
+    struct inst_index k = {.key = key};
+    const struct inst_index *hit;
+    if (!key[0])
+        return -1;
+    hit = bsearch(&k, ix, n, sizeof(*ix), cmp_inst_index);
+    return hit ? hit->index : -1;
+}
+
 struct pass {
     const struct tm_reconcile_input *in;
     const struct tm_config *cfg;
@@ -35,6 +98,8 @@ struct pass {
     bool *node_ready;          /* node index -> schedulable this pass */
     bool *node_busy;           /* node index -> holds an allocation now */
     char (*node_instance)[TM_ID_MAX]; /* node index -> instance id seen */
+    struct id_index *node_ids;  /* sorted by id: node id -> snapshot index */
+    struct id_index *job_ids;   /* sorted by id: job id -> snapshot index */
 };
 
 void tm_launch_token(const char *cluster, const char *pool, int64_t now_ms, unsigned i,
@@ -198,12 +263,29 @@ static void observe(struct pass *p, bool **ret_matched)
     const struct tm_snapshot *s = p->in->snap;
     char why[256];
 
-    for (size_t o = 0; o < p->in->nobserved; o++) {
-        ret_matched[o] = calloc(p->in->observed[o].n + 1, sizeof(bool));
-        if (!ret_matched[o]) {
+    size_t nobs = p->in->nobserved;
+    struct inst_index **by_id = calloc(nobs + 1, sizeof(*by_id));
+    struct inst_index **by_token = calloc(nobs + 1, sizeof(*by_token));
+
+    if (!by_id || !by_token) {
+        p->err = TM_ENOMEM;
+        goto out;
+    }
+    for (size_t o = 0; o < nobs; o++) {
+        const struct tm_observed *obs = &p->in->observed[o];
+        ret_matched[o] = calloc(obs->n + 1, sizeof(bool));
+        by_id[o] = malloc((obs->n + 1) * sizeof(**by_id));
+        by_token[o] = malloc((obs->n + 1) * sizeof(**by_token));
+        if (!ret_matched[o] || !by_id[o] || !by_token[o]) {
             p->err = TM_ENOMEM;
-            return;
+            goto out;
         }
+        for (size_t i = 0; i < obs->n; i++) {
+            by_id[o][i] = (struct inst_index){.key = obs->instances[i].id, .index = (int32_t)i};
+            by_token[o][i] = (struct inst_index){.key = obs->instances[i].token, .index = (int32_t)i};
+        }
+        qsort(by_id[o], obs->n, sizeof(**by_id), cmp_inst_index);
+        qsort(by_token[o], obs->n, sizeof(**by_token), cmp_inst_index);
     }
 
     for (size_t ni = 0; ni < s->nnodes; ni++) {
@@ -217,14 +299,13 @@ static void observe(struct pass *p, bool **ret_matched)
             p->live[n->pool]++;
         if (!obs)
             continue; /* provider not observed this pass: change nothing */
-        for (size_t i = 0; i < obs->n; i++) {
-            const struct tm_instance *c = &obs->instances[i];
-            if ((n->instance_id[0] && strcmp(c->id, n->instance_id) == 0) ||
-                (c->token[0] && strcmp(c->token, n->token) == 0)) {
-                inst = c;
-                ret_matched[prov][i] = true;
-                break;
-            }
+        /* By the instance id we recorded, else by the launch token tag. */
+        int hit = inst_index_find(by_id[prov], obs->n, n->instance_id);
+        if (hit < 0)
+            hit = inst_index_find(by_token[prov], obs->n, n->token);
+        if (hit >= 0) {
+            inst = &obs->instances[hit];
+            ret_matched[prov][hit] = true;
         }
         if (inst)
             snprintf(p->node_instance[ni], TM_ID_MAX, "%s", inst->id);
@@ -314,14 +395,23 @@ static void observe(struct pass *p, bool **ret_matched)
             p->plan.orphans++;
         }
     }
+out:
+    for (size_t o = 0; by_id && by_token && o < nobs; o++) {
+        free(by_id[o]);
+        free(by_token[o]);
+    }
+    free(by_id);
+    free(by_token);
 }
 
-static int job_index_by_id(const struct tm_snapshot *s, int64_t id)
+static int node_index(const struct pass *p, int64_t id)
 {
-    for (size_t j = 0; j < s->njobs; j++)
-        if (s->jobs[j].id == id)
-            return (int)j;
-    return -1;
+    return id_index_find(p->node_ids, p->in->snap->nnodes, id);
+}
+
+static int job_index(const struct pass *p, int64_t id)
+{
+    return id_index_find(p->job_ids, p->in->snap->njobs, id);
 }
 
 /* Whether a job may use a pool at all: model, size, pool pin, and
@@ -410,16 +500,13 @@ static void schedule(struct pass *p, bool *job_placed)
     }
     for (size_t a = 0; a < s->nallocs; a++) {
         const struct tm_snap_alloc *al = &s->allocs[a];
-        int32_t sn = -1;
-        for (size_t ni = 0; ni < s->nnodes; ni++)
-            if (s->nodes[ni].id == al->node_id) {
-                p->node_busy[ni] = true;
-                sn = sched_node[ni];
-                break;
-            }
+        int ni = node_index(p, al->node_id);
+        int32_t sn = ni >= 0 ? sched_node[ni] : -1;
+        if (ni >= 0)
+            p->node_busy[ni] = true;
         if (sn < 0)
             continue;
-        int ji = job_index_by_id(s, al->job_id);
+        int ji = job_index(p, al->job_id);
         int64_t end = p->in->now_ms + 3600000;
         bool pre = false;
         if (ji >= 0) {
@@ -447,10 +534,9 @@ static void schedule(struct pass *p, bool *job_placed)
                 mask |= 1ull << pi;
         if (!mask)
             mask = 1ull << 63; /* no pool can take it: a model no node has */
-        int32_t hold = 0;
-        for (size_t ni = 0; j->hold_node_id && ni < s->nnodes; ni++)
-            if (s->nodes[ni].id == j->hold_node_id && sched_node[ni] >= 0)
-                hold = sched_node[ni] + 1; /* a held node gone or busy-cordoned: no hold */
+        /* A held node that is gone or no longer schedulable: no hold. */
+        int hn = j->hold_node_id ? node_index(p, j->hold_node_id) : -1;
+        int32_t hold = hn >= 0 && sched_node[hn] >= 0 ? sched_node[hn] + 1 : 0;
         jobs[nj] = (struct tm_sched_job){
             .id = j->id, .submit_ms = j->submitted_ms, .estimate_ms = job_estimate(est, j),
             .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib, .model_mask = mask,
@@ -555,13 +641,17 @@ static void schedule(struct pass *p, bool *job_placed)
         const struct tm_snap_job *j = &s->jobs[job_of[note->job]];
         snprintf(why, sizeof(why), "%s: %s", tm_sched_verdict_name(note->verdict),
                  note->why ? note->why : "");
+        p->plan.waiting++;
+        /* A reason is recorded when it changes, not every pass: a queue of
+         * 100k jobs must not rewrite 100k rows per tick. */
+        if (strcmp(why, j->reason) == 0)
+            continue;
         cJSON *a = action(p, "wait", why);
         put_num(p, a, "job", (double)j->id);
         cJSON *in_o = inputs(p, a);
         put_str(p, in_o, "policy", tm_sched_policy_name(p->in->policy));
         if (note->start_ms > 0)
             put_num(p, in_o, "reserved_start_ms", (double)note->start_ms);
-        p->plan.waiting++;
     }
 out:
     tm_estimator_free(est);
@@ -759,6 +849,12 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret)
     }
     for (size_t i = 0; i < np; i++)
         p.pool_provider[i] = provider_index(in->cfg, in->cfg->pools[i].provider);
+    p.node_ids = id_index_build(s->nnodes, node_id_at, s->nodes);
+    p.job_ids = id_index_build(s->njobs, job_id_at, s->jobs);
+    if (!p.node_ids || !p.job_ids) {
+        p.err = TM_ENOMEM;
+        goto out;
+    }
 
     observe(&p, matched);
     if (!p.err)
@@ -782,6 +878,8 @@ out:
     free(p.node_ready);
     free(p.node_busy);
     free(p.node_instance);
+    free(p.node_ids);
+    free(p.job_ids);
     if (r < 0) {
         tm_plan_release(&p.plan);
         return r;

@@ -63,6 +63,8 @@ struct tm_snap_job {
     int64_t submitted_ms, started_ms;
     int64_t hold_node_id;      /* node a reservation promised it, 0 if none */
     int64_t hold_start_ms;     /* the start first promised, 0 if none */
+    int64_t node_id;           /* running: its (first) node, else 0 */
+    char reason[256];          /* why it waits (state_reason), as last recorded */
 };
 
 struct tm_snap_alloc {
@@ -84,7 +86,7 @@ struct tm_snap_history {
 
 struct tm_snapshot {
     int64_t epoch;
-    struct tm_snap_node *nodes;
+    struct tm_snap_node *nodes;      /* sorted by id */
     size_t nnodes;
     struct tm_snap_job *jobs;
     size_t njobs;

@@ -27,7 +27,8 @@ static const char snapshot_sql[] =
     "SELECT id, team, name, coalesce(gpu_model, ''), coalesce(pool, ''), gpus, gpu_milli, nodes,"
     " cpu_milli, memory_mib, class, priority, preemptible, coalesce(runtime_estimate_ms, 0),"
     " coalesce(sim_runtime_ms, 0), state, submitted_ms, coalesce(started_ms, 0),"
-    " coalesce(hold_node_id, 0), coalesce(hold_start_ms, 0)"
+    " coalesce(hold_node_id, 0), coalesce(hold_start_ms, 0), coalesce(node_id, 0),"
+    " left(state_reason, 255)"
     " FROM jobs WHERE state IN ('queued', 'running') ORDER BY submitted_ms, id;"
     "SELECT job_id, node_id, gpu_mask, gpu_milli, cpu_milli, memory_mib, loaned FROM job_allocations;"
     /* History for runtime estimates: the newest finished jobs, oldest first
@@ -144,6 +145,8 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         j->started_ms = col_i64(jr, i, 17);
         j->hold_node_id = col_i64(jr, i, 18);
         j->hold_start_ms = col_i64(jr, i, 19);
+        j->node_id = col_i64(jr, i, 20);
+        col_str(jr, i, 21, j->reason, sizeof(j->reason));
     }
     for (int i = 0; i < (int)s->nallocs; i++) {
         struct tm_snap_alloc *a = &s->allocs[i];
