@@ -262,7 +262,9 @@ static int32_t job_mask(struct sim *s, const struct ejob *jb)
 {
     if (!jb->preemptible || jb->force_od || !s->cfg->spot)
         return 1;
-    if (s->cfg->policy != TM_ELASTIC_TARMAC)
+    if (s->cfg->policy == TM_ELASTIC_STATIC)
+        return 3; /* static: its fleet is on-demand; anything runs anywhere */
+    if (s->cfg->policy == TM_ELASTIC_REACTIVE)
         return 2; /* reactive: preemptible work goes to the spot pool */
     if (s->cfg->policy == TM_ELASTIC_TARMAC && s->cfg->hazard_per_hour > 0 && !jb->ckpt) {
         /* Expected loss on spot: a job of T hours loses about h T / 2 of

@@ -1,0 +1,130 @@
+#!/bin/sh
+# bench/run-elastic.sh: the elastic replay (issue 4) on openb default and on
+# a demand series derived from Helios; prints one markdown report and
+# writes it to bench/results/elastic-<date>.md (or to REPORT.md when given).
+#
+#   bench/run-elastic.sh [REPORT.md]
+#
+# Environment: BUILD (build folder, default build-elastic), TRACES (the
+# shared traces folder, default ../shared/traces beside the source tree).
+# Needs python3 (the Helios conversion and the table).  Takes about a minute.
+#
+# Configurations (openb default submitted from 9,964,972 s, jobs up to a
+# day, boot 180 s, seed 1; every policy on the same input in one process):
+#   A  8-GPU nodes, spot on, hazard 0.05/node-hour   (bench/prices/uniform-8gpu.yaml)
+#   B  8-GPU nodes, spot off
+#   C  sizes 1, 2, 4, 8, spot off                    (bench/prices/uniform-sizes.yaml)
+#   D  16 copies (copy k shifted 7k days, wrapped), 8-GPU nodes, spot off
+#   E  Helios Earth VC vc6YE, May 2020: the per-minute GPU demand (running +
+#      pending) turned into jobs, last in first out: GPUs of jobs of 8 or
+#      more GPUs become 8-GPU jobs, the rest 1-GPU jobs; 8-GPU nodes, spot off
+#
+# Until controller/main.c dispatches `tarmac replay --elastic`, the command
+# line runs through the test binary (tests/unit/test_elastic.c forwards
+# "replay --elastic ..." to tm_elastic_main()).
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build-elastic}
+TRACES=${TRACES:-$ROOT/../shared/traces}
+OUT=${1:-$ROOT/bench/results/elastic-$(date -u +%Y-%m-%d).md}
+PODS="$TRACES/alibaba-gpu-v2023-openb/openb_pod_list_default.csv"
+HELIOS="$TRACES/helios-sensetime/earth_vc_minute_sequences_2020-05/vc6YE_cluster_sequence_vc.csv"
+
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+make -C "$BUILD" -j2 tarmac test_elastic >/dev/null
+if "$BUILD/tarmac" replay --elastic --help >/dev/null 2>&1; then
+    EL="$BUILD/tarmac replay --elastic"
+else
+    EL="$BUILD/tests/test_elastic replay --elastic"
+fi
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+python3 - "$HELIOS" "$TMP/helios-pods.csv" <<'PY'
+import csv, sys
+src, dst = sys.argv[1], sys.argv[2]
+rows = list(csv.DictReader(open(src)))
+stacks = {8: [], 1: []}
+jobs, n, t0 = [], 0, None
+def close(st, k, t):
+    j = st.pop()
+    jobs.append((j[0], k, j[1], t))
+for r in rows:
+    # "2020-05-01 00:01:00" -> minutes from the first row
+    d, h = r["time"].split(" ")
+    y, mo, da = map(int, d.split("-"))
+    hh, mm, _ = map(int, h.split(":"))
+    t = ((da - 1) * 24 + hh) * 60 + mm
+    big = int(r["running_gpu_num_noless_8"]) + int(r["pending_gpu_num_noless_8"])
+    small = int(r["running_gpu_num_less_8"]) + int(r["pending_gpu_num_less_8"])
+    for k, want in ((8, big // 8), (1, small)):
+        st = stacks[k]
+        while len(st) < want:
+            n += 1
+            st.append((n, t))
+        while len(st) > want:
+            close(st, k, t)
+end = t + 1
+for k, st in stacks.items():
+    while st:
+        close(st, k, end)
+with open(dst, "w") as f:
+    f.write("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n")
+    for jid, k, a, b in sorted(jobs, key=lambda x: (x[2], x[0])):
+        f.write("helios-%d,%d,%d,%d,1000,,LS,Succeeded,%d,%d,%d\n" % (jid, 4000 * k, 16384 * k, k, a * 60, b * 60, a * 60))
+PY
+
+run() { # name, extra args
+    name=$1; shift
+    $EL --policy static,reactive,tarmac --json "$@" >"$TMP/$name.json"
+}
+COMMON="--since 9964972 --max-runtime 1d --boot-s 180 --seed 1"
+run A --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot on --hazard 0.05
+run B --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off
+run C --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-sizes.yaml" --spot off
+run D --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off --copies 16
+run E --pods "$TMP/helios-pods.csv" --max-runtime 1d --boot-s 180 --seed 1 \
+    --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off
+
+python3 - "$TMP" "$OUT" "$EL" <<'PY'
+import json, sys, os, datetime, platform
+tmp, out, el = sys.argv[1], sys.argv[2], sys.argv[3]
+names = {
+ "A": "openb, 8-GPU nodes, spot on, hazard 0.05",
+ "B": "openb, 8-GPU nodes, spot off",
+ "C": "openb, sizes 1/2/4/8, spot off",
+ "D": "openb x16 copies, 8-GPU nodes, spot off",
+ "E": "Helios vc6YE demand, 8-GPU nodes, spot off",
+}
+L = []
+L.append("# Elastic replay, %s\n" % datetime.datetime.utcnow().strftime("%Y-%m-%d"))
+L.append("Command: `bench/run-elastic.sh` (driver: `%s`). openb default submitted from 9,964,972 s, "
+         "jobs up to a day, boot 180 s, tick 30 s, seed 1. Prices: $4.00/GPU-h on demand, spot 35%% "
+         "(bench/prices/). xLB = cost / lower bound, xfloor = cost / floor (DESIGN.md, controller/elastic.h). "
+         "util = useful GPU-hours / paid GPU-hours. lost%% = GPU-hours lost to interruptions / GPU-hours of "
+         "preemptible work.\n" % os.path.basename(el.split()[0]))
+for k in "ABCDE":
+    rs = json.load(open(os.path.join(tmp, k + ".json")))
+    L.append("\n## %s %s\n" % (k, names[k]))
+    L.append("jobs %d, lower bound $%.0f, floor $%.0f (floor/LB %.3f)\n" %
+             (rs[0]["jobs"], rs[0]["lower_bound_usd"], rs[0]["floor_usd"], rs[0]["floor_usd"] / rs[0]["lower_bound_usd"]))
+    L.append("| policy | cost $ | $/useful GPU-h | xLB | xfloor | util | wait mean s | wait p99 s | >boot | interruptions | lost GPU-h | lost % | deadlines missed | overshoot c | launches |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rs:
+        lost = 100 * r["lost_gpu_hours"] / r["be_gpu_hours"] if r["be_gpu_hours"] else 0
+        L.append("| %s | %.0f | %.2f | %.3f | %.3f | %.3f | %.0f | %.0f | %.1f%% | %d | %.1f | %.1f | %d | %.0f | %d |" % (
+            r["policy"], r["cost_usd"], r["usd_per_useful_gpu_hour"], r["cost_ratio"], r["floor_ratio"],
+            r["paid_utilisation"], r["wait_mean_s"], r["wait_p99_s"], 100 * r["waited_longer_than_boot_share"],
+            r["interruptions"], r["lost_gpu_hours"], lost, r["deadlines_missed"], r["budget_overshoot_cents"],
+            r["launches"]))
+    if k == "A":
+        re = [r for r in rs if r["policy"] == "reactive"][0]
+        ta = [r for r in rs if r["policy"] == "tarmac"][0]
+        L.append("\ntarmac / reactive: cost %.3f (target <= 0.90), lost GPU-h %.3f (target <= 0.20), "
+                 "mean wait %.0f s vs %.0f s (target <=)\n" % (ta["cost_usd"] / re["cost_usd"],
+                 ta["lost_gpu_hours"] / re["lost_gpu_hours"] if re["lost_gpu_hours"] else 0,
+                 ta["wait_mean_s"], re["wait_mean_s"]))
+text = "\n".join(L) + "\n"
+open(out, "w").write(text)
+sys.stdout.write(text)
+PY
