@@ -433,6 +433,32 @@ static void observe_forecast(struct sim *s)
             tm_forecast_observe(s->fc[p], s->now, d[p]);
 }
 
+/* A job's footprint in GPUs for sizing nodes: its GPUs, or more when its
+ * CPU or memory needs more of a node than its GPUs' share (the types'
+ * CPU and memory per GPU). */
+static void footprint(const struct sim *s, const struct ejob *jb, int32_t *gpus, int32_t *milli)
+{
+    int64_t cpg = INT64_MAX, mpg = INT64_MAX, g;
+
+    for (size_t i = 0; i < s->pr->ntypes; i++) {
+        const struct tm_price_type *t = &s->pr->types[i];
+        if (t->cpu_milli / t->gpus < cpg)
+            cpg = t->cpu_milli / t->gpus;
+        if (t->memory_mib / t->gpus < mpg)
+            mpg = t->memory_mib / t->gpus;
+    }
+    *gpus = jb->gpus;
+    *milli = jb->milli;
+    g = (jb->cpu + cpg - 1) / (cpg > 0 ? cpg : 1);
+    if ((jb->mem + mpg - 1) / (mpg > 0 ? mpg : 1) > g)
+        g = (jb->mem + mpg - 1) / (mpg > 0 ? mpg : 1);
+    if (g > 1 && g > *gpus) {
+        *gpus = (int32_t)g;
+        if (*milli < (int32_t)g * 1000)
+            *milli = (int32_t)g * 1000;
+    }
+}
+
 static int plan(struct sim *s)
 {
     const struct tm_elastic_config *c = s->cfg;
@@ -509,8 +535,10 @@ static int plan(struct sim *s)
         struct ejob *jb = &s->jobs[j];
         int64_t est = jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
         bool pre = jb->preemptible && (job_mask(s, jb) & 2);
+        int32_t fg, fm;
+        footprint(s, jb, &fg, &fm);
         jmap[nj] = j;
-        pj[nj++] = (struct tm_plan_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
+        pj[nj++] = (struct tm_plan_job){.id = (int64_t)j, .gpus = fg, .milli = fm,
                                         .preemptible = pre || (jb->preemptible && jb->deadline),
                                         .running = false, .node = -1,
                                         .remaining_ms = est, .deadline_ms = jb->deadline};

@@ -94,42 +94,29 @@ int tm_plan_choose_type(const struct tm_price_table *prices, bool spot, int32_t 
         largest_gpus = 1;
     if (need < largest_gpus)
         need = largest_gpus;
-    /* First: the cheapest single node that holds all of it. */
+    /* The lowest price per GPU of the work the node would hold (its
+     * GPUs, or all of the work when it holds all of it), among the types
+     * that hold the largest job: a 1-GPU job gets a 1-GPU node unless a
+     * bigger one is cheaper than that even with its idle GPUs.  Ties go to
+     * the larger node (fewer boots). */
     for (size_t i = 0; i < prices->ntypes; i++) {
         const struct tm_price_type *t = &prices->types[i];
         int64_t pr = type_price(t, spot);
+        int64_t held = t->gpus < need ? t->gpus : need;
+        int64_t bheld = 0;
         int z;
-        if (t->gpus < need || (spot && pr <= 0))
+        if (t->gpus < largest_gpus || (spot && pr <= 0))
             continue;
         z = first_zone(prices, (int32_t)i, spot, sh, nsh, now_ms);
         if (z < 0)
             continue;
-        if (best < 0 || pr < best_price) {
+        if (best >= 0)
+            bheld = prices->types[best].gpus < need ? prices->types[best].gpus : need;
+        if (best < 0 || pr * bheld < best_price * held ||
+            (pr * bheld == best_price * held && t->gpus > prices->types[best].gpus)) {
             best = (int)i;
             best_price = pr;
             best_zone = z;
-        }
-    }
-    if (best < 0) {
-        /* Then: the lowest price per GPU among those holding the largest
-         * job; larger nodes first on ties (fewer nodes). */
-        for (size_t i = 0; i < prices->ntypes; i++) {
-            const struct tm_price_type *t = &prices->types[i];
-            int64_t pr = type_price(t, spot);
-            int z;
-            if (t->gpus < largest_gpus || (spot && pr <= 0))
-                continue;
-            z = first_zone(prices, (int32_t)i, spot, sh, nsh, now_ms);
-            if (z < 0)
-                continue;
-            /* compare pr/gpus < best_price/best_gpus without division */
-            if (best < 0 || pr * prices->types[best].gpus < best_price * t->gpus ||
-                (pr * prices->types[best].gpus == best_price * t->gpus &&
-                 t->gpus > prices->types[best].gpus)) {
-                best = (int)i;
-                best_price = pr;
-                best_zone = z;
-            }
         }
     }
     if (best >= 0 && ret_zone)

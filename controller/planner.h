@@ -179,13 +179,12 @@ struct tm_plan_result {
 int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret);
 void tm_plan_result_release(struct tm_plan_result *r);
 
-/* The cheapest way to hold `milli` milli-GPU of work whose largest single
- * job needs `largest_gpus` whole GPUs on one node, in one new node: the
- * type with the lowest hourly price among those holding all of it, else
- * the type with the lowest price per GPU among those holding the largest
- * job (larger first on ties).  Types with a shortage at now in every zone
- * are skipped.  Returns the type index or -1; *ret_zone gets the first
- * zone without shortage. */
+/* The type for one new node holding (part of) `milli` milli-GPU of work
+ * whose largest job needs `largest_gpus` whole GPUs: the lowest price per
+ * GPU of the work it would hold (min(its GPUs, the work)) among the types
+ * that hold the largest job; the larger type on ties.  Types short at now
+ * in every zone are skipped.  Returns the type index or -1; *ret_zone gets
+ * the first zone without shortage. */
 int tm_plan_choose_type(const struct tm_price_table *prices, bool spot, int32_t milli,
                         int32_t largest_gpus, const struct tm_plan_shortage *sh, size_t nsh,
                         int64_t now_ms, int32_t *ret_zone);

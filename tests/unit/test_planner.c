@@ -120,24 +120,37 @@ static void test_sizing(void **state)
     assert_int_equal(count(&r, TM_PLAN_LAUNCH), 1);
     assert_string_equal(t.types[first(&r, TM_PLAN_LAUNCH)->type].name, "g1");
     tm_plan_result_release(&r);
-    /* five 1-GPU jobs and one of 2: one 8-GPU node holds all 7 GPUs */
+    /* five 1-GPU jobs and one of 2 (7 GPUs): no idle GPU is bought at the
+     * same price per GPU: 4 + 2 + 1, not an 8-GPU node with one idle */
     {
-        struct tm_plan_job js[6];
-        for (int k = 0; k < 5; k++)
+        struct tm_plan_job js[8];
+        for (int k = 0; k < 8; k++)
             js[k] = j;
         js[5] = (struct tm_plan_job){.gpus = 2, .milli = 2000, .remaining_ms = H, .node = -1};
         in.jobs = js;
         in.njobs = 6;
         assert_int_equal(tm_plan_run(&in, &r), 0);
+        assert_int_equal(count(&r, TM_PLAN_LAUNCH), 3);
+        assert_string_equal(t.types[r.actions[0].type].name, "g4");
+        assert_string_equal(t.types[r.actions[1].type].name, "g2");
+        assert_string_equal(t.types[r.actions[2].type].name, "g1");
+        tm_plan_result_release(&r);
+        /* eight GPUs of work: one 8-GPU node (ties go to the larger) */
+        js[5] = j;
+        in.njobs = 8;
+        assert_int_equal(tm_plan_run(&in, &r), 0);
         assert_int_equal(count(&r, TM_PLAN_LAUNCH), 1);
+        assert_string_equal(t.types[first(&r, TM_PLAN_LAUNCH)->type].name, "g8");
+        tm_plan_result_release(&r);
+        /* an 8-GPU node at a discount beats a 1-GPU node for one job */
+        t.types[3].on_demand_uusd_per_hour = 3000000;
+        in.njobs = 1;
+        assert_int_equal(tm_plan_run(&in, &r), 0);
         assert_string_equal(t.types[first(&r, TM_PLAN_LAUNCH)->type].name, "g8");
         tm_plan_result_release(&r);
     }
 }
 
-/* A tiny fleet simulation driven by the planner: demand oscillates between
- * 4 and 12 GPUs every 10 minutes.  Returns the terminations after the
- * first hour. */
 static int oscillate(bool hysteresis, int *ret_launches)
 {
     struct tm_price_table t;
