@@ -18,6 +18,8 @@
 #   E  Helios Earth VC vc6YE, May 2020: the per-minute GPU demand (running +
 #      pending) turned into jobs, last in first out: GPUs of jobs of 8 or
 #      more GPUs become 8-GPU jobs, the rest 1-GPU jobs; 8-GPU nodes, spot off
+#   F  as A, but best-effort (preemptible) jobs can checkpoint (--checkpointable be)
+#   G  as B, with --checkpointable be
 #
 # Until controller/main.c dispatches `tarmac replay --elastic`, the command
 # line runs through the test binary (tests/unit/test_elastic.c forwards
@@ -85,6 +87,9 @@ run C --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-sizes.yaml" --
 run D --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off --copies 16
 run E --pods "$TMP/helios-pods.csv" --max-runtime 1d --boot-s 180 --seed 1 \
     --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off
+run F --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot on --hazard 0.05 \
+    --checkpointable be
+run G --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off --checkpointable be
 
 python3 - "$TMP" "$OUT" "$EL" <<'PY'
 import json, sys, os, datetime, platform
@@ -95,6 +100,8 @@ names = {
  "C": "openb, sizes 1/2/4/8, spot off",
  "D": "openb x16 copies, 8-GPU nodes, spot off",
  "E": "Helios vc6YE demand, 8-GPU nodes, spot off",
+ "F": "openb, 8-GPU nodes, spot on, hazard 0.05, best-effort jobs checkpointable",
+ "G": "openb, 8-GPU nodes, spot off, best-effort jobs checkpointable",
 }
 L = []
 L.append("# Elastic replay, %s\n" % datetime.datetime.utcnow().strftime("%Y-%m-%d"))
@@ -103,21 +110,21 @@ L.append("Command: `bench/run-elastic.sh` (driver: `%s`). openb default submitte
          "(bench/prices/). xLB = cost / lower bound, xfloor = cost / floor (DESIGN.md, controller/elastic.h). "
          "util = useful GPU-hours / paid GPU-hours. lost%% = GPU-hours lost to interruptions / GPU-hours of "
          "preemptible work.\n" % os.path.basename(el.split()[0]))
-for k in "ABCDE":
+for k in "ABCDEFG":
     rs = json.load(open(os.path.join(tmp, k + ".json")))
     L.append("\n## %s %s\n" % (k, names[k]))
     L.append("jobs %d, lower bound $%.0f, floor $%.0f (floor/LB %.3f)\n" %
              (rs[0]["jobs"], rs[0]["lower_bound_usd"], rs[0]["floor_usd"], rs[0]["floor_usd"] / rs[0]["lower_bound_usd"]))
-    L.append("| policy | cost $ | $/useful GPU-h | xLB | xfloor | util | wait mean s | wait p99 s | >boot | interruptions | lost GPU-h | lost % | deadlines missed | overshoot c | launches |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("| policy | cost $ | $/useful GPU-h | xLB | xfloor | util | wait mean s | wait p99 s | >boot | interruptions | lost GPU-h | lost % | deadlines missed | overshoot c | launches | moves | substitutions |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rs:
         lost = 100 * r["lost_gpu_hours"] / r["be_gpu_hours"] if r["be_gpu_hours"] else 0
-        L.append("| %s | %.0f | %.2f | %.3f | %.3f | %.3f | %.0f | %.0f | %.1f%% | %d | %.1f | %.1f | %d | %.0f | %d |" % (
+        L.append("| %s | %.0f | %.2f | %.3f | %.3f | %.3f | %.0f | %.0f | %.1f%% | %d | %.1f | %.1f | %d | %.0f | %d | %d | %d |" % (
             r["policy"], r["cost_usd"], r["usd_per_useful_gpu_hour"], r["cost_ratio"], r["floor_ratio"],
             r["paid_utilisation"], r["wait_mean_s"], r["wait_p99_s"], 100 * r["waited_longer_than_boot_share"],
             r["interruptions"], r["lost_gpu_hours"], lost, r["deadlines_missed"], r["budget_overshoot_cents"],
-            r["launches"]))
-    if k == "A":
+            r["launches"], r["moves"], r["substitutions"]))
+    if k in "AF":
         re = [r for r in rs if r["policy"] == "reactive"][0]
         ta = [r for r in rs if r["policy"] == "tarmac"][0]
         L.append("\ntarmac / reactive: cost %.3f (target <= 0.90), lost GPU-h %.3f (target <= 0.20), "

@@ -32,6 +32,8 @@
  * expected loss to interruptions, hazard x estimate / 2, passes this share
  * of its work */
 #define SPOT_LOSS_MAX 0.10
+/* a job restarted from a checkpoint redoes this much (restore) */
+#define CKPT_RESTORE_MS (60 * 1000)
 
 const char *tm_elastic_policy_name(enum tm_elastic_policy p)
 {
@@ -241,7 +243,9 @@ static void stop_job(struct sim *s, size_t j, bool checkpoint)
     int64_t ran = s->now - jb->start;
 
     if (checkpoint) {
+        /* a restart from a checkpoint costs the restore time again */
         jb->progress += ran;
+        jb->progress -= jb->progress < CKPT_RESTORE_MS ? jb->progress : CKPT_RESTORE_MS;
     } else {
         s->st.lost_gpu_hours += (double)jb->milli / 1000 * (double)ran / HOUR_MS;
         jb->attempts++;
@@ -635,6 +639,8 @@ static int plan(struct sim *s)
             for (size_t q = s->nrunning; q-- > 0;)
                 if (s->jobs[s->running[q]].node == (int)ni)
                     stop_job(s, s->running[q], true);
+            /* emptied: release it now (its jobs fit elsewhere) */
+            terminate(s, ni, "consolidated: jobs checkpointed and moved");
             s->st.moves++;
             if (c->log)
                 fprintf(c->log, "%.0f tarmac move %s: %s\n", s->now / 1e3, s->nodes[ni].id, x->reason);
