@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "controller/cli.h"
+#include "controller/elastic.h"
 #include "controller/forecast.h"
 #include "controller/replay.h"
 #include "controller/token.h"
@@ -27,6 +28,16 @@ static int check_main(int argc, char **argv)
     return TM_EXIT_USAGE;
 }
 
+/* `tarmac replay`: the scheduler's replay, or with --elastic the fleet's
+ * (launches, prices, spot) on the same inputs. */
+static int replay_main(int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--elastic") == 0)
+            return tm_elastic_main(argc, argv);
+    return tm_replay_main(argc, argv);
+}
+
 static const struct {
     const char *name;
     int (*run)(int argc, char **argv);
@@ -43,7 +54,7 @@ static const struct {
     {"token", tm_token_main, "create or revoke API tokens (token create|revoke)"},
     {"check", check_main, "check cloud credentials and offerings (check aws)"},
     {"forecast", tm_forecast_main, "evaluate the demand forecaster on a series"},
-    {"replay", tm_replay_main, "replay a GPU cluster trace through the scheduler"},
+    {"replay", replay_main, "replay a GPU cluster trace (--elastic: with the fleet planner)"},
 };
 
 static void usage(FILE *out)
