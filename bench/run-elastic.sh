@@ -111,7 +111,7 @@ L.append("Command: `bench/run-elastic.sh` (driver: `%s`). openb default submitte
          "util = useful GPU-hours / paid GPU-hours. lost%% = GPU-hours lost to interruptions / GPU-hours of "
          "preemptible work.\n" % os.path.basename(el.split()[0]))
 for k in "ABCDEFG":
-    rs = json.load(open(os.path.join(tmp, k + ".json")))
+    rs = json.load(open(os.path.join(tmp, k + ".json")))["results"]
     L.append("\n## %s %s\n" % (k, names[k]))
     L.append("jobs %d, lower bound $%.0f, floor $%.0f (floor/LB %.3f)\n" %
              (rs[0]["jobs"], rs[0]["lower_bound_usd"], rs[0]["floor_usd"], rs[0]["floor_usd"] / rs[0]["lower_bound_usd"]))

@@ -264,7 +264,14 @@ int tm_elastic_main(int argc, char **argv)
         }
     }
     if (json) {
-        char *s = cJSON_Print(arr);
+        /* One document with a "results" array, as `tarmac replay --json`. */
+        cJSON *doc = cJSON_CreateObject();
+        char *s = NULL;
+        if (doc && cJSON_AddItemToObject(doc, "results", arr)) {
+            arr = NULL;
+            s = cJSON_Print(doc);
+        }
+        cJSON_Delete(doc);
         if (s) {
             printf("%s\n", s);
             free(s);
