@@ -402,13 +402,22 @@ static void on_page(const struct tm_pg_reply *reply, void *data)
     reply_page(c, reply->results[0]);
 }
 
+/* The team an engineer token is confined to, NULL for every other role. */
+static const char *engineer_team(const struct api_call *c)
+{
+    return c->role == TM_ROLE_ENGINEER ? c->team : NULL;
+}
+
 static void r_jobs_get(struct api_call *c)
 {
     char id[24];
 
     fmt_i64(id, sizeof(id), c->id);
-    const char *params[] = {id};
-    api_query(c, "SELECT " JOB_JSON " FROM jobs j WHERE j.id = $1", 1, params, on_one);
+    /* An engineer sees its own team's jobs only; another team's job is
+     * answered 404 like a missing one, so its existence does not leak. */
+    const char *params[] = {id, engineer_team(c)};
+    api_query(c, "SELECT " JOB_JSON " FROM jobs j WHERE j.id = $1"
+              " AND ($2::text IS NULL OR j.team = $2)", 2, params, on_one);
 }
 
 static void r_jobs_list(struct api_call *c)
@@ -440,13 +449,14 @@ static void r_jobs_list(struct api_call *c)
     snprintf(limit, sizeof(limit), "%u", c->limit + 1);
     const char *params[] = {qp[0].set ? qp[0].value : NULL, qp[1].set ? qp[1].value : NULL,
                             qp[2].set ? qp[2].value : NULL, qp[3].set ? qp[3].value : NULL,
-                            cursor[0] ? cursor : NULL, limit};
+                            cursor[0] ? cursor : NULL, limit, engineer_team(c)};
     api_query(c,
               "SELECT j.id, " JOB_JSON " FROM jobs j"
               " WHERE ($1::text IS NULL OR j.state = $1) AND ($2::text IS NULL OR j.team = $2)"
               " AND ($3::text IS NULL OR j.class = $3) AND ($4::boolean IS NULL OR j.preemptible = $4)"
-              " AND ($5::bigint IS NULL OR j.id < $5) ORDER BY j.id DESC LIMIT $6",
-              6, params, on_page);
+              " AND ($5::bigint IS NULL OR j.id < $5) AND ($7::text IS NULL OR j.team = $7)"
+              " ORDER BY j.id DESC LIMIT $6",
+              7, params, on_page);
 }
 
 /* Cancel and retag answer the same way: the job's team and state before,
@@ -470,8 +480,9 @@ static void on_job_change(const struct tm_pg_reply *reply, void *data)
         api_fail(c, 404, NULL, "no such job");
         return;
     }
+    /* Another team's job is, to an engineer, no job at all. */
     if (c->role == TM_ROLE_ENGINEER && strcmp(PQgetvalue(res, 0, 0), c->team) != 0) {
-        api_fail(c, 403, NULL, "an engineer token acts on its own team's jobs only");
+        api_fail(c, 404, NULL, "no such job");
         return;
     }
     if (PQgetisnull(res, 0, 2)) {
@@ -847,13 +858,18 @@ static void r_decisions_list(struct api_call *c)
     snprintf(limit, sizeof(limit), "%u", c->limit + 1);
     const char *params[] = {qp[0].set ? qp[0].value : NULL, qp[1].set ? qp[1].value : NULL,
                             qp[2].set ? qp[2].value : NULL, since[0] ? since : NULL,
-                            cursor[0] ? cursor : NULL, limit};
+                            cursor[0] ? cursor : NULL, limit, engineer_team(c)};
+    /* An engineer does not see decisions about other teams' jobs. */
     api_query(c,
               "SELECT d.id, " DECISION_JSON " FROM decisions d"
               " WHERE ($1::text IS NULL OR d.kind = $1) AND ($2::text IS NULL OR d.subject_kind = $2)"
               " AND ($3::text IS NULL OR d.subject_id = $3) AND ($4::bigint IS NULL OR d.at_ms >= $4)"
-              " AND ($5::bigint IS NULL OR d.id < $5) ORDER BY d.id DESC LIMIT $6",
-              6, params, on_page);
+              " AND ($5::bigint IS NULL OR d.id < $5)"
+              " AND ($7::text IS NULL OR d.subject_kind <> 'job' OR EXISTS (SELECT 1 FROM jobs jj"
+              "   WHERE jj.id = CASE WHEN d.subject_id ~ '^[0-9]{1,18}$' THEN d.subject_id::bigint END"
+              "   AND jj.team = $7))"
+              " ORDER BY d.id DESC LIMIT $6",
+              7, params, on_page);
 }
 
 /* ---- the table ------------------------------------------------------------ */

@@ -12,7 +12,8 @@ routes.txt: "METHOD PATTERN" per line, the server's own route table.
 Checks: the file and the server serve the same operations; for every
 operation, 401 without a token, with a malformed one and with a revoked
 one; exactly the roles in x-tarmac-roles get 2xx, every other role 403; an
-engineer of another team gets 403 on a team's job; every answer validates
+engineer of another team gets 403 submitting for a team and 404 on any of
+its jobs (existence does not leak); every answer validates
 against the schema the file declares for its status (jsonschema, with the
 file's $refs resolved and OpenAPI's nullable mapped to JSON Schema).
 Exit 0 when all hold; each failure is printed.
@@ -198,15 +199,17 @@ def main():
             if not allowed and st != 403:
                 fail(f"{op_id} as {role}: got {st}, expected 403")
             check_body(f"{op_id} as {role}", op, st, ct, b)
-        # An engineer of another team: refused on this team's jobs.
-        if "engineer" in roles and m != "GET" and "/jobs" in p:
+        # An engineer of another team: refused a submit for this team
+        # (403), and this team's jobs do not exist for it (404, so
+        # existence does not leak), reads and writes alike.
+        if "engineer" in roles and "/jobs" in p and (m != "GET" or "{id}" in p):
             if p == "/v1/jobs":
-                path = p
+                path, want = p, 403
             else:
-                path = concrete(p, fresh_job(fx["team"]))
+                path, want = concrete(p, fresh_job(fx["team"])), 404
             st, ct, b = call(a.base, m, path, tokens["engineer_other"], body)
-            if st != 403:
-                fail(f"{op_id} as an engineer of another team: got {st}, expected 403")
+            if st != want:
+                fail(f"{op_id} as an engineer of another team: got {st}, expected {want}")
             check_body(f"{op_id} as other team", op, st, ct, b)
 
     # 3. Unknown paths and methods answer JSON errors too.

@@ -529,7 +529,9 @@ static void test_list_paging(void **state)
     }
     assert_int_equal(walk_pages("/v1/jobs?team=paging&limit=10", T_VIEWER), 25);
     assert_int_equal(walk_pages("/v1/jobs?team=paging&limit=1000", T_FINANCE), 25);
-    assert_int_equal(walk_pages("/v1/jobs?team=paging&class=eval&limit=4", T_ENGINEER), 12);
+    assert_int_equal(walk_pages("/v1/jobs?team=paging&class=eval&limit=4", T_ADMIN), 12);
+    /* An engineer of vision sees none of team paging's jobs. */
+    assert_int_equal(walk_pages("/v1/jobs?team=paging&limit=4", T_ENGINEER), 0);
     assert_int_equal(walk_pages("/v1/jobs?team=paging&preemptible=true&state=queued&limit=7",
                                 T_ADMIN), 13);
     assert_int_equal(walk_pages("/v1/jobs?team=nobody", T_ADMIN), 0);
@@ -572,10 +574,12 @@ static void test_cancel_retag(void **state)
     free(b);
     snprintf(path, sizeof(path), "/v1/jobs/%" PRId64, id);
 
-    /* Another team's engineer may read it, not change it. */
-    assert_int_equal(http("GET", path, T_OTHER, NULL, &b), 200);
+    /* Another team's engineer neither reads nor changes it: 404, as for a
+     * job that does not exist. */
+    assert_int_equal(http("GET", path, T_OTHER, NULL, &b), 404);
+    assert_error(b, NULL);
     free(b);
-    assert_int_equal(http("PATCH", path, T_OTHER, "{\"preemptible\":true}", &b), 403);
+    assert_int_equal(http("PATCH", path, T_OTHER, "{\"preemptible\":true}", &b), 404);
     free(b);
     assert_int_equal(http("PATCH", path, T_VIEWER, "{\"preemptible\":true}", &b), 403);
     free(b);
@@ -595,7 +599,7 @@ static void test_cancel_retag(void **state)
     free(b);
 
     snprintf(path, sizeof(path), "/v1/jobs/%" PRId64 "/cancel", id);
-    assert_int_equal(http("POST", path, T_OTHER, NULL, &b), 403);
+    assert_int_equal(http("POST", path, T_OTHER, NULL, &b), 404);
     free(b);
     assert_int_equal(http("POST", path, T_ENGINEER, "{\"reason\":\"wrong data\",\"x\":1}", &b), 400);
     assert_error(b, "x");
@@ -773,6 +777,100 @@ static void test_interruption_decisions(void **state)
                           NULL, &b), 200);
     assert_non_null(strstr(b, "\"kind\" : \"cancel\""));
     free(b);
+}
+
+/* Count the items of a one-page list whose "team" is (or is not) team. */
+static void count_teams(const char *path, int who, const char *team, int *ret_mine, int *ret_other)
+{
+    char *b;
+    cJSON *o, *items;
+    const cJSON *it;
+
+    *ret_mine = *ret_other = 0;
+    assert_int_equal(http("GET", path, who, NULL, &b), 200);
+    o = cJSON_Parse(b);
+    assert_non_null(o);
+    items = cJSON_GetObjectItemCaseSensitive(o, "items");
+    assert_true(cJSON_IsArray(items));
+    cJSON_ArrayForEach(it, items) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(it, "team");
+        assert_true(cJSON_IsString(t));
+        if (strcmp(t->valuestring, team) == 0)
+            (*ret_mine)++;
+        else
+            (*ret_other)++;
+    }
+    cJSON_Delete(o);
+    free(b);
+}
+
+/* No leak between teams: an engineer sees its own team's jobs and the
+ * decisions about them only; admin, finance and viewer see all. */
+static void test_team_isolation(void **state)
+{
+    char *b, path[96], sql[256];
+    int mine, other;
+    int64_t vid, sid;
+    (void)state;
+
+    assert_int_equal(http("POST", "/v1/jobs", T_ENGINEER, "{\"team\":\"vision\",\"gpus\":1}", &b), 201);
+    vid = json_i64(b, "id");
+    free(b);
+    assert_int_equal(http("POST", "/v1/jobs", T_OTHER, "{\"team\":\"speech\",\"gpus\":1}", &b), 201);
+    sid = json_i64(b, "id");
+    free(b);
+
+    count_teams("/v1/jobs?limit=1000", T_ENGINEER, "vision", &mine, &other);
+    assert_true(mine > 0);
+    assert_int_equal(other, 0);
+    count_teams("/v1/jobs?limit=1000", T_OTHER, "speech", &mine, &other);
+    assert_true(mine > 0);
+    assert_int_equal(other, 0);
+    /* Asking for the other team by name gives nothing either. */
+    assert_int_equal(walk_pages("/v1/jobs?team=speech", T_ENGINEER), 0);
+    for (int who = T_ADMIN; who <= T_VIEWER; who++) {
+        if (who == T_ENGINEER)
+            continue;
+        count_teams("/v1/jobs?limit=1000", who, "vision", &mine, &other);
+        assert_true(mine > 0);
+        assert_true(other > 0);
+    }
+
+    /* Another team's job: 404, exactly as a job that does not exist. */
+    snprintf(path, sizeof(path), "/v1/jobs/%" PRId64, sid);
+    assert_int_equal(http("GET", path, T_ENGINEER, NULL, &b), 404);
+    assert_error(b, NULL);
+    assert_non_null(strstr(b, "no such job"));
+    free(b);
+    assert_int_equal(http("PATCH", path, T_ENGINEER, "{\"preemptible\":true}", &b), 404);
+    free(b);
+    snprintf(path, sizeof(path), "/v1/jobs/%" PRId64 "/cancel", sid);
+    assert_int_equal(http("POST", path, T_ENGINEER, NULL, &b), 404);
+    free(b);
+    snprintf(sql, sizeof(sql), "SELECT count(*) FROM jobs WHERE id = %" PRId64
+             " AND state = 'queued' AND NOT preemptible", sid);
+    assert_int_equal(sql_count(sql), 1);
+    snprintf(path, sizeof(path), "/v1/jobs/%" PRId64, vid);
+    assert_int_equal(http("GET", path, T_ENGINEER, NULL, &b), 200);
+    free(b);
+
+    /* Decisions: each team cancels its own job; each engineer sees only
+     * its own cancel, the other roles both. */
+    snprintf(path, sizeof(path), "/v1/jobs/%" PRId64 "/cancel", vid);
+    assert_int_equal(http("POST", path, T_ENGINEER, NULL, &b), 200);
+    free(b);
+    snprintf(path, sizeof(path), "/v1/jobs/%" PRId64 "/cancel", sid);
+    assert_int_equal(http("POST", path, T_OTHER, NULL, &b), 200);
+    free(b);
+    for (int who = T_ADMIN; who <= T_OTHER; who++) {
+        char q[128];
+        snprintf(q, sizeof(q), "/v1/decisions?kind=cancel&subject_id=%" PRId64, vid);
+        assert_int_equal(walk_pages(q, who), who == T_OTHER ? 0 : 1);
+        snprintf(q, sizeof(q), "/v1/decisions?kind=cancel&subject_id=%" PRId64, sid);
+        assert_int_equal(walk_pages(q, who), who == T_ENGINEER ? 0 : 1);
+    }
+    /* Decisions about nodes stay visible to engineers. */
+    assert_true(walk_pages("/v1/decisions?subject_kind=node", T_ENGINEER) > 0);
 }
 
 /* A client that gives up while its statement waits: the answer is
@@ -994,6 +1092,7 @@ static void client_main(void *arg)
         cmocka_unit_test(test_pools_nodes),
         cmocka_unit_test(test_heartbeat),
         cmocka_unit_test(test_interruption_decisions),
+        cmocka_unit_test(test_team_isolation),
         cmocka_unit_test(test_client_gone),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_openapi),
