@@ -646,6 +646,9 @@ static int summary_run(struct common *c, const char *unused, long limit, bool al
                        " round((SELECT coalesce(sum((finished_ms - started_ms) * gpus * gpu_milli / 1000.0 * nodes), 0)"
                        "   FROM jobs WHERE state = 'succeeded') / 3.6e6, 2) AS used_gpu_hours,"
                        " round((SELECT coalesce(sum(ms::numeric * price_uusd_per_hour), 0) FROM billed) / 3.6e6 / 1e6, 2) AS dollars,"
+                       " round((SELECT coalesce(sum(cents), 0) FROM spend) / 100.0, 2) AS ledger_dollars,"
+                       " round(100.0 * (SELECT coalesce(sum(cents), 0) FROM spend WHERE kind = 'idle')"
+                       "   / greatest((SELECT sum(cents) FROM spend), 1), 1) AS idle_percent,"
                        " round((SELECT avg(started_ms - submitted_ms) FROM jobs WHERE started_ms IS NOT NULL) / 1000.0, 1) AS mean_wait_s",
                        0, NULL);
 }

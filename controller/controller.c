@@ -422,6 +422,24 @@ static void on_agent_report(int status, const char *err, void *data)
     call_done(c);
 }
 
+static void on_accrued(int status, const char *err, void *data)
+{
+    struct call *c = data;
+    if (status < 0 && status != TM_ECANCELED)
+        tm_log_warn("could not accrue spend, the next tick catches up", "error=\"%s\"",
+                    err ? err : tm_strerror(status));
+    call_done(c);
+}
+
+/* The spend ledger: what billed nodes cost since the last pass, attributed
+ * to teams by GPU share.  Exact over any number of passes (see 0003). */
+static void accrue(struct tm_controller *ctl)
+{
+    struct call *c = new_call(ctl, -1, 0);
+    if (c && tm_store_accrue(ctl->pool, ctl->epoch, ctl->now_ms, on_accrued, c) < 0)
+        call_done(c);
+}
+
 static bool pool_is_sim(const struct tm_config *cfg, int pool)
 {
     if (pool < 0)
@@ -578,15 +596,19 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
         return;
     }
     /* Idle: no queued or running job and no live node (a restart may find
-     * only nodes to release, or nothing at all). */
-    if (ctl->opts.exit_when_idle && snap->njobs == 0 && snap->nnodes == 0 &&
-        ctl->calls_inflight == 0) {
+     * only nodes to release, or nothing at all).  The ledger is still
+     * brought up to date first: stopping waits for that call. */
+    bool idle = ctl->opts.exit_when_idle && snap->njobs == 0 && snap->nnodes == 0 &&
+                ctl->calls_inflight == 0;
+    if (!ctl->closing) {
+        sim_agent(ctl);
+        accrue(ctl);
+    }
+    if (idle) {
         end_pass(ctl);
         begin_stop(ctl, "no work left and no node live");
         return;
     }
-    if (!ctl->closing)
-        sim_agent(ctl);
 
     struct tm_observed *obs = calloc(ctl->cfg->nproviders + 1, sizeof(*obs));
     if (!obs) {

@@ -298,6 +298,17 @@ int tm_store_agent_report(struct tm_pg_pool *pool, int64_t node_id, int64_t now_
     return r;
 }
 
+int tm_store_accrue(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, tm_store_done_cb cb,
+                    void *data)
+{
+    char epoch_s[24], now_s[24];
+
+    snprintf(epoch_s, sizeof(epoch_s), "%" PRId64, epoch);
+    snprintf(now_s, sizeof(now_s), "%" PRId64, now_ms);
+    const char *params[2] = {epoch_s, now_s};
+    return query_done(pool, "SELECT tarmac_accrue($1, $2)", 2, params, cb, data);
+}
+
 int tm_store_node_launched(struct tm_pg_pool *pool, int64_t node_id, const char *instance_id,
                            int64_t now_ms, tm_store_done_cb cb, void *data)
 {

@@ -40,6 +40,11 @@ int tm_store_apply(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, const
 int tm_store_agent_report(struct tm_pg_pool *pool, int64_t node_id, int64_t now_ms,
                           const cJSON *report, tm_store_done_cb cb, void *data);
 
+/* Append to the spend ledger what billed nodes cost since their last
+ * accrual (tarmac_accrue in migrations/0003_ledger.sql), under the epoch. */
+int tm_store_accrue(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, tm_store_done_cb cb,
+                    void *data);
+
 /* The cloud accepted a launch: record the instance id and start billing. */
 int tm_store_node_launched(struct tm_pg_pool *pool, int64_t node_id, const char *instance_id,
                            int64_t now_ms, tm_store_done_cb cb, void *data);

@@ -31,6 +31,21 @@ done
 # The simulated cloud agrees: one instance per node row, none left running.
 [ "$(psql_q "SELECT count(*) FROM simcloud.instances")" = "$(psql_q 'SELECT count(*) FROM nodes')" ] \
     || fail "cloud instances and node rows differ"
+# The spend ledger: every node's cost split between the teams that used it
+# and idle time for the pool, charged cents plus carried sub-cent
+# remainders equal to its exact cost; and the ledger cannot be rewritten.
+wrong=$(psql_q "SELECT count(*) FROM nodes n WHERE n.billed_from_ms IS NOT NULL
+                AND abs((SELECT coalesce(sum(cents), 0) * 10000 FROM spend s WHERE s.node_id = n.id)
+                      + (SELECT coalesce(sum(uusd), 0) FROM spend_carry c WHERE c.node_id = n.id)
+                      - n.price_uusd_per_hour::numeric * (n.terminated_ms - n.billed_from_ms) / 3600000) > 0.001")
+[ "$wrong" = 0 ] || fail "$wrong nodes charged other than their cost: $(psql_q 'SELECT node_id, kind, team, cents FROM spend')"
+# Team a's 8-GPU job ran 3 s on a $32.77/h node: whole cents.  Team b's four
+# 0.3-GPU jobs ran 2 s each: about 0.02 cents, still carried for it.
+[ "$(psql_q "SELECT coalesce(sum(cents), 0) FROM spend WHERE team = 'a'")" -ge 2 ] || fail "team a not charged"
+[ "$(psql_q "SELECT count(*) FROM spend_carry WHERE team = 'b' AND uusd > 0")" -ge 1 ] \
+    || [ "$(psql_q "SELECT count(*) FROM spend WHERE team = 'b'")" -ge 1 ] || fail "team b's use not recorded"
+[ "$(psql_q "SELECT count(*) FROM spend WHERE kind = 'idle' AND team IS NULL")" -ge 1 ] || fail "no idle time charged"
+psql_q "UPDATE spend SET cents = 0" 2>/dev/null && fail "the ledger was rewritten"
 grep -q 'became leader' "$WORK/serve.log" || fail "never led"
 grep -q '"leader": true' "$WORK/serve.out" || fail "stats: $(cat "$WORK/serve.out")"
 "$TARMAC" summary --config "$WORK/c.yaml" --output json | grep -Eq '"succeeded":[[:space:]]*8' || fail "summary"
