@@ -351,7 +351,7 @@ static void observe(struct pass *p, bool **ret_matched)
         case TM_NODE_DRAINING:
             if (dead || absent) {
                 snprintf(why, sizeof(why), "instance %s %s%s", p->node_instance[ni],
-                         absent ? "is no longer listed" : tm_instance_state_name(inst->state),
+                         inst ? tm_instance_state_name(inst->state) : "is no longer listed",
                          inst && inst->interrupted ? " (reclaimed by the cloud)" : "");
                 node_gone(p, ni, absent ? "terminated" : gone_state, why);
             } else if (n->state == TM_NODE_READY && !n->cordoned) {
