@@ -341,3 +341,89 @@ out:
     cJSON_Delete(root);
     return r;
 }
+
+int tm_api_parse_budget(const char *body, size_t len, struct tm_api_budget *ret,
+                        struct tm_spec_error *err)
+{
+    struct tm_api_budget b = {.cap_cents = -1, .warn_percent = -1};
+    bool have_period = false, have_hard = false;
+    cJSON *root = NULL;
+    int r;
+
+    r = parse_object(body, len, false, &root, err);
+    if (r < 0)
+        goto out;
+    r = no_repeats(root, "", err);
+    if (r < 0)
+        goto out;
+    r = TM_EINVAL;
+    for (const cJSON *m = root->child; m; m = m->next) {
+        int64_t v;
+
+        if (strcmp(m->string, "cap_cents") == 0) {
+            if (!json_int(m, 0, TM_API_CAP_CENTS_MAX, &v)) {
+                tm_spec_fail(err, "cap_cents", "must be a whole number of cents from 0 to %lld",
+                             (long long)TM_API_CAP_CENTS_MAX);
+                goto out;
+            }
+            b.cap_cents = v;
+        } else if (strcmp(m->string, "warn_percent") == 0) {
+            if (!json_int(m, 1, 100, &v)) {
+                tm_spec_fail(err, "warn_percent", "must be a whole number from 1 to 100");
+                goto out;
+            }
+            b.warn_percent = (int)v;
+        } else if (strcmp(m->string, "hard") == 0) {
+            if (!cJSON_IsBool(m)) {
+                tm_spec_fail(err, "hard", "must be true or false");
+                goto out;
+            }
+            b.hard = cJSON_IsTrue(m);
+            have_hard = true;
+        } else if (strcmp(m->string, "period") == 0) {
+            if (!cJSON_IsString(m) || strcmp(m->valuestring, "month") != 0) {
+                tm_spec_fail(err, "period", "must be \"month\" (the only period)");
+                goto out;
+            }
+            have_period = true;
+        } else if (strcmp(m->string, "scope_kind") == 0) {
+            if (!cJSON_IsString(m) ||
+                (strcmp(m->valuestring, "team") != 0 && strcmp(m->valuestring, "org") != 0)) {
+                tm_spec_fail(err, "scope_kind", "must be \"team\" or \"org\"");
+                goto out;
+            }
+            b.org = strcmp(m->valuestring, "org") == 0;
+        } else if (strcmp(m->string, "currency") == 0) {
+            if (!cJSON_IsString(m) || strcmp(m->valuestring, "USD") != 0) {
+                tm_spec_fail(err, "currency", "must be \"USD\" (the only currency)");
+                goto out;
+            }
+        } else {
+            char field[64];
+            safe_key(field, sizeof(field), "", m->string);
+            tm_spec_fail(err, field, "unrecognized field");
+            goto out;
+        }
+    }
+    if (b.cap_cents < 0) {
+        tm_spec_fail(err, "cap_cents", "required");
+        goto out;
+    }
+    if (!have_period) {
+        tm_spec_fail(err, "period", "required");
+        goto out;
+    }
+    if (!have_hard) {
+        tm_spec_fail(err, "hard", "required");
+        goto out;
+    }
+    if (b.warn_percent < 0) {
+        tm_spec_fail(err, "warn_percent", "required");
+        goto out;
+    }
+    *ret = b;
+    r = 0;
+out:
+    cJSON_Delete(root);
+    return r;
+}

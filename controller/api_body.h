@@ -50,4 +50,19 @@ int tm_api_parse_retag(const char *body, size_t len, bool *ret_preemptible,
 int tm_api_parse_verb(const char *body, size_t len, bool allow_in, char *reason, size_t size,
                       int64_t *ret_in_s, struct tm_spec_error *err);
 
+/* PUT /v1/budgets/{name}: {"cap_cents": 500000, "period": "month",
+ * "hard": true, "warn_percent": 80} plus, optionally, "scope_kind": "team"
+ * (the default) or "org", and "currency": "USD" (the only one).  cap_cents,
+ * period, hard and warn_percent are required; cap_cents is 0 to
+ * TM_API_CAP_CENTS_MAX, warn_percent 1 to 100. */
+#define TM_API_CAP_CENTS_MAX 1000000000000000LL /* $10 trillion: past it, a typo */
+struct tm_api_budget {
+    int64_t cap_cents;
+    int warn_percent;
+    bool hard;
+    bool org;       /* scope_kind "org" */
+};
+int tm_api_parse_budget(const char *body, size_t len, struct tm_api_budget *ret,
+                        struct tm_spec_error *err);
+
 #endif

@@ -155,10 +155,12 @@ def main():
             "cordonNode": {"reason": "matrix"},
             "nodeHeartbeat": {"gpus": [{"index": 0, "util_percent": 42.5, "memory_used_mib": 1024}]},
             "nodeInterruption": {"reason": "matrix", "in_s": 120},
+            "setBudget": {"cap_cents": 100000, "period": "month", "hard": True, "warn_percent": 80},
         }.get(op_id)
 
     def concrete(path, job_id):
-        return (path.replace("{name}", fx["pool"])
+        return (path.replace("/budgets/{name}", f"/budgets/{fx['team']}")
+                    .replace("{name}", fx["pool"])
                     .replace("/jobs/{id}", f"/jobs/{job_id}")
                     .replace("/nodes/{id}", f"/nodes/{fx['node_id']}"))
 

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -873,6 +874,228 @@ static void test_team_isolation(void **state)
     assert_true(walk_pages("/v1/decisions?subject_kind=node", T_ENGINEER) > 0);
 }
 
+/* The month's period ('YYYY-MM', UTC) and its end in ms, as the test's
+ * own clock sees them. */
+static void this_month(int64_t now_ms, char *period, size_t size, int64_t *ret_end_ms)
+{
+    time_t t = (time_t)(now_ms / 1000);
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    strftime(period, size, "%Y-%m", &tm);
+    tm.tm_mday = 1;
+    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+    tm.tm_mon += 1;
+    *ret_end_ms = (int64_t)timegm(&tm) * 1000;
+}
+
+static cJSON *get_json(const char *path, int who)
+{
+    char *b;
+    cJSON *o;
+
+    if (http("GET", path, who, NULL, &b) != 200)
+        fail_msg("GET %s: %s", path, b);
+    o = cJSON_Parse(b);
+    free(b);
+    assert_non_null(o);
+    return o;
+}
+
+static int64_t item_i64(const cJSON *o, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!cJSON_IsNumber(v))
+        fail_msg("%s is not a number", key);
+    return (int64_t)v->valuedouble;
+}
+
+/* The array item whose key is value, or NULL. */
+static const cJSON *find_item(const cJSON *o, const char *array, const char *key, const char *value)
+{
+    const cJSON *it;
+
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(o, array)) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(it, key);
+        if (cJSON_IsString(v) && strcmp(v->valuestring, value) == 0)
+            return it;
+    }
+    return NULL;
+}
+
+static void test_budgets(void **state)
+{
+    static const char ok[] = "{\"cap_cents\":500000,\"period\":\"month\",\"hard\":true,"
+                             "\"warn_percent\":80}";
+    static const struct { const char *path, *body, *field; } bad[] = {
+        {"/v1/budgets/vision", "{\"cap_cents\":5,\"period\":\"month\",\"hard\":true,"
+                               "\"warn_percent\":80,\"currency\":\"EUR\"}", "currency"},
+        {"/v1/budgets/vision", "{\"cap_cents\":-5,\"period\":\"month\",\"hard\":true,"
+                               "\"warn_percent\":80}", "cap_cents"},
+        {"/v1/budgets/vision", "{\"cap_cents\":5,\"period\":\"year\",\"hard\":true,"
+                               "\"warn_percent\":80}", "period"},
+        {"/v1/budgets/vision", "{\"cap_cents\":5,\"period\":\"month\",\"hard\":\"yes\","
+                               "\"warn_percent\":80}", "hard"},
+        {"/v1/budgets/vision", "{\"cap_cents\":5,\"period\":\"month\",\"hard\":true,"
+                               "\"warn_percent\":0}", "warn_percent"},
+        {"/v1/budgets/vision", "{\"cap_cents\":5,\"period\":\"month\",\"hard\":true,"
+                               "\"warn_percent\":80,\"scope_kind\":\"pool\"}", "scope_kind"},
+        {"/v1/budgets/vision", "{\"cap_cents\":5}", "period"},
+        {"/v1/budgets/vision", "not json", "body"},
+        /* Nobody ever named this team: a typo, refused. */
+        {"/v1/budgets/visoin", ok, "team"},
+        /* A SQL-looking name is only a name that matches nothing. */
+        {"/v1/budgets/x'or'1", ok, NULL},
+    };
+    long long budgets = sql_count("SELECT count(*) FROM budgets");
+    long long decisions = sql_count("SELECT count(*) FROM decisions");
+    char *b, *s;
+    cJSON *o;
+    const cJSON *it;
+    (void)state;
+
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        long st = http("PUT", bad[i].path, T_FINANCE, bad[i].body, &b);
+        if (bad[i].field) {
+            if (st != 400)
+                fail_msg("%s %s: status %ld (%s)", bad[i].path, bad[i].body, st, b);
+            assert_error(b, bad[i].field);
+        } else if (st != 400 && st != 404) {
+            fail_msg("%s: status %ld", bad[i].path, st);
+        }
+        free(b);
+    }
+    for (int who = T_ENGINEER; who <= T_OTHER; who++) {
+        assert_int_equal(http("PUT", "/v1/budgets/vision", who, ok, &b), 403);
+        free(b);
+    }
+    assert_int_equal(sql_count("SELECT count(*) FROM budgets"), budgets);
+    assert_int_equal(sql_count("SELECT count(*) FROM decisions"), decisions);
+
+    /* Finance sets, admin replaces; speech is known by its token alone. */
+    assert_int_equal(http("PUT", "/v1/budgets/vision", T_FINANCE, ok, &b), 200);
+    assert_int_equal(json_i64(b, "cap_cents"), 500000);
+    s = json_str(b, "scope_kind");
+    assert_string_equal(s, "team");
+    free(s);
+    free(b);
+    assert_int_equal(http("PUT", "/v1/budgets/vision", T_ADMIN,
+                          "{\"cap_cents\":700000,\"period\":\"month\",\"hard\":false,"
+                          "\"warn_percent\":90,\"currency\":\"USD\",\"scope_kind\":\"team\"}", &b),
+                     200);
+    free(b);
+    assert_int_equal(sql_count("SELECT count(*) FROM budgets WHERE scope_kind = 'team'"
+                               " AND scope = 'vision' AND cap_cents = 700000 AND NOT hard"
+                               " AND warn_percent = 90 AND currency = 'USD'"), 1);
+    assert_int_equal(http("PUT", "/v1/budgets/speech", T_FINANCE, ok, &b), 200);
+    free(b);
+    assert_int_equal(http("PUT", "/v1/budgets/acme", T_FINANCE,
+                          "{\"cap_cents\":2000000,\"period\":\"month\",\"hard\":true,"
+                          "\"warn_percent\":75,\"scope_kind\":\"org\"}", &b), 200);
+    free(b);
+    assert_int_equal(sql_count("SELECT count(*) FROM budgets"), budgets + 3);
+    assert_int_equal(sql_count("SELECT count(*) FROM decisions WHERE kind = 'budget_set'"
+                               " AND subject_kind = 'budget' AND subject_id = 'team:vision'"), 2);
+
+    /* Everyone but an engineer reads them all; an engineer its own. */
+    for (int who = T_ADMIN; who <= T_OTHER; who++) {
+        o = get_json("/v1/budgets", who);
+        int n = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "items"));
+        if (who == T_ENGINEER || who == T_OTHER) {
+            assert_int_equal(n, 1);
+            it = find_item(o, "items", "scope", who == T_ENGINEER ? "vision" : "speech");
+            assert_non_null(it);
+        } else {
+            assert_int_equal(n, budgets + 3);
+            it = find_item(o, "items", "scope", "acme");
+            assert_non_null(it);
+            assert_int_equal(item_i64(it, "cap_cents"), 2000000);
+        }
+        cJSON_Delete(o);
+    }
+}
+
+static void test_spend(void **state)
+{
+    char sql[1024], period[16];
+    int64_t now = (int64_t)time(NULL) * 1000, end_ms, rate;
+    cJSON *o;
+    const cJSON *it;
+    (void)state;
+
+    this_month(now, period, sizeof(period), &end_ms);
+    /* The row of another month must not count. */
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO spend (at_ms, period, node_id, pool, team, kind, cents) VALUES"
+             " (%" PRId64 ", '%s', %" PRId64 ", 'a100', 'vision', 'job', 1000),"
+             " (%" PRId64 ", '%s', %" PRId64 ", 'a100', 'speech', 'job', 500),"
+             " (%" PRId64 ", '%s', %" PRId64 ", 'a100', NULL, 'idle', 300),"
+             " (%" PRId64 ", '%s', %" PRId64 ", 'a100', 'vision', 'job', 250),"
+             " (1, '1999-12', %" PRId64 ", 'a100', 'vision', 'job', 7777)",
+             now, period, g.node_id, now, period, g.node_id, now, period, g.node2_id, now, period,
+             g.node2_id, g.node_id);
+    sql_ok(sql);
+    rate = sql_i64("SELECT coalesce(sum(price_uusd_per_hour), 0) FROM nodes"
+                   " WHERE state IN ('booting', 'ready', 'draining', 'terminating')");
+    assert_true(rate > 0);
+
+    for (int who = T_ADMIN; who <= T_VIEWER; who++) {
+        if (who == T_ENGINEER)
+            continue;
+        o = get_json("/v1/spend", who);
+        it = cJSON_GetObjectItemCaseSensitive(o, "period");
+        assert_string_equal(it->valuestring, period);
+        assert_int_equal(item_i64(o, "total_cents"), 2050);
+        assert_int_equal(item_i64(o, "job_cents"), 1750);
+        assert_int_equal(item_i64(o, "idle_cents"), 300);
+        assert_int_equal(item_i64(o, "rate_uusd_per_hour"), rate);
+        assert_int_equal(item_i64(o, "month_end_ms"), end_ms);
+        int64_t at = item_i64(o, "now_ms");
+        assert_true(at >= now - 1000 && at <= now + 60000);
+        /* Spend so far + rate x hours left, in cents, rounded. */
+        double want = 2050.0 + (double)rate * (double)(end_ms - at) / 3.6e10;
+        double got = (double)item_i64(o, "projected_cents");
+        if (got < want - 0.51 || got > want + 0.51)
+            fail_msg("projected %.0f, expected %.2f", got, want);
+        it = find_item(o, "teams", "team", "vision");
+        assert_non_null(it);
+        assert_int_equal(item_i64(it, "cents"), 1250);
+        it = find_item(o, "teams", "team", "speech");
+        assert_non_null(it);
+        assert_int_equal(item_i64(it, "cents"), 500);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "teams")), 2);
+        it = find_item(o, "pools", "pool", "a100");
+        assert_non_null(it);
+        assert_int_equal(item_i64(it, "job_cents"), 1750);
+        assert_int_equal(item_i64(it, "idle_cents"), 300);
+        assert_int_equal(item_i64(it, "cents"), 2050);
+        cJSON_Delete(o);
+    }
+    /* An engineer: its team's spend only, no fleet-wide figures. */
+    o = get_json("/v1/spend", T_ENGINEER);
+    assert_int_equal(item_i64(o, "total_cents"), 1250);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "teams")), 1);
+    assert_non_null(find_item(o, "teams", "team", "vision"));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "idle_cents")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "projected_cents")));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "rate_uusd_per_hour")));
+    it = find_item(o, "pools", "pool", "a100");
+    assert_non_null(it);
+    assert_int_equal(item_i64(it, "idle_cents"), 0);
+    assert_int_equal(item_i64(it, "cents"), 1250);
+    cJSON_Delete(o);
+
+    /* Budgets show their spend: a team its jobs', the org everything. */
+    o = get_json("/v1/budgets", T_FINANCE);
+    it = find_item(o, "items", "scope", "vision");
+    assert_non_null(it);
+    assert_int_equal(item_i64(it, "spent_cents"), 1250);
+    it = find_item(o, "items", "scope", "acme");
+    assert_non_null(it);
+    assert_int_equal(item_i64(it, "spent_cents"), 2050);
+    cJSON_Delete(o);
+}
+
 /* A client that gives up while its statement waits: the answer is
  * dropped, nothing leaks, the server carries on. */
 static void test_client_gone(void **state)
@@ -1093,6 +1316,8 @@ static void client_main(void *arg)
         cmocka_unit_test(test_heartbeat),
         cmocka_unit_test(test_interruption_decisions),
         cmocka_unit_test(test_team_isolation),
+        cmocka_unit_test(test_budgets),
+        cmocka_unit_test(test_spend),
         cmocka_unit_test(test_client_gone),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_openapi),

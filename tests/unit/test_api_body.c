@@ -181,6 +181,54 @@ static void test_retag_verb(void **state)
     assert_string_equal(err.field, "in_s");
 }
 
+static void test_budget(void **state)
+{
+    static const struct { const char *body, *field; } bad[] = {
+        {"", "body"},
+        {"[]", "body"},
+        {"{}", "cap_cents"},
+        {"{\"cap_cents\":-1,\"period\":\"month\",\"hard\":true,\"warn_percent\":80}", "cap_cents"},
+        {"{\"cap_cents\":1.5,\"period\":\"month\",\"hard\":true,\"warn_percent\":80}", "cap_cents"},
+        {"{\"cap_cents\":\"5\",\"period\":\"month\",\"hard\":true,\"warn_percent\":80}", "cap_cents"},
+        {"{\"cap_cents\":1e300,\"period\":\"month\",\"hard\":true,\"warn_percent\":80}", "cap_cents"},
+        {"{\"cap_cents\":5,\"period\":\"week\",\"hard\":true,\"warn_percent\":80}", "period"},
+        {"{\"cap_cents\":5,\"hard\":true,\"warn_percent\":80}", "period"},
+        {"{\"cap_cents\":5,\"period\":\"month\",\"warn_percent\":80}", "hard"},
+        {"{\"cap_cents\":5,\"period\":\"month\",\"hard\":1,\"warn_percent\":80}", "hard"},
+        {"{\"cap_cents\":5,\"period\":\"month\",\"hard\":true}", "warn_percent"},
+        {"{\"cap_cents\":5,\"period\":\"month\",\"hard\":true,\"warn_percent\":0}", "warn_percent"},
+        {"{\"cap_cents\":5,\"period\":\"month\",\"hard\":true,\"warn_percent\":101}", "warn_percent"},
+        {"{\"cap_cents\":5,\"period\":\"month\",\"hard\":true,\"warn_percent\":80,\"currency\":\"EUR\"}", "currency"},
+        {"{\"cap_cents\":5,\"period\":\"month\",\"hard\":true,\"warn_percent\":80,\"currency\":null}", "currency"},
+        {"{\"cap_cents\":5,\"period\":\"month\",\"hard\":true,\"warn_percent\":80,\"scope_kind\":\"pool\"}", "scope_kind"},
+        {"{\"cap_cents\":5,\"period\":\"month\",\"hard\":true,\"warn_percent\":80,\"extra\":1}", "extra"},
+        {"{\"cap_cents\":5,\"cap_cents\":6,\"period\":\"month\",\"hard\":true,\"warn_percent\":80}", "cap_cents"},
+    };
+    struct tm_api_budget b;
+    struct tm_spec_error err;
+    (void)state;
+
+    assert_int_equal(tm_api_parse_budget("{\"cap_cents\":500000,\"period\":\"month\",\"hard\":true,"
+                                         "\"warn_percent\":80}", 67, &b, &err), 0);
+    assert_int_equal(b.cap_cents, 500000);
+    assert_int_equal(b.warn_percent, 80);
+    assert_true(b.hard);
+    assert_false(b.org);
+    const char *org = "{\"cap_cents\":0,\"period\":\"month\",\"hard\":false,\"warn_percent\":100,"
+                      "\"scope_kind\":\"org\",\"currency\":\"USD\"}";
+    assert_int_equal(tm_api_parse_budget(org, strlen(org), &b, &err), 0);
+    assert_int_equal(b.cap_cents, 0);
+    assert_false(b.hard);
+    assert_true(b.org);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&err, 0, sizeof(err));
+        if (tm_api_parse_budget(bad[i].body, strlen(bad[i].body), &b, &err) != TM_EINVAL)
+            fail_msg("accepted %s", bad[i].body);
+        if (strcmp(err.field, bad[i].field) != 0)
+            fail_msg("%s: field %s, expected %s", bad[i].body, err.field, bad[i].field);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -189,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_job_text),
         cmocka_unit_test(test_heartbeat),
         cmocka_unit_test(test_retag_verb),
+        cmocka_unit_test(test_budget),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
