@@ -108,6 +108,8 @@ static const char *status_reason(int status)
 
 static void count_status(struct tm_api *api, int status)
 {
+    if (status >= API_CODE_MIN && status <= API_CODE_MAX)
+        api->stats.by_code[status - API_CODE_MIN]++;
     if (status < 300)
         api->stats.ok++;
     else if (status < 500)

@@ -40,8 +40,13 @@ struct api_route {
 /* Terminated by a route with a NULL method. */
 extern const struct api_route api_routes[];
 
+/* Answers by status code, API_CODE_MIN..API_CODE_MAX (others are not
+ * counted by code). */
+#define API_CODE_MIN 100
+#define API_CODE_MAX 599
 struct tm_api_stats {
     uint64_t requests, ok, client_errors, server_errors, denied, throttled;
+    uint64_t by_code[API_CODE_MAX - API_CODE_MIN + 1];
 };
 
 struct call_ref;

@@ -10,6 +10,14 @@ tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/test_api_body.c LABEL
 tm_add_c_test(test_api ${CMAKE_SOURCE_DIR}/tests/unit/test_api.c LABELS integration service
               FIXTURES pg TIMEOUT 300)
 
+# The strict Prometheus text parser test_api reads /metrics with: it must
+# refuse malformed expositions.
+find_package(Python3 COMPONENTS Interpreter)
+if(Python3_Interpreter_FOUND)
+  tm_add_test(prom_parse_selftest LABELS unit service TIMEOUT 60
+              COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/lib/prom_parse.py --self-test)
+endif()
+
 # Replays the corpus through the fuzz entry point with a plain main(), so
 # every compiler exercises the body parsers on every ctest run.
 add_executable(fuzz_api_body_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_api_body.c)

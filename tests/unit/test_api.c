@@ -1096,6 +1096,217 @@ static void test_spend(void **state)
     cJSON_Delete(o);
 }
 
+/* The families of an exposition, through tests/lib/prom_parse.py. */
+static cJSON *scrape(void)
+{
+    const char *src = getenv("TM_SOURCE_DIR"), *dir = getenv("TM_TEST_STATE");
+    char file[512], cmd[1200], *b, *out = NULL;
+    size_t n = 0, cap = 0;
+    FILE *f;
+    cJSON *fams;
+
+    assert_int_equal(http("GET", "/metrics", -1, NULL, &b), 200);
+    snprintf(file, sizeof(file), "%s/metrics.txt", dir);
+    f = fopen(file, "w");
+    assert_non_null(f);
+    fputs(b, f);
+    fclose(f);
+    free(b);
+    snprintf(cmd, sizeof(cmd), "python3 %s/tests/lib/prom_parse.py %s", src, file);
+    f = popen(cmd, "r");
+    assert_non_null(f);
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            out = realloc(out, cap);
+            assert_non_null(out);
+        }
+        size_t got = fread(out + n, 1, 4096, f);
+        if (got == 0)
+            break;
+        n += got;
+    }
+    out[n] = '\0';
+    if (pclose(f) != 0)
+        fail_msg("the exposition in %s does not parse", file);
+    fams = cJSON_Parse(out);
+    free(out);
+    assert_non_null(fams);
+    unlink(file);
+    return fams;
+}
+
+static const cJSON *family(const cJSON *fams, const char *name, const char *type)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(fams, name);
+    const cJSON *t = f ? cJSON_GetObjectItemCaseSensitive(f, "type") : NULL;
+
+    if (!f)
+        fail_msg("no family %s", name);
+    if (!cJSON_IsString(t) || strcmp(t->valuestring, type) != 0)
+        fail_msg("%s is not a %s", name, type);
+    return cJSON_GetObjectItemCaseSensitive(f, "samples");
+}
+
+/* The value of the series whose labels are exactly want ("k=v,k=v", keys
+ * sorted); -1 when absent. */
+static double series(const cJSON *fams, const char *name, const char *type, const char *want)
+{
+    const cJSON *it;
+
+    cJSON_ArrayForEach(it, family(fams, name, type)) {
+        const cJSON *l, *v = cJSON_GetObjectItemCaseSensitive(it, "value");
+        char key[512] = "";
+        size_t k = 0;
+        cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(it, "labels"))
+            k += (size_t)snprintf(key + k, sizeof(key) - k, "%s%s=%s", k ? "," : "", l->string,
+                                  l->valuestring);
+        if (strcmp(key, want) == 0) {
+            assert_true(cJSON_IsNumber(v));
+            return v->valuedouble;
+        }
+    }
+    return -1;
+}
+
+static void assert_series(const cJSON *fams, const char *name, const char *type, const char *labels,
+                          double want)
+{
+    double got = series(fams, name, type, labels);
+
+    if (got < want - 1e-6 || got > want + 1e-6)
+        fail_msg("%s{%s} = %g, expected %g", name, labels, got, want);
+}
+
+/* /metrics against the database: every family, type and value. */
+static void test_metrics(void **state)
+{
+    static const char *const classes[] = {"train", "eval", "preprocess", "inference", "batch"};
+    static const char *const states[] = {"requested", "booting", "ready", "draining",
+                                         "terminating", "terminated", "interrupted"};
+    char *b, sql[512], labels[256];
+    int64_t j1, j2;
+    cJSON *fams;
+    PGresult *res;
+    (void)state;
+
+    /* Two GPUs held whole and a quarter of a third: 2.25 allocated. */
+    assert_int_equal(sql_count("SELECT count(*) FROM job_allocations"), 0);
+    assert_int_equal(http("POST", "/v1/jobs", T_ADMIN, "{\"team\":\"vision\",\"gpus\":2}", &b), 201);
+    j1 = json_i64(b, "id");
+    free(b);
+    assert_int_equal(http("POST", "/v1/jobs", T_ADMIN,
+                          "{\"team\":\"speech\",\"gpu_milli\":250,\"class\":\"inference\"}", &b), 201);
+    j2 = json_i64(b, "id");
+    free(b);
+    snprintf(sql, sizeof(sql),
+             "WITH a AS (INSERT INTO job_allocations VALUES (%" PRId64 ", %" PRId64 ", 3, 1000, 0, 0),"
+             " (%" PRId64 ", %" PRId64 ", 4, 250, 0, 0))"
+             " UPDATE jobs SET state = 'running', node_id = %" PRId64 ", started_ms = 5"
+             " WHERE id IN (%" PRId64 ", %" PRId64 ")",
+             j1, g.node_id, j2, g.node_id, g.node_id, j1, j2);
+    sql_ok(sql);
+    /* A queued job a minute old. */
+    sql_ok("INSERT INTO jobs (team, name, command, gpus, gpu_milli, nodes, cpu_milli, memory_mib,"
+           " class, priority, preemptible, checkpointable, submitted_ms) VALUES ('vision', 'old',"
+           " '', 1, 1000, 1, 0, 0, 'batch', 0, false, false,"
+           " (extract(epoch FROM now()) * 1000)::bigint - 60000)");
+
+    fams = scrape();
+    int64_t billed = sql_i64("SELECT coalesce(sum(gpus), 0) FROM nodes WHERE pool = 'a100'"
+                             " AND state IN ('booting', 'ready', 'draining', 'terminating')");
+    assert_true(billed > 0);
+    assert_series(fams, "tarmac_gpus", "gauge", "model=A100,pool=a100,state=provisioned", (double)billed);
+    assert_series(fams, "tarmac_gpus", "gauge", "model=A100,pool=a100,state=allocated", 2.25);
+    assert_series(fams, "tarmac_gpus", "gauge", "model=A100,pool=a100,state=idle", (double)billed - 2.25);
+    assert_series(fams, "tarmac_gpus", "gauge", "model=H100,pool=h100,state=provisioned", 0);
+    assert_int_equal(cJSON_GetArraySize(family(fams, "tarmac_gpus", "gauge")), 6);
+
+    for (size_t i = 0; i < sizeof(classes) / sizeof(classes[0]); i++) {
+        snprintf(sql, sizeof(sql), "SELECT count(*) FROM jobs WHERE state = 'queued' AND class = '%s'",
+                 classes[i]);
+        snprintf(labels, sizeof(labels), "class=%s", classes[i]);
+        assert_series(fams, "tarmac_queue_jobs", "gauge", labels, (double)sql_count(sql));
+        snprintf(sql, sizeof(sql),
+                 "SELECT coalesce(max(extract(epoch FROM now()) * 1000 - submitted_ms), 0)::bigint"
+                 " FROM jobs WHERE state = 'queued' AND class = '%s'", classes[i]);
+        double age = series(fams, "tarmac_queue_oldest_age_seconds", "gauge", labels);
+        double want = (double)sql_i64(sql) / 1000.0;
+        if (age < want - 10 || age > want + 1)
+            fail_msg("oldest %s age %g s, expected about %g s", classes[i], age, want);
+    }
+    assert_true(series(fams, "tarmac_queue_oldest_age_seconds", "gauge", "class=batch") >= 59);
+
+    for (int p = 0; p < 2; p++) {
+        for (size_t i = 0; i < sizeof(states) / sizeof(states[0]); i++) {
+            const char *pool = p ? "h100" : "a100";
+            snprintf(sql, sizeof(sql), "SELECT count(*) FROM nodes WHERE pool = '%s' AND state = '%s'",
+                     pool, states[i]);
+            snprintf(labels, sizeof(labels), "pool=%s,state=%s", pool, states[i]);
+            assert_series(fams, "tarmac_nodes", "gauge", labels, (double)sql_count(sql));
+        }
+    }
+    assert_int_equal(cJSON_GetArraySize(family(fams, "tarmac_nodes", "gauge")), 14);
+
+    /* This month's ledger (test_spend's rows). */
+    res = PQexec(g.conn, "SELECT coalesce(team, '_idle'), sum(cents) FROM spend"
+                         " WHERE period = to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM') GROUP BY 1");
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_true(PQntuples(res) >= 3);
+    assert_int_equal(cJSON_GetArraySize(family(fams, "tarmac_spend_cents_total", "counter")),
+                     PQntuples(res));
+    for (int i = 0; i < PQntuples(res); i++) {
+        snprintf(labels, sizeof(labels), "team=%s", PQgetvalue(res, i, 0));
+        assert_series(fams, "tarmac_spend_cents_total", "counter", labels,
+                      atof(PQgetvalue(res, i, 1)));
+    }
+    PQclear(res);
+    assert_series(fams, "tarmac_spend_cents_total", "counter", "team=vision", 1250);
+    assert_series(fams, "tarmac_spend_cents_total", "counter", "team=_idle", 300);
+
+    res = PQexec(g.conn, "SELECT scope_kind, scope, cap_cents FROM budgets");
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_true(PQntuples(res) >= 3);
+    assert_int_equal(cJSON_GetArraySize(family(fams, "tarmac_budget_cap_cents", "gauge")),
+                     PQntuples(res));
+    for (int i = 0; i < PQntuples(res); i++) {
+        snprintf(labels, sizeof(labels), "scope=%s,scope_kind=%s", PQgetvalue(res, i, 1),
+                 PQgetvalue(res, i, 0));
+        assert_series(fams, "tarmac_budget_cap_cents", "gauge", labels, atof(PQgetvalue(res, i, 2)));
+    }
+    PQclear(res);
+
+    /* HTTP answers by code: this run has had 200s, 400s, 403s and 404s;
+     * the counts never exceed the requests received. */
+    double answered = 0;
+    const cJSON *it;
+    assert_true(series(fams, "tarmac_http_requests_total", "counter", "code=200") > 10);
+    assert_true(series(fams, "tarmac_http_requests_total", "counter", "code=400") > 0);
+    assert_true(series(fams, "tarmac_http_requests_total", "counter", "code=403") > 0);
+    assert_true(series(fams, "tarmac_http_requests_total", "counter", "code=404") > 0);
+    cJSON_ArrayForEach(it, family(fams, "tarmac_http_requests_total", "counter"))
+        answered += cJSON_GetObjectItemCaseSensitive(it, "value")->valuedouble;
+    assert_true(answered <= series(fams, "tarmac_api_requests_total", "counter", ""));
+    cJSON_Delete(fams);
+
+    /* Counters only grow between scrapes. */
+    double before = 0, after = 0;
+    fams = scrape();
+    before = series(fams, "tarmac_http_requests_total", "counter", "code=200");
+    cJSON_Delete(fams);
+    fams = scrape();
+    after = series(fams, "tarmac_http_requests_total", "counter", "code=200");
+    cJSON_Delete(fams);
+    assert_true(after >= before + 1);
+
+    /* Leave no running jobs for the tests after. */
+    snprintf(sql, sizeof(sql),
+             "WITH d AS (DELETE FROM job_allocations WHERE job_id IN (%" PRId64 ", %" PRId64 "))"
+             " UPDATE jobs SET state = 'cancelled', finished_ms = 6 WHERE id IN (%" PRId64 ", %" PRId64 ")",
+             j1, j2, j1, j2);
+    sql_ok(sql);
+}
+
 /* A client that gives up while its statement waits: the answer is
  * dropped, nothing leaks, the server carries on. */
 static void test_client_gone(void **state)
@@ -1318,6 +1529,7 @@ static void client_main(void *arg)
         cmocka_unit_test(test_team_isolation),
         cmocka_unit_test(test_budgets),
         cmocka_unit_test(test_spend),
+        cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_client_gone),
         cmocka_unit_test(test_limits),
         cmocka_unit_test(test_openapi),
