@@ -45,6 +45,25 @@ code=$(curl -sS -o "$WORK/job.json" -w '%{http_code}' -X POST "$BASE/v1/jobs" \
 [ "$(psql_q "SELECT count(*) FROM jobs WHERE team = 'a' AND class = 'eval'")" = 1 ] || fail "job not stored"
 code=$(curl -sS -o /dev/null -w '%{http_code}' "$BASE/v1/jobs")
 [ "$code" = 401 ] || fail "no token: $code"
+# Budgets, spend and metrics on the real binary, its tick filling the ledger.
+code=$(curl -sS -o "$WORK/budget.json" -w '%{http_code}' -X PUT "$BASE/v1/budgets/a" \
+    -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"cap_cents":500000,"period":"month","hard":true,"warn_percent":80}')
+[ "$code" = 200 ] || fail "set budget: $code $(cat "$WORK/budget.json")"
+code=$(curl -sS -o "$WORK/budget.json" -w '%{http_code}' -X PUT "$BASE/v1/budgets/nobody" \
+    -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' \
+    -d '{"cap_cents":500000,"period":"month","hard":true,"warn_percent":80}')
+[ "$code" = 400 ] || fail "budget for an unknown team: $code"
+code=$(curl -sS -o "$WORK/spend.json" -w '%{http_code}' "$BASE/v1/spend" -H "Authorization: Bearer $TOKEN")
+[ "$code" = 200 ] || fail "spend: $code $(cat "$WORK/spend.json")"
+api_total=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["total_cents"])' "$WORK/spend.json")
+db_total=$(psql_q "SELECT coalesce(sum(cents), 0) FROM spend WHERE period = to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')")
+[ "$api_total" -le "$db_total" ] || fail "spend: the API says $api_total cents, the ledger (read later) $db_total"
+curl -fsS -o "$WORK/metrics.txt" "$BASE/metrics" || fail "metrics"
+python3 "$TM_SOURCE_DIR/tests/lib/prom_parse.py" "$WORK/metrics.txt" >/dev/null || fail "metrics do not parse"
+grep -qx 'tarmac_budget_cap_cents{scope_kind="team",scope="a"} 500000' "$WORK/metrics.txt" \
+    || fail "metrics lack the budget cap"
+grep -q '^tarmac_http_requests_total{code="201"} 1$' "$WORK/metrics.txt" || fail "metrics lack the submit's 201"
 grep -q "$TOKEN" "$WORK/serve.log" "$WORK/serve.out" "$WORK/token.log" && fail "the token was logged"
 kill -TERM "$SERVE"
 wait "$SERVE" || fail "serve exited $? after SIGTERM"
