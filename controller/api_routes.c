@@ -18,6 +18,7 @@
 #include "controller/api_internal.h"
 #include "controller/model.h"
 #include "core/err.h"
+#include "core/log.h"
 
 #define JOB_JSON                                                                                   \
     "json_build_object('id', j.id, 'team', j.team, 'name', j.name, 'command', j.command,"         \
@@ -460,8 +461,11 @@ static void r_metrics(struct api_call *c)
 {
     int r = tm_pg_pool_exec(api_pool(c), metrics_sql, on_metrics, c);
 
-    if (r < 0)
+    if (r < 0) {
+        tm_log_warn("api could not queue a statement", "route=\"/metrics\" error=\"%s\"",
+                    tm_strerror(r));
         api_fail(c, 503, NULL, "database unavailable");
+    }
 }
 
 /* ---- jobs ----------------------------------------------------------------- */
@@ -1051,7 +1055,8 @@ static void r_decisions_list(struct api_call *c)
     const char *params[] = {qp[0].set ? qp[0].value : NULL, qp[1].set ? qp[1].value : NULL,
                             qp[2].set ? qp[2].value : NULL, since[0] ? since : NULL,
                             cursor[0] ? cursor : NULL, limit, engineer_team(c)};
-    /* An engineer does not see decisions about other teams' jobs. */
+    /* An engineer does not see decisions about other teams' jobs, nor
+     * about budgets other than its team's (as GET /v1/budgets). */
     api_query(c,
               "SELECT d.id, " DECISION_JSON " FROM decisions d"
               " WHERE ($1::text IS NULL OR d.kind = $1) AND ($2::text IS NULL OR d.subject_kind = $2)"
@@ -1060,6 +1065,7 @@ static void r_decisions_list(struct api_call *c)
               " AND ($7::text IS NULL OR d.subject_kind <> 'job' OR EXISTS (SELECT 1 FROM jobs jj"
               "   WHERE jj.id = CASE WHEN d.subject_id ~ '^[0-9]{1,18}$' THEN d.subject_id::bigint END"
               "   AND jj.team = $7))"
+              " AND ($7::text IS NULL OR d.subject_kind <> 'budget' OR d.subject_id = 'team:' || $7)"
               " ORDER BY d.id DESC LIMIT $6",
               7, params, on_page);
 }

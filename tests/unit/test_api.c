@@ -996,6 +996,12 @@ static void test_budgets(void **state)
     assert_int_equal(sql_count("SELECT count(*) FROM budgets"), budgets + 3);
     assert_int_equal(sql_count("SELECT count(*) FROM decisions WHERE kind = 'budget_set'"
                                " AND subject_kind = 'budget' AND subject_id = 'team:vision'"), 2);
+    /* Budget decisions: an engineer sees its own team's only. */
+    assert_int_equal(walk_pages("/v1/decisions?kind=budget_set&subject_id=team:vision", T_ENGINEER), 2);
+    assert_int_equal(walk_pages("/v1/decisions?kind=budget_set&subject_id=team:speech", T_ENGINEER), 0);
+    assert_int_equal(walk_pages("/v1/decisions?kind=budget_set&subject_id=org:acme", T_ENGINEER), 0);
+    assert_int_equal(walk_pages("/v1/decisions?kind=budget_set&subject_id=team:speech", T_OTHER), 1);
+    assert_int_equal(walk_pages("/v1/decisions?kind=budget_set", T_VIEWER), 4);
 
     /* Everyone but an engineer reads them all; an engineer its own. */
     for (int who = T_ADMIN; who <= T_OTHER; who++) {
