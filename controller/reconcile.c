@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "controller/estimate.h"
 #include "core/err.h"
@@ -100,6 +101,22 @@ struct pass {
     char (*node_instance)[TM_ID_MAX]; /* node index -> instance id seen */
     struct id_index *node_ids;  /* sorted by id: node id -> snapshot index */
     struct id_index *job_ids;   /* sorted by id: job id -> snapshot index */
+    struct tm_estimator *est;   /* runtime estimates from the snapshot's history */
+    bool *job_held;             /* job index -> held back by a team's hard cap */
+    int64_t *pool_use_ms;       /* pool index -> longest estimate of its unplaced work */
+    struct team_budget *teams;  /* teams with a cap */
+    size_t nteams;
+    struct team_budget *org;    /* the org cap, or NULL */
+};
+
+/* A cap and the projection of spend against it this month, in micro-dollars:
+ * spent (ledger) + committed (running work to the end of its expected use)
+ * + what this pass admits (job starts, launches). */
+struct team_budget {
+    const struct tm_snap_budget *b;
+    int64_t cap_uusd;
+    int64_t spent_uusd;
+    int64_t projected_uusd;
 };
 
 void tm_launch_token(const char *cluster, const char *pool, int64_t now_ms, unsigned i,
@@ -455,21 +472,9 @@ static void schedule(struct pass *p, bool *job_placed)
     int32_t *sched_node = NULL;/* snapshot node index -> sched node index */
     int32_t *alloc_of = NULL;  /* sched alloc index -> snapshot alloc index */
     struct tm_sched_result res = {0};
-    struct tm_estimator *est = NULL;
+    const struct tm_estimator *est = p->est;
     size_t nj = 0, nn = 0, na = 0;
     char why[256];
-
-    /* History in, estimates out: rebuilt each pass from the snapshot, so
-     * the pass stays a pure function of it. */
-    if (s->nhistory > 0 && tm_estimator_new(&est) == 0) {
-        for (size_t h = 0; h < s->nhistory; h++) {
-            const struct tm_snap_history *hj = &s->history[h];
-            struct tm_estimate_key k = {.team = hj->team, .name = hj->name, .klass = hj->klass,
-                                        .gpu_milli = hj->gpu_milli};
-            if (tm_estimator_observe(est, &k, hj->runtime_ms) < 0)
-                break;
-        }
-    }
 
     jobs = calloc(s->njobs + 1, sizeof(*jobs));
     job_of = calloc(s->njobs + 1, sizeof(*job_of));
@@ -527,7 +532,7 @@ static void schedule(struct pass *p, bool *job_placed)
     for (size_t ji = 0; ji < s->njobs; ji++) {
         const struct tm_snap_job *j = &s->jobs[ji];
         uint64_t mask = 0;
-        if (j->state != TM_JOB_QUEUED)
+        if (j->state != TM_JOB_QUEUED || p->job_held[ji])
             continue;
         for (size_t pi = 0; pi < p->cfg->npools && pi < 63; pi++)
             if (pool_accepts(&p->cfg->pools[pi], (int)pi, j))
@@ -654,7 +659,6 @@ static void schedule(struct pass *p, bool *job_placed)
             put_num(p, in_o, "reserved_start_ms", (double)note->start_ms);
     }
 out:
-    tm_estimator_free(est);
     tm_sched_result_release(&res);
     free(jobs);
     free(job_of);
@@ -691,6 +695,197 @@ static const struct tm_config_instance_type *pool_type(const struct tm_config *c
     return best;
 }
 
+/* ---- budgets ------------------------------------------------------------ */
+
+#define UUSD_PER_CENT 10000
+#define DEFAULT_USE_MS 3600000     /* expected use of work with no estimate */
+
+static void period_of(int64_t ms, char out[16])
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    if (strftime(out, 16, "%Y-%m", &tm) == 0)
+        out[0] = '\0';
+}
+
+/* The first millisecond of the next calendar month (UTC). */
+static int64_t month_end_ms(int64_t ms)
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    tm.tm_mday = 1;
+    tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+    tm.tm_mon += 1;
+    return (int64_t)timegm(&tm) * 1000;
+}
+
+/* What uusd_per_hour costs over ms, the part that falls in this month. */
+static int64_t cost_uusd(const struct pass *p, int64_t uusd_per_hour, int64_t ms)
+{
+    int64_t left = month_end_ms(p->in->now_ms) - p->in->now_ms;
+    if (ms > left)
+        ms = left;
+    return ms > 0 ? (int64_t)((double)uusd_per_hour * (double)ms / 3600000.0) : 0;
+}
+
+static struct team_budget *team_budget(struct pass *p, const char *team)
+{
+    for (size_t i = 0; i < p->nteams; i++)
+        if (strcmp(p->teams[i].b->scope, team) == 0)
+            return &p->teams[i];
+    return NULL;
+}
+
+/* The dearest price per GPU-hour among the pools a job may use: what the
+ * job costs its team at most (conservative, so a cap is never passed). */
+static int64_t job_uusd_per_gpu_hour(const struct pass *p, const struct tm_snap_job *j)
+{
+    int64_t worst = 0;
+    for (size_t pi = 0; pi < p->cfg->npools; pi++) {
+        const struct tm_config_pool *pool = &p->cfg->pools[pi];
+        if (!pool_accepts(pool, (int)pi, j))
+            continue;
+        enum tm_capacity_type cap = strcmp(pool->capacity_type, "on_demand") == 0
+                                        ? TM_CAPACITY_ON_DEMAND : TM_CAPACITY_SPOT;
+        const struct tm_config_instance_type *t = pool_type(p->cfg, pool, cap);
+        if (t && t->gpus > 0) {
+            int64_t price = cap == TM_CAPACITY_SPOT ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
+            if (price / t->gpus > worst)
+                worst = price / t->gpus;
+        }
+    }
+    return worst;
+}
+
+static int64_t job_gpu_milli(const struct tm_snap_job *j)
+{
+    return j->gpus > 0 ? (int64_t)j->gpus * 1000 * j->nodes : j->gpu_milli;
+}
+
+static void budget_note(struct pass *p, const char *kind, const struct team_budget *tb,
+                        int64_t add_uusd, const char *what)
+{
+    char why[256], period[16];
+    period_of(p->in->now_ms, period);
+    snprintf(why, sizeof(why), "%s %s \"%s\" cap $%.2f: spent $%.2f, projected $%.2f%s%s",
+             tb->b->hard ? "hard" : "soft", tb->b->org ? "org" : "team", tb->b->scope,
+             (double)tb->cap_uusd / 1e6, (double)tb->spent_uusd / 1e6,
+             (double)(tb->projected_uusd + add_uusd) / 1e6, what ? "; refused: " : "",
+             what ? what : "");
+    cJSON *a = action(p, "budget", why);
+    put_str(p, a, "kind", kind);
+    put_str(p, a, "scope", tb->b->scope);
+    cJSON *in = inputs(p, a);
+    put_str(p, in, "period", period);
+    put_num(p, in, "cap_cents", (double)tb->b->cap_cents);
+    put_num(p, in, "spent_cents", (double)(tb->spent_uusd / UUSD_PER_CENT));
+    put_num(p, in, "projected_cents", (double)((tb->projected_uusd + add_uusd) / UUSD_PER_CENT));
+    put_num(p, in, "request_cents", (double)(add_uusd / UUSD_PER_CENT));
+}
+
+/* A soft cap warns once its projection passes warn_percent (tarmac_apply
+ * records one warning per scope and month). */
+static void budget_warn(struct pass *p, const struct team_budget *tb)
+{
+    if (!tb->b->hard && tb->projected_uusd * 100 >= tb->cap_uusd * tb->b->warn_percent)
+        budget_note(p, "budget_warn", tb, 0, NULL);
+}
+
+/* Spent and committed spend against every cap, then admit queued jobs of
+ * capped teams in submit order while their projection stays under a hard
+ * cap; the others wait this pass (p->job_held), with the numbers. */
+static void budgets(struct pass *p)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    char period[16];
+    size_t nteam = 0;
+
+    period_of(p->in->now_ms, period);
+    p->teams = calloc(s->nbudgets + 1, sizeof(*p->teams));
+    if (!p->teams) {
+        p->err = TM_ENOMEM;
+        return;
+    }
+    for (size_t i = 0; i < s->nbudgets; i++) {
+        struct team_budget *tb = &p->teams[nteam++];
+        tb->b = &s->budgets[i];
+        tb->cap_uusd = s->budgets[i].cap_cents * UUSD_PER_CENT;
+        for (size_t k = 0; k < s->nspend; k++) {
+            const struct tm_snap_spend *x = &s->spend[k];
+            if (strcmp(x->period, period) != 0)
+                continue; /* the ledger's newest month is not this one yet */
+            if (tb->b->org || strcmp(x->team, tb->b->scope) == 0)
+                tb->spent_uusd += x->cents * UUSD_PER_CENT;
+        }
+        tb->projected_uusd = tb->spent_uusd;
+        if (tb->b->org)
+            p->org = tb;
+    }
+    p->nteams = nteam;
+
+    /* Committed: live nodes to the end of their expected use (the org pays
+     * them whatever runs on them); running jobs to their expected end (their
+     * team pays its GPU share). */
+    for (size_t ni = 0; ni < s->nnodes && p->org; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        if (p->node_gone[ni] || n->state == TM_NODE_TERMINATING || n->pool < 0)
+            continue;
+        int64_t grace = p->cfg->pools[n->pool].idle_grace_ms;
+        int64_t use = n->state == TM_NODE_READY || n->state == TM_NODE_DRAINING ? 0 : DEFAULT_USE_MS;
+        if (n->idle_since_ms > 0)
+            use = grace - (p->in->now_ms - n->idle_since_ms);
+        p->org->projected_uusd += cost_uusd(p, n->price_uusd_per_hour, use > 0 ? use : 0);
+    }
+    for (size_t ji = 0; ji < s->njobs; ji++) {
+        const struct tm_snap_job *j = &s->jobs[ji];
+        if (j->state != TM_JOB_RUNNING)
+            continue;
+        int ni = node_index(p, j->node_id);
+        if (ni < 0)
+            continue;
+        const struct tm_snap_node *n = &s->nodes[ni];
+        int64_t e = job_estimate(p->est, j);
+        int64_t left = e > 0 ? tm_estimate_remaining(e, p->in->now_ms - j->started_ms) : DEFAULT_USE_MS;
+        int64_t share = n->price_uusd_per_hour * job_gpu_milli(j) / ((int64_t)n->gpus * 1000);
+        struct team_budget *tb = team_budget(p, j->team);
+        if (tb && !tb->b->org)
+            tb->projected_uusd += cost_uusd(p, share, left);
+        if (p->org) /* a busy node runs until its last job ends, then its grace */
+            p->org->projected_uusd += cost_uusd(p, share, left);
+    }
+
+    /* Admission of queued work against team hard caps, oldest first. */
+    for (size_t ji = 0; ji < s->njobs; ji++) {
+        const struct tm_snap_job *j = &s->jobs[ji];
+        struct team_budget *tb;
+        if (j->state != TM_JOB_QUEUED || !(tb = team_budget(p, j->team)) || tb->b->org)
+            continue;
+        int64_t e = job_estimate(p->est, j);
+        int64_t cost = cost_uusd(p, job_uusd_per_gpu_hour(p, j) * job_gpu_milli(j) / 1000,
+                                 e > 0 ? e : DEFAULT_USE_MS);
+        if (tb->b->hard && tb->projected_uusd + cost > tb->cap_uusd) {
+            char what[96];
+            snprintf(what, sizeof(what), "job %" PRId64 " (about $%.2f) waits", j->id, (double)cost / 1e6);
+            budget_note(p, "budget_refuse", tb, cost, what);
+            p->job_held[ji] = true;
+            p->plan.budget_refused++;
+            char why[256];
+            snprintf(why, sizeof(why), "budget: team %s would pass its hard cap of $%.2f (projected $%.2f)",
+                     j->team, (double)tb->cap_uusd / 1e6, (double)(tb->projected_uusd + cost) / 1e6);
+            if (strcmp(why, j->reason) != 0) {
+                cJSON *a = action(p, "wait", why);
+                put_num(p, a, "job", (double)j->id);
+            }
+            continue;
+        }
+        tb->projected_uusd += cost;
+    }
+    for (size_t i = 0; i < p->nteams; i++)
+        budget_warn(p, &p->teams[i]);
+}
+
 /* Step 3: request nodes for queued work no ready node could take. */
 static void grow(struct pass *p, const bool *job_placed)
 {
@@ -703,7 +898,7 @@ static void grow(struct pass *p, const bool *job_placed)
         const struct tm_snap_job *j = &s->jobs[ji];
         int best = -1;
         int best_rank = 99;
-        if (j->state != TM_JOB_QUEUED || job_placed[ji])
+        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
             continue;
         /* Preemptible work prefers spot, then spot-then-on-demand, then
          * on-demand; other work only on-demand (pool_accepts). */
@@ -723,6 +918,9 @@ static void grow(struct pass *p, const bool *job_placed)
         if (best < 0)
             continue;
         const struct tm_config_pool *pool = &cfg->pools[best];
+        int64_t e = job_estimate(p->est, j);
+        if ((e > 0 ? e : DEFAULT_USE_MS) > p->pool_use_ms[best])
+            p->pool_use_ms[best] = e > 0 ? e : DEFAULT_USE_MS;
         if (j->nodes > 1 || j->gpus == pool->gpus_per_node)
             p->demand_milli[best] += (int64_t)j->nodes * pool->gpus_per_node * 1000;
         else
@@ -752,6 +950,22 @@ static void grow(struct pass *p, const bool *job_placed)
             const char *zone = pool->zones[(size_t)(p->live[pi] + k) % pool->nzones];
             int64_t price = cap == TM_CAPACITY_SPOT ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
 
+            /* The org's hard cap: a launch is priced for its boot, the
+             * longest work it is for and its idle grace, this month. */
+            const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
+            int64_t boot = prov && strcmp(prov->kind, "sim") == 0 ? prov->boot_delay_ms : 180000;
+            int64_t launch = cost_uusd(p, price, boot + p->pool_use_ms[pi] + pool->idle_grace_ms);
+            if (p->org && p->org->b->hard && p->org->projected_uusd + launch > p->org->cap_uusd) {
+                char what[96];
+                snprintf(what, sizeof(what), "a %s node for pool %s (about $%.2f)", t->name, pool->name,
+                         (double)launch / 1e6);
+                budget_note(p, "budget_refuse", p->org, launch, what);
+                p->plan.budget_refused++;
+                n = k;
+                break;
+            }
+            if (p->org)
+                p->org->projected_uusd += launch;
             tm_launch_token(cfg->cluster, pool->name, p->in->now_ms, seq++, token);
             if (below_min > k && short_milli <= 0)
                 snprintf(why, sizeof(why), "pool %s is below min_nodes %d", pool->name, pool->min_nodes);
@@ -781,6 +995,8 @@ static void grow(struct pass *p, const bool *job_placed)
         }
         p->live[pi] += n;
     }
+    if (p->org)
+        budget_warn(p, p->org);
 }
 
 /* Step 4: release nodes idle past their pool's grace. */
@@ -851,12 +1067,27 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret)
         p.pool_provider[i] = provider_index(in->cfg, in->cfg->pools[i].provider);
     p.node_ids = id_index_build(s->nnodes, node_id_at, s->nodes);
     p.job_ids = id_index_build(s->njobs, job_id_at, s->jobs);
-    if (!p.node_ids || !p.job_ids) {
+    p.job_held = calloc(s->njobs + 1, sizeof(bool));
+    p.pool_use_ms = calloc(np + 1, sizeof(int64_t));
+    if (!p.node_ids || !p.job_ids || !p.job_held || !p.pool_use_ms) {
         p.err = TM_ENOMEM;
         goto out;
     }
+    /* History in, estimates out: rebuilt each pass from the snapshot, so
+     * the pass stays a pure function of it. */
+    if (s->nhistory > 0 && tm_estimator_new(&p.est) == 0) {
+        for (size_t h = 0; h < s->nhistory; h++) {
+            const struct tm_snap_history *hj = &s->history[h];
+            struct tm_estimate_key k = {.team = hj->team, .name = hj->name, .klass = hj->klass,
+                                        .gpu_milli = hj->gpu_milli};
+            if (tm_estimator_observe(p.est, &k, hj->runtime_ms) < 0)
+                break;
+        }
+    }
 
     observe(&p, matched);
+    if (!p.err)
+        budgets(&p);
     if (!p.err)
         schedule(&p, job_placed);
     if (!p.err)
@@ -880,6 +1111,10 @@ out:
     free(p.node_instance);
     free(p.node_ids);
     free(p.job_ids);
+    free(p.job_held);
+    free(p.pool_use_ms);
+    free(p.teams);
+    tm_estimator_free(p.est);
     if (r < 0) {
         tm_plan_release(&p.plan);
         return r;

@@ -44,6 +44,8 @@ struct tm_snap_node {
     bool cordoned;
     int64_t requested_ms;
     int64_t idle_since_ms;    /* 0 when busy or unknown */
+    int64_t price_uusd_per_hour;
+    bool billed;              /* the cloud bills it (billed_from_ms set) */
 };
 
 struct tm_snap_job {
@@ -84,6 +86,22 @@ struct tm_snap_history {
     int64_t runtime_ms;
 };
 
+/* A monthly cap (budgets table). */
+struct tm_snap_budget {
+    bool org;                  /* org-wide, else one team's */
+    char scope[TM_ID_MAX];
+    int64_t cap_cents;
+    bool hard;
+    int warn_percent;
+};
+
+/* This month's ledger for one team ("" = idle time of the pools). */
+struct tm_snap_spend {
+    char period[8];            /* "YYYY-MM" */
+    char team[TM_ID_MAX];
+    int64_t cents;
+};
+
 struct tm_snapshot {
     int64_t epoch;
     struct tm_snap_node *nodes;      /* sorted by id */
@@ -94,6 +112,10 @@ struct tm_snapshot {
     size_t nallocs;
     struct tm_snap_history *history; /* oldest first */
     size_t nhistory;
+    struct tm_snap_budget *budgets;
+    size_t nbudgets;
+    struct tm_snap_spend *spend;
+    size_t nspend;
 };
 
 /* What one provider listed this pass. */
@@ -127,6 +149,7 @@ struct tm_plan {
     size_t nterminates;
     /* Counters for the log line of each pass. */
     unsigned placed, waiting, reserved, preempted, requested, ready, released, gone, orphans;
+    unsigned budget_refused;
 };
 
 struct tm_reconcile_input {

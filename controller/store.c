@@ -22,7 +22,7 @@ static const char snapshot_sql[] =
     "SELECT epoch FROM leader WHERE id = 1;"
     "SELECT id, pool, launch_token, coalesce(instance_id, ''), zone, instance_type, gpu_model,"
     " gpus, cpu_milli, memory_mib, capacity_type, state, cordoned, requested_ms,"
-    " coalesce(idle_since_ms, 0)"
+    " coalesce(idle_since_ms, 0), price_uusd_per_hour, billed_from_ms IS NOT NULL"
     " FROM nodes WHERE state NOT IN ('terminated', 'interrupted') ORDER BY id;"
     "SELECT id, team, name, coalesce(gpu_model, ''), coalesce(pool, ''), gpus, gpu_milli, nodes,"
     " cpu_milli, memory_mib, class, priority, preemptible, coalesce(runtime_estimate_ms, 0),"
@@ -36,6 +36,11 @@ static const char snapshot_sql[] =
     "SELECT team, name, class, CASE WHEN gpus > 0 THEN gpus * 1000 * nodes ELSE gpu_milli END,"
     " finished_ms - started_ms FROM (SELECT * FROM jobs WHERE state = 'succeeded'"
     " ORDER BY finished_ms DESC LIMIT " TM_STORE_HISTORY_MAX ") h ORDER BY finished_ms;"
+    "SELECT scope_kind, scope, cap_cents, hard, warn_percent FROM budgets WHERE period = 'month';"
+    /* This month's ledger, per team ('' = idle) with its period: the
+     * newest period holding spend. */
+    "SELECT period, coalesce(team, ''), sum(cents) FROM spend"
+    " WHERE period = (SELECT max(period) FROM spend) GROUP BY 1, 2;"
     "COMMIT";
 
 static int64_t col_i64(const PGresult *r, int row, int col)
@@ -69,6 +74,8 @@ void tm_snapshot_release(struct tm_snapshot *snap)
     free(snap->jobs);
     free(snap->allocs);
     free(snap->history);
+    free(snap->budgets);
+    free(snap->spend);
     free(snap);
 }
 
@@ -79,13 +86,14 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     const PGresult *lr, *nr, *jr, *ar, *hr;
     char buf[TM_ID_MAX];
 
-    if (reply->nresults != 7)
+    if (reply->nresults != 9)
         return TM_EBADREPLY;
     lr = reply->results[1];
     nr = reply->results[2];
     jr = reply->results[3];
     ar = reply->results[4];
     hr = reply->results[5];
+    const PGresult *br = reply->results[6], *sr = reply->results[7];
     s = calloc(1, sizeof(*s));
     if (!s)
         return TM_ENOMEM;
@@ -98,7 +106,11 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     s->allocs = calloc(s->nallocs + 1, sizeof(*s->allocs));
     s->nhistory = (size_t)PQntuples(hr);
     s->history = calloc(s->nhistory + 1, sizeof(*s->history));
-    if (!s->nodes || !s->jobs || !s->allocs || !s->history) {
+    s->nbudgets = (size_t)PQntuples(br);
+    s->budgets = calloc(s->nbudgets + 1, sizeof(*s->budgets));
+    s->nspend = (size_t)PQntuples(sr);
+    s->spend = calloc(s->nspend + 1, sizeof(*s->spend));
+    if (!s->nodes || !s->jobs || !s->allocs || !s->history || !s->budgets || !s->spend) {
         tm_snapshot_release(s);
         return TM_ENOMEM;
     }
@@ -119,6 +131,8 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         n->cordoned = col_bool(nr, i, 12);
         n->requested_ms = col_i64(nr, i, 13);
         n->idle_since_ms = col_i64(nr, i, 14);
+        n->price_uusd_per_hour = col_i64(nr, i, 15);
+        n->billed = col_bool(nr, i, 16);
     }
     for (int i = 0; i < (int)s->njobs; i++) {
         struct tm_snap_job *j = &s->jobs[i];
@@ -165,6 +179,20 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         h->klass = (enum tm_job_class)tm_job_class_parse(PQgetvalue(hr, i, 2));
         h->gpu_milli = (int32_t)col_i64(hr, i, 3);
         h->runtime_ms = col_i64(hr, i, 4);
+    }
+    for (int i = 0; i < (int)s->nbudgets; i++) {
+        struct tm_snap_budget *b = &s->budgets[i];
+        b->org = strcmp(PQgetvalue(br, i, 0), "org") == 0;
+        col_str(br, i, 1, b->scope, sizeof(b->scope));
+        b->cap_cents = col_i64(br, i, 2);
+        b->hard = col_bool(br, i, 3);
+        b->warn_percent = (int)col_i64(br, i, 4);
+    }
+    for (int i = 0; i < (int)s->nspend; i++) {
+        struct tm_snap_spend *x = &s->spend[i];
+        col_str(sr, i, 0, x->period, sizeof(x->period));
+        col_str(sr, i, 1, x->team, sizeof(x->team));
+        x->cents = col_i64(sr, i, 2);
     }
     *ret = s;
     return 0;

@@ -9,7 +9,7 @@
 -- no-op instead of an error.  Every applied action writes its decision.
 -- Actions: place (a job on one node, or a gang on several, all or none),
 -- wait, reserve (sticky), preempt (loaned preemptible work), request_node,
--- adopt, node_ready, node_gone, launch_failed, terminate, orphan.
+-- adopt, node_ready, node_gone, launch_failed, terminate, orphan, budget.
 --
 -- tarmac_agent_report(node, now, report) is what a node's software reports
 -- (heartbeat, finished jobs).  The sim agent and the future HTTP endpoint
@@ -205,6 +205,21 @@ BEGIN
             ok := FOUND;
             IF ok THEN
                 PERFORM tarmac_decide(p_now, 'terminate', 'node', a ->> 'node', a ->> 'reason', a -> 'inputs');
+            END IF;
+
+        WHEN 'budget' THEN
+            -- A launch or job start refused by a hard cap, or a soft cap's
+            -- warning: recorded with its numbers, a warning once per scope
+            -- and month, a refusal at most once per scope every 15 minutes.
+            ok := NOT EXISTS (
+                SELECT 1 FROM decisions d
+                 WHERE d.kind = a ->> 'kind' AND d.subject_kind = 'budget'
+                   AND d.subject_id = a ->> 'scope'
+                   AND CASE WHEN a ->> 'kind' = 'budget_warn'
+                            THEN d.inputs ->> 'period' = a -> 'inputs' ->> 'period'
+                            ELSE d.at_ms > p_now - 900000 END);
+            IF ok THEN
+                PERFORM tarmac_decide(p_now, a ->> 'kind', 'budget', a ->> 'scope', a ->> 'reason', a -> 'inputs');
             END IF;
 
         WHEN 'orphan' THEN

@@ -44,6 +44,16 @@ psql_q "UPDATE nodes SET cordoned = true WHERE id = 2"
 apply 5 '{"actions":[{"op":"place","job":2,"reason":"p","allocs":[{"node":2,"gpu_mask":12,"gpu_milli":1000,"cpu_milli":0,"memory_mib":0}]}]}' >/dev/null
 [ "$(psql_q "SELECT state FROM jobs WHERE id = 2")" = queued ] || fail "a job was placed on a cordoned node"
 
+# Budget notes: a soft warning once per scope and month, a hard refusal at
+# most once per scope every 15 minutes (controller time).
+warn='{"op":"budget","kind":"budget_warn","scope":"acme","reason":"w","inputs":{"period":"2026-11"}}'
+refuse='{"op":"budget","kind":"budget_refuse","scope":"acme","reason":"r","inputs":{"period":"2026-11"}}'
+psql_q "SELECT tarmac_apply(5, 1000, '{\"actions\":[$warn,$refuse]}'::jsonb)" >/dev/null
+psql_q "SELECT tarmac_apply(5, 2000, '{\"actions\":[$warn,$refuse]}'::jsonb)" >/dev/null
+psql_q "SELECT tarmac_apply(5, 1000000, '{\"actions\":[$warn,$refuse]}'::jsonb)" >/dev/null
+[ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'budget_warn'")" = 1 ] || fail "soft warning repeated"
+[ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'budget_refuse'")" = 2 ] || fail "refusals not rate-limited to one per 15 min"
+
 before=$(psql_q "SELECT count(*) FROM decisions")
 apply 5 '{"actions":[{"op":"orphan","instance_id":"i-1","reason":"x"},{"op":"bogus","reason":"x"}]}' 2>/dev/null \
     && fail "an unknown action was accepted"

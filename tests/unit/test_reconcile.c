@@ -341,6 +341,105 @@ static void test_missing_estimate_predicted_from_history(void **state)
     f->snap.nhistory = 0;
 }
 
+static int count_budget(const struct fixture *f, const char *kind, const char *scope)
+{
+    int n = 0;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, f->plan.actions) {
+        const cJSON *op = cJSON_GetObjectItem(a, "op");
+        if (!cJSON_IsString(op) || strcmp(op->valuestring, "budget") != 0)
+            continue;
+        if (strcmp(cJSON_GetObjectItem(a, "kind")->valuestring, kind) == 0 &&
+            strcmp(cJSON_GetObjectItem(a, "scope")->valuestring, scope) == 0)
+            n++;
+    }
+    return n;
+}
+
+static void test_org_hard_cap_refuses_exactly_the_launch_that_overshoots(void **state)
+{
+    struct fixture *f = *state;
+    /* A launch here: $32/h for 90 s boot + 1 h of work + 60 s grace = $33.33.
+     * $50 holds one, not two; $70 holds two. */
+    struct tm_snap_budget cap = {.org = true, .cap_cents = 5000, .hard = true, .warn_percent = 80};
+    snprintf(cap.scope, sizeof(cap.scope), "acme");
+    f->snap.budgets = &cap;
+    f->snap.nbudgets = 1;
+    for (int i = 0; i < 3; i++)
+        add_job(f, 10 + i, 8, false)->estimate_ms = 3600000;
+    run(f);
+    assert_int_equal(count_op(f, "request_node", NULL, 0), 1);
+    assert_int_equal(count_budget(f, "budget_refuse", "acme"), 1);
+    const cJSON *in = cJSON_GetObjectItem(first_op(f, "budget"), "inputs");
+    assert_int_equal((int)cJSON_GetObjectItem(in, "cap_cents")->valuedouble, 5000);
+    assert_true(cJSON_GetObjectItem(in, "projected_cents")->valuedouble > 5000);
+    tm_plan_release(&f->plan);
+    cap.cap_cents = 7000;
+    run(f);
+    assert_int_equal(count_op(f, "request_node", NULL, 0), 2);
+    assert_int_equal(count_budget(f, "budget_refuse", "acme"), 0);
+    /* What the ledger already holds this month counts. */
+    tm_plan_release(&f->plan);
+    struct tm_snap_spend spent = {.cents = 4000};
+    snprintf(spent.period, sizeof(spent.period), "1970-01");
+    f->snap.spend = &spent;
+    f->snap.nspend = 1;
+    run(f);
+    assert_int_equal(count_op(f, "request_node", NULL, 0), 0);
+    /* Last month's spend does not. */
+    tm_plan_release(&f->plan);
+    snprintf(spent.period, sizeof(spent.period), "1969-12");
+    run(f);
+    assert_int_equal(count_op(f, "request_node", NULL, 0), 2);
+    f->snap.budgets = NULL;
+    f->snap.nbudgets = 0;
+    f->snap.spend = NULL;
+    f->snap.nspend = 0;
+}
+
+static void test_team_hard_cap_holds_the_job_that_would_pass_it(void **state)
+{
+    struct fixture *f = *state;
+    /* 4 GPUs for 1 h at $4 per GPU-hour: $16.  A $20 cap takes one such
+     * job, not two; another team's job is not counted against it. */
+    struct tm_snap_budget cap = {.cap_cents = 2000, .hard = true, .warn_percent = 80};
+    snprintf(cap.scope, sizeof(cap.scope), "t");
+    f->snap.budgets = &cap;
+    f->snap.nbudgets = 1;
+    add_node(f, 1, 0, TM_NODE_READY, "tok-1", "i-1");
+    add_instance(f, "i-1", "tok-1", TM_INSTANCE_RUNNING);
+    add_job(f, 10, 4, false)->estimate_ms = 3600000;
+    add_job(f, 11, 4, false)->estimate_ms = 3600000;
+    struct tm_snap_job *other = add_job(f, 12, 4, false);
+    snprintf(other->team, sizeof(other->team), "u");
+    run(f);
+    assert_int_equal(count_op(f, "place", "job", 10), 1);
+    assert_int_equal(count_op(f, "place", "job", 11), 0);
+    /* The held job does not block another team's work from the room. */
+    assert_int_equal(count_op(f, "place", "job", 12), 1);
+    assert_int_equal(count_budget(f, "budget_refuse", "t"), 1);
+    assert_int_equal(count_op(f, "wait", "job", 11), 1);
+    f->snap.budgets = NULL;
+    f->snap.nbudgets = 0;
+}
+
+static void test_soft_cap_warns_without_refusing(void **state)
+{
+    struct fixture *f = *state;
+    struct tm_snap_budget cap = {.org = true, .cap_cents = 4000, .hard = false, .warn_percent = 50};
+    snprintf(cap.scope, sizeof(cap.scope), "acme");
+    f->snap.budgets = &cap;
+    f->snap.nbudgets = 1;
+    for (int i = 0; i < 3; i++)
+        add_job(f, 10 + i, 8, false)->estimate_ms = 3600000;
+    run(f);
+    assert_int_equal(count_op(f, "request_node", NULL, 0), 2);
+    assert_int_equal(count_budget(f, "budget_refuse", "acme"), 0);
+    assert_int_equal(count_budget(f, "budget_warn", "acme"), 1);
+    f->snap.budgets = NULL;
+    f->snap.nbudgets = 0;
+}
+
 static void test_gpu_model_lists(void **state)
 {
     (void)state;
@@ -367,6 +466,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_terminating_node_confirmed_terminated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_same_input_same_plan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_estimate_predicted_from_history, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_org_hard_cap_refuses_exactly_the_launch_that_overshoots, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_team_hard_cap_holds_the_job_that_would_pass_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_soft_cap_warns_without_refusing, setup, teardown),
         cmocka_unit_test(test_gpu_model_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
