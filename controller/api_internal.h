@@ -35,6 +35,12 @@ struct api_route {
     const char *pattern;  /* "/v1/jobs/{id}/cancel": {id} a positive integer, {name} a name */
     unsigned roles;
     void (*fn)(struct api_call *c);
+    /* Optional: runs instead of the authentication statement when the
+     * token was authenticated recently (c->role, team and token_name come
+     * from the cache).  The cache is a hint, never proof: fast must have
+     * its own statement check the token again (known, not revoked, same
+     * role and team), or hand the call to api_authenticate(). */
+    void (*fast)(struct api_call *c);
 };
 
 /* Terminated by a route with a NULL method. */
@@ -50,6 +56,7 @@ struct tm_api_stats {
 };
 
 struct call_ref;
+struct api_batch;
 
 struct api_call {
     struct tm_api *api;
@@ -86,6 +93,17 @@ bool api_closing(const struct api_call *c);
  * is gone. */
 bool api_body(const struct api_call *c, const char **ret, size_t *ret_len);
 bool api_query_string(const struct api_call *c, const char **ret, size_t *ret_len);
+/* The normal path: look the token up, check role and rate, then run the
+ * route's fn.  For a fast path that cannot finish the call itself. */
+void api_authenticate(struct api_call *c);
+/* Take one request from the token's rate bucket; false when it is empty. */
+bool api_rate_take(struct api_call *c);
+/* Forget a cached authentication (the token failed a check). */
+void api_auth_forget(struct api_call *c);
+/* The POST /v1/jobs batcher's state (api_routes.c), one per server. */
+struct api_batch *api_batch(const struct api_call *c);
+struct api_batch *api_batch_new(void);
+void api_batch_free(struct api_batch *b);
 /* Public routes answer text too (metrics). */
 void api_reply_text(struct api_call *c, int status, const char *ctype, const char *text, size_t len);
 

@@ -409,6 +409,115 @@ static void test_submit_roles(void **state)
     assert_int_equal(sql_count("SELECT count(*) FROM jobs"), before);
 }
 
+/* POST /v1/jobs's fast path (a recently authenticated token, rows batched
+ * into one statement): the same answers as the normal path, each row its
+ * own answer, and a revoked token refused by its very next request. */
+static void test_submit_fast(void **state)
+{
+    enum { N = 48 };
+    const char *odd = "{\"team\":\"vision\",\"name\":\"NULL\",\"command\":\"echo \\\"a\\\\b\\\" {x,y} NULL\","
+                      "\"gpus\":1,\"gpu_model\":\"H100\"}";
+    char tok[TM_TOKEN_LEN + 1], err[256], *b, *s;
+    CURL *easy[N];
+    struct curl_slist *h = NULL;
+    struct buf bufs[N];
+    char bodies[N][96], url[128], auth[512];
+    CURLM *multi;
+    long long before;
+    int running;
+    (void)state;
+
+    assert_int_equal(tm_token_create(g.conn, "t-fast", "admin", NULL, 1, tok, err, sizeof(err)), 0);
+    /* The first call authenticates (and caches); the rest take the fast path. */
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(http_on(g.port, "POST", "/v1/jobs", tok, odd, strlen(odd), &b, 20000), 201);
+        s = json_str(b, "name");
+        assert_string_equal(s, "NULL");
+        free(s);
+        s = json_str(b, "command");
+        assert_string_equal(s, "echo \"a\\b\" {x,y} NULL");
+        free(s);
+        s = json_str(b, "gpu_model");
+        assert_string_equal(s, "H100");
+        free(s);
+        assert_true(strstr(b, "\"pool\":null") || strstr(b, "\"pool\" : null"));
+        free(b);
+    }
+    /* Refusals come from the normal path, with its words. */
+    before = sql_count("SELECT count(*) FROM jobs");
+    assert_int_equal(http_on(g.port, "POST", "/v1/jobs", tok, "{\"team\":\"vision\"}", strlen("{\"team\":\"vision\"}"), &b, 20000),
+                     400);
+    assert_error(b, "gpus");
+    free(b);
+    assert_int_equal(http_on(g.port, "POST", "/v1/jobs", tok,
+                             "{\"team\":\"vision\",\"gpus\":1,\"pool\":\"nope\"}", strlen("{\"team\":\"vision\",\"gpus\":1,\"pool\":\"nope\"}"), &b, 20000),
+                     400);
+    assert_error(b, "pool");
+    free(b);
+    assert_int_equal(http_on(g.port, "POST", "/v1/jobs", tok,
+                             "{\"team\":\"vision\",\"gpus\":9}", strlen("{\"team\":\"vision\",\"gpus\":9}"), &b, 20000),
+                     400);
+    assert_error(b, "gpus");
+    free(b);
+    assert_int_equal(http("POST", "/v1/jobs", T_ENGINEER, "{\"team\":\"vision\",\"gpus\":1}", &b), 201);
+    free(b);
+    assert_int_equal(http("POST", "/v1/jobs", T_ENGINEER, "{\"team\":\"speech\",\"gpus\":1}", &b), 403);
+    assert_error(b, "team");
+    free(b);
+    assert_int_equal(sql_count("SELECT count(*) FROM jobs"), before + 1);
+
+    /* Many at once: each answer is its own row. */
+    multi = curl_multi_init();
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/v1/jobs", g.port);
+    snprintf(auth, sizeof(auth), "Authorization: Bearer %s", tok);
+    h = curl_slist_append(h, auth);
+    h = curl_slist_append(h, "Content-Type: application/json");
+    for (int i = 0; i < N; i++) {
+        bufs[i] = (struct buf){0};
+        snprintf(bodies[i], sizeof(bodies[i]), "{\"team\":\"vision\",\"name\":\"fast-%d\",\"gpus\":%d}",
+                 i, 1 + i % 8);
+        easy[i] = curl_easy_init();
+        curl_easy_setopt(easy[i], CURLOPT_URL, url);
+        curl_easy_setopt(easy[i], CURLOPT_HTTPHEADER, h);
+        curl_easy_setopt(easy[i], CURLOPT_POSTFIELDS, bodies[i]);
+        curl_easy_setopt(easy[i], CURLOPT_WRITEFUNCTION, on_data);
+        curl_easy_setopt(easy[i], CURLOPT_WRITEDATA, &bufs[i]);
+        curl_easy_setopt(easy[i], CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(easy[i], CURLOPT_TIMEOUT_MS, 20000L);
+        curl_multi_add_handle(multi, easy[i]);
+    }
+    do {
+        curl_multi_perform(multi, &running);
+        if (running)
+            curl_multi_poll(multi, NULL, 0, 100, NULL);
+    } while (running);
+    for (int i = 0; i < N; i++) {
+        long status = 0;
+        char name[32];
+        curl_easy_getinfo(easy[i], CURLINFO_RESPONSE_CODE, &status);
+        assert_int_equal(status, 201);
+        snprintf(name, sizeof(name), "fast-%d", i);
+        s = json_str(bufs[i].p, "name");
+        assert_string_equal(s, name);
+        free(s);
+        assert_int_equal(json_i64(bufs[i].p, "gpus"), 1 + i % 8);
+        free(bufs[i].p);
+        curl_multi_remove_handle(multi, easy[i]);
+        curl_easy_cleanup(easy[i]);
+    }
+    curl_multi_cleanup(multi);
+    curl_slist_free_all(h);
+    assert_int_equal(sql_count("SELECT count(*) FROM jobs WHERE name LIKE 'fast-%'"), N);
+
+    /* Revoked: the next request is refused, cache or not. */
+    before = sql_count("SELECT count(*) FROM jobs");
+    assert_int_equal(tm_token_revoke(g.conn, "t-fast", err, sizeof(err)), 0);
+    assert_int_equal(http_on(g.port, "POST", "/v1/jobs", tok, odd, strlen(odd), &b, 20000), 401);
+    assert_error(b, "Authorization");
+    free(b);
+    assert_int_equal(sql_count("SELECT count(*) FROM jobs"), before);
+}
+
 static void test_bad_bodies(void **state)
 {
     static const struct { const char *body, *field; } cases[] = {
@@ -1526,6 +1635,7 @@ static void client_main(void *arg)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_health),
         cmocka_unit_test(test_submit_roles),
+        cmocka_unit_test(test_submit_fast),
         cmocka_unit_test(test_bad_bodies),
         cmocka_unit_test(test_list_paging),
         cmocka_unit_test(test_cancel_retag),
