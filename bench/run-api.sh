@@ -15,7 +15,7 @@
 #
 # Environment: BUILD (default build), CONNS (64), DURATION (20), TOKENS
 # (128: the API limits each token to 100 requests/s, so the load is many
-# clients), POOL (serve's database pool_size, 8).  Not a ctest test.
+# clients), POOL (serve's database pool_size, 4: the default).  Not a ctest test.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -23,7 +23,7 @@ case "$BUILD" in /*) ;; *) BUILD=$ROOT/$BUILD ;; esac
 CONNS=${CONNS:-64}
 DURATION=${DURATION:-20}
 TOKENS=${TOKENS:-128}
-POOL=${POOL:-8}
+POOL=${POOL:-4}
 OUT=${1:-$ROOT/bench/results/api-$(date -u +%Y-%m-%d).md}
 TARMAC=$BUILD/tarmac
 LOADGEN=$BUILD/bench/bench_api_submit
