@@ -5,7 +5,11 @@
  *
  * Every request but GET /healthz, /readyz and /metrics carries
  * "Authorization: Bearer <token>" (controller/token.h).  The token's hash
- * is looked up on each request, so a revoked token stops at once.  Answers:
+ * is looked up on each request, so a revoked token stops at once; POST
+ * /v1/jobs batches submissions and checks role, rate and team against a
+ * 60 s cache first, but its INSERT verifies every row's token again (known,
+ * not revoked, same role and team), so the cache never admits a revoked
+ * token.  Answers:
  * 401 no, malformed, unknown or revoked token; 403 a role the route does
  * not allow, or an engineer acting on another team's job; 429 past the
  * token's request rate; 400 bad input, with nothing written.  Every error
