@@ -256,6 +256,19 @@ void api_fail_spec(struct api_call *c, const struct tm_spec_error *err)
     api_fail(c, 400, err->field[0] ? err->field : NULL, err->message);
 }
 
+bool api_reply_ok(struct api_call *c, const struct tm_pg_reply *reply)
+{
+    if (!c->req) {
+        api_call_free(c); /* the client went away: nobody to answer */
+        return false;
+    }
+    if (reply->status < 0) {
+        api_fail_db(c, reply);
+        return false;
+    }
+    return true;
+}
+
 void api_fail_db(struct api_call *c, const struct tm_pg_reply *reply)
 {
     int status = 500;
@@ -447,14 +460,8 @@ static void on_auth(const struct tm_pg_reply *reply, void *data)
     PGresult *res;
     int role;
 
-    if (!c->req) {
-        api_call_free(c);
+    if (!api_reply_ok(c, reply))
         return;
-    }
-    if (reply->status < 0) {
-        api_fail_db(c, reply);
-        return;
-    }
     res = reply->results[0];
     if (PQntuples(res) != 1 || !tm_token_hash_equal(PQgetvalue(res, 0, 3), c->hash)) {
         api_auth_forget(c);

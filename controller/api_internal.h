@@ -78,6 +78,9 @@ void api_reply(struct api_call *c, int status, const char *json, size_t len);
 void api_fail(struct api_call *c, int status, const char *field, const char *message);
 void api_fail_spec(struct api_call *c, const struct tm_spec_error *err);
 void api_fail_db(struct api_call *c, const struct tm_pg_reply *reply);
+/* The start of every query callback: false (and c is answered or freed)
+ * when the client went away or the database refused; true to go on. */
+bool api_reply_ok(struct api_call *c, const struct tm_pg_reply *reply);
 void api_call_free(struct api_call *c);
 /* Queue a statement whose callback gets c; on failure answers 503 and
  * returns < 0 (the call is then over). */

@@ -417,14 +417,8 @@ static void on_metrics(const struct tm_pg_reply *reply, void *data)
     const struct tm_api_stats *s;
     struct mbuf b = {0};
 
-    if (!c->req) {
-        api_call_free(c);
+    if (!api_reply_ok(c, reply))
         return;
-    }
-    if (reply->status < 0) {
-        api_fail_db(c, reply);
-        return;
-    }
     if (reply->nresults != 7) {
         api_fail(c, 500, NULL, "unexpected answer from the database");
         return;
@@ -500,14 +494,8 @@ static void on_submit(const struct tm_pg_reply *reply, void *data)
     PGresult *res;
     char msg[192];
 
-    if (!c->req) {
-        api_call_free(c);
+    if (!api_reply_ok(c, reply))
         return;
-    }
-    if (reply->status < 0) {
-        api_fail_db(c, reply);
-        return;
-    }
     res = reply->results[0];
     if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
         api_reply(c, 201, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
@@ -874,14 +862,8 @@ static void on_one(const struct tm_pg_reply *reply, void *data)
 {
     struct api_call *c = data;
 
-    if (!c->req) {
-        api_call_free(c);
+    if (!api_reply_ok(c, reply))
         return;
-    }
-    if (reply->status < 0) {
-        api_fail_db(c, reply);
-        return;
-    }
     reply_one(c, reply->results[0], 200, c->flag ? "pool" : c->route->pattern[4] == 'j' ? "job" : "node");
 }
 
@@ -889,14 +871,8 @@ static void on_page(const struct tm_pg_reply *reply, void *data)
 {
     struct api_call *c = data;
 
-    if (!c->req) {
-        api_call_free(c);
+    if (!api_reply_ok(c, reply))
         return;
-    }
-    if (reply->status < 0) {
-        api_fail_db(c, reply);
-        return;
-    }
     reply_page(c, reply->results[0]);
 }
 
@@ -965,14 +941,8 @@ static void on_job_change(const struct tm_pg_reply *reply, void *data)
     PGresult *res;
     char msg[128];
 
-    if (!c->req) {
-        api_call_free(c);
+    if (!api_reply_ok(c, reply))
         return;
-    }
-    if (reply->status < 0) {
-        api_fail_db(c, reply);
-        return;
-    }
     res = reply->results[0];
     if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
         api_fail(c, 404, NULL, "no such job");
@@ -1150,14 +1120,8 @@ static void on_node_change(const struct tm_pg_reply *reply, void *data)
     PGresult *res;
     char msg[96];
 
-    if (!c->req) {
-        api_call_free(c);
+    if (!api_reply_ok(c, reply))
         return;
-    }
-    if (reply->status < 0) {
-        api_fail_db(c, reply);
-        return;
-    }
     res = reply->results[0];
     if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
         api_fail(c, 404, NULL, "no such node");
@@ -1411,14 +1375,8 @@ static void on_budget_put(const struct tm_pg_reply *reply, void *data)
     struct api_call *c = data;
     PGresult *res;
 
-    if (!c->req) {
-        api_call_free(c);
+    if (!api_reply_ok(c, reply))
         return;
-    }
-    if (reply->status < 0) {
-        api_fail_db(c, reply);
-        return;
-    }
     res = reply->results[0];
     if (PQntuples(res) != 1 || strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
         api_fail(c, 400, "team",
@@ -1461,14 +1419,8 @@ static void on_document(const struct tm_pg_reply *reply, void *data)
 {
     struct api_call *c = data;
 
-    if (!c->req) {
-        api_call_free(c);
+    if (!api_reply_ok(c, reply))
         return;
-    }
-    if (reply->status < 0) {
-        api_fail_db(c, reply);
-        return;
-    }
     reply_one(c, reply->results[0], 200, "document");
 }
 
