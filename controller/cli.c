@@ -643,7 +643,9 @@ static int summary_run(struct common *c, const char *unused, long limit, bool al
                        " (SELECT count(*) FROM nodes WHERE state = 'interrupted') AS interrupted,"
                        " (SELECT count(*) FROM decisions WHERE kind = 'terminate_orphan') AS orphans,"
                        " round((SELECT coalesce(sum(ms * gpus), 0) FROM billed) / 3.6e6, 2) AS paid_gpu_hours,"
-                       " round((SELECT coalesce(sum((finished_ms - started_ms) * gpus * gpu_milli / 1000.0 * nodes), 0)"
+                       /* GPUs held: whole GPUs on every node of a gang, or the share. */
+                       " round((SELECT coalesce(sum((finished_ms - started_ms)"
+                       "   * CASE WHEN gpus > 0 THEN gpus * nodes ELSE gpu_milli / 1000.0 END), 0)"
                        "   FROM jobs WHERE state = 'succeeded') / 3.6e6, 2) AS used_gpu_hours,"
                        " round((SELECT coalesce(sum(ms::numeric * price_uusd_per_hour), 0) FROM billed) / 3.6e6 / 1e6, 2) AS dollars,"
                        " round((SELECT coalesce(sum(cents), 0) FROM spend) / 100.0, 2) AS ledger_dollars,"
