@@ -57,7 +57,6 @@ struct tm_controller {
     bool tick_running;
     int64_t tick_started_real;
     uint64_t started_real;
-    unsigned closes_pending;
     unsigned calls_inflight;        /* cloud calls and their store writes */
     unsigned validations_pending;   /* provider checks before the first tick */
     int exit_status;                /* < 0: a start-up check refused to run */
@@ -774,29 +773,15 @@ static void end_pass(struct tm_controller *ctl)
 
 /* ---- start and stop ---------------------------------------------------- */
 
-static void on_closed(uv_handle_t *h)
-{
-    struct tm_controller *ctl = h->data;
-    ctl->closes_pending--;
-}
-
-static void on_async_closed(void *data)
-{
-    struct tm_controller *ctl = data;
-    ctl->closes_pending--;
-}
-
 /* The API answers its requests in flight from the pool, so the pool
- * closes only once the API has. */
+ * closes only once the API has.  Nothing else waits on a close: uv_run
+ * returns once every handle is closed. */
 static void on_api_closed(void *data)
 {
     struct tm_controller *ctl = data;
-    ctl->closes_pending--;
     if (ctl->pool) {
-        tm_pg_pool_close(ctl->pool, on_async_closed, ctl);
+        tm_pg_pool_close(ctl->pool, NULL, NULL);
         ctl->pool = NULL;
-    } else {
-        ctl->closes_pending--;
     }
 }
 
@@ -809,32 +794,26 @@ static void close_all(struct tm_controller *ctl)
     /* A start-up failure may come before the providers exist. */
     for (size_t i = 0; ctl->providers && i < ctl->cfg->nproviders; i++) {
         if (ctl->providers[i]) {
-            ctl->closes_pending++;
-            ctl->providers[i]->ops->close(ctl->providers[i], on_async_closed, ctl);
+            ctl->providers[i]->ops->close(ctl->providers[i], NULL, NULL);
             ctl->providers[i] = NULL;
         }
     }
     if (ctl->api) {
-        ctl->closes_pending += 2; /* the API, then the pool after it */
         tm_api_close(ctl->api, on_api_closed, ctl);
         ctl->api = NULL;
     } else if (ctl->pool) {
-        ctl->closes_pending++;
-        tm_pg_pool_close(ctl->pool, on_async_closed, ctl);
+        tm_pg_pool_close(ctl->pool, NULL, NULL);
         ctl->pool = NULL;
     }
     if (ctl->leader_conn) {
-        ctl->closes_pending++;
-        tm_pg_close(ctl->leader_conn, on_async_closed, ctl);
+        tm_pg_close(ctl->leader_conn, NULL, NULL);
         ctl->leader_conn = NULL;
     }
     uv_handle_t *handles[] = {(uv_handle_t *)&ctl->tick_timer, (uv_handle_t *)&ctl->stop_timer,
                               (uv_handle_t *)&ctl->sigint, (uv_handle_t *)&ctl->sigterm};
     for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++) {
-        if (!uv_is_closing(handles[i])) {
-            ctl->closes_pending++;
-            uv_close(handles[i], on_closed);
-        }
+        if (!uv_is_closing(handles[i]))
+            uv_close(handles[i], NULL);
     }
 }
 
