@@ -453,6 +453,15 @@ static int cmp_node_id(const void *key, const void *elem)
     return id < other ? -1 : id > other;
 }
 
+/* How long a simulated node runs a job: its given runtime, else its
+ * estimate, else TM_SIM_DEFAULT_RUNTIME_MS. */
+static int64_t sim_runtime_ms(const struct tm_snap_job *job)
+{
+    return job->sim_runtime_ms > 0 ? job->sim_runtime_ms
+           : job->estimate_ms > 0  ? job->estimate_ms
+                                   : TM_SIM_DEFAULT_RUNTIME_MS;
+}
+
 struct due_job {
     int32_t node;   /* snapshot node index */
     int32_t job;    /* snapshot job index */
@@ -475,9 +484,7 @@ static void sim_agent_report(struct tm_controller *ctl, const struct tm_snap_nod
 
     for (size_t k = 0; jobs && k < ndue; k++) {
         const struct tm_snap_job *job = &s->jobs[due[k].job];
-        int64_t runtime = job->sim_runtime_ms > 0 ? job->sim_runtime_ms
-                          : job->estimate_ms > 0 ? job->estimate_ms
-                          : TM_SIM_DEFAULT_RUNTIME_MS;
+        int64_t runtime = sim_runtime_ms(job);
         cJSON *o = cJSON_CreateObject();
         char why[96];
         if (!o)
@@ -517,9 +524,7 @@ static void sim_agent(struct tm_controller *ctl)
         const struct tm_snap_job *job = &s->jobs[j];
         if (job->state != TM_JOB_RUNNING)
             continue;
-        int64_t runtime = job->sim_runtime_ms > 0 ? job->sim_runtime_ms
-                          : job->estimate_ms > 0 ? job->estimate_ms
-                          : TM_SIM_DEFAULT_RUNTIME_MS;
+        int64_t runtime = sim_runtime_ms(job);
         if (job->started_ms + runtime > ctl->now_ms)
             continue;
         const struct tm_snap_node *n = bsearch(&job->node_id, s->nodes, s->nnodes, sizeof(*s->nodes),

@@ -447,6 +447,13 @@ static bool pool_accepts(const struct tm_config_pool *pool, int pool_index,
     return true;
 }
 
+/* GPUs a job holds in milli-GPU: whole GPUs on every node of a gang, or its
+ * share of one GPU (the estimator's and the ledger's measure). */
+static int64_t job_gpu_milli(const struct tm_snap_job *j)
+{
+    return j->gpus > 0 ? (int64_t)j->gpus * 1000 * j->nodes : j->gpu_milli;
+}
+
 /* A job's runtime estimate: its own, else predicted from similar finished
  * jobs (controller/estimate.c), else 0 (unknown). */
 static int64_t job_estimate(const struct tm_estimator *est, const struct tm_snap_job *j)
@@ -454,8 +461,7 @@ static int64_t job_estimate(const struct tm_estimator *est, const struct tm_snap
     if (j->estimate_ms > 0 || !est)
         return j->estimate_ms;
     struct tm_estimate_key k = {
-        .team = j->team, .name = j->name, .klass = j->klass,
-        .gpu_milli = j->gpus > 0 ? j->gpus * 1000 * j->nodes : j->gpu_milli,
+        .team = j->team, .name = j->name, .klass = j->klass, .gpu_milli = (int32_t)job_gpu_milli(j),
     };
     return tm_estimate(est, &k);
 }
@@ -757,11 +763,6 @@ static int64_t job_uusd_per_gpu_hour(const struct pass *p, const struct tm_snap_
         }
     }
     return worst;
-}
-
-static int64_t job_gpu_milli(const struct tm_snap_job *j)
-{
-    return j->gpus > 0 ? (int64_t)j->gpus * 1000 * j->nodes : j->gpu_milli;
 }
 
 static void budget_note(struct pass *p, const char *kind, const struct team_budget *tb,
