@@ -477,6 +477,9 @@ static void schedule(struct pass *p, bool *job_placed)
     int32_t *job_of = NULL;    /* sched job index -> snapshot job index */
     int32_t *sched_node = NULL;/* snapshot node index -> sched node index */
     int32_t *alloc_of = NULL;  /* sched alloc index -> snapshot alloc index */
+    const char **why_of = NULL;/* sched job index -> its note's reason */
+    size_t *first = NULL;      /* sched job index -> its first entry in by_job */
+    size_t *by_job = NULL;     /* placement indices grouped by job, in order */
     struct tm_sched_result res = {0};
     const struct tm_estimator *est = p->est;
     size_t nj = 0, nn = 0, na = 0;
@@ -569,6 +572,29 @@ static void schedule(struct pass *p, bool *job_placed)
         goto out;
     }
 
+    /* Each job's note and placements, found in O(1): a pass places up to
+     * thousands of jobs, so no scan of every note or placement per job. */
+    why_of = calloc(nj + 1, sizeof(*why_of));
+    first = calloc(nj + 2, sizeof(*first));
+    by_job = calloc(res.nplacements + 1, sizeof(*by_job));
+    if (!why_of || !first || !by_job) {
+        p->err = TM_ENOMEM;
+        goto out;
+    }
+    for (size_t q = 0; q < res.nnotes; q++)
+        if (res.notes[q].why)
+            why_of[res.notes[q].job] = res.notes[q].why;
+    for (size_t k = 0; k < res.nplacements; k++)
+        first[res.placements[k].job + 1]++;
+    for (size_t jx = 0; jx < nj; jx++)
+        first[jx + 1] += first[jx];
+    /* Counting sort: first[j] ends at job j's end, then shifts back to its start. */
+    for (size_t k = 0; k < res.nplacements; k++)
+        by_job[first[res.placements[k].job]++] = k;
+    for (size_t jx = nj; jx > 0; jx--)
+        first[jx] = first[jx - 1];
+    first[0] = 0;
+
     /* One "place" action per job, with every node of a gang inside it, so
      * tarmac_apply places all of it or none. */
     for (size_t k = 0; k < res.nplacements; k++) {
@@ -576,10 +602,7 @@ static void schedule(struct pass *p, bool *job_placed)
         if (job_placed[job_of[pl->job]])
             continue;
         const struct tm_snap_job *j = &s->jobs[job_of[pl->job]];
-        const char *why_text = "placed";
-        for (size_t q = 0; q < res.nnotes; q++)
-            if (res.notes[q].job == pl->job && res.notes[q].why)
-                why_text = res.notes[q].why;
+        const char *why_text = why_of[pl->job] ? why_of[pl->job] : "placed";
         snprintf(why, sizeof(why), "%s: %s", tm_sched_policy_name(p->in->policy), why_text);
         cJSON *a = action(p, "place", why);
         put_num(p, a, "job", (double)j->id);
@@ -593,10 +616,8 @@ static void schedule(struct pass *p, bool *job_placed)
         put_num(p, in_o, "estimate_s", (double)(jobs[pl->job].estimate_ms / 1000));
         if (j->estimate_ms <= 0 && jobs[pl->job].estimate_ms > 0)
             put_str(p, in_o, "estimate_from", "history of similar jobs");
-        for (size_t m = k; m < res.nplacements && arr; m++) {
-            const struct tm_sched_placement *q = &res.placements[m];
-            if (q->job != pl->job)
-                continue;
+        for (size_t m = first[pl->job]; m < first[pl->job + 1] && arr; m++) {
+            const struct tm_sched_placement *q = &res.placements[by_job[m]];
             const struct tm_snap_node *n = &s->nodes[node_of[q->node]];
             cJSON *o = cJSON_CreateObject();
             if (!o) {
@@ -673,6 +694,9 @@ out:
     free(sched_node);
     free(allocs);
     free(alloc_of);
+    free(why_of);
+    free(first);
+    free(by_job);
 }
 
 /* The cheapest type of a pool for a capacity type, by price per GPU-hour. */

@@ -440,6 +440,30 @@ static void test_soft_cap_warns_without_refusing(void **state)
     f->snap.nbudgets = 0;
 }
 
+static void test_gang_is_one_place_action_with_every_node(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 0, TM_NODE_READY, "tok-1", "i-1");
+    add_instance(f, "i-1", "tok-1", TM_INSTANCE_RUNNING);
+    add_node(f, 2, 0, TM_NODE_READY, "tok-2", "i-2");
+    add_instance(f, "i-2", "tok-2", TM_INSTANCE_RUNNING);
+    add_job(f, 9, 1, false);                    /* placed alongside */
+    add_job(f, 10, 4, false)->nodes = 2;        /* 4 GPUs on each of 2 nodes */
+    run(f);
+    assert_int_equal(count_op(f, "place", "job", 10), 1);
+    assert_int_equal(count_op(f, "place", "job", 9), 1);
+    const cJSON *a;
+    cJSON_ArrayForEach(a, f->plan.actions) {
+        const cJSON *job = cJSON_GetObjectItem(a, "job");
+        if (strcmp(cJSON_GetObjectItem(a, "op")->valuestring, "place") != 0 || job->valuedouble != 10)
+            continue;
+        const cJSON *allocs = cJSON_GetObjectItem(a, "allocs");
+        assert_int_equal(cJSON_GetArraySize(allocs), 2);
+        assert_true(cJSON_GetObjectItem(cJSON_GetArrayItem(allocs, 0), "node")->valuedouble !=
+                    cJSON_GetObjectItem(cJSON_GetArrayItem(allocs, 1), "node")->valuedouble);
+    }
+}
+
 static void test_gpu_model_lists(void **state)
 {
     (void)state;
@@ -469,6 +493,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_org_hard_cap_refuses_exactly_the_launch_that_overshoots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_team_hard_cap_holds_the_job_that_would_pass_it, setup, teardown),
         cmocka_unit_test_setup_teardown(test_soft_cap_warns_without_refusing, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gang_is_one_place_action_with_every_node, setup, teardown),
         cmocka_unit_test(test_gpu_model_lists),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
