@@ -105,6 +105,7 @@ enum cfg_type {
     CFG_DOUBLE,   /* double, [dmin, dmax] */
     CFG_DURATION, /* int64_t milliseconds, [min, max] */
     CFG_PRICE,    /* int64_t micro-dollars, [min, max] */
+    CFG_BOOL,     /* bool: true or false */
     CFG_STRLIST,  /* char ** plus size_t count at count_offset, [min, max] entries */
     CFG_SECTION,  /* a nested mapping whose fields are relative to offset */
     CFG_LIST,     /* an array of sub->size structs plus size_t count, [min, max] entries */
@@ -231,6 +232,12 @@ static const struct cfg_field cfg_pool_fields[] = {
      .min = 0, .max = 10000, .flags = CFG_REQUIRED},
     {.key = "idle_grace", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_pool, idle_grace_ms),
      .def = "10m", .min = 0, .max = 7 * CFG_DAY},
+    /* Absent: the provider's.  normalise() fills them, so readers of a
+     * loaded config never look at the provider for these. */
+    {.key = "spot_hazard", .type = CFG_DOUBLE,
+     .offset = CFG_OFF(tm_config_pool, spot_hazard_per_hour), .dmin = 0, .dmax = 100},
+    {.key = "spot_notice", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_pool, spot_notice_ms),
+     .min = 0, .max = CFG_HOUR},
 };
 static const struct cfg_section cfg_pool_section = {
     cfg_pool_fields, CFG_NFIELDS(cfg_pool_fields), sizeof(struct tm_config_pool)};
@@ -255,6 +262,48 @@ static const struct cfg_field cfg_scheduler_fields[] = {
 static const struct cfg_section cfg_scheduler_section = {
     cfg_scheduler_fields, CFG_NFIELDS(cfg_scheduler_fields), 0};
 
+static const struct cfg_field cfg_api_fields[] = {
+    {.key = "tls_cert_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_api, tls_cert_file)},
+    {.key = "tls_key_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_api, tls_key_file)},
+    {.key = "max_body_bytes", .type = CFG_I64, .offset = CFG_OFF(tm_config_api, max_body_bytes),
+     .def = "262144", .min = 1024, .max = 64LL << 20},
+    {.key = "max_list", .type = CFG_UINT, .offset = CFG_OFF(tm_config_api, max_list),
+     .def = "1000", .min = 1, .max = 100000},
+    {.key = "rate_per_token", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_api, rate_per_s),
+     .def = "100", .dmin = 0.01, .dmax = 1e6},
+    {.key = "burst", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_api, burst),
+     .def = "200", .dmin = 1, .dmax = 1e7},
+};
+static const struct cfg_section cfg_api_section = {
+    cfg_api_fields, CFG_NFIELDS(cfg_api_fields), sizeof(struct tm_config_api)};
+
+static const struct cfg_field cfg_alerts_fields[] = {
+    {.key = "webhook_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_alerts, webhook_url)},
+    {.key = "webhook_timeout", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_alerts, webhook_timeout_ms), .def = "5s", .min = 100,
+     .max = CFG_MIN},
+    {.key = "webhook_attempts", .type = CFG_INT, .offset = CFG_OFF(tm_config_alerts, webhook_attempts),
+     .def = "5", .min = 1, .max = 100},
+    {.key = "webhook_backoff", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_alerts, webhook_backoff_ms), .def = "2s", .min = 10,
+     .max = CFG_HOUR},
+    {.key = "pool_utilisation_below_percent", .type = CFG_DOUBLE,
+     .offset = CFG_OFF(tm_config_alerts, pool_util_below_percent), .def = "0", .dmin = 0,
+     .dmax = 100},
+    {.key = "pool_utilisation_for", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_alerts, pool_util_for_ms), .def = "15m", .min = 0,
+     .max = 7 * CFG_DAY},
+    {.key = "queue_age_above", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_alerts, queue_age_above_ms), .def = "0", .min = 0,
+     .max = 30 * CFG_DAY},
+    {.key = "soft_cap", .type = CFG_BOOL, .offset = CFG_OFF(tm_config_alerts, soft_cap),
+     .def = "true"},
+    {.key = "provider_auth", .type = CFG_BOOL, .offset = CFG_OFF(tm_config_alerts, provider_auth),
+     .def = "true"},
+};
+static const struct cfg_section cfg_alerts_section = {
+    cfg_alerts_fields, CFG_NFIELDS(cfg_alerts_fields), sizeof(struct tm_config_alerts)};
+
 static const struct cfg_field cfg_root_fields[] = {
     {.key = "database", .type = CFG_SECTION, .offset = 0, .sub = &cfg_database_section},
     {.key = "listen", .type = CFG_STR, .offset = CFG_OFF(tm_config, listen),
@@ -268,6 +317,9 @@ static const struct cfg_field cfg_root_fields[] = {
     {.key = "log_level", .type = CFG_STR, .offset = CFG_OFF(tm_config, log_level),
      .def = "info", .choices = cfg_log_levels},
     {.key = "scheduler", .type = CFG_SECTION, .offset = 0, .sub = &cfg_scheduler_section},
+    {.key = "api", .type = CFG_SECTION, .offset = CFG_OFF(tm_config, api), .sub = &cfg_api_section},
+    {.key = "alerts", .type = CFG_SECTION, .offset = CFG_OFF(tm_config, alerts),
+     .sub = &cfg_alerts_section},
     {.key = "providers", .type = CFG_LIST, .offset = CFG_OFF(tm_config, providers),
      .count_offset = CFG_OFF(tm_config, nproviders), .min = 1, .max = 64,
      .flags = CFG_REQUIRED, .sub = &cfg_provider_section},
@@ -412,6 +464,8 @@ static const char *cfg_type_noun(enum cfg_type t)
         return "a duration";
     case CFG_PRICE:
         return "a price";
+    case CFG_BOOL:
+        return "true or false";
     case CFG_STRLIST:
     case CFG_LIST:
         return "a sequence";
@@ -752,6 +806,13 @@ static int cfg_set_scalar(struct cfg_ctx *c, const struct cfg_field *f, void *ba
         *(int64_t *)slot = v;
         return 0;
     }
+    case CFG_BOOL:
+        /* YAML 1.2's core schema: true/false only, not yes/no/on/off. */
+        if (strcmp(s, "true") == 0 || strcmp(s, "false") == 0) {
+            *(bool *)slot = s[0] == 't';
+            return 0;
+        }
+        return cfg_fail(c, at, "expected true or false, got \"%.64s\"", s);
     case CFG_STRLIST:
     case CFG_SECTION:
     case CFG_LIST:
@@ -1383,6 +1444,26 @@ static int cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
         return cfg_fail(c, db ? db : c->root,
                         "missing required key (or set TARMAC_DATABASE_URL)");
     }
+    if (!cfg->api.tls_cert_file != !cfg->api.tls_key_file) {
+        const yaml_node_t *api = cfg_map_get(c, c->root, "api");
+
+        cfg_path_set(c, cfg->api.tls_cert_file ? "api.tls_key_file" : "api.tls_cert_file");
+        return cfg_fail(c, api ? api : c->root,
+                        "missing: TLS needs both tls_cert_file and tls_key_file");
+    }
+    if (cfg->alerts.webhook_url) {
+        const char *u = cfg->alerts.webhook_url;
+
+        if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+            cfg_path_set(c, "alerts.webhook_url");
+            return cfg_fail(c, cfg_at(c, cfg_map_get(c, c->root, "alerts"), "webhook_url"),
+                            "expected an http:// or https:// URL");
+        }
+        /* Webhook URLs carry their credential in the path (Slack, Teams):
+         * the whole URL is a secret. */
+        if (cfg_add_secret(u, strlen(u)) < 0)
+            return cfg_nomem(c);
+    }
     r = cfg_validate_providers(c, cfg);
     if (r < 0)
         return r;
@@ -1433,6 +1514,10 @@ static int cfg_normalise(struct cfg_ctx *c, struct tm_config *cfg)
             }
             pool->gpus_per_node = ty->gpus;
         }
+        if (!cfg_map_get(c, pn, "spot_hazard"))
+            pool->spot_hazard_per_hour = prov->spot_hazard_per_hour;
+        if (!cfg_map_get(c, pn, "spot_notice"))
+            pool->spot_notice_ms = prov->spot_notice_ms;
     }
     return 0;
 }

@@ -23,6 +23,7 @@
 #ifndef TM_CONFIG_H
 #define TM_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,6 +72,32 @@ struct tm_config_pool {
     char *capacity_type;          /* "on_demand" | "spot" | "spot_then_on_demand" */
     int min_nodes, max_nodes;     /* 0 <= min <= max <= 10000 */
     int64_t idle_grace_ms;        /* default 10 min */
+    double spot_hazard_per_hour;  /* sim: spot interruptions per node-hour; default the provider's */
+    int64_t spot_notice_ms;       /* notice before a spot interruption; default the provider's */
+};
+
+/* api: the HTTP server's TLS and limits (controller/api.h). */
+struct tm_config_api {
+    char *tls_cert_file;          /* PEM chain; with tls_key_file, serve HTTPS; may be NULL */
+    char *tls_key_file;           /* PEM private key; both or neither */
+    int64_t max_body_bytes;       /* default 256 KiB, 1 KiB .. 64 MiB */
+    unsigned max_list;            /* items per page at most, default 1000 */
+    double rate_per_s;            /* key rate_per_token: requests/s per token, default 100 */
+    double burst;                 /* token bucket size, default 200 */
+};
+
+/* alerts: conditions and where they go (controller/alerts.h).  A threshold
+ * of 0 turns its condition off. */
+struct tm_config_alerts {
+    char *webhook_url;            /* http(s) URL, may be NULL (alerts only recorded); a secret */
+    int64_t webhook_timeout_ms;   /* per attempt, default 5 s */
+    int webhook_attempts;         /* per alert, default 5 */
+    int64_t webhook_backoff_ms;   /* first retry delay, doubling; default 2 s */
+    double pool_util_below_percent; /* a paid pool's GPU utilisation below this ... */
+    int64_t pool_util_for_ms;     /* ... for this long (default 15 min) */
+    int64_t queue_age_above_ms;   /* oldest queued job older than this */
+    bool soft_cap;                /* spend past a soft cap's warning threshold, default true */
+    bool provider_auth;           /* a provider refusing our credentials, default true */
 };
 
 struct tm_config {
@@ -84,6 +111,8 @@ struct tm_config {
     char *log_level;              /* debug|info|warn|error, default info */
     char *scheduler_policy;       /* fifo|backfill|tarmac, default tarmac */
     int64_t starvation_ms;        /* default 1 h */
+    struct tm_config_api api;
+    struct tm_config_alerts alerts;
     struct tm_config_provider *providers;
     size_t nproviders;            /* >= 1 */
     struct tm_config_pool *pools;

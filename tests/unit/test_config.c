@@ -215,11 +215,55 @@ static void test_defaults(void **state)
     assert_int_equal(pool->idle_grace_ms, 600000);
     assert_string_equal(pool->gpu_model, "A100");
     assert_int_equal(pool->gpus_per_node, 8);
+    assert_true(pool->spot_hazard_per_hour == p->spot_hazard_per_hour);
+    assert_int_equal(pool->spot_notice_ms, p->spot_notice_ms);
+    assert_null(cfg.api.tls_cert_file);
+    assert_int_equal(cfg.api.max_body_bytes, 256 * 1024);
+    assert_int_equal(cfg.api.max_list, 1000);
+    assert_true(cfg.api.rate_per_s == 100.0 && cfg.api.burst == 200.0);
+    assert_null(cfg.alerts.webhook_url);
+    assert_int_equal(cfg.alerts.webhook_attempts, 5);
+    assert_int_equal(cfg.alerts.webhook_backoff_ms, 2000);
+    assert_true(cfg.alerts.pool_util_below_percent == 0.0);
+    assert_int_equal(cfg.alerts.queue_age_above_ms, 0);
+    assert_true(cfg.alerts.soft_cap && cfg.alerts.provider_auth);
 
     /* Release is idempotent and safe on a zeroed struct. */
     tm_config_release(&cfg);
     tm_config_release(&cfg);
     tm_config_release(NULL);
+}
+
+/* The api: and alerts: sections, and a pool's own spot hazard and notice. */
+static void test_api_alerts_pool_spot(void **state)
+{
+    struct tm_config cfg = {0};
+    char err[512], line[256];
+
+    (void)state;
+    assert_int_equal(load(HEAD
+                          "api: {tls_cert_file: /c.pem, tls_key_file: /k.pem, max_list: 50, "
+                          "rate_per_token: 5, burst: 10}\n"
+                          "alerts: {webhook_url: \"https://h.example/T/B/s3cr3t\", soft_cap: false, "
+                          "queue_age_above: 30m, pool_utilisation_below_percent: 25}\n" PROV POOL
+                          "    spot_hazard: 0.05\n    spot_notice: 30s\n",
+                          &cfg, err, sizeof(err)),
+                     0);
+    assert_string_equal(cfg.api.tls_cert_file, "/c.pem");
+    assert_string_equal(cfg.api.tls_key_file, "/k.pem");
+    assert_int_equal(cfg.api.max_list, 50);
+    assert_true(cfg.api.rate_per_s == 5.0 && cfg.api.burst == 10.0);
+    assert_false(cfg.alerts.soft_cap);
+    assert_true(cfg.alerts.provider_auth);
+    assert_int_equal(cfg.alerts.queue_age_above_ms, 30 * 60000);
+    assert_true(cfg.alerts.pool_util_below_percent == 25.0);
+    assert_true(cfg.pools[0].spot_hazard_per_hour == 0.05);
+    assert_int_equal(cfg.pools[0].spot_notice_ms, 30000);
+    /* The webhook URL carries its credential: it never reaches a log line. */
+    snprintf(line, sizeof(line), "posting to https://h.example/T/B/s3cr3t failed");
+    tm_log_redact(line, sizeof(line));
+    assert_null(strstr(line, "s3cr3t"));
+    tm_config_release(&cfg);
 }
 
 static void test_null_means_default(void **state)
@@ -414,6 +458,14 @@ static void test_errors(void **state)
                  "t.yaml:14: key \"pools[0].max_nodes\": must be between 0 and 10000");
     expect_error(HEAD PROV POOL "    min_nodes: 3\n",
                  "t.yaml:14: key \"pools[0].max_nodes\": must be at least min_nodes (3)");
+    expect_error(HEAD "api: {tls_cert_file: /c.pem}\n" PROV POOL,
+                 "t.yaml:3: key \"api.tls_key_file\": missing: TLS needs both");
+    expect_error(HEAD "alerts: {webhook_url: \"ftp://x\"}\n" PROV POOL,
+                 "t.yaml:3: key \"alerts.webhook_url\": expected an http:// or https:// URL");
+    expect_error(HEAD "alerts: {soft_cap: yes}\n" PROV POOL,
+                 "t.yaml:3: key \"alerts.soft_cap\": expected true or false, got \"yes\"");
+    expect_error(HEAD PROV POOL "    spot_hazard: -1\n",
+                 "t.yaml:15: key \"pools[0].spot_hazard\": must be between 0 and 100");
     expect_error(HEAD "log_level: loud\n" PROV POOL,
                  "t.yaml:3: key \"log_level\": unrecognized value \"loud\", expected one of: "
                  "debug, info, warn, error");
@@ -586,6 +638,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_example_loads, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_demo_loads, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_defaults, setup_env, teardown_env),
+        cmocka_unit_test_setup_teardown(test_api_alerts_pool_spot, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_null_means_default, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_env_override, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_password_redacted, setup_env, teardown_env),
