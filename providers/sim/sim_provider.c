@@ -794,6 +794,13 @@ int tm_sim_params_from_config(const struct tm_config *cfg, const struct tm_confi
 
         if (!pool->provider || !prov->name || strcmp(pool->provider, prov->name) != 0)
             continue;
+        /* The pool's own hazard and notice (the config fills them from the
+         * provider's when the pool sets none). */
+        if (p.npools == TM_SIM_POOLS_MAX || copy_name(p.pools[p.npools].pool, pool->name) < 0)
+            return TM_EINVAL;
+        p.pools[p.npools].hazard_per_hour = pool->spot_hazard_per_hour;
+        p.pools[p.npools].notice_ms = pool->spot_notice_ms;
+        p.npools++;
         for (size_t z = 0; z < pool->nzones; z++) {
             bool seen = false;
 

@@ -105,18 +105,33 @@ static bool zone_known(const struct tm_simcloud_params *p, const char *zone)
     return false;
 }
 
+void tm_sim_spot_for_pool(const struct tm_simcloud_params *p, const char *pool,
+                          double *ret_hazard_per_hour, int64_t *ret_notice_ms)
+{
+    *ret_hazard_per_hour = p->spot_hazard_per_hour;
+    *ret_notice_ms = p->spot_notice_ms;
+    for (size_t i = 0; pool && pool[0] && i < p->npools && i < TM_SIM_POOLS_MAX; i++) {
+        if (strcmp(p->pools[i].pool, pool) == 0) {
+            *ret_hazard_per_hour = p->pools[i].hazard_per_hour;
+            *ret_notice_ms = p->pools[i].notice_ms;
+            return;
+        }
+    }
+}
+
 /* Lifetime of a spot instance launched with token: exponential with rate
  * hazard per hour, from a draw that depends on (seed, token) only. */
-static int64_t spot_lifetime_ms(const struct tm_simcloud_params *p, const char *token)
+static int64_t spot_lifetime_ms(const struct tm_simcloud_params *p, double hazard_per_hour,
+                                const char *token)
 {
     uint64_t x = mix64(p->seed ^ mix64(hash_str(token)));
     /* 53 random bits into (0, 1]: never 0, so log() stays finite. */
     double u = (double)((x >> 11) + 1) * 0x1.0p-53;
     double ms;
 
-    if (!(p->spot_hazard_per_hour > 0))
+    if (!(hazard_per_hour > 0))
         return TM_SIM_NEVER;
-    ms = -log(u) / p->spot_hazard_per_hour * MS_PER_HOUR;
+    ms = -log(u) / hazard_per_hour * MS_PER_HOUR;
     if (ms >= 9.0e18)
         return TM_SIM_NEVER;
     return (int64_t)llround(ms);
@@ -166,9 +181,14 @@ int tm_sim_instance_plan(const struct tm_simcloud_params *p, const struct tm_lau
     row.interrupt_ms = TM_SIM_NEVER;
     row.notice_ms = TM_SIM_NEVER;
     if (req->capacity == TM_CAPACITY_SPOT) {
-        row.interrupt_ms = add_sat(now_ms, spot_lifetime_ms(p, req->token));
+        double hazard;
+        int64_t notice;
+
+        tm_sim_spot_for_pool(p, req->pool, &hazard, &notice);
+        row.interrupt_ms = add_sat(now_ms, spot_lifetime_ms(p, hazard, req->token));
         if (row.interrupt_ms != TM_SIM_NEVER) {
-            int64_t notice = p->spot_notice_ms > 0 ? p->spot_notice_ms : 0;
+            if (notice < 0)
+                notice = 0;
 
             /* A notice cannot come before the instance exists. */
             row.notice_ms = row.interrupt_ms - notice < now_ms ? now_ms : row.interrupt_ms - notice;
@@ -359,7 +379,8 @@ int tm_simcloud_create(const struct tm_simcloud_params *params, struct tm_simclo
 {
     struct tm_simcloud *sc;
 
-    if (params->ntypes > TM_SIM_TYPES_MAX || params->nzones > TM_SIM_ZONES_MAX)
+    if (params->ntypes > TM_SIM_TYPES_MAX || params->nzones > TM_SIM_ZONES_MAX ||
+        params->npools > TM_SIM_POOLS_MAX)
         return TM_EINVAL;
     for (size_t i = 0; i < params->ntypes; i++) {
         if (!params->types[i].name[0])

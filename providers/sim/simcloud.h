@@ -21,7 +21,11 @@
  * A spot instance's interrupt_ms is drawn at launch from an exponential
  * distribution with rate spot_hazard_per_hour, using a PRNG seeded by
  * (params.seed, token) only: the same launch always meets the same fate, in
- * memory and in the PostgreSQL-backed provider alike.  The instance id is
+ * memory and in the PostgreSQL-backed provider alike.  The hazard and the
+ * notice are those of the launch's pool when params.pools names it (spot
+ * capacity differs by instance type and zone, so operators set it per
+ * pool), else the cloud-wide ones.  Both are fixed into the row at launch:
+ * changing them later does not change the fate of running instances.  The instance id is
  * derived from the token too ("sim-" and 16 hex digits), so both modes name
  * an instance the same way.
  *
@@ -46,6 +50,7 @@
 
 #define TM_SIM_TYPES_MAX 32
 #define TM_SIM_ZONES_MAX 16
+#define TM_SIM_POOLS_MAX 64
 
 /* "Never" for the optional timestamps of a row (no terminate request, no
  * interruption).  Stored as NULL in PostgreSQL. */
@@ -63,6 +68,13 @@ struct tm_sim_type {
     unsigned capacity;             /* max non-terminated instances, 0 = unlimited */
 };
 
+/* The spot behaviour of one pool, for launches whose request names it. */
+struct tm_sim_pool_spot {
+    char pool[TM_ID_MAX];
+    double hazard_per_hour;        /* interruptions per spot instance-hour; 0 = never */
+    int64_t notice_ms;             /* notice before an interruption */
+};
+
 struct tm_simcloud_params {
     struct tm_sim_type types[TM_SIM_TYPES_MAX];
     size_t ntypes;
@@ -71,6 +83,8 @@ struct tm_simcloud_params {
     int64_t boot_delay_ms;         /* launch to running */
     double spot_hazard_per_hour;   /* interruptions per spot instance-hour; 0 = never */
     int64_t spot_notice_ms;        /* notice before an interruption */
+    struct tm_sim_pool_spot pools[TM_SIM_POOLS_MAX]; /* per-pool overrides of the two above */
+    size_t npools;
     int64_t shutdown_ms;           /* terminate request to terminated */
     int64_t retention_ms;          /* terminated instances stay listed this long */
     uint64_t seed;
@@ -98,6 +112,11 @@ struct tm_simcloud;
 /* Defaults: no types, no zones (one zone "sim-a"), boot 90 s, hazard 0,
  * notice 120 s, shutdown 30 s, retention 1 h, seed 1. */
 void tm_simcloud_params_init(struct tm_simcloud_params *p);
+
+/* The hazard and notice a spot launch in pool gets: the pool's entry in
+ * p->pools, else the cloud-wide values (pool may be NULL or ""). */
+void tm_sim_spot_for_pool(const struct tm_simcloud_params *p, const char *pool,
+                          double *ret_hazard_per_hour, int64_t *ret_notice_ms);
 
 /* The type named name, or NULL. */
 const struct tm_sim_type *tm_sim_type_find(const struct tm_simcloud_params *p, const char *name);
@@ -152,7 +171,8 @@ int tm_sim_instance_from_row(const char *const fields[TM_SIM_ROW_NFIELDS],
                              struct tm_sim_instance *ret);
 
 /* The in-memory cloud.  params are copied.  TM_EINVAL when a type has no
- * name or a name repeats; TM_ENOMEM. */
+ * name or a name repeats, or there are more types, zones or pools than
+ * fit; TM_ENOMEM. */
 int tm_simcloud_create(const struct tm_simcloud_params *params, struct tm_simcloud **ret_sc);
 /* Accepts NULL; returns NULL. */
 struct tm_simcloud *tm_simcloud_free(struct tm_simcloud *sc);

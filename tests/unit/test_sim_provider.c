@@ -530,8 +530,10 @@ static void test_params_from_config(void **state)
     };
     char *z1[] = {"sim-a", "sim-b"}, *z2[] = {"sim-b", "sim-c"}, *z3[] = {"us-east-1a"};
     struct tm_config_pool pools[3] = {
-        {.name = "p1", .provider = "simcloud", .zones = z1, .nzones = 2},
-        {.name = "p2", .provider = "simcloud", .zones = z2, .nzones = 2},
+        {.name = "p1", .provider = "simcloud", .zones = z1, .nzones = 2,
+         .spot_hazard_per_hour = 0.1, .spot_notice_ms = 2000},
+        {.name = "p2", .provider = "simcloud", .zones = z2, .nzones = 2,
+         .spot_hazard_per_hour = 6.0, .spot_notice_ms = 30000},
         {.name = "p3", .provider = "aws", .zones = z3, .nzones = 1},
     };
     struct tm_config cfg = {.providers = provs, .nproviders = 2, .pools = pools, .npools = 3};
@@ -554,6 +556,14 @@ static void test_params_from_config(void **state)
     assert_string_equal(p.zones[2], "sim-c");
     assert_int_equal(p.shutdown_ms, 5000);
     assert_int_equal(p.retention_ms, 3600000); /* defaults kept */
+    /* Each pool of this provider with its own hazard and notice; p3 is aws. */
+    assert_int_equal(p.npools, 2);
+    assert_string_equal(p.pools[0].pool, "p1");
+    assert_true(p.pools[0].hazard_per_hour == 0.1);
+    assert_int_equal(p.pools[0].notice_ms, 2000);
+    assert_string_equal(p.pools[1].pool, "p2");
+    assert_true(p.pools[1].hazard_per_hour == 6.0);
+    assert_int_equal(p.pools[1].notice_ms, 30000);
 
     types[0].name = "a-name-far-too-long-for-an-instance-type-the-cloud-would-ever-offer";
     assert_int_equal(tm_sim_params_from_config(&cfg, &provs[0], &p), TM_EINVAL);

@@ -282,6 +282,76 @@ static void test_spot_hazard_statistics(void **state)
     assert_true(within_hour > 0.18 * n && within_hour < 0.26 * n);
 }
 
+/* Per-pool spot behaviour: a launch naming a pool in params.pools gets that
+ * pool's hazard and notice; other pools (and none) get the cloud-wide ones. */
+static void test_spot_per_pool(void **state)
+{
+    struct tm_simcloud_params p;
+    struct tm_sim_instance plan;
+    struct tm_launch_request r;
+    char token[32];
+    double sum = 0, hazard;
+    int64_t notice;
+    int n = 2000;
+
+    params_default(&p);
+    p.npools = 2;
+    snprintf(p.pools[0].pool, TM_ID_MAX, "hot");
+    p.pools[0].hazard_per_hour = 4.0; /* mean lifetime 15 min */
+    p.pools[0].notice_ms = 30000;     /* GCP and Azure give 30 s */
+    snprintf(p.pools[1].pool, TM_ID_MAX, "calm");
+    p.pools[1].hazard_per_hour = 0;   /* never interrupted */
+    p.pools[1].notice_ms = 30000;
+
+    tm_sim_spot_for_pool(&p, "hot", &hazard, &notice);
+    assert_true(hazard == 4.0);
+    assert_int_equal(notice, 30000);
+    tm_sim_spot_for_pool(&p, "elsewhere", &hazard, &notice);
+    assert_true(hazard == 0.5);
+    assert_int_equal(notice, 120000);
+    tm_sim_spot_for_pool(&p, NULL, &hazard, &notice);
+    assert_true(hazard == 0.5);
+
+    for (int i = 0; i < n; i++) {
+        snprintf(token, sizeof(token), "hot-%d", i);
+        r = req(token, "sim.8x-a100", TM_CAPACITY_SPOT);
+        r.pool = "hot";
+        assert_int_equal(tm_sim_instance_plan(&p, &r, 0, &plan), 0);
+        assert_true(plan.interrupt_ms != TM_SIM_NEVER);
+        /* The pool's notice, cut short only by the launch itself. */
+        if (plan.interrupt_ms >= 30000)
+            assert_int_equal(plan.interrupt_ms - plan.notice_ms, 30000);
+        else
+            assert_int_equal(plan.notice_ms, 0);
+        sum += (double)plan.interrupt_ms;
+    }
+    /* Mean of 2000 exponential draws: within 10% of 15 min (sd ~2.2%). */
+    assert_true(sum / n > 0.9 * HOUR_MS / 4 && sum / n < 1.1 * HOUR_MS / 4);
+
+    r = req("calm-1", "sim.8x-a100", TM_CAPACITY_SPOT);
+    r.pool = "calm";
+    assert_int_equal(tm_sim_instance_plan(&p, &r, 0, &plan), 0);
+    assert_int_equal(plan.interrupt_ms, TM_SIM_NEVER);
+    assert_int_equal(plan.notice_ms, TM_SIM_NEVER);
+
+    /* Same token, other pool: same draw, scaled by the other hazard
+     * (lifetime = -ln(u) / hazard), with the cloud-wide notice. */
+    r = req("hot-0", "sim.8x-a100", TM_CAPACITY_SPOT);
+    r.pool = "hot";
+    assert_int_equal(tm_sim_instance_plan(&p, &r, 0, &plan), 0);
+    int64_t hot = plan.interrupt_ms;
+    r.pool = "gpu";
+    assert_int_equal(tm_sim_instance_plan(&p, &r, 0, &plan), 0);
+    assert_true(llabs(plan.interrupt_ms - hot * 8) <= 8);
+    if (plan.interrupt_ms >= 120000)
+        assert_int_equal(plan.interrupt_ms - plan.notice_ms, 120000);
+
+    /* More pools than fit: refused. */
+    p.npools = TM_SIM_POOLS_MAX + 1;
+    struct tm_simcloud *sc = NULL;
+    assert_int_equal(tm_simcloud_create(&p, &sc), TM_EINVAL);
+}
+
 /* The listing of cluster c1 at t, as seen for one id (state -1: absent). */
 static struct tm_instance seen_at(struct tm_simcloud *sc, const char *id, int64_t t)
 {
@@ -485,6 +555,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_spot_deterministic),
         cmocka_unit_test(test_spot_hazard_statistics),
+        cmocka_unit_test(test_spot_per_pool),
         cmocka_unit_test(test_notice_and_interruption),
         cmocka_unit_test(test_terminate_before_interrupt),
         cmocka_unit_test(test_cluster_filter),
