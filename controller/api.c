@@ -29,6 +29,7 @@
  */
 #include "controller/api.h"
 #include "controller/api_internal.h"
+#include "controller/api_tls.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -83,6 +84,7 @@ struct tm_api {
     h2o_globalconf_t conf;
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
+    SSL_CTX *ssl_ctx;   /* owned; NULL for plain HTTP */
     uv_tcp_t listener;
     uv_timer_t timer;   /* shutdown steps */
     int port;
@@ -741,11 +743,16 @@ static int parse_listen(const char *listen, struct sockaddr_storage *ss)
 
 static void on_start_failed(uv_handle_t *h)
 {
-    free(h->data);
+    struct tm_api *api = h->data;
+
+    SSL_CTX_free(api->ssl_ctx);
+    free(api);
 }
 
-int tm_api_start_listen(uv_loop_t *loop, struct tm_pg_pool *pool, const char *listen,
-                        const struct tm_api_limits *limits, struct tm_api **ret_api)
+/* Both start functions end here.  ssl_ctx (NULL for plain HTTP) is the
+ * API's from here on, freed by this function on failure. */
+static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const char *listen,
+                     const struct tm_api_limits *limits, SSL_CTX *ssl_ctx, struct tm_api **ret_api)
 {
     struct tm_api *api = NULL;
     struct sockaddr_storage ss;
@@ -756,21 +763,28 @@ int tm_api_start_listen(uv_loop_t *loop, struct tm_pg_pool *pool, const char *li
     struct api_handler *handler;
     int r;
 
-    if (!loop || !pool || !listen || !ret_api)
+    if (!loop || !pool || !listen || !ret_api) {
+        SSL_CTX_free(ssl_ctx);
         return TM_EINVAL;
+    }
     memset(&ss, 0, sizeof(ss));
     if (parse_listen(listen, &ss) < 0) {
         tm_log_error("api cannot listen", "listen=\"%s\" error=\"%s\"", listen,
                      "not an IP address and port (host names other than localhost are not resolved)");
+        SSL_CTX_free(ssl_ctx);
         return TM_EINVAL;
     }
     api = calloc(1, sizeof(*api));
-    if (!api)
+    if (!api) {
+        SSL_CTX_free(ssl_ctx);
         return TM_ENOMEM;
+    }
     api->loop = loop;
     api->pool = pool;
+    api->ssl_ctx = ssl_ctx;
     api->batch = api_batch_new();
     if (!api->batch) {
+        SSL_CTX_free(ssl_ctx);
         free(api);
         return TM_ENOMEM;
     }
@@ -786,6 +800,7 @@ int tm_api_start_listen(uv_loop_t *loop, struct tm_pg_pool *pool, const char *li
     r = uv_tcp_init(loop, &api->listener);
     if (r < 0) {
         api_batch_free(api->batch);
+        SSL_CTX_free(ssl_ctx);
         free(api);
         return r;
     }
@@ -828,20 +843,60 @@ int tm_api_start_listen(uv_loop_t *loop, struct tm_pg_pool *pool, const char *li
     h2o_context_init(&api->ctx, loop, &api->conf);
     api->accept_ctx.ctx = &api->ctx;
     api->accept_ctx.hosts = api->conf.hosts;
+    /* With a context, h2o_accept() runs the TLS handshake first, then
+     * HTTP/2 or HTTP/1.1 by ALPN (api_tls.c). */
+    api->accept_ctx.ssl_ctx = api->ssl_ctx;
 
-    tm_log_info("api listening", "listen=\"%s\" port=%d", listen, api->port);
+    tm_log_info("api listening", "listen=\"%s\" port=%d scheme=%s max_body_bytes=%zu max_list=%u rate_per_token=%g burst=%g",
+                listen, api->port, api->ssl_ctx ? "https" : "http", api->limits.max_body_bytes,
+                api->limits.max_list, api->limits.rate_per_s, api->limits.burst);
     *ret_api = api;
     return 0;
+}
+
+int tm_api_start_listen(uv_loop_t *loop, struct tm_pg_pool *pool, const char *listen,
+                        const struct tm_api_limits *limits, struct tm_api **ret_api)
+{
+    return api_start(loop, pool, listen, limits, NULL, ret_api);
+}
+
+/* The config's limits; a zero (a config built in code, not parsed) keeps
+ * the default, as the parser would have. */
+static void limits_from_config(const struct tm_config_api *c, struct tm_api_limits *limits)
+{
+    tm_api_limits_default(limits);
+    if (c->max_body_bytes > 0)
+        limits->max_body_bytes = (size_t)c->max_body_bytes;
+    if (c->max_list > 0)
+        limits->max_list = c->max_list;
+    if (c->rate_per_s > 0)
+        limits->rate_per_s = c->rate_per_s;
+    if (c->burst > 0)
+        limits->burst = c->burst;
 }
 
 int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_config *cfg,
                  struct tm_api **ret_api)
 {
+    struct tm_api_limits limits;
+    SSL_CTX *ssl_ctx = NULL;
     int r;
 
     if (!cfg || !cfg->listen)
         return TM_EINVAL;
-    r = tm_api_start_listen(loop, pool, cfg->listen, NULL, ret_api);
+    limits_from_config(&cfg->api, &limits);
+    /* Before binding: a bad certificate leaves nothing listening. */
+    if (cfg->api.tls_cert_file || cfg->api.tls_key_file) {
+        char err[512];
+
+        r = tm_api_tls_load(cfg->api.tls_cert_file, cfg->api.tls_key_file, &ssl_ctx, err,
+                            sizeof(err));
+        if (r < 0) {
+            tm_log_error("api cannot serve TLS", "error=\"%s\"", err);
+            return r;
+        }
+    }
+    r = api_start(loop, pool, cfg->listen, &limits, ssl_ctx, ret_api);
     if (r == 0 && cfg->time_scale > 1.0)
         tm_clock_init(&(*ret_api)->own_clock, cfg->time_scale);
     return r;
@@ -878,16 +933,19 @@ static void on_final_close(uv_handle_t *h)
 
     api_batch_free(api->batch);
     OPENSSL_cleanse(api->auth, sizeof(api->auth));
+    SSL_CTX_free(api->ssl_ctx); /* connections' SSL objects held references until they closed */
     free(api);
     if (done)
         done(data);
 }
 
-/* Idle keep-alive connections (HTTP/1) and idle HTTP/2 connections sit on
- * these timeouts; firing them now closes those connections, and only
- * those: a request being answered has no entry there. */
+/* Idle keep-alive connections (HTTP/1), idle HTTP/2 connections and TLS
+ * handshakes not yet finished sit on these timeouts; firing them now
+ * closes those connections, and only those: a request being answered has
+ * no entry there. */
 static void expire_idle(struct tm_api *api)
 {
+    h2o_timeout_run(api->loop, &api->ctx.handshake_timeout, UINT64_MAX);
     h2o_timeout_run(api->loop, &api->ctx.http1.req_timeout, UINT64_MAX);
     h2o_timeout_run(api->loop, &api->ctx.http2.idle_timeout, UINT64_MAX);
 }

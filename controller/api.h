@@ -47,11 +47,14 @@ void tm_api_limits_default(struct tm_api_limits *limits);
 
 /*
  * Listen on cfg->listen ("host:port"; host an IPv4 or [IPv6] literal,
- * "localhost", or "*" for every address) with the default limits, and
+ * "localhost", or "*" for every address) with the limits in cfg->api, and
  * serve on loop with the database pool (borrowed: it must outlive the
- * API).  Returns 0 and *ret_api, or a negative code (-EADDRINUSE, TM_EINVAL
- * for an address we cannot use, TM_ENOMEM) after logging why; nothing is
- * left open on failure.
+ * API).  With cfg->api.tls_cert_file (and tls_key_file) set it serves
+ * HTTPS only (controller/api_tls.h), the files read here, before
+ * anything listens.  Returns 0 and *ret_api, or a negative code
+ * (-EADDRINUSE, TM_EINVAL for an address or a certificate we cannot use,
+ * TM_ENOMEM) after logging why ("api.tls_cert_file: <path>: <reason>");
+ * nothing is left open on failure.
  */
 int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_config *cfg,
                  struct tm_api **ret_api);
