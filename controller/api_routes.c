@@ -15,6 +15,7 @@
 #include <libpq-fe.h>
 
 #include "controller/api_body.h"
+#include "controller/api_dashboard.h"
 #include "controller/api_internal.h"
 #include "controller/model.h"
 #include "core/err.h"
@@ -1510,5 +1511,9 @@ const struct api_route api_routes[] = {
     {"PUT", "/v1/budgets/{name}", API_ADMIN | API_FINANCE, r_budgets_put, NULL},
     {"GET", "/v1/budgets", API_READERS, r_budgets_list, NULL},
     {"GET", "/v1/spend", API_READERS, r_spend, NULL},
+    {"GET", "/v1/timeseries", API_READERS, api_timeseries, NULL},
+    {"GET", "/", API_PUBLIC, api_dashboard_page, NULL},
+    {"GET", "/dashboard.js", API_PUBLIC, api_dashboard_js, NULL},
+    {"GET", "/dashboard.css", API_PUBLIC, api_dashboard_css, NULL},
     {NULL, NULL, 0, NULL, NULL},
 };

@@ -1,0 +1,274 @@
+/*
+ * controller/api_dashboard.c: the dashboard at / and GET /v1/timeseries.
+ *
+ * The page, its script and its style sheet are the files of web/, carried by the binary
+ * (cmake/embed_web.cmake), served public like /healthz: they hold no data.
+ * The script reads the API with a token the operator gives in the URL
+ * fragment (never sent to a server, so never in a log).  The Content
+ * Security Policy lets the page load and call nothing but this server.
+ *
+ * /v1/timeseries rebuilds the fleet's recent history from the rows
+ * PostgreSQL already holds (no table of its own): a node is provisioned
+ * from billed_from_ms to terminated_ms, a job holds its GPUs from
+ * started_ms to finished_ms and waits from submitted_ms to its start.
+ * Each point is the average over its step (GPU-seconds / seconds), the
+ * definition of utilisation in DESIGN.md.  A job that was requeued keeps
+ * only its latest attempt's start, so its earlier runs count as waiting;
+ * the figures are exact for jobs that ran once.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libpq-fe.h>
+
+#include "controller/api_dashboard.h"
+#include "controller/api_internal.h"
+#include "core/err.h"
+
+/* ---- the page and its assets --------------------------------------------- */
+
+const struct tm_web_asset *tm_web_asset_find(const char *name)
+{
+    for (const struct tm_web_asset *a = tm_web_assets; a->name; a++)
+        if (strcmp(a->name, name) == 0)
+            return a;
+    return NULL;
+}
+
+/* h2o keeps header values by reference: literals only. */
+static void serve_asset(struct api_call *c, const char *name, const char *ctype)
+{
+    const struct tm_web_asset *a = tm_web_asset_find(name);
+    h2o_req_t *req = c->req;
+
+    if (!a) {
+        api_fail(c, 500, NULL, "the dashboard was not built into this binary");
+        return;
+    }
+    if (req) {
+        /* Nothing from elsewhere: scripts, styles, images and fetches from
+         * this origin only, no inline script, not framed. */
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("content-security-policy"),
+                              0, NULL,
+                              H2O_STRLIT("default-src 'self'; base-uri 'none'; form-action 'none';"
+                                         " frame-ancestors 'none'"));
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("x-content-type-options"),
+                              0, NULL, H2O_STRLIT("nosniff"));
+        h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("referrer-policy"), 0,
+                              NULL, H2O_STRLIT("no-referrer"));
+        /* The page changes with the binary: revalidate rather than keep an
+         * old script after an upgrade. */
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
+                       H2O_STRLIT("no-cache"));
+    }
+    api_reply_text(c, 200, ctype, a->data, a->len);
+}
+
+void api_dashboard_page(struct api_call *c)
+{
+    serve_asset(c, "dashboard.html", "text/html; charset=utf-8");
+}
+
+void api_dashboard_js(struct api_call *c)
+{
+    serve_asset(c, "dashboard.js", "text/javascript; charset=utf-8");
+}
+
+void api_dashboard_css(struct api_call *c)
+{
+    serve_asset(c, "dashboard.css", "text/css; charset=utf-8");
+}
+
+/* ---- /v1/timeseries ------------------------------------------------------ */
+
+#define TS_DEFAULT_STEP_S 60
+#define TS_DEFAULT_POINTS 60
+#define TS_MAX_STEP_S 86400
+/* A day at one point a minute; more would only be drawn thinner than a
+ * pixel. */
+#define TS_MAX_POINTS 1440
+
+/* $1 now, $2 since, $3 step (ms), $4 points.  Every interval is clipped to
+ * [since, now) and spread over the steps it overlaps (a lateral
+ * generate_series per row), so the cost follows the rows that overlap the
+ * window times the steps each spans.  "now" gives the same figures at this
+ * instant, as /metrics counts them (billed nodes: booting, ready, draining,
+ * terminating; allocations on them, a GPU share as its fraction). */
+static const char timeseries_sql[] =
+    "WITH p AS (SELECT $1::bigint AS now, $2::bigint AS since, $3::bigint AS step, $4::int AS n),"
+    " iv AS ("
+    "  SELECT 'prov' AS what, n.gpus::numeric AS w, greatest(n.billed_from_ms, p.since) AS s,"
+    "   least(CASE WHEN n.state IN ('terminated', 'interrupted')"
+    "     THEN coalesce(n.terminated_ms, n.billed_from_ms) ELSE p.now END, p.now) AS e"
+    "  FROM nodes n, p WHERE n.billed_from_ms IS NOT NULL AND n.state <> 'requested'"
+    "  UNION ALL"
+    "  SELECT x.what, CASE WHEN x.what = 'run' THEN 1 WHEN j.gpus > 0 THEN j.gpus * j.nodes"
+    "   ELSE j.gpu_milli / 1000.0 END, greatest(j.started_ms, p.since),"
+    "   least(CASE WHEN j.state = 'running' THEN p.now"
+    "     ELSE coalesce(j.finished_ms, j.started_ms) END, p.now)"
+    "  FROM jobs j, p, (VALUES ('alloc'), ('run')) x (what) WHERE j.started_ms IS NOT NULL"
+    "   AND j.started_ms < p.now AND (j.state = 'running' OR j.finished_ms > p.since)"
+    "  UNION ALL"
+    "  SELECT 'queue', 1, greatest(j.submitted_ms, p.since),"
+    "   least(CASE WHEN j.state = 'queued' THEN p.now"
+    "     ELSE coalesce(j.started_ms, j.finished_ms, j.submitted_ms) END, p.now)"
+    "  FROM jobs j, p WHERE j.submitted_ms < p.now"
+    "   AND (j.state = 'queued' OR coalesce(j.started_ms, j.finished_ms) > p.since)),"
+    " acc AS (SELECT iv.what, k, sum(iv.w * (least(iv.e, p.since + (k + 1) * p.step)"
+    "   - greatest(iv.s, p.since + k * p.step))) AS ws"
+    "  FROM p, iv, generate_series(((iv.s - p.since) / p.step)::int,"
+    "   ((iv.e - 1 - p.since) / p.step)::int) k"
+    "  WHERE iv.e > iv.s GROUP BY 1, 2),"
+    " u AS (SELECT ((g.at_ms - p.since) / p.step)::int AS k, avg(g.util_percent)::numeric AS util"
+    "  FROM gpu_samples g, p WHERE g.at_ms >= p.since AND g.at_ms < p.now GROUP BY 1),"
+    " b AS (SELECT k, p.since + k * p.step AS s, least(p.since + (k + 1) * p.step, p.now) AS e"
+    "  FROM p, generate_series(0, p.n - 1) k),"
+    " pts AS (SELECT b.k, b.s, b.e,"
+    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'prov'), 0) / (b.e - b.s) AS prov,"
+    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'alloc'), 0) / (b.e - b.s) AS alloc,"
+    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'queue'), 0) / (b.e - b.s) AS queue,"
+    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'run'), 0) / (b.e - b.s) AS run"
+    "  FROM b LEFT JOIN acc ON acc.k = b.k GROUP BY b.k, b.s, b.e),"
+    " billed AS (SELECT id, gpus FROM nodes"
+    "   WHERE state IN ('booting', 'ready', 'draining', 'terminating')),"
+    " cur AS (SELECT (SELECT coalesce(sum(gpus), 0) FROM billed)::numeric AS prov,"
+    "   (SELECT coalesce(sum(length(replace(a.gpu_mask::bit(16)::text, '0', '')) * a.gpu_milli), 0)"
+    "     / 1000.0 FROM job_allocations a JOIN billed ON billed.id = a.node_id) AS alloc)"
+    " SELECT json_build_object('now_ms', p.now, 'since_ms', p.since, 'step_s', p.step / 1000,"
+    " 'points', coalesce((SELECT json_agg(json_build_object('start_ms', pts.s, 'end_ms', pts.e,"
+    "   'gpus_provisioned', round(pts.prov, 3), 'gpus_allocated', round(pts.alloc, 3),"
+    "   'gpus_idle', round(greatest(pts.prov - pts.alloc, 0), 3),"
+    "   'queued_jobs', round(pts.queue, 3), 'running_jobs', round(pts.run, 3),"
+    "   'util_percent', round(u.util, 1)) ORDER BY pts.k)"
+    "   FROM pts LEFT JOIN u ON u.k = pts.k), '[]'::json),"
+    " 'now', json_build_object('gpus_provisioned', cur.prov, 'gpus_allocated', round(cur.alloc, 3),"
+    "   'gpus_idle', round(greatest(cur.prov - cur.alloc, 0), 3),"
+    "   'queued_jobs', (SELECT count(*) FROM jobs WHERE state = 'queued'),"
+    "   'running_jobs', (SELECT count(*) FROM jobs WHERE state = 'running')))::text"
+    " FROM p, cur";
+
+/* "since_ms" / "step_s" as a whole number in 1..max; false when it is
+ * anything else (sign, spaces, percent-escapes, overflow). */
+static bool ts_number(const char *s, size_t n, int64_t max, int64_t *ret)
+{
+    int64_t v = 0;
+
+    if (n == 0 || n > 18)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < 1 || v > max)
+        return false;
+    *ret = v;
+    return true;
+}
+
+struct ts_params {
+    int64_t since_ms, step_s;
+    bool since_set, step_set;
+};
+
+/* The query string: since_ms and step_s, each at most once, nothing else.
+ * Fills err (naming the field) and returns < 0 on bad input. */
+static int ts_parse(const char *q, size_t len, struct ts_params *p, struct tm_spec_error *err)
+{
+    const char *end = q + len;
+
+    if (len > 256)
+        return tm_spec_fail(err, "query", "query string longer than 256 bytes");
+    while (q < end) {
+        const char *amp = memchr(q, '&', (size_t)(end - q));
+        const char *seg_end = amp ? amp : end;
+        const char *eq = memchr(q, '=', (size_t)(seg_end - q));
+        const char *key_end = eq ? eq : seg_end;
+        const char *val = eq ? eq + 1 : seg_end;
+        size_t klen = (size_t)(key_end - q), vlen = (size_t)(seg_end - val);
+
+        if (klen == 8 && memcmp(q, "since_ms", 8) == 0) {
+            if (p->since_set)
+                return tm_spec_fail(err, "since_ms", "given more than once");
+            if (!ts_number(val, vlen, INT64_MAX / 2, &p->since_ms))
+                return tm_spec_fail(err, "since_ms",
+                                    "must be a positive integer (ms since the epoch)");
+            p->since_set = true;
+        } else if (klen == 6 && memcmp(q, "step_s", 6) == 0) {
+            if (p->step_set)
+                return tm_spec_fail(err, "step_s", "given more than once");
+            if (!ts_number(val, vlen, TS_MAX_STEP_S, &p->step_s))
+                return tm_spec_fail(err, "step_s", "must be a whole number of seconds from 1 to %d",
+                                    TS_MAX_STEP_S);
+            p->step_set = true;
+        } else if (klen > 0) {
+            char key[64];
+            size_t k = klen < sizeof(key) - 1 ? klen : sizeof(key) - 1;
+            /* The field names what the client sent, made printable. */
+            for (size_t i = 0; i < k; i++)
+                key[i] = q[i] >= ' ' && q[i] < 127 ? q[i] : '?';
+            key[k] = '\0';
+            return tm_spec_fail(err, key, "unrecognized query parameter (known: since_ms, step_s)");
+        }
+        q = amp ? amp + 1 : end;
+    }
+    return 0;
+}
+
+static void on_timeseries(const struct tm_pg_reply *reply, void *data)
+{
+    struct api_call *c = data;
+    PGresult *res;
+
+    if (!api_reply_ok(c, reply))
+        return;
+    res = reply->results[0];
+    if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
+        api_fail(c, 500, NULL, "unexpected answer from the database");
+        return;
+    }
+    api_reply(c, 200, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
+}
+
+void api_timeseries(struct api_call *c)
+{
+    struct ts_params p = {0};
+    struct tm_spec_error err = {0};
+    const char *q;
+    size_t len;
+    int64_t now = api_now_ms(c), points;
+    char now_s[24], since_s[24], step_s[24], n_s[24];
+
+    if (!api_query_string(c, &q, &len)) {
+        api_call_free(c);
+        return;
+    }
+    if (ts_parse(q, len, &p, &err) < 0) {
+        api_fail_spec(c, &err);
+        return;
+    }
+    if (!p.step_set)
+        p.step_s = TS_DEFAULT_STEP_S;
+    if (!p.since_set)
+        p.since_ms = now - p.step_s * 1000 * TS_DEFAULT_POINTS;
+    if (p.since_ms >= now) {
+        api_fail(c, 400, "since_ms", "must be before now");
+        return;
+    }
+    points = (now - p.since_ms + p.step_s * 1000 - 1) / (p.step_s * 1000);
+    if (points > TS_MAX_POINTS) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "%" PRId64 " steps from since_ms to now, more than %d: a larger"
+                 " step_s or a later since_ms", points, TS_MAX_POINTS);
+        api_fail(c, 400, p.step_set ? "step_s" : "since_ms", msg);
+        return;
+    }
+    snprintf(now_s, sizeof(now_s), "%" PRId64, now);
+    snprintf(since_s, sizeof(since_s), "%" PRId64, p.since_ms);
+    snprintf(step_s, sizeof(step_s), "%" PRId64, p.step_s * 1000);
+    snprintf(n_s, sizeof(n_s), "%" PRId64, points);
+    const char *params[] = {now_s, since_s, step_s, n_s};
+    api_query(c, timeseries_sql, 4, params, on_timeseries);
+}
