@@ -2,6 +2,7 @@
  * controller/cli.c: see cli.h.  Every statement is parameterised.
  */
 #include "controller/cli.h"
+#include "controller/cli_common.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -29,32 +30,24 @@
 
 #define DEFAULT_CONFIG "/etc/tarmac/tarmac.yaml"
 
-/* Options every subcommand takes. */
-struct common {
-    const char *cmd;
-    const char *config_path;
-    const char *database_url;
-    bool json;
-    struct tm_config cfg;
-    bool have_cfg;
-};
-
-enum { OPT_CONFIG = 1000, OPT_DATABASE_URL, OPT_OUTPUT, OPT_HELP };
-
-#define COMMON_OPTIONS                                                                             \
-    {"config", required_argument, NULL, OPT_CONFIG},                                               \
-        {"database-url", required_argument, NULL, OPT_DATABASE_URL},                               \
-        {"output", required_argument, NULL, OPT_OUTPUT}, {"help", no_argument, NULL, OPT_HELP},    \
-        {"h", no_argument, NULL, 'h'}
-
-static const char common_help[] =
+const char tm_cli_db_help[] =
     "      --config FILE        configuration file (env TARMAC_CONFIG)\n"
     "      --database-url URL   PostgreSQL URL (env TARMAC_DATABASE_URL; else the config's)\n"
     "      --output table|json  output format (default table)\n"
     "  -h, --help               this help\n";
 
-static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int usage_error(const char *cmd, const char *fmt, ...)
+const char tm_cli_api_help[] =
+    "      --url URL            the API (env TARMAC_URL; else the client config's url; else\n"
+    "                           http(s)://LISTEN of --config FILE; else http://127.0.0.1:8080)\n"
+    "      --cacert FILE        CA bundle for an https URL (env TARMAC_CA_FILE)\n"
+    "      --config FILE        the server's configuration, for its listen address\n"
+    "      --output table|json  output format (default table; json is the API's answer)\n"
+    "      --verbose            each request and answer status on stderr (never the token)\n"
+    "  -h, --help               this help\n"
+    "The token comes from TARMAC_TOKEN, else the client config (TARMAC_CLIENT_CONFIG,\n"
+    "default ~/.config/tarmac/client.yaml: keys url, token or token_file, ca_file).\n";
+
+int tm_cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
     fprintf(stderr, "tarmac %s: ", cmd);
@@ -65,36 +58,46 @@ static int usage_error(const char *cmd, const char *fmt, ...)
     return TM_EXIT_USAGE;
 }
 
-/* Handle what every subcommand's getopt loop shares: the common options,
- * a missing value (':') and an unrecognized option ('?').  Returns 1 when
- * handled, or an exit code (>= 2) after printing the error. */
-static int common_opt(struct common *c, int opt, const char *arg, char **argv)
+int tm_cli_common_opt(struct tm_cli_common *c, int opt, const char *arg, char **argv)
 {
     switch (opt) {
     case ':':
-        return usage_error(c->cmd, "option %s needs a value", argv[optind - 1]);
+        return tm_cli_usage_error(c->cmd, "option %s needs a value", argv[optind - 1]);
     case '?':
-        return usage_error(c->cmd, "unrecognized option \"%s\"", argv[optind - 1]);
-    case OPT_CONFIG:
+        return tm_cli_usage_error(c->cmd, "unrecognized option \"%s\"", argv[optind - 1]);
+    case TM_CLI_OPT_CONFIG:
         c->config_path = arg;
         return 1;
-    case OPT_DATABASE_URL:
+    case TM_CLI_OPT_DATABASE_URL:
+        /* The API forms list --database-url only to say this. */
+        if (c->api)
+            return tm_cli_usage_error(c->cmd, "--database-url: this command talks to the API; "
+                                              "\"tarmac db %s\" reads the database directly", c->cmd);
         c->database_url = arg;
         return 1;
-    case OPT_OUTPUT:
+    case TM_CLI_OPT_URL:
+        c->url = arg;
+        return 1;
+    case TM_CLI_OPT_CACERT:
+        c->cacert = arg;
+        return 1;
+    case TM_CLI_OPT_VERBOSE:
+        c->verbose = true;
+        return 1;
+    case TM_CLI_OPT_OUTPUT:
         if (strcmp(arg, "json") == 0)
             c->json = true;
         else if (strcmp(arg, "table") == 0)
             c->json = false;
         else
-            return usage_error(c->cmd, "--output: must be \"table\" or \"json\", not \"%s\"", arg);
+            return tm_cli_usage_error(c->cmd, "--output: must be \"table\" or \"json\", not \"%s\"", arg);
         return 1;
     default:
-        return usage_error(c->cmd, "unrecognized option");
+        return tm_cli_usage_error(c->cmd, "unrecognized option");
     }
 }
 
-static int load_config(struct common *c, bool required)
+int tm_cli_load_config(struct tm_cli_common *c, bool required)
 {
     char err[512];
     const char *path = c->config_path ? c->config_path : getenv("TARMAC_CONFIG");
@@ -122,7 +125,7 @@ static int load_config(struct common *c, bool required)
     return 0;
 }
 
-static const char *database_url(struct common *c)
+static const char *database_url(struct tm_cli_common *c)
 {
     if (c->database_url)
         return c->database_url;
@@ -133,13 +136,13 @@ static const char *database_url(struct common *c)
     return NULL;
 }
 
-static PGconn *connect_db(struct common *c)
+static PGconn *connect_db(struct tm_cli_common *c)
 {
     char err[1024];
     const char *url;
     PGconn *conn;
 
-    if (!c->have_cfg && load_config(c, false) != 0)
+    if (!c->have_cfg && tm_cli_load_config(c, false) != 0)
         return NULL;
     url = database_url(c);
     if (!url) {
@@ -153,7 +156,7 @@ static PGconn *connect_db(struct common *c)
     return conn;
 }
 
-static void common_release(struct common *c)
+void tm_cli_common_release(struct tm_cli_common *c)
 {
     if (c->have_cfg)
         tm_config_release(&c->cfg);
@@ -232,7 +235,7 @@ static void print_result(const PGresult *res, bool json)
     free(w);
 }
 
-static int run_listing(struct common *c, const char *sql, int n, const char *const *params)
+static int run_listing(struct tm_cli_common *c, const char *sql, int n, const char *const *params)
 {
     PGconn *conn = connect_db(c);
     PGresult *res;
@@ -256,8 +259,8 @@ static int run_listing(struct common *c, const char *sql, int n, const char *con
 
 int tm_cli_migrate(int argc, char **argv)
 {
-    static const struct option opts[] = {COMMON_OPTIONS, {0}};
-    struct common c = {.cmd = "migrate"};
+    static const struct option opts[] = {TM_CLI_DB_OPTIONS, {0}};
+    struct tm_cli_common c = {.cmd = "migrate"};
     char err[1024];
     int opt, r, applied = 0, rc = TM_EXIT_OK;
     PGconn *conn;
@@ -265,24 +268,24 @@ int tm_cli_migrate(int argc, char **argv)
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        if (opt == OPT_HELP || opt == 'h') {
+        if (opt == TM_CLI_OPT_HELP || opt == 'h') {
             printf("Usage: tarmac migrate [options]\n\n"
                    "Apply pending schema migrations (each in its own transaction, under a lock),\n"
                    "then record the configured pools.  A no-op when current; refuses a database\n"
-                   "newer than this binary.\n\nOptions:\n%s", common_help);
+                   "newer than this binary.\n\nOptions:\n%s", tm_cli_db_help);
             return TM_EXIT_OK;
         }
-        r = common_opt(&c, opt, optarg, argv);
+        r = tm_cli_common_opt(&c, opt, optarg, argv);
         if (r > 1)
             return r;
     }
     if (optind < argc)
-        return usage_error(c.cmd, "unexpected argument \"%s\"", argv[optind]);
-    if (c.config_path && (r = load_config(&c, true)) != 0)
+        return tm_cli_usage_error(c.cmd, "unexpected argument \"%s\"", argv[optind]);
+    if (c.config_path && (r = tm_cli_load_config(&c, true)) != 0)
         return r;
     conn = connect_db(&c);
     if (!conn) {
-        common_release(&c);
+        tm_cli_common_release(&c);
         return TM_EXIT_FAIL;
     }
     r = tm_migrate(conn, &applied, err, sizeof(err));
@@ -300,13 +303,13 @@ int tm_cli_migrate(int argc, char **argv)
                applied, tm_migrate_latest());
     }
     PQfinish(conn);
-    common_release(&c);
+    tm_cli_common_release(&c);
     return rc;
 }
 
 /* ---- submit ------------------------------------------------------------ */
 
-static bool parse_int(const char *s, long min, long max, long *ret)
+bool tm_cli_parse_long(const char *s, long min, long max, long *ret)
 {
     char *end;
     long v;
@@ -332,40 +335,45 @@ static const struct {
 };
 
 /* A job_spec error, named by the option the user typed. */
-static int spec_error(const struct tm_spec_error *e)
+static int spec_error(const char *cmd, const struct tm_spec_error *e)
 {
     const char *name = e->field;
     for (size_t i = 0; i < sizeof(submit_fields) / sizeof(submit_fields[0]); i++)
         if (strcmp(submit_fields[i].field, e->field) == 0)
             name = submit_fields[i].option;
-    return usage_error("submit", "--%s: %s", name, e->message);
+    return tm_cli_usage_error(cmd, "--%s: %s", name, e->message);
 }
 
-int tm_cli_submit(int argc, char **argv)
+int tm_cli_submit_parse(int argc, char **argv, struct tm_cli_common *c, bool api,
+                        struct tm_job_spec *spec, long *ret_count)
 {
     enum { O_FIELD = 1, O_PRE = O_FIELD + 32, O_CKPT, O_COUNT };
-    struct option opts[sizeof(submit_fields) / sizeof(submit_fields[0]) + 9] = {COMMON_OPTIONS};
-    size_t nopt = 5;
-    struct common c = {.cmd = "submit"};
-    struct tm_job_spec spec;
+    static const struct option db_common[] = {TM_CLI_DB_OPTIONS}, api_common[] = {TM_CLI_API_OPTIONS};
+    enum { NFIELDS = sizeof(submit_fields) / sizeof(submit_fields[0]) };
+    struct option opts[NFIELDS + 4 + sizeof(api_common) / sizeof(api_common[0])];
+    const struct option *common = api ? api_common : db_common;
+    size_t ncommon = api ? sizeof(api_common) / sizeof(api_common[0]) : sizeof(db_common) / sizeof(db_common[0]);
+    size_t nopt = 0;
     struct tm_spec_error serr;
     long count = 1;
-    int opt, r, rc = TM_EXIT_OK;
+    int opt, r;
 
-    for (size_t i = 0; i < sizeof(submit_fields) / sizeof(submit_fields[0]); i++)
+    for (size_t i = 0; i < ncommon; i++)
+        opts[nopt++] = common[i];
+    for (size_t i = 0; i < NFIELDS; i++)
         opts[nopt++] = (struct option){submit_fields[i].option, required_argument, NULL, O_FIELD + (int)i};
     opts[nopt++] = (struct option){"preemptible", no_argument, NULL, O_PRE};
     opts[nopt++] = (struct option){"checkpointable", no_argument, NULL, O_CKPT};
     opts[nopt++] = (struct option){"count", required_argument, NULL, O_COUNT};
     opts[nopt] = (struct option){0};
-    tm_job_spec_init(&spec);
+    tm_job_spec_init(spec);
 
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        if (opt == OPT_HELP || opt == 'h') {
-            printf("Usage: tarmac submit --team TEAM (--gpus N | --gpu-milli M) [options]\n\n"
-                   "Queue a job (or --count copies).  Nothing is written when any field is invalid.\n\n"
+        if (opt == TM_CLI_OPT_HELP || opt == 'h') {
+            printf("Usage: tarmac %s --team TEAM (--gpus N | --gpu-milli M) [options]\n\n"
+                   "Queue a job (or --count copies)%s.  Nothing is written when any field is invalid.\n\n"
                    "Job:\n"
                    "      --team TEAM          owning team (required)\n"
                    "      --gpus N             whole GPUs per node, 1..16\n"
@@ -378,35 +386,57 @@ int tm_cli_submit(int argc, char **argv)
                    "      --preemptible        may run on spot capacity and be restarted\n"
                    "      --checkpointable     can checkpoint and resume\n"
                    "      --estimate DUR       runtime estimate (90s, 15m, 2h, 1d)\n"
-                   "      --runtime DUR        how long a simulated node runs it (sim only)\n"
+                   "%s"
                    "      --deadline DUR       finish within DUR from now\n"
                    "      --cpu-milli N, --memory-mib N, --name NAME, --command CMD\n"
                    "      --count N            submit N identical jobs, 1..10000\n\n"
-                   "Options:\n%s", common_help);
+                   "Options:\n%s",
+                   c->cmd, api ? " through the API (POST /v1/jobs, one request per job)" : " straight into the database",
+                   api ? "" : "      --runtime DUR        how long a simulated node runs it (sim only)\n",
+                   api ? tm_cli_api_help : tm_cli_db_help);
+            if (api)
+                printf("--output json prints a JSON array of the jobs as the API returned them.\n");
             return TM_EXIT_OK;
         }
-        if (opt >= O_FIELD && opt < O_FIELD + (int)(sizeof(submit_fields) / sizeof(submit_fields[0]))) {
-            if (tm_job_spec_set_text(&spec, submit_fields[opt - O_FIELD].field, optarg, &serr) < 0)
-                return spec_error(&serr);
+        if (opt >= O_FIELD && opt < O_FIELD + (int)NFIELDS) {
+            if (api && strcmp(submit_fields[opt - O_FIELD].field, "sim_runtime") == 0)
+                return tm_cli_usage_error(c->cmd, "--runtime: the API takes no simulated runtime (a simulated "
+                                                  "node runs a job for its --estimate); \"tarmac db submit\" does");
+            if (tm_job_spec_set_text(spec, submit_fields[opt - O_FIELD].field, optarg, &serr) < 0)
+                return spec_error(c->cmd, &serr);
         } else if (opt == O_PRE) {
-            spec.preemptible = true;
+            spec->preemptible = true;
         } else if (opt == O_CKPT) {
-            spec.checkpointable = true;
+            spec->checkpointable = true;
         } else if (opt == O_COUNT) {
-            if (!parse_int(optarg, 1, 10000, &count))
-                return usage_error(c.cmd, "--count: must be a whole number from 1 to 10000, not \"%s\"", optarg);
-        } else if ((r = common_opt(&c, opt, optarg, argv)) > 1) {
+            if (!tm_cli_parse_long(optarg, 1, 10000, &count))
+                return tm_cli_usage_error(c->cmd, "--count: must be a whole number from 1 to 10000, not \"%s\"", optarg);
+        } else if ((r = tm_cli_common_opt(c, opt, optarg, argv)) > 1) {
             return r;
         }
     }
     if (optind < argc)
-        return usage_error(c.cmd, "unexpected argument \"%s\"", argv[optind]);
-    if (tm_job_spec_finish(&spec, &serr) < 0)
-        return spec_error(&serr);
+        return tm_cli_usage_error(c->cmd, "unexpected argument \"%s\"", argv[optind]);
+    if (tm_job_spec_finish(spec, &serr) < 0)
+        return spec_error(c->cmd, &serr);
+    *ret_count = count;
+    return -1;
+}
+
+int tm_cli_submit(int argc, char **argv)
+{
+    struct tm_cli_common c = {.cmd = "db submit"};
+    struct tm_job_spec spec;
+    long count = 1;
+    int r, rc = TM_EXIT_OK;
+
+    r = tm_cli_submit_parse(argc, argv, &c, false, &spec, &count);
+    if (r >= 0)
+        return r;
 
     PGconn *conn = connect_db(&c);
     if (!conn) {
-        common_release(&c);
+        tm_cli_common_release(&c);
         return TM_EXIT_FAIL;
     }
     /* Check the pool and model against the pools the database knows, and
@@ -433,15 +463,15 @@ int tm_cli_submit(int argc, char **argv)
         goto out;
     }
     if (pool && atoi(PQgetvalue(res, 0, 0)) == 0) {
-        rc = usage_error(c.cmd, "--pool: unknown pool \"%s\" (known: %s)", pool, PQgetvalue(res, 0, 4));
+        rc = tm_cli_usage_error(c.cmd, "--pool: unknown pool \"%s\" (known: %s)", pool, PQgetvalue(res, 0, 4));
         goto out;
     }
     if (model && atoi(PQgetvalue(res, 0, 1)) == 0) {
-        rc = usage_error(c.cmd, "--gpu-model: no pool offers \"%s\" (known: %s)", model, PQgetvalue(res, 0, 3));
+        rc = tm_cli_usage_error(c.cmd, "--gpu-model: no pool offers \"%s\" (known: %s)", model, PQgetvalue(res, 0, 3));
         goto out;
     }
     if (spec.gpus > atol(PQgetvalue(res, 0, 2))) {
-        rc = usage_error(c.cmd, "--gpus: %d GPUs per node is more than any matching pool offers (%s)",
+        rc = tm_cli_usage_error(c.cmd, "--gpus: %d GPUs per node is more than any matching pool offers (%s)",
                          spec.gpus, PQgetvalue(res, 0, 2));
         goto out;
     }
@@ -477,22 +507,22 @@ int tm_cli_submit(int argc, char **argv)
 out:
     PQclear(res);
     PQfinish(conn);
-    common_release(&c);
+    tm_cli_common_release(&c);
     return rc;
 }
 
 /* ---- listings ------------------------------------------------------------ */
 
 static int listing_main(int argc, char **argv, const char *cmd, const char *help,
-                        int (*run)(struct common *c, const char *filter, long limit, bool all))
+                        int (*run)(struct tm_cli_common *c, const char *filter, long limit, bool all))
 {
     enum { O_FILTER = 1, O_LIMIT, O_ALL };
     static const struct option opts[] = {
-        COMMON_OPTIONS,
+        TM_CLI_DB_OPTIONS,
         {"state", required_argument, NULL, O_FILTER}, {"subject", required_argument, NULL, O_FILTER},
         {"limit", required_argument, NULL, O_LIMIT}, {"all", no_argument, NULL, O_ALL}, {0},
     };
-    struct common c = {.cmd = cmd};
+    struct tm_cli_common c = {.cmd = cmd};
     const char *filter = NULL;
     long limit = 100;
     bool all = false;
@@ -502,36 +532,36 @@ static int listing_main(int argc, char **argv, const char *cmd, const char *help
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (opt) {
-        case OPT_HELP:
+        case TM_CLI_OPT_HELP:
         case 'h':
             printf("%s\nOptions:\n"
                    "      --limit N            at most N rows (default 100, max 10000)\n%s",
-                   help, common_help);
+                   help, tm_cli_db_help);
             return TM_EXIT_OK;
         case O_FILTER: filter = optarg; break;
         case O_ALL: all = true; break;
         case O_LIMIT:
-            if (!parse_int(optarg, 1, 10000, &limit))
-                return usage_error(cmd, "--limit: must be a whole number from 1 to 10000, not \"%s\"", optarg);
+            if (!tm_cli_parse_long(optarg, 1, 10000, &limit))
+                return tm_cli_usage_error(cmd, "--limit: must be a whole number from 1 to 10000, not \"%s\"", optarg);
             break;
         default:
-            r = common_opt(&c, opt, optarg, argv);
+            r = tm_cli_common_opt(&c, opt, optarg, argv);
             if (r > 1)
                 return r;
         }
     }
     if (optind < argc)
-        return usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
+        return tm_cli_usage_error(cmd, "unexpected argument \"%s\"", argv[optind]);
     r = run(&c, filter, limit, all);
-    common_release(&c);
+    tm_cli_common_release(&c);
     return r;
 }
 
-static int jobs_run(struct common *c, const char *state, long limit, bool all)
+static int jobs_run(struct tm_cli_common *c, const char *state, long limit, bool all)
 {
     char lim[24];
     if (state && tm_job_state_parse(state) < 0)
-        return usage_error(c->cmd, "--state: must be queued, running, succeeded, failed, preempted or cancelled, not \"%s\"", state);
+        return tm_cli_usage_error(c->cmd, "--state: must be queued, running, succeeded, failed, preempted or cancelled, not \"%s\"", state);
     snprintf(lim, sizeof(lim), "%ld", limit);
     const char *p[2] = {state, lim};
     return run_listing(c,
@@ -543,17 +573,17 @@ static int jobs_run(struct common *c, const char *state, long limit, bool all)
 
 int tm_cli_jobs(int argc, char **argv)
 {
-    return listing_main(argc, argv, "jobs",
-                        "Usage: tarmac jobs [--state STATE] [options]\n\nList jobs, newest first.\n"
+    return listing_main(argc, argv, "db jobs",
+                        "Usage: tarmac db jobs [--state STATE] [options]\n\nList jobs, newest first.\n"
                         "      --state STATE        queued|running|succeeded|failed|preempted|cancelled\n",
                         jobs_run);
 }
 
-static int nodes_run(struct common *c, const char *state, long limit, bool all)
+static int nodes_run(struct tm_cli_common *c, const char *state, long limit, bool all)
 {
     char lim[24];
     if (state && tm_node_state_parse(state) < 0)
-        return usage_error(c->cmd, "--state: not a node state: \"%s\"", state);
+        return tm_cli_usage_error(c->cmd, "--state: not a node state: \"%s\"", state);
     snprintf(lim, sizeof(lim), "%ld", limit);
     const char *p[3] = {state, lim, all ? "t" : "f"};
     return run_listing(c,
@@ -569,15 +599,15 @@ static int nodes_run(struct common *c, const char *state, long limit, bool all)
 
 int tm_cli_nodes(int argc, char **argv)
 {
-    return listing_main(argc, argv, "nodes",
-                        "Usage: tarmac nodes [--state STATE] [--all] [options]\n\n"
+    return listing_main(argc, argv, "db nodes",
+                        "Usage: tarmac db nodes [--state STATE] [--all] [options]\n\n"
                         "List live nodes (--all: terminated ones too), newest first.\n"
                         "      --state STATE        requested|booting|ready|draining|terminating|terminated|interrupted\n"
                         "      --all                include terminated and interrupted nodes\n",
                         nodes_run);
 }
 
-static int pools_run(struct common *c, const char *unused, long limit, bool all)
+static int pools_run(struct tm_cli_common *c, const char *unused, long limit, bool all)
 {
     char lim[24];
     snprintf(lim, sizeof(lim), "%ld", limit);
@@ -595,16 +625,16 @@ static int pools_run(struct common *c, const char *unused, long limit, bool all)
 
 int tm_cli_pools(int argc, char **argv)
 {
-    return listing_main(argc, argv, "pools", "Usage: tarmac pools [options]\n\nList pools.\n", pools_run);
+    return listing_main(argc, argv, "db pools", "Usage: tarmac db pools [options]\n\nList pools.\n", pools_run);
 }
 
-static int decisions_run(struct common *c, const char *subject, long limit, bool all)
+static int decisions_run(struct tm_cli_common *c, const char *subject, long limit, bool all)
 {
     char lim[24], kind[16] = "", id[64] = "";
     if (subject) {
         const char *colon = strchr(subject, ':');
         if (!colon || colon == subject || !colon[1] || (size_t)(colon - subject) >= sizeof(kind))
-            return usage_error(c->cmd, "--subject: must be KIND:ID such as job:42 or node:7, not \"%s\"", subject);
+            return tm_cli_usage_error(c->cmd, "--subject: must be KIND:ID such as job:42 or node:7, not \"%s\"", subject);
         memcpy(kind, subject, (size_t)(colon - subject));
         snprintf(id, sizeof(id), "%s", colon + 1);
     }
@@ -621,14 +651,14 @@ static int decisions_run(struct common *c, const char *subject, long limit, bool
 
 int tm_cli_decisions(int argc, char **argv)
 {
-    return listing_main(argc, argv, "decisions",
-                        "Usage: tarmac decisions [--subject KIND:ID] [options]\n\n"
+    return listing_main(argc, argv, "db decisions",
+                        "Usage: tarmac db decisions [--subject KIND:ID] [options]\n\n"
                         "Show the controller's decisions with their reasons, oldest of the last N first.\n"
                         "      --subject KIND:ID    only those about job:ID, node:ID, instance:ID, pool:NAME\n",
                         decisions_run);
 }
 
-static int summary_run(struct common *c, const char *unused, long limit, bool all)
+static int summary_run(struct tm_cli_common *c, const char *unused, long limit, bool all)
 {
     return run_listing(c,
                        "WITH t AS (SELECT coalesce(max(at_ms), 0) AS now FROM decisions),"
@@ -657,10 +687,42 @@ static int summary_run(struct common *c, const char *unused, long limit, bool al
 
 int tm_cli_summary(int argc, char **argv)
 {
-    return listing_main(argc, argv, "summary",
-                        "Usage: tarmac summary [options]\n\n"
+    return listing_main(argc, argv, "db summary",
+                        "Usage: tarmac db summary [options]\n\n"
                         "Totals: jobs, nodes, GPU-hours paid and used, dollars spent.\n",
                         summary_run);
+}
+
+/* ---- db ------------------------------------------------------------------ */
+
+int tm_cli_db(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*run)(int argc, char **argv);
+    } verbs[] = {
+        {"submit", tm_cli_submit}, {"jobs", tm_cli_jobs}, {"nodes", tm_cli_nodes},
+        {"pools", tm_cli_pools}, {"decisions", tm_cli_decisions}, {"summary", tm_cli_summary},
+    };
+
+    if (argc >= 2)
+        for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+            if (strcmp(argv[1], verbs[i].name) == 0)
+                return verbs[i].run(argc - 1, argv + 1);
+    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        printf("Usage: tarmac db submit|jobs|nodes|pools|decisions|summary --config FILE [options]\n\n"
+               "The same work as the commands of the same name, straight against PostgreSQL with\n"
+               "--config/TARMAC_CONFIG or --database-url/TARMAC_DATABASE_URL instead of through\n"
+               "the API: for operators, and for when the API is down.  No token, no roles: whoever\n"
+               "can reach the database can do anything.  summary exists only here.\n");
+        return TM_EXIT_OK;
+    }
+    if (argc >= 2)
+        fprintf(stderr, "tarmac db: unrecognized command \"%s\"", argv[1]);
+    else
+        fprintf(stderr, "tarmac db: missing command");
+    fprintf(stderr, " (valid: submit, jobs, nodes, pools, decisions, summary)\n");
+    return TM_EXIT_USAGE;
 }
 
 /* ---- serve ------------------------------------------------------------- */
@@ -669,12 +731,12 @@ int tm_cli_serve(int argc, char **argv)
 {
     enum { O_IDLE = 1, O_MAXWALL, O_POLICY, O_LOG };
     static const struct option opts[] = {
-        COMMON_OPTIONS,
+        TM_CLI_DB_OPTIONS,
         {"exit-when-idle", no_argument, NULL, O_IDLE}, {"max-wall", required_argument, NULL, O_MAXWALL},
         {"policy", required_argument, NULL, O_POLICY}, {"log-level", required_argument, NULL, O_LOG},
         {0},
     };
-    struct common c = {.cmd = "serve"};
+    struct tm_cli_common c = {.cmd = "serve"};
     struct tm_controller_options o = {0};
     struct tm_controller_stats st = {0};
     const char *policy = NULL, *level = NULL;
@@ -685,7 +747,7 @@ int tm_cli_serve(int argc, char **argv)
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         switch (opt) {
-        case OPT_HELP:
+        case TM_CLI_OPT_HELP:
         case 'h':
             printf("Usage: tarmac serve --config FILE [options]\n\n"
                    "Run the controller: reconcile the fleet every tick while this replica holds\n"
@@ -694,33 +756,33 @@ int tm_cli_serve(int argc, char **argv)
                    "      --log-level L        debug|info|warn|error\n"
                    "      --exit-when-idle     stop once no job is queued or running and no node is live\n"
                    "      --max-wall DUR       stop after DUR of real time\n%s",
-                   tm_sched_policy_list(), common_help);
+                   tm_sched_policy_list(), tm_cli_db_help);
             return TM_EXIT_OK;
         case O_IDLE: o.exit_when_idle = true; break;
         case O_MAXWALL:
             if (tm_duration_parse(optarg, &o.max_wall_ms) < 0)
-                return usage_error(c.cmd, "--max-wall: must be a duration such as 90s or 2m, not \"%s\"", optarg);
+                return tm_cli_usage_error(c.cmd, "--max-wall: must be a duration such as 90s or 2m, not \"%s\"", optarg);
             break;
         case O_POLICY:
             if (tm_sched_policy_parse(optarg) < 0)
-                return usage_error(c.cmd, "--policy: unrecognized policy \"%s\" (valid: %s)", optarg,
+                return tm_cli_usage_error(c.cmd, "--policy: unrecognized policy \"%s\" (valid: %s)", optarg,
                                    tm_sched_policy_list());
             policy = optarg;
             break;
         case O_LOG:
             if (tm_log_level_parse(optarg) < 0)
-                return usage_error(c.cmd, "--log-level: must be debug, info, warn or error, not \"%s\"", optarg);
+                return tm_cli_usage_error(c.cmd, "--log-level: must be debug, info, warn or error, not \"%s\"", optarg);
             level = optarg;
             break;
         default:
-            r = common_opt(&c, opt, optarg, argv);
+            r = tm_cli_common_opt(&c, opt, optarg, argv);
             if (r > 1)
                 return r;
         }
     }
     if (optind < argc)
-        return usage_error(c.cmd, "unexpected argument \"%s\"", argv[optind]);
-    if ((r = load_config(&c, true)) != 0)
+        return tm_cli_usage_error(c.cmd, "unexpected argument \"%s\"", argv[optind]);
+    if ((r = tm_cli_load_config(&c, true)) != 0)
         return r;
     if (c.database_url) {
         free(c.cfg.database_url);
@@ -737,7 +799,7 @@ int tm_cli_serve(int argc, char **argv)
     PGconn *conn = tm_store_connect_blocking(c.cfg.database_url, err, sizeof(err));
     if (!conn) {
         fprintf(stderr, "tarmac serve: %s\n", err);
-        common_release(&c);
+        tm_cli_common_release(&c);
         return TM_EXIT_FAIL;
     }
     r = tm_store_check_schema(conn, err, sizeof(err));
@@ -746,7 +808,7 @@ int tm_cli_serve(int argc, char **argv)
     PQfinish(conn);
     if (r < 0) {
         fprintf(stderr, "tarmac serve: %s\n", err);
-        common_release(&c);
+        tm_cli_common_release(&c);
         return TM_EXIT_FAIL;
     }
     r = tm_controller_run(&c.cfg, &o, &st, err, sizeof(err));
@@ -758,6 +820,6 @@ int tm_cli_serve(int argc, char **argv)
                " \"leader\": %s}\n",
                st.ticks, st.passes, st.placed, st.requested, st.ready, st.released, st.gone,
                st.orphans, st.finished, st.launches, st.was_leader ? "true" : "false");
-    common_release(&c);
+    tm_cli_common_release(&c);
     return r < 0 ? TM_EXIT_FAIL : TM_EXIT_OK;
 }

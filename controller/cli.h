@@ -1,18 +1,26 @@
 /*
- * controller/cli.h: the one-shot subcommands (`tarmac submit`, `jobs`,
- * `nodes`, `pools`, `decisions`, `summary`, `migrate`).  They run before and
- * outside any event loop, so they use libpq's blocking calls; the daemon
+ * controller/cli.h: the one-shot subcommands of `tarmac`.
+ *
+ * Two families, one rule: the commands people and scripts use day to day
+ * (`submit`, `jobs`, `nodes`, `pools`, `decisions`, `why`, `budget`,
+ * `spend`) talk to the HTTP API with a bearer token (cli_api.c); the same
+ * reads and the submit straight against PostgreSQL, for operators and for
+ * when the API is down, are under `tarmac db ...` (this file, blocking
+ * libpq).  `migrate` and `serve` need the server's configuration.  None of
+ * them runs inside the daemon's loop, so they may block; the daemon
  * (controller.c) never does.
  *
- * Exit codes: 0 done, 1 failure (database unreachable, refused), 2 bad
- * usage or bad input (the message names the option and the problem; nothing
- * was written).
+ * Exit codes: 0 done, 1 failure (database or API unreachable, refused by the
+ * server), 2 bad usage or bad input found before anything was sent (the
+ * message names the option and the problem; nothing was written).
  */
 #ifndef TM_CLI_H
 #define TM_CLI_H
 
 enum { TM_EXIT_OK = 0, TM_EXIT_FAIL = 1, TM_EXIT_USAGE = 2 };
 
+/* Direct database forms (`tarmac db VERB`), and the server's own commands. */
+int tm_cli_db(int argc, char **argv);
 int tm_cli_migrate(int argc, char **argv);
 int tm_cli_submit(int argc, char **argv);
 int tm_cli_jobs(int argc, char **argv);
@@ -21,5 +29,15 @@ int tm_cli_pools(int argc, char **argv);
 int tm_cli_decisions(int argc, char **argv);
 int tm_cli_summary(int argc, char **argv);
 int tm_cli_serve(int argc, char **argv);
+
+/* Through the API (cli_api.c). */
+int tm_cli_api_submit(int argc, char **argv);
+int tm_cli_api_jobs(int argc, char **argv);
+int tm_cli_api_nodes(int argc, char **argv);
+int tm_cli_api_pools(int argc, char **argv);
+int tm_cli_api_decisions(int argc, char **argv);
+int tm_cli_api_why(int argc, char **argv);
+int tm_cli_api_budget(int argc, char **argv);
+int tm_cli_api_spend(int argc, char **argv);
 
 #endif

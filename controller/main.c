@@ -45,12 +45,15 @@ static const struct {
 } commands[] = {
     {"serve", tm_cli_serve, "run the controller (reconcile loop, leader election)"},
     {"migrate", tm_cli_migrate, "apply database migrations and record the configured pools"},
-    {"submit", tm_cli_submit, "queue a job"},
-    {"jobs", tm_cli_jobs, "list jobs"},
-    {"nodes", tm_cli_nodes, "list nodes"},
-    {"pools", tm_cli_pools, "list pools"},
-    {"decisions", tm_cli_decisions, "show decisions and their reasons"},
-    {"summary", tm_cli_summary, "totals: jobs, nodes, GPU-hours, dollars"},
+    {"submit", tm_cli_api_submit, "queue a job (or --count N)"},
+    {"jobs", tm_cli_api_jobs, "list jobs; jobs show ID, jobs cancel ID"},
+    {"nodes", tm_cli_api_nodes, "list nodes"},
+    {"pools", tm_cli_api_pools, "list pools"},
+    {"decisions", tm_cli_api_decisions, "show decisions and their reasons"},
+    {"why", tm_cli_api_why, "why a job waits or runs, why a node exists (why job ID | node ID)"},
+    {"budget", tm_cli_api_budget, "set or show monthly budget caps (budget set NAME | show)"},
+    {"spend", tm_cli_api_spend, "this month's spend per team and pool, and its projection"},
+    {"db", tm_cli_db, "the same straight against PostgreSQL: db submit|jobs|nodes|pools|decisions|summary"},
     {"token", tm_token_main, "create or revoke API tokens (token create|revoke)"},
     {"check", check_main, "check cloud credentials and offerings (check aws)"},
     {"forecast", tm_forecast_main, "evaluate the demand forecaster on a series"},
@@ -62,7 +65,12 @@ static void usage(FILE *out)
     fprintf(out, "Usage: tarmac COMMAND [options]\n\nCommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].what);
-    fprintf(out, "\nRun \"tarmac COMMAND --help\" for a command's options.\n");
+    fprintf(out, "\nsubmit, jobs, nodes, pools, decisions, why, budget and spend talk to the HTTP API\n"
+                 "(--url or TARMAC_URL, a token in TARMAC_TOKEN or ~/.config/tarmac/client.yaml).\n"
+                 "\"tarmac db VERB\" does the same straight against PostgreSQL (--config or\n"
+                 "--database-url), for operators and while the API is down; summary is only there.\n"
+                 "migrate, serve and token need the server's --config.\n"
+                 "\nRun \"tarmac COMMAND --help\" for a command's options.\n");
 }
 
 int main(int argc, char **argv)
@@ -78,6 +86,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
+    if (strcmp(argv[1], "summary") == 0) {
+        fprintf(stderr, "tarmac: \"summary\" reads the database: run \"tarmac db summary\"\n");
+        return TM_EXIT_USAGE;
+    }
     fprintf(stderr, "tarmac: unrecognized command \"%s\"\n", argv[1]);
     usage(stderr);
     return TM_EXIT_USAGE;

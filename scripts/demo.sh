@@ -5,9 +5,11 @@
 #
 # Installs what is missing, builds, creates a local PostgreSQL cluster in
 # .tarmac/pg (unless TARMAC_DATABASE_URL is set), migrates, queues a
-# generated workload and runs `tarmac serve` on the simulated cloud with its
-# clock 60x faster than real time (config/demo.yaml): nodes are requested
-# and booted, jobs placed and finished, idle nodes released, dollars counted.
+# runs `tarmac serve` on the simulated cloud with its clock 60x faster than
+# real time (config/demo.yaml), queues a generated workload through its HTTP
+# API with the CLI: nodes are requested and booted, jobs placed and
+# finished, idle nodes released, dollars counted; then spend, budgets and
+# why a node was launched, from the API, and the totals from the database.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -33,7 +35,8 @@ if [ -z "${TARMAC_DATABASE_URL:-}" ]; then
     fi
     as_pg "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1 ||
         as_pg "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w start >/dev/null
-    trap 'as_pg "$bindir/pg_ctl" -D "$data" -w stop >/dev/null 2>&1 || true' EXIT
+    stop_pg='as_pg "$bindir/pg_ctl" -D "$data" -w stop >/dev/null 2>&1 || true'
+    trap "$stop_pg" EXIT
     # A fresh database each run, so the summary is this run's.
     as_pg "$bindir/psql" -q -h 127.0.0.1 -p "$port" -U postgres -d postgres \
         -c "DROP DATABASE IF EXISTS tarmac_demo WITH (FORCE)" -c "CREATE DATABASE tarmac_demo" >/dev/null
@@ -42,30 +45,63 @@ fi
 
 "$tarmac" migrate --config "$config"
 
-echo "demo: queueing a generated workload"
-submit() { "$tarmac" submit --config "$config" "$@" >/dev/null; }
+# The controller serves the HTTP API on a free port; everything below talks
+# to it as a user would, with a token in TARMAC_TOKEN.
+work=$(mktemp -d /tmp/tarmac-demo.XXXXXX)
+trap 'kill "${serve_pid:-}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; eval "${stop_pg:-true}"' EXIT
+TARMAC_TOKEN=$("$tarmac" token create --config "$config" --name "demo-$(date +%s)-$$" --role admin 2>/dev/null)
+export TARMAC_TOKEN
+TARMAC_LISTEN=127.0.0.1:0 "$tarmac" serve --config "$config" --max-wall 170s >"$work/serve.log" 2>&1 &
+serve_pid=$!
+for _ in $(seq 100); do grep -q 'api listening' "$work/serve.log" && break; sleep 0.1; done
+port=$(sed -n 's/.*api listening.* port=\([0-9][0-9]*\).*/\1/p' "$work/serve.log" | head -n 1)
+[ -n "$port" ] || { cat "$work/serve.log"; echo "demo: the API did not start" >&2; exit 1; }
+export TARMAC_URL=http://127.0.0.1:$port
+echo "demo: the controller serves the API at $TARMAC_URL (60x accelerated clock)"
+# Its log, the interesting lines only, until it stops.
+tail -n +1 -F --pid="$serve_pid" "$work/serve.log" 2>/dev/null |
+    grep --line-buffered -E 'became leader|op=(request_node|node_ready|adopt|place|reserve|preempt|terminate|node_gone|launch_failed|orphan)|instance launched|job finished|requeue|stopping' |
+    sed -u -E 's/^[0-9T:.-]+Z level=[a-z]+ //' &
+
+echo "demo: queueing a generated workload through the API (tarmac submit)"
+submit() { "$tarmac" submit "$@" >/dev/null; }
 # Training on whole 8-GPU nodes, multi-GPU fine-tuning, evaluation and
 # preprocessing on single GPUs, and preemptible inference sharing GPUs on
-# spot capacity.  Runtimes are simulated (--runtime), in controller time.
-submit --team vision --name resnet-train --gpus 8 --class train --estimate 50m --runtime 45m --count 2
-submit --team nlp --name llm-finetune --gpus 4 --class train --estimate 40m --runtime 35m --count 3
-submit --team nlp --name eval-suite --gpus 1 --class eval --estimate 12m --runtime 10m --count 8
-submit --team vision --name preprocess --gpus 2 --class preprocess --estimate 20m --runtime 15m --count 4
-submit --team search --name embed-serve --gpu-milli 250 --class inference --preemptible \
-    --estimate 25m --runtime 20m --count 12
-submit --team search --name batch-score --gpus 1 --class batch --preemptible --estimate 30m \
-    --runtime 30m --count 6
-"$tarmac" pools --config "$config"
-echo
-echo "demo: running the controller (60x accelerated clock; stops when all work is done and every node is released)"
+# spot capacity.  A simulated node runs each job for its estimate, in
+# controller time.
 start=$(date +%s)
-"$tarmac" serve --config "$config" --exit-when-idle --max-wall 170s 2>&1 |
-    grep -E 'became leader|op=(request_node|node_ready|adopt|place|reserve|preempt|terminate|node_gone|launch_failed|orphan)|instance launched|job finished|requeue|stopping' |
-    sed -E 's/^[0-9T:.-]+Z level=[a-z]+ //' || true
+submit --team vision --name resnet-train --gpus 8 --class train --estimate 45m --count 2
+submit --team nlp --name llm-finetune --gpus 4 --class train --estimate 35m --count 3
+submit --team nlp --name eval-suite --gpus 1 --class eval --estimate 10m --count 8
+submit --team vision --name preprocess --gpus 2 --class preprocess --estimate 15m --count 4
+submit --team search --name embed-serve --gpu-milli 250 --class inference --preemptible \
+    --estimate 20m --count 12
+submit --team search --name batch-score --gpus 1 --class batch --preemptible --estimate 30m --count 6
+"$tarmac" budget set nlp --cap-cents 50000 --soft --warn-percent 80 >/dev/null
+"$tarmac" pools
 echo
-echo "demo: finished in $(( $(date +%s) - start )) s of wall time"
-echo "demo: summary"
-"$tarmac" summary --config "$config"
+"$tarmac" jobs --limit 5
 echo
-echo "demo: why was the first node launched?"
-"$tarmac" decisions --config "$config" --subject node:1 --limit 5
+# Done when nothing is queued or running and every node is released.
+busy() {
+    "$tarmac" jobs --state queued --limit 1 --output json | grep -q '"id"' ||
+        "$tarmac" jobs --state running --limit 1 --output json | grep -q '"id"' ||
+        "$tarmac" nodes --limit 1 --output json | grep -q '"id"'
+}
+while kill -0 "$serve_pid" 2>/dev/null && busy; do sleep 2; done
+echo
+echo "demo: all work done and every node released after $(( $(date +%s) - start )) s of wall time"
+echo "demo: this month's spend (tarmac spend)"
+"$tarmac" spend
+echo
+echo "demo: budgets (tarmac budget show)"
+"$tarmac" budget show
+echo
+echo "demo: why was the first node launched, and released? (tarmac why node 1)"
+"$tarmac" why node 1 --limit 5
+kill -TERM "$serve_pid" 2>/dev/null || true
+wait "$serve_pid" || true
+wait
+echo
+echo "demo: summary (tarmac db summary, straight from the database)"
+"$tarmac" db summary --config "$config"

@@ -153,8 +153,8 @@ echo "check aws: exit codes 0/3/1 as documented"
 DB=$(new_db itest_aws_e2e)
 write_aws_config "$WORK/c.yaml" e2e 3 2s 300ms
 "$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null
-"$TARMAC" submit --config "$WORK/c.yaml" --team a --gpus 8 --runtime 3s --count 2 >/dev/null
-"$TARMAC" submit --config "$WORK/c.yaml" --team b --gpus 8 --runtime 2s --count 2 --preemptible >/dev/null
+"$TARMAC" db submit --config "$WORK/c.yaml" --team a --gpus 8 --runtime 3s --count 2 >/dev/null
+"$TARMAC" db submit --config "$WORK/c.yaml" --team b --gpus 8 --runtime 2s --count 2 --preemptible >/dev/null
 submitted=$(psql_q 'SELECT count(*) FROM jobs')
 
 # First a few seconds: instances launched and ready, with the right
@@ -211,8 +211,8 @@ ENDPOINT=$PROXY
 write_aws_config "$WORK/k.yaml" kill9 40 1s 200ms
 ENDPOINT=$ENDPOINT_MOTO
 "$TARMAC" migrate --config "$WORK/k.yaml" >/dev/null
-"$TARMAC" submit --config "$WORK/k.yaml" --team a --gpus 8 --runtime 3s --count 2 >/dev/null
-"$TARMAC" submit --config "$WORK/k.yaml" --team b --gpus 8 --runtime 2s --count 2 --preemptible >/dev/null
+"$TARMAC" db submit --config "$WORK/k.yaml" --team a --gpus 8 --runtime 3s --count 2 >/dev/null
+"$TARMAC" db submit --config "$WORK/k.yaml" --team b --gpus 8 --runtime 2s --count 2 --preemptible >/dev/null
 
 # The two windows a random kill rarely hits: tokens committed but no cloud
 # call yet, and an instance made in the cloud but its id not recorded.
@@ -225,7 +225,7 @@ done
 RANDOM=${SEED:-42}
 for i in $(seq 1 "$kills"); do
     pre=""; [ $((i % 2)) = 0 ] && pre=--preemptible
-    "$TARMAC" submit --config "$WORK/k.yaml" --team c --gpus 8 --runtime 2s $pre >/dev/null
+    "$TARMAC" db submit --config "$WORK/k.yaml" --team c --gpus 8 --runtime 2s $pre >/dev/null
     "$TARMAC" serve --config "$WORK/k.yaml" >>"$WORK/kill.out" 2>>"$WORK/kill.log" &
     pid=$!; PIDS+=("$pid")
     sleep "0.$(( RANDOM % 10 ))$(( RANDOM % 10 ))"

@@ -9,7 +9,7 @@ write_config "$WORK/c.yaml"
 expect_refused() {
     local field=$1; shift
     local rc=0
-    "$TARMAC" submit --config "$WORK/c.yaml" "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
+    "$TARMAC" db submit --config "$WORK/c.yaml" "$@" >"$WORK/out" 2>"$WORK/err" || rc=$?
     [ "$rc" = 2 ] || fail "submit $* exited $rc, expected 2: $(cat "$WORK/err")"
     grep -q -- "$field" "$WORK/err" || fail "submit $*: message does not name $field: $(cat "$WORK/err")"
 }
@@ -29,7 +29,7 @@ expect_refused --class --team a --gpus 1 --class party
 [ "$(psql_q 'SELECT count(*) FROM jobs')" = 0 ] || fail "a refused submit wrote a job"
 
 # A good one is accepted.
-"$TARMAC" submit --config "$WORK/c.yaml" --team a --gpus 2 --estimate 10m --output json >"$WORK/ok" \
+"$TARMAC" db submit --config "$WORK/c.yaml" --team a --gpus 2 --estimate 10m --output json >"$WORK/ok" \
     || fail "valid submit refused"
 grep -Eq '"state":[[:space:]]*"queued"' "$WORK/ok" || fail "submit output: $(cat "$WORK/ok")"
 

@@ -13,7 +13,7 @@ start_proxy() {
 start_proxy
 write_config "$WORK/c.yaml" 2 2s 1s 300ms
 "$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null
-"$TARMAC" submit --config "$WORK/c.yaml" --team a --gpus 2 --runtime 4s --count 2 >/dev/null
+"$TARMAC" db submit --config "$WORK/c.yaml" --team a --gpus 2 --runtime 4s --count 2 >/dev/null
 
 proxied="postgresql://postgres@127.0.0.1:$port/itest_db_outage"
 "$TARMAC" serve --config "$WORK/c.yaml" --database-url "$proxied" >"$WORK/serve.out" 2>"$WORK/serve.log" &

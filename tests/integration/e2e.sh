@@ -7,9 +7,9 @@
 DB=$(new_db itest_e2e)
 write_config "$WORK/c.yaml" 3 2s 1s 300ms
 "$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null
-"$TARMAC" submit --config "$WORK/c.yaml" --team a --gpus 8 --runtime 3s --estimate 5s >/dev/null
-"$TARMAC" submit --config "$WORK/c.yaml" --team a --gpus 2 --runtime 2s --count 3 >/dev/null
-"$TARMAC" submit --config "$WORK/c.yaml" --team b --gpu-milli 300 --runtime 2s --count 4 --preemptible >/dev/null
+"$TARMAC" db submit --config "$WORK/c.yaml" --team a --gpus 8 --runtime 3s --estimate 5s >/dev/null
+"$TARMAC" db submit --config "$WORK/c.yaml" --team a --gpus 2 --runtime 2s --count 3 >/dev/null
+"$TARMAC" db submit --config "$WORK/c.yaml" --team b --gpu-milli 300 --runtime 2s --count 4 --preemptible >/dev/null
 
 timeout 90 "$TARMAC" serve --config "$WORK/c.yaml" --exit-when-idle --max-wall 80s --output json \
     >"$WORK/serve.out" 2>"$WORK/serve.log" || fail "serve failed"
@@ -48,6 +48,6 @@ wrong=$(psql_q "SELECT count(*) FROM nodes n WHERE n.billed_from_ms IS NOT NULL
 psql_q "UPDATE spend SET cents = 0" 2>/dev/null && fail "the ledger was rewritten"
 grep -q 'became leader' "$WORK/serve.log" || fail "never led"
 grep -q '"leader": true' "$WORK/serve.out" || fail "stats: $(cat "$WORK/serve.out")"
-"$TARMAC" summary --config "$WORK/c.yaml" --output json | grep -Eq '"succeeded":[[:space:]]*8' || fail "summary"
-"$TARMAC" decisions --config "$WORK/c.yaml" --subject node:1 --output json | grep -Eq '"kind":[[:space:]]*"launch"' || fail "decisions filter"
+"$TARMAC" db summary --config "$WORK/c.yaml" --output json | grep -Eq '"succeeded":[[:space:]]*8' || fail "summary"
+"$TARMAC" db decisions --config "$WORK/c.yaml" --subject node:1 --output json | grep -Eq '"kind":[[:space:]]*"launch"' || fail "decisions filter"
 echo "1 passed, 0 failed"

@@ -10,8 +10,8 @@ kills=${KILLS:-16}
 DB=$(new_db itest_kill9)
 write_config "$WORK/c.yaml" 6 1s 1s 200ms
 "$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null
-"$TARMAC" submit --config "$WORK/c.yaml" --team a --gpus 8 --runtime 3s --count 10 >/dev/null
-"$TARMAC" submit --config "$WORK/c.yaml" --team b --gpus 2 --runtime 2s --count 12 --preemptible >/dev/null
+"$TARMAC" db submit --config "$WORK/c.yaml" --team a --gpus 8 --runtime 3s --count 10 >/dev/null
+"$TARMAC" db submit --config "$WORK/c.yaml" --team b --gpus 2 --runtime 2s --count 12 --preemptible >/dev/null
 submitted=$(psql_q 'SELECT count(*) FROM jobs')
 
 # First die exactly in the two windows a random kill rarely hits: after the

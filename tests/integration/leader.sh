@@ -21,7 +21,7 @@ sleep 3
 if grep -q 'became leader' "$WORK/a.log"; then leader=$a; standby=$b; slog=$WORK/b.log
 else leader=$b; standby=$a; slog=$WORK/a.log; fi
 
-"$TARMAC" submit --config "$WORK/c.yaml" --team a --gpus 4 --runtime 2s --count 4 >/dev/null
+"$TARMAC" db submit --config "$WORK/c.yaml" --team a --gpus 4 --runtime 2s --count 4 >/dev/null
 wait_for 20 '[ "$(psql_q "SELECT count(*) FROM jobs WHERE state = '"'running'"'")" -ge 1 ]' \
     || fail "the leader placed nothing"
 grep -q 'op=place' "$slog" && fail "the standby reconciled while the leader was alive"
