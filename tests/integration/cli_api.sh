@@ -226,6 +226,30 @@ grep -q "^> GET http://127.0.0.1:$PORT/v1/jobs?limit=1" "$ERR" && grep -q '^< 20
 run 1 "$VIEW" jobs --url http://127.0.0.1:1
 grep -q 'could not reach http://127.0.0.1:1' "$ERR" || fail "unreachable: $(cat "$ERR")"
 
+# ---- https: the server's certificate is verified, a private CA given ---------------------
+ossl() { openssl "$@" >>"$WORK/openssl.out" 2>&1 || fail "openssl $1"; }
+EC=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
+ossl req -x509 "${EC[@]}" -keyout "$WORK/ca.key" -out "$WORK/ca.pem" -days 2 -subj /CN=tarmac-cli-ca
+ossl req "${EC[@]}" -keyout "$WORK/server.key" -out "$WORK/server.csr" -subj /CN=127.0.0.1
+printf 'subjectAltName=IP:127.0.0.1\n' >"$WORK/san.cnf"
+ossl x509 -req -in "$WORK/server.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial \
+    -out "$WORK/server.pem" -days 2 -extfile "$WORK/san.cnf"
+cp "$WORK/c.yaml" "$WORK/tls.yaml"
+printf 'api:\n  tls_cert_file: "%s"\n  tls_key_file: "%s"\n' "$WORK/server.pem" "$WORK/server.key" >>"$WORK/tls.yaml"
+"$TARMAC" serve --config "$WORK/tls.yaml" >"$WORK/tls.out" 2>"$WORK/tls.log" &
+PIDS+=("$!")
+wait_for 20 "grep -q 'api listening' '$WORK/tls.log'" || fail "the https API never started"
+TPORT=$(sed -n 's/.*api listening.* port=\([0-9][0-9]*\).*/\1/p' "$WORK/tls.log" | head -n 1)
+run 1 "$VIEW" pools --url "https://127.0.0.1:$TPORT"
+grep -q "could not reach https://127.0.0.1:$TPORT" "$ERR" && grep -q -- '--cacert' "$ERR" \
+    || fail "an unverifiable certificate: $(cat "$ERR")"
+run 0 "$VIEW" pools --url "https://127.0.0.1:$TPORT" --cacert "$WORK/ca.pem"
+grep -q '^od ' "$OUT" || fail "pools over https: $(cat "$OUT")"
+(export TARMAC_CA_FILE=$WORK/ca.pem; unset TARMAC_URL
+ sed -i "s|^listen: .*|listen: \"127.0.0.1:$TPORT\"|" "$WORK/tls.yaml"
+ run 0 "$VIEW" jobs --config "$WORK/tls.yaml" --limit 1 --verbose
+ grep -q "^> GET https://127.0.0.1:$TPORT/v1/jobs" "$ERR") || fail "https from the server config's listen"
+
 # ---- the direct-database forms still work ----------------------------------------------------
 run 0 - db jobs --config "$WORK/c.yaml" --state cancelled --output json
 [ "$(jq_ 'len(d)')" = 1 ] || fail "db jobs: $(cat "$OUT")"
