@@ -98,6 +98,9 @@ struct pass {
     bool *node_gone;           /* node index -> leaving this pass */
     bool *node_ready;          /* node index -> schedulable this pass */
     bool *node_busy;           /* node index -> holds an allocation now */
+    bool *node_noticed;        /* node index -> has an interruption notice, staying this pass */
+    bool *job_leaving;         /* job index -> checkpointed or requeued by this pass */
+    struct id_index *alloc_nodes; /* allocations sorted by node id (then by index) */
     char (*node_instance)[TM_ID_MAX]; /* node index -> instance id seen */
     struct id_index *node_ids;  /* sorted by id: node id -> snapshot index */
     struct id_index *job_ids;   /* sorted by id: job id -> snapshot index */
@@ -261,9 +264,14 @@ static const struct tm_observed *observed_for(struct pass *p, int provider)
     return &p->in->observed[provider];
 }
 
+static void requeue_jobs_of_gone_node(struct pass *p, size_t ni, const char *state);
+static void spot_notice(struct pass *p, size_t ni, int64_t notice_ms, const char *source);
+
 static void node_gone(struct pass *p, size_t ni, const char *state, const char *reason)
 {
     const struct tm_snap_node *n = &p->in->snap->nodes[ni];
+    /* Its jobs first, each with the numbers of the attempt it loses. */
+    requeue_jobs_of_gone_node(p, ni, state);
     cJSON *a = action(p, "node_gone", reason);
     put_num(p, a, "node", (double)n->id);
     put_str(p, a, "state", state);
@@ -314,8 +322,13 @@ static void observe(struct pass *p, bool **ret_matched)
         snprintf(p->node_instance[ni], TM_ID_MAX, "%s", n->instance_id);
         if (n->pool >= 0 && n->state != TM_NODE_TERMINATING)
             p->live[n->pool]++;
-        if (!obs)
-            continue; /* provider not observed this pass: change nothing */
+        if (!obs) {
+            /* Provider not observed this pass: change nothing, but act on
+             * a notice the node posted to the API. */
+            if (n->notice_ms > 0 && n->state != TM_NODE_TERMINATING)
+                spot_notice(p, ni, n->notice_ms, "posted to the API");
+            continue;
+        }
         /* By the instance id we recorded, else by the launch token tag. */
         int hit = inst_index_find(by_id[prov], obs->n, n->instance_id);
         if (hit < 0)
@@ -332,6 +345,13 @@ static void observe(struct pass *p, bool **ret_matched)
                              inst->state == TM_INSTANCE_STOPPING);
         bool absent = !inst && obs->complete;
         const char *gone_state = inst && inst->interrupted ? "interrupted" : "terminated";
+        /* The earliest notice known: the cloud's, or one posted to the API. */
+        int64_t notice = n->notice_ms;
+        const char *notice_from = "posted to the API";
+        if (inst && !dead && inst->notice_ms > 0 && (notice == 0 || inst->notice_ms < notice)) {
+            notice = inst->notice_ms;
+            notice_from = "in the cloud's listing";
+        }
 
         switch (n->state) {
         case TM_NODE_REQUESTED:
@@ -361,7 +381,8 @@ static void observe(struct pass *p, bool **ret_matched)
             } else if (absent && n->state == TM_NODE_BOOTING) {
                 node_gone(p, ni, "terminated", "the cloud no longer lists the instance");
             }
-            if (!p->node_gone[ni] && n->pool >= 0 && !p->node_ready[ni])
+            /* A noticed node will never take work: not pending capacity. */
+            if (!p->node_gone[ni] && n->pool >= 0 && !p->node_ready[ni] && notice == 0)
                 p->pending_milli[n->pool] += (int64_t)n->gpus * 1000;
             break;
         case TM_NODE_READY:
@@ -387,6 +408,8 @@ static void observe(struct pass *p, bool **ret_matched)
         default:
             break;
         }
+        if (notice > 0 && !p->node_gone[ni] && n->state != TM_NODE_TERMINATING)
+            spot_notice(p, ni, notice, notice_from);
     }
 
     /* Instances with our cluster tag and no live node: terminate them, but
@@ -454,16 +477,179 @@ static int64_t job_gpu_milli(const struct tm_snap_job *j)
     return j->gpus > 0 ? (int64_t)j->gpus * 1000 * j->nodes : j->gpu_milli;
 }
 
+/* ---- spot interruptions -------------------------------------------------- */
+
+static int cmp_id_then_index(const void *a, const void *b)
+{
+    const struct id_index *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* The allocations on node id: entries [*lo, *hi) of p->alloc_nodes. */
+static void allocs_on_node(const struct pass *p, int64_t id, size_t *lo, size_t *hi)
+{
+    size_t n = p->in->snap->nallocs, a = 0, b = n;
+
+    while (a < b) {
+        size_t m = a + (b - a) / 2;
+        if (p->alloc_nodes[m].id < id)
+            a = m + 1;
+        else
+            b = m;
+    }
+    *lo = a;
+    while (a < n && p->alloc_nodes[a].id == id)
+        a++;
+    *hi = a;
+}
+
+/* The running job behind entry k of p->alloc_nodes, or -1 when it is not
+ * running or already leaves this pass (a gang is moved once). */
+static int running_job_at(const struct pass *p, size_t k)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    int ji = job_index(p, s->allocs[p->alloc_nodes[k].index].job_id);
+    if (ji < 0 || p->job_leaving[ji] || s->jobs[ji].state != TM_JOB_RUNNING)
+        return -1;
+    return ji;
+}
+
+static int64_t ran_ms(const struct pass *p, const struct tm_snap_job *j)
+{
+    return p->in->now_ms > j->started_ms ? p->in->now_ms - j->started_ms : 0;
+}
+
+/* A node that is gone takes the attempts of its jobs with it: each is
+ * requeued (tarmac_apply's "requeue", before the node's own action) and the
+ * GPU time it ran since it last started is lost, progress from earlier
+ * checkpoints excepted.  The next start is attempt attempts + 1. */
+static void requeue_jobs_of_gone_node(struct pass *p, size_t ni, const char *state)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_snap_node *n = &s->nodes[ni];
+    size_t lo, hi;
+    char why[256], kept[64] = "";
+
+    allocs_on_node(p, n->id, &lo, &hi);
+    for (size_t k = lo; k < hi; k++) {
+        int ji = running_job_at(p, k);
+        if (ji < 0)
+            continue;
+        const struct tm_snap_job *j = &s->jobs[ji];
+        int64_t ran = ran_ms(p, j), milli = job_gpu_milli(j), lost = ran * milli / 1000;
+        if (j->progress_ms > 0)
+            snprintf(kept, sizeof(kept), "; %" PRId64 " s from checkpoints kept", j->progress_ms / 1000);
+        else
+            kept[0] = '\0';
+        snprintf(why, sizeof(why),
+                 "node %" PRId64 " %s: attempt %d lost after %" PRId64 " s on %g GPUs "
+                 "(%.3f GPU-hours)%s; requeued for attempt %d",
+                 n->id, state, j->attempts, ran / 1000, (double)milli / 1000.0, (double)lost / 3.6e6,
+                 kept, j->attempts + 1);
+        cJSON *a = action(p, "requeue", why);
+        put_num(p, a, "job", (double)j->id);
+        put_num(p, a, "node", (double)n->id);
+        put_num(p, a, "started_ms", (double)j->started_ms);
+        put_str(p, a, "cause", state);
+        cJSON *in = inputs(p, a);
+        put_num(p, in, "attempt", j->attempts);
+        put_num(p, in, "next_attempt", j->attempts + 1);
+        put_num(p, in, "ran_ms", (double)ran);
+        put_num(p, in, "gpu_milli", (double)milli);
+        put_num(p, in, "lost_gpu_ms", (double)lost);
+        put_num(p, in, "lost_gpu_hours", (double)lost / 3.6e6);
+        put_num(p, in, "progress_ms", (double)j->progress_ms);
+        if (in && !cJSON_AddBoolToObject(in, "checkpointable", j->checkpointable))
+            p->err = TM_ENOMEM;
+        p->job_leaving[ji] = true;
+        p->plan.requeued++;
+    }
+}
+
+/* A node with an interruption notice takes no new work.  Its checkpointable
+ * jobs checkpoint now and requeue with the runtime done so far kept, so
+ * they lose nothing; the others run on, since they may finish before the
+ * cloud takes the node, and are requeued when it goes.  Level-triggered:
+ * the notice is recorded once ("spot_notice"), and a checkpoint is planned
+ * while a checkpointable job still runs there; tarmac_apply guards each. */
+static void spot_notice(struct pass *p, size_t ni, int64_t notice_ms, const char *source)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_snap_node *n = &s->nodes[ni];
+    size_t lo, hi;
+    int nckpt = 0, nrun = 0;
+    char why[256];
+
+    p->node_ready[ni] = false;
+    p->node_noticed[ni] = true;
+    allocs_on_node(p, n->id, &lo, &hi);
+    for (size_t k = lo; k < hi; k++) {
+        int ji = running_job_at(p, k);
+        if (ji >= 0 && s->jobs[ji].checkpointable)
+            nckpt++;
+        else if (ji >= 0)
+            nrun++;
+    }
+    if (!n->notice_recorded) {
+        snprintf(why, sizeof(why),
+                 "interruption notice %" PRId64 " s ago (%s): cordoned; %d checkpointable jobs "
+                 "checkpoint and requeue, %d others run until the node goes",
+                 (p->in->now_ms - notice_ms) / 1000, source, nckpt, nrun);
+        cJSON *a = action(p, "spot_notice", why);
+        put_num(p, a, "node", (double)n->id);
+        put_num(p, a, "notice_ms", (double)notice_ms);
+        cJSON *in = inputs(p, a);
+        put_str(p, in, "source", source);
+        put_str(p, in, "instance_id", p->node_instance[ni]);
+        put_num(p, in, "checkpointing", nckpt);
+        put_num(p, in, "running_on", nrun);
+        p->plan.noticed++;
+    }
+    for (size_t k = lo; k < hi; k++) {
+        int ji = running_job_at(p, k);
+        if (ji < 0 || !s->jobs[ji].checkpointable)
+            continue;
+        const struct tm_snap_job *j = &s->jobs[ji];
+        int64_t ran = ran_ms(p, j);
+        snprintf(why, sizeof(why),
+                 "interruption notice on node %" PRId64 ": checkpointed after %" PRId64
+                 " s of attempt %d, %" PRId64 " s of progress kept, nothing lost; requeued",
+                 n->id, ran / 1000, j->attempts, (j->progress_ms + ran) / 1000);
+        cJSON *a = action(p, "checkpoint", why);
+        put_num(p, a, "job", (double)j->id);
+        put_num(p, a, "node", (double)n->id);
+        put_num(p, a, "started_ms", (double)j->started_ms);
+        cJSON *in = inputs(p, a);
+        put_num(p, in, "notice_ms", (double)notice_ms);
+        put_num(p, in, "attempt", j->attempts);
+        put_num(p, in, "next_attempt", j->attempts + 1);
+        put_num(p, in, "ran_ms", (double)ran);
+        put_num(p, in, "progress_ms", (double)(j->progress_ms + ran));
+        put_num(p, in, "lost_gpu_ms", 0);
+        p->job_leaving[ji] = true;
+        p->plan.checkpointed++;
+    }
+}
+
 /* A job's runtime estimate: its own, else predicted from similar finished
- * jobs (controller/estimate.c), else 0 (unknown). */
+ * jobs (controller/estimate.c), else 0 (unknown); less its checkpointed
+ * progress. */
 static int64_t job_estimate(const struct tm_estimator *est, const struct tm_snap_job *j)
 {
-    if (j->estimate_ms > 0 || !est)
-        return j->estimate_ms;
-    struct tm_estimate_key k = {
-        .team = j->team, .name = j->name, .klass = j->klass, .gpu_milli = (int32_t)job_gpu_milli(j),
-    };
-    return tm_estimate(est, &k);
+    int64_t e = j->estimate_ms;
+    if (e <= 0 && est) {
+        struct tm_estimate_key k = {
+            .team = j->team, .name = j->name, .klass = j->klass,
+            .gpu_milli = (int32_t)job_gpu_milli(j),
+        };
+        e = tm_estimate(est, &k);
+    }
+    /* A job resumed from a checkpoint runs only what is left. */
+    if (e > 0 && j->progress_ms > 0)
+        e = e > j->progress_ms ? e - j->progress_ms : 1;
+    return e;
 }
 
 /* Step 2: run the scheduler over the ready nodes. */
@@ -1036,7 +1222,11 @@ static void shrink(struct pass *p)
             continue;
         const struct tm_config_pool *pool = &p->cfg->pools[n->pool];
         int prov = p->pool_provider[n->pool];
-        bool drained = n->state == TM_NODE_DRAINING;
+        /* A noticed node is leaving anyway: once empty, stop paying for it
+         * (one still booting too: it would never take work). */
+        bool noticed = p->node_noticed[ni] && (n->state == TM_NODE_READY ||
+                                               (n->state == TM_NODE_BOOTING && p->node_instance[ni][0]));
+        bool drained = n->state == TM_NODE_DRAINING || noticed;
         bool idle = n->state == TM_NODE_READY && n->idle_since_ms > 0 &&
                     p->in->now_ms - n->idle_since_ms >= pool->idle_grace_ms;
 
@@ -1046,7 +1236,10 @@ static void shrink(struct pass *p)
          * never go below the pool's min. */
         if (!drained && (p->demand_milli[n->pool] > 0 || p->live[n->pool] <= pool->min_nodes))
             continue;
-        if (drained)
+        if (noticed)
+            snprintf(why, sizeof(why), "%s after an interruption notice: released before the cloud takes it",
+                     n->state == TM_NODE_BOOTING ? "booting" : "empty");
+        else if (drained)
             snprintf(why, sizeof(why), "drained and empty");
         else
             snprintf(why, sizeof(why), "idle for %" PRId64 " s, past the pool's grace of %" PRId64 " s",
@@ -1079,17 +1272,23 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret)
     p.node_gone = calloc(s->nnodes + 1, sizeof(bool));
     p.node_ready = calloc(s->nnodes + 1, sizeof(bool));
     p.node_busy = calloc(s->nnodes + 1, sizeof(bool));
+    p.node_noticed = calloc(s->nnodes + 1, sizeof(bool));
+    p.job_leaving = calloc(s->njobs + 1, sizeof(bool));
+    p.alloc_nodes = malloc((s->nallocs + 1) * sizeof(*p.alloc_nodes));
     p.node_instance = calloc(s->nnodes + 1, TM_ID_MAX);
     matched = calloc(in->nobserved + 1, sizeof(bool *));
     job_placed = calloc(s->njobs + 1, sizeof(bool));
     if (!p.plan.actions || !p.pool_provider || !p.live || !p.pending_milli || !p.demand_milli ||
         !p.node_gone || !p.node_ready || !p.node_busy || !p.node_instance || !matched ||
-        !job_placed) {
+        !job_placed || !p.node_noticed || !p.job_leaving || !p.alloc_nodes) {
         p.err = TM_ENOMEM;
         goto out;
     }
     for (size_t i = 0; i < np; i++)
         p.pool_provider[i] = provider_index(in->cfg, in->cfg->pools[i].provider);
+    for (size_t a = 0; a < s->nallocs; a++)
+        p.alloc_nodes[a] = (struct id_index){.id = s->allocs[a].node_id, .index = (int32_t)a};
+    qsort(p.alloc_nodes, s->nallocs, sizeof(*p.alloc_nodes), cmp_id_then_index);
     p.node_ids = id_index_build(s->nnodes, node_id_at, s->nodes);
     p.job_ids = id_index_build(s->njobs, job_id_at, s->jobs);
     p.job_held = calloc(s->njobs + 1, sizeof(bool));
@@ -1133,6 +1332,9 @@ out:
     free(p.node_gone);
     free(p.node_ready);
     free(p.node_busy);
+    free(p.node_noticed);
+    free(p.job_leaving);
+    free(p.alloc_nodes);
     free(p.node_instance);
     free(p.node_ids);
     free(p.job_ids);

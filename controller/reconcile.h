@@ -8,6 +8,14 @@
  * transaction (tarmac_apply in migrations/0002_apply.sql, each with its
  * reason) and the cloud calls to make after that transaction commits.
  *
+ * Spot interruptions: a node whose instance carries a notice (in the
+ * listing, or posted to the API) is cordoned and its checkpointable jobs
+ * checkpoint and requeue at once, keeping their progress ("spot_notice" and
+ * "checkpoint" actions); its other jobs run on, since they may finish before
+ * the cloud takes the node, and are requeued when it goes ("requeue", with
+ * the GPU time of the lost attempt), as are the jobs of any node that goes.
+ * An empty noticed node is released at once.
+ *
  * Level-triggered: nothing here remembers an earlier pass.  A crash between
  * any two steps leaves rows and instances that the next pass of the next
  * process reads and repairs: a node row without an instance is launched
@@ -46,6 +54,8 @@ struct tm_snap_node {
     int64_t idle_since_ms;    /* 0 when busy or unknown */
     int64_t price_uusd_per_hour;
     bool billed;              /* the cloud bills it (billed_from_ms set) */
+    int64_t notice_ms;        /* interruption notice: recorded, or posted to the API; 0 if none */
+    bool notice_recorded;     /* nodes.notice_ms is set (the notice was acted on) */
 };
 
 struct tm_snap_job {
@@ -67,6 +77,9 @@ struct tm_snap_job {
     int64_t hold_start_ms;     /* the start first promised, 0 if none */
     int64_t node_id;           /* running: its (first) node, else 0 */
     char reason[256];          /* why it waits (state_reason), as last recorded */
+    bool checkpointable;       /* can checkpoint on an interruption notice and resume */
+    int attempts;              /* times it was started */
+    int64_t progress_ms;       /* runtime saved by checkpoints: a resumed attempt runs the rest */
 };
 
 struct tm_snap_alloc {
@@ -150,6 +163,7 @@ struct tm_plan {
     /* Counters for the log line of each pass. */
     unsigned placed, waiting, reserved, preempted, requested, ready, released, gone, orphans;
     unsigned budget_refused;
+    unsigned noticed, checkpointed, requeued; /* spot notices acted on, jobs moved off nodes */
 };
 
 struct tm_reconcile_input {

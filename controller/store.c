@@ -22,19 +22,24 @@ static const char snapshot_sql[] =
     "SELECT epoch FROM leader WHERE id = 1;"
     "SELECT id, pool, launch_token, coalesce(instance_id, ''), zone, instance_type, gpu_model,"
     " gpus, cpu_milli, memory_mib, capacity_type, state, cordoned, requested_ms,"
-    " coalesce(idle_since_ms, 0), price_uusd_per_hour, billed_from_ms IS NOT NULL"
+    " coalesce(idle_since_ms, 0), price_uusd_per_hour, billed_from_ms IS NOT NULL,"
+    /* An interruption notice: recorded (0006), else one posted to the API
+     * (which cordons the node, so only cordoned nodes are looked up). */
+    " coalesce(notice_ms, CASE WHEN cordoned THEN (SELECT min(d.at_ms) FROM decisions d"
+    "   WHERE d.subject_kind = 'node' AND d.subject_id = nodes.id::text"
+    "     AND d.kind = 'interruption_notice') END, 0), notice_ms IS NOT NULL"
     " FROM nodes WHERE state NOT IN ('terminated', 'interrupted') ORDER BY id;"
     "SELECT id, team, name, coalesce(gpu_model, ''), coalesce(pool, ''), gpus, gpu_milli, nodes,"
     " cpu_milli, memory_mib, class, priority, preemptible, coalesce(runtime_estimate_ms, 0),"
     " coalesce(sim_runtime_ms, 0), state, submitted_ms, coalesce(started_ms, 0),"
     " coalesce(hold_node_id, 0), coalesce(hold_start_ms, 0), coalesce(node_id, 0),"
-    " left(state_reason, 255)"
+    " left(state_reason, 255), checkpointable, attempts, progress_ms"
     " FROM jobs WHERE state IN ('queued', 'running') ORDER BY submitted_ms, id;"
     "SELECT job_id, node_id, gpu_mask, gpu_milli, cpu_milli, memory_mib, loaned FROM job_allocations;"
     /* History for runtime estimates: the newest finished jobs, oldest first
      * (the estimator keeps the last runs of each kind). */
     "SELECT team, name, class, CASE WHEN gpus > 0 THEN gpus * 1000 * nodes ELSE gpu_milli END,"
-    " finished_ms - started_ms FROM (SELECT * FROM jobs WHERE state = 'succeeded'"
+    " finished_ms - started_ms + progress_ms FROM (SELECT * FROM jobs WHERE state = 'succeeded'"
     " ORDER BY finished_ms DESC LIMIT " TM_STORE_HISTORY_MAX ") h ORDER BY finished_ms;"
     "SELECT scope_kind, scope, cap_cents, hard, warn_percent FROM budgets WHERE period = 'month';"
     /* This month's ledger, per team ('' = idle) with its period: the
@@ -133,6 +138,8 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         n->idle_since_ms = col_i64(nr, i, 14);
         n->price_uusd_per_hour = col_i64(nr, i, 15);
         n->billed = col_bool(nr, i, 16);
+        n->notice_ms = col_i64(nr, i, 17);
+        n->notice_recorded = col_bool(nr, i, 18);
     }
     for (int i = 0; i < (int)s->njobs; i++) {
         struct tm_snap_job *j = &s->jobs[i];
@@ -161,6 +168,9 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         j->hold_start_ms = col_i64(jr, i, 19);
         j->node_id = col_i64(jr, i, 20);
         col_str(jr, i, 21, j->reason, sizeof(j->reason));
+        j->checkpointable = col_bool(jr, i, 22);
+        j->attempts = (int)col_i64(jr, i, 23);
+        j->progress_ms = col_i64(jr, i, 24);
     }
     for (int i = 0; i < (int)s->nallocs; i++) {
         struct tm_snap_alloc *a = &s->allocs[i];
