@@ -164,6 +164,14 @@ wait_for 20 "[ \"\$(psql_q \"SELECT attempts FROM alerts WHERE key = 'queue_age:
 kill -TERM "$SERVE"
 wait "$SERVE" || fail "serve exited $? after SIGTERM"
 
+# Only the leader records: a stale epoch is refused (TM001), and a key
+# fires at most once whoever inserts.
+psql_q "SELECT tarmac_alerts(0, 1, '[]'::jsonb, 5)" 2>"$WORK/stale.err" && fail "a stale epoch recorded alerts"
+grep -q 'leader epoch 0 is stale' "$WORK/stale.err" || fail "stale epoch: $(cat "$WORK/stale.err")"
+psql_q "INSERT INTO alerts (key, kind, subject, decision_subject_kind, decision_subject_id, message, fired_ms)
+        VALUES ('queue_age:eval', 'queue_age', 'eval', 'job', '1', 'again', 1)" 2>/dev/null \
+    && fail "a second firing row for one key was accepted"
+
 # The webhook URL is a secret: not in the log, the rows or the decisions.
 grep -q "$SECRET" "$WORK/serve.log" "$WORK/serve.out" && fail "the webhook URL was logged"
 grep -q "127.0.0.1:$PORT" "$WORK/serve.log" && fail "the webhook address was logged"
