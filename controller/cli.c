@@ -70,9 +70,15 @@ int tm_cli_common_opt(struct tm_cli_common *c, int opt, const char *arg, char **
         return 1;
     case TM_CLI_OPT_DATABASE_URL:
         /* The API forms list --database-url only to say this. */
-        if (c->api)
-            return tm_cli_usage_error(c->cmd, "--database-url: this command talks to the API; "
-                                              "\"tarmac db %s\" reads the database directly", c->cmd);
+        if (c->api) {
+            static const char *const with_db[] = {"submit", "jobs", "nodes", "pools", "decisions"};
+            for (size_t i = 0; i < sizeof(with_db) / sizeof(with_db[0]); i++)
+                if (strcmp(c->cmd, with_db[i]) == 0)
+                    return tm_cli_usage_error(c->cmd, "--database-url: this command talks to the API "
+                                                      "(--url); \"tarmac db %s\" reads the database directly",
+                                              c->cmd);
+            return tm_cli_usage_error(c->cmd, "--database-url: this command talks to the API (--url)");
+        }
         c->database_url = arg;
         return 1;
     case TM_CLI_OPT_URL:
