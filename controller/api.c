@@ -847,7 +847,9 @@ static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const char *liste
      * HTTP/2 or HTTP/1.1 by ALPN (api_tls.c). */
     api->accept_ctx.ssl_ctx = api->ssl_ctx;
 
-    tm_log_info("api listening", "listen=\"%s\" port=%d scheme=%s max_body_bytes=%zu max_list=%u rate_per_token=%g burst=%g",
+    tm_log_info("api listening",
+                "listen=\"%s\" port=%d scheme=%s max_body_bytes=%zu max_list=%u"
+                " rate_per_token=%g burst=%g",
                 listen, api->port, api->ssl_ctx ? "https" : "http", api->limits.max_body_bytes,
                 api->limits.max_list, api->limits.rate_per_s, api->limits.burst);
     *ret_api = api;
