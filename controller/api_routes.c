@@ -292,6 +292,10 @@ static const char metrics_sql[] =
     " WHERE period = to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM') GROUP BY 1 ORDER BY 1;"
     /* 5: budget caps. */
     " SELECT scope_kind, scope, cap_cents::float8 FROM budgets ORDER BY 1, 2;"
+    /* 6: alerts firing now (recorded, not resolved), every kind. */
+    " SELECT k.kind, count(a.id)::float8 FROM (VALUES ('pool_idle'), ('queue_age'), ('soft_cap'),"
+    "   ('provider_auth')) k (kind) LEFT JOIN alerts a ON a.kind = k.kind AND a.resolved_ms IS NULL"
+    " GROUP BY 1 ORDER BY 1;"
     " COMMIT";
 
 struct metric_family {
@@ -314,6 +318,8 @@ static const struct metric_family db_families[] = {
      4, 1, {"team"}},
     {"tarmac_budget_cap_cents", "gauge", "Monthly budget caps in US cents.", 5, 2,
      {"scope_kind", "scope"}},
+    {"tarmac_alerts_firing", "gauge", "Alerts firing now (recorded and not resolved) by kind.", 6, 1,
+     {"kind"}},
 };
 
 #define METRICS_MAX_BYTES (16u << 20)
@@ -420,7 +426,7 @@ static void on_metrics(const struct tm_pg_reply *reply, void *data)
 
     if (!api_reply_ok(c, reply))
         return;
-    if (reply->nresults != 7) {
+    if (reply->nresults != 8) {
         api_fail(c, 500, NULL, "unexpected answer from the database");
         return;
     }

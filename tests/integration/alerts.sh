@@ -64,6 +64,15 @@ start_serve() {
     SERVE=$!
     PIDS+=("$SERVE")
 }
+# firing KIND: the tarmac_alerts_firing gauge of /metrics (checked by the
+# strict exposition parser) for that kind.
+firing() {
+    local port
+    port=$(grep -o 'api_port=[0-9]*' "$WORK/serve.log" | tail -n 1 | cut -d= -f2)
+    curl -fsS -o "$WORK/metrics.txt" "http://127.0.0.1:$port/metrics" || fail "metrics"
+    python3 "$TM_SOURCE_DIR/tests/lib/prom_parse.py" "$WORK/metrics.txt" >/dev/null || fail "metrics do not parse"
+    sed -n "s/^tarmac_alerts_firing{kind=\"$1\"} //p" "$WORK/metrics.txt"
+}
 start_serve
 wait_ticks 2
 [ "$(posts)" = 0 ] || fail "an alert was sent with nothing queued: $(cat "$WORK/recv/posts.jsonl")"
@@ -94,6 +103,7 @@ wait_ticks 10
 [ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'alert'")" = 1 ] || fail "alert decisions"
 [ "$(psql_q "SELECT subject_kind || ':' || subject_id FROM decisions WHERE kind = 'alert'")" = "job:$JOB" ] \
     || fail "the decision is not filed under the oldest job"
+[ "$(firing queue_age)" = 1 ] && [ "$(firing pool_idle)" = 0 ] || fail "metrics: $(grep alerts "$WORK/metrics.txt")"
 
 # 3. Cancelled: resolved, one resolved notice, once.
 psql_q "UPDATE jobs SET state = 'cancelled', finished_ms = $now_ms WHERE id = $JOB" >/dev/null
@@ -105,6 +115,7 @@ wait_ticks 10
 [ "$(psql_q "SELECT resolve_attempts FROM alerts WHERE resolved_ms IS NOT NULL AND resolve_delivered_ms IS NOT NULL")" = 1 ] \
     || fail "resolved row: $(psql_q 'SELECT * FROM alerts')"
 [ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'alert_resolved'")" = 1 ] || fail "resolved decision"
+[ "$(firing queue_age)" = 0 ] || fail "metrics after resolution: $(grep alerts "$WORK/metrics.txt")"
 
 # 4. A new queued job: a new alert (a new row), delivered at once.
 JOB2=$(submit)
