@@ -1,5 +1,5 @@
 /*
- * controller/cli_jobs.c: `tarmac submit` and `tarmac jobs` (list, show, cancel)
+ * controller/cli_jobs.c: `tarmac submit` and `tarmac jobs` (list, show, cancel, retag)
  * (through the API; see cli_api.h).
  */
 #include "controller/cli.h"
@@ -165,31 +165,50 @@ static int print_jobs(struct tm_cli_cmd *a, const cJSON *doc, bool page)
     return tm_cli_print_table(&t);
 }
 
-/* `tarmac jobs show ID` and `tarmac jobs cancel ID [--reason TEXT]`. */
-static int jobs_one(int argc, char **argv, bool cancel)
+enum job_verb { JOB_SHOW, JOB_CANCEL, JOB_RETAG, JOB_VERB_MAX };
+
+static const struct {
+    const char *cmd, *usage, *what, *method, *path;
+} job_verbs[JOB_VERB_MAX] = {
+    [JOB_SHOW] = {"jobs show", "", "Show one job (GET /v1/jobs/ID).", "GET", "/v1/jobs/%s"},
+    [JOB_CANCEL] = {"jobs cancel", " [--reason TEXT]",
+                    "Cancel a queued or running job (POST /v1/jobs/ID/cancel); prints it as changed.",
+                    "POST", "/v1/jobs/%s/cancel"},
+    [JOB_RETAG] = {"jobs retag", " --preemptible | --no-preemptible",
+                   "Change the preemptible tag of a queued job (PATCH /v1/jobs/ID); prints it as changed.",
+                   "PATCH", "/v1/jobs/%s"},
+};
+
+/* `tarmac jobs show|cancel|retag ID ...`: one job, by id. */
+static int jobs_one(int argc, char **argv, enum job_verb verb)
 {
-    enum { O_REASON = 1 };
-    static const struct option opts[] = {TM_CLI_API_OPTIONS, {"reason", required_argument, NULL, O_REASON}, {0}};
-    struct tm_cli_cmd a = {.c = {.cmd = cancel ? "jobs cancel" : "jobs show", .api = true}};
+    enum { O_REASON = 1, O_PRE, O_NOPRE };
+    static const struct option opts[] = {
+        TM_CLI_API_OPTIONS, {"reason", required_argument, NULL, O_REASON},
+        {"preemptible", no_argument, NULL, O_PRE}, {"no-preemptible", no_argument, NULL, O_NOPRE}, {0},
+    };
+    struct tm_cli_cmd a = {.c = {.cmd = job_verbs[verb].cmd, .api = true}};
     const char *reason = NULL;
+    int preemptible = -1;
     char id[24], path[TM_CLI_PATH_MAX];
     char *body = NULL;
-    cJSON *job = NULL;
+    cJSON *job = NULL, *o = NULL;
     int opt, r;
 
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (opt == TM_CLI_OPT_HELP || opt == 'h') {
-            printf("Usage: tarmac %s ID%s [options]\n\n%s\n\nOptions:\n%s", a.c.cmd,
-                   cancel ? " [--reason TEXT]" : "",
-                   cancel ? "Cancel a queued or running job (POST /v1/jobs/ID/cancel); prints it as changed."
-                          : "Show one job (GET /v1/jobs/ID).",
-                   tm_cli_api_help);
+            printf("Usage: tarmac %s ID%s [options]\n\n%s\n\nOptions:\n%s", a.c.cmd, job_verbs[verb].usage,
+                   job_verbs[verb].what, tm_cli_api_help);
             return TM_EXIT_OK;
         }
-        if (cancel && opt == O_REASON)
+        if (verb == JOB_CANCEL && opt == O_REASON)
             reason = optarg;
+        else if (verb == JOB_RETAG && (opt == O_PRE || opt == O_NOPRE))
+            preemptible = opt == O_PRE;
+        else if (opt == O_REASON || opt == O_PRE || opt == O_NOPRE)
+            return tm_cli_usage_error(a.c.cmd, "unrecognized option \"%s\"", argv[optind - 1]);
         else if ((r = tm_cli_cmd_opt(&a, opt, argv)) > 1)
             return r;
     }
@@ -197,17 +216,22 @@ static int jobs_one(int argc, char **argv, bool cancel)
         return r;
     if (optind + 1 < argc)
         return tm_cli_usage_error(a.c.cmd, "unexpected argument \"%s\"", argv[optind + 1]);
-    if (reason) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "reason", reason);
+    if (verb == JOB_RETAG && preemptible < 0)
+        return tm_cli_usage_error(a.c.cmd, "say --preemptible or --no-preemptible");
+    if (reason || verb == JOB_RETAG) {
+        o = cJSON_CreateObject();
+        if (reason)
+            cJSON_AddStringToObject(o, "reason", reason);
+        else
+            cJSON_AddBoolToObject(o, "preemptible", preemptible);
         body = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         if (!body)
             return TM_EXIT_FAIL;
     }
     if ((r = tm_cli_cmd_open(&a)) == 0) {
-        snprintf(path, sizeof(path), cancel ? "/v1/jobs/%s/cancel" : "/v1/jobs/%s", id);
-        r = tm_cli_http_call(&a.http, cancel ? "POST" : "GET", path, body, &job);
+        snprintf(path, sizeof(path), job_verbs[verb].path, id);
+        r = tm_cli_http_call(&a.http, job_verbs[verb].method, path, body, &job);
         if (r == 0)
             r = print_jobs(&a, job, false);
     }
@@ -233,10 +257,12 @@ int tm_cli_api_jobs(int argc, char **argv)
     cJSON *page = NULL;
     int opt, r;
 
-    if (argc >= 2 && strcmp(argv[1], "cancel") == 0)
-        return jobs_one(argc - 1, argv + 1, true);
     if (argc >= 2 && strcmp(argv[1], "show") == 0)
-        return jobs_one(argc - 1, argv + 1, false);
+        return jobs_one(argc - 1, argv + 1, JOB_SHOW);
+    if (argc >= 2 && strcmp(argv[1], "cancel") == 0)
+        return jobs_one(argc - 1, argv + 1, JOB_CANCEL);
+    if (argc >= 2 && strcmp(argv[1], "retag") == 0)
+        return jobs_one(argc - 1, argv + 1, JOB_RETAG);
     optind = 1;
     opterr = 0;
     while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
@@ -245,7 +271,8 @@ int tm_cli_api_jobs(int argc, char **argv)
         case 'h':
             printf("Usage: tarmac jobs [--team T] [--state S] [--class C] [--limit N | --all] [options]\n"
                    "       tarmac jobs show ID\n"
-                   "       tarmac jobs cancel ID [--reason TEXT]\n\n"
+                   "       tarmac jobs cancel ID [--reason TEXT]\n"
+                   "       tarmac jobs retag ID --preemptible | --no-preemptible\n\n"
                    "List jobs, newest first (GET /v1/jobs, following its pages).  An engineer's\n"
                    "token sees its own team's jobs only.\n"
                    "      --team T             one team's jobs\n"
@@ -285,7 +312,7 @@ int tm_cli_api_jobs(int argc, char **argv)
         }
     }
     if (optind < argc)
-        return tm_cli_usage_error(a.c.cmd, "unexpected argument \"%s\" (verbs: show, cancel)", argv[optind]);
+        return tm_cli_usage_error(a.c.cmd, "unexpected argument \"%s\" (verbs: show, cancel, retag)", argv[optind]);
     tm_cli_query_add(path, sizeof(path), "team", team);
     tm_cli_query_add(path, sizeof(path), "state", state);
     tm_cli_query_add(path, sizeof(path), "class", klass);

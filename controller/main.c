@@ -46,7 +46,7 @@ static const struct {
     {"serve", tm_cli_serve, "run the controller (reconcile loop, leader election)"},
     {"migrate", tm_cli_migrate, "apply database migrations and record the configured pools"},
     {"submit", tm_cli_api_submit, "queue a job (or --count N)"},
-    {"jobs", tm_cli_api_jobs, "list jobs; jobs show ID, jobs cancel ID"},
+    {"jobs", tm_cli_api_jobs, "list jobs; jobs show|cancel|retag ID"},
     {"nodes", tm_cli_api_nodes, "list nodes"},
     {"pools", tm_cli_api_pools, "list pools"},
     {"decisions", tm_cli_api_decisions, "show decisions and their reasons"},

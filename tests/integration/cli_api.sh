@@ -157,6 +157,15 @@ grep -Eq '^tarmac: 403: ' "$ERR" || fail "viewer cancel: $(cat "$ERR")"
 run 0 "$ENG" jobs cancel "$JOB1" --reason "not needed" --output json
 [ "$(jq_ 'd["state"]')" = cancelled ] || fail "cancel json: $(cat "$OUT")"
 [ "$(psql_q "SELECT state FROM jobs WHERE id = $JOB1")" = cancelled ] || fail "cancel not stored"
+# retag: a queued job's preemptible tag (team b's wait in a pool nothing fills).
+JOBB=$(psql_q "SELECT max(id) FROM jobs WHERE team = 'b' AND state = 'queued'")
+run 2 "$ADMIN" jobs retag "$JOBB"
+grep -q -- '--preemptible' "$ERR" || fail "retag without a tag: $(cat "$ERR")"
+run 0 "$ADMIN" jobs retag "$JOBB" --preemptible
+grep -Eq "^$JOBB +b .* yes " "$OUT" || fail "retag table: $(cat "$OUT")"
+[ "$(psql_q "SELECT preemptible FROM jobs WHERE id = $JOBB")" = t ] || fail "retag not stored"
+run 1 "$ADMIN" jobs retag "$JOB1" --no-preemptible
+grep -Eq '^tarmac: 409: ' "$ERR" || fail "retag of a cancelled job: $(cat "$ERR")"
 
 # ---- budgets and spend ------------------------------------------------------------------
 run 1 "$ENG" budget set a --cap-cents 500000
