@@ -4,7 +4,8 @@
 # attempts, recorded; nothing more while it holds; cleared by cancelling the
 # job (one resolved notice); a new queued job fires a new alert; a soft cap
 # fires too; a restart resumes an undelivered notice with the attempts
-# left.  The webhook URL (a secret in its path) never reaches the log, the
+# left; a notice is given up after its attempts, or at once on a 404.  The
+# webhook URL (a secret in its path) never reaches the log, the
 # rows or the decisions.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 
@@ -172,6 +173,35 @@ wait_for 30 "[ \$(posts) -ge $(( before + 2 )) ]" || fail "the undelivered alert
 wait_for 20 "[ \"\$(psql_q \"SELECT attempts FROM alerts WHERE key = 'queue_age:eval' AND delivered_ms IS NOT NULL\")\" = 2 ]" \
     || fail "resumed row: $(psql_q "SELECT * FROM alerts WHERE key = 'queue_age:eval'")"
 [ "$(psql_q "SELECT count(*) FROM alerts WHERE key = 'queue_age:eval'")" = 1 ] || fail "the restart fired it again"
+kill -TERM "$SERVE"
+wait "$SERVE" || fail "serve exited $? after SIGTERM"
+
+# 7. Giving up: a webhook answering 500 gets webhook_attempts (5) POSTs,
+#    then none; one answering 404 gets one.  A notice given up is recorded
+#    as such, and an alert never announced is not announced resolved.
+sed -i 's/webhook_backoff: 1h/webhook_backoff: 100ms/' "$WORK/c.yaml"
+echo 500 >"$WORK/recv/fail"
+before=$(posts)
+JOB4=$(psql_q "INSERT INTO jobs (team, gpus, gpu_milli, class, submitted_ms) VALUES ('a', 1, 1000, 'preprocess', $now_ms)
+               RETURNING id")
+start_serve
+wait_for 30 "[ -n \"\$(psql_q \"SELECT given_up_ms FROM alerts WHERE key = 'queue_age:preprocess'\")\" ]" \
+    || fail "never gave up: $(psql_q "SELECT * FROM alerts WHERE key = 'queue_age:preprocess'")"
+[ "$(psql_q "SELECT attempts || ' ' || last_error || ' ' || (delivered_ms IS NULL) FROM alerts
+             WHERE key = 'queue_age:preprocess'")" = "5 HTTP 500 true" ] || fail "given-up row"
+[ "$(posts)" = $(( before + 5 )) ] || fail "$(( $(posts) - before )) POSTs for 5 attempts"
+echo 404 >"$WORK/recv/fail"
+psql_q "INSERT INTO jobs (team, gpus, gpu_milli, class, submitted_ms) VALUES ('a', 1, 1000, 'inference', $now_ms)" >/dev/null
+wait_for 30 "[ -n \"\$(psql_q \"SELECT given_up_ms FROM alerts WHERE key = 'queue_age:inference'\")\" ]" \
+    || fail "a 404 was retried: $(psql_q "SELECT * FROM alerts WHERE key = 'queue_age:inference'")"
+[ "$(psql_q "SELECT attempts || ' ' || last_error FROM alerts WHERE key = 'queue_age:inference'")" = "1 HTTP 404" ] \
+    || fail "404 row"
+: >"$WORK/recv/fail"
+psql_q "UPDATE jobs SET state = 'cancelled', finished_ms = $now_ms WHERE id = $JOB4" >/dev/null
+wait_for 30 "[ -n \"\$(psql_q \"SELECT resolved_ms FROM alerts WHERE key = 'queue_age:preprocess'\")\" ]" \
+    || fail "not resolved"
+wait_ticks 10
+[ "$(posts)" = $(( before + 6 )) ] || fail "$(( $(posts) - before - 6 )) POSTs after giving up"
 kill -TERM "$SERVE"
 wait "$SERVE" || fail "serve exited $? after SIGTERM"
 
