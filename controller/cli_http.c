@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <curl/curl.h>
 #include <openssl/crypto.h>
@@ -16,6 +17,9 @@
 /* Lists are paged at 1000 items, a few hundred bytes each: 64 MiB is far
  * past any real answer and bounds a misbehaving server. */
 #define REPLY_MAX (64u * 1024u * 1024u)
+/* Tries of one request the server answers 429 (rate limited), about one a
+ * second: past a minute something else is wrong. */
+#define RATE_RETRIES 60
 
 struct reply_buf {
     char *data;
@@ -163,12 +167,32 @@ int tm_cli_http_call(struct tm_cli_http *h, const char *method, const char *path
         curl_easy_setopt(h->curl, CURLOPT_CUSTOMREQUEST, strcmp(method, "POST") ? method : NULL);
     }
     curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, headers);
-    if (h->verbose)
-        fprintf(stderr, "> %s %s\n", method, url);
-    cr = curl_easy_perform(h->curl);
-    curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &status);
-    if (h->verbose && cr == CURLE_OK)
-        fprintf(stderr, "< %ld (%zu bytes)\n", status, b.len);
+    /* Past the token's request rate the server answers 429 and has done
+     * nothing, so waiting as it asks and sending again is safe, also for a
+     * POST; `submit --count 1000` then goes at the rate the token has. */
+    for (int attempt = 1;; attempt++) {
+        curl_off_t wait_s = 0;
+        struct timespec ts;
+
+        if (h->verbose)
+            fprintf(stderr, "> %s %s\n", method, url);
+        b.len = 0;
+        b.too_big = false;
+        cr = curl_easy_perform(h->curl);
+        status = 0;
+        curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &status);
+        if (h->verbose && cr == CURLE_OK)
+            fprintf(stderr, "< %ld (%zu bytes)\n", status, b.len);
+        if (cr != CURLE_OK || status != 429 || attempt == RATE_RETRIES)
+            break;
+        curl_easy_getinfo(h->curl, CURLINFO_RETRY_AFTER, &wait_s);
+        if (wait_s < 1 || wait_s > 30)
+            wait_s = 1;
+        if (h->verbose)
+            fprintf(stderr, "  past the token's rate: again in %lds\n", (long)wait_s);
+        ts = (struct timespec){.tv_sec = (time_t)wait_s};
+        nanosleep(&ts, NULL);
+    }
     if (cr != CURLE_OK) {
         if (b.too_big)
             fprintf(stderr, "tarmac %s: the answer from %s is larger than %u bytes\n", h->cmd, h->ep->url,

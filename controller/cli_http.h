@@ -8,7 +8,9 @@
  * memory on release.  Redirects are not followed (a token must not follow
  * a Location elsewhere); only http and https are spoken; an https server's
  * certificate is always verified (against the endpoint's ca_file when one
- * is given).
+ * is given).  A 429 (past the token's request rate; nothing was done) is
+ * waited out as its Retry-After says and the request sent again, up to a
+ * minute.
  */
 #ifndef TM_CLI_HTTP_H
 #define TM_CLI_HTTP_H

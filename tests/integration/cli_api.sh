@@ -244,7 +244,9 @@ printf 'subjectAltName=IP:127.0.0.1\n' >"$WORK/san.cnf"
 ossl x509 -req -in "$WORK/server.csr" -CA "$WORK/ca.pem" -CAkey "$WORK/ca.key" -CAcreateserial \
     -out "$WORK/server.pem" -days 2 -extfile "$WORK/san.cnf"
 cp "$WORK/c.yaml" "$WORK/tls.yaml"
-printf 'api:\n  tls_cert_file: "%s"\n  tls_key_file: "%s"\n' "$WORK/server.pem" "$WORK/server.key" >>"$WORK/tls.yaml"
+# A low request rate per token on this one: the CLI waits out its 429s.
+printf 'api:\n  tls_cert_file: "%s"\n  tls_key_file: "%s"\n  rate_per_token: 2\n  burst: 2\n' \
+    "$WORK/server.pem" "$WORK/server.key" >>"$WORK/tls.yaml"
 "$TARMAC" serve --config "$WORK/tls.yaml" >"$WORK/tls.out" 2>"$WORK/tls.log" &
 PIDS+=("$!")
 wait_for 20 "grep -q 'api listening' '$WORK/tls.log'" || fail "the https API never started"
@@ -254,6 +256,11 @@ grep -q "could not reach https://127.0.0.1:$TPORT" "$ERR" && grep -q -- '--cacer
     || fail "an unverifiable certificate: $(cat "$ERR")"
 run 0 "$VIEW" pools --url "https://127.0.0.1:$TPORT" --cacert "$WORK/ca.pem"
 grep -q '^od ' "$OUT" || fail "pools over https: $(cat "$OUT")"
+before=$(jobs_in_db)
+run 0 "$ENG" submit --team a --gpu-milli 100 --estimate 1m --count 5 --verbose --url "https://127.0.0.1:$TPORT" \
+    --cacert "$WORK/ca.pem"
+[ "$(jobs_in_db)" = $((before + 5)) ] || fail "submit past the rate: $(( $(jobs_in_db) - before )) of 5 stored"
+grep -q '^< 429 ' "$ERR" && grep -q "past the token's rate: again in 1s" "$ERR" || fail "no 429 waited out: $(cat "$ERR")"
 (export TARMAC_CA_FILE=$WORK/ca.pem; unset TARMAC_URL
  sed -i "s|^listen: .*|listen: \"127.0.0.1:$TPORT\"|" "$WORK/tls.yaml"
  run 0 "$VIEW" jobs --config "$WORK/tls.yaml" --limit 1 --verbose
