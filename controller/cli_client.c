@@ -319,8 +319,8 @@ int tm_cli_endpoint_resolve(const struct tm_cli_common *c, bool need_token,
     int r = 0;
 
     *ret_ep = (struct tm_cli_endpoint){0};
-    /* The client file is read only when it is needed, so that a broken one
-     * does not stand in the way of flags and environment that say it all. */
+    /* The client file is not read when flags and environment give the
+     * URL, the token and the CA, so a broken one cannot stand in their way. */
     if (!have_url || !have_token || !(c->cacert || (env_ca && *env_ca)))
         if ((r = load_client_file(c->cmd, &f)) != 0)
             return r;
