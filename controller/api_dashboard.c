@@ -90,46 +90,69 @@ void api_dashboard_css(struct api_call *c)
  * pixel. */
 #define TS_MAX_POINTS 1440
 
-/* $1 now, $2 since, $3 step (ms), $4 points.  Every interval is clipped to
- * [since, now) and spread over the steps it overlaps (a lateral
- * generate_series per row), so the cost follows the rows that overlap the
- * window times the steps each spans.  "now" gives the same figures at this
- * instant, as /metrics counts them (billed nodes: booting, ready, draining,
- * terminating; allocations on them, a GPU share as its fraction). */
+/* $1 now, $2 since, $3 step (ms), $4 points.  The rows that matter are
+ * the live ones and those that ended after since: each set has an index
+ * (jobs_active and jobs_finished, nodes_live and nodes_terminated; 0005),
+ * so a read costs the window's rows, not the whole history.  Every
+ * interval is clipped to [since, now) and weighed in thousandths (a GPU is
+ * 1000, a 250-milli share 250, a job 1000) so the sums stay integers and
+ * exact; each step's figure is its weighted ms / 1000 / its length.  With
+ * 1 M finished jobs (33 k a day): 20 ms for an hour in 60 steps, 0.3 s for
+ * a day, 1.7 s for a week, on the loaded 2-core dev machine.  "now" gives the same
+ * figures at this instant, as /metrics counts them (billed nodes: booting,
+ * ready, draining, terminating; allocations on them, a GPU share as its
+ * fraction). */
 static const char timeseries_sql[] =
     "WITH p AS (SELECT $1::bigint AS now, $2::bigint AS since, $3::bigint AS step, $4::int AS n),"
+    " nd AS (SELECT gpus, state, billed_from_ms, terminated_ms FROM nodes"
+    "   WHERE state NOT IN ('terminated', 'interrupted')"
+    "  UNION ALL SELECT gpus, state, billed_from_ms, terminated_ms FROM nodes"
+    "   WHERE terminated_ms > $2::bigint AND state IN ('terminated', 'interrupted')),"
+    " jb AS (SELECT gpus, nodes, gpu_milli, state, submitted_ms, started_ms, finished_ms FROM jobs"
+    "   WHERE state IN ('queued', 'running')"
+    "  UNION ALL SELECT gpus, nodes, gpu_milli, state, submitted_ms, started_ms, finished_ms FROM jobs"
+    "   WHERE finished_ms > $2::bigint AND state NOT IN ('queued', 'running')),"
     " iv AS ("
-    "  SELECT 'prov' AS what, n.gpus::numeric AS w, greatest(n.billed_from_ms, p.since) AS s,"
+    "  SELECT 'prov' AS what, n.gpus * 1000::bigint AS w, greatest(n.billed_from_ms, p.since) AS s,"
     "   least(CASE WHEN n.state IN ('terminated', 'interrupted')"
     "     THEN coalesce(n.terminated_ms, n.billed_from_ms) ELSE p.now END, p.now) AS e"
-    "  FROM nodes n, p WHERE n.billed_from_ms IS NOT NULL AND n.state <> 'requested'"
+    "  FROM nd n, p WHERE n.billed_from_ms IS NOT NULL AND n.state <> 'requested'"
     "  UNION ALL"
-    "  SELECT x.what, CASE WHEN x.what = 'run' THEN 1 WHEN j.gpus > 0 THEN j.gpus * j.nodes"
-    "   ELSE j.gpu_milli / 1000.0 END, greatest(j.started_ms, p.since),"
+    "  SELECT x.what, CASE WHEN x.what = 'run' THEN 1000 WHEN j.gpus > 0 THEN j.gpus * j.nodes * 1000"
+    "   ELSE j.gpu_milli END::bigint, greatest(j.started_ms, p.since),"
     "   least(CASE WHEN j.state = 'running' THEN p.now"
     "     ELSE coalesce(j.finished_ms, j.started_ms) END, p.now)"
-    "  FROM jobs j, p, (VALUES ('alloc'), ('run')) x (what) WHERE j.started_ms IS NOT NULL"
-    "   AND j.started_ms < p.now AND (j.state = 'running' OR j.finished_ms > p.since)"
+    "  FROM jb j, p, (VALUES ('alloc'), ('run')) x (what) WHERE j.started_ms IS NOT NULL"
     "  UNION ALL"
-    "  SELECT 'queue', 1, greatest(j.submitted_ms, p.since),"
+    "  SELECT 'queue', 1000::bigint, greatest(j.submitted_ms, p.since),"
     "   least(CASE WHEN j.state = 'queued' THEN p.now"
-    "     ELSE coalesce(j.started_ms, j.finished_ms, j.submitted_ms) END, p.now)"
-    "  FROM jobs j, p WHERE j.submitted_ms < p.now"
-    "   AND (j.state = 'queued' OR coalesce(j.started_ms, j.finished_ms) > p.since)),"
-    " acc AS (SELECT iv.what, k, sum(iv.w * (least(iv.e, p.since + (k + 1) * p.step)"
-    "   - greatest(iv.s, p.since + k * p.step))) AS ws"
-    "  FROM p, iv, generate_series(((iv.s - p.since) / p.step)::int,"
-    "   ((iv.e - 1 - p.since) / p.step)::int) k"
-    "  WHERE iv.e > iv.s GROUP BY 1, 2),"
-    " u AS (SELECT ((g.at_ms - p.since) / p.step)::int AS k, avg(g.util_percent)::numeric AS util"
-    "  FROM gpu_samples g, p WHERE g.at_ms >= p.since AND g.at_ms < p.now GROUP BY 1),"
+    "     ELSE coalesce(j.started_ms, j.finished_ms) END, p.now)"
+    "  FROM jb j, p),"
+    /* Each interval as at most four events on the steps: its first and
+     * last step get their partial GPU-ms; the full steps between get the
+     * weight through a running sum (+w after the first, -w at the last).
+     * Linear in the rows, whatever the steps they span. */
     " b AS (SELECT k, p.since + k * p.step AS s, least(p.since + (k + 1) * p.step, p.now) AS e"
     "  FROM p, generate_series(0, p.n - 1) k),"
+    " iv2 AS (SELECT iv.*, ((iv.s - p.since) / p.step)::int AS ks,"
+    "   ((iv.e - 1 - p.since) / p.step)::int AS ke FROM iv, p WHERE iv.e > iv.s),"
+    " ev AS (SELECT what, ks AS k, w * (least(e, p.since + (ks + 1) * p.step) - s) AS part,"
+    "   0::bigint AS delta FROM iv2, p"
+    "  UNION ALL SELECT what, ke, w * (e - (p.since + ke * p.step)), 0 FROM iv2, p WHERE ke > ks"
+    "  UNION ALL SELECT what, ks + 1, 0, w FROM iv2 WHERE ke > ks + 1"
+    "  UNION ALL SELECT what, ke, 0, -w FROM iv2 WHERE ke > ks + 1),"
+    " per AS (SELECT what, k, sum(part) AS part, sum(delta) AS delta FROM ev GROUP BY 1, 2),"
+    " acc AS (SELECT x.what, b.k, coalesce(per.part, 0) + p.step * sum(coalesce(per.delta, 0))"
+    "   OVER (PARTITION BY x.what ORDER BY b.k) AS ws"
+    "  FROM p, b CROSS JOIN (VALUES ('prov'), ('alloc'), ('queue'), ('run')) x (what)"
+    "  LEFT JOIN per ON per.what = x.what AND per.k = b.k),"
+    " u AS (SELECT ((g.at_ms - p.since) / p.step)::int AS k, avg(g.util_percent)::numeric AS util"
+    "  FROM gpu_samples g, p WHERE g.at_ms >= $2::bigint AND g.at_ms < $1::bigint GROUP BY 1),"
     " pts AS (SELECT b.k, b.s, b.e,"
-    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'prov'), 0) / (b.e - b.s) AS prov,"
-    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'alloc'), 0) / (b.e - b.s) AS alloc,"
-    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'queue'), 0) / (b.e - b.s) AS queue,"
-    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'run'), 0) / (b.e - b.s) AS run"
+    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'prov'), 0) / (1000.0 * (b.e - b.s)) AS prov,"
+    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'alloc'), 0) / (1000.0 * (b.e - b.s)) AS alloc,"
+    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'queue'), 0) / (1000.0 * (b.e - b.s)) AS queue,"
+    "   coalesce(sum(acc.ws) FILTER (WHERE acc.what = 'run'), 0) / (1000.0 * (b.e - b.s)) AS run"
     "  FROM b LEFT JOIN acc ON acc.k = b.k GROUP BY b.k, b.s, b.e),"
     " billed AS (SELECT id, gpus FROM nodes"
     "   WHERE state IN ('booting', 'ready', 'draining', 'terminating')),"

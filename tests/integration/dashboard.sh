@@ -56,7 +56,8 @@ for a in /:text/html /dashboard.js:text/javascript /dashboard.css:text/css; do
     if grep -Eio 'https?://[^"'"'"' )]*' "$WORK/asset"; then fail "GET $path names another host (above)"; fi
     [ -s "$WORK/asset" ] || fail "GET $path is empty"
 done
-curl -fsS "$BASE/" | grep -q '<script src="/dashboard.js"' || fail "the page does not load its script from this server"
+curl -fsS -o "$WORK/page.html" "$BASE/" || fail "GET /"
+grep -q '<script src="/dashboard.js"' "$WORK/page.html" || fail "the page does not load its script from this server"
 
 api() { curl -fsS -H "Authorization: Bearer $1" "$BASE$2"; }
 
@@ -92,7 +93,7 @@ for q in step_s=0:step_s step_s=abc:step_s step_s=86401:step_s "since_ms=-5:sinc
         "$BASE/v1/timeseries?${q%:*}")
     [ "$code" = 400 ] || fail "timeseries?${q%:*}: $code, expected 400"
     python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); sys.exit(d["field"] != sys.argv[2])' \
-        "$WORK/err.json" "${q##*:}" || fail "timeseries?${q%:*}: $(cat "$WORK/err.json"), expected field ${q##*:}"
+        "$WORK/err.json" "${q##*:}" || fail "timeseries?${q%:*}: $code '$(cat "$WORK/err.json")', expected field ${q##*:}"
 done
 submit() {
     local code
