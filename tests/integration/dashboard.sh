@@ -21,6 +21,8 @@ ADMIN=$("$TARMAC" token create --name dash-admin --role admin --config "$WORK/c.
     || fail "token create admin"
 VIEWER=$("$TARMAC" token create --name dash-viewer --role viewer --config "$WORK/c.yaml" 2>>"$WORK/token.log") \
     || fail "token create viewer"
+ENGINEER=$("$TARMAC" token create --name dash-eng --role engineer --team nlp --config "$WORK/c.yaml" 2>>"$WORK/token.log") \
+    || fail "token create engineer"
 
 # History with known figures for /v1/timeseries, two hours back (T0 on a
 # minute): gone nodes and finished jobs, which the controller only reads as
@@ -122,13 +124,15 @@ wait_for 60 '[ "$(psql_q "SELECT count(*) FROM jobs WHERE state = '"'running'"'"
 wait_for 30 '[ "$(psql_q "SELECT count(DISTINCT team) FROM spend WHERE kind = '"'job'"'")" = 3 ]' \
     || fail "no spend for the three teams: $(psql_q "SELECT team, kind, sum(cents) FROM spend GROUP BY 1, 2")"
 
+# read_api DIR TOKEN: what the page reads, with the page's token; running
+# jobs (to count them) and /metrics fleet-wide.
 read_api() {
     mkdir -p "$1"
-    api "$VIEWER" "/v1/timeseries?step_s=15" >"$1/timeseries.json" || fail "timeseries"
-    api "$VIEWER" /v1/spend >"$1/spend.json" || fail "spend"
-    api "$VIEWER" /v1/budgets >"$1/budgets.json" || fail "budgets"
-    api "$VIEWER" "/v1/decisions?limit=15" >"$1/decisions.json" || fail "decisions"
-    api "$VIEWER" "/v1/pools?limit=100" >"$1/pools.json" || fail "pools"
+    api "$2" "/v1/timeseries?step_s=15" >"$1/timeseries.json" || fail "timeseries"
+    api "$2" /v1/spend >"$1/spend.json" || fail "spend"
+    api "$2" /v1/budgets >"$1/budgets.json" || fail "budgets"
+    api "$2" "/v1/decisions?limit=15" >"$1/decisions.json" || fail "decisions"
+    api "$2" "/v1/pools?limit=100" >"$1/pools.json" || fail "pools"
     api "$VIEWER" "/v1/jobs?state=running&limit=1000" >"$1/running.json" || fail "running jobs"
     curl -fsS "$BASE/metrics" >"$1/metrics.txt" || fail "metrics"
     python3 "$TM_SOURCE_DIR/tests/lib/prom_parse.py" "$1/metrics.txt" >"$1/metrics.json" || fail "metrics parse"
@@ -141,25 +145,34 @@ chrome() {
         --virtual-time-budget=8000 "$@"
 }
 
-# The page against the API read before and after it; a fleet that moved in
-# between (a tick placed or finished something) makes the check say 3: look
-# again.
-rc=3
-for attempt in 1 2 3; do
-    read_api "$WORK/before"
-    chrome --enable-logging=stderr --log-level=0 --dump-dom "$BASE/#token=$VIEWER&window=15m" \
-        >"$WORK/dom.html" 2>"$WORK/console.log" || fail "chromium --dump-dom"
-    read_api "$WORK/after"
-    rc=0
-    python3 "$TM_SOURCE_DIR/tests/lib/dashboard_check.py" --dom "$WORK/dom.html" \
-        --before "$WORK/before" --after "$WORK/after" || rc=$?
-    [ "$rc" = 3 ] || break
-done
-[ "$rc" = 0 ] || { head -c 3000 "$WORK/dom.html" >&2; fail "the dashboard does not show what the API says (rc $rc)"; }
-grep -q "$VIEWER" "$WORK/dom.html" && fail "the token is left in the page"
-# The page's console: no script error, no request the policy refused, no
-# failed read (the page itself logs nothing).
-if grep ':CONSOLE' "$WORK/console.log"; then fail "the page wrote to its console (above)"; fi
+# check_page NAME TOKEN: the page against the API read before and after
+# it; a fleet that moved in between (a tick placed or finished something)
+# makes the check say 3: look again.
+check_page() {
+    local name=$1 token=$2 rc=3 attempt
+    for attempt in 1 2 3; do
+        read_api "$WORK/$name-before" "$token"
+        chrome --enable-logging=stderr --log-level=0 --dump-dom "$BASE/#token=$token&window=15m" \
+            >"$WORK/$name.html" 2>"$WORK/$name-console.log" || fail "chromium --dump-dom ($name)"
+        read_api "$WORK/$name-after" "$token"
+        rc=0
+        python3 "$TM_SOURCE_DIR/tests/lib/dashboard_check.py" --dom "$WORK/$name.html" \
+            --before "$WORK/$name-before" --after "$WORK/$name-after" || rc=$?
+        [ "$rc" = 3 ] || break
+    done
+    [ "$rc" = 0 ] || { head -c 3000 "$WORK/$name.html" >&2; fail "the dashboard ($name) does not show what the API says (rc $rc)"; }
+    grep -q "$token" "$WORK/$name.html" && fail "the token is left in the page ($name)"
+    # The page's console: no script error, no request the policy refused,
+    # no failed read (the page itself logs nothing).
+    if grep ':CONSOLE' "$WORK/$name-console.log"; then fail "the page ($name) wrote to its console (above)"; fi
+}
+check_page viewer "$VIEWER"
+# An engineer sees its team's spend and budget only, and no fleet-wide
+# idle spend or projection (the API gives null): the page says so, and
+# shows the rest.
+check_page engineer "$ENGINEER"
+grep -q 'id="spend-idle" class="value" data-value="" title="not shown to an engineer token' "$WORK/engineer.html" \
+    || fail "the engineer's page does not explain the missing idle spend"
 
 # A refused token: the form, no data.
 chrome --dump-dom "$BASE/#token=tm_not_a_real_token" >"$WORK/dom-bad.html" 2>>"$WORK/chromium.log" || fail "chromium --dump-dom (bad token)"
@@ -180,5 +193,5 @@ assert len(data) > 30000, len(data)
 print(f"screenshot {w}x{h}, {len(data)} bytes")
 PY
 
-grep -q -e "$VIEWER" -e "$ADMIN" "$WORK/serve.log" "$WORK/serve.out" && fail "a token was logged"
+grep -q -e "$VIEWER" -e "$ADMIN" -e "$ENGINEER" "$WORK/serve.log" "$WORK/serve.out" && fail "a token was logged"
 echo "1 passed, 0 failed"
