@@ -22,6 +22,13 @@
 -- replaces tarmac_apply_base, or wraps tarmac_apply again the same way;
 -- replacing tarmac_apply with a copy of 0002's body would drop these ops.
 --
+-- Lock order: tarmac_accrue (0003) locks every billed node in whatever
+-- order its scan finds them, while a plan updates nodes in plan order; run
+-- at the same time (the tick sends both), they deadlocked now and then and
+-- the plan was lost for that tick, which can cost a checkpoint inside a
+-- short notice.  Both now take one transaction-level advisory lock first,
+-- so they run one after the other.
+--
 -- Crash safety: the whole plan is still one statement, one transaction.  A
 -- crash before it commits leaves the notice unrecorded and the jobs running;
 -- the next pass sees the notice again (level-triggered) and plans the same
@@ -132,6 +139,20 @@ BEGIN
     RETURN n;
 END $$;
 
+-- The lock the plan and the ledger take before touching nodes ("tmnodes").
+CREATE FUNCTION tarmac_lock_nodes() RETURNS void LANGUAGE sql AS $$
+    SELECT pg_advisory_xact_lock(x'746d6e6f646573'::bigint);
+$$;
+
+ALTER FUNCTION tarmac_accrue(bigint, bigint) RENAME TO tarmac_accrue_base;
+
+CREATE FUNCTION tarmac_accrue(p_epoch bigint, p_now bigint)
+RETURNS int LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM tarmac_lock_nodes();
+    RETURN tarmac_accrue_base(p_epoch, p_now);
+END $$;
+
 ALTER FUNCTION tarmac_apply(bigint, bigint, jsonb) RENAME TO tarmac_apply_base;
 
 CREATE FUNCTION tarmac_apply(p_epoch bigint, p_now bigint, p_plan jsonb)
@@ -145,6 +166,7 @@ DECLARE
     skipped int := 0;
     res jsonb;
 BEGIN
+    PERFORM tarmac_lock_nodes();
     PERFORM 1 FROM leader WHERE id = 1 AND epoch = p_epoch FOR SHARE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'leader epoch % is stale', p_epoch USING ERRCODE = 'TM001';
