@@ -186,7 +186,7 @@
     const x1 = Number(points[points.length - 1].end_ms);
     let max = opts.max || 0;
     if (!opts.max) {
-      for (const p of points) {
+      for (const p of points.concat(opts.now ? [opts.now] : [])) {
         for (const s of series) {
           max = Math.max(max, Number(p[s.key] || 0));
         }
@@ -225,6 +225,18 @@
       }
       svg.appendChild(svgEl('path', { d: d, class: 'line ' + s.cls }));
     }
+    /* The figures of this instant at the right edge: the last step is
+     * an average over a step not yet over, the dot is where it is going. */
+    if (opts.now) {
+      for (const s of series) {
+        if (opts.now[s.key] !== undefined && opts.now[s.key] !== null) {
+          const dot = svgEl('circle', { cx: sx(x1), cy: sy(Number(opts.now[s.key])), r: 3.5,
+            class: 'now ' + s.cls });
+          dot.appendChild(svgEl('title', {}, 'now: ' + s.label + ' ' + num(opts.now[s.key])));
+          svg.appendChild(dot);
+        }
+      }
+    }
     /* One transparent column per step, titled with its figures. */
     for (const p of points) {
       const a = sx(Number(p.start_ms));
@@ -260,7 +272,7 @@
       { key: 'gpus_provisioned', cls: 'prov', label: 'provisioned' },
       { key: 'gpus_allocated', cls: 'alloc', label: 'allocated', area: true },
       { key: 'gpus_idle', cls: 'idle', label: 'idle' },
-    ], { empty: 'no GPUs in this window' });
+    ], { empty: 'no GPUs in this window', now: now });
     let idleGpuS = 0;
     let provGpuS = 0;
     for (const p of ts.points) {
@@ -276,7 +288,7 @@
     lineChart($('chart-queue'), ts.points, [
       { key: 'queued_jobs', cls: 'queue', label: 'queued' },
       { key: 'running_jobs', cls: 'run', label: 'running' },
-    ], { empty: 'no jobs in this window' });
+    ], { empty: 'no jobs in this window', now: now });
     const hasUtil = ts.points.some((p) => p.util_percent !== null);
     lineChart($('chart-util'), ts.points, [
       { key: 'util_percent', cls: 'util', label: 'utilisation' },
