@@ -49,3 +49,13 @@ endif()
 tm_add_test(itest_api_serve LABELS integration service FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/api_serve.sh)
 set_tests_properties(itest_api_serve PROPERTIES SKIP_RETURN_CODE 77)
+
+# The CLI over the API (tarmac submit, jobs, nodes, pools, decisions, why,
+# budget, spend) against the real serve: tables, json, roles, bad input,
+# where the token comes from, and that it is never printed.
+tm_add_test(itest_cli_api LABELS integration service FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/cli_api.sh)
+# Where the CLI's URL, token and CA come from (flags, environment, the
+# client file and its permissions), and its escaping and tables.
+tm_add_c_test(test_cli_client ${CMAKE_SOURCE_DIR}/tests/unit/test_cli_client.c LABELS unit service
+              TIMEOUT 60)
