@@ -31,7 +31,9 @@
  *           starvation bound waited; within a level submit order, short
  *           eval/preprocess/inference work and jobs tied to few models
  *           moved up by at most short_ms; jobs aged past half the bound
- *           first of all, in submit order.
+ *           first of all: narrow ones (narrow()) first, by submit time
+ *           plus 24x their estimate capped at 6 h, then the rest in
+ *           submit order.
  *    place: best fit on free whole GPUs (so big nodes stay whole) or on
  *           the tightest partly used GPU for a share; among candidates,
  *           first avoid models that model-constrained queued jobs need,
@@ -89,6 +91,10 @@
 /* How much later a reservation may start to stay off a node that jobs
  * tied to its model wait for. */
 #define TM_SCHED_PRESSURE_PENALTY_MS (6LL * 3600 * 1000)
+/* Aged narrow jobs: ordered by submit + MUL x estimate, capped (see
+ * narrow_shift()). */
+#define TM_SCHED_NARROW_SJF_MUL 24
+#define TM_SCHED_NARROW_SJF_CAP_MS (6LL * 3600 * 1000)
 /* Heavy jobs (whole GPUs >= TM_SCHED_HEAVY_GPUS per node) drain at most
  * 1/TM_SCHED_DRAIN_DIV of the GPUs at a time (at least one job). */
 #define TM_SCHED_HEAVY_GPUS 4
@@ -1464,6 +1470,21 @@ static int cmp_okey(const void *a, const void *b)
 }
 
 
+/* How far an aged narrow job moves back in the order for its estimate:
+ * TM_SCHED_NARROW_SJF_MUL times it, at most TM_SCHED_NARROW_SJF_CAP_MS.
+ * Narrow jobs queue for the same few nodes, often one at a time (a
+ * P100-only task needing 12 of the one P100 node's 16 cores): shortest
+ * first there passes fewer of them over the bound, and the cap keeps
+ * a long one from being passed for ever when estimates are wrong. */
+static int64_t narrow_shift(int64_t est)
+{
+    if (est <= 0)
+        return 0;
+    if (est >= TM_SCHED_NARROW_SJF_CAP_MS / TM_SCHED_NARROW_SJF_MUL)
+        return TM_SCHED_NARROW_SJF_CAP_MS;
+    return est * TM_SCHED_NARROW_SJF_MUL;
+}
+
 static void order_keys(const struct ctx *c, struct okey *keys)
 {
     const struct tm_sched_input *in = c->in;
@@ -1482,10 +1503,19 @@ static void order_keys(const struct ctx *c, struct okey *keys)
             continue;
         }
         if (is_urgent(c, (int32_t)j)) {
-            /* Aged past half the bound: strict submit order, ahead of all. */
+            /* Aged past half the bound: ahead of all.  Narrow jobs first:
+             * they have a few nodes, a flexible job has many, and on
+             * gpuspec33 an aged 8-GPU flexible job placed first on the one
+             * G3 node (21 h, estimated 7 min) pushed the G3-only jobs
+             * behind it past the bound.  Among narrow jobs, submit order
+             * moved by their estimate (narrow_shift()), so a long one does
+             * not hold their node while short ones pass the bound. */
+            bool nw = narrow(c, (int32_t)j);
+            int64_t est = jb->estimate_ms > 0 ? jb->estimate_ms : dflt;
             k->k[0] = 0;
-            k->k[1] = jb->submit_ms;
-            k->k[2] = jb->id;
+            k->k[1] = nw ? 0 : 1;
+            k->k[2] = jb->submit_ms + (nw ? narrow_shift(est) : 0);
+            k->k[3] = jb->id;
             continue;
         }
         {

@@ -609,6 +609,53 @@ static void test_drain_cap(void **state)
     tm_sched_result_release(&r);
 }
 
+/* Aged jobs: a narrow one before a flexible one submitted earlier, when
+ * both want the narrow job's only node; among aged narrow jobs the shorter
+ * estimate first (submit + 24x estimate), but the shift is capped at 6 h. */
+static void test_aged_narrow_order(void **state)
+{
+    int64_t now = 100 * H;
+    struct tm_sched_node n[2] = {{.id = 1, .cpu_milli = 16000, .memory_mib = 65536, .gpus = 1, .model = 0,
+                                  .schedulable = true},
+                                 node8(2, 1)};
+    struct tm_sched_alloc a[1] = {hold(1, 0xff, now + 10 * H)};
+    struct tm_sched_job j[2] = {job(1, now - 30 * H, 1, H), job(2, now - 25 * H, 1, H)};
+    struct tm_sched_result r = {0};
+
+    (void)state;
+    /* Both need 12 of the P100-like node's 16 cores: one at a time. */
+    j[0].cpu_milli = j[1].cpu_milli = 12000;
+    j[1].model_mask = 1u << 0;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 2, a, 1, now, &r), 0);
+    assert_int_equal(placed_node(&r, 1), 0); /* the narrow job, though submitted later */
+    assert_int_equal(placed_node(&r, 0), -1);
+    tm_sched_result_release(&r);
+    /* fifo still takes submit order */
+    assert_int_equal(run(TM_POLICY_FIFO, j, 2, n, 2, a, 1, now, &r), 0);
+    assert_int_equal(placed_node(&r, 0), 0);
+    assert_int_equal(placed_node(&r, 1), -1);
+    tm_sched_result_release(&r);
+
+    /* Two narrow jobs: 30 h old estimated 10 h (moved 6 h, the cap) and
+     * 28 h old estimated 5 min (moved 2 h): the short one first. */
+    j[0] = job(1, now - 30 * H, 1, 10 * H);
+    j[1] = job(2, now - 28 * H, 1, H / 12);
+    for (int k = 0; k < 2; k++) {
+        j[k].cpu_milli = 12000;
+        j[k].model_mask = 1u << 0;
+    }
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 2, a, 1, now, &r), 0);
+    assert_int_equal(placed_node(&r, 1), 0);
+    assert_int_equal(placed_node(&r, 0), -1);
+    tm_sched_result_release(&r);
+    /* 40 h old: even moved by the 6 h cap it is 6 h ahead of the short one */
+    j[0].submit_ms = now - 40 * H;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 2, a, 1, now, &r), 0);
+    assert_int_equal(placed_node(&r, 0), 0);
+    assert_int_equal(placed_node(&r, 1), -1);
+    tm_sched_result_release(&r);
+}
+
 static void test_random_properties(void **state)
 {
     (void)state;
@@ -739,6 +786,7 @@ int main(void)
         cmocka_unit_test(test_narrow_reserved_at_once),
         cmocka_unit_test(test_reserve_avoids_narrow_nodes),
         cmocka_unit_test(test_drain_cap),
+        cmocka_unit_test(test_aged_narrow_order),
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_bad_input),
     };
