@@ -38,6 +38,7 @@ struct rjob {
     int32_t alloc;      /* index in allocs while running, else -1 */
     int32_t qpos;       /* index in the queue while queued, else -1 */
     int32_t shape;      /* index into sim.shapes */
+    uint64_t usable;    /* trace models with a node that could ever hold it */
     int8_t verdict;     /* last verdict logged, -1 none */
 };
 
@@ -83,9 +84,13 @@ struct sim {
     int64_t free_milli[TM_TRACE_MODELS_MAX];
     int64_t sliver_milli[TM_TRACE_MODELS_MAX]; /* free milli on partly used GPUs */
     int16_t *gpu_used;                         /* per node x TM_NODE_GPUS_MAX */
+    /* Queued jobs that could have used each model (DESIGN.md): the model
+     * is accepted and some node of it could ever hold the job. */
     int64_t waiting[TM_TRACE_MODELS_MAX];
+    /* Queued jobs that accept each model, whatever its node sizes. */
+    int64_t waiting_accepts[TM_TRACE_MODELS_MAX];
     int64_t alloc_milli;
-    double busy, busy_window, idle_wait, idle_sliver; /* milli x ms */
+    double busy, busy_window, idle_wait, idle_sliver, idle_accepts; /* milli x ms */
     /* fit-aware idle: free milli on GPUs some queued request fits now */
     struct shape *shapes;
     size_t nshapes;
@@ -279,17 +284,24 @@ static int32_t milli_total(const struct tm_trace_job *j)
     return j->gpus > 0 ? j->gpus * MILLI : j->gpu_milli;
 }
 
-static bool some_node_holds(const struct tm_sched_node *nodes, size_t nn, const struct tm_trace_job *j)
+/* The trace models (bits) with a node that could hold the job when empty:
+ * model accepted, enough GPUs, CPU and memory.  0: none, the job is
+ * dropped.  This is what "could have used that GPU model" means in the
+ * idle-while-waiting figure: a 120-core 8-GPU task cannot use a model
+ * whose nodes have 64 cores and 2 GPUs. */
+static uint64_t models_holding(const struct tm_sched_node *nodes, size_t nn, const struct tm_trace_job *j)
 {
+    uint64_t m = 0;
+
     for (size_t i = 0; i < nn; i++) {
         const struct tm_sched_node *n = &nodes[i];
         if (n->gpus == 0 || (j->model_mask && !(j->model_mask >> n->model & 1)))
             continue;
         if (n->cpu_milli >= j->cpu_milli && n->memory_mib >= j->memory_mib &&
             n->gpus >= (j->gpus > 0 ? j->gpus : 1))
-            return true;
+            m |= 1ull << n->model;
     }
-    return false;
+    return m;
 }
 
 /* openb has no team, and its names are unique per task; tasks with the
@@ -312,10 +324,13 @@ static void integrate(struct sim *s, int64_t from, int64_t to)
     s->busy += (double)s->alloc_milli * dt;
     if (hi > lo)
         s->busy_window += (double)s->alloc_milli * (double)(hi - lo);
-    for (int m = 0; m < s->nmodels; m++)
+    for (int m = 0; m < s->nmodels; m++) {
         if (s->waiting[m] > 0)
             s->idle_wait += (double)s->free_milli[m] * dt,
             s->idle_sliver += (double)s->sliver_milli[m] * dt;
+        if (s->waiting_accepts[m] > 0)
+            s->idle_accepts += (double)s->free_milli[m] * dt;
+    }
     s->idle_fit += (double)s->fit_milli * dt;
 }
 
@@ -441,11 +456,16 @@ static int shapes_build(struct sim *s)
     return 0;
 }
 
-static void waiting_add(struct sim *s, const struct tm_trace_job *j, int d)
+static void waiting_add(struct sim *s, const struct rjob *rj, int d)
 {
-    for (int m = 0; m < s->nmodels; m++)
-        if (!j->model_mask || (j->model_mask >> m & 1))
+    const struct tm_trace_job *j = rj->tj;
+
+    for (int m = 0; m < s->nmodels; m++) {
+        if (rj->usable >> m & 1)
             s->waiting[m] += d;
+        if (!j->model_mask || (j->model_mask >> m & 1))
+            s->waiting_accepts[m] += d;
+    }
 }
 
 static void enqueue(struct sim *s, int32_t j)
@@ -460,7 +480,7 @@ static void enqueue(struct sim *s, int32_t j)
         .klass = tj->klass, .preemptible = tj->preemptible};
     s->qjob[s->nq] = j;
     rj->qpos = (int32_t)s->nq++;
-    waiting_add(s, tj, 1);
+    waiting_add(s, rj, 1);
     shape_count(s, rj->shape, 1);
 }
 
@@ -476,7 +496,7 @@ static void dequeue(struct sim *s, int32_t j)
     }
     s->nq--;
     rj->qpos = -1;
-    waiting_add(s, rj->tj, -1);
+    waiting_add(s, rj, -1);
     shape_count(s, rj->shape, -1);
 }
 
@@ -551,6 +571,7 @@ static void log_note(const struct sim *s, int64_t now, const struct rjob *rj,
         return;
     fprintf(s->cfg->log, "t=%.3f policy=%s job=%s verdict=%s", (double)now / 1000.0,
             tm_sched_policy_name(s->cfg->policy), rj->tj->name, tm_sched_verdict_name(nt->verdict));
+    fprintf(s->cfg->log, " est=%.0f", (double)rj->estimate / 1000.0);
     if (nt->node >= 0)
         fprintf(s->cfg->log, " node=%d", (int)nt->node);
     if (nt->verdict == TM_SCHED_RESERVED)
@@ -741,6 +762,7 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     for (size_t j = 0; j < t->njobs; j++) {
         const struct tm_trace_job *tj = &t->jobs[j];
         struct rjob *rj;
+        uint64_t usable;
         if (tj->start_ms < 0) {
             st.dropped_unscheduled++;
             continue;
@@ -757,11 +779,13 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
             st.dropped_cpu_only++;
             continue;
         }
-        if (!some_node_holds(s.nodes, s.nnodes, tj)) {
+        usable = models_holding(s.nodes, s.nnodes, tj);
+        if (!usable) {
             st.dropped_no_node++;
             continue;
         }
         rj = &s.jobs[s.njobs++];
+        rj->usable = usable;
         rj->tj = tj;
         rj->submit = tj->submit_ms;
         rj->runtime = tj->end_ms - tj->start_ms;
@@ -913,6 +937,7 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     st.utilisation_arrival = last > first ? s.busy_window / ((double)cap_milli * (double)(last - first)) : 0;
     st.idle_while_waiting_gpu_hours = s.idle_wait / 1000.0 / 3600000.0;
     st.idle_sliver_gpu_hours = s.idle_sliver / 1000.0 / 3600000.0;
+    st.idle_while_waiting_accepts_gpu_hours = s.idle_accepts / 1000.0 / 3600000.0;
     st.idle_while_waiting_fit_gpu_hours = s.idle_fit / 1000.0 / 3600000.0;
     if (st.reservation_slips)
         st.slip_mean_s /= (double)st.reservation_slips;

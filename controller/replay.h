@@ -61,9 +61,15 @@ struct tm_replay_stats {
     /* results */
     double utilisation;           /* over the makespan */
     double utilisation_arrival;   /* over first..last submission */
-    /* DESIGN.md's definition: free GPU milli of a model while at least
-     * one queued job accepts that model (the "model-only" reading). */
+    /* DESIGN.md's definition, read literally: free GPU milli of a model
+     * while at least one queued job could have used that model, i.e.
+     * accepts it and fits, empty, on some node of it (GPUs per node, CPU,
+     * memory).  Slivers of shared GPUs count as free. */
     double idle_while_waiting_gpu_hours;
+    /* The looser reading reported before 2026-11-29-c, kept beside it: free
+     * milli of a model while a queued job accepts the model, whatever the
+     * size of its nodes.  Always >= the figure above. */
+    double idle_while_waiting_accepts_gpu_hours;
     /* Fit-aware variant, reported beside it, never instead: free milli of
      * a GPU counts only while some queued job could be placed on it now
      * (share fits its free milli, or whole GPUs fit the node's free GPUs;
