@@ -27,11 +27,13 @@ report() {
     echo "- commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
     echo "- command: bench/run-scheduler.sh (build: Release, $BUILD)"
     echo "- traces: $TRACES (openb default and gpuspec33; node list openb_node_list_gpu_node.csv)"
-    echo "- idle-while-waiting, two readings side by side: DESIGN = DESIGN.md's definition (free GPU"
-    echo "  milli of a model while any queued job accepts that model; key idle_while_waiting_gpu_hours);"
-    echo "  fit = fit-aware (free milli of a GPU only while some queued job could be placed on it now:"
-    echo "  its share fits the GPU's free milli, or its whole GPUs fit the node's free GPUs, model, CPU"
-    echo "  and memory too; key idle_while_waiting_fit_gpu_hours)"
+    echo "- idle-while-waiting, three readings side by side: DESIGN = DESIGN.md's definition read"
+    echo "  literally (free GPU milli of a model, slivers included, while a queued job could have used"
+    echo "  that model: accepts it and fits, empty, some node of it; key idle_while_waiting_gpu_hours);"
+    echo "  accepts = the looser reading used before 2026-11-29-c (a queued job accepts the model,"
+    echo "  whatever its node sizes; key idle_while_waiting_accepts_gpu_hours); fit = fit-aware (free"
+    echo "  milli of a GPU only while some queued job could be placed on it now; key"
+    echo "  idle_while_waiting_fit_gpu_hours)"
     echo
     echo "## 1. One scheduling pass"
     echo
