@@ -4,12 +4,14 @@
  * A pass runs in this order, and the order of the actions in the plan is
  * the order tarmac_apply applies them:
  *   1. observe: match each live node to what its provider lists (by instance
- *      id, else by launch token), mark nodes ready, adopted or gone, and
- *      find instances nobody owns;
+ *      id, else by launch token), mark nodes ready, adopted or gone (their
+ *      jobs requeued, the attempt's GPU time lost), act on interruption
+ *      notices (cordon, checkpoint), and find instances nobody owns;
  *   2. schedule: the queued jobs onto ready nodes (controller/scheduler.c);
  *   3. grow: request nodes for queued work no ready node can take, up to
  *      each pool's max, and up to its min;
- *   4. shrink: release nodes idle past their pool's grace, down to its min.
+ *   4. shrink: release nodes idle past their pool's grace, down to its min,
+ *      and noticed nodes once empty.
  */
 #include "controller/reconcile.h"
 
