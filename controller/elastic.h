@@ -81,10 +81,15 @@ struct tm_elastic_stats {
     double useful_gpu_hours, paid_gpu_hours;
     double wait_mean_s, wait_p99_s, waited_longer_than_boot_share;
     size_t interruptions, launches, terminations, substitutions, moves, refusals;
+    size_t drains;            /* nodes drained (no new work) by the planner */
     double lost_gpu_hours, be_gpu_hours;
     size_t deadlines, deadlines_missed;
     double budget_overshoot_cents;
     size_t peak_nodes;
+    /* Where paid GPU-hours that did no work went: nodes booting, nodes
+     * with no job (idle past a job's end, or waiting for a placement), and
+     * free GPU room on nodes running jobs (packing). */
+    double booting_gpu_hours, empty_gpu_hours, free_on_busy_gpu_hours;
     double wall_s;
 };
 

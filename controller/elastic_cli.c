@@ -246,8 +246,12 @@ int tm_elastic_main(int argc, char **argv)
             cJSON_AddNumberToObject(o, "terminations", (double)st.terminations);
             cJSON_AddNumberToObject(o, "substitutions", (double)st.substitutions);
             cJSON_AddNumberToObject(o, "moves", (double)st.moves);
+            cJSON_AddNumberToObject(o, "drains", (double)st.drains);
             cJSON_AddNumberToObject(o, "refusals", (double)st.refusals);
             cJSON_AddNumberToObject(o, "peak_nodes", (double)st.peak_nodes);
+            cJSON_AddNumberToObject(o, "booting_gpu_hours", st.booting_gpu_hours);
+            cJSON_AddNumberToObject(o, "empty_gpu_hours", st.empty_gpu_hours);
+            cJSON_AddNumberToObject(o, "free_on_busy_gpu_hours", st.free_on_busy_gpu_hours);
             cJSON_AddNumberToObject(o, "wall_s", st.wall_s);
             cJSON_AddItemToArray(arr, o);
         } else {

@@ -16,7 +16,7 @@
 const char *tm_plan_kind_name(enum tm_plan_kind k)
 {
     static const char *const names[TM_PLAN_KIND_MAX] = {
-        "launch", "terminate", "substitute", "move", "deadline_od", "refuse", "warn",
+        "launch", "terminate", "substitute", "move", "deadline_od", "refuse", "warn", "drain",
     };
     return (unsigned)k < TM_PLAN_KIND_MAX ? names[k] : "?";
 }
@@ -130,46 +130,91 @@ int64_t tm_plan_deadline_switch_ms(int64_t deadline_ms, int64_t remaining_ms, in
     return deadline_ms - remaining_ms - boot_ms - tick_ms;
 }
 
-/* Free room of one node as the planner models it. */
+/* Free room of one node as the planner models it.  CPU and memory are
+ * checked only for jobs that ask for them on types that state them: a job
+ * the planner counts as fitting must be one the scheduler can place, or
+ * it waits without a launch. */
 struct room {
     int32_t free_milli;
     int32_t free_whole;
+    int64_t free_cpu, free_mem;  /* INT64_MAX: not modelled */
     int pool;
     bool usable;
 };
 
-static bool room_fit(struct room *r, int32_t gpus, int32_t milli, bool take)
+/* What one job asks of a room. */
+struct ask {
+    int32_t gpus, milli;
+    int64_t cpu, mem;
+};
+
+static struct room room_of_type(const struct tm_price_type *t, int pool)
 {
-    if (!r->usable)
+    return (struct room){t->gpus * 1000, t->gpus, t->cpu_milli > 0 ? t->cpu_milli : INT64_MAX,
+                         t->memory_mib > 0 ? t->memory_mib : INT64_MAX, pool, true};
+}
+
+static bool room_fit(struct room *r, const struct ask *k, bool take)
+{
+    if (!r->usable || k->cpu > r->free_cpu || k->mem > r->free_mem)
         return false;
-    if (gpus > 0) {
-        if (r->free_whole < gpus)
+    if (k->gpus > 0) {
+        if (r->free_whole < k->gpus)
             return false;
-        if (take) {
-            r->free_whole -= gpus;
-            r->free_milli -= gpus * 1000;
-        }
-        return true;
-    }
-    if (r->free_milli < milli)
+    } else if (r->free_milli < k->milli) {
         return false;
-    if (take) {
-        r->free_milli -= milli;
+    }
+    if (!take)
+        return true;
+    if (r->free_cpu != INT64_MAX)
+        r->free_cpu -= k->cpu;
+    if (r->free_mem != INT64_MAX)
+        r->free_mem -= k->mem;
+    if (k->gpus > 0) {
+        r->free_whole -= k->gpus;
+        r->free_milli -= k->gpus * 1000;
+    } else {
+        r->free_milli -= k->milli;
         if (r->free_whole > r->free_milli / 1000)
             r->free_whole = r->free_milli / 1000;
     }
     return true;
 }
 
+static int32_t smallest_type_gpus(const struct tm_price_table *pr)
+{
+    int32_t best = 0;
+    for (size_t i = 0; i < pr->ntypes; i++)
+        if (best == 0 || pr->types[i].gpus < best)
+            best = pr->types[i].gpus;
+    return best;
+}
+
+/* The GPUs of the smallest type that holds `k` alone (0: none does). */
+static int32_t smallest_holding(const struct tm_price_table *pr, const struct ask *k)
+{
+    int32_t best = 0;
+    for (size_t i = 0; i < pr->ntypes; i++) {
+        struct room r = room_of_type(&pr->types[i], 0);
+        if (room_fit(&r, k, false) && (best == 0 || pr->types[i].gpus < best))
+            best = pr->types[i].gpus;
+    }
+    return best;
+}
+
 struct item {
     int32_t job;   /* index into jobs */
     int32_t gpus, milli;
     int64_t remaining_ms;
+    struct ask ask;
+    int32_t min_gpus; /* GPUs of the smallest type that holds it (CPU, memory too) */
 };
 
 static int cmp_item(const void *a, const void *b)
 {
     const struct item *x = a, *y = b;
+    if (x->min_gpus != y->min_gpus)
+        return x->min_gpus > y->min_gpus ? -1 : 1;
     if (x->milli != y->milli)
         return x->milli > y->milli ? -1 : 1;
     return x->job < y->job ? -1 : x->job > y->job;
@@ -240,15 +285,27 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
         int64_t use_ms = 0, cost;
         bool spot = pool == TM_PLAN_POOL_SPOT, fell_back_od = false;
         const char *why_fb = "";
-        int32_t room_milli, room_whole, held = 0, held_milli = 0;
+        int32_t room_milli, room_whole, held = 0, held_milli = 0, took = 0;
         size_t nheld = 0;
 
         for (size_t i = 0; i < nitems; i++)
             if (!done[i]) {
                 total += items[i].milli;
-                if (items[i].gpus > largest)
-                    largest = items[i].gpus;
+                if (items[i].min_gpus > largest)
+                    largest = items[i].min_gpus;
             }
+        if (pp->size_per_job) {
+            /* the largest job left (items are sorted largest first), or
+             * one GPU of headroom */
+            total = headroom_milli < 1000 ? headroom_milli : 1000;
+            largest = 1;
+            for (size_t i = 0; i < nitems; i++)
+                if (!done[i]) {
+                    total = items[i].milli;
+                    largest = items[i].min_gpus > 0 ? items[i].min_gpus : 1;
+                    break;
+                }
+        }
         type = tm_plan_choose_type(pr, spot, total, largest, in->shortages, in->nshortages,
                                    in->now_ms, &zone);
         if (type >= 0) {
@@ -285,9 +342,9 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
         room_whole = pr->types[type].gpus;
         room_milli = room_whole * 1000;
         {
-            struct room r = {room_milli, room_whole, pool, true};
+            struct room r = room_of_type(&pr->types[type], pool);
             for (size_t i = 0; i < nitems; i++) {
-                if (done[i] || !room_fit(&r, items[i].gpus, items[i].milli, true))
+                if (done[i] || !room_fit(&r, &items[i].ask, true))
                     continue;
                 done[i] = true;
                 left--;
@@ -300,9 +357,17 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
             if (headroom_milli > 0) {
                 int32_t take = headroom_milli < held ? headroom_milli : held;
                 headroom_milli -= take;
+                took = take;
                 if (use_ms < pp->launch_use_ms)
                     use_ms = pp->launch_use_ms;
             }
+        }
+        if (nheld == 0 && took == 0) {
+            /* the chosen type holds none of what is left (its CPU or
+             * memory ask is larger than any type's) */
+            act_add(a, TM_PLAN_REFUSE, "no %s type holds the %zu jobs left (CPU or memory)",
+                    spot ? "spot" : "on-demand", left);
+            break;
         }
         if (use_ms <= 0)
             use_ms = pp->launch_use_ms;
@@ -366,13 +431,18 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
         const struct tm_plan_node *n = &in->nodes[i];
         const struct tm_price_type *t = &pr->types[n->type];
         int p = n->spot ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD;
-        rooms[i].pool = p;
-        rooms[i].usable = !n->leaving;
+        rooms[i] = room_of_type(t, p);
+        rooms[i].usable = !n->leaving && !n->cordoned;
+        if (n->ready && rooms[i].free_cpu != INT64_MAX)
+            rooms[i].free_cpu -= n->used_cpu_milli;
+        if (n->ready && rooms[i].free_mem != INT64_MAX)
+            rooms[i].free_mem -= n->used_memory_mib;
         rooms[i].free_milli = n->ready ? t->gpus * 1000 - n->used_milli : t->gpus * 1000;
         rooms[i].free_whole = n->ready ? n->free_whole : t->gpus;
         if (!n->leaving) {
             pool_count[p]++;
-            pool_gpus[p] += t->gpus;
+            if (!n->cordoned)
+                pool_gpus[p] += t->gpus;
             live++;
         }
     }
@@ -409,7 +479,10 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             const struct tm_plan_job *jb = &in->jobs[j];
             if (jb->running && !force_od[j])
                 continue;
-            all[nall++] = (struct item){(int32_t)j, jb->gpus, jb->milli, jb->remaining_ms};
+            all[nall] = (struct item){(int32_t)j, jb->gpus, jb->milli, jb->remaining_ms,
+                                      {jb->gpus, jb->milli, jb->cpu_milli, jb->memory_mib}, 0};
+            all[nall].min_gpus = smallest_holding(pr, &all[nall].ask);
+            nall++;
         }
         qsort(all, nall, sizeof(*all), cmp_item);
         for (size_t k = 0; k < nall; k++) {
@@ -422,7 +495,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             for (int pass = od_only ? 1 : 0; pass < passes && !placed; pass++)
                 for (size_t i = 0; i < in->nnodes && !placed; i++)
                     if (rooms[i].pool == (pass == 0 ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD) &&
-                        room_fit(&rooms[i], jb->gpus, jb->milli, true))
+                        room_fit(&rooms[i], &all[k].ask, true))
                         placed = true;
             if (placed)
                 continue;
@@ -547,7 +620,8 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
                 for (size_t i = 0; i < in->nnodes && !ok; i++)
                     if ((int)i != best && in->nodes[i].ready &&
                         (pp->spot || tmp[i].pool == TM_PLAN_POOL_OD))
-                        ok = room_fit(&tmp[i], jb->gpus, jb->milli, true);
+                        ok = room_fit(&tmp[i], &(struct ask){jb->gpus, jb->milli, jb->cpu_milli,
+                                                             jb->memory_mib}, true);
                 fits = ok;
             }
             free(tmp);
@@ -570,6 +644,31 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
         }
     }
 
+    /* 5b. Drain oversized nodes: one whose work a type of at most half its
+     * GPUs would hold gets no new work, so that it empties and goes
+     * instead of keeping a large node alive for a few small jobs (no job
+     * is stopped; new work goes to right-sized nodes). */
+    if (pp->drain_oversized) {
+        int32_t smallest = smallest_type_gpus(pr);
+        for (size_t i = 0; i < in->nnodes; i++) {
+            const struct tm_plan_node *n = &in->nodes[i];
+            int32_t g = pr->types[n->type].gpus, need;
+            struct tm_plan_action *x;
+            if (!n->ready || n->leaving || n->cordoned || n->jobs == 0 || g <= smallest)
+                continue;
+            need = smallest_holding(pr, &(struct ask){g - n->free_whole, 0, n->used_cpu_milli,
+                                                      n->used_memory_mib});
+            if (need <= 0 || need * 2 > g)
+                continue;
+            x = act_add(&a, TM_PLAN_DRAIN, "oversized: %d jobs (%.2f GPUs) on %d GPUs fit a %d-GPU "
+                        "type; no new work until it empties", n->jobs, n->used_milli / 1000.0, g, need);
+            if (!x)
+                break;
+            x->node = (int32_t)i;
+            rooms[i].usable = false;
+        }
+    }
+
     /* 6. Release nodes idle past their grace, oldest idle first, keeping
      * the forecast's upper quantile (hysteresis) and the pool minimum. */
     for (;;) {
@@ -578,7 +677,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             const struct tm_plan_node *n = &in->nodes[i];
             bool taken = skip_idle[i];
             if (!n->ready || n->leaving || n->jobs != 0 ||
-                in->now_ms - n->idle_since_ms < pp->idle_grace_ms)
+                (!n->cordoned && in->now_ms - n->idle_since_ms < pp->idle_grace_ms))
                 continue;
             for (size_t k = 0; k < a.n; k++)
                 if ((a.v[k].kind == TM_PLAN_TERMINATE || a.v[k].kind == TM_PLAN_MOVE) &&
@@ -597,8 +696,10 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             int32_t g = pr->types[n->type].gpus;
             struct tm_plan_action *x;
             /* the node is skipped from now on through the `taken` scan */
+            bool forced = n->cordoned ||
+                          (pp->drain_oversized && g > smallest_type_gpus(pr));
             if (pool_count[p] <= pp->min_nodes[p] ||
-                (in->keep_gpus[p] >= 0 &&
+                (!forced && in->keep_gpus[p] >= 0 &&
                  (double)(pool_gpus[p] - g) * 1000 < in->keep_gpus[p] * 1000 - 1e-6) ||
                 disrupt_left <= 0) {
                 /* kept: pool minimum, forecast (hysteresis) or disruption
@@ -607,14 +708,22 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
                 skip_idle[best] = true;
                 continue;
             }
-            x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; forecast %.1f GPUs "
-                        "fits without it", (in->now_ms - n->idle_since_ms) / 1e3,
-                        pp->idle_grace_ms / 1e3, in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p]);
+            if (n->cordoned)
+                x = act_add(&a, TM_PLAN_TERMINATE, "drained and empty");
+            else if (forced)
+                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; larger than "
+                            "the smallest type, the forecast is kept in small nodes",
+                            (in->now_ms - n->idle_since_ms) / 1e3, pp->idle_grace_ms / 1e3);
+            else
+                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; forecast %.1f GPUs "
+                            "fits without it", (in->now_ms - n->idle_since_ms) / 1e3,
+                            pp->idle_grace_ms / 1e3, in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p]);
             if (!x)
                 break;
             x->node = best;
             pool_count[p]--;
-            pool_gpus[p] -= g;
+            if (!n->cordoned)
+                pool_gpus[p] -= g;
             disrupt_left--;
         }
     }

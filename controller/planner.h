@@ -79,6 +79,10 @@ struct tm_plan_node {
     int64_t idle_since_ms;   /* when it last became empty; ignored when jobs > 0 */
     int64_t busy_until_ms;   /* expected end of its work (estimates) */
     int64_t lost_if_moved_milli_ms; /* work lost by moving its jobs (not checkpointed) */
+    /* Added (issue 4, packing): */
+    int64_t used_cpu_milli;  /* CPU held by running jobs (0 with cpu_milli 0 jobs) */
+    int64_t used_memory_mib; /* memory held by running jobs */
+    bool cordoned;           /* drained (TM_PLAN_DRAIN): no new work, released once empty */
 };
 
 struct tm_plan_job {
@@ -91,6 +95,8 @@ struct tm_plan_job {
     int32_t node;            /* running: index into nodes; else -1 */
     int64_t remaining_ms;    /* expected work left (estimate) */
     int64_t deadline_ms;     /* 0: none */
+    int64_t cpu_milli;       /* CPU it asks (added, issue 4); 0: not checked */
+    int64_t memory_mib;      /* memory it asks; 0: not checked */
 };
 
 struct tm_plan_shortage {
@@ -124,6 +130,16 @@ struct tm_plan_params {
                                       * on-demand nodes already paid for */
     int64_t move_cost_ms;            /* checkpoint + restore time of a move */
     int64_t launch_use_ms;           /* expected use of a launch with no estimate */
+    /* Added (issue 4, sizing).  size_per_job: each launch is the type
+     * that best holds the largest job left (others fill its room), and
+     * headroom comes in the smallest type, instead of packing the whole
+     * backlog into the largest node it fills.  drain_oversized: a node
+     * whose work would fit a type of at most half its GPUs is drained (no
+     * new work, released once empty), and idle nodes larger than the
+     * smallest type are released past their grace whatever the forecast
+     * (the forecast is kept in small nodes).  Both false: as before. */
+    bool size_per_job;
+    bool drain_oversized;
 };
 
 struct tm_plan_input {
@@ -151,6 +167,7 @@ enum tm_plan_kind {
     TM_PLAN_DEADLINE_OD,     /* job `job` must run on on-demand from now */
     TM_PLAN_REFUSE,          /* a launch refused by a hard budget cap */
     TM_PLAN_WARN,            /* a soft budget threshold passed */
+    TM_PLAN_DRAIN,           /* no new work on `node`; it is released once empty (added) */
     TM_PLAN_KIND_MAX,
 };
 
