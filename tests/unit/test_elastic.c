@@ -183,6 +183,45 @@ static void test_openb_calibration(void **state)
     tm_trace_release(&t);
 }
 
+/* A submission that finds no room starts a planning pass at once: a job
+ * arriving between ticks onto a full fleet waits exactly one boot, not
+ * a boot plus the rest of the tick.  Job a (8 GPUs, an hour) arrives at
+ * 0, on a tick; job b (8 GPUs) at 200 s, between the ticks of 180 and
+ * 210 s: its node is asked for at 200 s and ready at 380 s. */
+static void test_plan_on_arrival(void **state)
+{
+    struct tm_price_table pr;
+    struct tm_trace t;
+    struct tm_elastic_config c;
+    struct tm_elastic_stats st;
+    (void)state;
+    table(&pr, 0, true);
+    memset(&t, 0, sizeof(t));
+    t.jobs = calloc(2, sizeof(*t.jobs));
+    assert_non_null(t.jobs);
+    t.njobs = 2;
+    for (int i = 0; i < 2; i++) {
+        struct tm_trace_job *j = &t.jobs[i];
+        snprintf(j->name, sizeof(j->name), "j%d", i);
+        j->submit_ms = j->start_ms = i * 200 * S;
+        j->end_ms = j->start_ms + H;
+        j->cpu_milli = 8000;
+        j->memory_mib = 16384;
+        j->gpus = 8;
+        j->gpu_milli = 1000;
+        j->qos = TM_QOS_LS;
+        j->klass = TM_CLASS_TRAIN;
+    }
+    tm_elastic_config_default(&c);
+    c.prices = &pr;
+    run(&t, &c, TM_ELASTIC_REACTIVE, &st);
+    assert_int_equal(st.unfinished, 0);
+    assert_true(st.wait_mean_s == 180);
+    assert_true(st.waited_longer_than_boot_share == 0);
+    assert_int_equal(st.launches, 2);
+    tm_trace_release(&t);
+}
+
 /* Bad input through the command line: the file, the line and the reason. */
 static void test_cli_bad_prices(void **state)
 {
@@ -210,6 +249,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_hard_budget_zero_overshoot),
         cmocka_unit_test(test_spot_deadlines),
         cmocka_unit_test(test_openb_calibration),
+        cmocka_unit_test(test_plan_on_arrival),
         cmocka_unit_test(test_cli_bad_prices),
     };
     if (argc > 1 && strcmp(argv[1], "replay") == 0)

@@ -521,6 +521,178 @@ static void test_consolidate(void **state)
     tm_plan_result_release(&r);
 }
 
+/* CPU and memory count: a 1-GPU job asking 12 CPUs does not fit on an
+ * 8-GPU node with 7 GPUs free but only 6 CPUs left, so it gets its own
+ * node (the scheduler could not place it there); asking no CPU it fits;
+ * asking 20 CPUs it gets the smallest type with that many (2 GPUs). */
+static void test_cpu_memory_room(void **state)
+{
+    struct tm_price_table t;
+    struct tm_plan_input in;
+    struct tm_plan_result r = {0};
+    struct tm_plan_node n = node(3, false, 1000, 0);
+    struct tm_plan_job j = {.gpus = 1, .milli = 1000, .remaining_ms = H, .node = -1,
+                            .cpu_milli = 12000, .memory_mib = 16384};
+    (void)state;
+    sizes(&t, false);
+    base_input(&in, &t, H);
+    n.free_whole = 7;
+    n.used_cpu_milli = 90000; /* of 96000 */
+    n.used_memory_mib = 16384;
+    in.nodes = &n;
+    in.nnodes = 1;
+    in.jobs = &j;
+    in.njobs = 1;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 1);
+    assert_string_equal(t.types[first(&r, TM_PLAN_LAUNCH)->type].name, "g1");
+    tm_plan_result_release(&r);
+    j.cpu_milli = 0;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 0);
+    tm_plan_result_release(&r);
+    j.cpu_milli = 20000;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 1);
+    assert_string_equal(t.types[first(&r, TM_PLAN_LAUNCH)->type].name, "g2");
+    tm_plan_result_release(&r);
+    /* more CPU than any type has: refused with the reason, nothing launched */
+    j.cpu_milli = 200000;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 0);
+    assert_int_equal(count(&r, TM_PLAN_REFUSE), 1);
+    assert_non_null(strstr(first(&r, TM_PLAN_REFUSE)->reason, "CPU or memory"));
+    tm_plan_result_release(&r);
+}
+
+/* size_per_job: a 1-GPU job and a half-GPU share get one 1-GPU node each
+ * (each released when its own job ends) instead of one 2-GPU node for
+ * both; 3 GPUs of forecast headroom come as three 1-GPU nodes. */
+static void test_size_per_job(void **state)
+{
+    struct tm_price_table t;
+    struct tm_plan_input in;
+    struct tm_plan_result r = {0};
+    struct tm_plan_job j[2] = {
+        {.gpus = 1, .milli = 1000, .remaining_ms = H, .node = -1},
+        {.gpus = 0, .milli = 500, .remaining_ms = H, .node = -1},
+    };
+    (void)state;
+    sizes(&t, false);
+    base_input(&in, &t, 0);
+    in.jobs = j;
+    in.njobs = 2;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 1);
+    assert_string_equal(t.types[first(&r, TM_PLAN_LAUNCH)->type].name, "g2");
+    tm_plan_result_release(&r);
+    in.params.size_per_job = true;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 2);
+    for (size_t i = 0; i < r.nactions; i++)
+        assert_string_equal(t.types[r.actions[i].type].name, "g1");
+    tm_plan_result_release(&r);
+    in.njobs = 0;
+    in.forecast_gpus[0] = 3;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 3);
+    for (size_t i = 0; i < r.nactions; i++)
+        assert_string_equal(t.types[r.actions[i].type].name, "g1");
+    tm_plan_result_release(&r);
+}
+
+/* drain_oversized: an 8-GPU node running one 1-GPU job is drained (its
+ * work fits a 1-GPU type); one running 5 GPUs is not (it needs the 8);
+ * with 8-GPU nodes only nothing is oversized; off, nothing is drained. */
+static void test_drain_oversized(void **state)
+{
+    struct tm_price_table t;
+    struct tm_plan_input in;
+    struct tm_plan_result r = {0};
+    struct tm_plan_node n[2];
+    (void)state;
+    sizes(&t, false);
+    base_input(&in, &t, H);
+    n[0] = node(3, false, 1000, 0);
+    n[0].free_whole = 7;
+    n[0].used_cpu_milli = 12000;
+    n[1] = node(3, false, 5000, 0);
+    n[1].free_whole = 3;
+    n[1].jobs = 3;
+    in.nodes = n;
+    in.nnodes = 2;
+    in.params.drain_oversized = true;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_DRAIN), 1);
+    assert_int_equal(first(&r, TM_PLAN_DRAIN)->node, 0);
+    assert_non_null(strstr(first(&r, TM_PLAN_DRAIN)->reason, "1-GPU type"));
+    assert_int_equal(count(&r, TM_PLAN_TERMINATE), 0); /* its job still runs */
+    tm_plan_result_release(&r);
+    /* a job asking 40 CPUs on it needs a 4-GPU type: at most half, drained */
+    n[0].used_cpu_milli = 40000;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_DRAIN), 1);
+    tm_plan_result_release(&r);
+    /* 50 CPUs need the 8-GPU type: kept */
+    n[0].used_cpu_milli = 50000;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_DRAIN), 0);
+    tm_plan_result_release(&r);
+    n[0].used_cpu_milli = 12000;
+    in.params.drain_oversized = false;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_DRAIN), 0);
+    tm_plan_result_release(&r);
+    sizes(&t, true);
+    n[0].type = n[1].type = 0;
+    in.params.drain_oversized = true;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_DRAIN), 0);
+    tm_plan_result_release(&r);
+}
+
+/* A drained node: its room takes no queued work (a launch instead), and
+ * once empty it goes at once, whatever the grace and the forecast. */
+static void test_cordoned_node(void **state)
+{
+    struct tm_price_table t;
+    struct tm_plan_input in;
+    struct tm_plan_result r = {0};
+    struct tm_plan_node n = node(0, false, 1000, 0);
+    struct tm_plan_job j = {.gpus = 1, .milli = 1000, .remaining_ms = H, .node = -1};
+    (void)state;
+    sizes(&t, true);
+    base_input(&in, &t, H);
+    n.free_whole = 7;
+    n.cordoned = true;
+    in.nodes = &n;
+    in.nnodes = 1;
+    in.jobs = &j;
+    in.njobs = 1;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 1);
+    tm_plan_result_release(&r);
+    n.cordoned = false;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 0);
+    tm_plan_result_release(&r);
+    /* empty and drained a moment ago, forecast wants 16 GPUs: released */
+    n = node(0, false, 0, H);
+    n.free_whole = 8;
+    n.cordoned = true;
+    in.njobs = 0;
+    in.keep_gpus[0] = 16;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_TERMINATE), 1);
+    assert_string_equal(first(&r, TM_PLAN_TERMINATE)->reason, "drained and empty");
+    tm_plan_result_release(&r);
+    /* not drained: the grace and the forecast keep it */
+    n.cordoned = false;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_TERMINATE), 0);
+    tm_plan_result_release(&r);
+}
+
 static void test_bad_input(void **state)
 {
     struct tm_price_table t;
@@ -550,6 +722,10 @@ int main(void)
         cmocka_unit_test(test_deadline_latest_safe_switch),
         cmocka_unit_test(test_release_limits),
         cmocka_unit_test(test_consolidate),
+        cmocka_unit_test(test_cpu_memory_room),
+        cmocka_unit_test(test_size_per_job),
+        cmocka_unit_test(test_drain_oversized),
+        cmocka_unit_test(test_cordoned_node),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
