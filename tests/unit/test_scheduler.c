@@ -611,7 +611,7 @@ static void test_drain_cap(void **state)
 
 /* Aged jobs: a narrow one before a flexible one submitted earlier, when
  * both want the narrow job's only node; among aged narrow jobs the shorter
- * estimate first (submit + 24x estimate), but the shift is capped at 6 h. */
+ * estimate first (submit + 4x estimate), but the shift is capped at 12 h. */
 static void test_aged_narrow_order(void **state)
 {
     int64_t now = 100 * H;
@@ -636,8 +636,8 @@ static void test_aged_narrow_order(void **state)
     assert_int_equal(placed_node(&r, 1), -1);
     tm_sched_result_release(&r);
 
-    /* Two narrow jobs: 30 h old estimated 10 h (moved 6 h, the cap) and
-     * 28 h old estimated 5 min (moved 2 h): the short one first. */
+    /* Two narrow jobs: 30 h old estimated 10 h (moved 12 h, the cap) and
+     * 28 h old estimated 5 min (moved 20 min): the short one first. */
     j[0] = job(1, now - 30 * H, 1, 10 * H);
     j[1] = job(2, now - 28 * H, 1, H / 12);
     for (int k = 0; k < 2; k++) {
@@ -648,8 +648,8 @@ static void test_aged_narrow_order(void **state)
     assert_int_equal(placed_node(&r, 1), 0);
     assert_int_equal(placed_node(&r, 0), -1);
     tm_sched_result_release(&r);
-    /* 40 h old: even moved by the 6 h cap it is 6 h ahead of the short one */
-    j[0].submit_ms = now - 40 * H;
+    /* 42 h old: even moved by the 12 h cap it is 2 h ahead of the short one */
+    j[0].submit_ms = now - 42 * H;
     assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 2, a, 1, now, &r), 0);
     assert_int_equal(placed_node(&r, 0), 0);
     assert_int_equal(placed_node(&r, 1), -1);
