@@ -602,7 +602,6 @@ static int plan(struct sim *s)
         in.params.move_cost_ms = 60 * 1000;
         in.params.disruption_nodes = 2;
         in.params.disruption_pct = 0.1;
-        in.params.size_per_job = true;
         in.params.drain_oversized = true;
         {
             int64_t since = s->now - 10 * 60 * 1000;

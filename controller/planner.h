@@ -130,15 +130,11 @@ struct tm_plan_params {
                                       * on-demand nodes already paid for */
     int64_t move_cost_ms;            /* checkpoint + restore time of a move */
     int64_t launch_use_ms;           /* expected use of a launch with no estimate */
-    /* Added (issue 4, sizing).  size_per_job: each launch is the type
-     * that best holds the largest job left (others fill its room), and
-     * headroom comes in the smallest type, instead of packing the whole
-     * backlog into the largest node it fills.  drain_oversized: a node
-     * whose work would fit a type of at most half its GPUs is drained (no
-     * new work, released once empty), and idle nodes larger than the
-     * smallest type are released past their grace whatever the forecast
-     * (the forecast is kept in small nodes).  Both false: as before. */
-    bool size_per_job;
+    /* Added (issue 4, sizing).  A node whose work would fit a type of at
+     * most an eighth of its GPUs is drained (TM_PLAN_DRAIN: no new work,
+     * released once empty), and idle nodes larger than the smallest type
+     * are released past their grace whatever the forecast (it is kept in
+     * small nodes).  false: as before. */
     bool drain_oversized;
 };
 

@@ -565,45 +565,10 @@ static void test_cpu_memory_room(void **state)
     tm_plan_result_release(&r);
 }
 
-/* size_per_job: a 1-GPU job and a half-GPU share get one 1-GPU node each
- * (each released when its own job ends) instead of one 2-GPU node for
- * both; 3 GPUs of forecast headroom come as three 1-GPU nodes. */
-static void test_size_per_job(void **state)
-{
-    struct tm_price_table t;
-    struct tm_plan_input in;
-    struct tm_plan_result r = {0};
-    struct tm_plan_job j[2] = {
-        {.gpus = 1, .milli = 1000, .remaining_ms = H, .node = -1},
-        {.gpus = 0, .milli = 500, .remaining_ms = H, .node = -1},
-    };
-    (void)state;
-    sizes(&t, false);
-    base_input(&in, &t, 0);
-    in.jobs = j;
-    in.njobs = 2;
-    assert_int_equal(tm_plan_run(&in, &r), 0);
-    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 1);
-    assert_string_equal(t.types[first(&r, TM_PLAN_LAUNCH)->type].name, "g2");
-    tm_plan_result_release(&r);
-    in.params.size_per_job = true;
-    assert_int_equal(tm_plan_run(&in, &r), 0);
-    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 2);
-    for (size_t i = 0; i < r.nactions; i++)
-        assert_string_equal(t.types[r.actions[i].type].name, "g1");
-    tm_plan_result_release(&r);
-    in.njobs = 0;
-    in.forecast_gpus[0] = 3;
-    assert_int_equal(tm_plan_run(&in, &r), 0);
-    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 3);
-    for (size_t i = 0; i < r.nactions; i++)
-        assert_string_equal(t.types[r.actions[i].type].name, "g1");
-    tm_plan_result_release(&r);
-}
-
 /* drain_oversized: an 8-GPU node running one 1-GPU job is drained (its
- * work fits a 1-GPU type); one running 5 GPUs is not (it needs the 8);
- * with 8-GPU nodes only nothing is oversized; off, nothing is drained. */
+ * work fits a 1-GPU type, an eighth of it); one running 5 GPUs is not;
+ * one whose job asks 20 CPUs is not (that needs a 2-GPU type); with
+ * 8-GPU nodes only nothing is oversized; off, nothing is drained. */
 static void test_drain_oversized(void **state)
 {
     struct tm_price_table t;
@@ -628,13 +593,7 @@ static void test_drain_oversized(void **state)
     assert_non_null(strstr(first(&r, TM_PLAN_DRAIN)->reason, "1-GPU type"));
     assert_int_equal(count(&r, TM_PLAN_TERMINATE), 0); /* its job still runs */
     tm_plan_result_release(&r);
-    /* a job asking 40 CPUs on it needs a 4-GPU type: at most half, drained */
-    n[0].used_cpu_milli = 40000;
-    assert_int_equal(tm_plan_run(&in, &r), 0);
-    assert_int_equal(count(&r, TM_PLAN_DRAIN), 1);
-    tm_plan_result_release(&r);
-    /* 50 CPUs need the 8-GPU type: kept */
-    n[0].used_cpu_milli = 50000;
+    n[0].used_cpu_milli = 20000;
     assert_int_equal(tm_plan_run(&in, &r), 0);
     assert_int_equal(count(&r, TM_PLAN_DRAIN), 0);
     tm_plan_result_release(&r);
@@ -723,7 +682,6 @@ int main(void)
         cmocka_unit_test(test_release_limits),
         cmocka_unit_test(test_consolidate),
         cmocka_unit_test(test_cpu_memory_room),
-        cmocka_unit_test(test_size_per_job),
         cmocka_unit_test(test_drain_oversized),
         cmocka_unit_test(test_cordoned_node),
         cmocka_unit_test(test_bad_input),
