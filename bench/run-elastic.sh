@@ -92,7 +92,7 @@ run F --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --s
 run G --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off --checkpointable be
 
 python3 - "$TMP" "$OUT" "$EL" <<'PY'
-import json, sys, os, datetime, platform
+import json, sys, os, datetime
 tmp, out, el = sys.argv[1], sys.argv[2], sys.argv[3]
 names = {
  "A": "openb, 8-GPU nodes, spot on, hazard 0.05",
@@ -103,30 +103,55 @@ names = {
  "F": "openb, 8-GPU nodes, spot on, hazard 0.05, best-effort jobs checkpointable",
  "G": "openb, 8-GPU nodes, spot off, best-effort jobs checkpointable",
 }
+R = {k: {r["policy"]: r for r in json.load(open(os.path.join(tmp, k + ".json")))["results"]}
+     for k in "ABCDEFG"}
+def yes(ok):
+    return "yes" if ok else "**no**"
+A, B, C, D, F = R["A"], R["B"], R["C"], R["D"], R["F"]
+a_cost = A["tarmac"]["cost_usd"] / A["reactive"]["cost_usd"]
+a_lost = A["tarmac"]["lost_gpu_hours"] / A["reactive"]["lost_gpu_hours"] if A["reactive"]["lost_gpu_hours"] else 0
+f_cost = F["tarmac"]["cost_usd"] / F["reactive"]["cost_usd"]
+over = max(r["budget_overshoot_cents"] for k in R for r in R[k].values())
+missed = sum(r["deadlines_missed"] for k in R for r in R[k].values())
 L = []
-L.append("# Elastic replay, %s\n" % datetime.datetime.utcnow().strftime("%Y-%m-%d"))
+L.append("# Elastic replay, %s\n" % datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"))
+L.append("## Targets (issue 4)\n")
+L.append("| target | measured | met |")
+L.append("|---|---|---|")
+L.append("| A: tarmac <= 0.90 x reactive's cost | %.3f (F, best-effort checkpointable: %.3f) | %s |" % (a_cost, f_cost, yes(a_cost <= 0.90)))
+L.append("| A: GPU-hours lost <= 20%% of reactive's | %.1f%% (%.1f vs %.1f GPU-h) | %s |" % (100 * a_lost, A["tarmac"]["lost_gpu_hours"], A["reactive"]["lost_gpu_hours"], yes(a_lost <= 0.20)))
+L.append("| A: mean wait <= reactive's | %.1f s vs %.1f s | %s |" % (A["tarmac"]["wait_mean_s"], A["reactive"]["wait_mean_s"], yes(A["tarmac"]["wait_mean_s"] <= A["reactive"]["wait_mean_s"])))
+L.append("| B: tarmac <= 1.10 x floor | %.3f (reactive %.3f; G, checkpointable: %.3f) | %s |" % (B["tarmac"]["floor_ratio"], B["reactive"]["floor_ratio"], R["G"]["tarmac"]["floor_ratio"], yes(B["tarmac"]["floor_ratio"] <= 1.10)))
+L.append("| C: tarmac <= 1.35 x lower bound | %.3f (reactive %.3f) | %s |" % (C["tarmac"]["cost_ratio"], C["reactive"]["cost_ratio"], yes(C["tarmac"]["cost_ratio"] <= 1.35)))
+L.append("| C: <= 5%% of jobs wait longer than boot | %.1f%% (reactive %.1f%%; mean wait %.0f s vs %.0f s) | %s |" % (100 * C["tarmac"]["waited_longer_than_boot_share"], 100 * C["reactive"]["waited_longer_than_boot_share"], C["tarmac"]["wait_mean_s"], C["reactive"]["wait_mean_s"], yes(C["tarmac"]["waited_longer_than_boot_share"] <= 0.05)))
+L.append("| D: tarmac <= 1.25 x lower bound | %.3f (reactive %.3f) | %s |" % (D["tarmac"]["cost_ratio"], D["reactive"]["cost_ratio"], yes(D["tarmac"]["cost_ratio"] <= 1.25)))
+L.append("| forecast pinball < seasonal-naive on every series | bench/results/forecast-2026-11-29.md | yes |")
+L.append("| zero budget overshoot | %.0f cents, worst run here (no budget in these tables; hard-cap replays in tests/unit/test_elastic.c) | %s |" % (over, yes(over == 0)))
+L.append("| zero missed feasible deadlines | %d here (deadline replays in tests/unit/test_elastic.c) | %s |" % (missed, yes(missed == 0)))
+L.append("")
 L.append("Command: `bench/run-elastic.sh` (driver: `%s`). openb default submitted from 9,964,972 s, "
          "jobs up to a day, boot 180 s, tick 30 s, seed 1. Prices: $4.00/GPU-h on demand, spot 35%% "
          "(bench/prices/). xLB = cost / lower bound, xfloor = cost / floor (DESIGN.md, controller/elastic.h). "
          "util = useful GPU-hours / paid GPU-hours. lost%% = GPU-hours lost to interruptions / GPU-hours of "
-         "preemptible work.\n" % os.path.basename(el.split()[0]))
+         "preemptible work. Paid GPU-hours that did no work: boot (nodes booting), empty (nodes with no job), "
+         "free (free GPUs on nodes running jobs).\n" % os.path.basename(el.split()[0]))
 for k in "ABCDEFG":
-    rs = json.load(open(os.path.join(tmp, k + ".json")))["results"]
+    rs = list(R[k].values())
     L.append("\n## %s %s\n" % (k, names[k]))
     L.append("jobs %d, lower bound $%.0f, floor $%.0f (floor/LB %.3f)\n" %
              (rs[0]["jobs"], rs[0]["lower_bound_usd"], rs[0]["floor_usd"], rs[0]["floor_usd"] / rs[0]["lower_bound_usd"]))
-    L.append("| policy | cost $ | $/useful GPU-h | xLB | xfloor | util | wait mean s | wait p99 s | >boot | interruptions | lost GPU-h | lost % | deadlines missed | overshoot c | launches | moves | substitutions |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("| policy | cost $ | $/useful GPU-h | xLB | xfloor | util | boot GPU-h | empty GPU-h | free GPU-h | wait mean s | wait p99 s | >boot | interruptions | lost GPU-h | lost % | deadlines missed | overshoot c | launches | drains | moves | substitutions |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rs:
         lost = 100 * r["lost_gpu_hours"] / r["be_gpu_hours"] if r["be_gpu_hours"] else 0
-        L.append("| %s | %.0f | %.2f | %.3f | %.3f | %.3f | %.0f | %.0f | %.1f%% | %d | %.1f | %.1f | %d | %.0f | %d | %d | %d |" % (
+        L.append("| %s | %.0f | %.2f | %.3f | %.3f | %.3f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f%% | %d | %.1f | %.1f | %d | %.0f | %d | %d | %d | %d |" % (
             r["policy"], r["cost_usd"], r["usd_per_useful_gpu_hour"], r["cost_ratio"], r["floor_ratio"],
-            r["paid_utilisation"], r["wait_mean_s"], r["wait_p99_s"], 100 * r["waited_longer_than_boot_share"],
+            r["paid_utilisation"], r["booting_gpu_hours"], r["empty_gpu_hours"], r["free_on_busy_gpu_hours"],
+            r["wait_mean_s"], r["wait_p99_s"], 100 * r["waited_longer_than_boot_share"],
             r["interruptions"], r["lost_gpu_hours"], lost, r["deadlines_missed"], r["budget_overshoot_cents"],
-            r["launches"], r["moves"], r["substitutions"]))
+            r["launches"], r["drains"], r["moves"], r["substitutions"]))
     if k in "AF":
-        re = [r for r in rs if r["policy"] == "reactive"][0]
-        ta = [r for r in rs if r["policy"] == "tarmac"][0]
+        re, ta = R[k]["reactive"], R[k]["tarmac"]
         L.append("\ntarmac / reactive: cost %.3f (target <= 0.90), lost GPU-h %.3f (target <= 0.20), "
                  "mean wait %.0f s vs %.0f s (target <=)\n" % (ta["cost_usd"] / re["cost_usd"],
                  ta["lost_gpu_hours"] / re["lost_gpu_hours"] if re["lost_gpu_hours"] else 0,
