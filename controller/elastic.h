@@ -12,11 +12,19 @@
  *             an idle grace (600 s)
  *   tarmac    the planner (controller/planner.h) with the forecaster
  *             (controller/forecast.h) one boot ahead, spot routing by
- *             expected loss, substitution and consolidation
+ *             expected loss, substitution and consolidation, draining of
+ *             oversized nodes (drain_oversized), smallest nodes first
  *
- * Jobs are placed by tm_sched_run() (the same scheduler for every fleet
- * policy).  Node GPU model 0 is on-demand capacity, 1 spot; a job's model
- * mask says where it may run.
+ * Both elastic policies plan at every tick and also at once when a job
+ * joins the queue (a submission or a requeue), as the controller does when
+ * a submission's NOTIFY enqueues its pool: a job that needs a new node
+ * waits one boot, not a boot plus the rest of a tick.  The planner sees
+ * each job's CPU and memory as well as its GPUs, as the scheduler does.
+ *
+ * Jobs are placed by tm_sched_run() (the same scheduler, first fit, for
+ * every fleet policy; tarmac orders the nodes smallest type first).  Node
+ * GPU model 0 is on-demand capacity, 1 spot; a job's model mask says where
+ * it may run.
  *
  * Definitions (DESIGN.md "Measuring"):
  *   lower bound  every job billed only for its own runtime x its GPU share

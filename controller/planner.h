@@ -17,7 +17,8 @@
  * to on-demand only when the spot pool allows it (od_fallback).
  *
  * Launch.  The queued jobs that do not fit on the free room of the nodes
- * (booting nodes count as free) form the backlog; the forecast's upper
+ * (booting nodes count as free; GPUs, and CPU and memory where the job
+ * and the type state them) form the backlog; the forecast's upper
  * quantile of GPUs wanted one boot ahead, minus the GPUs the fleet holds,
  * adds headroom (scale up ahead of the queue).  The backlog is packed into
  * new nodes, largest first; each new node is the type whose price per
@@ -27,6 +28,13 @@
  * the caller for shortage_memory_ms): the same type in another zone, then
  * another type, then, for preemptible work only and only if od_fallback,
  * on-demand.
+ *
+ * Drain (drain_oversized).  A node whose work would fit a type of at most
+ * an eighth of its GPUs gets TM_PLAN_DRAIN: no new work, released as soon
+ * as it is empty; idle nodes larger than the smallest type are released
+ * past their grace whatever the forecast.  A large node launched for a
+ * large job then goes when that job ends instead of living on for a
+ * stream of small ones.
  *
  * Terminate.  A node empty for idle_grace_ms is released unless the
  * forecast's upper quantile still needs its GPUs (hysteresis: a node is
