@@ -610,6 +610,37 @@ static void test_drain_oversized(void **state)
     tm_plan_result_release(&r);
 }
 
+/* drain_oversized keeps the forecast in small nodes: past the grace an
+ * idle 8-GPU node goes even though the forecast wants 16 GPUs, an idle
+ * 1-GPU node stays for it; without the option both stay. */
+static void test_idle_large_released(void **state)
+{
+    struct tm_price_table t;
+    struct tm_plan_input in;
+    struct tm_plan_result r = {0};
+    struct tm_plan_node n[2];
+    (void)state;
+    sizes(&t, false);
+    base_input(&in, &t, H);
+    n[0] = node(3, false, 0, 0);
+    n[0].free_whole = 8;
+    n[1] = node(0, false, 0, 0);
+    n[1].free_whole = 1;
+    in.nodes = n;
+    in.nnodes = 2;
+    in.keep_gpus[0] = 16;
+    in.params.drain_oversized = true;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_TERMINATE), 1);
+    assert_int_equal(first(&r, TM_PLAN_TERMINATE)->node, 0);
+    assert_non_null(strstr(first(&r, TM_PLAN_TERMINATE)->reason, "smallest type"));
+    tm_plan_result_release(&r);
+    in.params.drain_oversized = false;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_TERMINATE), 0);
+    tm_plan_result_release(&r);
+}
+
 /* A drained node: its room takes no queued work (a launch instead), and
  * once empty it goes at once, whatever the grace and the forecast. */
 static void test_cordoned_node(void **state)
@@ -684,6 +715,7 @@ int main(void)
         cmocka_unit_test(test_cpu_memory_room),
         cmocka_unit_test(test_drain_oversized),
         cmocka_unit_test(test_cordoned_node),
+        cmocka_unit_test(test_idle_large_released),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
