@@ -656,6 +656,31 @@ static void test_aged_narrow_order(void **state)
     tm_sched_result_release(&r);
 }
 
+/* Aged jobs tied to few nodes by size alone (no model_mask: 120 cores fit
+ * only the 128-core node, 8 of 40 GPUs) go before aged flexible ones. */
+static void test_aged_tied_order(void **state)
+{
+    int64_t now = 100 * H;
+    struct tm_sched_node n[5];
+    struct tm_sched_alloc a[4];
+    struct tm_sched_job j[2] = {job(1, now - 30 * H, 8, H), job(2, now - 25 * H, 8, H)};
+    struct tm_sched_result r = {0};
+
+    (void)state;
+    n[0] = node8(1, 0);
+    n[0].cpu_milli = 128000;
+    for (int i = 1; i < 5; i++) {
+        n[i] = node8(i + 1, 1);
+        a[i - 1] = hold(i, 0xff, now + 10 * H);
+    }
+    j[0].cpu_milli = 64000;  /* fits either model */
+    j[1].cpu_milli = 120000; /* fits the 128-core node only */
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 5, a, 4, now, &r), 0);
+    assert_int_equal(placed_node(&r, 1), 0);
+    assert_int_equal(placed_node(&r, 0), -1);
+    tm_sched_result_release(&r);
+}
+
 static void test_random_properties(void **state)
 {
     (void)state;
@@ -787,6 +812,7 @@ int main(void)
         cmocka_unit_test(test_reserve_avoids_narrow_nodes),
         cmocka_unit_test(test_drain_cap),
         cmocka_unit_test(test_aged_narrow_order),
+        cmocka_unit_test(test_aged_tied_order),
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_bad_input),
     };
