@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "controller/alert_webhook.h"
 #include "controller/api.h"
 #include "controller/pg_uv.h"
 #include "controller/reconcile.h"
@@ -45,6 +46,7 @@ struct tm_controller {
     struct tm_pg_pool *pool;
     struct tm_pg *leader_conn;
     struct tm_api *api;             /* every replica serves the API */
+    struct tm_alerter *alerter;     /* the leader records and sends alerts */
     struct tm_provider **providers; /* one per cfg->providers, NULL if not built */
     uv_timer_t tick_timer;
     uv_timer_t stop_timer;
@@ -453,13 +455,15 @@ static int cmp_node_id(const void *key, const void *elem)
     return id < other ? -1 : id > other;
 }
 
-/* How long a simulated node runs a job: its given runtime, else its
- * estimate, else TM_SIM_DEFAULT_RUNTIME_MS. */
+/* How long a simulated node runs this attempt of a job: its given runtime,
+ * else its estimate, else TM_SIM_DEFAULT_RUNTIME_MS, less the progress its
+ * checkpoints kept (a job resumed after a spot notice runs the rest). */
 static int64_t sim_runtime_ms(const struct tm_snap_job *job)
 {
-    return job->sim_runtime_ms > 0 ? job->sim_runtime_ms
-           : job->estimate_ms > 0  ? job->estimate_ms
-                                   : TM_SIM_DEFAULT_RUNTIME_MS;
+    int64_t total = job->sim_runtime_ms > 0 ? job->sim_runtime_ms
+                    : job->estimate_ms > 0  ? job->estimate_ms
+                                            : TM_SIM_DEFAULT_RUNTIME_MS;
+    return total > job->progress_ms ? total - job->progress_ms : 0;
 }
 
 struct due_job {
@@ -607,6 +611,7 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
     if (!ctl->closing) {
         sim_agent(ctl);
         accrue(ctl);
+        tm_alerter_tick(ctl->alerter, snap, ctl->epoch, ctl->now_ms);
     }
     if (idle) {
         end_pass(ctl);
@@ -669,6 +674,7 @@ static void on_list(int status, const struct tm_instance *list, size_t n, void *
                "could not list instances, acting on the database alone this tick",
                "provider=%s error=%s", ctl->cfg->providers[lc->provider].name, tm_err_name(status));
     }
+    tm_alerter_provider_status(ctl->alerter, lc->provider, status);
     free(lc);
     if (--ctl->lists_pending == 0) {
         if (ctl->closing)
@@ -803,6 +809,8 @@ static void close_all(struct tm_controller *ctl)
             ctl->providers[i] = NULL;
         }
     }
+    tm_alerter_close(ctl->alerter); /* before the pool: it writes through it */
+    ctl->alerter = NULL;
     if (ctl->api) {
         tm_api_close(ctl->api, on_api_closed, ctl);
         ctl->api = NULL;
@@ -975,6 +983,11 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
             snprintf(err, errsize, "could not serve the API on %s: %s", cfg->listen, tm_strerror(r));
         else
             tm_api_set_clock(ctl->api, &ctl->clock);
+    }
+    if (r == 0) {
+        r = tm_alerter_create(&ctl->loop, ctl->pool, cfg, clock_now, &ctl->clock, &ctl->alerter);
+        if (r < 0)
+            snprintf(err, errsize, "could not start the alerter: %s", tm_strerror(r));
     }
 
     if (r == 0) {

@@ -50,6 +50,22 @@ tm_add_test(itest_api_serve LABELS integration service FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/api_serve.sh)
 set_tests_properties(itest_api_serve PROPERTIES SKIP_RETURN_CODE 77)
 
+# HTTPS with a certificate from a throwaway CA (openssl CLI), bad
+# certificates and keys refused at start, and the configured body, list
+# and rate limits, all on the real binary.
+tm_add_test(itest_api_tls LABELS integration service FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/api_tls.sh)
+# The TLS context alone: good pair (TLS 1.2 minimum, ALPN by an in-memory
+# handshake) and each bad file refused by name, never showing a key.
+tm_add_c_test(test_api_tls ${CMAKE_SOURCE_DIR}/tests/unit/test_api_tls.c LABELS unit service
+              TIMEOUT 60)
+
+# The dashboard at / in headless Chromium (Debian's chromium, installed by
+# scripts/setup.sh): the rendered page against the API, the policy and a
+# screenshot.  Fails, not skips, when chromium is missing.
+tm_add_test(itest_dashboard LABELS integration service FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/dashboard.sh)
+
 # The CLI over the API (tarmac submit, jobs, nodes, pools, decisions, why,
 # budget, spend) against the real serve: tables, json, roles, bad input,
 # where the token comes from, and that it is never printed.
