@@ -49,9 +49,10 @@
  *           job's reservation avoids nodes of models that narrow jobs
  *           wait for unless they start it 6 h earlier; heavy jobs (4+
  *           whole GPUs per node, not narrow) hold reservations on at most
- *           an eighth of the GPUs at a time, the first always (drains for
- *           8-GPU jobs run one after another on a small fleet instead of
- *           emptying several nodes at once: heavy_capped()); and,
+ *           an eighth of the GPUs at a time, the first and the drains
+ *           already under way always (drains for 8-GPU jobs run one after
+ *           another on a small fleet instead of emptying several nodes at
+ *           once: heavy_capped()); and,
  *           when none was made, after everything that fits is placed, for
  *           the first blocked job if its models' free GPUs would hold it in
  *           total but no single node does (see fragmented()).  A
@@ -1595,7 +1596,12 @@ static bool heavy(const struct ctx *c, int32_t j)
  * come first in the order, so the oldest heavy job gets the drain. */
 static bool heavy_capped(const struct ctx *c, int32_t j, int64_t drain_gpus)
 {
-    if (!heavy(c, j) || drain_gpus == 0)
+    /* A drain already under way (the job held a reservation in the last
+     * pass) goes on whatever the cap: dropping it when an aged job earlier
+     * in the order took the budget restarted it later on another node, and
+     * the job passed the bound (gpuspec33, 64 GPUs, load 1.1: reserved at
+     * 24 h of age, dropped twice, started at 48.5 h). */
+    if (!heavy(c, j) || drain_gpus == 0 || c->in->jobs[j].hold_node > 0)
         return false;
     return (drain_gpus + (int64_t)c->needs[j].gpus * c->needs[j].nodes) * TM_SCHED_DRAIN_DIV > c->all_gpus;
 }

@@ -607,6 +607,16 @@ static void test_drain_cap(void **state)
     assert_int_equal(run(TM_POLICY_BACKFILL, j, 3, n, 2, a, 2, now, &r), 0);
     assert_int_equal(r.nreservations, 1);
     tm_sched_result_release(&r);
+    /* A drain under way (job 2 held node 1 in the last pass) keeps going
+     * past the cap: two reservations on 16 GPUs. */
+    j[1].hold_node = 2;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 3, n, 2, a, 2, now, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[0].node, 0);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[1].node, 1);
+    assert_int_not_equal(r.notes[2].verdict, TM_SCHED_RESERVED);
+    tm_sched_result_release(&r);
 }
 
 /* Aged jobs: a narrow one before a flexible one submitted earlier, when
