@@ -340,11 +340,16 @@ static size_t *order_nodes(struct sim *s)
             if (g > below && g < next)
                 next = g;
         }
+        if (next == INT32_MAX)
+            break; /* cannot happen with types of 1+ GPUs (prices.c) */
         for (size_t i = 0; i < s->nnodes; i++)
             if (s->pr->types[s->nodes[i].type].gpus == next)
                 ord[n++] = i;
         below = next;
     }
+    for (size_t i = 0; n < s->nnodes && i < s->nnodes; i++)
+        if (s->pr->types[s->nodes[i].type].gpus <= 0)
+            ord[n++] = i;
     return ord;
 }
 
