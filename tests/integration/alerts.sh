@@ -4,8 +4,8 @@
 # attempts, recorded; nothing more while it holds; cleared by cancelling the
 # job (one resolved notice); a new queued job fires a new alert; a soft cap
 # fires too; a restart resumes an undelivered notice with the attempts
-# left; a notice is given up after its attempts, or at once on a 404.  The
-# webhook URL (a secret in its path) never reaches the log, the
+# left; a notice is given up after its attempts, or at once on a 404; a
+# paid pool left idle fires and is cleared by work.  The webhook URL (a secret in its path) never reaches the log, the
 # rows or the decisions.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 
@@ -204,6 +204,39 @@ wait_ticks 10
 [ "$(posts)" = $(( before + 6 )) ] || fail "$(( $(posts) - before - 6 )) POSTs after giving up"
 kill -TERM "$SERVE"
 wait "$SERVE" || fail "serve exited $? after SIGTERM"
+
+# 8. A paid pool left idle, with no webhook (alerts only recorded): a pool
+#    kept at one node (min_nodes 1) that nothing uses fires pool_idle once
+#    its billed node has been idle for the window; work placed on it clears
+#    the alert.  Its own database, so the rows above stay apart.
+DB_MAIN=$DB
+DB=$(new_db itest_alerts_idle)
+write_config "$WORK/idle.yaml" 1 2s 1s 300ms
+sed -i '0,/min_nodes: 0/s//min_nodes: 1/' "$WORK/idle.yaml"
+cat >>"$WORK/idle.yaml" <<YAML
+alerts:
+  pool_utilisation_below_percent: 50
+  pool_utilisation_for: 1s
+YAML
+"$TARMAC" migrate --config "$WORK/idle.yaml" >/dev/null
+"$TARMAC" serve --config "$WORK/idle.yaml" >>"$WORK/serve.out" 2>>"$WORK/serve.log" &
+SERVE=$!
+PIDS+=("$SERVE")
+wait_for 60 "[ \"\$(psql_q \"SELECT count(*) FROM alerts WHERE key = 'pool_idle:od'\")\" = 1 ]" \
+    || fail "no pool_idle alert: $(psql_q 'SELECT id, state, billed_from_ms FROM nodes')"
+[ "$(psql_q "SELECT attempts || ' ' || (delivered_ms IS NULL) FROM alerts WHERE key = 'pool_idle:od'")" = "0 true" ] \
+    || fail "an alert was delivered with no webhook"
+[ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'alert' AND subject_kind = 'pool' AND subject_id = 'od'")" = 1 ] \
+    || fail "pool_idle decision"
+psql_q "SELECT details FROM alerts WHERE key = 'pool_idle:od'" | grep -q '"paid_gpus": 8' || fail "details"
+psql_q "INSERT INTO jobs (team, gpus, gpu_milli, pool, sim_runtime_ms, submitted_ms)
+        VALUES ('a', 8, 1000, 'od', 600000, $now_ms)" >/dev/null
+wait_for 60 "[ -n \"\$(psql_q \"SELECT resolved_ms FROM alerts WHERE key = 'pool_idle:od'\")\" ]" \
+    || fail "the pool is used but the alert holds: $(psql_q 'SELECT id, state, node_id FROM jobs')"
+[ "$(psql_q "SELECT count(*) FROM alerts")" = 1 ] || fail "pool_idle recorded twice"
+kill -TERM "$SERVE"
+wait "$SERVE" || fail "serve exited $? after SIGTERM"
+DB=$DB_MAIN
 
 # Only the leader records: a stale epoch is refused (TM001), and a key
 # fires at most once whoever inserts.
