@@ -5,8 +5,8 @@
 # job (one resolved notice); a new queued job fires a new alert; a soft cap
 # fires too; a restart resumes an undelivered notice with the attempts
 # left; a notice is given up after its attempts, or at once on a 404; a
-# paid pool left idle fires and is cleared by work.  The webhook URL (a secret in its path) never reaches the log, the
-# rows or the decisions.
+# paid pool left idle fires and is cleared by work.  The webhook URL (a
+# secret in its path) never reaches the log, the rows or the decisions.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 
 DB=$(new_db itest_alerts)
