@@ -45,7 +45,8 @@ psql_q "INSERT INTO gpu_samples (node_id, gpu_index, at_ms, util_percent, memory
 
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 TARMAC_LISTEN=127.0.0.1:$PORT "$TARMAC" serve --config "$WORK/c.yaml" >"$WORK/serve.out" 2>"$WORK/serve.log" &
-PIDS+=("$!")
+SERVE=$!
+PIDS+=("$SERVE")
 BASE=http://127.0.0.1:$PORT
 wait_for 20 "curl -fsS $BASE/readyz >/dev/null 2>&1" || fail "the API never became ready"
 
@@ -194,4 +195,7 @@ print(f"screenshot {w}x{h}, {len(data)} bytes")
 PY
 
 grep -q -e "$VIEWER" -e "$ADMIN" -e "$ENGINEER" "$WORK/serve.log" "$WORK/serve.out" && fail "a token was logged"
+# A clean stop after all of it (under the sanitizers: no leak either).
+kill -TERM "$SERVE"
+wait "$SERVE" || fail "serve exited $? after SIGTERM"
 echo "1 passed, 0 failed"
