@@ -987,9 +987,13 @@ static void budget_note(struct pass *p, const char *kind, const struct team_budg
              (double)tb->cap_uusd / 1e6, (double)tb->spent_uusd / 1e6,
              (double)(tb->projected_uusd + add_uusd) / 1e6, what ? "; refused: " : "",
              what ? what : "");
+    /* The decision's subject names the cap as the API files its budget_set
+     * ("team:vision", "org:acme"), so one filter finds a cap's whole story. */
+    char subject[96];
+    snprintf(subject, sizeof(subject), "%s:%s", tb->b->org ? "org" : "team", tb->b->scope);
     cJSON *a = action(p, "budget", why);
     put_str(p, a, "kind", kind);
-    put_str(p, a, "scope", tb->b->scope);
+    put_str(p, a, "scope", subject);
     cJSON *in = inputs(p, a);
     put_str(p, in, "period", period);
     put_num(p, in, "cap_cents", (double)tb->b->cap_cents);

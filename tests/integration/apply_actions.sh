@@ -46,8 +46,8 @@ apply 5 '{"actions":[{"op":"place","job":2,"reason":"p","allocs":[{"node":2,"gpu
 
 # Budget notes: a soft warning once per scope and month, a hard refusal at
 # most once per scope every 15 minutes (controller time).
-warn='{"op":"budget","kind":"budget_warn","scope":"acme","reason":"w","inputs":{"period":"2026-11"}}'
-refuse='{"op":"budget","kind":"budget_refuse","scope":"acme","reason":"r","inputs":{"period":"2026-11"}}'
+warn='{"op":"budget","kind":"budget_warn","scope":"org:acme","reason":"w","inputs":{"period":"2026-11"}}'
+refuse='{"op":"budget","kind":"budget_refuse","scope":"org:acme","reason":"r","inputs":{"period":"2026-11"}}'
 psql_q "SELECT tarmac_apply(5, 1000, '{\"actions\":[$warn,$refuse]}'::jsonb)" >/dev/null
 psql_q "SELECT tarmac_apply(5, 2000, '{\"actions\":[$warn,$refuse]}'::jsonb)" >/dev/null
 psql_q "SELECT tarmac_apply(5, 1000000, '{\"actions\":[$warn,$refuse]}'::jsonb)" >/dev/null

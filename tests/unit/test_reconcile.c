@@ -369,7 +369,7 @@ static void test_org_hard_cap_refuses_exactly_the_launch_that_overshoots(void **
         add_job(f, 10 + i, 8, false)->estimate_ms = 3600000;
     run(f);
     assert_int_equal(count_op(f, "request_node", NULL, 0), 1);
-    assert_int_equal(count_budget(f, "budget_refuse", "acme"), 1);
+    assert_int_equal(count_budget(f, "budget_refuse", "org:acme"), 1);
     const cJSON *in = cJSON_GetObjectItem(first_op(f, "budget"), "inputs");
     assert_int_equal((int)cJSON_GetObjectItem(in, "cap_cents")->valuedouble, 5000);
     assert_true(cJSON_GetObjectItem(in, "projected_cents")->valuedouble > 5000);
@@ -377,7 +377,7 @@ static void test_org_hard_cap_refuses_exactly_the_launch_that_overshoots(void **
     cap.cap_cents = 7000;
     run(f);
     assert_int_equal(count_op(f, "request_node", NULL, 0), 2);
-    assert_int_equal(count_budget(f, "budget_refuse", "acme"), 0);
+    assert_int_equal(count_budget(f, "budget_refuse", "org:acme"), 0);
     /* What the ledger already holds this month counts. */
     tm_plan_release(&f->plan);
     struct tm_snap_spend spent = {.cents = 4000};
@@ -417,7 +417,7 @@ static void test_team_hard_cap_holds_the_job_that_would_pass_it(void **state)
     assert_int_equal(count_op(f, "place", "job", 11), 0);
     /* The held job does not block another team's work from the room. */
     assert_int_equal(count_op(f, "place", "job", 12), 1);
-    assert_int_equal(count_budget(f, "budget_refuse", "t"), 1);
+    assert_int_equal(count_budget(f, "budget_refuse", "team:t"), 1);
     assert_int_equal(count_op(f, "wait", "job", 11), 1);
     f->snap.budgets = NULL;
     f->snap.nbudgets = 0;
@@ -434,8 +434,8 @@ static void test_soft_cap_warns_without_refusing(void **state)
         add_job(f, 10 + i, 8, false)->estimate_ms = 3600000;
     run(f);
     assert_int_equal(count_op(f, "request_node", NULL, 0), 2);
-    assert_int_equal(count_budget(f, "budget_refuse", "acme"), 0);
-    assert_int_equal(count_budget(f, "budget_warn", "acme"), 1);
+    assert_int_equal(count_budget(f, "budget_refuse", "org:acme"), 0);
+    assert_int_equal(count_budget(f, "budget_warn", "org:acme"), 1);
     f->snap.budgets = NULL;
     f->snap.nbudgets = 0;
 }
