@@ -125,7 +125,7 @@ refused keyascert "$WORK/server.key" "$WORK/server.key" api.tls_cert_file "$WORK
 
 # ---- limits ---------------------------------------------------------------
 cp "$WORK/c.yaml" "$WORK/limits.yaml"
-printf 'api:\n  max_body_bytes: 1024\n  max_list: 5\n  rate_per_token: 1\n  burst: 3\n' >>"$WORK/limits.yaml"
+printf 'api:\n  max_body_bytes: 1024\n  max_list: 5\n  rate_per_token: 0.25\n  burst: 3\n' >>"$WORK/limits.yaml"
 # One token per check: each authenticated request spends one of a token's
 # three.
 T_BODY=$(token lim-body) && T_LIST=$(token lim-list) && T_RATE=$(token lim-rate) || fail "token create"
@@ -156,14 +156,15 @@ python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["field"] == "l
     || fail "limit=50: $(cat "$WORK/list.json")"
 code=$(curl -sS -o "$WORK/list.json" -w '%{http_code}' -H "Authorization: Bearer $T_LIST" "$BASE/v1/jobs?limit=5")
 [ "$code" = 200 ] && [ "$(items "$WORK/list.json")" = 5 ] || fail "limit=5: $code"
-# Rate: four requests on one connection, well inside a second: the bucket
+# Rate: four requests on one connection, well inside the 4 s one token
+# takes to come back (slow enough for a loaded sanitizer run): the bucket
 # holds three, so the fourth is refused; after a wait it has refilled.
 codes=$(curl -sS -w '%{http_code}\n' -o "$WORK/rate_#1.json" -H "Authorization: Bearer $T_RATE" \
     "$BASE/v1/jobs?limit=[1-4]" | tr '\n' ' ')
-[ "$codes" = "200 200 200 429 " ] || fail "rate 1/s burst 3, four requests: $codes"
+[ "$codes" = "200 200 200 429 " ] || fail "rate 0.25/s burst 3, four requests: $codes"
 python3 -c 'import json, sys; assert json.load(open(sys.argv[1]))["field"] == "Authorization"' "$WORK/rate_4.json" \
     || fail "429 body: $(cat "$WORK/rate_4.json")"
-sleep 2
+sleep 4.5
 code=$(curl -sS -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $T_RATE" "$BASE/v1/jobs?limit=1")
 [ "$code" = 200 ] || fail "after the bucket refilled: $code"
 kill -TERM "$SERVE"
