@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/err.h"
 
 static const char *const kind_names[TM_ALERT_KIND_MAX] = {
@@ -52,15 +53,6 @@ static void fmt_duration(int64_t ms, char *out, size_t size)
         snprintf(out, size, "%" PRId64 "m%02" PRId64 "s", s / 60, s % 60);
     else
         snprintf(out, size, "%" PRId64 "h%02" PRId64 "m", s / 3600, (s % 3600) / 60);
-}
-
-static void period_of(int64_t ms, char out[16])
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    if (strftime(out, 16, "%Y-%m", &tm) == 0)
-        out[0] = '\0';
 }
 
 struct eval {
@@ -240,7 +232,7 @@ static void soft_cap(struct eval *e)
 
     if (!e->in->cfg->alerts.soft_cap)
         return;
-    period_of(e->in->now_ms, period);
+    tm_clock_period(e->in->now_ms, period);
     for (size_t i = 0; i < s->nbudgets; i++) {
         const struct tm_snap_budget *b = &s->budgets[i];
         int64_t spent = 0;

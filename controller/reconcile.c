@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "controller/estimate.h"
+#include "core/clock.h"
 #include "core/err.h"
 
 /* Lookups by id in O(log n): a pass over 100k jobs and 10k nodes must not
@@ -918,15 +919,6 @@ static const struct tm_config_instance_type *pool_type(const struct tm_config *c
 #define UUSD_PER_CENT 10000
 #define DEFAULT_USE_MS 3600000     /* expected use of work with no estimate */
 
-static void period_of(int64_t ms, char out[16])
-{
-    time_t t = (time_t)(ms / 1000);
-    struct tm tm;
-    gmtime_r(&t, &tm);
-    if (strftime(out, 16, "%Y-%m", &tm) == 0)
-        out[0] = '\0';
-}
-
 /* The first millisecond of the next calendar month (UTC). */
 static int64_t month_end_ms(int64_t ms)
 {
@@ -981,7 +973,7 @@ static void budget_note(struct pass *p, const char *kind, const struct team_budg
                         int64_t add_uusd, const char *what)
 {
     char why[256], period[16];
-    period_of(p->in->now_ms, period);
+    tm_clock_period(p->in->now_ms, period);
     snprintf(why, sizeof(why), "%s %s \"%s\" cap $%.2f: spent $%.2f, projected $%.2f%s%s",
              tb->b->hard ? "hard" : "soft", tb->b->org ? "org" : "team", tb->b->scope,
              (double)tb->cap_uusd / 1e6, (double)tb->spent_uusd / 1e6,
@@ -1019,7 +1011,7 @@ static void budgets(struct pass *p)
     char period[16];
     size_t nteam = 0;
 
-    period_of(p->in->now_ms, period);
+    tm_clock_period(p->in->now_ms, period);
     p->teams = calloc(s->nbudgets + 1, sizeof(*p->teams));
     if (!p->teams) {
         p->err = TM_ENOMEM;

@@ -27,3 +27,12 @@ int64_t tm_clock_real_ms(const struct tm_clock *c, int64_t ms)
     int64_t real = (int64_t)((double)ms / c->scale);
     return real > 0 ? real : 1;
 }
+
+void tm_clock_period(int64_t ms, char out[16])
+{
+    time_t t = (time_t)(ms / 1000);
+    struct tm tm;
+
+    if (!gmtime_r(&t, &tm) || strftime(out, 16, "%Y-%m", &tm) == 0)
+        out[0] = '\0';
+}

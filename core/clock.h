@@ -22,5 +22,8 @@ void tm_clock_init(struct tm_clock *c, double scale);
 int64_t tm_clock_now_ms(const struct tm_clock *c);
 /* Real milliseconds that pass while the clock advances by ms. */
 int64_t tm_clock_real_ms(const struct tm_clock *c, int64_t ms);
+/* The budget period (calendar month, UTC) holding ms, as "YYYY-MM", the
+ * key the spend ledger files under; "" if ms is out of range. */
+void tm_clock_period(int64_t ms, char out[16]);
 
 #endif
