@@ -94,6 +94,7 @@ struct tm_api {
     void (*done)(void *data);
     void *done_data;
     struct tm_api_stats stats;
+    const struct tm_fleet_stats *fleet; /* the controller's, borrowed; NULL when none */
     struct rate_slot rate[RATE_SLOTS];
     struct auth_slot auth[AUTH_SLOTS];
     struct api_batch *batch;
@@ -913,6 +914,17 @@ void tm_api_set_clock(struct tm_api *api, const struct tm_clock *clock)
 {
     if (api && clock)
         api->clock = clock;
+}
+
+void tm_api_set_fleet_stats(struct tm_api *api, const struct tm_fleet_stats *stats)
+{
+    if (api)
+        api->fleet = stats;
+}
+
+const struct tm_fleet_stats *api_fleet_stats(const struct api_call *c)
+{
+    return c->api->fleet;
 }
 
 uint64_t api_pool_connected(const struct api_call *c)

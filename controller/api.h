@@ -34,6 +34,7 @@
 #include "core/config.h"
 
 struct tm_api;
+struct tm_fleet_stats;
 
 struct tm_api_limits {
     size_t max_body_bytes;  /* larger bodies: 400 field "body"; default 256 KiB */
@@ -72,6 +73,12 @@ int tm_api_port(const struct tm_api *api);
  * clock is borrowed.  Without it the API keeps its own clock at the
  * configured time_scale. */
 void tm_api_set_clock(struct tm_api *api, const struct tm_clock *clock);
+
+/* The controller's in-process counters (controller/fleet_stats.h), shown
+ * by /metrics once set: ticks, leadership, provider calls and errors.
+ * Borrowed and read only on the loop thread, so it must outlive the API.
+ * NULL (the default) leaves those families out. */
+void tm_api_set_fleet_stats(struct tm_api *api, const struct tm_fleet_stats *stats);
 
 /*
  * Stop: close the listener, ask open connections to finish (idle

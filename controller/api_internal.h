@@ -90,6 +90,8 @@ int64_t api_now_ms(const struct api_call *c);
 unsigned api_max_list(const struct api_call *c);
 struct tm_pg_pool *api_pool(const struct api_call *c);
 const struct tm_api_stats *api_stats(const struct api_call *c);
+/* The controller's counters (tm_api_set_fleet_stats), or NULL. */
+const struct tm_fleet_stats *api_fleet_stats(const struct api_call *c);
 uint64_t api_pool_connected(const struct api_call *c);
 bool api_closing(const struct api_call *c);
 /* The request body / query string (without '?'); false when the client

@@ -17,6 +17,7 @@
 #include "controller/api_body.h"
 #include "controller/api_dashboard.h"
 #include "controller/api_internal.h"
+#include "controller/api_metrics.h"
 #include "controller/model.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -232,7 +233,7 @@ static int page_params(struct api_call *c, const struct qp *limit, const struct 
     return 0;
 }
 
-/* ---- health, readiness, metrics ----------------------------------------- */
+/* ---- health and readiness (/metrics: api_metrics.c) --------------------- */
 
 static void r_healthz(struct api_call *c)
 {
@@ -250,222 +251,6 @@ static void r_readyz(struct api_call *c)
         api_fail(c, 503, NULL, "database unavailable");
     } else {
         api_reply(c, 200, ready, sizeof(ready) - 1);
-    }
-}
-
-/* /metrics: the Prometheus text exposition (format 0.0.4), computed from
- * the database on each scrape with one script through the pool, in one
- * read-only REPEATABLE READ transaction so every family sees the same
- * snapshot, and "now" is the transaction's (ages, the month).  Each SELECT
- * gives a family's label values then its value; the label values are
- * escaped here, never in SQL.  The in-process counters (HTTP answers by
- * code, connections) come from the API's own stats. */
-static const char metrics_sql[] =
-    "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
-    /* 1: GPUs per pool and model: provisioned = on billed nodes, allocated
-     * = the share of them held by allocations (a 250-milli share is 0.25),
-     * idle = the rest. */
-    " WITH b AS (SELECT id, pool, gpu_model, gpus FROM nodes"
-    "   WHERE state IN ('booting', 'ready', 'draining', 'terminating')),"
-    " a AS (SELECT node_id, sum(length(replace(gpu_mask::bit(16)::text, '0', ''))"
-    "   * gpu_milli) / 1000.0 AS used FROM job_allocations GROUP BY node_id),"
-    " g AS (SELECT p.name AS pool, coalesce(b.gpu_model, p.gpu_model) AS model,"
-    "   coalesce(sum(b.gpus), 0)::float8 AS prov, coalesce(sum(a.used), 0)::float8 AS alloc"
-    "   FROM pools p LEFT JOIN b ON b.pool = p.name LEFT JOIN a ON a.node_id = b.id GROUP BY 1, 2)"
-    " SELECT g.pool, g.model, s.state, CASE s.state WHEN 'provisioned' THEN g.prov"
-    "   WHEN 'allocated' THEN g.alloc ELSE greatest(g.prov - g.alloc, 0) END"
-    " FROM g CROSS JOIN (VALUES ('provisioned'), ('allocated'), ('idle')) s (state)"
-    " ORDER BY 1, 2, 3;"
-    /* 2: the queue per class: jobs, and the age of the oldest. */
-    " SELECT c.class, count(j.id)::float8, coalesce(greatest(max(extract(epoch FROM now()) * 1000"
-    "   - j.submitted_ms), 0) / 1000.0, 0)::float8"
-    " FROM (VALUES ('train'), ('eval'), ('preprocess'), ('inference'), ('batch')) c (class)"
-    " LEFT JOIN jobs j ON j.class = c.class AND j.state = 'queued' GROUP BY c.class ORDER BY 1;"
-    /* 3: nodes per pool and state, every state of every pool. */
-    " SELECT p.name, s.state, count(n.id)::float8 FROM pools p CROSS JOIN (VALUES ('requested'),"
-    "   ('booting'), ('ready'), ('draining'), ('terminating'), ('terminated'), ('interrupted'))"
-    "   s (state) LEFT JOIN nodes n ON n.pool = p.name AND n.state = s.state"
-    " GROUP BY 1, 2 ORDER BY 1, 2;"
-    /* 4: this calendar month's (UTC) spend per team; idle as team "_idle",
-     * a name no team can have. */
-    " SELECT coalesce(team, '_idle'), sum(cents)::float8 FROM spend"
-    " WHERE period = to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM') GROUP BY 1 ORDER BY 1;"
-    /* 5: budget caps. */
-    " SELECT scope_kind, scope, cap_cents::float8 FROM budgets ORDER BY 1, 2;"
-    /* 6: alerts firing now (recorded, not resolved), every kind. */
-    " SELECT k.kind, count(a.id)::float8 FROM (VALUES ('pool_idle'), ('queue_age'), ('soft_cap'),"
-    "   ('provider_auth')) k (kind) LEFT JOIN alerts a ON a.kind = k.kind AND a.resolved_ms IS NULL"
-    " GROUP BY 1 ORDER BY 1;"
-    " COMMIT";
-
-struct metric_family {
-    const char *name, *type, *help;
-    size_t result;              /* index in the script's results */
-    int value_col;              /* the value's column; the labels' are 0.. */
-    const char *labels[3];
-};
-
-static const struct metric_family db_families[] = {
-    {"tarmac_gpus", "gauge",
-     "GPUs on billed nodes (booting, ready, draining, terminating): provisioned, allocated to jobs, idle.",
-     1, 3, {"pool", "model", "state"}},
-    {"tarmac_queue_jobs", "gauge", "Queued jobs.", 2, 1, {"class"}},
-    {"tarmac_queue_oldest_age_seconds", "gauge",
-     "Age of the oldest queued job in seconds, 0 when none waits.", 2, 2, {"class"}},
-    {"tarmac_nodes", "gauge", "Nodes by pool and state.", 3, 2, {"pool", "state"}},
-    {"tarmac_spend_cents_total", "counter",
-     "Spend this calendar month (UTC) in US cents from the ledger; idle time is team \"_idle\"; resets each month.",
-     4, 1, {"team"}},
-    {"tarmac_budget_cap_cents", "gauge", "Monthly budget caps in US cents.", 5, 2,
-     {"scope_kind", "scope"}},
-    {"tarmac_alerts_firing", "gauge", "Alerts firing now (recorded and not resolved) by kind.", 6, 1,
-     {"kind"}},
-};
-
-#define METRICS_MAX_BYTES (16u << 20)
-
-struct mbuf {
-    char *p;
-    size_t len, cap;
-    bool failed;
-};
-
-static void mbuf_add(struct mbuf *b, const char *s, size_t n)
-{
-    if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        char *p;
-        while (cap < b->len + n + 1)
-            cap *= 2;
-        if (cap > METRICS_MAX_BYTES) {
-            b->failed = true;
-            return;
-        }
-        p = realloc(b->p, cap);
-        if (!p) {
-            b->failed = true;
-            return;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void mbuf_str(struct mbuf *b, const char *s)
-{
-    mbuf_add(b, s, strlen(s));
-}
-
-/* A label value as the text format wants it: \\, \" and \n escaped. */
-static void mbuf_label_value(struct mbuf *b, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '\\')
-            mbuf_add(b, "\\\\", 2);
-        else if (*s == '"')
-            mbuf_add(b, "\\\"", 2);
-        else if (*s == '\n')
-            mbuf_add(b, "\\n", 2);
-        else
-            mbuf_add(b, s, 1);
-    }
-}
-
-static void mbuf_head(struct mbuf *b, const char *name, const char *type, const char *help)
-{
-    mbuf_str(b, "# HELP ");
-    mbuf_str(b, name);
-    mbuf_str(b, " ");
-    mbuf_str(b, help);
-    mbuf_str(b, "\n# TYPE ");
-    mbuf_str(b, name);
-    mbuf_str(b, " ");
-    mbuf_str(b, type);
-    mbuf_str(b, "\n");
-}
-
-static void mbuf_u64(struct mbuf *b, uint64_t v)
-{
-    char num[32];
-    int n = snprintf(num, sizeof(num), "%" PRIu64 "\n", v);
-    mbuf_add(b, num, (size_t)n);
-}
-
-static void metrics_family(struct mbuf *b, const struct metric_family *f, const PGresult *res)
-{
-    int nlabels = 0;
-
-    while (nlabels < 3 && f->labels[nlabels])
-        nlabels++;
-    mbuf_head(b, f->name, f->type, f->help);
-    for (int i = 0; i < PQntuples(res); i++) {
-        mbuf_str(b, f->name);
-        for (int k = 0; k < nlabels; k++) {
-            mbuf_str(b, k ? "," : "{");
-            mbuf_str(b, f->labels[k]);
-            mbuf_str(b, "=\"");
-            mbuf_label_value(b, PQgetvalue(res, i, k));
-            mbuf_str(b, "\"");
-        }
-        mbuf_str(b, nlabels ? "} " : " ");
-        mbuf_str(b, PQgetvalue(res, i, f->value_col));
-        mbuf_str(b, "\n");
-    }
-}
-
-static void on_metrics(const struct tm_pg_reply *reply, void *data)
-{
-    struct api_call *c = data;
-    const struct tm_api_stats *s;
-    struct mbuf b = {0};
-
-    if (!api_reply_ok(c, reply))
-        return;
-    if (reply->nresults != 8) {
-        api_fail(c, 500, NULL, "unexpected answer from the database");
-        return;
-    }
-    for (size_t i = 0; i < sizeof(db_families) / sizeof(db_families[0]); i++)
-        metrics_family(&b, &db_families[i], reply->results[db_families[i].result]);
-    s = api_stats(c);
-    mbuf_head(&b, "tarmac_http_requests_total", "counter", "HTTP requests answered, by status code.");
-    for (int code = API_CODE_MIN; code <= API_CODE_MAX; code++) {
-        char line[64];
-        uint64_t n = s->by_code[code - API_CODE_MIN];
-        if (!n)
-            continue;
-        snprintf(line, sizeof(line), "tarmac_http_requests_total{code=\"%d\"} ", code);
-        mbuf_str(&b, line);
-        mbuf_u64(&b, n);
-    }
-    mbuf_head(&b, "tarmac_api_requests_total", "counter", "HTTP requests received.");
-    mbuf_str(&b, "tarmac_api_requests_total ");
-    mbuf_u64(&b, s->requests);
-    mbuf_head(&b, "tarmac_api_db_connections", "gauge", "Database connections up.");
-    mbuf_str(&b, "tarmac_api_db_connections ");
-    mbuf_u64(&b, api_pool_connected(c));
-    if (b.failed) {
-        free(b.p);
-        api_fail(c, 500, NULL, "out of memory");
-        return;
-    }
-    api_reply_text(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
-    free(b.p);
-}
-
-static void r_metrics(struct api_call *c)
-{
-    int r = tm_pg_pool_exec(api_pool(c), metrics_sql, on_metrics, c);
-
-    if (r < 0) {
-        tm_log_warn("api could not queue a statement", "route=\"/metrics\" error=\"%s\"",
-                    tm_strerror(r));
-        api_fail(c, 503, NULL, "database unavailable");
     }
 }
 
@@ -1499,7 +1284,7 @@ static void r_spend(struct api_call *c)
 const struct api_route api_routes[] = {
     {"GET", "/healthz", API_PUBLIC, r_healthz, NULL},
     {"GET", "/readyz", API_PUBLIC, r_readyz, NULL},
-    {"GET", "/metrics", API_PUBLIC, r_metrics, NULL},
+    {"GET", "/metrics", API_PUBLIC, api_metrics, NULL},
     {"POST", "/v1/jobs", API_ADMIN | API_ENGINEER, r_jobs_submit, r_jobs_submit_fast},
     {"GET", "/v1/jobs", API_READERS, r_jobs_list, NULL},
     {"GET", "/v1/jobs/{id}", API_READERS, r_jobs_get, NULL},

@@ -14,6 +14,7 @@
 
 #include "controller/alert_webhook.h"
 #include "controller/api.h"
+#include "controller/fleet_stats.h"
 #include "controller/pg_uv.h"
 #include "controller/reconcile.h"
 #include "controller/scheduler.h"
@@ -39,6 +40,7 @@ struct tm_controller {
     const struct tm_config *cfg;
     struct tm_controller_options opts;
     struct tm_controller_stats stats;
+    struct tm_fleet_stats fleet;    /* /metrics' in-process counters (the API reads them) */
     struct tm_clock clock;
     enum tm_sched_policy policy;
     char holder[128];
@@ -58,6 +60,8 @@ struct tm_controller {
     bool closing;
     bool tick_running;
     int64_t tick_started_real;
+    uint64_t tick_started_ns;       /* uv_hrtime() at the tick's start */
+    bool pass_begun;                /* this tick led: its duration is observed */
     uint64_t started_real;
     unsigned calls_inflight;        /* cloud calls and their store writes */
     unsigned validations_pending;   /* provider checks before the first tick */
@@ -214,6 +218,7 @@ static void on_launch(int status, const struct tm_instance *inst, void *data)
     const char *pname = ctl->cfg->providers[c->provider].name;
 
     launching_del(ctl, c->node_id);
+    tm_fleet_stats_call(&ctl->fleet, (size_t)c->provider, TM_FLEET_OP_LAUNCH, status);
     if (status == 0 && !ctl->closing) {
         crash_point("after_launch");
         snprintf(c->instance_id, sizeof(c->instance_id), "%s", inst->id);
@@ -261,6 +266,9 @@ static void on_terminate(int status, void *data)
     struct tm_controller *ctl = c->ctl;
 
     terminating_del(ctl, c->instance_id);
+    /* An instance already gone is what we asked for. */
+    tm_fleet_stats_call(&ctl->fleet, (size_t)c->provider, TM_FLEET_OP_TERMINATE,
+                        status == TM_ENOTFOUND ? 0 : status);
     if (status == 0) {
         ctl->stats.terminates++;
         tm_log_info("instance terminate requested", "node=%" PRId64 " instance=%s", c->node_id,
@@ -325,6 +333,7 @@ static void start_calls(struct tm_controller *ctl, const cJSON *applied)
         struct tm_provider *p = ctl->providers[prov];
         int r = p->ops->launch(p, &req, on_launch, c);
         if (r < 0) {
+            tm_fleet_stats_call(&ctl->fleet, (size_t)prov, TM_FLEET_OP_LAUNCH, r);
             launching_del(ctl, l->node_id);
             tm_log_warn("could not start launch", "node=%" PRId64 " error=%s", l->node_id, tm_err_name(r));
             call_done(c);
@@ -344,6 +353,7 @@ static void start_calls(struct tm_controller *ctl, const cJSON *applied)
         snprintf(c->instance_id, sizeof(c->instance_id), "%s", t->instance_id);
         int r = p->ops->terminate(p, t->instance_id, on_terminate, c);
         if (r < 0) {
+            tm_fleet_stats_call(&ctl->fleet, t->provider, TM_FLEET_OP_TERMINATE, r);
             terminating_del(ctl, t->instance_id);
             call_done(c);
         }
@@ -661,6 +671,7 @@ static void on_list(int status, const struct tm_instance *list, size_t n, void *
     struct tm_controller *ctl = lc->ctl;
     struct observed_list *o = &ctl->obs[lc->provider];
 
+    tm_fleet_stats_call(&ctl->fleet, lc->provider, TM_FLEET_OP_LIST, status);
     if (status == 0) {
         o->items = malloc((n + 1) * sizeof(*list));
         if (o->items) {
@@ -688,6 +699,7 @@ static void begin_pass(struct tm_controller *ctl)
 {
     size_t np = ctl->cfg->nproviders;
 
+    ctl->pass_begun = true;
     ctl->obs = calloc(np + 1, sizeof(*ctl->obs));
     if (!ctl->obs) {
         end_pass(ctl);
@@ -704,7 +716,9 @@ static void begin_pass(struct tm_controller *ctl)
             continue;
         *lc = (struct list_ctx){.ctl = ctl, .provider = i};
         ctl->lists_pending++;
-        if (p->ops->list(p, ctl->cfg->cluster, on_list, lc) < 0) {
+        int r = p->ops->list(p, ctl->cfg->cluster, on_list, lc);
+        if (r < 0) {
+            tm_fleet_stats_call(&ctl->fleet, i, TM_FLEET_OP_LIST, r);
             ctl->lists_pending--;
             free(lc);
         }
@@ -751,6 +765,8 @@ static void on_tick(uv_timer_t *t)
     }
     ctl->tick_running = true;
     ctl->stats.ticks++;
+    ctl->fleet.ticks++;
+    ctl->tick_started_ns = uv_hrtime();
     ctl->now_ms = tm_clock_now_ms(&ctl->clock);
     ctl->tick_started_real = (int64_t)uv_now(&ctl->loop);
     if (!ctl->leader) {
@@ -773,6 +789,10 @@ static void end_pass(struct tm_controller *ctl)
     tm_snapshot_release(ctl->snap);
     ctl->snap = NULL;
     tm_plan_release(&ctl->plan);
+    if (ctl->tick_running && ctl->pass_begun)
+        tm_fleet_stats_tick_done(&ctl->fleet, (double)(uv_hrtime() - ctl->tick_started_ns) / 1e9);
+    ctl->pass_begun = false;
+    ctl->fleet.leader = ctl->leader;
     if (ctl->tick_running) {
         int64_t took = (int64_t)uv_now(&ctl->loop) - ctl->tick_started_real;
         tm_log_debug("tick done", "took_ms=%" PRId64 " leader=%d in_flight_calls=%u", took,
@@ -878,6 +898,7 @@ static void on_leader_conn_state(int status, const char *error, void *data)
         tm_log_warn("leadership lost with the leader connection", "error=\"%s\"",
                     error ? error : tm_strerror(status));
         ctl->leader = false;
+        ctl->fleet.leader = false;
     }
 }
 
@@ -938,6 +959,22 @@ static int create_providers(struct tm_controller *ctl, const char *db_url, char 
     return 0;
 }
 
+/* Counters for /metrics, one set per configured provider. */
+static int init_fleet_stats(struct tm_controller *ctl)
+{
+    const struct tm_config *cfg = ctl->cfg;
+    const char **names = calloc(cfg->nproviders + 1, sizeof(*names));
+    int r;
+
+    if (!names)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < cfg->nproviders; i++)
+        names[i] = cfg->providers[i].name;
+    r = tm_fleet_stats_init(&ctl->fleet, names, cfg->nproviders);
+    free(names);
+    return r;
+}
+
 int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_options *opts,
                       struct tm_controller_stats *ret_stats, char *err, size_t errsize)
 {
@@ -955,8 +992,11 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     gethostname(host, sizeof(host) - 1);
     snprintf(ctl->holder, sizeof(ctl->holder), "%s:%d", host, (int)getpid());
 
-    r = uv_loop_init(&ctl->loop);
+    r = init_fleet_stats(ctl);
+    if (r == 0)
+        r = uv_loop_init(&ctl->loop);
     if (r < 0) {
+        tm_fleet_stats_release(&ctl->fleet);
         free(ctl);
         return r;
     }
@@ -983,6 +1023,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
             snprintf(err, errsize, "could not serve the API on %s: %s", cfg->listen, tm_strerror(r));
         else
             tm_api_set_clock(ctl->api, &ctl->clock);
+        tm_api_set_fleet_stats(ctl->api, &ctl->fleet);
     }
     if (r == 0) {
         r = tm_alerter_create(&ctl->loop, ctl->pool, cfg, clock_now, &ctl->clock, &ctl->alerter);
@@ -1017,6 +1058,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     if (ret_stats)
         *ret_stats = ctl->stats;
     free(ctl->providers);
+    tm_fleet_stats_release(&ctl->fleet);
     free(ctl->launching);
     free(ctl->terminating);
     free(ctl);

@@ -8,8 +8,12 @@
 Stricter than Prometheus itself, on purpose: the text must end in a
 newline; no blank lines; every family has exactly one HELP then one TYPE
 line before its samples, and its samples are contiguous; a type is one of
-counter, gauge, untyped (tarmac exports no histograms or summaries); a
-counter's name ends in _total and its values are >= 0; names and label
+counter, gauge, histogram, untyped (tarmac exports no summaries); a
+counter's name ends in _total and its values are >= 0; a histogram NAME
+has only NAME_bucket (with an "le" label), NAME_sum and NAME_count
+samples, and per label set its buckets come in increasing "le" order,
+are cumulative (never decreasing), end with le="+Inf", whose value equals
+NAME_count, with one NAME_sum; names and label
 names follow the format's grammar; label values use only the escapes \\\\,
 \\" and \\n; no label repeats in a sample, no series repeats in a family;
 values parse as Go's ParseFloat would (NaN, +Inf, -Inf included); no
@@ -17,6 +21,8 @@ timestamps (tarmac gives none).
 
 JSON: {"<family>": {"type": ..., "help": ...,
                     "samples": [{"labels": {...}, "value": <float>}]}}
+(a histogram's samples also carry "name": NAME_bucket, NAME_sum or
+NAME_count)
 (non-finite values are written as the strings "NaN", "+Inf", "-Inf").
 """
 import json
@@ -27,7 +33,8 @@ import sys
 NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*\Z")
 LABEL = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*\Z")
 FLOAT = re.compile(r"[+-]?(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|Inf|NaN)\Z")
-TYPES = ("counter", "gauge", "untyped")
+TYPES = ("counter", "gauge", "histogram", "untyped")
+HISTOGRAM_SUFFIXES = ("_bucket", "_sum", "_count")
 
 
 class ParseError(Exception):
@@ -139,7 +146,10 @@ def parse(text):
             raise ParseError(f"line {lineno}: bad sample {line!r}")
         name = m.group(0)
         rest = line[len(name):]
-        if name != current:
+        if (current is not None and families[current]["type"] == "histogram"
+                and name in (current + sfx for sfx in HISTOGRAM_SUFFIXES)):
+            pass
+        elif name != current or (current is not None and families[current]["type"] == "histogram"):
             raise ParseError(f"line {lineno}: sample of {name} outside its family "
                              f"(HELP and TYPE first, samples together)")
         labels = {}
@@ -151,16 +161,65 @@ def parse(text):
         if len(fields) != 1:
             raise ParseError(f"line {lineno}: timestamps or extra fields: {rest!r}")
         value = parse_value(fields[0], lineno)
-        fam = families[name]
+        fam = families[current]
         if fam["type"] == "counter" and not value >= 0:
             raise ParseError(f"line {lineno}: counter {name} has value {fields[0]}")
-        key = tuple(sorted(labels.items()))
-        if any(tuple(sorted(s["labels"].items())) == key for s in fam["samples"]):
+        sample = {"labels": labels, "value": value}
+        if fam["type"] == "histogram":
+            sample["name"] = name
+            check_histogram_sample(current, sample, lineno)
+        key = (name, tuple(sorted(labels.items())))
+        if any((s.get("name", current), tuple(sorted(s["labels"].items()))) == key
+               for s in fam["samples"]):
             raise ParseError(f"line {lineno}: series {name}{labels} repeated")
-        fam["samples"].append({"labels": labels, "value": value})
+        fam["samples"].append(sample)
     if pending_help:
         raise ParseError(f"HELP without TYPE: {', '.join(sorted(pending_help))}")
+    for name, fam in families.items():
+        if fam["type"] == "histogram":
+            check_histogram(name, fam["samples"])
     return families
+
+
+def check_histogram_sample(family, sample, lineno):
+    """One sample of a histogram: le on buckets only, counts >= 0."""
+    name, labels, value = sample["name"], sample["labels"], sample["value"]
+    if name == family + "_bucket":
+        if "le" not in labels:
+            raise ParseError(f"line {lineno}: bucket of {family} without an le label")
+        parse_value(labels["le"], lineno)
+    elif "le" in labels:
+        raise ParseError(f"line {lineno}: {name} has an le label")
+    if name != family + "_sum" and not (value >= 0 and not math.isinf(value)):
+        raise ParseError(f"line {lineno}: {name} has value {value}")
+
+
+def check_histogram(family, samples):
+    """Per label set (le aside): increasing le, cumulative buckets ending
+    at +Inf equal to _count, one _sum."""
+    groups = {}
+    for s in samples:
+        key = tuple(sorted((k, v) for k, v in s["labels"].items() if k != "le"))
+        g = groups.setdefault(key, {"buckets": [], "sum": None, "count": None})
+        if s["name"].endswith("_bucket"):
+            g["buckets"].append((parse_value(s["labels"]["le"], 0), s["value"]))
+        elif s["name"].endswith("_sum"):
+            g["sum"] = s["value"]
+        else:
+            g["count"] = s["value"]
+    for key, g in groups.items():
+        where = f"histogram {family}{dict(key)}"
+        if not g["buckets"] or g["buckets"][-1][0] != math.inf:
+            raise ParseError(f"{where}: no le=\"+Inf\" bucket last")
+        for (le0, v0), (le1, v1) in zip(g["buckets"], g["buckets"][1:]):
+            if not le1 > le0:
+                raise ParseError(f"{where}: le {le1} after {le0}")
+            if v1 < v0:
+                raise ParseError(f"{where}: bucket le={le1} holds {v1}, less than le={le0}'s {v0}")
+        if g["sum"] is None or g["count"] is None:
+            raise ParseError(f"{where}: _sum or _count missing")
+        if g["count"] != g["buckets"][-1][1]:
+            raise ParseError(f"{where}: _count {g['count']} differs from the +Inf bucket")
 
 
 def to_json(families):
@@ -170,14 +229,22 @@ def to_json(families):
         if math.isinf(v):
             return "+Inf" if v > 0 else "-Inf"
         return v
+    def sample(s):
+        out = {"labels": s["labels"], "value": enc(s["value"])}
+        if "name" in s:
+            out["name"] = s["name"]
+        return out
     return json.dumps({n: {"type": f["type"], "help": f["help"],
-                           "samples": [{"labels": s["labels"], "value": enc(s["value"])}
-                                       for s in f["samples"]]}
+                           "samples": [sample(s) for s in f["samples"]]}
                        for n, f in families.items()}, sort_keys=True)
 
 
 GOOD = ('# HELP a_total Things.\n# TYPE a_total counter\na_total{x="1",y="q\\"\\\\\\n"} 3\n'
-        'a_total{x="2"} 0.5\n# HELP b Gauge.\n# TYPE b gauge\nb -1e+20\nb{z="NaN"} NaN\n')
+        'a_total{x="2"} 0.5\n# HELP b Gauge.\n# TYPE b gauge\nb -1e+20\nb{z="NaN"} NaN\n'
+        '# HELP h_seconds H.\n# TYPE h_seconds histogram\nh_seconds_bucket{le="0.5"} 1\n'
+        'h_seconds_bucket{le="1"} 3\nh_seconds_bucket{le="+Inf"} 4\nh_seconds_sum 7.5\n'
+        'h_seconds_count 4\n')
+H = "# HELP h H.\n# TYPE h histogram\n"
 BAD = [
     ("no final newline", "# HELP b B.\n# TYPE b gauge\nb 1"),
     ("blank line", "# HELP b B.\n# TYPE b gauge\n\nb 1\n"),
@@ -200,6 +267,19 @@ BAD = [
     ("scattered", "# HELP b B.\n# TYPE b gauge\nb 1\n# HELP c C.\n# TYPE c gauge\nc 1\nb{x=\"2\"} 1\n"),
     ("foreign sample", "# HELP b B.\n# TYPE b gauge\nc 1\n"),
     ("free comment", "# HELP b B.\n# TYPE b gauge\n# hello\nb 1\n"),
+    ("bare histogram sample", H + 'h 1\n'),
+    ("histogram suffix", H + 'h_bucket{le="+Inf"} 1\nh_total 1\nh_sum 1\nh_count 1\n'),
+    ("bucket without le", H + 'h_bucket 1\nh_sum 1\nh_count 1\n'),
+    ("le on count", H + 'h_bucket{le="+Inf"} 1\nh_sum 1\nh_count{le="1"} 1\n'),
+    ("no +Inf bucket", H + 'h_bucket{le="1"} 1\nh_sum 1\nh_count 1\n'),
+    ("le decreasing", H + 'h_bucket{le="2"} 1\nh_bucket{le="1"} 1\nh_bucket{le="+Inf"} 1\n'
+     'h_sum 1\nh_count 1\n'),
+    ("not cumulative", H + 'h_bucket{le="1"} 2\nh_bucket{le="+Inf"} 1\nh_sum 1\nh_count 1\n'),
+    ("count differs", H + 'h_bucket{le="+Inf"} 2\nh_sum 1\nh_count 3\n'),
+    ("no sum", H + 'h_bucket{le="+Inf"} 2\nh_count 2\n'),
+    ("negative bucket", H + 'h_bucket{le="+Inf"} -1\nh_sum 1\nh_count -1\n'),
+    ("histogram after others", H + 'h_bucket{le="+Inf"} 1\nh_sum 1\nh_count 1\n'
+     '# HELP b B.\n# TYPE b gauge\nb 1\nh_sum 2\n'),
 ]
 
 
@@ -209,6 +289,8 @@ def self_test():
     assert fams["a_total"]["samples"][1]["value"] == 0.5
     assert fams["b"]["samples"][0]["value"] == -1e20
     assert math.isnan(fams["b"]["samples"][1]["value"])
+    assert [s["value"] for s in fams["h_seconds"]["samples"]] == [1, 3, 4, 7.5, 4]
+    assert fams["h_seconds"]["samples"][2]["name"] == "h_seconds_bucket"
     bad = 0
     for what, text in BAD:
         try:

@@ -1,0 +1,15 @@
+/*
+ * controller/api_metrics.h: GET /metrics, the Prometheus text exposition
+ * (format 0.0.4).  The route is listed in api_routes[] (api_routes.c) and
+ * follows the contract of api_internal.h.  Which families it has, their
+ * units and windows: docs/openapi.yaml and api_metrics.c.
+ */
+#ifndef TM_API_METRICS_H
+#define TM_API_METRICS_H
+
+struct api_call;
+
+/* GET /metrics: public, like /healthz. */
+void api_metrics(struct api_call *c);
+
+#endif
