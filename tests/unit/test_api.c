@@ -31,6 +31,7 @@
 
 #include "controller/api.h"
 #include "controller/api_internal.h"
+#include "controller/fleet_stats.h"
 #include "controller/migrate.h"
 #include "controller/store.h"
 #include "controller/token.h"
@@ -51,6 +52,7 @@ static struct {
     char tok[T_MAX][TM_TOKEN_LEN + 1];
     int64_t node_id, node2_id;
     CURL *curl;
+    struct tm_fleet_stats fleet;   /* the roomy server's, set before the loop runs */
 } g;
 
 /* ---- the server thread --------------------------------------------------- */
@@ -67,6 +69,31 @@ static void on_stop(uv_async_t *a)
     uv_close((uv_handle_t *)a, NULL);
     tm_api_close(g.api, on_api_closed, NULL);
     tm_api_close(g.tight, on_api_closed, NULL);
+}
+
+/* Known controller counters for the roomy server's /metrics (the tight
+ * one has none): written here, before the loop runs, and never again, so
+ * the client thread's scrapes race with nothing.  test_metrics expects
+ * exactly these. */
+static int fleet_fixture(void)
+{
+    static const char *const names[] = {"sim-x"};
+    int r = tm_fleet_stats_init(&g.fleet, names, 1);
+
+    if (r < 0)
+        return r;
+    g.fleet.ticks = 5;
+    g.fleet.leader = true;
+    tm_fleet_stats_tick_done(&g.fleet, 0.003);
+    tm_fleet_stats_tick_done(&g.fleet, 0.2);
+    tm_fleet_stats_tick_done(&g.fleet, 40);
+    tm_fleet_stats_call(&g.fleet, 0, TM_FLEET_OP_LIST, 0);
+    tm_fleet_stats_call(&g.fleet, 0, TM_FLEET_OP_LIST, TM_EAUTH);
+    tm_fleet_stats_call(&g.fleet, 0, TM_FLEET_OP_LAUNCH, TM_EQUOTA);
+    tm_fleet_stats_call(&g.fleet, 0, TM_FLEET_OP_LAUNCH, TM_EQUOTA);
+    tm_fleet_stats_call(&g.fleet, 0, TM_FLEET_OP_TERMINATE, TM_ECANCELED); /* not counted */
+    tm_api_set_fleet_stats(g.api, &g.fleet);
+    return 0;
 }
 
 /* The server runs on the main thread: h2o keeps thread-local free lists
@@ -94,6 +121,8 @@ static int start_server(void)
         r = tm_api_start_listen(&g.loop, g.pool, "localhost:0", &tight, &g.tight);
     if (r == 0)
         r = uv_async_init(&g.loop, &g.stop, on_stop);
+    if (r == 0)
+        r = fleet_fixture();
     g.port = tm_api_port(g.api);
     g.tight_port = tm_api_port(g.tight);
     return r;
@@ -1263,25 +1292,59 @@ static const cJSON *family(const cJSON *fams, const char *name, const char *type
     return cJSON_GetObjectItemCaseSensitive(f, "samples");
 }
 
-/* The value of the series whose labels are exactly want ("k=v,k=v", keys
- * sorted); -1 when absent. */
-static double series(const cJSON *fams, const char *name, const char *type, const char *want)
+/* The value of the sample called sample (NULL: the family's own name)
+ * whose labels are exactly want ("k=v,k=v", keys sorted): a number, or
+ * the string "NaN", "+Inf" or "-Inf"; NULL when absent. */
+static const cJSON *sample_value(const cJSON *fams, const char *name, const char *type,
+                                 const char *sample, const char *want)
 {
     const cJSON *it;
 
     cJSON_ArrayForEach(it, family(fams, name, type)) {
-        const cJSON *l, *v = cJSON_GetObjectItemCaseSensitive(it, "value");
+        const cJSON *l, *n = cJSON_GetObjectItemCaseSensitive(it, "name");
         char key[512] = "";
         size_t k = 0;
+        if (sample && !(cJSON_IsString(n) && strcmp(n->valuestring, sample) == 0))
+            continue;
         cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(it, "labels"))
             k += (size_t)snprintf(key + k, sizeof(key) - k, "%s%s=%s", k ? "," : "", l->string,
                                   l->valuestring);
-        if (strcmp(key, want) == 0) {
-            assert_true(cJSON_IsNumber(v));
-            return v->valuedouble;
-        }
+        if (strcmp(key, want) == 0)
+            return cJSON_GetObjectItemCaseSensitive(it, "value");
     }
-    return -1;
+    return NULL;
+}
+
+/* The value of the series whose labels are exactly want ("k=v,k=v", keys
+ * sorted); -1 when absent. */
+static double series(const cJSON *fams, const char *name, const char *type, const char *want)
+{
+    const cJSON *v = sample_value(fams, name, type, NULL, want);
+
+    if (!v)
+        return -1;
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+/* A series whose value is not a number: "NaN" or "+Inf". */
+static void assert_series_text(const cJSON *fams, const char *name, const char *type,
+                               const char *labels, const char *want)
+{
+    const cJSON *v = sample_value(fams, name, type, NULL, labels);
+
+    if (!cJSON_IsString(v) || strcmp(v->valuestring, want) != 0)
+        fail_msg("%s{%s} is not %s", name, labels, want);
+}
+
+static void assert_hist(const cJSON *fams, const char *name, const char *sample, const char *labels,
+                        double want)
+{
+    const cJSON *v = sample_value(fams, name, "histogram", sample, labels);
+
+    if (!cJSON_IsNumber(v) || v->valuedouble < want - 1e-6 || v->valuedouble > want + 1e-6)
+        fail_msg("%s{%s} = %g, expected %g", sample, labels, cJSON_IsNumber(v) ? v->valuedouble : -1,
+                 want);
 }
 
 static void assert_series(const cJSON *fams, const char *name, const char *type, const char *labels,
@@ -1326,6 +1389,23 @@ static void test_metrics(void **state)
            " class, priority, preemptible, checkpointable, submitted_ms) VALUES ('vision', 'old',"
            " '', 1, 1000, 1, 0, 0, 'batch', 0, false, false,"
            " (extract(epoch FROM now()) * 1000)::bigint - 60000)");
+    /* Heartbeat samples on the second node: two in the window (40% and
+     * 80%), one too old and one from the future, which do not count. */
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO gpu_samples SELECT %" PRId64 ", i, (extract(epoch FROM now()) * 1000)::bigint + d,"
+             " u, 1 FROM (VALUES (2, -10000, 40), (3, -10000, 80), (4, -400000, 0), (5, 600000, 0))"
+             " x (i, d, u)", g.node2_id);
+    sql_ok(sql);
+    /* A job requeued when its node went (2 GPUs for an hour lost) and
+     * one checkpointed (nothing lost). */
+    snprintf(sql, sizeof(sql),
+             "INSERT INTO job_interruptions (job_id, node_id, at_ms, attempt, cause, ran_ms, kept_ms,"
+             " gpu_milli, lost_gpu_ms) VALUES (%" PRId64 ", %" PRId64 ", 5, 1, 'interrupted', 3600000, 0,"
+             " 2000, 7200000), (%" PRId64 ", %" PRId64 ", 6, 2, 'checkpoint', 60000, 60000, 2000, 0)",
+             j1, g.node2_id, j1, g.node2_id);
+    sql_ok(sql);
+    /* A zero cap with spend against it: an infinite ratio. */
+    sql_ok("INSERT INTO budgets (scope_kind, scope, cap_cents, updated_ms) VALUES ('org', 'zero', 0, 1)");
 
     fams = scrape();
     int64_t billed = sql_i64("SELECT coalesce(sum(gpus), 0) FROM nodes WHERE pool = 'a100'"
@@ -1391,6 +1471,117 @@ static void test_metrics(void **state)
     }
     PQclear(res);
 
+    /* Spend against each cap, attributed as GET /v1/budgets does: a team
+     * its jobs' (test_spend: vision 1250), an org everything (2050). */
+    res = PQexec(g.conn, "SELECT b.scope_kind, b.scope, b.cap_cents, (SELECT coalesce(sum(s.cents), 0)"
+                         " FROM spend s WHERE s.period = to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')"
+                         " AND (b.scope_kind = 'org' OR s.team = b.scope)) FROM budgets b");
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_int_equal(cJSON_GetArraySize(family(fams, "tarmac_budget_spent_cents", "gauge")),
+                     PQntuples(res));
+    assert_int_equal(cJSON_GetArraySize(family(fams, "tarmac_budget_spent_ratio", "gauge")),
+                     PQntuples(res));
+    for (int i = 0; i < PQntuples(res); i++) {
+        double cap = atof(PQgetvalue(res, i, 2)), spent = atof(PQgetvalue(res, i, 3));
+        snprintf(labels, sizeof(labels), "scope=%s,scope_kind=%s", PQgetvalue(res, i, 1),
+                 PQgetvalue(res, i, 0));
+        assert_series(fams, "tarmac_budget_spent_cents", "gauge", labels, spent);
+        if (cap > 0)
+            assert_series(fams, "tarmac_budget_spent_ratio", "gauge", labels, spent / cap);
+    }
+    PQclear(res);
+    assert_series(fams, "tarmac_budget_spent_cents", "gauge", "scope=vision,scope_kind=team", 1250);
+    assert_series(fams, "tarmac_budget_spent_cents", "gauge", "scope=acme,scope_kind=org", 2050);
+    assert_series(fams, "tarmac_budget_spent_cents", "gauge", "scope=zero,scope_kind=org", 2050);
+    assert_series_text(fams, "tarmac_budget_spent_ratio", "gauge", "scope=zero,scope_kind=org", "+Inf");
+    sql_ok("DELETE FROM budgets WHERE scope_kind = 'org' AND scope = 'zero'");
+
+    /* Utilisation: the samples of the last 5 minutes, whatever test_heartbeat
+     * left besides ours; none at all in h100. */
+    res = PQexec(g.conn, "SELECT avg(s.util_percent) / 100, count(*) FROM gpu_samples s"
+                         " JOIN nodes n ON n.id = s.node_id WHERE n.pool = 'a100'"
+                         " AND s.at_ms > (extract(epoch FROM now()) * 1000)::bigint - 300000"
+                         " AND s.at_ms <= (extract(epoch FROM now()) * 1000)::bigint");
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    assert_true(atoi(PQgetvalue(res, 0, 1)) >= 2);
+    assert_series(fams, "tarmac_gpu_utilisation_ratio", "gauge", "model=A100,pool=a100",
+                  atof(PQgetvalue(res, 0, 0)));
+    assert_series(fams, "tarmac_gpu_utilisation_samples", "gauge", "model=A100,pool=a100",
+                  atof(PQgetvalue(res, 0, 1)));
+    PQclear(res);
+    assert_series_text(fams, "tarmac_gpu_utilisation_ratio", "gauge", "model=H100,pool=h100", "NaN");
+    assert_series(fams, "tarmac_gpu_utilisation_samples", "gauge", "model=H100,pool=h100", 0);
+
+    /* What the billed nodes cost now: 1 cent = 10^4 micro-dollars. */
+    assert_series(fams, "tarmac_spend_rate_cents_per_hour", "gauge", "pool=a100",
+                  (double)sql_i64("SELECT sum(price_uusd_per_hour) FROM nodes WHERE pool = 'a100'"
+                                  " AND state IN ('booting', 'ready', 'draining', 'terminating')") / 1e4);
+    assert_true(series(fams, "tarmac_spend_rate_cents_per_hour", "gauge", "pool=a100") >= 2 * 3277);
+    assert_series(fams, "tarmac_spend_rate_cents_per_hour", "gauge", "pool=h100", 0);
+
+    /* Node history, every pool shown: the fixture's two on-demand a100
+     * nodes (and whatever other tests added), nothing in h100. */
+    for (int p = 0; p < 2; p++) {
+        static const struct { const char *family, *where; } counts[] = {
+            {"tarmac_node_launch_failures_total", "instance_id IS NULL AND state IN ('terminated', 'interrupted')"},
+            {"tarmac_node_terminations_total", "instance_id IS NOT NULL AND state = 'terminated'"},
+            {"tarmac_spot_notices_total", "notice_ms IS NOT NULL"},
+            {"tarmac_spot_interruptions_total", "state = 'interrupted'"},
+        };
+        const char *pool = p ? "h100" : "a100";
+        for (int ct = 0; ct < 2; ct++) {
+            const char *type = ct ? "spot" : "on_demand";
+            snprintf(sql, sizeof(sql), "SELECT count(*) FROM nodes WHERE pool = '%s' AND capacity_type = '%s'",
+                     pool, type);
+            snprintf(labels, sizeof(labels), "capacity_type=%s,pool=%s", type, pool);
+            assert_series(fams, "tarmac_node_launches_total", "counter", labels, (double)sql_count(sql));
+        }
+        snprintf(labels, sizeof(labels), "pool=%s", pool);
+        for (size_t i = 0; i < sizeof(counts) / sizeof(counts[0]); i++) {
+            snprintf(sql, sizeof(sql), "SELECT count(*) FROM nodes WHERE pool = '%s' AND %s", pool,
+                     counts[i].where);
+            assert_series(fams, counts[i].family, "counter", labels, (double)sql_count(sql));
+            assert_int_equal(cJSON_GetArraySize(family(fams, counts[i].family, "counter")), 2);
+        }
+    }
+    assert_true(series(fams, "tarmac_node_launches_total", "counter", "capacity_type=on_demand,pool=a100") >= 2);
+    assert_series(fams, "tarmac_node_launches_total", "counter", "capacity_type=spot,pool=h100", 0);
+    assert_int_equal(cJSON_GetArraySize(family(fams, "tarmac_node_launches_total", "counter")), 4);
+    assert_series(fams, "tarmac_job_interruptions_total", "counter", "cause=interrupted,pool=a100", 1);
+    assert_series(fams, "tarmac_job_interruptions_total", "counter", "cause=checkpoint,pool=a100", 1);
+    assert_series(fams, "tarmac_job_interruptions_total", "counter", "cause=terminated,pool=a100", 0);
+    assert_series(fams, "tarmac_job_interruptions_total", "counter", "cause=interrupted,pool=h100", 0);
+    assert_int_equal(cJSON_GetArraySize(family(fams, "tarmac_job_interruptions_total", "counter")), 6);
+    assert_series(fams, "tarmac_job_lost_gpu_seconds_total", "counter", "pool=a100", 7200);
+    assert_series(fams, "tarmac_job_lost_gpu_seconds_total", "counter", "pool=h100", 0);
+
+    /* The controller's counters (fleet_fixture): the roomy server has them. */
+    assert_series(fams, "tarmac_leader", "gauge", "", 1);
+    assert_series(fams, "tarmac_ticks_total", "counter", "", 5);
+    {
+        static const struct { const char *le; double n; } buckets[] = {
+            {"0.005", 1}, {"0.01", 1}, {"0.1", 1}, {"0.25", 2}, {"10", 2}, {"30", 2}, {"+Inf", 3},
+        };
+        for (size_t i = 0; i < sizeof(buckets) / sizeof(buckets[0]); i++) {
+            snprintf(labels, sizeof(labels), "le=%s", buckets[i].le);
+            assert_hist(fams, "tarmac_tick_duration_seconds", "tarmac_tick_duration_seconds_bucket",
+                        labels, buckets[i].n);
+        }
+        assert_hist(fams, "tarmac_tick_duration_seconds", "tarmac_tick_duration_seconds_count", "", 3);
+        assert_hist(fams, "tarmac_tick_duration_seconds", "tarmac_tick_duration_seconds_sum", "", 40.203);
+        assert_int_equal(cJSON_GetArraySize(family(fams, "tarmac_tick_duration_seconds", "histogram")),
+                         TM_FLEET_TICK_BUCKETS + 3);
+    }
+    assert_series(fams, "tarmac_provider_calls_total", "counter", "op=list,provider=sim-x", 2);
+    assert_series(fams, "tarmac_provider_calls_total", "counter", "op=launch,provider=sim-x", 2);
+    assert_series(fams, "tarmac_provider_calls_total", "counter", "op=terminate,provider=sim-x", 0);
+    assert_series(fams, "tarmac_provider_errors_total", "counter", "kind=quota,op=launch,provider=sim-x", 2);
+    assert_series(fams, "tarmac_provider_errors_total", "counter", "kind=auth,op=list,provider=sim-x", 1);
+    assert_series(fams, "tarmac_provider_errors_total", "counter", "kind=auth,op=launch,provider=sim-x", 0);
+    assert_series(fams, "tarmac_provider_errors_total", "counter", "kind=other,op=terminate,provider=sim-x", 0);
+    assert_int_equal(cJSON_GetArraySize(family(fams, "tarmac_provider_errors_total", "counter")),
+                     TM_FLEET_OP_MAX * TM_FLEET_ERR_MAX);
+
     /* HTTP answers by code: this run has had 200s, 400s, 403s and 404s;
      * the counts never exceed the requests received. */
     double answered = 0;
@@ -1413,6 +1604,13 @@ static void test_metrics(void **state)
     after = series(fams, "tarmac_http_requests_total", "counter", "code=200");
     cJSON_Delete(fams);
     assert_true(after >= before + 1);
+
+    /* A server without the controller's counters leaves them out. */
+    assert_int_equal(http_on(g.tight_port, "GET", "/metrics", NULL, NULL, 0, &b, 20000), 200);
+    assert_non_null(strstr(b, "\ntarmac_gpus{"));
+    assert_null(strstr(b, "tarmac_leader"));
+    assert_null(strstr(b, "tarmac_tick_duration_seconds"));
+    free(b);
 
     /* Leave no running jobs for the tests after. */
     snprintf(sql, sizeof(sql),
@@ -1684,5 +1882,6 @@ int main(void)
         curl_easy_cleanup(g.curl);
     curl_global_cleanup();
     PQfinish(g.conn);
+    tm_fleet_stats_release(&g.fleet);
     return client_rc != 0 || r != 0;
 }
