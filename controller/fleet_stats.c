@@ -8,10 +8,11 @@
 
 #include "core/err.h"
 
-/* A tick is a listing per provider, a snapshot, a pass and a plan: tens of
- * milliseconds on a small fleet, seconds on 100k jobs or a slow cloud. */
+/* A tick is a listing per provider, a snapshot, a pass and a plan: a few
+ * milliseconds on a small fleet (the sim cloud, a handful of nodes), a
+ * second or more on 100k jobs or a slow cloud. */
 const double tm_fleet_tick_bounds_s[TM_FLEET_TICK_BUCKETS] = {
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
 };
 
 int tm_fleet_stats_init(struct tm_fleet_stats *s, const char *const *names, size_t n)

@@ -43,7 +43,7 @@ enum tm_fleet_err_kind {
 
 /* Upper bounds (seconds) of the tick duration histogram's buckets; a last
  * bucket, +Inf, holds the rest. */
-#define TM_FLEET_TICK_BUCKETS 12
+#define TM_FLEET_TICK_BUCKETS 14
 extern const double tm_fleet_tick_bounds_s[TM_FLEET_TICK_BUCKETS];
 
 struct tm_fleet_provider {

@@ -1560,7 +1560,7 @@ static void test_metrics(void **state)
     assert_series(fams, "tarmac_ticks_total", "counter", "", 5);
     {
         static const struct { const char *le; double n; } buckets[] = {
-            {"0.005", 1}, {"0.01", 1}, {"0.1", 1}, {"0.25", 2}, {"10", 2}, {"30", 2}, {"+Inf", 3},
+            {"0.001", 0}, {"0.0025", 0}, {"0.005", 1}, {"0.01", 1}, {"0.1", 1}, {"0.25", 2}, {"10", 2}, {"30", 2}, {"+Inf", 3},
         };
         for (size_t i = 0; i < sizeof(buckets) / sizeof(buckets[0]); i++) {
             snprintf(labels, sizeof(labels), "le=%s", buckets[i].le);

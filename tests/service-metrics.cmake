@@ -1,0 +1,10 @@
+# Prometheus /metrics (issue 6 item 4), in a fragment of its own so the
+# service fragment's other owners do not collide.  test_api checks every
+# family against the database; these check the controller's counters
+# alone, then the real binary: a sim cloud short of capacity (provider
+# errors by kind), its ticks, leadership, node history and heartbeat
+# utilisation, read through tests/lib/prom_parse.py.
+tm_add_c_test(test_fleet_stats ${CMAKE_SOURCE_DIR}/tests/unit/test_fleet_stats.c LABELS unit service
+              TIMEOUT 60)
+tm_add_test(itest_metrics LABELS integration service FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/metrics.sh)
