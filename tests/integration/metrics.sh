@@ -7,7 +7,8 @@
 # kind quota and launch failures; once the churn stops (the waiting job is
 # cancelled), launches equal the node rows per pool and capacity type and
 # the spend rate is the billed node's price; heartbeat samples posted
-# through the API are the pool's utilisation.
+# through the API are the pool's utilisation; a second replica stands by
+# and shows the same figures from the database.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 
 DB=$(new_db itest_metrics)
@@ -120,8 +121,36 @@ scrape 4
     || fail "utilisation: $(metric 4 tarmac_gpu_utilisation_ratio gauge pool=od model=A100)"
 [ "$(metric 4 tarmac_gpu_utilisation_samples gauge pool=od model=A100)" = 2 ] || fail "samples"
 [ "$(metric 4 tarmac_gpu_utilisation_samples gauge pool=spot model=A100)" = 0 ] || fail "spot samples"
-grep -q "$TOKEN" "$WORK"/m*.txt "$WORK/serve.log" && fail "the token leaked"
 
+# 5. A second replica stands by: not leading, no leader tick, no cloud
+#    call, and the same figures from the database as the leader.
+"$TARMAC" serve --config "$WORK/c.yaml" >"$WORK/standby.out" 2>"$WORK/standby.log" &
+STANDBY=$!
+PIDS+=("$STANDBY")
+wait_for 20 "grep -q 'api_port=' '$WORK/standby.log'" || fail "the second replica did not start"
+LEADER_BASE=$BASE
+BASE=http://127.0.0.1:$(grep -o 'api_port=[0-9]*' "$WORK/standby.log" | head -n 1 | cut -d= -f2)
+wait_for 20 "scrape 5; ge \$(metric 5 tarmac_ticks_total counter) 2" || fail "the second replica does not tick"
+[ "$(metric 5 tarmac_leader gauge)" = 0 ] || fail "two leaders"
+[ "$(metric 5 tarmac_tick_duration_seconds histogram @tarmac_tick_duration_seconds_count)" = 0 ] \
+    || fail "a standby tick was timed"
+for op in list launch terminate; do
+    [ "$(metric 5 tarmac_provider_calls_total counter provider=sim op=$op)" = 0 ] || fail "the standby called the cloud"
+done
+BASE=$LEADER_BASE
+scrape 6
+for f in "tarmac_node_launches_total counter pool=od capacity_type=on_demand" \
+         "tarmac_node_launch_failures_total counter pool=od" \
+         "tarmac_spend_rate_cents_per_hour gauge pool=od" \
+         "tarmac_gpu_utilisation_ratio gauge pool=od model=A100"; do
+    # shellcheck disable=SC2086
+    [ "$(metric 5 $f)" = "$(metric 6 $f)" ] || fail "replicas disagree on $f: $(metric 5 $f) and $(metric 6 $f)"
+done
+[ "$(metric 6 tarmac_leader gauge)" = 1 ] || fail "the leader stepped down"
+grep -q "$TOKEN" "$WORK"/m*.txt "$WORK"/*.log && fail "the token leaked"
+
+kill -TERM "$STANDBY"
+wait "$STANDBY" || fail "the standby exited $? after SIGTERM"
 kill -TERM "$SERVE"
 wait "$SERVE" || fail "serve exited $? after SIGTERM"
 echo "1 passed, 0 failed"
