@@ -61,16 +61,22 @@ static const char metrics_sql[] =
     "   (greatest(coalesce(max($1::bigint - j.submitted_ms), 0), 0) / 1000.0)::float8 AS age"
     "   FROM (VALUES ('train'), ('eval'), ('preprocess'), ('inference'), ('batch')) c (class)"
     "   LEFT JOIN jobs j ON j.class = c.class AND j.state = 'queued' GROUP BY c.class),"
-    /* Each cap and this month's spend against it, attributed as the
-     * budget check and GET /v1/budgets do: a team's job spend, an org's
-     * everything, idle time included. */
+    /* This month's ledger per team (NULL: idle), read once; each cap and
+     * the spend against it, attributed as the budget check and GET
+     * /v1/budgets do: a team's job spend, an org's everything, idle time
+     * included. */
+    " st AS (SELECT sp.team, sum(sp.cents) AS cents FROM spend sp, per WHERE sp.period = per.p"
+    "   GROUP BY 1),"
     " bs AS (SELECT bu.scope_kind, bu.scope, bu.cap_cents::float8 AS cap,"
-    "   (SELECT coalesce(sum(s.cents), 0) FROM spend s, per WHERE s.period = per.p"
-    "     AND (bu.scope_kind = 'org' OR s.team = bu.scope))::float8 AS spent FROM budgets bu),"
-    /* Heartbeat samples in the window, per pool and model. */
-    " u AS (SELECT n.pool, n.gpu_model AS model, avg(s.util_percent)::float8 / 100 AS ratio,"
-    "   count(*)::float8 AS samples FROM gpu_samples s JOIN nodes n ON n.id = s.node_id"
-    "   WHERE s.at_ms > $1::bigint - " STR(UTIL_WINDOW_MS) " AND s.at_ms <= $1::bigint GROUP BY 1, 2),"
+    "   coalesce(CASE WHEN bu.scope_kind = 'org' THEN (SELECT sum(cents) FROM st)"
+    "   ELSE (SELECT cents FROM st WHERE st.team = bu.scope) END, 0)::float8 AS spent FROM budgets bu),"
+    /* Heartbeat samples in the window, per pool and model: summed per
+     * node first, which halves the time on a big fleet (10k nodes of 8
+     * GPUs sampled every 10 s: 2.4M samples in the window). */
+    " u AS (SELECT n.pool, n.gpu_model AS model, (sum(x.total) / sum(x.n) / 100)::float8 AS ratio,"
+    "   sum(x.n)::float8 AS samples FROM (SELECT node_id, sum(util_percent::float8) AS total,"
+    "   count(*) AS n FROM gpu_samples WHERE at_ms > $1::bigint - " STR(UTIL_WINDOW_MS)
+    "   AND at_ms <= $1::bigint GROUP BY node_id) x JOIN nodes n ON n.id = x.node_id GROUP BY 1, 2),"
     " pm AS (SELECT pool, model FROM g UNION SELECT pool, model FROM u),"
     /* Node history per pool: the rows are never deleted, so these are
      * counters every replica agrees on. */
@@ -102,8 +108,7 @@ static const char metrics_sql[] =
     "   ('terminated'), ('interrupted')) s (state)"
     "   LEFT JOIN nodes n ON n.pool = p.name AND n.state = s.state GROUP BY 2, 3"
     /* Idle spend as team "_idle", a name no team can have. */
-    " UNION ALL SELECT 5, coalesce(sp.team, '_idle'), NULL, NULL, sum(sp.cents)::float8"
-    "   FROM spend sp, per WHERE sp.period = per.p GROUP BY 2"
+    " UNION ALL SELECT 5, coalesce(team, '_idle'), NULL, NULL, cents::float8 FROM st"
     " UNION ALL SELECT 6, scope_kind, scope, NULL, cap FROM bs"
     " UNION ALL SELECT 7, scope_kind, scope, NULL, spent FROM bs"
     " UNION ALL SELECT 8, scope_kind, scope, NULL, CASE WHEN cap > 0 THEN spent / cap"
