@@ -691,8 +691,10 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             int32_t g = pr->types[n->type].gpus;
             struct tm_plan_action *x;
             /* the node is skipped from now on through the `taken` scan */
-            bool forced = n->cordoned ||
-                          (pp->drain_oversized && g > smallest_type_gpus(pr));
+            bool oversized = pp->drain_oversized && g > smallest_type_gpus(pr);
+            bool kept_enough = pp->keep_max_ms > 0 &&
+                               in->now_ms - n->idle_since_ms >= pp->keep_max_ms;
+            bool forced = n->cordoned || oversized || kept_enough;
             if (pool_count[p] <= pp->min_nodes[p] ||
                 (!forced && in->keep_gpus[p] >= 0 &&
                  (double)(pool_gpus[p] - g) * 1000 < in->keep_gpus[p] * 1000 - 1e-6) ||
@@ -705,10 +707,15 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             }
             if (n->cordoned)
                 x = act_add(&a, TM_PLAN_TERMINATE, "drained and empty");
-            else if (forced)
+            else if (oversized)
                 x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; larger than "
                             "the smallest type, the forecast is kept in small nodes",
                             (in->now_ms - n->idle_since_ms) / 1e3, pp->idle_grace_ms / 1e3);
+            else if (forced)
+                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s: kept for the forecast (%.1f GPUs) "
+                            "for the longest a relaunch is worth (%.0f s); demand did not come",
+                            (in->now_ms - n->idle_since_ms) / 1e3,
+                            in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p], pp->keep_max_ms / 1e3);
             else
                 x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; forecast %.1f GPUs "
                             "fits without it", (in->now_ms - n->idle_since_ms) / 1e3,

@@ -40,9 +40,12 @@
  * forecast's upper quantile still needs its GPUs (hysteresis: a node is
  * launched for the upper quantile and released only below it, so demand
  * oscillating within a grace period never flaps), and never below the
- * pool's min_nodes.  Terminations (of every reason) are limited by the
- * disruption budget: at most max(disruption_nodes, disruption_pct x nodes)
- * per disruption_interval_ms, counted with recent_terminations.
+ * pool's min_nodes.  With keep_max_ms, the forecast keeps an idle node
+ * for at most that long (demand that the upper quantile promised within a
+ * boot and that has not come by then is not waited for).  Terminations
+ * (of every reason) are limited by the disruption budget: at most
+ * max(disruption_nodes, disruption_pct x nodes) per
+ * disruption_interval_ms, counted with recent_terminations.
  *
  * Budget.  Projected spend = spent + what the running nodes cost to the
  * end of their expected use (committed) + each accepted launch priced for
@@ -144,6 +147,13 @@ struct tm_plan_params {
      * are released past their grace whatever the forecast (it is kept in
      * small nodes).  false: as before. */
     bool drain_oversized;
+    /* Added (issue 4, second pass).  > 0: an idle node kept only for the
+     * forecast's upper quantile (keep_gpus) is released once it has been
+     * idle this long, whatever the forecast (ski rental: keeping a node
+     * idle longer than a relaunch costs buys nothing the relaunch would
+     * not; the replay uses the boot time).  0: kept as long as the
+     * forecast wants it, as before. */
+    int64_t keep_max_ms;
 };
 
 struct tm_plan_input {

@@ -222,6 +222,48 @@ static void test_plan_on_arrival(void **state)
     tm_trace_release(&t);
 }
 
+/* Shares spread over GPUs count each GPU they touch.  On one 8-GPU type,
+ * three 0.6-GPU shares arrive at 0 (two hours each) and land on GPUs 0, 1
+ * and 2 of one node; a 6-GPU job arrives at 600 s.  Five whole GPUs are
+ * free, so it needs a node: asked for at once, it waits one boot (all
+ * four jobs wait 180 s, two launches).  Counting ceil(1.8) = 2 GPUs used,
+ * the planner saw 6 free, launched nothing, and the job waited for the
+ * shares to end. */
+static void test_spread_shares_room(void **state)
+{
+    struct tm_price_table pr;
+    struct tm_trace t;
+    struct tm_elastic_config c;
+    struct tm_elastic_stats st;
+    (void)state;
+    table(&pr, 0, true);
+    memset(&t, 0, sizeof(t));
+    t.jobs = calloc(4, sizeof(*t.jobs));
+    assert_non_null(t.jobs);
+    t.njobs = 4;
+    for (int i = 0; i < 4; i++) {
+        struct tm_trace_job *j = &t.jobs[i];
+        snprintf(j->name, sizeof(j->name), "j%d", i);
+        j->submit_ms = j->start_ms = i < 3 ? 0 : 600 * S;
+        j->end_ms = j->start_ms + (i < 3 ? 2 * H : H);
+        j->cpu_milli = 4000;
+        j->memory_mib = 16384;
+        j->gpus = i < 3 ? 0 : 6;
+        j->gpu_milli = i < 3 ? 600 : 1000;
+        j->qos = TM_QOS_LS;
+        j->klass = TM_CLASS_TRAIN;
+    }
+    tm_elastic_config_default(&c);
+    c.prices = &pr;
+    for (int p = TM_ELASTIC_REACTIVE; p <= TM_ELASTIC_TARMAC; p++) {
+        run(&t, &c, (enum tm_elastic_policy)p, &st);
+        assert_int_equal(st.unfinished, 0);
+        assert_true(st.wait_mean_s == 180);
+        assert_int_equal(st.launches, 2);
+    }
+    tm_trace_release(&t);
+}
+
 /* Bad input through the command line: the file, the line and the reason. */
 static void test_cli_bad_prices(void **state)
 {
@@ -250,6 +292,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_spot_deadlines),
         cmocka_unit_test(test_openb_calibration),
         cmocka_unit_test(test_plan_on_arrival),
+        cmocka_unit_test(test_spread_shares_room),
         cmocka_unit_test(test_cli_bad_prices),
     };
     if (argc > 1 && strcmp(argv[1], "replay") == 0)

@@ -683,6 +683,46 @@ static void test_cordoned_node(void **state)
     tm_plan_result_release(&r);
 }
 
+/* keep_max_ms: the forecast keeps an idle node for at most that long.  An
+ * 8-GPU node idle for 170 s with a forecast of 8 GPUs is kept (grace 30 s
+ * is past); idle 180 s with keep_max_ms 180 s it goes, saying why; with
+ * keep_max_ms 0 (as before) the forecast keeps it for ever. */
+static void test_keep_max(void **state)
+{
+    struct tm_price_table t;
+    struct tm_plan_input in;
+    struct tm_plan_result r = {0};
+    struct tm_plan_node n = node(0, false, 0, 0);
+    (void)state;
+    sizes(&t, true);
+    n.free_whole = 8;
+    base_input(&in, &t, 170 * S);
+    in.params.spot = false;
+    in.params.keep_max_ms = 180 * S;
+    in.keep_gpus[0] = 8;
+    in.nodes = &n;
+    in.nnodes = 1;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_TERMINATE), 0);
+    tm_plan_result_release(&r);
+    in.now_ms = 180 * S;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_TERMINATE), 1);
+    assert_non_null(strstr(first(&r, TM_PLAN_TERMINATE)->reason, "kept for the forecast (8.0 GPUs)"));
+    tm_plan_result_release(&r);
+    /* the pool minimum still holds it */
+    in.params.min_nodes[0] = 1;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_TERMINATE), 0);
+    tm_plan_result_release(&r);
+    in.params.min_nodes[0] = 0;
+    in.params.keep_max_ms = 0;
+    in.now_ms = 100 * H;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_TERMINATE), 0);
+    tm_plan_result_release(&r);
+}
+
 static void test_bad_input(void **state)
 {
     struct tm_price_table t;
@@ -716,6 +756,7 @@ int main(void)
         cmocka_unit_test(test_drain_oversized),
         cmocka_unit_test(test_cordoned_node),
         cmocka_unit_test(test_idle_large_released),
+        cmocka_unit_test(test_keep_max),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
