@@ -614,8 +614,8 @@ static int plan(struct sim *s)
         /* The forecast keeps an idle node for at most a boot: keeping it
          * longer costs more than launching again when the demand comes
          * (ski rental).  Measured, tarmac, unlimited -> a boot: openb B
-         * 1.193 -> 1.18x floor, A and C below; see
-         * bench/results/elastic-2026-11-29-c.md. */
+         * 1.193 -> 1.186 x floor, C 1.411 -> 1.406 x lower bound, A
+         * 37580 -> 37528 USD (bench/results/elastic-2026-11-29-c.md). */
         in.params.keep_max_ms = c->boot_ms;
         {
             int64_t since = s->now - 10 * 60 * 1000;
