@@ -559,6 +559,32 @@ static int plan(struct sim *s)
                                         .deadline_ms = jb->deadline, .cpu_milli = jb->cpu,
                                         .memory_mib = jb->mem};
     }
+    /* The largest free room on one partly used GPU (a share fits there or
+     * on a whole free GPU, never across two). */
+    for (size_t k = 0; k < s->nrunning; k++) {
+        const struct ejob *jb = &s->jobs[s->running[k]];
+        int32_t on[32] = {0};
+        int32_t best = 0;
+        size_t ni = (size_t)pmap[jb->node];
+        if (jb->gpus > 0 || pn[ni].share_room_known)
+            continue;
+        /* first share seen on this node: sum every share per GPU */
+        for (size_t q = 0; q < s->nrunning; q++) {
+            const struct ejob *o = &s->jobs[s->running[q]];
+            if (o->node != jb->node)
+                continue;
+            for (int b = 0; b < 32; b++)
+                if (o->mask >> b & 1)
+                    on[b] += o->amilli;
+        }
+        for (int b = 0; b < 32; b++)
+            if (on[b] > 0 && on[b] < 1000 && 1000 - on[b] > best)
+                best = 1000 - on[b];
+        pn[ni].share_free_milli = best;
+        pn[ni].share_room_known = true;
+    }
+    for (size_t i = 0; i < nn; i++)
+        pn[i].share_room_known = true; /* nodes without shares: no partly used GPU */
     /* Whole free GPUs: those no job holds any of.  A GPU with a share on
      * it is not whole-free, and shares spread over several GPUs (the
      * scheduler puts a share on the first GPU with room) take each of

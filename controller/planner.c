@@ -146,6 +146,8 @@ struct room {
     int64_t free_cpu, free_mem;  /* INT64_MAX: not modelled */
     int pool;
     bool usable;
+    bool share_known;            /* free_share is modelled */
+    int32_t free_share;          /* largest free room on one partly used GPU */
 };
 
 /* What one job asks of a room. */
@@ -157,7 +159,7 @@ struct ask {
 static struct room room_of_type(const struct tm_price_type *t, int pool)
 {
     return (struct room){t->gpus * 1000, t->gpus, t->cpu_milli > 0 ? t->cpu_milli : INT64_MAX,
-                         t->memory_mib > 0 ? t->memory_mib : INT64_MAX, pool, true};
+                         t->memory_mib > 0 ? t->memory_mib : INT64_MAX, pool, true, true, 0};
 }
 
 static bool room_fit(struct room *r, const struct ask *k, bool take)
@@ -166,6 +168,11 @@ static bool room_fit(struct room *r, const struct ask *k, bool take)
         return false;
     if (k->gpus > 0) {
         if (r->free_whole < k->gpus)
+            return false;
+    } else if (r->share_known) {
+        /* a share sits on one GPU: a partly used one with room, or a
+         * whole free one */
+        if (r->free_share < k->milli && r->free_whole < 1)
             return false;
     } else if (r->free_milli < k->milli) {
         return false;
@@ -179,6 +186,15 @@ static bool room_fit(struct room *r, const struct ask *k, bool take)
     if (k->gpus > 0) {
         r->free_whole -= k->gpus;
         r->free_milli -= k->gpus * 1000;
+    } else if (r->share_known) {
+        r->free_milli -= k->milli;
+        if (r->free_share >= k->milli) {
+            r->free_share -= k->milli;
+        } else {
+            r->free_whole--;
+            if (1000 - k->milli > r->free_share)
+                r->free_share = 1000 - k->milli;
+        }
     } else {
         r->free_milli -= k->milli;
         if (r->free_whole > r->free_milli / 1000)
@@ -433,6 +449,8 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             rooms[i].free_mem -= n->used_memory_mib;
         rooms[i].free_milli = n->ready ? t->gpus * 1000 - n->used_milli : t->gpus * 1000;
         rooms[i].free_whole = n->ready ? n->free_whole : t->gpus;
+        rooms[i].share_known = !n->ready || n->share_room_known;
+        rooms[i].free_share = n->ready ? n->share_free_milli : 0;
         if (!n->leaving) {
             pool_count[p]++;
             if (!n->cordoned)

@@ -94,6 +94,14 @@ struct tm_plan_node {
     int64_t used_cpu_milli;  /* CPU held by running jobs (0 with cpu_milli 0 jobs) */
     int64_t used_memory_mib; /* memory held by running jobs */
     bool cordoned;           /* drained (TM_PLAN_DRAIN): no new work, released once empty */
+    /* Added (issue 4, second pass): the largest free room on one partly
+     * used GPU, in milli-GPU, when share_room_known.  A share fits a node
+     * on one GPU only: three 0.5 shares spread over two GPUs leave 500
+     * free on each, and a 0.6 share fits neither.  share_room_known false:
+     * a share fits when the node's total free milli-GPU holds it, as
+     * before. */
+    int32_t share_free_milli;
+    bool share_room_known;
 };
 
 struct tm_plan_job {

@@ -723,6 +723,47 @@ static void test_keep_max(void **state)
     tm_plan_result_release(&r);
 }
 
+/* A share fits a node on one GPU only.  A 2-GPU node holds two 0.5 shares,
+ * one per GPU: 1000 milli free in total, 500 on each GPU.  A queued 0.6
+ * share fits neither GPU: with share_room_known the planner launches for
+ * it; without (the old model, total free milli) it sees room and does not,
+ * and the job would wait for a share to end. */
+static void test_share_room(void **state)
+{
+    struct tm_price_table t;
+    struct tm_plan_input in;
+    struct tm_plan_result r = {0};
+    struct tm_plan_node n = node(1, false, 1000, 0);
+    struct tm_plan_job j = {.gpus = 0, .milli = 600, .remaining_ms = H, .node = -1};
+    (void)state;
+    sizes(&t, false);
+    base_input(&in, &t, H);
+    in.params.spot = false;
+    n.jobs = 2;
+    n.free_whole = 0;
+    n.share_free_milli = 500;
+    n.share_room_known = true;
+    in.nodes = &n;
+    in.nnodes = 1;
+    in.jobs = &j;
+    in.njobs = 1;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 1);
+    assert_string_equal(t.types[first(&r, TM_PLAN_LAUNCH)->type].name, "g1");
+    tm_plan_result_release(&r);
+    /* 0.5 fits the room left on one GPU: no launch */
+    j.milli = 500;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 0);
+    tm_plan_result_release(&r);
+    /* the old model where the caller does not say */
+    j.milli = 600;
+    n.share_room_known = false;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 0);
+    tm_plan_result_release(&r);
+}
+
 static void test_bad_input(void **state)
 {
     struct tm_price_table t;
@@ -757,6 +798,7 @@ int main(void)
         cmocka_unit_test(test_cordoned_node),
         cmocka_unit_test(test_idle_large_released),
         cmocka_unit_test(test_keep_max),
+        cmocka_unit_test(test_share_room),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
