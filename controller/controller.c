@@ -15,6 +15,7 @@
 #include "controller/alert_webhook.h"
 #include "controller/api.h"
 #include "controller/fleet_stats.h"
+#include "controller/live_forecast.h"
 #include "controller/pg_uv.h"
 #include "controller/reconcile.h"
 #include "controller/scheduler.h"
@@ -75,6 +76,8 @@ struct tm_controller {
     unsigned lists_pending;
     struct tm_snapshot *snap;
     struct tm_observed *observed;   /* views of obs for the pure pass */
+    struct tm_live_forecast *forecast; /* demand per pool, across ticks (loop thread) */
+    const struct tm_pool_forecast *pool_forecast; /* this pass's, read by the pure pass */
     struct tm_plan plan;
     uv_work_t work;                 /* the pass runs off the loop thread */
     int work_status;
@@ -565,6 +568,7 @@ static void reconcile_work(uv_work_t *w)
     struct tm_reconcile_input in = {
         .cfg = ctl->cfg, .snap = ctl->snap, .observed = ctl->observed,
         .nobserved = ctl->cfg->nproviders, .now_ms = ctl->now_ms, .policy = ctl->policy,
+        .forecast = ctl->pool_forecast,
     };
     ctl->work_status = tm_reconcile(&in, &ctl->plan);
 }
@@ -640,6 +644,13 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
             .instances = ctl->obs[i].items, .n = ctl->obs[i].n,
         };
     ctl->observed = obs;
+    /* Demand forecasts move on here, on the loop thread; the pure pass only
+     * reads this tick's.  Kept in memory: a new leader starts them empty. */
+    ctl->pool_forecast = NULL;
+    if (!ctl->forecast && tm_live_forecast_new(ctl->cfg, &ctl->forecast) < 0)
+        tm_log_warn("no demand forecast this tick", "error=%s", tm_err_name(TM_ENOMEM));
+    if (ctl->forecast)
+        ctl->pool_forecast = tm_live_forecast_update(ctl->forecast, snap, ctl->now_ms);
     /* The pass is a pure function of what this tick owns (snapshot,
      * listings, config): a queue of 100k jobs takes ~100 ms, which must not
      * stall the loop (API, database, cloud calls), so it runs on libuv's
@@ -1058,6 +1069,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     if (ret_stats)
         *ret_stats = ctl->stats;
     free(ctl->providers);
+    tm_live_forecast_free(ctl->forecast);
     tm_fleet_stats_release(&ctl->fleet);
     free(ctl->launching);
     free(ctl->terminating);

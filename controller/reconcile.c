@@ -1238,26 +1238,28 @@ struct fleet {
  * the type with that capacity type and room under max_nodes, preferring
  * one listing the zone.  -1 when every such pool is full. */
 static int launch_pool(struct pass *p, const bool *in_model, const char *type, const char *zone,
-                       bool spot)
+                       bool spot, bool fallback_od)
 {
     int best = -1;
     for (int pass = 0; pass < 2 && best < 0; pass++) {
-        /* on-demand launches go to on_demand pools, then (fallback of
-         * preemptible work) to spot_then_on_demand pools */
+        /* on-demand launches go to on_demand pools only (non-preemptible
+         * work never runs in a spot pool); the fallback of preemptible work
+         * (spot short everywhere, named so in the planner's reason) goes to
+         * spot_then_on_demand pools, then on_demand ones */
         for (size_t pi = 0; pi < p->cfg->npools; pi++) {
             const struct tm_config_pool *pool = &p->cfg->pools[pi];
             bool od = pool_is_od(pool);
             bool fallback = strcmp(pool->capacity_type, "spot_then_on_demand") == 0;
             if (!in_model[pi] || !pool_lists_type(pool, type) || p->live[pi] >= pool->max_nodes)
                 continue;
-            if (spot ? od : (pass == 0 ? !od : !fallback))
+            if (spot ? od : (pass == 0 && fallback_od ? !fallback : !od))
                 continue;
             if (pool_lists_zone(pool, zone))
                 return (int)pi;
             if (best < 0)
                 best = (int)pi;
         }
-        if (spot)
+        if (spot || !fallback_od)
             break;
     }
     return best;
@@ -1520,7 +1522,8 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
                 continue;
             const char *type = f->pr.types[x->type].name;
             const char *zone = f->pr.nzones ? f->pr.zones[x->zone] : "";
-            int pi = launch_pool(p, in_model, type, zone, x->spot);
+            int pi = launch_pool(p, in_model, type, zone, x->spot,
+                                 strstr(x->reason, "fallback: on-demand") != NULL);
             if (pi < 0)
                 continue; /* every pool of that kind is at its max */
             const struct tm_config_pool *pool = &cfg->pools[pi];
