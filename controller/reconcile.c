@@ -1226,6 +1226,7 @@ struct fleet {
     struct tm_price_table pr;
     struct tm_plan_node *nodes;
     int32_t *node_of;           /* plan node -> snapshot node */
+    int32_t *plan_of;           /* snapshot node -> plan node, -1 when not in it */
     size_t nnodes;
     struct tm_plan_job *jobs;
     size_t njobs;
@@ -1383,6 +1384,7 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         int zi = zone_index(&f->pr, n->zone, true);
         if (ti < 0)
             continue;
+        f->plan_of[ni] = (int32_t)f->nnodes;
         bool ready = n->state == TM_NODE_READY;
         struct tm_plan_node *x = &f->nodes[f->nnodes];
         *x = (struct tm_plan_node){
@@ -1405,13 +1407,9 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         const struct tm_snap_alloc *al = &s->allocs[a];
         int ni = node_index(p, al->node_id);
         int ji = job_index(p, al->job_id);
-        size_t k;
-        if (ni < 0)
+        if (ni < 0 || f->plan_of[ni] < 0)
             continue;
-        for (k = 0; k < f->nnodes && f->node_of[k] != ni; k++)
-            ;
-        if (k == f->nnodes)
-            continue;
+        size_t k = (size_t)f->plan_of[ni];
         struct tm_plan_node *x = &f->nodes[k];
         int32_t whole = __builtin_popcount(al->gpu_mask);
         int32_t milli = whole > 0 ? whole * 1000 : al->gpu_milli;
@@ -1493,19 +1491,23 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
     struct tm_plan_result res = {0};
     size_t maxjobs = s->nallocs + 1;
     char why[512];
+    bool refused = false;
 
     for (size_t ji = 0; ji < s->njobs; ji++)
         maxjobs += s->jobs[ji].nodes > 1 ? (size_t)s->jobs[ji].nodes : 1;
     if (f) {
         f->nodes = calloc(s->nnodes + 1, sizeof(*f->nodes));
         f->node_of = calloc(s->nnodes + 1, sizeof(*f->node_of));
+        f->plan_of = malloc((s->nnodes + 1) * sizeof(*f->plan_of));
         f->jobs = calloc(maxjobs, sizeof(*f->jobs));
         f->shortages = calloc(p->in->nshortages + 1, sizeof(*f->shortages));
     }
-    if (!f || !f->nodes || !f->node_of || !f->jobs || !f->shortages) {
+    if (!f || !f->nodes || !f->node_of || !f->plan_of || !f->jobs || !f->shortages) {
         p->err = TM_ENOMEM;
         goto out;
     }
+    for (size_t ni = 0; ni < s->nnodes; ni++)
+        f->plan_of[ni] = -1;
     fleet_build(p, in_model, job_placed, f, &in);
     if (f->pr.ntypes == 0)
         goto out;
@@ -1517,8 +1519,9 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
     for (size_t k = 0; k < res.nactions && !p->err; k++) {
         const struct tm_plan_action *x = &res.actions[k];
         if (x->kind == TM_PLAN_LAUNCH) {
-            /* Pool minimums are kept per config pool below. */
-            if (strncmp(x->reason, "pool minimum", 12) == 0)
+            /* Pool minimums are kept per config pool below; once the org's
+             * hard cap refused one launch, none after it. */
+            if (refused || strncmp(x->reason, "pool minimum", 12) == 0)
                 continue;
             const char *type = f->pr.types[x->type].name;
             const char *zone = f->pr.nzones ? f->pr.zones[x->zone] : "";
@@ -1536,8 +1539,10 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
              * pool's zones take turns, as before. */
             if (!f->any_shortage || !pool_lists_zone(pool, zone))
                 zone = pool->zones[(size_t)p->live[pi] % pool->nzones];
-            if (!launch_admitted(p, pi, t, cap))
-                break;
+            if (!launch_admitted(p, pi, t, cap)) {
+                refused = true;
+                continue;
+            }
             snprintf(why, sizeof(why), "%s; pool %s has %d of max %d nodes", x->reason, pool->name,
                      p->live[pi], pool->max_nodes);
             request_node(p, pi, t, zone, cap, why, in.forecast_gpus[x->spot], seq);
@@ -1571,6 +1576,7 @@ out:
     if (f) {
         free(f->nodes);
         free(f->node_of);
+        free(f->plan_of);
         free(f->jobs);
         free(f->shortages);
     }

@@ -334,6 +334,26 @@ static void test_pool_max_and_min_respected(void **state)
     assert_int_equal(count_op(f, "terminate"), 1);
 }
 
+static void test_refused_launch_does_not_stop_releases(void **state)
+{
+    struct fixture *f = *state;
+    struct tm_snap_budget org = {.org = true, .cap_cents = 100, .hard = true, .warn_percent = 80};
+    snprintf(org.scope, sizeof(org.scope), "acme");
+    f->snap.budgets = &org;
+    f->snap.nbudgets = 1;
+    struct tm_snap_node *n = add_ready_node(f, 1);
+    n->idle_since_ms = NOW - 120000;
+    struct tm_snap_job *j = add_job(f, 10, 8, true);
+    j->pool = 3; /* pinned to spot8: node 1 cannot take it */
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 0);
+    assert_int_equal(f->plan.budget_refused, 1);
+    assert_int_equal(count_op(f, "terminate"), 1);
+    assert_string_equal(f->plan.terminates[0].instance_id, "i-1");
+    f->snap.budgets = NULL;
+    f->snap.nbudgets = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -346,6 +366,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_preemptible_to_spot_other_to_on_demand_sized_to_the_job,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_pool_max_and_min_respected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_launch_does_not_stop_releases, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
