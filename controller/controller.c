@@ -15,6 +15,7 @@
 #include "controller/alert_webhook.h"
 #include "controller/api.h"
 #include "controller/fleet_stats.h"
+#include "controller/live_forecast.h"
 #include "controller/pg_uv.h"
 #include "controller/reconcile.h"
 #include "controller/scheduler.h"
@@ -34,6 +35,9 @@ struct observed_list {
     size_t n;
     bool complete;
 };
+
+#define SHORTAGES_MAX 64
+#define SHORTAGE_MEMORY_MS (30 * 60 * 1000) /* as the elastic replay remembers them */
 
 struct tm_controller {
     uv_loop_t loop;
@@ -75,6 +79,15 @@ struct tm_controller {
     unsigned lists_pending;
     struct tm_snapshot *snap;
     struct tm_observed *observed;   /* views of obs for the pure pass */
+    struct tm_live_forecast *forecast; /* demand per pool, across ticks (loop thread) */
+    const struct tm_pool_forecast *pool_forecast; /* this pass's, read by the pure pass */
+    /* Capacity the cloud refused lately (TM_EQUOTA), so the planner falls
+     * back; launch callbacks add to `shortages` while a pass may run, so
+     * the pass reads its own copy. */
+    struct tm_live_shortage shortages[SHORTAGES_MAX];
+    size_t nshortages;
+    struct tm_live_shortage pass_shortages[SHORTAGES_MAX];
+    size_t npass_shortages;
     struct tm_plan plan;
     uv_work_t work;                 /* the pass runs off the loop thread */
     int work_status;
@@ -92,6 +105,9 @@ struct call {
     int provider;
     char instance_id[TM_ID_MAX];
     char token[TM_ID_MAX];
+    char instance_type[TM_ID_MAX]; /* launches: what was asked, remembered if short */
+    char zone[TM_ID_MAX];
+    bool spot;
 };
 
 static void end_pass(struct tm_controller *ctl);
@@ -211,6 +227,32 @@ static void on_launch_failed_recorded(int status, const cJSON *result, const cha
     call_done(c);
 }
 
+/* Remember (type, zone, capacity) as short until SHORTAGE_MEMORY_MS from
+ * now; a full list forgets its soonest-expiring entry. */
+static void shortage_remember(struct tm_controller *ctl, const struct call *c, int64_t now_ms)
+{
+    size_t k = ctl->nshortages;
+    for (size_t i = 0; i < ctl->nshortages; i++) {
+        const struct tm_live_shortage *x = &ctl->shortages[i];
+        if (x->spot == c->spot && strcmp(x->instance_type, c->instance_type) == 0 &&
+            strcmp(x->zone, c->zone) == 0)
+            k = i;
+    }
+    if (k == SHORTAGES_MAX) {
+        k = 0;
+        for (size_t i = 1; i < ctl->nshortages; i++)
+            if (ctl->shortages[i].until_ms < ctl->shortages[k].until_ms)
+                k = i;
+    }
+    if (k == ctl->nshortages)
+        ctl->nshortages++;
+    struct tm_live_shortage *x = &ctl->shortages[k];
+    snprintf(x->instance_type, sizeof(x->instance_type), "%s", c->instance_type);
+    snprintf(x->zone, sizeof(x->zone), "%s", c->zone);
+    x->spot = c->spot;
+    x->until_ms = now_ms + SHORTAGE_MEMORY_MS;
+}
+
 static void on_launch(int status, const struct tm_instance *inst, void *data)
 {
     struct call *c = data;
@@ -233,8 +275,10 @@ static void on_launch(int status, const struct tm_instance *inst, void *data)
          * pass may request elsewhere; the token is never reused. */
         char why[160];
         snprintf(why, sizeof(why), "provider %s has no capacity: %s", pname, tm_strerror(status));
-        tm_log_warn("launch refused for capacity", "node=%" PRId64 " provider=%s", c->node_id, pname);
+        tm_log_warn("launch refused for capacity", "node=%" PRId64 " provider=%s type=%s zone=%s",
+                    c->node_id, pname, c->instance_type, c->zone);
         ctl->stats.launch_errors++;
+        shortage_remember(ctl, c, tm_clock_now_ms(&ctl->clock));
         cJSON *actions = cJSON_CreateArray();
         cJSON *a = cJSON_CreateObject();
         if (actions && a) {
@@ -326,6 +370,9 @@ static void start_calls(struct tm_controller *ctl, const cJSON *applied)
             continue;
         }
         snprintf(c->token, sizeof(c->token), "%s", l->token);
+        snprintf(c->instance_type, sizeof(c->instance_type), "%s", l->instance_type);
+        snprintf(c->zone, sizeof(c->zone), "%s", l->zone);
+        c->spot = l->capacity == TM_CAPACITY_SPOT;
         struct tm_launch_request req = {
             .cluster = cfg->cluster, .pool = pool->name, .node_id = l->node_id, .token = l->token,
             .instance_type = l->instance_type, .zone = l->zone, .capacity = l->capacity,
@@ -565,6 +612,8 @@ static void reconcile_work(uv_work_t *w)
     struct tm_reconcile_input in = {
         .cfg = ctl->cfg, .snap = ctl->snap, .observed = ctl->observed,
         .nobserved = ctl->cfg->nproviders, .now_ms = ctl->now_ms, .policy = ctl->policy,
+        .forecast = ctl->pool_forecast,
+        .shortages = ctl->pass_shortages, .nshortages = ctl->npass_shortages,
     };
     ctl->work_status = tm_reconcile(&in, &ctl->plan);
 }
@@ -640,6 +689,19 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
             .instances = ctl->obs[i].items, .n = ctl->obs[i].n,
         };
     ctl->observed = obs;
+    /* Demand forecasts move on here, on the loop thread; the pure pass only
+     * reads this tick's.  Kept in memory: a new leader starts them empty. */
+    ctl->pool_forecast = NULL;
+    if (!ctl->forecast && tm_live_forecast_new(ctl->cfg, &ctl->forecast) < 0)
+        tm_log_warn("no demand forecast this tick", "error=%s", tm_err_name(TM_ENOMEM));
+    if (ctl->forecast)
+        ctl->pool_forecast = tm_live_forecast_update(ctl->forecast, snap, ctl->now_ms);
+    ctl->npass_shortages = 0;
+    for (size_t i = 0; i < ctl->nshortages; i++)
+        if (ctl->shortages[i].until_ms > ctl->now_ms)
+            ctl->pass_shortages[ctl->npass_shortages++] = ctl->shortages[i];
+    ctl->nshortages = ctl->npass_shortages;
+    memcpy(ctl->shortages, ctl->pass_shortages, ctl->npass_shortages * sizeof(*ctl->shortages));
     /* The pass is a pure function of what this tick owns (snapshot,
      * listings, config): a queue of 100k jobs takes ~100 ms, which must not
      * stall the loop (API, database, cloud calls), so it runs on libuv's
@@ -1058,6 +1120,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     if (ret_stats)
         *ret_stats = ctl->stats;
     free(ctl->providers);
+    tm_live_forecast_free(ctl->forecast);
     tm_fleet_stats_release(&ctl->fleet);
     free(ctl->launching);
     free(ctl->terminating);

@@ -203,6 +203,16 @@ static bool room_fit(struct room *r, const struct ask *k, bool take)
     return true;
 }
 
+#define FAILED_ASKS_MAX 32
+
+/* Whether ask a fits wherever b fits at most: same kind (whole GPUs or a
+ * share), and no smaller in any dimension. */
+static bool ask_at_least(const struct ask *a, const struct ask *b)
+{
+    return (a->gpus > 0) == (b->gpus > 0) && a->gpus >= b->gpus && a->milli >= b->milli &&
+           a->cpu >= b->cpu && a->mem >= b->mem;
+}
+
 static int32_t smallest_type_gpus(const struct tm_price_table *pr)
 {
     int32_t best = 0;
@@ -296,11 +306,18 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
     const struct tm_price_table *pr = in->prices;
     const struct tm_plan_params *pp = &in->params;
     bool *done = calloc(nitems ? nitems : 1, sizeof(bool));
-    size_t left = nitems;
+    size_t left = nitems, first = 0;   /* items before `first` are all done */
+    int64_t left_milli = 0;            /* milli of the items not done */
+    bool any_empty_ask = false;        /* an item asking 0 milli fits a full room */
 
     if (!done) {
         a->err = TM_ENOMEM;
         return;
+    }
+    for (size_t i = 0; i < nitems; i++) {
+        left_milli += items[i].milli;
+        if (items[i].milli <= 0)
+            any_empty_ask = true;
     }
     while (left > 0 || headroom_milli > 0) {
         int32_t total = headroom_milli, largest = 1, zone = 0, type;
@@ -310,12 +327,13 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
         int32_t room_milli, room_whole, held = 0, held_milli = 0, took = 0;
         size_t nheld = 0;
 
-        for (size_t i = 0; i < nitems; i++)
-            if (!done[i]) {
-                total += items[i].milli;
-                if (items[i].min_gpus > largest)
-                    largest = items[i].min_gpus;
-            }
+        /* Sorted by min_gpus, largest first: the first item not done is
+         * the largest (kept incrementally: queues of 100k jobs). */
+        while (first < nitems && done[first])
+            first++;
+        total = (int32_t)(total + left_milli);
+        if (first < nitems && items[first].min_gpus > largest)
+            largest = items[first].min_gpus;
         type = tm_plan_choose_type(pr, spot, total, largest, in->shortages, in->nshortages,
                                    in->now_ms, &zone);
         if (type >= 0) {
@@ -353,11 +371,14 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
         room_milli = room_whole * 1000;
         {
             struct room r = room_of_type(&pr->types[type], pool);
-            for (size_t i = 0; i < nitems; i++) {
+            for (size_t i = first; i < nitems; i++) {
+                if (r.free_milli <= 0 && !any_empty_ask)
+                    break; /* full: nothing more fits */
                 if (done[i] || !room_fit(&r, &items[i].ask, true))
                     continue;
                 done[i] = true;
                 left--;
+                left_milli -= items[i].milli;
                 nheld++;
                 held_milli += items[i].milli;
                 if (items[i].remaining_ms > use_ms)
@@ -496,12 +517,22 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             all[nall].min_gpus = smallest_holding(pr, &all[nall].ask);
             nall++;
         }
+        /* Rooms only shrink in this loop, so an ask that fit nowhere keeps
+         * fitting nowhere, and so does any ask at least as large: remember
+         * a few (per od_only) and skip the scan of every node for them (the
+         * live tick has queues of 100k jobs over 10k nodes). */
+        struct ask failed[2][FAILED_ASKS_MAX];
+        size_t nfailed[2] = {0, 0};
         qsort(all, nall, sizeof(*all), cmp_item);
         for (size_t k = 0; k < nall; k++) {
             const struct tm_plan_job *jb = &in->jobs[all[k].job];
             bool od_only = !jb->preemptible || force_od[all[k].job] || !pp->spot;
-            bool placed = false;
+            bool placed = false, known = false;
             int pool;
+            for (size_t f = 0; f < nfailed[od_only] && !known; f++)
+                known = ask_at_least(&all[k].ask, &failed[od_only][f]);
+            if (known)
+                goto backlog;
             /* spot rooms first for preemptible work, then paid on-demand room */
             int passes = od_only || pp->od_room_for_preemptible ? 2 : 1;
             for (int pass = od_only ? 1 : 0; pass < passes && !placed; pass++)
@@ -511,6 +542,9 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
                         placed = true;
             if (placed)
                 continue;
+            if (nfailed[od_only] < FAILED_ASKS_MAX)
+                failed[od_only][nfailed[od_only]++] = all[k].ask;
+        backlog:
             pool = od_only ? TM_PLAN_POOL_OD : TM_PLAN_POOL_SPOT;
             items[pool][nitems[pool]++] = all[k];
             backlog_milli[pool] += all[k].milli;

@@ -22,6 +22,8 @@
 #include <time.h>
 
 #include "controller/estimate.h"
+#include "controller/planner.h"
+#include "controller/prices.h"
 #include "core/clock.h"
 #include "core/err.h"
 
@@ -1095,162 +1097,584 @@ static void budgets(struct pass *p)
         budget_warn(p, &p->teams[i]);
 }
 
-/* Step 3: request nodes for queued work no ready node could take. */
-static void grow(struct pass *p, const bool *job_placed)
+/* ---- growth and release: the planner ------------------------------------ */
+
+/* Launches and releases come from tm_plan_run (controller/planner.c), the
+ * function the elastic replay runs, once per GPU model: its on-demand side
+ * is the model's on_demand pools, its spot side the spot and
+ * spot_then_on_demand pools (the latter allow on-demand fallback).  Each
+ * launch is mapped back to a config pool of that capacity type listing the
+ * chosen instance type; pool max and min, idle grace and the org's hard
+ * cap are checked here per config pool. */
+
+static bool pool_is_od(const struct tm_config_pool *pool)
+{
+    return strcmp(pool->capacity_type, "on_demand") == 0;
+}
+
+/* The pool a queued job's new capacity comes from: preemptible work
+ * prefers spot, then spot-then-on-demand, then on-demand; other work only
+ * on-demand (pool_accepts).  -1 when no pool takes it. */
+static int job_route(const struct tm_config *cfg, const struct tm_snap_job *j)
+{
+    int best = -1, best_rank = 99;
+    for (size_t pi = 0; pi < cfg->npools; pi++) {
+        const struct tm_config_pool *pool = &cfg->pools[pi];
+        if (!pool_accepts(pool, (int)pi, j))
+            continue;
+        int rank = strcmp(pool->capacity_type, "spot") == 0 ? 0
+                   : strcmp(pool->capacity_type, "spot_then_on_demand") == 0 ? 1 : 2;
+        if (!j->preemptible)
+            rank = 0;
+        if (rank < best_rank) {
+            best_rank = rank;
+            best = (int)pi;
+        }
+    }
+    return best;
+}
+
+/* GPUs a queued job asks of pool pi, in milli-GPU: a whole node per gang
+ * member or full-node job, else its GPUs or share. */
+static int64_t job_ask_milli(const struct tm_config_pool *pool, const struct tm_snap_job *j)
+{
+    if (j->nodes > 1 || j->gpus == pool->gpus_per_node)
+        return (int64_t)j->nodes * pool->gpus_per_node * 1000;
+    return j->gpus > 0 ? (int64_t)j->gpus * 1000 : j->gpu_milli;
+}
+
+void tm_reconcile_pool_demand(const struct tm_config *cfg, const struct tm_snapshot *snap,
+                              double *out)
+{
+    for (size_t pi = 0; pi < cfg->npools; pi++)
+        out[pi] = 0;
+    for (size_t ji = 0; ji < snap->njobs; ji++) {
+        const struct tm_snap_job *j = &snap->jobs[ji];
+        int pi = -1;
+        if (j->state == TM_JOB_QUEUED) {
+            pi = job_route(cfg, j);
+        } else if (j->state == TM_JOB_RUNNING) {
+            /* nodes are sorted by id */
+            size_t lo = 0, hi = snap->nnodes;
+            while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (snap->nodes[mid].id < j->node_id)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            if (lo < snap->nnodes && snap->nodes[lo].id == j->node_id)
+                pi = snap->nodes[lo].pool;
+        }
+        if (pi >= 0 && (size_t)pi < cfg->npools)
+            out[pi] += (double)job_gpu_milli(j) / 1000.0;
+    }
+}
+
+/* Boot time the planner assumes for a pool: the sim provider's, else 3 min. */
+static int64_t pool_boot_ms(const struct tm_config *cfg, const struct tm_config_pool *pool)
+{
+    const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
+    return prov && strcmp(prov->kind, "sim") == 0 ? prov->boot_delay_ms : 180000;
+}
+
+static bool pool_lists_type(const struct tm_config_pool *pool, const char *type)
+{
+    for (size_t i = 0; i < pool->ninstance_types; i++)
+        if (strcmp(pool->instance_types[i], type) == 0)
+            return true;
+    return false;
+}
+
+static bool pool_lists_zone(const struct tm_config_pool *pool, const char *zone)
+{
+    for (size_t i = 0; i < pool->nzones; i++)
+        if (strcmp(pool->zones[i], zone) == 0)
+            return true;
+    return false;
+}
+
+static int zone_index(struct tm_price_table *pr, const char *zone, bool add)
+{
+    for (size_t z = 0; z < pr->nzones; z++)
+        if (strcmp(pr->zones[z], zone) == 0)
+            return (int)z;
+    if (!add || pr->nzones == TM_PRICES_ZONES_MAX)
+        return -1;
+    snprintf(pr->zones[pr->nzones], TM_PRICES_NAME_MAX, "%s", zone);
+    return (int)pr->nzones++;
+}
+
+static int type_index(struct tm_price_table *pr, const struct tm_config_instance_type *t)
+{
+    int i = tm_prices_find(pr, t->name);
+    if (i >= 0 || pr->ntypes == TM_PRICES_TYPES_MAX)
+        return i;
+    struct tm_price_type *x = &pr->types[pr->ntypes];
+    snprintf(x->name, sizeof(x->name), "%s", t->name);
+    snprintf(x->gpu_model, sizeof(x->gpu_model), "%s", t->gpu_model);
+    x->gpus = t->gpus;
+    x->cpu_milli = t->cpu_milli;
+    x->memory_mib = t->memory_mib;
+    x->on_demand_uusd_per_hour = t->on_demand_uusd_per_hour;
+    x->spot_uusd_per_hour = t->spot_uusd_per_hour;
+    return (int)pr->ntypes++;
+}
+
+/* What one model's planner pass is given, and where its entries came from. */
+struct fleet {
+    struct tm_price_table pr;
+    struct tm_plan_node *nodes;
+    int32_t *node_of;           /* plan node -> snapshot node */
+    int32_t *plan_of;           /* snapshot node -> plan node, -1 when not in it */
+    size_t nnodes;
+    struct tm_plan_job *jobs;
+    size_t njobs;
+    struct tm_plan_shortage *shortages;
+    size_t nshortages;
+    bool any_shortage;
+};
+
+/* A launch the planner chose, on a config pool of its model: one listing
+ * the type with that capacity type and room under max_nodes, preferring
+ * one listing the zone.  -1 when every such pool is full. */
+static int launch_pool(struct pass *p, const bool *in_model, const char *type, const char *zone,
+                       bool spot, bool fallback_od)
+{
+    int best = -1;
+    for (int pass = 0; pass < 2 && best < 0; pass++) {
+        /* on-demand launches go to on_demand pools only (non-preemptible
+         * work never runs in a spot pool); the fallback of preemptible work
+         * (spot short everywhere, named so in the planner's reason) goes to
+         * spot_then_on_demand pools, then on_demand ones */
+        for (size_t pi = 0; pi < p->cfg->npools; pi++) {
+            const struct tm_config_pool *pool = &p->cfg->pools[pi];
+            bool od = pool_is_od(pool);
+            bool fallback = strcmp(pool->capacity_type, "spot_then_on_demand") == 0;
+            if (!in_model[pi] || !pool_lists_type(pool, type) || p->live[pi] >= pool->max_nodes)
+                continue;
+            if (spot ? od : (pass == 0 && fallback_od ? !fallback : !od))
+                continue;
+            if (pool_lists_zone(pool, zone))
+                return (int)pi;
+            if (best < 0)
+                best = (int)pi;
+        }
+        if (spot || !fallback_od)
+            break;
+    }
+    return best;
+}
+
+static void request_node(struct pass *p, int pi, const struct tm_config_instance_type *t,
+                         const char *zone, enum tm_capacity_type cap, const char *why,
+                         double forecast_gpus, unsigned *seq)
+{
+    const struct tm_config *cfg = p->cfg;
+    const struct tm_config_pool *pool = &cfg->pools[pi];
+    char token[TM_ID_MAX];
+    int64_t price = cap == TM_CAPACITY_SPOT ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
+
+    tm_launch_token(cfg->cluster, pool->name, p->in->now_ms, (*seq)++, token);
+    cJSON *a = action(p, "request_node", why);
+    put_str(p, a, "pool", pool->name);
+    put_str(p, a, "token", token);
+    put_str(p, a, "zone", zone);
+    put_str(p, a, "instance_type", t->name);
+    put_num(p, a, "gpus", t->gpus);
+    put_str(p, a, "gpu_model", t->gpu_model);
+    put_num(p, a, "cpu_milli", (double)t->cpu_milli);
+    put_num(p, a, "memory_mib", (double)t->memory_mib);
+    put_str(p, a, "capacity_type", tm_capacity_type_name(cap));
+    put_num(p, a, "price_uusd_per_hour", (double)price);
+    cJSON *in = inputs(p, a);
+    put_num(p, in, "demand_gpus", (double)p->demand_milli[pi] / 1000.0);
+    put_num(p, in, "pending_gpus", (double)p->pending_milli[pi] / 1000.0);
+    put_num(p, in, "live_nodes", p->live[pi]);
+    put_num(p, in, "max_nodes", pool->max_nodes);
+    if (forecast_gpus >= 0)
+        put_num(p, in, "forecast_gpus", forecast_gpus);
+    add_launch(p, 0, token, pi, t->name, zone, cap);
+    p->live[pi]++;
+    p->plan.requested++;
+}
+
+/* The org's hard cap: a launch is priced for its boot, the longest work it
+ * is for and its idle grace, this month.  false (and a refusal recorded)
+ * when it would pass the cap. */
+static bool launch_admitted(struct pass *p, int pi, const struct tm_config_instance_type *t,
+                            enum tm_capacity_type cap)
+{
+    const struct tm_config_pool *pool = &p->cfg->pools[pi];
+    int64_t price = cap == TM_CAPACITY_SPOT ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
+    int64_t use = p->pool_use_ms[pi] > 0 ? p->pool_use_ms[pi] : DEFAULT_USE_MS;
+    int64_t launch = cost_uusd(p, price, pool_boot_ms(p->cfg, pool) + use + pool->idle_grace_ms);
+    if (p->org && p->org->b->hard && p->org->projected_uusd + launch > p->org->cap_uusd) {
+        char what[96];
+        snprintf(what, sizeof(what), "a %s node for pool %s (about $%.2f)", t->name, pool->name,
+                 (double)launch / 1e6);
+        budget_note(p, "budget_refuse", p->org, launch, what);
+        p->plan.budget_refused++;
+        return false;
+    }
+    if (p->org)
+        p->org->projected_uusd += launch;
+    return true;
+}
+
+/* Build the planner's view of one GPU model's pools. */
+static void fleet_build(struct pass *p, const bool *in_model, const bool *job_placed,
+                        struct fleet *f, struct tm_plan_input *in)
 {
     const struct tm_snapshot *s = p->in->snap;
     const struct tm_config *cfg = p->cfg;
-    char why[256];
-    unsigned seq = 0;
+    int64_t grace_max = 0;
 
-    for (size_t ji = 0; ji < s->njobs; ji++) {
-        const struct tm_snap_job *j = &s->jobs[ji];
-        int best = -1;
-        int best_rank = 99;
-        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
-            continue;
-        /* Preemptible work prefers spot, then spot-then-on-demand, then
-         * on-demand; other work only on-demand (pool_accepts). */
-        for (size_t pi = 0; pi < cfg->npools; pi++) {
-            const struct tm_config_pool *pool = &cfg->pools[pi];
-            if (!pool_accepts(pool, (int)pi, j))
-                continue;
-            int rank = strcmp(pool->capacity_type, "spot") == 0 ? 0
-                       : strcmp(pool->capacity_type, "spot_then_on_demand") == 0 ? 1 : 2;
-            if (!j->preemptible)
-                rank = 0;
-            if (rank < best_rank) {
-                best_rank = rank;
-                best = (int)pi;
-            }
-        }
-        if (best < 0)
-            continue;
-        const struct tm_config_pool *pool = &cfg->pools[best];
-        int64_t e = job_estimate(p->est, j);
-        if ((e > 0 ? e : DEFAULT_USE_MS) > p->pool_use_ms[best])
-            p->pool_use_ms[best] = e > 0 ? e : DEFAULT_USE_MS;
-        if (j->nodes > 1 || j->gpus == pool->gpus_per_node)
-            p->demand_milli[best] += (int64_t)j->nodes * pool->gpus_per_node * 1000;
-        else
-            p->demand_milli[best] += j->gpus > 0 ? (int64_t)j->gpus * 1000 : j->gpu_milli;
-    }
-
+    memset(in, 0, sizeof(*in));
+    in->forecast_gpus[0] = in->forecast_gpus[1] = -1;
+    in->keep_gpus[0] = in->keep_gpus[1] = -1;
     for (size_t pi = 0; pi < cfg->npools; pi++) {
         const struct tm_config_pool *pool = &cfg->pools[pi];
-        int64_t per_node = (int64_t)pool->gpus_per_node * 1000;
-        int64_t short_milli = p->demand_milli[pi] - p->pending_milli[pi];
-        int want = short_milli > 0 ? (int)((short_milli + per_node - 1) / per_node) : 0;
-        int room = pool->max_nodes - p->live[pi];
-        int below_min = pool->min_nodes - p->live[pi];
-        enum tm_capacity_type cap = strcmp(pool->capacity_type, "on_demand") == 0
-                                        ? TM_CAPACITY_ON_DEMAND : TM_CAPACITY_SPOT;
-        const struct tm_config_instance_type *t = pool_type(cfg, pool, cap);
-        int n;
-
-        if (below_min > want)
-            want = below_min;
-        n = want < room ? want : room;
-        if (n <= 0 || !t)
+        const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
+        int side = pool_is_od(pool) ? TM_PLAN_POOL_OD : TM_PLAN_POOL_SPOT;
+        if (!in_model[pi])
             continue;
-        for (int k = 0; k < n; k++) {
-            char token[TM_ID_MAX];
-            /* Spread over zones: the zone with the fewest live nodes. */
-            const char *zone = pool->zones[(size_t)(p->live[pi] + k) % pool->nzones];
-            int64_t price = cap == TM_CAPACITY_SPOT ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
-
-            /* The org's hard cap: a launch is priced for its boot, the
-             * longest work it is for and its idle grace, this month. */
-            const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
-            int64_t boot = prov && strcmp(prov->kind, "sim") == 0 ? prov->boot_delay_ms : 180000;
-            int64_t launch = cost_uusd(p, price, boot + p->pool_use_ms[pi] + pool->idle_grace_ms);
-            if (p->org && p->org->b->hard && p->org->projected_uusd + launch > p->org->cap_uusd) {
-                char what[96];
-                snprintf(what, sizeof(what), "a %s node for pool %s (about $%.2f)", t->name, pool->name,
-                         (double)launch / 1e6);
-                budget_note(p, "budget_refuse", p->org, launch, what);
-                p->plan.budget_refused++;
-                n = k;
-                break;
-            }
-            if (p->org)
-                p->org->projected_uusd += launch;
-            tm_launch_token(cfg->cluster, pool->name, p->in->now_ms, seq++, token);
-            if (below_min > k && short_milli <= 0)
-                snprintf(why, sizeof(why), "pool %s is below min_nodes %d", pool->name, pool->min_nodes);
-            else
-                snprintf(why, sizeof(why),
-                         "queued work wants %.1f GPUs more than ready and booting nodes hold; "
-                         "pool %s has %d of max %d nodes",
-                         (double)short_milli / 1000.0, pool->name, p->live[pi] + k, pool->max_nodes);
-            cJSON *a = action(p, "request_node", why);
-            put_str(p, a, "pool", pool->name);
-            put_str(p, a, "token", token);
-            put_str(p, a, "zone", zone);
-            put_str(p, a, "instance_type", t->name);
-            put_num(p, a, "gpus", t->gpus);
-            put_str(p, a, "gpu_model", t->gpu_model);
-            put_num(p, a, "cpu_milli", (double)t->cpu_milli);
-            put_num(p, a, "memory_mib", (double)t->memory_mib);
-            put_str(p, a, "capacity_type", tm_capacity_type_name(cap));
-            put_num(p, a, "price_uusd_per_hour", (double)price);
-            cJSON *in = inputs(p, a);
-            put_num(p, in, "demand_gpus", (double)p->demand_milli[pi] / 1000.0);
-            put_num(p, in, "pending_gpus", (double)p->pending_milli[pi] / 1000.0);
-            put_num(p, in, "live_nodes", p->live[pi] + k);
-            put_num(p, in, "max_nodes", pool->max_nodes);
-            add_launch(p, 0, token, (int)pi, t->name, zone, cap);
-            p->plan.requested++;
+        for (size_t k = 0; k < pool->ninstance_types && prov; k++) {
+            const struct tm_config_instance_type *t = tm_config_type_find(prov, pool->instance_types[k]);
+            if (t)
+                type_index(&f->pr, t);
         }
-        p->live[pi] += n;
+        for (size_t z = 0; z < pool->nzones; z++)
+            zone_index(&f->pr, pool->zones[z], true);
+        if (side == TM_PLAN_POOL_SPOT)
+            in->params.spot = true;
+        if (strcmp(pool->capacity_type, "spot_then_on_demand") == 0)
+            in->params.od_fallback = true;
+        in->params.min_nodes[side] += pool->min_nodes;
+        in->params.max_nodes[side] += pool->max_nodes;
+        if (pool_boot_ms(cfg, pool) > in->params.boot_ms)
+            in->params.boot_ms = pool_boot_ms(cfg, pool);
+        if (pool->idle_grace_ms > grace_max)
+            grace_max = pool->idle_grace_ms;
+        if (p->in->forecast && p->in->forecast[pi].expected_gpus >= 0) {
+            const struct tm_pool_forecast *fc = &p->in->forecast[pi];
+            in->forecast_gpus[side] = (in->forecast_gpus[side] < 0 ? 0 : in->forecast_gpus[side]) +
+                                      fc->expected_gpus;
+            in->keep_gpus[side] = (in->keep_gpus[side] < 0 ? 0 : in->keep_gpus[side]) +
+                                  (fc->upper_gpus > fc->expected_gpus ? fc->upper_gpus : fc->expected_gpus);
+        }
+    }
+    in->params.tick_ms = cfg->tick_interval_ms;
+    in->params.idle_grace_ms = grace_max;
+    /* No disruption budget, moves, substitutions or drains in the live
+     * tick yet: tarmac_apply has no op that moves a running job. */
+    in->params.disruption_nodes = INT32_MAX / 2;
+    in->params.move_cost_ms = INT64_MAX / 4;
+    in->params.launch_use_ms = DEFAULT_USE_MS;
+
+    /* Nodes: every live node of the model's pools. */
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        if (n->pool < 0 || !in_model[n->pool] || p->node_gone[ni] || n->state == TM_NODE_TERMINATING)
+            continue;
+        const struct tm_config_pool *pool = &cfg->pools[n->pool];
+        const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
+        const struct tm_config_instance_type *t = prov ? tm_config_type_find(prov, n->instance_type) : NULL;
+        int ti = t ? type_index(&f->pr, t) : -1;
+        int zi = zone_index(&f->pr, n->zone, true);
+        if (ti < 0)
+            continue;
+        f->plan_of[ni] = (int32_t)f->nnodes;
+        bool ready = n->state == TM_NODE_READY;
+        struct tm_plan_node *x = &f->nodes[f->nnodes];
+        *x = (struct tm_plan_node){
+            .id = n->id, .type = ti, .zone = zi < 0 ? 0 : zi,
+            .spot = n->capacity == TM_CAPACITY_SPOT, .ready = ready,
+            .leaving = p->node_noticed[ni] || n->state == TM_NODE_DRAINING || n->cordoned,
+            .free_whole = t->gpus, .only_preemptible = true, .movable = false,
+            .busy_until_ms = p->in->now_ms,
+        };
+        /* One grace per planner pass: shift each node's idle start so
+         * that it passes the planner's grace when it passes its pool's. */
+        x->idle_since_ms = (n->idle_since_ms > 0 ? n->idle_since_ms : p->in->now_ms) -
+                           (grace_max - pool->idle_grace_ms);
+        if (p->node_busy[ni] && !ready)
+            x->jobs = 1;
+        f->node_of[f->nnodes++] = (int32_t)ni;
+    }
+    /* Running jobs (allocations) and what this pass placed hold the nodes. */
+    for (size_t a = 0; a < s->nallocs; a++) {
+        const struct tm_snap_alloc *al = &s->allocs[a];
+        int ni = node_index(p, al->node_id);
+        int ji = job_index(p, al->job_id);
+        if (ni < 0 || f->plan_of[ni] < 0)
+            continue;
+        size_t k = (size_t)f->plan_of[ni];
+        struct tm_plan_node *x = &f->nodes[k];
+        int32_t whole = __builtin_popcount(al->gpu_mask);
+        int32_t milli = whole > 0 ? whole * 1000 : al->gpu_milli;
+        const struct tm_snap_job *j = ji >= 0 ? &s->jobs[ji] : NULL;
+        int64_t e = j ? job_estimate(p->est, j) : 0;
+        int64_t left = j && e > 0 ? tm_estimate_remaining(e, p->in->now_ms - j->started_ms) : DEFAULT_USE_MS;
+        x->used_milli += milli;
+        x->free_whole -= whole > 0 ? whole : 0;
+        x->jobs++;
+        x->used_cpu_milli += al->cpu_milli;
+        x->used_memory_mib += al->memory_mib;
+        if (!j || !j->preemptible)
+            x->only_preemptible = false;
+        if (p->in->now_ms + left > x->busy_until_ms)
+            x->busy_until_ms = p->in->now_ms + left;
+        f->jobs[f->njobs++] = (struct tm_plan_job){
+            .id = al->job_id, .gpus = whole, .milli = milli, .preemptible = j && j->preemptible,
+            .on_spot = x->spot, .running = true, .node = (int32_t)k, .remaining_ms = left,
+            .cpu_milli = al->cpu_milli, .memory_mib = al->memory_mib};
+    }
+    for (size_t k = 0; k < f->nnodes; k++) {
+        struct tm_plan_node *x = &f->nodes[k];
+        int32_t g = f->pr.types[x->type].gpus;
+        int32_t w = g - (x->used_milli + 999) / 1000;
+        if (x->free_whole > w)
+            x->free_whole = w;
+        if (x->free_whole < 0)
+            x->free_whole = 0;
+        /* placed this pass, not yet an allocation: not idle */
+        if (x->jobs == 0 && p->node_busy[f->node_of[k]])
+            x->jobs = 1;
+    }
+    /* Queued work no node took this pass, routed to this model's pools. */
+    for (size_t ji = 0; ji < s->njobs; ji++) {
+        const struct tm_snap_job *j = &s->jobs[ji];
+        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
+            continue;
+        int pi = job_route(cfg, j);
+        if (pi < 0 || !in_model[pi])
+            continue;
+        const struct tm_config_pool *pool = &cfg->pools[pi];
+        int64_t e = job_estimate(p->est, j);
+        int32_t gpus = j->nodes > 1 || j->gpus == pool->gpus_per_node ? pool->gpus_per_node : j->gpus;
+        for (int m = 0; m < (j->nodes > 1 ? j->nodes : 1); m++)
+            f->jobs[f->njobs++] = (struct tm_plan_job){
+                .id = j->id, .gpus = gpus, .milli = gpus > 0 ? gpus * 1000 : j->gpu_milli,
+                .preemptible = j->preemptible && !pool_is_od(pool), .running = false, .node = -1,
+                .remaining_ms = e > 0 ? e : DEFAULT_USE_MS, .cpu_milli = j->cpu_milli,
+                .memory_mib = j->memory_mib};
+    }
+    /* Shortages the caller remembers, by the table's indices. */
+    for (size_t k = 0; k < p->in->nshortages; k++) {
+        const struct tm_live_shortage *sh = &p->in->shortages[k];
+        int ti = tm_prices_find(&f->pr, sh->instance_type);
+        int zi = zone_index(&f->pr, sh->zone, false);
+        if (ti < 0 || zi < 0 || sh->until_ms <= p->in->now_ms)
+            continue;
+        f->shortages[f->nshortages++] = (struct tm_plan_shortage){ti, zi, sh->spot, sh->until_ms};
+        f->any_shortage = true;
+    }
+    in->now_ms = p->in->now_ms;
+    in->prices = &f->pr;
+    in->nodes = f->nodes;
+    in->nnodes = f->nnodes;
+    in->jobs = f->jobs;
+    in->njobs = f->njobs;
+    in->shortages = f->shortages;
+    in->nshortages = f->nshortages;
+}
+
+/* One planner pass for the pools of one GPU model, its actions mapped to
+ * plan ops. */
+static void plan_model(struct pass *p, const bool *in_model, const bool *job_placed, unsigned *seq)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_config *cfg = p->cfg;
+    struct fleet *f = calloc(1, sizeof(*f));
+    struct tm_plan_input in;
+    struct tm_plan_result res = {0};
+    size_t maxjobs = s->nallocs + 1;
+    char why[512];
+    bool refused = false;
+
+    for (size_t ji = 0; ji < s->njobs; ji++)
+        maxjobs += s->jobs[ji].nodes > 1 ? (size_t)s->jobs[ji].nodes : 1;
+    if (f) {
+        f->nodes = calloc(s->nnodes + 1, sizeof(*f->nodes));
+        f->node_of = calloc(s->nnodes + 1, sizeof(*f->node_of));
+        f->plan_of = malloc((s->nnodes + 1) * sizeof(*f->plan_of));
+        f->jobs = calloc(maxjobs, sizeof(*f->jobs));
+        f->shortages = calloc(p->in->nshortages + 1, sizeof(*f->shortages));
+    }
+    if (!f || !f->nodes || !f->node_of || !f->plan_of || !f->jobs || !f->shortages) {
+        p->err = TM_ENOMEM;
+        goto out;
+    }
+    for (size_t ni = 0; ni < s->nnodes; ni++)
+        f->plan_of[ni] = -1;
+    fleet_build(p, in_model, job_placed, f, &in);
+    if (f->pr.ntypes == 0)
+        goto out;
+    int r = tm_plan_run(&in, &res);
+    if (r < 0) {
+        p->err = r;
+        goto out;
+    }
+    for (size_t k = 0; k < res.nactions && !p->err; k++) {
+        const struct tm_plan_action *x = &res.actions[k];
+        if (x->kind == TM_PLAN_LAUNCH) {
+            /* Pool minimums are kept per config pool below; once the org's
+             * hard cap refused one launch, none after it. */
+            if (refused || strncmp(x->reason, "pool minimum", 12) == 0)
+                continue;
+            const char *type = f->pr.types[x->type].name;
+            const char *zone = f->pr.nzones ? f->pr.zones[x->zone] : "";
+            int pi = launch_pool(p, in_model, type, zone, x->spot,
+                                 strstr(x->reason, "fallback: on-demand") != NULL);
+            if (pi < 0)
+                continue; /* every pool of that kind is at its max */
+            const struct tm_config_pool *pool = &cfg->pools[pi];
+            const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
+            const struct tm_config_instance_type *t = prov ? tm_config_type_find(prov, type) : NULL;
+            enum tm_capacity_type cap = x->spot ? TM_CAPACITY_SPOT : TM_CAPACITY_ON_DEMAND;
+            if (!t)
+                continue;
+            /* Without a shortage the planner's zone is only the first: the
+             * pool's zones take turns, as before. */
+            if (!f->any_shortage || !pool_lists_zone(pool, zone))
+                zone = pool->zones[(size_t)p->live[pi] % pool->nzones];
+            if (!launch_admitted(p, pi, t, cap)) {
+                refused = true;
+                continue;
+            }
+            snprintf(why, sizeof(why), "%s; pool %s has %d of max %d nodes", x->reason, pool->name,
+                     p->live[pi], pool->max_nodes);
+            request_node(p, pi, t, zone, cap, why, in.forecast_gpus[x->spot], seq);
+        } else if (x->kind == TM_PLAN_TERMINATE) {
+            size_t ni = (size_t)f->node_of[x->node];
+            const struct tm_snap_node *n = &s->nodes[ni];
+            const struct tm_config_pool *pool = &cfg->pools[n->pool];
+            /* Hold idle nodes while their pool still has unplaced work, and
+             * never go below the pool's own min. */
+            if (p->demand_milli[n->pool] > 0 || p->live[n->pool] <= pool->min_nodes)
+                continue;
+            snprintf(why, sizeof(why), "idle for %" PRId64 " s, past the pool's grace of %" PRId64
+                     " s (planner: %s)", (p->in->now_ms - n->idle_since_ms) / 1000,
+                     pool->idle_grace_ms / 1000, x->reason);
+            cJSON *a = action(p, "terminate", why);
+            put_num(p, a, "node", (double)n->id);
+            cJSON *ins = inputs(p, a);
+            put_str(p, ins, "instance_id", p->node_instance[ni]);
+            put_num(p, ins, "idle_since_ms", (double)n->idle_since_ms);
+            if (in.keep_gpus[n->capacity == TM_CAPACITY_SPOT] >= 0)
+                put_num(p, ins, "forecast_upper_gpus", in.keep_gpus[n->capacity == TM_CAPACITY_SPOT]);
+            add_terminate(p, p->pool_provider[n->pool], n->id, p->node_instance[ni]);
+            p->live[n->pool]--;
+            p->plan.released++;
+        }
+        /* REFUSE (max reached, no capacity) is a non-launch; the org cap
+         * is checked per launch above; WARN comes from budget_warn. */
+    }
+out:
+    tm_plan_result_release(&res);
+    if (f) {
+        free(f->nodes);
+        free(f->node_of);
+        free(f->plan_of);
+        free(f->jobs);
+        free(f->shortages);
+    }
+    free(f);
+}
+
+/* Step 3: launches and releases from the planner, per GPU model, then
+ * pool minimums and drained nodes. */
+static void fleet(struct pass *p, const bool *job_placed)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_config *cfg = p->cfg;
+    size_t np = cfg->npools;
+    bool *done = calloc(np + 1, sizeof(bool));
+    bool *in_model = calloc(np + 1, sizeof(bool));
+    unsigned seq = 0;
+    char why[256];
+
+    if (!done || !in_model) {
+        p->err = TM_ENOMEM;
+        goto out;
+    }
+    /* Unplaced work per pool: decisions' inputs and the hold on releases. */
+    for (size_t ji = 0; ji < s->njobs; ji++) {
+        const struct tm_snap_job *j = &s->jobs[ji];
+        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
+            continue;
+        int pi = job_route(cfg, j);
+        if (pi < 0)
+            continue;
+        int64_t e = job_estimate(p->est, j);
+        if ((e > 0 ? e : DEFAULT_USE_MS) > p->pool_use_ms[pi])
+            p->pool_use_ms[pi] = e > 0 ? e : DEFAULT_USE_MS;
+        p->demand_milli[pi] += job_ask_milli(&cfg->pools[pi], j);
+    }
+    for (size_t pi = 0; pi < np && !p->err; pi++) {
+        if (done[pi])
+            continue;
+        for (size_t k = 0; k < np; k++)
+            in_model[k] = !done[k] && strcmp(cfg->pools[k].gpu_model, cfg->pools[pi].gpu_model) == 0;
+        for (size_t k = 0; k < np; k++)
+            done[k] = done[k] || in_model[k];
+        plan_model(p, in_model, job_placed, &seq);
+    }
+    /* Each pool's min_nodes, with the cheapest type of its capacity. */
+    for (size_t pi = 0; pi < np && !p->err; pi++) {
+        const struct tm_config_pool *pool = &cfg->pools[pi];
+        enum tm_capacity_type cap = pool_is_od(pool) ? TM_CAPACITY_ON_DEMAND : TM_CAPACITY_SPOT;
+        const struct tm_config_instance_type *t = pool_type(cfg, pool, cap);
+        while (t && p->live[pi] < pool->min_nodes && !p->err) {
+            if (!launch_admitted(p, (int)pi, t, cap))
+                break;
+            snprintf(why, sizeof(why), "pool %s is below min_nodes %d", pool->name, pool->min_nodes);
+            request_node(p, (int)pi, t, pool->zones[(size_t)p->live[pi] % pool->nzones], cap, why,
+                         -1, &seq);
+        }
     }
     if (p->org)
         budget_warn(p, p->org);
-}
 
-/* Step 4: release nodes idle past their pool's grace. */
-static void shrink(struct pass *p)
-{
-    const struct tm_snapshot *s = p->in->snap;
-    char why[256];
-
-    for (size_t ni = 0; ni < s->nnodes; ni++) {
+    /* Drained and noticed nodes go once empty, whatever the planner says
+     * (it sees them as leaving). */
+    for (size_t ni = 0; ni < s->nnodes && !p->err; ni++) {
         const struct tm_snap_node *n = &s->nodes[ni];
         if (n->pool < 0 || p->node_gone[ni] || p->node_busy[ni])
             continue;
-        const struct tm_config_pool *pool = &p->cfg->pools[n->pool];
-        int prov = p->pool_provider[n->pool];
         /* A noticed node is leaving anyway: once empty, stop paying for it
          * (one still booting too: it would never take work). */
         bool noticed = p->node_noticed[ni] && (n->state == TM_NODE_READY ||
                                                (n->state == TM_NODE_BOOTING && p->node_instance[ni][0]));
-        bool drained = n->state == TM_NODE_DRAINING || noticed;
-        bool idle = n->state == TM_NODE_READY && n->idle_since_ms > 0 &&
-                    p->in->now_ms - n->idle_since_ms >= pool->idle_grace_ms;
-
-        if (!drained && !idle)
-            continue;
-        /* Hold idle nodes while their pool still has unplaced work, and
-         * never go below the pool's min. */
-        if (!drained && (p->demand_milli[n->pool] > 0 || p->live[n->pool] <= pool->min_nodes))
+        /* A cordoned node the planner leaves alone (no work can come to
+         * it) goes past its grace like any idle one. */
+        bool cordoned_idle = n->state == TM_NODE_READY && n->cordoned && n->idle_since_ms > 0 &&
+                             p->in->now_ms - n->idle_since_ms >= p->cfg->pools[n->pool].idle_grace_ms &&
+                             p->demand_milli[n->pool] == 0 &&
+                             p->live[n->pool] > p->cfg->pools[n->pool].min_nodes;
+        if (n->state != TM_NODE_DRAINING && !noticed && !cordoned_idle)
             continue;
         if (noticed)
             snprintf(why, sizeof(why), "%s after an interruption notice: released before the cloud takes it",
                      n->state == TM_NODE_BOOTING ? "booting" : "empty");
-        else if (drained)
-            snprintf(why, sizeof(why), "drained and empty");
+        else if (cordoned_idle)
+            snprintf(why, sizeof(why), "cordoned, idle for %" PRId64 " s, past the pool's grace of %" PRId64 " s",
+                     (p->in->now_ms - n->idle_since_ms) / 1000, p->cfg->pools[n->pool].idle_grace_ms / 1000);
         else
-            snprintf(why, sizeof(why), "idle for %" PRId64 " s, past the pool's grace of %" PRId64 " s",
-                     (p->in->now_ms - n->idle_since_ms) / 1000, pool->idle_grace_ms / 1000);
+            snprintf(why, sizeof(why), "drained and empty");
         cJSON *a = action(p, "terminate", why);
         put_num(p, a, "node", (double)n->id);
         cJSON *in = inputs(p, a);
         put_str(p, in, "instance_id", p->node_instance[ni]);
         put_num(p, in, "idle_since_ms", (double)n->idle_since_ms);
-        add_terminate(p, prov, n->id, p->node_instance[ni]);
+        add_terminate(p, p->pool_provider[n->pool], n->id, p->node_instance[ni]);
         p->live[n->pool]--;
         p->plan.released++;
     }
+out:
+    free(done);
+    free(in_model);
 }
 
 int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret)
@@ -1313,9 +1737,7 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret)
     if (!p.err)
         schedule(&p, job_placed);
     if (!p.err)
-        grow(&p, job_placed);
-    if (!p.err)
-        shrink(&p);
+        fleet(&p, job_placed);
 out:
     r = p.err;
     if (matched)

@@ -166,6 +166,26 @@ struct tm_plan {
     unsigned noticed, checkpointed, requeued; /* spot notices acted on, jobs moved off nodes */
 };
 
+/* One config pool's demand forecast one boot ahead, in GPUs (controller/
+ * forecast.c, kept by the controller across ticks).  The planner launches
+ * ahead of the queue for `expected` and keeps idle nodes for `upper`
+ * (hysteresis); negative: no forecast yet. */
+struct tm_pool_forecast {
+    double expected_gpus;
+    double upper_gpus;
+};
+
+/* Capacity the cloud recently refused (type, zone and capacity type),
+ * remembered by the caller until until_ms: the planner falls back to another
+ * zone, then another type, then on-demand for preemptible work where the
+ * pool allows it. */
+struct tm_live_shortage {
+    char instance_type[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    bool spot;
+    int64_t until_ms;
+};
+
 struct tm_reconcile_input {
     const struct tm_config *cfg;
     const struct tm_snapshot *snap;
@@ -173,7 +193,18 @@ struct tm_reconcile_input {
     size_t nobserved;
     int64_t now_ms;
     enum tm_sched_policy policy;
+    /* State the planner is given, kept outside the pure pass (all optional,
+     * read only here). */
+    const struct tm_pool_forecast *forecast;   /* cfg->npools entries, or NULL */
+    const struct tm_live_shortage *shortages;
+    size_t nshortages;
 };
+
+/* GPUs wanted per config pool now: running jobs on its nodes plus queued
+ * jobs routed to it (as the planner routes them), in GPUs; out has
+ * cfg->npools entries.  The controller feeds its forecasters with it. */
+void tm_reconcile_pool_demand(const struct tm_config *cfg, const struct tm_snapshot *snap,
+                              double *out);
 
 /* Compute the plan.  *ret is filled only on success; release it with
  * tm_plan_release().  Returns 0, TM_ENOMEM or TM_EINVAL. */

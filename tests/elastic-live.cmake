@@ -6,3 +6,7 @@ tm_add_test(itest_spot_interrupt LABELS integration elastic FIXTURES pg TIMEOUT 
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/spot_interrupt.sh)
 tm_add_test(itest_spot_apply LABELS integration elastic FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/spot_apply.sh)
+# The live tick's launches and releases from the planner (issue 4, item 2):
+# forecast, hysteresis, shortage fallback, routing, pool limits.
+tm_add_c_test(test_reconcile_planner ${CMAKE_SOURCE_DIR}/tests/unit/test_reconcile_planner.c
+              LABELS unit elastic)

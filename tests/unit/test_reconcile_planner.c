@@ -1,0 +1,372 @@
+/*
+ * tests/unit/test_reconcile_planner.c: the live tick's launches and releases
+ * come from the planner (controller/planner.c) through tm_reconcile, with
+ * known answers: launch ahead of a ramp, no flapping, the shortage fallback
+ * order, spot and on-demand routing, and each pool's min and max.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "controller/reconcile.h"
+#include "core/config.h"
+
+/* Two sizes (one pool each per capacity type) at the same $4 per GPU-hour
+ * on demand; spot is cheaper per GPU
+ * on the small one ($1.50) than on the large one ($1.25 a GPU, but $10 for
+ * a 1-GPU job).  The spot side may fall back to on-demand. */
+static const char config_yaml[] =
+    "database: {url: \"postgresql:///x\"}\n"
+    "cluster: unit\n"
+    "providers:\n"
+    "  - name: sim\n"
+    "    kind: sim\n"
+    "    region: r1\n"
+    "    boot_delay: 90s\n"
+    "    instance_types:\n"
+    "      - {name: sim.1x, gpus: 1, gpu_model: A100, cpu_milli: 12000, memory_mib: 120000,"
+    "         on_demand_price: \"4.00\", spot_price: \"1.50\"}\n"
+    "      - {name: sim.8x, gpus: 8, gpu_model: A100, cpu_milli: 96000, memory_mib: 1000000,"
+    "         on_demand_price: \"32.00\", spot_price: \"10.00\"}\n"
+    "pools:\n"
+    "  - {name: od1, provider: sim, zones: [z1, z2], instance_types: [sim.1x], gpu_model: A100,"
+    "     gpus_per_node: 1, capacity_type: on_demand, min_nodes: 0, max_nodes: 3, idle_grace: 60s}\n"
+    "  - {name: od8, provider: sim, zones: [z1, z2], instance_types: [sim.8x], gpu_model: A100,"
+    "     gpus_per_node: 8, capacity_type: on_demand, min_nodes: 0, max_nodes: 3, idle_grace: 60s}\n"
+    "  - {name: spot1, provider: sim, zones: [z1, z2], instance_types: [sim.1x], gpu_model: A100,"
+    "     gpus_per_node: 1, capacity_type: spot_then_on_demand, min_nodes: 0, max_nodes: 3,"
+    "     idle_grace: 60s}\n"
+    "  - {name: spot8, provider: sim, zones: [z1, z2], instance_types: [sim.8x], gpu_model: A100,"
+    "     gpus_per_node: 8, capacity_type: spot_then_on_demand, min_nodes: 0, max_nodes: 3,"
+    "     idle_grace: 60s}\n";
+
+#define NOW 1000000000
+
+struct fixture {
+    struct tm_config cfg;
+    struct tm_snap_node nodes[8];
+    struct tm_snap_job jobs[16];
+    struct tm_snap_alloc allocs[8];
+    struct tm_snapshot snap;
+    struct tm_instance inst[8];
+    struct tm_observed obs;
+    struct tm_pool_forecast forecast[4];
+    bool with_forecast;
+    struct tm_live_shortage shortages[8];
+    size_t nshortages;
+    struct tm_plan plan;
+};
+
+static int setup(void **state)
+{
+    static struct fixture f;
+    char err[256];
+    memset(&f, 0, sizeof(f));
+    if (tm_config_load_string(config_yaml, strlen(config_yaml), "unit.yaml", &f.cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "config: %s\n", err);
+        return -1;
+    }
+    f.snap.epoch = 1;
+    f.snap.nodes = f.nodes;
+    f.snap.jobs = f.jobs;
+    f.snap.allocs = f.allocs;
+    f.obs = (struct tm_observed){.provider = "sim", .complete = true, .instances = f.inst};
+    for (int i = 0; i < 4; i++)
+        f.forecast[i] = (struct tm_pool_forecast){-1, -1};
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct fixture *f = *state;
+    tm_plan_release(&f->plan);
+    tm_config_release(&f->cfg);
+    return 0;
+}
+
+/* A ready 8-GPU node of pool od8 (on demand), listed running. */
+static struct tm_snap_node *add_ready_node(struct fixture *f, int64_t id)
+{
+    struct tm_snap_node *n = &f->nodes[f->snap.nnodes++];
+    *n = (struct tm_snap_node){.id = id, .pool = 1, .gpus = 8, .cpu_milli = 96000,
+                               .memory_mib = 1000000, .state = TM_NODE_READY,
+                               .requested_ms = NOW - 3600000, .capacity = TM_CAPACITY_ON_DEMAND};
+    snprintf(n->token, sizeof(n->token), "tok-%" PRId64, id);
+    snprintf(n->instance_id, sizeof(n->instance_id), "i-%" PRId64, id);
+    snprintf(n->instance_type, sizeof(n->instance_type), "sim.8x");
+    snprintf(n->zone, sizeof(n->zone), "z1");
+    snprintf(n->gpu_model, sizeof(n->gpu_model), "A100");
+    struct tm_instance *i = &f->inst[f->obs.n++];
+    memset(i, 0, sizeof(*i));
+    snprintf(i->id, sizeof(i->id), "i-%" PRId64, id);
+    snprintf(i->token, sizeof(i->token), "tok-%" PRId64, id);
+    snprintf(i->pool, sizeof(i->pool), "od8");
+    i->state = TM_INSTANCE_RUNNING;
+    return n;
+}
+
+static struct tm_snap_job *add_job(struct fixture *f, int64_t id, int gpus, bool preemptible)
+{
+    struct tm_snap_job *j = &f->jobs[f->snap.njobs++];
+    *j = (struct tm_snap_job){.id = id, .pool = -1, .gpus = gpus, .gpu_milli = 1000, .nodes = 1,
+                              .preemptible = preemptible, .state = TM_JOB_QUEUED,
+                              .estimate_ms = 3600000, .submitted_ms = NOW - 1000 * id};
+    snprintf(j->team, sizeof(j->team), "t");
+    return j;
+}
+
+/* A running job holding all 8 GPUs of node id. */
+static void fill_node(struct fixture *f, int64_t job, int64_t node)
+{
+    struct tm_snap_job *j = add_job(f, job, 8, false);
+    j->state = TM_JOB_RUNNING;
+    j->node_id = node;
+    j->started_ms = NOW - 600000;
+    f->allocs[f->snap.nallocs++] = (struct tm_snap_alloc){.job_id = job, .node_id = node,
+                                                          .gpu_mask = 0xff, .gpu_milli = 1000};
+}
+
+static void run(struct fixture *f)
+{
+    struct tm_reconcile_input in = {.cfg = &f->cfg, .snap = &f->snap, .observed = &f->obs,
+                                    .nobserved = 1, .now_ms = NOW, .policy = TM_POLICY_FIFO,
+                                    .forecast = f->with_forecast ? f->forecast : NULL,
+                                    .shortages = f->shortages, .nshortages = f->nshortages};
+    tm_plan_release(&f->plan);
+    assert_int_equal(tm_reconcile(&in, &f->plan), 0);
+}
+
+static int count_op(const struct fixture *f, const char *op)
+{
+    int n = 0;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, f->plan.actions) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(a, "op");
+        if (cJSON_IsString(o) && strcmp(o->valuestring, op) == 0)
+            n++;
+    }
+    return n;
+}
+
+static const cJSON *nth_op(const struct fixture *f, const char *op, int k)
+{
+    const cJSON *a;
+    cJSON_ArrayForEach(a, f->plan.actions) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(a, "op");
+        if (cJSON_IsString(o) && strcmp(o->valuestring, op) == 0 && k-- == 0)
+            return a;
+    }
+    fail_msg("no %s action in the plan", op);
+    return NULL;
+}
+
+static const char *str(const cJSON *a, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, key);
+    assert_true(cJSON_IsString(v));
+    return v->valuestring;
+}
+
+static void test_ramp_launches_before_the_queue_forms(void **state)
+{
+    struct fixture *f = *state;
+    add_ready_node(f, 1);
+    fill_node(f, 100, 1);
+    /* No queue: without a forecast nothing is asked. */
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 0);
+    /* Demand rising to 16 GPUs one boot ahead: one more 8-GPU node now. */
+    f->with_forecast = true;
+    f->forecast[1] = (struct tm_pool_forecast){16, 18};
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 1);
+    const cJSON *a = nth_op(f, "request_node", 0);
+    assert_string_equal(str(a, "pool"), "od8");
+    assert_string_equal(str(a, "instance_type"), "sim.8x");
+    assert_string_equal(str(a, "capacity_type"), "on_demand");
+    assert_non_null(strstr(str(a, "reason"), "ahead of forecast"));
+}
+
+static void test_oscillating_demand_does_not_flap(void **state)
+{
+    struct fixture *f = *state;
+    struct tm_snap_node *n = add_ready_node(f, 1);
+    add_ready_node(f, 2);
+    fill_node(f, 100, 2);
+    f->with_forecast = true;
+    /* Demand alternating between 8 and 16 GPUs: the mean near 12, the
+     * upper quantile 16.  Node 1 idle past its grace is kept, and nothing
+     * is launched, whichever way the last tick went. */
+    for (int tick = 0; tick < 6; tick++) {
+        n->idle_since_ms = NOW - 120000;
+        f->forecast[1] = (struct tm_pool_forecast){tick % 2 ? 8 : 16, 16};
+        run(f);
+        assert_int_equal(count_op(f, "request_node"), 0);
+        assert_int_equal(count_op(f, "terminate"), 0);
+    }
+    /* Once the upper quantile falls to what node 2 holds, node 1 goes. */
+    f->forecast[1] = (struct tm_pool_forecast){6, 8};
+    run(f);
+    assert_int_equal(count_op(f, "terminate"), 1);
+    assert_int_equal(f->plan.nterminates, 1);
+    assert_string_equal(f->plan.terminates[0].instance_id, "i-1");
+}
+
+static void add_shortage(struct fixture *f, const char *type, const char *zone, bool spot)
+{
+    struct tm_live_shortage *s = &f->shortages[f->nshortages++];
+    snprintf(s->instance_type, sizeof(s->instance_type), "%s", type);
+    snprintf(s->zone, sizeof(s->zone), "%s", zone);
+    s->spot = spot;
+    s->until_ms = NOW + 600000;
+}
+
+static void test_shortage_falls_back_zone_then_type_then_on_demand(void **state)
+{
+    struct fixture *f = *state;
+    add_job(f, 10, 1, true);
+    run(f);
+    const cJSON *a = nth_op(f, "request_node", 0);
+    assert_string_equal(str(a, "pool"), "spot1");
+    assert_string_equal(str(a, "instance_type"), "sim.1x");
+    assert_string_equal(str(a, "capacity_type"), "spot");
+
+    add_shortage(f, "sim.1x", "z1", true); /* other zone */
+    run(f);
+    a = nth_op(f, "request_node", 0);
+    assert_string_equal(str(a, "instance_type"), "sim.1x");
+    assert_string_equal(str(a, "zone"), "z2");
+    assert_string_equal(str(a, "capacity_type"), "spot");
+
+    add_shortage(f, "sim.1x", "z2", true); /* other type */
+    run(f);
+    a = nth_op(f, "request_node", 0);
+    assert_string_equal(str(a, "pool"), "spot8");
+    assert_string_equal(str(a, "instance_type"), "sim.8x");
+    assert_string_equal(str(a, "zone"), "z1");
+    assert_string_equal(str(a, "capacity_type"), "spot");
+
+    add_shortage(f, "sim.8x", "z1", true);
+    add_shortage(f, "sim.8x", "z2", true); /* spot short everywhere: on demand */
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 1);
+    a = nth_op(f, "request_node", 0);
+    assert_string_equal(str(a, "pool"), "spot1");
+    assert_string_equal(str(a, "instance_type"), "sim.1x");
+    assert_string_equal(str(a, "capacity_type"), "on_demand");
+    assert_non_null(strstr(str(a, "reason"), "fallback: on-demand"));
+}
+
+static void test_no_on_demand_fallback_unless_the_pool_allows_it(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 2; i < 4; i++) {
+        free(f->cfg.pools[i].capacity_type);
+        f->cfg.pools[i].capacity_type = strdup("spot");
+    }
+    add_job(f, 10, 1, true);
+    add_shortage(f, "sim.1x", "z1", true);
+    add_shortage(f, "sim.1x", "z2", true);
+    add_shortage(f, "sim.8x", "z1", true);
+    add_shortage(f, "sim.8x", "z2", true);
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 0);
+}
+
+static void test_preemptible_to_spot_other_to_on_demand_sized_to_the_job(void **state)
+{
+    struct fixture *f = *state;
+    add_job(f, 10, 1, true);
+    add_job(f, 11, 1, false);
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 2);
+    for (int k = 0; k < 2; k++) {
+        const cJSON *a = nth_op(f, "request_node", k);
+        bool spot = strcmp(str(a, "pool"), "spot1") == 0;
+        /* A 1-GPU instance for a 1-GPU job: cheaper than an idle 8-GPU one. */
+        assert_string_equal(str(a, "instance_type"), "sim.1x");
+        assert_string_equal(str(a, "capacity_type"), spot ? "spot" : "on_demand");
+        if (!spot)
+            assert_string_equal(str(a, "pool"), "od1");
+    }
+    assert_int_not_equal(strcmp(str(nth_op(f, "request_node", 0), "pool"),
+                                str(nth_op(f, "request_node", 1), "pool")), 0);
+}
+
+static void test_pool_max_and_min_respected(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 0; i < 5; i++)
+        add_job(f, 10 + i, 8, false); /* five whole nodes wanted, od max is 3 */
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 3);
+    for (int k = 0; k < 3; k++)
+        assert_string_equal(str(nth_op(f, "request_node", k), "pool"), "od8");
+
+    /* No work, min 2 on the spot pool: two nodes, nothing else. */
+    f->snap.njobs = 0;
+    f->cfg.pools[3].min_nodes = 2;
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 2);
+    for (int k = 0; k < 2; k++) {
+        const cJSON *a = nth_op(f, "request_node", k);
+        assert_string_equal(str(a, "pool"), "spot8");
+        assert_non_null(strstr(str(a, "reason"), "below min_nodes"));
+    }
+
+    /* An idle node past grace is kept when its pool is at its min. */
+    f->cfg.pools[3].min_nodes = 0;
+    f->cfg.pools[1].min_nodes = 1;
+    struct tm_snap_node *n = add_ready_node(f, 1);
+    n->idle_since_ms = NOW - 120000;
+    run(f);
+    assert_int_equal(count_op(f, "terminate"), 0);
+    f->cfg.pools[1].min_nodes = 0;
+    run(f);
+    assert_int_equal(count_op(f, "terminate"), 1);
+}
+
+static void test_refused_launch_does_not_stop_releases(void **state)
+{
+    struct fixture *f = *state;
+    struct tm_snap_budget org = {.org = true, .cap_cents = 100, .hard = true, .warn_percent = 80};
+    snprintf(org.scope, sizeof(org.scope), "acme");
+    f->snap.budgets = &org;
+    f->snap.nbudgets = 1;
+    struct tm_snap_node *n = add_ready_node(f, 1);
+    n->idle_since_ms = NOW - 120000;
+    struct tm_snap_job *j = add_job(f, 10, 8, true);
+    j->pool = 3; /* pinned to spot8: node 1 cannot take it */
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 0);
+    assert_int_equal(f->plan.budget_refused, 1);
+    assert_int_equal(count_op(f, "terminate"), 1);
+    assert_string_equal(f->plan.terminates[0].instance_id, "i-1");
+    f->snap.budgets = NULL;
+    f->snap.nbudgets = 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_ramp_launches_before_the_queue_forms, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_oscillating_demand_does_not_flap, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shortage_falls_back_zone_then_type_then_on_demand, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_no_on_demand_fallback_unless_the_pool_allows_it, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_preemptible_to_spot_other_to_on_demand_sized_to_the_job,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pool_max_and_min_respected, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refused_launch_does_not_stop_releases, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
