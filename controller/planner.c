@@ -417,6 +417,7 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
             x->type = type;
             x->zone = zone;
             x->spot = spot;
+            x->od_fallback = fell_back_od;
             x->cost_uusd = cost;
         }
         pool_count[spot ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD]++;
@@ -580,6 +581,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
                 x->type = t;
                 x->zone = z;
                 x->spot = p == TM_PLAN_POOL_SPOT;
+                x->pool_minimum = true;
                 x->cost_uusd = cost;
                 pool_count[p]++;
             }

@@ -204,6 +204,8 @@ struct tm_plan_action {
     int32_t type;            /* launches: index into prices->types */
     int32_t zone;
     bool spot;
+    bool od_fallback;        /* launches: on-demand for preemptible work, spot short */
+    bool pool_minimum;       /* launches: only to keep the pool at its min_nodes */
     int64_t cost_uusd;       /* launches: projected cost */
     char reason[TM_PLAN_REASON_MAX];
 };

@@ -1521,12 +1521,11 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
         if (x->kind == TM_PLAN_LAUNCH) {
             /* Pool minimums are kept per config pool below; once the org's
              * hard cap refused one launch, none after it. */
-            if (refused || strncmp(x->reason, "pool minimum", 12) == 0)
+            if (refused || x->pool_minimum)
                 continue;
             const char *type = f->pr.types[x->type].name;
             const char *zone = f->pr.nzones ? f->pr.zones[x->zone] : "";
-            int pi = launch_pool(p, in_model, type, zone, x->spot,
-                                 strstr(x->reason, "fallback: on-demand") != NULL);
+            int pi = launch_pool(p, in_model, type, zone, x->spot, x->od_fallback);
             if (pi < 0)
                 continue; /* every pool of that kind is at its max */
             const struct tm_config_pool *pool = &cfg->pools[pi];

@@ -313,6 +313,7 @@ static void test_fallback_order(void **state)
     a = first(&r, TM_PLAN_LAUNCH);
     assert_string_equal(t.types[a->type].name, "g8");
     assert_true(a->spot);
+    assert_false(a->od_fallback);
     assert_non_null(strstr(a->reason, "other type"));
     tm_plan_result_release(&r);
     /* every spot type that fits short everywhere: on-demand */
@@ -323,6 +324,7 @@ static void test_fallback_order(void **state)
     a = first(&r, TM_PLAN_LAUNCH);
     assert_string_equal(t.types[a->type].name, "g4");
     assert_false(a->spot);
+    assert_true(a->od_fallback);
     assert_non_null(strstr(a->reason, "fallback: on-demand"));
     tm_plan_result_release(&r);
     /* ... only if the pool allows it */
@@ -469,6 +471,16 @@ static void test_release_limits(void **state)
     assert_int_equal(tm_plan_run(&in, &r), 0);
     assert_int_equal(count(&r, TM_PLAN_TERMINATE), 6);
     tm_plan_result_release(&r);
+    /* Below the minimum with no work: launches flagged as the minimum's,
+     * so a caller that keeps minimums per pool itself can skip them. */
+    in.nnodes = 2;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    assert_int_equal(count(&r, TM_PLAN_LAUNCH), 2);
+    for (size_t k = 0; k < r.nactions; k++)
+        if (r.actions[k].kind == TM_PLAN_LAUNCH)
+            assert_true(r.actions[k].pool_minimum && !r.actions[k].od_fallback);
+    tm_plan_result_release(&r);
+    in.nnodes = 10;
     in.params.min_nodes[0] = 0;
     in.params.disruption_nodes = 1;
     in.params.disruption_pct = 0.2;   /* 20% of 10 = 2 per interval */
