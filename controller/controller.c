@@ -1082,7 +1082,11 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     if (r == 0) {
         r = tm_api_start(&ctl->loop, ctl->pool, cfg, &ctl->api);
         if (r < 0)
-            snprintf(err, errsize, "could not serve the API on %s: %s", cfg->listen, tm_strerror(r));
+            snprintf(err, errsize, "could not serve the API on %s: %s%s", cfg->listen, tm_strerror(r),
+                     /* api_tls.c logged which file and why, never the key */
+                     cfg->api.tls_cert_file && r == TM_EINVAL
+                         ? " (api.tls_cert_file or tls_key_file refused: see the log line above)"
+                         : "");
         else
             tm_api_set_clock(ctl->api, &ctl->clock);
         tm_api_set_fleet_stats(ctl->api, &ctl->fleet);
