@@ -20,18 +20,13 @@
 
 #include "controller/reconcile.h"
 #include "core/config.h"
+#include "tests/lib/snap_fixture.h"
 
 static const char config_yaml[] =
-    "database: {url: \"postgresql:///x\"}\n"
-    "cluster: bench\n"
+    SNAP_FIXTURE_YAML_HEAD("bench")
     "scheduler: {policy: tarmac}\n"
     "providers:\n"
-    "  - name: sim\n"
-    "    kind: sim\n"
-    "    region: r1\n"
-    "    instance_types:\n"
-    "      - {name: sim.8x, gpus: 8, gpu_model: A100, cpu_milli: 96000, memory_mib: 1000000,"
-    "         on_demand_price: \"32.00\", spot_price: \"10.00\"}\n"
+    SNAP_FIXTURE_YAML_SIM("sim", "r1")
     "pools:\n"
     "  - {name: od, provider: sim, zones: [z1, z2], instance_types: [sim.8x], gpu_model: A100,"
     "     gpus_per_node: 8, capacity_type: on_demand, min_nodes: 0, max_nodes: 10000}\n"

@@ -17,27 +17,17 @@
 #include "controller/alerts.h"
 #include "core/config.h"
 #include "core/err.h"
+#include "tests/lib/snap_fixture.h"
 
 static const char config_yaml[] =
-    "database: {url: \"postgresql:///x\"}\n"
-    "cluster: unit\n"
+    SNAP_FIXTURE_YAML_HEAD("unit")
     "alerts:\n"
     "  pool_utilisation_below_percent: 50\n"
     "  pool_utilisation_for: 10m\n"
     "  queue_age_above: 2s\n"
     "providers:\n"
-    "  - name: sim\n"
-    "    kind: sim\n"
-    "    region: r1\n"
-    "    instance_types:\n"
-    "      - {name: sim.8x, gpus: 8, gpu_model: A100, cpu_milli: 96000, memory_mib: 1000000,"
-    "         on_demand_price: \"32.00\", spot_price: \"10.00\"}\n"
-    "  - name: other\n"
-    "    kind: sim\n"
-    "    region: r2\n"
-    "    instance_types:\n"
-    "      - {name: sim.8x, gpus: 8, gpu_model: A100, cpu_milli: 96000, memory_mib: 1000000,"
-    "         on_demand_price: \"32.00\", spot_price: \"10.00\"}\n"
+    SNAP_FIXTURE_YAML_SIM("sim", "r1")
+    SNAP_FIXTURE_YAML_SIM("other", "r2")
     "pools:\n"
     "  - {name: od, provider: sim, zones: [z1], instance_types: [sim.8x], gpu_model: A100,"
     "     gpus_per_node: 8, capacity_type: on_demand, min_nodes: 0, max_nodes: 4, idle_grace: 60s}\n"
@@ -49,13 +39,9 @@ static const char config_yaml[] =
 #define MIN (60 * 1000)
 
 struct fixture {
-    struct tm_config cfg;
-    struct tm_snap_node nodes[8];
-    struct tm_snap_job jobs[16];
-    struct tm_snap_alloc allocs[8];
+    SNAP_FIXTURE_MEMBERS(8);
     struct tm_snap_budget budgets[4];
     struct tm_snap_spend spend[8];
-    struct tm_snapshot snap;
     int provider_status[2];
     struct tm_alert_state state;   /* carried between evaluations */
     struct tm_alert_set set;       /* the last evaluation's answer */
@@ -64,16 +50,9 @@ struct fixture {
 static int setup(void **state)
 {
     static struct fixture f;
-    char err[256];
     memset(&f, 0, sizeof(f));
-    if (tm_config_load_string(config_yaml, strlen(config_yaml), "unit.yaml", &f.cfg, err, sizeof(err)) < 0) {
-        fprintf(stderr, "config: %s\n", err);
+    if (SNAP_FIXTURE_INIT(&f, config_yaml) < 0)
         return -1;
-    }
-    f.snap.epoch = 1;
-    f.snap.nodes = f.nodes;
-    f.snap.jobs = f.jobs;
-    f.snap.allocs = f.allocs;
     f.snap.budgets = f.budgets;
     f.snap.spend = f.spend;
     *state = &f;

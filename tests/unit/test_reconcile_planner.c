@@ -17,14 +17,14 @@
 
 #include "controller/reconcile.h"
 #include "core/config.h"
+#include "tests/lib/snap_fixture.h"
 
 /* Two sizes (one pool each per capacity type) at the same $4 per GPU-hour
  * on demand; spot is cheaper per GPU
  * on the small one ($1.50) than on the large one ($1.25 a GPU, but $10 for
  * a 1-GPU job).  The spot side may fall back to on-demand. */
 static const char config_yaml[] =
-    "database: {url: \"postgresql:///x\"}\n"
-    "cluster: unit\n"
+    SNAP_FIXTURE_YAML_HEAD("unit")
     "providers:\n"
     "  - name: sim\n"
     "    kind: sim\n"
@@ -33,8 +33,7 @@ static const char config_yaml[] =
     "    instance_types:\n"
     "      - {name: sim.1x, gpus: 1, gpu_model: A100, cpu_milli: 12000, memory_mib: 120000,"
     "         on_demand_price: \"4.00\", spot_price: \"1.50\"}\n"
-    "      - {name: sim.8x, gpus: 8, gpu_model: A100, cpu_milli: 96000, memory_mib: 1000000,"
-    "         on_demand_price: \"32.00\", spot_price: \"10.00\"}\n"
+    SNAP_FIXTURE_YAML_SIM_8X
     "pools:\n"
     "  - {name: od1, provider: sim, zones: [z1, z2], instance_types: [sim.1x], gpu_model: A100,"
     "     gpus_per_node: 1, capacity_type: on_demand, min_nodes: 0, max_nodes: 3, idle_grace: 60s}\n"
@@ -50,34 +49,20 @@ static const char config_yaml[] =
 #define NOW 1000000000
 
 struct fixture {
-    struct tm_config cfg;
-    struct tm_snap_node nodes[8];
-    struct tm_snap_job jobs[16];
-    struct tm_snap_alloc allocs[8];
-    struct tm_snapshot snap;
-    struct tm_instance inst[8];
-    struct tm_observed obs;
+    SNAP_FIXTURE_MEMBERS(8);
+    SNAP_FIXTURE_PASS_MEMBERS;
     struct tm_pool_forecast forecast[4];
     bool with_forecast;
     struct tm_live_shortage shortages[8];
     size_t nshortages;
-    struct tm_plan plan;
 };
 
 static int setup(void **state)
 {
     static struct fixture f;
-    char err[256];
     memset(&f, 0, sizeof(f));
-    if (tm_config_load_string(config_yaml, strlen(config_yaml), "unit.yaml", &f.cfg, err, sizeof(err)) < 0) {
-        fprintf(stderr, "config: %s\n", err);
+    if (SNAP_FIXTURE_PASS_INIT(&f, config_yaml) < 0)
         return -1;
-    }
-    f.snap.epoch = 1;
-    f.snap.nodes = f.nodes;
-    f.snap.jobs = f.jobs;
-    f.snap.allocs = f.allocs;
-    f.obs = (struct tm_observed){.provider = "sim", .complete = true, .instances = f.inst};
     for (int i = 0; i < 4; i++)
         f.forecast[i] = (struct tm_pool_forecast){-1, -1};
     *state = &f;
@@ -86,9 +71,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    struct fixture *f = *state;
-    tm_plan_release(&f->plan);
-    tm_config_release(&f->cfg);
+    SNAP_FIXTURE_PASS_RELEASE((struct fixture *)*state);
     return 0;
 }
 

@@ -16,17 +16,12 @@
 
 #include "controller/reconcile.h"
 #include "core/config.h"
+#include "tests/lib/snap_fixture.h"
 
 static const char config_yaml[] =
-    "database: {url: \"postgresql:///x\"}\n"
-    "cluster: unit\n"
+    SNAP_FIXTURE_YAML_HEAD("unit")
     "providers:\n"
-    "  - name: sim\n"
-    "    kind: sim\n"
-    "    region: r1\n"
-    "    instance_types:\n"
-    "      - {name: sim.8x, gpus: 8, gpu_model: A100, cpu_milli: 96000, memory_mib: 1000000,"
-    "         on_demand_price: \"32.00\", spot_price: \"10.00\"}\n"
+    SNAP_FIXTURE_YAML_SIM("sim", "r1")
     "pools:\n"
     "  - {name: od, provider: sim, zones: [z1], instance_types: [sim.8x], gpu_model: A100,"
     "     gpus_per_node: 8, capacity_type: on_demand, min_nodes: 0, max_nodes: 2, idle_grace: 60s}\n"
@@ -38,31 +33,17 @@ static const char config_yaml[] =
 #define SPOT 1 /* pool index */
 
 struct fixture {
-    struct tm_config cfg;
-    struct tm_snap_node nodes[8];
-    struct tm_snap_job jobs[16];
-    struct tm_snap_alloc allocs[16];
-    struct tm_snapshot snap;
-    struct tm_instance inst[8];
-    struct tm_observed obs;
+    SNAP_FIXTURE_MEMBERS(16);
+    SNAP_FIXTURE_PASS_MEMBERS;
     size_t nobserved;
-    struct tm_plan plan;
 };
 
 static int setup(void **state)
 {
     static struct fixture f;
-    char err[256];
     memset(&f, 0, sizeof(f));
-    if (tm_config_load_string(config_yaml, strlen(config_yaml), "unit.yaml", &f.cfg, err, sizeof(err)) < 0) {
-        fprintf(stderr, "config: %s\n", err);
+    if (SNAP_FIXTURE_PASS_INIT(&f, config_yaml) < 0)
         return -1;
-    }
-    f.snap.epoch = 1;
-    f.snap.nodes = f.nodes;
-    f.snap.jobs = f.jobs;
-    f.snap.allocs = f.allocs;
-    f.obs = (struct tm_observed){.provider = "sim", .complete = true, .instances = f.inst};
     f.nobserved = 1;
     *state = &f;
     return 0;
@@ -70,9 +51,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    struct fixture *f = *state;
-    tm_plan_release(&f->plan);
-    tm_config_release(&f->cfg);
+    SNAP_FIXTURE_PASS_RELEASE((struct fixture *)*state);
     return 0;
 }
 
