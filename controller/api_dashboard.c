@@ -172,74 +172,6 @@ static const char timeseries_sql[] =
     "   'running_jobs', (SELECT count(*) FROM jobs WHERE state = 'running')))::text"
     " FROM p, cur";
 
-/* "since_ms" / "step_s" as a whole number in 1..max; false when it is
- * anything else (sign, spaces, percent-escapes, overflow). */
-static bool ts_number(const char *s, size_t n, int64_t max, int64_t *ret)
-{
-    int64_t v = 0;
-
-    if (n == 0 || n > 18)
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        v = v * 10 + (s[i] - '0');
-    }
-    if (v < 1 || v > max)
-        return false;
-    *ret = v;
-    return true;
-}
-
-struct ts_params {
-    int64_t since_ms, step_s;
-    bool since_set, step_set;
-};
-
-/* The query string: since_ms and step_s, each at most once, nothing else.
- * Fills err (naming the field) and returns < 0 on bad input. */
-static int ts_parse(const char *q, size_t len, struct ts_params *p, struct tm_spec_error *err)
-{
-    const char *end = q + len;
-
-    if (len > 256)
-        return tm_spec_fail(err, "query", "query string longer than 256 bytes");
-    while (q < end) {
-        const char *amp = memchr(q, '&', (size_t)(end - q));
-        const char *seg_end = amp ? amp : end;
-        const char *eq = memchr(q, '=', (size_t)(seg_end - q));
-        const char *key_end = eq ? eq : seg_end;
-        const char *val = eq ? eq + 1 : seg_end;
-        size_t klen = (size_t)(key_end - q), vlen = (size_t)(seg_end - val);
-
-        if (klen == 8 && memcmp(q, "since_ms", 8) == 0) {
-            if (p->since_set)
-                return tm_spec_fail(err, "since_ms", "given more than once");
-            if (!ts_number(val, vlen, INT64_MAX / 2, &p->since_ms))
-                return tm_spec_fail(err, "since_ms",
-                                    "must be a positive integer (ms since the epoch)");
-            p->since_set = true;
-        } else if (klen == 6 && memcmp(q, "step_s", 6) == 0) {
-            if (p->step_set)
-                return tm_spec_fail(err, "step_s", "given more than once");
-            if (!ts_number(val, vlen, TS_MAX_STEP_S, &p->step_s))
-                return tm_spec_fail(err, "step_s", "must be a whole number of seconds from 1 to %d",
-                                    TS_MAX_STEP_S);
-            p->step_set = true;
-        } else if (klen > 0) {
-            char key[64];
-            size_t k = klen < sizeof(key) - 1 ? klen : sizeof(key) - 1;
-            /* The field names what the client sent, made printable. */
-            for (size_t i = 0; i < k; i++)
-                key[i] = q[i] >= ' ' && q[i] < 127 ? q[i] : '?';
-            key[k] = '\0';
-            return tm_spec_fail(err, key, "unrecognized query parameter (known: since_ms, step_s)");
-        }
-        q = amp ? amp + 1 : end;
-    }
-    return 0;
-}
-
 static void on_timeseries(const struct tm_pg_reply *reply, void *data)
 {
     struct api_call *c = data;
@@ -257,40 +189,42 @@ static void on_timeseries(const struct tm_pg_reply *reply, void *data)
 
 void api_timeseries(struct api_call *c)
 {
-    struct ts_params p = {0};
+    struct api_qp qp[] = {{.name = "since_ms"}, {.name = "step_s"}};
     struct tm_spec_error err = {0};
-    const char *q;
-    size_t len;
-    int64_t now = api_now_ms(c), points;
+    int64_t now = api_now_ms(c), points, since_ms = 0, step = TS_DEFAULT_STEP_S;
     char now_s[24], since_s[24], step_s[24], n_s[24];
+    int r = api_parse_query(c, qp, 2, &err);
 
-    if (!api_query_string(c, &q, &len)) {
+    if (r == TM_ECANCELED) {
         api_call_free(c);
         return;
     }
-    if (ts_parse(q, len, &p, &err) < 0) {
+    if (r == 0 && qp[0].set && !api_parse_pos(qp[0].value, INT64_MAX / 2, &since_ms))
+        r = tm_spec_fail(&err, "since_ms", "must be a positive integer (ms since the epoch)");
+    if (r == 0 && qp[1].set && !api_parse_pos(qp[1].value, TS_MAX_STEP_S, &step))
+        r = tm_spec_fail(&err, "step_s", "must be a whole number of seconds from 1 to %d",
+                         TS_MAX_STEP_S);
+    if (r < 0) {
         api_fail_spec(c, &err);
         return;
     }
-    if (!p.step_set)
-        p.step_s = TS_DEFAULT_STEP_S;
-    if (!p.since_set)
-        p.since_ms = now - p.step_s * 1000 * TS_DEFAULT_POINTS;
-    if (p.since_ms >= now) {
+    if (!qp[0].set)
+        since_ms = now - step * 1000 * TS_DEFAULT_POINTS;
+    if (since_ms >= now) {
         api_fail(c, 400, "since_ms", "must be before now");
         return;
     }
-    points = (now - p.since_ms + p.step_s * 1000 - 1) / (p.step_s * 1000);
+    points = (now - since_ms + step * 1000 - 1) / (step * 1000);
     if (points > TS_MAX_POINTS) {
         char msg[128];
         snprintf(msg, sizeof(msg), "%" PRId64 " steps from since_ms to now, more than %d: a larger"
                  " step_s or a later since_ms", points, TS_MAX_POINTS);
-        api_fail(c, 400, p.step_set ? "step_s" : "since_ms", msg);
+        api_fail(c, 400, qp[1].set ? "step_s" : "since_ms", msg);
         return;
     }
     snprintf(now_s, sizeof(now_s), "%" PRId64, now);
-    snprintf(since_s, sizeof(since_s), "%" PRId64, p.since_ms);
-    snprintf(step_s, sizeof(step_s), "%" PRId64, p.step_s * 1000);
+    snprintf(since_s, sizeof(since_s), "%" PRId64, since_ms);
+    snprintf(step_s, sizeof(step_s), "%" PRId64, step * 1000);
     snprintf(n_s, sizeof(n_s), "%" PRId64, points);
     const char *params[] = {now_s, since_s, step_s, n_s};
     api_query(c, timeseries_sql, 4, params, on_timeseries);

@@ -98,6 +98,19 @@ bool api_closing(const struct api_call *c);
  * is gone. */
 bool api_body(const struct api_call *c, const char **ret, size_t *ret_len);
 bool api_query_string(const struct api_call *c, const char **ret, size_t *ret_len);
+/* One query parameter a route accepts; api_parse_query() fills value
+ * (percent-decoded) and set. */
+struct api_qp {
+    const char *name;
+    char value[256];
+    bool set;
+};
+/* Parse the query string into qp[0..nqp): an unknown, repeated or
+ * malformed parameter fills err naming it and returns < 0; TM_ECANCELED
+ * when the client is gone (free the call). */
+int api_parse_query(struct api_call *c, struct api_qp *qp, size_t nqp, struct tm_spec_error *err);
+/* A whole number from 1 to max, digits only. */
+bool api_parse_pos(const char *s, int64_t max, int64_t *ret);
 /* The normal path: look the token up, check role and rate, then run the
  * route's fn.  For a fast path that cannot finish the call itself. */
 void api_authenticate(struct api_call *c);

@@ -108,12 +108,6 @@ static void reply_page(struct api_call *c, PGresult *res)
 
 /* ---- query strings -------------------------------------------------------- */
 
-struct qp {
-    const char *name;
-    char value[256];
-    bool set;
-};
-
 static int hexval(char ch)
 {
     if (ch >= '0' && ch <= '9')
@@ -153,7 +147,7 @@ static bool url_decode(const char *s, size_t n, char *out, size_t size)
     return true;
 }
 
-static int parse_query(struct api_call *c, struct qp *qp, size_t nqp, struct tm_spec_error *err)
+int api_parse_query(struct api_call *c, struct api_qp *qp, size_t nqp, struct tm_spec_error *err)
 {
     const char *q, *end;
     size_t len;
@@ -197,12 +191,13 @@ static int parse_query(struct api_call *c, struct qp *qp, size_t nqp, struct tm_
     return 0;
 }
 
-static bool parse_pos(const char *s, int64_t max, int64_t *ret)
+bool api_parse_pos(const char *s, int64_t max, int64_t *ret)
 {
     char *end;
     long long v;
 
-    if (!*s || *s == '+' || *s == '-')
+    /* Digits only: strtoll would also take leading spaces and a sign. */
+    if (*s < '0' || *s > '9')
         return false;
     v = strtoll(s, &end, 10);
     if (*end || v <= 0 || v > max)
@@ -212,21 +207,21 @@ static bool parse_pos(const char *s, int64_t max, int64_t *ret)
 }
 
 /* limit and cursor, common to every list. */
-static int page_params(struct api_call *c, const struct qp *limit, const struct qp *cursor,
+static int page_params(struct api_call *c, const struct api_qp *limit, const struct api_qp *cursor,
                        char *cursor_buf, size_t size, struct tm_spec_error *err)
 {
     int64_t v;
 
     c->limit = DEFAULT_PAGE < api_max_list(c) ? DEFAULT_PAGE : api_max_list(c);
     if (limit->set) {
-        if (!parse_pos(limit->value, api_max_list(c), &v))
+        if (!api_parse_pos(limit->value, api_max_list(c), &v))
             return tm_spec_fail(err, "limit", "must be a whole number from 1 to %u",
                                 api_max_list(c));
         c->limit = (unsigned)v;
     }
     cursor_buf[0] = '\0';
     if (cursor->set) {
-        if (!parse_pos(cursor->value, INT64_MAX, &v))
+        if (!api_parse_pos(cursor->value, INT64_MAX, &v))
             return tm_spec_fail(err, "cursor", "must be a next_cursor value from a previous page");
         fmt_i64(cursor_buf, size, v);
     }
@@ -688,10 +683,10 @@ static void r_jobs_get(struct api_call *c)
 
 static void r_jobs_list(struct api_call *c)
 {
-    struct qp qp[] = {{.name = "state"}, {.name = "team"}, {.name = "class"}, {.name = "preemptible"}, {.name = "limit"}, {.name = "cursor"}};
+    struct api_qp qp[] = {{.name = "state"}, {.name = "team"}, {.name = "class"}, {.name = "preemptible"}, {.name = "limit"}, {.name = "cursor"}};
     struct tm_spec_error err = {0};
     char cursor[24], limit[16];
-    int r = parse_query(c, qp, 6, &err);
+    int r = api_parse_query(c, qp, 6, &err);
 
     if (r == TM_ECANCELED) {
         api_call_free(c);
@@ -832,9 +827,9 @@ static void r_jobs_retag(struct api_call *c)
 
 static void r_pools_list(struct api_call *c)
 {
-    struct qp qp[] = {{.name = "limit"}, {.name = "cursor"}};
+    struct api_qp qp[] = {{.name = "limit"}, {.name = "cursor"}};
     struct tm_spec_error err = {0};
-    int r = parse_query(c, qp, 2, &err);
+    int r = api_parse_query(c, qp, 2, &err);
     char limit[16], offset[24], cursor[24];
 
     if (r == TM_ECANCELED) {
@@ -866,10 +861,10 @@ static void r_pools_get(struct api_call *c)
 
 static void r_nodes_list(struct api_call *c)
 {
-    struct qp qp[] = {{.name = "pool"}, {.name = "state"}, {.name = "limit"}, {.name = "cursor"}};
+    struct api_qp qp[] = {{.name = "pool"}, {.name = "state"}, {.name = "limit"}, {.name = "cursor"}};
     struct tm_spec_error err = {0};
     char cursor[24], limit[16];
-    int r = parse_query(c, qp, 4, &err);
+    int r = api_parse_query(c, qp, 4, &err);
 
     if (r == TM_ECANCELED) {
         api_call_free(c);
@@ -1073,12 +1068,12 @@ static bool printable(const char *s, size_t max)
 
 static void r_decisions_list(struct api_call *c)
 {
-    struct qp qp[] = {{.name = "kind"}, {.name = "subject_kind"}, {.name = "subject_id"}, {.name = "since_ms"}, {.name = "limit"},
+    struct api_qp qp[] = {{.name = "kind"}, {.name = "subject_kind"}, {.name = "subject_id"}, {.name = "since_ms"}, {.name = "limit"},
                       {.name = "cursor"}};
     struct tm_spec_error err = {0};
     char cursor[24], limit[16], since[24];
     int64_t v;
-    int r = parse_query(c, qp, 6, &err);
+    int r = api_parse_query(c, qp, 6, &err);
 
     if (r == TM_ECANCELED) {
         api_call_free(c);
@@ -1098,7 +1093,7 @@ static void r_decisions_list(struct api_call *c)
         r = tm_spec_fail(&err, "subject_id", "must be 1-128 printable characters");
     since[0] = '\0';
     if (r == 0 && qp[3].set) {
-        if (!parse_pos(qp[3].value, INT64_MAX, &v))
+        if (!api_parse_pos(qp[3].value, INT64_MAX, &v))
             r = tm_spec_fail(&err, "since_ms", "must be a positive integer (ms since the epoch)");
         else
             fmt_i64(since, sizeof(since), v);
