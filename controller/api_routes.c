@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 #include <libpq-fe.h>
+#include <openssl/crypto.h>
 
 #include "controller/api_body.h"
 #include "controller/api_dashboard.h"
@@ -108,17 +109,6 @@ static void reply_page(struct api_call *c, PGresult *res)
 
 /* ---- query strings -------------------------------------------------------- */
 
-static int hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Percent-decode s[0..n) into out; false when malformed or too long. */
 static bool url_decode(const char *s, size_t n, char *out, size_t size)
 {
@@ -130,8 +120,8 @@ static bool url_decode(const char *s, size_t n, char *out, size_t size)
             int hi, lo;
             if (i + 2 >= n)
                 return false;
-            hi = hexval(s[i + 1]);
-            lo = hexval(s[i + 2]);
+            hi = OPENSSL_hexchar2int((unsigned char)s[i + 1]);
+            lo = OPENSSL_hexchar2int((unsigned char)s[i + 2]);
             if (hi < 0 || lo < 0)
                 return false;
             ch = (char)(hi * 16 + lo);

@@ -1121,16 +1121,6 @@ static void out_put(struct redact_out *o, const char *s, size_t n)
     }
 }
 
-static int hexval(int c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = tolower(c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* Whether a URI query key, percent-decoded as libpq decodes it, is
  * "password". */
 static bool uri_key_is_password(const char *s, size_t n)
@@ -1139,10 +1129,11 @@ static bool uri_key_is_password(const char *s, size_t n)
     size_t k = 0;
 
     for (size_t i = 0; i < n; i++) {
-        int c = (unsigned char)s[i];
+        int c = (unsigned char)s[i], hi, lo;
 
-        if (c == '%' && i + 2 < n && hexval(s[i + 1]) >= 0 && hexval(s[i + 2]) >= 0) {
-            c = hexval(s[i + 1]) * 16 + hexval(s[i + 2]);
+        if (c == '%' && i + 2 < n && (hi = OPENSSL_hexchar2int((unsigned char)s[i + 1])) >= 0 &&
+            (lo = OPENSSL_hexchar2int((unsigned char)s[i + 2])) >= 0) {
+            c = hi * 16 + lo;
             i += 2;
         }
         if (k + 1 >= sizeof(key))

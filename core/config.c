@@ -1172,17 +1172,6 @@ static bool cfg_cluster_ok(const char *s)
     return true;
 }
 
-static int cfg_hexval(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* Register raw[0..len) and, when it is percent-encoded, its decoded form:
  * either may end up in a log line (our own or one quoted from libpq). */
 static int cfg_add_secret(const char *raw, size_t len)
@@ -1197,7 +1186,8 @@ static int cfg_add_secret(const char *raw, size_t len)
         int hi, lo;
 
         if (raw[i] == '%' && i + 2 < len &&
-            (hi = cfg_hexval(raw[i + 1])) >= 0 && (lo = cfg_hexval(raw[i + 2])) >= 0) {
+            (hi = OPENSSL_hexchar2int((unsigned char)raw[i + 1])) >= 0 &&
+            (lo = OPENSSL_hexchar2int((unsigned char)raw[i + 2])) >= 0) {
             copy[o++] = (char)(hi * 16 + lo);
             i += 2;
         } else {

@@ -134,17 +134,6 @@ static int uri_encode(struct sbuf *b, const char *s, size_t n, bool keep_slash)
     return r;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* Decode %XX escapes ('+' stays '+': AWS does not read it as a space). */
 static int uri_decode(struct sbuf *b, const char *s, size_t n)
 {
@@ -156,8 +145,8 @@ static int uri_decode(struct sbuf *b, const char *s, size_t n)
 
             if (i + 2 >= n)
                 return TM_EINVAL;
-            hi = hexval(s[i + 1]);
-            lo = hexval(s[i + 2]);
+            hi = OPENSSL_hexchar2int((unsigned char)s[i + 1]);
+            lo = OPENSSL_hexchar2int((unsigned char)s[i + 2]);
             if (hi < 0 || lo < 0)
                 return TM_EINVAL;
             r = sbuf_addc(b, (char)(hi * 16 + lo));
