@@ -12,7 +12,7 @@ packages=(build-essential cmake pkg-config git ca-certificates
           libuv1-dev libpq-dev libcurl4-openssl-dev libssl-dev libcjson-dev libh2o-dev
           libexpat1-dev libyaml-dev libcmocka-dev
           postgresql postgresql-contrib python3 python3-yaml python3-jsonschema curl
-          chromium fonts-liberation)
+          openssl chromium fonts-liberation)
 
 missing=()
 for p in "${packages[@]}"; do
