@@ -258,9 +258,21 @@ static int load_client_file(const char *cmd, struct client_file *f)
 
 static int url_check(const char *cmd, const char *from, const char *url)
 {
-    if (strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0)
-        if (url[strncmp(url, "https", 5) == 0 ? 8 : 7] != '\0')
+    if (strncmp(url, "http://", 7) == 0 || strncmp(url, "https://", 8) == 0) {
+        const char *host = url + (strncmp(url, "https", 5) == 0 ? 8 : 7);
+        size_t authority = strcspn(host, "/?#");
+
+        /* user:password@ would be printed back in errors and --verbose;
+         * the API takes a bearer token, never URL credentials. */
+        if (memchr(host, '@', authority)) {
+            fprintf(stderr, "tarmac %s: %s: a URL with credentials (user@ or user:password@) is "
+                            "refused: give the token in TARMAC_TOKEN or the client file\n",
+                    cmd, from);
+            return TM_EXIT_USAGE;
+        }
+        if (*host != '\0')
             return 0;
+    }
     fprintf(stderr, "tarmac %s: %s: must be an http:// or https:// URL, not \"%s\"\n", cmd, from, url);
     return TM_EXIT_USAGE;
 }

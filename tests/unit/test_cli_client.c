@@ -112,6 +112,15 @@ static void test_defaults_and_order(void **state)
     assert_int_equal(resolve(&c, &ep), TM_EXIT_USAGE);
     c.url = "http://";
     assert_int_equal(resolve(&c, &ep), TM_EXIT_USAGE);
+    /* Credentials in the URL: refused (they would be echoed in errors);
+     * an '@' past the authority is only a path. */
+    c.url = "http://u:s3cr3t@flag:2";
+    assert_int_equal(resolve(&c, &ep), TM_EXIT_USAGE);
+    c.url = "https://u@flag:2";
+    assert_int_equal(resolve(&c, &ep), TM_EXIT_USAGE);
+    c.url = "http://flag:2/a@b";
+    assert_int_equal(resolve(&c, &ep), 0);
+    tm_cli_endpoint_release(&ep);
 }
 
 static void test_file_permissions(void **state)
