@@ -15,6 +15,7 @@
 #include "controller/alert_webhook.h"
 #include "controller/api.h"
 #include "controller/fleet_stats.h"
+#include "controller/demand_history.h"
 #include "controller/live_forecast.h"
 #include "controller/pg_uv.h"
 #include "controller/reconcile.h"
@@ -81,6 +82,11 @@ struct tm_controller {
     struct tm_observed *observed;   /* views of obs for the pure pass */
     struct tm_live_forecast *forecast; /* demand per pool, across ticks (loop thread) */
     const struct tm_pool_forecast *pool_forecast; /* this pass's, read by the pure pass */
+    /* Forecasters warmed from the demand history at leadership, taken over
+     * at the start of the next pass (the current one may be reading the
+     * old ones' predictions on the thread pool). */
+    struct tm_live_forecast *forecast_warm;
+    bool warming;                   /* a history read or warm-up in flight */
     /* Capacity the cloud refused lately (TM_EQUOTA), so the planner falls
      * back; launch callbacks add to `shortages` while a pass may run, so
      * the pass reads its own copy. */
@@ -690,8 +696,14 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
         };
     ctl->observed = obs;
     /* Demand forecasts move on here, on the loop thread; the pure pass only
-     * reads this tick's.  Kept in memory: a new leader starts them empty. */
+     * reads this tick's.  Kept in memory; a new leader warms a fresh set
+     * from the demand history and takes it over here. */
     ctl->pool_forecast = NULL;
+    if (ctl->forecast_warm) {
+        tm_live_forecast_free(ctl->forecast);
+        ctl->forecast = ctl->forecast_warm;
+        ctl->forecast_warm = NULL;
+    }
     if (!ctl->forecast && tm_live_forecast_new(ctl->cfg, &ctl->forecast) < 0)
         tm_log_warn("no demand forecast this tick", "error=%s", tm_err_name(TM_ENOMEM));
     if (ctl->forecast)
@@ -789,6 +801,106 @@ static void begin_pass(struct tm_controller *ctl)
         take_snapshot(ctl);
 }
 
+/* ---- forecast warm start ------------------------------------------------ */
+
+struct warm {
+    struct call *call;              /* keeps a stop waiting for us */
+    uv_work_t work;
+    struct tm_live_forecast *lf;
+    struct tm_demand_span *spans;
+    size_t n;
+    int64_t from_ms, to_ms;
+    long steps;
+    uint64_t started_ns;
+};
+
+static void warm_work(uv_work_t *w)
+{
+    struct warm *wm = w->data;
+    wm->steps = tm_live_forecast_warm(wm->lf, wm->spans, wm->n, wm->from_ms, wm->to_ms);
+}
+
+static void warm_done(uv_work_t *w, int status)
+{
+    struct warm *wm = w->data;
+    struct tm_controller *ctl = wm->call->ctl;
+
+    if (status < 0 || wm->steps < 0 || ctl->closing) {
+        if (status >= 0 && wm->steps < 0)
+            tm_log_warn("could not warm the demand forecast, it starts empty", "error=%s",
+                        tm_err_name((int)wm->steps));
+        tm_live_forecast_free(wm->lf);
+    } else {
+        tm_log_info("demand forecast warmed from history",
+                    "pools=%zu jobs=%zu steps=%ld took_ms=%" PRIu64, ctl->cfg->npools, wm->n,
+                    wm->steps, (uv_hrtime() - wm->started_ns) / 1000000);
+        tm_live_forecast_free(ctl->forecast_warm);
+        ctl->forecast_warm = wm->lf;
+    }
+    ctl->warming = false;
+    call_done(wm->call);
+    free(wm->spans);
+    free(wm);
+}
+
+static void on_demand_history(int status, const char *err, const struct tm_demand_span *spans,
+                              size_t n, void *data)
+{
+    struct warm *wm = data;
+    struct tm_controller *ctl = wm->call->ctl;
+    int r = status;
+
+    if (r == 0 && !ctl->closing) {
+        wm->spans = malloc((n + 1) * sizeof(*spans));
+        r = wm->spans ? tm_live_forecast_new(ctl->cfg, &wm->lf) : TM_ENOMEM;
+    }
+    if (r == 0 && !ctl->closing) {
+        memcpy(wm->spans, spans, n * sizeof(*spans));
+        wm->n = n;
+        /* Up to now: the next pass's update (a later step, or this one's
+         * value) carries on from there. */
+        wm->to_ms = tm_clock_now_ms(&ctl->clock);
+        wm->work.data = wm;
+        wm->started_ns = uv_hrtime();
+        /* Thousands of steps per pool: off the loop thread, like a pass. */
+        if (uv_queue_work(&ctl->loop, &wm->work, warm_work, warm_done) == 0)
+            return;
+        r = TM_ENOMEM;
+    }
+    if (r < 0 && r != TM_ECANCELED)
+        tm_log_warn("could not read the demand history, the forecast starts empty", "error=\"%s\"",
+                    err ? err : tm_strerror(r));
+    tm_live_forecast_free(wm->lf);
+    ctl->warming = false;
+    call_done(wm->call);
+    free(wm->spans);
+    free(wm);
+}
+
+/* A new leader reads forecast.history of demand back, so that it does not
+ * plan from the queue alone while its seasons fill (a week for the
+ * weekly one). */
+static void warm_forecast(struct tm_controller *ctl)
+{
+    int64_t history = ctl->cfg->forecast.history_ms;
+    struct warm *wm;
+
+    if (history <= 0 || ctl->warming || ctl->closing)
+        return;
+    wm = calloc(1, sizeof(*wm));
+    if (!wm || !(wm->call = new_call(ctl, -1, 0))) {
+        free(wm);
+        return;
+    }
+    wm->from_ms = tm_clock_now_ms(&ctl->clock) - history;
+    ctl->warming = true;
+    if (tm_demand_history_read(ctl->pool, ctl->cfg, wm->from_ms, on_demand_history, wm) < 0) {
+        ctl->warming = false;
+        call_done(wm->call);
+        free(wm);
+    }
+}
+
 static void on_lead(int status, int64_t epoch, const char *err, void *data)
 {
     struct tm_controller *ctl = data;
@@ -808,6 +920,7 @@ static void on_lead(int status, int64_t epoch, const char *err, void *data)
     ctl->epoch = epoch;
     ctl->stats.was_leader = true;
     tm_log_info("became leader", "holder=%s epoch=%" PRId64, ctl->holder, epoch);
+    warm_forecast(ctl);
     if (ctl->closing)
         end_pass(ctl);
     else
@@ -1125,6 +1238,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
         *ret_stats = ctl->stats;
     free(ctl->providers);
     tm_live_forecast_free(ctl->forecast);
+    tm_live_forecast_free(ctl->forecast_warm);
     tm_fleet_stats_release(&ctl->fleet);
     free(ctl->launching);
     free(ctl->terminating);

@@ -1143,6 +1143,11 @@ static int64_t job_ask_milli(const struct tm_config_pool *pool, const struct tm_
     return j->gpus > 0 ? (int64_t)j->gpus * 1000 : j->gpu_milli;
 }
 
+int tm_reconcile_job_pool(const struct tm_config *cfg, const struct tm_snap_job *j)
+{
+    return job_route(cfg, j);
+}
+
 void tm_reconcile_pool_demand(const struct tm_config *cfg, const struct tm_snapshot *snap,
                               double *out)
 {

@@ -200,6 +200,10 @@ struct tm_reconcile_input {
     size_t nshortages;
 };
 
+/* The config pool a queued job is routed to (as the planner routes it),
+ * or -1 when none accepts it. */
+int tm_reconcile_job_pool(const struct tm_config *cfg, const struct tm_snap_job *j);
+
 /* GPUs wanted per config pool now: running jobs on its nodes plus queued
  * jobs routed to it (as the planner routes them), in GPUs; out has
  * cfg->npools entries.  The controller feeds its forecasters with it. */

@@ -304,6 +304,15 @@ static const struct cfg_field cfg_alerts_fields[] = {
 static const struct cfg_section cfg_alerts_section = {
     cfg_alerts_fields, CFG_NFIELDS(cfg_alerts_fields), sizeof(struct tm_config_alerts)};
 
+static const struct cfg_field cfg_forecast_fields[] = {
+    {.key = "quantile", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_forecast, quantile),
+     .def = "0.9", .dmin = 0.5, .dmax = 0.999},
+    {.key = "history", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_forecast, history_ms),
+     .def = "8d", .min = 0, .max = 35 * CFG_DAY},
+};
+static const struct cfg_section cfg_forecast_section = {
+    cfg_forecast_fields, CFG_NFIELDS(cfg_forecast_fields), sizeof(struct tm_config_forecast)};
+
 static const struct cfg_field cfg_root_fields[] = {
     {.key = "database", .type = CFG_SECTION, .offset = 0, .sub = &cfg_database_section},
     {.key = "listen", .type = CFG_STR, .offset = CFG_OFF(tm_config, listen),
@@ -320,6 +329,8 @@ static const struct cfg_field cfg_root_fields[] = {
     {.key = "api", .type = CFG_SECTION, .offset = CFG_OFF(tm_config, api), .sub = &cfg_api_section},
     {.key = "alerts", .type = CFG_SECTION, .offset = CFG_OFF(tm_config, alerts),
      .sub = &cfg_alerts_section},
+    {.key = "forecast", .type = CFG_SECTION, .offset = CFG_OFF(tm_config, forecast),
+     .sub = &cfg_forecast_section},
     {.key = "providers", .type = CFG_LIST, .offset = CFG_OFF(tm_config, providers),
      .count_offset = CFG_OFF(tm_config, nproviders), .min = 1, .max = 64,
      .flags = CFG_REQUIRED, .sub = &cfg_provider_section},

@@ -100,6 +100,13 @@ struct tm_config_alerts {
     bool provider_auth;           /* a provider refusing our credentials, default true */
 };
 
+/* The live demand forecast (controller/live_forecast.c). */
+struct tm_config_forecast {
+    double quantile;              /* provisioning quantile, default 0.9, 0.5..0.999 */
+    int64_t history_ms;           /* warm start: demand history read at leadership,
+                                   * default 8 d (a weekly season and a day), 0: none */
+};
+
 struct tm_config {
     char *path;                   /* file it came from (or the name given) */
     char *database_url;           /* required unless TARMAC_DATABASE_URL is set */
@@ -113,6 +120,7 @@ struct tm_config {
     int64_t starvation_ms;        /* default 1 h */
     struct tm_config_api api;
     struct tm_config_alerts alerts;
+    struct tm_config_forecast forecast;
     struct tm_config_provider *providers;
     size_t nproviders;            /* >= 1 */
     struct tm_config_pool *pools;

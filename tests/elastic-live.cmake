@@ -10,3 +10,9 @@ tm_add_test(itest_spot_apply LABELS integration elastic FIXTURES pg TIMEOUT 120
 # forecast, hysteresis, shortage fallback, routing, pool limits.
 tm_add_c_test(test_reconcile_planner ${CMAKE_SOURCE_DIR}/tests/unit/test_reconcile_planner.c
               LABELS unit elastic)
+# The live forecasters' warm start from the demand history (a new leader
+# does not plan from the queue alone while its seasons fill).
+tm_add_c_test(test_live_forecast ${CMAKE_SOURCE_DIR}/tests/unit/test_live_forecast.c
+              LABELS unit elastic)
+tm_add_test(itest_forecast_warm LABELS integration elastic FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/forecast_warm.sh)

@@ -227,6 +227,8 @@ static void test_defaults(void **state)
     assert_true(cfg.alerts.pool_util_below_percent == 0.0);
     assert_int_equal(cfg.alerts.queue_age_above_ms, 0);
     assert_true(cfg.alerts.soft_cap && cfg.alerts.provider_auth);
+    assert_true(cfg.forecast.quantile == 0.9);
+    assert_int_equal(cfg.forecast.history_ms, 8 * 86400000LL);
 
     /* Release is idempotent and safe on a zeroed struct. */
     tm_config_release(&cfg);
@@ -259,6 +261,12 @@ static void test_api_alerts_pool_spot(void **state)
     assert_true(cfg.alerts.pool_util_below_percent == 25.0);
     assert_true(cfg.pools[0].spot_hazard_per_hour == 0.05);
     assert_int_equal(cfg.pools[0].spot_notice_ms, 30000);
+    tm_config_release(&cfg);
+    assert_int_equal(load(HEAD "forecast: {quantile: 0.95, history: 0}\n" PROV POOL, &cfg, err,
+                          sizeof(err)),
+                     0);
+    assert_true(cfg.forecast.quantile == 0.95);
+    assert_int_equal(cfg.forecast.history_ms, 0);
     /* The webhook URL carries its credential: it never reaches a log line. */
     snprintf(line, sizeof(line), "posting to https://h.example/T/B/s3cr3t failed");
     tm_log_redact(line, sizeof(line));
@@ -434,6 +442,11 @@ static void expect_error(const char *text, const char *want)
 static void test_errors(void **state)
 {
     (void)state;
+    /* the forecast section's limits */
+    expect_error(HEAD "forecast: {quantile: 0.3}\n" PROV POOL,
+                 "t.yaml:3: key \"forecast.quantile\": ");
+    expect_error(HEAD "forecast: {history: 40d}\n" PROV POOL,
+                 "t.yaml:3: key \"forecast.history\": ");
     /* unknown key */
     expect_error(HEAD PROV POOL "    colour: red\n",
                  "t.yaml:15: key \"pools[0].colour\": unknown key, expected one of: name,");
