@@ -303,7 +303,8 @@ static void plan_substitute(struct pass *p, const bool *in_model, const struct f
     snprintf(why, sizeof(why), "substitute for on-demand node %" PRId64 " (planner: %s); pool %s has %d of "
              "max %d nodes", o->id, x->reason, pool->name, p->live[pi], pool->max_nodes);
     cJSON *req = tm_rc_request_node(p, pi, t, zone, TM_CAPACITY_SPOT, why, -1, seq);
-    tm_rc_put_num(p, tm_rc_inputs(p, req), "replaces_node", (double)o->id);
+    tm_rc_put_num(p, req ? cJSON_GetObjectItemCaseSensitive(req, "inputs") : NULL, "replaces_node",
+                  (double)o->id);
     const cJSON *tok = req ? cJSON_GetObjectItemCaseSensitive(req, "token") : NULL;
     if (!cJSON_IsString(tok))
         return;

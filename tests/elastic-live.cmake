@@ -10,3 +10,7 @@ tm_add_test(itest_spot_apply LABELS integration elastic FIXTURES pg TIMEOUT 120
 # forecast, hysteresis, shortage fallback, routing, pool limits.
 tm_add_c_test(test_reconcile_planner ${CMAKE_SOURCE_DIR}/tests/unit/test_reconcile_planner.c
               LABELS unit elastic)
+# The planner's other actions in the live tick (issue 4, item 2): drain,
+# move, spot substitution, deadline switch, refusals, disruption budget.
+tm_add_c_test(test_reconcile_moves ${CMAKE_SOURCE_DIR}/tests/unit/test_reconcile_moves.c
+              LABELS unit elastic)
