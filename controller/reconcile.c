@@ -1360,8 +1360,11 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         *x = (struct tm_plan_node){
             .id = n->id, .type = ti, .zone = zi < 0 ? 0 : zi,
             .spot = n->capacity == TM_CAPACITY_SPOT, .ready = ready,
-            .leaving = p->node_noticed[ni] || n->state == TM_NODE_DRAINING || n->cordoned ||
-                       p->node_replaced[ni],
+            /* A node a spot substitute will replace stays in: it still
+             * holds its work, and counting it out would launch on-demand
+             * capacity for that work ahead of the forecast.  The mapping
+             * keeps it from a second substitution or a move. */
+            .leaving = p->node_noticed[ni] || n->state == TM_NODE_DRAINING || n->cordoned,
             .free_whole = t->gpus, .only_preemptible = true,
             /* Work placed this pass is not known here: not movable. */
             .movable = !p->node_placed[ni], .cordoned = n->cordoned,

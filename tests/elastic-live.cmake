@@ -14,3 +14,5 @@ tm_add_c_test(test_reconcile_planner ${CMAKE_SOURCE_DIR}/tests/unit/test_reconci
 # move, spot substitution, deadline switch, refusals, disruption budget.
 tm_add_c_test(test_reconcile_moves ${CMAKE_SOURCE_DIR}/tests/unit/test_reconcile_moves.c
               LABELS unit elastic)
+tm_add_test(itest_substitute LABELS integration elastic FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/substitute.sh)
