@@ -16,3 +16,5 @@ tm_add_c_test(test_reconcile_moves ${CMAKE_SOURCE_DIR}/tests/unit/test_reconcile
               LABELS unit elastic)
 tm_add_test(itest_substitute LABELS integration elastic FIXTURES pg TIMEOUT 240
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/substitute.sh)
+tm_add_test(itest_moves_apply LABELS integration elastic FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/moves_apply.sh)
