@@ -14,8 +14,10 @@
  *      and noticed nodes once empty.
  */
 #include "controller/reconcile.h"
+#include "controller/reconcile_internal.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,12 +29,6 @@
 #include "core/clock.h"
 #include "core/err.h"
 
-/* Lookups by id in O(log n): a pass over 100k jobs and 10k nodes must not
- * scan the snapshot once per allocation. */
-struct id_index {
-    int64_t id;
-    int32_t index;
-};
 
 static int cmp_id_index(const void *a, const void *b)
 {
@@ -90,42 +86,7 @@ static int inst_index_find(const struct inst_index *ix, size_t n, const char *ke
     return hit ? hit->index : -1;
 }
 
-struct pass {
-    const struct tm_reconcile_input *in;
-    const struct tm_config *cfg;
-    struct tm_plan plan;
-    size_t launch_cap, term_cap;
-    int err;
-    int *pool_provider;        /* pool index -> provider index */
-    int *live;                 /* pool index -> nodes requested..draining */
-    int64_t *pending_milli;    /* pool index -> GPUs of nodes still booting */
-    int64_t *demand_milli;     /* pool index -> GPUs wanted by unplaced jobs */
-    bool *node_gone;           /* node index -> leaving this pass */
-    bool *node_ready;          /* node index -> schedulable this pass */
-    bool *node_busy;           /* node index -> holds an allocation now */
-    bool *node_noticed;        /* node index -> has an interruption notice, staying this pass */
-    bool *job_leaving;         /* job index -> checkpointed or requeued by this pass */
-    struct id_index *alloc_nodes; /* allocations sorted by node id (then by index) */
-    char (*node_instance)[TM_ID_MAX]; /* node index -> instance id seen */
-    struct id_index *node_ids;  /* sorted by id: node id -> snapshot index */
-    struct id_index *job_ids;   /* sorted by id: job id -> snapshot index */
-    struct tm_estimator *est;   /* runtime estimates from the snapshot's history */
-    bool *job_held;             /* job index -> held back by a team's hard cap */
-    int64_t *pool_use_ms;       /* pool index -> longest estimate of its unplaced work */
-    struct team_budget *teams;  /* teams with a cap */
-    size_t nteams;
-    struct team_budget *org;    /* the org cap, or NULL */
-};
 
-/* A cap and the projection of spend against it this month, in micro-dollars:
- * spent (ledger) + committed (running work to the end of its expected use)
- * + what this pass admits (job starts, launches). */
-struct team_budget {
-    const struct tm_snap_budget *b;
-    int64_t cap_uusd;
-    int64_t spent_uusd;
-    int64_t projected_uusd;
-};
 
 void tm_launch_token(const char *cluster, const char *pool, int64_t now_ms, unsigned i,
                      char out[TM_ID_MAX])
@@ -165,7 +126,7 @@ bool tm_gpu_model_accepts(const char *job_models, const char *node_model)
     return false;
 }
 
-static cJSON *action(struct pass *p, const char *op, const char *reason)
+cJSON *tm_rc_action(struct pass *p, const char *op, const char *reason)
 {
     cJSON *a;
 
@@ -183,19 +144,19 @@ static cJSON *action(struct pass *p, const char *op, const char *reason)
 }
 
 /* cJSON numbers are doubles: exact for ids and millisecond times < 2^53. */
-static void put_num(struct pass *p, cJSON *obj, const char *key, double v)
+void tm_rc_put_num(struct pass *p, cJSON *obj, const char *key, double v)
 {
     if (obj && !cJSON_AddNumberToObject(obj, key, v))
         p->err = TM_ENOMEM;
 }
 
-static void put_str(struct pass *p, cJSON *obj, const char *key, const char *v)
+void tm_rc_put_str(struct pass *p, cJSON *obj, const char *key, const char *v)
 {
     if (obj && !cJSON_AddStringToObject(obj, key, v))
         p->err = TM_ENOMEM;
 }
 
-static cJSON *inputs(struct pass *p, cJSON *a)
+cJSON *tm_rc_inputs(struct pass *p, cJSON *a)
 {
     cJSON *o;
     if (!a)
@@ -206,7 +167,7 @@ static cJSON *inputs(struct pass *p, cJSON *a)
     return o;
 }
 
-static void add_terminate(struct pass *p, int provider, int64_t node_id, const char *instance_id)
+void tm_rc_add_terminate(struct pass *p, int provider, int64_t node_id, const char *instance_id)
 {
     struct tm_plan_terminate *t;
 
@@ -277,12 +238,12 @@ static void node_gone(struct pass *p, size_t ni, const char *state, const char *
     const struct tm_snap_node *n = &p->in->snap->nodes[ni];
     /* Its jobs first, each with the numbers of the attempt it loses. */
     requeue_jobs_of_gone_node(p, ni, state);
-    cJSON *a = action(p, "node_gone", reason);
-    put_num(p, a, "node", (double)n->id);
-    put_str(p, a, "state", state);
-    cJSON *in = inputs(p, a);
-    put_str(p, in, "instance_id", p->node_instance[ni]);
-    put_str(p, in, "was", tm_node_state_name(n->state));
+    cJSON *a = tm_rc_action(p, "node_gone", reason);
+    tm_rc_put_num(p, a, "node", (double)n->id);
+    tm_rc_put_str(p, a, "state", state);
+    cJSON *in = tm_rc_inputs(p, a);
+    tm_rc_put_str(p, in, "instance_id", p->node_instance[ni]);
+    tm_rc_put_str(p, in, "was", tm_node_state_name(n->state));
     p->node_gone[ni] = true;
     p->plan.gone++;
 }
@@ -362,10 +323,10 @@ static void observe(struct pass *p, bool **ret_matched)
         case TM_NODE_REQUESTED:
         case TM_NODE_BOOTING:
             if (inst && inst->state == TM_INSTANCE_RUNNING) {
-                cJSON *a = action(p, "node_ready", "the cloud lists the instance running");
-                put_num(p, a, "node", (double)n->id);
-                put_str(p, a, "instance_id", inst->id);
-                put_str(p, inputs(p, a), "zone", inst->zone);
+                cJSON *a = tm_rc_action(p, "node_ready", "the cloud lists the instance running");
+                tm_rc_put_num(p, a, "node", (double)n->id);
+                tm_rc_put_str(p, a, "instance_id", inst->id);
+                tm_rc_put_str(p, tm_rc_inputs(p, a), "zone", inst->zone);
                 p->node_ready[ni] = !n->cordoned;
                 p->plan.ready++;
             } else if (inst && dead) {
@@ -375,9 +336,9 @@ static void observe(struct pass *p, bool **ret_matched)
                 node_gone(p, ni, gone_state, why);
             } else if (inst && n->state == TM_NODE_REQUESTED) {
                 /* Launched by a pass that died before recording the id. */
-                cJSON *a = action(p, "adopt", "instance found by its launch token");
-                put_num(p, a, "node", (double)n->id);
-                put_str(p, a, "instance_id", inst->id);
+                cJSON *a = tm_rc_action(p, "adopt", "instance found by its launch token");
+                tm_rc_put_num(p, a, "node", (double)n->id);
+                tm_rc_put_str(p, a, "instance_id", inst->id);
             } else if (!inst && n->state == TM_NODE_REQUESTED) {
                 /* Intent recorded, no instance seen: (re)launch with the same
                  * token; the provider never makes a second instance for it. */
@@ -407,7 +368,7 @@ static void observe(struct pass *p, bool **ret_matched)
             } else if (absent) {
                 node_gone(p, ni, "terminated", "terminated as asked (no longer listed)");
             } else if (!dead || inst->state == TM_INSTANCE_STOPPED) {
-                add_terminate(p, prov, n->id, p->node_instance[ni]);
+                tm_rc_add_terminate(p, prov, n->id, p->node_instance[ni]);
             }
             break;
         default:
@@ -431,12 +392,12 @@ static void observe(struct pass *p, bool **ret_matched)
             snprintf(why, sizeof(why),
                      "instance carries cluster tag but no live node owns it (token \"%s\", node %" PRId64 ")",
                      c->token, c->node_id);
-            cJSON *a = action(p, "orphan", why);
-            put_str(p, a, "instance_id", c->id);
-            cJSON *in = inputs(p, a);
-            put_str(p, in, "provider", obs->provider);
-            put_str(p, in, "pool", c->pool);
-            add_terminate(p, (int)o, 0, c->id);
+            cJSON *a = tm_rc_action(p, "orphan", why);
+            tm_rc_put_str(p, a, "instance_id", c->id);
+            cJSON *in = tm_rc_inputs(p, a);
+            tm_rc_put_str(p, in, "provider", obs->provider);
+            tm_rc_put_str(p, in, "pool", c->pool);
+            tm_rc_add_terminate(p, (int)o, 0, c->id);
             p->plan.orphans++;
         }
     }
@@ -449,12 +410,12 @@ out:
     free(by_token);
 }
 
-static int node_index(const struct pass *p, int64_t id)
+int tm_rc_node_index(const struct pass *p, int64_t id)
 {
     return id_index_find(p->node_ids, p->in->snap->nnodes, id);
 }
 
-static int job_index(const struct pass *p, int64_t id)
+int tm_rc_job_index(const struct pass *p, int64_t id)
 {
     return id_index_find(p->job_ids, p->in->snap->njobs, id);
 }
@@ -472,12 +433,16 @@ static bool pool_accepts(const struct tm_config_pool *pool, int pool_index,
         return false;
     if (!j->preemptible && strcmp(pool->capacity_type, "on_demand") != 0)
         return false;
+    /* Switched to on-demand for its deadline (TM_PLAN_DEADLINE_OD): from
+     * then on it runs as non-preemptible work would. */
+    if (j->on_demand_from_ms > 0 && strcmp(pool->capacity_type, "on_demand") != 0)
+        return false;
     return true;
 }
 
 /* GPUs a job holds in milli-GPU: whole GPUs on every node of a gang, or its
  * share of one GPU (the estimator's and the ledger's measure). */
-static int64_t job_gpu_milli(const struct tm_snap_job *j)
+int64_t tm_rc_job_gpu_milli(const struct tm_snap_job *j)
 {
     return j->gpus > 0 ? (int64_t)j->gpus * 1000 * j->nodes : j->gpu_milli;
 }
@@ -493,7 +458,7 @@ static int cmp_id_then_index(const void *a, const void *b)
 }
 
 /* The allocations on node id: entries [*lo, *hi) of p->alloc_nodes. */
-static void allocs_on_node(const struct pass *p, int64_t id, size_t *lo, size_t *hi)
+void tm_rc_allocs_on_node(const struct pass *p, int64_t id, size_t *lo, size_t *hi)
 {
     size_t n = p->in->snap->nallocs, a = 0, b = n;
 
@@ -512,16 +477,16 @@ static void allocs_on_node(const struct pass *p, int64_t id, size_t *lo, size_t 
 
 /* The running job behind entry k of p->alloc_nodes, or -1 when it is not
  * running or already leaves this pass (a gang is moved once). */
-static int running_job_at(const struct pass *p, size_t k)
+int tm_rc_running_job_at(const struct pass *p, size_t k)
 {
     const struct tm_snapshot *s = p->in->snap;
-    int ji = job_index(p, s->allocs[p->alloc_nodes[k].index].job_id);
+    int ji = tm_rc_job_index(p, s->allocs[p->alloc_nodes[k].index].job_id);
     if (ji < 0 || p->job_leaving[ji] || s->jobs[ji].state != TM_JOB_RUNNING)
         return -1;
     return ji;
 }
 
-static int64_t ran_ms(const struct pass *p, const struct tm_snap_job *j)
+int64_t tm_rc_ran_ms(const struct pass *p, const struct tm_snap_job *j)
 {
     return p->in->now_ms > j->started_ms ? p->in->now_ms - j->started_ms : 0;
 }
@@ -537,13 +502,13 @@ static void requeue_jobs_of_gone_node(struct pass *p, size_t ni, const char *sta
     size_t lo, hi;
     char why[256], kept[64] = "";
 
-    allocs_on_node(p, n->id, &lo, &hi);
+    tm_rc_allocs_on_node(p, n->id, &lo, &hi);
     for (size_t k = lo; k < hi; k++) {
-        int ji = running_job_at(p, k);
+        int ji = tm_rc_running_job_at(p, k);
         if (ji < 0)
             continue;
         const struct tm_snap_job *j = &s->jobs[ji];
-        int64_t ran = ran_ms(p, j), milli = job_gpu_milli(j), lost = ran * milli / 1000;
+        int64_t ran = tm_rc_ran_ms(p, j), milli = tm_rc_job_gpu_milli(j), lost = ran * milli / 1000;
         if (j->progress_ms > 0)
             snprintf(kept, sizeof(kept), "; %" PRId64 " s from checkpoints kept", j->progress_ms / 1000);
         else
@@ -553,19 +518,19 @@ static void requeue_jobs_of_gone_node(struct pass *p, size_t ni, const char *sta
                  "(%.3f GPU-hours)%s; requeued for attempt %d",
                  n->id, state, j->attempts, ran / 1000, (double)milli / 1000.0, (double)lost / 3.6e6,
                  kept, j->attempts + 1);
-        cJSON *a = action(p, "requeue", why);
-        put_num(p, a, "job", (double)j->id);
-        put_num(p, a, "node", (double)n->id);
-        put_num(p, a, "started_ms", (double)j->started_ms);
-        put_str(p, a, "cause", state);
-        cJSON *in = inputs(p, a);
-        put_num(p, in, "attempt", j->attempts);
-        put_num(p, in, "next_attempt", j->attempts + 1);
-        put_num(p, in, "ran_ms", (double)ran);
-        put_num(p, in, "gpu_milli", (double)milli);
-        put_num(p, in, "lost_gpu_ms", (double)lost);
-        put_num(p, in, "lost_gpu_hours", (double)lost / 3.6e6);
-        put_num(p, in, "progress_ms", (double)j->progress_ms);
+        cJSON *a = tm_rc_action(p, "requeue", why);
+        tm_rc_put_num(p, a, "job", (double)j->id);
+        tm_rc_put_num(p, a, "node", (double)n->id);
+        tm_rc_put_num(p, a, "started_ms", (double)j->started_ms);
+        tm_rc_put_str(p, a, "cause", state);
+        cJSON *in = tm_rc_inputs(p, a);
+        tm_rc_put_num(p, in, "attempt", j->attempts);
+        tm_rc_put_num(p, in, "next_attempt", j->attempts + 1);
+        tm_rc_put_num(p, in, "ran_ms", (double)ran);
+        tm_rc_put_num(p, in, "gpu_milli", (double)milli);
+        tm_rc_put_num(p, in, "lost_gpu_ms", (double)lost);
+        tm_rc_put_num(p, in, "lost_gpu_hours", (double)lost / 3.6e6);
+        tm_rc_put_num(p, in, "progress_ms", (double)j->progress_ms);
         if (in && !cJSON_AddBoolToObject(in, "checkpointable", j->checkpointable))
             p->err = TM_ENOMEM;
         p->job_leaving[ji] = true;
@@ -589,9 +554,9 @@ static void spot_notice(struct pass *p, size_t ni, int64_t notice_ms, const char
 
     p->node_ready[ni] = false;
     p->node_noticed[ni] = true;
-    allocs_on_node(p, n->id, &lo, &hi);
+    tm_rc_allocs_on_node(p, n->id, &lo, &hi);
     for (size_t k = lo; k < hi; k++) {
-        int ji = running_job_at(p, k);
+        int ji = tm_rc_running_job_at(p, k);
         if (ji >= 0 && s->jobs[ji].checkpointable)
             nckpt++;
         else if (ji >= 0)
@@ -602,37 +567,37 @@ static void spot_notice(struct pass *p, size_t ni, int64_t notice_ms, const char
                  "interruption notice %" PRId64 " s ago (%s): cordoned; %d checkpointable jobs "
                  "checkpoint and requeue, %d others run until the node goes",
                  (p->in->now_ms - notice_ms) / 1000, source, nckpt, nrun);
-        cJSON *a = action(p, "spot_notice", why);
-        put_num(p, a, "node", (double)n->id);
-        put_num(p, a, "notice_ms", (double)notice_ms);
-        cJSON *in = inputs(p, a);
-        put_str(p, in, "source", source);
-        put_str(p, in, "instance_id", p->node_instance[ni]);
-        put_num(p, in, "checkpointing", nckpt);
-        put_num(p, in, "running_on", nrun);
+        cJSON *a = tm_rc_action(p, "spot_notice", why);
+        tm_rc_put_num(p, a, "node", (double)n->id);
+        tm_rc_put_num(p, a, "notice_ms", (double)notice_ms);
+        cJSON *in = tm_rc_inputs(p, a);
+        tm_rc_put_str(p, in, "source", source);
+        tm_rc_put_str(p, in, "instance_id", p->node_instance[ni]);
+        tm_rc_put_num(p, in, "checkpointing", nckpt);
+        tm_rc_put_num(p, in, "running_on", nrun);
         p->plan.noticed++;
     }
     for (size_t k = lo; k < hi; k++) {
-        int ji = running_job_at(p, k);
+        int ji = tm_rc_running_job_at(p, k);
         if (ji < 0 || !s->jobs[ji].checkpointable)
             continue;
         const struct tm_snap_job *j = &s->jobs[ji];
-        int64_t ran = ran_ms(p, j);
+        int64_t ran = tm_rc_ran_ms(p, j);
         snprintf(why, sizeof(why),
                  "interruption notice on node %" PRId64 ": checkpointed after %" PRId64
                  " s of attempt %d, %" PRId64 " s of progress kept, nothing lost; requeued",
                  n->id, ran / 1000, j->attempts, (j->progress_ms + ran) / 1000);
-        cJSON *a = action(p, "checkpoint", why);
-        put_num(p, a, "job", (double)j->id);
-        put_num(p, a, "node", (double)n->id);
-        put_num(p, a, "started_ms", (double)j->started_ms);
-        cJSON *in = inputs(p, a);
-        put_num(p, in, "notice_ms", (double)notice_ms);
-        put_num(p, in, "attempt", j->attempts);
-        put_num(p, in, "next_attempt", j->attempts + 1);
-        put_num(p, in, "ran_ms", (double)ran);
-        put_num(p, in, "progress_ms", (double)(j->progress_ms + ran));
-        put_num(p, in, "lost_gpu_ms", 0);
+        cJSON *a = tm_rc_action(p, "checkpoint", why);
+        tm_rc_put_num(p, a, "job", (double)j->id);
+        tm_rc_put_num(p, a, "node", (double)n->id);
+        tm_rc_put_num(p, a, "started_ms", (double)j->started_ms);
+        cJSON *in = tm_rc_inputs(p, a);
+        tm_rc_put_num(p, in, "notice_ms", (double)notice_ms);
+        tm_rc_put_num(p, in, "attempt", j->attempts);
+        tm_rc_put_num(p, in, "next_attempt", j->attempts + 1);
+        tm_rc_put_num(p, in, "ran_ms", (double)ran);
+        tm_rc_put_num(p, in, "progress_ms", (double)(j->progress_ms + ran));
+        tm_rc_put_num(p, in, "lost_gpu_ms", 0);
         p->job_leaving[ji] = true;
         p->plan.checkpointed++;
     }
@@ -641,13 +606,13 @@ static void spot_notice(struct pass *p, size_t ni, int64_t notice_ms, const char
 /* A job's runtime estimate: its own, else predicted from similar finished
  * jobs (controller/estimate.c), else 0 (unknown); less its checkpointed
  * progress. */
-static int64_t job_estimate(const struct tm_estimator *est, const struct tm_snap_job *j)
+int64_t tm_rc_job_estimate(const struct tm_estimator *est, const struct tm_snap_job *j)
 {
     int64_t e = j->estimate_ms;
     if (e <= 0 && est) {
         struct tm_estimate_key k = {
             .team = j->team, .name = j->name, .klass = j->klass,
-            .gpu_milli = (int32_t)job_gpu_milli(j),
+            .gpu_milli = (int32_t)tm_rc_job_gpu_milli(j),
         };
         e = tm_estimate(est, &k);
     }
@@ -705,18 +670,18 @@ static void schedule(struct pass *p, bool *job_placed)
     }
     for (size_t a = 0; a < s->nallocs; a++) {
         const struct tm_snap_alloc *al = &s->allocs[a];
-        int ni = node_index(p, al->node_id);
+        int ni = tm_rc_node_index(p, al->node_id);
         int32_t sn = ni >= 0 ? sched_node[ni] : -1;
         if (ni >= 0)
             p->node_busy[ni] = true;
         if (sn < 0)
             continue;
-        int ji = job_index(p, al->job_id);
+        int ji = tm_rc_job_index(p, al->job_id);
         int64_t end = p->in->now_ms + 3600000;
         bool pre = false;
         if (ji >= 0) {
             const struct tm_snap_job *j = &s->jobs[ji];
-            int64_t e = job_estimate(est, j);
+            int64_t e = tm_rc_job_estimate(est, j);
             pre = j->preemptible;
             if (e > 0)
                 end = p->in->now_ms + tm_estimate_remaining(e, p->in->now_ms - j->started_ms);
@@ -740,10 +705,10 @@ static void schedule(struct pass *p, bool *job_placed)
         if (!mask)
             mask = 1ull << 63; /* no pool can take it: a model no node has */
         /* A held node that is gone or no longer schedulable: no hold. */
-        int hn = j->hold_node_id ? node_index(p, j->hold_node_id) : -1;
+        int hn = j->hold_node_id ? tm_rc_node_index(p, j->hold_node_id) : -1;
         int32_t hold = hn >= 0 && sched_node[hn] >= 0 ? sched_node[hn] + 1 : 0;
         jobs[nj] = (struct tm_sched_job){
-            .id = j->id, .submit_ms = j->submitted_ms, .estimate_ms = job_estimate(est, j),
+            .id = j->id, .submit_ms = j->submitted_ms, .estimate_ms = tm_rc_job_estimate(est, j),
             .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib, .model_mask = mask,
             .gpus = j->gpus, .gpu_milli = j->gpus > 0 ? 1000 : j->gpu_milli, .nodes = j->nodes,
             .priority = j->priority, .klass = j->klass, .preemptible = j->preemptible,
@@ -795,18 +760,18 @@ static void schedule(struct pass *p, bool *job_placed)
         const struct tm_snap_job *j = &s->jobs[job_of[pl->job]];
         const char *why_text = why_of[pl->job] ? why_of[pl->job] : "placed";
         snprintf(why, sizeof(why), "%s: %s", tm_sched_policy_name(p->in->policy), why_text);
-        cJSON *a = action(p, "place", why);
-        put_num(p, a, "job", (double)j->id);
+        cJSON *a = tm_rc_action(p, "place", why);
+        tm_rc_put_num(p, a, "job", (double)j->id);
         cJSON *arr = a ? cJSON_AddArrayToObject(a, "allocs") : NULL;
         if (a && !arr)
             p->err = TM_ENOMEM;
-        cJSON *in_o = inputs(p, a);
-        put_num(p, in_o, "gpus", j->gpus);
-        put_num(p, in_o, "gpu_milli", j->gpu_milli);
-        put_num(p, in_o, "waited_ms", (double)(p->in->now_ms - j->submitted_ms));
-        put_num(p, in_o, "estimate_s", (double)(jobs[pl->job].estimate_ms / 1000));
+        cJSON *in_o = tm_rc_inputs(p, a);
+        tm_rc_put_num(p, in_o, "gpus", j->gpus);
+        tm_rc_put_num(p, in_o, "gpu_milli", j->gpu_milli);
+        tm_rc_put_num(p, in_o, "waited_ms", (double)(p->in->now_ms - j->submitted_ms));
+        tm_rc_put_num(p, in_o, "estimate_s", (double)(jobs[pl->job].estimate_ms / 1000));
         if (j->estimate_ms <= 0 && jobs[pl->job].estimate_ms > 0)
-            put_str(p, in_o, "estimate_from", "history of similar jobs");
+            tm_rc_put_str(p, in_o, "estimate_from", "history of similar jobs");
         for (size_t m = first[pl->job]; m < first[pl->job + 1] && arr; m++) {
             const struct tm_sched_placement *q = &res.placements[by_job[m]];
             const struct tm_snap_node *n = &s->nodes[node_of[q->node]];
@@ -816,14 +781,15 @@ static void schedule(struct pass *p, bool *job_placed)
                 break;
             }
             cJSON_AddItemToArray(arr, o);
-            put_num(p, o, "node", (double)n->id);
-            put_num(p, o, "gpu_mask", q->gpu_mask);
-            put_num(p, o, "gpu_milli", q->gpu_milli);
-            put_num(p, o, "cpu_milli", (double)j->cpu_milli);
-            put_num(p, o, "memory_mib", (double)j->memory_mib);
+            tm_rc_put_num(p, o, "node", (double)n->id);
+            tm_rc_put_num(p, o, "gpu_mask", q->gpu_mask);
+            tm_rc_put_num(p, o, "gpu_milli", q->gpu_milli);
+            tm_rc_put_num(p, o, "cpu_milli", (double)j->cpu_milli);
+            tm_rc_put_num(p, o, "memory_mib", (double)j->memory_mib);
             if (q->loaned && !cJSON_AddTrueToObject(o, "loaned"))
                 p->err = TM_ENOMEM;
             p->node_busy[node_of[q->node]] = true;
+            p->node_placed[node_of[q->node]] = true;
         }
         job_placed[job_of[pl->job]] = true;
         p->plan.placed++;
@@ -836,11 +802,11 @@ static void schedule(struct pass *p, bool *job_placed)
         const struct tm_snap_job *owner = &s->jobs[job_of[pe->job]];
         snprintf(why, sizeof(why), "loaned capacity returned to job %" PRId64 " it was reserved for",
                  owner->id);
-        cJSON *a = action(p, "preempt", why);
-        put_num(p, a, "job", (double)al->job_id);
-        cJSON *in_o = inputs(p, a);
-        put_num(p, in_o, "node", (double)al->node_id);
-        put_num(p, in_o, "for_job", (double)owner->id);
+        cJSON *a = tm_rc_action(p, "preempt", why);
+        tm_rc_put_num(p, a, "job", (double)al->job_id);
+        cJSON *in_o = tm_rc_inputs(p, a);
+        tm_rc_put_num(p, in_o, "node", (double)al->node_id);
+        tm_rc_put_num(p, in_o, "for_job", (double)owner->id);
         p->plan.preempted++;
     }
     for (size_t k = 0; k < res.nreservations; k++) {
@@ -851,10 +817,10 @@ static void schedule(struct pass *p, bool *job_placed)
             continue;
         snprintf(why, sizeof(why), "reserved node %" PRId64 " from %" PRId64 " s from now", n->id,
                  (rv->start_ms - p->in->now_ms) / 1000);
-        cJSON *a = action(p, "reserve", why);
-        put_num(p, a, "job", (double)j->id);
-        put_num(p, a, "node", (double)n->id);
-        put_num(p, a, "start_ms", (double)rv->start_ms);
+        cJSON *a = tm_rc_action(p, "reserve", why);
+        tm_rc_put_num(p, a, "job", (double)j->id);
+        tm_rc_put_num(p, a, "node", (double)n->id);
+        tm_rc_put_num(p, a, "start_ms", (double)rv->start_ms);
         p->plan.reserved++;
     }
     for (size_t q = 0; q < res.nnotes; q++) {
@@ -869,12 +835,12 @@ static void schedule(struct pass *p, bool *job_placed)
          * 100k jobs must not rewrite 100k rows per tick. */
         if (strcmp(why, j->reason) == 0)
             continue;
-        cJSON *a = action(p, "wait", why);
-        put_num(p, a, "job", (double)j->id);
-        cJSON *in_o = inputs(p, a);
-        put_str(p, in_o, "policy", tm_sched_policy_name(p->in->policy));
+        cJSON *a = tm_rc_action(p, "wait", why);
+        tm_rc_put_num(p, a, "job", (double)j->id);
+        cJSON *in_o = tm_rc_inputs(p, a);
+        tm_rc_put_str(p, in_o, "policy", tm_sched_policy_name(p->in->policy));
         if (note->start_ms > 0)
-            put_num(p, in_o, "reserved_start_ms", (double)note->start_ms);
+            tm_rc_put_num(p, in_o, "reserved_start_ms", (double)note->start_ms);
     }
 out:
     tm_sched_result_release(&res);
@@ -919,7 +885,7 @@ static const struct tm_config_instance_type *pool_type(const struct tm_config *c
 /* ---- budgets ------------------------------------------------------------ */
 
 #define UUSD_PER_CENT 10000
-#define DEFAULT_USE_MS 3600000     /* expected use of work with no estimate */
+#define DEFAULT_USE_MS TM_RC_DEFAULT_USE_MS
 
 /* The first millisecond of the next calendar month (UTC). */
 static int64_t month_end_ms(int64_t ms)
@@ -985,15 +951,15 @@ static void budget_note(struct pass *p, const char *kind, const struct team_budg
      * ("team:vision", "org:acme"), so one filter finds a cap's whole story. */
     char subject[96];
     snprintf(subject, sizeof(subject), "%s:%s", tb->b->org ? "org" : "team", tb->b->scope);
-    cJSON *a = action(p, "budget", why);
-    put_str(p, a, "kind", kind);
-    put_str(p, a, "scope", subject);
-    cJSON *in = inputs(p, a);
-    put_str(p, in, "period", period);
-    put_num(p, in, "cap_cents", (double)tb->b->cap_cents);
-    put_num(p, in, "spent_cents", (double)(tb->spent_uusd / UUSD_PER_CENT));
-    put_num(p, in, "projected_cents", (double)((tb->projected_uusd + add_uusd) / UUSD_PER_CENT));
-    put_num(p, in, "request_cents", (double)(add_uusd / UUSD_PER_CENT));
+    cJSON *a = tm_rc_action(p, "budget", why);
+    tm_rc_put_str(p, a, "kind", kind);
+    tm_rc_put_str(p, a, "scope", subject);
+    cJSON *in = tm_rc_inputs(p, a);
+    tm_rc_put_str(p, in, "period", period);
+    tm_rc_put_num(p, in, "cap_cents", (double)tb->b->cap_cents);
+    tm_rc_put_num(p, in, "spent_cents", (double)(tb->spent_uusd / UUSD_PER_CENT));
+    tm_rc_put_num(p, in, "projected_cents", (double)((tb->projected_uusd + add_uusd) / UUSD_PER_CENT));
+    tm_rc_put_num(p, in, "request_cents", (double)(add_uusd / UUSD_PER_CENT));
 }
 
 /* A soft cap warns once its projection passes warn_percent (tarmac_apply
@@ -1053,13 +1019,13 @@ static void budgets(struct pass *p)
         const struct tm_snap_job *j = &s->jobs[ji];
         if (j->state != TM_JOB_RUNNING)
             continue;
-        int ni = node_index(p, j->node_id);
+        int ni = tm_rc_node_index(p, j->node_id);
         if (ni < 0)
             continue;
         const struct tm_snap_node *n = &s->nodes[ni];
-        int64_t e = job_estimate(p->est, j);
+        int64_t e = tm_rc_job_estimate(p->est, j);
         int64_t left = e > 0 ? tm_estimate_remaining(e, p->in->now_ms - j->started_ms) : DEFAULT_USE_MS;
-        int64_t share = n->price_uusd_per_hour * job_gpu_milli(j) / ((int64_t)n->gpus * 1000);
+        int64_t share = n->price_uusd_per_hour * tm_rc_job_gpu_milli(j) / ((int64_t)n->gpus * 1000);
         struct team_budget *tb = team_budget(p, j->team);
         if (tb && !tb->b->org)
             tb->projected_uusd += cost_uusd(p, share, left);
@@ -1073,8 +1039,8 @@ static void budgets(struct pass *p)
         struct team_budget *tb;
         if (j->state != TM_JOB_QUEUED || !(tb = team_budget(p, j->team)) || tb->b->org)
             continue;
-        int64_t e = job_estimate(p->est, j);
-        int64_t cost = cost_uusd(p, job_uusd_per_gpu_hour(p, j) * job_gpu_milli(j) / 1000,
+        int64_t e = tm_rc_job_estimate(p->est, j);
+        int64_t cost = cost_uusd(p, job_uusd_per_gpu_hour(p, j) * tm_rc_job_gpu_milli(j) / 1000,
                                  e > 0 ? e : DEFAULT_USE_MS);
         if (tb->b->hard && tb->projected_uusd + cost > tb->cap_uusd) {
             char what[96];
@@ -1086,8 +1052,8 @@ static void budgets(struct pass *p)
             snprintf(why, sizeof(why), "budget: team %s would pass its hard cap of $%.2f (projected $%.2f)",
                      j->team, (double)tb->cap_uusd / 1e6, (double)(tb->projected_uusd + cost) / 1e6);
             if (strcmp(why, j->reason) != 0) {
-                cJSON *a = action(p, "wait", why);
-                put_num(p, a, "job", (double)j->id);
+                cJSON *a = tm_rc_action(p, "wait", why);
+                tm_rc_put_num(p, a, "job", (double)j->id);
             }
             continue;
         }
@@ -1107,7 +1073,7 @@ static void budgets(struct pass *p)
  * chosen instance type; pool max and min, idle grace and the org's hard
  * cap are checked here per config pool. */
 
-static bool pool_is_od(const struct tm_config_pool *pool)
+bool tm_rc_pool_is_od(const struct tm_config_pool *pool)
 {
     return strcmp(pool->capacity_type, "on_demand") == 0;
 }
@@ -1172,7 +1138,7 @@ void tm_reconcile_pool_demand(const struct tm_config *cfg, const struct tm_snaps
                 pi = snap->nodes[lo].pool;
         }
         if (pi >= 0 && (size_t)pi < cfg->npools)
-            out[pi] += (double)job_gpu_milli(j) / 1000.0;
+            out[pi] += (double)tm_rc_job_gpu_milli(j) / 1000.0;
     }
 }
 
@@ -1226,24 +1192,11 @@ static int type_index(struct tm_price_table *pr, const struct tm_config_instance
     return (int)pr->ntypes++;
 }
 
-/* What one model's planner pass is given, and where its entries came from. */
-struct fleet {
-    struct tm_price_table pr;
-    struct tm_plan_node *nodes;
-    int32_t *node_of;           /* plan node -> snapshot node */
-    int32_t *plan_of;           /* snapshot node -> plan node, -1 when not in it */
-    size_t nnodes;
-    struct tm_plan_job *jobs;
-    size_t njobs;
-    struct tm_plan_shortage *shortages;
-    size_t nshortages;
-    bool any_shortage;
-};
 
 /* A launch the planner chose, on a config pool of its model: one listing
  * the type with that capacity type and room under max_nodes, preferring
  * one listing the zone.  -1 when every such pool is full. */
-static int launch_pool(struct pass *p, const bool *in_model, const char *type, const char *zone,
+int tm_rc_launch_pool(struct pass *p, const bool *in_model, const char *type, const char *zone,
                        bool spot, bool fallback_od)
 {
     int best = -1;
@@ -1254,7 +1207,7 @@ static int launch_pool(struct pass *p, const bool *in_model, const char *type, c
          * spot_then_on_demand pools, then on_demand ones */
         for (size_t pi = 0; pi < p->cfg->npools; pi++) {
             const struct tm_config_pool *pool = &p->cfg->pools[pi];
-            bool od = pool_is_od(pool);
+            bool od = tm_rc_pool_is_od(pool);
             bool fallback = strcmp(pool->capacity_type, "spot_then_on_demand") == 0;
             if (!in_model[pi] || !pool_lists_type(pool, type) || p->live[pi] >= pool->max_nodes)
                 continue;
@@ -1271,9 +1224,9 @@ static int launch_pool(struct pass *p, const bool *in_model, const char *type, c
     return best;
 }
 
-static void request_node(struct pass *p, int pi, const struct tm_config_instance_type *t,
-                         const char *zone, enum tm_capacity_type cap, const char *why,
-                         double forecast_gpus, unsigned *seq)
+cJSON *tm_rc_request_node(struct pass *p, int pi, const struct tm_config_instance_type *t,
+                          const char *zone, enum tm_capacity_type cap, const char *why,
+                          double forecast_gpus, unsigned *seq)
 {
     const struct tm_config *cfg = p->cfg;
     const struct tm_config_pool *pool = &cfg->pools[pi];
@@ -1281,33 +1234,34 @@ static void request_node(struct pass *p, int pi, const struct tm_config_instance
     int64_t price = cap == TM_CAPACITY_SPOT ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
 
     tm_launch_token(cfg->cluster, pool->name, p->in->now_ms, (*seq)++, token);
-    cJSON *a = action(p, "request_node", why);
-    put_str(p, a, "pool", pool->name);
-    put_str(p, a, "token", token);
-    put_str(p, a, "zone", zone);
-    put_str(p, a, "instance_type", t->name);
-    put_num(p, a, "gpus", t->gpus);
-    put_str(p, a, "gpu_model", t->gpu_model);
-    put_num(p, a, "cpu_milli", (double)t->cpu_milli);
-    put_num(p, a, "memory_mib", (double)t->memory_mib);
-    put_str(p, a, "capacity_type", tm_capacity_type_name(cap));
-    put_num(p, a, "price_uusd_per_hour", (double)price);
-    cJSON *in = inputs(p, a);
-    put_num(p, in, "demand_gpus", (double)p->demand_milli[pi] / 1000.0);
-    put_num(p, in, "pending_gpus", (double)p->pending_milli[pi] / 1000.0);
-    put_num(p, in, "live_nodes", p->live[pi]);
-    put_num(p, in, "max_nodes", pool->max_nodes);
+    cJSON *a = tm_rc_action(p, "request_node", why);
+    tm_rc_put_str(p, a, "pool", pool->name);
+    tm_rc_put_str(p, a, "token", token);
+    tm_rc_put_str(p, a, "zone", zone);
+    tm_rc_put_str(p, a, "instance_type", t->name);
+    tm_rc_put_num(p, a, "gpus", t->gpus);
+    tm_rc_put_str(p, a, "gpu_model", t->gpu_model);
+    tm_rc_put_num(p, a, "cpu_milli", (double)t->cpu_milli);
+    tm_rc_put_num(p, a, "memory_mib", (double)t->memory_mib);
+    tm_rc_put_str(p, a, "capacity_type", tm_capacity_type_name(cap));
+    tm_rc_put_num(p, a, "price_uusd_per_hour", (double)price);
+    cJSON *in = tm_rc_inputs(p, a);
+    tm_rc_put_num(p, in, "demand_gpus", (double)p->demand_milli[pi] / 1000.0);
+    tm_rc_put_num(p, in, "pending_gpus", (double)p->pending_milli[pi] / 1000.0);
+    tm_rc_put_num(p, in, "live_nodes", p->live[pi]);
+    tm_rc_put_num(p, in, "max_nodes", pool->max_nodes);
     if (forecast_gpus >= 0)
-        put_num(p, in, "forecast_gpus", forecast_gpus);
+        tm_rc_put_num(p, in, "forecast_gpus", forecast_gpus);
     add_launch(p, 0, token, pi, t->name, zone, cap);
     p->live[pi]++;
     p->plan.requested++;
+    return a;
 }
 
 /* The org's hard cap: a launch is priced for its boot, the longest work it
  * is for and its idle grace, this month.  false (and a refusal recorded)
  * when it would pass the cap. */
-static bool launch_admitted(struct pass *p, int pi, const struct tm_config_instance_type *t,
+bool tm_rc_launch_admitted(struct pass *p, int pi, const struct tm_config_instance_type *t,
                             enum tm_capacity_type cap)
 {
     const struct tm_config_pool *pool = &p->cfg->pools[pi];
@@ -1334,6 +1288,8 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
     const struct tm_snapshot *s = p->in->snap;
     const struct tm_config *cfg = p->cfg;
     int64_t grace_max = 0;
+    bool all_limited = true;
+    int64_t disrupt_nodes = 0, disrupt_recent = 0;
 
     memset(in, 0, sizeof(*in));
     in->forecast_gpus[0] = in->forecast_gpus[1] = -1;
@@ -1341,7 +1297,7 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
     for (size_t pi = 0; pi < cfg->npools; pi++) {
         const struct tm_config_pool *pool = &cfg->pools[pi];
         const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
-        int side = pool_is_od(pool) ? TM_PLAN_POOL_OD : TM_PLAN_POOL_SPOT;
+        int side = tm_rc_pool_is_od(pool) ? TM_PLAN_POOL_OD : TM_PLAN_POOL_SPOT;
         if (!in_model[pi])
             continue;
         for (size_t k = 0; k < pool->ninstance_types && prov; k++) {
@@ -1361,6 +1317,17 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
             in->params.boot_ms = pool_boot_ms(cfg, pool);
         if (pool->idle_grace_ms > grace_max)
             grace_max = pool->idle_grace_ms;
+        if (pool->drain_oversized)
+            in->params.drain_oversized = true;
+        /* The planner sees one budget per model: the sum of its pools'
+         * when each has one (each pool's own is enforced again when the
+         * actions are mapped, tm_rc_disruption_take). */
+        if (p->disrupt_left[pi] == INT_MAX) {
+            all_limited = false;
+        } else {
+            disrupt_nodes += p->disrupt_left[pi] + p->disrupt_recent[pi];
+            disrupt_recent += p->disrupt_recent[pi];
+        }
         if (p->in->forecast && p->in->forecast[pi].expected_gpus >= 0) {
             const struct tm_pool_forecast *fc = &p->in->forecast[pi];
             in->forecast_gpus[side] = (in->forecast_gpus[side] < 0 ? 0 : in->forecast_gpus[side]) +
@@ -1371,10 +1338,13 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
     }
     in->params.tick_ms = cfg->tick_interval_ms;
     in->params.idle_grace_ms = grace_max;
-    /* No disruption budget, moves, substitutions or drains in the live
-     * tick yet: tarmac_apply has no op that moves a running job. */
-    in->params.disruption_nodes = INT32_MAX / 2;
-    in->params.move_cost_ms = INT64_MAX / 4;
+    in->params.disruption_nodes = all_limited ? (int32_t)(disrupt_nodes < INT32_MAX / 2 ? disrupt_nodes
+                                                                                        : INT32_MAX / 2)
+                                              : INT32_MAX / 2;
+    in->params.recent_terminations = all_limited ? (int32_t)disrupt_recent : 0;
+    /* Checkpoint plus restore of a move, as the elastic replay assumes:
+     * moves and substitutions pay for themselves only past it. */
+    in->params.move_cost_ms = TM_RC_MOVE_COST_MS;
     in->params.launch_use_ms = DEFAULT_USE_MS;
 
     /* Nodes: every live node of the model's pools. */
@@ -1395,8 +1365,14 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         *x = (struct tm_plan_node){
             .id = n->id, .type = ti, .zone = zi < 0 ? 0 : zi,
             .spot = n->capacity == TM_CAPACITY_SPOT, .ready = ready,
+            /* A node a spot substitute will replace stays in: it still
+             * holds its work, and counting it out would launch on-demand
+             * capacity for that work ahead of the forecast.  The mapping
+             * keeps it from a second substitution or a move. */
             .leaving = p->node_noticed[ni] || n->state == TM_NODE_DRAINING || n->cordoned,
-            .free_whole = t->gpus, .only_preemptible = true, .movable = false,
+            .free_whole = t->gpus, .only_preemptible = true,
+            /* Work placed this pass is not known here: not movable. */
+            .movable = !p->node_placed[ni], .cordoned = n->cordoned,
             .busy_until_ms = p->in->now_ms,
         };
         /* One grace per planner pass: shift each node's idle start so
@@ -1410,8 +1386,8 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
     /* Running jobs (allocations) and what this pass placed hold the nodes. */
     for (size_t a = 0; a < s->nallocs; a++) {
         const struct tm_snap_alloc *al = &s->allocs[a];
-        int ni = node_index(p, al->node_id);
-        int ji = job_index(p, al->job_id);
+        int ni = tm_rc_node_index(p, al->node_id);
+        int ji = tm_rc_job_index(p, al->job_id);
         if (ni < 0 || f->plan_of[ni] < 0)
             continue;
         size_t k = (size_t)f->plan_of[ni];
@@ -1419,7 +1395,7 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         int32_t whole = __builtin_popcount(al->gpu_mask);
         int32_t milli = whole > 0 ? whole * 1000 : al->gpu_milli;
         const struct tm_snap_job *j = ji >= 0 ? &s->jobs[ji] : NULL;
-        int64_t e = j ? job_estimate(p->est, j) : 0;
+        int64_t e = j ? tm_rc_job_estimate(p->est, j) : 0;
         int64_t left = j && e > 0 ? tm_estimate_remaining(e, p->in->now_ms - j->started_ms) : DEFAULT_USE_MS;
         x->used_milli += milli;
         x->free_whole -= whole > 0 ? whole : 0;
@@ -1428,12 +1404,19 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         x->used_memory_mib += al->memory_mib;
         if (!j || !j->preemptible)
             x->only_preemptible = false;
+        /* Movable: every job can checkpoint and resume elsewhere.  A gang
+         * spans nodes, and moving it would stop the others too: never. */
+        if (!j || !j->preemptible || !j->checkpointable || j->nodes > 1)
+            x->movable = false;
+        if (j && !j->checkpointable)
+            x->lost_if_moved_milli_ms += (int64_t)milli * tm_rc_ran_ms(p, j);
         if (p->in->now_ms + left > x->busy_until_ms)
             x->busy_until_ms = p->in->now_ms + left;
         f->jobs[f->njobs++] = (struct tm_plan_job){
             .id = al->job_id, .gpus = whole, .milli = milli, .preemptible = j && j->preemptible,
             .on_spot = x->spot, .running = true, .node = (int32_t)k, .remaining_ms = left,
-            .cpu_milli = al->cpu_milli, .memory_mib = al->memory_mib};
+            .deadline_ms = j ? j->deadline_ms : 0, .cpu_milli = al->cpu_milli,
+            .memory_mib = al->memory_mib};
     }
     for (size_t k = 0; k < f->nnodes; k++) {
         struct tm_plan_node *x = &f->nodes[k];
@@ -1456,14 +1439,14 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         if (pi < 0 || !in_model[pi])
             continue;
         const struct tm_config_pool *pool = &cfg->pools[pi];
-        int64_t e = job_estimate(p->est, j);
+        int64_t e = tm_rc_job_estimate(p->est, j);
         int32_t gpus = j->nodes > 1 || j->gpus == pool->gpus_per_node ? pool->gpus_per_node : j->gpus;
         for (int m = 0; m < (j->nodes > 1 ? j->nodes : 1); m++)
             f->jobs[f->njobs++] = (struct tm_plan_job){
                 .id = j->id, .gpus = gpus, .milli = gpus > 0 ? gpus * 1000 : j->gpu_milli,
-                .preemptible = j->preemptible && !pool_is_od(pool), .running = false, .node = -1,
-                .remaining_ms = e > 0 ? e : DEFAULT_USE_MS, .cpu_milli = j->cpu_milli,
-                .memory_mib = j->memory_mib};
+                .preemptible = j->preemptible && !tm_rc_pool_is_od(pool), .running = false, .node = -1,
+                .remaining_ms = e > 0 ? e : DEFAULT_USE_MS, .deadline_ms = j->deadline_ms,
+                .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib};
     }
     /* Shortages the caller remembers, by the table's indices. */
     for (size_t k = 0; k < p->in->nshortages; k++) {
@@ -1530,9 +1513,14 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
                 continue;
             const char *type = f->pr.types[x->type].name;
             const char *zone = f->pr.nzones ? f->pr.zones[x->zone] : "";
-            int pi = launch_pool(p, in_model, type, zone, x->spot, x->od_fallback);
-            if (pi < 0)
-                continue; /* every pool of that kind is at its max */
+            int pi = tm_rc_launch_pool(p, in_model, type, zone, x->spot, x->od_fallback);
+            if (pi < 0) {
+                /* every pool of that kind is at its max */
+                snprintf(why, sizeof(why), "every %s pool that lists %s is at its max_nodes; not "
+                         "launched: %s", x->spot ? "spot" : "on-demand", type, x->reason);
+                tm_rc_refuse(p, in_model, x->spot, "max_nodes", why);
+                continue;
+            }
             const struct tm_config_pool *pool = &cfg->pools[pi];
             const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
             const struct tm_config_instance_type *t = prov ? tm_config_type_find(prov, type) : NULL;
@@ -1543,13 +1531,13 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
              * pool's zones take turns, as before. */
             if (!f->any_shortage || !pool_lists_zone(pool, zone))
                 zone = pool->zones[(size_t)p->live[pi] % pool->nzones];
-            if (!launch_admitted(p, pi, t, cap)) {
+            if (!tm_rc_launch_admitted(p, pi, t, cap)) {
                 refused = true;
                 continue;
             }
             snprintf(why, sizeof(why), "%s; pool %s has %d of max %d nodes", x->reason, pool->name,
                      p->live[pi], pool->max_nodes);
-            request_node(p, pi, t, zone, cap, why, in.forecast_gpus[x->spot], seq);
+            tm_rc_request_node(p, pi, t, zone, cap, why, in.forecast_gpus[x->spot], seq);
         } else if (x->kind == TM_PLAN_TERMINATE) {
             size_t ni = (size_t)f->node_of[x->node];
             const struct tm_snap_node *n = &s->nodes[ni];
@@ -1558,22 +1546,30 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
              * never go below the pool's own min. */
             if (p->demand_milli[n->pool] > 0 || p->live[n->pool] <= pool->min_nodes)
                 continue;
+            /* the pool's disruption budget (the planner saw the model's) */
+            if (!tm_rc_disruption_take(p, n->pool))
+                continue;
             snprintf(why, sizeof(why), "idle for %" PRId64 " s, past the pool's grace of %" PRId64
                      " s (planner: %s)", (p->in->now_ms - n->idle_since_ms) / 1000,
                      pool->idle_grace_ms / 1000, x->reason);
-            cJSON *a = action(p, "terminate", why);
-            put_num(p, a, "node", (double)n->id);
-            cJSON *ins = inputs(p, a);
-            put_str(p, ins, "instance_id", p->node_instance[ni]);
-            put_num(p, ins, "idle_since_ms", (double)n->idle_since_ms);
+            cJSON *a = tm_rc_action(p, "terminate", why);
+            tm_rc_put_num(p, a, "node", (double)n->id);
+            cJSON *ins = tm_rc_inputs(p, a);
+            tm_rc_put_str(p, ins, "instance_id", p->node_instance[ni]);
+            tm_rc_put_num(p, ins, "idle_since_ms", (double)n->idle_since_ms);
+            tm_rc_put_str(p, ins, "pool", pool->name);
+            tm_rc_put_str(p, ins, "disruption", "idle_release");
             if (in.keep_gpus[n->capacity == TM_CAPACITY_SPOT] >= 0)
-                put_num(p, ins, "forecast_upper_gpus", in.keep_gpus[n->capacity == TM_CAPACITY_SPOT]);
-            add_terminate(p, p->pool_provider[n->pool], n->id, p->node_instance[ni]);
+                tm_rc_put_num(p, ins, "forecast_upper_gpus", in.keep_gpus[n->capacity == TM_CAPACITY_SPOT]);
+            tm_rc_add_terminate(p, p->pool_provider[n->pool], n->id, p->node_instance[ni]);
             p->live[n->pool]--;
             p->plan.released++;
+        } else if (x->kind != TM_PLAN_WARN) {
+            /* drain, move, substitute, deadline switch, refusal
+             * (reconcile_moves.c); WARN: the org's soft cap is
+             * budget_warn's, from the ledger */
+            tm_rc_plan_other(p, in_model, f, &in, x, seq);
         }
-        /* REFUSE (max reached, no capacity) is a non-launch; the org cap
-         * is checked per launch above; WARN comes from budget_warn. */
     }
 out:
     tm_plan_result_release(&res);
@@ -1611,11 +1607,13 @@ static void fleet(struct pass *p, const bool *job_placed)
         int pi = job_route(cfg, j);
         if (pi < 0)
             continue;
-        int64_t e = job_estimate(p->est, j);
+        int64_t e = tm_rc_job_estimate(p->est, j);
         if ((e > 0 ? e : DEFAULT_USE_MS) > p->pool_use_ms[pi])
             p->pool_use_ms[pi] = e > 0 ? e : DEFAULT_USE_MS;
         p->demand_milli[pi] += job_ask_milli(&cfg->pools[pi], j);
     }
+    /* Substitutes first: the nodes they replace are leaving for the planner. */
+    tm_rc_substitutes(p);
     for (size_t pi = 0; pi < np && !p->err; pi++) {
         if (done[pi])
             continue;
@@ -1628,13 +1626,13 @@ static void fleet(struct pass *p, const bool *job_placed)
     /* Each pool's min_nodes, with the cheapest type of its capacity. */
     for (size_t pi = 0; pi < np && !p->err; pi++) {
         const struct tm_config_pool *pool = &cfg->pools[pi];
-        enum tm_capacity_type cap = pool_is_od(pool) ? TM_CAPACITY_ON_DEMAND : TM_CAPACITY_SPOT;
+        enum tm_capacity_type cap = tm_rc_pool_is_od(pool) ? TM_CAPACITY_ON_DEMAND : TM_CAPACITY_SPOT;
         const struct tm_config_instance_type *t = pool_type(cfg, pool, cap);
         while (t && p->live[pi] < pool->min_nodes && !p->err) {
-            if (!launch_admitted(p, (int)pi, t, cap))
+            if (!tm_rc_launch_admitted(p, (int)pi, t, cap))
                 break;
             snprintf(why, sizeof(why), "pool %s is below min_nodes %d", pool->name, pool->min_nodes);
-            request_node(p, (int)pi, t, pool->zones[(size_t)p->live[pi] % pool->nzones], cap, why,
+            tm_rc_request_node(p, (int)pi, t, pool->zones[(size_t)p->live[pi] % pool->nzones], cap, why,
                          -1, &seq);
         }
     }
@@ -1667,12 +1665,12 @@ static void fleet(struct pass *p, const bool *job_placed)
                      (p->in->now_ms - n->idle_since_ms) / 1000, p->cfg->pools[n->pool].idle_grace_ms / 1000);
         else
             snprintf(why, sizeof(why), "drained and empty");
-        cJSON *a = action(p, "terminate", why);
-        put_num(p, a, "node", (double)n->id);
-        cJSON *in = inputs(p, a);
-        put_str(p, in, "instance_id", p->node_instance[ni]);
-        put_num(p, in, "idle_since_ms", (double)n->idle_since_ms);
-        add_terminate(p, p->pool_provider[n->pool], n->id, p->node_instance[ni]);
+        cJSON *a = tm_rc_action(p, "terminate", why);
+        tm_rc_put_num(p, a, "node", (double)n->id);
+        cJSON *in = tm_rc_inputs(p, a);
+        tm_rc_put_str(p, in, "instance_id", p->node_instance[ni]);
+        tm_rc_put_num(p, in, "idle_since_ms", (double)n->idle_since_ms);
+        tm_rc_add_terminate(p, p->pool_provider[n->pool], n->id, p->node_instance[ni]);
         p->live[n->pool]--;
         p->plan.released++;
     }
@@ -1719,7 +1717,13 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret)
     p.job_ids = id_index_build(s->njobs, job_id_at, s->jobs);
     p.job_held = calloc(s->njobs + 1, sizeof(bool));
     p.pool_use_ms = calloc(np + 1, sizeof(int64_t));
-    if (!p.node_ids || !p.job_ids || !p.job_held || !p.pool_use_ms) {
+    p.node_placed = calloc(s->nnodes + 1, sizeof(bool));
+    p.node_replaced = calloc(s->nnodes + 1, sizeof(bool));
+    p.job_switched = calloc(s->njobs + 1, sizeof(bool));
+    p.disrupt_left = calloc(np + 1, sizeof(int));
+    p.disrupt_recent = calloc(np + 1, sizeof(int));
+    if (!p.node_ids || !p.job_ids || !p.job_held || !p.pool_use_ms || !p.node_placed ||
+        !p.node_replaced || !p.job_switched || !p.disrupt_left || !p.disrupt_recent) {
         p.err = TM_ENOMEM;
         goto out;
     }
@@ -1736,6 +1740,8 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret)
     }
 
     observe(&p, matched);
+    if (!p.err)
+        tm_rc_disruption_init(&p);
     if (!p.err)
         budgets(&p);
     if (!p.err)
@@ -1758,6 +1764,11 @@ out:
     free(p.node_busy);
     free(p.node_noticed);
     free(p.job_leaving);
+    free(p.node_placed);
+    free(p.node_replaced);
+    free(p.job_switched);
+    free(p.disrupt_left);
+    free(p.disrupt_recent);
     free(p.alloc_nodes);
     free(p.node_instance);
     free(p.node_ids);

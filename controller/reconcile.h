@@ -56,6 +56,7 @@ struct tm_snap_node {
     bool billed;              /* the cloud bills it (billed_from_ms set) */
     int64_t notice_ms;        /* interruption notice: recorded, or posted to the API; 0 if none */
     bool notice_recorded;     /* nodes.notice_ms is set (the notice was acted on) */
+    int64_t replaces_node_id; /* a spot substitute: the on-demand node it replaces, else 0 */
 };
 
 struct tm_snap_job {
@@ -80,6 +81,8 @@ struct tm_snap_job {
     bool checkpointable;       /* can checkpoint on an interruption notice and resume */
     int attempts;              /* times it was started */
     int64_t progress_ms;       /* runtime saved by checkpoints: a resumed attempt runs the rest */
+    int64_t deadline_ms;       /* 0: none */
+    int64_t on_demand_from_ms; /* switched to on-demand for its deadline at, else 0 */
 };
 
 struct tm_snap_alloc {
@@ -115,6 +118,14 @@ struct tm_snap_spend {
     int64_t cents;
 };
 
+/* A voluntary disruption (idle release by the planner, move, substitution)
+ * of a pool's node, from the decisions of about the last day: the pool's
+ * disruption budget counts those within its disruption_interval. */
+struct tm_snap_disruption {
+    int pool;                  /* index into cfg->pools, -1 if it left the config */
+    int64_t at_ms;
+};
+
 struct tm_snapshot {
     int64_t epoch;
     struct tm_snap_node *nodes;      /* sorted by id */
@@ -129,6 +140,8 @@ struct tm_snapshot {
     size_t nbudgets;
     struct tm_snap_spend *spend;
     size_t nspend;
+    struct tm_snap_disruption *disruptions;
+    size_t ndisruptions;
 };
 
 /* What one provider listed this pass. */
@@ -164,6 +177,8 @@ struct tm_plan {
     unsigned placed, waiting, reserved, preempted, requested, ready, released, gone, orphans;
     unsigned budget_refused;
     unsigned noticed, checkpointed, requeued; /* spot notices acted on, jobs moved off nodes */
+    /* The planner's other actions (reconcile_moves.c). */
+    unsigned drained, moved, substituted, switched, refused;
 };
 
 /* One config pool's demand forecast one boot ahead, in GPUs (controller/

@@ -27,13 +27,15 @@ static const char snapshot_sql[] =
      * (which cordons the node, so only cordoned nodes are looked up). */
     " coalesce(notice_ms, CASE WHEN cordoned THEN (SELECT min(d.at_ms) FROM decisions d"
     "   WHERE d.subject_kind = 'node' AND d.subject_id = nodes.id::text"
-    "     AND d.kind = 'interruption_notice') END, 0), notice_ms IS NOT NULL"
+    "     AND d.kind = 'interruption_notice') END, 0), notice_ms IS NOT NULL,"
+    " coalesce(replaces_node_id, 0)"
     " FROM nodes WHERE state NOT IN ('terminated', 'interrupted') ORDER BY id;"
     "SELECT id, team, name, coalesce(gpu_model, ''), coalesce(pool, ''), gpus, gpu_milli, nodes,"
     " cpu_milli, memory_mib, class, priority, preemptible, coalesce(runtime_estimate_ms, 0),"
     " coalesce(sim_runtime_ms, 0), state, submitted_ms, coalesce(started_ms, 0),"
     " coalesce(hold_node_id, 0), coalesce(hold_start_ms, 0), coalesce(node_id, 0),"
-    " left(state_reason, 255), checkpointable, attempts, progress_ms"
+    " left(state_reason, 255), checkpointable, attempts, progress_ms, coalesce(deadline_ms, 0),"
+    " coalesce(on_demand_from_ms, 0)"
     " FROM jobs WHERE state IN ('queued', 'running') ORDER BY submitted_ms, id;"
     "SELECT job_id, node_id, gpu_mask, gpu_milli, cpu_milli, memory_mib, loaned FROM job_allocations;"
     /* History for runtime estimates: the newest finished jobs, oldest first
@@ -46,6 +48,11 @@ static const char snapshot_sql[] =
      * newest period holding spend. */
     "SELECT period, coalesce(team, ''), sum(cents) FROM spend"
     " WHERE period = (SELECT max(period) FROM spend) GROUP BY 1, 2;"
+    /* Voluntary disruptions (0007) of the last day before the newest
+     * decision (no clock in the database: the controller's may run fast);
+     * a pool's disruption_interval is at most a day (core/config.c). */
+    "SELECT coalesce(inputs ->> 'pool', ''), at_ms FROM decisions WHERE inputs ? 'disruption'"
+    " AND at_ms > (SELECT coalesce(max(at_ms), 0) FROM decisions) - 86400000;"
     "COMMIT";
 
 static int64_t col_i64(const PGresult *r, int row, int col)
@@ -81,6 +88,7 @@ void tm_snapshot_release(struct tm_snapshot *snap)
     free(snap->history);
     free(snap->budgets);
     free(snap->spend);
+    free(snap->disruptions);
     free(snap);
 }
 
@@ -91,14 +99,14 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     const PGresult *lr, *nr, *jr, *ar, *hr;
     char buf[TM_ID_MAX];
 
-    if (reply->nresults != 9)
+    if (reply->nresults != 10)
         return TM_EBADREPLY;
     lr = reply->results[1];
     nr = reply->results[2];
     jr = reply->results[3];
     ar = reply->results[4];
     hr = reply->results[5];
-    const PGresult *br = reply->results[6], *sr = reply->results[7];
+    const PGresult *br = reply->results[6], *sr = reply->results[7], *dr = reply->results[8];
     s = calloc(1, sizeof(*s));
     if (!s)
         return TM_ENOMEM;
@@ -115,7 +123,10 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     s->budgets = calloc(s->nbudgets + 1, sizeof(*s->budgets));
     s->nspend = (size_t)PQntuples(sr);
     s->spend = calloc(s->nspend + 1, sizeof(*s->spend));
-    if (!s->nodes || !s->jobs || !s->allocs || !s->history || !s->budgets || !s->spend) {
+    s->ndisruptions = (size_t)PQntuples(dr);
+    s->disruptions = calloc(s->ndisruptions + 1, sizeof(*s->disruptions));
+    if (!s->nodes || !s->jobs || !s->allocs || !s->history || !s->budgets || !s->spend ||
+        !s->disruptions) {
         tm_snapshot_release(s);
         return TM_ENOMEM;
     }
@@ -140,6 +151,7 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         n->billed = col_bool(nr, i, 16);
         n->notice_ms = col_i64(nr, i, 17);
         n->notice_recorded = col_bool(nr, i, 18);
+        n->replaces_node_id = col_i64(nr, i, 19);
     }
     for (int i = 0; i < (int)s->njobs; i++) {
         struct tm_snap_job *j = &s->jobs[i];
@@ -171,6 +183,8 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         j->checkpointable = col_bool(jr, i, 22);
         j->attempts = (int)col_i64(jr, i, 23);
         j->progress_ms = col_i64(jr, i, 24);
+        j->deadline_ms = col_i64(jr, i, 25);
+        j->on_demand_from_ms = col_i64(jr, i, 26);
     }
     for (int i = 0; i < (int)s->nallocs; i++) {
         struct tm_snap_alloc *a = &s->allocs[i];
@@ -203,6 +217,10 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         col_str(sr, i, 0, x->period, sizeof(x->period));
         col_str(sr, i, 1, x->team, sizeof(x->team));
         x->cents = col_i64(sr, i, 2);
+    }
+    for (int i = 0; i < (int)s->ndisruptions; i++) {
+        s->disruptions[i].pool = pool_index(cfg, PQgetvalue(dr, i, 0));
+        s->disruptions[i].at_ms = col_i64(dr, i, 1);
     }
     *ret = s;
     return 0;

@@ -238,6 +238,18 @@ static const struct cfg_field cfg_pool_fields[] = {
      .offset = CFG_OFF(tm_config_pool, spot_hazard_per_hour), .dmin = 0, .dmax = 100},
     {.key = "spot_notice", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_pool, spot_notice_ms),
      .min = 0, .max = CFG_HOUR},
+    /* No default on purpose: absent (both) means no disruption budget, set
+     * (either) means one; normalise() records which.  The interval is at
+     * most a day because the snapshot reads a day of disruptions. */
+    {.key = "disruption_nodes", .type = CFG_INT, .offset = CFG_OFF(tm_config_pool, disruption_nodes),
+     .min = 0, .max = 10000},
+    {.key = "disruption_pct", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_pool, disruption_pct),
+     .dmin = 0, .dmax = 100},
+    {.key = "disruption_interval", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_pool, disruption_interval_ms), .def = "10m", .min = 1000,
+     .max = CFG_DAY},
+    {.key = "drain_oversized", .type = CFG_BOOL, .offset = CFG_OFF(tm_config_pool, drain_oversized),
+     .def = "false"},
 };
 static const struct cfg_section cfg_pool_section = {
     cfg_pool_fields, CFG_NFIELDS(cfg_pool_fields), sizeof(struct tm_config_pool)};
@@ -1519,6 +1531,8 @@ static int cfg_normalise(struct cfg_ctx *c, struct tm_config *cfg)
             pool->spot_hazard_per_hour = prov->spot_hazard_per_hour;
         if (!cfg_map_get(c, pn, "spot_notice"))
             pool->spot_notice_ms = prov->spot_notice_ms;
+        pool->disruption_limited = cfg_map_get(c, pn, "disruption_nodes") ||
+                                   cfg_map_get(c, pn, "disruption_pct");
     }
     return 0;
 }

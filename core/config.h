@@ -74,6 +74,15 @@ struct tm_config_pool {
     int64_t idle_grace_ms;        /* default 10 min */
     double spot_hazard_per_hour;  /* sim: spot interruptions per node-hour; default the provider's */
     int64_t spot_notice_ms;       /* notice before a spot interruption; default the provider's */
+    /* Disruption budget: at most max(disruption_nodes, disruption_pct % of
+     * the pool's live nodes) voluntary disruptions (idle releases, moves,
+     * substitutions) per disruption_interval.  Neither key set: no limit
+     * (disruption_limited false). */
+    int disruption_nodes;         /* default 0 */
+    double disruption_pct;        /* percent, 0 .. 100; default 0 */
+    int64_t disruption_interval_ms; /* default 10 min, 1 s .. 1 day */
+    bool disruption_limited;      /* disruption_nodes or disruption_pct was given */
+    bool drain_oversized;         /* the planner drains oversized nodes; default false */
 };
 
 /* api: the HTTP server's TLS and limits (controller/api.h). */

@@ -16,3 +16,11 @@ tm_add_c_test(test_live_forecast ${CMAKE_SOURCE_DIR}/tests/unit/test_live_foreca
               LABELS unit elastic)
 tm_add_test(itest_forecast_warm LABELS integration elastic FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/forecast_warm.sh)
+# The planner's other actions in the live tick (issue 4, item 2): drain,
+# move, spot substitution, deadline switch, refusals, disruption budget.
+tm_add_c_test(test_reconcile_moves ${CMAKE_SOURCE_DIR}/tests/unit/test_reconcile_moves.c
+              LABELS unit elastic)
+tm_add_test(itest_substitute LABELS integration elastic FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/substitute.sh)
+tm_add_test(itest_moves_apply LABELS integration elastic FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/moves_apply.sh)

@@ -261,6 +261,10 @@ static void test_api_alerts_pool_spot(void **state)
     assert_true(cfg.alerts.pool_util_below_percent == 25.0);
     assert_true(cfg.pools[0].spot_hazard_per_hour == 0.05);
     assert_int_equal(cfg.pools[0].spot_notice_ms, 30000);
+    /* No disruption budget unless asked for. */
+    assert_false(cfg.pools[0].disruption_limited);
+    assert_int_equal(cfg.pools[0].disruption_interval_ms, 600000);
+    assert_false(cfg.pools[0].drain_oversized);
     tm_config_release(&cfg);
     assert_int_equal(load(HEAD "forecast: {quantile: 0.95, history: 0}\n" PROV POOL, &cfg, err,
                           sizeof(err)),
@@ -271,6 +275,30 @@ static void test_api_alerts_pool_spot(void **state)
     snprintf(line, sizeof(line), "posting to https://h.example/T/B/s3cr3t failed");
     tm_log_redact(line, sizeof(line));
     assert_null(strstr(line, "s3cr3t"));
+    tm_config_release(&cfg);
+}
+
+/* A pool's disruption budget: either key turns it on; the interval and
+ * drain_oversized are read as given. */
+static void test_pool_disruption_budget(void **state)
+{
+    struct tm_config cfg = {0};
+    char err[512];
+
+    (void)state;
+    assert_int_equal(load(HEAD PROV POOL "    disruption_pct: 12.5\n    disruption_interval: 30m\n"
+                                         "    drain_oversized: true\n",
+                          &cfg, err, sizeof(err)),
+                     0);
+    assert_true(cfg.pools[0].disruption_limited);
+    assert_int_equal(cfg.pools[0].disruption_nodes, 0);
+    assert_true(cfg.pools[0].disruption_pct == 12.5);
+    assert_int_equal(cfg.pools[0].disruption_interval_ms, 30 * 60000);
+    assert_true(cfg.pools[0].drain_oversized);
+    tm_config_release(&cfg);
+    assert_int_equal(load(HEAD PROV POOL "    disruption_nodes: 2\n", &cfg, err, sizeof(err)), 0);
+    assert_true(cfg.pools[0].disruption_limited);
+    assert_int_equal(cfg.pools[0].disruption_nodes, 2);
     tm_config_release(&cfg);
 }
 
@@ -479,6 +507,14 @@ static void test_errors(void **state)
                  "t.yaml:3: key \"alerts.soft_cap\": expected true or false, got \"yes\"");
     expect_error(HEAD PROV POOL "    spot_hazard: -1\n",
                  "t.yaml:15: key \"pools[0].spot_hazard\": must be between 0 and 100");
+    expect_error(HEAD PROV POOL "    disruption_nodes: -1\n",
+                 "t.yaml:15: key \"pools[0].disruption_nodes\": must be between 0 and 10000, got -1");
+    expect_error(HEAD PROV POOL "    disruption_pct: 101\n",
+                 "t.yaml:15: key \"pools[0].disruption_pct\": must be between 0 and 100, got 101");
+    expect_error(HEAD PROV POOL "    disruption_interval: 2d\n",
+                 "t.yaml:15: key \"pools[0].disruption_interval\": must be between 1s and 1d");
+    expect_error(HEAD PROV POOL "    drain_oversized: maybe\n",
+                 "t.yaml:15: key \"pools[0].drain_oversized\": expected true or false, got \"maybe\"");
     expect_error(HEAD "log_level: loud\n" PROV POOL,
                  "t.yaml:3: key \"log_level\": unrecognized value \"loud\", expected one of: "
                  "debug, info, warn, error");
@@ -661,6 +697,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_syntax_errors, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_io_errors, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_cloud_provider_pool, setup_env, teardown_env),
+        cmocka_unit_test_setup_teardown(test_pool_disruption_budget, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_allocation_failures, setup_env, teardown_env),
     };
 
