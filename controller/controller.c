@@ -343,6 +343,19 @@ static struct call *new_call(struct tm_controller *ctl, int provider, int64_t no
     return c;
 }
 
+/* Whether tarmac_apply's "kept" list (0008) names node_id: a terminate op
+ * its guards did not apply. */
+static bool node_kept(const cJSON *kept, int64_t node_id)
+{
+    const cJSON *id;
+    if (node_id <= 0 || !cJSON_IsArray(kept))
+        return false;
+    cJSON_ArrayForEach(id, kept)
+        if (cJSON_IsNumber(id) && (int64_t)id->valuedouble == node_id)
+            return true;
+    return false;
+}
+
 static void start_calls(struct tm_controller *ctl, const cJSON *applied)
 {
     const struct tm_config *cfg = ctl->cfg;
@@ -392,11 +405,20 @@ static void start_calls(struct tm_controller *ctl, const cJSON *applied)
             call_done(c);
         }
     }
+    const cJSON *kept = applied ? cJSON_GetObjectItemCaseSensitive(applied, "kept") : NULL;
     for (size_t i = 0; i < ctl->plan.nterminates; i++) {
         struct tm_plan_terminate *t = &ctl->plan.terminates[i];
         struct tm_provider *p = ctl->providers[t->provider];
         if (!p || terminating_has(ctl, t->instance_id))
             continue;
+        if (node_kept(kept, t->node_id)) {
+            /* The database refused the release (a job landed on the node
+             * since the snapshot): terminating it in the cloud would kill
+             * that job.  The next pass sees the node as it is now. */
+            tm_log_info("release not applied, instance kept", "node=%" PRId64 " instance=%s",
+                        t->node_id, t->instance_id);
+            continue;
+        }
         struct call *c = new_call(ctl, t->provider, t->node_id);
         if (!c || terminating_add(ctl, t->instance_id) < 0) {
             if (c)

@@ -44,6 +44,21 @@ psql_q "UPDATE nodes SET cordoned = true WHERE id = 2"
 apply 5 '{"actions":[{"op":"place","job":2,"reason":"p","allocs":[{"node":2,"gpu_mask":12,"gpu_milli":1000,"cpu_milli":0,"memory_mib":0}]}]}' >/dev/null
 [ "$(psql_q "SELECT state FROM jobs WHERE id = 2")" = queued ] || fail "a job was placed on a cordoned node"
 
+kept() { python3 -c 'import json, sys; print(json.dumps(json.loads(sys.argv[1])["kept"], separators=(",", ":")))' "$1"; }
+# A release the guards refuse (a job on the node) is named in "kept", so the
+# controller leaves the instance alone; an empty node is released, and one
+# already terminating is not "kept" (its terminate call may go again).
+psql_q "INSERT INTO nodes (pool, launch_token, zone, instance_type, gpus, gpu_model, cpu_milli, memory_mib,
+        capacity_type, state, price_uusd_per_hour, requested_ms)
+        VALUES ('od', 't3', 'z', 'sim.8x', 8, 'A100', 1000, 1000, 'on_demand', 'ready', 1, 0)"
+res=$(apply 5 '{"actions":[{"op":"terminate","node":1,"reason":"idle"},{"op":"terminate","node":3,"reason":"idle"}]}')
+[ "$(kept "$res")" = "[1]" ] || fail "kept: $res"
+[ "$(psql_q "SELECT state FROM nodes WHERE id = 1")" = ready ] || fail "a node with a job was released"
+[ "$(psql_q "SELECT state FROM nodes WHERE id = 3")" = terminating ] || fail "an empty node was kept"
+res=$(apply 5 '{"actions":[{"op":"terminate","node":3,"reason":"idle"}]}')
+[ "$(kept "$res")" = "[]" ] || fail "a terminating node kept: $res"
+[ "$(kept "$(apply 5 '{"actions":[]}')")" = "[]" ] || fail "kept without terminates"
+
 # Budget notes: a soft warning once per scope and month, a hard refusal at
 # most once per scope every 15 minutes (controller time).
 warn='{"op":"budget","kind":"budget_warn","scope":"org:acme","reason":"w","inputs":{"period":"2026-11"}}'
