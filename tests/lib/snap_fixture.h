@@ -25,6 +25,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "controller/reconcile.h"
 #include "core/config.h"
 
@@ -122,5 +124,30 @@ static inline void snap_fixture_pass_release(struct tm_plan *plan, struct tm_con
 }
 
 #define SNAP_FIXTURE_PASS_RELEASE(f) snap_fixture_pass_release(&(f)->plan, &(f)->cfg)
+
+/* Actions of a plan whose "op" is op: how many, and the k-th (NULL when
+ * there are fewer). */
+static inline int snap_fixture_count_op(const cJSON *actions, const char *op)
+{
+    int n = 0;
+    const cJSON *a;
+    cJSON_ArrayForEach(a, actions) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(a, "op");
+        if (cJSON_IsString(o) && strcmp(o->valuestring, op) == 0)
+            n++;
+    }
+    return n;
+}
+
+static inline const cJSON *snap_fixture_nth_op(const cJSON *actions, const char *op, int k)
+{
+    const cJSON *a;
+    cJSON_ArrayForEach(a, actions) {
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(a, "op");
+        if (cJSON_IsString(o) && strcmp(o->valuestring, op) == 0 && k-- == 0)
+            return a;
+    }
+    return NULL;
+}
 
 #endif

@@ -129,26 +129,15 @@ static void run(struct fixture *f)
 
 static int count_op(const struct fixture *f, const char *op)
 {
-    int n = 0;
-    const cJSON *a;
-    cJSON_ArrayForEach(a, f->plan.actions) {
-        const cJSON *o = cJSON_GetObjectItemCaseSensitive(a, "op");
-        if (cJSON_IsString(o) && strcmp(o->valuestring, op) == 0)
-            n++;
-    }
-    return n;
+    return snap_fixture_count_op(f->plan.actions, op);
 }
 
 static const cJSON *nth_op(const struct fixture *f, const char *op, int k)
 {
-    const cJSON *a;
-    cJSON_ArrayForEach(a, f->plan.actions) {
-        const cJSON *o = cJSON_GetObjectItemCaseSensitive(a, "op");
-        if (cJSON_IsString(o) && strcmp(o->valuestring, op) == 0 && k-- == 0)
-            return a;
-    }
-    fail_msg("no %s action in the plan", op);
-    return NULL;
+    const cJSON *a = snap_fixture_nth_op(f->plan.actions, op, k);
+    if (!a)
+        fail_msg("no %s action in the plan", op);
+    return a;
 }
 
 static const char *str(const cJSON *a, const char *key)
