@@ -623,6 +623,32 @@ int64_t tm_rc_job_estimate(const struct tm_estimator *est, const struct tm_snap_
 }
 
 /* Step 2: run the scheduler over the ready nodes. */
+static int64_t pool_boot_ms(const struct tm_config *cfg, const struct tm_config_pool *pool);
+
+/* A queued preemptible job with a deadline whose on-demand start cannot
+ * wait another tick.  The planner switches such a job (TM_PLAN_DEADLINE_OD)
+ * only when it is still unplaced after scheduling; seen here first, it is
+ * offered on-demand pools alone in the same pass instead of starting on
+ * spot and being taken off it one pass later.  Same rule and inputs as the
+ * planner's: its estimate (or the default use), the slowest boot of the
+ * on-demand pools it may use, one tick. */
+static bool deadline_due(const struct pass *p, const struct tm_snap_job *j)
+{
+    int64_t boot = 0, e;
+    if (!j->deadline_ms || !j->preemptible || j->on_demand_from_ms > 0)
+        return false;
+    for (size_t pi = 0; pi < p->cfg->npools; pi++) {
+        const struct tm_config_pool *pool = &p->cfg->pools[pi];
+        if (strcmp(pool->capacity_type, "on_demand") == 0 && pool_accepts(pool, (int)pi, j) &&
+            pool_boot_ms(p->cfg, pool) > boot)
+            boot = pool_boot_ms(p->cfg, pool);
+    }
+    e = tm_rc_job_estimate(p->est, j);
+    return p->in->now_ms + p->cfg->tick_interval_ms >
+           tm_plan_deadline_switch_ms(j->deadline_ms, e > 0 ? e : TM_RC_DEFAULT_USE_MS, boot,
+                                      p->cfg->tick_interval_ms);
+}
+
 static void schedule(struct pass *p, bool *job_placed)
 {
     const struct tm_snapshot *s = p->in->snap;
@@ -699,8 +725,10 @@ static void schedule(struct pass *p, bool *job_placed)
         uint64_t mask = 0;
         if (j->state != TM_JOB_QUEUED || p->job_held[ji])
             continue;
+        bool od_only = deadline_due(p, j);
         for (size_t pi = 0; pi < p->cfg->npools && pi < 63; pi++)
-            if (pool_accepts(&p->cfg->pools[pi], (int)pi, j))
+            if (pool_accepts(&p->cfg->pools[pi], (int)pi, j) &&
+                (!od_only || strcmp(p->cfg->pools[pi].capacity_type, "on_demand") == 0))
                 mask |= 1ull << pi;
         if (!mask)
             mask = 1ull << 63; /* no pool can take it: a model no node has */

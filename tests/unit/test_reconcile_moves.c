@@ -387,6 +387,30 @@ static void test_deadline_switch_routes_the_job_to_on_demand(void **state)
     assert_string_equal(str(nth_op(f, "request_node", 0), "pool"), "spot8");
 }
 
+/* Due for on-demand while still queued, with room on a spot node and an
+ * on-demand node: placed on the on-demand node in the same pass (not on
+ * spot, to be switched off it one pass later).  With its deadline far
+ * off, the same job takes the spot node. */
+static void test_deadline_due_job_is_placed_on_demand(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, SPOT8);
+    add_node(f, 2, OD8);
+    struct tm_snap_job *j = add_job(f, 100, 8, true, false);
+    j->estimate_ms = 3600000;
+    j->deadline_ms = NOW + 3600000 + 90000 + 1000;
+    run(f);
+    assert_int_equal(count_op(f, "place"), 1);
+    const cJSON *allocs = cJSON_GetObjectItemCaseSensitive(nth_op(f, "place", 0), "allocs");
+    assert_int_equal((int)num(cJSON_GetArrayItem(allocs, 0), "node"), 2);
+    assert_int_equal(count_op(f, "deadline_od"), 0);
+
+    j->deadline_ms = NOW + 100 * 3600000LL;
+    run(f);
+    allocs = cJSON_GetObjectItemCaseSensitive(nth_op(f, "place", 0), "allocs");
+    assert_int_equal((int)num(cJSON_GetArrayItem(allocs, 0), "node"), 1);
+}
+
 /* Running on spot when the switch comes: it leaves the node (checkpointed
  * here), guarded on its attempt. */
 static void test_deadline_switch_takes_the_job_off_spot(void **state)
@@ -486,6 +510,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_deadline_switch_routes_the_job_to_on_demand, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_deadline_switch_takes_the_job_off_spot, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_deadline_due_job_is_placed_on_demand, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disruption_budget_stops_the_next_termination,
                                         setup_budget, teardown),
         cmocka_unit_test_setup_teardown(test_no_budget_releases_all, setup, teardown),
