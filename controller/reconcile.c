@@ -649,6 +649,22 @@ static bool deadline_due(const struct pass *p, const struct tm_snap_job *j)
                                       p->cfg->tick_interval_ms);
 }
 
+/* Nodes a spot substitute is on its way to replace (linked, not gone).
+ * Such a node takes no new work meanwhile: its jobs move to the
+ * substitute once that is ready, and one started in between (perhaps one
+ * that cannot checkpoint) would keep the on-demand node paid for to its
+ * end.  Marks subbed[node index]. */
+static void mark_substituted(const struct pass *p, bool *subbed)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    for (size_t ri = 0; ri < s->nnodes; ri++) {
+        const struct tm_snap_node *r = &s->nodes[ri];
+        int oi = r->replaces_node_id ? tm_rc_node_index(p, r->replaces_node_id) : -1;
+        if (oi >= 0 && !p->node_gone[ri] && r->state != TM_NODE_TERMINATING)
+            subbed[oi] = true;
+    }
+}
+
 static void schedule(struct pass *p, bool *job_placed)
 {
     const struct tm_snapshot *s = p->in->snap;
@@ -659,6 +675,7 @@ static void schedule(struct pass *p, bool *job_placed)
     int32_t *job_of = NULL;    /* sched job index -> snapshot job index */
     int32_t *sched_node = NULL;/* snapshot node index -> sched node index */
     int32_t *alloc_of = NULL;  /* sched alloc index -> snapshot alloc index */
+    bool *subbed = NULL;       /* snapshot node index -> a spot substitute is coming */
     const char **why_of = NULL;/* sched job index -> its note's reason */
     size_t *first = NULL;      /* sched job index -> its first entry in by_job */
     size_t *by_job = NULL;     /* placement indices grouped by job, in order */
@@ -672,12 +689,14 @@ static void schedule(struct pass *p, bool *job_placed)
     nodes = calloc(s->nnodes + 1, sizeof(*nodes));
     node_of = calloc(s->nnodes + 1, sizeof(*node_of));
     sched_node = calloc(s->nnodes + 1, sizeof(*sched_node));
+    subbed = calloc(s->nnodes + 1, sizeof(*subbed));
     allocs = calloc(s->nallocs + 1, sizeof(*allocs));
     alloc_of = calloc(s->nallocs + 1, sizeof(*alloc_of));
-    if (!jobs || !job_of || !nodes || !node_of || !sched_node || !allocs || !alloc_of) {
+    if (!jobs || !job_of || !nodes || !node_of || !sched_node || !allocs || !alloc_of || !subbed) {
         p->err = TM_ENOMEM;
         goto out;
     }
+    mark_substituted(p, subbed);
 
     /* The scheduler's "model" is the pool: a pool has one GPU model and one
      * capacity type, so a job's mask says which pools it may use. */
@@ -689,7 +708,7 @@ static void schedule(struct pass *p, bool *job_placed)
         nodes[nn] = (struct tm_sched_node){
             .id = n->id, .cpu_milli = n->cpu_milli, .memory_mib = n->memory_mib,
             .gpus = n->gpus, .model = n->pool, .spot = n->capacity == TM_CAPACITY_SPOT,
-            .schedulable = true,
+            .schedulable = !subbed[ni],
         };
         node_of[nn] = (int32_t)ni;
         sched_node[ni] = (int32_t)nn++;
@@ -877,6 +896,7 @@ out:
     free(nodes);
     free(node_of);
     free(sched_node);
+    free(subbed);
     free(allocs);
     free(alloc_of);
     free(why_of);

@@ -332,6 +332,29 @@ static void test_substitute_launches_then_moves_then_releases(void **state)
     assert_int_equal((int)num(nth_op(f, "terminate", 0), "node"), 1);
 }
 
+/* While its spot substitute boots, the on-demand node takes no new work:
+ * a job started there now (this one cannot even checkpoint) would keep
+ * it paid for to its end.  Without the substitute it would take it. */
+static void test_node_being_substituted_takes_no_new_work(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, OD8);
+    run_job(f, 100, 1, 0x1, true, true);
+    struct tm_snap_node *r = add_node(f, 2, SPOT8);
+    r->replaces_node_id = 1;
+    r->state = TM_NODE_BOOTING;
+    f->inst[1].state = TM_INSTANCE_PENDING;
+    add_job(f, 102, 1, false, false);
+    run(f);
+    assert_int_equal(count_op(f, "place"), 0);
+
+    r->replaces_node_id = 0;
+    run(f);
+    assert_int_equal(count_op(f, "place"), 1);
+    const cJSON *allocs = cJSON_GetObjectItemCaseSensitive(nth_op(f, "place", 0), "allocs");
+    assert_int_equal((int)num(cJSON_GetArrayItem(allocs, 0), "node"), 1);
+}
+
 /* The spot node is reclaimed before it was ready: the on-demand node keeps
  * its jobs, nothing is moved. */
 static void test_failed_substitute_leaves_the_old_node_running(void **state)
@@ -511,6 +534,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_deadline_switch_takes_the_job_off_spot, setup, teardown),
         cmocka_unit_test_setup_teardown(test_deadline_due_job_is_placed_on_demand, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_node_being_substituted_takes_no_new_work, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_disruption_budget_stops_the_next_termination,
                                         setup_budget, teardown),
         cmocka_unit_test_setup_teardown(test_no_budget_releases_all, setup, teardown),
