@@ -8,6 +8,7 @@
 #include "controller/elastic.h"
 #include "controller/forecast.h"
 #include "controller/replay.h"
+#include "controller/spot_traces.h"
 #include "controller/token.h"
 #include "providers/aws/aws_provider.h"
 
@@ -58,6 +59,7 @@ static const struct {
     {"check", check_main, "check cloud credentials and offerings (check aws)"},
     {"forecast", tm_forecast_main, "evaluate the demand forecaster on a series"},
     {"replay", replay_main, "replay a GPU cluster trace (--elastic: with the fleet planner)"},
+    {"spot-fit", tm_spot_fit_main, "fit spot interruption hazards and availability from traces"},
 };
 
 static void usage(FILE *out)
