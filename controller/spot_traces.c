@@ -160,7 +160,10 @@ static int walk_dir(const char *root, const char *rel, int depth, struct walk *w
 
     if (depth > TRACE_DEPTH_MAX)
         return 0;
-    snprintf(dir, sizeof(dir), "%s/%s", root, rel);
+    if ((size_t)snprintf(dir, sizeof(dir), "%s/%s", root, rel) >= sizeof(dir)) {
+        snprintf(err, errlen, "%s/%s: path too long", root, rel);
+        return TM_EINVAL;
+    }
     d = opendir(dir);
     if (!d) {
         if (errno == ENOENT && depth == 0)
@@ -179,8 +182,8 @@ static int walk_dir(const char *root, const char *rel, int depth, struct walk *w
             rc = TM_EINVAL;
             break;
         }
-        snprintf(full, sizeof(full), "%s/%s", root, sub);
-        if (stat(full, &st) != 0)
+        if ((size_t)snprintf(full, sizeof(full), "%s/%s", root, sub) >= sizeof(full) ||
+            stat(full, &st) != 0)
             continue;
         if (S_ISDIR(st.st_mode)) {
             rc = walk_dir(root, sub, depth + 1, w, err, errlen);
