@@ -119,6 +119,27 @@ void tm_sim_spot_for_pool(const struct tm_simcloud_params *p, const char *pool,
     }
 }
 
+/* Whether a spot launch of token at now finds no capacity in pool: a
+ * uniform draw from (seed, token, now), salted so that it is independent
+ * of the lifetime draw of the same token. */
+static bool spot_launch_fails(const struct tm_simcloud_params *p, const char *pool,
+                              const char *token, int64_t now_ms)
+{
+    double failure = 0, u;
+    uint64_t x;
+
+    for (size_t i = 0; pool && pool[0] && i < p->npools && i < TM_SIM_POOLS_MAX; i++)
+        if (strcmp(p->pools[i].pool, pool) == 0) {
+            failure = p->pools[i].launch_failure;
+            break;
+        }
+    if (!(failure > 0))
+        return false;
+    x = mix64(p->seed ^ mix64(hash_str(token) ^ 0x5370a7ca9ac17e5dull) ^ mix64((uint64_t)now_ms));
+    u = (double)(x >> 11) * 0x1.0p-53; /* [0, 1) */
+    return u < failure;
+}
+
 /* Lifetime of a spot instance launched with token: exponential with rate
  * hazard per hour, from a draw that depends on (seed, token) only. */
 static int64_t spot_lifetime_ms(const struct tm_simcloud_params *p, double hazard_per_hour,
@@ -164,6 +185,8 @@ int tm_sim_instance_plan(const struct tm_simcloud_params *p, const struct tm_lau
         return TM_ENOTFOUND;
     }
     if (req->capacity == TM_CAPACITY_SPOT && type->spot_uusd_per_hour <= 0)
+        return TM_EQUOTA;
+    if (req->capacity == TM_CAPACITY_SPOT && spot_launch_fails(p, req->pool, req->token, now_ms))
         return TM_EQUOTA;
 
     memset(&row, 0, sizeof(row));

@@ -25,7 +25,10 @@
  * notice are those of the launch's pool when params.pools names it (spot
  * capacity differs by instance type and zone, so operators set it per
  * pool), else the cloud-wide ones.  Both are fixed into the row at launch:
- * changing them later does not change the fate of running instances.  The instance id is
+ * changing them later does not change the fate of running instances.
+ * A pool may also refuse spot launches (launch_failure): a draw from
+ * (params.seed, token, now), independent of the lifetime draw, so a
+ * retry of the same token later draws again.  The instance id is
  * derived from the token too ("sim-" and 16 hex digits), so both modes name
  * an instance the same way.
  *
@@ -73,6 +76,11 @@ struct tm_sim_pool_spot {
     char pool[TM_ID_MAX];
     double hazard_per_hour;        /* interruptions per spot instance-hour; 0 = never */
     int64_t notice_ms;             /* notice before an interruption */
+    /* Probability that a spot launch in this pool finds no capacity
+     * (TM_EQUOTA), drawn per launch from (seed, token, now); 0 = always
+     * obtainable.  Real spot capacity comes and goes by zone
+     * (controller/spot_fit.h fits the share of probes that got it). */
+    double launch_failure;
 };
 
 struct tm_simcloud_params {
@@ -125,7 +133,8 @@ const struct tm_sim_type *tm_sim_type_find(const struct tm_simcloud_params *p, c
  * The row a first launch of req at now would create, or an error:
  * TM_EINVAL (missing token/cluster/type, a string of TM_ID_MAX bytes or
  * more, capacity neither spot nor on_demand), TM_ENOTFOUND (unknown type or
- * zone), TM_EQUOTA (spot asked and the type offers none).  Pure: does not
+ * zone), TM_EQUOTA (spot asked and the type offers none, or the pool's
+ * launch_failure draw found no spot capacity at now).  Pure: does not
  * look at capacity or existing instances.  An empty or NULL zone picks one of
  * the zones from the token.
  */
