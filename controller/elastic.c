@@ -122,6 +122,8 @@ struct sim {
     int64_t token_seq;
     int32_t max_type_gpus;
     bool queue_grew;  /* a job joined the queue since the last planning pass */
+    bool spot_pools;  /* spot launches name their (type, zone) pool (cfg->hazards) */
+    double spot_hazard; /* the hazard tarmac's spot routing assumes */
 };
 
 static int64_t price_of(const struct sim *s, const struct enode *n)
@@ -172,10 +174,57 @@ static void account_waste(struct sim *s, int64_t until)
     }
 }
 
+/* The pool a launch names in the simulated cloud: with a hazard table,
+ * one spot pool per (type, zone), which tm_elastic_run() gives the
+ * table's hazard and launch failure; otherwise "spot" and "od", which take
+ * the cloud-wide hazard. */
+static void spot_pool_name(const struct sim *s, int type, int zone, bool spot, char *buf, size_t len)
+{
+    if (spot && s->spot_pools)
+        snprintf(buf, len, "spot-t%d-z%d", type, zone);
+    else
+        snprintf(buf, len, "%s", spot ? "spot" : "od");
+}
+
+/* One simulated-cloud pool per spot (type, zone) of the price table,
+ * with the hazard table's figures where it names the cell. */
+static int setup_spot_pools(struct sim *s)
+{
+    const struct tm_elastic_config *c = s->cfg;
+    double sum = 0;
+    size_t cells = 0;
+
+    s->spot_hazard = c->hazard_per_hour;
+    if (!c->spot || !c->hazards)
+        return 0;
+    s->spot_pools = true;
+    for (size_t t = 0; t < s->pr->ntypes; t++) {
+        if (s->pr->types[t].spot_uusd_per_hour <= 0)
+            continue;
+        for (size_t z = 0; z < s->cp.nzones; z++) {
+            const struct tm_spot_hazard *h =
+                tm_spot_hazards_find(c->hazards, s->pr->types[t].name, s->cp.zones[z]);
+            struct tm_sim_pool_spot *p;
+            if (s->cp.npools == TM_SIM_POOLS_MAX)
+                return TM_EINVAL; /* more spot (type, zone) cells than the cloud models */
+            p = &s->cp.pools[s->cp.npools++];
+            spot_pool_name(s, (int)t, (int)z, true, p->pool, sizeof(p->pool));
+            p->hazard_per_hour = h && h->has_hazard ? h->hazard_per_hour : c->hazard_per_hour;
+            p->launch_failure = h && h->has_availability ? 1 - h->availability : 0;
+            p->notice_ms = c->notice_ms;
+            sum += p->hazard_per_hour;
+            cells++;
+        }
+    }
+    if (cells)
+        s->spot_hazard = sum / (double)cells;
+    return 0;
+}
+
 static int launch(struct sim *s, int type, int zone, bool spot, const char *reason)
 {
     struct tm_launch_request req;
-    char token[TM_ID_MAX];
+    char token[TM_ID_MAX], pool[TM_ID_MAX];
     struct tm_instance inst;
     const struct tm_sim_instance *row;
     struct enode *n;
@@ -190,15 +239,32 @@ static int launch(struct sim *s, int type, int zone, bool spot, const char *reas
         s->capnodes = nc;
     }
     snprintf(token, sizeof(token), "el-%lld", (long long)++s->token_seq);
-    req = (struct tm_launch_request){.cluster = "elastic", .pool = spot ? "spot" : "od",
+    spot_pool_name(s, type, zone, spot, pool, sizeof(pool));
+    req = (struct tm_launch_request){.cluster = "elastic", .pool = pool,
                                      .node_id = s->token_seq, .token = token,
                                      .instance_type = s->pr->types[type].name,
                                      .zone = s->cp.zones[zone],
                                      .capacity = spot ? TM_CAPACITY_SPOT : TM_CAPACITY_ON_DEMAND};
     r = tm_simcloud_launch(s->cloud, &req, s->now, &inst);
     if (r == TM_EQUOTA) {
-        if (s->nshort < 64)
+        /* Forget expired shortages first: the list only grew before, and
+         * once 64 were recorded new ones were dropped, so a zone short
+         * again was tried at every pass (seen once launches could fail
+         * for want of spot capacity, with --hazards). */
+        size_t w = 0;
+        for (size_t k = 0; k < s->nshort; k++)
+            if (s->shortages[k].until_ms > s->now)
+                s->shortages[w++] = s->shortages[k];
+        s->nshort = w;
+        if (s->nshort < sizeof(s->shortages) / sizeof(s->shortages[0]))
             s->shortages[s->nshort++] = (struct tm_plan_shortage){type, zone, spot, s->now + 30 * 60 * 1000};
+        if (spot && s->spot_pools) {
+            s->st.spot_shortages++;
+            if (s->cfg->log)
+                fprintf(s->cfg->log, "%.0f %s launch %s spot in %s failed: no spot capacity (%s)\n",
+                        s->now / 1e3, tm_elastic_policy_name(s->cfg->policy), s->pr->types[type].name,
+                        s->cp.zones[zone], reason);
+        }
         return r;
     }
     if (r < 0)
@@ -218,6 +284,8 @@ static int launch(struct sim *s, int type, int zone, bool spot, const char *reas
     n->replace = -1;
     n->idle_since = n->ready;
     s->st.launches++;
+    if (spot && zone >= 0 && zone < TM_PRICES_ZONES_MAX)
+        s->st.spot_launches_by_zone[zone]++;
     if (s->cfg->log)
         fprintf(s->cfg->log, "%.0f %s launch %s %s %s: %s\n", s->now / 1e3,
                 tm_elastic_policy_name(s->cfg->policy), n->id, s->pr->types[type].name,
@@ -295,13 +363,13 @@ static int32_t job_mask(struct sim *s, const struct ejob *jb)
         return 3; /* static: its fleet is on-demand; anything runs anywhere */
     if (s->cfg->policy == TM_ELASTIC_REACTIVE)
         return 2; /* reactive: preemptible work goes to the spot pool */
-    if (s->cfg->policy == TM_ELASTIC_TARMAC && s->cfg->hazard_per_hour > 0 && !jb->ckpt) {
+    if (s->cfg->policy == TM_ELASTIC_TARMAC && s->spot_hazard > 0 && !jb->ckpt) {
         /* Expected loss on spot: a job of T hours loses about h T / 2 of
          * its work per attempt; keep long jobs off spot when that exceeds
          * 10% of it (the spot discount pays for little rework at a 65%
          * saving once the restarts also delay it). */
         int64_t e = jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
-        if (s->cfg->hazard_per_hour * (double)e / HOUR_MS / 2 > SPOT_LOSS_MAX)
+        if (s->spot_hazard * (double)e / HOUR_MS / 2 > SPOT_LOSS_MAX)
             return 1;
     }
     return 3;
@@ -1072,6 +1140,9 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
     s.cp.spot_notice_ms = cfg->notice_ms;
     s.cp.shutdown_ms = 0;
     s.cp.seed = cfg->seed;
+    rc = setup_spot_pools(&s);
+    if (rc < 0)
+        goto out;
     rc = tm_simcloud_create(&s.cp, &s.cloud);
     if (rc < 0)
         goto out;
@@ -1192,8 +1263,11 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
                 for (size_t q = s.nrunning; q-- > 0;)
                     if (s.jobs[s.running[q]].node == (int)i)
                         stop_job(&s, s.running[q], false);
-                if (intr)
+                if (intr) {
                     s.st.interruptions++;
+                    if (n->zone >= 0 && n->zone < TM_PRICES_ZONES_MAX)
+                        s.st.interruptions_by_zone[n->zone]++;
+                }
                 n->state = N_GONE;
             }
         }

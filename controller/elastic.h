@@ -35,6 +35,20 @@
  *                nodes of the table's sizes holding ceil(demand) GPUs,
  *                preemptible demand on spot when spot is on
  * A month for budgets is 30 days from the trace's time 0.
+ *
+ * Spot hazards per (type, zone) (`hazards`, controller/spot_hazards.h):
+ * each spot launch of a type in a zone named by the table gets that row's
+ * interruption hazard, and fails for want of capacity with probability
+ * 1 - its availability (the simulated cloud's per-pool launch_failure,
+ * drawn from the seed, the launch token and the time); the failure is
+ * remembered as a planner shortage for 30 minutes, so the planner falls
+ * back to the next zone, then to on-demand (planner.h).  Cells the table
+ * does not name keep hazard_per_hour and always get capacity.  Types and
+ * zones are matched by the price table's own names: the mapping from a
+ * synthetic table to real traces is written in the hazards file (see
+ * bench/prices/spot-hazards-8gpu-v100.yaml).  tarmac's rule that keeps
+ * long non-checkpointable jobs off spot uses the mean hazard over the
+ * spot cells (the planner does not choose zones by hazard).
  */
 #ifndef TM_ELASTIC_H
 #define TM_ELASTIC_H
@@ -45,6 +59,7 @@
 #include <stdio.h>
 
 #include "controller/prices.h"
+#include "controller/spot_hazards.h"
 #include "controller/trace.h"
 
 enum tm_elastic_policy {
@@ -71,6 +86,7 @@ struct tm_elastic_config {
     int64_t boot_ms;
     bool spot;
     double hazard_per_hour;
+    const struct tm_spot_hazards *hazards; /* per (type, zone); NULL: hazard_per_hour everywhere */
     int64_t notice_ms;
     int copies;               /* >= 1 */
     int64_t tick_ms;
@@ -94,6 +110,11 @@ struct tm_elastic_stats {
     size_t deadlines, deadlines_missed;
     double budget_overshoot_cents;
     size_t peak_nodes;
+    /* spot launches that found no capacity (hazards' availability), and
+     * spot launches and interruptions per zone of the price table */
+    size_t spot_shortages;
+    size_t spot_launches_by_zone[TM_PRICES_ZONES_MAX];
+    size_t interruptions_by_zone[TM_PRICES_ZONES_MAX];
     /* Where paid GPU-hours that did no work went: nodes booting, nodes
      * with no job (idle past a job's end, or waiting for a placement), and
      * free GPU room on nodes running jobs (packing). */

@@ -4,11 +4,14 @@
  *
  *   tarmac replay --elastic --pods FILE --prices FILE [--nodes FILE]
  *          [--since S] [--max-runtime S] [--boot-s N] [--spot off|on]
- *          [--hazard X] [--notice-s N] [--copies K] [--policy P[,P...]]
+ *          [--hazard X] [--hazards FILE] [--notice-s N] [--copies K] [--policy P[,P...]]
  *          [--tick-s N] [--grace-s N] [--checkpointable none|be|all]
  *          [--deadline-slack X] [--seed N] [--log FILE] [--json]
  *
  * Every policy runs on the same input in the same process; one result each.
+ * --hazards FILE (controller/spot_hazards.h) gives each spot (type, zone)
+ * of the price table that the file names its own hazard and launch
+ * availability; the others keep --hazard.
  */
 #include "controller/elastic.h"
 
@@ -25,7 +28,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tarmac replay --elastic --pods FILE --prices FILE [--nodes FILE]\n"
                "         [--since S] [--max-runtime S] [--boot-s N] [--spot off|on] [--hazard X]\n"
-               "         [--notice-s N] [--copies K] [--policy static,reactive,tarmac]\n"
+               "         [--hazards FILE] [--notice-s N] [--copies K] [--policy static,reactive,tarmac]\n"
                "         [--tick-s N] [--grace-s N] [--checkpointable none|be|all]\n"
                "         [--deadline-slack X] [--seed N] [--log FILE] [--json]\n");
 }
@@ -54,9 +57,10 @@ int tm_elastic_main(int argc, char **argv)
 {
     struct tm_elastic_config base;
     struct tm_price_table prices;
+    struct tm_spot_hazards *hazards = NULL;
     struct tm_trace trace;
     const char *pods = NULL, *prices_path = NULL, *policies = "static,reactive,tarmac";
-    const char *log_path = NULL;
+    const char *log_path = NULL, *hazards_path = NULL;
     bool json = false;
     int pol[TM_ELASTIC_POLICY_MAX], npol = 0;
     char err[512];
@@ -126,6 +130,8 @@ int tm_elastic_main(int argc, char **argv)
             if (!num(val, 0, 100, &v))
                 return bad("bad --hazard \"%s\" (interruptions per node-hour, 0..100)", val);
             base.hazard_per_hour = v;
+        } else if (strcmp(a, "--hazards") == 0) {
+            hazards_path = val;
         } else if (strcmp(a, "--copies") == 0) {
             if (!num(val, 1, 64, &v) || v != (int)v)
                 return bad("bad --copies \"%s\" (1..64)", val);
@@ -181,11 +187,36 @@ int tm_elastic_main(int argc, char **argv)
         fprintf(stderr, "tarmac replay --elastic: %s\n", err);
         return 2;
     }
+    if (hazards_path) {
+        size_t used = 0;
+        hazards = malloc(sizeof(*hazards));
+        if (!hazards)
+            return bad("%s", tm_strerror(TM_ENOMEM));
+        rc = tm_spot_hazards_load(hazards_path, hazards, err, sizeof(err));
+        if (rc < 0) {
+            free(hazards);
+            return bad("%s", err);
+        }
+        for (size_t t = 0; t < prices.ntypes; t++)
+            for (size_t z = 0; z < (prices.nzones ? prices.nzones : 1); z++)
+                if (tm_spot_hazards_find(hazards, prices.types[t].name,
+                                         prices.nzones ? prices.zones[z] : "sim-a"))
+                    used++;
+        if (used == 0) {
+            /* a table for other names is a mistake, not "no change" */
+            free(hazards);
+            fprintf(stderr, "tarmac replay --elastic: %s names no (type, zone) of %s\n", hazards_path,
+                    prices_path);
+            return 2;
+        }
+        base.hazards = hazards;
+    }
     memset(&trace, 0, sizeof(trace));
     rc = tm_trace_load_pods(&trace, pods, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "tarmac replay --elastic: %s\n", rc == TM_EINVAL ? err : tm_strerror(rc));
         tm_trace_release(&trace);
+        free(hazards);
         return 2;
     }
     base.prices = &prices;
@@ -193,6 +224,7 @@ int tm_elastic_main(int argc, char **argv)
         base.log = fopen(log_path, "w");
         if (!base.log) {
             tm_trace_release(&trace);
+            free(hazards);
             return bad("could not open log \"%s\"", log_path);
         }
     }
@@ -218,6 +250,8 @@ int tm_elastic_main(int argc, char **argv)
             cJSON_AddStringToObject(o, "policy", tm_elastic_policy_name(c.policy));
             cJSON_AddBoolToObject(o, "spot", c.spot);
             cJSON_AddNumberToObject(o, "hazard", c.hazard_per_hour);
+            if (hazards_path)
+                cJSON_AddStringToObject(o, "hazards", hazards_path);
             cJSON_AddNumberToObject(o, "boot_s", (double)c.boot_ms / 1e3);
             cJSON_AddNumberToObject(o, "copies", c.copies);
             cJSON_AddNumberToObject(o, "jobs", (double)st.jobs);
@@ -249,6 +283,15 @@ int tm_elastic_main(int argc, char **argv)
             cJSON_AddNumberToObject(o, "drains", (double)st.drains);
             cJSON_AddNumberToObject(o, "refusals", (double)st.refusals);
             cJSON_AddNumberToObject(o, "peak_nodes", (double)st.peak_nodes);
+            cJSON_AddNumberToObject(o, "spot_shortages", (double)st.spot_shortages);
+            {
+                cJSON *bl = cJSON_AddArrayToObject(o, "spot_launches_by_zone");
+                cJSON *bi = cJSON_AddArrayToObject(o, "interruptions_by_zone");
+                for (size_t z = 0; z < (prices.nzones ? prices.nzones : 1); z++) {
+                    cJSON_AddItemToArray(bl, cJSON_CreateNumber((double)st.spot_launches_by_zone[z]));
+                    cJSON_AddItemToArray(bi, cJSON_CreateNumber((double)st.interruptions_by_zone[z]));
+                }
+            }
             cJSON_AddNumberToObject(o, "booting_gpu_hours", st.booting_gpu_hours);
             cJSON_AddNumberToObject(o, "empty_gpu_hours", st.empty_gpu_hours);
             cJSON_AddNumberToObject(o, "free_on_busy_gpu_hours", st.free_on_busy_gpu_hours);
@@ -287,5 +330,6 @@ out:
     if (base.log)
         fclose(base.log);
     tm_trace_release(&trace);
+    free(hazards);
     return rc;
 }

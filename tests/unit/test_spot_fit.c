@@ -349,6 +349,34 @@ static void test_committed_table(void **state)
     assert_true(fabs(e->availability - 0.4665) < 1e-9);
 }
 
+/* The bench's mapping (bench/prices/spot-hazards-8gpu-v100.yaml) copies
+ * rows of the committed table: the copies must match. */
+static void test_bench_mapping_matches(void **state)
+{
+    static const struct {
+        const char *bench_zone, *real_zone;
+    } map[] = {{"sim-a", "us-east-1c"}, {"sim-b", "us-west-2b"}};
+    char path[1024], err[512];
+    struct tm_spot_hazards *fit = malloc(sizeof(*fit)), *bench = malloc(sizeof(*bench));
+    const char *src = getenv("TM_SOURCE_DIR");
+    (void)state;
+    snprintf(path, sizeof(path), "%s/config/spot-hazards-aws.yaml", src ? src : TM_SOURCE_DIR);
+    assert_int_equal(tm_spot_hazards_load(path, fit, err, sizeof(err)), 0);
+    snprintf(path, sizeof(path), "%s/bench/prices/spot-hazards-8gpu-v100.yaml", src ? src : TM_SOURCE_DIR);
+    assert_int_equal(tm_spot_hazards_load(path, bench, err, sizeof(err)), 0);
+    assert_int_equal(bench->n, 2);
+    for (size_t i = 0; i < 2; i++) {
+        const struct tm_spot_hazard *b = tm_spot_hazards_find(bench, "gpu-8x", map[i].bench_zone);
+        const struct tm_spot_hazard *f = tm_spot_hazards_find(fit, "p3.2xlarge", map[i].real_zone);
+        assert_non_null(b);
+        assert_non_null(f);
+        assert_true(b->hazard_per_hour == f->hazard_per_hour);
+        assert_true(b->availability == f->availability);
+    }
+    free(fit);
+    free(bench);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +387,7 @@ int main(void)
         cmocka_unit_test(test_hazards_file),
         cmocka_unit_test(test_real_traces),
         cmocka_unit_test(test_committed_table),
+        cmocka_unit_test(test_bench_mapping_matches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
