@@ -20,6 +20,15 @@
 #      more GPUs become 8-GPU jobs, the rest 1-GPU jobs; 8-GPU nodes, spot off
 #   F  as A, but best-effort (preemptible) jobs can checkpoint (--checkpointable be)
 #   G  as B, with --checkpointable be
+#   H  as F, but each zone's spot hazard and launch availability fitted from
+#      the real AWS V100 traces (--hazards bench/prices/spot-hazards-8gpu-v100.yaml:
+#      sim-a <- p3.2xlarge us-east-1c, sim-b <- us-west-2b, from
+#      config/spot-hazards-aws.yaml, `tarmac spot-fit`); unnamed cells keep 0.05
+#   I  as A (nothing checkpoints) with H's hazards: static and tarmac only.
+#      The reactive scaler sends every preemptible job to spot; at 0.3-0.7
+#      interruptions per node-hour a day-long job that cannot checkpoint
+#      almost never runs through (e^-17 at 0.735/h), so it relaunches until
+#      the replay's 400-day stop, which takes hours to simulate.
 #
 # Until controller/main.c dispatches `tarmac replay --elastic`, the command
 # line runs through the test binary (tests/unit/test_elastic.c forwards
@@ -76,7 +85,7 @@ with open(dst, "w") as f:
         f.write("helios-%d,%d,%d,%d,1000,,LS,Succeeded,%d,%d,%d\n" % (jid, 4000 * k, 16384 * k, k, a * 60, b * 60, a * 60))
 PY
 
-run() { # name, extra args
+run() { # name, extra args (a --policy among them overrides the default)
     name=$1; shift
     $EL --policy static,reactive,tarmac --json "$@" >"$TMP/$name.json"
 }
@@ -90,6 +99,11 @@ run E --pods "$TMP/helios-pods.csv" --max-runtime 1d --boot-s 180 --seed 1 \
 run F --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot on --hazard 0.05 \
     --checkpointable be
 run G --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off --checkpointable be
+HAZARDS="$ROOT/bench/prices/spot-hazards-8gpu-v100.yaml"
+run H --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot on --hazard 0.05 \
+    --checkpointable be --hazards "$HAZARDS"
+run I --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot on --hazard 0.05 \
+    --hazards "$HAZARDS" --policy static,tarmac
 
 python3 - "$TMP" "$OUT" "$EL" <<'PY'
 import json, sys, os, datetime
@@ -102,9 +116,11 @@ names = {
  "E": "Helios vc6YE demand, 8-GPU nodes, spot off",
  "F": "openb, 8-GPU nodes, spot on, hazard 0.05, best-effort jobs checkpointable",
  "G": "openb, 8-GPU nodes, spot off, best-effort jobs checkpointable",
+ "H": "openb, 8-GPU nodes, spot on, per-zone hazards and availability fitted from AWS V100 traces (sim-a 0.735/h, 47%; sim-b 0.313/h, 83%), best-effort jobs checkpointable",
+ "I": "as H, nothing checkpointable (static and tarmac only: see bench/run-elastic.sh)",
 }
 R = {k: {r["policy"]: r for r in json.load(open(os.path.join(tmp, k + ".json")))["results"]}
-     for k in "ABCDEFG"}
+     for k in "ABCDEFGHI"}
 def yes(ok):
     return "yes" if ok else "**no**"
 A, B, C, D, F = R["A"], R["B"], R["C"], R["D"], R["F"]
@@ -135,7 +151,7 @@ L.append("Command: `bench/run-elastic.sh` (driver: `%s`). openb default submitte
          "util = useful GPU-hours / paid GPU-hours. lost%% = GPU-hours lost to interruptions / GPU-hours of "
          "preemptible work. Paid GPU-hours that did no work: boot (nodes booting), empty (nodes with no job), "
          "free (free GPUs on nodes running jobs).\n" % os.path.basename(el.split()[0]))
-for k in "ABCDEFG":
+for k in "ABCDEFGHI":
     rs = list(R[k].values())
     L.append("\n## %s %s\n" % (k, names[k]))
     L.append("jobs %d, lower bound $%.0f, floor $%.0f (floor/LB %.3f)\n" %
@@ -150,7 +166,13 @@ for k in "ABCDEFG":
             r["wait_mean_s"], r["wait_p99_s"], 100 * r["waited_longer_than_boot_share"],
             r["interruptions"], r["lost_gpu_hours"], lost, r["deadlines_missed"], r["budget_overshoot_cents"],
             r["launches"], r["drains"], r["moves"], r["substitutions"]))
-    if k in "AF":
+    if k in "HI":
+        L.append("\nspot launches by zone (sim-a, sim-b), interruptions by zone, spot launches that found no capacity:\n")
+        for r in rs:
+            L.append("- %s: launches %s, interruptions %s, no capacity %d" % (
+                r["policy"], r["spot_launches_by_zone"], r["interruptions_by_zone"], r["spot_shortages"]))
+        L.append("")
+    if k in "AFH":
         re, ta = R[k]["reactive"], R[k]["tarmac"]
         L.append("\ntarmac / reactive: cost %.3f (target <= 0.90), lost GPU-h %.3f (target <= 0.20), "
                  "mean wait %.0f s vs %.0f s (target <=)\n" % (ta["cost_usd"] / re["cost_usd"],
