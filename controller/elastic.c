@@ -124,6 +124,10 @@ struct sim {
     bool queue_grew;  /* a job joined the queue since the last planning pass */
     bool spot_pools;  /* spot launches name their (type, zone) pool (cfg->hazards) */
     double spot_hazard; /* the hazard tarmac's spot routing assumes */
+    /* Per (spot type, zone) hazard, [t x nzones + z], with --hazards: tarmac's
+     * planner launches spot in the zone of lowest hazard (the baselines
+     * keep table order, as hazard-blind autoscalers do). */
+    double *zone_hazard;
 };
 
 static int64_t price_of(const struct sim *s, const struct enode *n)
@@ -198,6 +202,14 @@ static int setup_spot_pools(struct sim *s)
     if (!c->spot || !c->hazards)
         return 0;
     s->spot_pools = true;
+    {
+        size_t nz = s->pr->nzones ? s->pr->nzones : 1;
+        s->zone_hazard = malloc((s->pr->ntypes * nz + 1) * sizeof(*s->zone_hazard));
+        if (!s->zone_hazard)
+            return TM_ENOMEM;
+        for (size_t k = 0; k < s->pr->ntypes * nz; k++)
+            s->zone_hazard[k] = c->hazard_per_hour;
+    }
     for (size_t t = 0; t < s->pr->ntypes; t++) {
         if (s->pr->types[t].spot_uusd_per_hour <= 0)
             continue;
@@ -211,6 +223,7 @@ static int setup_spot_pools(struct sim *s)
             spot_pool_name(s, (int)t, (int)z, true, p->pool, sizeof(p->pool));
             p->hazard_per_hour = h && h->has_hazard ? h->hazard_per_hour : c->hazard_per_hour;
             p->launch_failure = h && h->has_availability ? 1 - h->availability : 0;
+            s->zone_hazard[t * (s->pr->nzones ? s->pr->nzones : 1) + z] = p->hazard_per_hour;
             p->notice_ms = c->notice_ms;
             sum += p->hazard_per_hour;
             cells++;
@@ -698,6 +711,7 @@ static int plan(struct sim *s)
     in.params.move_cost_ms = 365 * DAY_MS; /* reactive: never moves */
     in.params.launch_use_ms = c->idle_grace_ms;
     if (c->policy == TM_ELASTIC_TARMAC) {
+        in.spot_zone_hazard = s->zone_hazard;
         /* A short grace: the forecast's upper quantile keeps the nodes
          * that demand will want again (hysteresis), the rest go soon. */
         in.params.idle_grace_ms = TARMAC_GRACE_MS;
@@ -1091,6 +1105,7 @@ static void sim_free(struct sim *s)
     free(s->queued);
     free(s->running);
     free(s->nodes);
+    free(s->zone_hazard);
 }
 
 int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg,

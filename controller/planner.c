@@ -74,13 +74,22 @@ static int nzones(const struct tm_price_table *p)
     return p->nzones ? (int)p->nzones : 1;
 }
 
-static int first_zone(const struct tm_price_table *p, int32_t type, bool spot,
-                      const struct tm_plan_shortage *sh, size_t nsh, int64_t now)
+/* The zone a launch of `type` goes to: the first not short, or for spot
+ * with per-zone hazards the one of lowest hazard not short (the same
+ * price everywhere, less work lost); -1 when every zone is short. */
+static int first_zone(const struct tm_price_table *p, const double *hazard, int32_t type,
+                      bool spot, const struct tm_plan_shortage *sh, size_t nsh, int64_t now)
 {
-    for (int z = 0; z < nzones(p); z++)
-        if (!tm_plan_short(sh, nsh, type, z, spot, now))
+    int best = -1;
+    for (int z = 0; z < nzones(p); z++) {
+        if (tm_plan_short(sh, nsh, type, z, spot, now))
+            continue;
+        if (!spot || !hazard)
             return z;
-    return -1;
+        if (best < 0 || hazard[type * nzones(p) + z] < hazard[type * nzones(p) + best])
+            best = z;
+    }
+    return best;
 }
 
 static int64_t type_price(const struct tm_price_type *t, bool spot)
@@ -88,7 +97,8 @@ static int64_t type_price(const struct tm_price_type *t, bool spot)
     return spot ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
 }
 
-int tm_plan_choose_type(const struct tm_price_table *prices, bool spot, int32_t milli,
+int tm_plan_choose_type(const struct tm_price_table *prices, const double *spot_zone_hazard,
+                        bool spot, int32_t milli,
                         int32_t largest_gpus, const struct tm_plan_shortage *sh, size_t nsh,
                         int64_t now_ms, int32_t *ret_zone)
 {
@@ -113,7 +123,7 @@ int tm_plan_choose_type(const struct tm_price_table *prices, bool spot, int32_t 
         int z;
         if (t->gpus < largest_gpus || (spot && pr <= 0))
             continue;
-        z = first_zone(prices, (int32_t)i, spot, sh, nsh, now_ms);
+        z = first_zone(prices, spot_zone_hazard, (int32_t)i, spot, sh, nsh, now_ms);
         if (z < 0)
             continue;
         if (best >= 0)
@@ -334,19 +344,19 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
         total = (int32_t)(total + left_milli);
         if (first < nitems && items[first].min_gpus > largest)
             largest = items[first].min_gpus;
-        type = tm_plan_choose_type(pr, spot, total, largest, in->shortages, in->nshortages,
+        type = tm_plan_choose_type(pr, in->spot_zone_hazard, spot, total, largest, in->shortages, in->nshortages,
                                    in->now_ms, &zone);
         if (type >= 0) {
             /* Name the fallback: the cheapest choice ignoring shortages. */
             int32_t z0 = 0;
-            int t0 = tm_plan_choose_type(pr, spot, total, largest, NULL, 0, in->now_ms, &z0);
+            int t0 = tm_plan_choose_type(pr, in->spot_zone_hazard, spot, total, largest, NULL, 0, in->now_ms, &z0);
             if (t0 != type)
                 why_fb = ", fallback: other type (short)";
             else if (z0 != zone)
                 why_fb = ", fallback: other zone (short)";
         }
         if (type < 0 && spot && preemptible_only && pp->od_fallback) {
-            type = tm_plan_choose_type(pr, false, total, largest, in->shortages, in->nshortages,
+            type = tm_plan_choose_type(pr, in->spot_zone_hazard, false, total, largest, in->shortages, in->nshortages,
                                        in->now_ms, &zone);
             if (type >= 0) {
                 spot = false;
@@ -567,7 +577,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
         }
         if (pool_count[p] < pp->min_nodes[p] && headroom <= 0 && nitems[p] == 0) {
             int32_t z = 0;
-            int t = tm_plan_choose_type(pr, p == TM_PLAN_POOL_SPOT, 1, 1, in->shortages,
+            int t = tm_plan_choose_type(pr, in->spot_zone_hazard, p == TM_PLAN_POOL_SPOT, 1, 1, in->shortages,
                                         in->nshortages, in->now_ms, &z);
             while (t >= 0 && pool_count[p] < pp->min_nodes[p]) {
                 int64_t cost = cost_of(type_price(&pr->types[t], p == TM_PLAN_POOL_SPOT),
@@ -610,7 +620,8 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
                 !n->movable ||
                 t->spot_uusd_per_hour <= 0)
                 continue;
-            z = first_zone(pr, n->type, true, in->shortages, in->nshortages, in->now_ms);
+            z = first_zone(pr, in->spot_zone_hazard, n->type, true, in->shortages, in->nshortages,
+                           in->now_ms);
             if (z < 0)
                 continue;
             remaining = n->busy_until_ms - in->now_ms - pp->boot_ms - pp->move_cost_ms;

@@ -179,6 +179,11 @@ struct tm_plan_input {
     size_t nshortages;
     struct tm_plan_budget budget;
     struct tm_plan_params params;
+    /* Added (spot hazards per zone): interruptions per node-hour of spot
+     * type t in zone z at [t x nzones + z] (nzones at least 1), or NULL.
+     * Given, a spot launch goes to the zone of lowest hazard among those
+     * not short (ties in table order); NULL: the first zone not short. */
+    const double *spot_zone_hazard;
 };
 
 enum tm_plan_kind {
@@ -226,7 +231,8 @@ void tm_plan_result_release(struct tm_plan_result *r);
  * that hold the largest job; the larger type on ties.  Types short at now
  * in every zone are skipped.  Returns the type index or -1; *ret_zone gets
  * the first zone without shortage. */
-int tm_plan_choose_type(const struct tm_price_table *prices, bool spot, int32_t milli,
+int tm_plan_choose_type(const struct tm_price_table *prices, const double *spot_zone_hazard,
+                        bool spot, int32_t milli,
                         int32_t largest_gpus, const struct tm_plan_shortage *sh, size_t nsh,
                         int64_t now_ms, int32_t *ret_zone);
 

@@ -273,6 +273,52 @@ static void test_hard_cap(void **state)
     tm_plan_result_release(&r);
 }
 
+/* With per-zone spot hazards (the elastic replay's --hazards), a spot
+ * launch goes to the zone of lowest hazard; a shortage there falls back to
+ * the next; on-demand launches keep table order. */
+static void test_zone_by_hazard(void **state)
+{
+    struct tm_price_table t;
+    struct tm_plan_input in;
+    struct tm_plan_result r = {0};
+    struct tm_plan_job j = {.gpus = 4, .milli = 4000, .preemptible = true, .remaining_ms = H, .node = -1};
+    struct tm_plan_shortage sh[1];
+    double hz[4 * 2];
+    const struct tm_plan_action *a;
+    (void)state;
+    sizes(&t, false);
+    for (int k = 0; k < 8; k++)
+        hz[k] = k % 2 == 0 ? 0.7 : 0.3; /* zone a 0.7/h, zone b 0.3/h */
+    base_input(&in, &t, 100 * S);
+    in.jobs = &j;
+    in.njobs = 1;
+    in.shortages = sh;
+    in.spot_zone_hazard = hz;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    a = first(&r, TM_PLAN_LAUNCH);
+    assert_non_null(a);
+    assert_true(a->spot);
+    assert_int_equal(a->zone, 1);
+    assert_null(strstr(a->reason, "other zone"));
+    tm_plan_result_release(&r);
+    /* b short: a, as a fallback */
+    sh[0] = (struct tm_plan_shortage){2, 1, true, 200 * S};
+    in.nshortages = 1;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    a = first(&r, TM_PLAN_LAUNCH);
+    assert_int_equal(a->zone, 0);
+    assert_non_null(strstr(a->reason, "other zone"));
+    tm_plan_result_release(&r);
+    /* on-demand work: table order, hazards do not apply */
+    in.nshortages = 0;
+    j.preemptible = false;
+    assert_int_equal(tm_plan_run(&in, &r), 0);
+    a = first(&r, TM_PLAN_LAUNCH);
+    assert_false(a->spot);
+    assert_int_equal(a->zone, 0);
+    tm_plan_result_release(&r);
+}
+
 /* Capacity shortage falls back in the documented order: other zone, other
  * type, then on-demand for preemptible work if the pool allows. */
 static void test_fallback_order(void **state)
@@ -801,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_oscillation_does_not_flap),
         cmocka_unit_test(test_hard_cap),
         cmocka_unit_test(test_fallback_order),
+        cmocka_unit_test(test_zone_by_hazard),
         cmocka_unit_test(test_substitution_pays),
         cmocka_unit_test(test_deadline_latest_safe_switch),
         cmocka_unit_test(test_release_limits),

@@ -120,6 +120,20 @@ static void test_zone_hazard(void **state)
     replay(&t, &pr, risky, TM_ELASTIC_TARMAC, 1, &b);
     assert_int_equal(b.spot_launches_by_zone[0] + b.spot_launches_by_zone[1], 0);
     assert_int_equal(b.interruptions, 0);
+    /* Hazards low enough for spot: tarmac launches spot in the zone of
+     * lower hazard (sim-b), reactive in table order (sim-a). */
+    struct tm_spot_hazards *mild = malloc(sizeof(*mild));
+    hazards(mild, "hazards:\n  - {type: g8, zone: sim-a, hazard_per_hour: 0.3}\n"
+                  "  - {type: g8, zone: sim-b, hazard_per_hour: 0.01}\n");
+    replay(&t, &pr, mild, TM_ELASTIC_TARMAC, 1, &b);
+    print_message("tarmac, mild: spot launches sim-a %zu, sim-b %zu\n", b.spot_launches_by_zone[0],
+                  b.spot_launches_by_zone[1]);
+    assert_true(b.spot_launches_by_zone[1] > 0);
+    assert_int_equal(b.spot_launches_by_zone[0], 0);
+    replay(&t, &pr, mild, TM_ELASTIC_REACTIVE, 1, &a);
+    assert_true(a.spot_launches_by_zone[0] > 0);
+    assert_int_equal(a.spot_launches_by_zone[1], 0);
+    free(mild);
     free(safe);
     free(risky);
     tm_trace_release(&t);
