@@ -1,46 +1,17 @@
 /*
- * controller/prices.c: the price table loader (libyaml document API, so
- * every node carries its line for messages).
+ * controller/prices.c: the price table loader (the file handling and
+ * messages are controller/yaml_table.c's: every error names the line).
  */
 #include "controller/prices.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
+#include "controller/yaml_table.h"
 #include "core/err.h"
-
-#define PRICES_FILE_MAX (4 * 1024 * 1024)
-
-struct pctx {
-    const char *name;
-    yaml_document_t *doc;
-    char *err;
-    size_t errlen;
-};
-
-static int fail(struct pctx *c, const yaml_node_t *n, const char *fmt, ...)
-{
-    char msg[256];
-    va_list ap;
-
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (c->err && c->errlen)
-        snprintf(c->err, c->errlen, "%s:%lu: %s", c->name,
-                 n ? (unsigned long)n->start_mark.line + 1 : 1UL, msg);
-    return TM_EINVAL;
-}
-
-static const char *scalar(const yaml_node_t *n)
-{
-    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
-}
 
 int tm_prices_parse_usd(const char *text, int64_t *ret_uusd)
 {
@@ -80,79 +51,69 @@ int tm_prices_parse_usd(const char *text, int64_t *ret_uusd)
     return 0;
 }
 
-static int get_long(struct pctx *c, const yaml_node_t *n, const char *key, long long lo,
+static int get_long(struct tm_yaml_ctx *c, const yaml_node_t *n, const char *key, long long lo,
                     long long hi, long long *ret)
 {
-    const char *s = scalar(n);
+    const char *s = tm_yaml_scalar(n);
     char *end;
     long long v;
 
     if (!s)
-        return fail(c, n, "\"%s\" must be a number", key);
+        return tm_yaml_fail(c, n, "\"%s\" must be a number", key);
     errno = 0;
     v = strtoll(s, &end, 10);
     if (errno || end == s || *end)
-        return fail(c, n, "\"%s\" must be an integer, not \"%s\"", key, s);
+        return tm_yaml_fail(c, n, "\"%s\" must be an integer, not \"%s\"", key, s);
     if (v < lo || v > hi)
-        return fail(c, n, "\"%s\" is %lld, outside %lld..%lld", key, v, lo, hi);
+        return tm_yaml_fail(c, n, "\"%s\" is %lld, outside %lld..%lld", key, v, lo, hi);
     *ret = v;
     return 0;
 }
 
-static int get_name(struct pctx *c, const yaml_node_t *n, const char *key, char *buf, size_t len)
+static int get_price(struct tm_yaml_ctx *c, const yaml_node_t *n, const char *key, int64_t *ret)
 {
-    const char *s = scalar(n);
-
-    if (!s || !*s)
-        return fail(c, n, "\"%s\" must be a non-empty string", key);
-    if (strlen(s) >= len)
-        return fail(c, n, "\"%s\" is too long", key);
-    memcpy(buf, s, strlen(s) + 1);
-    return 0;
-}
-
-static int get_price(struct pctx *c, const yaml_node_t *n, const char *key, int64_t *ret)
-{
-    const char *s = scalar(n);
+    const char *s = tm_yaml_scalar(n);
 
     if (!s)
-        return fail(c, n, "\"%s\" must be a dollar amount", key);
+        return tm_yaml_fail(c, n, "\"%s\" must be a dollar amount", key);
     if (s[0] == '-')
-        return fail(c, n, "negative price \"%s\" for \"%s\"", s, key);
+        return tm_yaml_fail(c, n, "negative price \"%s\" for \"%s\"", s, key);
     if (tm_prices_parse_usd(s, ret) < 0)
-        return fail(c, n, "bad price \"%s\" for \"%s\" (dollars, up to 6 decimals)", s, key);
+        return tm_yaml_fail(c, n, "bad price \"%s\" for \"%s\" (dollars, up to 6 decimals)", s,
+                            key);
     return 0;
 }
 
-static int check_currency(struct pctx *c, const yaml_node_t *n, const char *what)
+static int check_currency(struct tm_yaml_ctx *c, const yaml_node_t *n, const char *what)
 {
-    const char *s = scalar(n);
+    const char *s = tm_yaml_scalar(n);
 
     if (!s || strcmp(s, "USD") != 0)
-        return fail(c, n, "%s currency \"%s\" is not supported (only USD)", what, s ? s : "?");
+        return tm_yaml_fail(c, n, "%s currency \"%s\" is not supported (only USD)", what,
+                            s ? s : "?");
     return 0;
 }
 
-static int parse_type(struct pctx *c, yaml_node_t *m, struct tm_price_type *ty)
+static int parse_type(struct tm_yaml_ctx *c, yaml_node_t *m, struct tm_price_type *ty)
 {
     bool has_name = false, has_gpus = false, has_od = false;
     long long v;
     int r;
 
     if (m->type != YAML_MAPPING_NODE)
-        return fail(c, m, "an instance type must be a mapping");
+        return tm_yaml_fail(c, m, "an instance type must be a mapping");
     memset(ty, 0, sizeof(*ty));
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
         yaml_node_t *val = yaml_document_get_node(c->doc, p->value);
-        const char *key = scalar(k);
+        const char *key = tm_yaml_scalar(k);
         if (!key)
-            return fail(c, k, "keys must be strings");
+            return tm_yaml_fail(c, k, "keys must be strings");
         if (strcmp(key, "name") == 0) {
-            r = get_name(c, val, key, ty->name, sizeof(ty->name));
+            r = tm_yaml_get_name(c, val, key, ty->name, sizeof(ty->name));
             has_name = true;
         } else if (strcmp(key, "gpu_model") == 0) {
-            r = get_name(c, val, key, ty->gpu_model, sizeof(ty->gpu_model));
+            r = tm_yaml_get_name(c, val, key, ty->gpu_model, sizeof(ty->gpu_model));
         } else if (strcmp(key, "gpus") == 0) {
             r = get_long(c, val, key, 1, 16, &v);
             ty->gpus = (int32_t)v;
@@ -174,17 +135,17 @@ static int parse_type(struct pctx *c, yaml_node_t *m, struct tm_price_type *ty)
         } else if (strcmp(key, "currency") == 0) {
             r = check_currency(c, val, "price");
         } else {
-            return fail(c, k, "unrecognized key \"%s\" in an instance type", key);
+            return tm_yaml_fail(c, k, "unrecognized key \"%s\" in an instance type", key);
         }
         if (r < 0)
             return r;
     }
     if (!has_name)
-        return fail(c, m, "instance type without \"name\"");
+        return tm_yaml_fail(c, m, "instance type without \"name\"");
     if (!has_gpus)
-        return fail(c, m, "instance type \"%s\" without \"gpus\"", ty->name);
+        return tm_yaml_fail(c, m, "instance type \"%s\" without \"gpus\"", ty->name);
     if (!has_od)
-        return fail(c, m, "instance type \"%s\" without \"on_demand_per_hour\"", ty->name);
+        return tm_yaml_fail(c, m, "instance type \"%s\" without \"on_demand_per_hour\"", ty->name);
     if (!ty->cpu_milli)
         ty->cpu_milli = 12000LL * ty->gpus;
     if (!ty->memory_mib)
@@ -192,33 +153,34 @@ static int parse_type(struct pctx *c, yaml_node_t *m, struct tm_price_type *ty)
     return 0;
 }
 
-static int parse_budget(struct pctx *c, yaml_node_t *m, struct tm_budget *b)
+static int parse_budget(struct tm_yaml_ctx *c, yaml_node_t *m, struct tm_budget *b)
 {
     bool has_scope = false, has_name = false, has_cap = false;
     long long v;
     int r = 0;
 
     if (m->type != YAML_MAPPING_NODE)
-        return fail(c, m, "a budget must be a mapping");
+        return tm_yaml_fail(c, m, "a budget must be a mapping");
     memset(b, 0, sizeof(*b));
     b->hard = true;
     b->warn_at = 0.8;
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
         yaml_node_t *val = yaml_document_get_node(c->doc, p->value);
-        const char *key = scalar(k), *s = scalar(val);
+        const char *key = tm_yaml_scalar(k), *s = tm_yaml_scalar(val);
         if (!key)
-            return fail(c, k, "keys must be strings");
+            return tm_yaml_fail(c, k, "keys must be strings");
         if (strcmp(key, "scope") == 0) {
             if (s && strcmp(s, "org") == 0)
                 b->scope = TM_BUDGET_ORG;
             else if (s && strcmp(s, "team") == 0)
                 b->scope = TM_BUDGET_TEAM;
             else
-                return fail(c, val, "unrecognized budget scope \"%s\" (org, team)", s ? s : "?");
+                return tm_yaml_fail(c, val, "unrecognized budget scope \"%s\" (org, team)",
+                                    s ? s : "?");
             has_scope = true;
         } else if (strcmp(key, "name") == 0) {
-            r = get_name(c, val, key, b->name, sizeof(b->name));
+            r = tm_yaml_get_name(c, val, key, b->name, sizeof(b->name));
             has_name = true;
         } else if (strcmp(key, "cap_cents") == 0) {
             r = get_long(c, val, key, 0, LLONG_MAX / 1000000, &v);
@@ -232,40 +194,42 @@ static int parse_budget(struct pctx *c, yaml_node_t *m, struct tm_budget *b)
             else if (s && strcmp(s, "false") == 0)
                 b->hard = false;
             else
-                return fail(c, val, "\"hard\" must be true or false");
+                return tm_yaml_fail(c, val, "\"hard\" must be true or false");
         } else if (strcmp(key, "warn_at") == 0) {
             char *end;
             double d;
             if (!s)
-                return fail(c, val, "\"warn_at\" must be a number");
+                return tm_yaml_fail(c, val, "\"warn_at\" must be a number");
             d = strtod(s, &end);
             if (end == s || *end || !(d > 0 && d <= 1))
-                return fail(c, val, "\"warn_at\" must be in (0, 1], not \"%s\"", s);
+                return tm_yaml_fail(c, val, "\"warn_at\" must be in (0, 1], not \"%s\"", s);
             b->warn_at = d;
         } else {
-            return fail(c, k, "unrecognized key \"%s\" in a budget", key);
+            return tm_yaml_fail(c, k, "unrecognized key \"%s\" in a budget", key);
         }
         if (r < 0)
             return r;
     }
     if (!has_scope || !has_name || !has_cap)
-        return fail(c, m, "a budget needs \"scope\", \"name\" and \"cap_cents\"");
+        return tm_yaml_fail(c, m, "a budget needs \"scope\", \"name\" and \"cap_cents\"");
     return 0;
 }
 
-static int parse_root(struct pctx *c, yaml_node_t *root, struct tm_price_table *t)
+/* tm_yaml_root_fn: out is a zeroed struct tm_price_table. */
+static int parse_root(struct tm_yaml_ctx *c, yaml_node_t *root, void *out)
 {
+    struct tm_price_table *t = out;
     bool has_types = false;
     int r;
 
     if (!root || root->type != YAML_MAPPING_NODE)
-        return fail(c, root, "a price table must be a mapping");
+        return tm_yaml_fail(c, root, "a price table must be a mapping");
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
         yaml_node_t *k = yaml_document_get_node(c->doc, p->key);
         yaml_node_t *val = yaml_document_get_node(c->doc, p->value);
-        const char *key = scalar(k);
+        const char *key = tm_yaml_scalar(k);
         if (!key)
-            return fail(c, k, "keys must be strings");
+            return tm_yaml_fail(c, k, "keys must be strings");
         if (strcmp(key, "currency") == 0) {
             r = check_currency(c, val, "price table");
             if (r < 0)
@@ -273,29 +237,33 @@ static int parse_root(struct pctx *c, yaml_node_t *root, struct tm_price_table *
         } else if (strcmp(key, "zones") == 0 || strcmp(key, "types") == 0 ||
                    strcmp(key, "budgets") == 0) {
             if (val->type != YAML_SEQUENCE_NODE)
-                return fail(c, val, "\"%s\" must be a list", key);
+                return tm_yaml_fail(c, val, "\"%s\" must be a list", key);
             for (yaml_node_item_t *it = val->data.sequence.items.start;
                  it < val->data.sequence.items.top; it++) {
                 yaml_node_t *e = yaml_document_get_node(c->doc, *it);
                 if (key[0] == 'z') {
                     if (t->nzones >= TM_PRICES_ZONES_MAX)
-                        return fail(c, e, "too many zones (at most %d)", TM_PRICES_ZONES_MAX);
-                    r = get_name(c, e, "zone", t->zones[t->nzones], TM_PRICES_NAME_MAX);
+                        return tm_yaml_fail(c, e, "too many zones (at most %d)",
+                                            TM_PRICES_ZONES_MAX);
+                    r = tm_yaml_get_name(c, e, "zone", t->zones[t->nzones], TM_PRICES_NAME_MAX);
                     if (r < 0)
                         return r;
                     t->nzones++;
                 } else if (key[0] == 't') {
                     if (t->ntypes >= TM_PRICES_TYPES_MAX)
-                        return fail(c, e, "too many instance types (at most %d)", TM_PRICES_TYPES_MAX);
+                        return tm_yaml_fail(c, e, "too many instance types (at most %d)",
+                                            TM_PRICES_TYPES_MAX);
                     r = parse_type(c, e, &t->types[t->ntypes]);
                     if (r < 0)
                         return r;
                     if (tm_prices_find(t, t->types[t->ntypes].name) >= 0)
-                        return fail(c, e, "instance type \"%s\" repeats", t->types[t->ntypes].name);
+                        return tm_yaml_fail(c, e, "instance type \"%s\" repeats",
+                                            t->types[t->ntypes].name);
                     t->ntypes++;
                 } else {
                     if (t->nbudgets >= TM_PRICES_BUDGETS_MAX)
-                        return fail(c, e, "too many budgets (at most %d)", TM_PRICES_BUDGETS_MAX);
+                        return tm_yaml_fail(c, e, "too many budgets (at most %d)",
+                                            TM_PRICES_BUDGETS_MAX);
                     r = parse_budget(c, e, &t->budgets[t->nbudgets]);
                     if (r < 0)
                         return r;
@@ -305,79 +273,23 @@ static int parse_root(struct pctx *c, yaml_node_t *root, struct tm_price_table *
             if (key[0] == 't')
                 has_types = true;
         } else {
-            return fail(c, k, "unrecognized key \"%s\"", key);
+            return tm_yaml_fail(c, k, "unrecognized key \"%s\"", key);
         }
     }
     if (!has_types || t->ntypes == 0)
-        return fail(c, root, "no instance types (\"types\" is missing or empty)");
+        return tm_yaml_fail(c, root, "no instance types (\"types\" is missing or empty)");
     return 0;
 }
 
 int tm_prices_parse(const char *name, const char *text, size_t len, struct tm_price_table *ret,
                     char *err, size_t errlen)
 {
-    struct tm_price_table *t = calloc(1, sizeof(*t));
-    struct pctx c = {.name = name, .err = err, .errlen = errlen};
-    yaml_parser_t parser;
-    yaml_document_t doc;
-    int r;
-
-    if (!t)
-        return TM_ENOMEM;
-    if (!yaml_parser_initialize(&parser)) {
-        free(t);
-        return TM_ENOMEM;
-    }
-    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
-    if (!yaml_parser_load(&parser, &doc)) {
-        if (err && errlen)
-            snprintf(err, errlen, "%s:%lu: %s", name, (unsigned long)parser.problem_mark.line + 1,
-                     parser.problem ? parser.problem : "malformed YAML");
-        yaml_parser_delete(&parser);
-        free(t);
-        return TM_EINVAL;
-    }
-    c.doc = &doc;
-    r = parse_root(&c, yaml_document_get_root_node(&doc), t);
-    if (r == 0)
-        *ret = *t;
-    yaml_document_delete(&doc);
-    yaml_parser_delete(&parser);
-    free(t);
-    return r;
+    return tm_yaml_table_parse(name, text, len, parse_root, ret, sizeof(*ret), err, errlen);
 }
 
 int tm_prices_load(const char *path, struct tm_price_table *ret, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    size_t n;
-    int r;
-
-    if (!f) {
-        r = -errno;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: could not open: %s", path, strerror(-r));
-        return r;
-    }
-    buf = malloc(PRICES_FILE_MAX);
-    if (!buf) {
-        fclose(f);
-        return TM_ENOMEM;
-    }
-    n = fread(buf, 1, PRICES_FILE_MAX, f);
-    if (ferror(f) || n == PRICES_FILE_MAX) {
-        fclose(f);
-        free(buf);
-        if (err && errlen)
-            snprintf(err, errlen, "%s:1: could not read (or larger than %d bytes)", path,
-                     PRICES_FILE_MAX);
-        return TM_EINVAL;
-    }
-    fclose(f);
-    r = tm_prices_parse(path, buf, n, ret, err, errlen);
-    free(buf);
-    return r;
+    return tm_yaml_table_load(path, parse_root, ret, sizeof(*ret), err, errlen);
 }
 
 int tm_prices_find(const struct tm_price_table *t, const char *name)
