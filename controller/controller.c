@@ -15,7 +15,6 @@
 #include "controller/alert_webhook.h"
 #include "controller/api.h"
 #include "controller/fleet_stats.h"
-#include "controller/demand_history.h"
 #include "controller/live_forecast.h"
 #include "controller/pg_uv.h"
 #include "controller/reconcile.h"
@@ -916,7 +915,7 @@ static void warm_forecast(struct tm_controller *ctl)
     }
     wm->from_ms = tm_clock_now_ms(&ctl->clock) - history;
     ctl->warming = true;
-    if (tm_demand_history_read(ctl->pool, ctl->cfg, wm->from_ms, on_demand_history, wm) < 0) {
+    if (tm_store_demand_history(ctl->pool, ctl->cfg, wm->from_ms, on_demand_history, wm) < 0) {
         ctl->warming = false;
         call_done(wm->call);
         free(wm);

@@ -12,7 +12,7 @@
  * State lives in memory.  So that a restarted or newly elected controller
  * does not plan from the queue alone for a week while its seasons fill, the
  * controller reads the last forecast.history of demand back from the jobs
- * table (controller/demand_history.c) and replays it into a fresh set of
+ * table (tm_store_demand_history()) and replays it into a fresh set of
  * forecasters (tm_live_forecast_warm()), step by step, as the ticks of a
  * controller that had been running all along would have fed them.
  */

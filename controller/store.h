@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include <libpq-fe.h>
 
+#include "controller/live_forecast.h"
 #include "controller/pg_uv.h"
 #include "controller/reconcile.h"
 #include "core/config.h"
@@ -48,6 +49,18 @@ int tm_store_accrue(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, tm_s
 /* The cloud accepted a launch: record the instance id and start billing. */
 int tm_store_node_launched(struct tm_pg_pool *pool, int64_t node_id, const char *instance_id,
                            int64_t now_ms, tm_store_done_cb cb, void *data);
+
+/* The demand each pool saw lately, read back so that a new leader's
+ * forecasters start with their seasons learned (tm_live_forecast_warm()):
+ * one span per job live now or finished at or after since_ms, wanting its
+ * GPUs from submission until it finished, in the pool of the node it ran
+ * on last or, never started, the pool the planner routes it to.  spans
+ * are valid only during the callback. */
+typedef void (*tm_store_demand_history_cb)(int status, const char *err,
+                                           const struct tm_demand_span *spans, size_t n,
+                                           void *data);
+int tm_store_demand_history(struct tm_pg_pool *pool, const struct tm_config *cfg, int64_t since_ms,
+                            tm_store_demand_history_cb cb, void *data);
 
 /* Leadership on a dedicated connection: try the session advisory lock and,
  * when it is ours, bump the epoch.  cb gets status 0 with *epoch > 0 when
