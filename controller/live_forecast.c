@@ -17,6 +17,7 @@ struct tm_live_forecast {
     double *demand;                /* scratch: GPUs wanted per pool */
     struct tm_pool_forecast *out;  /* what the last update predicted */
     int64_t step_ms;               /* the forecasters' step */
+    double quantile;               /* the provisioning quantile they were made for */
     bool fed;                      /* warmed or updated: warming again would go back in time */
 };
 
@@ -48,7 +49,10 @@ int tm_live_forecast_new(const struct tm_config *cfg, struct tm_live_forecast **
         return TM_ENOMEM;
     }
     tm_forecast_params_default(&fp);
-    fp.quantile = cfg->forecast.quantile > 0 ? cfg->forecast.quantile : fp.quantile;
+    /* A config built by hand (tests) may leave it 0: the default. */
+    if (cfg->forecast.quantile > 0)
+        fp.quantile = cfg->forecast.quantile;
+    lf->quantile = fp.quantile;
     lf->step_ms = fp.step_ms;
     for (size_t i = 0; i < cfg->npools; i++) {
         lf->out[i] = (struct tm_pool_forecast){-1, -1};
@@ -73,8 +77,6 @@ const struct tm_pool_forecast *tm_live_forecast_update(struct tm_live_forecast *
                                                        const struct tm_snapshot *snap,
                                                        int64_t now_ms)
 {
-    double q = lf->cfg->forecast.quantile > 0 ? lf->cfg->forecast.quantile : 0.9;
-
     lf->fed = true;
     tm_reconcile_pool_demand(lf->cfg, snap, lf->demand);
     for (size_t i = 0; i < lf->cfg->npools; i++) {
@@ -82,7 +84,7 @@ const struct tm_pool_forecast *tm_live_forecast_update(struct tm_live_forecast *
         /* A time before the open step (a clock set back) changes nothing. */
         (void)tm_forecast_observe(lf->fc[i], now_ms, lf->demand[i]);
         if (tm_forecast_predict(lf->fc[i], horizon_ms(lf->cfg, &lf->cfg->pools[i]),
-                                q, &mean, &upper) == 0)
+                                lf->quantile, &mean, &upper) == 0)
             lf->out[i] = (struct tm_pool_forecast){mean, upper};
     }
     return lf->out;
