@@ -13,50 +13,13 @@
 #include <cjson/cJSON.h>
 
 #include "core/err.h"
+#include "core/file.h"
 
 /* The largest published file is under 200 KB; a limit keeps a wrong path
  * (a disk image, a device) from being read whole. */
-#define TRACE_FILE_MAX (64L * 1024 * 1024)
+#define TRACE_FILE_MAX (64u << 20)
 #define TRACE_FILES_MAX 4096
 #define TRACE_DEPTH_MAX 8
-
-static int read_all(const char *path, char **ret, size_t *ret_len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    long len;
-
-    if (!f) {
-        snprintf(err, errlen, "%s: could not open: %s", path, strerror(errno));
-        return TM_EINVAL;
-    }
-    if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
-        snprintf(err, errlen, "%s: could not read: %s", path, strerror(errno));
-        fclose(f);
-        return TM_EINVAL;
-    }
-    if (len > TRACE_FILE_MAX) {
-        snprintf(err, errlen, "%s: larger than %ld bytes, not a trace", path, TRACE_FILE_MAX);
-        fclose(f);
-        return TM_EINVAL;
-    }
-    buf = malloc((size_t)len + 1);
-    if (!buf) {
-        fclose(f);
-        return TM_ENOMEM;
-    }
-    if (fread(buf, 1, (size_t)len, f) != (size_t)len) {
-        snprintf(err, errlen, "%s: could not read: %s", path, strerror(errno));
-        free(buf);
-        fclose(f);
-        return TM_EINVAL;
-    }
-    fclose(f);
-    buf[len] = '\0';
-    *ret = buf;
-    *ret_len = (size_t)len;
-    return 0;
-}
 
 int tm_spot_trace_read(const char *path, double *ret_gap_s, double **ret_v, size_t *ret_n,
                        char *err, size_t errlen)
@@ -70,9 +33,9 @@ int tm_spot_trace_read(const char *path, double *ret_gap_s, double **ret_v, size
     size_t n = 0;
     int rc;
 
-    rc = read_all(path, &text, &len, err, errlen);
+    rc = tm_file_read(path, TRACE_FILE_MAX, &text, &len, err, errlen);
     if (rc < 0)
-        return rc;
+        return rc == TM_ENOMEM ? rc : TM_EINVAL; /* unreadable: a bad input, with err */
     doc = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     if (!doc) {
         /* cJSON points at where it gave up: name the line and column */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/file.h"
 
 #define TRACE_FILE_MAX (512u << 20)
 #define FIELDS_MAX 32
@@ -54,60 +55,6 @@ static int fail(char *err, size_t errlen, const char *path, size_t line, int col
     vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
     va_end(ap);
     return TM_EINVAL;
-}
-
-static int read_file(const char *path, char **ret, size_t *ret_len, char *err, size_t errlen)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    int r;
-
-    if (!f) {
-        r = -errno;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: could not open: %s", path, strerror(-r));
-        return r;
-    }
-    for (;;) {
-        size_t n;
-        if (len + 65536 + 1 > cap) {
-            size_t ncap = cap ? cap * 2 : 1u << 20;
-            char *nb;
-            if (ncap > TRACE_FILE_MAX) {
-                r = TM_EINVAL;
-                if (err && errlen)
-                    snprintf(err, errlen, "%s: file larger than %u MiB", path, TRACE_FILE_MAX >> 20);
-                goto out;
-            }
-            nb = realloc(buf, ncap);
-            if (!nb) {
-                r = TM_ENOMEM;
-                goto out;
-            }
-            buf = nb;
-            cap = ncap;
-        }
-        n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-        if (n == 0)
-            break;
-    }
-    if (ferror(f)) {
-        r = -EIO;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: could not read", path);
-        goto out;
-    }
-    buf[len] = '\0';
-    *ret = buf;
-    *ret_len = len;
-    buf = NULL;
-    r = 0;
-out:
-    free(buf);
-    fclose(f);
-    return r;
 }
 
 /* Split one line in place at commas; returns the field count or -1 when
@@ -200,7 +147,7 @@ int tm_trace_load_nodes(struct tm_trace *t, const char *path, char *err, size_t 
 
     memcpy(saved_models.models, t->models, sizeof(t->models));
     saved_models.nmodels = t->nmodels;
-    r = read_file(path, &buf, &len, err, errlen);
+    r = tm_file_read(path, TRACE_FILE_MAX, &buf, &len, err, errlen);
     if (r < 0)
         return r;
     p = buf;
@@ -335,7 +282,7 @@ int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t e
     int r, nf;
 
     memcpy(saved, t->models, sizeof(saved));
-    r = read_file(path, &buf, &len, err, errlen);
+    r = tm_file_read(path, TRACE_FILE_MAX, &buf, &len, err, errlen);
     if (r < 0)
         return r;
     p = buf;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/file.h"
 
 int tm_yaml_fail(const struct tm_yaml_ctx *c, const yaml_node_t *n, const char *fmt, ...)
 {
@@ -80,32 +81,14 @@ int tm_yaml_table_parse(const char *name, const char *text, size_t len, tm_yaml_
 int tm_yaml_table_load(const char *path, tm_yaml_root_fn root, void *ret, size_t size, char *err,
                        size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
     char *buf;
     size_t n;
-    int r;
+    int r = tm_file_read(path, TM_YAML_TABLE_FILE_MAX, &buf, &n, err, errlen);
 
-    if (!f) {
-        r = -errno;
-        if (err && errlen)
-            snprintf(err, errlen, "%s: could not open: %s", path, strerror(-r));
+    if (r == -EIO)
+        r = TM_EINVAL; /* opened but unreadable: a bad input, as a file too large is */
+    if (r < 0)
         return r;
-    }
-    buf = malloc(TM_YAML_TABLE_FILE_MAX);
-    if (!buf) {
-        fclose(f);
-        return TM_ENOMEM;
-    }
-    n = fread(buf, 1, TM_YAML_TABLE_FILE_MAX, f);
-    if (ferror(f) || n == TM_YAML_TABLE_FILE_MAX) {
-        fclose(f);
-        free(buf);
-        if (err && errlen)
-            snprintf(err, errlen, "%s:1: could not read (or larger than %d bytes)", path,
-                     TM_YAML_TABLE_FILE_MAX);
-        return TM_EINVAL;
-    }
-    fclose(f);
     r = tm_yaml_table_parse(path, buf, n, root, ret, size, err, errlen);
     free(buf);
     return r;

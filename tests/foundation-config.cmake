@@ -26,3 +26,6 @@ if(TM_FUZZ)
     target_link_libraries(fuzz_config PRIVATE PkgConfig::YAML PkgConfig::SSL ${MATH_LIB})
   endif()
 endif()
+
+# The whole-file reader the trace and table loaders share (core/file.c).
+tm_add_c_test(test_file ${CMAKE_SOURCE_DIR}/tests/unit/test_file.c LABELS unit foundation)
