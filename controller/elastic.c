@@ -72,6 +72,7 @@ struct ejob {
     int64_t cpu, mem;
     int32_t gpus, gpu_milli, milli;
     bool preemptible, ckpt, force_od;
+    bool known; /* estimate from the same task's own earlier runs */
     int state;
     int64_t first_start, start, progress; /* progress: checkpointed work */
     int node;
@@ -434,6 +435,18 @@ static size_t *order_nodes(struct sim *s)
     return ord;
 }
 
+/* A running job's expected time left: a known estimate (the task's own
+ * earlier runs) is taken as it is until overrun; otherwise
+ * tm_estimate_remaining's heavy-tail rule. */
+static int64_t time_left(const struct ejob *jb, int64_t est, int64_t now)
+{
+    int64_t ran = now - jb->start;
+
+    if (jb->known && est - jb->progress - ran > 0)
+        return est - jb->progress - ran;
+    return tm_estimate_remaining(est, ran);
+}
+
 static int schedule(struct sim *s)
 {
     struct tm_sched_node *sn = NULL;
@@ -490,7 +503,7 @@ static int schedule(struct sim *s)
             sa[na++] = (struct tm_sched_alloc){
                 .job_id = (int64_t)s->running[k], .node = map[jb->node], .gpu_mask = jb->mask,
                 .gpu_milli = jb->amilli, .cpu_milli = jb->cpu, .memory_mib = jb->mem,
-                .end_ms = s->now + tm_estimate_remaining(est, s->now - jb->start),
+                .end_ms = s->now + time_left(jb, est, s->now),
                 .preemptible = jb->preemptible, .loaned = jb->loaned};
             (void)left;
         }
@@ -504,12 +517,14 @@ static int schedule(struct sim *s)
                                       .estimate_ms = jb->estimate, .cpu_milli = jb->cpu,
                                       .memory_mib = jb->mem, .model_mask = (uint64_t)job_mask(s, jb),
                                       .gpus = jb->gpus, .gpu_milli = jb->gpu_milli, .nodes = 1,
-                                      .klass = jb->tj->klass, .preemptible = jb->preemptible};
+                                      .klass = jb->tj->klass, .preemptible = jb->preemptible,
+                                      .estimate_known = jb->known};
     }
     {
         struct tm_sched_input in = {.jobs = sj, .njobs = s->nqueued, .nodes = sn, .nnodes = nn,
                                     .allocs = sa, .nallocs = na, .now_ms = s->now,
-                                    .policy = TM_POLICY_BACKFILL};
+                                    .policy = TM_POLICY_BACKFILL,
+                                    .params.align_ends = s->cfg->policy == TM_ELASTIC_TARMAC};
         bool *gone;
         rc = tm_sched_run(&in, &r);
         if (rc < 0)
@@ -620,7 +635,7 @@ static int plan(struct sim *s)
         struct ejob *jb = &s->jobs[j];
         struct tm_plan_node *n = &pn[pmap[jb->node]];
         int64_t est = jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
-        int64_t left = tm_estimate_remaining(est, s->now - jb->start);
+        int64_t left = time_left(jb, est, s->now);
         uint32_t m = jb->mask;
         if (!jb->preemptible)
             n->only_preemptible = false;
@@ -1089,11 +1104,6 @@ static int load_jobs(struct sim *s, const struct tm_trace *t)
     return 0;
 }
 
-static struct tm_estimate_key key_of(const struct ejob *jb)
-{
-    return (struct tm_estimate_key){.klass = jb->tj->klass, .gpu_milli = jb->milli};
-}
-
 static void sim_free(struct sim *s)
 {
     tm_simcloud_free(s->cloud);
@@ -1292,7 +1302,8 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
             struct ejob *jb = &s.jobs[j];
             if (jb->start + jb->runtime - jb->progress <= s.now) {
                 struct enode *n = &s.nodes[jb->node];
-                struct tm_estimate_key k = key_of(jb);
+                char kb[64];
+                struct tm_estimate_key k = tm_trace_estimate_key(jb->tj, kb, sizeof(kb));
                 n->njobs--;
                 n->used_milli -= jb->amilli * __builtin_popcount(jb->mask);
                 if (n->njobs == 0)
@@ -1315,11 +1326,17 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
                     goto out;
             }
         }
-        /* arrivals */
+        /* arrivals: an estimate from the task's own earlier runs (level 1:
+         * the same trace task again, as --copies submits it) is known, and
+         * tarmac places the job by its expected end (align_ends) */
         while (s.next_arrival < s.njobs && s.jobs[s.order[s.next_arrival]].submit <= s.now) {
             size_t j = s.order[s.next_arrival++];
-            struct tm_estimate_key k = key_of(&s.jobs[j]);
-            s.jobs[j].estimate = tm_estimate(s.est, &k);
+            char kb[64];
+            struct tm_estimate_key k = tm_trace_estimate_key(s.jobs[j].tj, kb, sizeof(kb));
+            int lvl;
+            s.jobs[j].estimate = tm_estimate_level(s.est, &k, &lvl);
+            s.jobs[j].known = lvl == 1;
+            s.st.known_estimates += s.jobs[j].known;
             enqueue(&s, j);
         }
         budget_guard(&s);

@@ -110,6 +110,10 @@ struct tm_elastic_stats {
     size_t deadlines, deadlines_missed;
     double budget_overshoot_cents;
     size_t peak_nodes;
+    /* arrivals whose runtime estimate came from the same task's own
+     * earlier runs (a task of the trace submitted again, as --copies
+     * does), the estimates tarmac places by expected end */
+    size_t known_estimates;
     /* spot launches that found no capacity (hazards' availability), and
      * spot launches and interruptions per zone of the price table */
     size_t spot_shortages;

@@ -158,7 +158,15 @@ static int cmp_i64(const void *a, const void *b)
 
 int64_t tm_estimate(const struct tm_estimator *e, const struct tm_estimate_key *k)
 {
+    return tm_estimate_level(e, k, NULL);
+}
+
+int64_t tm_estimate_level(const struct tm_estimator *e, const struct tm_estimate_key *k, int *ret_level)
+{
     char key[KEY_MAX];
+
+    if (ret_level)
+        *ret_level = 0;
 
     for (int level = 1; level <= 4; level++) {
         const struct slot *s;
@@ -170,6 +178,8 @@ int64_t tm_estimate(const struct tm_estimator *e, const struct tm_estimate_key *
             continue;
         memcpy(v, s->ring, s->n * sizeof(v[0]));
         qsort(v, s->n, sizeof(v[0]), cmp_i64);
+        if (ret_level)
+            *ret_level = level;
         return v[s->n / 2] > 0 ? v[s->n / 2] : 1;
     }
     return 0;

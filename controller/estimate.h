@@ -55,6 +55,10 @@ int tm_estimator_observe(struct tm_estimator *e, const struct tm_estimate_key *k
 /* The predicted runtime in ms, or 0 when nothing similar has finished. */
 int64_t tm_estimate(const struct tm_estimator *e, const struct tm_estimate_key *k);
 
+/* As tm_estimate(), and *ret_level (when not NULL) says which key answered:
+ * 1 (the same job's own earlier runs) to 4, or 0 when none did. */
+int64_t tm_estimate_level(const struct tm_estimator *e, const struct tm_estimate_key *k, int *ret_level);
+
 /* The corrected estimate for a job that has run elapsed_ms, past its
  * estimate: 2 x elapsed (at least 1 s). */
 int64_t tm_estimate_overrun(int64_t elapsed_ms);

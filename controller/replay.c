@@ -304,15 +304,6 @@ static uint64_t models_holding(const struct tm_sched_node *nodes, size_t nn, con
     return m;
 }
 
-/* openb has no team, and its names are unique per task; tasks with the
- * same CPU, memory and GPU request mostly come from one deployment, so that
- * request stands in for the name. */
-static struct tm_estimate_key key_of(const struct tm_trace_job *j, char *buf, size_t len)
-{
-    snprintf(buf, len, "c%lld-m%lld", (long long)j->cpu_milli, (long long)j->memory_mib);
-    return (struct tm_estimate_key){.name = buf, .klass = j->klass, .gpu_milli = milli_total(j)};
-}
-
 static void integrate(struct sim *s, int64_t from, int64_t to)
 {
     double dt = (double)(to - from);
@@ -876,7 +867,7 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
             if (e.gen != rj->gen)
                 continue; /* the job was evicted and requeued */
             char kb[64];
-            struct tm_estimate_key k = key_of(rj->tj, kb, sizeof(kb));
+            struct tm_estimate_key k = tm_trace_estimate_key(rj->tj, kb, sizeof(kb));
             alloc_remove(&s, e.job);
             jct += (double)(tcur - rj->submit);
             end_all = tcur;
@@ -894,7 +885,7 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
                 rj->estimate = rj->runtime > 0 ? rj->runtime : 1;
             } else {
                 char kb[64];
-                struct tm_estimate_key k = key_of(rj->tj, kb, sizeof(kb));
+                struct tm_estimate_key k = tm_trace_estimate_key(rj->tj, kb, sizeof(kb));
                 rj->estimate = tm_estimate(s.est, &k);
             }
             enqueue(&s, (int32_t)arr[ai]);

@@ -222,6 +222,7 @@ struct ctx {
 
     struct tm_sched_result r;
     size_t capplace, capres, capprm;
+    int64_t *node_end; /* align_ends: latest expected end of each node's work */
     bool loans;        /* tarmac: preemptible work may borrow reserved room */
     bool *evicted;     /* per input alloc, once preempted in this pass */
 };
@@ -1152,6 +1153,62 @@ static bool no_match(const struct ctx *c, const struct need *nd)
 
 /* ---------- first-fit placement (fifo, backfill) ---------- */
 
+static int node_end_init(struct ctx *c)
+{
+    c->node_end = malloc((c->nn + 1) * sizeof(*c->node_end));
+    if (!c->node_end)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < c->nn; i++)
+        c->node_end[i] = c->in->now_ms;
+    for (size_t a = 0; a < c->in->nallocs; a++) {
+        const struct tm_sched_alloc *al = &c->in->allocs[a];
+        if (al->node >= 0 && (size_t)al->node < c->nn && al->end_ms > c->node_end[al->node])
+            c->node_end[al->node] = al->end_ms;
+    }
+    return 0;
+}
+
+/* align_ends: is a node whose work ends at e (the job ending at end) a
+ * better home than the best so far (be)?  Nodes that outlive the job come
+ * first, the soonest-ending of them (the job extends no node's life and
+ * uses the node that frees soonest after it); then the latest-ending of
+ * the rest (the job extends that node's life the least). */
+static bool end_better(int64_t e, int64_t be, int64_t end)
+{
+    bool after = e >= end, bafter = be >= end;
+
+    if (after != bafter)
+        return after;
+    return after ? e < be : e > be;
+}
+
+/* The first node of the tree scan from `from` that fits job j (reservations
+ * respected when asked); with align_ends and a known estimate, the best of
+ * all that fit by end_better().  -1 when none. */
+static int64_t find_node(struct ctx *c, int32_t j, size_t from, bool respect, bool *ret_blocked)
+{
+    const struct need *nd = &c->needs[j];
+    bool align = c->node_end && c->in->jobs[j].estimate_known && c->in->jobs[j].estimate_ms > 0;
+    int64_t end = align ? job_end(c, j) : 0, best = -1;
+
+    for (;;) {
+        int64_t i = tree_find(c, from, nd);
+        bool gap, loan;
+        if (i < 0)
+            return best;
+        from = (size_t)i + 1;
+        if (respect && !reservation_permits(c, j, (int32_t)i, pick_gpus(&c->ns[i], nd, false),
+                                            nd->gpus ? MILLI : nd->milli, &gap, &loan)) {
+            *ret_blocked = true;
+            continue;
+        }
+        if (!align)
+            return i;
+        if (best < 0 || end_better(c->node_end[i], c->node_end[best], end))
+            best = i;
+    }
+}
+
 /* Place job j first-fit on distinct nodes, all or nothing.  With
  * reservations on, nodes whose reservation would be delayed are skipped.
  * Returns 1 placed, 0 not, < 0 error.  *ret_gap: some member used a gap. */
@@ -1170,18 +1227,14 @@ static int place_firstfit(struct ctx *c, int32_t j, bool respect, bool *ret_gap,
         return 0;
     c->gen++;
     while (k < nd->nodes) {
-        int64_t i = tree_find(c, from, nd);
+        int64_t i = find_node(c, j, from, respect, ret_blocked);
         uint32_t mask;
         bool gap = false, loan = false;
         if (i < 0)
             break;
         mask = pick_gpus(&c->ns[i], nd, false);
-        if (respect &&
-            !reservation_permits(c, j, (int32_t)i, mask, nd->gpus ? MILLI : nd->milli, &gap, &loan)) {
-            *ret_blocked = true;
-            from = (size_t)i + 1;
-            continue;
-        }
+        if (respect)
+            (void)reservation_permits(c, j, (int32_t)i, mask, nd->gpus ? MILLI : nd->milli, &gap, &loan);
         chosen[k] = (int32_t)i;
         masks[k] = mask;
         if (gap) {
@@ -1216,6 +1269,12 @@ static int place_firstfit(struct ctx *c, int32_t j, bool respect, bool *ret_gap,
         r = add_placement(c, j, chosen[x], masks[x], nd->gpus ? MILLI : nd->milli, false);
         if (r < 0)
             return r;
+        if (c->node_end) {
+            int64_t e = c->in->jobs[j].estimate_ms > 0 ? c->in->jobs[j].estimate_ms
+                                                       : TM_SCHED_DEFAULT_ESTIMATE_MS;
+            if (c->in->now_ms + e > c->node_end[chosen[x]])
+                c->node_end[chosen[x]] = c->in->now_ms + e;
+        }
     }
     return 1;
 }
@@ -1906,6 +1965,7 @@ static void ctx_release(struct ctx *c)
     free(c->plnext);
     free(c->rn);
     free(c->evicted);
+    free(c->node_end);
 }
 
 int tm_sched_run(const struct tm_sched_input *in, struct tm_sched_result *ret)
@@ -1936,6 +1996,8 @@ int tm_sched_run(const struct tm_sched_input *in, struct tm_sched_result *ret)
         r = buckets_init(&c);
     } else {
         r = tree_init(&c);
+        if (r >= 0 && in->params.align_ends)
+            r = node_end_init(&c);
     }
     if (r < 0)
         goto out;

@@ -64,6 +64,9 @@ struct tm_sched_job {
      * held node only if it ends by then, so a drain cannot be prolonged
      * forever by fillers whose estimates were short. */
     int64_t hold_start_ms;
+    /* The estimate comes from this task's own earlier runs (a recurring
+     * job), not from similar work: trusted by align_ends placement. */
+    bool estimate_known;
 };
 
 struct tm_sched_node {
@@ -97,6 +100,13 @@ struct tm_sched_params {
     int32_t max_reservations;    /* tarmac: blocked jobs holding reservations [8];
                                   * backfill always holds exactly one (EASY) */
     int64_t default_estimate_ms; /* ordering weight of a job without estimate [1 h] */
+    /* fifo and backfill: a job with estimate_known goes to the fitting node
+     * whose work (allocs' end_ms, and this pass's placements) ends soonest
+     * at or after the job's own end, else to the one whose work ends
+     * latest, so that work ending together shares nodes and a node is not
+     * kept alive by one job after the rest of its work ended.  Other jobs
+     * keep first fit.  false: first fit for all. */
+    bool align_ends;
 };
 
 /* 48 h: a job can only be promised a node once that node's

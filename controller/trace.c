@@ -29,6 +29,15 @@ const char *tm_trace_qos_name(enum tm_trace_qos q)
     return (unsigned)q < TM_QOS_MAX ? qos_names[q] : "unknown";
 }
 
+struct tm_estimate_key tm_trace_estimate_key(const struct tm_trace_job *j, char *buf, size_t len)
+{
+    snprintf(buf, len, "c%lld-m%lld", (long long)j->cpu_milli, (long long)j->memory_mib);
+    return (struct tm_estimate_key){.team = buf,
+                                    .name = j->name[0] ? j->name : NULL,
+                                    .klass = j->klass,
+                                    .gpu_milli = j->gpus > 0 ? j->gpus * 1000 : j->gpu_milli};
+}
+
 int tm_trace_model(struct tm_trace *t, const char *name)
 {
     for (int i = 0; i < t->nmodels; i++)

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "controller/estimate.h"
 #include "controller/model.h"
 
 #define TM_TRACE_NAME_MAX 32
@@ -63,6 +64,15 @@ struct tm_trace {
 };
 
 const char *tm_trace_qos_name(enum tm_trace_qos q);
+
+/* The runtime predictor's key for a trace job, one for every replay.  The
+ * job's own name is the most specific level (the same task submitted
+ * again: a replay's copies of one task share it).  openb has no team, and
+ * tasks with the same CPU and memory request mostly come from one
+ * deployment, so that request ("cCPU-mMEM", written into buf) stands in for
+ * the team: the level between the task itself and anyone's work of that
+ * shape. */
+struct tm_estimate_key tm_trace_estimate_key(const struct tm_trace_job *j, char *buf, size_t len);
 
 /* Index of a model name in t's table, adding it when absent; -1 if full. */
 int tm_trace_model(struct tm_trace *t, const char *name);

@@ -222,6 +222,52 @@ static void test_plan_on_arrival(void **state)
     tm_trace_release(&t);
 }
 
+/* --copies submits each task again, 7 days later per copy, wrapped over
+ * the arrival span.  Two one-hour tasks, at 0 and 10 days: their copies
+ * arrive at about 0, 1, 4 and 7 days (and 1, 4, 7, 10), so each task's
+ * fourth run finds its three earlier runs and its estimate is known
+ * (exactly its runtime); no other arrival is.  Every policy counts the
+ * same, since they share the predictor. */
+static void test_copies_known_estimates(void **state)
+{
+    struct tm_price_table pr;
+    struct tm_trace t;
+    struct tm_elastic_config c;
+    struct tm_elastic_stats st;
+
+    (void)state;
+    table(&pr, 0, true);
+    memset(&t, 0, sizeof(t));
+    t.jobs = calloc(2, sizeof(*t.jobs));
+    assert_non_null(t.jobs);
+    t.njobs = 2;
+    for (int i = 0; i < 2; i++) {
+        struct tm_trace_job *j = &t.jobs[i];
+        snprintf(j->name, sizeof(j->name), "task%d", i);
+        j->submit_ms = j->start_ms = i * 240 * H;
+        j->end_ms = j->start_ms + H;
+        j->cpu_milli = 8000;
+        j->memory_mib = 16384;
+        j->gpus = 2;
+        j->gpu_milli = 1000;
+        j->qos = TM_QOS_LS;
+        j->klass = TM_CLASS_TRAIN;
+    }
+    tm_elastic_config_default(&c);
+    c.prices = &pr;
+    c.copies = 4;
+    for (int p = 0; p < TM_ELASTIC_POLICY_MAX; p++) {
+        run(&t, &c, (enum tm_elastic_policy)p, &st);
+        assert_int_equal(st.jobs, 8);
+        assert_int_equal(st.unfinished, 0);
+        assert_int_equal(st.known_estimates, 2);
+    }
+    c.copies = 1;
+    run(&t, &c, TM_ELASTIC_TARMAC, &st);
+    assert_int_equal(st.known_estimates, 0);
+    tm_trace_release(&t);
+}
+
 /* Shares spread over GPUs count each GPU they touch.  On one 8-GPU type,
  * three 0.6-GPU shares arrive at 0 (two hours each) and land on GPUs 0, 1
  * and 2 of one node; a 6-GPU job arrives at 600 s.  Five whole GPUs are
@@ -293,6 +339,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_openb_calibration),
         cmocka_unit_test(test_plan_on_arrival),
         cmocka_unit_test(test_spread_shares_room),
+        cmocka_unit_test(test_copies_known_estimates),
         cmocka_unit_test(test_cli_bad_prices),
     };
     if (argc > 1 && strcmp(argv[1], "replay") == 0)

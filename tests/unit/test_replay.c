@@ -50,6 +50,17 @@ static void test_estimator(void **state)
     assert_int_equal(tm_estimate(e, &other), 100000);
     assert_int_equal(tm_estimate(e, &k), 3000); /* its own history wins */
     assert_int_equal(tm_estimate(e, &eval), 0);
+    {
+        int lvl = -1;
+        struct tm_estimate_key k_other_name = k;
+        k_other_name.name = "vit";
+        assert_int_equal(tm_estimate_level(e, &k, &lvl), 3000);
+        assert_int_equal(lvl, 1); /* its own runs */
+        assert_int_equal(tm_estimate_level(e, &k_other_name, &lvl), 3000);
+        assert_int_equal(lvl, 2); /* the team's work of that shape */
+        assert_int_equal(tm_estimate_level(e, &eval, &lvl), 0);
+        assert_int_equal(lvl, 0);
+    }
     /* the window follows drift: 32 new runs replace the old */
     for (int i = 0; i < TM_ESTIMATE_WINDOW; i++)
         assert_int_equal(tm_estimator_observe(e, &k, 7000), 0);

@@ -691,6 +691,50 @@ static void test_aged_tied_order(void **state)
     tm_sched_result_release(&r);
 }
 
+/* align_ends: three nodes whose work ends at 10 h, 2 h and 6 h (node 0
+ * first in first-fit order).  A job whose own runs are known goes to the
+ * node that outlives it and frees soonest after it; one that outlives
+ * every node goes to the node ending latest; a job without a known
+ * estimate, or with align_ends off, keeps first fit.  Work placed earlier
+ * in the same pass moves a node's end (the 12 h job makes node 0 end at
+ * 12 h, so the 7 h and 8 h jobs find only node 0 outliving them). */
+static void test_align_ends(void **state)
+{
+    struct tm_sched_node n[3] = {node8(1, 0), node8(2, 0), node8(3, 0)};
+    struct tm_sched_alloc a[3] = {hold(0, 0x01, 10 * H), hold(1, 0x01, 2 * H), hold(2, 0x01, 6 * H)};
+    struct tm_sched_job j[6] = {job(10, 1, 1, 1 * H), job(11, 2, 1, 5 * H), job(12, 3, 1, 12 * H),
+                                job(13, 4, 1, 1 * H), job(14, 5, 1, 7 * H), job(15, 6, 1, 8 * H)};
+    struct tm_sched_input in = {.jobs = j, .njobs = 6, .nodes = n, .nnodes = 3, .allocs = a,
+                                .nallocs = 3, .now_ms = 0, .policy = TM_POLICY_BACKFILL};
+    struct tm_sched_result r = {0};
+
+    (void)state;
+    for (int k = 0; k < 6; k++)
+        j[k].estimate_known = k != 3;
+    assert_int_equal(tm_sched_run(&in, &r), 0);
+    for (int k = 0; k < 6; k++)
+        assert_int_equal(placed_node(&r, k), 0); /* first fit: all on node 0 */
+    tm_sched_result_release(&r);
+
+    in.params.align_ends = true;
+    assert_int_equal(tm_sched_run(&in, &r), 0);
+    assert_int_equal(placed_node(&r, 0), 1); /* 1 h: node 1 (2 h) outlives it, frees first */
+    assert_int_equal(placed_node(&r, 1), 2); /* 5 h: node 2 (6 h) */
+    assert_int_equal(placed_node(&r, 2), 0); /* 12 h: none outlives it; node 0 ends latest, now 12 h */
+    assert_int_equal(placed_node(&r, 3), 0); /* estimate not known: first fit */
+    assert_int_equal(placed_node(&r, 4), 0); /* 7 h: node 0 (12 h now) is the only one after 7 h */
+    assert_int_equal(placed_node(&r, 5), 0); /* 8 h: the same */
+    tm_sched_result_release(&r);
+
+    /* the rule only chooses among nodes that fit: no node here has 8 free GPUs */
+    j[0] = job(20, 1, 8, 1 * H);
+    j[0].estimate_known = true;
+    in.njobs = 1;
+    assert_int_equal(tm_sched_run(&in, &r), 0);
+    assert_int_equal(r.nplacements, 0);
+    tm_sched_result_release(&r);
+}
+
 static void test_random_properties(void **state)
 {
     (void)state;
@@ -700,9 +744,14 @@ static void test_random_properties(void **state)
         struct tm_sched_alloc *a;
         size_t nj, nn, na;
         random_case(seed, &j, &nj, &n, &nn, &a, &na);
-        for (int p = 0; p < TM_POLICY_MAX; p++) {
+        for (size_t k = 0; k < nj; k++)
+            j[k].estimate_known = (seed + k) % 3 != 0;
+        /* the policies, then fifo and backfill again with align_ends */
+        for (int v = 0; v < TM_POLICY_MAX + 2; v++) {
+            int p = v < TM_POLICY_MAX ? v : v - TM_POLICY_MAX;
             struct tm_sched_input in = {.jobs = j, .njobs = nj, .nodes = n, .nnodes = nn,
-                                        .allocs = a, .nallocs = na, .now_ms = H, .policy = p};
+                                        .allocs = a, .nallocs = na, .now_ms = H, .policy = p,
+                                        .params.align_ends = v >= TM_POLICY_MAX};
             struct tm_sched_result r1 = {0}, r2 = {0};
             int32_t *gpu = calloc(nn * 16, sizeof(*gpu));
             int64_t *cpu = calloc(nn, sizeof(*cpu));
@@ -823,6 +872,7 @@ int main(void)
         cmocka_unit_test(test_drain_cap),
         cmocka_unit_test(test_aged_narrow_order),
         cmocka_unit_test(test_aged_tied_order),
+        cmocka_unit_test(test_align_ends),
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_bad_input),
     };

@@ -179,6 +179,29 @@ static void test_synthetic(void **state)
     tm_trace_release(&b);
 }
 
+/* The predictor's key for a trace task: its own name first, the CPU and
+ * memory request standing in for the team (openb has none). */
+static void test_estimate_key(void **state)
+{
+    struct tm_trace_job j = {.cpu_milli = 6000, .memory_mib = 12288, .gpus = 0, .gpu_milli = 460,
+                             .klass = TM_CLASS_INFERENCE};
+    struct tm_estimate_key k;
+    char buf[64];
+
+    (void)state;
+    snprintf(j.name, sizeof(j.name), "openb-pod-0001");
+    k = tm_trace_estimate_key(&j, buf, sizeof(buf));
+    assert_string_equal(k.name, "openb-pod-0001");
+    assert_string_equal(k.team, "c6000-m12288");
+    assert_int_equal(k.gpu_milli, 460);
+    assert_int_equal(k.klass, TM_CLASS_INFERENCE);
+    j.gpus = 4;
+    j.name[0] = '\0';
+    k = tm_trace_estimate_key(&j, buf, sizeof(buf));
+    assert_null(k.name); /* no name: no task level */
+    assert_int_equal(k.gpu_milli, 4000);
+}
+
 static void test_real_openb(void **state)
 {
     const char *dir = traces_dir();
@@ -239,6 +262,7 @@ int main(void)
         cmocka_unit_test(test_load_good),
         cmocka_unit_test(test_load_bad),
         cmocka_unit_test(test_synthetic),
+        cmocka_unit_test(test_estimate_key),
         cmocka_unit_test(test_real_openb),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
