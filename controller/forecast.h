@@ -14,8 +14,10 @@
  *                        damped trend, a daily and a weekly season) in the
  *                        error-correction form of Taylor (2003).  A bank of
  *                        smoothing-parameter sets runs side by side and the
- *                        one with the lowest recent horizon-step absolute
- *                        error gives the mean (parameters fitted online).
+ *                        one with the lowest recent one-step absolute error
+ *                        (the errors Holt-Winters parameters are fitted on)
+ *                        gives the mean at every horizon (parameters fitted
+ *                        online).
  *                        The upper quantile is the mean plus a quantile of
  *                        the model's own recent horizon-step errors made
  *                        in the same volatility band (below), so the bound
