@@ -141,7 +141,7 @@ L.append("| B: tarmac <= 1.10 x floor | %.3f (reactive %.3f; G, checkpointable: 
 L.append("| C: tarmac <= 1.35 x lower bound | %.3f (reactive %.3f) | %s |" % (C["tarmac"]["cost_ratio"], C["reactive"]["cost_ratio"], yes(C["tarmac"]["cost_ratio"] <= 1.35)))
 L.append("| C: <= 5%% of jobs wait longer than boot | %.1f%% (reactive %.1f%%; mean wait %.0f s vs %.0f s) | %s |" % (100 * C["tarmac"]["waited_longer_than_boot_share"], 100 * C["reactive"]["waited_longer_than_boot_share"], C["tarmac"]["wait_mean_s"], C["reactive"]["wait_mean_s"], yes(C["tarmac"]["waited_longer_than_boot_share"] <= 0.05)))
 L.append("| D: tarmac <= 1.25 x lower bound | %.3f (reactive %.3f) | %s |" % (D["tarmac"]["cost_ratio"], D["reactive"]["cost_ratio"], yes(D["tarmac"]["cost_ratio"] <= 1.25)))
-L.append("| forecast pinball < seasonal-naive on every series | bench/results/forecast-2026-11-29.md | yes |")
+L.append("| forecast pinball < seasonal-naive on every series | bench/results/forecast-2026-12-01.md | yes |")
 L.append("| zero budget overshoot | %.0f cents, worst run here (no budget in these tables; hard-cap replays in tests/unit/test_elastic.c) | %s |" % (over, yes(over == 0)))
 L.append("| zero missed feasible deadlines | %d here (deadline replays in tests/unit/test_elastic.c) | %s |" % (missed, yes(missed == 0)))
 L.append("")
