@@ -435,16 +435,14 @@ static size_t *order_nodes(struct sim *s)
     return ord;
 }
 
-/* A running job's expected time left: a known estimate (the task's own
- * earlier runs) is taken as it is until overrun; otherwise
- * tm_estimate_remaining's heavy-tail rule. */
+/* A running job's expected time left.  A known estimate counts the
+ * checkpointed progress as done; the heavy-tail rule for the others keeps
+ * the figures it was measured with (it looks at the whole estimate). */
 static int64_t time_left(const struct ejob *jb, int64_t est, int64_t now)
 {
-    int64_t ran = now - jb->start;
-
-    if (jb->known && est - jb->progress - ran > 0)
-        return est - jb->progress - ran;
-    return tm_estimate_remaining(est, ran);
+    if (jb->known)
+        return tm_estimate_left(est - jb->progress, now - jb->start, true);
+    return tm_estimate_remaining(est, now - jb->start);
 }
 
 static int schedule(struct sim *s)

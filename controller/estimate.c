@@ -202,3 +202,12 @@ int64_t tm_estimate_remaining(int64_t estimate_ms, int64_t elapsed_ms)
         left = elapsed_ms;
     return left < 1000 ? 1000 : left;
 }
+
+int64_t tm_estimate_left(int64_t estimate_ms, int64_t elapsed_ms, bool known)
+{
+    int64_t left = estimate_ms - elapsed_ms;
+
+    if (known && left > 0)
+        return left < 1000 ? 1000 : left;
+    return tm_estimate_remaining(estimate_ms, elapsed_ms);
+}

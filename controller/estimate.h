@@ -26,6 +26,7 @@
 #ifndef TM_ESTIMATE_H
 #define TM_ESTIMATE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -70,5 +71,10 @@ int64_t tm_estimate_overrun(int64_t elapsed_ms);
  * the minutes its estimate has left.  Reservations planned with it pick
  * nodes that really drain soon. */
 int64_t tm_estimate_remaining(int64_t estimate_ms, int64_t elapsed_ms);
+
+/* As tm_estimate_remaining, except that an estimate from the job's own
+ * earlier runs (known: tm_estimate_level 1) is taken at its word until the
+ * job overruns it: estimate - elapsed. */
+int64_t tm_estimate_left(int64_t estimate_ms, int64_t elapsed_ms, bool known);
 
 #endif

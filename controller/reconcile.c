@@ -608,14 +608,23 @@ static void spot_notice(struct pass *p, size_t ni, int64_t notice_ms, const char
  * progress. */
 int64_t tm_rc_job_estimate(const struct tm_estimator *est, const struct tm_snap_job *j)
 {
+    return tm_rc_job_estimate_known(est, j, NULL);
+}
+
+int64_t tm_rc_job_estimate_known(const struct tm_estimator *est, const struct tm_snap_job *j, bool *ret_known)
+{
     int64_t e = j->estimate_ms;
+    int level = 0;
     if (e <= 0 && est) {
+        /* An unnamed job is nobody's resubmission: no name level. */
         struct tm_estimate_key k = {
-            .team = j->team, .name = j->name, .klass = j->klass,
+            .team = j->team, .name = j->name[0] ? j->name : NULL, .klass = j->klass,
             .gpu_milli = (int32_t)tm_rc_job_gpu_milli(j),
         };
-        e = tm_estimate(est, &k);
+        e = tm_estimate_level(est, &k, &level);
     }
+    if (ret_known)
+        *ret_known = level == 1;
     /* A job resumed from a checkpoint runs only what is left. */
     if (e > 0 && j->progress_ms > 0)
         e = e > j->progress_ms ? e - j->progress_ms : 1;
@@ -726,10 +735,11 @@ static void schedule(struct pass *p, bool *job_placed)
         bool pre = false;
         if (ji >= 0) {
             const struct tm_snap_job *j = &s->jobs[ji];
-            int64_t e = tm_rc_job_estimate(est, j);
+            bool known;
+            int64_t e = tm_rc_job_estimate_known(est, j, &known);
             pre = j->preemptible;
             if (e > 0)
-                end = p->in->now_ms + tm_estimate_remaining(e, p->in->now_ms - j->started_ms);
+                end = p->in->now_ms + tm_estimate_left(e, p->in->now_ms - j->started_ms, known);
         }
         alloc_of[na] = (int32_t)a;
         allocs[na++] = (struct tm_sched_alloc){
@@ -754,8 +764,10 @@ static void schedule(struct pass *p, bool *job_placed)
         /* A held node that is gone or no longer schedulable: no hold. */
         int hn = j->hold_node_id ? tm_rc_node_index(p, j->hold_node_id) : -1;
         int32_t hold = hn >= 0 && sched_node[hn] >= 0 ? sched_node[hn] + 1 : 0;
+        bool known;
+        int64_t e = tm_rc_job_estimate_known(est, j, &known);
         jobs[nj] = (struct tm_sched_job){
-            .id = j->id, .submit_ms = j->submitted_ms, .estimate_ms = tm_rc_job_estimate(est, j),
+            .id = j->id, .submit_ms = j->submitted_ms, .estimate_ms = e, .estimate_known = known,
             .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib, .model_mask = mask,
             .gpus = j->gpus, .gpu_milli = j->gpus > 0 ? 1000 : j->gpu_milli, .nodes = j->nodes,
             .priority = j->priority, .klass = j->klass, .preemptible = j->preemptible,
@@ -767,7 +779,7 @@ static void schedule(struct pass *p, bool *job_placed)
     struct tm_sched_input in = {
         .jobs = jobs, .njobs = nj, .nodes = nodes, .nnodes = nn, .allocs = allocs,
         .nallocs = na, .now_ms = p->in->now_ms, .policy = p->in->policy,
-        .params = {.starvation_ms = p->cfg->starvation_ms, .short_ms = 30 * 60000},
+        .params = {.starvation_ms = p->cfg->starvation_ms, .short_ms = 30 * 60000, .align_ends = true},
     };
     int r = tm_sched_run(&in, &res);
     if (r < 0) {
@@ -818,7 +830,8 @@ static void schedule(struct pass *p, bool *job_placed)
         tm_rc_put_num(p, in_o, "waited_ms", (double)(p->in->now_ms - j->submitted_ms));
         tm_rc_put_num(p, in_o, "estimate_s", (double)(jobs[pl->job].estimate_ms / 1000));
         if (j->estimate_ms <= 0 && jobs[pl->job].estimate_ms > 0)
-            tm_rc_put_str(p, in_o, "estimate_from", "history of similar jobs");
+            tm_rc_put_str(p, in_o, "estimate_from",
+                          jobs[pl->job].estimate_known ? "earlier runs of this job" : "history of similar jobs");
         for (size_t m = first[pl->job]; m < first[pl->job + 1] && arr; m++) {
             const struct tm_sched_placement *q = &res.placements[by_job[m]];
             const struct tm_snap_node *n = &s->nodes[node_of[q->node]];
@@ -1780,8 +1793,8 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret)
     if (s->nhistory > 0 && tm_estimator_new(&p.est) == 0) {
         for (size_t h = 0; h < s->nhistory; h++) {
             const struct tm_snap_history *hj = &s->history[h];
-            struct tm_estimate_key k = {.team = hj->team, .name = hj->name, .klass = hj->klass,
-                                        .gpu_milli = hj->gpu_milli};
+            struct tm_estimate_key k = {.team = hj->team, .name = hj->name[0] ? hj->name : NULL,
+                                        .klass = hj->klass, .gpu_milli = hj->gpu_milli};
             if (tm_estimator_observe(p.est, &k, hj->runtime_ms) < 0)
                 break;
         }

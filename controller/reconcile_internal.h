@@ -113,6 +113,10 @@ int tm_rc_running_job_at(const struct pass *p, size_t k);
 int64_t tm_rc_ran_ms(const struct pass *p, const struct tm_snap_job *j);
 int64_t tm_rc_job_gpu_milli(const struct tm_snap_job *j);
 int64_t tm_rc_job_estimate(const struct tm_estimator *est, const struct tm_snap_job *j);
+/* The same; *ret_known (when not NULL) says it came from the job's own
+ * earlier runs (same team, name, class and GPUs), which the scheduler's
+ * align_ends placement trusts.  An estimate the submitter gave is not. */
+int64_t tm_rc_job_estimate_known(const struct tm_estimator *est, const struct tm_snap_job *j, bool *ret_known);
 bool tm_rc_pool_is_od(const struct tm_config_pool *pool);
 
 /* ---- launches (reconcile.c) -------------------------------------------- */

@@ -1168,6 +1168,21 @@ static int node_end_init(struct ctx *c)
     return 0;
 }
 
+/* align_ends: job j placed on node i moves the end of i's work. */
+static void node_end_note(struct ctx *c, int32_t j, int32_t i)
+{
+    int64_t e = c->in->jobs[j].estimate_ms > 0 ? c->in->jobs[j].estimate_ms : TM_SCHED_DEFAULT_ESTIMATE_MS;
+
+    if (c->node_end && c->in->now_ms + e > c->node_end[i])
+        c->node_end[i] = c->in->now_ms + e;
+}
+
+/* align_ends applies to job j: its estimate is its own runs'. */
+static bool aligns(const struct ctx *c, int32_t j)
+{
+    return c->node_end && c->in->jobs[j].estimate_known && c->in->jobs[j].estimate_ms > 0;
+}
+
 /* align_ends: is a node whose work ends at e (the job ending at end) a
  * better home than the best so far (be)?  Nodes that outlive the job come
  * first, the soonest-ending of them (the job extends no node's life and
@@ -1183,15 +1198,16 @@ static bool end_better(int64_t e, int64_t be, int64_t end)
 }
 
 /* The first node of the tree scan from `from` that fits job j (reservations
- * respected when asked); with align_ends and a known estimate, the best of
- * all that fit by end_better().  -1 when none. */
+ * respected when asked); with align_ends and a known estimate, the best by
+ * end_better() of the first SCAN_MAX that fit (a bound on the pass at
+ * fleet scale).  -1 when none. */
 static int64_t find_node(struct ctx *c, int32_t j, size_t from, bool respect, bool *ret_blocked)
 {
     const struct need *nd = &c->needs[j];
-    bool align = c->node_end && c->in->jobs[j].estimate_known && c->in->jobs[j].estimate_ms > 0;
+    bool align = aligns(c, j);
     int64_t end = align ? job_end(c, j) : 0, best = -1;
 
-    for (;;) {
+    for (int seen = 0; seen < SCAN_MAX;) {
         int64_t i = tree_find(c, from, nd);
         bool gap, loan;
         if (i < 0)
@@ -1206,7 +1222,9 @@ static int64_t find_node(struct ctx *c, int32_t j, size_t from, bool respect, bo
             return i;
         if (best < 0 || end_better(c->node_end[i], c->node_end[best], end))
             best = i;
+        seen++;
     }
+    return best;
 }
 
 /* Place job j first-fit on distinct nodes, all or nothing.  With
@@ -1269,12 +1287,7 @@ static int place_firstfit(struct ctx *c, int32_t j, bool respect, bool *ret_gap,
         r = add_placement(c, j, chosen[x], masks[x], nd->gpus ? MILLI : nd->milli, false);
         if (r < 0)
             return r;
-        if (c->node_end) {
-            int64_t e = c->in->jobs[j].estimate_ms > 0 ? c->in->jobs[j].estimate_ms
-                                                       : TM_SCHED_DEFAULT_ESTIMATE_MS;
-            if (c->in->now_ms + e > c->node_end[chosen[x]])
-                c->node_end[chosen[x]] = c->in->now_ms + e;
-        }
+        node_end_note(c, j, chosen[x]);
     }
     return 1;
 }
@@ -1287,6 +1300,11 @@ struct score {
     int64_t fit;      /* free left where placed: GPUs*1000 or share */
     int64_t cpu_left; /* best fit on CPU last */
     bool share_fit;   /* a share: tightest fit before stranding */
+    /* align_ends, a job whose estimate is known: 0 when the node's work
+     * outlives the job, else 1; then that end (outliving nodes, soonest
+     * first) or minus it (the rest, latest first).  Both 0 otherwise. */
+    int8_t end_rank;
+    int64_t end_key;
 };
 
 static int score_cmp(const struct score *a, const struct score *b)
@@ -1300,8 +1318,15 @@ static int score_cmp(const struct score *a, const struct score *b)
         return a->fit < b->fit ? -1 : 1;
     if (a->strand != b->strand)
         return a->strand < b->strand ? -1 : 1;
+    /* A recurring job's end is known: a node it does not outlive beats
+     * a tighter fit (the node empties on time, as it would without the
+     * job), after stranding nothing. */
+    if (a->end_rank != b->end_rank)
+        return a->end_rank < b->end_rank ? -1 : 1;
     if (a->fit != b->fit)
         return a->fit < b->fit ? -1 : 1;
+    if (a->end_key != b->end_key)
+        return a->end_key < b->end_key ? -1 : 1;
     if (a->cpu_left != b->cpu_left)
         return a->cpu_left < b->cpu_left ? -1 : 1;
     return 0;
@@ -1349,6 +1374,13 @@ static void score_of(const struct ctx *c, int32_t j, int32_t i, uint32_t mask, i
         ret->fit = nst_free_milli(&after);
     ret->cpu_left = after.cpu;
     ret->share_fit = nd->gpus == 0 && nd->milli > 0;
+    ret->end_rank = 0;
+    ret->end_key = 0;
+    if (aligns(c, j)) {
+        int64_t e = c->node_end[i], end = job_end(c, j);
+        ret->end_rank = e >= end ? 0 : 1;
+        ret->end_key = e >= end ? e : -e;
+    }
 }
 
 /* The best node for one member of job j among nodes not yet used by this
@@ -1504,6 +1536,7 @@ static int place_best(struct ctx *c, int32_t j, bool respect, bool *ret_gap, boo
         r = add_placement(c, j, chosen[x], masks[x], milli, loans[x]);
         if (r < 0)
             return r;
+        node_end_note(c, j, chosen[x]);
     }
     return 1;
 }
@@ -1996,9 +2029,9 @@ int tm_sched_run(const struct tm_sched_input *in, struct tm_sched_result *ret)
         r = buckets_init(&c);
     } else {
         r = tree_init(&c);
-        if (r >= 0 && in->params.align_ends)
-            r = node_end_init(&c);
     }
+    if (r >= 0 && in->params.align_ends)
+        r = node_end_init(&c);
     if (r < 0)
         goto out;
     order_keys(&c, keys);

@@ -100,12 +100,15 @@ struct tm_sched_params {
     int32_t max_reservations;    /* tarmac: blocked jobs holding reservations [8];
                                   * backfill always holds exactly one (EASY) */
     int64_t default_estimate_ms; /* ordering weight of a job without estimate [1 h] */
-    /* fifo and backfill: a job with estimate_known goes to the fitting node
-     * whose work (allocs' end_ms, and this pass's placements) ends soonest
-     * at or after the job's own end, else to the one whose work ends
-     * latest, so that work ending together shares nodes and a node is not
-     * kept alive by one job after the rest of its work ended.  Other jobs
-     * keep first fit.  false: first fit for all. */
+    /* A job with estimate_known goes to the fitting node whose work
+     * (allocs' end_ms, and this pass's placements) ends soonest at or
+     * after the job's own end, else to the one whose work ends latest, so
+     * that work ending together shares nodes and a node is not kept alive
+     * by one job after the rest of its work ended.  fifo and backfill:
+     * instead of first fit, among every node that fits.  tarmac: among its
+     * best-fit candidates, after model pressure and stranding and before
+     * the tightness of the fit.  Other jobs place as before; false: no job
+     * does this. */
     bool align_ends;
 };
 

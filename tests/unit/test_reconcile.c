@@ -320,6 +320,67 @@ static void test_missing_estimate_predicted_from_history(void **state)
     f->snap.nhistory = 0;
 }
 
+/* A job submitted again (same team, name, class, GPUs: three earlier runs
+ * of an hour) has a known estimate, and is placed where the work already
+ * running ends soonest after it (node 2, whose job ends in 2 h), not first
+ * fit (node 1, 10 h): node 2 then empties on time.  A job with only
+ * similar work's history keeps first fit. */
+static void test_recurring_job_placed_by_end(void **state)
+{
+    struct fixture *f = *state;
+    struct tm_snap_history hist[3];
+    for (int i = 0; i < 3; i++) {
+        hist[i] = (struct tm_snap_history){.gpu_milli = 1000, .runtime_ms = 3600000};
+        snprintf(hist[i].team, sizeof(hist[i].team), "t");
+        snprintf(hist[i].name, sizeof(hist[i].name), "nightly-eval");
+    }
+    f->snap.history = hist;
+    f->snap.nhistory = 3;
+    for (int n = 1; n <= 2; n++) {
+        char tok[16], id[16];
+        snprintf(tok, sizeof(tok), "tok-%d", n);
+        snprintf(id, sizeof(id), "i-%d", n);
+        add_node(f, n, 0, TM_NODE_READY, tok, id);
+        add_instance(f, id, tok, TM_INSTANCE_RUNNING);
+        struct tm_snap_job *r = add_job(f, 20 + n, 1, false);
+        r->state = TM_JOB_RUNNING;
+        r->started_ms = NOW - 1000;
+        r->estimate_ms = n == 1 ? 10 * 3600000LL : 2 * 3600000LL;
+        f->allocs[f->snap.nallocs++] = (struct tm_snap_alloc){.job_id = 20 + n, .node_id = n,
+                                                              .gpu_mask = 0x1, .gpu_milli = 1000};
+    }
+    struct tm_snap_job *again = add_job(f, 10, 1, false);
+    snprintf(again->name, sizeof(again->name), "nightly-eval");
+    struct tm_snap_job *other = add_job(f, 11, 1, false);
+    snprintf(other->name, sizeof(other->name), "ad-hoc");
+    run(f);
+    const cJSON *a;
+    int seen = 0;
+    cJSON_ArrayForEach(a, f->plan.actions) {
+        const cJSON *op = cJSON_GetObjectItem(a, "op");
+        if (!cJSON_IsString(op) || strcmp(op->valuestring, "place") != 0)
+            continue;
+        double job = cJSON_GetObjectItem(a, "job")->valuedouble;
+        const cJSON *al = cJSON_GetArrayItem(cJSON_GetObjectItem(a, "allocs"), 0);
+        const cJSON *in = cJSON_GetObjectItem(a, "inputs");
+        double node = cJSON_GetObjectItem(al, "node")->valuedouble;
+        if (job == 10) {
+            assert_true(node == 2);
+            assert_string_equal(cJSON_GetObjectItem(in, "estimate_from")->valuestring,
+                                "earlier runs of this job");
+        } else {
+            assert_true(job == 11);
+            assert_true(node == 1);
+            assert_string_equal(cJSON_GetObjectItem(in, "estimate_from")->valuestring,
+                                "history of similar jobs");
+        }
+        seen++;
+    }
+    assert_int_equal(seen, 2);
+    f->snap.history = NULL;
+    f->snap.nhistory = 0;
+}
+
 static int count_budget(const struct fixture *f, const char *kind, const char *scope)
 {
     int n = 0;
@@ -469,6 +530,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_terminating_node_confirmed_terminated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_same_input_same_plan, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_estimate_predicted_from_history, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_recurring_job_placed_by_end, setup, teardown),
         cmocka_unit_test_setup_teardown(test_org_hard_cap_refuses_exactly_the_launch_that_overshoots, setup, teardown),
         cmocka_unit_test_setup_teardown(test_team_hard_cap_holds_the_job_that_would_pass_it, setup, teardown),
         cmocka_unit_test_setup_teardown(test_soft_cap_warns_without_refusing, setup, teardown),

@@ -726,6 +726,27 @@ static void test_align_ends(void **state)
     assert_int_equal(placed_node(&r, 5), 0); /* 8 h: the same */
     tm_sched_result_release(&r);
 
+    /* tarmac's best fit: nothing strands, so whether the node outlives the
+     * job comes first, then the tightest fit, then the end.  1 h: node 1;
+     * 5 h: node 2; 12 h outlives every node, so the tightest fit (nodes 1
+     * and 2, 6 free), the later-ending of them: node 2, now ending at
+     * 12 h; 7 h and 8 h: nodes 0 (10 h) and 2 (12 h) outlive them, node 2
+     * fits tighter. */
+    in.policy = TM_POLICY_TARMAC;
+    assert_int_equal(tm_sched_run(&in, &r), 0);
+    assert_int_equal(placed_node(&r, 0), 1);
+    assert_int_equal(placed_node(&r, 1), 2);
+    assert_int_equal(placed_node(&r, 2), 2);
+    assert_int_equal(placed_node(&r, 4), 2);
+    assert_int_equal(placed_node(&r, 5), 2);
+    tm_sched_result_release(&r);
+    in.params.align_ends = false;
+    assert_int_equal(tm_sched_run(&in, &r), 0);
+    assert_int_not_equal(placed_node(&r, 0), 1); /* without: best fit packs them together */
+    tm_sched_result_release(&r);
+    in.params.align_ends = true;
+    in.policy = TM_POLICY_BACKFILL;
+
     /* the rule only chooses among nodes that fit: no node here has 8 free GPUs */
     j[0] = job(20, 1, 8, 1 * H);
     j[0].estimate_known = true;
@@ -746,9 +767,9 @@ static void test_random_properties(void **state)
         random_case(seed, &j, &nj, &n, &nn, &a, &na);
         for (size_t k = 0; k < nj; k++)
             j[k].estimate_known = (seed + k) % 3 != 0;
-        /* the policies, then fifo and backfill again with align_ends */
-        for (int v = 0; v < TM_POLICY_MAX + 2; v++) {
-            int p = v < TM_POLICY_MAX ? v : v - TM_POLICY_MAX;
+        /* the policies, then each again with align_ends */
+        for (int v = 0; v < 2 * TM_POLICY_MAX; v++) {
+            int p = v % TM_POLICY_MAX;
             struct tm_sched_input in = {.jobs = j, .njobs = nj, .nodes = n, .nnodes = nn,
                                         .allocs = a, .nallocs = na, .now_ms = H, .policy = p,
                                         .params.align_ends = v >= TM_POLICY_MAX};
