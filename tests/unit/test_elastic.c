@@ -67,6 +67,28 @@ static void synth(struct tm_trace *t, size_t n, int64_t span)
     }
 }
 
+/* Two one-hour jobs of `gpus` GPUs (non-preemptible training), the second
+ * submitted `apart` after the first. */
+static void two_jobs(struct tm_trace *t, int64_t apart, int32_t gpus)
+{
+    memset(t, 0, sizeof(*t));
+    t->jobs = calloc(2, sizeof(*t->jobs));
+    assert_non_null(t->jobs);
+    t->njobs = 2;
+    for (int i = 0; i < 2; i++) {
+        struct tm_trace_job *j = &t->jobs[i];
+        snprintf(j->name, sizeof(j->name), "j%d", i);
+        j->submit_ms = j->start_ms = i * apart;
+        j->end_ms = j->start_ms + H;
+        j->cpu_milli = 8000;
+        j->memory_mib = 16384;
+        j->gpus = gpus;
+        j->gpu_milli = 1000;
+        j->qos = TM_QOS_LS;
+        j->klass = TM_CLASS_TRAIN;
+    }
+}
+
 static void run(const struct tm_trace *t, struct tm_elastic_config *c, enum tm_elastic_policy p,
                 struct tm_elastic_stats *st)
 {
@@ -196,22 +218,7 @@ static void test_plan_on_arrival(void **state)
     struct tm_elastic_stats st;
     (void)state;
     table(&pr, 0, true);
-    memset(&t, 0, sizeof(t));
-    t.jobs = calloc(2, sizeof(*t.jobs));
-    assert_non_null(t.jobs);
-    t.njobs = 2;
-    for (int i = 0; i < 2; i++) {
-        struct tm_trace_job *j = &t.jobs[i];
-        snprintf(j->name, sizeof(j->name), "j%d", i);
-        j->submit_ms = j->start_ms = i * 200 * S;
-        j->end_ms = j->start_ms + H;
-        j->cpu_milli = 8000;
-        j->memory_mib = 16384;
-        j->gpus = 8;
-        j->gpu_milli = 1000;
-        j->qos = TM_QOS_LS;
-        j->klass = TM_CLASS_TRAIN;
-    }
+    two_jobs(&t, 200 * S, 8);
     tm_elastic_config_default(&c);
     c.prices = &pr;
     run(&t, &c, TM_ELASTIC_REACTIVE, &st);
@@ -237,22 +244,7 @@ static void test_copies_known_estimates(void **state)
 
     (void)state;
     table(&pr, 0, true);
-    memset(&t, 0, sizeof(t));
-    t.jobs = calloc(2, sizeof(*t.jobs));
-    assert_non_null(t.jobs);
-    t.njobs = 2;
-    for (int i = 0; i < 2; i++) {
-        struct tm_trace_job *j = &t.jobs[i];
-        snprintf(j->name, sizeof(j->name), "task%d", i);
-        j->submit_ms = j->start_ms = i * 240 * H;
-        j->end_ms = j->start_ms + H;
-        j->cpu_milli = 8000;
-        j->memory_mib = 16384;
-        j->gpus = 2;
-        j->gpu_milli = 1000;
-        j->qos = TM_QOS_LS;
-        j->klass = TM_CLASS_TRAIN;
-    }
+    two_jobs(&t, 240 * H, 2);
     tm_elastic_config_default(&c);
     c.prices = &pr;
     c.copies = 4;
