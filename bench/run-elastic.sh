@@ -29,10 +29,6 @@
 #      interruptions per node-hour a day-long job that cannot checkpoint
 #      almost never runs through (e^-17 at 0.735/h), so it relaunches until
 #      the replay's 400-day stop, which takes hours to simulate.
-#
-# Until controller/main.c dispatches `tarmac replay --elastic`, the command
-# line runs through the test binary (tests/unit/test_elastic.c forwards
-# "replay --elastic ..." to tm_elastic_main()).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build-elastic}
@@ -42,12 +38,8 @@ PODS="$TRACES/alibaba-gpu-v2023-openb/openb_pod_list_default.csv"
 HELIOS="$TRACES/helios-sensetime/earth_vc_minute_sequences_2020-05/vc6YE_cluster_sequence_vc.csv"
 
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-make -C "$BUILD" -j2 tarmac test_elastic >/dev/null
-if "$BUILD/tarmac" replay --elastic --help >/dev/null 2>&1; then
-    EL="$BUILD/tarmac replay --elastic"
-else
-    EL="$BUILD/tests/test_elastic replay --elastic"
-fi
+make -C "$BUILD" -j2 tarmac >/dev/null
+EL="$BUILD/tarmac replay --elastic"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 

@@ -10,10 +10,6 @@
 # shared traces folder, default ../shared/traces beside the source tree),
 # HORIZON_S (default 240 = 180 s boot + 60 s tick), QUANTILE (default 0.9).
 # Needs jq.  Takes a few seconds.
-#
-# Until `tarmac forecast` is dispatched from controller/main.c, the script
-# links a three-line driver around tm_forecast_main() against the build's
-# static libraries (the forecaster needs only libc and libm).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build-forecast}
@@ -28,13 +24,6 @@ command -v jq >/dev/null || { echo "run-forecast.sh: jq is required" >&2; exit 2
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 make -C "$BUILD" -j2 tarmac >/dev/null
 FC="$BUILD/tarmac"
-if ! "$FC" forecast --help >/dev/null 2>&1; then
-    printf '#include "controller/forecast.h"\nint main(int c, char **v) { return tm_forecast_main(c - 1, v + 1); }\n' \
-        >"$BUILD/forecast_driver.c"
-    cc -O2 -I"$ROOT" "$BUILD/forecast_driver.c" "$BUILD/libtarmac_lib.a" "$BUILD/libtarmac_core.a" -lm \
-        -o "$BUILD/tarmac-forecast"
-    FC="$BUILD/tarmac-forecast"
-fi
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -89,7 +78,7 @@ report() {
     echo "  \`tarmac forecast --series FILE --time-column time --value-columns running_gpu_num,pending_gpu_num --horizon-s $HORIZON_S --quantile $QUANTILE --json\`"
     echo "  and \`tarmac forecast --pods openb_pod_list_default.csv --horizon-s $HORIZON_S --quantile $QUANTILE --json\`"
     echo "- traces: $HELIOS (every VC file), $PODS"
-    echo "- binary: $FC$( [ "$FC" = "$BUILD/tarmac" ] || echo ' (driver around tm_forecast_main(); main.c does not dispatch forecast yet)')"
+    echo "- binary: $FC"
     echo
     echo "Rolling origin: each model is fed minute by minute and forecasts $HORIZON_S s ahead"
     echo "(rounded up to whole one-minute steps) at every step; steps in the first day are"

@@ -1,9 +1,5 @@
 /* tests/unit/test_elastic.c: the elastic replay end to end on small
- * synthetic traces (and on openb when ../shared/traces is there).
- *
- * Run with arguments "replay --elastic ..." it is the elastic replay's
- * command line (bench/run-elastic.sh uses it until the main binary
- * dispatches `replay --elastic`). */
+ * synthetic traces (and on openb when ../shared/traces is there). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -322,7 +318,7 @@ static void test_cli_bad_prices(void **state)
     }
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounds_and_determinism),
@@ -334,7 +330,5 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_copies_known_estimates),
         cmocka_unit_test(test_cli_bad_prices),
     };
-    if (argc > 1 && strcmp(argv[1], "replay") == 0)
-        return tm_elastic_main(argc - 1, argv + 1);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
