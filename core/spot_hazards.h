@@ -1,5 +1,5 @@
 /*
- * controller/spot_hazards.h: a table of spot interruption hazards and
+ * core/spot_hazards.h: a table of spot interruption hazards and
  * launch availabilities per (instance type, zone), for the elastic replay
  * (`tarmac replay --elastic --hazards FILE`).  `tarmac spot-fit --yaml`
  * writes this format from the real traces (config/spot-hazards-aws.yaml).
