@@ -36,7 +36,7 @@
  *                preemptible demand on spot when spot is on
  * A month for budgets is 30 days from the trace's time 0.
  *
- * Spot hazards per (type, zone) (`hazards`, controller/spot_hazards.h):
+ * Spot hazards per (type, zone) (`hazards`, core/spot_hazards.h):
  * each spot launch of a type in a zone named by the table gets that row's
  * interruption hazard, and fails for want of capacity with probability
  * 1 - its availability (the simulated cloud's per-pool launch_failure,
@@ -59,7 +59,7 @@
 #include <stdio.h>
 
 #include "controller/prices.h"
-#include "controller/spot_hazards.h"
+#include "core/spot_hazards.h"
 #include "controller/trace.h"
 
 enum tm_elastic_policy {

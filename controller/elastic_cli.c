@@ -9,7 +9,7 @@
  *          [--deadline-slack X] [--seed N] [--log FILE] [--json]
  *
  * Every policy runs on the same input in the same process; one result each.
- * --hazards FILE (controller/spot_hazards.h) gives each spot (type, zone)
+ * --hazards FILE (core/spot_hazards.h) gives each spot (type, zone)
  * of the price table that the file names its own hazard and launch
  * availability; the others keep --hazard.
  */

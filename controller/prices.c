@@ -1,6 +1,6 @@
 /*
  * controller/prices.c: the price table loader (the file handling and
- * messages are controller/yaml_table.c's: every error names the line).
+ * messages are core/yaml_table.c's: every error names the line).
  */
 #include "controller/prices.h"
 
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/yaml_table.h"
 #include "core/err.h"
+#include "core/yaml_table.h"
 
 int tm_prices_parse_usd(const char *text, int64_t *ret_uusd)
 {

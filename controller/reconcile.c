@@ -18,6 +18,7 @@
 
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1342,6 +1343,58 @@ bool tm_rc_launch_admitted(struct pass *p, int pi, const struct tm_config_instan
     return true;
 }
 
+/* The planner's spot hazard per (type, zone) of one model, from the
+ * tables the configuration loaded (tm_config_spot_hazard: a fitted cell,
+ * else its pool's spot_hazard).  Only when some spot pool of the model
+ * has a table: without one the planner gets none and zones take turns, as
+ * before.  A cell no spot pool offers is HUGE_VAL, so the planner never
+ * prefers it to a zone a pool lists; a cell two pools offer takes the
+ * first's, as tm_rc_launch_pool prefers the first. */
+static void fleet_zone_hazards(struct pass *p, const bool *in_model, struct fleet *f)
+{
+    const struct tm_config *cfg = p->cfg;
+    size_t nz = f->pr.nzones ? f->pr.nzones : 1;
+
+    f->zone_hazards = false;
+    for (size_t pi = 0; pi < cfg->npools; pi++) {
+        const struct tm_config_provider *prov = tm_config_provider_find(cfg, cfg->pools[pi].provider);
+        if (in_model[pi] && !tm_rc_pool_is_od(&cfg->pools[pi]) && prov && prov->spot_hazards)
+            f->zone_hazards = true;
+    }
+    if (!f->zone_hazards)
+        return;
+    for (size_t k = 0; k < f->pr.ntypes * nz; k++)
+        f->spot_zone_hazard[k] = HUGE_VAL;
+    for (size_t pi = 0; pi < cfg->npools; pi++) {
+        const struct tm_config_pool *pool = &cfg->pools[pi];
+        if (!in_model[pi] || tm_rc_pool_is_od(pool))
+            continue;
+        for (size_t k = 0; k < pool->ninstance_types; k++) {
+            int ti = tm_prices_find(&f->pr, pool->instance_types[k]);
+            for (size_t z = 0; ti >= 0 && z < pool->nzones; z++) {
+                int zi = zone_index(&f->pr, pool->zones[z], false);
+                double *cell = zi >= 0 ? &f->spot_zone_hazard[(size_t)ti * nz + (size_t)zi] : NULL;
+                if (cell && *cell == HUGE_VAL)
+                    *cell = tm_config_spot_hazard(cfg, pool, pool->instance_types[k], pool->zones[z], NULL);
+            }
+        }
+    }
+}
+
+/* Whether the table fits any of pool's zones for type: then the planner's
+ * zone is its choice by hazard, not merely the first. */
+static bool pool_type_fitted(const struct tm_config *cfg, const struct tm_config_pool *pool,
+                             const char *type)
+{
+    for (size_t z = 0; z < pool->nzones; z++) {
+        bool fitted = false;
+        tm_config_spot_hazard(cfg, pool, type, pool->zones[z], &fitted);
+        if (fitted)
+            return true;
+    }
+    return false;
+}
+
 /* Build the planner's view of one GPU model's pools. */
 static void fleet_build(struct pass *p, const bool *in_model, const bool *job_placed,
                         struct fleet *f, struct tm_plan_input *in)
@@ -1519,6 +1572,9 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         f->shortages[f->nshortages++] = (struct tm_plan_shortage){ti, zi, sh->spot, sh->until_ms};
         f->any_shortage = true;
     }
+    /* After the nodes: their zones are in the table too. */
+    fleet_zone_hazards(p, in_model, f);
+    in->spot_zone_hazard = f->zone_hazards ? f->spot_zone_hazard : NULL;
     in->now_ms = p->in->now_ms;
     in->prices = &f->pr;
     in->nodes = f->nodes;
@@ -1588,17 +1644,33 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
             enum tm_capacity_type cap = x->spot ? TM_CAPACITY_SPOT : TM_CAPACITY_ON_DEMAND;
             if (!t)
                 continue;
-            /* Without a shortage the planner's zone is only the first: the
-             * pool's zones take turns, as before. */
-            if (!f->any_shortage || !pool_lists_zone(pool, zone))
+            /* The planner's zone is its choice when a shortage ruled
+             * zones out, or for spot when the table fits this pool's type
+             * (the zone of lowest hazard with capacity).  Otherwise it is
+             * only the first: the pool's zones take turns, as before. */
+            bool by_hazard = x->spot && f->zone_hazards && pool_lists_zone(pool, zone) &&
+                             pool_type_fitted(cfg, pool, type);
+            if (!(f->any_shortage || by_hazard) || !pool_lists_zone(pool, zone))
                 zone = pool->zones[(size_t)p->live[pi] % pool->nzones];
             if (!tm_rc_launch_admitted(p, pi, t, cap)) {
                 refused = true;
                 continue;
             }
+            bool fitted = false;
+            double hazard = by_hazard ? tm_config_spot_hazard(cfg, pool, type, zone, &fitted) : 0;
             snprintf(why, sizeof(why), "%s; pool %s has %d of max %d nodes", x->reason, pool->name,
                      p->live[pi], pool->max_nodes);
-            tm_rc_request_node(p, pi, t, zone, cap, why, in.forecast_gpus[x->spot], seq);
+            if (by_hazard)
+                snprintf(why + strlen(why), sizeof(why) - strlen(why),
+                         "; zone %s: lowest spot hazard with capacity (%.4g per node-hour, %s)", zone,
+                         hazard, fitted ? "fitted" : "the pool's");
+            cJSON *a = tm_rc_request_node(p, pi, t, zone, cap, why, in.forecast_gpus[x->spot], seq);
+            if (by_hazard) {
+                /* "Every decision is explained": the figure behind the zone. */
+                cJSON *ins = a ? cJSON_GetObjectItemCaseSensitive(a, "inputs") : NULL;
+                tm_rc_put_num(p, ins, "spot_hazard_per_hour", hazard);
+                tm_rc_put_str(p, ins, "spot_hazard_from", fitted ? "spot_hazards" : "pool");
+            }
         } else if (x->kind == TM_PLAN_TERMINATE) {
             size_t ni = (size_t)f->node_of[x->node];
             const struct tm_snap_node *n = &s->nodes[ni];

@@ -83,6 +83,13 @@ struct fleet {
     struct tm_plan_shortage *shortages;
     size_t nshortages;
     bool any_shortage;
+    /* Spot interruptions per node-hour of type t in zone z at
+     * [t x pr.nzones + z], the planner's spot_zone_hazard, when
+     * zone_hazards (some spot pool of the model has a provider with a
+     * fitted table, config spot_hazards); cells no spot pool offers are
+     * HUGE_VAL. */
+    double spot_zone_hazard[TM_PRICES_TYPES_MAX * TM_PRICES_ZONES_MAX];
+    bool zone_hazards;
 };
 
 /* Expected use of a launch or of work with no estimate. */

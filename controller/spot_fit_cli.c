@@ -1,7 +1,7 @@
 /*
  * controller/spot_fit_cli.c: `tarmac spot-fit`, the fitted spot hazards
  * and availabilities of the public traces as a table, as JSON, or as the
- * hazard table the elastic replay reads (controller/spot_hazards.h).
+ * hazard table the elastic replay reads (core/spot_hazards.h).
  *
  *   tarmac spot-fit --traces DIR [--provider aws|gcp] [--json | --yaml]
  *
@@ -157,7 +157,7 @@ static void print_yaml(const struct tm_spot_fit *rows, size_t n, const struct tm
            "#   got spot capacity.  Files of one (type, zone, nodes) are pooled.\n"
            "# Zones are the collector's account naming (not AZ IDs): do not join them with\n"
            "# another account's zones by name.  nodes: instances requested at once; the\n"
-           "# elastic replay reads only rows of 1 (controller/spot_hazards.h).\n");
+           "# elastic replay reads only rows of 1 (core/spot_hazards.h).\n");
     printf("hazards:\n");
     for (size_t i = 0; i < n; i++) {
         const struct tm_spot_fit *r = &rows[i];

@@ -31,6 +31,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/spot_hazards.h"
 
 /* A configuration file is written by a person; anything larger is a mistake
  * (or an attack on the parser), and it bounds libyaml's memory use. */
@@ -199,6 +200,8 @@ static const struct cfg_field cfg_provider_fields[] = {
     {.key = "shutdown_delay", .type = CFG_DURATION,
      .offset = CFG_OFF(tm_config_provider, shutdown_delay_ms), .def = "30s", .min = 0, .max = CFG_HOUR},
     {.key = "seed", .type = CFG_U64, .offset = CFG_OFF(tm_config_provider, seed), .def = "1"},
+    /* A path; cfg_load_spot_hazards() reads the table once validation passed. */
+    {.key = "spot_hazards", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, spot_hazards_file)},
     {.key = "instance_types", .type = CFG_LIST, .offset = CFG_OFF(tm_config_provider, types),
      .count_offset = CFG_OFF(tm_config_provider, ntypes), .min = 0, .max = 256,
      .sub = &cfg_type_section},
@@ -1435,6 +1438,38 @@ static int cfg_validate_pools(struct cfg_ctx *c, const struct tm_config *cfg)
     return 0;
 }
 
+/* Read each provider's spot_hazards table.  Its own errors ("FILE:LINE:
+ * reason", or the file that could not be opened) are given under the key
+ * that named it, so the operator sees both files.  A table that names
+ * none of the provider's pools' (type, zone) cells is not an error: those
+ * pools keep their spot_hazard (tm_config_spot_hazard). */
+static int cfg_load_spot_hazards(struct cfg_ctx *c, struct tm_config *cfg)
+{
+    const yaml_node_t *list = cfg_map_get(c, c->root, "providers");
+
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        struct tm_config_provider *p = &cfg->providers[i];
+        char why[512];
+        int r;
+
+        if (!p->spot_hazards_file)
+            continue;
+        p->spot_hazards = cfg_calloc(1, sizeof(*p->spot_hazards));
+        if (!p->spot_hazards)
+            return cfg_nomem(c);
+        r = tm_spot_hazards_load(p->spot_hazards_file, p->spot_hazards, why, sizeof(why));
+        if (r == TM_ENOMEM)
+            return cfg_nomem(c);
+        if (r < 0) {
+            /* -errno too: a table that cannot be read is a bad value of
+             * the key, not an I/O failure of the configuration file. */
+            cfg_path_set(c, "providers[%zu].spot_hazards", i);
+            return cfg_fail(c, cfg_at(c, cfg_seq_get(c, list, i), "spot_hazards"), "%s", why);
+        }
+    }
+    return 0;
+}
+
 static int cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
 {
     const char *env_url = getenv("TARMAC_DATABASE_URL");
@@ -1481,6 +1516,9 @@ static int cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
     if (r < 0)
         return r;
     r = cfg_validate_pools(c, cfg);
+    if (r < 0)
+        return r;
+    r = cfg_load_spot_hazards(c, cfg);
     if (r < 0)
         return r;
     if (cfg->database_url) {
@@ -1770,6 +1808,9 @@ void tm_config_release(struct tm_config *cfg)
 {
     if (!cfg)
         return;
+    /* The one member the field tables do not describe: a loaded table. */
+    for (size_t i = 0; cfg->providers && i < cfg->nproviders; i++)
+        free(cfg->providers[i].spot_hazards);
     cfg_release_section(&cfg_root_section, cfg);
     free(cfg->path);
     *cfg = (struct tm_config){0};
@@ -1805,4 +1846,17 @@ const struct tm_config_instance_type *tm_config_type_find(const struct tm_config
         if (p->types[i].name && strcmp(p->types[i].name, name) == 0)
             return &p->types[i];
     return NULL;
+}
+
+double tm_config_spot_hazard(const struct tm_config *cfg, const struct tm_config_pool *pool,
+                             const char *type, const char *zone, bool *ret_fitted)
+{
+    const struct tm_config_provider *p = tm_config_provider_find(cfg, pool->provider);
+    const struct tm_spot_hazard *h =
+        p && type && zone ? tm_spot_hazards_find(p->spot_hazards, type, zone) : NULL;
+    bool fitted = h && h->has_hazard;
+
+    if (ret_fitted)
+        *ret_fitted = fitted;
+    return fitted ? h->hazard_per_hour : pool->spot_hazard_per_hour;
 }

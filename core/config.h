@@ -11,7 +11,9 @@
  *   - defaults are applied, every value is within its documented limits;
  *   - nproviders >= 1, npools >= 1, names are unique, every pool names an
  *     existing provider and (for sim providers) existing instance types whose
- *     gpu_model and gpus agree with the pool.
+ *     gpu_model and gpus agree with the pool;
+ *   - a provider's spot_hazards table, when the file names one, is loaded
+ *     (the file is read once, here: nothing reads it per tick).
  *
  * Durations are milliseconds.  Prices are integer micro-dollars per hour
  * ("32.77" in the file becomes 32770000), converted without floating point.
@@ -26,6 +28,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+struct tm_spot_hazards;
 
 struct tm_config_instance_type {  /* an instance type the provider offers */
     char *name;                   /* e.g. "sim.8x-a100" or "p4d.24xlarge" */
@@ -58,6 +62,12 @@ struct tm_config_provider {
     uint64_t seed;                /* sim: random seed, default 1 */
     struct tm_config_instance_type *types;
     size_t ntypes;
+    /* Key spot_hazards: a fitted hazard table (`tarmac spot-fit --yaml`,
+     * core/spot_hazards.h) for this provider's account, may be NULL.  It
+     * is loaded and checked with the configuration and read through
+     * tm_config_spot_hazard(); spot_hazards is NULL without a file. */
+    char *spot_hazards_file;
+    struct tm_spot_hazards *spot_hazards;
 };
 
 struct tm_config_pool {
@@ -72,7 +82,9 @@ struct tm_config_pool {
     char *capacity_type;          /* "on_demand" | "spot" | "spot_then_on_demand" */
     int min_nodes, max_nodes;     /* 0 <= min <= max <= 10000 */
     int64_t idle_grace_ms;        /* default 10 min */
-    double spot_hazard_per_hour;  /* sim: spot interruptions per node-hour; default the provider's */
+    double spot_hazard_per_hour;  /* spot interruptions per node-hour (the sim draws them), for
+                                   * the cells its provider's spot_hazards table lacks;
+                                   * default the provider's */
     int64_t spot_notice_ms;       /* notice before a spot interruption; default the provider's */
     /* Disruption budget: at most max(disruption_nodes, disruption_pct % of
      * the pool's live nodes) voluntary disruptions (idle releases, moves,
@@ -169,6 +181,15 @@ const struct tm_config_provider *tm_config_provider_find(const struct tm_config 
                                                          const char *name);
 const struct tm_config_instance_type *tm_config_type_find(const struct tm_config_provider *p,
                                                           const char *name);
+
+/* The spot interruption hazard, per node-hour, of pool's nodes of
+ * instance type `type` in `zone`: the hazard_per_hour of the 1-node row
+ * for (type, zone) in the pool's provider's spot_hazards table, else (no
+ * table, no such row, or a row with availability only) the pool's
+ * spot_hazard_per_hour.  *ret_fitted (may be NULL) says whether the table
+ * gave it. */
+double tm_config_spot_hazard(const struct tm_config *cfg, const struct tm_config_pool *pool,
+                             const char *type, const char *zone, bool *ret_fitted);
 
 /* Parse a duration ("500ms", "90s", "15m", "2h", "1d" or bare seconds) into
  * milliseconds.  Returns 0 or TM_EINVAL. */

@@ -6,6 +6,10 @@ tm_add_test(itest_spot_interrupt LABELS integration elastic FIXTURES pg TIMEOUT 
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/spot_interrupt.sh)
 tm_add_test(itest_spot_apply LABELS integration elastic FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/spot_apply.sh)
+# A provider's fitted spot hazard table (config spot_hazards) end to end:
+# spot launches in the zone of lowest hazard, the sim drawing from the table.
+tm_add_test(itest_spot_zone_hazards LABELS integration elastic FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/spot_zone_hazards.sh)
 # The live tick's launches and releases from the planner (issue 4, item 2):
 # forecast, hysteresis, shortage fallback, routing, pool limits.
 tm_add_c_test(test_reconcile_planner ${CMAKE_SOURCE_DIR}/tests/unit/test_reconcile_planner.c

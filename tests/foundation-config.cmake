@@ -15,10 +15,12 @@ if(TM_FUZZ)
     message(WARNING "TM_FUZZ needs clang; fuzz_config is not built")
   else()
     # The loader is compiled into the target itself so that it carries the
-    # fuzzer's coverage instrumentation, not only the harness.
+    # fuzzer's coverage instrumentation, not only the harness (with the
+    # spot hazard table a provider's spot_hazards names, and its reader).
     add_executable(fuzz_config ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_config.c
                    ${CMAKE_SOURCE_DIR}/core/config.c ${CMAKE_SOURCE_DIR}/core/log.c
-                   ${CMAKE_SOURCE_DIR}/core/err.c)
+                   ${CMAKE_SOURCE_DIR}/core/err.c ${CMAKE_SOURCE_DIR}/core/file.c
+                   ${CMAKE_SOURCE_DIR}/core/yaml_table.c ${CMAKE_SOURCE_DIR}/core/spot_hazards.c)
     target_include_directories(fuzz_config PRIVATE ${CMAKE_SOURCE_DIR})
     target_compile_options(fuzz_config PRIVATE -fsanitize=fuzzer,address,undefined
                            -fno-omit-frame-pointer)

@@ -28,6 +28,7 @@
 #include "core/config.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/spot_hazards.h"
 
 enum sim_op_kind {
     SIM_OP_LAUNCH,
@@ -813,6 +814,17 @@ int tm_sim_params_from_config(const struct tm_config *cfg, const struct tm_confi
             p.nzones++;
         }
     }
+    /* The provider's fitted table (config spot_hazards) sets the hazard
+     * of each (type, zone) it fits, for every pool launching there, so
+     * the simulated cloud interrupts as the traces did; the cells it
+     * lacks keep the pool's. */
+    for (size_t t = 0; t < p.ntypes; t++)
+        for (size_t z = 0; z < p.nzones; z++) {
+            const struct tm_spot_hazard *h =
+                tm_spot_hazards_find(prov->spot_hazards, p.types[t].name, p.zones[z]);
+            if (h && h->has_hazard)
+                p.cells[t][z] = (struct tm_sim_cell_spot){.set = true, .hazard_per_hour = h->hazard_per_hour};
+        }
     *ret = p;
     return 0;
 }

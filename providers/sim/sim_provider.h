@@ -69,9 +69,11 @@ struct tm_simcloud *tm_sim_provider_cloud(struct tm_provider *p);
 /*
  * Simulation parameters from a configured provider of kind "sim": its types,
  * boot delay, hazard, notice and seed; the zones are the union of the zones
- * of cfg's pools that use this provider, and each such pool's spot hazard
+ * of cfg's pools that use this provider, each such pool's spot hazard
  * and notice go into params.pools (cfg may be NULL: no zones, i.e. the
- * single default zone, and no pools).  Other fields keep
+ * single default zone, and no pools), and each (type, zone) the
+ * provider's spot_hazards table gives a hazard for goes into
+ * params.cells.  Other fields keep
  * tm_simcloud_params_init()'s defaults.  TM_EINVAL when there are more
  * types, zones or pools than fit or a name is too long.
  */

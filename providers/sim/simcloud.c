@@ -119,6 +119,22 @@ void tm_sim_spot_for_pool(const struct tm_simcloud_params *p, const char *pool,
     }
 }
 
+void tm_sim_spot_for_launch(const struct tm_simcloud_params *p, const char *pool, const char *type,
+                            const char *zone, double *ret_hazard_per_hour, int64_t *ret_notice_ms)
+{
+    const struct tm_sim_type *t = tm_sim_type_find(p, type);
+
+    tm_sim_spot_for_pool(p, pool, ret_hazard_per_hour, ret_notice_ms);
+    for (size_t z = 0; t && zone && z < p->nzones && z < TM_SIM_ZONES_MAX; z++) {
+        const struct tm_sim_cell_spot *c = &p->cells[t - p->types][z];
+        if (strcmp(p->zones[z], zone) == 0) {
+            if (c->set)
+                *ret_hazard_per_hour = c->hazard_per_hour;
+            return;
+        }
+    }
+}
+
 /* Whether a spot launch of token at now finds no capacity in pool: a
  * uniform draw from (seed, token, now), salted so that it is independent
  * of the lifetime draw of the same token. */
@@ -207,7 +223,7 @@ int tm_sim_instance_plan(const struct tm_simcloud_params *p, const struct tm_lau
         double hazard;
         int64_t notice;
 
-        tm_sim_spot_for_pool(p, req->pool, &hazard, &notice);
+        tm_sim_spot_for_launch(p, req->pool, req->instance_type, zone, &hazard, &notice);
         row.interrupt_ms = add_sat(now_ms, spot_lifetime_ms(p, hazard, req->token));
         if (row.interrupt_ms != TM_SIM_NEVER) {
             if (notice < 0)

@@ -24,7 +24,9 @@
  * memory and in the PostgreSQL-backed provider alike.  The hazard and the
  * notice are those of the launch's pool when params.pools names it (spot
  * capacity differs by instance type and zone, so operators set it per
- * pool), else the cloud-wide ones.  Both are fixed into the row at launch:
+ * pool), else the cloud-wide ones; a hazard set for the launch's (instance
+ * type, zone) in params.cells (a fitted table: config spot_hazards) comes
+ * before either.  Both are fixed into the row at launch:
  * changing them later does not change the fate of running instances.
  * A pool may also refuse spot launches (launch_failure): a draw from
  * (params.seed, token, now), independent of the lifetime draw, so a
@@ -83,6 +85,13 @@ struct tm_sim_pool_spot {
     double launch_failure;
 };
 
+/* The spot hazard of one (instance type, zone), for launches there
+ * whatever their pool.  Zeroed: not set. */
+struct tm_sim_cell_spot {
+    bool set;
+    double hazard_per_hour;        /* interruptions per spot instance-hour; 0 = never */
+};
+
 struct tm_simcloud_params {
     struct tm_sim_type types[TM_SIM_TYPES_MAX];
     size_t ntypes;
@@ -93,6 +102,9 @@ struct tm_simcloud_params {
     int64_t spot_notice_ms;        /* notice before an interruption */
     struct tm_sim_pool_spot pools[TM_SIM_POOLS_MAX]; /* per-pool overrides of the two above */
     size_t npools;
+    /* Per (types[t], zones[z]) overrides of the hazard, a pool's included
+     * (the notice stays the pool's). */
+    struct tm_sim_cell_spot cells[TM_SIM_TYPES_MAX][TM_SIM_ZONES_MAX];
     int64_t shutdown_ms;           /* terminate request to terminated */
     int64_t retention_ms;          /* terminated instances stay listed this long */
     uint64_t seed;
@@ -125,6 +137,12 @@ void tm_simcloud_params_init(struct tm_simcloud_params *p);
  * p->pools, else the cloud-wide values (pool may be NULL or ""). */
 void tm_sim_spot_for_pool(const struct tm_simcloud_params *p, const char *pool,
                           double *ret_hazard_per_hour, int64_t *ret_notice_ms);
+
+/* The hazard and notice a spot launch of type in zone, in pool, gets: the
+ * hazard of p->cells for (type, zone) when set, else the pool's as
+ * tm_sim_spot_for_pool() gives it; the notice always as that gives it. */
+void tm_sim_spot_for_launch(const struct tm_simcloud_params *p, const char *pool, const char *type,
+                            const char *zone, double *ret_hazard_per_hour, int64_t *ret_notice_ms);
 
 /* The type named name, or NULL. */
 const struct tm_sim_type *tm_sim_type_find(const struct tm_simcloud_params *p, const char *name);

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -648,6 +649,150 @@ static void test_cloud_provider_pool(void **state)
     tm_config_release(&cfg);
 }
 
+/* ---- a provider's fitted spot hazard table (spot_hazards) ----------------- */
+
+/* The table the spot_hazards tests read: t8 fitted in z1, availability
+ * only in z2 (no hazard: the pool's applies), nothing for z3. */
+static const char spot_table[] =
+    "hazards:\n"                                                     /* 1 */
+    "  - {type: t8, zone: z1, hazard_per_hour: 0.7353, availability: 0.5}\n" /* 2 */
+    "  - {type: t8, zone: z2, availability: 0.9}\n";                 /* 3 */
+
+/* The tables' directory, made by setup_table_dir and emptied by
+ * teardown_table_dir, which cmocka runs after a failed test too. */
+static char table_dir[] = "/tmp/tm-config-XXXXXX";
+static const char *const table_names[] = {"hazards.yaml", "bad.yaml", "twice.yaml"};
+
+static int setup_table_dir(void **state)
+{
+    snprintf(table_dir, sizeof(table_dir), "/tmp/tm-config-XXXXXX");
+    if (!mkdtemp(table_dir))
+        return -1;
+    return setup_env(state);
+}
+
+static int teardown_table_dir(void **state)
+{
+    char path[512];
+
+    for (size_t i = 0; i < sizeof(table_names) / sizeof(table_names[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", table_dir, table_names[i]);
+        unlink(path);
+    }
+    rmdir(table_dir);
+    return teardown_env(state);
+}
+
+/* Write text to table_dir/name (one of table_names) and put the path in
+ * path. */
+static void write_file(const char *name, const char *text, char *path, size_t size)
+{
+    FILE *f;
+
+    snprintf(path, size, "%s/%s", table_dir, name);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* HEAD PROV, then the provider's spot_hazards (line 9), then a pool p1 in
+ * zones z1, z2, z3 with its own spot_hazard 0.05. */
+static void config_with_table(char *buf, size_t size, const char *table_path)
+{
+    snprintf(buf, size,
+             HEAD PROV "    spot_hazards: \"%s\"\n" /* 9 */
+             "pools:\n"
+             "  - {name: p1, provider: sim, zones: [z1, z2, z3], instance_types: [t8],"
+             " capacity_type: spot, max_nodes: 2, spot_hazard: 0.05}\n",
+             table_path);
+}
+
+static void test_spot_hazards_table(void **state)
+{
+    struct tm_config cfg = {0};
+    const struct tm_config_pool *pool;
+    char table[512], text[2048], err[512];
+    bool fitted = true;
+    long n;
+
+    (void)state;
+    write_file("hazards.yaml", spot_table, table, sizeof(table));
+    config_with_table(text, sizeof(text), table);
+    assert_int_equal(load(text, &cfg, err, sizeof(err)), 0);
+    assert_string_equal(cfg.providers[0].spot_hazards_file, table);
+    assert_non_null(cfg.providers[0].spot_hazards);
+    pool = &cfg.pools[0];
+    /* The fitted cell takes the table's figure ... */
+    assert_true(tm_config_spot_hazard(&cfg, pool, "t8", "z1", &fitted) == 0.7353);
+    assert_true(fitted);
+    /* ... a row without a hazard, and a cell the table lacks, the pool's. */
+    assert_true(tm_config_spot_hazard(&cfg, pool, "t8", "z2", &fitted) == 0.05);
+    assert_false(fitted);
+    assert_true(tm_config_spot_hazard(&cfg, pool, "t8", "z3", &fitted) == 0.05);
+    assert_false(fitted);
+    assert_true(tm_config_spot_hazard(&cfg, pool, "t1", "z1", NULL) == 0.05);
+    tm_config_release(&cfg);
+
+    /* The table's memory comes from the loader's allocator: each failure
+     * is a clean TM_ENOMEM (and no leak under ASan). */
+    for (n = 0; n < 10000; n++) {
+        int r;
+        cfg_fault_countdown = n;
+        r = load(text, &cfg, err, sizeof(err));
+        if (r == 0)
+            break;
+        assert_int_equal(r, TM_ENOMEM);
+        assert_null(cfg.path);
+    }
+    cfg_fault_countdown = -1;
+    assert_true(n < 10000);
+    tm_config_release(&cfg);
+
+    /* Key absent: no table, every cell has the pool's hazard, as before. */
+    assert_int_equal(load(HEAD PROV POOL "    spot_hazard: 0.05\n", &cfg, err, sizeof(err)), 0);
+    assert_null(cfg.providers[0].spot_hazards_file);
+    assert_null(cfg.providers[0].spot_hazards);
+    assert_true(tm_config_spot_hazard(&cfg, &cfg.pools[0], "t8", "z1", &fitted) == 0.05);
+    assert_false(fitted);
+    tm_config_release(&cfg);
+}
+
+static void test_spot_hazards_errors(void **state)
+{
+    char table[512], text[2048], want[1024];
+
+    (void)state;
+    /* A file that is not there: the key, then the table loader's reason. */
+    config_with_table(text, sizeof(text), "/nonexistent/hazards.yaml");
+    expect_error(text, "t.yaml:9: key \"providers[0].spot_hazards\": /nonexistent/hazards.yaml: "
+                       "could not open: No such file or directory");
+    /* A bad row: the table's own file and line after the key's. */
+    write_file("bad.yaml",
+               "hazards:\n"
+               "  - type: t8\n"
+               "    zone: z1\n"
+               "    hazard_per_hour: fast\n",
+               table, sizeof(table));
+    config_with_table(text, sizeof(text), table);
+    snprintf(want, sizeof(want),
+             "t.yaml:9: key \"providers[0].spot_hazards\": %s:4: \"hazard_per_hour\" must be a "
+             "number, not \"fast\"",
+             table);
+    expect_error(text, want);
+    /* A pair named twice is the table's error too. */
+    write_file("twice.yaml",
+               "hazards:\n"
+               "  - {type: t8, zone: z1, hazard_per_hour: 0.1}\n"
+               "  - {type: t8, zone: z1, hazard_per_hour: 0.2}\n",
+               table, sizeof(table));
+    config_with_table(text, sizeof(text), table);
+    snprintf(want, sizeof(want),
+             "t.yaml:9: key \"providers[0].spot_hazards\": %s:3: t8 z1 (1 nodes) is named twice",
+             table);
+    expect_error(text, want);
+}
+
 /* SQLite's countdown: fail allocation n for n = 0, 1, ... until the load
  * succeeds; every failure must be a clean TM_ENOMEM (ASan checks leaks). */
 static void test_allocation_failures(void **state)
@@ -699,6 +844,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cloud_provider_pool, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_pool_disruption_budget, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_allocation_failures, setup_env, teardown_env),
+        cmocka_unit_test_setup_teardown(test_spot_hazards_table, setup_table_dir, teardown_table_dir),
+        cmocka_unit_test_setup_teardown(test_spot_hazards_errors, setup_table_dir, teardown_table_dir),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,8 @@
  * tests/unit/test_reconcile_planner.c: the live tick's launches and releases
  * come from the planner (controller/planner.c) through tm_reconcile, with
  * known answers: launch ahead of a ramp, no flapping, the shortage fallback
- * order, spot and on-demand routing, and each pool's min and max.
+ * order, spot and on-demand routing, each pool's min and max, and the zone
+ * of lowest fitted spot hazard (a provider's spot_hazards table).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -326,6 +328,169 @@ static void test_refused_launch_does_not_stop_releases(void **state)
     f->snap.nbudgets = 0;
 }
 
+/* ---- fitted spot hazards per zone (a provider's spot_hazards) ------------ */
+
+/* One spot pool over zones z1 and z2 (its own spot_hazard 0.05) and an
+ * on-demand one, on a provider whose spot_hazards is the file at %s. */
+static const char hazards_yaml_fmt[] =
+    SNAP_FIXTURE_YAML_HEAD("unit")
+    "providers:\n"
+    "  - name: sim\n"
+    "    kind: sim\n"
+    "    region: r1\n"
+    "    spot_hazards: \"%s\"\n"
+    "    instance_types:\n"
+    "      - {name: sim.1x, gpus: 1, gpu_model: A100, cpu_milli: 12000, memory_mib: 120000,"
+    "         on_demand_price: \"4.00\", spot_price: \"1.50\"}\n"
+    "pools:\n"
+    "  - {name: od1, provider: sim, zones: [z1, z2], instance_types: [sim.1x],"
+    "     capacity_type: on_demand, max_nodes: 3, idle_grace: 60s}\n"
+    "  - {name: spot1, provider: sim, zones: [z1, z2], instance_types: [sim.1x],"
+    "     capacity_type: spot, max_nodes: 3, idle_grace: 60s, spot_hazard: 0.05}\n";
+
+struct hazard_fixture {
+    struct fixture f;
+    char dir[32];
+    char table[128];
+};
+
+/* cmocka setup: *state holds the table's rows (the test's prestate); it
+ * becomes the fixture over hazards_yaml_fmt with that table. */
+static int hazard_setup(void **state)
+{
+    static struct hazard_fixture h;
+    const char *rows = *state;
+    char yaml[4096];
+    FILE *out;
+
+    memset(&h, 0, sizeof(h));
+    snprintf(h.dir, sizeof(h.dir), "/tmp/tm-zones-XXXXXX");
+    if (!mkdtemp(h.dir))
+        return -1;
+    snprintf(h.table, sizeof(h.table), "%s/hazards.yaml", h.dir);
+    out = fopen(h.table, "w");
+    if (out) {
+        fprintf(out, "hazards:\n%s", rows);
+        if (fclose(out) == 0) {
+            snprintf(yaml, sizeof(yaml), hazards_yaml_fmt, h.table);
+            if (SNAP_FIXTURE_PASS_INIT(&h.f, yaml) == 0) {
+                *state = &h;
+                return 0;
+            }
+        }
+    }
+    /* cmocka runs no teardown after a failed setup */
+    unlink(h.table);
+    rmdir(h.dir);
+    return -1;
+}
+
+/* Runs after a failed test too: no table is left behind in /tmp. */
+static int hazard_teardown(void **state)
+{
+    struct hazard_fixture *h = *state;
+    SNAP_FIXTURE_PASS_RELEASE(&h->f);
+    unlink(h->table);
+    rmdir(h->dir);
+    return 0;
+}
+
+static double num(const cJSON *a, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, key);
+    assert_true(cJSON_IsNumber(v));
+    return v->valuedouble;
+}
+
+static const char rows_z1_high[] = "  - {type: sim.1x, zone: z1, hazard_per_hour: 0.9}\n"
+                                   "  - {type: sim.1x, zone: z2, hazard_per_hour: 0.1}\n";
+
+/* The table gives z1 the higher hazard: spot launches go to z2, every
+ * one of them (not in turn), and to z1 only while z2 is short. */
+static void test_spot_launches_go_to_the_zone_of_lowest_fitted_hazard(void **state)
+{
+    struct fixture *f = &((struct hazard_fixture *)*state)->f;
+    add_job(f, 10, 1, true);
+    add_job(f, 11, 1, true);
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 2);
+    for (int k = 0; k < 2; k++) {
+        const cJSON *a = nth_op(f, "request_node", k);
+        assert_string_equal(str(a, "pool"), "spot1");
+        assert_string_equal(str(a, "capacity_type"), "spot");
+        assert_string_equal(str(a, "zone"), "z2");
+        assert_non_null(strstr(str(a, "reason"), "zone z2: lowest spot hazard"));
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(a, "inputs");
+        assert_true(num(in, "spot_hazard_per_hour") == 0.1);
+        assert_string_equal(str(in, "spot_hazard_from"), "spot_hazards");
+    }
+
+    /* z2 short: the fallback order is unchanged, the next zone, z1. */
+    f->snap.njobs = 1;
+    add_shortage(f, "sim.1x", "z2", true);
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 1);
+    const cJSON *a = nth_op(f, "request_node", 0);
+    assert_string_equal(str(a, "pool"), "spot1");
+    assert_string_equal(str(a, "capacity_type"), "spot");
+    assert_string_equal(str(a, "zone"), "z1");
+}
+
+static const char rows_z1_only[] = "  - {type: sim.1x, zone: z1, hazard_per_hour: 0.9}\n";
+
+/* A cell the table lacks takes the pool's spot_hazard: z1 fitted at 0.9
+ * loses to z2 at the pool's 0.05, and wins once the pool's is 2. */
+
+static void test_unfitted_zone_takes_the_pools_hazard(void **state)
+{
+    struct fixture *f = &((struct hazard_fixture *)*state)->f;
+    add_job(f, 10, 1, true);
+    run(f);
+    const cJSON *a = nth_op(f, "request_node", 0);
+    assert_string_equal(str(a, "zone"), "z2");
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(a, "inputs");
+    assert_true(num(in, "spot_hazard_per_hour") == 0.05);
+    assert_string_equal(str(in, "spot_hazard_from"), "pool");
+
+    f->cfg.pools[1].spot_hazard_per_hour = 2.0;
+    run(f);
+    a = nth_op(f, "request_node", 0);
+    assert_string_equal(str(a, "zone"), "z1");
+    assert_true(num(cJSON_GetObjectItemCaseSensitive(a, "inputs"), "spot_hazard_per_hour") == 0.9);
+}
+
+static const char rows_other_type[] = "  - {type: sim.8x, zone: z1, hazard_per_hour: 0.9}\n";
+
+/* A table that fits none of the pool's cells (another type here) changes
+ * nothing: the pool's zones take turns, as without the key. */
+
+static void test_table_without_the_pools_cells_keeps_zones_in_turn(void **state)
+{
+    struct fixture *f = &((struct hazard_fixture *)*state)->f;
+    add_job(f, 10, 1, true);
+    add_job(f, 11, 1, true);
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 2);
+    assert_string_equal(str(nth_op(f, "request_node", 0), "zone"), "z1");
+    assert_string_equal(str(nth_op(f, "request_node", 1), "zone"), "z2");
+    assert_null(cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(nth_op(f, "request_node", 0), "inputs"),
+        "spot_hazard_per_hour"));
+}
+
+/* Without the key (config_yaml), spot launches take the zones in turn. */
+static void test_spot_zones_take_turns_without_a_table(void **state)
+{
+    struct fixture *f = *state;
+    add_job(f, 10, 1, true);
+    add_job(f, 11, 1, true);
+    run(f);
+    assert_int_equal(count_op(f, "request_node"), 2);
+    assert_string_equal(str(nth_op(f, "request_node", 0), "pool"), "spot1");
+    assert_string_equal(str(nth_op(f, "request_node", 0), "zone"), "z1");
+    assert_string_equal(str(nth_op(f, "request_node", 1), "zone"), "z2");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -339,6 +504,13 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_pool_max_and_min_respected, setup, teardown),
         cmocka_unit_test_setup_teardown(test_refused_launch_does_not_stop_releases, setup, teardown),
+        cmocka_unit_test_prestate_setup_teardown(test_spot_launches_go_to_the_zone_of_lowest_fitted_hazard,
+                                                 hazard_setup, hazard_teardown, (void *)rows_z1_high),
+        cmocka_unit_test_prestate_setup_teardown(test_unfitted_zone_takes_the_pools_hazard, hazard_setup,
+                                                 hazard_teardown, (void *)rows_z1_only),
+        cmocka_unit_test_prestate_setup_teardown(test_table_without_the_pools_cells_keeps_zones_in_turn,
+                                                 hazard_setup, hazard_teardown, (void *)rows_other_type),
+        cmocka_unit_test_setup_teardown(test_spot_zones_take_turns_without_a_table, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,6 +16,7 @@
 
 #include "core/config.h"
 #include "core/err.h"
+#include "core/spot_hazards.h"
 #include "providers/sim/sim_provider.h"
 #include "tests/lib/tm_test.h"
 
@@ -565,8 +566,55 @@ static void test_params_from_config(void **state)
     assert_true(p.pools[1].hazard_per_hour == 6.0);
     assert_int_equal(p.pools[1].notice_ms, 30000);
 
+    /* Without spot_hazards no (type, zone) has a hazard of its own. */
+    for (size_t z = 0; z < p.nzones; z++)
+        assert_false(p.cells[0][z].set);
+
     types[0].name = "a-name-far-too-long-for-an-instance-type-the-cloud-would-ever-offer";
     assert_int_equal(tm_sim_params_from_config(&cfg, &provs[0], &p), TM_EINVAL);
+}
+
+/* A provider's fitted table (config spot_hazards) sets the hazard of each
+ * (type, zone) it gives one for: sim-b here; sim-a has an availability
+ * only, sim-c no row, and a zone of another provider's pool is not the
+ * sim's. */
+static void test_params_from_config_spot_hazards(void **state)
+{
+    static const char table[] = "hazards:\n"
+                                "  - {type: sim.4x-h100, zone: sim-a, availability: 0.5}\n"
+                                "  - {type: sim.4x-h100, zone: sim-b, hazard_per_hour: 0.7353}\n"
+                                "  - {type: sim.4x-h100, zone: us-east-1a, hazard_per_hour: 9}\n";
+    struct tm_spot_hazards *h = calloc(1, sizeof(*h));
+    struct tm_config_instance_type types[1] = {{
+        .name = "sim.4x-h100", .gpus = 4, .gpu_model = "H100", .cpu_milli = 48000,
+        .memory_mib = 512000, .on_demand_uusd_per_hour = 12000000, .spot_uusd_per_hour = 4000000,
+    }};
+    struct tm_config_provider prov = {.name = "simcloud", .kind = "sim", .spot_hazard_per_hour = 0.1,
+                                      .types = types, .ntypes = 1, .spot_hazards = h};
+    char *zones[] = {"sim-a", "sim-b", "sim-c"};
+    struct tm_config_pool pool = {.name = "p1", .provider = "simcloud", .zones = zones, .nzones = 3,
+                                  .spot_hazard_per_hour = 6.0, .spot_notice_ms = 30000};
+    struct tm_config cfg = {.providers = &prov, .nproviders = 1, .pools = &pool, .npools = 1};
+    struct tm_simcloud_params p;
+    char err[256];
+    double hazard;
+    int64_t notice;
+
+    (void)state;
+    assert_non_null(h);
+    assert_int_equal(tm_spot_hazards_parse("h.yaml", table, strlen(table), h, err, sizeof(err)), 0);
+    assert_int_equal(tm_sim_params_from_config(&cfg, &prov, &p), 0);
+    assert_int_equal(p.nzones, 3);
+    assert_false(p.cells[0][0].set);
+    assert_true(p.cells[0][1].set);
+    assert_true(p.cells[0][1].hazard_per_hour == 0.7353);
+    assert_false(p.cells[0][2].set);
+    tm_sim_spot_for_launch(&p, "p1", "sim.4x-h100", "sim-b", &hazard, &notice);
+    assert_true(hazard == 0.7353);
+    assert_int_equal(notice, 30000);
+    tm_sim_spot_for_launch(&p, "p1", "sim.4x-h100", "sim-a", &hazard, &notice);
+    assert_true(hazard == 6.0);
+    free(h);
 }
 
 int main(void)
@@ -579,6 +627,7 @@ int main(void)
         cmocka_unit_test(test_pg_survives_restart),
         cmocka_unit_test(test_pg_concurrent),
         cmocka_unit_test(test_params_from_config),
+        cmocka_unit_test(test_params_from_config_spot_hazards),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -282,6 +282,51 @@ static void test_spot_hazard_statistics(void **state)
     assert_true(within_hour > 0.18 * n && within_hour < 0.26 * n);
 }
 
+/* A hazard set for (type, zone) in params.cells (a fitted table) comes
+ * before the pool's for launches there, whatever the pool; the notice
+ * stays the pool's.  Known answer: one token's lifetime is -ln(u)/hazard
+ * for a u that depends on the token only, so at a third of the pool's
+ * hazard it lives three times as long, and at 0 it is never taken. */
+static void test_spot_per_type_and_zone(void **state)
+{
+    struct tm_simcloud_params p;
+    struct tm_sim_instance in_pool, in_cell;
+    struct tm_launch_request r;
+    double hazard;
+    int64_t notice;
+
+    params_default(&p);
+    p.npools = 1;
+    snprintf(p.pools[0].pool, TM_ID_MAX, "gpu");
+    p.pools[0].hazard_per_hour = 6.0;
+    p.pools[0].notice_ms = 30000;
+    p.cells[0][1] = (struct tm_sim_cell_spot){.set = true, .hazard_per_hour = 2.0}; /* 8x in sim-b */
+
+    tm_sim_spot_for_launch(&p, "gpu", "sim.8x-a100", "sim-b", &hazard, &notice);
+    assert_true(hazard == 2.0);
+    assert_int_equal(notice, 30000);
+    tm_sim_spot_for_launch(&p, "gpu", "sim.8x-a100", "sim-a", &hazard, &notice);
+    assert_true(hazard == 6.0);
+    tm_sim_spot_for_launch(&p, "other", "sim.8x-a100", "sim-b", &hazard, &notice);
+    assert_true(hazard == 2.0); /* the cell's, whatever the pool */
+    assert_int_equal(notice, 120000);
+    tm_sim_spot_for_launch(&p, "gpu", "nope", "sim-b", &hazard, &notice);
+    assert_true(hazard == 6.0);
+
+    r = req("node-1", "sim.8x-a100", TM_CAPACITY_SPOT);
+    r.zone = "sim-a";
+    assert_int_equal(tm_sim_instance_plan(&p, &r, 0, &in_pool), 0);
+    r.zone = "sim-b";
+    assert_int_equal(tm_sim_instance_plan(&p, &r, 0, &in_cell), 0);
+    assert_true(in_pool.interrupt_ms > 0 && in_pool.interrupt_ms != TM_SIM_NEVER);
+    assert_true(llabs(in_cell.interrupt_ms - 3 * in_pool.interrupt_ms) <= 2);
+
+    p.cells[0][1].hazard_per_hour = 0;
+    assert_int_equal(tm_sim_instance_plan(&p, &r, 0, &in_cell), 0);
+    assert_int_equal(in_cell.interrupt_ms, TM_SIM_NEVER);
+    assert_int_equal(in_cell.notice_ms, TM_SIM_NEVER);
+}
+
 /* Per-pool spot behaviour: a launch naming a pool in params.pools gets that
  * pool's hazard and notice; other pools (and none) get the cloud-wide ones. */
 static void test_spot_per_pool(void **state)
@@ -556,6 +601,7 @@ int main(void)
         cmocka_unit_test(test_spot_deterministic),
         cmocka_unit_test(test_spot_hazard_statistics),
         cmocka_unit_test(test_spot_per_pool),
+        cmocka_unit_test(test_spot_per_type_and_zone),
         cmocka_unit_test(test_notice_and_interruption),
         cmocka_unit_test(test_terminate_before_interrupt),
         cmocka_unit_test(test_cluster_filter),

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "controller/spot_fit.h"
-#include "controller/spot_hazards.h"
+#include "core/spot_hazards.h"
 #include "controller/spot_traces.h"
 #include "core/err.h"
 

@@ -13,7 +13,7 @@
 #include <cmocka.h>
 
 #include "controller/elastic.h"
-#include "controller/spot_hazards.h"
+#include "core/spot_hazards.h"
 #include "core/err.h"
 
 #define S 1000LL

@@ -1,7 +1,7 @@
 /*
- * controller/yaml_table.c: see yaml_table.h.
+ * core/yaml_table.c: see yaml_table.h.
  */
-#include "controller/yaml_table.h"
+#include "core/yaml_table.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,8 +1,8 @@
 /*
- * controller/spot_hazards.c: the hazard table loader (see spot_hazards.h;
- * the file handling and messages are controller/yaml_table.c's).
+ * core/spot_hazards.c: the hazard table loader (see spot_hazards.h;
+ * the file handling and messages are core/yaml_table.c's).
  */
-#include "controller/spot_hazards.h"
+#include "core/spot_hazards.h"
 
 #include <errno.h>
 #include <math.h>
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/yaml_table.h"
 #include "core/err.h"
+#include "core/yaml_table.h"
 
 static int get_double(struct tm_yaml_ctx *c, const yaml_node_t *n, const char *key, double lo,
                       double hi, double *ret)

@@ -1,5 +1,5 @@
 /*
- * controller/yaml_table.h: reading a small table file (the price table,
+ * core/yaml_table.h: reading a small table file (the price table,
  * the spot hazard table) through libyaml's document API, so that every node
  * carries its line and each error reads "FILE:LINE: reason".
  *

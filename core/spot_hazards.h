@@ -1,8 +1,10 @@
 /*
- * controller/spot_hazards.h: a table of spot interruption hazards and
+ * core/spot_hazards.h: a table of spot interruption hazards and
  * launch availabilities per (instance type, zone), for the elastic replay
- * (`tarmac replay --elastic --hazards FILE`).  `tarmac spot-fit --yaml`
- * writes this format from the real traces (config/spot-hazards-aws.yaml).
+ * (`tarmac replay --elastic --hazards FILE`) and the live controller (a
+ * provider's `spot_hazards: FILE`, loaded with the configuration,
+ * core/config.h).  `tarmac spot-fit --yaml` writes this format from the
+ * real traces (config/spot-hazards-aws.yaml).
  *
  * The file is YAML:
  *
@@ -24,8 +26,9 @@
  *       availability_hours: 1092
  *       sources: [preemption/1-node/aws-04-22-2023/us-east-1c_v100_1.json]
  *
- * Type and zone are matched by exact name against the price table's; a
- * row naming a pair twice (same nodes) is an error, as are unknown keys.
+ * Type and zone are matched by exact name against the price table's (or,
+ * live, a pool's instance types and zones); a row naming a pair twice
+ * (same nodes) is an error, as are unknown keys.
  * Errors name the file, the line and the reason: "FILE:LINE: reason".
  */
 #ifndef TM_SPOT_HAZARDS_H
