@@ -1855,8 +1855,22 @@ double tm_config_spot_hazard(const struct tm_config *cfg, const struct tm_config
     const struct tm_spot_hazard *h =
         p && type && zone ? tm_spot_hazards_find(p->spot_hazards, type, zone) : NULL;
     bool fitted = h && h->has_hazard;
+    double worst = 0;
 
     if (ret_fitted)
         *ret_fitted = fitted;
-    return fitted ? h->hazard_per_hour : pool->spot_hazard_per_hour;
+    if (fitted)
+        return h->hazard_per_hour;
+    if (pool->spot_hazard_per_hour > 0 || !p || !type)
+        return pool->spot_hazard_per_hour;
+    /* A pool hazard of 0 (the default) says nothing is known: the zone is
+     * taken to be no safer than the worst zone of the pool the table fits
+     * for this type, so that the planner never prefers the zone it knows
+     * least (availability-only rows are common in spot-fit's output). */
+    for (size_t z = 0; z < pool->nzones; z++) {
+        const struct tm_spot_hazard *o = tm_spot_hazards_find(p->spot_hazards, type, pool->zones[z]);
+        if (o && o->has_hazard && o->hazard_per_hour > worst)
+            worst = o->hazard_per_hour;
+    }
+    return worst;
 }

@@ -186,8 +186,9 @@ const struct tm_config_instance_type *tm_config_type_find(const struct tm_config
  * instance type `type` in `zone`: the hazard_per_hour of the 1-node row
  * for (type, zone) in the pool's provider's spot_hazards table, else (no
  * table, no such row, or a row with availability only) the pool's
- * spot_hazard_per_hour.  *ret_fitted (may be NULL) says whether the table
- * gave it. */
+ * spot_hazard_per_hour, or, when that is 0 (unknown), the highest hazard
+ * the table fits for `type` in the pool's other zones (0 if none).
+ * *ret_fitted (may be NULL) says whether the table gave the cell's own. */
 double tm_config_spot_hazard(const struct tm_config *cfg, const struct tm_config_pool *pool,
                              const char *type, const char *zone, bool *ret_fitted);
 

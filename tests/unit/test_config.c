@@ -734,6 +734,26 @@ static void test_spot_hazards_table(void **state)
     assert_true(tm_config_spot_hazard(&cfg, pool, "t1", "z1", NULL) == 0.05);
     tm_config_release(&cfg);
 
+    /* A pool whose own hazard is 0 (unset: unknown) takes its cells the
+     * table lacks to be no safer than its worst fitted zone of the type,
+     * so the planner never prefers the zone it knows least; a type the
+     * table never fits stays 0. */
+    snprintf(text, sizeof(text),
+             HEAD PROV "    spot_hazards: \"%s\"\n"
+             "pools:\n"
+             "  - {name: p1, provider: sim, zones: [z1, z2, z3], instance_types: [t8],"
+             " capacity_type: spot, max_nodes: 2}\n",
+             table);
+    assert_int_equal(load(text, &cfg, err, sizeof(err)), 0);
+    pool = &cfg.pools[0];
+    assert_true(tm_config_spot_hazard(&cfg, pool, "t8", "z1", &fitted) == 0.7353);
+    assert_true(tm_config_spot_hazard(&cfg, pool, "t8", "z2", &fitted) == 0.7353);
+    assert_false(fitted);
+    assert_true(tm_config_spot_hazard(&cfg, pool, "t8", "z3", &fitted) == 0.7353);
+    assert_true(tm_config_spot_hazard(&cfg, pool, "t1", "z1", &fitted) == 0);
+    assert_false(fitted);
+    tm_config_release(&cfg);
+
     /* The table's memory comes from the loader's allocator: each failure
      * is a clean TM_ENOMEM (and no leak under ASan). */
     for (n = 0; n < 10000; n++) {

@@ -439,7 +439,8 @@ static void test_spot_launches_go_to_the_zone_of_lowest_fitted_hazard(void **sta
 static const char rows_z1_only[] = "  - {type: sim.1x, zone: z1, hazard_per_hour: 0.9}\n";
 
 /* A cell the table lacks takes the pool's spot_hazard: z1 fitted at 0.9
- * loses to z2 at the pool's 0.05, and wins once the pool's is 2. */
+ * loses to z2 at the pool's 0.05, and wins once the pool's is 2, or once
+ * the pool's is 0 (unknown). */
 
 static void test_unfitted_zone_takes_the_pools_hazard(void **state)
 {
@@ -457,6 +458,15 @@ static void test_unfitted_zone_takes_the_pools_hazard(void **state)
     a = nth_op(f, "request_node", 0);
     assert_string_equal(str(a, "zone"), "z1");
     assert_true(num(cJSON_GetObjectItemCaseSensitive(a, "inputs"), "spot_hazard_per_hour") == 0.9);
+
+    /* The pool's hazard unset (0: unknown): z2 counts as no safer than
+     * z1's fitted 0.9, so the zone the table knows is not passed over for
+     * the one it does not (a tie keeps the pool's order). */
+    f->cfg.pools[1].spot_hazard_per_hour = 0;
+    run(f);
+    a = nth_op(f, "request_node", 0);
+    assert_string_equal(str(a, "zone"), "z1");
+    assert_string_equal(str(cJSON_GetObjectItemCaseSensitive(a, "inputs"), "spot_hazard_from"), "spot_hazards");
 }
 
 static const char rows_other_type[] = "  - {type: sim.8x, zone: z1, hazard_per_hour: 0.9}\n";
