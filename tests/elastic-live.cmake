@@ -2,7 +2,7 @@
 # and the GPU time lost (controller/reconcile.c, migrations/0006_spot.sql).
 tm_add_c_test(test_reconcile_spot ${CMAKE_SOURCE_DIR}/tests/unit/test_reconcile_spot.c
               LABELS unit elastic)
-tm_add_test(itest_spot_interrupt LABELS integration elastic FIXTURES pg TIMEOUT 240
+tm_add_test(itest_spot_interrupt LABELS integration elastic FIXTURES pg TIMEOUT 360
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/spot_interrupt.sh)
 tm_add_test(itest_spot_apply LABELS integration elastic FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/spot_apply.sh)

@@ -80,8 +80,8 @@ submit od-plain 2 od false false 60 1
 jobs=$(psql_q 'SELECT count(*) FROM jobs')
 
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-TARMAC_LISTEN=127.0.0.1:$PORT timeout 200 "$TARMAC" serve --config "$WORK/c.yaml" --exit-when-idle \
-    --max-wall 180s --output json >"$WORK/serve.out" 2>"$WORK/serve.log" &
+TARMAC_LISTEN=127.0.0.1:$PORT timeout 320 "$TARMAC" serve --config "$WORK/c.yaml" --exit-when-idle \
+    --max-wall 300s --output json >"$WORK/serve.out" 2>"$WORK/serve.log" &
 SERVE=$!
 PIDS+=("$SERVE")
 
