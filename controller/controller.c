@@ -1171,6 +1171,24 @@ static int init_fleet_stats(struct tm_controller *ctl)
     return r;
 }
 
+/* A provider's spot hazard table that fits none of a spot pool's cells is
+ * almost always a naming mismatch (AZ IDs against zone names, another
+ * region's table): the pool then takes its zones in turn, which is legal
+ * but not what whoever named the table meant. */
+static void warn_unfitted_spot_pools(const struct tm_config *cfg)
+{
+    for (size_t i = 0; i < cfg->npools; i++) {
+        const struct tm_config_pool *pool = &cfg->pools[i];
+        const struct tm_config_provider *p = tm_config_provider_find(cfg, pool->provider);
+        if (strcmp(pool->capacity_type, "on_demand") == 0 || !p || !p->spot_hazards)
+            continue;
+        if (tm_config_spot_cells_fitted(cfg, pool) == 0)
+            tm_log_warn("spot hazard table fits none of the pool's (type, zone) cells: its zones take turns",
+                        "pool=%s provider=%s spot_hazards=\"%s\"", pool->name, p->name,
+                        p->spot_hazards_file);
+    }
+}
+
 int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_options *opts,
                       struct tm_controller_stats *ret_stats, char *err, size_t errsize)
 {
@@ -1188,6 +1206,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     gethostname(host, sizeof(host) - 1);
     snprintf(ctl->holder, sizeof(ctl->holder), "%s:%d", host, (int)getpid());
 
+    warn_unfitted_spot_pools(cfg);
     r = init_fleet_stats(ctl);
     if (r == 0)
         r = uv_loop_init(&ctl->loop);

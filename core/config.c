@@ -1848,6 +1848,22 @@ const struct tm_config_instance_type *tm_config_type_find(const struct tm_config
     return NULL;
 }
 
+size_t tm_config_spot_cells_fitted(const struct tm_config *cfg, const struct tm_config_pool *pool)
+{
+    const struct tm_config_provider *p = tm_config_provider_find(cfg, pool->provider);
+    size_t n = 0;
+
+    if (!p || !p->spot_hazards)
+        return 0;
+    for (size_t t = 0; t < pool->ninstance_types; t++)
+        for (size_t z = 0; z < pool->nzones; z++) {
+            const struct tm_spot_hazard *h =
+                tm_spot_hazards_find(p->spot_hazards, pool->instance_types[t], pool->zones[z]);
+            n += h && h->has_hazard;
+        }
+    return n;
+}
+
 double tm_config_spot_hazard(const struct tm_config *cfg, const struct tm_config_pool *pool,
                              const char *type, const char *zone, bool *ret_fitted)
 {

@@ -182,6 +182,12 @@ const struct tm_config_provider *tm_config_provider_find(const struct tm_config 
 const struct tm_config_instance_type *tm_config_type_find(const struct tm_config_provider *p,
                                                           const char *name);
 
+/* How many of pool's (instance type, zone) cells its provider's
+ * spot_hazards table gives a hazard for; 0 without a table.  serve warns
+ * at start when a spot pool's provider has a table that fits none of
+ * them (zone names that are not the account's, say). */
+size_t tm_config_spot_cells_fitted(const struct tm_config *cfg, const struct tm_config_pool *pool);
+
 /* The spot interruption hazard, per node-hour, of pool's nodes of
  * instance type `type` in `zone`: the hazard_per_hour of the 1-node row
  * for (type, zone) in the pool's provider's spot_hazards table, else (no

@@ -56,6 +56,15 @@ pools:
     idle_grace: 20s
     spot_hazard: 60
     spot_notice: 20s
+  # A zone the table does not name: serve warns at start that it fits none
+  # of this pool's cells (it launches nothing: max_nodes 0).
+  - name: spot-elsewhere
+    provider: sim
+    zones: [sim-1c]
+    instance_types: [sim.8x]
+    capacity_type: spot
+    min_nodes: 0
+    max_nodes: 0
 YAML
 "$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null || fail "migrate"
 
@@ -70,6 +79,9 @@ jobs=$(psql_q 'SELECT count(*) FROM jobs')
 timeout 100 "$TARMAC" serve --config "$WORK/c.yaml" --exit-when-idle --max-wall 90s --output json \
     >"$WORK/serve.out" 2>"$WORK/serve.log" || fail "serve failed"
 echo "serve: $(tr -d '\n' <"$WORK/serve.out")"
+grep -q 'fits none of the pool.*pool=spot-elsewhere' "$WORK/serve.log" \
+    || fail "no warning for the pool the table does not fit: $(grep -i 'spot hazard' "$WORK/serve.log")"
+! grep -q 'fits none of the pool.*pool=spot ' "$WORK/serve.log" || fail "a warning for the fitted pool"
 
 [ "$(psql_q "SELECT count(*) FROM jobs WHERE state = 'succeeded' AND attempts = 1")" = "$jobs" ] \
     || fail "not every job finished at its first attempt: $(psql_q "SELECT id, state, attempts FROM jobs")"
