@@ -757,7 +757,9 @@ static int plan(struct sim *s)
                  * (reactive 9.5 s) but 1.2% dearer, sizes 1-8 3% dearer,
                  * and on the Helios series dearer than reactive. */
                 in.forecast_gpus[p] = mean;
-                in.keep_gpus[p] = upper;
+                /* as the live tick (reconcile.c): an upper quantile
+                 * below the mean keeps what the mean launched */
+                in.keep_gpus[p] = upper > mean ? upper : mean;
             }
         }
     }
