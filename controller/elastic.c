@@ -490,7 +490,8 @@ static int schedule(struct sim *s)
             sn[nn] = (struct tm_sched_node){.id = (int64_t)i, .cpu_milli = t->cpu_milli,
                                             .memory_mib = t->memory_mib, .gpus = t->gpus,
                                             .model = n->spot ? 1 : 0, .spot = n->spot,
-                                            .schedulable = !n->leaving && !n->cordoned};
+                                            .schedulable = !n->leaving && !n->cordoned,
+                                            .rank = (int64_t)nn};
             nn++;
         }
         free(ord);
@@ -519,10 +520,15 @@ static int schedule(struct sim *s)
                                       .estimate_known = jb->known};
     }
     {
+        /* tarmac places with the live tick's scheduler policy and
+         * parameters (reconcile.c); the baselines with EASY backfill's
+         * first fit in launch order, as common schedulers do. */
+        bool tarmac = s->cfg->policy == TM_ELASTIC_TARMAC;
         struct tm_sched_input in = {.jobs = sj, .njobs = s->nqueued, .nodes = sn, .nnodes = nn,
                                     .allocs = sa, .nallocs = na, .now_ms = s->now,
-                                    .policy = TM_POLICY_BACKFILL,
-                                    .params.align_ends = s->cfg->policy == TM_ELASTIC_TARMAC};
+                                    .policy = tarmac ? TM_POLICY_TARMAC : TM_POLICY_BACKFILL,
+                                    .params = {.short_ms = 30 * 60000, .align_ends = tarmac,
+                                               .elastic = tarmac}};
         bool *gone;
         rc = tm_sched_run(&in, &r);
         if (rc < 0)
@@ -558,6 +564,16 @@ static int schedule(struct sim *s)
             s->nqueued = w;
         }
         free(gone);
+        /* Preemptible work on loan in a reserved hole gives it back the
+         * moment the owner starts there (tarmac_apply's preempt op live):
+         * a checkpoint if it can, else requeued with its work lost. */
+        for (size_t k = 0; k < r.npreemptions; k++) {
+            size_t j = (size_t)sa[r.preemptions[k].alloc].job_id;
+            if (s->jobs[j].state == J_RUNNING) {
+                stop_job(s, j, s->jobs[j].ckpt);
+                s->st.evictions++;
+            }
+        }
     }
 out:
     tm_sched_result_release(&r);

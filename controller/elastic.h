@@ -114,6 +114,9 @@ struct tm_elastic_stats {
      * earlier runs (a task of the trace submitted again, as --copies
      * does), the estimates tarmac places by expected end */
     size_t known_estimates;
+    /* running preemptible jobs evicted from a reserved hole they had on
+     * loan, when its owner started (tarmac's scheduler policy) */
+    size_t evictions;
     /* spot launches that found no capacity (hazards' availability), and
      * spot launches and interruptions per zone of the price table */
     size_t spot_shortages;

@@ -284,6 +284,7 @@ int tm_elastic_main(int argc, char **argv)
             cJSON_AddNumberToObject(o, "refusals", (double)st.refusals);
             cJSON_AddNumberToObject(o, "peak_nodes", (double)st.peak_nodes);
             cJSON_AddNumberToObject(o, "known_estimates", (double)st.known_estimates);
+            cJSON_AddNumberToObject(o, "evictions", (double)st.evictions);
             cJSON_AddNumberToObject(o, "spot_shortages", (double)st.spot_shortages);
             {
                 cJSON *bl = cJSON_AddArrayToObject(o, "spot_launches_by_zone");

@@ -715,10 +715,12 @@ static void schedule(struct pass *p, bool *job_placed)
         sched_node[ni] = -1;
         if (!p->node_ready[ni] || p->node_gone[ni] || n->pool < 0 || n->pool >= 63)
             continue;
+        /* The elastic placement's preference: the smallest nodes, then
+         * the oldest (ids grow with launches), as the elastic replay. */
         nodes[nn] = (struct tm_sched_node){
             .id = n->id, .cpu_milli = n->cpu_milli, .memory_mib = n->memory_mib,
             .gpus = n->gpus, .model = n->pool, .spot = n->capacity == TM_CAPACITY_SPOT,
-            .schedulable = !subbed[ni],
+            .schedulable = !subbed[ni], .rank = ((int64_t)n->gpus << 40) + (n->id & ((1LL << 40) - 1)),
         };
         node_of[nn] = (int32_t)ni;
         sched_node[ni] = (int32_t)nn++;
@@ -780,7 +782,8 @@ static void schedule(struct pass *p, bool *job_placed)
     struct tm_sched_input in = {
         .jobs = jobs, .njobs = nj, .nodes = nodes, .nnodes = nn, .allocs = allocs,
         .nallocs = na, .now_ms = p->in->now_ms, .policy = p->in->policy,
-        .params = {.starvation_ms = p->cfg->starvation_ms, .short_ms = 30 * 60000, .align_ends = true},
+        .params = {.starvation_ms = p->cfg->starvation_ms, .short_ms = 30 * 60000, .align_ends = true,
+                   .elastic = true},
     };
     int r = tm_sched_run(&in, &res);
     if (r < 0) {

@@ -1305,6 +1305,7 @@ struct score {
      * first) or minus it (the rest, latest first).  Both 0 otherwise. */
     int8_t end_rank;
     int64_t end_key;
+    int64_t rank;     /* params.elastic: the node's rank, else 0 */
 };
 
 static int score_cmp(const struct score *a, const struct score *b)
@@ -1320,13 +1321,15 @@ static int score_cmp(const struct score *a, const struct score *b)
         return a->strand < b->strand ? -1 : 1;
     /* A recurring job's end is known: a node it does not outlive beats
      * a tighter fit (the node empties on time, as it would without the
-     * job), after stranding nothing. */
+     * job), after stranding nothing; among those, the soonest to end. */
     if (a->end_rank != b->end_rank)
         return a->end_rank < b->end_rank ? -1 : 1;
-    if (a->fit != b->fit)
-        return a->fit < b->fit ? -1 : 1;
     if (a->end_key != b->end_key)
         return a->end_key < b->end_key ? -1 : 1;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    if (a->fit != b->fit)
+        return a->fit < b->fit ? -1 : 1;
     if (a->cpu_left != b->cpu_left)
         return a->cpu_left < b->cpu_left ? -1 : 1;
     return 0;
@@ -1376,6 +1379,7 @@ static void score_of(const struct ctx *c, int32_t j, int32_t i, uint32_t mask, i
     ret->share_fit = nd->gpus == 0 && nd->milli > 0;
     ret->end_rank = 0;
     ret->end_key = 0;
+    ret->rank = c->in->params.elastic ? c->in->nodes[i].rank : 0;
     if (aligns(c, j)) {
         int64_t e = c->node_end[i], end = job_end(c, j);
         ret->end_rank = e >= end ? 0 : 1;

@@ -77,6 +77,9 @@ struct tm_sched_node {
     int32_t model;       /* index into the caller's GPU model table */
     bool spot;           /* preemptible capacity */
     bool schedulable;    /* ready and not cordoned or draining */
+    /* params.elastic: the caller's preference among nodes, lower first
+     * (the fleet's smallest types, then its oldest nodes). */
+    int64_t rank;
 };
 
 /* A running job's hold on one node (a gang has one per node). */
@@ -110,6 +113,13 @@ struct tm_sched_params {
      * the tightness of the fit.  Other jobs place as before; false: no job
      * does this. */
     bool align_ends;
+    /* tarmac: the fleet grows and shrinks.  Among placements that strand
+     * equally (and align equally), the node of lowest rank comes before
+     * the tightest fit, so work gathers on the oldest nodes and the newest
+     * empty and are released; best fit alone spreads work over whichever
+     * nodes are fullest, new ones included, and keeps more of them alive
+     * (measured in the elastic replay, bench/results/elastic-2026-12-01-b.md). */
+    bool elastic;
 };
 
 /* 48 h: a job can only be promised a node once that node's

@@ -726,19 +726,15 @@ static void test_align_ends(void **state)
     assert_int_equal(placed_node(&r, 5), 0); /* 8 h: the same */
     tm_sched_result_release(&r);
 
-    /* tarmac's best fit: nothing strands, so whether the node outlives the
-     * job comes first, then the tightest fit, then the end.  1 h: node 1;
-     * 5 h: node 2; 12 h outlives every node, so the tightest fit (nodes 1
-     * and 2, 6 free), the later-ending of them: node 2, now ending at
-     * 12 h; 7 h and 8 h: nodes 0 (10 h) and 2 (12 h) outlive them, node 2
-     * fits tighter. */
+    /* tarmac's best fit: nothing strands, so the known ends decide before
+     * the tightness of the fit, the same way. */
     in.policy = TM_POLICY_TARMAC;
     assert_int_equal(tm_sched_run(&in, &r), 0);
     assert_int_equal(placed_node(&r, 0), 1);
     assert_int_equal(placed_node(&r, 1), 2);
-    assert_int_equal(placed_node(&r, 2), 2);
-    assert_int_equal(placed_node(&r, 4), 2);
-    assert_int_equal(placed_node(&r, 5), 2);
+    assert_int_equal(placed_node(&r, 2), 0);
+    assert_int_equal(placed_node(&r, 4), 0);
+    assert_int_equal(placed_node(&r, 5), 0);
     tm_sched_result_release(&r);
     in.params.align_ends = false;
     assert_int_equal(tm_sched_run(&in, &r), 0);
@@ -756,6 +752,36 @@ static void test_align_ends(void **state)
     tm_sched_result_release(&r);
 }
 
+/* params.elastic (tarmac): among placements that strand alike, the node
+ * the caller ranks first (its oldest) before the tightest fit.  Node 0
+ * (rank 1) has 6 GPUs free, node 1 (rank 5) has 4: best fit alone puts a
+ * 1-GPU job on node 1, the elastic preference on node 0, so node 1's
+ * work is left to end and the node to go. */
+static void test_elastic_prefers_rank(void **state)
+{
+    struct tm_sched_node n[2] = {node8(1, 0), node8(2, 0)};
+    struct tm_sched_alloc a[2] = {hold(0, 0x03, 2 * H), hold(1, 0x0f, 2 * H)};
+    struct tm_sched_job j[1] = {job(10, 1, 1, H)};
+    struct tm_sched_input in = {.jobs = j, .njobs = 1, .nodes = n, .nnodes = 2, .allocs = a,
+                                .nallocs = 2, .now_ms = 0, .policy = TM_POLICY_TARMAC};
+    struct tm_sched_result r = {0};
+
+    (void)state;
+    n[0].rank = 1;
+    n[1].rank = 5;
+    assert_int_equal(tm_sched_run(&in, &r), 0);
+    assert_int_equal(placed_node(&r, 0), 1); /* best fit */
+    tm_sched_result_release(&r);
+    in.params.elastic = true;
+    assert_int_equal(tm_sched_run(&in, &r), 0);
+    assert_int_equal(placed_node(&r, 0), 0); /* the lower rank */
+    tm_sched_result_release(&r);
+    n[0].rank = 9; /* ranks, not positions, decide */
+    assert_int_equal(tm_sched_run(&in, &r), 0);
+    assert_int_equal(placed_node(&r, 0), 1);
+    tm_sched_result_release(&r);
+}
+
 static void test_random_properties(void **state)
 {
     (void)state;
@@ -767,12 +793,15 @@ static void test_random_properties(void **state)
         random_case(seed, &j, &nj, &n, &nn, &a, &na);
         for (size_t k = 0; k < nj; k++)
             j[k].estimate_known = (seed + k) % 3 != 0;
-        /* the policies, then each again with align_ends */
-        for (int v = 0; v < 2 * TM_POLICY_MAX; v++) {
+        for (size_t k = 0; k < nn; k++)
+            n[k].rank = (int64_t)((seed * 31 + k * 17) % 7);
+        /* the policies, then each with align_ends, then with elastic too */
+        for (int v = 0; v < 3 * TM_POLICY_MAX; v++) {
             int p = v % TM_POLICY_MAX;
             struct tm_sched_input in = {.jobs = j, .njobs = nj, .nodes = n, .nnodes = nn,
                                         .allocs = a, .nallocs = na, .now_ms = H, .policy = p,
-                                        .params.align_ends = v >= TM_POLICY_MAX};
+                                        .params = {.align_ends = v >= TM_POLICY_MAX,
+                                                   .elastic = v >= 2 * TM_POLICY_MAX}};
             struct tm_sched_result r1 = {0}, r2 = {0};
             int32_t *gpu = calloc(nn * 16, sizeof(*gpu));
             int64_t *cpu = calloc(nn, sizeof(*cpu));
@@ -894,6 +923,7 @@ int main(void)
         cmocka_unit_test(test_aged_narrow_order),
         cmocka_unit_test(test_aged_tied_order),
         cmocka_unit_test(test_align_ends),
+        cmocka_unit_test(test_elastic_prefers_rank),
         cmocka_unit_test(test_random_properties),
         cmocka_unit_test(test_bad_input),
     };
