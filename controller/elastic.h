@@ -21,10 +21,13 @@
  * waits one boot, not a boot plus the rest of a tick.  The planner sees
  * each job's CPU and memory as well as its GPUs, as the scheduler does.
  *
- * Jobs are placed by tm_sched_run() (the same scheduler, first fit, for
- * every fleet policy; tarmac orders the nodes smallest type first).  Node
- * GPU model 0 is on-demand capacity, 1 spot; a job's model mask says where
- * it may run.
+ * Jobs are placed by tm_sched_run(): tarmac with the live tick's policy
+ * and parameters (tarmac's best fit, params.elastic with nodes ranked
+ * smallest type first, then launch order, and align_ends for tasks whose
+ * estimates come from their own earlier runs), acting on its evictions of
+ * loaned preemptible work; static and reactive with EASY backfill's first
+ * fit in launch order, as common schedulers do.  Node GPU model 0 is
+ * on-demand capacity, 1 spot; a job's model mask says where it may run.
  *
  * Definitions (DESIGN.md "Measuring"):
  *   lower bound  every job billed only for its own runtime x its GPU share
@@ -46,9 +49,10 @@
  * does not name keep hazard_per_hour and always get capacity.  Types and
  * zones are matched by the price table's own names: the mapping from a
  * synthetic table to real traces is written in the hazards file (see
- * bench/prices/spot-hazards-8gpu-v100.yaml).  tarmac's rule that keeps
+ * bench/prices/spot-hazards-8gpu-v100.yaml).  tarmac's planner launches
+ * spot in the zone of lowest hazard with capacity; its rule that keeps
  * long non-checkpointable jobs off spot uses the mean hazard over the
- * spot cells (the planner does not choose zones by hazard).
+ * spot cells.
  */
 #ifndef TM_ELASTIC_H
 #define TM_ELASTIC_H
