@@ -389,18 +389,15 @@ static int32_t job_mask(struct sim *s, const struct ejob *jb)
     return 3;
 }
 
-/* The order the scheduler sees the nodes in (first fit takes the first):
- * launch order, for every policy.  (Ordering tarmac's nodes by the
- * estimated end of their work was tried and cost more: the estimates of
- * unique trace jobs are too rough.) */
-/* The order the scheduler sees the nodes in (first fit takes the first).
- * reactive and static: launch order.  tarmac: smaller types first, launch
- * order within a type, so that work lands on the smallest node with room
- * and a large node launched for a large job is left to empty once that
- * job ends (with one type this is launch order).  Ordering by the
- * estimated end of each node's work was measured too: 1% cheaper at 16
- * copies, 1-1.5% dearer on the single trace, where the estimates of unique
- * jobs are too rough; not used. */
+/* The order the scheduler sees the nodes in.  reactive and static: launch
+ * order (first fit takes the first).  tarmac: smaller types first, launch
+ * order within a type, and this order is each node's rank for the
+ * scheduler's elastic preference: work lands on the smallest, oldest node
+ * with room, and a large node launched for a large job is left to empty
+ * once that job ends.  A global order by the estimated end of each node's
+ * work was measured too: 1% cheaper at 16 copies, 1-1.5% dearer on the
+ * single trace, where the estimates of unique jobs are too rough; the
+ * known ends of recurring tasks are used per job instead (align_ends). */
 static size_t *order_nodes(struct sim *s)
 {
     size_t *ord = malloc((s->nnodes + 1) * sizeof(*ord));
