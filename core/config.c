@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
 #include <openssl/crypto.h>
 #include <yaml.h>
 
@@ -1454,6 +1456,14 @@ static int cfg_load_spot_hazards(struct cfg_ctx *c, struct tm_config *cfg)
 
         if (!p->spot_hazards_file)
             continue;
+        /* A table is a file: a FIFO, a device or a directory would block
+         * the load or make no sense (stat does not open it). */
+        struct stat st;
+        if (stat(p->spot_hazards_file, &st) == 0 && !S_ISREG(st.st_mode)) {
+            cfg_path_set(c, "providers[%zu].spot_hazards", i);
+            return cfg_fail(c, cfg_at(c, cfg_seq_get(c, list, i), "spot_hazards"),
+                            "%s: not a regular file", p->spot_hazards_file);
+        }
         p->spot_hazards = cfg_calloc(1, sizeof(*p->spot_hazards));
         if (!p->spot_hazards)
             return cfg_nomem(c);

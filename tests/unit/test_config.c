@@ -789,6 +789,11 @@ static void test_spot_hazards_errors(void **state)
     config_with_table(text, sizeof(text), "/nonexistent/hazards.yaml");
     expect_error(text, "t.yaml:9: key \"providers[0].spot_hazards\": /nonexistent/hazards.yaml: "
                        "could not open: No such file or directory");
+    /* Not a file: refused before it is opened (a FIFO would block). */
+    config_with_table(text, sizeof(text), "/dev/null");
+    expect_error(text, "t.yaml:9: key \"providers[0].spot_hazards\": /dev/null: not a regular file");
+    config_with_table(text, sizeof(text), "/tmp");
+    expect_error(text, "t.yaml:9: key \"providers[0].spot_hazards\": /tmp: not a regular file");
     /* A bad row: the table's own file and line after the key's. */
     write_file("bad.yaml",
                "hazards:\n"
