@@ -1182,7 +1182,7 @@ static void warn_unfitted_spot_pools(const struct tm_config *cfg)
         const struct tm_config_provider *p = tm_config_provider_find(cfg, pool->provider);
         if (strcmp(pool->capacity_type, "on_demand") == 0 || !p || !p->spot_hazards)
             continue;
-        if (tm_config_spot_cells_fitted(cfg, pool) == 0)
+        if (tm_config_spot_cells_fitted(cfg, pool, NULL) == 0)
             tm_log_warn("spot hazard table fits none of the pool's (type, zone) cells: its zones take turns",
                         "pool=%s provider=%s spot_hazards=\"%s\"", pool->name, p->name,
                         p->spot_hazards_file);

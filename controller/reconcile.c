@@ -1384,20 +1384,6 @@ static void fleet_zone_hazards(struct pass *p, const bool *in_model, struct flee
     }
 }
 
-/* Whether the table fits any of pool's zones for type: then the planner's
- * zone is its choice by hazard, not merely the first. */
-static bool pool_type_fitted(const struct tm_config *cfg, const struct tm_config_pool *pool,
-                             const char *type)
-{
-    for (size_t z = 0; z < pool->nzones; z++) {
-        bool fitted = false;
-        tm_config_spot_hazard(cfg, pool, type, pool->zones[z], &fitted);
-        if (fitted)
-            return true;
-    }
-    return false;
-}
-
 /* Build the planner's view of one GPU model's pools. */
 static void fleet_build(struct pass *p, const bool *in_model, const bool *job_placed,
                         struct fleet *f, struct tm_plan_input *in)
@@ -1652,7 +1638,7 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
              * (the zone of lowest hazard with capacity).  Otherwise it is
              * only the first: the pool's zones take turns, as before. */
             bool by_hazard = x->spot && f->zone_hazards && pool_lists_zone(pool, zone) &&
-                             pool_type_fitted(cfg, pool, type);
+                             tm_config_spot_cells_fitted(cfg, pool, type) > 0;
             if (!(f->any_shortage || by_hazard) || !pool_lists_zone(pool, zone))
                 zone = pool->zones[(size_t)p->live[pi] % pool->nzones];
             if (!tm_rc_launch_admitted(p, pi, t, cap)) {

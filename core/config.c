@@ -1858,45 +1858,54 @@ const struct tm_config_instance_type *tm_config_type_find(const struct tm_config
     return NULL;
 }
 
-size_t tm_config_spot_cells_fitted(const struct tm_config *cfg, const struct tm_config_pool *pool)
+/* The cells of pool (its instance types, or `type` alone, by its zones)
+ * that table gives a hazard for; the highest of those hazards goes to
+ * *ret_worst (may be NULL; 0 when none). */
+static size_t fitted_cells(const struct tm_spot_hazards *table, const struct tm_config_pool *pool,
+                           const char *type, double *ret_worst)
+{
+    size_t n = 0, ntypes = type ? 1 : pool->ninstance_types;
+    double worst = 0, h;
+
+    for (size_t t = 0; t < ntypes; t++)
+        for (size_t z = 0; z < pool->nzones; z++)
+            if (tm_spot_hazards_fitted(table, type ? type : pool->instance_types[t], pool->zones[z], &h)) {
+                n++;
+                if (h > worst)
+                    worst = h;
+            }
+    if (ret_worst)
+        *ret_worst = worst;
+    return n;
+}
+
+size_t tm_config_spot_cells_fitted(const struct tm_config *cfg, const struct tm_config_pool *pool,
+                                   const char *type)
 {
     const struct tm_config_provider *p = tm_config_provider_find(cfg, pool->provider);
-    size_t n = 0;
 
-    if (!p || !p->spot_hazards)
-        return 0;
-    for (size_t t = 0; t < pool->ninstance_types; t++)
-        for (size_t z = 0; z < pool->nzones; z++) {
-            const struct tm_spot_hazard *h =
-                tm_spot_hazards_find(p->spot_hazards, pool->instance_types[t], pool->zones[z]);
-            n += h && h->has_hazard;
-        }
-    return n;
+    return p ? fitted_cells(p->spot_hazards, pool, type, NULL) : 0;
 }
 
 double tm_config_spot_hazard(const struct tm_config *cfg, const struct tm_config_pool *pool,
                              const char *type, const char *zone, bool *ret_fitted)
 {
     const struct tm_config_provider *p = tm_config_provider_find(cfg, pool->provider);
-    const struct tm_spot_hazard *h =
-        p && type && zone ? tm_spot_hazards_find(p->spot_hazards, type, zone) : NULL;
-    bool fitted = h && h->has_hazard;
-    double worst = 0;
+    bool fitted = false;
+    double h = 0;
 
+    if (p && type && zone)
+        fitted = tm_spot_hazards_fitted(p->spot_hazards, type, zone, &h);
     if (ret_fitted)
         *ret_fitted = fitted;
     if (fitted)
-        return h->hazard_per_hour;
+        return h;
     if (pool->spot_hazard_per_hour > 0 || !p || !type)
         return pool->spot_hazard_per_hour;
     /* A pool hazard of 0 (the default) says nothing is known: the zone is
      * taken to be no safer than the worst zone of the pool the table fits
      * for this type, so that the planner never prefers the zone it knows
      * least (availability-only rows are common in spot-fit's output). */
-    for (size_t z = 0; z < pool->nzones; z++) {
-        const struct tm_spot_hazard *o = tm_spot_hazards_find(p->spot_hazards, type, pool->zones[z]);
-        if (o && o->has_hazard && o->hazard_per_hour > worst)
-            worst = o->hazard_per_hour;
-    }
-    return worst;
+    fitted_cells(p->spot_hazards, pool, type, &h);
+    return h;
 }

@@ -182,11 +182,14 @@ const struct tm_config_provider *tm_config_provider_find(const struct tm_config 
 const struct tm_config_instance_type *tm_config_type_find(const struct tm_config_provider *p,
                                                           const char *name);
 
-/* How many of pool's (instance type, zone) cells its provider's
- * spot_hazards table gives a hazard for; 0 without a table.  serve warns
- * at start when a spot pool's provider has a table that fits none of
- * them (zone names that are not the account's, say). */
-size_t tm_config_spot_cells_fitted(const struct tm_config *cfg, const struct tm_config_pool *pool);
+/* How many of pool's (instance type, zone) cells, or of `type`'s alone
+ * when it is not NULL, its provider's spot_hazards table gives a hazard
+ * for; 0 without a table.  serve warns at start when a spot pool's
+ * provider has a table that fits none of them (zone names that are not
+ * the account's, say); the planner picks a spot zone by hazard only for
+ * a type the table fits in some zone of the pool. */
+size_t tm_config_spot_cells_fitted(const struct tm_config *cfg, const struct tm_config_pool *pool,
+                                   const char *type);
 
 /* The spot interruption hazard, per node-hour, of pool's nodes of
  * instance type `type` in `zone`: the hazard_per_hour of the 1-node row

@@ -149,3 +149,15 @@ const struct tm_spot_hazard *tm_spot_hazards_find(const struct tm_spot_hazards *
             return &h->rows[i];
     return NULL;
 }
+
+bool tm_spot_hazards_fitted(const struct tm_spot_hazards *h, const char *type, const char *zone,
+                            double *ret_hazard_per_hour)
+{
+    const struct tm_spot_hazard *r = tm_spot_hazards_find(h, type, zone);
+
+    if (!r || !r->has_hazard)
+        return false;
+    if (ret_hazard_per_hour)
+        *ret_hazard_per_hour = r->hazard_per_hour;
+    return true;
+}

@@ -68,4 +68,10 @@ int tm_spot_hazards_parse(const char *name, const char *text, size_t len,
 const struct tm_spot_hazard *tm_spot_hazards_find(const struct tm_spot_hazards *h, const char *type,
                                                   const char *zone);
 
+/* Whether h (may be NULL) gives (type, zone) a hazard, as a 1-instance row
+ * with hazard_per_hour (a row with an availability only does not); the
+ * hazard goes to *ret_hazard_per_hour (may be NULL). */
+bool tm_spot_hazards_fitted(const struct tm_spot_hazards *h, const char *type, const char *zone,
+                            double *ret_hazard_per_hour);
+
 #endif

@@ -820,10 +820,9 @@ int tm_sim_params_from_config(const struct tm_config *cfg, const struct tm_confi
      * lacks keep the pool's. */
     for (size_t t = 0; t < p.ntypes; t++)
         for (size_t z = 0; z < p.nzones; z++) {
-            const struct tm_spot_hazard *h =
-                tm_spot_hazards_find(prov->spot_hazards, p.types[t].name, p.zones[z]);
-            if (h && h->has_hazard)
-                p.cells[t][z] = (struct tm_sim_cell_spot){.set = true, .hazard_per_hour = h->hazard_per_hour};
+            double h;
+            if (tm_spot_hazards_fitted(prov->spot_hazards, p.types[t].name, p.zones[z], &h))
+                p.cells[t][z] = (struct tm_sim_cell_spot){.set = true, .hazard_per_hour = h};
         }
     *ret = p;
     return 0;

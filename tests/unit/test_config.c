@@ -732,7 +732,9 @@ static void test_spot_hazards_table(void **state)
     assert_true(tm_config_spot_hazard(&cfg, pool, "t8", "z3", &fitted) == 0.05);
     assert_false(fitted);
     assert_true(tm_config_spot_hazard(&cfg, pool, "t1", "z1", NULL) == 0.05);
-    assert_int_equal(tm_config_spot_cells_fitted(&cfg, pool), 1); /* (t8, z1) alone */
+    assert_int_equal(tm_config_spot_cells_fitted(&cfg, pool, NULL), 1); /* (t8, z1) alone */
+    assert_int_equal(tm_config_spot_cells_fitted(&cfg, pool, "t8"), 1);
+    assert_int_equal(tm_config_spot_cells_fitted(&cfg, pool, "t1"), 0);
     tm_config_release(&cfg);
 
     /* A pool whose own hazard is 0 (unset: unknown) takes its cells the
@@ -776,7 +778,7 @@ static void test_spot_hazards_table(void **state)
     assert_null(cfg.providers[0].spot_hazards);
     assert_true(tm_config_spot_hazard(&cfg, &cfg.pools[0], "t8", "z1", &fitted) == 0.05);
     assert_false(fitted);
-    assert_int_equal(tm_config_spot_cells_fitted(&cfg, &cfg.pools[0]), 0);
+    assert_int_equal(tm_config_spot_cells_fitted(&cfg, &cfg.pools[0], NULL), 0);
     tm_config_release(&cfg);
 }
 

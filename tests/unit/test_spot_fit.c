@@ -249,6 +249,17 @@ static void test_hazards_file(void **state)
     assert_false(e->has_hazard);
     NEAR(e->availability, 0.25);
     assert_null(tm_spot_hazards_find(&h, "g8", "sim-d"));
+    {
+        /* a hazard only from a 1-node row that has one */
+        double x = -1;
+        assert_true(tm_spot_hazards_fitted(&h, "g8", "sim-b", &x));
+        NEAR(x, 2.5);
+        assert_true(tm_spot_hazards_fitted(&h, "g8", "sim-a", NULL));
+        assert_false(tm_spot_hazards_fitted(&h, "g8", "sim-c", &x)); /* availability only */
+        assert_false(tm_spot_hazards_fitted(&h, "g8", "sim-d", &x));
+        assert_false(tm_spot_hazards_fitted(NULL, "g8", "sim-b", &x));
+        NEAR(x, 2.5); /* left as it was */
+    }
 #define BAD(text, what)                                                                            \
     do {                                                                                           \
         assert_int_equal(tm_spot_hazards_parse("h.yaml", text, strlen(text), &h, err, sizeof(err)), \
