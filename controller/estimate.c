@@ -102,7 +102,8 @@ static bool make_key(const struct tm_estimate_key *k, int level, char *buf, size
 
     switch (level) {
     case 1:
-        if (!k->name)
+        /* No name, or an empty one: not a resubmission of anything. */
+        if (!k->name || !k->name[0])
             return false;
         n = snprintf(buf, len, "1|%s|%s|%d|%d", team, name, (int)k->klass, (int)k->gpu_milli);
         break;

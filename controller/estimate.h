@@ -37,7 +37,8 @@
 
 struct tm_estimator;
 
-/* What identifies "similar" jobs.  team and name may be NULL. */
+/* What identifies "similar" jobs.  team and name may be NULL; an empty
+ * name counts as none (an unnamed job is nobody's resubmission). */
 struct tm_estimate_key {
     const char *team;
     const char *name;

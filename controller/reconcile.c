@@ -617,9 +617,8 @@ int64_t tm_rc_job_estimate_known(const struct tm_estimator *est, const struct tm
     int64_t e = j->estimate_ms;
     int level = 0;
     if (e <= 0 && est) {
-        /* An unnamed job is nobody's resubmission: no name level. */
         struct tm_estimate_key k = {
-            .team = j->team, .name = j->name[0] ? j->name : NULL, .klass = j->klass,
+            .team = j->team, .name = j->name, .klass = j->klass,
             .gpu_milli = (int32_t)tm_rc_job_gpu_milli(j),
         };
         e = tm_estimate_level(est, &k, &level);
@@ -1854,8 +1853,8 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret)
     if (s->nhistory > 0 && tm_estimator_new(&p.est) == 0) {
         for (size_t h = 0; h < s->nhistory; h++) {
             const struct tm_snap_history *hj = &s->history[h];
-            struct tm_estimate_key k = {.team = hj->team, .name = hj->name[0] ? hj->name : NULL,
-                                        .klass = hj->klass, .gpu_milli = hj->gpu_milli};
+            struct tm_estimate_key k = {.team = hj->team, .name = hj->name, .klass = hj->klass,
+                                        .gpu_milli = hj->gpu_milli};
             if (tm_estimator_observe(p.est, &k, hj->runtime_ms) < 0)
                 break;
         }

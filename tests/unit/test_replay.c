@@ -60,6 +60,13 @@ static void test_estimator(void **state)
         assert_int_equal(lvl, 2); /* the team's work of that shape */
         assert_int_equal(tm_estimate_level(e, &eval, &lvl), 0);
         assert_int_equal(lvl, 0);
+        /* an empty name is no name: three unnamed runs are not "its own" */
+        struct tm_estimate_key unnamed = {.team = "ops", .name = "", .klass = TM_CLASS_BATCH,
+                                          .gpu_milli = 1000};
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(tm_estimator_observe(e, &unnamed, 5000), 0);
+        assert_int_equal(tm_estimate_level(e, &unnamed, &lvl), 5000);
+        assert_int_equal(lvl, 2);
     }
     /* the window follows drift: 32 new runs replace the old */
     for (int i = 0; i < TM_ESTIMATE_WINDOW; i++)
