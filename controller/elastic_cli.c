@@ -294,6 +294,8 @@ int tm_elastic_main(int argc, char **argv)
                     cJSON_AddItemToArray(bi, cJSON_CreateNumber((double)st.interruptions_by_zone[z]));
                 }
             }
+            cJSON_AddNumberToObject(o, "paid_gpu_hours", st.paid_gpu_hours);
+            cJSON_AddNumberToObject(o, "useful_gpu_hours", st.useful_gpu_hours);
             cJSON_AddNumberToObject(o, "booting_gpu_hours", st.booting_gpu_hours);
             cJSON_AddNumberToObject(o, "empty_gpu_hours", st.empty_gpu_hours);
             cJSON_AddNumberToObject(o, "free_on_busy_gpu_hours", st.free_on_busy_gpu_hours);

@@ -3,13 +3,14 @@
 #
 #   scripts/demo.sh
 #
-# Installs what is missing, builds, creates a local PostgreSQL cluster in
-# .tarmac/pg (unless TARMAC_DATABASE_URL is set), migrates, queues a
+# Installs what is missing, builds, creates a local PostgreSQL cluster
+# (scripts/demo_db.sh; unless TARMAC_DATABASE_URL is set), migrates, and
 # runs `tarmac serve` on the simulated cloud with its clock 60x faster than
 # real time (config/demo.yaml), queues a generated workload through its HTTP
 # API with the CLI: nodes are requested and booted, jobs placed and
 # finished, idle nodes released, dollars counted; then spend, budgets and
-# why a node was launched, from the API, and the totals from the database.
+# why a node was launched, from the API, the totals from the database, and
+# the same jobs priced under a static fleet and a reactive autoscaler.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -19,28 +20,17 @@ tarmac=$root/build/tarmac
 config=$root/config/demo.yaml
 
 if [ -z "${TARMAC_DATABASE_URL:-}" ]; then
-    bindir=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
-    state=$root/.tarmac
-    data=$state/pg
-    port=${TARMAC_DEMO_PORT:-55432}
-    as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
-    mkdir -p "$state"
-    if [ ! -f "$data/PG_VERSION" ]; then
-        echo "demo: creating a PostgreSQL cluster in $data"
-        mkdir -p "$data"
-        [ "$(id -u)" = 0 ] && chown postgres: "$data" && chmod 755 "$state"
-        as_pg "$bindir/initdb" -D "$data" -A trust -U postgres --no-instructions >/dev/null
-        printf "listen_addresses = '127.0.0.1'\nport = %s\nunix_socket_directories = '%s'\n" \
-            "$port" "$data" >>"$data/postgresql.conf"
-    fi
-    as_pg "$bindir/pg_ctl" -D "$data" status >/dev/null 2>&1 ||
-        as_pg "$bindir/pg_ctl" -D "$data" -l "$data/server.log" -w start >/dev/null
-    stop_pg='as_pg "$bindir/pg_ctl" -D "$data" -w stop >/dev/null 2>&1 || true'
+    # The demo's own cluster lives outside the checkout (scripts/demo_db.sh
+    # says where and why); each run gets a fresh database in it.
+    pgdir=$(bash scripts/demo_db.sh where)
+    echo "demo: PostgreSQL cluster in $pgdir (port ${TARMAC_DEMO_PORT:-55432}; it is kept between runs," \
+         "stopped at the end; remove it with: bash scripts/demo_db.sh remove)"
+    [ -d "$root/.tarmac/pg" ] &&
+        echo "demo: an earlier demo's cluster in $root/.tarmac/pg is no longer used; rm -rf $root/.tarmac removes it"
+    TARMAC_DATABASE_URL=$(bash scripts/demo_db.sh start tarmac_demo)
+    export TARMAC_DATABASE_URL
+    stop_pg='bash "$root/scripts/demo_db.sh" stop'
     trap "$stop_pg" EXIT
-    # A fresh database each run, so the summary is this run's.
-    as_pg "$bindir/psql" -q -h 127.0.0.1 -p "$port" -U postgres -d postgres \
-        -c "DROP DATABASE IF EXISTS tarmac_demo WITH (FORCE)" -c "CREATE DATABASE tarmac_demo" >/dev/null
-    export TARMAC_DATABASE_URL="postgresql://postgres@127.0.0.1:$port/tarmac_demo"
 fi
 
 "$tarmac" migrate --config "$config"
@@ -105,3 +95,5 @@ wait
 echo
 echo "demo: summary (tarmac db summary, straight from the database)"
 "$tarmac" db summary --config "$config"
+echo
+python3 scripts/demo_compare.py --config "$config" --tarmac "$tarmac"
