@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/json_body.h"
 #include "core/err.h"
 
 static bool json_int(const cJSON *item, int64_t min, int64_t max, int64_t *ret)
@@ -54,9 +55,8 @@ static int parse_object(const char *body, size_t len, bool empty_ok, cJSON **ret
             return 0;
         return tm_spec_fail(err, "body", "a JSON object is required");
     }
-    root = tm_json_parse_strict(body, len);
-    if (!root)
-        return tm_spec_fail(err, "body", "malformed JSON");
+    if (tm_json_body_parse(body, len, &root, err) < 0)
+        return TM_EINVAL;
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return tm_spec_fail(err, "body", "must be a JSON object");

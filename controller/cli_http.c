@@ -13,6 +13,7 @@
 
 #include "controller/cli.h"
 #include "controller/job_spec.h"
+#include "controller/json_body.h"
 
 /* Lists are paged at 1000 items, a few hundred bytes each: 64 MiB is far
  * past any real answer and bounds a misbehaving server. */

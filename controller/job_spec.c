@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/json_body.h"
 #include "controller/model.h"
 #include "core/err.h"
 
@@ -195,7 +196,9 @@ int tm_job_spec_finish(struct tm_job_spec *spec, struct tm_spec_error *err)
         return tm_spec_fail(err, "team", "required");
     if (spec->gpus < 0 && spec->gpu_milli < 0)
         return tm_spec_fail(err, "gpus", "gpus or gpu_milli: one is required");
-    if (spec->gpus > 0 && spec->gpu_milli > 0 && spec->gpu_milli != 1000)
+    /* Even gpus with gpu_milli 1000, which a job read back shows: two ways
+     * to say one thing invite the mistake of a share that means nothing. */
+    if (spec->gpus >= 0 && spec->gpu_milli >= 0)
         return tm_spec_fail(err, "gpu_milli", "gpus and gpu_milli: give one, not both");
     if (spec->gpus <= 0 && spec->nodes > 1)
         return tm_spec_fail(err, "nodes", "a fractional-GPU job runs on one node");
@@ -209,24 +212,6 @@ int tm_job_spec_finish(struct tm_job_spec *spec, struct tm_spec_error *err)
 }
 
 /* ---- JSON ---------------------------------------------------------------- */
-
-cJSON *tm_json_parse_strict(const char *text, size_t len)
-{
-    const char *end = NULL;
-    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-
-    if (!root)
-        return NULL;
-    /* cJSON stops after the first value; anything but white space after
-     * it means the body was not one JSON document. */
-    for (const char *p = end; p < text + len; p++) {
-        if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r') {
-            cJSON_Delete(root);
-            return NULL;
-        }
-    }
-    return root;
-}
 
 /* An integer-valued JSON number within [min, max].  cJSON keeps numbers as
  * doubles; refuse fractions, NaN and magnitudes a double cannot hold
@@ -354,11 +339,8 @@ int tm_job_spec_parse_json(const char *body, size_t len, struct tm_job_spec *spe
         tm_spec_fail(err, "body", "a JSON object is required");
         goto out;
     }
-    root = tm_json_parse_strict(body, len);
-    if (!root) {
-        tm_spec_fail(err, "body", "malformed JSON");
+    if (tm_json_body_parse(body, len, &root, err) < 0)
         goto out;
-    }
     if (!cJSON_IsObject(root)) {
         tm_spec_fail(err, "body", "must be a JSON object");
         goto out;

@@ -98,10 +98,6 @@ int tm_job_spec_finish(struct tm_job_spec *spec, struct tm_spec_error *err);
 int tm_job_spec_parse_json(const char *body, size_t len, struct tm_job_spec *spec,
                            cJSON **ret_root, struct tm_spec_error *err);
 
-/* cJSON_ParseWithLength, refusing anything but white space after the one
- * value (cJSON alone accepts "{}garbage").  NULL when malformed. */
-cJSON *tm_json_parse_strict(const char *text, size_t len);
-
 /* Whether s is a team or pool name: 1-63 letters, digits, '.', '_', '-',
  * starting with a letter or digit (the schema's pattern). */
 bool tm_job_spec_name_ok(const char *s);

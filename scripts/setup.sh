@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config git ca-certificates
-          libuv1-dev libpq-dev libcurl4-openssl-dev libssl-dev libcjson-dev libh2o-dev
+          libuv1-dev libpq-dev libcurl4-openssl-dev libssl-dev libcjson-dev libjansson-dev libh2o-dev
           libexpat1-dev libyaml-dev libcmocka-dev
           postgresql postgresql-contrib python3 python3-yaml python3-jsonschema curl
           openssl chromium fonts-liberation)

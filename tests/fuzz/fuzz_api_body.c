@@ -18,10 +18,16 @@
 
 #include "controller/api_body.h"
 #include "controller/job_spec.h"
+#include "controller/json_body.h"
 #include "controller/model.h"
 #include "core/err.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static bool text_ok(const char *s)
+{
+    return !s || tm_json_text_ok(s, strlen(s));
+}
 
 /* Every refusal names a field and a reason. */
 static void check_err(int r, const struct tm_spec_error *err)
@@ -59,6 +65,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             spec.cpu_milli < 0 || spec.memory_mib < 0 || spec.runtime_estimate_ms < 0 ||
             spec.deadline_ms < 0 || tm_job_class_parse(spec.klass) < 0)
             abort();
+        /* Nothing the database would refuse, nothing cut: every string
+         * accepted is whole UTF-8 without NUL or stray control bytes. */
+        if (!text_ok(spec.team) || !text_ok(spec.name) || !text_ok(spec.command) ||
+            !text_ok(spec.gpu_model) || !text_ok(spec.pool) || !text_ok(spec.klass))
+            abort();
     } else if (root) {
         abort();
     }
@@ -82,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&err, 0, sizeof(err));
     r = tm_api_parse_verb(body, size, size % 2 == 0, reason, sizeof(reason), &in_s, &err);
     check_err(r, &err);
-    if (r == 0 && (strlen(reason) > TM_API_REASON_MAX || in_s < -1 || in_s > 86400))
+    if (r == 0 && (strlen(reason) > TM_API_REASON_MAX || in_s < -1 || in_s > 86400 || !text_ok(reason)))
         abort();
     return 0;
 }
