@@ -922,7 +922,7 @@ static void warm_forecast(struct tm_controller *ctl)
     }
 }
 
-static void on_lead(int status, int64_t epoch, const char *err, void *data)
+static void on_lead(int status, int64_t epoch, int64_t latest_ms, const char *err, void *data)
 {
     struct tm_controller *ctl = data;
 
@@ -939,6 +939,11 @@ static void on_lead(int status, int64_t epoch, const char *err, void *data)
     }
     ctl->leader = true;
     ctl->epoch = epoch;
+    if (tm_clock_advance_to(&ctl->clock, latest_ms + 1)) {
+        tm_log_info("clock moved up to the latest time stored", "behind_ms=%" PRId64,
+                    latest_ms + 1 - ctl->now_ms);
+        ctl->now_ms = tm_clock_now_ms(&ctl->clock);
+    }
     ctl->stats.was_leader = true;
     tm_log_info("became leader", "holder=%s epoch=%" PRId64, ctl->holder, epoch);
     warm_forecast(ctl);

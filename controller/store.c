@@ -391,11 +391,13 @@ struct lead_req {
 static void on_epoch(const struct tm_pg_reply *reply, void *data)
 {
     struct lead_req *req = data;
-    int64_t epoch = 0;
+    int64_t epoch = 0, latest = 0;
 
-    if (reply->status == 0 && reply->nresults == 1 && PQntuples(reply->results[0]) == 1)
+    if (reply->status == 0 && reply->nresults == 1 && PQntuples(reply->results[0]) == 1) {
         epoch = col_i64(reply->results[0], 0, 0);
-    req->cb(reply->status, epoch, reply->error, req->data);
+        latest = col_i64(reply->results[0], 0, 1);
+    }
+    req->cb(reply->status, epoch, latest, reply->error, req->data);
     free(req);
 }
 
@@ -404,12 +406,12 @@ static void on_try_lock(const struct tm_pg_reply *reply, void *data)
     struct lead_req *req = data;
 
     if (reply->status < 0 || reply->nresults != 1 || PQntuples(reply->results[0]) != 1) {
-        req->cb(reply->status < 0 ? reply->status : TM_EBADREPLY, 0, reply->error, req->data);
+        req->cb(reply->status < 0 ? reply->status : TM_EBADREPLY, 0, 0, reply->error, req->data);
         free(req);
         return;
     }
     if (PQgetvalue(reply->results[0], 0, 0)[0] != 't') {
-        req->cb(0, 0, NULL, req->data);
+        req->cb(0, 0, 0, NULL, req->data);
         free(req);
         return;
     }
@@ -417,11 +419,12 @@ static void on_try_lock(const struct tm_pg_reply *reply, void *data)
      * fences off any plan a previous leader still has in flight. */
     const char *params[2] = {req->holder, req->now_s};
     int r = tm_pg_query(req->conn,
-                        "UPDATE leader SET epoch = epoch + 1, holder = $1, acquired_ms = $2"
-                        " WHERE id = 1 RETURNING epoch",
+                        "UPDATE leader SET epoch = epoch + 1, holder = $1,"
+                        " acquired_ms = greatest($2::bigint, tarmac_latest_ms())"
+                        " WHERE id = 1 RETURNING epoch, acquired_ms",
                         2, params, on_epoch, req);
     if (r < 0) {
-        req->cb(r, 0, tm_strerror(r), req->data);
+        req->cb(r, 0, 0, tm_strerror(r), req->data);
         free(req);
     }
 }

@@ -64,8 +64,11 @@ int tm_store_demand_history(struct tm_pg_pool *pool, const struct tm_config *cfg
 
 /* Leadership on a dedicated connection: try the session advisory lock and,
  * when it is ours, bump the epoch.  cb gets status 0 with *epoch > 0 when
- * we lead, 0 with epoch 0 when someone else does. */
-typedef void (*tm_store_leader_cb)(int status, int64_t epoch, const char *err, void *data);
+ * we lead, 0 with epoch 0 when someone else does.  latest_ms is then the
+ * newest controller time stored (tarmac_latest_ms(), at least now_ms): an
+ * accelerated clock moves up to it before the new leader's first pass. */
+typedef void (*tm_store_leader_cb)(int status, int64_t epoch, int64_t latest_ms, const char *err,
+                                   void *data);
 int tm_store_try_lead(struct tm_pg *conn, const char *holder, int64_t now_ms,
                       tm_store_leader_cb cb, void *data);
 

@@ -22,6 +22,16 @@ int64_t tm_clock_now_ms(const struct tm_clock *c)
     return c->base_epoch_ms + (int64_t)((double)elapsed * c->scale);
 }
 
+bool tm_clock_advance_to(struct tm_clock *c, int64_t ms)
+{
+    int64_t now = tm_clock_now_ms(c);
+
+    if (now >= ms)
+        return false;
+    c->base_epoch_ms += ms - now;
+    return true;
+}
+
 int64_t tm_clock_real_ms(const struct tm_clock *c, int64_t ms)
 {
     int64_t real = (int64_t)((double)ms / c->scale);

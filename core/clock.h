@@ -9,6 +9,7 @@
 #ifndef TM_CLOCK_H
 #define TM_CLOCK_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct tm_clock {
@@ -20,6 +21,10 @@ struct tm_clock {
 /* Start a clock at the current epoch time running at scale (>= 1). */
 void tm_clock_init(struct tm_clock *c, double scale);
 int64_t tm_clock_now_ms(const struct tm_clock *c);
+/* Move the clock forward so that it reads at least ms now; true when it
+ * moved.  An accelerated clock starts from the wall clock, behind what the
+ * previous process wrote; never moves backwards. */
+bool tm_clock_advance_to(struct tm_clock *c, int64_t ms);
 /* Real milliseconds that pass while the clock advances by ms. */
 int64_t tm_clock_real_ms(const struct tm_clock *c, int64_t ms);
 /* The budget period (calendar month, UTC) holding ms, as "YYYY-MM", the

@@ -1,0 +1,4 @@
+# The API against hostile and careless clients (issue 18): each finding is
+# a test that failed before its fix.
+tm_add_test(itest_clock_resume LABELS integration service FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/clock_resume.sh)
