@@ -988,19 +988,27 @@ static void r_nodes_interruption(struct api_call *c)
 }
 
 /* The node agent path: tarmac_agent_report() (the same function the sim
- * agent calls), with the GPU samples in the same statement. */
+ * agent calls), with the GPU samples in the same statement.  A node that is
+ * terminated or interrupted reports nothing more: its heartbeat changes no
+ * row (a late report must not finish jobs already requeued elsewhere) and
+ * answers 409, counted in tarmac_http_requests_total{code="409"}.  Columns:
+ * the node's state (NULL: no such node), then the answer when it was live. */
 static const char heartbeat_sql[] =
-    "WITH s AS (INSERT INTO gpu_samples (node_id, gpu_index, at_ms, util_percent, memory_used_mib)"
+    "WITH n AS (SELECT state FROM nodes WHERE id = $1),"
+    " live AS (SELECT 1 FROM n WHERE state NOT IN ('terminated', 'interrupted')),"
+    " s AS (INSERT INTO gpu_samples (node_id, gpu_index, at_ms, util_percent, memory_used_mib)"
     "  SELECT $1, (x ->> 'index')::int, coalesce((x ->> 'at_ms')::bigint, $2),"
     "   (x ->> 'util_percent')::real, (x ->> 'memory_used_mib')::bigint"
-    "  FROM jsonb_array_elements($4::jsonb) x WHERE EXISTS (SELECT 1 FROM nodes WHERE id = $1)"
+    "  FROM jsonb_array_elements($4::jsonb) x WHERE EXISTS (SELECT 1 FROM live)"
     "  ON CONFLICT DO NOTHING RETURNING 1)"
-    " SELECT json_build_object('node', $1::bigint, 'finished', tarmac_agent_report($1, $2, $3::jsonb),"
-    " 'samples', (SELECT count(*) FROM s))::text";
+    " SELECT (SELECT state FROM n), CASE WHEN EXISTS (SELECT 1 FROM live) THEN"
+    " json_build_object('node', $1::bigint, 'finished', tarmac_agent_report($1, $2, $3::jsonb),"
+    " 'samples', (SELECT count(*) FROM s))::text END";
 
 static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
 {
     struct api_call *c = data;
+    PGresult *res;
 
     if (!c->req) {
         api_call_free(c);
@@ -1013,7 +1021,19 @@ static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
             api_fail_db(c, reply);
         return;
     }
-    reply_one(c, reply->results[0], 200, "node");
+    res = reply->results[0];
+    if (PQntuples(res) < 1 || PQgetisnull(res, 0, 0)) {
+        api_fail(c, 404, NULL, "no such node");
+        return;
+    }
+    if (PQgetisnull(res, 0, 1)) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "node %" PRId64 " is %s: its heartbeats are refused", c->id,
+                 PQgetvalue(res, 0, 0));
+        api_fail(c, 409, "id", msg);
+        return;
+    }
+    api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
 }
 
 static void r_nodes_heartbeat(struct api_call *c)

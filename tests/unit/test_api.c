@@ -893,6 +893,23 @@ static void test_heartbeat(void **state)
                           "\"util_percent\":1,\"memory_used_mib\":1}]}", &b), 404);
     free(b);
     assert_int_equal(sql_count("SELECT count(*) FROM gpu_samples WHERE node_id = 999999"), 0);
+
+    /* A terminated node's heartbeat is refused with 409 and writes nothing. */
+    snprintf(sql, sizeof(sql), "UPDATE nodes SET state = 'terminated', terminated_ms = 7 WHERE id = %" PRId64,
+             g.node_id);
+    sql_ok(sql);
+    samples = sql_count("SELECT count(*) FROM gpu_samples");
+    snprintf(sql, sizeof(sql), "SELECT last_heartbeat_ms FROM nodes WHERE id = %" PRId64, g.node_id);
+    long long beat = sql_count(sql);
+    assert_int_equal(http("POST", path, T_ADMIN, "{\"gpus\":[{\"index\":0,\"util_percent\":1,"
+                                                 "\"memory_used_mib\":1}]}", &b), 409);
+    assert_error(b, "id");
+    free(b);
+    assert_int_equal(sql_count("SELECT count(*) FROM gpu_samples"), samples);
+    assert_int_equal(sql_count(sql), beat);
+    snprintf(sql, sizeof(sql), "UPDATE nodes SET state = 'ready', terminated_ms = NULL WHERE id = %" PRId64,
+             g.node_id);
+    sql_ok(sql);
 }
 
 static void test_interruption_decisions(void **state)
