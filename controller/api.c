@@ -38,9 +38,11 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
+#include <openssl/evp.h>
 
 #include "controller/token.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/log.h"
 
 #define RATE_SLOTS 1024
@@ -85,6 +87,10 @@ struct tm_api {
     h2o_context_t ctx;
     h2o_accept_ctx_t accept_ctx;
     SSL_CTX *ssl_ctx;   /* owned; NULL for plain HTTP */
+    /* api.metrics_token_file: /metrics then needs this bearer token.  Only
+     * its SHA-256 is kept, compared in constant time. */
+    bool metrics_token;
+    unsigned char metrics_digest[32];
     uv_tcp_t listener;
     uv_timer_t timer;   /* shutdown steps */
     int port;
@@ -123,6 +129,8 @@ static const char *status_reason(int status)
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 409: return "Conflict";
+    case 413: return "Content Too Large";
+    case 415: return "Unsupported Media Type";
     case 429: return "Too Many Requests";
     case 500: return "Internal Server Error";
     case 503: return "Service Unavailable";
@@ -525,11 +533,17 @@ static const char *bearer(const h2o_req_t *req, size_t *ret_len)
 /* ---- routing ------------------------------------------------------------ */
 
 /* Match path against pattern ("/v1/jobs/{id}/cancel"): {id} takes a
- * positive integer (into *ret_id), {name} a pool-style name (into name). */
-static bool path_match(const char *pattern, const char *path, size_t len, int64_t *ret_id,
-                       char *name, size_t name_size)
+ * positive integer (into *ret_id), {name} a pool-style name (into name).
+ * 1 on a match; 0 when the path has another shape; -1 when it has this
+ * shape but a parameter is not valid (*ret_param names it): a client then
+ * hears 400 naming the parameter, not "no such endpoint".  A segment is
+ * taken whole: one that h2o decoded to hold a NUL ("frozen%00x") or bytes
+ * that are not a name is invalid, never cut. */
+static int path_match(const char *pattern, const char *path, size_t len, int64_t *ret_id,
+                      char *name, size_t name_size, const char **ret_param)
 {
     const char *p = pattern, *s = path, *end = path + len;
+    const char *bad = NULL;
 
     while (*p) {
         if (*p == '{') {
@@ -537,42 +551,123 @@ static bool path_match(const char *pattern, const char *path, size_t len, int64_
             const char *seg_end = memchr(s, '/', (size_t)(end - s));
             size_t n;
             if (!close)
-                return false;
+                return 0;
             if (!seg_end)
                 seg_end = end;
             n = (size_t)(seg_end - s);
             if (n == 0)
-                return false;
+                return 0;
             if (strncmp(p, "{id}", 4) == 0) {
                 int64_t v = 0;
-                if (n > 18)
-                    return false;
-                for (size_t i = 0; i < n; i++) {
+                bool ok = n <= 18;
+                for (size_t i = 0; ok && i < n; i++) {
                     if (s[i] < '0' || s[i] > '9')
-                        return false;
-                    v = v * 10 + (s[i] - '0');
+                        ok = false;
+                    else
+                        v = v * 10 + (s[i] - '0');
                 }
-                if (v <= 0)
-                    return false;
-                *ret_id = v;
+                if (!ok || v <= 0)
+                    bad = bad ? bad : "id";
+                else
+                    *ret_id = v;
             } else {
-                if (n >= name_size)
-                    return false;
-                memcpy(name, s, n);
-                name[n] = '\0';
-                if (!tm_job_spec_name_ok(name))
-                    return false;
+                if (n >= name_size || memchr(s, '\0', n)) {
+                    bad = bad ? bad : "name";
+                } else {
+                    memcpy(name, s, n);
+                    name[n] = '\0';
+                    if (!tm_job_spec_name_ok(name))
+                        bad = bad ? bad : "name";
+                }
             }
             p = close + 1;
             s = seg_end;
         } else {
             if (s >= end || *s != *p)
-                return false;
+                return 0;
             p++;
             s++;
         }
     }
-    return s == end;
+    if (s != end)
+        return 0;
+    if (bad) {
+        *ret_param = bad;
+        return -1;
+    }
+    return 1;
+}
+
+/* Whether a request's Content-Type is JSON: application/json, any case,
+ * with parameters allowed but for a charset other than UTF-8. */
+static bool content_type_json(const h2o_req_t *req)
+{
+    ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
+    const char *v, *end;
+    static const char json[] = "application/json";
+
+    if (i < 0)
+        return false;
+    v = req->headers.entries[i].value.base;
+    end = v + req->headers.entries[i].value.len;
+    if ((size_t)(end - v) < sizeof(json) - 1 || strncasecmp(v, json, sizeof(json) - 1) != 0)
+        return false;
+    v += sizeof(json) - 1;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    if (v == end)
+        return true;
+    if (*v != ';')
+        return false;
+    for (const char *c = v; c + 8 <= end; c++)
+        if (strncasecmp(c, "charset=", 8) == 0) {
+            const char *cs = c + 8;
+            size_t n = (size_t)(end - cs);
+            if (n && *cs == '"')
+                cs++, n -= n >= 2 ? 2 : 1;
+            return (n == 5 && strncasecmp(cs, "utf-8", 5) == 0) ||
+                   (n == 4 && strncasecmp(cs, "utf8", 4) == 0);
+        }
+    return true;
+}
+
+static bool sha256(const char *s, size_t n, unsigned char out[32])
+{
+    unsigned int len = 0;
+    return EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32;
+}
+
+/* The scrape token, when api.metrics_token_file set one. */
+static bool metrics_authorized(const struct tm_api *api, const h2o_req_t *req)
+{
+    unsigned char d[32];
+    size_t n = 0;
+    const char *tok = bearer(req, &n);
+    bool ok;
+
+    if (!api->metrics_token)
+        return true;
+    if (!tok || !sha256(tok, n, d))
+        return false;
+    ok = CRYPTO_memcmp(d, api->metrics_digest, sizeof(d)) == 0;
+    OPENSSL_cleanse(d, sizeof(d));
+    return ok;
+}
+
+/* "GET, HEAD, POST": each method once, HEAD with GET. */
+static void allow_add(char *allow, size_t size, const char *method)
+{
+    const char *add[2] = {method, strcmp(method, "GET") == 0 ? "HEAD" : NULL};
+
+    for (int i = 0; i < 2 && add[i]; i++) {
+        size_t n = strlen(allow), m = strlen(add[i]);
+        bool have = false;
+        for (const char *p = allow; (p = strstr(p, add[i])) != NULL; p += m)
+            if ((p == allow || p[-1] == ' ') && (p[m] == ',' || p[m] == '\0'))
+                have = true;
+        if (!have && n + m + 3 < size)
+            snprintf(allow + n, size - n, "%s%s", n ? ", " : "", add[i]);
+    }
 }
 
 static int on_req(h2o_handler_t *self, h2o_req_t *req)
@@ -586,6 +681,8 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     size_t toklen = 0;
     struct api_call *c;
     char hash[TM_TOKEN_HASH_LEN + 1];
+    char allow[64] = "";
+    const char *bad_param = NULL;
 
     api->stats.requests++;
     if (api->step != CLOSE_NONE) {
@@ -595,10 +692,15 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
     for (const struct api_route *r = api_routes; r->method; r++) {
         int64_t rid = 0;
         char rname[64] = "";
-        if (!path_match(r->pattern, req->path_normalized.base, req->path_normalized.len, &rid,
-                        rname, sizeof(rname)))
+        const char *param = NULL;
+        int m = path_match(r->pattern, req->path_normalized.base, req->path_normalized.len, &rid,
+                           rname, sizeof(rname), &param);
+        if (m < 0 && !bad_param)
+            bad_param = param;
+        if (m <= 0)
             continue;
         path_known = true;
+        allow_add(allow, sizeof(allow), r->method);
         if (h2o_memis(req->method.base, req->method.len, r->method, strlen(r->method)) ||
             (strcmp(r->method, "GET") == 0 && h2o_memis(req->method.base, req->method.len,
                                                         H2O_STRLIT("HEAD")))) {
@@ -609,10 +711,19 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         }
     }
     if (!route) {
-        if (path_known)
+        if (path_known) {
+            /* RFC 9110: a 405 lists the methods the path takes. */
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
+                           h2o_strdup(&req->pool, allow, SIZE_MAX).base, strlen(allow));
             send_error(api, req, 405, NULL, "method not allowed on this path");
-        else
+        } else if (bad_param) {
+            send_error(api, req, 400, bad_param,
+                       strcmp(bad_param, "id") == 0
+                           ? "must be a positive whole number"
+                           : "must be 1-63 letters, digits, '.', '_' or '-'");
+        } else {
             send_error(api, req, 404, NULL, "no such endpoint");
+        }
         return 0;
     }
     if (req->entity.base && req->entity.len > api->limits.max_body_bytes) {
@@ -621,7 +732,18 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         send_error(api, req, 400, "body", msg);
         return 0;
     }
+    /* A body is JSON and says so: text/plain or a form is not read as
+     * JSON by accident (a request without a body needs no type). */
+    if (req->entity.base && req->entity.len > 0 && !content_type_json(req)) {
+        send_error(api, req, 415, "Content-Type", "a request body must be application/json");
+        return 0;
+    }
     if (route->roles & API_PUBLIC) {
+        if ((route->roles & API_SCRAPE) && !metrics_authorized(api, req)) {
+            send_error(api, req, 401, "Authorization",
+                       "this endpoint needs the bearer token of api.metrics_token_file");
+            return 0;
+        }
         c = call_new(api, req, route);
         if (!c) {
             send_error(api, req, 500, NULL, "out of memory");
@@ -883,6 +1005,7 @@ int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_confi
 {
     struct tm_api_limits limits;
     SSL_CTX *ssl_ctx = NULL;
+    unsigned char metrics_digest[32];
     int r;
 
     if (!cfg || !cfg->listen)
@@ -899,7 +1022,41 @@ int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_confi
             return r;
         }
     }
+    if (cfg->api.metrics_token_file) {
+        char err[512], *text = NULL;
+        size_t n = 0;
+
+        r = tm_file_read(cfg->api.metrics_token_file, 4096, &text, &n, err, sizeof(err));
+        if (r < 0) {
+            tm_log_error("api cannot read the metrics token", "error=\"%s\"", err);
+            SSL_CTX_free(ssl_ctx);
+            return r;
+        }
+        while (n && (text[n - 1] == '\n' || text[n - 1] == '\r' || text[n - 1] == ' '))
+            n--;
+        /* A token that no Authorization header could carry is a mistake. */
+        bool usable = n > 0 && n <= 256;
+        for (size_t i = 0; usable && i < n; i++)
+            if ((unsigned char)text[i] <= ' ' || (unsigned char)text[i] >= 127)
+                usable = false;
+        if (!usable || !sha256(text, n, metrics_digest)) {
+            OPENSSL_cleanse(text, n);
+            free(text);
+            tm_log_error("api cannot use the metrics token", "file=\"%s\" error=\"%s\"",
+                         cfg->api.metrics_token_file,
+                         "must hold one token of 1 to 256 printable characters without spaces");
+            SSL_CTX_free(ssl_ctx);
+            return TM_EINVAL;
+        }
+        OPENSSL_cleanse(text, n);
+        free(text);
+    }
     r = api_start(loop, pool, cfg->listen, &limits, ssl_ctx, ret_api);
+    if (r == 0 && cfg->api.metrics_token_file) {
+        (*ret_api)->metrics_token = true;
+        memcpy((*ret_api)->metrics_digest, metrics_digest, sizeof(metrics_digest));
+    }
+    OPENSSL_cleanse(metrics_digest, sizeof(metrics_digest));
     if (r == 0 && cfg->time_scale > 1.0)
         tm_clock_init(&(*ret_api)->own_clock, cfg->time_scale);
     return r;

@@ -27,6 +27,9 @@
 #define API_VIEWER (1u << TM_ROLE_VIEWER)
 #define API_READERS (API_ADMIN | API_FINANCE | API_ENGINEER | API_VIEWER)
 #define API_PUBLIC (1u << 8)
+/* With API_PUBLIC: public unless api.metrics_token_file names a token,
+ * which the request must then carry as its bearer token (/metrics). */
+#define API_SCRAPE (1u << 9)
 
 struct api_call;
 

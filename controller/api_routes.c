@@ -19,6 +19,7 @@
 #include "controller/api_dashboard.h"
 #include "controller/api_internal.h"
 #include "controller/api_metrics.h"
+#include "controller/json_body.h"
 #include "controller/model.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -163,6 +164,10 @@ int api_parse_query(struct api_call *c, struct api_qp *qp, size_t nqp, struct tm
         if (!url_decode(eq ? eq + 1 : seg_end, eq ? (size_t)(seg_end - eq - 1) : 0, value,
                         sizeof(value)))
             return tm_spec_fail(err, key, "malformed or too long a value");
+        /* The same text rule as a body's strings: a value that the
+         * database would refuse, or a log would print raw, stops here. */
+        if (!tm_json_text_ok(key, strlen(key)) || !tm_json_text_ok(value, strlen(value)))
+            return tm_spec_fail(err, "query", "must be UTF-8 text without control characters");
         for (i = 0; i < nqp; i++)
             if (strcmp(qp[i].name, key) == 0)
                 break;
@@ -1289,7 +1294,7 @@ static void r_spend(struct api_call *c)
 const struct api_route api_routes[] = {
     {"GET", "/healthz", API_PUBLIC, r_healthz, NULL},
     {"GET", "/readyz", API_PUBLIC, r_readyz, NULL},
-    {"GET", "/metrics", API_PUBLIC, api_metrics, NULL},
+    {"GET", "/metrics", API_PUBLIC | API_SCRAPE, api_metrics, NULL},
     {"POST", "/v1/jobs", API_ADMIN | API_ENGINEER, r_jobs_submit, r_jobs_submit_fast},
     {"GET", "/v1/jobs", API_READERS, r_jobs_list, NULL},
     {"GET", "/v1/jobs/{id}", API_READERS, r_jobs_get, NULL},

@@ -282,6 +282,8 @@ static const struct cfg_section cfg_scheduler_section = {
 static const struct cfg_field cfg_api_fields[] = {
     {.key = "tls_cert_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_api, tls_cert_file)},
     {.key = "tls_key_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_api, tls_key_file)},
+    {.key = "metrics_token_file", .type = CFG_STR,
+     .offset = CFG_OFF(tm_config_api, metrics_token_file)},
     {.key = "max_body_bytes", .type = CFG_I64, .offset = CFG_OFF(tm_config_api, max_body_bytes),
      .def = "262144", .min = 1024, .max = 64LL << 20},
     {.key = "max_list", .type = CFG_UINT, .offset = CFG_OFF(tm_config_api, max_list),

@@ -101,6 +101,7 @@ struct tm_config_pool {
 struct tm_config_api {
     char *tls_cert_file;          /* PEM chain; with tls_key_file, serve HTTPS; may be NULL */
     char *tls_key_file;           /* PEM private key; both or neither */
+    char *metrics_token_file;     /* bearer token /metrics then requires; may be NULL (public) */
     int64_t max_body_bytes;       /* default 256 KiB, 1 KiB .. 64 MiB */
     unsigned max_list;            /* items per page at most, default 1000 */
     double rate_per_s;            /* key rate_per_token: requests/s per token, default 100 */

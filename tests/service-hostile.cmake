@@ -2,3 +2,5 @@
 # a test that failed before its fix.
 tm_add_test(itest_clock_resume LABELS integration service FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/clock_resume.sh)
+tm_add_test(itest_api_hostile LABELS integration service FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/api_hostile.sh)

@@ -757,9 +757,12 @@ static void test_cancel_retag(void **state)
     free(b);
     assert_int_equal(http("POST", "/v1/jobs/999999999/cancel", T_ADMIN, NULL, &b), 404);
     free(b);
-    assert_int_equal(http("GET", "/v1/jobs/0", T_ADMIN, NULL, &b), 404);
+    /* A path parameter that is not one is the client's mistake, named. */
+    assert_int_equal(http("GET", "/v1/jobs/0", T_ADMIN, NULL, &b), 400);
+    assert_error(b, "id");
     free(b);
-    assert_int_equal(http("GET", "/v1/jobs/abc", T_ADMIN, NULL, &b), 404);
+    assert_int_equal(http("GET", "/v1/jobs/abc", T_ADMIN, NULL, &b), 400);
+    assert_error(b, "id");
     free(b);
 
     /* An admin cancels a running job: its allocation goes, the node idles. */
