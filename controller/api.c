@@ -91,6 +91,7 @@ struct tm_api {
      * its SHA-256 is kept, compared in constant time. */
     bool metrics_token;
     unsigned char metrics_digest[32];
+    const struct tm_config *cfg; /* borrowed from the daemon; NULL when started without one */
     uv_tcp_t listener;
     uv_timer_t timer;   /* shutdown steps */
     int port;
@@ -312,6 +313,11 @@ int api_query(struct api_call *c, const char *sql, int nparams, const char *cons
         api_fail(c, 503, NULL, "database unavailable");
     }
     return r;
+}
+
+const struct tm_config *api_config(const struct api_call *c)
+{
+    return c->api->cfg;
 }
 
 int64_t api_now_ms(const struct api_call *c)
@@ -1052,6 +1058,8 @@ int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_confi
         free(text);
     }
     r = api_start(loop, pool, cfg->listen, &limits, ssl_ctx, ret_api);
+    if (r == 0)
+        (*ret_api)->cfg = cfg;
     if (r == 0 && cfg->api.metrics_token_file) {
         (*ret_api)->metrics_token = true;
         memcpy((*ret_api)->metrics_digest, metrics_digest, sizeof(metrics_digest));

@@ -90,6 +90,9 @@ void api_call_free(struct api_call *c);
 int api_query(struct api_call *c, const char *sql, int nparams, const char *const *params,
               tm_pg_cb cb);
 int64_t api_now_ms(const struct api_call *c);
+/* The configuration the server was started with (pools, for the submit
+ * check), or NULL. */
+const struct tm_config *api_config(const struct api_call *c);
 unsigned api_max_list(const struct api_call *c);
 struct tm_pg_pool *api_pool(const struct api_call *c);
 const struct tm_api_stats *api_stats(const struct api_call *c);

@@ -19,6 +19,7 @@
 #include "controller/api_dashboard.h"
 #include "controller/api_internal.h"
 #include "controller/api_metrics.h"
+#include "controller/job_fit.h"
 #include "controller/json_body.h"
 #include "controller/model.h"
 #include "core/err.h"
@@ -346,6 +347,11 @@ static void r_jobs_submit(struct api_call *c)
         api_fail(c, 403, "team", "an engineer token submits for its own team only");
         return;
     }
+    if (tm_job_fit_check(api_config(c), &spec, &err) < 0) {
+        cJSON_Delete(root);
+        api_fail_spec(c, &err);
+        return;
+    }
     submit_params(&spec, api_now_ms(c), &text, params);
     /* pg_uv copies the parameters: the document can go now. */
     api_query(c, submit_sql, SUBMIT_NPARAMS, params, on_submit);
@@ -624,7 +630,8 @@ static void r_jobs_submit_fast(struct api_call *c)
         api_authenticate(c);
         return;
     }
-    if ((c->role == TM_ROLE_ENGINEER && strcmp(spec.team, c->team) != 0) || !api_rate_take(c)) {
+    if ((c->role == TM_ROLE_ENGINEER && strcmp(spec.team, c->team) != 0) ||
+        tm_job_fit_check(api_config(c), &spec, &err) < 0 || !api_rate_take(c)) {
         cJSON_Delete(root);
         api_authenticate(c);
         return;

@@ -17,6 +17,7 @@
 #include <libpq-fe.h>
 
 #include "controller/controller.h"
+#include "controller/job_fit.h"
 #include "controller/job_spec.h"
 #include "controller/migrate.h"
 #include "controller/model.h"
@@ -439,6 +440,14 @@ int tm_cli_submit(int argc, char **argv)
     r = tm_cli_submit_parse(argc, argv, &c, false, &spec, &count);
     if (r >= 0)
         return r;
+    if (c.have_cfg) {
+        struct tm_spec_error serr = {0};
+        if (tm_job_fit_check(&c.cfg, &spec, &serr) < 0) {
+            r = spec_error(c.cmd, &serr);
+            tm_cli_common_release(&c);
+            return r;
+        }
+    }
 
     PGconn *conn = connect_db(&c);
     if (!conn) {

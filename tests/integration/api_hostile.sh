@@ -70,6 +70,13 @@ code=$(req POST /v1/jobs 'Application/JSON; charset=UTF-8' "$(body '{"team":"ok"
 before=$(rows)
 # One of gpus or gpu_milli.
 expect "$(req POST /v1/jobs application/json "$(body '{"team":"x","gpus":1,"gpu_milli":1000}')")" 400 gpu_milli "gpus with gpu_milli"
+# A job no configured pool could ever hold is refused with the reason.
+expect "$(req POST /v1/jobs application/json "$(body '{"team":"x","gpus":12}')")" 400 gpus "more GPUs than any node"
+expect "$(req POST /v1/jobs application/json "$(body '{"team":"x","gpus":1,"cpu_milli":200000}')")" 400 cpu_milli "more CPU than any type"
+expect "$(req POST /v1/jobs application/json "$(body '{"team":"x","gpus":1,"gpu_model":"H100"}')")" 400 gpu_model "a model no pool has"
+expect "$(req POST /v1/jobs application/json "$(body '{"team":"x","gpus":1,"pool":"nope"}')")" 400 pool "a pool that does not exist"
+grep -q 'no configured pool can ever hold this job' "$WORK/out" || grep -q 'no pool is named' "$WORK/out" ||
+    fail "the refusal does not say why: $(cat "$WORK/out")"
 # A path parameter that is not one is named; an unknown path is 404; a
 # known path with another method is 405 with Allow.
 expect "$(req GET /v1/jobs/abc '' -)" 400 id "a job id that is not a number"

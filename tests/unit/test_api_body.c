@@ -14,6 +14,7 @@
 
 #include "controller/api_body.h"
 #include "controller/job_spec.h"
+#include "controller/job_fit.h"
 #include "controller/json_body.h"
 #include "core/err.h"
 
@@ -127,6 +128,52 @@ static void test_strict_bytes(void **state)
     assert_false(tm_json_text_ok("\xf4\x90\x80\x80", 4)); /* past U+10FFFF */
     assert_false(tm_json_text_ok("\xe2\x82", 2));          /* cut short */
     assert_false(tm_json_text_ok("a\x1b[31m", 6));
+}
+
+/* A job no pool could ever hold (controller/job_fit.c). */
+static void test_job_fit(void **state)
+{
+    static const char cfg_text[] =
+        "database: {url: \"postgresql:///x\"}\ncluster: fit\n"
+        "providers:\n"
+        "  - name: sim\n    kind: sim\n    region: r\n"
+        "    instance_types:\n"
+        "      - {name: s8, gpus: 8, gpu_model: A100, cpu_milli: 96000, memory_mib: 1000000,"
+        " on_demand_price: \"1\"}\n"
+        "pools:\n"
+        "  - {name: od, provider: sim, zones: [a], instance_types: [s8], gpu_model: A100,"
+        " gpus_per_node: 8, capacity_type: on_demand, max_nodes: 4}\n";
+    static const struct { const char *body, *field; } cases[] = {
+        {"{\"team\":\"x\",\"gpus\":8,\"nodes\":4}", NULL},
+        {"{\"team\":\"x\",\"gpu_milli\":500,\"gpu_model\":\"H100|A100\"}", NULL},
+        {"{\"team\":\"x\",\"gpus\":9}", "gpus"},
+        {"{\"team\":\"x\",\"gpus\":8,\"nodes\":5}", "nodes"},
+        {"{\"team\":\"x\",\"gpus\":1,\"cpu_milli\":96001}", "cpu_milli"},
+        {"{\"team\":\"x\",\"gpus\":1,\"memory_mib\":1000001}", "memory_mib"},
+        {"{\"team\":\"x\",\"gpus\":1,\"gpu_model\":\"H100\"}", "gpu_model"},
+        {"{\"team\":\"x\",\"gpus\":1,\"pool\":\"spot\"}", "pool"},
+    };
+    struct tm_config cfg;
+    char msg[512];
+    (void)state;
+
+    if (tm_config_load_string(cfg_text, sizeof(cfg_text) - 1, "fit.yaml", &cfg, msg, sizeof(msg)) < 0)
+        fail_msg("config: %s", msg);
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct tm_job_spec s;
+        struct tm_spec_error err = {0};
+        assert_int_equal(parse(cases[i].body, &s, &err), 0);
+        cJSON *root = NULL;
+        assert_int_equal(tm_job_spec_parse_json(cases[i].body, strlen(cases[i].body), &s, &root, &err), 0);
+        int r = tm_job_fit_check(&cfg, &s, &err);
+        if (!cases[i].field && r != 0)
+            fail_msg("%s: refused (%s: %s)", cases[i].body, err.field, err.message);
+        if (cases[i].field && (r != TM_EINVAL || strcmp(err.field, cases[i].field) != 0))
+            fail_msg("%s: field \"%s\", expected \"%s\"", cases[i].body, err.field, cases[i].field);
+        cJSON_Delete(root);
+    }
+    assert_int_equal(tm_job_fit_check(NULL, NULL, NULL), 0);
+    tm_config_release(&cfg);
 }
 
 /* The command-line path: the same rules and messages. */
@@ -272,6 +319,7 @@ int main(void)
         cmocka_unit_test(test_job_ok),
         cmocka_unit_test(test_job_refused),
         cmocka_unit_test(test_strict_bytes),
+        cmocka_unit_test(test_job_fit),
         cmocka_unit_test(test_job_text),
         cmocka_unit_test(test_heartbeat),
         cmocka_unit_test(test_retag_verb),
