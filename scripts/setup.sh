@@ -12,7 +12,11 @@ packages=(build-essential cmake pkg-config git ca-certificates
           libuv1-dev libpq-dev libcurl4-openssl-dev libssl-dev libcjson-dev libjansson-dev libh2o-dev
           libexpat1-dev libyaml-dev libcmocka-dev
           postgresql postgresql-contrib python3 python3-yaml python3-jsonschema curl
-          openssl chromium fonts-liberation)
+          openssl chromium fonts-liberation nodejs)
+# npm (openapi_lint installs the pinned @redocly/cli with it) only when
+# there is none: a nodejs from another repository (NodeSource) bundles its
+# own, which Debian's npm package would conflict with.
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 missing=()
 for p in "${packages[@]}"; do

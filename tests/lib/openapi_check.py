@@ -6,8 +6,11 @@
 
 fixture.json: {"tokens": {"admin": ..., "finance": ..., "engineer": ...,
 "viewer": ..., "engineer_other": ..., "revoked": ...}, "team": "<engineer's
-team>", "other_team": ..., "node_id": N, "pool": "name"}.
-routes.txt: "METHOD PATTERN" per line, the server's own route table.
+team>", "other_team": ..., "node_id": N, "pool": "name"}, and optionally
+"max_body_bytes" (the server's api.max_body_bytes; default 262144) and
+"ended_node_ids" (nodes terminated or interrupted; else looked up).
+routes.txt: "METHOD PATTERN" per line, the server's own route table
+(optional: without it the two sides are not compared).
 
 Checks: the file and the server serve the same operations; for every
 operation, 401 without a token, with a malformed one and with a revoked
@@ -16,20 +19,51 @@ engineer of another team gets 403 submitting for a team and 404 on any of
 its jobs (existence does not leak); every answer validates
 against the schema the file declares for its status (jsonschema, with the
 file's $refs resolved and OpenAPI's nullable mapped to JSON Schema).
+
+Then the contract: every operation of the file is driven with (a) a valid
+request (with `; charset=utf-8`, and without a body or Content-Type where
+the body is optional; lists with limit=1), (b) where it takes a body, a
+malformed one, one with a NUL escape, a raw control character, invalid
+UTF-8, a byte-order mark or a leading zero, one sent as text/plain, and
+bodies just over and far over the size limit, (c) an unknown and a
+malformed path parameter value, an unknown query parameter, and a method
+the path does not take (405 with Allow); and a heartbeat or interruption
+notice for a node that has ended (409).  Every answer's status must be one
+the file lists for the operation and its body must match that status's
+schema: an undocumented status is a failure.
+
+Checks of behaviour the server does not have yet (issue 18) are tagged
+with a name in NEW_BEHAVIOUR; --skip-new leaves them out (also
+TM_OPENAPI_SKIP_NEW=1 in the environment).  Their failures say
+[new: NAME].
 Exit 0 when all hold; each failure is printed.
 """
 import argparse
-import copy
+import http.client
 import json
+import os
 import sys
-import urllib.error
-import urllib.request
+import urllib.parse
 
 import jsonschema
 import yaml
 
 ROLES = ["admin", "finance", "engineer", "viewer"]
 failures = []
+
+# Checks of behaviour issue 18 asks of the server and main does not have
+# yet.  --skip-new turns these off.
+NEW_BEHAVIOUR = {
+    "415-content-type",      # a body that is not application/json: 415
+    "400-oversize-any",      # a body far over max_body_bytes: 400 "body" (not h2o's 413)
+    "405-allow",             # a 405 carries Allow with the path's methods
+    "409-heartbeat-ended",   # a heartbeat for a terminated/interrupted node: 409
+}
+skip_new = False
+
+
+def is_off(tag):
+    return tag is not None and tag in NEW_BEHAVIOUR and skip_new
 
 
 def fail(msg):
@@ -59,25 +93,44 @@ def resolve(node, root):
     return out
 
 
-def call(base, method, path, token=None, body=None, raw=None):
+def request(base, method, path, token=None, body=None, raw=None, ctype="application/json"):
+    """(status, headers, payload); status None when no answer came.  ctype
+    None sends no Content-Type."""
     data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
-    req = urllib.request.Request(base + path, data=data, method=method)
+    u = urllib.parse.urlsplit(base)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    headers = {}
     if token is not None:
-        req.add_header("Authorization", "Bearer " + token)
-    if data is not None:
-        req.add_header("Content-Type", "application/json")
+        headers["Authorization"] = "Bearer " + token
+    if data is not None and ctype is not None:
+        headers["Content-Type"] = ctype
     try:
-        with urllib.request.urlopen(req, timeout=30) as r:
-            return r.status, r.headers.get("Content-Type", ""), r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.headers.get("Content-Type", ""), e.read()
+        try:
+            conn.request(method, path, body=data, headers=headers)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server may answer before reading everything
+        try:
+            r = conn.getresponse()
+            return r.status, r.headers, r.read()
+        except (http.client.HTTPException, OSError) as e:
+            return None, {}, f"no answer: {e}".encode()
+    finally:
+        conn.close()
+
+
+def call(base, method, path, token=None, body=None, raw=None):
+    st, h, b = request(base, method, path, token, body, raw)
+    return st, h.get("Content-Type", "") if h else "", b
 
 
 def check_body(what, op, status, ctype, payload):
     responses = op.get("responses", {})
+    if status is None:
+        fail(f"{what}: {payload.decode(errors='replace')}")
+        return None
     spec = responses.get(str(status))
     if spec is None:
-        fail(f"{what}: status {status} is not declared")
+        fail(f"{what}: status {status} is not declared ({payload[:160]!r})")
         return None
     content = spec.get("content", {})
     if "application/json" in content:
@@ -99,13 +152,208 @@ def check_body(what, op, status, ctype, payload):
     return None
 
 
+# ---- the contract ----------------------------------------------------------
+
+MARK = "@@INJECT@@"
+
+
+def _first(node, want):
+    """The path (keys/indices) to the first value for which want(v) holds."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if want(v):
+                return [k]
+            sub = _first(v, want)
+            if sub is not None:
+                return [k] + sub
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            if want(v):
+                return [i]
+            sub = _first(v, want)
+            if sub is not None:
+                return [i] + sub
+    return None
+
+
+def _set(node, path, value):
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+
+
+def inject_string(body, raw):
+    """body as JSON text with raw bytes put inside its first string (or,
+    when it has none, its first key)."""
+    doc = json.loads(json.dumps(body))
+    path = _first(doc, lambda v: isinstance(v, str))
+    if path is not None:
+        _set(doc, path, MARK + "x")
+    else:
+        k = next(iter(doc))
+        doc = {(k + MARK if i == 0 else kk): vv for i, (kk, vv) in enumerate(doc.items())}
+    return json.dumps(doc).encode().replace(MARK.encode(), raw)
+
+
+def leading_zero(body):
+    doc = json.loads(json.dumps(body))
+    path = _first(doc, lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0)
+    if path is None:
+        return None
+    v = doc
+    for k in path:
+        v = v[k]
+    _set(doc, path, MARK)
+    return json.dumps(doc).encode().replace(f'"{MARK}"'.encode(), b"0" + str(v).encode())
+
+
+def contract(a, spec, ops, fx, fresh_job, body_for, concrete):
+    tokens = fx["tokens"]
+    max_body = int(fx.get("max_body_bytes", 262144))
+    methods_of = {}
+    for m, p, _, _ in ops:
+        methods_of.setdefault(p, set()).add(m)
+
+    def run(tag, what, op, m, path, token, want=None, field=None, **kw):
+        """One request; its status must be documented for op and its body
+        match the schema; want (a set) and field narrow it further."""
+        if is_off(tag):
+            return None, {}, None
+        label = f"{what}" + (f" [new: {tag}]" if tag in NEW_BEHAVIOUR else "")
+        st, h, b = request(a.base, m, path, token, **kw)
+        if st is not None and want is not None and st not in want:
+            # One failure per request: the status, and whether it is declared.
+            declared = "" if str(st) in op.get("responses", {}) else " (not declared)"
+            fail(f"{label}: got {st}{declared} {b[:160]!r}, expected {sorted(want)}")
+            if declared:
+                return st, h, None
+        doc = check_body(label, op, st, h.get("Content-Type", "") if h else "", b)
+        if st is not None and want is not None and st not in want:
+            pass
+        elif field is not None and isinstance(doc, dict) and st is not None and st >= 400:
+            got = doc.get("field")
+            if (field is True and not got) or (field is not True and got != field):
+                fail(f"{label}: field {got!r}, expected {'a field' if field is True else field!r}")
+        return st, h, doc
+
+    def token_for(roles):
+        if roles == ["public"]:
+            return None
+        return tokens["admin"] if "admin" in roles else tokens[roles[0]]
+
+    def path_for(p):
+        return concrete(p, fresh_job(fx["team"]) if "/jobs/{id}" in p else 0)
+
+    ok2xx = set(range(200, 300))
+    for m, p, roles, op in ops:
+        op_id = op.get("operationId", f"{m} {p}")
+        tok = token_for(roles)
+        rb = op.get("requestBody")
+        body = body_for(op_id, fx["team"])
+
+        # (a) Valid requests.
+        if rb is not None and body is not None:
+            run(None, f"{op_id} with charset=utf-8", op, m, path_for(p), tok, ok2xx, body=body,
+                ctype="application/json; charset=utf-8")
+            if not rb.get("required"):
+                run(None, f"{op_id} without a body or Content-Type", op, m, path_for(p), tok,
+                    ok2xx, ctype=None)
+        names = {x.get("name") for x in op.get("parameters", []) if x.get("in") == "query"}
+        if "limit" in names:
+            run(None, f"{op_id}?limit=1", op, m, path_for(p) + "?limit=1", tok, ok2xx)
+        if names:
+            run(None, f"{op_id} with an unknown query parameter", op, m,
+                path_for(p) + "?no_such_param=1", tok, {400}, field="no_such_param")
+            if "limit" in names:
+                run(None, f"{op_id}?limit=0", op, m, path_for(p) + "?limit=0", tok, {400},
+                    field="limit")
+
+        # (b) Bad bodies.
+        if rb is not None and body is not None and m != "GET":
+            bad = [
+                ("malformed JSON", b'{"' + next(iter(body)).encode() + b'": ', "body"),
+                ("a NUL escape in a string", inject_string(body, b"\\u0000"), True),
+                ("a raw control character in a string", inject_string(body, b"\x01"), True),
+                ("invalid UTF-8 in a string", inject_string(body, b"\xff\xfe"), True),
+                ("a byte-order mark", b"\xef\xbb\xbf" + json.dumps(body).encode(), "body"),
+            ]
+            lz = leading_zero(body)
+            if lz is not None:
+                bad.append(("a number with a leading zero", lz, True))
+            for label, raw, field in bad:
+                run(None, f"{op_id} with {label}", op, m, path_for(p), tok, {400}, field=field,
+                    raw=raw)
+            run("415-content-type", f"{op_id} with Content-Type text/plain", op, m, path_for(p),
+                tok, {415}, raw=json.dumps(body).encode(), ctype="text/plain")
+            pad = json.dumps(body).encode()
+            pad = pad[:-1] + b', "pad": "' + b"x" * max(0, max_body - len(pad)) + b'"}'
+            run(None, f"{op_id} with a body just over max_body_bytes", op, m, path_for(p), tok,
+                {400}, field="body", raw=pad)
+            far = b'{"pad": "' + b"x" * (4 * max_body + 8192) + b'"}'
+            run("400-oversize-any", f"{op_id} with a body far over max_body_bytes", op, m,
+                path_for(p), tok, {400}, field="body", raw=far)
+
+        # (c) Path parameters: unknown and malformed values.
+        if "{id}" in p:
+            unknown = p.replace("{id}", "999999999999")
+            run(None, f"{op_id} with an unknown id", op, m, unknown, tok, {404}, body=body)
+            for bad_id in ("abc", "0", "-1", "1x"):
+                run(None, f"{op_id} with id {bad_id!r}", op, m, p.replace("{id}", bad_id), tok,
+                    {400, 404}, body=body)
+        if "{name}" in p:
+            if p.startswith("/v1/budgets/"):
+                # A name nobody uses is an unknown team: 400 naming it.
+                run(None, f"{op_id} for an unknown team", op, m, p.replace("{name}", "no-such-team-x"),
+                    tok, {400}, field="team", body=body)
+            else:
+                run(None, f"{op_id} with an unknown name", op, m, p.replace("{name}", "no-such-x"),
+                    tok, {404}, body=body)
+            for bad_name in ("-x", "a%20b", "x" * 64):
+                run(None, f"{op_id} with name {bad_name[:12]!r}", op, m,
+                    p.replace("{name}", bad_name), tok, {400, 404}, body=body)
+
+    # A method the path does not take: 405, with Allow listing the ones it does.
+    for p, methods in sorted(methods_of.items()):
+        op = next(o for m, pp, _, o in ops if pp == p)
+        path = concrete(p, fresh_job(fx["team"]) if "/jobs/{id}" in p else 0)
+        for m in ("DELETE",):
+            st, h, _ = run(None, f"{m} {p}", op, m, path, tokens["admin"], {405})
+            if st != 405 or is_off("405-allow"):
+                continue
+            allow = {x.strip().upper() for x in (h.get("Allow") or "").split(",") if x.strip()}
+            if not allow:
+                fail(f"{m} {p} [new: 405-allow]: 405 without Allow")
+            elif not methods <= allow or m in allow:
+                fail(f"{m} {p} [new: 405-allow]: Allow {h.get('Allow')!r}, expected {sorted(methods)}")
+
+    # A node that has ended: its heartbeat and interruption notice are 409.
+    ended = list(fx.get("ended_node_ids", []))
+    if not ended:
+        for state in ("terminated", "interrupted"):
+            st, _, b = call(a.base, "GET", f"/v1/nodes?state={state}&limit=1", tokens["admin"])
+            if st == 200:
+                ended += [n["id"] for n in json.loads(b)["items"]]
+    if not ended:
+        print("NOTE: no terminated or interrupted node: the 409 for one is not checked")
+    by_id = {o.get("operationId"): o for _, _, _, o in ops}
+    for node in ended:
+        run("409-heartbeat-ended", f"nodeHeartbeat for ended node {node}", by_id["nodeHeartbeat"],
+            "POST", f"/v1/nodes/{node}/heartbeat", tokens["admin"], {409}, body={})
+        run(None, f"nodeInterruption for ended node {node}", by_id["nodeInterruption"], "POST",
+            f"/v1/nodes/{node}/interruption", tokens["admin"], {409}, body={})
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--spec", required=True)
     ap.add_argument("--base", required=True)
     ap.add_argument("--fixture", required=True)
-    ap.add_argument("--routes", required=True)
+    ap.add_argument("--routes")
+    ap.add_argument("--skip-new", action="store_true",
+                    help="leave out the checks tagged NEW_BEHAVIOUR")
     a = ap.parse_args()
+    global skip_new
+    skip_new = a.skip_new or os.environ.get("TM_OPENAPI_SKIP_NEW") == "1"
 
     with open(a.spec) as f:
         raw_spec = yaml.safe_load(f)
@@ -124,12 +372,15 @@ def main():
 
     # 1. The same operations on both sides.
     served = set()
-    with open(a.routes) as f:
-        for line in f:
-            if line.strip():
-                m, p = line.split()
-                served.add((m, p))
+    if a.routes:
+        with open(a.routes) as f:
+            for line in f:
+                if line.strip():
+                    m, p = line.split()
+                    served.add((m, p))
     declared = {(m, p) for m, p, _, _ in ops}
+    if not a.routes:
+        served = declared
     for m, p in sorted(served - declared):
         fail(f"{m} {p}: served but not in {a.spec}")
     for m, p in sorted(declared - served):
@@ -222,7 +473,10 @@ def main():
     if st != 405 or "error" not in json.loads(b):
         fail(f"unknown method: {st} {b!r}")
 
-    print(f"openapi_check: {len(ops)} operations, {len(failures)} failure(s)")
+    contract(a, raw_spec, ops, fx, fresh_job, body_for, concrete)
+
+    print(f"openapi_check: {len(ops)} operations, {len(failures)} failure(s)"
+          + (" (new-behaviour checks skipped)" if skip_new else ""))
     return 1 if failures else 0
 
 
