@@ -637,6 +637,73 @@ static bool content_type_json(const h2o_req_t *req)
     return true;
 }
 
+/* ---- one answer for a body too large, whatever its size ------------------- */
+
+/* h2o answers a body larger than max_request_entity_size itself, with 413
+ * in text/plain, before any handler sees the request (it must: reading
+ * such a body to answer it would be the attack).  Its answer still passes
+ * through the path's filters, so this one rewrites it into the API's own
+ * answer for a large body: 400, field "body", JSON.  The connection is
+ * closed all the same, as h2o decided. */
+struct too_large_filter {
+    h2o_filter_t super;
+    struct tm_api *api;
+};
+
+struct too_large_ostream {
+    h2o_ostream_t super;
+    bool sent;
+    size_t len;
+    char body[160];
+};
+
+static void too_large_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *in, size_t nin,
+                           h2o_send_state_t state)
+{
+    struct too_large_ostream *o = (struct too_large_ostream *)self;
+    h2o_iovec_t buf = h2o_iovec_init(o->body, o->len);
+
+    (void)in;
+    (void)nin;
+    h2o_ostream_send_next(&o->super, req, &buf, o->sent ? 0 : 1, state);
+    o->sent = true;
+}
+
+static void too_large_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
+{
+    struct too_large_filter *f = (struct too_large_filter *)self;
+    struct too_large_ostream *o;
+    int n;
+
+    if (req->res.status != 413) {
+        h2o_setup_next_ostream(req, slot);
+        return;
+    }
+    o = (struct too_large_ostream *)h2o_add_ostream(req, sizeof(*o), slot);
+    n = snprintf(o->body, sizeof(o->body),
+                 "{\"error\":\"request body larger than %zu bytes\",\"field\":\"body\"}",
+                 f->api->limits.max_body_bytes);
+    o->len = n > 0 && (size_t)n < sizeof(o->body) ? (size_t)n : 0;
+    o->sent = false;
+    o->super.do_send = too_large_send;
+    req->res.status = 400;
+    req->res.reason = "Bad Request";
+    req->res.content_length = o->len;
+    h2o_set_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, H2O_STRLIT("application/json"),
+                   1);
+    count_status(f->api, 400);
+    f->api->stats.requests++;
+    slot = &o->super.next;
+    h2o_setup_next_ostream(req, slot);
+}
+
+static void add_too_large_filter(h2o_pathconf_t *path, struct tm_api *api)
+{
+    struct too_large_filter *f = (struct too_large_filter *)h2o_create_filter(path, sizeof(*f));
+    f->super.on_setup_ostream = too_large_setup;
+    f->api = api;
+}
+
 static bool sha256(const char *s, size_t n, unsigned char out[32])
 {
     unsigned int len = 0;
@@ -960,8 +1027,9 @@ static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const char *liste
 
     h2o_config_init(&api->conf);
     api->conf.server_name = h2o_iovec_init(H2O_STRLIT("tarmac"));
-    /* h2o answers 413 itself past this; between max_body_bytes and here we
-     * answer 400 naming the field, as the API promises. */
+    /* Between max_body_bytes and this we answer 400 naming the field; past
+     * it h2o refuses the body itself with 413 before any handler runs, and
+     * the too-large filter turns that answer into the same 400. */
     api->conf.max_request_entity_size = api->limits.max_body_bytes * 2 + 4096;
     api->conf.http1.upgrade_to_http2 = 0;
     host = h2o_config_register_host(&api->conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
@@ -969,6 +1037,10 @@ static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const char *liste
     handler = (struct api_handler *)h2o_create_handler(path, sizeof(*handler));
     handler->super.on_req = on_req;
     handler->api = api;
+    /* Both: h2o binds a request refused while its body is read to the
+     * host's fallback path, not to ours. */
+    add_too_large_filter(path, api);
+    add_too_large_filter(&host->fallback_path, api);
     h2o_context_init(&api->ctx, loop, &api->conf);
     api->accept_ctx.ctx = &api->ctx;
     api->accept_ctx.hosts = api->conf.hosts;

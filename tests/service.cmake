@@ -6,13 +6,9 @@ target_link_libraries(tarmac_lib PUBLIC PkgConfig::H2O)
 tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/test_api_body.c LABELS unit service
               TIMEOUT 60)
 # The API end to end: a loop thread serving, libcurl and openapi_check.py
-# as clients, the run's PostgreSQL cluster underneath.  openapi_check.py
-# leaves out its NEW_BEHAVIOUR checks here (issue 18: 415, 400 for any
-# oversize body, 405 with Allow, 409 for an ended node's heartbeat), so
-# the other cases stay green; itest_api_contract (service-contract.cmake)
-# runs them.  Drop TM_OPENAPI_SKIP_NEW once the server has them.
+# as clients, the run's PostgreSQL cluster underneath.
 tm_add_c_test(test_api ${CMAKE_SOURCE_DIR}/tests/unit/test_api.c LABELS integration service
-              FIXTURES pg TIMEOUT 300 ENV TM_OPENAPI_SKIP_NEW=1)
+              FIXTURES pg TIMEOUT 300)
 
 # The strict Prometheus text parser test_api reads /metrics with: it must
 # refuse malformed expositions.

@@ -68,6 +68,16 @@ expect "$(req POST /v1/jobs 'application/json; charset=latin1' "$(body '{"team":
 code=$(req POST /v1/jobs 'Application/JSON; charset=UTF-8' "$(body '{"team":"ok","gpus":1}')")
 [ "$code" = 201 ] || fail "application/json with charset=UTF-8 refused: $code $(cat "$WORK/out")"
 before=$(rows)
+# One answer for a body too large, whatever its size: 1 MB just past the
+# limit and 8 MB far past the point where h2o refuses to read it.
+for mb in 1 8; do
+    python3 -c "import sys; sys.stdout.write('{\"team\":\"x\",\"gpus\":1,\"name\":\"' + 'a' * ($mb << 20) + '\"}')" >"$WORK/big"
+    expect "$(req POST /v1/jobs application/json "$WORK/big")" 400 body "a body of $mb MB"
+    curl -sS -o "$WORK/out" -w '%{http_code}' -X POST -H "Authorization: Bearer $TOKEN" \
+        -H 'Content-Type: application/json' -H 'Transfer-Encoding: chunked' --data-binary "@$WORK/big" \
+        "$BASE/v1/jobs" >"$WORK/code" || true
+    [ "$(cat "$WORK/code")" = 400 ] || fail "a chunked body of $mb MB: $(cat "$WORK/code") $(head -c 200 "$WORK/out")"
+done
 # One of gpus or gpu_milli.
 expect "$(req POST /v1/jobs application/json "$(body '{"team":"x","gpus":1,"gpu_milli":1000}')")" 400 gpu_milli "gpus with gpu_milli"
 # A job no configured pool could ever hold is refused with the reason.
