@@ -17,6 +17,7 @@
 #include "controller/fleet_stats.h"
 #include "controller/live_forecast.h"
 #include "controller/pg_uv.h"
+#include "controller/plan_log.h"
 #include "controller/reconcile.h"
 #include "controller/scheduler.h"
 #include "controller/store.h"
@@ -46,6 +47,7 @@ struct tm_controller {
     struct tm_controller_stats stats;
     struct tm_fleet_stats fleet;    /* /metrics' in-process counters (the API reads them) */
     struct tm_clock clock;
+    struct tm_plan_log plan_log;    /* standing actions of the last pass, logged once */
     enum tm_sched_policy policy;
     char holder[128];
 
@@ -436,36 +438,6 @@ static void start_calls(struct tm_controller *ctl, const cJSON *applied)
 
 /* ---- the pass ------------------------------------------------------------ */
 
-static void log_plan(struct tm_controller *ctl)
-{
-    /* The subject of each action: a job, a node, or (for a node not yet
-     * created) its pool, or an instance nobody owns. */
-    static const char *const subjects[] = {"job", "node", "pool", "instance_id"};
-    const cJSON *a;
-
-    cJSON_ArrayForEach(a, ctl->plan.actions) {
-        const cJSON *op = cJSON_GetObjectItemCaseSensitive(a, "op");
-        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(a, "reason");
-        const char *kind = "subject";
-        char id[TM_ID_MAX] = "?";
-        for (size_t i = 0; i < sizeof(subjects) / sizeof(subjects[0]); i++) {
-            const cJSON *v = cJSON_GetObjectItemCaseSensitive(a, subjects[i]);
-            if (cJSON_IsNumber(v))
-                snprintf(id, sizeof(id), "%" PRId64, (int64_t)v->valuedouble);
-            else if (cJSON_IsString(v))
-                snprintf(id, sizeof(id), "%s", v->valuestring);
-            else
-                continue;
-            kind = subjects[i];
-            break;
-        }
-        bool quiet = cJSON_IsString(op) && strcmp(op->valuestring, "wait") == 0;
-        tm_log(quiet ? TM_LOG_DEBUG : TM_LOG_INFO, "decision", "op=%s %s=%s reason=\"%s\"",
-               cJSON_IsString(op) ? op->valuestring : "?", kind, id,
-               cJSON_IsString(reason) ? reason->valuestring : "");
-    }
-}
-
 static void on_applied(int status, const cJSON *result, const char *err, const char *sqlstate,
                        void *data)
 {
@@ -483,7 +455,7 @@ static void on_applied(int status, const cJSON *result, const char *err, const c
         end_pass(ctl);
         return;
     }
-    log_plan(ctl);
+    tm_plan_log_write(&ctl->plan_log, ctl->plan.actions);
     if (ctl->plan.nlaunches > 0)
         crash_point("after_apply");
     ctl->stats.passes++;
@@ -1287,6 +1259,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     tm_fleet_stats_release(&ctl->fleet);
     free(ctl->launching);
     free(ctl->terminating);
+    tm_plan_log_release(&ctl->plan_log);
     free(ctl);
     return r;
 }

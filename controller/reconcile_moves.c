@@ -207,14 +207,33 @@ void tm_rc_refuse(struct pass *p, const bool *in_model, bool spot, const char *k
             live += p->live[pi];
             max += p->cfg->pools[pi].max_nodes;
         }
+    /* The planner counts the launches of this very pass against the pools'
+     * maximum ("at its max of 4" with 1 node live and 3 on their way): say
+     * so in the inputs, or the reason reads as if it contradicted them. */
+    int launching = 0;
+    cJSON_ArrayForEach(a, p->plan.actions) {
+        const cJSON *op = cJSON_GetObjectItemCaseSensitive(a, "op");
+        const cJSON *pool = cJSON_GetObjectItemCaseSensitive(a, "pool");
+        if (!cJSON_IsString(op) || strcmp(op->valuestring, "request_node") != 0 || !cJSON_IsString(pool))
+            continue;
+        for (size_t pi = 0; pi < p->cfg->npools; pi++)
+            if (in_model[pi] && tm_rc_pool_is_od(&p->cfg->pools[pi]) != spot &&
+                strcmp(p->cfg->pools[pi].name, pool->valuestring) == 0)
+                launching++;
+    }
     cJSON *x = tm_rc_action(p, "launch_refused", reason);
     tm_rc_put_str(p, x, "subject", subject);
     tm_rc_put_str(p, x, "key", key);
-    /* A refusal seen again after three quiet ticks is news again. */
-    tm_rc_put_num(p, x, "quiet_ms", (double)(3 * p->cfg->tick_interval_ms));
+    /* A refusal seen again after three quiet ticks is news again.  Ticks in
+     * controller time: an accelerated clock (time_scale) passes
+     * tick_interval x time_scale between two passes, and a quiet spell
+     * counted in wall time made every pass news. */
+    double scale = p->cfg->time_scale > 1 ? p->cfg->time_scale : 1;
+    tm_rc_put_num(p, x, "quiet_ms", 3.0 * (double)p->cfg->tick_interval_ms * scale);
     cJSON *in = tm_rc_inputs(p, x);
     tm_rc_put_str(p, in, "capacity", spot ? "spot" : "on_demand");
     tm_rc_put_num(p, in, "live_nodes", live);
+    tm_rc_put_num(p, in, "launching", launching);
     tm_rc_put_num(p, in, "max_nodes", max);
     p->plan.refused++;
 }
