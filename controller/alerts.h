@@ -41,7 +41,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/model.h"
+#include "core/model.h"
 #include "controller/reconcile.h"
 #include "core/config.h"
 

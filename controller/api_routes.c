@@ -19,7 +19,7 @@
 #include "controller/api_dashboard.h"
 #include "controller/api_internal.h"
 #include "controller/api_metrics.h"
-#include "controller/model.h"
+#include "core/model.h"
 #include "core/err.h"
 #include "core/log.h"
 

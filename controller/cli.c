@@ -19,7 +19,7 @@
 #include "controller/controller.h"
 #include "controller/job_spec.h"
 #include "controller/migrate.h"
-#include "controller/model.h"
+#include "core/model.h"
 #include "controller/pg_uv.h"
 #include "controller/scheduler.h"
 #include "controller/store.h"

@@ -16,7 +16,7 @@
 #include "controller/cli_api.h"
 #include "controller/cli_common.h"
 #include "controller/job_spec.h"
-#include "controller/model.h"
+#include "core/model.h"
 
 /* ---- submit ------------------------------------------------------------------ */
 

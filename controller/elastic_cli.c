@@ -21,7 +21,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
-#include "controller/model.h"
+#include "core/model.h"
 #include "core/err.h"
 
 static void usage(FILE *f)

@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "controller/model.h"
+#include "core/model.h"
 
 #define TM_ESTIMATE_WINDOW 32
 #define TM_ESTIMATE_MIN_SAMPLES 3

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/model.h"
+#include "core/model.h"
 #include "core/err.h"
 
 /* The one place each message is written, so CLI and API say the same. */

@@ -32,7 +32,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/model.h"
+#include "core/model.h"
 #include "controller/scheduler.h"
 #include "core/config.h"
 #include "providers/provider.h"

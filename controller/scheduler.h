@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "controller/model.h"
+#include "core/model.h"
 
 #define TM_NODE_GPUS_MAX 16
 #define TM_GPU_MODELS_MAX 64

@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #include "controller/estimate.h"
-#include "controller/model.h"
+#include "core/model.h"
 
 #define TM_TRACE_NAME_MAX 32
 #define TM_TRACE_MODELS_MAX 64

@@ -34,7 +34,7 @@ if(TM_FUZZ)
     # coverage instrumentation, not only the harness.
     add_executable(fuzz_api_body ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_api_body.c
                    ${CMAKE_SOURCE_DIR}/controller/job_spec.c ${CMAKE_SOURCE_DIR}/controller/api_body.c
-                   ${CMAKE_SOURCE_DIR}/controller/model.c ${CMAKE_SOURCE_DIR}/core/err.c)
+                   ${CMAKE_SOURCE_DIR}/core/model.c ${CMAKE_SOURCE_DIR}/core/err.c)
     target_include_directories(fuzz_api_body PRIVATE ${CMAKE_SOURCE_DIR})
     target_compile_options(fuzz_api_body PRIVATE -fsanitize=fuzzer,address,undefined
                            -fno-omit-frame-pointer)

@@ -50,7 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "controller/model.h"
+#include "core/model.h"
 #include "providers/provider.h"
 
 #define TM_SIM_TYPES_MAX 32

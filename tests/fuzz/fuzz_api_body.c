@@ -18,7 +18,7 @@
 
 #include "controller/api_body.h"
 #include "controller/job_spec.h"
-#include "controller/model.h"
+#include "core/model.h"
 #include "core/err.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,4 +1,4 @@
-/* tests/unit/test_model.c: state names, durations, error codes, log redaction. */
+/* tests/unit/core/test_model.c: state names, durations, error codes, log redaction. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "controller/model.h"
+#include "core/model.h"
 #include "core/err.h"
 #include "core/log.h"
 

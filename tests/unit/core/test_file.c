@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_file.c: tm_file_read (core/file.c), the whole-file reader
+ * tests/unit/core/test_file.c: tm_file_read (core/file.c), the whole-file reader
  * of the trace, spot trace and table loaders: the size cap at its exact
  * edge, a missing file, an empty one, an endless device.
  */

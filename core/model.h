@@ -1,5 +1,5 @@
 /*
- * controller/model.h: the states and kinds of tarmac's data model, with the
+ * core/model.h: the states and kinds of tarmac's data model, with the
  * exact strings the database stores (migrations CHECK the same sets).
  *
  * Times are int64_t milliseconds.  In the live controller they are wall-clock

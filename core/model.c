@@ -1,4 +1,4 @@
-#include "controller/model.h"
+#include "core/model.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_config.c: the configuration loader.
+ * tests/unit/core/test_config.c: the configuration loader.
  *
  * config.c is included rather than linked (h2o's way of reaching static
  * functions) so the countdown allocator in it can be switched on: every
