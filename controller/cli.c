@@ -21,7 +21,7 @@
 #include "controller/migrate.h"
 #include "core/model.h"
 #include "controller/pg_uv.h"
-#include "controller/scheduler.h"
+#include "controller/sched/scheduler.h"
 #include "controller/store.h"
 #include "core/clock.h"
 #include "core/config.h"

@@ -18,7 +18,7 @@
 #include "controller/live_forecast.h"
 #include "controller/pg_uv.h"
 #include "controller/reconcile.h"
-#include "controller/scheduler.h"
+#include "controller/sched/scheduler.h"
 #include "controller/store.h"
 #include "core/clock.h"
 #include "core/err.h"

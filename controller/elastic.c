@@ -14,10 +14,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "controller/estimate.h"
+#include "controller/sched/estimate.h"
 #include "controller/forecast.h"
 #include "controller/planner.h"
-#include "controller/scheduler.h"
+#include "controller/sched/scheduler.h"
 #include "core/err.h"
 #include "providers/sim/simcloud.h"
 

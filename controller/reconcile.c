@@ -7,7 +7,7 @@
  *      id, else by launch token), mark nodes ready, adopted or gone (their
  *      jobs requeued, the attempt's GPU time lost), act on interruption
  *      notices (cordon, checkpoint), and find instances nobody owns;
- *   2. schedule: the queued jobs onto ready nodes (controller/scheduler.c);
+ *   2. schedule: the queued jobs onto ready nodes (controller/sched/scheduler.c);
  *   3. grow: request nodes for queued work no ready node can take, up to
  *      each pool's max, and up to its min;
  *   4. shrink: release nodes idle past their pool's grace, down to its min,
@@ -24,7 +24,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "controller/estimate.h"
+#include "controller/sched/estimate.h"
 #include "controller/planner.h"
 #include "controller/prices.h"
 #include "core/clock.h"
@@ -605,7 +605,7 @@ static void spot_notice(struct pass *p, size_t ni, int64_t notice_ms, const char
 }
 
 /* A job's runtime estimate: its own, else predicted from similar finished
- * jobs (controller/estimate.c), else 0 (unknown); less its checkpointed
+ * jobs (controller/sched/estimate.c), else 0 (unknown); less its checkpointed
  * progress. */
 int64_t tm_rc_job_estimate(const struct tm_estimator *est, const struct tm_snap_job *j)
 {

@@ -33,7 +33,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/model.h"
-#include "controller/scheduler.h"
+#include "controller/sched/scheduler.h"
 #include "core/config.h"
 #include "providers/provider.h"
 

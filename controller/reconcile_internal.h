@@ -16,7 +16,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/estimate.h"
+#include "controller/sched/estimate.h"
 #include "controller/planner.h"
 #include "controller/prices.h"
 #include "controller/reconcile.h"

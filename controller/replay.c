@@ -9,7 +9,7 @@
  *
  * Estimates: with --estimates exact, the scheduler sees each job's true
  * runtime (an upper bound for backfill); by default it sees the predictor's
- * answer (controller/estimate.h) from the runtimes of jobs finished earlier
+ * answer (controller/sched/estimate.h) from the runtimes of jobs finished earlier
  * in the replay, nothing from the future.  A running job that passes its
  * estimate gets tm_estimate_overrun() before the next pass.
  */
@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "controller/estimate.h"
+#include "controller/sched/estimate.h"
 #include "core/err.h"
 
 #define MILLI 1000

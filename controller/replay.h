@@ -20,7 +20,7 @@
 
 #include <stdio.h>
 
-#include "controller/scheduler.h"
+#include "controller/sched/scheduler.h"
 #include "controller/trace.h"
 
 enum tm_pack_policy {

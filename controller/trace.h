@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "controller/estimate.h"
+#include "controller/sched/estimate.h"
 #include "core/model.h"
 
 #define TM_TRACE_NAME_MAX 32

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "controller/estimate.h"
+#include "controller/sched/estimate.h"
 #include "controller/replay.h"
 #include "core/err.h"
 

@@ -1,11 +1,11 @@
 /*
- * controller/estimate.c: the runtime predictor (see estimate.h).
+ * controller/sched/estimate.c: the runtime predictor (see estimate.h).
  *
  * One open-addressing hash table maps a key string to a ring of recent
  * runtimes.  Keys are built as "level|team|name|class|gpus" with the parts a
  * level does not use left empty, so the four levels share one table.
  */
-#include "controller/estimate.h"
+#include "controller/sched/estimate.h"
 
 #include <stdio.h>
 #include <stdlib.h>

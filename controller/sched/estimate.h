@@ -1,5 +1,5 @@
 /*
- * controller/estimate.h: runtime estimates from the history of similar jobs.
+ * controller/sched/estimate.h: runtime estimates from the history of similar jobs.
  *
  * A job is described by (team, name, class, GPU milli in all).  The
  * predictor keeps the last TM_ESTIMATE_WINDOW runtimes of each of four keys,

@@ -1,5 +1,5 @@
 /*
- * controller/scheduler.c: one scheduling pass (see scheduler.h).
+ * controller/sched/scheduler.c: one scheduling pass (see scheduler.h).
  *
  * The pass works on a private copy of the free capacity of every node
  * (struct nst) and keeps two indexes over it, whichever the policy needs:
@@ -70,7 +70,7 @@
  *
  * Nothing here does I/O, reads a clock or keeps state between calls.
  */
-#include "controller/scheduler.h"
+#include "controller/sched/scheduler.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,6 @@
 /*
- * tests/unit/test_scheduler.c: hand-built scenarios with known answers, and
- * properties on random inputs, for controller/scheduler.c.
+ * tests/unit/sched/test_scheduler.c: hand-built scenarios with known answers, and
+ * properties on random inputs, for controller/sched/scheduler.c.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "controller/scheduler.h"
+#include "controller/sched/scheduler.h"
 #include "core/err.h"
 
 #define H (3600LL * 1000)

@@ -1,5 +1,5 @@
 /*
- * controller/scheduler.h: the scheduler, a pure function of a snapshot.
+ * controller/sched/scheduler.h: the scheduler, a pure function of a snapshot.
  *
  * tm_sched_run() takes the queued jobs, the nodes and the running jobs'
  * allocations at one instant and returns placements (which job goes on which
