@@ -15,8 +15,8 @@
 #include <time.h>
 
 #include "controller/sched/estimate.h"
-#include "controller/forecast.h"
-#include "controller/planner.h"
+#include "controller/fleet/forecast.h"
+#include "controller/fleet/planner.h"
 #include "controller/sched/scheduler.h"
 #include "core/err.h"
 #include "providers/sim/simcloud.h"

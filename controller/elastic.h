@@ -10,8 +10,8 @@
  *             the cheapest type that fits the waiting work (spot for
  *             preemptible work when spot is on) and releases a node after
  *             an idle grace (600 s)
- *   tarmac    the planner (controller/planner.h) with the forecaster
- *             (controller/forecast.h) one boot ahead, spot routing by
+ *   tarmac    the planner (controller/fleet/planner.h) with the forecaster
+ *             (controller/fleet/forecast.h) one boot ahead, spot routing by
  *             expected loss, substitution and consolidation, draining of
  *             oversized nodes (drain_oversized), smallest nodes first
  *
@@ -62,7 +62,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "controller/prices.h"
+#include "controller/fleet/prices.h"
 #include "core/spot_hazards.h"
 #include "controller/trace.h"
 

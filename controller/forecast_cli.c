@@ -11,7 +11,7 @@
  * quote or a blank value is more likely a broken export than data, and a
  * forecast table computed from half a file would look as good as any other.
  */
-#include "controller/forecast.h"
+#include "controller/fleet/forecast.h"
 
 #include <errno.h>
 #include <math.h>

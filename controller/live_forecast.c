@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/forecast.h"
+#include "controller/fleet/forecast.h"
 #include "core/err.h"
 
 #define DEFAULT_BOOT_MS 180000

@@ -2,7 +2,7 @@
  * controller/live_forecast.h: the live tick's demand forecasts, one per
  * config pool, kept across ticks on the loop thread.
  *
- * Each tick feeds every pool's forecaster (controller/forecast.c) with the
+ * Each tick feeds every pool's forecaster (controller/fleet/forecast.c) with the
  * GPUs its running and queued jobs want (tm_reconcile_pool_demand) and
  * predicts one boot plus one tick ahead: the mean, for which the planner
  * launches ahead of the queue, and the upper quantile, for which it keeps

@@ -6,9 +6,9 @@
 
 #include "controller/cli.h"
 #include "controller/elastic.h"
-#include "controller/forecast.h"
+#include "controller/fleet/forecast.h"
 #include "controller/replay.h"
-#include "controller/spot_traces.h"
+#include "controller/fleet/spot_traces.h"
 #include "controller/token.h"
 #include "providers/aws/aws_provider.h"
 

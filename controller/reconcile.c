@@ -25,8 +25,8 @@
 #include <time.h>
 
 #include "controller/sched/estimate.h"
-#include "controller/planner.h"
-#include "controller/prices.h"
+#include "controller/fleet/planner.h"
+#include "controller/fleet/prices.h"
 #include "core/clock.h"
 #include "core/err.h"
 
@@ -1129,7 +1129,7 @@ static void budgets(struct pass *p)
 
 /* ---- growth and release: the planner ------------------------------------ */
 
-/* Launches and releases come from tm_plan_run (controller/planner.c), the
+/* Launches and releases come from tm_plan_run (controller/fleet/planner.c), the
  * function the elastic replay runs, once per GPU model: its on-demand side
  * is the model's on_demand pools, its spot side the spot and
  * spot_then_on_demand pools (the latter allow on-demand fallback).  Each

@@ -17,8 +17,8 @@
 #include <cjson/cJSON.h>
 
 #include "controller/sched/estimate.h"
-#include "controller/planner.h"
-#include "controller/prices.h"
+#include "controller/fleet/planner.h"
+#include "controller/fleet/prices.h"
 #include "controller/reconcile.h"
 
 /* Lookups by id in O(log n): a pass over 100k jobs and 10k nodes must not

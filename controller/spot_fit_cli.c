@@ -10,7 +10,7 @@
  * upstream repository and commit (README section 1) and, per row, the
  * files it pooled.
  */
-#include "controller/spot_traces.h"
+#include "controller/fleet/spot_traces.h"
 
 #include <stdio.h>
 #include <stdlib.h>

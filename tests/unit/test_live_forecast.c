@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "controller/forecast.h"
+#include "controller/fleet/forecast.h"
 #include "controller/live_forecast.h"
 #include "core/config.h"
 #include "core/err.h"

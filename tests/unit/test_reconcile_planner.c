@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_reconcile_planner.c: the live tick's launches and releases
- * come from the planner (controller/planner.c) through tm_reconcile, with
+ * come from the planner (controller/fleet/planner.c) through tm_reconcile, with
  * known answers: launch ahead of a ramp, no flapping, the shortage fallback
  * order, spot and on-demand routing, each pool's min and max, and the zone
  * of lowest fitted spot hazard (a provider's spot_hazards table).

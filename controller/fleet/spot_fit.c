@@ -1,8 +1,8 @@
 /*
- * controller/spot_fit.c: the spot hazard and availability fits (see
+ * controller/fleet/spot_fit.c: the spot hazard and availability fits (see
  * spot_fit.h).  Pure.
  */
-#include "controller/spot_fit.h"
+#include "controller/fleet/spot_fit.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -94,7 +94,7 @@ int tm_spot_key_from_path(const char *relpath, struct tm_spot_key *ret, char *er
     if (!type) {
         if (err && errlen)
             snprintf(err, errlen, "unrecognized instance code \"%s\" for %s (known: "
-                     "controller/spot_fit.c)", k.code, k.provider);
+                     "controller/fleet/spot_fit.c)", k.code, k.provider);
         return TM_EINVAL;
     }
     snprintf(k.type, sizeof(k.type), "%s", type);

@@ -1,4 +1,4 @@
-/* tests/unit/test_prices.c: the price table loader. */
+/* tests/unit/fleet/test_prices.c: the price table loader. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "controller/prices.h"
+#include "controller/fleet/prices.h"
 #include "core/err.h"
 
 static int parse(const char *text, struct tm_price_table *t, char *err, size_t n)

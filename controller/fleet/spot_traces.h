@@ -1,6 +1,6 @@
 /*
- * controller/spot_traces.h: reading the public spot traces that
- * controller/spot_fit.h fits (the imperative shell around it).
+ * controller/fleet/spot_traces.h: reading the public spot traces that
+ * controller/fleet/spot_fit.h fits (the imperative shell around it).
  *
  * The skypilot-spot-traces files ("Can't Be Late", NSDI '24; see
  * ../shared/traces/spot/README.md section 1) are JSON:
@@ -21,7 +21,7 @@
 
 #include <stddef.h>
 
-#include "controller/spot_fit.h"
+#include "controller/fleet/spot_fit.h"
 
 /* Read one trace file: *ret_v is malloc'ed (free()).  0; TM_EINVAL with
  * err filled; TM_ENOMEM. */

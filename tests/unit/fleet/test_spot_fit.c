@@ -1,5 +1,5 @@
-/* tests/unit/test_spot_fit.c: the spot hazard and availability fits
- * (controller/spot_fit.c), the trace reader (spot_traces.c) and the hazard
+/* tests/unit/fleet/test_spot_fit.c: the spot hazard and availability fits
+ * (controller/fleet/spot_fit.c), the trace reader (spot_traces.c) and the hazard
  * table (spot_hazards.c): known answers on small trace files written here,
  * bad input, and the real traces in ../shared/traces/spot when present. */
 #include <stdarg.h>
@@ -14,9 +14,9 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "controller/spot_fit.h"
+#include "controller/fleet/spot_fit.h"
 #include "core/spot_hazards.h"
-#include "controller/spot_traces.h"
+#include "controller/fleet/spot_traces.h"
 #include "core/err.h"
 
 #define NEAR(a, b) assert_true(fabs((a) - (b)) < 1e-9)

@@ -1,5 +1,5 @@
 /*
- * controller/forecast.h: online demand forecasting, one series at a time.
+ * controller/fleet/forecast.h: online demand forecasting, one series at a time.
  *
  * A series is the number of GPUs wanted (running plus queued jobs) in one
  * pool for one GPU model; the controller keeps one struct tm_forecast per

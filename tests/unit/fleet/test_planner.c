@@ -1,4 +1,4 @@
-/* tests/unit/test_planner.c: the fleet planner's known answers. */
+/* tests/unit/fleet/test_planner.c: the fleet planner's known answers. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "controller/planner.h"
+#include "controller/fleet/planner.h"
 #include "core/err.h"
 
 #define S 1000LL

@@ -1,5 +1,5 @@
 /*
- * controller/prices.h: the price table the fleet planner and the elastic
+ * controller/fleet/prices.h: the price table the fleet planner and the elastic
  * replay read: instance types (GPUs, CPU, memory, on-demand and spot
  * prices), zones, and finance's budgets.
  *

@@ -1,9 +1,9 @@
 /*
- * controller/spot_fit.h: interruption hazard and launch availability of
+ * controller/fleet/spot_fit.h: interruption hazard and launch availability of
  * spot capacity per (instance type, zone), fitted from public traces
  * (../shared/traces/spot/README.md, "Can't Be Late" spot traces).
  *
- * Pure: every function takes arrays already read (controller/spot_traces.h
+ * Pure: every function takes arrays already read (controller/fleet/spot_traces.h
  * reads the files) and returns numbers; no I/O, no globals.
  *
  * Preemption traces hold, per tick of gap_seconds, the number of requested

@@ -1,7 +1,7 @@
 /*
- * controller/planner.c: the fleet planner (see planner.h for the rules).
+ * controller/fleet/planner.c: the fleet planner (see planner.h for the rules).
  */
-#include "controller/planner.h"
+#include "controller/fleet/planner.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -1,8 +1,8 @@
 /*
- * controller/prices.c: the price table loader (the file handling and
+ * controller/fleet/prices.c: the price table loader (the file handling and
  * messages are core/yaml_table.c's: every error names the line).
  */
-#include "controller/prices.h"
+#include "controller/fleet/prices.h"
 
 #include <errno.h>
 #include <limits.h>

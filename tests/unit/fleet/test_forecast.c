@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_forecast.c: controller/forecast.c on series with known
+ * tests/unit/fleet/test_forecast.c: controller/fleet/forecast.c on series with known
  * answers (constant, ramp, seasons, noise, gaps), the strict CSV reader's
  * errors, the openb demand derivation, and one real Helios series.
  */
@@ -14,7 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "controller/forecast.h"
+#include "controller/fleet/forecast.h"
 #include "core/err.h"
 
 #define MIN_MS INT64_C(60000)

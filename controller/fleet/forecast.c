@@ -1,11 +1,11 @@
 /*
- * controller/forecast.c: the online demand forecaster and its two
+ * controller/fleet/forecast.c: the online demand forecaster and its two
  * baselines (see forecast.h for the model and the scoring rules).
  *
  * Pure: no I/O, no clock, no globals.  All memory is allocated in
  * tm_forecast_new() and sized by the parameters.
  */
-#include "controller/forecast.h"
+#include "controller/fleet/forecast.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,8 +1,8 @@
 /*
- * controller/spot_traces.c: reading the skypilot spot traces (see
+ * controller/fleet/spot_traces.c: reading the skypilot spot traces (see
  * spot_traces.h); the fits themselves are in spot_fit.c.
  */
-#include "controller/spot_traces.h"
+#include "controller/fleet/spot_traces.h"
 
 #include <dirent.h>
 #include <errno.h>

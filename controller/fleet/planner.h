@@ -1,5 +1,5 @@
 /*
- * controller/planner.h: the fleet planner, a pure function of a snapshot.
+ * controller/fleet/planner.h: the fleet planner, a pure function of a snapshot.
  *
  * tm_plan_run() takes the nodes (booting and ready), the queued work, the
  * demand forecast, the price table, the pool limits, the shortages seen
@@ -67,7 +67,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "controller/prices.h"
+#include "controller/fleet/prices.h"
 
 enum tm_plan_pool {
     TM_PLAN_POOL_OD,
