@@ -39,7 +39,7 @@
 
 #include <openssl/crypto.h>
 
-#include "controller/token.h"
+#include "controller/spec/token.h"
 #include "core/err.h"
 #include "core/log.h"
 

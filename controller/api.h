@@ -4,7 +4,7 @@
  * docs/openapi.yaml (the tests check the server against it).
  *
  * Every request but GET /healthz, /readyz and /metrics carries
- * "Authorization: Bearer <token>" (controller/token.h).  The token's hash
+ * "Authorization: Bearer <token>" (controller/spec/token.h).  The token's hash
  * is looked up on each request, so a revoked token stops at once; POST
  * /v1/jobs batches submissions and checks role, rate and team against a
  * 60 s cache first, but its INSERT verifies every row's token again (known,

@@ -17,8 +17,8 @@
 #include <h2o.h>
 
 #include "controller/api.h"
-#include "controller/job_spec.h"
-#include "controller/token.h"
+#include "controller/spec/job_spec.h"
+#include "controller/spec/token.h"
 
 /* Role bits of a route (1 << enum tm_role), plus public. */
 #define API_ADMIN (1u << TM_ROLE_ADMIN)

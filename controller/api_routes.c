@@ -15,7 +15,7 @@
 #include <libpq-fe.h>
 #include <openssl/crypto.h>
 
-#include "controller/api_body.h"
+#include "controller/spec/api_body.h"
 #include "controller/api_dashboard.h"
 #include "controller/api_internal.h"
 #include "controller/api_metrics.h"

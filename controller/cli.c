@@ -17,7 +17,7 @@
 #include <libpq-fe.h>
 
 #include "controller/controller.h"
-#include "controller/job_spec.h"
+#include "controller/spec/job_spec.h"
 #include "controller/migrate.h"
 #include "core/model.h"
 #include "controller/pg_uv.h"
@@ -327,7 +327,7 @@ bool tm_cli_parse_long(const char *s, long min, long max, long *ret)
     return true;
 }
 
-/* Options of `tarmac submit` and the job field (controller/job_spec.h)
+/* Options of `tarmac submit` and the job field (controller/spec/job_spec.h)
  * each one sets: the CLI and the API validate with the same rules. */
 static const struct {
     const char *option;

@@ -40,4 +40,7 @@ int tm_cli_api_why(int argc, char **argv);
 int tm_cli_api_budget(int argc, char **argv);
 int tm_cli_api_spend(int argc, char **argv);
 
+/* `tarmac token create|revoke|list ...` (cli/token.c). */
+int tm_token_main(int argc, char **argv);
+
 #endif

@@ -15,7 +15,7 @@
 
 #include "controller/cli_api.h"
 #include "controller/cli_common.h"
-#include "controller/job_spec.h"
+#include "controller/spec/job_spec.h"
 #include "core/model.h"
 
 /* ---- budgets and spend ----------------------------------------------------------- */

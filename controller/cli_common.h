@@ -10,7 +10,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 
-#include "controller/job_spec.h"
+#include "controller/spec/job_spec.h"
 #include "core/config.h"
 
 /* The options every command may take; each command's getopt table lists

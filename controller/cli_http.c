@@ -12,7 +12,7 @@
 #include <openssl/crypto.h>
 
 #include "controller/cli.h"
-#include "controller/job_spec.h"
+#include "controller/spec/job_spec.h"
 
 /* Lists are paged at 1000 items, a few hundred bytes each: 64 MiB is far
  * past any real answer and bounds a misbehaving server. */

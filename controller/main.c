@@ -9,7 +9,6 @@
 #include "controller/fleet/forecast.h"
 #include "controller/replay.h"
 #include "controller/fleet/spot_traces.h"
-#include "controller/token.h"
 #include "providers/aws/aws_provider.h"
 
 /* `tarmac check PROVIDER ...`: credentials and API reachability before the

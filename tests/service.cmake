@@ -3,7 +3,7 @@
 pkg_check_modules(H2O REQUIRED IMPORTED_TARGET libh2o)
 target_link_libraries(tarmac_lib PUBLIC PkgConfig::H2O)
 
-tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/test_api_body.c LABELS unit service
+tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/spec/test_api_body.c LABELS unit service
               TIMEOUT 60)
 # The API end to end: a loop thread serving, libcurl and openapi_check.py
 # as clients, the run's PostgreSQL cluster underneath.
@@ -33,7 +33,7 @@ if(TM_FUZZ)
     # The parsers are compiled into the target so they carry the fuzzer's
     # coverage instrumentation, not only the harness.
     add_executable(fuzz_api_body ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_api_body.c
-                   ${CMAKE_SOURCE_DIR}/controller/job_spec.c ${CMAKE_SOURCE_DIR}/controller/api_body.c
+                   ${CMAKE_SOURCE_DIR}/controller/spec/job_spec.c ${CMAKE_SOURCE_DIR}/controller/spec/api_body.c
                    ${CMAKE_SOURCE_DIR}/core/model.c ${CMAKE_SOURCE_DIR}/core/err.c)
     target_include_directories(fuzz_api_body PRIVATE ${CMAKE_SOURCE_DIR})
     target_compile_options(fuzz_api_body PRIVATE -fsanitize=fuzzer,address,undefined

@@ -16,8 +16,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/api_body.h"
-#include "controller/job_spec.h"
+#include "controller/spec/api_body.h"
+#include "controller/spec/job_spec.h"
 #include "core/model.h"
 #include "core/err.h"
 

@@ -34,7 +34,9 @@
 #include "controller/fleet_stats.h"
 #include "controller/migrate.h"
 #include "controller/store.h"
-#include "controller/token.h"
+#include "controller/cli.h"
+#include "controller/spec/token.h"
+#include "controller/store/tokens.h"
 #include "core/err.h"
 #include "tests/lib/tm_test.h"
 

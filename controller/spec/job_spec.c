@@ -1,7 +1,7 @@
 /*
- * controller/job_spec.c: see job_spec.h.  Pure: no I/O, no clock.
+ * controller/spec/job_spec.c: see job_spec.h.  Pure: no I/O, no clock.
  */
-#include "controller/job_spec.h"
+#include "controller/spec/job_spec.h"
 
 #include <errno.h>
 #include <math.h>

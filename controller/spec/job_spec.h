@@ -1,5 +1,5 @@
 /*
- * controller/job_spec.h: what a job asks for, and the one set of rules that
+ * controller/spec/job_spec.h: what a job asks for, and the one set of rules that
  * decides whether the ask is valid.  `tarmac submit` (options) and the HTTP
  * API (a JSON body) both fill a struct tm_job_spec and apply the same checks
  * with the same messages, so a job refused by one is refused by the other.

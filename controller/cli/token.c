@@ -1,8 +1,7 @@
 /*
- * controller/token.c: see token.h.  Every statement is parameterised.
+ * controller/cli/token.c: `tarmac token create|revoke|list`, blocking
+ * (one-shot command, never on the loop).
  */
-#include "controller/token.h"
-
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -11,157 +10,13 @@
 #include <time.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
 
 #include "controller/cli.h"
-#include "controller/job_spec.h"
+#include "controller/spec/token.h"
 #include "controller/store.h"
+#include "controller/store/tokens.h"
 #include "core/config.h"
 #include "core/err.h"
-
-static const char *const role_names[TM_ROLE_MAX] = {
-    [TM_ROLE_ADMIN] = "admin",
-    [TM_ROLE_FINANCE] = "finance",
-    [TM_ROLE_ENGINEER] = "engineer",
-    [TM_ROLE_VIEWER] = "viewer",
-};
-
-const char *tm_role_name(enum tm_role role)
-{
-    return (unsigned)role < TM_ROLE_MAX ? role_names[role] : "?";
-}
-
-int tm_role_parse(const char *name)
-{
-    for (int i = 0; i < TM_ROLE_MAX; i++)
-        if (name && strcmp(name, role_names[i]) == 0)
-            return i;
-    return -1;
-}
-
-static void hex(const unsigned char *in, size_t n, char *out)
-{
-    static const char digits[] = "0123456789abcdef";
-
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = digits[in[i] >> 4];
-        out[2 * i + 1] = digits[in[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
-int tm_token_generate(char buf[TM_TOKEN_LEN + 1])
-{
-    unsigned char raw[32];
-
-    if (RAND_bytes(raw, sizeof(raw)) != 1)
-        return TM_ENOMEM;
-    memcpy(buf, TM_TOKEN_PREFIX, 4);
-    hex(raw, sizeof(raw), buf + 4);
-    OPENSSL_cleanse(raw, sizeof(raw));
-    return 0;
-}
-
-int tm_token_hash(const char *token, size_t len, char out[TM_TOKEN_HASH_LEN + 1])
-{
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int mdlen = 0;
-
-    if (EVP_Digest(token, len, md, &mdlen, EVP_sha256(), NULL) != 1 || mdlen != 32)
-        return TM_ENOMEM;
-    hex(md, 32, out);
-    return 0;
-}
-
-bool tm_token_hash_equal(const char *a, const char *b)
-{
-    if (strlen(a) != TM_TOKEN_HASH_LEN || strlen(b) != TM_TOKEN_HASH_LEN)
-        return false;
-    return CRYPTO_memcmp(a, b, TM_TOKEN_HASH_LEN) == 0;
-}
-
-int tm_token_create(PGconn *conn, const char *name, const char *role, const char *team,
-                    int64_t now_ms, char ret_token[TM_TOKEN_LEN + 1], char *err, size_t errsize)
-{
-    char token[TM_TOKEN_LEN + 1], hash[TM_TOKEN_HASH_LEN + 1], now_s[24];
-    PGresult *res = NULL;
-    int r;
-
-    if (!name || !tm_job_spec_name_ok(name)) {
-        snprintf(err, errsize, "--name: must be 1-63 letters, digits, '.', '_' or '-'");
-        return TM_EINVAL;
-    }
-    if (tm_role_parse(role) < 0) {
-        snprintf(err, errsize, "--role: must be admin, finance, engineer or viewer, not \"%s\"",
-                 role ? role : "");
-        return TM_EINVAL;
-    }
-    if (team && !tm_job_spec_name_ok(team)) {
-        snprintf(err, errsize, "--team: must be 1-63 letters, digits, '.', '_' or '-', not \"%s\"",
-                 team);
-        return TM_EINVAL;
-    }
-    if (!team && tm_role_parse(role) == TM_ROLE_ENGINEER) {
-        snprintf(err, errsize, "--team: required for an engineer token");
-        return TM_EINVAL;
-    }
-    r = tm_token_generate(token);
-    if (r < 0) {
-        snprintf(err, errsize, "could not generate a random token");
-        return r;
-    }
-    r = tm_token_hash(token, TM_TOKEN_LEN, hash);
-    if (r < 0) {
-        snprintf(err, errsize, "could not hash the token");
-        goto out;
-    }
-    snprintf(now_s, sizeof(now_s), "%" PRId64, now_ms);
-    const char *params[] = {name, role, team, hash, now_s};
-    res = PQexecParams(conn,
-                       "INSERT INTO api_tokens (name, role, team, hash, created_ms)"
-                       " VALUES ($1, $2, $3, $4, $5) ON CONFLICT (name) DO NOTHING RETURNING id",
-                       5, NULL, params, NULL, NULL, 0);
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        snprintf(err, errsize, "could not store the token: %s", PQresultErrorMessage(res));
-        err[strcspn(err, "\n")] = '\0';
-        r = TM_EDB;
-        goto out;
-    }
-    if (PQntuples(res) != 1) {
-        snprintf(err, errsize, "a token named \"%s\" exists already", name);
-        r = TM_ECONFLICT;
-        goto out;
-    }
-    memcpy(ret_token, token, sizeof(token));
-    r = 0;
-out:
-    OPENSSL_cleanse(token, sizeof(token));
-    PQclear(res);
-    return r;
-}
-
-int tm_token_revoke(PGconn *conn, const char *name, char *err, size_t errsize)
-{
-    const char *params[] = {name};
-    PGresult *res = PQexecParams(conn,
-                                 "UPDATE api_tokens SET revoked = true WHERE name = $1 RETURNING id",
-                                 1, NULL, params, NULL, NULL, 0);
-    int r = 0;
-
-    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
-        snprintf(err, errsize, "could not revoke the token: %s", PQresultErrorMessage(res));
-        err[strcspn(err, "\n")] = '\0';
-        r = TM_EDB;
-    } else if (PQntuples(res) == 0) {
-        snprintf(err, errsize, "no token named \"%s\"", name ? name : "");
-        r = TM_ENOTFOUND;
-    }
-    PQclear(res);
-    return r;
-}
-
-/* ---- tarmac token ---------------------------------------------------- */
 
 static int64_t epoch_ms(void)
 {

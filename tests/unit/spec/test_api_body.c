@@ -1,6 +1,6 @@
 /*
- * tests/unit/test_api_body.c: the request body rules (controller/job_spec.c,
- * controller/api_body.c) without a server: what passes, what is refused,
+ * tests/unit/spec/test_api_body.c: the request body rules (controller/spec/job_spec.c,
+ * controller/spec/api_body.c) without a server: what passes, what is refused,
  * and which field each refusal names.
  */
 #include <setjmp.h>
@@ -12,8 +12,8 @@
 
 #include <cmocka.h>
 
-#include "controller/api_body.h"
-#include "controller/job_spec.h"
+#include "controller/spec/api_body.h"
+#include "controller/spec/job_spec.h"
 #include "core/err.h"
 
 static int parse(const char *body, struct tm_job_spec *spec, struct tm_spec_error *err)

@@ -1,11 +1,11 @@
 /*
- * controller/api_body.c: see api_body.h.
+ * controller/spec/api_body.c: see api_body.h.
  *
  * Every body is parsed with cJSON, every member type-checked, and what goes
  * to the database is rebuilt from the checked values, never passed through:
  * a field the schema does not know cannot ride along into SQL.
  */
-#include "controller/api_body.h"
+#include "controller/spec/api_body.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * controller/token.h: API bearer tokens.
+ * controller/spec/token.h: API bearer tokens.
  *
  * A token is "tmk_" followed by 64 hex digits of a fresh random 32-byte
  * value (OpenSSL RAND_bytes).  It is printed once, when created; the
@@ -17,8 +17,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-
-#include <libpq-fe.h>
 
 #define TM_TOKEN_PREFIX "tmk_"
 #define TM_TOKEN_LEN (4 + 64)   /* prefix + hex, no terminator */
@@ -45,19 +43,5 @@ int tm_token_hash(const char *token, size_t len, char hex[TM_TOKEN_HASH_LEN + 1]
 
 /* Constant-time comparison of two hex hashes. */
 bool tm_token_hash_equal(const char *a, const char *b);
-
-/* Blocking (CLI only, never on the loop).  Create a token named name and
- * hand it back in ret_token (TM_TOKEN_LEN + 1 bytes); only its hash is
- * stored.  team is required for engineers, optional otherwise.  Returns 0,
- * TM_EINVAL (bad name, role or team; err says which), TM_ECONFLICT (name
- * taken) or TM_EDB. */
-int tm_token_create(PGconn *conn, const char *name, const char *role, const char *team,
-                    int64_t now_ms, char ret_token[TM_TOKEN_LEN + 1], char *err, size_t errsize);
-/* Revoke by name: 0, TM_ENOTFOUND or TM_EDB. */
-int tm_token_revoke(PGconn *conn, const char *name, char *err, size_t errsize);
-
-/* `tarmac token create|revoke|list ...`: the subcommand (exit codes as in
- * controller/cli.h).  Wire into main.c's command table. */
-int tm_token_main(int argc, char **argv);
 
 #endif

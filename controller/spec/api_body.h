@@ -1,6 +1,6 @@
 /*
- * controller/api_body.h: the request bodies of the HTTP API other than a
- * job (controller/job_spec.h), parsed and checked before anything touches
+ * controller/spec/api_body.h: the request bodies of the HTTP API other than a
+ * job (controller/spec/job_spec.h), parsed and checked before anything touches
  * the database.  Pure functions: no I/O, no clock; the libFuzzer target
  * tests/fuzz/fuzz_api_body.c drives every one of them.
  *
@@ -17,7 +17,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/job_spec.h"
+#include "controller/spec/job_spec.h"
 
 #define TM_API_REASON_MAX 1024     /* bytes of a free-text reason */
 #define TM_API_REPORT_JOBS_MAX 1024
