@@ -20,7 +20,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/alerts.h"
+#include "controller/reconcile/alerts.h"
 #include "controller/http_uv.h"
 #include "core/err.h"
 #include "core/log.h"

@@ -3,7 +3,7 @@
  * to the webhook, on the loop, never blocking.
  *
  * Each leader tick, tm_alerter_tick() evaluates the conditions on the
- * tick's snapshot (controller/alerts.h) and sends the set holding now to
+ * tick's snapshot (controller/reconcile/alerts.h) and sends the set holding now to
  * tarmac_alerts() (migrations/0004_alerts.sql) through the pool, under the
  * leader epoch: a key starting to hold gets a row and an "alert" decision, a
  * key no longer holding is resolved with an "alert_resolved" decision, and a
@@ -38,7 +38,7 @@
 #include <uv.h>
 
 #include "controller/pg_uv.h"
-#include "controller/reconcile.h"
+#include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 
 struct tm_alerter;

@@ -12,9 +12,9 @@
 #include <cjson/cJSON.h>
 #include <libpq-fe.h>
 
-#include "controller/live_forecast.h"
+#include "controller/reconcile/live_forecast.h"
 #include "controller/pg_uv.h"
-#include "controller/reconcile.h"
+#include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 
 /* status 0 and a snapshot the callee owns (release with

@@ -107,7 +107,7 @@ struct tm_config_api {
     double burst;                 /* token bucket size, default 200 */
 };
 
-/* alerts: conditions and where they go (controller/alerts.h).  A threshold
+/* alerts: conditions and where they go (controller/reconcile/alerts.h).  A threshold
  * of 0 turns its condition off. */
 struct tm_config_alerts {
     char *webhook_url;            /* http(s) URL, may be NULL (alerts only recorded); a secret */
@@ -121,7 +121,7 @@ struct tm_config_alerts {
     bool provider_auth;           /* a provider refusing our credentials, default true */
 };
 
-/* The live demand forecast (controller/live_forecast.c). */
+/* The live demand forecast (controller/reconcile/live_forecast.c). */
 struct tm_config_forecast {
     double quantile;              /* provisioning quantile, default 0.9, 0.5..0.999 */
     int64_t history_ms;           /* warm start: demand history read at leadership,

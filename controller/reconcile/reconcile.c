@@ -1,5 +1,5 @@
 /*
- * controller/reconcile.c: see reconcile.h.  No I/O, no clock, no globals.
+ * controller/reconcile/reconcile.c: see reconcile.h.  No I/O, no clock, no globals.
  *
  * A pass runs in this order, and the order of the actions in the plan is
  * the order tarmac_apply applies them:
@@ -13,8 +13,8 @@
  *   4. shrink: release nodes idle past their pool's grace, down to its min,
  *      and noticed nodes once empty.
  */
-#include "controller/reconcile.h"
-#include "controller/reconcile_internal.h"
+#include "controller/reconcile/reconcile.h"
+#include "controller/reconcile/internal.h"
 
 #include <inttypes.h>
 #include <limits.h>

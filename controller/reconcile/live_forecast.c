@@ -1,7 +1,7 @@
 /*
- * controller/live_forecast.c: per-pool demand forecasters for the live tick.
+ * controller/reconcile/live_forecast.c: per-pool demand forecasters for the live tick.
  */
-#include "controller/live_forecast.h"
+#include "controller/reconcile/live_forecast.h"
 
 #include <stdlib.h>
 #include <string.h>

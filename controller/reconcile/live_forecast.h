@@ -1,5 +1,5 @@
 /*
- * controller/live_forecast.h: the live tick's demand forecasts, one per
+ * controller/reconcile/live_forecast.h: the live tick's demand forecasts, one per
  * config pool, kept across ticks on the loop thread.
  *
  * Each tick feeds every pool's forecaster (controller/fleet/forecast.c) with the
@@ -21,7 +21,7 @@
 
 #include <stdint.h>
 
-#include "controller/reconcile.h"
+#include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 
 struct tm_live_forecast;

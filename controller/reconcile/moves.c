@@ -1,5 +1,5 @@
 /*
- * controller/reconcile_moves.c: the planner's actions beyond launch and
+ * controller/reconcile/moves.c: the planner's actions beyond launch and
  * terminate, as plan ops of the live tick (migrations/0007_moves.sql).
  * Pure, like the rest of the pass: the snapshot in, ops out.
  *
@@ -35,7 +35,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "controller/reconcile_internal.h"
+#include "controller/reconcile/internal.h"
 #include "core/err.h"
 
 void tm_rc_disruption_init(struct pass *p)

@@ -1,5 +1,5 @@
 /*
- * controller/reconcile.h: one reconcile pass, a pure function.
+ * controller/reconcile/reconcile.h: one reconcile pass, a pure function.
  *
  * Input: a snapshot of the database read in one transaction (pools, live
  * nodes, queued and running jobs, allocations), what each provider listed

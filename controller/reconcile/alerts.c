@@ -1,9 +1,9 @@
 /*
- * controller/alerts.c: see alerts.h.  One pass over nodes, allocations,
+ * controller/reconcile/alerts.c: see alerts.h.  One pass over nodes, allocations,
  * jobs, budgets and providers; each condition adds its alert with the
  * numbers that made it hold.
  */
-#include "controller/alerts.h"
+#include "controller/reconcile/alerts.h"
 
 #include <inttypes.h>
 #include <stdio.h>

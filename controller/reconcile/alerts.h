@@ -1,7 +1,7 @@
 /*
- * controller/alerts.h: which alert conditions hold now, a pure function.
+ * controller/reconcile/alerts.h: which alert conditions hold now, a pure function.
  *
- * Input: the tick's snapshot (controller/reconcile.h), the configuration's
+ * Input: the tick's snapshot (controller/reconcile/reconcile.h), the configuration's
  * alerts section, what each provider's last call answered, the state this
  * function carried from the previous tick, and now (the controller's clock).
  * Output: the set of conditions holding now, each with a stable key (kind
@@ -42,7 +42,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/model.h"
-#include "controller/reconcile.h"
+#include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 
 enum tm_alert_kind {

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_reconcile_planner.c: the live tick's launches and releases
+ * tests/unit/reconcile/test_reconcile_planner.c: the live tick's launches and releases
  * come from the planner (controller/fleet/planner.c) through tm_reconcile, with
  * known answers: launch ahead of a ramp, no flapping, the shortage fallback
  * order, spot and on-demand routing, each pool's min and max, and the zone
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "controller/reconcile.h"
+#include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 #include "tests/lib/snap_fixture.h"
 

@@ -1,7 +1,7 @@
 /*
- * tests/unit/test_reconcile_moves.c: the planner's drain, move, spot
+ * tests/unit/reconcile/test_reconcile_moves.c: the planner's drain, move, spot
  * substitution, deadline switch, refusal and disruption budget in the live
- * tick (controller/reconcile_moves.c), with known answers on hand-built
+ * tick (controller/reconcile/moves.c), with known answers on hand-built
  * snapshots: which ops the pure pass writes for tarmac_apply (0007).
  */
 #include <setjmp.h>
@@ -15,7 +15,7 @@
 
 #include <cmocka.h>
 
-#include "controller/reconcile.h"
+#include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 #include "tests/lib/snap_fixture.h"
 

@@ -1,6 +1,6 @@
 /*
- * tests/unit/test_live_forecast.c: the warm start of the live demand
- * forecasters (controller/live_forecast.c).  Warming from job spans must
+ * tests/unit/reconcile/test_live_forecast.c: the warm start of the live demand
+ * forecasters (controller/reconcile/live_forecast.c).  Warming from job spans must
  * feed each pool's forecaster exactly the series a controller ticking once
  * a step would have fed it: checked against forecasters fed that series by
  * hand, step by step, from an independent count of the spans.
@@ -16,7 +16,7 @@
 #include <cmocka.h>
 
 #include "controller/fleet/forecast.h"
-#include "controller/live_forecast.h"
+#include "controller/reconcile/live_forecast.h"
 #include "core/config.h"
 #include "core/err.h"
 

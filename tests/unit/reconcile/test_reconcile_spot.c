@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_reconcile_spot.c: spot interruptions in the reconcile
+ * tests/unit/reconcile/test_reconcile_spot.c: spot interruptions in the reconcile
  * pass, as (snapshot, listing, now) -> plan with known answers: a notice
  * cordons the node and checkpoints its checkpointable jobs with their
  * progress kept; a node that goes requeues what still ran on it with the
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "controller/reconcile.h"
+#include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 #include "tests/lib/snap_fixture.h"
 

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_reconcile.c: the reconcile pass as a table of
+ * tests/unit/reconcile/test_reconcile.c: the reconcile pass as a table of
  * (configuration, snapshot, what the cloud lists, now) -> plan.
  */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "controller/reconcile.h"
+#include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 #include "tests/lib/snap_fixture.h"
 

@@ -1,5 +1,5 @@
 /*
- * controller/reconcile_internal.h: what the files of the reconcile pass
+ * controller/reconcile/internal.h: what the files of the reconcile pass
  * share (reconcile.c, reconcile_moves.c); nothing outside them includes it.
  *
  * One pass is one struct pass: the input, the plan being written, and the
@@ -19,7 +19,7 @@
 #include "controller/sched/estimate.h"
 #include "controller/fleet/planner.h"
 #include "controller/fleet/prices.h"
-#include "controller/reconcile.h"
+#include "controller/reconcile/reconcile.h"
 
 /* Lookups by id in O(log n): a pass over 100k jobs and 10k nodes must not
  * scan the snapshot once per allocation. */

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_alerts.c: alert conditions as known answers, a table of
+ * tests/unit/reconcile/test_alerts.c: alert conditions as known answers, a table of
  * (configuration, snapshot, provider statuses, previous state, now) ->
  * the set holding now: the utilisation window (below for less than the
  * period: nothing; for the period: fires), clearing and coming back, soft
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "controller/alerts.h"
+#include "controller/reconcile/alerts.h"
 #include "core/config.h"
 #include "core/err.h"
 #include "tests/lib/snap_fixture.h"
