@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "controller/cli.h"
-#include "controller/elastic.h"
+#include "controller/replay/elastic.h"
 #include "controller/fleet/forecast.h"
-#include "controller/replay.h"
+#include "controller/replay/replay.h"
 #include "controller/fleet/spot_traces.h"
 #include "providers/aws/aws_provider.h"
 

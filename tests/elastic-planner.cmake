@@ -7,5 +7,5 @@ tm_add_c_test(test_prices ${CMAKE_SOURCE_DIR}/tests/unit/fleet/test_prices.c
               LABELS unit elastic TIMEOUT 60)
 tm_add_c_test(test_planner ${CMAKE_SOURCE_DIR}/tests/unit/fleet/test_planner.c
               LABELS unit elastic TIMEOUT 60)
-tm_add_c_test(test_elastic ${CMAKE_SOURCE_DIR}/tests/unit/test_elastic.c
+tm_add_c_test(test_elastic ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_elastic.c
               LABELS unit elastic TIMEOUT 120)

@@ -5,5 +5,5 @@
 # that case when it is absent.
 tm_add_c_test(test_spot_fit ${CMAKE_SOURCE_DIR}/tests/unit/fleet/test_spot_fit.c
               LABELS unit elastic TIMEOUT 60)
-tm_add_c_test(test_spot_replay ${CMAKE_SOURCE_DIR}/tests/unit/test_spot_replay.c
+tm_add_c_test(test_spot_replay ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_spot_replay.c
               LABELS unit elastic TIMEOUT 120)

@@ -9,7 +9,7 @@
  * (checkpoint the preemptible, checkpointable jobs of a node so that it
  * empties), switch a deadline job to on-demand, refuse a launch (hard
  * budget cap) or warn (soft threshold).  No I/O, no clock, no state kept
- * between calls: the replay (controller/elastic.c) and the live tick call
+ * between calls: the replay (controller/replay/elastic.c) and the live tick call
  * the same function.
  *
  * Two pools: on-demand (pool 0) and spot (pool 1).  Non-preemptible work

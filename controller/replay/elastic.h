@@ -1,5 +1,5 @@
 /*
- * controller/elastic.h: elastic replay: the openb jobs through a simulated
+ * controller/replay/elastic.h: elastic replay: the openb jobs through a simulated
  * cloud (providers/sim/simcloud.h, virtual time) whose fleet is grown and
  * shrunk by one of three policies, with every dollar counted.
  *
@@ -64,7 +64,7 @@
 
 #include "controller/fleet/prices.h"
 #include "core/spot_hazards.h"
-#include "controller/trace.h"
+#include "controller/replay/trace.h"
 
 enum tm_elastic_policy {
     TM_ELASTIC_STATIC,

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_replay.c: the runtime predictor, time replay on hand-built
+ * tests/unit/replay/test_replay.c: the runtime predictor, time replay on hand-built
  * and real traces, the packing mode against the FGD artifact's figures, and
  * the `tarmac replay` command line.
  */
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "controller/sched/estimate.h"
-#include "controller/replay.h"
+#include "controller/replay/replay.h"
 #include "core/err.h"
 
 static const char *traces_dir(void)

@@ -1,4 +1,4 @@
-/* tests/unit/test_elastic.c: the elastic replay end to end on small
+/* tests/unit/replay/test_elastic.c: the elastic replay end to end on small
  * synthetic traces (and on openb when ../shared/traces is there). */
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "controller/elastic.h"
+#include "controller/replay/elastic.h"
 #include "core/err.h"
 
 #define S 1000LL

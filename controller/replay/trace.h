@@ -1,5 +1,5 @@
 /*
- * controller/trace.h: GPU cluster traces for replay: the Alibaba openb CSV
+ * controller/replay/trace.h: GPU cluster traces for replay: the Alibaba openb CSV
  * loaders (node list and pod list) and a synthetic generator.
  *
  * A trace holds a GPU model table, the nodes (inventory) and the jobs.  Job

@@ -1,5 +1,5 @@
 /*
- * controller/packing.c: the packing mode (see replay.h), done the way the
+ * controller/replay/packing.c: the packing mode (see replay.h), done the way the
  * FGD artifact (hkust-adsl/kubernetes-scheduler-simulator) runs its
  * experiments, so that our random and best-fit land on its figures and
  * tarmac's placement can be compared with FGD on the same footing.
@@ -29,7 +29,7 @@
  * per node and recomputed when the node changes; the fragmentation after a
  * hypothetical placement is cached per (node version, task shape).
  */
-#include "controller/replay.h"
+#include "controller/replay/replay.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,12 +1,12 @@
 /*
- * controller/elastic.c: the elastic replay (see elastic.h).
+ * controller/replay/elastic.c: the elastic replay (see elastic.h).
  *
  * Discrete events in virtual time: job arrivals, job ends, the simulated
  * cloud's boot completions, spot notices and interruptions, and a fleet
  * tick every tick_ms.  After the events of an instant the scheduler
  * places the queue; at each tick the fleet policy plans.
  */
-#include "controller/elastic.h"
+#include "controller/replay/elastic.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * controller/trace.c: openb CSV loaders and the synthetic generator.
+ * controller/replay/trace.c: openb CSV loaders and the synthetic generator.
  *
  * The openb files are plain CSV without quoting; we still refuse a quote
  * rather than misread one.  Each file is read whole (they are under 1 MiB;
@@ -7,7 +7,7 @@
  * lines, and each row is checked field by field so an error names its file,
  * line and column.
  */
-#include "controller/trace.h"
+#include "controller/replay/trace.h"
 
 #include <errno.h>
 #include <math.h>

@@ -1,5 +1,5 @@
 /*
- * controller/replay.h: discrete-event trace replay through the scheduler,
+ * controller/replay/replay.h: discrete-event trace replay through the scheduler,
  * and the packing mode comparable with the FGD study.
  *
  * Time mode: virtual time, no sleeping.  Arrivals and completions are
@@ -21,7 +21,7 @@
 #include <stdio.h>
 
 #include "controller/sched/scheduler.h"
-#include "controller/trace.h"
+#include "controller/replay/trace.h"
 
 enum tm_pack_policy {
     TM_PACK_RANDOM,   /* a random node that fits */

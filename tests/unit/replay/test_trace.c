@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_trace.c: the openb loaders (good files, every kind of bad
+ * tests/unit/replay/test_trace.c: the openb loaders (good files, every kind of bad
  * row with its file:line:column), the synthetic generator, and the real
  * openb files when ../shared/traces is there.
  */
@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "controller/trace.h"
+#include "controller/replay/trace.h"
 #include "core/err.h"
 
 static char tmpdir[256];

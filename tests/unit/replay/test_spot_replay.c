@@ -1,4 +1,4 @@
-/* tests/unit/test_spot_replay.c: the elastic replay with a hazard table
+/* tests/unit/replay/test_spot_replay.c: the elastic replay with a hazard table
  * (`replay --elastic --hazards FILE`): each spot (type, zone) gets its
  * own interruption hazard and launch availability; a zone that cannot
  * launch sends the planner to the next zone (its shortage memory). */
@@ -12,7 +12,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
-#include "controller/elastic.h"
+#include "controller/replay/elastic.h"
 #include "core/spot_hazards.h"
 #include "core/err.h"
 

@@ -1,5 +1,5 @@
 /*
- * controller/replay.c: time-mode replay (see replay.h).
+ * controller/replay/replay.c: time-mode replay (see replay.h).
  *
  * Virtual time only: the clock jumps from event to event.  Between two
  * events the replay integrates what the figures need (GPU milli allocated,
@@ -13,7 +13,7 @@
  * in the replay, nothing from the future.  A running job that passes its
  * estimate gets tm_estimate_overrun() before the next pass.
  */
-#include "controller/replay.h"
+#include "controller/replay/replay.h"
 
 #include <stdlib.h>
 #include <stdio.h>
