@@ -21,7 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "controller/reconcile/alerts.h"
-#include "controller/http_uv.h"
+#include "controller/io/http_uv.h"
 #include "core/err.h"
 #include "core/log.h"
 

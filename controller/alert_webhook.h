@@ -37,7 +37,7 @@
 
 #include <uv.h>
 
-#include "controller/pg_uv.h"
+#include "controller/io/pg_uv.h"
 #include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 

@@ -29,7 +29,7 @@
 
 #include <uv.h>
 
-#include "controller/pg_uv.h"
+#include "controller/io/pg_uv.h"
 #include "core/clock.h"
 #include "core/config.h"
 

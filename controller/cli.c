@@ -20,7 +20,7 @@
 #include "controller/spec/job_spec.h"
 #include "controller/migrate.h"
 #include "core/model.h"
-#include "controller/pg_uv.h"
+#include "controller/io/pg_uv.h"
 #include "controller/sched/scheduler.h"
 #include "controller/store.h"
 #include "core/clock.h"

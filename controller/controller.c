@@ -16,7 +16,7 @@
 #include "controller/api.h"
 #include "controller/fleet_stats.h"
 #include "controller/reconcile/live_forecast.h"
-#include "controller/pg_uv.h"
+#include "controller/io/pg_uv.h"
 #include "controller/reconcile/reconcile.h"
 #include "controller/sched/scheduler.h"
 #include "controller/store.h"

@@ -2,7 +2,7 @@
  * controller/controller.h: `tarmac serve`, the daemon.
  *
  * One libuv loop drives everything: the reconcile timer, the PostgreSQL pool
- * and the leader's dedicated connection (controller/pg_uv.c), the providers
+ * and the leader's dedicated connection (controller/io/pg_uv.c), the providers
  * (providers/provider.h) and the signals.  Each tick:
  *
  *   leader?  -- no: try the advisory lock (tm_store_try_lead); standby if held

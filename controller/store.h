@@ -1,6 +1,6 @@
 /*
  * controller/store.h: the controller's reads and writes, asynchronous on the
- * connection pool (controller/pg_uv.h).  Every statement is parameterised or
+ * connection pool (controller/io/pg_uv.h).  Every statement is parameterised or
  * a parameterless script; the write paths are the functions of
  * migrations/0002_apply.sql, so each is one statement and one transaction.
  */
@@ -13,7 +13,7 @@
 #include <libpq-fe.h>
 
 #include "controller/reconcile/live_forecast.h"
-#include "controller/pg_uv.h"
+#include "controller/io/pg_uv.h"
 #include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 

@@ -29,7 +29,7 @@
 #include <cmocka.h>
 #include <uv.h>
 
-#include "controller/http_uv.h"
+#include "controller/io/http_uv.h"
 #include "core/config.h"
 #include "core/err.h"
 #include "core/log.h"

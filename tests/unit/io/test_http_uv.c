@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_http_uv.c: controller/http_uv.c against a loopback server.
+ * tests/unit/io/test_http_uv.c: controller/io/http_uv.c against a loopback server.
  *
  * tests/lib/http_fixture.py runs as a child process for the whole group and
  * serves canned answers.  Each test runs its own loop and ends by closing
@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "controller/http_uv.h"
+#include "controller/io/http_uv.h"
 #include "core/err.h"
 
 static pid_t server_pid = -1;

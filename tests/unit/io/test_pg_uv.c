@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_pg_uv.c: controller/pg_uv.c against a real PostgreSQL.
+ * tests/unit/io/test_pg_uv.c: controller/io/pg_uv.c against a real PostgreSQL.
  *
  * Each test gets a fresh database from the run's cluster (tm_test_db_url),
  * runs its own loop, and ends by asserting uv_loop_close() == 0.  With
@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "controller/pg_uv.h"
+#include "controller/io/pg_uv.h"
 #include "core/err.h"
 #include "tests/lib/tm_test.h"
 

@@ -1,5 +1,5 @@
 /*
- * controller/pg_uv.c: libpq's non-blocking API driven by the libuv loop.
+ * controller/io/pg_uv.c: libpq's non-blocking API driven by the libuv loop.
  *
  * One struct tm_pg owns one PGconn, the uv_poll_t watching its socket (heap
  * allocated, one per socket, freed in its close callback) and three timers:
@@ -27,7 +27,7 @@
  * Host names in conninfo are resolved by libpq with getaddrinfo(), which
  * blocks; configurations that care use hostaddr= or an IP address.
  */
-#include "controller/pg_uv.h"
+#include "controller/io/pg_uv.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * controller/pg_uv.h: PostgreSQL on the libuv loop, never blocking.
+ * controller/io/pg_uv.h: PostgreSQL on the libuv loop, never blocking.
  *
  * struct tm_pg is one connection driven by libpq's non-blocking API
  * (PQconnectStart/PQconnectPoll, PQsendQuery*, PQflush, PQconsumeInput)

@@ -1,5 +1,5 @@
 /*
- * controller/http_uv.c: libcurl's multi interface on the libuv loop.
+ * controller/io/http_uv.c: libcurl's multi interface on the libuv loop.
  *
  * The shape is curl's docs/examples/multi-uv.c: curl tells us which sockets
  * to watch (socket callback) and when to call it back (timer callback); we
@@ -17,7 +17,7 @@
  * touches the multi handle again.  struct tm_http lives until the close
  * callback of its last uv handle, which is what makes that check safe.
  */
-#include "controller/http_uv.h"
+#include "controller/io/http_uv.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /*
- * controller/http_uv.h: libcurl's multi interface on the libuv loop.
+ * controller/io/http_uv.h: libcurl's multi interface on the libuv loop.
  *
  * One struct tm_http per loop owns a CURLM handle.  Sockets curl asks for
  * are watched with one uv_poll_t each (curl_multi_assign keeps the pointer),
