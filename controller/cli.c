@@ -18,11 +18,11 @@
 
 #include "controller/controller.h"
 #include "controller/spec/job_spec.h"
-#include "controller/migrate.h"
+#include "controller/store/migrate.h"
 #include "core/model.h"
 #include "controller/io/pg_uv.h"
 #include "controller/sched/scheduler.h"
-#include "controller/store.h"
+#include "controller/store/store.h"
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/err.h"

@@ -19,7 +19,7 @@
 #include "controller/io/pg_uv.h"
 #include "controller/reconcile/reconcile.h"
 #include "controller/sched/scheduler.h"
-#include "controller/store.h"
+#include "controller/store/store.h"
 #include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"

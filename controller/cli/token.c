@@ -13,7 +13,7 @@
 
 #include "controller/cli.h"
 #include "controller/spec/token.h"
-#include "controller/store.h"
+#include "controller/store/store.h"
 #include "controller/store/tokens.h"
 #include "core/config.h"
 #include "core/err.h"

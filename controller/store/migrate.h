@@ -1,5 +1,5 @@
 /*
- * controller/migrate.h: schema migrations, applied by `tarmac migrate`.
+ * controller/store/migrate.h: schema migrations, applied by `tarmac migrate`.
  *
  * Migrations are the numbered files in migrations/, embedded into the
  * binary at build time.  tm_migrate() takes a session advisory lock (so two

@@ -1,5 +1,5 @@
 /*
- * controller/store.h: the controller's reads and writes, asynchronous on the
+ * controller/store/store.h: the controller's reads and writes, asynchronous on the
  * connection pool (controller/io/pg_uv.h).  Every statement is parameterised or
  * a parameterless script; the write paths are the functions of
  * migrations/0002_apply.sql, so each is one statement and one transaction.

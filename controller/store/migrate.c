@@ -1,4 +1,4 @@
-#include "controller/migrate.h"
+#include "controller/store/migrate.h"
 
 #include <stdio.h>
 #include <stdlib.h>

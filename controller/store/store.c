@@ -1,4 +1,4 @@
-#include "controller/store.h"
+#include "controller/store/store.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/migrate.h"
+#include "controller/store/migrate.h"
 #include "core/err.h"
 #include "core/log.h"
 
