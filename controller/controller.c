@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "controller/alert_webhook.h"
-#include "controller/api.h"
-#include "controller/fleet_stats.h"
+#include "controller/api/server.h"
+#include "controller/api/fleet_stats.h"
 #include "controller/reconcile/live_forecast.h"
 #include "controller/io/pg_uv.h"
 #include "controller/reconcile/reconcile.h"

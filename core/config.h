@@ -97,7 +97,7 @@ struct tm_config_pool {
     bool drain_oversized;         /* the planner drains oversized nodes; default false */
 };
 
-/* api: the HTTP server's TLS and limits (controller/api.h). */
+/* api: the HTTP server's TLS and limits (controller/api/server.h). */
 struct tm_config_api {
     char *tls_cert_file;          /* PEM chain; with tls_key_file, serve HTTPS; may be NULL */
     char *tls_key_file;           /* PEM private key; both or neither */

@@ -7,7 +7,7 @@ tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/spec/test_api_body.c 
               TIMEOUT 60)
 # The API end to end: a loop thread serving, libcurl and openapi_check.py
 # as clients, the run's PostgreSQL cluster underneath.
-tm_add_c_test(test_api ${CMAKE_SOURCE_DIR}/tests/unit/test_api.c LABELS integration service
+tm_add_c_test(test_api ${CMAKE_SOURCE_DIR}/tests/unit/api/test_api.c LABELS integration service
               FIXTURES pg TIMEOUT 300)
 
 # The strict Prometheus text parser test_api reads /metrics with: it must
@@ -57,7 +57,7 @@ tm_add_test(itest_api_tls LABELS integration service FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/api_tls.sh)
 # The TLS context alone: good pair (TLS 1.2 minimum, ALPN by an in-memory
 # handshake) and each bad file refused by name, never showing a key.
-tm_add_c_test(test_api_tls ${CMAKE_SOURCE_DIR}/tests/unit/test_api_tls.c LABELS unit service
+tm_add_c_test(test_api_tls ${CMAKE_SOURCE_DIR}/tests/unit/api/test_api_tls.c LABELS unit service
               TIMEOUT 60)
 
 # The dashboard at / in headless Chromium (Debian's chromium, installed by

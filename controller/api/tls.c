@@ -1,12 +1,12 @@
 /*
- * controller/api_tls.c: the API's TLS context.  See api_tls.h.
+ * controller/api/tls.c: the API's TLS context.  See api_tls.h.
  *
  * The key is parsed here rather than by SSL_CTX_use_PrivateKey_file so
  * that the three ways a key file goes wrong (unreadable, not a key, not
  * this certificate's key) each get their own message: OpenSSL's file
  * loader would report a mismatch as a failure to use the file.
  */
-#include "controller/api_tls.h"
+#include "controller/api/tls.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_fleet_stats.c: the controller's in-process counters for
+ * tests/unit/api/test_fleet_stats.c: the controller's in-process counters for
  * /metrics: which bucket a tick lands in (a bucket holds durations up to
  * and including its bound, as Prometheus's "le" says), what each error
  * code counts as, what is not counted, and the label names /metrics
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "controller/fleet_stats.h"
+#include "controller/api/fleet_stats.h"
 #include "core/err.h"
 
 static void test_tick_buckets(void **state)

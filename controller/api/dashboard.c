@@ -1,5 +1,5 @@
 /*
- * controller/api_dashboard.c: the dashboard at / and GET /v1/timeseries.
+ * controller/api/dashboard.c: the dashboard at / and GET /v1/timeseries.
  *
  * The page, its script and its style sheet are the files of web/, carried by the binary
  * (cmake/embed_web.cmake), served public like /healthz: they hold no data.
@@ -23,8 +23,8 @@
 
 #include <libpq-fe.h>
 
-#include "controller/api_dashboard.h"
-#include "controller/api_internal.h"
+#include "controller/api/dashboard.h"
+#include "controller/api/internal.h"
 #include "core/err.h"
 
 /* ---- the page and its assets --------------------------------------------- */

@@ -1,5 +1,5 @@
 /*
- * controller/api_metrics.h: GET /metrics, the Prometheus text exposition
+ * controller/api/metrics.h: GET /metrics, the Prometheus text exposition
  * (format 0.0.4).  The route is listed in api_routes[] (api_routes.c) and
  * follows the contract of api_internal.h.  Which families it has, their
  * units and windows: docs/openapi.yaml and api_metrics.c.

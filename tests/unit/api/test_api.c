@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_api.c: the HTTP API end to end against a real PostgreSQL
+ * tests/unit/api/test_api.c: the HTTP API end to end against a real PostgreSQL
  * (label integration;service, fixture pg).
  *
  * The main thread runs one loop with the pg_uv pool and two API servers on
@@ -29,9 +29,9 @@
 #include <libpq-fe.h>
 #include <uv.h>
 
-#include "controller/api.h"
-#include "controller/api_internal.h"
-#include "controller/fleet_stats.h"
+#include "controller/api/server.h"
+#include "controller/api/internal.h"
+#include "controller/api/fleet_stats.h"
 #include "controller/store/migrate.h"
 #include "controller/store/store.h"
 #include "controller/cli.h"

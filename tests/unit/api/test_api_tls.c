@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_api_tls.c: the API's TLS context (controller/api_tls.c)
+ * tests/unit/api/test_api_tls.c: the API's TLS context (controller/api/tls.c)
  * without a server or the openssl CLI: keys and a self-signed certificate
  * are made here with OpenSSL, written as PEM files to a scratch directory,
  * and loaded.  What a good pair gives (TLS 1.2 minimum, ALPN h2 then
@@ -22,7 +22,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
-#include "controller/api_tls.h"
+#include "controller/api/tls.h"
 #include "core/err.h"
 
 static char dir[] = "/tmp/tarmac-tls-unit.XXXXXX";

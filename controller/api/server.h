@@ -1,5 +1,5 @@
 /*
- * controller/api.h: the HTTP API (h2o, libuv flavour) on the controller's
+ * controller/api/server.h: the HTTP API (h2o, libuv flavour) on the controller's
  * loop.  Versioned under /v1, JSON in and out, described by
  * docs/openapi.yaml (the tests check the server against it).
  *
@@ -51,7 +51,7 @@ void tm_api_limits_default(struct tm_api_limits *limits);
  * "localhost", or "*" for every address) with the limits in cfg->api, and
  * serve on loop with the database pool (borrowed: it must outlive the
  * API).  With cfg->api.tls_cert_file (and tls_key_file) set it serves
- * HTTPS only (controller/api_tls.h), the files read here, before
+ * HTTPS only (controller/api/tls.h), the files read here, before
  * anything listens.  Returns 0 and *ret_api, or a negative code
  * (-EADDRINUSE, TM_EINVAL for an address or a certificate we cannot use,
  * TM_ENOMEM) after logging why ("api.tls_cert_file: <path>: <reason>");
@@ -74,7 +74,7 @@ int tm_api_port(const struct tm_api *api);
  * configured time_scale. */
 void tm_api_set_clock(struct tm_api *api, const struct tm_clock *clock);
 
-/* The controller's in-process counters (controller/fleet_stats.h), shown
+/* The controller's in-process counters (controller/api/fleet_stats.h), shown
  * by /metrics once set: ticks, leadership, provider calls and errors.
  * Borrowed and read only on the loop thread, so it must outlive the API.
  * NULL (the default) leaves those families out. */

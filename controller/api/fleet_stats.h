@@ -1,5 +1,5 @@
 /*
- * controller/fleet_stats.h: what `tarmac serve` counts in process for
+ * controller/api/fleet_stats.h: what `tarmac serve` counts in process for
  * /metrics: ticks and how long they took, whether this replica leads, and
  * the cloud calls it made with their errors by provider, operation and
  * kind.  Figures that every replica must agree on (launches, terminations,

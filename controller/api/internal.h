@@ -1,5 +1,5 @@
 /*
- * controller/api_internal.h: what api.c (the server core) and api_routes.c
+ * controller/api/internal.h: what api.c (the server core) and api_routes.c
  * (the routes' work) share.  Not for other modules.
  *
  * A route's fn runs once the caller is authenticated, allowed and within
@@ -16,7 +16,7 @@
 
 #include <h2o.h>
 
-#include "controller/api.h"
+#include "controller/api/server.h"
 #include "controller/spec/job_spec.h"
 #include "controller/spec/token.h"
 

@@ -1,5 +1,5 @@
 /*
- * controller/api_metrics.c: GET /metrics (see api_metrics.h), the
+ * controller/api/metrics.c: GET /metrics (see api_metrics.h), the
  * Prometheus text exposition, format 0.0.4.
  *
  * Two sources.  What every replica must agree on, and what must survive a
@@ -19,7 +19,7 @@
  * series never appears out of nowhere.  tests/lib/prom_parse.py is the
  * strict parser the tests read it with.
  */
-#include "controller/api_metrics.h"
+#include "controller/api/metrics.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -29,8 +29,8 @@
 
 #include <libpq-fe.h>
 
-#include "controller/api_internal.h"
-#include "controller/fleet_stats.h"
+#include "controller/api/internal.h"
+#include "controller/api/fleet_stats.h"
 #include "core/err.h"
 #include "core/log.h"
 

@@ -1,5 +1,5 @@
 /*
- * controller/api_tls.h: the API's TLS context, built once at start from
+ * controller/api/tls.h: the API's TLS context, built once at start from
  * the configured PEM files (api.tls_cert_file, api.tls_key_file).
  *
  * TLS 1.2 at least, ALPN offering h2 then http/1.1 (a client without ALPN

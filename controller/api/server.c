@@ -1,5 +1,5 @@
 /*
- * controller/api.c: the HTTP server core: listening, h2o glue, routing,
+ * controller/api/server.c: the HTTP server core: listening, h2o glue, routing,
  * authentication, rate limits, answers and shutdown.  The routes' own work
  * (statements and their answers) is in api_routes.c.  See api.h.
  *
@@ -27,9 +27,9 @@
  * (api_routes.c, "group commit").  Every other route, and a token not in
  * the cache, takes two statements: the lookup, then the work.
  */
-#include "controller/api.h"
-#include "controller/api_internal.h"
-#include "controller/api_tls.h"
+#include "controller/api/server.h"
+#include "controller/api/internal.h"
+#include "controller/api/tls.h"
 
 #include <errno.h>
 #include <inttypes.h>

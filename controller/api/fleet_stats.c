@@ -1,7 +1,7 @@
 /*
- * controller/fleet_stats.c: see fleet_stats.h.
+ * controller/api/fleet_stats.c: see fleet_stats.h.
  */
-#include "controller/fleet_stats.h"
+#include "controller/api/fleet_stats.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,5 +1,5 @@
 /*
- * controller/api_routes.c: the work of each API route (see
+ * controller/api/routes.c: the work of each API route (see
  * docs/openapi.yaml).  Every statement is parameterised; JSON answers are
  * built by PostgreSQL (json_build_object), so a row has one spelling
  * everywhere.  Writes are single statements (data-modifying CTEs or the
@@ -16,9 +16,9 @@
 #include <openssl/crypto.h>
 
 #include "controller/spec/api_body.h"
-#include "controller/api_dashboard.h"
-#include "controller/api_internal.h"
-#include "controller/api_metrics.h"
+#include "controller/api/dashboard.h"
+#include "controller/api/internal.h"
+#include "controller/api/metrics.h"
 #include "core/model.h"
 #include "core/err.h"
 #include "core/log.h"
