@@ -16,7 +16,7 @@
 #include <cjson/cJSON.h>
 #include <libpq-fe.h>
 
-#include "controller/controller.h"
+#include "controller/daemon/controller.h"
 #include "controller/spec/job_spec.h"
 #include "controller/store/migrate.h"
 #include "core/model.h"

@@ -6,5 +6,5 @@ tm_add_c_test(test_alerts ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_alerts.c
 tm_add_test(itest_alerts LABELS integration service FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/alerts.sh)
 # The alerter's retry schedule and webhook body (includes the .c).
-tm_add_c_test(test_alert_webhook ${CMAKE_SOURCE_DIR}/tests/unit/test_alert_webhook.c LABELS unit service
+tm_add_c_test(test_alert_webhook ${CMAKE_SOURCE_DIR}/tests/unit/daemon/test_alert_webhook.c LABELS unit service
               TIMEOUT 60)

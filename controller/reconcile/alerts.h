@@ -9,7 +9,7 @@
  * and the state for the next tick.  No I/O, no clock, no globals.
  *
  * Recording ("not repeated while the condition holds") and delivery are the
- * alerter's (controller/alert_webhook.h): a key that starts holding fires
+ * alerter's (controller/daemon/alert_webhook.h): a key that starts holding fires
  * once, a key that stops holding is resolved, and only a later return fires
  * again.  The conditions:
  *

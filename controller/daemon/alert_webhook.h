@@ -1,5 +1,5 @@
 /*
- * controller/alert_webhook.h: the alerter records alerts and delivers them
+ * controller/daemon/alert_webhook.h: the alerter records alerts and delivers them
  * to the webhook, on the loop, never blocking.
  *
  * Each leader tick, tm_alerter_tick() evaluates the conditions on the

@@ -1,5 +1,5 @@
 /*
- * controller/controller.h: `tarmac serve`, the daemon.
+ * controller/daemon/controller.h: `tarmac serve`, the daemon.
  *
  * One libuv loop drives everything: the reconcile timer, the PostgreSQL pool
  * and the leader's dedicated connection (controller/io/pg_uv.c), the providers

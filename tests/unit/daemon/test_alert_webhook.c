@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_alert_webhook.c: the alerter's pure helpers, reached by
+ * tests/unit/daemon/test_alert_webhook.c: the alerter's pure helpers, reached by
  * including the .c (as h2o's unit tests do): the retry schedule (doubling,
  * capped, no overflow at the most attempts the configuration allows), the
  * body a webhook receives, and its times.  Delivery itself is exercised on
@@ -12,7 +12,7 @@
 
 #include <cmocka.h>
 
-#include "controller/alert_webhook.c"
+#include "controller/daemon/alert_webhook.c"
 
 static void test_backoff_doubles_and_caps(void **state)
 {

@@ -1,9 +1,9 @@
 /*
- * controller/controller.c: see controller.h.  The tick is a chain of
+ * controller/daemon/controller.c: see controller.h.  The tick is a chain of
  * callbacks; struct tm_controller is the only mutable state, one per
  * process, and only the loop thread touches it.
  */
-#include "controller/controller.h"
+#include "controller/daemon/controller.h"
 
 #include <inttypes.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "controller/alert_webhook.h"
+#include "controller/daemon/alert_webhook.h"
 #include "controller/api/server.h"
 #include "controller/api/fleet_stats.h"
 #include "controller/reconcile/live_forecast.h"

@@ -1,5 +1,5 @@
 /*
- * controller/alert_webhook.c: see alert_webhook.h.
+ * controller/daemon/alert_webhook.c: see alert_webhook.h.
  *
  * Lifetimes.  A notice (one alert's firing or resolved message being
  * delivered) holds references for its backoff timer handle, its transfer in
@@ -9,7 +9,7 @@
  * itself when the last goes after tm_alerter_close().  Everything runs on
  * the loop thread.
  */
-#include "controller/alert_webhook.h"
+#include "controller/daemon/alert_webhook.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
