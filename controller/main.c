@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "controller/cli.h"
+#include "controller/cli/cli.h"
 #include "controller/replay/elastic.h"
 #include "controller/fleet/forecast.h"
 #include "controller/replay/replay.h"

@@ -73,5 +73,5 @@ tm_add_test(itest_cli_api LABELS integration service FIXTURES pg TIMEOUT 240
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/cli_api.sh)
 # Where the CLI's URL, token and CA come from (flags, environment, the
 # client file and its permissions), and its escaping and tables.
-tm_add_c_test(test_cli_client ${CMAKE_SOURCE_DIR}/tests/unit/test_cli_client.c LABELS unit service
+tm_add_c_test(test_cli_client ${CMAKE_SOURCE_DIR}/tests/unit/cli/test_cli_client.c LABELS unit service
               TIMEOUT 60)

@@ -11,7 +11,7 @@
 
 #include <openssl/crypto.h>
 
-#include "controller/cli.h"
+#include "controller/cli/cli.h"
 #include "controller/spec/token.h"
 #include "controller/store/store.h"
 #include "controller/store/tokens.h"

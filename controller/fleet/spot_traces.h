@@ -36,7 +36,7 @@ int tm_spot_traces_fit(const char *root, struct tm_spot_file_fit **ret, size_t *
                        size_t errlen);
 
 /* `tarmac spot-fit --traces DIR [--provider P] [--json | --yaml]`
- * (controller/spot_fit_cli.c).  Exit status 0 ok, 2 bad usage or input,
+ * (controller/cli/spot_fit.c).  Exit status 0 ok, 2 bad usage or input,
  * 1 a failure while running. */
 int tm_spot_fit_main(int argc, char **argv);
 

@@ -34,7 +34,7 @@
 #include "controller/api/fleet_stats.h"
 #include "controller/store/migrate.h"
 #include "controller/store/store.h"
-#include "controller/cli.h"
+#include "controller/cli/cli.h"
 #include "controller/spec/token.h"
 #include "controller/store/tokens.h"
 #include "core/err.h"

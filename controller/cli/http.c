@@ -1,7 +1,7 @@
 /*
- * controller/cli_http.c: see cli_http.h.
+ * controller/cli/http.c: see cli_http.h.
  */
-#include "controller/cli_http.h"
+#include "controller/cli/http.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,7 +11,7 @@
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 
-#include "controller/cli.h"
+#include "controller/cli/cli.h"
 #include "controller/spec/job_spec.h"
 
 /* Lists are paged at 1000 items, a few hundred bytes each: 64 MiB is far

@@ -1,7 +1,7 @@
 /*
- * controller/cli_table.c: see cli_table.h.
+ * controller/cli/table.c: see cli_table.h.
  */
-#include "controller/cli_table.h"
+#include "controller/cli/table.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

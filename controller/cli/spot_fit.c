@@ -1,5 +1,5 @@
 /*
- * controller/spot_fit_cli.c: `tarmac spot-fit`, the fitted spot hazards
+ * controller/cli/spot_fit.c: `tarmac spot-fit`, the fitted spot hazards
  * and availabilities of the public traces as a table, as JSON, or as the
  * hazard table the elastic replay reads (core/spot_hazards.h).
  *
@@ -18,7 +18,7 @@
 #include <time.h>
 #include <cjson/cJSON.h>
 
-#include "controller/cli.h"
+#include "controller/cli/cli.h"
 #include "core/err.h"
 
 /* Where the files this reader's layout comes from were taken

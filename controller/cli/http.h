@@ -1,5 +1,5 @@
 /*
- * controller/cli_http.h: the API commands' HTTP client, libcurl's easy
+ * controller/cli/http.h: the API commands' HTTP client, libcurl's easy
  * interface (a one-shot command may block; the daemon uses http_uv.c).
  *
  * One struct tm_cli_http per command, reused for each request so the
@@ -19,7 +19,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/cli_client.h"
+#include "controller/cli/client.h"
 
 struct tm_cli_http {
     const char *cmd;                     /* for messages */

@@ -1,7 +1,7 @@
 /*
- * controller/cli_api.c: see cli_api.h.
+ * controller/cli/api.c: see cli_api.h.
  */
-#include "controller/cli_api.h"
+#include "controller/cli/api.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -12,7 +12,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/cli.h"
+#include "controller/cli/cli.h"
 
 int tm_cli_cmd_open(struct tm_cli_cmd *a)
 {

@@ -1,5 +1,5 @@
 /*
- * controller/cli_client.h: where the API commands send their requests and
+ * controller/cli/client.h: where the API commands send their requests and
  * with which token, resolved once per command from flags, the environment
  * and the client configuration file.
  *
@@ -22,7 +22,7 @@
 #ifndef TM_CLI_CLIENT_H
 #define TM_CLI_CLIENT_H
 
-#include "controller/cli_common.h"
+#include "controller/cli/common.h"
 
 struct tm_cli_endpoint {
     char *url;       /* base, "http://host:port" with no trailing '/' */

@@ -1,5 +1,5 @@
 /*
- * controller/replay_cli.c: `tarmac replay`, the command line over
+ * controller/cli/replay.c: `tarmac replay`, the command line over
  * tm_replay_time() and tm_replay_packing().
  *
  *   tarmac replay --pods FILE --nodes FILE [--mode time|packing]

@@ -1,5 +1,5 @@
 /*
- * controller/forecast_cli.c: `tarmac forecast`, series files and the
+ * controller/cli/forecast.c: `tarmac forecast`, series files and the
  * evaluation table.
  *
  *   tarmac forecast --series FILE --time-column NAME --value-columns A,B

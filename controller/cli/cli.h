@@ -1,5 +1,5 @@
 /*
- * controller/cli.h: the one-shot subcommands of `tarmac`.
+ * controller/cli/cli.h: the one-shot subcommands of `tarmac`.
  *
  * Two families, one rule: the commands people and scripts use day to day
  * (`submit`, `jobs`, `nodes`, `pools`, `decisions`, `why`, `budget`,

@@ -1,8 +1,8 @@
 /*
- * controller/cli_fleet.c: `tarmac nodes`, `pools`, `decisions` and `why`
+ * controller/cli/fleet.c: `tarmac nodes`, `pools`, `decisions` and `why`
  * (through the API; see cli_api.h).
  */
-#include "controller/cli.h"
+#include "controller/cli/cli.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -13,8 +13,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/cli_api.h"
-#include "controller/cli_common.h"
+#include "controller/cli/api.h"
+#include "controller/cli/common.h"
 #include "controller/spec/job_spec.h"
 #include "core/model.h"
 

@@ -1,5 +1,5 @@
 /*
- * controller/cli_common.h: what the one-shot commands share, between
+ * controller/cli/common.h: what the one-shot commands share, between
  * cli.c (the direct-database forms, `tarmac db ...`, plus migrate and
  * serve) and cli_api.c (the commands that talk to the HTTP API).  Not for
  * the daemon.

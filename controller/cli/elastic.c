@@ -1,5 +1,5 @@
 /*
- * controller/elastic_cli.c: `tarmac replay --elastic`, the command line over
+ * controller/cli/elastic.c: `tarmac replay --elastic`, the command line over
  * tm_elastic_run().
  *
  *   tarmac replay --elastic --pods FILE --prices FILE [--nodes FILE]

@@ -1,5 +1,5 @@
 /*
- * controller/cli_api.h: what the commands that talk to the HTTP API share
+ * controller/cli/api.h: what the commands that talk to the HTTP API share
  * (cli_jobs.c, cli_fleet.c, cli_budget.c; see cli.h for which commands
  * those are, cli_client.h for where the URL and the token come from).
  *
@@ -19,10 +19,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/cli_client.h"
-#include "controller/cli_common.h"
-#include "controller/cli_http.h"
-#include "controller/cli_table.h"
+#include "controller/cli/client.h"
+#include "controller/cli/common.h"
+#include "controller/cli/http.h"
+#include "controller/cli/table.h"
 
 #define TM_CLI_PATH_MAX 2048        /* a request's path and query */
 #define TM_CLI_DEFAULT_LIMIT 100    /* the API's default page, and the lists' default --limit */

@@ -1,6 +1,6 @@
 /*
- * tests/unit/test_cli_client.c: where the API commands send requests and
- * with which token (controller/cli_client.c), without a server: the order
+ * tests/unit/cli/test_cli_client.c: where the API commands send requests and
+ * with which token (controller/cli/client.c), without a server: the order
  * of flags, environment and files; the client file's keys and its
  * permissions; and the escaping and table helpers the commands print with.
  */
@@ -16,10 +16,10 @@
 
 #include <cmocka.h>
 
-#include "controller/cli.h"
-#include "controller/cli_client.h"
-#include "controller/cli_http.h"
-#include "controller/cli_table.h"
+#include "controller/cli/cli.h"
+#include "controller/cli/client.h"
+#include "controller/cli/http.h"
+#include "controller/cli/table.h"
 
 static char dir[64];
 

@@ -1,5 +1,5 @@
 /*
- * controller/cli_table.h: aligned text tables for people (the API
+ * controller/cli/table.h: aligned text tables for people (the API
  * commands' default output).  Cells are copied; each is cut to 60
  * characters on print so one long reason does not push every row off the
  * screen (--output json has everything).

@@ -1,7 +1,7 @@
 /*
- * controller/cli_client.c: see cli_client.h.
+ * controller/cli/client.c: see cli_client.h.
  */
-#include "controller/cli_client.h"
+#include "controller/cli/client.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 #include <openssl/crypto.h>
 #include <yaml.h>
 
-#include "controller/cli.h"
+#include "controller/cli/cli.h"
 #include "core/config.h"
 
 #define DEFAULT_URL "http://127.0.0.1:8080"

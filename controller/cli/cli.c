@@ -1,8 +1,8 @@
 /*
- * controller/cli.c: see cli.h.  Every statement is parameterised.
+ * controller/cli/cli.c: see cli.h.  Every statement is parameterised.
  */
-#include "controller/cli.h"
-#include "controller/cli_common.h"
+#include "controller/cli/cli.h"
+#include "controller/cli/common.h"
 
 #include <errno.h>
 #include <getopt.h>
