@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_sigv4.c: the SigV4 signer against AWS's published suite,
+ * tests/unit/providers/aws/test_sigv4.c: the SigV4 signer against AWS's published suite,
  * stage by stage, plus the form encoder and the secret hygiene.
  *
  * The suite lives in ../shared/specs/aws-sigv4-test-suite (found through

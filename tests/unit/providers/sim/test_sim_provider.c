@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_sim_provider.c: the simulated cloud behind the provider
+ * tests/unit/providers/sim/test_sim_provider.c: the simulated cloud behind the provider
  * ops, in memory and backed by PostgreSQL (needs the ctest fixture "pg").
  */
 #include <setjmp.h>

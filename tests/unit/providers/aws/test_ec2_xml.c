@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_ec2_xml.c: EC2 request bodies and answers, no network.
+ * tests/unit/providers/aws/test_ec2_xml.c: EC2 request bodies and answers, no network.
  *
  * Expected bodies were produced by botocore's own ec2 serializer
  * (botocore.serialize.create_serializer('ec2') on service-2.json,

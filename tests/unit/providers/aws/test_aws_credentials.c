@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_aws_credentials.c: the AWS credential chain, region and
+ * tests/unit/providers/aws/test_aws_credentials.c: the AWS credential chain, region and
  * endpoint resolution.
  *
  * Run with "unit" (the default) for the environment, shared-file, region

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_simcloud.c: the pure simulated cloud (providers/sim/simcloud.h).
+ * tests/unit/providers/sim/test_simcloud.c: the pure simulated cloud (providers/sim/simcloud.h).
  */
 #include <setjmp.h>
 #include <stdarg.h>
