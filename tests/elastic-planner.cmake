@@ -4,8 +4,8 @@
 # uses it while the main binary does not dispatch there yet):
 #   test_elastic replay --elastic --pods ... --prices ...
 tm_add_c_test(test_prices ${CMAKE_SOURCE_DIR}/tests/unit/fleet/test_prices.c
-              LABELS unit elastic TIMEOUT 60)
+              LABELS unit elastic TIMEOUT 60 LINK tarmac_fleet)
 tm_add_c_test(test_planner ${CMAKE_SOURCE_DIR}/tests/unit/fleet/test_planner.c
-              LABELS unit elastic TIMEOUT 60)
+              LABELS unit elastic TIMEOUT 60 LINK tarmac_fleet)
 tm_add_c_test(test_elastic ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_elastic.c
               LABELS unit elastic TIMEOUT 120)

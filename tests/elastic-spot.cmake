@@ -4,6 +4,6 @@
 # test_spot_fit reads ../shared/traces/spot beside the source tree and skips
 # that case when it is absent.
 tm_add_c_test(test_spot_fit ${CMAKE_SOURCE_DIR}/tests/unit/fleet/test_spot_fit.c
-              LABELS unit elastic TIMEOUT 60)
+              LABELS unit elastic TIMEOUT 60 LINK tarmac_fleet)
 tm_add_c_test(test_spot_replay ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_spot_replay.c
               LABELS unit elastic TIMEOUT 120)

@@ -1,10 +1,8 @@
 # The service surface (issue 6): the HTTP API on h2o, tokens, request
-# bodies.  h2o joins tarmac_lib here because the API is the only user.
-pkg_check_modules(H2O REQUIRED IMPORTED_TARGET libh2o)
-target_link_libraries(tarmac_lib PUBLIC PkgConfig::H2O)
+# bodies.
 
 tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/spec/test_api_body.c LABELS unit service
-              TIMEOUT 60)
+              TIMEOUT 60 LINK tarmac_spec)
 # The API end to end: a loop thread serving, libcurl and openapi_check.py
 # as clients, the run's PostgreSQL cluster underneath.
 tm_add_c_test(test_api ${CMAKE_SOURCE_DIR}/tests/unit/api/test_api.c LABELS integration service
