@@ -3,6 +3,7 @@
  * the bench script works whether or not controller/main.c dispatches the
  * subcommand yet.
  */
+#include "controller/cli/cli.h"
 #include "controller/replay/replay.h"
 
 int main(int argc, char **argv)

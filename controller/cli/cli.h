@@ -43,4 +43,27 @@ int tm_cli_api_spend(int argc, char **argv);
 /* `tarmac token create|revoke|list ...` (cli/token.c). */
 int tm_token_main(int argc, char **argv);
 
+/* `tarmac check KIND ...`: a provider kind's own check of credentials and
+ * offerings (the kinds with one in providers/registry.c). */
+int tm_cli_check(int argc, char **argv);
+
+/* The offline tools (cli/replay.c, elastic.c, forecast.c, spot_fit.c). */
+/* `tarmac replay --elastic ...`: argv[0] is "replay" (or "elastic");
+ * "--elastic" is accepted anywhere.  Exit status 0 ok, 2 bad usage or
+ * input, 1 a failure while running. */
+int tm_elastic_main(int argc, char **argv);
+
+/* `tarmac forecast` (argv[0] is "forecast").  Exit codes: 0 done, 1 failure
+ * (file unreadable, out of memory), 2 bad usage or bad input. */
+int tm_forecast_main(int argc, char **argv);
+
+/* `tarmac replay ...`: argv[0] is "replay".  Returns the exit status:
+ * 0 ok, 2 bad usage or bad input, 1 a failure while running. */
+int tm_replay_main(int argc, char **argv);
+
+/* `tarmac spot-fit --traces DIR [--provider P] [--json | --yaml]`
+ * (controller/cli/spot_fit.c).  Exit status 0 ok, 2 bad usage or input,
+ * 1 a failure while running. */
+int tm_spot_fit_main(int argc, char **argv);
+
 #endif

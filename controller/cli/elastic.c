@@ -13,6 +13,7 @@
  * of the price table that the file names its own hazard and launch
  * availability; the others keep --hazard.
  */
+#include "controller/cli/cli.h"
 #include "controller/replay/elastic.h"
 
 #include <errno.h>

@@ -11,6 +11,7 @@
  * quote or a blank value is more likely a broken export than data, and a
  * forecast table computed from half a file would look as good as any other.
  */
+#include "controller/cli/cli.h"
 #include "controller/fleet/forecast.h"
 
 #include <errno.h>

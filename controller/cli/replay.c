@@ -11,6 +11,7 @@
  * Lists (policies, GPU counts, loads) run every combination, one result
  * each.  Durations take tm_duration_parse() syntax: "86400", "1d", "30m".
  */
+#include "controller/cli/cli.h"
 #include "controller/replay/replay.h"
 
 #include <errno.h>

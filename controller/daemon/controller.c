@@ -24,8 +24,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/provider.h"
-#include "providers/aws/aws_provider.h"
-#include "providers/sim/sim_provider.h"
+#include "providers/registry.h"
 
 #define TM_STOP_DEADLINE_MS 10000
 #define TM_SIM_DEFAULT_RUNTIME_MS (30 * 60 * 1000)
@@ -530,7 +529,8 @@ static bool pool_is_sim(const struct tm_config *cfg, int pool)
     if (pool < 0)
         return false;
     const struct tm_config_provider *p = tm_config_provider_find(cfg, cfg->pools[pool].provider);
-    return p && strcmp(p->kind, "sim") == 0;
+    const struct tm_provider_kind *kind = p ? tm_provider_kind_find(p->kind) : NULL;
+    return kind && kind->simulated;
 }
 
 static int cmp_node_id(const void *key, const void *elem)
@@ -1124,33 +1124,31 @@ static int create_providers(struct tm_controller *ctl, const char *db_url, char 
     ctl->providers = calloc(cfg->nproviders + 1, sizeof(*ctl->providers));
     if (!ctl->providers)
         return TM_ENOMEM;
+    const struct tm_provider_env env = {
+        .loop = &ctl->loop, .cfg = cfg, .db_url = db_url, .now_ms = clock_now, .clock = &ctl->clock,
+    };
     for (size_t i = 0; i < cfg->nproviders; i++) {
         const struct tm_config_provider *p = &cfg->providers[i];
-        if (strcmp(p->kind, "sim") == 0) {
-            struct tm_simcloud_params params;
-            int r = tm_sim_params_from_config(cfg, p, &params);
-            if (r == 0)
-                r = tm_sim_provider_create_pg(&ctl->loop, &params, db_url, clock_now, &ctl->clock,
-                                              &ctl->providers[i]);
-            if (r < 0) {
-                snprintf(err, errsize, "could not start provider \"%s\": %s", p->name, tm_strerror(r));
-                return r;
-            }
-        } else if (strcmp(p->kind, "aws") == 0) {
-            int r = tm_aws_provider_create(&ctl->loop, cfg, p, &ctl->providers[i]);
-            if (r == 0)
-                r = tm_aws_validate_pools(ctl->providers[i], on_validated, ctl);
-            if (r < 0) {
-                snprintf(err, errsize, "could not start provider \"%s\": %s", p->name, tm_strerror(r));
-                return r;
-            }
-            ctl->validations_pending++;
-        } else {
-            snprintf(err, errsize,
-                     "provider \"%s\": kind \"%s\" is not available in this build (sim and aws are)",
-                     p->name, p->kind);
+        const struct tm_provider_kind *kind = tm_provider_kind_find(p->kind);
+        int r;
+
+        if (!kind) {
+            char names[128];
+
+            tm_provider_kind_names(names, sizeof(names), false);
+            snprintf(err, errsize, "provider \"%s\": kind \"%s\" is not available in this build (%s are)",
+                     p->name, p->kind, names);
             return TM_EINVAL;
         }
+        r = kind->create(&env, p, &ctl->providers[i]);
+        if (r == 0 && kind->validate)
+            r = kind->validate(ctl->providers[i], on_validated, ctl);
+        if (r < 0) {
+            snprintf(err, errsize, "could not start provider \"%s\": %s", p->name, tm_strerror(r));
+            return r;
+        }
+        if (kind->validate)
+            ctl->validations_pending++;
     }
     return 0;
 }

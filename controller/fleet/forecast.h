@@ -192,8 +192,4 @@ int tm_forecast_load_csv(const char *path, const char *time_column, const char *
 int tm_forecast_load_pods(const char *path, int64_t step_ms, int64_t since_s,
                           struct tm_forecast_series *ret, char *err, size_t errlen);
 
-/* `tarmac forecast` (argv[0] is "forecast").  Exit codes: 0 done, 1 failure
- * (file unreadable, out of memory), 2 bad usage or bad input. */
-int tm_forecast_main(int argc, char **argv);
-
 #endif

@@ -35,9 +35,4 @@ int tm_spot_trace_read(const char *path, double *ret_gap_s, double **ret_v, size
 int tm_spot_traces_fit(const char *root, struct tm_spot_file_fit **ret, size_t *ret_n, char *err,
                        size_t errlen);
 
-/* `tarmac spot-fit --traces DIR [--provider P] [--json | --yaml]`
- * (controller/cli/spot_fit.c).  Exit status 0 ok, 2 bad usage or input,
- * 1 a failure while running. */
-int tm_spot_fit_main(int argc, char **argv);
-
 #endif

@@ -138,9 +138,4 @@ struct tm_elastic_stats {
 int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg,
                    struct tm_elastic_stats *ret);
 
-/* `tarmac replay --elastic ...`: argv[0] is "replay" (or "elastic");
- * "--elastic" is accepted anywhere.  Exit status 0 ok, 2 bad usage or
- * input, 1 a failure while running. */
-int tm_elastic_main(int argc, char **argv);
-
 #endif

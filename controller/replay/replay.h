@@ -113,8 +113,4 @@ int tm_replay_packing(const struct tm_trace *t, enum tm_pack_policy policy, uint
 int tm_replay_sample_nodes(const struct tm_trace *t, int32_t gpus, uint64_t seed,
                            struct tm_trace_node **ret, size_t *ret_n);
 
-/* `tarmac replay ...`: argv[0] is "replay".  Returns the exit status:
- * 0 ok, 2 bad usage or bad input, 1 a failure while running. */
-int tm_replay_main(int argc, char **argv);
-
 #endif

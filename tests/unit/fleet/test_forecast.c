@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "controller/cli/cli.h"
 #include "controller/fleet/forecast.h"
 #include "core/err.h"
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "controller/cli/cli.h"
 #include "controller/replay/elastic.h"
 #include "core/err.h"
 

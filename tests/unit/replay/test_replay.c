@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "controller/cli/cli.h"
 #include "controller/sched/estimate.h"
 #include "controller/replay/replay.h"
 #include "core/err.h"

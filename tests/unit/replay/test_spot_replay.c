@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 
+#include "controller/cli/cli.h"
 #include "controller/replay/elastic.h"
 #include "core/spot_hazards.h"
 #include "core/err.h"
