@@ -1,6 +1,8 @@
 /*
- * controller/api/internal.h: what api.c (the server core) and api_routes.c
- * (the routes' work) share.  Not for other modules.
+ * controller/api/internal.h: what server.c (the server core) and the
+ * routes' files share.  Not for other modules.  Calls run one way: the
+ * routes call the server; the server reaches them only through the
+ * tm_api_routes it is given.
  *
  * A route's fn runs once the caller is authenticated, allowed and within
  * its rate (public routes: at once).  It must end the call exactly once:
@@ -43,8 +45,11 @@ struct api_route {
     void (*fast)(struct api_call *c);
 };
 
-/* Terminated by a route with a NULL method. */
-extern const struct api_route api_routes[];
+struct tm_api_routes {
+    const struct api_route *table;   /* terminated by a route with a NULL method */
+    void *(*state_new)(void);
+    void (*state_free)(void *state);
+};
 
 /* Answers by status code, API_CODE_MIN..API_CODE_MAX (others are not
  * counted by code). */
@@ -118,10 +123,8 @@ void api_authenticate(struct api_call *c);
 bool api_rate_take(struct api_call *c);
 /* Forget a cached authentication (the token failed a check). */
 void api_auth_forget(struct api_call *c);
-/* The POST /v1/jobs batcher's state (api_routes.c), one per server. */
-struct api_batch *api_batch(const struct api_call *c);
-struct api_batch *api_batch_new(void);
-void api_batch_free(struct api_batch *b);
+/* The state the server's routes keep (their tm_api_routes.state_new()'s). */
+void *api_route_state(const struct api_call *c);
 /* Public routes answer text too (metrics). */
 void api_reply_text(struct api_call *c, int status, const char *ctype, const char *text, size_t len);
 

@@ -19,6 +19,7 @@
 #include "controller/api/dashboard.h"
 #include "controller/api/internal.h"
 #include "controller/api/metrics.h"
+#include "controller/api/routes.h"
 #include "core/model.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -416,13 +417,15 @@ static const char batch_sql[] =
     "  FROM ok ORDER BY i RETURNING *)"
     " SELECT ok.i, " JOB_JSON " FROM ok JOIN ins j ON j.id = ok.id";
 
-struct api_batch *api_batch_new(void)
+static void *api_batch_new(void)
 {
     return calloc(1, sizeof(struct api_batch));
 }
 
-void api_batch_free(struct api_batch *b)
+static void api_batch_free(void *state)
 {
+    struct api_batch *b = state;
+
     if (!b)
         return;
     for (unsigned i = 0; i < BATCH_COLS; i++)
@@ -600,7 +603,7 @@ static bool batch_add(struct api_batch *b, struct api_call *c, const char *const
 
 static void r_jobs_submit_fast(struct api_call *c)
 {
-    struct api_batch *b = api_batch(c);
+    struct api_batch *b = api_route_state(c);
     struct tm_job_spec spec;
     struct tm_spec_error err = {0};
     cJSON *root = NULL;
@@ -1266,7 +1269,7 @@ static void r_spend(struct api_call *c)
 
 /* Who may do what; docs/openapi.yaml says the same under x-tarmac-roles and
  * the tests hold the two together. */
-const struct api_route api_routes[] = {
+static const struct api_route api_routes[] = {
     {"GET", "/healthz", API_PUBLIC, r_healthz, NULL},
     {"GET", "/readyz", API_PUBLIC, r_readyz, NULL},
     {"GET", "/metrics", API_PUBLIC, api_metrics, NULL},
@@ -1292,4 +1295,10 @@ const struct api_route api_routes[] = {
     {"GET", "/dashboard.js", API_PUBLIC, api_dashboard_js, NULL},
     {"GET", "/dashboard.css", API_PUBLIC, api_dashboard_css, NULL},
     {NULL, NULL, 0, NULL, NULL},
+};
+
+const struct tm_api_routes tm_api_v1_routes = {
+    .table = api_routes,
+    .state_new = api_batch_new,
+    .state_free = api_batch_free,
 };

@@ -1,7 +1,8 @@
 /*
  * controller/api/server.c: the HTTP server core: listening, h2o glue, routing,
  * authentication, rate limits, answers and shutdown.  The routes' own work
- * (statements and their answers) is in api_routes.c.  See api.h.
+ * (statements and their answers) is in routes.c, whose table the daemon
+ * hands to tm_api_start(): this file names no route.  See server.h.
  *
  * Lifetimes.  h2o owns each request (h2o_req_t) and frees it with its
  * memory pool when the connection ends, possibly while our statement is in
@@ -24,7 +25,7 @@
  * the role and team for the checks made before any statement, and the
  * route batches the job with others into one statement that checks each
  * row's token again, so revocation still takes effect on the next request
- * (api_routes.c, "group commit").  Every other route, and a token not in
+ * (routes.c, "group commit").  Every other route, and a token not in
  * the cache, takes two statements: the lookup, then the work.
  */
 #include "controller/api/server.h"
@@ -97,7 +98,8 @@ struct tm_api {
     const struct tm_fleet_stats *fleet; /* the controller's, borrowed; NULL when none */
     struct rate_slot rate[RATE_SLOTS];
     struct auth_slot auth[AUTH_SLOTS];
-    struct api_batch *batch;
+    const struct tm_api_routes *routes;   /* the daemon's: the server names no route */
+    void *route_state;                    /* routes->state_new()'s, one per server */
 };
 
 void tm_api_limits_default(struct tm_api_limits *limits)
@@ -449,9 +451,9 @@ bool api_rate_take(struct api_call *c)
     return rate_take(c->api, c->hash);
 }
 
-struct api_batch *api_batch(const struct api_call *c)
+void *api_route_state(const struct api_call *c)
 {
-    return c->api->batch;
+    return c->api->route_state;
 }
 
 static const char auth_sql[] =
@@ -592,7 +594,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         send_error(api, req, 503, NULL, "shutting down");
         return 0;
     }
-    for (const struct api_route *r = api_routes; r->method; r++) {
+    for (const struct api_route *r = api->routes->table; r->method; r++) {
         int64_t rid = 0;
         char rname[64] = "";
         if (!path_match(r->pattern, req->path_normalized.base, req->path_normalized.len, &rid,
@@ -750,10 +752,18 @@ static void on_start_failed(uv_handle_t *h)
     free(api);
 }
 
+static void free_route_state(struct tm_api *api)
+{
+    if (api->route_state && api->routes->state_free)
+        api->routes->state_free(api->route_state);
+    api->route_state = NULL;
+}
+
 /* Both start functions end here.  ssl_ctx (NULL for plain HTTP) is the
  * API's from here on, freed by this function on failure. */
-static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const char *listen,
-                     const struct tm_api_limits *limits, SSL_CTX *ssl_ctx, struct tm_api **ret_api)
+static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_api_routes *routes,
+                     const char *listen, const struct tm_api_limits *limits, SSL_CTX *ssl_ctx,
+                     struct tm_api **ret_api)
 {
     struct tm_api *api = NULL;
     struct sockaddr_storage ss;
@@ -764,7 +774,7 @@ static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const char *liste
     struct api_handler *handler;
     int r;
 
-    if (!loop || !pool || !listen || !ret_api) {
+    if (!loop || !pool || !routes || !routes->table || !listen || !ret_api) {
         SSL_CTX_free(ssl_ctx);
         return TM_EINVAL;
     }
@@ -783,8 +793,9 @@ static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const char *liste
     api->loop = loop;
     api->pool = pool;
     api->ssl_ctx = ssl_ctx;
-    api->batch = api_batch_new();
-    if (!api->batch) {
+    api->routes = routes;
+    api->route_state = routes->state_new ? routes->state_new() : NULL;
+    if (routes->state_new && !api->route_state) {
         SSL_CTX_free(ssl_ctx);
         free(api);
         return TM_ENOMEM;
@@ -800,7 +811,7 @@ static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const char *liste
 
     r = uv_tcp_init(loop, &api->listener);
     if (r < 0) {
-        api_batch_free(api->batch);
+        free_route_state(api);
         SSL_CTX_free(ssl_ctx);
         free(api);
         return r;
@@ -814,8 +825,7 @@ static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const char *liste
     if (r < 0) {
         tm_log_error("api could not listen", "listen=\"%s\" error=\"%s\"", listen, uv_strerror(r));
         /* Nothing else exists yet: free once the listener is closed. */
-        api_batch_free(api->batch);
-        api->batch = NULL;
+        free_route_state(api);
         uv_close((uv_handle_t *)&api->listener, on_start_failed);
         return r;
     }
@@ -823,8 +833,7 @@ static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const char *liste
                                                    : ((struct sockaddr_in *)&bound)->sin_port);
     r = uv_timer_init(loop, &api->timer);
     if (r < 0) {
-        api_batch_free(api->batch);
-        api->batch = NULL;
+        free_route_state(api);
         uv_close((uv_handle_t *)&api->listener, on_start_failed);
         return r;
     }
@@ -857,10 +866,11 @@ static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const char *liste
     return 0;
 }
 
-int tm_api_start_listen(uv_loop_t *loop, struct tm_pg_pool *pool, const char *listen,
-                        const struct tm_api_limits *limits, struct tm_api **ret_api)
+int tm_api_start_listen(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_api_routes *routes,
+                        const char *listen, const struct tm_api_limits *limits,
+                        struct tm_api **ret_api)
 {
-    return api_start(loop, pool, listen, limits, NULL, ret_api);
+    return api_start(loop, pool, routes, listen, limits, NULL, ret_api);
 }
 
 /* The config's limits; a zero (a config built in code, not parsed) keeps
@@ -878,8 +888,8 @@ static void limits_from_config(const struct tm_config_api *c, struct tm_api_limi
         limits->burst = c->burst;
 }
 
-int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_config *cfg,
-                 struct tm_api **ret_api)
+int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_api_routes *routes,
+                 const struct tm_config *cfg, struct tm_api **ret_api)
 {
     struct tm_api_limits limits;
     SSL_CTX *ssl_ctx = NULL;
@@ -899,7 +909,7 @@ int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_confi
             return r;
         }
     }
-    r = api_start(loop, pool, cfg->listen, &limits, ssl_ctx, ret_api);
+    r = api_start(loop, pool, routes, cfg->listen, &limits, ssl_ctx, ret_api);
     if (r == 0 && cfg->time_scale > 1.0)
         tm_clock_init(&(*ret_api)->own_clock, cfg->time_scale);
     return r;
@@ -945,7 +955,7 @@ static void on_final_close(uv_handle_t *h)
     void (*done)(void *) = api->done;
     void *data = api->done_data;
 
-    api_batch_free(api->batch);
+    free_route_state(api);
     OPENSSL_cleanse(api->auth, sizeof(api->auth));
     SSL_CTX_free(api->ssl_ctx); /* connections' SSL objects held references until they closed */
     free(api);

@@ -46,8 +46,14 @@ struct tm_api_limits {
 /* The defaults above. */
 void tm_api_limits_default(struct tm_api_limits *limits);
 
+/* The routes a server answers, and the state they keep per server; the
+ * server calls state_new() at start and state_free() when it is closed
+ * (both optional).  Defined in internal.h, for the routes' files. */
+struct tm_api_routes;
+
 /*
- * Listen on cfg->listen ("host:port"; host an IPv4 or [IPv6] literal,
+ * Serve routes (borrowed; tm_api_v1_routes in routes.h is tarmac's) and
+ * listen on cfg->listen ("host:port"; host an IPv4 or [IPv6] literal,
  * "localhost", or "*" for every address) with the limits in cfg->api, and
  * serve on loop with the database pool (borrowed: it must outlive the
  * API).  With cfg->api.tls_cert_file (and tls_key_file) set it serves
@@ -57,13 +63,14 @@ void tm_api_limits_default(struct tm_api_limits *limits);
  * TM_ENOMEM) after logging why ("api.tls_cert_file: <path>: <reason>");
  * nothing is left open on failure.
  */
-int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_config *cfg,
-                 struct tm_api **ret_api);
+int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_api_routes *routes,
+                 const struct tm_config *cfg, struct tm_api **ret_api);
 
 /* The same with an explicit address (port 0 picks a free port: see
  * tm_api_port) and limits (NULL for the defaults).  For tests and tools. */
-int tm_api_start_listen(uv_loop_t *loop, struct tm_pg_pool *pool, const char *listen,
-                        const struct tm_api_limits *limits, struct tm_api **ret_api);
+int tm_api_start_listen(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_api_routes *routes,
+                        const char *listen, const struct tm_api_limits *limits,
+                        struct tm_api **ret_api);
 
 /* The port actually bound. */
 int tm_api_port(const struct tm_api *api);

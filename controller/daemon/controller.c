@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "controller/daemon/alert_webhook.h"
+#include "controller/api/routes.h"
 #include "controller/api/server.h"
 #include "controller/api/fleet_stats.h"
 #include "controller/reconcile/live_forecast.h"
@@ -1231,7 +1232,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     if (r == 0)
         r = create_providers(ctl, cfg->database_url, err, errsize);
     if (r == 0) {
-        r = tm_api_start(&ctl->loop, ctl->pool, cfg, &ctl->api);
+        r = tm_api_start(&ctl->loop, ctl->pool, &tm_api_v1_routes, cfg, &ctl->api);
         if (r < 0)
             snprintf(err, errsize, "could not serve the API on %s: %s%s", cfg->listen, tm_strerror(r),
                      /* api_tls.c logged which file and why, never the key */

@@ -29,6 +29,7 @@
 #include <libpq-fe.h>
 #include <uv.h>
 
+#include "controller/api/routes.h"
 #include "controller/api/server.h"
 #include "controller/api/internal.h"
 #include "controller/api/fleet_stats.h"
@@ -118,9 +119,9 @@ static int start_server(void)
     if (r == 0)
         r = tm_pg_pool_create(&g.loop, g.url, 2, NULL, NULL, &g.pool);
     if (r == 0)
-        r = tm_api_start_listen(&g.loop, g.pool, "127.0.0.1:0", &roomy, &g.api);
+        r = tm_api_start_listen(&g.loop, g.pool, &tm_api_v1_routes, "127.0.0.1:0", &roomy, &g.api);
     if (r == 0)
-        r = tm_api_start_listen(&g.loop, g.pool, "localhost:0", &tight, &g.tight);
+        r = tm_api_start_listen(&g.loop, g.pool, &tm_api_v1_routes, "localhost:0", &tight, &g.tight);
     if (r == 0)
         r = uv_async_init(&g.loop, &g.stop, on_stop);
     if (r == 0)
@@ -1768,7 +1769,7 @@ static void test_openapi(void **state)
     snprintf(routes, sizeof(routes), "%s/api_routes.txt", dir);
     f = fopen(routes, "w");
     assert_non_null(f);
-    for (const struct api_route *r = api_routes; r->method; r++)
+    for (const struct api_route *r = tm_api_v1_routes.table; r->method; r++)
         fprintf(f, "%s %s\n", r->method, r->pattern);
     fclose(f);
     f = fopen(fixture, "w");
