@@ -1,5 +1,5 @@
 # Issue 4: the price table, the fleet planner and the elastic replay
-# (controller/fleet/prices.c, planner.c, elastic.c, elastic_cli.c).
+# (controller/fleet/prices.c, planner.c, elastic.c, cli/elastic.c).
 # test_elastic doubles as a runner for `replay --elastic` (bench/run-elastic.sh
 # uses it while the main binary does not dispatch there yet):
 #   test_elastic replay --elastic --pods ... --prices ...

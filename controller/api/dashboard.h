@@ -2,7 +2,7 @@
  * controller/api/dashboard.h: the dashboard at / (web/, embedded in the
  * binary at build time by cmake/embed_web.cmake) and the history it draws,
  * GET /v1/timeseries.  The routes are listed in api_routes[]
- * (api/routes.c); they follow the contract of api_internal.h.
+ * (api/routes.c); they follow the contract of api/internal.h.
  */
 #ifndef TM_API_DASHBOARD_H
 #define TM_API_DASHBOARD_H

@@ -1,5 +1,5 @@
 /*
- * controller/api/metrics.c: GET /metrics (see api_metrics.h), the
+ * controller/api/metrics.c: GET /metrics (see api/metrics.h), the
  * Prometheus text exposition, format 0.0.4.
  *
  * Two sources.  What every replica must agree on, and what must survive a

@@ -219,7 +219,7 @@ static int page_params(struct api_call *c, const struct api_qp *limit, const str
     return 0;
 }
 
-/* ---- health and readiness (/metrics: api_metrics.c) --------------------- */
+/* ---- health and readiness (/metrics: api/metrics.c) --------------------- */
 
 static void r_healthz(struct api_call *c)
 {

@@ -854,7 +854,7 @@ static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_a
     api->accept_ctx.ctx = &api->ctx;
     api->accept_ctx.hosts = api->conf.hosts;
     /* With a context, h2o_accept() runs the TLS handshake first, then
-     * HTTP/2 or HTTP/1.1 by ALPN (api_tls.c). */
+     * HTTP/2 or HTTP/1.1 by ALPN (api/tls.c). */
     api->accept_ctx.ssl_ctx = api->ssl_ctx;
 
     tm_log_info("api listening",

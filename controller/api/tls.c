@@ -1,5 +1,5 @@
 /*
- * controller/api/tls.c: the API's TLS context.  See api_tls.h.
+ * controller/api/tls.c: the API's TLS context.  See api/tls.h.
  *
  * The key is parsed here rather than by SSL_CTX_use_PrivateKey_file so
  * that the three ways a key file goes wrong (unreadable, not a key, not

@@ -1,5 +1,5 @@
 /*
- * controller/cli/api.c: see cli_api.h.
+ * controller/cli/api.c: see cli/api.h.
  */
 #include "controller/cli/api.h"
 

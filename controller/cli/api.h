@@ -1,7 +1,7 @@
 /*
  * controller/cli/api.h: what the commands that talk to the HTTP API share
- * (cli_jobs.c, cli_fleet.c, cli_budget.c; see cli.h for which commands
- * those are, cli_client.h for where the URL and the token come from).
+ * (cli/jobs.c, cli/fleet.c, cli/budget.c; see cli.h for which commands
+ * those are, cli/client.h for where the URL and the token come from).
  *
  * Each command checks its own input first (exit 2, nothing sent), makes
  * its requests, and prints a table for people or, with --output json, the

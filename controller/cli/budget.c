@@ -1,6 +1,6 @@
 /*
  * controller/cli/budget.c: `tarmac budget set|show` and `tarmac spend`
- * (through the API; see cli_api.h).
+ * (through the API; see cli/api.h).
  */
 #include "controller/cli/cli.h"
 

@@ -3,7 +3,7 @@
  *
  * Two families, one rule: the commands people and scripts use day to day
  * (`submit`, `jobs`, `nodes`, `pools`, `decisions`, `why`, `budget`,
- * `spend`) talk to the HTTP API with a bearer token (cli_api.c); the same
+ * `spend`) talk to the HTTP API with a bearer token (cli/api.c); the same
  * reads and the submit straight against PostgreSQL, for operators and for
  * when the API is down, are under `tarmac db ...` (this file, blocking
  * libpq).  `migrate` and `serve` need the server's configuration.  None of
@@ -30,7 +30,7 @@ int tm_cli_decisions(int argc, char **argv);
 int tm_cli_summary(int argc, char **argv);
 int tm_cli_serve(int argc, char **argv);
 
-/* Through the API (cli_api.c). */
+/* Through the API (cli/api.c). */
 int tm_cli_api_submit(int argc, char **argv);
 int tm_cli_api_jobs(int argc, char **argv);
 int tm_cli_api_nodes(int argc, char **argv);

@@ -1,5 +1,5 @@
 /*
- * controller/cli/client.c: see cli_client.h.
+ * controller/cli/client.c: see cli/client.h.
  */
 #include "controller/cli/client.h"
 

@@ -1,7 +1,7 @@
 /*
  * controller/cli/common.h: what the one-shot commands share, between
  * cli.c (the direct-database forms, `tarmac db ...`, plus migrate and
- * serve) and cli_api.c (the commands that talk to the HTTP API).  Not for
+ * serve) and cli/api.c (the commands that talk to the HTTP API).  Not for
  * the daemon.
  */
 #ifndef TM_CLI_COMMON_H

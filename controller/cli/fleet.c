@@ -1,6 +1,6 @@
 /*
  * controller/cli/fleet.c: `tarmac nodes`, `pools`, `decisions` and `why`
- * (through the API; see cli_api.h).
+ * (through the API; see cli/api.h).
  */
 #include "controller/cli/cli.h"
 

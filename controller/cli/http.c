@@ -1,5 +1,5 @@
 /*
- * controller/cli/http.c: see cli_http.h.
+ * controller/cli/http.c: see cli/http.h.
  */
 #include "controller/cli/http.h"
 

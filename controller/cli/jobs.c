@@ -1,6 +1,6 @@
 /*
  * controller/cli/jobs.c: `tarmac submit` and `tarmac jobs` (list, show, cancel, retag)
- * (through the API; see cli_api.h).
+ * (through the API; see cli/api.h).
  */
 #include "controller/cli/cli.h"
 

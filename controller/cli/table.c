@@ -1,5 +1,5 @@
 /*
- * controller/cli/table.c: see cli_table.h.
+ * controller/cli/table.c: see cli/table.h.
  */
 #include "controller/cli/table.h"
 

@@ -1235,7 +1235,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
         r = tm_api_start(&ctl->loop, ctl->pool, &tm_api_v1_routes, cfg, &ctl->api);
         if (r < 0)
             snprintf(err, errsize, "could not serve the API on %s: %s%s", cfg->listen, tm_strerror(r),
-                     /* api_tls.c logged which file and why, never the key */
+                     /* api/tls.c logged which file and why, never the key */
                      cfg->api.tls_cert_file && r == TM_EINVAL
                          ? " (api.tls_cert_file or tls_key_file refused: see the log line above)"
                          : "");

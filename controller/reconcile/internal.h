@@ -1,6 +1,6 @@
 /*
  * controller/reconcile/internal.h: what the files of the reconcile pass
- * share (reconcile.c, reconcile_moves.c); nothing outside them includes it.
+ * share (reconcile.c, reconcile/moves.c); nothing outside them includes it.
  *
  * One pass is one struct pass: the input, the plan being written, and the
  * per-node, per-job and per-pool scratch arrays the steps hand each other.
@@ -63,7 +63,7 @@ struct pass {
     struct team_budget *teams;  /* teams with a cap */
     size_t nteams;
     struct team_budget *org;    /* the org cap, or NULL */
-    /* The planner's other actions (reconcile_moves.c). */
+    /* The planner's other actions (reconcile/moves.c). */
     bool *node_placed;          /* node index -> got a placement this pass */
     bool *node_replaced;        /* node index -> a spot substitute for it is live */
     bool *job_switched;         /* job index -> switched to on-demand this pass */
@@ -140,7 +140,7 @@ cJSON *tm_rc_request_node(struct pass *p, int pi, const struct tm_config_instanc
 bool tm_rc_launch_admitted(struct pass *p, int pi, const struct tm_config_instance_type *t,
                            enum tm_capacity_type cap);
 
-/* ---- the planner's other actions (reconcile_moves.c) ------------------- */
+/* ---- the planner's other actions (reconcile/moves.c) ------------------- */
 
 /* Per pool: disruptions in the current interval (the snapshot's decisions)
  * and how many more the budget allows.  Call once, before fleet(). */

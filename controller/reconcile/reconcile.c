@@ -1687,7 +1687,7 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
             p->plan.released++;
         } else if (x->kind != TM_PLAN_WARN) {
             /* drain, move, substitute, deadline switch, refusal
-             * (reconcile_moves.c); WARN: the org's soft cap is
+             * (reconcile/moves.c); WARN: the org's soft cap is
              * budget_warn's, from the ledger */
             tm_rc_plan_other(p, in_model, f, &in, x, seq);
         }

@@ -177,7 +177,7 @@ struct tm_plan {
     unsigned placed, waiting, reserved, preempted, requested, ready, released, gone, orphans;
     unsigned budget_refused;
     unsigned noticed, checkpointed, requeued; /* spot notices acted on, jobs moved off nodes */
-    /* The planner's other actions (reconcile_moves.c). */
+    /* The planner's other actions (reconcile/moves.c). */
     unsigned drained, moved, substituted, switched, refused;
 };
 
