@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "controller/reconcile.h"
+#include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 #include "tests/lib/snap_fixture.h"
 

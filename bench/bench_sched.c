@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "controller/scheduler.h"
+#include "controller/sched/scheduler.h"
 
 static uint64_t rng(uint64_t *s)
 {

@@ -3,7 +3,8 @@
  * the bench script works whether or not controller/main.c dispatches the
  * subcommand yet.
  */
-#include "controller/replay.h"
+#include "controller/cli/cli.h"
+#include "controller/replay/replay.h"
 
 int main(int argc, char **argv)
 {

@@ -134,12 +134,12 @@ L.append("| C: tarmac <= 1.35 x lower bound | %.3f (reactive %.3f) | %s |" % (C[
 L.append("| C: <= 5%% of jobs wait longer than boot | %.1f%% (reactive %.1f%%; mean wait %.0f s vs %.0f s) | %s |" % (100 * C["tarmac"]["waited_longer_than_boot_share"], 100 * C["reactive"]["waited_longer_than_boot_share"], C["tarmac"]["wait_mean_s"], C["reactive"]["wait_mean_s"], yes(C["tarmac"]["waited_longer_than_boot_share"] <= 0.05)))
 L.append("| D: tarmac <= 1.25 x lower bound | %.3f (reactive %.3f) | %s |" % (D["tarmac"]["cost_ratio"], D["reactive"]["cost_ratio"], yes(D["tarmac"]["cost_ratio"] <= 1.25)))
 L.append("| forecast pinball < seasonal-naive on every series | bench/results/forecast-2026-12-01.md | yes |")
-L.append("| zero budget overshoot | %.0f cents, worst run here (no budget in these tables; hard-cap replays in tests/unit/test_elastic.c) | %s |" % (over, yes(over == 0)))
-L.append("| zero missed feasible deadlines | %d here (deadline replays in tests/unit/test_elastic.c) | %s |" % (missed, yes(missed == 0)))
+L.append("| zero budget overshoot | %.0f cents, worst run here (no budget in these tables; hard-cap replays in tests/unit/replay/test_elastic.c) | %s |" % (over, yes(over == 0)))
+L.append("| zero missed feasible deadlines | %d here (deadline replays in tests/unit/replay/test_elastic.c) | %s |" % (missed, yes(missed == 0)))
 L.append("")
 L.append("Command: `bench/run-elastic.sh` (driver: `%s`). openb default submitted from 9,964,972 s, "
          "jobs up to a day, boot 180 s, tick 30 s, seed 1. Prices: $4.00/GPU-h on demand, spot 35%% "
-         "(bench/prices/). xLB = cost / lower bound, xfloor = cost / floor (DESIGN.md, controller/elastic.h). "
+         "(bench/prices/). xLB = cost / lower bound, xfloor = cost / floor (DESIGN.md, controller/replay/elastic.h). "
          "util = useful GPU-hours / paid GPU-hours. lost%% = GPU-hours lost to interruptions / GPU-hours of "
          "preemptible work. Paid GPU-hours that did no work: boot (nodes booting), empty (nodes with no job), "
          "free (free GPUs on nodes running jobs).\n" % os.path.basename(el.split()[0]))

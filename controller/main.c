@@ -4,30 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "controller/cli.h"
-#include "controller/elastic.h"
-#include "controller/forecast.h"
-#include "controller/replay.h"
-#include "controller/spot_traces.h"
-#include "controller/token.h"
-#include "providers/aws/aws_provider.h"
-
-/* `tarmac check PROVIDER ...`: credentials and API reachability before the
- * first serve. */
-static int check_main(int argc, char **argv)
-{
-    if (argc >= 2 && strcmp(argv[1], "aws") == 0)
-        return tm_aws_check_main(argc, argv);
-    if (argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("Usage: tarmac check aws [--region R] [--instance-types T1,T2,...]\n\n"
-               "Resolve credentials as the controller does, call the cloud and print what it\n"
-               "offers.  Exit 0 ok, 3 authentication failed, 1 other failure.\n");
-        return TM_EXIT_OK;
-    }
-    fprintf(stderr, "tarmac check: unrecognized provider \"%s\" (valid: aws)\n",
-            argc >= 2 ? argv[1] : "");
-    return TM_EXIT_USAGE;
-}
+#include "controller/cli/cli.h"
 
 /* `tarmac replay`: the scheduler's replay, or with --elastic the fleet's
  * (launches, prices, spot) on the same inputs. */
@@ -56,7 +33,7 @@ static const struct {
     {"spend", tm_cli_api_spend, "this month's spend per team and pool, and its projection"},
     {"db", tm_cli_db, "the same straight against PostgreSQL: db submit|jobs|nodes|pools|decisions|summary"},
     {"token", tm_token_main, "create or revoke API tokens (token create|revoke)"},
-    {"check", check_main, "check cloud credentials and offerings (check aws)"},
+    {"check", tm_cli_check, "check cloud credentials and offerings (check aws)"},
     {"forecast", tm_forecast_main, "evaluate the demand forecaster on a series"},
     {"replay", replay_main, "replay a GPU cluster trace (--elastic: with the fleet planner)"},
     {"spot-fit", tm_spot_fit_main, "fit spot interruption hazards and availability from traces"},

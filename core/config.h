@@ -97,7 +97,7 @@ struct tm_config_pool {
     bool drain_oversized;         /* the planner drains oversized nodes; default false */
 };
 
-/* api: the HTTP server's TLS and limits (controller/api.h). */
+/* api: the HTTP server's TLS and limits (controller/api/server.h). */
 struct tm_config_api {
     char *tls_cert_file;          /* PEM chain; with tls_key_file, serve HTTPS; may be NULL */
     char *tls_key_file;           /* PEM private key; both or neither */
@@ -108,7 +108,7 @@ struct tm_config_api {
     double burst;                 /* token bucket size, default 200 */
 };
 
-/* alerts: conditions and where they go (controller/alerts.h).  A threshold
+/* alerts: conditions and where they go (controller/reconcile/alerts.h).  A threshold
  * of 0 turns its condition off. */
 struct tm_config_alerts {
     char *webhook_url;            /* http(s) URL, may be NULL (alerts only recorded); a secret */
@@ -122,7 +122,7 @@ struct tm_config_alerts {
     bool provider_auth;           /* a provider refusing our credentials, default true */
 };
 
-/* The live demand forecast (controller/live_forecast.c). */
+/* The live demand forecast (controller/reconcile/live_forecast.c). */
 struct tm_config_forecast {
     double quantile;              /* provisioning quantile, default 0.9, 0.5..0.999 */
     int64_t history_ms;           /* warm start: demand history read at leadership,

@@ -23,7 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "controller/model.h"
+#include "core/model.h"
 
 #define TM_ID_MAX 64
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: install what is missing, build with -Wall -Wextra
 # -Werror, run every ctest test, then build again with AddressSanitizer and
-# UndefinedBehaviorSanitizer and run the suite under them.
+# UndefinedBehaviorSanitizer and run the suite under them.  First of all,
+# scripts/check-includes.sh checks the layering rule of README.md.
 #
 #   scripts/test.sh
 #
@@ -9,6 +10,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 start=$(date +%s)
+
+echo "== include check"
+sh scripts/check-includes.sh
 
 bash scripts/setup.sh --asan
 jobs=$(nproc 2>/dev/null || echo 2)

@@ -4,7 +4,7 @@
 
 # All 31 official SigV4 vectors, stage by stage, plus encoder and hygiene.
 # The same binary is the C driver of the botocore cross-check (--sign-stdin).
-tm_add_c_test(test_sigv4 ${CMAKE_SOURCE_DIR}/tests/unit/test_sigv4.c LABELS unit aws TIMEOUT 60)
+tm_add_c_test(test_sigv4 ${CMAKE_SOURCE_DIR}/tests/unit/providers/aws/test_sigv4.c LABELS unit aws TIMEOUT 60)
 
 # 400 random EC2 POST requests (fixed seed) signed by us and by botocore.
 find_package(Python3 COMPONENTS Interpreter)
@@ -15,7 +15,7 @@ if(Python3_Interpreter_FOUND)
 endif()
 
 # Environment, shared files, region, endpoint: temporary files only.
-tm_add_c_test(test_aws_credentials ${CMAKE_SOURCE_DIR}/tests/unit/test_aws_credentials.c
+tm_add_c_test(test_aws_credentials ${CMAKE_SOURCE_DIR}/tests/unit/providers/aws/test_aws_credentials.c
               LABELS unit aws TIMEOUT 60)
 # The same binary against tests/lib/imds_fixture.py (a fake IMDSv2).
 tm_add_test(test_aws_credentials_imds LABELS integration aws TIMEOUT 120

@@ -1,6 +1,6 @@
 # providers/aws: the EC2 client, the AWS provider, `tarmac check aws`.
 
-tm_add_c_test(test_ec2_xml ${CMAKE_SOURCE_DIR}/tests/unit/test_ec2_xml.c LABELS unit aws
+tm_add_c_test(test_ec2_xml ${CMAKE_SOURCE_DIR}/tests/unit/providers/aws/test_ec2_xml.c LABELS unit aws
               TIMEOUT 60)
 
 # Replays the corpus through the fuzz entry point with a plain main(), so

@@ -1,11 +1,11 @@
 # Issue 4: the price table, the fleet planner and the elastic replay
-# (controller/prices.c, planner.c, elastic.c, elastic_cli.c).
+# (controller/fleet/prices.c, planner.c, elastic.c, cli/elastic.c).
 # test_elastic doubles as a runner for `replay --elastic` (bench/run-elastic.sh
 # uses it while the main binary does not dispatch there yet):
 #   test_elastic replay --elastic --pods ... --prices ...
-tm_add_c_test(test_prices ${CMAKE_SOURCE_DIR}/tests/unit/test_prices.c
-              LABELS unit elastic TIMEOUT 60)
-tm_add_c_test(test_planner ${CMAKE_SOURCE_DIR}/tests/unit/test_planner.c
-              LABELS unit elastic TIMEOUT 60)
-tm_add_c_test(test_elastic ${CMAKE_SOURCE_DIR}/tests/unit/test_elastic.c
+tm_add_c_test(test_prices ${CMAKE_SOURCE_DIR}/tests/unit/fleet/test_prices.c
+              LABELS unit elastic TIMEOUT 60 LINK tarmac_fleet)
+tm_add_c_test(test_planner ${CMAKE_SOURCE_DIR}/tests/unit/fleet/test_planner.c
+              LABELS unit elastic TIMEOUT 60 LINK tarmac_fleet)
+tm_add_c_test(test_elastic ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_elastic.c
               LABELS unit elastic TIMEOUT 120)

@@ -1,6 +1,6 @@
 # The configuration loader: unit tests, corpus replay and the fuzz target.
 
-tm_add_c_test(test_config ${CMAKE_SOURCE_DIR}/tests/unit/test_config.c LABELS unit foundation)
+tm_add_c_test(test_config ${CMAKE_SOURCE_DIR}/tests/unit/core/test_config.c LABELS unit foundation LINK tarmac_core)
 
 # Replays every seed in the corpus through the fuzz entry point with a plain
 # main(), so the corpus is exercised by every compiler on every ctest run.
@@ -30,4 +30,4 @@ if(TM_FUZZ)
 endif()
 
 # The whole-file reader the trace and table loaders share (core/file.c).
-tm_add_c_test(test_file ${CMAKE_SOURCE_DIR}/tests/unit/test_file.c LABELS unit foundation)
+tm_add_c_test(test_file ${CMAKE_SOURCE_DIR}/tests/unit/core/test_file.c LABELS unit foundation LINK tarmac_core)

@@ -1,9 +1,9 @@
 # Issue 3: the scheduler, trace replay and packing.  Tests that read the
 # public traces find them at ${TM_SOURCE_DIR}/../shared/traces (ctest sets
 # TM_SOURCE_DIR) and skip when they are absent.
-tm_add_c_test(test_scheduler ${CMAKE_SOURCE_DIR}/tests/unit/test_scheduler.c
-              LABELS unit scheduler TIMEOUT 120)
-tm_add_c_test(test_trace ${CMAKE_SOURCE_DIR}/tests/unit/test_trace.c
-              LABELS unit scheduler TIMEOUT 120)
-tm_add_c_test(test_replay ${CMAKE_SOURCE_DIR}/tests/unit/test_replay.c
+tm_add_c_test(test_scheduler ${CMAKE_SOURCE_DIR}/tests/unit/sched/test_scheduler.c
+              LABELS unit scheduler TIMEOUT 120 LINK tarmac_sched)
+tm_add_c_test(test_trace ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_trace.c
+              LABELS unit scheduler TIMEOUT 120 LINK tarmac_replay_lib)
+tm_add_c_test(test_replay ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_replay.c
               LABELS unit scheduler TIMEOUT 300)

@@ -1,13 +1,11 @@
 # The service surface (issue 6): the HTTP API on h2o, tokens, request
-# bodies.  h2o joins tarmac_lib here because the API is the only user.
-pkg_check_modules(H2O REQUIRED IMPORTED_TARGET libh2o)
-target_link_libraries(tarmac_lib PUBLIC PkgConfig::H2O)
+# bodies.
 
-tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/test_api_body.c LABELS unit service
-              TIMEOUT 60)
+tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/spec/test_api_body.c LABELS unit service
+              TIMEOUT 60 LINK tarmac_spec)
 # The API end to end: a loop thread serving, libcurl and openapi_check.py
 # as clients, the run's PostgreSQL cluster underneath.
-tm_add_c_test(test_api ${CMAKE_SOURCE_DIR}/tests/unit/test_api.c LABELS integration service
+tm_add_c_test(test_api ${CMAKE_SOURCE_DIR}/tests/unit/api/test_api.c LABELS integration service
               FIXTURES pg TIMEOUT 300)
 
 # The strict Prometheus text parser test_api reads /metrics with: it must
@@ -33,9 +31,9 @@ if(TM_FUZZ)
     # The parsers are compiled into the target so they carry the fuzzer's
     # coverage instrumentation, not only the harness.
     add_executable(fuzz_api_body ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_api_body.c
-                   ${CMAKE_SOURCE_DIR}/controller/job_spec.c ${CMAKE_SOURCE_DIR}/controller/api_body.c
-                   ${CMAKE_SOURCE_DIR}/controller/json_body.c
-                   ${CMAKE_SOURCE_DIR}/controller/model.c ${CMAKE_SOURCE_DIR}/core/err.c)
+                   ${CMAKE_SOURCE_DIR}/controller/spec/job_spec.c ${CMAKE_SOURCE_DIR}/controller/spec/api_body.c
+                   ${CMAKE_SOURCE_DIR}/controller/spec/json_body.c
+                   ${CMAKE_SOURCE_DIR}/core/model.c ${CMAKE_SOURCE_DIR}/core/err.c)
     target_include_directories(fuzz_api_body PRIVATE ${CMAKE_SOURCE_DIR})
     target_compile_options(fuzz_api_body PRIVATE -fsanitize=fuzzer,address,undefined
                            -fno-omit-frame-pointer)
@@ -58,7 +56,7 @@ tm_add_test(itest_api_tls LABELS integration service FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/api_tls.sh)
 # The TLS context alone: good pair (TLS 1.2 minimum, ALPN by an in-memory
 # handshake) and each bad file refused by name, never showing a key.
-tm_add_c_test(test_api_tls ${CMAKE_SOURCE_DIR}/tests/unit/test_api_tls.c LABELS unit service
+tm_add_c_test(test_api_tls ${CMAKE_SOURCE_DIR}/tests/unit/api/test_api_tls.c LABELS unit service
               TIMEOUT 60)
 
 # The dashboard at / in headless Chromium (Debian's chromium, installed by
@@ -74,5 +72,5 @@ tm_add_test(itest_cli_api LABELS integration service FIXTURES pg TIMEOUT 240
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/cli_api.sh)
 # Where the CLI's URL, token and CA come from (flags, environment, the
 # client file and its permissions), and its escaping and tables.
-tm_add_c_test(test_cli_client ${CMAKE_SOURCE_DIR}/tests/unit/test_cli_client.c LABELS unit service
+tm_add_c_test(test_cli_client ${CMAKE_SOURCE_DIR}/tests/unit/cli/test_cli_client.c LABELS unit service
               TIMEOUT 60)

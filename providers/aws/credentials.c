@@ -27,7 +27,7 @@
 #include <cjson/cJSON.h>
 #include <openssl/crypto.h>
 
-#include "controller/http_uv.h"
+#include "controller/io/http_uv.h"
 #include "core/config.h"
 #include "core/err.h"
 #include "core/log.h"

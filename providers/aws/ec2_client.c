@@ -32,7 +32,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "controller/http_uv.h"
+#include "controller/io/http_uv.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/aws/sigv4.h"

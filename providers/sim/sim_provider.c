@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "controller/pg_uv.h"
+#include "controller/io/pg_uv.h"
 #include "core/config.h"
 #include "core/err.h"
 #include "core/log.h"

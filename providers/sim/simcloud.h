@@ -50,7 +50,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "controller/model.h"
+#include "core/model.h"
 #include "providers/provider.h"
 
 #define TM_SIM_TYPES_MAX 32
@@ -81,7 +81,7 @@ struct tm_sim_pool_spot {
     /* Probability that a spot launch in this pool finds no capacity
      * (TM_EQUOTA), drawn per launch from (seed, token, now); 0 = always
      * obtainable.  Real spot capacity comes and goes by zone
-     * (controller/spot_fit.h fits the share of probes that got it). */
+     * (controller/fleet/spot_fit.h fits the share of probes that got it). */
     double launch_failure;
 };
 

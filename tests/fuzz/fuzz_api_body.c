@@ -16,10 +16,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/api_body.h"
-#include "controller/job_spec.h"
-#include "controller/json_body.h"
-#include "controller/model.h"
+#include "controller/spec/api_body.h"
+#include "controller/spec/job_spec.h"
+#include "controller/spec/json_body.h"
+#include "core/model.h"
 #include "core/err.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Loopback HTTP server with canned answers for tests/unit/test_http_uv.c.
+"""Loopback HTTP server with canned answers for tests/unit/io/test_http_uv.c.
 
 Binds 127.0.0.1 on a free port, prints "tm-http-fixture port=N" on stdout, then
 serves until killed or until its stdin closes (the test process died).

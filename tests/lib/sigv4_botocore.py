@@ -4,7 +4,7 @@
 Usage: sigv4_botocore.py DRIVER [N]
 
 DRIVER is `test_sigv4` (run as `DRIVER --sign-stdin`: JSON case per line in,
-JSON answer per line out; see tests/unit/test_sigv4.c).  N random EC2 POST
+JSON answer per line out; see tests/unit/providers/aws/test_sigv4.c).  N random EC2 POST
 cases (default 400) are made from a fixed seed: random actions and
 parameters (unicode, spaces, reserved characters, empty values), endpoints
 (with and without ports, default ports, paths), regions, dates, keys, and

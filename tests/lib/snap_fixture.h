@@ -27,7 +27,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/reconcile.h"
+#include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 
 /* The database line (never connected to) and the cluster's name. */

@@ -1,0 +1,53 @@
+/*
+ * controller/cli/http.h: the API commands' HTTP client, libcurl's easy
+ * interface (a one-shot command may block; the daemon uses http_uv.c).
+ *
+ * One struct tm_cli_http per command, reused for each request so the
+ * connection is kept alive across pages.  The token travels only in the
+ * Authorization header: never printed, not with --verbose, and wiped from
+ * memory on release.  Redirects are not followed (a token must not follow
+ * a Location elsewhere); only http and https are spoken; an https server's
+ * certificate is always verified (against the endpoint's ca_file when one
+ * is given).  A 429 (past the token's request rate; nothing was done) is
+ * waited out as its Retry-After says and the request sent again, up to a
+ * minute.
+ */
+#ifndef TM_CLI_HTTP_H
+#define TM_CLI_HTTP_H
+
+#include <stdbool.h>
+
+#include <cjson/cJSON.h>
+
+#include "controller/cli/client.h"
+
+struct tm_cli_http {
+    const char *cmd;                     /* for messages */
+    const struct tm_cli_endpoint *ep;    /* borrowed */
+    bool verbose;
+    void *curl;                          /* CURL * */
+    struct curl_slist *headers;          /* the Authorization one holds the token */
+};
+
+/* Returns 0, or TM_EXIT_FAIL after printing why. */
+int tm_cli_http_init(struct tm_cli_http *h, const char *cmd, const struct tm_cli_endpoint *ep,
+                     bool verbose);
+
+/*
+ * METHOD ep->url + path (path starts with '/', query included, already
+ * escaped), with body as JSON when not NULL.  On a 2xx answer with a JSON
+ * body, *ret_json receives it (caller frees with cJSON_Delete) and the
+ * return is 0.  Otherwise the problem is printed on stderr, for an answer
+ * from the server as
+ *   tarmac: STATUS: ERROR (field FIELD)
+ * and the return is TM_EXIT_FAIL.
+ */
+int tm_cli_http_call(struct tm_cli_http *h, const char *method, const char *path, const char *body,
+                     cJSON **ret_json);
+
+/* Percent-encode s as one query value into out; false when it does not fit. */
+bool tm_cli_http_escape(const char *s, char *out, size_t size);
+
+void tm_cli_http_release(struct tm_cli_http *h);
+
+#endif

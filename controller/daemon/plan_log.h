@@ -1,0 +1,30 @@
+/*
+ * controller/daemon/plan_log.h: the log lines of a pass's plan, one per action,
+ * written so that a standing state is said once.
+ *
+ * Most actions happen once (a placement, a launch).  Three describe a state
+ * that lasts over many passes: "wait" (a job held), "budget" (a launch or
+ * job refused by a cap) and "launch_refused" (a pool at its maximum, no
+ * capacity).  With thousands of jobs held by a hard cap, a line for each on
+ * every tick filled 80 MB of log in three minutes.  So a standing action is
+ * logged at info only when it was not in the previous pass's plan (the same
+ * op, kind, key and subject), at debug otherwise; the decisions table keeps
+ * its own rules (tarmac_apply).
+ */
+#ifndef TM_PLAN_LOG_H
+#define TM_PLAN_LOG_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+struct tm_plan_log {
+    char **prev;   /* the previous pass's standing actions, sorted */
+    size_t nprev;
+};
+
+/* Log every action of a plan's "actions" array; remember its standing ones. */
+void tm_plan_log_write(struct tm_plan_log *l, const cJSON *actions);
+void tm_plan_log_release(struct tm_plan_log *l);
+
+#endif

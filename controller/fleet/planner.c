@@ -1,0 +1,820 @@
+/*
+ * controller/fleet/planner.c: the fleet planner (see planner.h for the rules).
+ */
+#include "controller/fleet/planner.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+#define HOUR_MS (3600LL * 1000)
+/* drain_oversized: a node is drained when its work fits a type of at most
+ * 1/TM_PLAN_DRAIN_DIV of its GPUs.  Measured on openb with sizes 1, 2, 4
+ * and 8 (cost / lower bound): a half 1.60 (half-used nodes drained while
+ * new work kept launching nodes), a quarter 1.43, an eighth 1.41, never
+ * 1.42; the release of idle large nodes below does most of the work. */
+#define TM_PLAN_DRAIN_DIV 8
+
+const char *tm_plan_kind_name(enum tm_plan_kind k)
+{
+    static const char *const names[TM_PLAN_KIND_MAX] = {
+        "launch", "terminate", "substitute", "move", "deadline_od", "refuse", "warn", "drain",
+    };
+    return (unsigned)k < TM_PLAN_KIND_MAX ? names[k] : "?";
+}
+
+struct acts {
+    struct tm_plan_action *v;
+    size_t n, cap;
+    int err;
+};
+
+static struct tm_plan_action *act_add(struct acts *a, enum tm_plan_kind kind, const char *fmt, ...)
+{
+    struct tm_plan_action *x;
+    va_list ap;
+
+    if (a->n == a->cap) {
+        size_t nc = a->cap ? a->cap * 2 : 16;
+        struct tm_plan_action *nv = realloc(a->v, nc * sizeof(*nv));
+        if (!nv) {
+            a->err = TM_ENOMEM;
+            return NULL;
+        }
+        a->v = nv;
+        a->cap = nc;
+    }
+    x = &a->v[a->n++];
+    memset(x, 0, sizeof(*x));
+    x->kind = kind;
+    x->node = -1;
+    x->job = -1;
+    x->type = -1;
+    va_start(ap, fmt);
+    vsnprintf(x->reason, sizeof(x->reason), fmt, ap);
+    va_end(ap);
+    return x;
+}
+
+bool tm_plan_short(const struct tm_plan_shortage *sh, size_t nsh, int32_t type, int32_t zone,
+                   bool spot, int64_t now_ms)
+{
+    for (size_t i = 0; i < nsh; i++)
+        if (sh[i].type == type && sh[i].zone == zone && sh[i].spot == spot && now_ms < sh[i].until_ms)
+            return true;
+    return false;
+}
+
+static int nzones(const struct tm_price_table *p)
+{
+    return p->nzones ? (int)p->nzones : 1;
+}
+
+/* The zone a launch of `type` goes to: the first not short, or for spot
+ * with per-zone hazards the one of lowest hazard not short (the same
+ * price everywhere, less work lost); -1 when every zone is short. */
+static int first_zone(const struct tm_price_table *p, const double *hazard, int32_t type,
+                      bool spot, const struct tm_plan_shortage *sh, size_t nsh, int64_t now)
+{
+    int best = -1;
+    for (int z = 0; z < nzones(p); z++) {
+        if (tm_plan_short(sh, nsh, type, z, spot, now))
+            continue;
+        if (!spot || !hazard)
+            return z;
+        if (best < 0 || hazard[type * nzones(p) + z] < hazard[type * nzones(p) + best])
+            best = z;
+    }
+    return best;
+}
+
+static int64_t type_price(const struct tm_price_type *t, bool spot)
+{
+    return spot ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
+}
+
+int tm_plan_choose_type(const struct tm_price_table *prices, const double *spot_zone_hazard,
+                        bool spot, int32_t milli,
+                        int32_t largest_gpus, const struct tm_plan_shortage *sh, size_t nsh,
+                        int64_t now_ms, int32_t *ret_zone)
+{
+    int32_t need = (milli + 999) / 1000;
+    int best = -1, best_zone = -1;
+    int64_t best_price = 0;
+
+    if (largest_gpus < 1)
+        largest_gpus = 1;
+    if (need < largest_gpus)
+        need = largest_gpus;
+    /* The lowest price per GPU of the work the node would hold (its
+     * GPUs, or all of the work when it holds all of it), among the types
+     * that hold the largest job: a 1-GPU job gets a 1-GPU node unless a
+     * bigger one is cheaper than that even with its idle GPUs.  Ties go to
+     * the larger node (fewer boots). */
+    for (size_t i = 0; i < prices->ntypes; i++) {
+        const struct tm_price_type *t = &prices->types[i];
+        int64_t pr = type_price(t, spot);
+        int64_t held = t->gpus < need ? t->gpus : need;
+        int64_t bheld = 0;
+        int z;
+        if (t->gpus < largest_gpus || (spot && pr <= 0))
+            continue;
+        z = first_zone(prices, spot_zone_hazard, (int32_t)i, spot, sh, nsh, now_ms);
+        if (z < 0)
+            continue;
+        if (best >= 0)
+            bheld = prices->types[best].gpus < need ? prices->types[best].gpus : need;
+        if (best < 0 || pr * bheld < best_price * held ||
+            (pr * bheld == best_price * held && t->gpus > prices->types[best].gpus)) {
+            best = (int)i;
+            best_price = pr;
+            best_zone = z;
+        }
+    }
+    if (best >= 0 && ret_zone)
+        *ret_zone = best_zone;
+    return best;
+}
+
+int64_t tm_plan_deadline_switch_ms(int64_t deadline_ms, int64_t remaining_ms, int64_t boot_ms,
+                                   int64_t tick_ms)
+{
+    return deadline_ms - remaining_ms - boot_ms - tick_ms;
+}
+
+/* Free room of one node as the planner models it.  CPU and memory are
+ * checked only for jobs that ask for them on types that state them: a job
+ * the planner counts as fitting must be one the scheduler can place, or
+ * it waits without a launch. */
+struct room {
+    int32_t free_milli;
+    int32_t free_whole;
+    int64_t free_cpu, free_mem;  /* INT64_MAX: not modelled */
+    int pool;
+    bool usable;
+    bool share_known;            /* free_share is modelled */
+    int32_t free_share;          /* largest free room on one partly used GPU */
+};
+
+/* What one job asks of a room. */
+struct ask {
+    int32_t gpus, milli;
+    int64_t cpu, mem;
+};
+
+static struct room room_of_type(const struct tm_price_type *t, int pool)
+{
+    return (struct room){t->gpus * 1000, t->gpus, t->cpu_milli > 0 ? t->cpu_milli : INT64_MAX,
+                         t->memory_mib > 0 ? t->memory_mib : INT64_MAX, pool, true, true, 0};
+}
+
+static bool room_fit(struct room *r, const struct ask *k, bool take)
+{
+    if (!r->usable || k->cpu > r->free_cpu || k->mem > r->free_mem)
+        return false;
+    if (k->gpus > 0) {
+        if (r->free_whole < k->gpus)
+            return false;
+    } else if (r->share_known) {
+        /* a share sits on one GPU: a partly used one with room, or a
+         * whole free one */
+        if (r->free_share < k->milli && r->free_whole < 1)
+            return false;
+    } else if (r->free_milli < k->milli) {
+        return false;
+    }
+    if (!take)
+        return true;
+    if (r->free_cpu != INT64_MAX)
+        r->free_cpu -= k->cpu;
+    if (r->free_mem != INT64_MAX)
+        r->free_mem -= k->mem;
+    if (k->gpus > 0) {
+        r->free_whole -= k->gpus;
+        r->free_milli -= k->gpus * 1000;
+    } else if (r->share_known) {
+        r->free_milli -= k->milli;
+        if (r->free_share >= k->milli) {
+            r->free_share -= k->milli;
+        } else {
+            r->free_whole--;
+            if (1000 - k->milli > r->free_share)
+                r->free_share = 1000 - k->milli;
+        }
+    } else {
+        r->free_milli -= k->milli;
+        if (r->free_whole > r->free_milli / 1000)
+            r->free_whole = r->free_milli / 1000;
+    }
+    return true;
+}
+
+#define FAILED_ASKS_MAX 32
+
+/* Whether ask a fits wherever b fits at most: same kind (whole GPUs or a
+ * share), and no smaller in any dimension. */
+static bool ask_at_least(const struct ask *a, const struct ask *b)
+{
+    return (a->gpus > 0) == (b->gpus > 0) && a->gpus >= b->gpus && a->milli >= b->milli &&
+           a->cpu >= b->cpu && a->mem >= b->mem;
+}
+
+static int32_t smallest_type_gpus(const struct tm_price_table *pr)
+{
+    int32_t best = 0;
+    for (size_t i = 0; i < pr->ntypes; i++)
+        if (best == 0 || pr->types[i].gpus < best)
+            best = pr->types[i].gpus;
+    return best;
+}
+
+/* The GPUs of the smallest type that holds `k` alone (0: none does). */
+static int32_t smallest_holding(const struct tm_price_table *pr, const struct ask *k)
+{
+    int32_t best = 0;
+    for (size_t i = 0; i < pr->ntypes; i++) {
+        struct room r = room_of_type(&pr->types[i], 0);
+        if (room_fit(&r, k, false) && (best == 0 || pr->types[i].gpus < best))
+            best = pr->types[i].gpus;
+    }
+    return best;
+}
+
+struct item {
+    int32_t job;   /* index into jobs */
+    int32_t gpus, milli;
+    int64_t remaining_ms;
+    struct ask ask;
+    int32_t min_gpus; /* GPUs of the smallest type that holds it (CPU, memory too) */
+};
+
+static int cmp_item(const void *a, const void *b)
+{
+    const struct item *x = a, *y = b;
+    if (x->min_gpus != y->min_gpus)
+        return x->min_gpus > y->min_gpus ? -1 : 1;
+    if (x->milli != y->milli)
+        return x->milli > y->milli ? -1 : 1;
+    return x->job < y->job ? -1 : x->job > y->job;
+}
+
+static int64_t cost_of(int64_t uusd_per_hour, int64_t ms)
+{
+    /* 128-bit-free: uusd/h x ms / 3.6e6 stays well inside int64 for any
+     * price below $1M/h and spans below a year. */
+    return uusd_per_hour / 1000 * ms / 3600 + (uusd_per_hour % 1000) * ms / HOUR_MS;
+}
+
+struct budget_state {
+    struct tm_plan_budget b;
+    int64_t accepted;
+    bool warned;
+};
+
+/* Whether a launch costing `cost` may go ahead; emits REFUSE/WARN. */
+static bool budget_ok(struct budget_state *bs, struct acts *a, int64_t cost, int32_t type, bool spot,
+                      const char *tname)
+{
+    int64_t projected;
+
+    if (!bs->b.active)
+        return true;
+    projected = bs->b.spent_uusd + bs->b.committed_uusd + bs->accepted;
+    if (bs->b.hard && projected + cost > bs->b.cap_uusd) {
+        struct tm_plan_action *x = act_add(
+            a, TM_PLAN_REFUSE,
+            "hard cap: spent %.2f + committed %.2f + launches %.2f + this %s %s %.2f = %.2f > cap %.2f USD",
+            bs->b.spent_uusd / 1e6, bs->b.committed_uusd / 1e6, bs->accepted / 1e6, tname,
+            spot ? "spot" : "on-demand", cost / 1e6, (projected + cost) / 1e6, bs->b.cap_uusd / 1e6);
+        if (x) {
+            x->type = type;
+            x->spot = spot;
+            x->cost_uusd = cost;
+        }
+        return false;
+    }
+    if (!bs->b.hard && !bs->warned &&
+        (double)(projected + cost) >= bs->b.warn_at * (double)bs->b.cap_uusd) {
+        act_add(a, TM_PLAN_WARN, "soft cap: projected %.2f USD passes %.0f%% of cap %.2f USD",
+                (projected + cost) / 1e6, bs->b.warn_at * 100, bs->b.cap_uusd / 1e6);
+        bs->warned = true;
+    }
+    bs->accepted += cost;
+    return true;
+}
+
+/* Pack `items` (sorted largest first) plus `headroom_milli` into new nodes
+ * of pool `pool`, emitting launches.  Returns GPUs launched. */
+static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct budget_state *bs,
+                        struct item *items, size_t nitems, int32_t headroom_milli, int pool,
+                        int32_t *pool_count, bool preemptible_only)
+{
+    const struct tm_price_table *pr = in->prices;
+    const struct tm_plan_params *pp = &in->params;
+    bool *done = calloc(nitems ? nitems : 1, sizeof(bool));
+    size_t left = nitems, first = 0;   /* items before `first` are all done */
+    int64_t left_milli = 0;            /* milli of the items not done */
+    bool any_empty_ask = false;        /* an item asking 0 milli fits a full room */
+
+    if (!done) {
+        a->err = TM_ENOMEM;
+        return;
+    }
+    for (size_t i = 0; i < nitems; i++) {
+        left_milli += items[i].milli;
+        if (items[i].milli <= 0)
+            any_empty_ask = true;
+    }
+    while (left > 0 || headroom_milli > 0) {
+        int32_t total = headroom_milli, largest = 1, zone = 0, type;
+        int64_t use_ms = 0, cost;
+        bool spot = pool == TM_PLAN_POOL_SPOT, fell_back_od = false;
+        const char *why_fb = "";
+        int32_t room_milli, room_whole, held = 0, held_milli = 0, took = 0;
+        size_t nheld = 0;
+
+        /* Sorted by min_gpus, largest first: the first item not done is
+         * the largest (kept incrementally: queues of 100k jobs). */
+        while (first < nitems && done[first])
+            first++;
+        total = (int32_t)(total + left_milli);
+        if (first < nitems && items[first].min_gpus > largest)
+            largest = items[first].min_gpus;
+        type = tm_plan_choose_type(pr, in->spot_zone_hazard, spot, total, largest, in->shortages, in->nshortages,
+                                   in->now_ms, &zone);
+        if (type >= 0) {
+            /* Name the fallback: the cheapest choice ignoring shortages. */
+            int32_t z0 = 0;
+            int t0 = tm_plan_choose_type(pr, in->spot_zone_hazard, spot, total, largest, NULL, 0, in->now_ms, &z0);
+            if (t0 != type)
+                why_fb = ", fallback: other type (short)";
+            else if (z0 != zone)
+                why_fb = ", fallback: other zone (short)";
+        }
+        if (type < 0 && spot && preemptible_only && pp->od_fallback) {
+            type = tm_plan_choose_type(pr, in->spot_zone_hazard, false, total, largest, in->shortages, in->nshortages,
+                                       in->now_ms, &zone);
+            if (type >= 0) {
+                spot = false;
+                fell_back_od = true;
+                why_fb = ", fallback: on-demand (spot short everywhere)";
+            }
+        }
+        if (type < 0) {
+            act_add(a, TM_PLAN_REFUSE, "no %s capacity for %d milli-GPU (largest job %d GPUs): "
+                    "every type and zone short or too small", spot ? "spot" : "on-demand",
+                    total, largest);
+            break;
+        }
+        if (pool_count[fell_back_od ? TM_PLAN_POOL_OD : pool] >=
+            pp->max_nodes[fell_back_od ? TM_PLAN_POOL_OD : pool]) {
+            act_add(a, TM_PLAN_REFUSE, "pool %s at its max of %d nodes",
+                    fell_back_od || pool == TM_PLAN_POOL_OD ? "on-demand" : "spot",
+                    pp->max_nodes[fell_back_od ? TM_PLAN_POOL_OD : pool]);
+            break;
+        }
+        room_whole = pr->types[type].gpus;
+        room_milli = room_whole * 1000;
+        {
+            struct room r = room_of_type(&pr->types[type], pool);
+            for (size_t i = first; i < nitems; i++) {
+                if (r.free_milli <= 0 && !any_empty_ask)
+                    break; /* full: nothing more fits */
+                if (done[i] || !room_fit(&r, &items[i].ask, true))
+                    continue;
+                done[i] = true;
+                left--;
+                left_milli -= items[i].milli;
+                nheld++;
+                held_milli += items[i].milli;
+                if (items[i].remaining_ms > use_ms)
+                    use_ms = items[i].remaining_ms;
+            }
+            held = r.free_milli;
+            if (headroom_milli > 0) {
+                int32_t take = headroom_milli < held ? headroom_milli : held;
+                headroom_milli -= take;
+                took = take;
+                if (use_ms < pp->launch_use_ms)
+                    use_ms = pp->launch_use_ms;
+            }
+        }
+        if (nheld == 0 && took == 0) {
+            /* the chosen type holds none of what is left (its CPU or
+             * memory ask is larger than any type's) */
+            act_add(a, TM_PLAN_REFUSE, "no %s type holds the %zu jobs left (CPU or memory)",
+                    spot ? "spot" : "on-demand", left);
+            break;
+        }
+        if (use_ms <= 0)
+            use_ms = pp->launch_use_ms;
+        cost = cost_of(type_price(&pr->types[type], spot), pp->boot_ms + use_ms);
+        if (!budget_ok(bs, a, cost, type, spot, pr->types[type].name))
+            break;
+        {
+            struct tm_plan_action *x = act_add(
+                a, TM_PLAN_LAUNCH, "%s: %zu queued jobs (%.2f GPUs)%s on %s %s at $%.3f/GPU-h in %s%s",
+                nheld ? "backlog" : "ahead of forecast", nheld, held_milli / 1000.0,
+                nheld ? "" : " forecast headroom", pr->types[type].name, spot ? "spot" : "on-demand",
+                (double)type_price(&pr->types[type], spot) / pr->types[type].gpus / 1e6,
+                pr->nzones ? pr->zones[zone] : "default zone", why_fb);
+            if (!x)
+                break;
+            x->type = type;
+            x->zone = zone;
+            x->spot = spot;
+            x->od_fallback = fell_back_od;
+            x->cost_uusd = cost;
+        }
+        pool_count[spot ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD]++;
+        if (nheld == 0 && held == room_milli && headroom_milli <= 0 && left == 0)
+            break;
+    }
+    free(done);
+}
+
+int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
+{
+    const struct tm_price_table *pr = in->prices;
+    const struct tm_plan_params *pp = &in->params;
+    struct acts a = {0};
+    struct room *rooms = NULL;
+    struct item *items[TM_PLAN_POOL_MAX] = {NULL, NULL};
+    size_t nitems[TM_PLAN_POOL_MAX] = {0, 0};
+    bool *force_od = NULL, *skip_idle = NULL;
+    int32_t pool_count[TM_PLAN_POOL_MAX] = {0, 0}, pool_gpus[TM_PLAN_POOL_MAX] = {0, 0};
+    int32_t backlog_milli[TM_PLAN_POOL_MAX] = {0, 0};
+    struct budget_state bs = {.b = in->budget, .warned = in->budget.warned};
+    int disrupt_left;
+    size_t live = 0;
+
+    if (!pr || pr->ntypes == 0 || (in->nnodes && !in->nodes) || (in->njobs && !in->jobs))
+        return TM_EINVAL;
+    for (size_t i = 0; i < in->nnodes; i++)
+        if (in->nodes[i].type < 0 || (size_t)in->nodes[i].type >= pr->ntypes)
+            return TM_EINVAL;
+    for (size_t j = 0; j < in->njobs; j++)
+        if (in->jobs[j].running && (in->jobs[j].node < 0 || (size_t)in->jobs[j].node >= in->nnodes))
+            return TM_EINVAL;
+    rooms = calloc(in->nnodes + 1, sizeof(*rooms));
+    force_od = calloc(in->njobs + 1, sizeof(*force_od));
+    skip_idle = calloc(in->nnodes + 1, sizeof(*skip_idle));
+    items[0] = calloc(in->njobs + 1, sizeof(struct item));
+    items[1] = calloc(in->njobs + 1, sizeof(struct item));
+    if (!rooms || !force_od || !skip_idle || !items[0] || !items[1]) {
+        a.err = TM_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < in->nnodes; i++) {
+        const struct tm_plan_node *n = &in->nodes[i];
+        const struct tm_price_type *t = &pr->types[n->type];
+        int p = n->spot ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD;
+        rooms[i] = room_of_type(t, p);
+        rooms[i].usable = !n->leaving && !n->cordoned;
+        if (n->ready && rooms[i].free_cpu != INT64_MAX)
+            rooms[i].free_cpu -= n->used_cpu_milli;
+        if (n->ready && rooms[i].free_mem != INT64_MAX)
+            rooms[i].free_mem -= n->used_memory_mib;
+        rooms[i].free_milli = n->ready ? t->gpus * 1000 - n->used_milli : t->gpus * 1000;
+        rooms[i].free_whole = n->ready ? n->free_whole : t->gpus;
+        rooms[i].share_known = !n->ready || n->share_room_known;
+        rooms[i].free_share = n->ready ? n->share_free_milli : 0;
+        if (!n->leaving) {
+            pool_count[p]++;
+            if (!n->cordoned)
+                pool_gpus[p] += t->gpus;
+            live++;
+        }
+    }
+
+    /* 1. Deadlines: the latest tick at which an on-demand start still
+     * finishes in time. */
+    for (size_t j = 0; j < in->njobs; j++) {
+        const struct tm_plan_job *jb = &in->jobs[j];
+        int64_t sw;
+        if (!jb->deadline_ms || !jb->preemptible || (jb->running && !jb->on_spot))
+            continue;
+        sw = tm_plan_deadline_switch_ms(jb->deadline_ms, jb->remaining_ms, pp->boot_ms, pp->tick_ms);
+        if (in->now_ms + pp->tick_ms > sw) {
+            struct tm_plan_action *x = act_add(
+                &a, TM_PLAN_DEADLINE_OD,
+                "deadline in %.0f s, %.0f s of work left, on-demand start takes %.0f s: "
+                "waiting another tick would miss it", (jb->deadline_ms - in->now_ms) / 1e3,
+                jb->remaining_ms / 1e3, (pp->boot_ms + pp->tick_ms) / 1e3);
+            if (x)
+                x->job = (int32_t)j;
+            force_od[j] = true;
+        }
+    }
+
+    /* 2. Backlog: queued jobs that fit nowhere (largest first). */
+    {
+        struct item *all = calloc(in->njobs + 1, sizeof(*all));
+        size_t nall = 0;
+        if (!all) {
+            a.err = TM_ENOMEM;
+            goto out;
+        }
+        for (size_t j = 0; j < in->njobs; j++) {
+            const struct tm_plan_job *jb = &in->jobs[j];
+            if (jb->running && !force_od[j])
+                continue;
+            all[nall] = (struct item){(int32_t)j, jb->gpus, jb->milli, jb->remaining_ms,
+                                      {jb->gpus, jb->milli, jb->cpu_milli, jb->memory_mib}, 0};
+            all[nall].min_gpus = smallest_holding(pr, &all[nall].ask);
+            nall++;
+        }
+        /* Rooms only shrink in this loop, so an ask that fit nowhere keeps
+         * fitting nowhere, and so does any ask at least as large: remember
+         * a few (per od_only) and skip the scan of every node for them (the
+         * live tick has queues of 100k jobs over 10k nodes). */
+        struct ask failed[2][FAILED_ASKS_MAX];
+        size_t nfailed[2] = {0, 0};
+        qsort(all, nall, sizeof(*all), cmp_item);
+        for (size_t k = 0; k < nall; k++) {
+            const struct tm_plan_job *jb = &in->jobs[all[k].job];
+            bool od_only = !jb->preemptible || force_od[all[k].job] || !pp->spot;
+            bool placed = false, known = false;
+            int pool;
+            for (size_t f = 0; f < nfailed[od_only] && !known; f++)
+                known = ask_at_least(&all[k].ask, &failed[od_only][f]);
+            if (known)
+                goto backlog;
+            /* spot rooms first for preemptible work, then paid on-demand room */
+            int passes = od_only || pp->od_room_for_preemptible ? 2 : 1;
+            for (int pass = od_only ? 1 : 0; pass < passes && !placed; pass++)
+                for (size_t i = 0; i < in->nnodes && !placed; i++)
+                    if (rooms[i].pool == (pass == 0 ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD) &&
+                        room_fit(&rooms[i], &all[k].ask, true))
+                        placed = true;
+            if (placed)
+                continue;
+            if (nfailed[od_only] < FAILED_ASKS_MAX)
+                failed[od_only][nfailed[od_only]++] = all[k].ask;
+        backlog:
+            pool = od_only ? TM_PLAN_POOL_OD : TM_PLAN_POOL_SPOT;
+            items[pool][nitems[pool]++] = all[k];
+            backlog_milli[pool] += all[k].milli;
+        }
+        free(all);
+    }
+
+    /* 3. Launch for the backlog and ahead of the forecast, and the pools'
+     * minimum. */
+    for (int p = 0; p < TM_PLAN_POOL_MAX; p++) {
+        int32_t headroom = 0;
+        if (p == TM_PLAN_POOL_SPOT && !pp->spot)
+            continue;
+        if (in->forecast_gpus[p] >= 0) {
+            int64_t want = (int64_t)ceil(in->forecast_gpus[p] - 1e-9) * 1000;
+            int64_t have = (int64_t)pool_gpus[p] * 1000 + backlog_milli[p];
+            if (want > have)
+                headroom = (int32_t)(want - have);
+        }
+        if (pool_count[p] < pp->min_nodes[p] && headroom <= 0 && nitems[p] == 0) {
+            int32_t z = 0;
+            int t = tm_plan_choose_type(pr, in->spot_zone_hazard, p == TM_PLAN_POOL_SPOT, 1, 1, in->shortages,
+                                        in->nshortages, in->now_ms, &z);
+            while (t >= 0 && pool_count[p] < pp->min_nodes[p]) {
+                int64_t cost = cost_of(type_price(&pr->types[t], p == TM_PLAN_POOL_SPOT),
+                                       pp->boot_ms + pp->launch_use_ms);
+                struct tm_plan_action *x;
+                if (!budget_ok(&bs, &a, cost, t, p == TM_PLAN_POOL_SPOT, pr->types[t].name))
+                    break;
+                x = act_add(&a, TM_PLAN_LAUNCH, "pool minimum of %d nodes", pp->min_nodes[p]);
+                if (!x)
+                    break;
+                x->type = t;
+                x->zone = z;
+                x->spot = p == TM_PLAN_POOL_SPOT;
+                x->pool_minimum = true;
+                x->cost_uusd = cost;
+                pool_count[p]++;
+            }
+        }
+        if (nitems[p] || headroom > 0)
+            launch_pool(in, &a, &bs, items[p], nitems[p], headroom, p, pool_count,
+                        p == TM_PLAN_POOL_SPOT);
+        if (a.err)
+            goto out;
+    }
+
+    disrupt_left = pp->disruption_nodes;
+    if ((int)floor(pp->disruption_pct * (double)live) > disrupt_left)
+        disrupt_left = (int)floor(pp->disruption_pct * (double)live);
+    disrupt_left -= pp->recent_terminations;
+
+    /* 4. Substitute: an on-demand node running only preemptible work, by a
+     * spot node, when the saving over the remaining runtime exceeds the cost
+     * of moving (work lost plus the overlap while the spot node boots). */
+    if (pp->spot) {
+        for (size_t i = 0; i < in->nnodes && disrupt_left > 0; i++) {
+            const struct tm_plan_node *n = &in->nodes[i];
+            const struct tm_price_type *t = &pr->types[n->type];
+            int64_t remaining, saving, move, od_gpu, z;
+            if (n->spot || !n->ready || n->leaving || n->jobs == 0 || !n->only_preemptible ||
+                !n->movable ||
+                t->spot_uusd_per_hour <= 0)
+                continue;
+            z = first_zone(pr, in->spot_zone_hazard, n->type, true, in->shortages, in->nshortages,
+                           in->now_ms);
+            if (z < 0)
+                continue;
+            remaining = n->busy_until_ms - in->now_ms - pp->boot_ms - pp->move_cost_ms;
+            if (remaining <= 0)
+                continue;
+            od_gpu = t->on_demand_uusd_per_hour / t->gpus;
+            saving = cost_of(t->on_demand_uusd_per_hour - t->spot_uusd_per_hour, remaining);
+            move = cost_of(t->spot_uusd_per_hour, pp->boot_ms) +
+                   cost_of(od_gpu, n->lost_if_moved_milli_ms / 1000) +
+                   cost_of(od_gpu * (n->used_milli) / 1000, pp->move_cost_ms);
+            if (saving > move) {
+                struct tm_plan_action *x = act_add(
+                    &a, TM_PLAN_SUBSTITUTE,
+                    "on-demand node runs only preemptible work for %.0f s more: saving %.2f USD > "
+                    "moving %.2f USD", remaining / 1e3, saving / 1e6, move / 1e6);
+                if (!x)
+                    break;
+                x->node = (int32_t)i;
+                x->type = n->type;
+                x->zone = (int32_t)z;
+                x->spot = true;
+                x->cost_uusd = move;
+                disrupt_left--;
+            }
+        }
+    }
+
+    /* 5. Consolidate: empty the least used node whose jobs are all
+     * checkpointable, when they fit elsewhere and the saving pays the move. */
+    {
+        int best = -1;
+        for (size_t i = 0; i < in->nnodes; i++) {
+            const struct tm_plan_node *n = &in->nodes[i];
+            if (!n->ready || n->leaving || n->jobs == 0 || !n->movable)
+                continue;
+            if (best < 0 || n->used_milli < in->nodes[best].used_milli)
+                best = (int)i;
+        }
+        if (best >= 0 && disrupt_left > 0) {
+            const struct tm_plan_node *n = &in->nodes[best];
+            const struct tm_price_type *t = &pr->types[n->type];
+            struct room *tmp = malloc((in->nnodes + 1) * sizeof(*tmp));
+            bool fits = true;
+            if (!tmp) {
+                a.err = TM_ENOMEM;
+                goto out;
+            }
+            memcpy(tmp, rooms, in->nnodes * sizeof(*tmp));
+            tmp[best].usable = false;
+            for (size_t j = 0; j < in->njobs && fits; j++) {
+                const struct tm_plan_job *jb = &in->jobs[j];
+                bool ok = false;
+                if (!jb->running || jb->node != best)
+                    continue;
+                for (size_t i = 0; i < in->nnodes && !ok; i++)
+                    if ((int)i != best && in->nodes[i].ready &&
+                        (pp->spot || tmp[i].pool == TM_PLAN_POOL_OD))
+                        ok = room_fit(&tmp[i], &(struct ask){jb->gpus, jb->milli, jb->cpu_milli,
+                                                             jb->memory_mib}, true);
+                fits = ok;
+            }
+            free(tmp);
+            if (fits) {
+                int64_t horizon = n->busy_until_ms - in->now_ms;
+                int64_t price = type_price(t, n->spot);
+                int64_t saving = cost_of(price, horizon < pp->idle_grace_ms ? horizon : pp->idle_grace_ms);
+                int64_t move = cost_of(price * n->used_milli / 1000 / t->gpus, pp->move_cost_ms) +
+                               cost_of(price / t->gpus, n->lost_if_moved_milli_ms / 1000);
+                if (horizon > pp->move_cost_ms && saving > move) {
+                    struct tm_plan_action *x = act_add(
+                        &a, TM_PLAN_MOVE,
+                        "consolidate: %d jobs (%.2f GPUs) fit elsewhere; releasing saves %.2f USD > "
+                        "moving %.2f USD", n->jobs, n->used_milli / 1000.0, saving / 1e6, move / 1e6);
+                    if (x)
+                        x->node = best;
+                    disrupt_left--;
+                }
+            }
+        }
+    }
+
+    /* 5b. Drain oversized nodes: one whose work a type of at most
+     * 1/TM_PLAN_DRAIN_DIV of its GPUs would hold gets no new work, so that
+     * it empties and goes instead of a large node launched for a large
+     * job living on for a stream of small ones (no job is stopped; new
+     * work goes to smaller nodes). */
+    if (pp->drain_oversized) {
+        int32_t smallest = smallest_type_gpus(pr);
+        for (size_t i = 0; i < in->nnodes; i++) {
+            const struct tm_plan_node *n = &in->nodes[i];
+            int32_t g = pr->types[n->type].gpus, need;
+            struct tm_plan_action *x;
+            if (!n->ready || n->leaving || n->cordoned || n->jobs == 0 || g <= smallest)
+                continue;
+            need = smallest_holding(pr, &(struct ask){g - n->free_whole, 0, n->used_cpu_milli,
+                                                      n->used_memory_mib});
+            if (need <= 0 || need * TM_PLAN_DRAIN_DIV > g)
+                continue;
+            x = act_add(&a, TM_PLAN_DRAIN, "oversized: %d jobs (%.2f GPUs) on %d GPUs fit a %d-GPU "
+                        "type; no new work until it empties", n->jobs, n->used_milli / 1000.0, g, need);
+            if (!x)
+                break;
+            x->node = (int32_t)i;
+            rooms[i].usable = false;
+        }
+    }
+
+    /* 6. Release nodes idle past their grace, oldest idle first, keeping
+     * the forecast's upper quantile (hysteresis) and the pool minimum. */
+    for (;;) {
+        int best = -1;
+        for (size_t i = 0; i < in->nnodes; i++) {
+            const struct tm_plan_node *n = &in->nodes[i];
+            bool taken = skip_idle[i];
+            if (!n->ready || n->leaving || n->jobs != 0 ||
+                (!n->cordoned && in->now_ms - n->idle_since_ms < pp->idle_grace_ms))
+                continue;
+            for (size_t k = 0; k < a.n; k++)
+                if ((a.v[k].kind == TM_PLAN_TERMINATE || a.v[k].kind == TM_PLAN_MOVE) &&
+                    a.v[k].node == (int32_t)i)
+                    taken = true;
+            if (taken)
+                continue;
+            if (best < 0 || n->idle_since_ms < in->nodes[best].idle_since_ms)
+                best = (int)i;
+        }
+        if (best < 0)
+            break;
+        {
+            const struct tm_plan_node *n = &in->nodes[best];
+            int p = n->spot ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD;
+            int32_t g = pr->types[n->type].gpus;
+            struct tm_plan_action *x;
+            /* the node is skipped from now on through the `taken` scan */
+            bool oversized = pp->drain_oversized && g > smallest_type_gpus(pr);
+            bool kept_enough = pp->keep_max_ms > 0 &&
+                               in->now_ms - n->idle_since_ms >= pp->keep_max_ms;
+            bool forced = n->cordoned || oversized || kept_enough;
+            if (pool_count[p] <= pp->min_nodes[p] ||
+                (!forced && in->keep_gpus[p] >= 0 &&
+                 (double)(pool_gpus[p] - g) * 1000 < in->keep_gpus[p] * 1000 - 1e-6) ||
+                disrupt_left <= 0) {
+                /* kept: pool minimum, forecast (hysteresis) or disruption
+                 * budget; look at the other idle nodes */
+                rooms[best].usable = false;
+                skip_idle[best] = true;
+                continue;
+            }
+            if (n->cordoned)
+                x = act_add(&a, TM_PLAN_TERMINATE, "drained and empty");
+            else if (oversized)
+                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; larger than "
+                            "the smallest type, the forecast is kept in small nodes",
+                            (in->now_ms - n->idle_since_ms) / 1e3, pp->idle_grace_ms / 1e3);
+            else if (forced)
+                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s: kept for the forecast (%.1f GPUs) "
+                            "for the longest a relaunch is worth (%.0f s); demand did not come",
+                            (in->now_ms - n->idle_since_ms) / 1e3,
+                            in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p], pp->keep_max_ms / 1e3);
+            else
+                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; forecast %.1f GPUs "
+                            "fits without it", (in->now_ms - n->idle_since_ms) / 1e3,
+                            pp->idle_grace_ms / 1e3, in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p]);
+            if (!x)
+                break;
+            x->node = best;
+            pool_count[p]--;
+            if (!n->cordoned)
+                pool_gpus[p] -= g;
+            disrupt_left--;
+        }
+    }
+
+out:
+    free(rooms);
+    free(force_od);
+    free(skip_idle);
+    free(items[0]);
+    free(items[1]);
+    if (a.err) {
+        free(a.v);
+        return a.err;
+    }
+    ret->actions = a.v;
+    ret->nactions = a.n;
+    return 0;
+}
+
+void tm_plan_result_release(struct tm_plan_result *r)
+{
+    if (!r)
+        return;
+    free(r->actions);
+    r->actions = NULL;
+    r->nactions = 0;
+}

@@ -1,0 +1,161 @@
+/*
+ * controller/reconcile/internal.h: what the files of the reconcile pass
+ * share (reconcile.c, reconcile/moves.c); nothing outside them includes it.
+ *
+ * One pass is one struct pass: the input, the plan being written, and the
+ * per-node, per-job and per-pool scratch arrays the steps hand each other.
+ * Every helper records its first allocation failure in p->err and does
+ * nothing once it is set, so the steps check p->err only between steps.
+ */
+#ifndef TM_RECONCILE_INTERNAL_H
+#define TM_RECONCILE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "controller/sched/estimate.h"
+#include "controller/fleet/planner.h"
+#include "controller/fleet/prices.h"
+#include "controller/reconcile/reconcile.h"
+
+/* Lookups by id in O(log n): a pass over 100k jobs and 10k nodes must not
+ * scan the snapshot once per allocation. */
+struct id_index {
+    int64_t id;
+    int32_t index;
+};
+
+/* A cap and the projection of spend against it this month, in micro-dollars:
+ * spent (ledger) + committed (running work to the end of its expected use)
+ * + what this pass admits (job starts, launches). */
+struct team_budget {
+    const struct tm_snap_budget *b;
+    int64_t cap_uusd;
+    int64_t spent_uusd;
+    int64_t projected_uusd;
+};
+
+struct pass {
+    const struct tm_reconcile_input *in;
+    const struct tm_config *cfg;
+    struct tm_plan plan;
+    size_t launch_cap, term_cap;
+    int err;
+    int *pool_provider;        /* pool index -> provider index */
+    int *live;                 /* pool index -> nodes requested..draining */
+    int64_t *pending_milli;    /* pool index -> GPUs of nodes still booting */
+    int64_t *demand_milli;     /* pool index -> GPUs wanted by unplaced jobs */
+    bool *node_gone;           /* node index -> leaving this pass */
+    bool *node_ready;          /* node index -> schedulable this pass */
+    bool *node_busy;           /* node index -> holds an allocation now */
+    bool *node_noticed;        /* node index -> has an interruption notice, staying this pass */
+    bool *job_leaving;         /* job index -> checkpointed or requeued by this pass */
+    struct id_index *alloc_nodes; /* allocations sorted by node id (then by index) */
+    char (*node_instance)[TM_ID_MAX]; /* node index -> instance id seen */
+    struct id_index *node_ids;  /* sorted by id: node id -> snapshot index */
+    struct id_index *job_ids;   /* sorted by id: job id -> snapshot index */
+    struct tm_estimator *est;   /* runtime estimates from the snapshot's history */
+    bool *job_held;             /* job index -> held back by a team's hard cap */
+    int64_t *pool_use_ms;       /* pool index -> longest estimate of its unplaced work */
+    struct team_budget *teams;  /* teams with a cap */
+    size_t nteams;
+    struct team_budget *org;    /* the org cap, or NULL */
+    /* The planner's other actions (reconcile/moves.c). */
+    bool *node_placed;          /* node index -> got a placement this pass */
+    bool *node_replaced;        /* node index -> a spot substitute for it is live */
+    bool *job_switched;         /* job index -> switched to on-demand this pass */
+    int *disrupt_left;          /* pool index -> disruptions its budget still allows (INT_MAX: no budget) */
+    int *disrupt_recent;        /* pool index -> disruptions in its current interval */
+};
+
+/* What one model's planner pass is given, and where its entries came from. */
+struct fleet {
+    struct tm_price_table pr;
+    struct tm_plan_node *nodes;
+    int32_t *node_of;           /* plan node -> snapshot node */
+    int32_t *plan_of;           /* snapshot node -> plan node, -1 when not in it */
+    size_t nnodes;
+    struct tm_plan_job *jobs;
+    size_t njobs;
+    struct tm_plan_shortage *shortages;
+    size_t nshortages;
+    bool any_shortage;
+    /* Spot interruptions per node-hour of type t in zone z at
+     * [t x pr.nzones + z], the planner's spot_zone_hazard, when
+     * zone_hazards (some spot pool of the model has a provider with a
+     * fitted table, config spot_hazards); cells no spot pool offers are
+     * HUGE_VAL. */
+    double spot_zone_hazard[TM_PRICES_TYPES_MAX * TM_PRICES_ZONES_MAX];
+    bool zone_hazards;
+};
+
+/* Expected use of a launch or of work with no estimate. */
+#define TM_RC_DEFAULT_USE_MS 3600000
+/* Checkpoint plus restore of one move, as the elastic replay assumes. */
+#define TM_RC_MOVE_COST_MS 60000
+
+/* ---- plan writing (reconcile.c) ---------------------------------------- */
+
+/* Append {"op": op, "reason": reason} to the plan; NULL once p->err is set. */
+cJSON *tm_rc_action(struct pass *p, const char *op, const char *reason);
+/* Add a number or string member to obj (NULL obj: nothing). */
+void tm_rc_put_num(struct pass *p, cJSON *obj, const char *key, double v);
+void tm_rc_put_str(struct pass *p, cJSON *obj, const char *key, const char *v);
+/* The action's "inputs" object, created. */
+cJSON *tm_rc_inputs(struct pass *p, cJSON *a);
+/* A cloud terminate to make after the plan commits. */
+void tm_rc_add_terminate(struct pass *p, int provider, int64_t node_id, const char *instance_id);
+
+/* ---- snapshot lookups (reconcile.c) ------------------------------------ */
+
+int tm_rc_node_index(const struct pass *p, int64_t id);
+int tm_rc_job_index(const struct pass *p, int64_t id);
+/* The allocations on node id: entries [*lo, *hi) of p->alloc_nodes. */
+void tm_rc_allocs_on_node(const struct pass *p, int64_t id, size_t *lo, size_t *hi);
+/* The running job of entry k of p->alloc_nodes, -1 if none or leaving. */
+int tm_rc_running_job_at(const struct pass *p, size_t k);
+int64_t tm_rc_ran_ms(const struct pass *p, const struct tm_snap_job *j);
+int64_t tm_rc_job_gpu_milli(const struct tm_snap_job *j);
+int64_t tm_rc_job_estimate(const struct tm_estimator *est, const struct tm_snap_job *j);
+/* The same; *ret_known (when not NULL) says it came from the job's own
+ * earlier runs (same team, name, class and GPUs), which the scheduler's
+ * align_ends placement trusts.  An estimate the submitter gave is not. */
+int64_t tm_rc_job_estimate_known(const struct tm_estimator *est, const struct tm_snap_job *j, bool *ret_known);
+bool tm_rc_pool_is_od(const struct tm_config_pool *pool);
+
+/* ---- launches (reconcile.c) -------------------------------------------- */
+
+/* A config pool of the model for a launch the planner chose, -1 if all full. */
+int tm_rc_launch_pool(struct pass *p, const bool *in_model, const char *type, const char *zone,
+                      bool spot, bool fallback_od);
+/* Record a node request (token written before any cloud call); returns the
+ * request_node action, owned by the plan. */
+cJSON *tm_rc_request_node(struct pass *p, int pi, const struct tm_config_instance_type *t,
+                          const char *zone, enum tm_capacity_type cap, const char *why,
+                          double forecast_gpus, unsigned *seq);
+/* The org's hard cap admits a launch (false: a refusal is recorded). */
+bool tm_rc_launch_admitted(struct pass *p, int pi, const struct tm_config_instance_type *t,
+                           enum tm_capacity_type cap);
+
+/* ---- the planner's other actions (reconcile/moves.c) ------------------- */
+
+/* Per pool: disruptions in the current interval (the snapshot's decisions)
+ * and how many more the budget allows.  Call once, before fleet(). */
+void tm_rc_disruption_init(struct pass *p);
+/* Take one disruption from pool pi's budget: false when it is spent. */
+bool tm_rc_disruption_take(struct pass *p, int pi);
+/* Mark the on-demand nodes a live spot substitute replaces, and move the
+ * jobs off those whose substitute is ready (then they are released once
+ * empty).  Call before the planner, after observe() and schedule(). */
+void tm_rc_substitutes(struct pass *p);
+/* Map one planner action of kind DRAIN, MOVE, SUBSTITUTE, DEADLINE_OD or
+ * REFUSE to plan ops. */
+void tm_rc_plan_other(struct pass *p, const bool *in_model, const struct fleet *f,
+                      const struct tm_plan_input *in, const struct tm_plan_action *x, unsigned *seq);
+/* A launch refused for want of room in every pool of one side of a model. */
+void tm_rc_refuse(struct pass *p, const bool *in_model, bool spot, const char *key, const char *reason);
+
+#endif

@@ -1,0 +1,242 @@
+/*
+ * controller/reconcile/reconcile.h: one reconcile pass, a pure function.
+ *
+ * Input: a snapshot of the database read in one transaction (pools, live
+ * nodes, queued and running jobs, allocations), what each provider listed
+ * (read BEFORE the snapshot, so every instance we launched already has its
+ * node row in it), and now.  Output: a plan, i.e. the actions to write in one
+ * transaction (tarmac_apply in migrations/0002_apply.sql, each with its
+ * reason) and the cloud calls to make after that transaction commits.
+ *
+ * Spot interruptions: a node whose instance carries a notice (in the
+ * listing, or posted to the API) is cordoned and its checkpointable jobs
+ * checkpoint and requeue at once, keeping their progress ("spot_notice" and
+ * "checkpoint" actions); its other jobs run on, since they may finish before
+ * the cloud takes the node, and are requeued when it goes ("requeue", with
+ * the GPU time of the lost attempt), as are the jobs of any node that goes.
+ * An empty noticed node is released at once.
+ *
+ * Level-triggered: nothing here remembers an earlier pass.  A crash between
+ * any two steps leaves rows and instances that the next pass of the next
+ * process reads and repairs: a node row without an instance is launched
+ * again with the same token; an instance with a token but no instance id in
+ * its row is adopted; an instance nobody owns is terminated, and only after
+ * a complete listing has been seen.
+ */
+#ifndef TM_RECONCILE_H
+#define TM_RECONCILE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/model.h"
+#include "controller/sched/scheduler.h"
+#include "core/config.h"
+#include "providers/provider.h"
+
+struct tm_snap_node {
+    int64_t id;
+    int pool;                 /* index into cfg->pools, -1 if the pool left the config */
+    char token[TM_ID_MAX];
+    char instance_id[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    char instance_type[TM_ID_MAX];
+    char gpu_model[TM_ID_MAX];
+    int gpus;
+    int64_t cpu_milli, memory_mib;
+    enum tm_capacity_type capacity;
+    enum tm_node_state state;
+    bool cordoned;
+    int64_t requested_ms;
+    int64_t idle_since_ms;    /* 0 when busy or unknown */
+    int64_t price_uusd_per_hour;
+    bool billed;              /* the cloud bills it (billed_from_ms set) */
+    int64_t notice_ms;        /* interruption notice: recorded, or posted to the API; 0 if none */
+    bool notice_recorded;     /* nodes.notice_ms is set (the notice was acted on) */
+    int64_t replaces_node_id; /* a spot substitute: the on-demand node it replaces, else 0 */
+};
+
+struct tm_snap_job {
+    int64_t id;
+    char team[TM_ID_MAX];
+    char name[TM_ID_MAX];
+    char gpu_model[TM_ID_MAX]; /* "" = any; "A|B" = either */
+    int pool;                  /* index into cfg->pools or -1 */
+    int gpus, gpu_milli, nodes;
+    int64_t cpu_milli, memory_mib;
+    enum tm_job_class klass;
+    int priority;
+    bool preemptible;
+    int64_t estimate_ms;       /* 0 when unknown */
+    int64_t sim_runtime_ms;    /* 0 for real work */
+    enum tm_job_state state;   /* queued or running */
+    int64_t submitted_ms, started_ms;
+    int64_t hold_node_id;      /* node a reservation promised it, 0 if none */
+    int64_t hold_start_ms;     /* the start first promised, 0 if none */
+    int64_t node_id;           /* running: its (first) node, else 0 */
+    char reason[256];          /* why it waits (state_reason), as last recorded */
+    bool checkpointable;       /* can checkpoint on an interruption notice and resume */
+    int attempts;              /* times it was started */
+    int64_t progress_ms;       /* runtime saved by checkpoints: a resumed attempt runs the rest */
+    int64_t deadline_ms;       /* 0: none */
+    int64_t on_demand_from_ms; /* switched to on-demand for its deadline at, else 0 */
+};
+
+struct tm_snap_alloc {
+    int64_t job_id, node_id;
+    uint32_t gpu_mask;
+    int gpu_milli;
+    int64_t cpu_milli, memory_mib;
+    bool loaned;               /* preemptible work on reserved capacity */
+};
+
+/* A finished job, for runtime estimates of similar ones. */
+struct tm_snap_history {
+    char team[TM_ID_MAX];
+    char name[TM_ID_MAX];
+    enum tm_job_class klass;
+    int32_t gpu_milli;         /* GPUs x 1000 over all nodes, or the share */
+    int64_t runtime_ms;
+};
+
+/* A monthly cap (budgets table). */
+struct tm_snap_budget {
+    bool org;                  /* org-wide, else one team's */
+    char scope[TM_ID_MAX];
+    int64_t cap_cents;
+    bool hard;
+    int warn_percent;
+};
+
+/* This month's ledger for one team ("" = idle time of the pools). */
+struct tm_snap_spend {
+    char period[8];            /* "YYYY-MM" */
+    char team[TM_ID_MAX];
+    int64_t cents;
+};
+
+/* A voluntary disruption (idle release by the planner, move, substitution)
+ * of a pool's node, from the decisions of about the last day: the pool's
+ * disruption budget counts those within its disruption_interval. */
+struct tm_snap_disruption {
+    int pool;                  /* index into cfg->pools, -1 if it left the config */
+    int64_t at_ms;
+};
+
+struct tm_snapshot {
+    int64_t epoch;
+    struct tm_snap_node *nodes;      /* sorted by id */
+    size_t nnodes;
+    struct tm_snap_job *jobs;
+    size_t njobs;
+    struct tm_snap_alloc *allocs;
+    size_t nallocs;
+    struct tm_snap_history *history; /* oldest first */
+    size_t nhistory;
+    struct tm_snap_budget *budgets;
+    size_t nbudgets;
+    struct tm_snap_spend *spend;
+    size_t nspend;
+    struct tm_snap_disruption *disruptions;
+    size_t ndisruptions;
+};
+
+/* What one provider listed this pass. */
+struct tm_observed {
+    const char *provider;      /* provider name as in the config */
+    bool complete;             /* a full listing was seen (all pages, no error) */
+    const struct tm_instance *instances;
+    size_t n;
+};
+
+struct tm_plan_launch {
+    int64_t node_id;           /* 0 for a node requested by this very plan */
+    char token[TM_ID_MAX];
+    int pool;
+    char instance_type[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    enum tm_capacity_type capacity;
+};
+
+struct tm_plan_terminate {
+    int provider;              /* index into cfg->providers */
+    int64_t node_id;           /* 0 for an orphan */
+    char instance_id[TM_ID_MAX];
+};
+
+struct tm_plan {
+    cJSON *actions;            /* array for tarmac_apply's plan->'actions' */
+    struct tm_plan_launch *launches;
+    size_t nlaunches;
+    struct tm_plan_terminate *terminates;
+    size_t nterminates;
+    /* Counters for the log line of each pass. */
+    unsigned placed, waiting, reserved, preempted, requested, ready, released, gone, orphans;
+    unsigned budget_refused;
+    unsigned noticed, checkpointed, requeued; /* spot notices acted on, jobs moved off nodes */
+    /* The planner's other actions (reconcile/moves.c). */
+    unsigned drained, moved, substituted, switched, refused;
+};
+
+/* One config pool's demand forecast one boot ahead, in GPUs (controller/
+ * forecast.c, kept by the controller across ticks).  The planner launches
+ * ahead of the queue for `expected` and keeps idle nodes for `upper`
+ * (hysteresis); negative: no forecast yet. */
+struct tm_pool_forecast {
+    double expected_gpus;
+    double upper_gpus;
+};
+
+/* Capacity the cloud recently refused (type, zone and capacity type),
+ * remembered by the caller until until_ms: the planner falls back to another
+ * zone, then another type, then on-demand for preemptible work where the
+ * pool allows it. */
+struct tm_live_shortage {
+    char instance_type[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    bool spot;
+    int64_t until_ms;
+};
+
+struct tm_reconcile_input {
+    const struct tm_config *cfg;
+    const struct tm_snapshot *snap;
+    const struct tm_observed *observed; /* one per provider, same order as cfg */
+    size_t nobserved;
+    int64_t now_ms;
+    enum tm_sched_policy policy;
+    /* State the planner is given, kept outside the pure pass (all optional,
+     * read only here). */
+    const struct tm_pool_forecast *forecast;   /* cfg->npools entries, or NULL */
+    const struct tm_live_shortage *shortages;
+    size_t nshortages;
+};
+
+/* The config pool a queued job is routed to (as the planner routes it),
+ * or -1 when none accepts it. */
+int tm_reconcile_job_pool(const struct tm_config *cfg, const struct tm_snap_job *j);
+
+/* GPUs wanted per config pool now: running jobs on its nodes plus queued
+ * jobs routed to it (as the planner routes them), in GPUs; out has
+ * cfg->npools entries.  The controller feeds its forecasters with it. */
+void tm_reconcile_pool_demand(const struct tm_config *cfg, const struct tm_snapshot *snap,
+                              double *out);
+
+/* Compute the plan.  *ret is filled only on success; release it with
+ * tm_plan_release().  Returns 0, TM_ENOMEM or TM_EINVAL. */
+int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret);
+void tm_plan_release(struct tm_plan *plan);
+
+/* The launch token for the i-th node a pass at now requests in a pool:
+ * unique per cluster as long as passes are at least 1 ms apart. */
+void tm_launch_token(const char *cluster, const char *pool, int64_t now_ms, unsigned i,
+                     char out[TM_ID_MAX]);
+
+/* Whether a job may run on a node of this GPU model: gpu_model is "" (any)
+ * or a '|'-separated list. */
+bool tm_gpu_model_accepts(const char *job_models, const char *node_model);
+
+#endif

@@ -1,0 +1,956 @@
+/*
+ * controller/replay/replay.c: time-mode replay (see replay.h).
+ *
+ * Virtual time only: the clock jumps from event to event.  Between two
+ * events the replay integrates what the figures need (GPU milli allocated,
+ * free GPU milli of each model while some queued job could use it).  After
+ * the events of an instant it runs one tm_sched_run() pass, the pass the live
+ * controller runs, and starts what it placed.
+ *
+ * Estimates: with --estimates exact, the scheduler sees each job's true
+ * runtime (an upper bound for backfill); by default it sees the predictor's
+ * answer (controller/sched/estimate.h) from the runtimes of jobs finished earlier
+ * in the replay, nothing from the future.  A running job that passes its
+ * estimate gets tm_estimate_overrun() before the next pass.
+ */
+#include "controller/replay/replay.h"
+
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "controller/sched/estimate.h"
+#include "core/err.h"
+
+#define MILLI 1000
+
+struct rjob {
+    const struct tm_trace_job *tj;
+    int64_t submit;
+    int64_t runtime;
+    int64_t estimate;   /* what the scheduler sees; 0 unknown */
+    int64_t start;      /* -1 until started; the latest start */
+    int64_t first_start;/* -1 until started; waits count to here */
+    uint32_t gen;       /* starts so far, to spot stale completions */
+    int64_t promise;    /* first reservation start; 0 none */
+    int32_t milli_total;
+    int32_t alloc;      /* index in allocs while running, else -1 */
+    int32_t qpos;       /* index in the queue while queued, else -1 */
+    int32_t shape;      /* index into sim.shapes */
+    uint64_t usable;    /* trace models with a node that could ever hold it */
+    int8_t verdict;     /* last verdict logged, -1 none */
+};
+
+/* A distinct request (CPU, memory, models, GPUs or share) and how many
+ * queued jobs ask it: the fit-aware idle measure asks, per node, whether
+ * any queued request fits, and openb has about a hundred distinct requests
+ * among thousands of jobs. */
+struct shape {
+    int64_t cpu;
+    int64_t mem;
+    uint64_t mask;      /* trace model bits; 0 any */
+    int32_t gpus;       /* whole GPUs; 0 for a share */
+    int32_t milli;      /* the share when gpus == 0 */
+    int32_t count;      /* queued jobs with this request */
+    int32_t apos;       /* index in sim.active while count > 0, else -1 */
+};
+
+struct heapent {
+    int64_t t;
+    int32_t job;
+    uint32_t gen;       /* the job's start it ends; older ones are stale */
+};
+
+struct sim {
+    const struct tm_replay_config *cfg;
+    struct rjob *jobs;
+    size_t njobs;
+    struct tm_sched_node *nodes;
+    size_t nnodes;
+    int nmodels;
+    const struct tm_trace *trace;
+    /* running */
+    struct tm_sched_alloc *allocs;
+    int32_t *alloc_job;
+    size_t nallocs;
+    struct heapent *heap;
+    size_t nheap, heapcap;
+    /* queue */
+    struct tm_sched_job *q;
+    int32_t *qjob;
+    size_t nq;
+    /* accounting */
+    int64_t free_milli[TM_TRACE_MODELS_MAX];
+    int64_t sliver_milli[TM_TRACE_MODELS_MAX]; /* free milli on partly used GPUs */
+    int16_t *gpu_used;                         /* per node x TM_NODE_GPUS_MAX */
+    /* Queued jobs that could have used each model (DESIGN.md): the model
+     * is accepted and some node of it could ever hold the job. */
+    int64_t waiting[TM_TRACE_MODELS_MAX];
+    /* Queued jobs that accept each model, whatever its node sizes. */
+    int64_t waiting_accepts[TM_TRACE_MODELS_MAX];
+    int64_t alloc_milli;
+    double busy, busy_window, idle_wait, idle_sliver, idle_accepts; /* milli x ms */
+    /* fit-aware idle: free milli on GPUs some queued request fits now */
+    struct shape *shapes;
+    size_t nshapes;
+    int32_t *active;                           /* shapes with count > 0 */
+    size_t nactive;
+    int64_t *node_cpu_free, *node_mem_free;
+    int64_t fit_milli;
+    double idle_fit;                           /* milli x ms */
+    int64_t window_lo, window_hi;
+    struct tm_estimator *est;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---------- heap of completions ---------- */
+
+static bool heap_less(const struct heapent *a, const struct heapent *b)
+{
+    return a->t < b->t || (a->t == b->t && a->job < b->job);
+}
+
+static void heap_push(struct sim *s, int64_t t, int32_t job, uint32_t gen)
+{
+    size_t i = s->nheap++;
+
+    s->heap[i] = (struct heapent){t, job, gen};
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (!heap_less(&s->heap[i], &s->heap[p]))
+            break;
+        struct heapent tmp = s->heap[p];
+        s->heap[p] = s->heap[i];
+        s->heap[i] = tmp;
+        i = p;
+    }
+}
+
+static struct heapent heap_pop(struct sim *s)
+{
+    struct heapent top = s->heap[0];
+    size_t i = 0;
+
+    s->heap[0] = s->heap[--s->nheap];
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < s->nheap && heap_less(&s->heap[l], &s->heap[m]))
+            m = l;
+        if (r < s->nheap && heap_less(&s->heap[r], &s->heap[m]))
+            m = r;
+        if (m == i)
+            break;
+        struct heapent tmp = s->heap[m];
+        s->heap[m] = s->heap[i];
+        s->heap[i] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+/* ---------- inventory ---------- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int tm_replay_sample_nodes(const struct tm_trace *t, int32_t gpus, uint64_t seed,
+                           struct tm_trace_node **ret, size_t *ret_n)
+{
+    int64_t per_model[TM_TRACE_MODELS_MAX] = {0}, target[TM_TRACE_MODELS_MAX] = {0};
+    int64_t have[TM_TRACE_MODELS_MAX] = {0}, total = 0, sum = 0;
+    uint64_t *order = NULL; /* (random key << 20 | node index) */
+    bool *taken = NULL;
+    struct tm_trace_node *out = NULL;
+    size_t n = 0;
+    uint64_t st = seed * 0x9e3779b97f4a7c15ull + 7;
+    int r = TM_ENOMEM;
+
+    if (gpus <= 0 || t->nnodes == 0 || t->nnodes >= (1u << 20))
+        return TM_EINVAL;
+    for (size_t i = 0; i < t->nnodes; i++)
+        if (t->nodes[i].gpus > 0 && t->nodes[i].model >= 0) {
+            per_model[t->nodes[i].model] += t->nodes[i].gpus;
+            total += t->nodes[i].gpus;
+        }
+    if (total == 0 || gpus > total)
+        return TM_EINVAL;
+    order = malloc(t->nnodes * sizeof(*order));
+    taken = calloc(t->nnodes, sizeof(*taken));
+    out = calloc(t->nnodes, sizeof(*out));
+    if (!order || !taken || !out)
+        goto out;
+    /* Largest remainders: each model's share of the GPUs, in whole GPUs. */
+    {
+        int64_t assigned = 0;
+        double rem[TM_TRACE_MODELS_MAX];
+        for (int m = 0; m < t->nmodels; m++) {
+            double exact = (double)gpus * (double)per_model[m] / (double)total;
+            target[m] = (int64_t)exact;
+            rem[m] = exact - (double)target[m];
+            assigned += target[m];
+        }
+        while (assigned < gpus) {
+            int best = -1;
+            for (int m = 0; m < t->nmodels; m++)
+                if (per_model[m] > target[m] && (best < 0 || rem[m] > rem[best]))
+                    best = m;
+            if (best < 0)
+                break;
+            target[best]++;
+            rem[best] = -1;
+            assigned++;
+        }
+    }
+    /* A seeded random order of the nodes, larger nodes first within it so a
+     * model's target is met with its typical node size. */
+    for (size_t i = 0; i < t->nnodes; i++) {
+        uint64_t z = st += 0x9e3779b97f4a7c15ull;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        order[i] = ((uint64_t)(16 - t->nodes[i].gpus) << 59) | ((z >> 25) << 20) | i;
+    }
+    qsort(order, t->nnodes, sizeof(*order), cmp_u64);
+    /* Pass 1: fill each model up to its target without passing it. */
+    for (size_t k = 0; k < t->nnodes; k++) {
+        size_t i = order[k] & 0xfffff;
+        const struct tm_trace_node *nd = &t->nodes[i];
+        if (nd->gpus <= 0 || nd->model < 0)
+            continue;
+        if (have[nd->model] + nd->gpus <= target[nd->model]) {
+            have[nd->model] += nd->gpus;
+            sum += nd->gpus;
+            taken[i] = true;
+        }
+    }
+    /* Pass 2: fill the rest with what fits, models still absent first,
+     * then the model furthest below its target. */
+    for (int pass = 0; pass < 2 && sum < gpus; pass++) {
+        bool progress = true;
+        while (sum < gpus && progress) {
+            size_t pick = (size_t)-1;
+            double pick_gap = -1e18;
+            progress = false;
+            for (size_t k = 0; k < t->nnodes; k++) {
+                size_t i = order[k] & 0xfffff;
+                const struct tm_trace_node *nd = &t->nodes[i];
+                double gap;
+                if (taken[i] || nd->gpus <= 0 || nd->model < 0 || sum + nd->gpus > gpus)
+                    continue;
+                if (pass == 0 && have[nd->model] > 0)
+                    continue;
+                gap = (double)(target[nd->model] - have[nd->model]);
+                if (gap > pick_gap) {
+                    pick_gap = gap;
+                    pick = i;
+                }
+            }
+            if (pick != (size_t)-1) {
+                taken[pick] = true;
+                have[t->nodes[pick].model] += t->nodes[pick].gpus;
+                sum += t->nodes[pick].gpus;
+                progress = true;
+            }
+        }
+    }
+    for (size_t i = 0; i < t->nnodes; i++)
+        if (taken[i])
+            out[n++] = t->nodes[i];
+    *ret = out;
+    *ret_n = n;
+    out = NULL;
+    r = 0;
+out:
+    free(order);
+    free(taken);
+    free(out);
+    return r;
+}
+
+/* ---------- the replay ---------- */
+
+static int32_t milli_total(const struct tm_trace_job *j)
+{
+    return j->gpus > 0 ? j->gpus * MILLI : j->gpu_milli;
+}
+
+/* The trace models (bits) with a node that could hold the job when empty:
+ * model accepted, enough GPUs, CPU and memory.  0: none, the job is
+ * dropped.  This is what "could have used that GPU model" means in the
+ * idle-while-waiting figure: a 120-core 8-GPU task cannot use a model
+ * whose nodes have 64 cores and 2 GPUs. */
+static uint64_t models_holding(const struct tm_sched_node *nodes, size_t nn, const struct tm_trace_job *j)
+{
+    uint64_t m = 0;
+
+    for (size_t i = 0; i < nn; i++) {
+        const struct tm_sched_node *n = &nodes[i];
+        if (n->gpus == 0 || (j->model_mask && !(j->model_mask >> n->model & 1)))
+            continue;
+        if (n->cpu_milli >= j->cpu_milli && n->memory_mib >= j->memory_mib &&
+            n->gpus >= (j->gpus > 0 ? j->gpus : 1))
+            m |= 1ull << n->model;
+    }
+    return m;
+}
+
+static void integrate(struct sim *s, int64_t from, int64_t to)
+{
+    double dt = (double)(to - from);
+    int64_t lo = from > s->window_lo ? from : s->window_lo;
+    int64_t hi = to < s->window_hi ? to : s->window_hi;
+
+    if (to <= from)
+        return;
+    s->busy += (double)s->alloc_milli * dt;
+    if (hi > lo)
+        s->busy_window += (double)s->alloc_milli * (double)(hi - lo);
+    for (int m = 0; m < s->nmodels; m++) {
+        if (s->waiting[m] > 0)
+            s->idle_wait += (double)s->free_milli[m] * dt,
+            s->idle_sliver += (double)s->sliver_milli[m] * dt;
+        if (s->waiting_accepts[m] > 0)
+            s->idle_accepts += (double)s->free_milli[m] * dt;
+    }
+    s->idle_fit += (double)s->fit_milli * dt;
+}
+
+/* The fit-aware reading of idle-while-waiting, beside DESIGN.md's (which
+ * counts every free milli of a model while any queued job accepts that
+ * model): a GPU's free milli counts only while some queued job could be
+ * placed on it now, i.e. a share that fits the GPU's free milli, or whole
+ * GPUs that fit the node's wholly free GPUs (this GPU among them), on an
+ * accepted model, with the node's free CPU and memory enough.  A 190-milli
+ * sliver no queued share fits is not counted here; it is in the DESIGN
+ * figure.  Recomputed after each instant's events and pass:
+ * O(nodes x distinct queued requests). */
+static void fit_recompute(struct sim *s)
+{
+    int64_t t = 0;
+
+    for (size_t i = 0; i < s->nnodes && s->nactive; i++) {
+        const struct tm_sched_node *n = &s->nodes[i];
+        const int16_t *used = &s->gpu_used[i * TM_NODE_GPUS_MAX];
+        int32_t full = 0, maxfree = 0, share = MILLI + 1;
+        bool whole = false;
+        if (n->gpus <= 0)
+            continue;
+        for (int g = 0; g < n->gpus; g++) {
+            int32_t f = MILLI - used[g];
+            if (f == MILLI)
+                full++;
+            if (f > maxfree)
+                maxfree = f;
+        }
+        if (maxfree == 0)
+            continue;
+        for (size_t k = 0; k < s->nactive; k++) {
+            const struct shape *sh = &s->shapes[s->active[k]];
+            if (sh->mask && !(sh->mask >> n->model & 1))
+                continue;
+            if (sh->cpu > s->node_cpu_free[i] || sh->mem > s->node_mem_free[i])
+                continue;
+            if (sh->gpus > 0) {
+                if (sh->gpus <= full)
+                    whole = true;
+            } else if (sh->milli < share) {
+                share = sh->milli;
+            }
+        }
+        for (int g = 0; g < n->gpus; g++) {
+            int32_t f = MILLI - used[g];
+            if (f > 0 && (share <= f || (f == MILLI && whole)))
+                t += f;
+        }
+    }
+    s->fit_milli = t;
+}
+
+static void shape_count(struct sim *s, int32_t sh, int d)
+{
+    struct shape *p = &s->shapes[sh];
+
+    p->count += d;
+    if (p->count > 0 && p->apos < 0) {
+        p->apos = (int32_t)s->nactive;
+        s->active[s->nactive++] = sh;
+    } else if (p->count == 0 && p->apos >= 0) {
+        int32_t last = s->active[--s->nactive];
+        s->active[p->apos] = last;
+        s->shapes[last].apos = p->apos;
+        p->apos = -1;
+    }
+}
+
+static uint64_t shape_hash(const struct shape *p)
+{
+    uint64_t h = 1469598103934665603ull;
+    uint64_t v[5] = {(uint64_t)p->cpu, (uint64_t)p->mem, p->mask, (uint64_t)p->gpus, (uint64_t)p->milli};
+
+    for (int i = 0; i < 5; i++) {
+        h ^= v[i];
+        h *= 1099511628211ull;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+/* One shape per distinct request; fills rjob.shape.  0 or TM_ENOMEM. */
+static int shapes_build(struct sim *s)
+{
+    size_t cap = 16;
+    int32_t *tab;
+
+    while (cap < 2 * s->njobs + 2)
+        cap *= 2;
+    tab = malloc(cap * sizeof(*tab));
+    s->shapes = malloc((s->njobs + 1) * sizeof(*s->shapes));
+    s->active = malloc((s->njobs + 1) * sizeof(*s->active));
+    if (!tab || !s->shapes || !s->active) {
+        free(tab);
+        return TM_ENOMEM;
+    }
+    memset(tab, 0xff, cap * sizeof(*tab));
+    for (size_t j = 0; j < s->njobs; j++) {
+        const struct tm_trace_job *tj = s->jobs[j].tj;
+        bool whole = tj->gpus > 0 || tj->gpu_milli >= MILLI;
+        struct shape key = {.cpu = tj->cpu_milli, .mem = tj->memory_mib, .mask = tj->model_mask,
+                            .gpus = whole ? (tj->gpus > 0 ? tj->gpus : 1) : 0,
+                            .milli = whole ? 0 : tj->gpu_milli, .apos = -1};
+        size_t h = (size_t)shape_hash(&key) & (cap - 1);
+        for (;;) {
+            const struct shape *p;
+            if (tab[h] < 0) {
+                tab[h] = (int32_t)s->nshapes;
+                s->shapes[s->nshapes++] = key;
+                break;
+            }
+            p = &s->shapes[tab[h]];
+            if (p->cpu == key.cpu && p->mem == key.mem && p->mask == key.mask && p->gpus == key.gpus &&
+                p->milli == key.milli)
+                break;
+            h = (h + 1) & (cap - 1);
+        }
+        s->jobs[j].shape = tab[h];
+    }
+    free(tab);
+    return 0;
+}
+
+static void waiting_add(struct sim *s, const struct rjob *rj, int d)
+{
+    const struct tm_trace_job *j = rj->tj;
+
+    for (int m = 0; m < s->nmodels; m++) {
+        if (rj->usable >> m & 1)
+            s->waiting[m] += d;
+        if (!j->model_mask || (j->model_mask >> m & 1))
+            s->waiting_accepts[m] += d;
+    }
+}
+
+static void enqueue(struct sim *s, int32_t j)
+{
+    struct rjob *rj = &s->jobs[j];
+    const struct tm_trace_job *tj = rj->tj;
+
+    s->q[s->nq] = (struct tm_sched_job){
+        .id = j, .submit_ms = rj->submit, .estimate_ms = rj->estimate, .cpu_milli = tj->cpu_milli,
+        .memory_mib = tj->memory_mib, .model_mask = tj->model_mask, .gpus = tj->gpus,
+        .gpu_milli = tj->gpus > 0 ? MILLI : tj->gpu_milli, .nodes = 1, .priority = 0,
+        .klass = tj->klass, .preemptible = tj->preemptible};
+    s->qjob[s->nq] = j;
+    rj->qpos = (int32_t)s->nq++;
+    waiting_add(s, rj, 1);
+    shape_count(s, rj->shape, 1);
+}
+
+static void dequeue(struct sim *s, int32_t j)
+{
+    struct rjob *rj = &s->jobs[j];
+    size_t p = (size_t)rj->qpos, last = s->nq - 1;
+
+    if (p != last) {
+        s->q[p] = s->q[last];
+        s->qjob[p] = s->qjob[last];
+        s->jobs[s->qjob[p]].qpos = (int32_t)p;
+    }
+    s->nq--;
+    rj->qpos = -1;
+    waiting_add(s, rj, -1);
+    shape_count(s, rj->shape, -1);
+}
+
+/* Account a change of `d` milli used on the GPUs of `mask` on a node. */
+static void gpu_use(struct sim *s, int32_t node, uint32_t mask, int32_t d)
+{
+    int model = s->nodes[node].model;
+
+    for (int g = 0; g < TM_NODE_GPUS_MAX; g++) {
+        int16_t *u = &s->gpu_used[node * TM_NODE_GPUS_MAX + g];
+        if (!(mask >> g & 1))
+            continue;
+        if (*u > 0 && *u < MILLI)
+            s->sliver_milli[model] -= MILLI - *u;
+        *u = (int16_t)(*u + d);
+        if (*u > 0 && *u < MILLI)
+            s->sliver_milli[model] += MILLI - *u;
+    }
+}
+
+static void alloc_remove(struct sim *s, int32_t j)
+{
+    struct rjob *rj = &s->jobs[j];
+    size_t p = (size_t)rj->alloc, last = s->nallocs - 1;
+    const struct tm_sched_alloc *a = &s->allocs[p];
+    int model = s->nodes[a->node].model;
+
+    s->free_milli[model] += (int64_t)__builtin_popcount(a->gpu_mask) * a->gpu_milli;
+    gpu_use(s, a->node, a->gpu_mask, -a->gpu_milli);
+    s->alloc_milli -= (int64_t)__builtin_popcount(a->gpu_mask) * a->gpu_milli;
+    s->node_cpu_free[a->node] += a->cpu_milli;
+    s->node_mem_free[a->node] += a->memory_mib;
+    if (p != last) {
+        s->allocs[p] = s->allocs[last];
+        s->alloc_job[p] = s->alloc_job[last];
+        s->jobs[s->alloc_job[p]].alloc = (int32_t)p;
+    }
+    s->nallocs--;
+    rj->alloc = -1;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* (submit, index) pairs: arrival order, ties by trace order. */
+static int cmp_pair(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+
+    if (x[0] != y[0])
+        return x[0] < y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+static double pct(const int64_t *v, size_t n, double p)
+{
+    size_t k;
+
+    if (!n)
+        return 0;
+    k = (size_t)(p * (double)(n - 1) + 0.5);
+    return (double)v[k < n ? k : n - 1] / 1000.0;
+}
+
+static void log_note(const struct sim *s, int64_t now, const struct rjob *rj,
+                     const struct tm_sched_note *nt)
+{
+    if (!s->cfg->log)
+        return;
+    fprintf(s->cfg->log, "t=%.3f policy=%s job=%s verdict=%s", (double)now / 1000.0,
+            tm_sched_policy_name(s->cfg->policy), rj->tj->name, tm_sched_verdict_name(nt->verdict));
+    fprintf(s->cfg->log, " est=%.0f", (double)rj->estimate / 1000.0);
+    if (nt->node >= 0)
+        fprintf(s->cfg->log, " node=%d", (int)nt->node);
+    if (nt->verdict == TM_SCHED_RESERVED)
+        fprintf(s->cfg->log, " start=%.3f", (double)nt->start_ms / 1000.0);
+    fprintf(s->cfg->log, " why=\"%s\"\n", nt->why);
+}
+
+static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
+{
+    struct tm_sched_input in = {0};
+    struct tm_sched_result r = {0};
+    int rc;
+
+    /* Expected ends of running jobs, from what the scheduler may know:
+     * with exact estimates the true end; otherwise the estimate, corrected
+     * by tm_estimate_remaining() as the job ages (never in the past). */
+    if (!s->cfg->exact_estimates)
+        for (size_t a = 0; a < s->nallocs; a++) {
+            const struct rjob *rj = &s->jobs[s->alloc_job[a]];
+            int64_t est = rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
+            s->allocs[a].end_ms = now + tm_estimate_remaining(est, now - rj->start);
+        }
+    in.jobs = s->q;
+    in.njobs = s->nq;
+    in.nodes = s->nodes;
+    in.nnodes = s->nnodes;
+    in.allocs = s->allocs;
+    in.nallocs = s->nallocs;
+    in.now_ms = now;
+    in.policy = s->cfg->policy;
+    in.params = s->cfg->params;
+    rc = tm_sched_run(&in, &r);
+    if (rc < 0)
+        return rc;
+    st->passes++;
+    /* Reservations stick to their node from one pass to the next. */
+    for (size_t k = 0; k < s->nq; k++)
+        s->q[k].hold_node = 0;
+    for (size_t k = 0; k < r.nreservations; k++) {
+        struct tm_sched_job *qj = &s->q[r.reservations[k].job];
+        qj->hold_node = r.reservations[k].node + 1;
+        if (qj->hold_start_ms == 0)
+            qj->hold_start_ms = r.reservations[k].start_ms;
+    }
+    /* Notes first: the queue is reordered by the starts below. */
+    for (size_t k = 0; k < r.nnotes; k++) {
+        const struct tm_sched_note *nt = &r.notes[k];
+        struct rjob *rj = &s->jobs[s->qjob[nt->job]];
+        if (nt->verdict == TM_SCHED_RESERVED && rj->promise == 0) {
+            rj->promise = nt->start_ms > 0 ? nt->start_ms : 1;
+            st->reserved_jobs++;
+        }
+        if (rj->verdict != (int8_t)nt->verdict || nt->verdict == TM_SCHED_PLACED)
+            log_note(s, now, rj, nt);
+        rj->verdict = (int8_t)nt->verdict;
+    }
+    /* Evictions first: the placements below use the room they free. */
+    if (r.npreemptions) {
+        int32_t *vj = malloc(r.npreemptions * sizeof(*vj));
+        if (!vj) {
+            tm_sched_result_release(&r);
+            return TM_ENOMEM;
+        }
+        for (size_t k = 0; k < r.npreemptions; k++)
+            vj[k] = s->alloc_job[r.preemptions[k].alloc];
+        for (size_t k = 0; k < r.npreemptions; k++) {
+            struct rjob *rj = &s->jobs[vj[k]];
+            st->preemptions++;
+            st->preempted_gpu_hours += (double)rj->milli_total * (double)(now - rj->start) / 3.6e9;
+            alloc_remove(s, vj[k]);
+            rj->gen++; /* its completion event is now stale */
+            enqueue(s, vj[k]);
+        }
+        free(vj);
+    }
+    {
+        /* Map placements to trace jobs before the queue moves. */
+        int32_t *pj = malloc((r.nplacements + 1) * sizeof(*pj));
+        if (!pj) {
+            tm_sched_result_release(&r);
+            return TM_ENOMEM;
+        }
+        for (size_t k = 0; k < r.nplacements; k++)
+            pj[k] = s->qjob[r.placements[k].job];
+        for (size_t k = 0; k < r.nplacements; k++) {
+            const struct tm_sched_placement *pl = &r.placements[k];
+            int32_t j = pj[k];
+            struct rjob *rj = &s->jobs[j];
+            struct tm_sched_alloc *a;
+            int model = s->nodes[pl->node].model;
+            int64_t held = (int64_t)__builtin_popcount(pl->gpu_mask) * pl->gpu_milli;
+            dequeue(s, j);
+            if (rj->start < 0 || rj->first_start < 0)
+                rj->first_start = now;
+            rj->start = now;
+            a = &s->allocs[s->nallocs];
+            *a = (struct tm_sched_alloc){
+                .job_id = j, .node = pl->node, .gpu_mask = pl->gpu_mask, .gpu_milli = pl->gpu_milli,
+                .cpu_milli = rj->tj->cpu_milli, .memory_mib = rj->tj->memory_mib,
+                .end_ms = now + (rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS),
+                .preemptible = rj->tj->preemptible, .loaned = pl->loaned};
+            s->alloc_job[s->nallocs] = j;
+            rj->alloc = (int32_t)s->nallocs++;
+            s->free_milli[model] -= held;
+            gpu_use(s, pl->node, pl->gpu_mask, pl->gpu_milli);
+            s->alloc_milli += held;
+            s->node_cpu_free[pl->node] -= a->cpu_milli;
+            s->node_mem_free[pl->node] -= a->memory_mib;
+            if (s->nheap == s->heapcap) {
+                struct heapent *nh = realloc(s->heap, 2 * s->heapcap * sizeof(*nh));
+                if (!nh) {
+                    free(pj);
+                    tm_sched_result_release(&r);
+                    return TM_ENOMEM;
+                }
+                s->heap = nh;
+                s->heapcap *= 2;
+            }
+            heap_push(s, now + rj->runtime, j, rj->gen);
+            if (rj->first_start == now && rj->promise > 0 && now > rj->promise + 1000) {
+                double d = (double)(now - rj->promise) / 1000.0;
+                st->reservation_slips++;
+                st->slip_mean_s += d;
+                if (d > st->slip_max_s)
+                    st->slip_max_s = d;
+            }
+        }
+        free(pj);
+    }
+    tm_sched_result_release(&r);
+    return 0;
+}
+
+int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
+                   struct tm_replay_stats *ret)
+{
+    struct sim s = {0};
+    struct tm_replay_stats st = {0};
+    struct tm_trace_node *inv = NULL;
+    size_t ninv = 0, ai = 0, *arr = NULL;
+    int64_t *waits = NULL, first = 0, last = 0, tcur, end_all = 0, cap_milli = 0;
+    double jct = 0, t0 = now_s();
+    int r = TM_ENOMEM;
+
+    s.cfg = cfg;
+    s.trace = t;
+    s.nmodels = t->nmodels;
+    /* Inventory: fixed, sampled to --gpus if asked. */
+    if (cfg->gpus > 0) {
+        r = tm_replay_sample_nodes(t, cfg->gpus, cfg->seed, &inv, &ninv);
+        if (r < 0)
+            goto out;
+    } else {
+        inv = malloc((t->nnodes + 1) * sizeof(*inv));
+        if (!inv)
+            goto out;
+        for (size_t i = 0; i < t->nnodes; i++)
+            if (t->nodes[i].gpus > 0)
+                inv[ninv++] = t->nodes[i];
+    }
+    r = TM_ENOMEM;
+    s.nodes = calloc(ninv + 1, sizeof(*s.nodes));
+    if (!s.nodes)
+        goto out;
+    for (size_t i = 0; i < ninv; i++) {
+        s.nodes[i] = (struct tm_sched_node){.id = (int64_t)i, .cpu_milli = inv[i].cpu_milli,
+                                            .memory_mib = inv[i].memory_mib, .gpus = inv[i].gpus,
+                                            .model = inv[i].model, .schedulable = true};
+        s.free_milli[inv[i].model] += (int64_t)inv[i].gpus * MILLI;
+        cap_milli += (int64_t)inv[i].gpus * MILLI;
+        st.gpus += inv[i].gpus;
+    }
+    s.nnodes = ninv;
+    st.nodes = ninv;
+    s.gpu_used = calloc((ninv + 1) * TM_NODE_GPUS_MAX, sizeof(*s.gpu_used));
+    s.node_cpu_free = calloc(ninv + 1, sizeof(*s.node_cpu_free));
+    s.node_mem_free = calloc(ninv + 1, sizeof(*s.node_mem_free));
+    if (!s.gpu_used || !s.node_cpu_free || !s.node_mem_free)
+        goto out;
+    for (size_t i = 0; i < ninv; i++) {
+        s.node_cpu_free[i] = inv[i].cpu_milli;
+        s.node_mem_free[i] = inv[i].memory_mib;
+    }
+    /* Jobs: filter, then scale arrivals. */
+    s.jobs = calloc(t->njobs + 1, sizeof(*s.jobs));
+    if (!s.jobs)
+        goto out;
+    for (size_t j = 0; j < t->njobs; j++) {
+        const struct tm_trace_job *tj = &t->jobs[j];
+        struct rjob *rj;
+        uint64_t usable;
+        if (tj->start_ms < 0) {
+            st.dropped_unscheduled++;
+            continue;
+        }
+        if (cfg->since_ms >= 0 && tj->submit_ms < cfg->since_ms) {
+            st.dropped_since++;
+            continue;
+        }
+        if (cfg->max_runtime_ms >= 0 && tj->end_ms - tj->start_ms > cfg->max_runtime_ms) {
+            st.dropped_runtime++;
+            continue;
+        }
+        if (tj->gpus == 0 && tj->gpu_milli == 0) {
+            st.dropped_cpu_only++;
+            continue;
+        }
+        usable = models_holding(s.nodes, s.nnodes, tj);
+        if (!usable) {
+            st.dropped_no_node++;
+            continue;
+        }
+        rj = &s.jobs[s.njobs++];
+        rj->usable = usable;
+        rj->tj = tj;
+        rj->submit = tj->submit_ms;
+        rj->runtime = tj->end_ms - tj->start_ms;
+        rj->milli_total = milli_total(tj);
+        rj->start = -1;
+        rj->first_start = -1;
+        rj->alloc = -1;
+        rj->qpos = -1;
+        rj->verdict = -1;
+    }
+    if (s.njobs == 0 || cap_milli == 0) {
+        r = TM_EINVAL;
+        goto out;
+    }
+    if (shapes_build(&s) < 0)
+        goto out;
+    {
+        double work = 0;
+        first = INT64_MAX;
+        last = INT64_MIN;
+        for (size_t j = 0; j < s.njobs; j++) {
+            work += (double)s.jobs[j].milli_total * (double)s.jobs[j].runtime;
+            if (s.jobs[j].submit < first)
+                first = s.jobs[j].submit;
+            if (s.jobs[j].submit > last)
+                last = s.jobs[j].submit;
+        }
+        st.native_load = last > first ? work / ((double)cap_milli * (double)(last - first)) : 0;
+        st.factor = 1;
+        if (cfg->load > 0 && st.native_load > 0) {
+            st.factor = st.native_load / cfg->load;
+            for (size_t j = 0; j < s.njobs; j++)
+                s.jobs[j].submit = first + (int64_t)((double)(s.jobs[j].submit - first) * st.factor);
+            last = first + (int64_t)((double)(last - first) * st.factor);
+        }
+        st.load = last > first ? work / ((double)cap_milli * (double)(last - first)) : 0;
+    }
+    st.jobs = s.njobs;
+    st.starvation_ms = cfg->params.starvation_ms > 0 ? cfg->params.starvation_ms
+                                                     : TM_SCHED_STARVATION_DEFAULT_MS;
+    s.window_lo = first;
+    s.window_hi = last;
+    /* Arrival order. */
+    arr = malloc(s.njobs * sizeof(*arr));
+    waits = malloc(s.njobs * sizeof(*waits));
+    s.allocs = malloc(s.njobs * sizeof(*s.allocs));
+    s.alloc_job = malloc(s.njobs * sizeof(*s.alloc_job));
+    s.heapcap = s.njobs;
+    s.heap = malloc(s.njobs * sizeof(*s.heap));
+    s.q = malloc(s.njobs * sizeof(*s.q));
+    s.qjob = malloc(s.njobs * sizeof(*s.qjob));
+    if (!arr || !waits || !s.allocs || !s.alloc_job || !s.heap || !s.q || !s.qjob)
+        goto out;
+    {
+        int64_t *keys = malloc(s.njobs * 2 * sizeof(*keys));
+        if (!keys)
+            goto out;
+        for (size_t j = 0; j < s.njobs; j++) {
+            keys[2 * j] = s.jobs[j].submit;
+            keys[2 * j + 1] = (int64_t)j;
+        }
+        qsort(keys, s.njobs, 2 * sizeof(*keys), cmp_pair);
+        for (size_t j = 0; j < s.njobs; j++)
+            arr[j] = (size_t)keys[2 * j + 1];
+        free(keys);
+    }
+    if (!cfg->exact_estimates) {
+        r = tm_estimator_new(&s.est);
+        if (r < 0)
+            goto out;
+    }
+    r = 0;
+    tcur = s.jobs[arr[0]].submit;
+    for (;;) {
+        int64_t tnext = INT64_MAX;
+        bool changed = false;
+        if (ai < s.njobs)
+            tnext = s.jobs[arr[ai]].submit;
+        if (s.nheap && s.heap[0].t < tnext)
+            tnext = s.heap[0].t;
+        if (tnext == INT64_MAX)
+            break;
+        integrate(&s, tcur, tnext);
+        tcur = tnext;
+        while (s.nheap && s.heap[0].t == tcur) {
+            struct heapent e = heap_pop(&s);
+            struct rjob *rj = &s.jobs[e.job];
+            if (e.gen != rj->gen)
+                continue; /* the job was evicted and requeued */
+            char kb[64];
+            struct tm_estimate_key k = tm_trace_estimate_key(rj->tj, kb, sizeof(kb));
+            alloc_remove(&s, e.job);
+            jct += (double)(tcur - rj->submit);
+            end_all = tcur;
+            st.events++;
+            changed = true;
+            if (s.est) {
+                r = tm_estimator_observe(s.est, &k, rj->runtime);
+                if (r < 0)
+                    goto out;
+            }
+        }
+        while (ai < s.njobs && s.jobs[arr[ai]].submit == tcur) {
+            struct rjob *rj = &s.jobs[arr[ai]];
+            if (cfg->exact_estimates) {
+                rj->estimate = rj->runtime > 0 ? rj->runtime : 1;
+            } else {
+                char kb[64];
+                struct tm_estimate_key k = tm_trace_estimate_key(rj->tj, kb, sizeof(kb));
+                rj->estimate = tm_estimate(s.est, &k);
+            }
+            enqueue(&s, (int32_t)arr[ai]);
+            ai++;
+            st.events++;
+            changed = true;
+        }
+        if (changed && s.nq) {
+            r = pass(&s, tcur, &st);
+            if (r < 0)
+                goto out;
+        }
+        if (changed)
+            fit_recompute(&s);
+    }
+    st.unfinished = s.nq;
+    {
+        size_t nw = 0;
+        double sum = 0;
+        for (size_t j = 0; j < s.njobs; j++) {
+            if (s.jobs[j].first_start < 0)
+                continue;
+            waits[nw] = s.jobs[j].first_start - s.jobs[j].submit;
+            sum += (double)waits[nw];
+            if (waits[nw] > st.starvation_ms)
+                st.starved++;
+            nw++;
+        }
+        qsort(waits, nw, sizeof(*waits), cmp_i64);
+        st.wait_mean_s = nw ? sum / (double)nw / 1000.0 : 0;
+        st.wait_p50_s = pct(waits, nw, 0.50);
+        st.wait_p95_s = pct(waits, nw, 0.95);
+        st.wait_p99_s = pct(waits, nw, 0.99);
+        st.wait_max_s = nw ? (double)waits[nw - 1] / 1000.0 : 0;
+        st.jct_mean_s = nw ? jct / (double)nw / 1000.0 : 0;
+    }
+    st.makespan_s = (double)(end_all - first) / 1000.0;
+    st.arrival_window_s = (double)(last - first) / 1000.0;
+    st.utilisation = end_all > first ? s.busy / ((double)cap_milli * (double)(end_all - first)) : 0;
+    st.utilisation_arrival = last > first ? s.busy_window / ((double)cap_milli * (double)(last - first)) : 0;
+    st.idle_while_waiting_gpu_hours = s.idle_wait / 1000.0 / 3600000.0;
+    st.idle_sliver_gpu_hours = s.idle_sliver / 1000.0 / 3600000.0;
+    st.idle_while_waiting_accepts_gpu_hours = s.idle_accepts / 1000.0 / 3600000.0;
+    st.idle_while_waiting_fit_gpu_hours = s.idle_fit / 1000.0 / 3600000.0;
+    if (st.reservation_slips)
+        st.slip_mean_s /= (double)st.reservation_slips;
+    st.wall_s = now_s() - t0;
+    st.events_per_s = st.wall_s > 0 ? (double)st.events / st.wall_s : 0;
+    *ret = st;
+out:
+    free(inv);
+    free(arr);
+    free(waits);
+    free(s.nodes);
+    free(s.gpu_used);
+    free(s.node_cpu_free);
+    free(s.node_mem_free);
+    free(s.shapes);
+    free(s.active);
+    free(s.jobs);
+    free(s.allocs);
+    free(s.alloc_job);
+    free(s.heap);
+    free(s.q);
+    free(s.qjob);
+    tm_estimator_free(s.est);
+    return r;
+}

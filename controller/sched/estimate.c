@@ -1,0 +1,214 @@
+/*
+ * controller/sched/estimate.c: the runtime predictor (see estimate.h).
+ *
+ * One open-addressing hash table maps a key string to a ring of recent
+ * runtimes.  Keys are built as "level|team|name|class|gpus" with the parts a
+ * level does not use left empty, so the four levels share one table.
+ */
+#include "controller/sched/estimate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+#define KEY_MAX 256
+
+struct slot {
+    char *key;
+    int64_t ring[TM_ESTIMATE_WINDOW];
+    uint32_t n;     /* runtimes seen, capped at the window for reading */
+    uint32_t next;  /* ring write position */
+};
+
+struct tm_estimator {
+    struct slot *slots;
+    size_t cap;     /* power of two */
+    size_t used;
+};
+
+static uint64_t fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+int tm_estimator_new(struct tm_estimator **ret)
+{
+    struct tm_estimator *e = calloc(1, sizeof(*e));
+
+    if (!e)
+        return TM_ENOMEM;
+    e->cap = 256;
+    e->slots = calloc(e->cap, sizeof(*e->slots));
+    if (!e->slots) {
+        free(e);
+        return TM_ENOMEM;
+    }
+    *ret = e;
+    return 0;
+}
+
+void tm_estimator_free(struct tm_estimator *e)
+{
+    if (!e)
+        return;
+    for (size_t i = 0; i < e->cap; i++)
+        free(e->slots[i].key);
+    free(e->slots);
+    free(e);
+}
+
+static struct slot *find(const struct tm_estimator *e, const char *key)
+{
+    size_t mask = e->cap - 1;
+
+    for (size_t i = fnv1a(key) & mask;; i = (i + 1) & mask) {
+        struct slot *s = &e->slots[i];
+        if (!s->key || strcmp(s->key, key) == 0)
+            return s;
+    }
+}
+
+static int rehash(struct tm_estimator *e)
+{
+    struct tm_estimator n = {.cap = e->cap * 2};
+
+    n.slots = calloc(n.cap, sizeof(*n.slots));
+    if (!n.slots)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < e->cap; i++)
+        if (e->slots[i].key)
+            *find(&n, e->slots[i].key) = e->slots[i];
+    free(e->slots);
+    e->slots = n.slots;
+    e->cap = n.cap;
+    return 0;
+}
+
+/* Level 1 is the most specific.  Returns false when the level needs a
+ * part the key lacks. */
+static bool make_key(const struct tm_estimate_key *k, int level, char *buf, size_t len)
+{
+    const char *team = k->team ? k->team : "";
+    const char *name = k->name ? k->name : "";
+    int n;
+
+    switch (level) {
+    case 1:
+        /* No name, or an empty one: not a resubmission of anything. */
+        if (!k->name || !k->name[0])
+            return false;
+        n = snprintf(buf, len, "1|%s|%s|%d|%d", team, name, (int)k->klass, (int)k->gpu_milli);
+        break;
+    case 2:
+        if (!k->team)
+            return false;
+        n = snprintf(buf, len, "2|%s||%d|%d", team, (int)k->klass, (int)k->gpu_milli);
+        break;
+    case 3:
+        n = snprintf(buf, len, "3|||%d|%d", (int)k->klass, (int)k->gpu_milli);
+        break;
+    default:
+        n = snprintf(buf, len, "4|||%d|", (int)k->klass);
+        break;
+    }
+    /* A key cut short would merge different jobs: skip the level. */
+    return n > 0 && (size_t)n < len;
+}
+
+int tm_estimator_observe(struct tm_estimator *e, const struct tm_estimate_key *k, int64_t runtime_ms)
+{
+    char key[KEY_MAX];
+
+    if (runtime_ms < 0)
+        return 0;
+    for (int level = 1; level <= 4; level++) {
+        struct slot *s;
+        if (!make_key(k, level, key, sizeof(key)))
+            continue;
+        if ((e->used + 1) * 2 > e->cap && rehash(e) < 0)
+            return TM_ENOMEM;
+        s = find(e, key);
+        if (!s->key) {
+            s->key = strdup(key);
+            if (!s->key)
+                return TM_ENOMEM;
+            e->used++;
+        }
+        s->ring[s->next] = runtime_ms;
+        s->next = (s->next + 1) % TM_ESTIMATE_WINDOW;
+        if (s->n < TM_ESTIMATE_WINDOW)
+            s->n++;
+    }
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+int64_t tm_estimate(const struct tm_estimator *e, const struct tm_estimate_key *k)
+{
+    return tm_estimate_level(e, k, NULL);
+}
+
+int64_t tm_estimate_level(const struct tm_estimator *e, const struct tm_estimate_key *k, int *ret_level)
+{
+    char key[KEY_MAX];
+
+    if (ret_level)
+        *ret_level = 0;
+
+    for (int level = 1; level <= 4; level++) {
+        const struct slot *s;
+        int64_t v[TM_ESTIMATE_WINDOW];
+        if (!make_key(k, level, key, sizeof(key)))
+            continue;
+        s = find(e, key);
+        if (!s->key || s->n < TM_ESTIMATE_MIN_SAMPLES)
+            continue;
+        memcpy(v, s->ring, s->n * sizeof(v[0]));
+        qsort(v, s->n, sizeof(v[0]), cmp_i64);
+        if (ret_level)
+            *ret_level = level;
+        return v[s->n / 2] > 0 ? v[s->n / 2] : 1;
+    }
+    return 0;
+}
+
+int64_t tm_estimate_overrun(int64_t elapsed_ms)
+{
+    if (elapsed_ms < 500)
+        return 1000;
+    return elapsed_ms > INT64_MAX / 2 ? INT64_MAX / 2 : 2 * elapsed_ms;
+}
+
+int64_t tm_estimate_remaining(int64_t estimate_ms, int64_t elapsed_ms)
+{
+    int64_t left = estimate_ms - elapsed_ms;
+
+    if (elapsed_ms < 0)
+        elapsed_ms = 0;
+    if (left < elapsed_ms)
+        left = elapsed_ms;
+    return left < 1000 ? 1000 : left;
+}
+
+int64_t tm_estimate_left(int64_t estimate_ms, int64_t elapsed_ms, bool known)
+{
+    int64_t left = estimate_ms - elapsed_ms;
+
+    if (known && left > 0)
+        return left < 1000 ? 1000 : left;
+    return tm_estimate_remaining(estimate_ms, elapsed_ms);
+}

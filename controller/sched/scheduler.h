@@ -1,0 +1,214 @@
+/*
+ * controller/sched/scheduler.h: the scheduler, a pure function of a snapshot.
+ *
+ * tm_sched_run() takes the queued jobs, the nodes and the running jobs'
+ * allocations at one instant and returns placements (which job goes on which
+ * GPUs of which nodes now), reservations (when a blocked job is expected to
+ * start) and one note per queued job explaining the verdict.  It does no I/O,
+ * reads no clock and keeps no state between calls: the live reconcile tick and
+ * trace replay call the same function, so every replay figure is a figure
+ * about the controller.
+ *
+ * Capacity model.  A node has cpu_milli, memory_mib and up to
+ * TM_NODE_GPUS_MAX GPUs of one model.  Each GPU has 1000 milli-GPU.  A job asks
+ * either for whole GPUs (gpus >= 1, on each of `nodes` nodes: a gang, all or
+ * nothing) or for a share of one GPU (gpus == 0, 1 <= gpu_milli <= 999).
+ * Several shares may sit on one GPU up to 1000 milli.  Free capacity is node
+ * totals minus the allocations passed in.
+ */
+#ifndef TM_SCHEDULER_H
+#define TM_SCHEDULER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/model.h"
+
+#define TM_NODE_GPUS_MAX 16
+#define TM_GPU_MODELS_MAX 64
+
+enum tm_sched_policy {
+    TM_POLICY_FIFO,     /* strict submit order, first-fit, head blocks: baseline */
+    TM_POLICY_BACKFILL, /* FIFO + EASY backfill on estimates: baseline */
+    TM_POLICY_TARMAC,   /* the product: see scheduler.c */
+    TM_POLICY_MAX,
+};
+
+const char *tm_sched_policy_name(enum tm_sched_policy p);
+/* Returns the policy or -1; tm_sched_policy_list() gives "fifo, backfill, tarmac". */
+int tm_sched_policy_parse(const char *name);
+const char *tm_sched_policy_list(void);
+
+/* A job with gpus == 0 and gpu_milli == 0 asks for CPU and memory only
+ * (the trace has such tasks; packing mode places them). */
+struct tm_sched_job {
+    int64_t id;          /* caller's id, echoed back through the index */
+    int64_t submit_ms;
+    int64_t estimate_ms; /* runtime estimate; <= 0 when nothing is known */
+    int64_t cpu_milli;   /* per node */
+    int64_t memory_mib;  /* per node */
+    uint64_t model_mask; /* bit i: GPU model i acceptable; 0: any model */
+    int32_t gpus;        /* whole GPUs per node; 0 for a fractional share */
+    int32_t gpu_milli;   /* the share (1..999) when gpus == 0; else 1000 */
+    int32_t nodes;       /* gang size, >= 1 */
+    int32_t priority;    /* larger is more urgent */
+    enum tm_job_class klass;
+    bool preemptible;
+    /* Added for issue 3: 1 + the node index this job was reserved on in
+     * the previous pass (tm_sched_reservation.node + 1), 0 if none.  tarmac
+     * keeps a reservation on its node, so that a drain, once begun, ends. */
+    int32_t hold_node;
+    /* Added for issue 3: the start first promised to this job by a
+     * reservation (tm_sched_reservation.start_ms of the first pass that
+     * reserved it), 0 if none.  tarmac lets non-preemptible work fill the
+     * held node only if it ends by then, so a drain cannot be prolonged
+     * forever by fillers whose estimates were short. */
+    int64_t hold_start_ms;
+    /* The estimate comes from this task's own earlier runs (a recurring
+     * job), not from similar work: trusted by align_ends placement. */
+    bool estimate_known;
+};
+
+struct tm_sched_node {
+    int64_t id;
+    int64_t cpu_milli;   /* allocatable totals */
+    int64_t memory_mib;
+    int32_t gpus;        /* 0..TM_NODE_GPUS_MAX */
+    int32_t model;       /* index into the caller's GPU model table */
+    bool spot;           /* preemptible capacity */
+    bool schedulable;    /* ready and not cordoned or draining */
+    /* params.elastic: the caller's preference among nodes, lower first
+     * (the fleet's smallest types, then its oldest nodes). */
+    int64_t rank;
+};
+
+/* A running job's hold on one node (a gang has one per node). */
+struct tm_sched_alloc {
+    int64_t job_id;
+    int32_t node;        /* index into the nodes array */
+    uint32_t gpu_mask;   /* GPUs held */
+    int32_t gpu_milli;   /* held on each GPU of the mask: 1000 or the share */
+    int64_t cpu_milli;
+    int64_t memory_mib;
+    int64_t end_ms;      /* expected end: start + estimate */
+    bool preemptible;
+    bool loaned;         /* added for issue 3: the placement said loaned (copy it
+                          * back); tarmac may evict it, see tm_sched_preemption */
+};
+
+struct tm_sched_params {
+    int64_t starvation_ms; /* tarmac: no job waits past this (aging bound) */
+    int64_t short_ms;      /* tarmac: jobs with estimates under this fill gaps */
+    /* Added for issue 3.  Zero means the default given in brackets. */
+    int32_t max_reservations;    /* tarmac: blocked jobs holding reservations [8];
+                                  * backfill always holds exactly one (EASY) */
+    int64_t default_estimate_ms; /* ordering weight of a job without estimate [1 h] */
+    /* A job with estimate_known goes to the fitting node whose work
+     * (allocs' end_ms, and this pass's placements) ends soonest at or
+     * after the job's own end, else to the one whose work ends latest, so
+     * that work ending together shares nodes and a node is not kept alive
+     * by one job after the rest of its work ended.  fifo and backfill:
+     * instead of first fit, among every node that fits.  tarmac: among its
+     * best-fit candidates, after model pressure and stranding and before
+     * the tightness of the fit.  Other jobs place as before; false: no job
+     * does this. */
+    bool align_ends;
+    /* tarmac: the fleet grows and shrinks.  Among placements that strand
+     * equally (and align equally), the node of lowest rank comes before
+     * the tightest fit, so work gathers on the oldest nodes and the newest
+     * empty and are released; best fit alone spreads work over whichever
+     * nodes are fullest, new ones included, and keeps more of them alive
+     * (measured in the elastic replay, bench/results/elastic-2026-12-01-b.md). */
+    bool elastic;
+};
+
+/* 48 h: a job can only be promised a node once that node's
+ * non-preemptible work has ended, and GPU jobs run for up to a day; tarmac
+ * reserves at half the bound, so the bound must exceed the longest
+ * runtime it cannot preempt. */
+#define TM_SCHED_STARVATION_DEFAULT_MS (48LL * 3600 * 1000)
+#define TM_SCHED_SHORT_DEFAULT_MS (30LL * 60 * 1000)
+#define TM_SCHED_MAX_RESERVATIONS_DEFAULT 8
+#define TM_SCHED_DEFAULT_ESTIMATE_MS (3600LL * 1000)
+
+struct tm_sched_input {
+    const struct tm_sched_job *jobs;     /* queued jobs, any order */
+    size_t njobs;
+    const struct tm_sched_node *nodes;
+    size_t nnodes;
+    const struct tm_sched_alloc *allocs; /* running jobs */
+    size_t nallocs;
+    int64_t now_ms;
+    enum tm_sched_policy policy;
+    struct tm_sched_params params;
+};
+
+/* One job on one node; a gang yields one placement per node. */
+struct tm_sched_placement {
+    int32_t job;       /* index into input jobs */
+    int32_t node;      /* index into input nodes */
+    uint32_t gpu_mask; /* GPUs given */
+    int32_t gpu_milli; /* on each GPU of the mask */
+    bool loaned;       /* added for issue 3: preemptible work on capacity
+                        * reserved for non-preemptible work, beyond what its
+                        * estimate covers; pass it back in tm_sched_alloc */
+};
+
+/* Added for issue 3.  A running preemptible job on loan to evict now, so
+ * that the reserved non-preemptible job `job` starts in this same pass
+ * (its placement is in the result).  The caller stops and requeues it. */
+struct tm_sched_preemption {
+    int32_t alloc;     /* index into input allocs */
+    int32_t job;       /* index into input jobs: the job that needs the room */
+};
+
+enum tm_sched_verdict {
+    TM_SCHED_PLACED,
+    TM_SCHED_RESERVED,        /* blocked; holds a reservation at start_ms */
+    TM_SCHED_WAIT_CAPACITY,   /* no node has room now */
+    TM_SCHED_WAIT_ORDER,      /* room exists but an earlier job comes first */
+    TM_SCHED_WAIT_RESERVATION,/* would delay a reservation */
+    TM_SCHED_NO_MATCH,        /* no node of an acceptable model/size exists */
+    TM_SCHED_VERDICT_MAX,
+};
+
+const char *tm_sched_verdict_name(enum tm_sched_verdict v);
+
+/* Why a job got its verdict, one per queued job. */
+struct tm_sched_note {
+    int32_t job;
+    enum tm_sched_verdict verdict;
+    int32_t node;      /* node placed on or reserved, -1 if none */
+    int64_t start_ms;  /* reservation start, 0 if none */
+    const char *why;   /* static text, e.g. "best fit, strands 0 GPUs" */
+};
+
+/* A blocked job's claim on one node from start_ms on (a gang has one per
+ * node).  Later jobs may use the node before start_ms only if they end by
+ * then or leave room for the reserved job.  Added for issue 3. */
+struct tm_sched_reservation {
+    int32_t job;       /* index into input jobs */
+    int32_t node;      /* index into input nodes */
+    int64_t start_ms;  /* earliest start, from the running jobs' expected ends */
+};
+
+struct tm_sched_result {
+    struct tm_sched_placement *placements;
+    size_t nplacements;
+    struct tm_sched_note *notes;
+    size_t nnotes;
+    struct tm_sched_reservation *reservations; /* added for issue 3 */
+    size_t nreservations;
+    struct tm_sched_preemption *preemptions;   /* added for issue 3 (tarmac) */
+    size_t npreemptions;
+};
+
+/* Run one scheduling pass.  *ret is filled only on success (0); release it
+ * with tm_sched_result_release().  Returns TM_EINVAL for malformed input
+ * (a node index out of range, gpus above TM_NODE_GPUS_MAX) or TM_ENOMEM. */
+int tm_sched_run(const struct tm_sched_input *in, struct tm_sched_result *ret);
+
+/* Free what tm_sched_run() allocated; safe on a zeroed or released result. */
+void tm_sched_result_release(struct tm_sched_result *r);
+
+#endif

@@ -1,0 +1,90 @@
+#include "core/model.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+static const char *const job_states[TM_JOB_STATE_MAX] = {
+    "queued", "running", "succeeded", "failed", "preempted", "cancelled",
+};
+static const char *const node_states[TM_NODE_STATE_MAX] = {
+    "requested", "booting", "ready", "draining", "terminating", "terminated", "interrupted",
+};
+static const char *const job_classes[TM_CLASS_MAX] = {
+    "train", "eval", "preprocess", "inference", "batch",
+};
+static const char *const capacity_types[TM_CAPACITY_MAX] = {
+    "on_demand", "spot", "spot_then_on_demand",
+};
+
+static int lookup(const char *const *names, int n, const char *name)
+{
+    if (!name)
+        return -1;
+    for (int i = 0; i < n; i++)
+        if (strcmp(names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+const char *tm_job_state_name(enum tm_job_state s)
+{
+    return (unsigned)s < TM_JOB_STATE_MAX ? job_states[s] : "unknown";
+}
+
+const char *tm_node_state_name(enum tm_node_state s)
+{
+    return (unsigned)s < TM_NODE_STATE_MAX ? node_states[s] : "unknown";
+}
+
+const char *tm_job_class_name(enum tm_job_class c)
+{
+    return (unsigned)c < TM_CLASS_MAX ? job_classes[c] : "unknown";
+}
+
+const char *tm_capacity_type_name(enum tm_capacity_type c)
+{
+    return (unsigned)c < TM_CAPACITY_MAX ? capacity_types[c] : "unknown";
+}
+
+int tm_job_state_parse(const char *name) { return lookup(job_states, TM_JOB_STATE_MAX, name); }
+int tm_node_state_parse(const char *name) { return lookup(node_states, TM_NODE_STATE_MAX, name); }
+int tm_job_class_parse(const char *name) { return lookup(job_classes, TM_CLASS_MAX, name); }
+int tm_capacity_type_parse(const char *name) { return lookup(capacity_types, TM_CAPACITY_MAX, name); }
+
+bool tm_node_state_billed(enum tm_node_state s)
+{
+    return s == TM_NODE_BOOTING || s == TM_NODE_READY || s == TM_NODE_DRAINING ||
+           s == TM_NODE_TERMINATING;
+}
+
+int tm_duration_parse(const char *text, int64_t *ret_ms)
+{
+    static const struct {
+        const char *unit;
+        int64_t ms;
+    } units[] = {
+        {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000},
+    };
+    char *end;
+    long long v;
+
+    if (!text || !isdigit((unsigned char)text[0]))
+        return TM_EINVAL;
+    errno = 0;
+    v = strtoll(text, &end, 10);
+    if (errno != 0 || v < 0)
+        return TM_EINVAL;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(end, units[i].unit) == 0) {
+            if (v > INT64_MAX / units[i].ms)
+                return TM_EINVAL;
+            *ret_ms = (int64_t)v * units[i].ms;
+            return 0;
+        }
+    }
+    return TM_EINVAL;
+}

@@ -1,0 +1,61 @@
+/*
+ * providers/registry.h: the provider kinds this build knows, one row each
+ * (providers/registry.c), looked up by the daemon (`tarmac serve`) and by
+ * `tarmac check`.  No other file names a kind: a new cloud is a new folder
+ * under providers/ and a new row.
+ */
+#ifndef TM_PROVIDER_REGISTRY_H
+#define TM_PROVIDER_REGISTRY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "core/config.h"
+#include "providers/provider.h"
+
+/* What a provider may need from the daemon to start. */
+struct tm_provider_env {
+    uv_loop_t *loop;
+    const struct tm_config *cfg;
+    const char *db_url;                   /* the controller's database */
+    int64_t (*now_ms)(void *clock);       /* the controller's clock */
+    void *clock;
+};
+
+/* Called once when a provider's pools were checked against its cloud:
+ * status 0 sound, TM_EINVAL with reason (one line) a pool the cloud cannot
+ * serve, another code when the cloud could not be asked.  reason is valid
+ * only during the call. */
+typedef void (*tm_provider_validated_cb)(int status, const char *reason, void *data);
+
+struct tm_provider_kind {
+    const char *name;                     /* the config's providers[].kind */
+    /* Create the provider for p on env->loop: 0 and *ret (close it with
+     * ops->close), or a negative code.  Errors are logged. */
+    int (*create)(const struct tm_provider_env *env, const struct tm_config_provider *p,
+                  struct tm_provider **ret);
+    /* Optional: check the provider's pools against the cloud, on the loop.
+     * 0 when cb will fire (never inside this call), else a negative code. */
+    int (*validate)(struct tm_provider *p, tm_provider_validated_cb cb, void *data);
+    /* Optional: `tarmac check NAME ...` (argv[0] is "check"), and the
+     * arguments its usage line shows after the name. */
+    int (*check_main)(int argc, char **argv);
+    const char *check_usage;
+    /* Its nodes run no agent: the daemon's sim agent stands in for them. */
+    bool simulated;
+};
+
+/* The row of kind name, or NULL when this build has none. */
+const struct tm_provider_kind *tm_provider_kind_find(const char *name);
+
+/* The rows, in table order: *ret_n of them. */
+const struct tm_provider_kind *tm_provider_kinds(size_t *ret_n);
+
+/* The kinds' names as a list for messages ("sim and aws"; with
+ * checkable, only those with a check command) into buf. */
+void tm_provider_kind_names(char *buf, size_t size, bool checkable);
+
+#endif
