@@ -24,6 +24,14 @@ target_link_libraries(fuzz_api_body_replay PRIVATE tarmac_lib)
 tm_add_test(fuzz_api_body_corpus LABELS unit service TIMEOUT 60
             COMMAND fuzz_api_body_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/api_body)
 
+# The request path end to end (issue 18): route matching, Content-Type,
+# the strict reader and every body parser, with a corpus of hostile cases.
+add_executable(fuzz_api_request_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_api_request.c)
+target_compile_definitions(fuzz_api_request_replay PRIVATE TM_FUZZ_REPLAY)
+target_link_libraries(fuzz_api_request_replay PRIVATE tarmac_lib)
+tm_add_test(fuzz_api_request_corpus LABELS unit service TIMEOUT 60
+            COMMAND fuzz_api_request_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/api_request)
+
 if(TM_FUZZ)
   if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
     message(WARNING "TM_FUZZ needs clang; fuzz_api_body is not built")
@@ -39,6 +47,13 @@ if(TM_FUZZ)
                            -fno-omit-frame-pointer)
     target_link_options(fuzz_api_body PRIVATE -fsanitize=fuzzer,address,undefined)
     target_link_libraries(fuzz_api_body PRIVATE PkgConfig::CJSON PkgConfig::JANSSON ${MATH_LIB})
+    # Routes and all: the route table pulls in the server, so the whole
+    # library links; the harness and spec/ carry the instrumentation.
+    add_executable(fuzz_api_request ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_api_request.c)
+    target_compile_options(fuzz_api_request PRIVATE -fsanitize=fuzzer,address,undefined
+                           -fno-omit-frame-pointer)
+    target_link_options(fuzz_api_request PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_libraries(fuzz_api_request PRIVATE tarmac_lib)
   endif()
 endif()
 

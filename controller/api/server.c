@@ -41,6 +41,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "controller/spec/request.h"
 #include "controller/spec/token.h"
 #include "core/err.h"
 #include "core/file.h"
@@ -540,103 +541,13 @@ static const char *bearer(const h2o_req_t *req, size_t *ret_len)
 
 /* ---- routing ------------------------------------------------------------ */
 
-/* Match path against pattern ("/v1/jobs/{id}/cancel"): {id} takes a
- * positive integer (into *ret_id), {name} a pool-style name (into name).
- * 1 on a match; 0 when the path has another shape; -1 when it has this
- * shape but a parameter is not valid (*ret_param names it): a client then
- * hears 400 naming the parameter, not "no such endpoint".  A segment is
- * taken whole: one that h2o decoded to hold a NUL ("frozen%00x") or bytes
- * that are not a name is invalid, never cut. */
-static int path_match(const char *pattern, const char *path, size_t len, int64_t *ret_id,
-                      char *name, size_t name_size, const char **ret_param)
-{
-    const char *p = pattern, *s = path, *end = path + len;
-    const char *bad = NULL;
-
-    while (*p) {
-        if (*p == '{') {
-            const char *close = strchr(p, '}');
-            const char *seg_end = memchr(s, '/', (size_t)(end - s));
-            size_t n;
-            if (!close)
-                return 0;
-            if (!seg_end)
-                seg_end = end;
-            n = (size_t)(seg_end - s);
-            if (n == 0)
-                return 0;
-            if (strncmp(p, "{id}", 4) == 0) {
-                int64_t v = 0;
-                bool ok = n <= 18;
-                for (size_t i = 0; ok && i < n; i++) {
-                    if (s[i] < '0' || s[i] > '9')
-                        ok = false;
-                    else
-                        v = v * 10 + (s[i] - '0');
-                }
-                if (!ok || v <= 0)
-                    bad = bad ? bad : "id";
-                else
-                    *ret_id = v;
-            } else {
-                if (n >= name_size || memchr(s, '\0', n)) {
-                    bad = bad ? bad : "name";
-                } else {
-                    memcpy(name, s, n);
-                    name[n] = '\0';
-                    if (!tm_job_spec_name_ok(name))
-                        bad = bad ? bad : "name";
-                }
-            }
-            p = close + 1;
-            s = seg_end;
-        } else {
-            if (s >= end || *s != *p)
-                return 0;
-            p++;
-            s++;
-        }
-    }
-    if (s != end)
-        return 0;
-    if (bad) {
-        *ret_param = bad;
-        return -1;
-    }
-    return 1;
-}
-
-/* Whether a request's Content-Type is JSON: application/json, any case,
- * with parameters allowed but for a charset other than UTF-8. */
+/* Whether a request's Content-Type is JSON (spec/request.c's rule). */
 static bool content_type_json(const h2o_req_t *req)
 {
     ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
-    const char *v, *end;
-    static const char json[] = "application/json";
 
-    if (i < 0)
-        return false;
-    v = req->headers.entries[i].value.base;
-    end = v + req->headers.entries[i].value.len;
-    if ((size_t)(end - v) < sizeof(json) - 1 || strncasecmp(v, json, sizeof(json) - 1) != 0)
-        return false;
-    v += sizeof(json) - 1;
-    while (v < end && (*v == ' ' || *v == '\t'))
-        v++;
-    if (v == end)
-        return true;
-    if (*v != ';')
-        return false;
-    for (const char *c = v; c + 8 <= end; c++)
-        if (strncasecmp(c, "charset=", 8) == 0) {
-            const char *cs = c + 8;
-            size_t n = (size_t)(end - cs);
-            if (n && *cs == '"')
-                cs++, n -= n >= 2 ? 2 : 1;
-            return (n == 5 && strncasecmp(cs, "utf-8", 5) == 0) ||
-                   (n == 4 && strncasecmp(cs, "utf8", 4) == 0);
-        }
-    return true;
+    return i >= 0 && tm_request_json_type(req->headers.entries[i].value.base,
+                                          req->headers.entries[i].value.len);
 }
 
 /* ---- one answer for a body too large, whatever its size ------------------- */
@@ -768,7 +679,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req)
         int64_t rid = 0;
         char rname[64] = "";
         const char *param = NULL;
-        int m = path_match(r->pattern, req->path_normalized.base, req->path_normalized.len, &rid,
+        int m = tm_request_path_match(r->pattern, req->path_normalized.base, req->path_normalized.len, &rid,
                            rname, sizeof(rname), &param);
         if (m < 0 && !bad_param)
             bad_param = param;
