@@ -21,24 +21,9 @@
 #include "controller/spec/json_body.h"
 #include "core/model.h"
 #include "core/err.h"
+#include "tests/fuzz/spec_checks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static bool text_ok(const char *s)
-{
-    return !s || tm_json_text_ok(s, strlen(s));
-}
-
-/* Every refusal names a field and a reason. */
-static void check_err(int r, const struct tm_spec_error *err)
-{
-    if (r == 0)
-        return;
-    if (r != TM_EINVAL && r != TM_ENOMEM)
-        abort();
-    if (err->field[0] == '\0' || err->message[0] == '\0')
-        abort();
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

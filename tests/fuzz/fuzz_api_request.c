@@ -35,6 +35,7 @@
 #include "controller/spec/request.h"
 #include "core/config.h"
 #include "core/err.h"
+#include "tests/fuzz/spec_checks.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -49,21 +50,6 @@ static const char pools_yaml[] =
     "pools:\n"
     "  - {name: od, provider: sim, zones: [a], instance_types: [s8], gpu_model: A100,"
     " gpus_per_node: 8, capacity_type: on_demand, max_nodes: 4}\n";
-
-static bool text_ok(const char *s)
-{
-    return !s || tm_json_text_ok(s, strlen(s));
-}
-
-static void check_err(int r, const struct tm_spec_error *err)
-{
-    if (r == 0)
-        return;
-    if (r != TM_EINVAL && r != TM_ENOMEM)
-        abort();
-    if (err->field[0] == '\0' || err->message[0] == '\0' || !text_ok(err->message))
-        abort();
-}
 
 static void check_path(const char *path, size_t len)
 {
