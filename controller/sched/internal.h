@@ -77,8 +77,11 @@ struct rnode {
     int64_t rel_mem;
 };
 
+struct sched_policy;
+
 struct ctx {
     const struct tm_sched_input *in;
+    const struct sched_policy *pol; /* the row of in->policy */
     size_t nn;
     struct nst *ns;
     struct need *needs;
@@ -142,6 +145,70 @@ struct okey {
     int32_t idx;
 };
 
+/* What one pass has done so far, for the policy's hooks. */
+struct sched_pass {
+    int32_t max_reservations; /* blocked jobs that may hold one */
+    int32_t nreserved;        /* reservations made so far */
+    int32_t first_blocked;    /* first job left waiting without one, -1 */
+    int64_t drain_gpus;       /* tarmac: GPUs reserved for heavy jobs */
+    bool blocked_head;        /* fifo: the queue head did not fit */
+    size_t linked;            /* placements linked into the timelines */
+};
+
+/*
+ * A scheduling policy: how the pass orders the queue, places one job and
+ * decides whom to reserve for, and the words of its notes.  One file per
+ * policy fills one of these (fifo.c, backfill.c, tarmac.c); the row of
+ * TM_SCHED_POLICIES (scheduler.h) names it and gives its enum value, and
+ * policy.c puts it in the table.  The pass (scheduler.c) runs, for each
+ * job in order:
+ *
+ *   holds_back? -> place -> placed: why_placed
+ *                        -> not: on_blocked? -> may_reserve? -> reserved:
+ *                           why_reserved, on_reserved -> else a wait note
+ *
+ * and finish once after the queue.  Hooks marked optional may be NULL.
+ */
+struct sched_policy {
+    /* Reservations one pass may hold; 0: params.max_reservations, or
+     * TM_SCHED_MAX_RESERVATIONS_DEFAULT. */
+    int32_t max_reservations;
+    /* Builds the capacity index place() needs (sched_tree_init() or
+     * sched_buckets_init()) and whatever else the policy reads from the
+     * queue.  Returns 0 or TM_ENOMEM. */
+    int (*prepare)(struct ctx *c);
+    /* The sort key of job j (zeroed, idx set): the pass runs jobs in
+     * increasing key order. */
+    void (*order)(const struct ctx *c, int32_t j, struct okey *key);
+    /* Places job j now, all members or none, respecting the reservations
+     * when `respect`.  Returns 1 placed, 0 not, < 0 error; *ret_gap: a
+     * member filled a gap before a reservation; *ret_blocked: only a
+     * reservation stood in the way somewhere. */
+    int (*place)(struct ctx *c, int32_t j, bool respect, bool *ret_gap, bool *ret_blocked);
+    /* Optional.  Whether job j must wait without being tried (fifo: the
+     * head is blocked); the hook writes its note. */
+    bool (*holds_back)(struct ctx *c, int32_t j, const struct sched_pass *ps);
+    /* Optional.  Job j did not fit: true when the hook has noted it and
+     * the pass goes on to the next job (fifo: the head blocks the queue). */
+    bool (*on_blocked)(struct ctx *c, int32_t j, struct sched_pass *ps);
+    /* Optional (NULL: never reserve).  Whether blocked job j gets a
+     * reservation; asked only while ps->nreserved < ps->max_reservations. */
+    bool (*may_reserve)(const struct ctx *c, int32_t j, const struct sched_pass *ps);
+    /* Optional.  Job j got a reservation (ps->nreserved counts it). */
+    void (*on_reserved)(const struct ctx *c, int32_t j, struct sched_pass *ps);
+    /* The note's text for job j placed now; gap: it fills a gap. */
+    const char *(*why_placed)(const struct ctx *c, int32_t j, const struct sched_pass *ps, bool gap);
+    /* The note's text for job j reserved by the pass (asked before
+     * on_reserved).  Required when may_reserve is set. */
+    const char *(*why_reserved)(const struct ctx *c, int32_t j);
+    /* Optional.  After the queue.  Returns 0 or < 0 on error. */
+    int (*finish)(struct ctx *c, struct sched_pass *ps);
+};
+
+#define TM_SCHED_POLICY_DECLARE(id, name) extern const struct sched_policy sched_##name;
+TM_SCHED_POLICIES(TM_SCHED_POLICY_DECLARE)
+#undef TM_SCHED_POLICY_DECLARE
+
 static inline int popcount64(uint64_t v)
 {
     return __builtin_popcountll(v);
@@ -159,14 +226,17 @@ int sched_buckets_init(struct ctx *c);
 int sched_pbits_next(const struct ctx *c, int slot, int from);
 void sched_node_take(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, const struct need *nd);
 void sched_node_give(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, const struct need *nd);
-int sched_add_placement(struct ctx *c, int32_t job, int32_t node, uint32_t mask, int32_t milli, bool loaned);
+int sched_add_placement(struct ctx *c, int32_t job, int32_t node, uint32_t mask, int32_t milli,
+                        bool loaned);
 
 /* Timelines, reservations and loans (reserve.c). */
 bool sched_is_urgent(const struct ctx *c, int32_t j);
 int64_t sched_job_end(const struct ctx *c, int32_t j);
 int64_t sched_job_end_safe(const struct ctx *c, int32_t j);
-bool sched_reservation_permits(const struct ctx *c, int32_t j, int32_t i, uint32_t mask, int32_t milli, bool *ret_gap, bool *ret_loan);
-void sched_reservation_note_gap(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, const struct need *nd);
+bool sched_reservation_permits(const struct ctx *c, int32_t j, int32_t i, uint32_t mask,
+                               int32_t milli, bool *ret_gap, bool *ret_loan);
+void sched_reservation_note_gap(struct ctx *c, int32_t i, uint32_t mask, int32_t milli,
+                                const struct need *nd);
 bool sched_tied(const struct ctx *c, int32_t j);
 bool sched_narrow(const struct ctx *c, int32_t j);
 int sched_reserve(struct ctx *c, int32_t j, size_t *linked);
@@ -180,7 +250,20 @@ int sched_place_firstfit(struct ctx *c, int32_t j, bool respect, bool *ret_gap, 
 int sched_place_best(struct ctx *c, int32_t j, bool respect, bool *ret_gap, bool *ret_blocked);
 bool sched_fits_anywhere(struct ctx *c, int32_t j);
 
-/* Order keys (order.c). */
+/* Order keys (order.c): sched_order() fills keys[0..njobs) with the
+ * policy's order hook and sorts them. */
 void sched_order(const struct ctx *c, struct okey *keys);
+void sched_order_submit(const struct ctx *c, int32_t j, struct okey *key);
+void sched_order_tarmac(const struct ctx *c, int32_t j, struct okey *key);
+
+/* The pass (scheduler.c). */
+void sched_note(struct ctx *c, int32_t j, enum tm_sched_verdict v, int32_t node, int64_t start,
+                const char *why);
+/* sched_reserve() for job j, noted: placed by eviction, or reserved with
+ * `why`.  Returns what sched_reserve() returned. */
+int sched_reserve_noted(struct ctx *c, int32_t j, struct sched_pass *ps, const char *why);
+
+/* The table (policy.c): the row of a valid policy. */
+const struct sched_policy *sched_policy_of(enum tm_sched_policy p);
 
 #endif

@@ -9,57 +9,14 @@
  *    and loans;
  *  - place.c: first fit, and best fit with its score;
  *  - order.c: the order keys;
- *  - scheduler.c (this file): names, validation and the pass.
+ *  - scheduler.c (this file): verdict names, validation and the pass.
  *
  * They share struct ctx and the rest of internal.h.
  *
- * The policies:
- *  - fifo: submit order, first fit, the first job that does not fit blocks
- *    all behind it (a job no node could ever hold is skipped, not waited on).
- *  - backfill: EASY.  Submit order, first fit; the first blocked job gets a
- *    reservation at its earliest expected start; later jobs run if they do
- *    not delay it, judged on their estimates as given.
- *  - tarmac:
- *    order: priority classes, each lifted one level per quarter of the
- *           starvation bound waited; within a level submit order, short
- *           eval/preprocess/inference work and jobs tied to few models
- *           moved up by at most short_ms; jobs aged past half the bound
- *           first of all: narrow ones (narrow()) first, by submit time
- *           plus 4x their estimate capped at 12 h, then those tied to few
- *           nodes by size (tied()), then the rest, in submit order.
- *    place: best fit on free whole GPUs (so big nodes stay whole) or on
- *           the tightest partly used GPU for a share; among candidates,
- *           first avoid models that model-constrained queued jobs need,
- *           then strand the least (GPU milli left that no queued job
- *           could use: too little CPU/memory left, or slivers below the
- *           smallest share asked), then the tightest fit, then CPU.  A job
- *           too big for every node of a model counts as constrained away
- *           from it.
- *    reserve: for jobs aged past half the bound, jobs that held one in
- *           the previous pass (hold_node) and narrow jobs (a model_mask
- *           whose nodes hold at most a quarter of the GPUs: narrow()) as
- *           soon as they are blocked, up to max_reservations; a flexible
- *           job's reservation avoids nodes of models that narrow jobs
- *           wait for unless they start it 6 h earlier; heavy jobs (4+
- *           whole GPUs per node, not narrow) hold reservations on at most
- *           an eighth of the GPUs at a time, the first and the drains
- *           already under way always (drains for 8-GPU jobs run one after
- *           another on a small fleet instead of emptying several nodes at
- *           once: heavy_capped()); and,
- *           when none was made, after everything that fits is placed, for
- *           the first blocked job if its models' free GPUs would hold it in
- *           total but no single node does (see fragmented()).  A
- *           reservation sticks to the node it held, so a drain, once
- *           begun, completes.
- *    fill:  a non-preemptible job may use a reserved node before the start
- *           only if twice its estimate ends by the start first promised
- *           (hold_start_ms), and never for an aged owner: with runtimes up
- *           to a day and the default 48 h bound, an aged job's drain then
- *           ends within the bound.  Preemptible work may use any reserved
- *           node on loan whatever its estimate and is evicted
- *           (tm_sched_preemption) the moment the reserved job can start, so
- *           it never holds capacity reserved for non-preemptible work.
- *    gangs: all members on distinct nodes or none, in every policy.
+ * The policies fill the hooks of struct sched_policy (internal.h), one
+ * file each: fifo.c, backfill.c, tarmac.c; policy.c is their table.  The
+ * pass below asks the hooks and names no policy.  In every policy a gang
+ * has all its members on distinct nodes or none.
  *
  * Nothing here does I/O, reads a clock or keeps state between calls.
  */
@@ -71,30 +28,9 @@
 #include "controller/sched/internal.h"
 #include "core/err.h"
 
-static const char *const policy_names[TM_POLICY_MAX] = {"fifo", "backfill", "tarmac"};
 static const char *const verdict_names[TM_SCHED_VERDICT_MAX] = {
     "placed", "reserved", "wait_capacity", "wait_order", "wait_reservation", "no_match",
 };
-
-const char *tm_sched_policy_name(enum tm_sched_policy p)
-{
-    return (unsigned)p < TM_POLICY_MAX ? policy_names[p] : "unknown";
-}
-
-int tm_sched_policy_parse(const char *name)
-{
-    if (!name)
-        return -1;
-    for (int i = 0; i < TM_POLICY_MAX; i++)
-        if (strcmp(policy_names[i], name) == 0)
-            return i;
-    return -1;
-}
-
-const char *tm_sched_policy_list(void)
-{
-    return "fifo, backfill, tarmac";
-}
 
 const char *tm_sched_verdict_name(enum tm_sched_verdict v)
 {
@@ -103,8 +39,8 @@ const char *tm_sched_verdict_name(enum tm_sched_verdict v)
 
 /* ---------- notes ---------- */
 
-static void note(struct ctx *c, int32_t j, enum tm_sched_verdict v, int32_t node, int64_t start,
-                 const char *why)
+void sched_note(struct ctx *c, int32_t j, enum tm_sched_verdict v, int32_t node, int64_t start,
+                const char *why)
 {
     struct tm_sched_note *n = &c->r.notes[j];
 
@@ -252,161 +188,85 @@ static int validate_and_load(struct ctx *c)
     return 0;
 }
 
-/* Queue-derived inputs of tarmac's score: which models constrained jobs
- * wait for, and the smallest CPU, memory and share a GPU job asks. */
-static void tarmac_prepare(struct ctx *c)
+int sched_reserve_noted(struct ctx *c, int32_t j, struct sched_pass *ps, const char *why)
 {
-    const struct tm_sched_input *in = c->in;
-    bool any = false;
+    size_t before = c->r.nreservations;
+    int r = sched_reserve(c, j, &ps->linked);
 
-    c->strand_cpu = INT64_MAX;
-    c->strand_mem = INT64_MAX;
-    c->strand_share = MILLI;
-    for (size_t j = 0; j < in->njobs; j++) {
-        const struct need *nd = &c->needs[j];
-        if (nd->gpus == 0 && nd->milli == 0)
-            continue;
-        any = true;
-        if (nd->cpu < c->strand_cpu)
-            c->strand_cpu = nd->cpu;
-        if (nd->mem < c->strand_mem)
-            c->strand_mem = nd->mem;
-        if (nd->gpus == 0 && nd->milli < c->strand_share)
-            c->strand_share = nd->milli;
-        if (sched_narrow(c, (int32_t)j))
-            for (int sl = 0; sl < c->nslots; sl++)
-                if (nd->slots >> sl & 1)
-                    c->narrow_wants[sl] = c->any_narrow = true;
-        if (popcount64(nd->slots) == 1)
-            c->pressure[__builtin_ctzll(nd->slots)] +=
-                (int64_t)(nd->gpus > 0 ? nd->gpus * MILLI : nd->milli) * nd->nodes;
+    if (r == 2) {
+        sched_note(c, j, TM_SCHED_PLACED, c->r.placements[c->r.nplacements - 1].node, c->in->now_ms,
+                   "placed now by evicting preemptible work on loan");
+    } else if (r == 1) {
+        ps->nreserved++;
+        sched_note(c, j, TM_SCHED_RESERVED, c->r.reservations[before].node,
+                   c->r.reservations[before].start_ms, why);
     }
-    if (!any) {
-        c->strand_cpu = 0;
-        c->strand_mem = 0;
+    return r;
+}
+
+/* Job j could not be placed: a reservation if the policy gives it one,
+ * else a note saying what it waits for.  Returns 0 or < 0 on error. */
+static int blocked(struct ctx *c, int32_t j, struct sched_pass *ps, bool resblocked)
+{
+    const struct sched_policy *pol = c->pol;
+    int r;
+
+    if (pol->on_blocked && pol->on_blocked(c, j, ps))
+        return 0;
+    if (pol->may_reserve && ps->nreserved < ps->max_reservations && pol->may_reserve(c, j, ps)) {
+        r = sched_reserve_noted(c, j, ps, pol->why_reserved(c, j));
+        if (r < 0)
+            return r;
+        if (r == 1 && pol->on_reserved)
+            pol->on_reserved(c, j, ps);
+        if (r > 0)
+            return 0;
     }
+    if (resblocked)
+        sched_note(c, j, TM_SCHED_WAIT_RESERVATION, -1, 0, "would delay a reserved job");
+    else if (sched_fits_anywhere(c, j))
+        sched_note(c, j, TM_SCHED_WAIT_RESERVATION, -1, 0, "room only where a reservation needs it");
+    else
+        sched_note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "no room now on an acceptable node");
+    if (ps->first_blocked < 0)
+        ps->first_blocked = j;
+    return 0;
 }
 
 static int run_pass(struct ctx *c, const struct okey *keys)
 {
     const struct tm_sched_input *in = c->in;
-    enum tm_sched_policy pol = in->policy;
-    int32_t max_res = pol == TM_POLICY_BACKFILL ? 1
-                      : in->params.max_reservations > 0 ? in->params.max_reservations
-                                                        : TM_SCHED_MAX_RESERVATIONS_DEFAULT;
-    int32_t nreserved = 0, first_blocked = -1;
-    int64_t drain_gpus = 0; /* tarmac: GPUs reserved for heavy jobs */
-    bool blocked_head = false;
-    size_t linked = 0;
+    const struct sched_policy *pol = c->pol;
+    struct sched_pass ps = {.first_blocked = -1};
     int r;
 
+    ps.max_reservations = pol->max_reservations > 0       ? pol->max_reservations
+                          : in->params.max_reservations > 0 ? in->params.max_reservations
+                                                            : TM_SCHED_MAX_RESERVATIONS_DEFAULT;
     for (size_t o = 0; o < in->njobs; o++) {
         int32_t j = keys[o].idx;
-        const struct need *nd = &c->needs[j];
         bool gap = false, resblocked = false;
         int placed;
 
-        if (no_match(c, nd)) {
-            note(c, j, TM_SCHED_NO_MATCH, -1, 0, "no node of an acceptable model and size exists");
+        if (no_match(c, &c->needs[j])) {
+            sched_note(c, j, TM_SCHED_NO_MATCH, -1, 0, "no node of an acceptable model and size exists");
             continue;
         }
-        if (pol == TM_POLICY_FIFO && blocked_head) {
-            if (sched_fits_anywhere(c, j))
-                note(c, j, TM_SCHED_WAIT_ORDER, -1, 0, "room exists but fifo waits for the queue head");
-            else
-                note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "no room now, and behind the queue head");
+        if (pol->holds_back && pol->holds_back(c, j, &ps))
             continue;
-        }
-        if (pol == TM_POLICY_TARMAC)
-            placed = sched_place_best(c, j, nreserved > 0, &gap, &resblocked);
-        else
-            placed = sched_place_firstfit(c, j, nreserved > 0, &gap, &resblocked);
+        placed = pol->place(c, j, ps.nreserved > 0, &gap, &resblocked);
         if (placed < 0)
             return placed;
         if (placed) {
-            const char *why;
-            int32_t node = c->r.placements[c->r.nplacements - 1].node;
-            if (pol == TM_POLICY_FIFO)
-                why = "first fit, in submit order";
-            else if (pol == TM_POLICY_BACKFILL)
-                why = nreserved == 0 ? "first fit, in submit order"
-                      : gap         ? "backfilled: ends before the reservation"
-                                    : "backfilled: leaves the reservation intact";
-            else if (gap)
-                why = "gap fill: ends before a reserved job needs the GPUs";
-            else if (nd->nodes > 1)
-                why = "gang placed whole, best fit on each node";
-            else if (nd->gpus == 0 && nd->milli > 0)
-                why = "share on the tightest GPU that fits";
-            else
-                why = "best fit: fewest free GPUs left, least stranded";
-            if (pol == TM_POLICY_TARMAC && sched_is_urgent(c, j))
-                why = "aged past half the starvation bound, placed first";
-            note(c, j, TM_SCHED_PLACED, node, in->now_ms, why);
+            sched_note(c, j, TM_SCHED_PLACED, c->r.placements[c->r.nplacements - 1].node, in->now_ms,
+                       pol->why_placed(c, j, &ps, gap));
             continue;
         }
-        if (pol == TM_POLICY_FIFO) {
-            blocked_head = true;
-            note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "queue head: no room now, blocks the queue");
-            continue;
-        }
-        /* EASY reserves for the queue head.  tarmac reserves for aged jobs
-         * and keeps the ones it made; a fresh blocked job gets one only at
-         * the end of the pass, if the capacity it needs is merely
-         * fragmented: a reservation drains a node, and draining for every
-         * blocked head when the cluster is full costs the many small jobs
-         * more than it gives the few big ones (measured on openb). */
-        if (nreserved < max_res &&
-            (pol == TM_POLICY_BACKFILL ||
-             (!sched_heavy_capped(c, j, drain_gpus) &&
-              (sched_is_urgent(c, j) || in->jobs[j].hold_node > 0 || sched_narrow(c, j))))) {
-            size_t before = c->r.nreservations;
-            r = sched_reserve(c, j, &linked);
-            if (r < 0)
-                return r;
-            if (r == 2) {
-                note(c, j, TM_SCHED_PLACED, c->r.placements[c->r.nplacements - 1].node, in->now_ms,
-                     "placed now by evicting preemptible work on loan");
-                continue;
-            }
-            if (r == 1) {
-                nreserved++;
-                if (pol == TM_POLICY_TARMAC && sched_heavy(c, j))
-                    drain_gpus += (int64_t)nd->gpus * nd->nodes;
-                note(c, j, TM_SCHED_RESERVED, c->r.reservations[before].node,
-                     c->r.reservations[before].start_ms,
-                     pol == TM_POLICY_BACKFILL ? "queue head: reserved at the earliest expected start"
-                     : sched_is_urgent(c, j)         ? "aged: reserved at the earliest expected start"
-                                               : "first blocked: reserved at the earliest expected start");
-                continue;
-            }
-        }
-        if (resblocked)
-            note(c, j, TM_SCHED_WAIT_RESERVATION, -1, 0, "would delay a reserved job");
-        else if (sched_fits_anywhere(c, j))
-            note(c, j, TM_SCHED_WAIT_RESERVATION, -1, 0, "room only where a reservation needs it");
-        else
-            note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "no room now on an acceptable node");
-        if (first_blocked < 0 && pol == TM_POLICY_TARMAC)
-            first_blocked = j;
-    }
-    /* After everything that fits has been placed, GPUs of the first
-     * blocked job's models still free in total but on no single node
-     * idle while it waits: only then is draining one node for it free. */
-    if (first_blocked >= 0 && nreserved == 0 && sched_fragmented(c, &c->needs[first_blocked])) {
-        size_t before = c->r.nreservations;
-        r = sched_reserve(c, first_blocked, &linked);
+        r = blocked(c, j, &ps, resblocked);
         if (r < 0)
             return r;
-        if (r == 2)
-            note(c, first_blocked, TM_SCHED_PLACED, c->r.placements[c->r.nplacements - 1].node,
-                 in->now_ms, "placed now by evicting preemptible work on loan");
-        else if (r == 1)
-            note(c, first_blocked, TM_SCHED_RESERVED, c->r.reservations[before].node,
-                 c->r.reservations[before].start_ms,
-                 "reserved: free GPUs of its models are fragmented and would idle");
     }
-    return 0;
+    return pol->finish ? pol->finish(c, &ps) : 0;
 }
 
 static void ctx_release(struct ctx *c)
@@ -441,10 +301,11 @@ int tm_sched_run(const struct tm_sched_input *in, struct tm_sched_result *ret)
     struct okey *keys = NULL;
     int r = TM_EINVAL;
 
-    if (!in || !ret || (unsigned)in->policy >= TM_POLICY_MAX || (in->njobs && !in->jobs) ||
+    if (!in || !ret || !sched_policy_of(in->policy) || (in->njobs && !in->jobs) ||
         (in->nnodes && !in->nodes) || (in->nallocs && !in->allocs))
         return TM_EINVAL;
     c.in = in;
+    c.pol = sched_policy_of(in->policy);
     r = validate_and_load(&c);
     if (r < 0)
         goto out;
@@ -454,16 +315,7 @@ int tm_sched_run(const struct tm_sched_input *in, struct tm_sched_result *ret)
     if (!c.r.notes || !keys)
         goto out;
     c.r.nnotes = in->njobs;
-    if (in->policy == TM_POLICY_TARMAC) {
-        c.loans = true;
-        c.evicted = calloc(in->nallocs + 1, sizeof(*c.evicted));
-        if (!c.evicted)
-            goto out;
-        tarmac_prepare(&c);
-        r = sched_buckets_init(&c);
-    } else {
-        r = sched_tree_init(&c);
-    }
+    r = c.pol->prepare(&c);
     if (r >= 0 && in->params.align_ends)
         r = sched_node_end_init(&c);
     if (r < 0)
