@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "controller/sched/scheduler.h"
+#include "controller/sched/internal.h"
 #include "core/config.h"
 #include "core/err.h"
 
@@ -104,7 +105,16 @@ static void test_policy_table(void **state)
         used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", p ? ", " : "", name);
         assert_true(used < sizeof(list));
         assert_int_equal(load_policy(name, err, sizeof(err)), 0);
+        /* Each row fills the hooks the pass calls unconditionally. */
+        const struct sched_policy *pol = sched_policy_of((enum tm_sched_policy)p);
+        assert_non_null(pol);
+        assert_non_null(pol->prepare);
+        assert_non_null(pol->order);
+        assert_non_null(pol->place);
+        assert_non_null(pol->why_placed);
+        assert_true(!pol->may_reserve || pol->why_reserved);
     }
+    assert_null(sched_policy_of(TM_POLICY_MAX));
     assert_string_equal(tm_sched_policy_list(), list);
     assert_string_equal(tm_sched_policy_name(TM_POLICY_MAX), "unknown");
     assert_int_equal(load_policy("sjf", err, sizeof(err)), TM_EINVAL);
