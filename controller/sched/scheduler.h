@@ -27,15 +27,29 @@
 #define TM_NODE_GPUS_MAX 16
 #define TM_GPU_MODELS_MAX 64
 
+/*
+ * The policies, one row each: X(ID, name) gives the enum value
+ * TM_POLICY_<ID>, the name configurations and replays use, and the
+ * policy's file, controller/sched/<name>.c, which fills the hooks of
+ * struct sched_policy (internal.h) in sched_<name>.  Adding a policy is
+ * that file and one row here; the names, the enum and the table follow.
+ */
+#define TM_SCHED_POLICIES(X)                                                        \
+    X(FIFO, fifo)         /* strict submit order, first-fit, head blocks: baseline */ \
+    X(BACKFILL, backfill) /* FIFO + EASY backfill on estimates: baseline */           \
+    X(TARMAC, tarmac)     /* the product: see tarmac.c */
+
 enum tm_sched_policy {
-    TM_POLICY_FIFO,     /* strict submit order, first-fit, head blocks: baseline */
-    TM_POLICY_BACKFILL, /* FIFO + EASY backfill on estimates: baseline */
-    TM_POLICY_TARMAC,   /* the product: see scheduler.c */
+#define TM_SCHED_POLICY_ENUM(id, name) TM_POLICY_##id,
+    TM_SCHED_POLICIES(TM_SCHED_POLICY_ENUM)
+#undef TM_SCHED_POLICY_ENUM
     TM_POLICY_MAX,
 };
 
+/* The policy's name, "unknown" when p is out of range. */
 const char *tm_sched_policy_name(enum tm_sched_policy p);
-/* Returns the policy or -1; tm_sched_policy_list() gives "fifo, backfill, tarmac". */
+/* Returns the policy or -1; tm_sched_policy_list() gives the names in
+ * table order, e.g. "fifo, backfill, tarmac". */
 int tm_sched_policy_parse(const char *name);
 const char *tm_sched_policy_list(void);
 

@@ -12,6 +12,8 @@
 #include <cmocka.h>
 
 #include "controller/sched/scheduler.h"
+#include "controller/sched/internal.h"
+#include "core/config.h"
 #include "core/err.h"
 
 #define H (3600LL * 1000)
@@ -62,6 +64,64 @@ static void test_names(void **state)
     assert_string_equal(tm_sched_policy_list(), "fifo, backfill, tarmac");
     assert_string_equal(tm_sched_policy_name(TM_POLICY_TARMAC), "tarmac");
     assert_string_equal(tm_sched_verdict_name(TM_SCHED_RESERVED), "reserved");
+}
+
+/* The policy table is the one list of names: every row parses back to
+ * itself and the list is the rows in order.  core/config.c, which may not
+ * include sched/, checks scheduler.policy against a list of its own; it
+ * must accept exactly the table's names and print the table's list. */
+#define CFG_HEAD "database: {url: \"postgresql:///t\"}\ncluster: c1\n"
+#define CFG_TAIL                                                                                  \
+    "providers:\n  - name: sim\n    kind: sim\n    region: r1\n    instance_types:\n"            \
+    "      - {name: t8, gpus: 8, gpu_model: A100, cpu_milli: 1000, memory_mib: 1000, "            \
+    "on_demand_price: \"1.5\"}\n"                                                                \
+    "pools:\n  - name: p1\n    provider: sim\n    zones: [z1]\n    instance_types: [t8]\n"       \
+    "    max_nodes: 2\n"
+
+static int load_policy(const char *name, char *err, size_t errsize)
+{
+    struct tm_config cfg = {0};
+    char text[1024];
+    int r;
+
+    snprintf(text, sizeof(text), CFG_HEAD "scheduler: {policy: %s}\n" CFG_TAIL, name);
+    r = tm_config_load_string(text, strlen(text), "t.yaml", &cfg, err, errsize);
+    if (r == 0) {
+        assert_string_equal(cfg.scheduler_policy, name);
+        tm_config_release(&cfg);
+    }
+    return r;
+}
+
+static void test_policy_table(void **state)
+{
+    char list[256] = "", err[512], want[512];
+    size_t used = 0;
+
+    (void)state;
+    for (int p = 0; p < TM_POLICY_MAX; p++) {
+        const char *name = tm_sched_policy_name((enum tm_sched_policy)p);
+        assert_int_equal(tm_sched_policy_parse(name), p);
+        used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", p ? ", " : "", name);
+        assert_true(used < sizeof(list));
+        assert_int_equal(load_policy(name, err, sizeof(err)), 0);
+        /* Each row fills the hooks the pass calls unconditionally. */
+        const struct sched_policy *pol = sched_policy_of((enum tm_sched_policy)p);
+        assert_non_null(pol);
+        assert_non_null(pol->prepare);
+        assert_non_null(pol->order);
+        assert_non_null(pol->place);
+        assert_non_null(pol->why_placed);
+        assert_true(!pol->may_reserve || pol->why_reserved);
+    }
+    assert_null(sched_policy_of(TM_POLICY_MAX));
+    assert_string_equal(tm_sched_policy_list(), list);
+    assert_string_equal(tm_sched_policy_name(TM_POLICY_MAX), "unknown");
+    assert_int_equal(load_policy("sjf", err, sizeof(err)), TM_EINVAL);
+    snprintf(want, sizeof(want),
+             "t.yaml:3: key \"scheduler.policy\": unrecognized value \"sjf\", expected one of: %s",
+             tm_sched_policy_list());
+    assert_string_equal(err, want);
 }
 
 /* An 8-GPU job at the head, 4 GPUs busy until t=100 s, a short 2-GPU job
@@ -907,6 +967,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_policy_table),
         cmocka_unit_test(test_head_of_line_backfill),
         cmocka_unit_test(test_backfill_must_not_delay),
         cmocka_unit_test(test_fragmentation_keeps_node_whole),
