@@ -31,6 +31,11 @@ el C --pods "$OB/openb_pod_list_default.csv" $COMMON --prices "$PRICES/uniform-s
 el H --pods "$OB/openb_pod_list_default.csv" $COMMON --prices "$PRICES/uniform-8gpu.yaml" --spot on \
     --hazard 0.05 --checkpointable be --hazards "$PRICES/spot-hazards-8gpu-v100.yaml"
 
+# The outputs name their input files: the checkout's place is not the
+# schedule, so the paths are written relative to it before hashing.
+for f in "$OUT"/sched-*.txt "$OUT"/elastic-*.json; do
+    sed -e "s|$TRACES|TRACES|g" -e "s|$ROOT|ROOT|g" "$f" >"$f.tmp" && mv "$f.tmp" "$f"
+done
 # The only fields that measure the machine rather than the schedule: the
 # scheduler table's last column (events/s) and the elastic runs' wall_s.
 for f in "$OUT"/sched-*.txt; do
