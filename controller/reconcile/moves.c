@@ -19,7 +19,7 @@
  *                its row and the old node runs on.  All of it is in the
  *                database, so a restarted controller carries on.
  *   DEADLINE_OD  "deadline_od": the job is routed to on-demand from now
- *                (jobs.on_demand_from_ms, pool_accepts) and, if it runs on
+ *                (jobs.on_demand_from_ms, tm_rc_pool_accepts) and, if it runs on
  *                spot, leaves it: checkpointed when it can, else requeued.
  *   REFUSE       "launch_refused": recorded when the refusal changes, not
  *                each tick (0007's launch_refusals).

@@ -518,7 +518,7 @@ static int schedule(struct sim *s)
     }
     {
         /* tarmac places with the live tick's scheduler policy and
-         * parameters (reconcile.c); the baselines with EASY backfill's
+         * parameters (reconcile/schedule.c); the baselines with EASY backfill's
          * first fit in launch order, as common schedulers do. */
         bool tarmac = s->cfg->policy == TM_ELASTIC_TARMAC;
         struct tm_sched_input in = {.jobs = sj, .njobs = s->nqueued, .nodes = sn, .nnodes = nn,
@@ -770,7 +770,7 @@ static int plan(struct sim *s)
                  * (reactive 9.5 s) but 1.2% dearer, sizes 1-8 3% dearer,
                  * and on the Helios series dearer than reactive. */
                 in.forecast_gpus[p] = mean;
-                /* as the live tick (reconcile.c): an upper quantile
+                /* as the live tick (reconcile/fleet.c): an upper quantile
                  * below the mean keeps what the mean launched */
                 in.keep_gpus[p] = upper > mean ? upper : mean;
             }
