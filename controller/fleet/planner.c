@@ -13,34 +13,34 @@
 
 #define HOUR_MS (3600LL * 1000)
 /* drain_oversized: a node is drained when its work fits a type of at most
- * 1/TM_PLAN_DRAIN_DIV of its GPUs.  Measured on openb with sizes 1, 2, 4
+ * 1/TM_PLANNER_DRAIN_DIV of its GPUs.  Measured on openb with sizes 1, 2, 4
  * and 8 (cost / lower bound): a half 1.60 (half-used nodes drained while
  * new work kept launching nodes), a quarter 1.43, an eighth 1.41, never
  * 1.42; the release of idle large nodes below does most of the work. */
-#define TM_PLAN_DRAIN_DIV 8
+#define TM_PLANNER_DRAIN_DIV 8
 
-const char *tm_plan_kind_name(enum tm_plan_kind k)
+const char *tm_planner_kind_name(enum tm_planner_kind k)
 {
-    static const char *const names[TM_PLAN_KIND_MAX] = {
+    static const char *const names[TM_PLANNER_KIND_MAX] = {
         "launch", "terminate", "substitute", "move", "deadline_od", "refuse", "warn", "drain",
     };
-    return (unsigned)k < TM_PLAN_KIND_MAX ? names[k] : "?";
+    return (unsigned)k < TM_PLANNER_KIND_MAX ? names[k] : "?";
 }
 
 struct acts {
-    struct tm_plan_action *v;
+    struct tm_planner_action *v;
     size_t n, cap;
     int err;
 };
 
-static struct tm_plan_action *act_add(struct acts *a, enum tm_plan_kind kind, const char *fmt, ...)
+static struct tm_planner_action *act_add(struct acts *a, enum tm_planner_kind kind, const char *fmt, ...)
 {
-    struct tm_plan_action *x;
+    struct tm_planner_action *x;
     va_list ap;
 
     if (a->n == a->cap) {
         size_t nc = a->cap ? a->cap * 2 : 16;
-        struct tm_plan_action *nv = realloc(a->v, nc * sizeof(*nv));
+        struct tm_planner_action *nv = realloc(a->v, nc * sizeof(*nv));
         if (!nv) {
             a->err = TM_ENOMEM;
             return NULL;
@@ -60,7 +60,7 @@ static struct tm_plan_action *act_add(struct acts *a, enum tm_plan_kind kind, co
     return x;
 }
 
-bool tm_plan_short(const struct tm_plan_shortage *sh, size_t nsh, int32_t type, int32_t zone,
+bool tm_planner_short(const struct tm_planner_shortage *sh, size_t nsh, int32_t type, int32_t zone,
                    bool spot, int64_t now_ms)
 {
     for (size_t i = 0; i < nsh; i++)
@@ -78,11 +78,11 @@ static int nzones(const struct tm_price_table *p)
  * with per-zone hazards the one of lowest hazard not short (the same
  * price everywhere, less work lost); -1 when every zone is short. */
 static int first_zone(const struct tm_price_table *p, const double *hazard, int32_t type,
-                      bool spot, const struct tm_plan_shortage *sh, size_t nsh, int64_t now)
+                      bool spot, const struct tm_planner_shortage *sh, size_t nsh, int64_t now)
 {
     int best = -1;
     for (int z = 0; z < nzones(p); z++) {
-        if (tm_plan_short(sh, nsh, type, z, spot, now))
+        if (tm_planner_short(sh, nsh, type, z, spot, now))
             continue;
         if (!spot || !hazard)
             return z;
@@ -97,9 +97,9 @@ static int64_t type_price(const struct tm_price_type *t, bool spot)
     return spot ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
 }
 
-int tm_plan_choose_type(const struct tm_price_table *prices, const double *spot_zone_hazard,
+int tm_planner_choose_type(const struct tm_price_table *prices, const double *spot_zone_hazard,
                         bool spot, int32_t milli,
-                        int32_t largest_gpus, const struct tm_plan_shortage *sh, size_t nsh,
+                        int32_t largest_gpus, const struct tm_planner_shortage *sh, size_t nsh,
                         int64_t now_ms, int32_t *ret_zone)
 {
     int32_t need = (milli + 999) / 1000;
@@ -140,7 +140,7 @@ int tm_plan_choose_type(const struct tm_price_table *prices, const double *spot_
     return best;
 }
 
-int64_t tm_plan_deadline_switch_ms(int64_t deadline_ms, int64_t remaining_ms, int64_t boot_ms,
+int64_t tm_planner_deadline_switch_ms(int64_t deadline_ms, int64_t remaining_ms, int64_t boot_ms,
                                    int64_t tick_ms)
 {
     return deadline_ms - remaining_ms - boot_ms - tick_ms;
@@ -270,7 +270,7 @@ static int64_t cost_of(int64_t uusd_per_hour, int64_t ms)
 }
 
 struct budget_state {
-    struct tm_plan_budget b;
+    struct tm_planner_budget b;
     int64_t accepted;
     bool warned;
 };
@@ -285,8 +285,8 @@ static bool budget_ok(struct budget_state *bs, struct acts *a, int64_t cost, int
         return true;
     projected = bs->b.spent_uusd + bs->b.committed_uusd + bs->accepted;
     if (bs->b.hard && projected + cost > bs->b.cap_uusd) {
-        struct tm_plan_action *x = act_add(
-            a, TM_PLAN_REFUSE,
+        struct tm_planner_action *x = act_add(
+            a, TM_PLANNER_REFUSE,
             "hard cap: spent %.2f + committed %.2f + launches %.2f + this %s %s %.2f = %.2f > cap %.2f USD",
             bs->b.spent_uusd / 1e6, bs->b.committed_uusd / 1e6, bs->accepted / 1e6, tname,
             spot ? "spot" : "on-demand", cost / 1e6, (projected + cost) / 1e6, bs->b.cap_uusd / 1e6);
@@ -299,7 +299,7 @@ static bool budget_ok(struct budget_state *bs, struct acts *a, int64_t cost, int
     }
     if (!bs->b.hard && !bs->warned &&
         (double)(projected + cost) >= bs->b.warn_at * (double)bs->b.cap_uusd) {
-        act_add(a, TM_PLAN_WARN, "soft cap: projected %.2f USD passes %.0f%% of cap %.2f USD",
+        act_add(a, TM_PLANNER_WARN, "soft cap: projected %.2f USD passes %.0f%% of cap %.2f USD",
                 (projected + cost) / 1e6, bs->b.warn_at * 100, bs->b.cap_uusd / 1e6);
         bs->warned = true;
     }
@@ -309,12 +309,12 @@ static bool budget_ok(struct budget_state *bs, struct acts *a, int64_t cost, int
 
 /* Pack `items` (sorted largest first) plus `headroom_milli` into new nodes
  * of pool `pool`, emitting launches.  Returns GPUs launched. */
-static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct budget_state *bs,
+static void launch_pool(const struct tm_planner_input *in, struct acts *a, struct budget_state *bs,
                         struct item *items, size_t nitems, int32_t headroom_milli, int pool,
                         int32_t *pool_count, bool preemptible_only)
 {
     const struct tm_price_table *pr = in->prices;
-    const struct tm_plan_params *pp = &in->params;
+    const struct tm_planner_params *pp = &in->params;
     bool *done = calloc(nitems ? nitems : 1, sizeof(bool));
     size_t left = nitems, first = 0;   /* items before `first` are all done */
     int64_t left_milli = 0;            /* milli of the items not done */
@@ -332,7 +332,7 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
     while (left > 0 || headroom_milli > 0) {
         int32_t total = headroom_milli, largest = 1, zone = 0, type;
         int64_t use_ms = 0, cost;
-        bool spot = pool == TM_PLAN_POOL_SPOT, fell_back_od = false;
+        bool spot = pool == TM_PLANNER_POOL_SPOT, fell_back_od = false;
         const char *why_fb = "";
         int32_t room_milli, room_whole, held = 0, held_milli = 0, took = 0;
         size_t nheld = 0;
@@ -344,19 +344,19 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
         total = (int32_t)(total + left_milli);
         if (first < nitems && items[first].min_gpus > largest)
             largest = items[first].min_gpus;
-        type = tm_plan_choose_type(pr, in->spot_zone_hazard, spot, total, largest, in->shortages, in->nshortages,
+        type = tm_planner_choose_type(pr, in->spot_zone_hazard, spot, total, largest, in->shortages, in->nshortages,
                                    in->now_ms, &zone);
         if (type >= 0) {
             /* Name the fallback: the cheapest choice ignoring shortages. */
             int32_t z0 = 0;
-            int t0 = tm_plan_choose_type(pr, in->spot_zone_hazard, spot, total, largest, NULL, 0, in->now_ms, &z0);
+            int t0 = tm_planner_choose_type(pr, in->spot_zone_hazard, spot, total, largest, NULL, 0, in->now_ms, &z0);
             if (t0 != type)
                 why_fb = ", fallback: other type (short)";
             else if (z0 != zone)
                 why_fb = ", fallback: other zone (short)";
         }
         if (type < 0 && spot && preemptible_only && pp->od_fallback) {
-            type = tm_plan_choose_type(pr, in->spot_zone_hazard, false, total, largest, in->shortages, in->nshortages,
+            type = tm_planner_choose_type(pr, in->spot_zone_hazard, false, total, largest, in->shortages, in->nshortages,
                                        in->now_ms, &zone);
             if (type >= 0) {
                 spot = false;
@@ -365,16 +365,16 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
             }
         }
         if (type < 0) {
-            act_add(a, TM_PLAN_REFUSE, "no %s capacity for %d milli-GPU (largest job %d GPUs): "
+            act_add(a, TM_PLANNER_REFUSE, "no %s capacity for %d milli-GPU (largest job %d GPUs): "
                     "every type and zone short or too small", spot ? "spot" : "on-demand",
                     total, largest);
             break;
         }
-        if (pool_count[fell_back_od ? TM_PLAN_POOL_OD : pool] >=
-            pp->max_nodes[fell_back_od ? TM_PLAN_POOL_OD : pool]) {
-            act_add(a, TM_PLAN_REFUSE, "pool %s at its max of %d nodes",
-                    fell_back_od || pool == TM_PLAN_POOL_OD ? "on-demand" : "spot",
-                    pp->max_nodes[fell_back_od ? TM_PLAN_POOL_OD : pool]);
+        if (pool_count[fell_back_od ? TM_PLANNER_POOL_OD : pool] >=
+            pp->max_nodes[fell_back_od ? TM_PLANNER_POOL_OD : pool]) {
+            act_add(a, TM_PLANNER_REFUSE, "pool %s at its max of %d nodes",
+                    fell_back_od || pool == TM_PLANNER_POOL_OD ? "on-demand" : "spot",
+                    pp->max_nodes[fell_back_od ? TM_PLANNER_POOL_OD : pool]);
             break;
         }
         room_whole = pr->types[type].gpus;
@@ -406,7 +406,7 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
         if (nheld == 0 && took == 0) {
             /* the chosen type holds none of what is left (its CPU or
              * memory ask is larger than any type's) */
-            act_add(a, TM_PLAN_REFUSE, "no %s type holds the %zu jobs left (CPU or memory)",
+            act_add(a, TM_PLANNER_REFUSE, "no %s type holds the %zu jobs left (CPU or memory)",
                     spot ? "spot" : "on-demand", left);
             break;
         }
@@ -416,8 +416,8 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
         if (!budget_ok(bs, a, cost, type, spot, pr->types[type].name))
             break;
         {
-            struct tm_plan_action *x = act_add(
-                a, TM_PLAN_LAUNCH, "%s: %zu queued jobs (%.2f GPUs)%s on %s %s at $%.3f/GPU-h in %s%s",
+            struct tm_planner_action *x = act_add(
+                a, TM_PLANNER_LAUNCH, "%s: %zu queued jobs (%.2f GPUs)%s on %s %s at $%.3f/GPU-h in %s%s",
                 nheld ? "backlog" : "ahead of forecast", nheld, held_milli / 1000.0,
                 nheld ? "" : " forecast headroom", pr->types[type].name, spot ? "spot" : "on-demand",
                 (double)type_price(&pr->types[type], spot) / pr->types[type].gpus / 1e6,
@@ -430,24 +430,24 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
             x->od_fallback = fell_back_od;
             x->cost_uusd = cost;
         }
-        pool_count[spot ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD]++;
+        pool_count[spot ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD]++;
         if (nheld == 0 && held == room_milli && headroom_milli <= 0 && left == 0)
             break;
     }
     free(done);
 }
 
-int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
+int tm_planner_run(const struct tm_planner_input *in, struct tm_planner_result *ret)
 {
     const struct tm_price_table *pr = in->prices;
-    const struct tm_plan_params *pp = &in->params;
+    const struct tm_planner_params *pp = &in->params;
     struct acts a = {0};
     struct room *rooms = NULL;
-    struct item *items[TM_PLAN_POOL_MAX] = {NULL, NULL};
-    size_t nitems[TM_PLAN_POOL_MAX] = {0, 0};
+    struct item *items[TM_PLANNER_POOL_MAX] = {NULL, NULL};
+    size_t nitems[TM_PLANNER_POOL_MAX] = {0, 0};
     bool *force_od = NULL, *skip_idle = NULL;
-    int32_t pool_count[TM_PLAN_POOL_MAX] = {0, 0}, pool_gpus[TM_PLAN_POOL_MAX] = {0, 0};
-    int32_t backlog_milli[TM_PLAN_POOL_MAX] = {0, 0};
+    int32_t pool_count[TM_PLANNER_POOL_MAX] = {0, 0}, pool_gpus[TM_PLANNER_POOL_MAX] = {0, 0};
+    int32_t backlog_milli[TM_PLANNER_POOL_MAX] = {0, 0};
     struct budget_state bs = {.b = in->budget, .warned = in->budget.warned};
     int disrupt_left;
     size_t live = 0;
@@ -470,9 +470,9 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
         goto out;
     }
     for (size_t i = 0; i < in->nnodes; i++) {
-        const struct tm_plan_node *n = &in->nodes[i];
+        const struct tm_planner_node *n = &in->nodes[i];
         const struct tm_price_type *t = &pr->types[n->type];
-        int p = n->spot ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD;
+        int p = n->spot ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD;
         rooms[i] = room_of_type(t, p);
         rooms[i].usable = !n->leaving && !n->cordoned;
         if (n->ready && rooms[i].free_cpu != INT64_MAX)
@@ -494,14 +494,14 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
     /* 1. Deadlines: the latest tick at which an on-demand start still
      * finishes in time. */
     for (size_t j = 0; j < in->njobs; j++) {
-        const struct tm_plan_job *jb = &in->jobs[j];
+        const struct tm_planner_job *jb = &in->jobs[j];
         int64_t sw;
         if (!jb->deadline_ms || !jb->preemptible || (jb->running && !jb->on_spot))
             continue;
-        sw = tm_plan_deadline_switch_ms(jb->deadline_ms, jb->remaining_ms, pp->boot_ms, pp->tick_ms);
+        sw = tm_planner_deadline_switch_ms(jb->deadline_ms, jb->remaining_ms, pp->boot_ms, pp->tick_ms);
         if (in->now_ms + pp->tick_ms > sw) {
-            struct tm_plan_action *x = act_add(
-                &a, TM_PLAN_DEADLINE_OD,
+            struct tm_planner_action *x = act_add(
+                &a, TM_PLANNER_DEADLINE_OD,
                 "deadline in %.0f s, %.0f s of work left, on-demand start takes %.0f s: "
                 "waiting another tick would miss it", (jb->deadline_ms - in->now_ms) / 1e3,
                 jb->remaining_ms / 1e3, (pp->boot_ms + pp->tick_ms) / 1e3);
@@ -520,7 +520,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             goto out;
         }
         for (size_t j = 0; j < in->njobs; j++) {
-            const struct tm_plan_job *jb = &in->jobs[j];
+            const struct tm_planner_job *jb = &in->jobs[j];
             if (jb->running && !force_od[j])
                 continue;
             all[nall] = (struct item){(int32_t)j, jb->gpus, jb->milli, jb->remaining_ms,
@@ -536,7 +536,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
         size_t nfailed[2] = {0, 0};
         qsort(all, nall, sizeof(*all), cmp_item);
         for (size_t k = 0; k < nall; k++) {
-            const struct tm_plan_job *jb = &in->jobs[all[k].job];
+            const struct tm_planner_job *jb = &in->jobs[all[k].job];
             bool od_only = !jb->preemptible || force_od[all[k].job] || !pp->spot;
             bool placed = false, known = false;
             int pool;
@@ -548,7 +548,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             int passes = od_only || pp->od_room_for_preemptible ? 2 : 1;
             for (int pass = od_only ? 1 : 0; pass < passes && !placed; pass++)
                 for (size_t i = 0; i < in->nnodes && !placed; i++)
-                    if (rooms[i].pool == (pass == 0 ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD) &&
+                    if (rooms[i].pool == (pass == 0 ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD) &&
                         room_fit(&rooms[i], &all[k].ask, true))
                         placed = true;
             if (placed)
@@ -556,7 +556,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             if (nfailed[od_only] < FAILED_ASKS_MAX)
                 failed[od_only][nfailed[od_only]++] = all[k].ask;
         backlog:
-            pool = od_only ? TM_PLAN_POOL_OD : TM_PLAN_POOL_SPOT;
+            pool = od_only ? TM_PLANNER_POOL_OD : TM_PLANNER_POOL_SPOT;
             items[pool][nitems[pool]++] = all[k];
             backlog_milli[pool] += all[k].milli;
         }
@@ -565,9 +565,9 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
 
     /* 3. Launch for the backlog and ahead of the forecast, and the pools'
      * minimum. */
-    for (int p = 0; p < TM_PLAN_POOL_MAX; p++) {
+    for (int p = 0; p < TM_PLANNER_POOL_MAX; p++) {
         int32_t headroom = 0;
-        if (p == TM_PLAN_POOL_SPOT && !pp->spot)
+        if (p == TM_PLANNER_POOL_SPOT && !pp->spot)
             continue;
         if (in->forecast_gpus[p] >= 0) {
             int64_t want = (int64_t)ceil(in->forecast_gpus[p] - 1e-9) * 1000;
@@ -577,20 +577,20 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
         }
         if (pool_count[p] < pp->min_nodes[p] && headroom <= 0 && nitems[p] == 0) {
             int32_t z = 0;
-            int t = tm_plan_choose_type(pr, in->spot_zone_hazard, p == TM_PLAN_POOL_SPOT, 1, 1, in->shortages,
+            int t = tm_planner_choose_type(pr, in->spot_zone_hazard, p == TM_PLANNER_POOL_SPOT, 1, 1, in->shortages,
                                         in->nshortages, in->now_ms, &z);
             while (t >= 0 && pool_count[p] < pp->min_nodes[p]) {
-                int64_t cost = cost_of(type_price(&pr->types[t], p == TM_PLAN_POOL_SPOT),
+                int64_t cost = cost_of(type_price(&pr->types[t], p == TM_PLANNER_POOL_SPOT),
                                        pp->boot_ms + pp->launch_use_ms);
-                struct tm_plan_action *x;
-                if (!budget_ok(&bs, &a, cost, t, p == TM_PLAN_POOL_SPOT, pr->types[t].name))
+                struct tm_planner_action *x;
+                if (!budget_ok(&bs, &a, cost, t, p == TM_PLANNER_POOL_SPOT, pr->types[t].name))
                     break;
-                x = act_add(&a, TM_PLAN_LAUNCH, "pool minimum of %d nodes", pp->min_nodes[p]);
+                x = act_add(&a, TM_PLANNER_LAUNCH, "pool minimum of %d nodes", pp->min_nodes[p]);
                 if (!x)
                     break;
                 x->type = t;
                 x->zone = z;
-                x->spot = p == TM_PLAN_POOL_SPOT;
+                x->spot = p == TM_PLANNER_POOL_SPOT;
                 x->pool_minimum = true;
                 x->cost_uusd = cost;
                 pool_count[p]++;
@@ -598,7 +598,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
         }
         if (nitems[p] || headroom > 0)
             launch_pool(in, &a, &bs, items[p], nitems[p], headroom, p, pool_count,
-                        p == TM_PLAN_POOL_SPOT);
+                        p == TM_PLANNER_POOL_SPOT);
         if (a.err)
             goto out;
     }
@@ -613,7 +613,7 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
      * of moving (work lost plus the overlap while the spot node boots). */
     if (pp->spot) {
         for (size_t i = 0; i < in->nnodes && disrupt_left > 0; i++) {
-            const struct tm_plan_node *n = &in->nodes[i];
+            const struct tm_planner_node *n = &in->nodes[i];
             const struct tm_price_type *t = &pr->types[n->type];
             int64_t remaining, saving, move, od_gpu, z;
             if (n->spot || !n->ready || n->leaving || n->jobs == 0 || !n->only_preemptible ||
@@ -633,8 +633,8 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
                    cost_of(od_gpu, n->lost_if_moved_milli_ms / 1000) +
                    cost_of(od_gpu * (n->used_milli) / 1000, pp->move_cost_ms);
             if (saving > move) {
-                struct tm_plan_action *x = act_add(
-                    &a, TM_PLAN_SUBSTITUTE,
+                struct tm_planner_action *x = act_add(
+                    &a, TM_PLANNER_SUBSTITUTE,
                     "on-demand node runs only preemptible work for %.0f s more: saving %.2f USD > "
                     "moving %.2f USD", remaining / 1e3, saving / 1e6, move / 1e6);
                 if (!x)
@@ -654,14 +654,14 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
     {
         int best = -1;
         for (size_t i = 0; i < in->nnodes; i++) {
-            const struct tm_plan_node *n = &in->nodes[i];
+            const struct tm_planner_node *n = &in->nodes[i];
             if (!n->ready || n->leaving || n->jobs == 0 || !n->movable)
                 continue;
             if (best < 0 || n->used_milli < in->nodes[best].used_milli)
                 best = (int)i;
         }
         if (best >= 0 && disrupt_left > 0) {
-            const struct tm_plan_node *n = &in->nodes[best];
+            const struct tm_planner_node *n = &in->nodes[best];
             const struct tm_price_type *t = &pr->types[n->type];
             struct room *tmp = malloc((in->nnodes + 1) * sizeof(*tmp));
             bool fits = true;
@@ -672,13 +672,13 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
             memcpy(tmp, rooms, in->nnodes * sizeof(*tmp));
             tmp[best].usable = false;
             for (size_t j = 0; j < in->njobs && fits; j++) {
-                const struct tm_plan_job *jb = &in->jobs[j];
+                const struct tm_planner_job *jb = &in->jobs[j];
                 bool ok = false;
                 if (!jb->running || jb->node != best)
                     continue;
                 for (size_t i = 0; i < in->nnodes && !ok; i++)
                     if ((int)i != best && in->nodes[i].ready &&
-                        (pp->spot || tmp[i].pool == TM_PLAN_POOL_OD))
+                        (pp->spot || tmp[i].pool == TM_PLANNER_POOL_OD))
                         ok = room_fit(&tmp[i], &(struct ask){jb->gpus, jb->milli, jb->cpu_milli,
                                                              jb->memory_mib}, true);
                 fits = ok;
@@ -691,8 +691,8 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
                 int64_t move = cost_of(price * n->used_milli / 1000 / t->gpus, pp->move_cost_ms) +
                                cost_of(price / t->gpus, n->lost_if_moved_milli_ms / 1000);
                 if (horizon > pp->move_cost_ms && saving > move) {
-                    struct tm_plan_action *x = act_add(
-                        &a, TM_PLAN_MOVE,
+                    struct tm_planner_action *x = act_add(
+                        &a, TM_PLANNER_MOVE,
                         "consolidate: %d jobs (%.2f GPUs) fit elsewhere; releasing saves %.2f USD > "
                         "moving %.2f USD", n->jobs, n->used_milli / 1000.0, saving / 1e6, move / 1e6);
                     if (x)
@@ -704,23 +704,23 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
     }
 
     /* 5b. Drain oversized nodes: one whose work a type of at most
-     * 1/TM_PLAN_DRAIN_DIV of its GPUs would hold gets no new work, so that
+     * 1/TM_PLANNER_DRAIN_DIV of its GPUs would hold gets no new work, so that
      * it empties and goes instead of a large node launched for a large
      * job living on for a stream of small ones (no job is stopped; new
      * work goes to smaller nodes). */
     if (pp->drain_oversized) {
         int32_t smallest = smallest_type_gpus(pr);
         for (size_t i = 0; i < in->nnodes; i++) {
-            const struct tm_plan_node *n = &in->nodes[i];
+            const struct tm_planner_node *n = &in->nodes[i];
             int32_t g = pr->types[n->type].gpus, need;
-            struct tm_plan_action *x;
+            struct tm_planner_action *x;
             if (!n->ready || n->leaving || n->cordoned || n->jobs == 0 || g <= smallest)
                 continue;
             need = smallest_holding(pr, &(struct ask){g - n->free_whole, 0, n->used_cpu_milli,
                                                       n->used_memory_mib});
-            if (need <= 0 || need * TM_PLAN_DRAIN_DIV > g)
+            if (need <= 0 || need * TM_PLANNER_DRAIN_DIV > g)
                 continue;
-            x = act_add(&a, TM_PLAN_DRAIN, "oversized: %d jobs (%.2f GPUs) on %d GPUs fit a %d-GPU "
+            x = act_add(&a, TM_PLANNER_DRAIN, "oversized: %d jobs (%.2f GPUs) on %d GPUs fit a %d-GPU "
                         "type; no new work until it empties", n->jobs, n->used_milli / 1000.0, g, need);
             if (!x)
                 break;
@@ -734,13 +734,13 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
     for (;;) {
         int best = -1;
         for (size_t i = 0; i < in->nnodes; i++) {
-            const struct tm_plan_node *n = &in->nodes[i];
+            const struct tm_planner_node *n = &in->nodes[i];
             bool taken = skip_idle[i];
             if (!n->ready || n->leaving || n->jobs != 0 ||
                 (!n->cordoned && in->now_ms - n->idle_since_ms < pp->idle_grace_ms))
                 continue;
             for (size_t k = 0; k < a.n; k++)
-                if ((a.v[k].kind == TM_PLAN_TERMINATE || a.v[k].kind == TM_PLAN_MOVE) &&
+                if ((a.v[k].kind == TM_PLANNER_TERMINATE || a.v[k].kind == TM_PLANNER_MOVE) &&
                     a.v[k].node == (int32_t)i)
                     taken = true;
             if (taken)
@@ -751,10 +751,10 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
         if (best < 0)
             break;
         {
-            const struct tm_plan_node *n = &in->nodes[best];
-            int p = n->spot ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD;
+            const struct tm_planner_node *n = &in->nodes[best];
+            int p = n->spot ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD;
             int32_t g = pr->types[n->type].gpus;
-            struct tm_plan_action *x;
+            struct tm_planner_action *x;
             /* the node is skipped from now on through the `taken` scan */
             bool oversized = pp->drain_oversized && g > smallest_type_gpus(pr);
             bool kept_enough = pp->keep_max_ms > 0 &&
@@ -771,18 +771,18 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
                 continue;
             }
             if (n->cordoned)
-                x = act_add(&a, TM_PLAN_TERMINATE, "drained and empty");
+                x = act_add(&a, TM_PLANNER_TERMINATE, "drained and empty");
             else if (oversized)
-                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; larger than "
+                x = act_add(&a, TM_PLANNER_TERMINATE, "idle %.0f s past a grace of %.0f s; larger than "
                             "the smallest type, the forecast is kept in small nodes",
                             (in->now_ms - n->idle_since_ms) / 1e3, pp->idle_grace_ms / 1e3);
             else if (forced)
-                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s: kept for the forecast (%.1f GPUs) "
+                x = act_add(&a, TM_PLANNER_TERMINATE, "idle %.0f s: kept for the forecast (%.1f GPUs) "
                             "for the longest a relaunch is worth (%.0f s); demand did not come",
                             (in->now_ms - n->idle_since_ms) / 1e3,
                             in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p], pp->keep_max_ms / 1e3);
             else
-                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; forecast %.1f GPUs "
+                x = act_add(&a, TM_PLANNER_TERMINATE, "idle %.0f s past a grace of %.0f s; forecast %.1f GPUs "
                             "fits without it", (in->now_ms - n->idle_since_ms) / 1e3,
                             pp->idle_grace_ms / 1e3, in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p]);
             if (!x)
@@ -810,7 +810,7 @@ out:
     return 0;
 }
 
-void tm_plan_result_release(struct tm_plan_result *r)
+void tm_planner_result_release(struct tm_planner_result *r)
 {
     if (!r)
         return;

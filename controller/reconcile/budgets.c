@@ -38,7 +38,7 @@ static int64_t cost_uusd(const struct pass *p, int64_t uusd_per_hour, int64_t ms
     return ms > 0 ? (int64_t)((double)uusd_per_hour * (double)ms / 3600000.0) : 0;
 }
 
-static struct team_budget *team_budget(struct pass *p, const char *team)
+static struct team_budget *find_team_budget(struct pass *p, const char *team)
 {
     for (size_t i = 0; i < p->nteams; i++)
         if (strcmp(p->teams[i].b->scope, team) == 0)
@@ -156,7 +156,7 @@ void tm_rc_budgets(struct pass *p)
         int64_t e = tm_rc_job_estimate(p->est, j);
         int64_t left = e > 0 ? tm_estimate_remaining(e, p->in->now_ms - j->started_ms) : TM_RC_DEFAULT_USE_MS;
         int64_t share = n->price_uusd_per_hour * tm_rc_job_gpu_milli(j) / ((int64_t)n->gpus * 1000);
-        struct team_budget *tb = team_budget(p, j->team);
+        struct team_budget *tb = find_team_budget(p, j->team);
         if (tb && !tb->b->org)
             tb->projected_uusd += cost_uusd(p, share, left);
         if (p->org) /* a busy node runs until its last job ends, then its grace */
@@ -167,7 +167,7 @@ void tm_rc_budgets(struct pass *p)
     for (size_t ji = 0; ji < s->njobs; ji++) {
         const struct tm_snap_job *j = &s->jobs[ji];
         struct team_budget *tb;
-        if (j->state != TM_JOB_QUEUED || !(tb = team_budget(p, j->team)) || tb->b->org)
+        if (j->state != TM_JOB_QUEUED || !(tb = find_team_budget(p, j->team)) || tb->b->org)
             continue;
         int64_t e = tm_rc_job_estimate(p->est, j);
         int64_t cost = cost_uusd(p, job_uusd_per_gpu_hour(p, j) * tm_rc_job_gpu_milli(j) / 1000,

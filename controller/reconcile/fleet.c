@@ -19,7 +19,7 @@
 
 /* ---- growth and release: the planner ------------------------------------ */
 
-/* Launches and releases come from tm_plan_run (controller/fleet/planner.c), the
+/* Launches and releases come from tm_planner_run (controller/fleet/planner.c), the
  * function the elastic replay runs, once per GPU model: its on-demand side
  * is the model's on_demand pools, its spot side the spot and
  * spot_then_on_demand pools (the latter allow on-demand fallback).  Each
@@ -57,8 +57,8 @@ static int type_index(struct tm_price_table *pr, const struct tm_config_instance
 /* The planner's spot hazard per (type, zone) of one model, from the
  * tables the configuration loaded (tm_config_spot_hazard: a fitted cell,
  * else its pool's spot_hazard).  Only when some spot pool of the model
- * has a table: without one the planner gets none and zones take turns, as
- * before.  A cell no spot pool offers is HUGE_VAL, so the planner never
+ * has a table: without one the planner gets none and zones take turns
+ * (nothing says one is better).  A cell no spot pool offers is HUGE_VAL, so the planner never
  * prefers it to a zone a pool lists; a cell two pools offer takes the
  * first's, as tm_rc_launch_pool prefers the first. */
 static void fleet_zone_hazards(struct pass *p, const bool *in_model, struct fleet *f)
@@ -94,7 +94,7 @@ static void fleet_zone_hazards(struct pass *p, const bool *in_model, struct flee
 
 /* Build the planner's view of one GPU model's pools. */
 static void fleet_build(struct pass *p, const bool *in_model, const bool *job_placed,
-                        struct fleet *f, struct tm_plan_input *in)
+                        struct fleet *f, struct tm_planner_input *in)
 {
     const struct tm_snapshot *s = p->in->snap;
     const struct tm_config *cfg = p->cfg;
@@ -108,7 +108,7 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
     for (size_t pi = 0; pi < cfg->npools; pi++) {
         const struct tm_config_pool *pool = &cfg->pools[pi];
         const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
-        int side = tm_rc_pool_is_od(pool) ? TM_PLAN_POOL_OD : TM_PLAN_POOL_SPOT;
+        int side = tm_rc_pool_is_od(pool) ? TM_PLANNER_POOL_OD : TM_PLANNER_POOL_SPOT;
         if (!in_model[pi])
             continue;
         for (size_t k = 0; k < pool->ninstance_types && prov; k++) {
@@ -118,7 +118,7 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         }
         for (size_t z = 0; z < pool->nzones; z++)
             zone_index(&f->pr, pool->zones[z], true);
-        if (side == TM_PLAN_POOL_SPOT)
+        if (side == TM_PLANNER_POOL_SPOT)
             in->params.spot = true;
         if (strcmp(pool->capacity_type, "spot_then_on_demand") == 0)
             in->params.od_fallback = true;
@@ -172,8 +172,8 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
             continue;
         f->plan_of[ni] = (int32_t)f->nnodes;
         bool ready = n->state == TM_NODE_READY;
-        struct tm_plan_node *x = &f->nodes[f->nnodes];
-        *x = (struct tm_plan_node){
+        struct tm_planner_node *x = &f->nodes[f->nnodes];
+        *x = (struct tm_planner_node){
             .id = n->id, .type = ti, .zone = zi < 0 ? 0 : zi,
             .spot = n->capacity == TM_CAPACITY_SPOT, .ready = ready,
             /* A node a spot substitute will replace stays in: it still
@@ -202,7 +202,7 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         if (ni < 0 || f->plan_of[ni] < 0)
             continue;
         size_t k = (size_t)f->plan_of[ni];
-        struct tm_plan_node *x = &f->nodes[k];
+        struct tm_planner_node *x = &f->nodes[k];
         int32_t whole = __builtin_popcount(al->gpu_mask);
         int32_t milli = whole > 0 ? whole * 1000 : al->gpu_milli;
         const struct tm_snap_job *j = ji >= 0 ? &s->jobs[ji] : NULL;
@@ -223,14 +223,14 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
             x->lost_if_moved_milli_ms += (int64_t)milli * tm_rc_ran_ms(p, j);
         if (p->in->now_ms + left > x->busy_until_ms)
             x->busy_until_ms = p->in->now_ms + left;
-        f->jobs[f->njobs++] = (struct tm_plan_job){
+        f->jobs[f->njobs++] = (struct tm_planner_job){
             .id = al->job_id, .gpus = whole, .milli = milli, .preemptible = j && j->preemptible,
             .on_spot = x->spot, .running = true, .node = (int32_t)k, .remaining_ms = left,
             .deadline_ms = j ? j->deadline_ms : 0, .cpu_milli = al->cpu_milli,
             .memory_mib = al->memory_mib};
     }
     for (size_t k = 0; k < f->nnodes; k++) {
-        struct tm_plan_node *x = &f->nodes[k];
+        struct tm_planner_node *x = &f->nodes[k];
         int32_t g = f->pr.types[x->type].gpus;
         int32_t w = g - (x->used_milli + 999) / 1000;
         if (x->free_whole > w)
@@ -253,7 +253,7 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         int64_t e = tm_rc_job_estimate(p->est, j);
         int32_t gpus = j->nodes > 1 || j->gpus == pool->gpus_per_node ? pool->gpus_per_node : j->gpus;
         for (int m = 0; m < (j->nodes > 1 ? j->nodes : 1); m++)
-            f->jobs[f->njobs++] = (struct tm_plan_job){
+            f->jobs[f->njobs++] = (struct tm_planner_job){
                 .id = j->id, .gpus = gpus, .milli = gpus > 0 ? gpus * 1000 : j->gpu_milli,
                 .preemptible = j->preemptible && !tm_rc_pool_is_od(pool), .running = false, .node = -1,
                 .remaining_ms = e > 0 ? e : TM_RC_DEFAULT_USE_MS, .deadline_ms = j->deadline_ms,
@@ -266,7 +266,7 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         int zi = zone_index(&f->pr, sh->zone, false);
         if (ti < 0 || zi < 0 || sh->until_ms <= p->in->now_ms)
             continue;
-        f->shortages[f->nshortages++] = (struct tm_plan_shortage){ti, zi, sh->spot, sh->until_ms};
+        f->shortages[f->nshortages++] = (struct tm_planner_shortage){ti, zi, sh->spot, sh->until_ms};
         f->any_shortage = true;
     }
     /* After the nodes: their zones are in the table too. */
@@ -289,8 +289,8 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
     const struct tm_snapshot *s = p->in->snap;
     const struct tm_config *cfg = p->cfg;
     struct fleet *f = calloc(1, sizeof(*f));
-    struct tm_plan_input in;
-    struct tm_plan_result res = {0};
+    struct tm_planner_input in;
+    struct tm_planner_result res = {0};
     size_t maxjobs = s->nallocs + 1;
     char why[512];
     bool refused = false;
@@ -313,14 +313,14 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
     fleet_build(p, in_model, job_placed, f, &in);
     if (f->pr.ntypes == 0)
         goto out;
-    int r = tm_plan_run(&in, &res);
+    int r = tm_planner_run(&in, &res);
     if (r < 0) {
         p->err = r;
         goto out;
     }
     for (size_t k = 0; k < res.nactions && !p->err; k++) {
-        const struct tm_plan_action *x = &res.actions[k];
-        if (x->kind == TM_PLAN_LAUNCH) {
+        const struct tm_planner_action *x = &res.actions[k];
+        if (x->kind == TM_PLANNER_LAUNCH) {
             /* Pool minimums are kept per config pool below; once the org's
              * hard cap refused one launch, none after it. */
             if (refused || x->pool_minimum)
@@ -344,7 +344,8 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
             /* The planner's zone is its choice when a shortage ruled
              * zones out, or for spot when the table fits this pool's type
              * (the zone of lowest hazard with capacity).  Otherwise it is
-             * only the first: the pool's zones take turns, as before. */
+             * only the first: the pool's zones take turns, which spreads
+             * its nodes when nothing says one zone is better. */
             bool by_hazard = x->spot && f->zone_hazards && tm_rc_pool_lists_zone(pool, zone) &&
                              tm_config_spot_cells_fitted(cfg, pool, type) > 0;
             if (!(f->any_shortage || by_hazard) || !tm_rc_pool_lists_zone(pool, zone))
@@ -368,7 +369,7 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
                 tm_rc_put_num(p, ins, "spot_hazard_per_hour", hazard);
                 tm_rc_put_str(p, ins, "spot_hazard_from", fitted ? "spot_hazards" : "pool");
             }
-        } else if (x->kind == TM_PLAN_TERMINATE) {
+        } else if (x->kind == TM_PLANNER_TERMINATE) {
             size_t ni = (size_t)f->node_of[x->node];
             const struct tm_snap_node *n = &s->nodes[ni];
             const struct tm_config_pool *pool = &cfg->pools[n->pool];
@@ -394,7 +395,7 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
             tm_rc_add_terminate(p, p->pool_provider[n->pool], n->id, p->node_instance[ni]);
             p->live[n->pool]--;
             p->plan.released++;
-        } else if (x->kind != TM_PLAN_WARN) {
+        } else if (x->kind != TM_PLANNER_WARN) {
             /* drain, move, substitute, deadline switch, refusal
              * (reconcile/moves.c); WARN: the org's soft cap is
              * tm_rc_budget_warn's, from the ledger */
@@ -402,7 +403,7 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
         }
     }
 out:
-    tm_plan_result_release(&res);
+    tm_planner_result_release(&res);
     if (f) {
         free(f->nodes);
         free(f->node_of);

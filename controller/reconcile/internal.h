@@ -44,7 +44,7 @@ struct team_budget {
 struct pass {
     const struct tm_reconcile_input *in;
     const struct tm_config *cfg;
-    struct tm_plan plan;
+    struct tm_rc_plan plan;
     size_t launch_cap, term_cap;
     int err;
     int *pool_provider;        /* pool index -> provider index */
@@ -77,13 +77,13 @@ struct pass {
 /* What one model's planner pass is given, and where its entries came from. */
 struct fleet {
     struct tm_price_table pr;
-    struct tm_plan_node *nodes;
+    struct tm_planner_node *nodes;
     int32_t *node_of;           /* plan node -> snapshot node */
     int32_t *plan_of;           /* snapshot node -> plan node, -1 when not in it */
     size_t nnodes;
-    struct tm_plan_job *jobs;
+    struct tm_planner_job *jobs;
     size_t njobs;
-    struct tm_plan_shortage *shortages;
+    struct tm_planner_shortage *shortages;
     size_t nshortages;
     bool any_shortage;
     /* Spot interruptions per node-hour of type t in zone z at
@@ -201,7 +201,7 @@ void tm_rc_substitutes(struct pass *p);
 /* Map one planner action of kind DRAIN, MOVE, SUBSTITUTE, DEADLINE_OD or
  * REFUSE to plan ops. */
 void tm_rc_plan_other(struct pass *p, const bool *in_model, const struct fleet *f,
-                      const struct tm_plan_input *in, const struct tm_plan_action *x, unsigned *seq);
+                      const struct tm_planner_input *in, const struct tm_planner_action *x, unsigned *seq);
 /* A launch refused for want of room in every pool of one side of a model. */
 void tm_rc_refuse(struct pass *p, const bool *in_model, bool spot, const char *key, const char *reason);
 

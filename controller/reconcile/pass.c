@@ -151,7 +151,7 @@ cJSON *tm_rc_inputs(struct pass *p, cJSON *a)
 
 void tm_rc_add_terminate(struct pass *p, int provider, int64_t node_id, const char *instance_id)
 {
-    struct tm_plan_terminate *t;
+    struct tm_rc_plan_terminate *t;
 
     if (p->err || !instance_id[0])
         return;
@@ -174,7 +174,7 @@ void tm_rc_add_terminate(struct pass *p, int provider, int64_t node_id, const ch
 void tm_rc_add_launch(struct pass *p, int64_t node_id, const char *token, int pool,
                        const char *type, const char *zone, enum tm_capacity_type cap)
 {
-    struct tm_plan_launch *l;
+    struct tm_rc_plan_launch *l;
 
     if (p->err)
         return;
@@ -220,7 +220,7 @@ bool tm_rc_pool_accepts(const struct tm_config_pool *pool, int pool_index,
         return false;
     if (!j->preemptible && strcmp(pool->capacity_type, "on_demand") != 0)
         return false;
-    /* Switched to on-demand for its deadline (TM_PLAN_DEADLINE_OD): from
+    /* Switched to on-demand for its deadline (TM_PLANNER_DEADLINE_OD): from
      * then on it runs as non-preemptible work would. */
     if (j->on_demand_from_ms > 0 && strcmp(pool->capacity_type, "on_demand") != 0)
         return false;

@@ -36,7 +36,7 @@ static int provider_index(const struct tm_config *cfg, const char *name)
     return -1;
 }
 
-int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret)
+int tm_reconcile(const struct tm_reconcile_input *in, struct tm_rc_plan *ret)
 {
     struct pass p = {.in = in, .cfg = in->cfg};
     const struct tm_snapshot *s = in->snap;
@@ -131,14 +131,14 @@ out:
     free(p.teams);
     tm_estimator_free(p.est);
     if (r < 0) {
-        tm_plan_release(&p.plan);
+        tm_rc_plan_release(&p.plan);
         return r;
     }
     *ret = p.plan;
     return 0;
 }
 
-void tm_plan_release(struct tm_plan *plan)
+void tm_rc_plan_release(struct tm_rc_plan *plan)
 {
     cJSON_Delete(plan->actions);
     free(plan->launches);

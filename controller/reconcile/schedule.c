@@ -16,7 +16,7 @@
 /* Step 2: run the scheduler over the ready nodes. */
 
 /* A queued preemptible job with a deadline whose on-demand start cannot
- * wait another tick.  The planner switches such a job (TM_PLAN_DEADLINE_OD)
+ * wait another tick.  The planner switches such a job (TM_PLANNER_DEADLINE_OD)
  * only when it is still unplaced after scheduling; seen here first, it is
  * offered on-demand pools alone in the same pass instead of starting on
  * spot and being taken off it one pass later.  Same rule and inputs as the
@@ -35,7 +35,7 @@ static bool deadline_due(const struct pass *p, const struct tm_snap_job *j)
     }
     e = tm_rc_job_estimate(p->est, j);
     return p->in->now_ms + p->cfg->tick_interval_ms >
-           tm_plan_deadline_switch_ms(j->deadline_ms, e > 0 ? e : TM_RC_DEFAULT_USE_MS, boot,
+           tm_planner_deadline_switch_ms(j->deadline_ms, e > 0 ? e : TM_RC_DEFAULT_USE_MS, boot,
                                       p->cfg->tick_interval_ms);
 }
 

@@ -110,8 +110,8 @@ struct sim {
     struct enode *nodes;
     size_t nnodes, capnodes;
     struct tm_estimator *est;
-    struct tm_forecast *fc[TM_PLAN_POOL_MAX];
-    struct tm_plan_shortage shortages[64];
+    struct tm_forecast *fc[TM_PLANNER_POOL_MAX];
+    struct tm_planner_shortage shortages[64];
     size_t nshort;
     int64_t term_times[4096];
     size_t nterm;
@@ -271,7 +271,7 @@ static int launch(struct sim *s, int type, int zone, bool spot, const char *reas
                 s->shortages[w++] = s->shortages[k];
         s->nshort = w;
         if (s->nshort < sizeof(s->shortages) / sizeof(s->shortages[0]))
-            s->shortages[s->nshort++] = (struct tm_plan_shortage){type, zone, spot, s->now + 30 * 60 * 1000};
+            s->shortages[s->nshort++] = (struct tm_planner_shortage){type, zone, spot, s->now + 30 * 60 * 1000};
         if (spot && s->spot_pools) {
             s->st.spot_shortages++;
             if (s->cfg->log)
@@ -583,7 +583,7 @@ out:
 
 static void observe_forecast(struct sim *s)
 {
-    double d[TM_PLAN_POOL_MAX] = {0, 0};
+    double d[TM_PLANNER_POOL_MAX] = {0, 0};
     if (!s->fc[0])
         return;
     /* running work counts in the pool it runs in */
@@ -595,7 +595,7 @@ static void observe_forecast(struct sim *s)
         struct ejob *jb = &s->jobs[s->queued[k]];
         d[s->cfg->spot && jb->preemptible && (job_mask(s, jb) & 2) ? 1 : 0] += jb->milli / 1000.0;
     }
-    for (int p = 0; p < TM_PLAN_POOL_MAX; p++)
+    for (int p = 0; p < TM_PLANNER_POOL_MAX; p++)
         if (s->fc[p])
             tm_forecast_observe(s->fc[p], s->now, d[p]);
 }
@@ -603,14 +603,14 @@ static void observe_forecast(struct sim *s)
 static int plan(struct sim *s)
 {
     const struct tm_elastic_config *c = s->cfg;
-    struct tm_plan_node *pn = calloc(s->nnodes + 1, sizeof(*pn));
+    struct tm_planner_node *pn = calloc(s->nnodes + 1, sizeof(*pn));
     int32_t *pmap = calloc(s->nnodes + 1, sizeof(*pmap));
     int32_t *nmap = calloc(s->nnodes + 1, sizeof(*nmap));
-    struct tm_plan_job *pj = calloc(s->nqueued + s->nrunning + 1, sizeof(*pj));
+    struct tm_planner_job *pj = calloc(s->nqueued + s->nrunning + 1, sizeof(*pj));
     size_t *jmap = calloc(s->nqueued + s->nrunning + 1, sizeof(*jmap));
     uint32_t *held = calloc(s->nnodes + 1, sizeof(*held)); /* GPUs with any job on them */
-    struct tm_plan_input in;
-    struct tm_plan_result res = {0};
+    struct tm_planner_input in;
+    struct tm_planner_result res = {0};
     size_t nn = 0, nj = 0;
     int rc = 0;
 
@@ -626,7 +626,7 @@ static int plan(struct sim *s)
             continue;
         pmap[i] = (int32_t)nn;
         nmap[nn] = (int32_t)i;
-        pn[nn] = (struct tm_plan_node){.id = (int64_t)i, .type = n->type, .zone = n->zone,
+        pn[nn] = (struct tm_planner_node){.id = (int64_t)i, .type = n->type, .zone = n->zone,
                                        .spot = n->spot, .ready = n->state == N_READY,
                                        .leaving = n->leaving || n->replace >= 0 ? n->leaving : false,
                                        .used_milli = n->used_milli, .jobs = n->njobs,
@@ -644,7 +644,7 @@ static int plan(struct sim *s)
     for (size_t k = 0; k < s->nrunning; k++) {
         size_t j = s->running[k];
         struct ejob *jb = &s->jobs[j];
-        struct tm_plan_node *n = &pn[pmap[jb->node]];
+        struct tm_planner_node *n = &pn[pmap[jb->node]];
         int64_t est = jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
         int64_t left = time_left(jb, est, s->now);
         uint32_t m = jb->mask;
@@ -660,7 +660,7 @@ static int plan(struct sim *s)
         n->used_cpu_milli += jb->cpu;
         n->used_memory_mib += jb->mem;
         jmap[nj] = j;
-        pj[nj++] = (struct tm_plan_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
+        pj[nj++] = (struct tm_planner_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
                                         .preemptible = jb->preemptible, .on_spot = s->nodes[jb->node].spot,
                                         .running = true, .node = pmap[jb->node], .remaining_ms = left,
                                         .deadline_ms = jb->deadline, .cpu_milli = jb->cpu,
@@ -710,7 +710,7 @@ static int plan(struct sim *s)
         int64_t est = jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
         bool pre = jb->preemptible && (job_mask(s, jb) & 2);
         jmap[nj] = j;
-        pj[nj++] = (struct tm_plan_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
+        pj[nj++] = (struct tm_planner_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
                                         .cpu_milli = jb->cpu, .memory_mib = jb->mem,
                                         .preemptible = pre || (jb->preemptible && jb->deadline),
                                         .running = false, .node = -1,
@@ -759,7 +759,7 @@ static int plan(struct sim *s)
                     recent++;
             in.params.recent_terminations = recent;
         }
-        for (int p = 0; p < TM_PLAN_POOL_MAX; p++) {
+        for (int p = 0; p < TM_PLANNER_POOL_MAX; p++) {
             double mean, upper;
             if (s->fc[p] && tm_forecast_predict(s->fc[p], c->boot_ms + c->tick_ms, 0.9, &mean,
                                                 &upper) == 0)
@@ -796,27 +796,27 @@ static int plan(struct sim *s)
         }
         in.budget.committed_uusd = committed;
     }
-    rc = tm_plan_run(&in, &res);
+    rc = tm_planner_run(&in, &res);
     if (rc < 0)
         goto out;
     for (size_t k = 0; k < res.nactions; k++) {
-        const struct tm_plan_action *x = &res.actions[k];
+        const struct tm_planner_action *x = &res.actions[k];
         switch (x->kind) {
-        case TM_PLAN_LAUNCH:
+        case TM_PLANNER_LAUNCH:
             rc = launch(s, x->type, x->zone, x->spot, x->reason);
             if (rc == TM_EQUOTA)
                 rc = 0;
             break;
-        case TM_PLAN_TERMINATE:
+        case TM_PLANNER_TERMINATE:
             terminate(s, (size_t)nmap[x->node], x->reason);
             break;
-        case TM_PLAN_SUBSTITUTE:
+        case TM_PLANNER_SUBSTITUTE:
             if (launch(s, x->type, x->zone, true, x->reason) == 0) {
                 s->nodes[s->nnodes - 1].replace = nmap[x->node];
                 s->st.substitutions++;
             }
             break;
-        case TM_PLAN_MOVE: {
+        case TM_PLANNER_MOVE: {
             size_t ni = (size_t)nmap[x->node];
             for (size_t q = s->nrunning; q-- > 0;)
                 if (s->jobs[s->running[q]].node == (int)ni)
@@ -828,27 +828,27 @@ static int plan(struct sim *s)
                 fprintf(c->log, "%.0f tarmac move %s: %s\n", s->now / 1e3, s->nodes[ni].id, x->reason);
             break;
         }
-        case TM_PLAN_DEADLINE_OD: {
+        case TM_PLANNER_DEADLINE_OD: {
             size_t j = jmap[x->job];
             s->jobs[j].force_od = true;
             if (s->jobs[j].state == J_RUNNING && s->nodes[s->jobs[j].node].spot)
                 stop_job(s, j, s->jobs[j].ckpt);
             break;
         }
-        case TM_PLAN_DRAIN:
+        case TM_PLANNER_DRAIN:
             s->nodes[nmap[x->node]].cordoned = true;
             s->st.drains++;
             if (c->log)
                 fprintf(c->log, "%.0f %s drain %s: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
                         s->nodes[nmap[x->node]].id, x->reason);
             break;
-        case TM_PLAN_REFUSE:
+        case TM_PLANNER_REFUSE:
             s->st.refusals++;
             if (c->log)
                 fprintf(c->log, "%.0f %s refuse: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
                         x->reason);
             break;
-        case TM_PLAN_WARN:
+        case TM_PLANNER_WARN:
             s->warned = true;
             if (c->log)
                 fprintf(c->log, "%.0f %s warn: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
@@ -861,7 +861,7 @@ static int plan(struct sim *s)
             break;
     }
 out:
-    tm_plan_result_release(&res);
+    tm_planner_result_release(&res);
     free(pn);
     free(pmap);
     free(nmap);
