@@ -66,7 +66,7 @@ static struct tm_planner_action *act_add(struct acts *a, enum tm_planner_kind ki
 }
 
 bool tm_planner_short(const struct tm_planner_shortage *sh, size_t nsh, int32_t type, int32_t zone,
-                   bool spot, int64_t now_ms)
+                      bool spot, int64_t now_ms)
 {
     for (size_t i = 0; i < nsh; i++)
         if (sh[i].type == type && sh[i].zone == zone && sh[i].spot == spot && now_ms < sh[i].until_ms)
@@ -103,9 +103,9 @@ static int64_t type_price(const struct tm_price_type *t, bool spot)
 }
 
 int tm_planner_choose_type(const struct tm_price_table *prices, const double *spot_zone_hazard,
-                        bool spot, int32_t milli,
-                        int32_t largest_gpus, const struct tm_planner_shortage *sh, size_t nsh,
-                        int64_t now_ms, int32_t *ret_zone)
+                           bool spot, int32_t milli,
+                           int32_t largest_gpus, const struct tm_planner_shortage *sh, size_t nsh,
+                           int64_t now_ms, int32_t *ret_zone)
 {
     int32_t need = (milli + 999) / 1000;
     int best = -1, best_zone = -1;
@@ -146,7 +146,7 @@ int tm_planner_choose_type(const struct tm_price_table *prices, const double *sp
 }
 
 int64_t tm_planner_deadline_switch_ms(int64_t deadline_ms, int64_t remaining_ms, int64_t boot_ms,
-                                   int64_t tick_ms)
+                                      int64_t tick_ms)
 {
     return deadline_ms - remaining_ms - boot_ms - tick_ms;
 }
@@ -350,7 +350,7 @@ static void launch_pool(const struct tm_planner_input *in, struct acts *a, struc
         if (first < nitems && items[first].min_gpus > largest)
             largest = items[first].min_gpus;
         type = tm_planner_choose_type(pr, in->spot_zone_hazard, spot, total, largest, in->shortages, in->nshortages,
-                                   in->now_ms, &zone);
+                                      in->now_ms, &zone);
         if (type >= 0) {
             /* Name the fallback: the cheapest choice ignoring shortages. */
             int32_t z0 = 0;
@@ -362,7 +362,7 @@ static void launch_pool(const struct tm_planner_input *in, struct acts *a, struc
         }
         if (type < 0 && spot && preemptible_only && pp->od_fallback) {
             type = tm_planner_choose_type(pr, in->spot_zone_hazard, false, total, largest, in->shortages, in->nshortages,
-                                       in->now_ms, &zone);
+                                          in->now_ms, &zone);
             if (type >= 0) {
                 spot = false;
                 fell_back_od = true;
@@ -595,7 +595,7 @@ static int run_launches(struct run *r)
         if (r->pool_count[p] < pp->min_nodes[p] && headroom <= 0 && r->nitems[p] == 0) {
             int32_t z = 0;
             int t = tm_planner_choose_type(pr, in->spot_zone_hazard, p == TM_PLANNER_POOL_SPOT, 1, 1, in->shortages,
-                                        in->nshortages, in->now_ms, &z);
+                                           in->nshortages, in->now_ms, &z);
             while (t >= 0 && r->pool_count[p] < pp->min_nodes[p]) {
                 int64_t cost = cost_of(type_price(&pr->types[t], p == TM_PLANNER_POOL_SPOT),
                                        pp->boot_ms + pp->launch_use_ms);

@@ -233,18 +233,18 @@ void tm_planner_result_release(struct tm_planner_result *r);
  * in every zone are skipped.  Returns the type index or -1; *ret_zone gets
  * the first zone without shortage. */
 int tm_planner_choose_type(const struct tm_price_table *prices, const double *spot_zone_hazard,
-                        bool spot, int32_t milli,
-                        int32_t largest_gpus, const struct tm_planner_shortage *sh, size_t nsh,
-                        int64_t now_ms, int32_t *ret_zone);
+                           bool spot, int32_t milli,
+                           int32_t largest_gpus, const struct tm_planner_shortage *sh, size_t nsh,
+                           int64_t now_ms, int32_t *ret_zone);
 
 /* Whether (type, zone, spot) is remembered as short at now. */
 bool tm_planner_short(const struct tm_planner_shortage *sh, size_t nsh, int32_t type, int32_t zone,
-                   bool spot, int64_t now_ms);
+                      bool spot, int64_t now_ms);
 
 /* The latest moment a job with `remaining_ms` of work and a deadline may
  * still start on on-demand and finish in time, given boot_ms and tick_ms:
  * deadline - remaining - boot - tick. */
 int64_t tm_planner_deadline_switch_ms(int64_t deadline_ms, int64_t remaining_ms, int64_t boot_ms,
-                                   int64_t tick_ms);
+                                      int64_t tick_ms);
 
 #endif

@@ -359,7 +359,7 @@ static void plan_deadline(struct pass *p, const struct fleet *f, const struct tm
         return; /* switched already and not on spot */
     p->job_switched[ji] = true;
     int64_t sw = tm_planner_deadline_switch_ms(pj->deadline_ms, pj->remaining_ms, in_p->params.boot_ms,
-                                            in_p->params.tick_ms);
+                                               in_p->params.tick_ms);
     snprintf(why, sizeof(why), "runs on on-demand from now: %s", x->reason);
     cJSON *a = tm_rc_action(p, "deadline_od", why);
     tm_rc_put_num(p, a, "job", (double)j->id);

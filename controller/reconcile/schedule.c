@@ -36,7 +36,7 @@ static bool deadline_due(const struct pass *p, const struct tm_snap_job *j)
     e = tm_rc_job_estimate(p->est, j);
     return p->in->now_ms + p->cfg->tick_interval_ms >
            tm_planner_deadline_switch_ms(j->deadline_ms, e > 0 ? e : TM_RC_DEFAULT_USE_MS, boot,
-                                      p->cfg->tick_interval_ms);
+                                         p->cfg->tick_interval_ms);
 }
 
 /* Nodes a spot substitute is on its way to replace (linked, not gone).
