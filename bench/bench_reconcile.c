@@ -120,7 +120,7 @@ static void release(struct world *w)
 
 /* Record the first pass's wait reasons in the snapshot, as tarmac_apply
  * would have in the database. */
-static void record_reasons(struct world *w, const struct tm_plan *plan)
+static void record_reasons(struct world *w, const struct tm_rc_plan *plan)
 {
     const cJSON *a;
     cJSON_ArrayForEach(a, plan->actions) {
@@ -142,11 +142,11 @@ static void first_pass(const struct tm_config *cfg, struct world *w)
     struct tm_observed obs = {.provider = "sim", .complete = true, .instances = w->inst, .n = w->ninst};
     struct tm_reconcile_input in = {.cfg = cfg, .snap = &w->snap, .observed = &obs, .nobserved = 1,
                                     .now_ms = NOW, .policy = TM_POLICY_TARMAC};
-    struct tm_plan plan = {0};
+    struct tm_rc_plan plan = {0};
     if (tm_reconcile(&in, &plan) < 0)
         exit(1);
     record_reasons(w, &plan);
-    tm_plan_release(&plan);
+    tm_rc_plan_release(&plan);
 }
 
 static double median_pass(const struct tm_config *cfg, struct world *w)
@@ -156,14 +156,14 @@ static double median_pass(const struct tm_config *cfg, struct world *w)
     for (int r = 0; r < 5; r++) {
         struct tm_reconcile_input in = {.cfg = cfg, .snap = &w->snap, .observed = &obs, .nobserved = 1,
                                         .now_ms = NOW, .policy = TM_POLICY_TARMAC};
-        struct tm_plan plan = {0};
+        struct tm_rc_plan plan = {0};
         double t0 = now_ms();
         if (tm_reconcile(&in, &plan) < 0) {
             fprintf(stderr, "reconcile failed\n");
             exit(1);
         }
         t[r] = now_ms() - t0;
-        tm_plan_release(&plan);
+        tm_rc_plan_release(&plan);
     }
     qsort(t, 5, sizeof(t[0]), cmp_double);
     return t[2];

@@ -1,5 +1,5 @@
 # Spot interruptions in the live controller: notices, checkpoints, requeues
-# and the GPU time lost (controller/reconcile/reconcile.c, migrations/0006_spot.sql).
+# and the GPU time lost (controller/reconcile/observe.c, migrations/0006_spot.sql).
 tm_add_c_test(test_reconcile_spot ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_spot.c
               LABELS unit elastic LINK tarmac_reconcile)
 tm_add_test(itest_spot_interrupt LABELS integration elastic FIXTURES pg TIMEOUT 360

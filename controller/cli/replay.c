@@ -552,7 +552,7 @@ int tm_replay_main(int argc, char **argv)
     if (o.synthetic) {
         struct tm_trace_synth sp = {.seed = 1, .jobs = o.synthetic, .jobs_per_hour = 60,
                                     .gpus = o.ngpus ? o.gpus[0] : 64};
-        r = tm_trace_synth(&t, &sp);
+        r = tm_trace_synthesize(&t, &sp);
         if (r < 0) {
             fprintf(stderr, "tarmac replay: could not generate a synthetic trace: %s\n", tm_strerror(r));
             return 2;

@@ -95,7 +95,7 @@ struct tm_controller {
     size_t nshortages;
     struct tm_live_shortage pass_shortages[SHORTAGES_MAX];
     size_t npass_shortages;
-    struct tm_plan plan;
+    struct tm_rc_plan plan;
     uv_work_t work;                 /* the pass runs off the loop thread */
     int work_status;
 
@@ -363,7 +363,7 @@ static void start_calls(struct tm_controller *ctl, const cJSON *applied)
     const cJSON *new_nodes = applied ? cJSON_GetObjectItemCaseSensitive(applied, "nodes") : NULL;
 
     for (size_t i = 0; i < ctl->plan.nlaunches; i++) {
-        struct tm_plan_launch *l = &ctl->plan.launches[i];
+        struct tm_rc_plan_launch *l = &ctl->plan.launches[i];
         const struct tm_config_pool *pool = &cfg->pools[l->pool];
         int prov = -1;
         for (size_t p = 0; p < cfg->nproviders; p++)
@@ -408,7 +408,7 @@ static void start_calls(struct tm_controller *ctl, const cJSON *applied)
     }
     const cJSON *kept = applied ? cJSON_GetObjectItemCaseSensitive(applied, "kept") : NULL;
     for (size_t i = 0; i < ctl->plan.nterminates; i++) {
-        struct tm_plan_terminate *t = &ctl->plan.terminates[i];
+        struct tm_rc_plan_terminate *t = &ctl->plan.terminates[i];
         struct tm_provider *p = ctl->providers[t->provider];
         if (!p || terminating_has(ctl, t->instance_id))
             continue;
@@ -962,7 +962,7 @@ static void end_pass(struct tm_controller *ctl)
     }
     tm_snapshot_release(ctl->snap);
     ctl->snap = NULL;
-    tm_plan_release(&ctl->plan);
+    tm_rc_plan_release(&ctl->plan);
     if (ctl->tick_running && ctl->pass_begun)
         tm_fleet_stats_tick_done(&ctl->fleet, (double)(uv_hrtime() - ctl->tick_started_ns) / 1e9);
     ctl->pass_begun = false;

@@ -1,5 +1,10 @@
 /*
  * controller/fleet/planner.c: the fleet planner (see planner.h for the rules).
+ *
+ * tm_planner_run is one function per step (run_deadlines ... run_releases)
+ * over one struct run.  The file stays whole at about 900 lines because
+ * every step shares the room model (struct room, room_fit) and the budget
+ * check; split, they would need a private header for one pure function.
  */
 #include "controller/fleet/planner.h"
 
@@ -13,34 +18,34 @@
 
 #define HOUR_MS (3600LL * 1000)
 /* drain_oversized: a node is drained when its work fits a type of at most
- * 1/TM_PLAN_DRAIN_DIV of its GPUs.  Measured on openb with sizes 1, 2, 4
+ * 1/TM_PLANNER_DRAIN_DIV of its GPUs.  Measured on openb with sizes 1, 2, 4
  * and 8 (cost / lower bound): a half 1.60 (half-used nodes drained while
  * new work kept launching nodes), a quarter 1.43, an eighth 1.41, never
  * 1.42; the release of idle large nodes below does most of the work. */
-#define TM_PLAN_DRAIN_DIV 8
+#define TM_PLANNER_DRAIN_DIV 8
 
-const char *tm_plan_kind_name(enum tm_plan_kind k)
+const char *tm_planner_kind_name(enum tm_planner_kind k)
 {
-    static const char *const names[TM_PLAN_KIND_MAX] = {
+    static const char *const names[TM_PLANNER_KIND_MAX] = {
         "launch", "terminate", "substitute", "move", "deadline_od", "refuse", "warn", "drain",
     };
-    return (unsigned)k < TM_PLAN_KIND_MAX ? names[k] : "?";
+    return (unsigned)k < TM_PLANNER_KIND_MAX ? names[k] : "?";
 }
 
 struct acts {
-    struct tm_plan_action *v;
+    struct tm_planner_action *v;
     size_t n, cap;
     int err;
 };
 
-static struct tm_plan_action *act_add(struct acts *a, enum tm_plan_kind kind, const char *fmt, ...)
+static struct tm_planner_action *act_add(struct acts *a, enum tm_planner_kind kind, const char *fmt, ...)
 {
-    struct tm_plan_action *x;
+    struct tm_planner_action *x;
     va_list ap;
 
     if (a->n == a->cap) {
         size_t nc = a->cap ? a->cap * 2 : 16;
-        struct tm_plan_action *nv = realloc(a->v, nc * sizeof(*nv));
+        struct tm_planner_action *nv = realloc(a->v, nc * sizeof(*nv));
         if (!nv) {
             a->err = TM_ENOMEM;
             return NULL;
@@ -60,8 +65,8 @@ static struct tm_plan_action *act_add(struct acts *a, enum tm_plan_kind kind, co
     return x;
 }
 
-bool tm_plan_short(const struct tm_plan_shortage *sh, size_t nsh, int32_t type, int32_t zone,
-                   bool spot, int64_t now_ms)
+bool tm_planner_short(const struct tm_planner_shortage *sh, size_t nsh, int32_t type, int32_t zone,
+                      bool spot, int64_t now_ms)
 {
     for (size_t i = 0; i < nsh; i++)
         if (sh[i].type == type && sh[i].zone == zone && sh[i].spot == spot && now_ms < sh[i].until_ms)
@@ -78,11 +83,11 @@ static int nzones(const struct tm_price_table *p)
  * with per-zone hazards the one of lowest hazard not short (the same
  * price everywhere, less work lost); -1 when every zone is short. */
 static int first_zone(const struct tm_price_table *p, const double *hazard, int32_t type,
-                      bool spot, const struct tm_plan_shortage *sh, size_t nsh, int64_t now)
+                      bool spot, const struct tm_planner_shortage *sh, size_t nsh, int64_t now)
 {
     int best = -1;
     for (int z = 0; z < nzones(p); z++) {
-        if (tm_plan_short(sh, nsh, type, z, spot, now))
+        if (tm_planner_short(sh, nsh, type, z, spot, now))
             continue;
         if (!spot || !hazard)
             return z;
@@ -97,10 +102,10 @@ static int64_t type_price(const struct tm_price_type *t, bool spot)
     return spot ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
 }
 
-int tm_plan_choose_type(const struct tm_price_table *prices, const double *spot_zone_hazard,
-                        bool spot, int32_t milli,
-                        int32_t largest_gpus, const struct tm_plan_shortage *sh, size_t nsh,
-                        int64_t now_ms, int32_t *ret_zone)
+int tm_planner_choose_type(const struct tm_price_table *prices, const double *spot_zone_hazard,
+                           bool spot, int32_t milli,
+                           int32_t largest_gpus, const struct tm_planner_shortage *sh, size_t nsh,
+                           int64_t now_ms, int32_t *ret_zone)
 {
     int32_t need = (milli + 999) / 1000;
     int best = -1, best_zone = -1;
@@ -140,8 +145,8 @@ int tm_plan_choose_type(const struct tm_price_table *prices, const double *spot_
     return best;
 }
 
-int64_t tm_plan_deadline_switch_ms(int64_t deadline_ms, int64_t remaining_ms, int64_t boot_ms,
-                                   int64_t tick_ms)
+int64_t tm_planner_deadline_switch_ms(int64_t deadline_ms, int64_t remaining_ms, int64_t boot_ms,
+                                      int64_t tick_ms)
 {
     return deadline_ms - remaining_ms - boot_ms - tick_ms;
 }
@@ -270,7 +275,7 @@ static int64_t cost_of(int64_t uusd_per_hour, int64_t ms)
 }
 
 struct budget_state {
-    struct tm_plan_budget b;
+    struct tm_planner_budget b;
     int64_t accepted;
     bool warned;
 };
@@ -285,8 +290,8 @@ static bool budget_ok(struct budget_state *bs, struct acts *a, int64_t cost, int
         return true;
     projected = bs->b.spent_uusd + bs->b.committed_uusd + bs->accepted;
     if (bs->b.hard && projected + cost > bs->b.cap_uusd) {
-        struct tm_plan_action *x = act_add(
-            a, TM_PLAN_REFUSE,
+        struct tm_planner_action *x = act_add(
+            a, TM_PLANNER_REFUSE,
             "hard cap: spent %.2f + committed %.2f + launches %.2f + this %s %s %.2f = %.2f > cap %.2f USD",
             bs->b.spent_uusd / 1e6, bs->b.committed_uusd / 1e6, bs->accepted / 1e6, tname,
             spot ? "spot" : "on-demand", cost / 1e6, (projected + cost) / 1e6, bs->b.cap_uusd / 1e6);
@@ -299,7 +304,7 @@ static bool budget_ok(struct budget_state *bs, struct acts *a, int64_t cost, int
     }
     if (!bs->b.hard && !bs->warned &&
         (double)(projected + cost) >= bs->b.warn_at * (double)bs->b.cap_uusd) {
-        act_add(a, TM_PLAN_WARN, "soft cap: projected %.2f USD passes %.0f%% of cap %.2f USD",
+        act_add(a, TM_PLANNER_WARN, "soft cap: projected %.2f USD passes %.0f%% of cap %.2f USD",
                 (projected + cost) / 1e6, bs->b.warn_at * 100, bs->b.cap_uusd / 1e6);
         bs->warned = true;
     }
@@ -309,12 +314,12 @@ static bool budget_ok(struct budget_state *bs, struct acts *a, int64_t cost, int
 
 /* Pack `items` (sorted largest first) plus `headroom_milli` into new nodes
  * of pool `pool`, emitting launches.  Returns GPUs launched. */
-static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct budget_state *bs,
+static void launch_pool(const struct tm_planner_input *in, struct acts *a, struct budget_state *bs,
                         struct item *items, size_t nitems, int32_t headroom_milli, int pool,
                         int32_t *pool_count, bool preemptible_only)
 {
     const struct tm_price_table *pr = in->prices;
-    const struct tm_plan_params *pp = &in->params;
+    const struct tm_planner_params *pp = &in->params;
     bool *done = calloc(nitems ? nitems : 1, sizeof(bool));
     size_t left = nitems, first = 0;   /* items before `first` are all done */
     int64_t left_milli = 0;            /* milli of the items not done */
@@ -332,7 +337,7 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
     while (left > 0 || headroom_milli > 0) {
         int32_t total = headroom_milli, largest = 1, zone = 0, type;
         int64_t use_ms = 0, cost;
-        bool spot = pool == TM_PLAN_POOL_SPOT, fell_back_od = false;
+        bool spot = pool == TM_PLANNER_POOL_SPOT, fell_back_od = false;
         const char *why_fb = "";
         int32_t room_milli, room_whole, held = 0, held_milli = 0, took = 0;
         size_t nheld = 0;
@@ -344,20 +349,20 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
         total = (int32_t)(total + left_milli);
         if (first < nitems && items[first].min_gpus > largest)
             largest = items[first].min_gpus;
-        type = tm_plan_choose_type(pr, in->spot_zone_hazard, spot, total, largest, in->shortages, in->nshortages,
-                                   in->now_ms, &zone);
+        type = tm_planner_choose_type(pr, in->spot_zone_hazard, spot, total, largest, in->shortages, in->nshortages,
+                                      in->now_ms, &zone);
         if (type >= 0) {
             /* Name the fallback: the cheapest choice ignoring shortages. */
             int32_t z0 = 0;
-            int t0 = tm_plan_choose_type(pr, in->spot_zone_hazard, spot, total, largest, NULL, 0, in->now_ms, &z0);
+            int t0 = tm_planner_choose_type(pr, in->spot_zone_hazard, spot, total, largest, NULL, 0, in->now_ms, &z0);
             if (t0 != type)
                 why_fb = ", fallback: other type (short)";
             else if (z0 != zone)
                 why_fb = ", fallback: other zone (short)";
         }
         if (type < 0 && spot && preemptible_only && pp->od_fallback) {
-            type = tm_plan_choose_type(pr, in->spot_zone_hazard, false, total, largest, in->shortages, in->nshortages,
-                                       in->now_ms, &zone);
+            type = tm_planner_choose_type(pr, in->spot_zone_hazard, false, total, largest, in->shortages, in->nshortages,
+                                          in->now_ms, &zone);
             if (type >= 0) {
                 spot = false;
                 fell_back_od = true;
@@ -365,16 +370,16 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
             }
         }
         if (type < 0) {
-            act_add(a, TM_PLAN_REFUSE, "no %s capacity for %d milli-GPU (largest job %d GPUs): "
+            act_add(a, TM_PLANNER_REFUSE, "no %s capacity for %d milli-GPU (largest job %d GPUs): "
                     "every type and zone short or too small", spot ? "spot" : "on-demand",
                     total, largest);
             break;
         }
-        if (pool_count[fell_back_od ? TM_PLAN_POOL_OD : pool] >=
-            pp->max_nodes[fell_back_od ? TM_PLAN_POOL_OD : pool]) {
-            act_add(a, TM_PLAN_REFUSE, "pool %s at its max of %d nodes",
-                    fell_back_od || pool == TM_PLAN_POOL_OD ? "on-demand" : "spot",
-                    pp->max_nodes[fell_back_od ? TM_PLAN_POOL_OD : pool]);
+        if (pool_count[fell_back_od ? TM_PLANNER_POOL_OD : pool] >=
+            pp->max_nodes[fell_back_od ? TM_PLANNER_POOL_OD : pool]) {
+            act_add(a, TM_PLANNER_REFUSE, "pool %s at its max of %d nodes",
+                    fell_back_od || pool == TM_PLANNER_POOL_OD ? "on-demand" : "spot",
+                    pp->max_nodes[fell_back_od ? TM_PLANNER_POOL_OD : pool]);
             break;
         }
         room_whole = pr->types[type].gpus;
@@ -406,7 +411,7 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
         if (nheld == 0 && took == 0) {
             /* the chosen type holds none of what is left (its CPU or
              * memory ask is larger than any type's) */
-            act_add(a, TM_PLAN_REFUSE, "no %s type holds the %zu jobs left (CPU or memory)",
+            act_add(a, TM_PLANNER_REFUSE, "no %s type holds the %zu jobs left (CPU or memory)",
                     spot ? "spot" : "on-demand", left);
             break;
         }
@@ -416,8 +421,8 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
         if (!budget_ok(bs, a, cost, type, spot, pr->types[type].name))
             break;
         {
-            struct tm_plan_action *x = act_add(
-                a, TM_PLAN_LAUNCH, "%s: %zu queued jobs (%.2f GPUs)%s on %s %s at $%.3f/GPU-h in %s%s",
+            struct tm_planner_action *x = act_add(
+                a, TM_PLANNER_LAUNCH, "%s: %zu queued jobs (%.2f GPUs)%s on %s %s at $%.3f/GPU-h in %s%s",
                 nheld ? "backlog" : "ahead of forecast", nheld, held_milli / 1000.0,
                 nheld ? "" : " forecast headroom", pr->types[type].name, spot ? "spot" : "on-demand",
                 (double)type_price(&pr->types[type], spot) / pr->types[type].gpus / 1e6,
@@ -430,27 +435,419 @@ static void launch_pool(const struct tm_plan_input *in, struct acts *a, struct b
             x->od_fallback = fell_back_od;
             x->cost_uusd = cost;
         }
-        pool_count[spot ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD]++;
+        pool_count[spot ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD]++;
         if (nheld == 0 && held == room_milli && headroom_milli <= 0 && left == 0)
             break;
     }
     free(done);
 }
 
-int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
+/* One tm_planner_run: its input, the actions written so far, and what the
+ * steps hand each other (the modelled room of every node, the backlog per
+ * pool, the pools' counts and the disruption budget left). */
+struct run {
+    const struct tm_planner_input *in;
+    struct acts a;
+    struct room *rooms;
+    struct item *items[TM_PLANNER_POOL_MAX];
+    size_t nitems[TM_PLANNER_POOL_MAX];
+    bool *force_od;            /* job index -> must start on-demand (deadline) */
+    bool *skip_idle;           /* node index -> an idle node kept this run */
+    int32_t pool_count[TM_PLANNER_POOL_MAX], pool_gpus[TM_PLANNER_POOL_MAX];
+    int32_t backlog_milli[TM_PLANNER_POOL_MAX];
+    struct budget_state bs;
+    int disrupt_left;
+    size_t live;
+};
+
+/* The room of every node as the planner models it, and the pools' live
+ * node and GPU counts. */
+static void run_rooms(struct run *r)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_price_table *pr = in->prices;
+
+    for (size_t i = 0; i < in->nnodes; i++) {
+        const struct tm_planner_node *n = &in->nodes[i];
+        const struct tm_price_type *t = &pr->types[n->type];
+        struct room *rm = &r->rooms[i];
+        int p = n->spot ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD;
+        *rm = room_of_type(t, p);
+        rm->usable = !n->leaving && !n->cordoned;
+        if (n->ready && rm->free_cpu != INT64_MAX)
+            rm->free_cpu -= n->used_cpu_milli;
+        if (n->ready && rm->free_mem != INT64_MAX)
+            rm->free_mem -= n->used_memory_mib;
+        rm->free_milli = n->ready ? t->gpus * 1000 - n->used_milli : t->gpus * 1000;
+        rm->free_whole = n->ready ? n->free_whole : t->gpus;
+        rm->share_known = !n->ready || n->share_room_known;
+        rm->free_share = n->ready ? n->share_free_milli : 0;
+        if (!n->leaving) {
+            r->pool_count[p]++;
+            if (!n->cordoned)
+                r->pool_gpus[p] += t->gpus;
+            r->live++;
+        }
+    }
+}
+
+/* 1. Deadlines: the latest tick at which an on-demand start still
+ * finishes in time. */
+static void run_deadlines(struct run *r)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_planner_params *pp = &in->params;
+
+    for (size_t j = 0; j < in->njobs; j++) {
+        const struct tm_planner_job *jb = &in->jobs[j];
+        int64_t sw;
+        if (!jb->deadline_ms || !jb->preemptible || (jb->running && !jb->on_spot))
+            continue;
+        sw = tm_planner_deadline_switch_ms(jb->deadline_ms, jb->remaining_ms, pp->boot_ms, pp->tick_ms);
+        if (in->now_ms + pp->tick_ms > sw) {
+            struct tm_planner_action *x = act_add(
+                &r->a, TM_PLANNER_DEADLINE_OD,
+                "deadline in %.0f s, %.0f s of work left, on-demand start takes %.0f s: "
+                "waiting another tick would miss it", (jb->deadline_ms - in->now_ms) / 1e3,
+                jb->remaining_ms / 1e3, (pp->boot_ms + pp->tick_ms) / 1e3);
+            if (x)
+                x->job = (int32_t)j;
+            r->force_od[j] = true;
+        }
+    }
+}
+
+/* 2. Backlog: queued jobs that fit nowhere (largest first), per pool.
+ * Returns 0 or TM_ENOMEM. */
+static int run_backlog(struct run *r)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_price_table *pr = in->prices;
+    const struct tm_planner_params *pp = &in->params;
+    struct item *all = calloc(in->njobs + 1, sizeof(*all));
+    size_t nall = 0;
+
+    if (!all)
+        return TM_ENOMEM;
+    for (size_t j = 0; j < in->njobs; j++) {
+        const struct tm_planner_job *jb = &in->jobs[j];
+        if (jb->running && !r->force_od[j])
+            continue;
+        all[nall] = (struct item){(int32_t)j, jb->gpus, jb->milli, jb->remaining_ms,
+                                  {jb->gpus, jb->milli, jb->cpu_milli, jb->memory_mib}, 0};
+        all[nall].min_gpus = smallest_holding(pr, &all[nall].ask);
+        nall++;
+    }
+    /* Rooms only shrink in this loop, so an ask that fit nowhere keeps
+     * fitting nowhere, and so does any ask at least as large: remember
+     * a few (per od_only) and skip the scan of every node for them (the
+     * live tick has queues of 100k jobs over 10k nodes). */
+    struct ask failed[2][FAILED_ASKS_MAX];
+    size_t nfailed[2] = {0, 0};
+    qsort(all, nall, sizeof(*all), cmp_item);
+    for (size_t k = 0; k < nall; k++) {
+        const struct tm_planner_job *jb = &in->jobs[all[k].job];
+        bool od_only = !jb->preemptible || r->force_od[all[k].job] || !pp->spot;
+        bool placed = false, known = false;
+        int pool;
+        for (size_t f = 0; f < nfailed[od_only] && !known; f++)
+            known = ask_at_least(&all[k].ask, &failed[od_only][f]);
+        if (known)
+            goto backlog;
+        /* spot rooms first for preemptible work, then paid on-demand room */
+        int passes = od_only || pp->od_room_for_preemptible ? 2 : 1;
+        for (int pass = od_only ? 1 : 0; pass < passes && !placed; pass++)
+            for (size_t i = 0; i < in->nnodes && !placed; i++)
+                if (r->rooms[i].pool == (pass == 0 ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD) &&
+                    room_fit(&r->rooms[i], &all[k].ask, true))
+                    placed = true;
+        if (placed)
+            continue;
+        if (nfailed[od_only] < FAILED_ASKS_MAX)
+            failed[od_only][nfailed[od_only]++] = all[k].ask;
+    backlog:
+        pool = od_only ? TM_PLANNER_POOL_OD : TM_PLANNER_POOL_SPOT;
+        r->items[pool][r->nitems[pool]++] = all[k];
+        r->backlog_milli[pool] += all[k].milli;
+    }
+    free(all);
+    return 0;
+}
+
+/* 3. Launch for the backlog and ahead of the forecast, and the pools'
+ * minimum.  Returns 0 or the first error (r->a.err). */
+static int run_launches(struct run *r)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_price_table *pr = in->prices;
+    const struct tm_planner_params *pp = &in->params;
+
+    for (int p = 0; p < TM_PLANNER_POOL_MAX; p++) {
+        int32_t headroom = 0;
+        if (p == TM_PLANNER_POOL_SPOT && !pp->spot)
+            continue;
+        if (in->forecast_gpus[p] >= 0) {
+            int64_t want = (int64_t)ceil(in->forecast_gpus[p] - 1e-9) * 1000;
+            int64_t have = (int64_t)r->pool_gpus[p] * 1000 + r->backlog_milli[p];
+            if (want > have)
+                headroom = (int32_t)(want - have);
+        }
+        if (r->pool_count[p] < pp->min_nodes[p] && headroom <= 0 && r->nitems[p] == 0) {
+            int32_t z = 0;
+            int t = tm_planner_choose_type(pr, in->spot_zone_hazard, p == TM_PLANNER_POOL_SPOT, 1, 1, in->shortages,
+                                           in->nshortages, in->now_ms, &z);
+            while (t >= 0 && r->pool_count[p] < pp->min_nodes[p]) {
+                int64_t cost = cost_of(type_price(&pr->types[t], p == TM_PLANNER_POOL_SPOT),
+                                       pp->boot_ms + pp->launch_use_ms);
+                struct tm_planner_action *x;
+                if (!budget_ok(&r->bs, &r->a, cost, t, p == TM_PLANNER_POOL_SPOT, pr->types[t].name))
+                    break;
+                x = act_add(&r->a, TM_PLANNER_LAUNCH, "pool minimum of %d nodes", pp->min_nodes[p]);
+                if (!x)
+                    break;
+                x->type = t;
+                x->zone = z;
+                x->spot = p == TM_PLANNER_POOL_SPOT;
+                x->pool_minimum = true;
+                x->cost_uusd = cost;
+                r->pool_count[p]++;
+            }
+        }
+        if (r->nitems[p] || headroom > 0)
+            launch_pool(in, &r->a, &r->bs, r->items[p], r->nitems[p], headroom, p, r->pool_count,
+                        p == TM_PLANNER_POOL_SPOT);
+        if (r->a.err)
+            return r->a.err;
+    }
+    return 0;
+}
+
+/* 4. Substitute: an on-demand node running only preemptible work, by a
+ * spot node, when the saving over the remaining runtime exceeds the cost
+ * of moving (work lost plus the overlap while the spot node boots). */
+static void run_substitutes(struct run *r)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_price_table *pr = in->prices;
+    const struct tm_planner_params *pp = &in->params;
+
+    if (!pp->spot)
+        return;
+    for (size_t i = 0; i < in->nnodes && r->disrupt_left > 0; i++) {
+        const struct tm_planner_node *n = &in->nodes[i];
+        const struct tm_price_type *t = &pr->types[n->type];
+        int64_t remaining, saving, move, od_gpu, z;
+        if (n->spot || !n->ready || n->leaving || n->jobs == 0 || !n->only_preemptible ||
+            !n->movable ||
+            t->spot_uusd_per_hour <= 0)
+            continue;
+        z = first_zone(pr, in->spot_zone_hazard, n->type, true, in->shortages, in->nshortages,
+                       in->now_ms);
+        if (z < 0)
+            continue;
+        remaining = n->busy_until_ms - in->now_ms - pp->boot_ms - pp->move_cost_ms;
+        if (remaining <= 0)
+            continue;
+        od_gpu = t->on_demand_uusd_per_hour / t->gpus;
+        saving = cost_of(t->on_demand_uusd_per_hour - t->spot_uusd_per_hour, remaining);
+        move = cost_of(t->spot_uusd_per_hour, pp->boot_ms) +
+               cost_of(od_gpu, n->lost_if_moved_milli_ms / 1000) +
+               cost_of(od_gpu * (n->used_milli) / 1000, pp->move_cost_ms);
+        if (saving > move) {
+            struct tm_planner_action *x = act_add(
+                &r->a, TM_PLANNER_SUBSTITUTE,
+                "on-demand node runs only preemptible work for %.0f s more: saving %.2f USD > "
+                "moving %.2f USD", remaining / 1e3, saving / 1e6, move / 1e6);
+            if (!x)
+                break;
+            x->node = (int32_t)i;
+            x->type = n->type;
+            x->zone = (int32_t)z;
+            x->spot = true;
+            x->cost_uusd = move;
+            r->disrupt_left--;
+        }
+    }
+}
+
+/* 5. Consolidate: empty the least used node whose jobs are all
+ * checkpointable, when they fit elsewhere and the saving pays the move.
+ * Returns 0 or TM_ENOMEM. */
+static int run_consolidate(struct run *r)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_price_table *pr = in->prices;
+    const struct tm_planner_params *pp = &in->params;
+    int best = -1;
+
+    for (size_t i = 0; i < in->nnodes; i++) {
+        const struct tm_planner_node *n = &in->nodes[i];
+        if (!n->ready || n->leaving || n->jobs == 0 || !n->movable)
+            continue;
+        if (best < 0 || n->used_milli < in->nodes[best].used_milli)
+            best = (int)i;
+    }
+    if (best < 0 || r->disrupt_left <= 0)
+        return 0;
+    const struct tm_planner_node *n = &in->nodes[best];
+    const struct tm_price_type *t = &pr->types[n->type];
+    struct room *tmp = malloc((in->nnodes + 1) * sizeof(*tmp));
+    bool fits = true;
+    if (!tmp)
+        return TM_ENOMEM;
+    memcpy(tmp, r->rooms, in->nnodes * sizeof(*tmp));
+    tmp[best].usable = false;
+    for (size_t j = 0; j < in->njobs && fits; j++) {
+        const struct tm_planner_job *jb = &in->jobs[j];
+        bool ok = false;
+        if (!jb->running || jb->node != best)
+            continue;
+        for (size_t i = 0; i < in->nnodes && !ok; i++)
+            if ((int)i != best && in->nodes[i].ready &&
+                (pp->spot || tmp[i].pool == TM_PLANNER_POOL_OD))
+                ok = room_fit(&tmp[i], &(struct ask){jb->gpus, jb->milli, jb->cpu_milli,
+                                                     jb->memory_mib}, true);
+        fits = ok;
+    }
+    free(tmp);
+    if (fits) {
+        int64_t horizon = n->busy_until_ms - in->now_ms;
+        int64_t price = type_price(t, n->spot);
+        int64_t saving = cost_of(price, horizon < pp->idle_grace_ms ? horizon : pp->idle_grace_ms);
+        int64_t move = cost_of(price * n->used_milli / 1000 / t->gpus, pp->move_cost_ms) +
+                       cost_of(price / t->gpus, n->lost_if_moved_milli_ms / 1000);
+        if (horizon > pp->move_cost_ms && saving > move) {
+            struct tm_planner_action *x = act_add(
+                &r->a, TM_PLANNER_MOVE,
+                "consolidate: %d jobs (%.2f GPUs) fit elsewhere; releasing saves %.2f USD > "
+                "moving %.2f USD", n->jobs, n->used_milli / 1000.0, saving / 1e6, move / 1e6);
+            if (x)
+                x->node = best;
+            r->disrupt_left--;
+        }
+    }
+    return 0;
+}
+
+/* 5b. Drain oversized nodes: one whose work a type of at most
+ * 1/TM_PLANNER_DRAIN_DIV of its GPUs would hold gets no new work, so that
+ * it empties and goes instead of a large node launched for a large
+ * job living on for a stream of small ones (no job is stopped; new
+ * work goes to smaller nodes). */
+static void run_drain_oversized(struct run *r)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_price_table *pr = in->prices;
+
+    if (!in->params.drain_oversized)
+        return;
+    int32_t smallest = smallest_type_gpus(pr);
+    for (size_t i = 0; i < in->nnodes; i++) {
+        const struct tm_planner_node *n = &in->nodes[i];
+        int32_t g = pr->types[n->type].gpus, need;
+        struct tm_planner_action *x;
+        if (!n->ready || n->leaving || n->cordoned || n->jobs == 0 || g <= smallest)
+            continue;
+        need = smallest_holding(pr, &(struct ask){g - n->free_whole, 0, n->used_cpu_milli,
+                                                  n->used_memory_mib});
+        if (need <= 0 || need * TM_PLANNER_DRAIN_DIV > g)
+            continue;
+        x = act_add(&r->a, TM_PLANNER_DRAIN, "oversized: %d jobs (%.2f GPUs) on %d GPUs fit a %d-GPU "
+                    "type; no new work until it empties", n->jobs, n->used_milli / 1000.0, g, need);
+        if (!x)
+            break;
+        x->node = (int32_t)i;
+        r->rooms[i].usable = false;
+    }
+}
+
+/* The idle node to look at next for release: oldest idle first, past its
+ * grace (a cordoned one at once), not already released, moved or kept
+ * this run; -1 when none is left. */
+static int run_next_idle(const struct run *r)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_planner_params *pp = &in->params;
+    int best = -1;
+
+    for (size_t i = 0; i < in->nnodes; i++) {
+        const struct tm_planner_node *n = &in->nodes[i];
+        bool taken = r->skip_idle[i];
+        if (!n->ready || n->leaving || n->jobs != 0 ||
+            (!n->cordoned && in->now_ms - n->idle_since_ms < pp->idle_grace_ms))
+            continue;
+        for (size_t k = 0; k < r->a.n; k++)
+            if ((r->a.v[k].kind == TM_PLANNER_TERMINATE || r->a.v[k].kind == TM_PLANNER_MOVE) &&
+                r->a.v[k].node == (int32_t)i)
+                taken = true;
+        if (taken)
+            continue;
+        if (best < 0 || n->idle_since_ms < in->nodes[best].idle_since_ms)
+            best = (int)i;
+    }
+    return best;
+}
+
+/* 6. Release nodes idle past their grace, oldest idle first, keeping
+ * the forecast's upper quantile (hysteresis) and the pool minimum. */
+static void run_releases(struct run *r)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_price_table *pr = in->prices;
+    const struct tm_planner_params *pp = &in->params;
+    int best;
+
+    while ((best = run_next_idle(r)) >= 0) {
+        const struct tm_planner_node *n = &in->nodes[best];
+        int p = n->spot ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD;
+        int32_t g = pr->types[n->type].gpus;
+        struct tm_planner_action *x;
+        /* the node is skipped from now on through the `taken` scan */
+        bool oversized = pp->drain_oversized && g > smallest_type_gpus(pr);
+        bool kept_enough = pp->keep_max_ms > 0 &&
+                           in->now_ms - n->idle_since_ms >= pp->keep_max_ms;
+        bool forced = n->cordoned || oversized || kept_enough;
+        if (r->pool_count[p] <= pp->min_nodes[p] ||
+            (!forced && in->keep_gpus[p] >= 0 &&
+             (double)(r->pool_gpus[p] - g) * 1000 < in->keep_gpus[p] * 1000 - 1e-6) ||
+            r->disrupt_left <= 0) {
+            /* kept: pool minimum, forecast (hysteresis) or disruption
+             * budget; look at the other idle nodes */
+            r->rooms[best].usable = false;
+            r->skip_idle[best] = true;
+            continue;
+        }
+        if (n->cordoned)
+            x = act_add(&r->a, TM_PLANNER_TERMINATE, "drained and empty");
+        else if (oversized)
+            x = act_add(&r->a, TM_PLANNER_TERMINATE, "idle %.0f s past a grace of %.0f s; larger than "
+                        "the smallest type, the forecast is kept in small nodes",
+                        (in->now_ms - n->idle_since_ms) / 1e3, pp->idle_grace_ms / 1e3);
+        else if (forced)
+            x = act_add(&r->a, TM_PLANNER_TERMINATE, "idle %.0f s: kept for the forecast (%.1f GPUs) "
+                        "for the longest a relaunch is worth (%.0f s); demand did not come",
+                        (in->now_ms - n->idle_since_ms) / 1e3,
+                        in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p], pp->keep_max_ms / 1e3);
+        else
+            x = act_add(&r->a, TM_PLANNER_TERMINATE, "idle %.0f s past a grace of %.0f s; forecast %.1f GPUs "
+                        "fits without it", (in->now_ms - n->idle_since_ms) / 1e3,
+                        pp->idle_grace_ms / 1e3, in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p]);
+        if (!x)
+            break;
+        x->node = best;
+        r->pool_count[p]--;
+        if (!n->cordoned)
+            r->pool_gpus[p] -= g;
+        r->disrupt_left--;
+    }
+}
+
+int tm_planner_run(const struct tm_planner_input *in, struct tm_planner_result *ret)
 {
     const struct tm_price_table *pr = in->prices;
-    const struct tm_plan_params *pp = &in->params;
-    struct acts a = {0};
-    struct room *rooms = NULL;
-    struct item *items[TM_PLAN_POOL_MAX] = {NULL, NULL};
-    size_t nitems[TM_PLAN_POOL_MAX] = {0, 0};
-    bool *force_od = NULL, *skip_idle = NULL;
-    int32_t pool_count[TM_PLAN_POOL_MAX] = {0, 0}, pool_gpus[TM_PLAN_POOL_MAX] = {0, 0};
-    int32_t backlog_milli[TM_PLAN_POOL_MAX] = {0, 0};
-    struct budget_state bs = {.b = in->budget, .warned = in->budget.warned};
-    int disrupt_left;
-    size_t live = 0;
+    const struct tm_planner_params *pp = &in->params;
+    struct run r = {.in = in, .bs = {.b = in->budget, .warned = in->budget.warned}};
+    int err;
 
     if (!pr || pr->ntypes == 0 || (in->nnodes && !in->nodes) || (in->njobs && !in->jobs))
         return TM_EINVAL;
@@ -460,357 +857,55 @@ int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret)
     for (size_t j = 0; j < in->njobs; j++)
         if (in->jobs[j].running && (in->jobs[j].node < 0 || (size_t)in->jobs[j].node >= in->nnodes))
             return TM_EINVAL;
-    rooms = calloc(in->nnodes + 1, sizeof(*rooms));
-    force_od = calloc(in->njobs + 1, sizeof(*force_od));
-    skip_idle = calloc(in->nnodes + 1, sizeof(*skip_idle));
-    items[0] = calloc(in->njobs + 1, sizeof(struct item));
-    items[1] = calloc(in->njobs + 1, sizeof(struct item));
-    if (!rooms || !force_od || !skip_idle || !items[0] || !items[1]) {
-        a.err = TM_ENOMEM;
+    r.rooms = calloc(in->nnodes + 1, sizeof(*r.rooms));
+    r.force_od = calloc(in->njobs + 1, sizeof(*r.force_od));
+    r.skip_idle = calloc(in->nnodes + 1, sizeof(*r.skip_idle));
+    r.items[0] = calloc(in->njobs + 1, sizeof(struct item));
+    r.items[1] = calloc(in->njobs + 1, sizeof(struct item));
+    if (!r.rooms || !r.force_od || !r.skip_idle || !r.items[0] || !r.items[1]) {
+        r.a.err = TM_ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < in->nnodes; i++) {
-        const struct tm_plan_node *n = &in->nodes[i];
-        const struct tm_price_type *t = &pr->types[n->type];
-        int p = n->spot ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD;
-        rooms[i] = room_of_type(t, p);
-        rooms[i].usable = !n->leaving && !n->cordoned;
-        if (n->ready && rooms[i].free_cpu != INT64_MAX)
-            rooms[i].free_cpu -= n->used_cpu_milli;
-        if (n->ready && rooms[i].free_mem != INT64_MAX)
-            rooms[i].free_mem -= n->used_memory_mib;
-        rooms[i].free_milli = n->ready ? t->gpus * 1000 - n->used_milli : t->gpus * 1000;
-        rooms[i].free_whole = n->ready ? n->free_whole : t->gpus;
-        rooms[i].share_known = !n->ready || n->share_room_known;
-        rooms[i].free_share = n->ready ? n->share_free_milli : 0;
-        if (!n->leaving) {
-            pool_count[p]++;
-            if (!n->cordoned)
-                pool_gpus[p] += t->gpus;
-            live++;
-        }
+    run_rooms(&r);
+    run_deadlines(&r);
+    err = run_backlog(&r);
+    if (err < 0) {
+        r.a.err = err;
+        goto out;
     }
+    if (run_launches(&r) < 0)
+        goto out;
 
-    /* 1. Deadlines: the latest tick at which an on-demand start still
-     * finishes in time. */
-    for (size_t j = 0; j < in->njobs; j++) {
-        const struct tm_plan_job *jb = &in->jobs[j];
-        int64_t sw;
-        if (!jb->deadline_ms || !jb->preemptible || (jb->running && !jb->on_spot))
-            continue;
-        sw = tm_plan_deadline_switch_ms(jb->deadline_ms, jb->remaining_ms, pp->boot_ms, pp->tick_ms);
-        if (in->now_ms + pp->tick_ms > sw) {
-            struct tm_plan_action *x = act_add(
-                &a, TM_PLAN_DEADLINE_OD,
-                "deadline in %.0f s, %.0f s of work left, on-demand start takes %.0f s: "
-                "waiting another tick would miss it", (jb->deadline_ms - in->now_ms) / 1e3,
-                jb->remaining_ms / 1e3, (pp->boot_ms + pp->tick_ms) / 1e3);
-            if (x)
-                x->job = (int32_t)j;
-            force_od[j] = true;
-        }
+    r.disrupt_left = pp->disruption_nodes;
+    if ((int)floor(pp->disruption_pct * (double)r.live) > r.disrupt_left)
+        r.disrupt_left = (int)floor(pp->disruption_pct * (double)r.live);
+    r.disrupt_left -= pp->recent_terminations;
+
+    run_substitutes(&r);
+    err = run_consolidate(&r);
+    if (err < 0) {
+        r.a.err = err;
+        goto out;
     }
-
-    /* 2. Backlog: queued jobs that fit nowhere (largest first). */
-    {
-        struct item *all = calloc(in->njobs + 1, sizeof(*all));
-        size_t nall = 0;
-        if (!all) {
-            a.err = TM_ENOMEM;
-            goto out;
-        }
-        for (size_t j = 0; j < in->njobs; j++) {
-            const struct tm_plan_job *jb = &in->jobs[j];
-            if (jb->running && !force_od[j])
-                continue;
-            all[nall] = (struct item){(int32_t)j, jb->gpus, jb->milli, jb->remaining_ms,
-                                      {jb->gpus, jb->milli, jb->cpu_milli, jb->memory_mib}, 0};
-            all[nall].min_gpus = smallest_holding(pr, &all[nall].ask);
-            nall++;
-        }
-        /* Rooms only shrink in this loop, so an ask that fit nowhere keeps
-         * fitting nowhere, and so does any ask at least as large: remember
-         * a few (per od_only) and skip the scan of every node for them (the
-         * live tick has queues of 100k jobs over 10k nodes). */
-        struct ask failed[2][FAILED_ASKS_MAX];
-        size_t nfailed[2] = {0, 0};
-        qsort(all, nall, sizeof(*all), cmp_item);
-        for (size_t k = 0; k < nall; k++) {
-            const struct tm_plan_job *jb = &in->jobs[all[k].job];
-            bool od_only = !jb->preemptible || force_od[all[k].job] || !pp->spot;
-            bool placed = false, known = false;
-            int pool;
-            for (size_t f = 0; f < nfailed[od_only] && !known; f++)
-                known = ask_at_least(&all[k].ask, &failed[od_only][f]);
-            if (known)
-                goto backlog;
-            /* spot rooms first for preemptible work, then paid on-demand room */
-            int passes = od_only || pp->od_room_for_preemptible ? 2 : 1;
-            for (int pass = od_only ? 1 : 0; pass < passes && !placed; pass++)
-                for (size_t i = 0; i < in->nnodes && !placed; i++)
-                    if (rooms[i].pool == (pass == 0 ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD) &&
-                        room_fit(&rooms[i], &all[k].ask, true))
-                        placed = true;
-            if (placed)
-                continue;
-            if (nfailed[od_only] < FAILED_ASKS_MAX)
-                failed[od_only][nfailed[od_only]++] = all[k].ask;
-        backlog:
-            pool = od_only ? TM_PLAN_POOL_OD : TM_PLAN_POOL_SPOT;
-            items[pool][nitems[pool]++] = all[k];
-            backlog_milli[pool] += all[k].milli;
-        }
-        free(all);
-    }
-
-    /* 3. Launch for the backlog and ahead of the forecast, and the pools'
-     * minimum. */
-    for (int p = 0; p < TM_PLAN_POOL_MAX; p++) {
-        int32_t headroom = 0;
-        if (p == TM_PLAN_POOL_SPOT && !pp->spot)
-            continue;
-        if (in->forecast_gpus[p] >= 0) {
-            int64_t want = (int64_t)ceil(in->forecast_gpus[p] - 1e-9) * 1000;
-            int64_t have = (int64_t)pool_gpus[p] * 1000 + backlog_milli[p];
-            if (want > have)
-                headroom = (int32_t)(want - have);
-        }
-        if (pool_count[p] < pp->min_nodes[p] && headroom <= 0 && nitems[p] == 0) {
-            int32_t z = 0;
-            int t = tm_plan_choose_type(pr, in->spot_zone_hazard, p == TM_PLAN_POOL_SPOT, 1, 1, in->shortages,
-                                        in->nshortages, in->now_ms, &z);
-            while (t >= 0 && pool_count[p] < pp->min_nodes[p]) {
-                int64_t cost = cost_of(type_price(&pr->types[t], p == TM_PLAN_POOL_SPOT),
-                                       pp->boot_ms + pp->launch_use_ms);
-                struct tm_plan_action *x;
-                if (!budget_ok(&bs, &a, cost, t, p == TM_PLAN_POOL_SPOT, pr->types[t].name))
-                    break;
-                x = act_add(&a, TM_PLAN_LAUNCH, "pool minimum of %d nodes", pp->min_nodes[p]);
-                if (!x)
-                    break;
-                x->type = t;
-                x->zone = z;
-                x->spot = p == TM_PLAN_POOL_SPOT;
-                x->pool_minimum = true;
-                x->cost_uusd = cost;
-                pool_count[p]++;
-            }
-        }
-        if (nitems[p] || headroom > 0)
-            launch_pool(in, &a, &bs, items[p], nitems[p], headroom, p, pool_count,
-                        p == TM_PLAN_POOL_SPOT);
-        if (a.err)
-            goto out;
-    }
-
-    disrupt_left = pp->disruption_nodes;
-    if ((int)floor(pp->disruption_pct * (double)live) > disrupt_left)
-        disrupt_left = (int)floor(pp->disruption_pct * (double)live);
-    disrupt_left -= pp->recent_terminations;
-
-    /* 4. Substitute: an on-demand node running only preemptible work, by a
-     * spot node, when the saving over the remaining runtime exceeds the cost
-     * of moving (work lost plus the overlap while the spot node boots). */
-    if (pp->spot) {
-        for (size_t i = 0; i < in->nnodes && disrupt_left > 0; i++) {
-            const struct tm_plan_node *n = &in->nodes[i];
-            const struct tm_price_type *t = &pr->types[n->type];
-            int64_t remaining, saving, move, od_gpu, z;
-            if (n->spot || !n->ready || n->leaving || n->jobs == 0 || !n->only_preemptible ||
-                !n->movable ||
-                t->spot_uusd_per_hour <= 0)
-                continue;
-            z = first_zone(pr, in->spot_zone_hazard, n->type, true, in->shortages, in->nshortages,
-                           in->now_ms);
-            if (z < 0)
-                continue;
-            remaining = n->busy_until_ms - in->now_ms - pp->boot_ms - pp->move_cost_ms;
-            if (remaining <= 0)
-                continue;
-            od_gpu = t->on_demand_uusd_per_hour / t->gpus;
-            saving = cost_of(t->on_demand_uusd_per_hour - t->spot_uusd_per_hour, remaining);
-            move = cost_of(t->spot_uusd_per_hour, pp->boot_ms) +
-                   cost_of(od_gpu, n->lost_if_moved_milli_ms / 1000) +
-                   cost_of(od_gpu * (n->used_milli) / 1000, pp->move_cost_ms);
-            if (saving > move) {
-                struct tm_plan_action *x = act_add(
-                    &a, TM_PLAN_SUBSTITUTE,
-                    "on-demand node runs only preemptible work for %.0f s more: saving %.2f USD > "
-                    "moving %.2f USD", remaining / 1e3, saving / 1e6, move / 1e6);
-                if (!x)
-                    break;
-                x->node = (int32_t)i;
-                x->type = n->type;
-                x->zone = (int32_t)z;
-                x->spot = true;
-                x->cost_uusd = move;
-                disrupt_left--;
-            }
-        }
-    }
-
-    /* 5. Consolidate: empty the least used node whose jobs are all
-     * checkpointable, when they fit elsewhere and the saving pays the move. */
-    {
-        int best = -1;
-        for (size_t i = 0; i < in->nnodes; i++) {
-            const struct tm_plan_node *n = &in->nodes[i];
-            if (!n->ready || n->leaving || n->jobs == 0 || !n->movable)
-                continue;
-            if (best < 0 || n->used_milli < in->nodes[best].used_milli)
-                best = (int)i;
-        }
-        if (best >= 0 && disrupt_left > 0) {
-            const struct tm_plan_node *n = &in->nodes[best];
-            const struct tm_price_type *t = &pr->types[n->type];
-            struct room *tmp = malloc((in->nnodes + 1) * sizeof(*tmp));
-            bool fits = true;
-            if (!tmp) {
-                a.err = TM_ENOMEM;
-                goto out;
-            }
-            memcpy(tmp, rooms, in->nnodes * sizeof(*tmp));
-            tmp[best].usable = false;
-            for (size_t j = 0; j < in->njobs && fits; j++) {
-                const struct tm_plan_job *jb = &in->jobs[j];
-                bool ok = false;
-                if (!jb->running || jb->node != best)
-                    continue;
-                for (size_t i = 0; i < in->nnodes && !ok; i++)
-                    if ((int)i != best && in->nodes[i].ready &&
-                        (pp->spot || tmp[i].pool == TM_PLAN_POOL_OD))
-                        ok = room_fit(&tmp[i], &(struct ask){jb->gpus, jb->milli, jb->cpu_milli,
-                                                             jb->memory_mib}, true);
-                fits = ok;
-            }
-            free(tmp);
-            if (fits) {
-                int64_t horizon = n->busy_until_ms - in->now_ms;
-                int64_t price = type_price(t, n->spot);
-                int64_t saving = cost_of(price, horizon < pp->idle_grace_ms ? horizon : pp->idle_grace_ms);
-                int64_t move = cost_of(price * n->used_milli / 1000 / t->gpus, pp->move_cost_ms) +
-                               cost_of(price / t->gpus, n->lost_if_moved_milli_ms / 1000);
-                if (horizon > pp->move_cost_ms && saving > move) {
-                    struct tm_plan_action *x = act_add(
-                        &a, TM_PLAN_MOVE,
-                        "consolidate: %d jobs (%.2f GPUs) fit elsewhere; releasing saves %.2f USD > "
-                        "moving %.2f USD", n->jobs, n->used_milli / 1000.0, saving / 1e6, move / 1e6);
-                    if (x)
-                        x->node = best;
-                    disrupt_left--;
-                }
-            }
-        }
-    }
-
-    /* 5b. Drain oversized nodes: one whose work a type of at most
-     * 1/TM_PLAN_DRAIN_DIV of its GPUs would hold gets no new work, so that
-     * it empties and goes instead of a large node launched for a large
-     * job living on for a stream of small ones (no job is stopped; new
-     * work goes to smaller nodes). */
-    if (pp->drain_oversized) {
-        int32_t smallest = smallest_type_gpus(pr);
-        for (size_t i = 0; i < in->nnodes; i++) {
-            const struct tm_plan_node *n = &in->nodes[i];
-            int32_t g = pr->types[n->type].gpus, need;
-            struct tm_plan_action *x;
-            if (!n->ready || n->leaving || n->cordoned || n->jobs == 0 || g <= smallest)
-                continue;
-            need = smallest_holding(pr, &(struct ask){g - n->free_whole, 0, n->used_cpu_milli,
-                                                      n->used_memory_mib});
-            if (need <= 0 || need * TM_PLAN_DRAIN_DIV > g)
-                continue;
-            x = act_add(&a, TM_PLAN_DRAIN, "oversized: %d jobs (%.2f GPUs) on %d GPUs fit a %d-GPU "
-                        "type; no new work until it empties", n->jobs, n->used_milli / 1000.0, g, need);
-            if (!x)
-                break;
-            x->node = (int32_t)i;
-            rooms[i].usable = false;
-        }
-    }
-
-    /* 6. Release nodes idle past their grace, oldest idle first, keeping
-     * the forecast's upper quantile (hysteresis) and the pool minimum. */
-    for (;;) {
-        int best = -1;
-        for (size_t i = 0; i < in->nnodes; i++) {
-            const struct tm_plan_node *n = &in->nodes[i];
-            bool taken = skip_idle[i];
-            if (!n->ready || n->leaving || n->jobs != 0 ||
-                (!n->cordoned && in->now_ms - n->idle_since_ms < pp->idle_grace_ms))
-                continue;
-            for (size_t k = 0; k < a.n; k++)
-                if ((a.v[k].kind == TM_PLAN_TERMINATE || a.v[k].kind == TM_PLAN_MOVE) &&
-                    a.v[k].node == (int32_t)i)
-                    taken = true;
-            if (taken)
-                continue;
-            if (best < 0 || n->idle_since_ms < in->nodes[best].idle_since_ms)
-                best = (int)i;
-        }
-        if (best < 0)
-            break;
-        {
-            const struct tm_plan_node *n = &in->nodes[best];
-            int p = n->spot ? TM_PLAN_POOL_SPOT : TM_PLAN_POOL_OD;
-            int32_t g = pr->types[n->type].gpus;
-            struct tm_plan_action *x;
-            /* the node is skipped from now on through the `taken` scan */
-            bool oversized = pp->drain_oversized && g > smallest_type_gpus(pr);
-            bool kept_enough = pp->keep_max_ms > 0 &&
-                               in->now_ms - n->idle_since_ms >= pp->keep_max_ms;
-            bool forced = n->cordoned || oversized || kept_enough;
-            if (pool_count[p] <= pp->min_nodes[p] ||
-                (!forced && in->keep_gpus[p] >= 0 &&
-                 (double)(pool_gpus[p] - g) * 1000 < in->keep_gpus[p] * 1000 - 1e-6) ||
-                disrupt_left <= 0) {
-                /* kept: pool minimum, forecast (hysteresis) or disruption
-                 * budget; look at the other idle nodes */
-                rooms[best].usable = false;
-                skip_idle[best] = true;
-                continue;
-            }
-            if (n->cordoned)
-                x = act_add(&a, TM_PLAN_TERMINATE, "drained and empty");
-            else if (oversized)
-                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; larger than "
-                            "the smallest type, the forecast is kept in small nodes",
-                            (in->now_ms - n->idle_since_ms) / 1e3, pp->idle_grace_ms / 1e3);
-            else if (forced)
-                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s: kept for the forecast (%.1f GPUs) "
-                            "for the longest a relaunch is worth (%.0f s); demand did not come",
-                            (in->now_ms - n->idle_since_ms) / 1e3,
-                            in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p], pp->keep_max_ms / 1e3);
-            else
-                x = act_add(&a, TM_PLAN_TERMINATE, "idle %.0f s past a grace of %.0f s; forecast %.1f GPUs "
-                            "fits without it", (in->now_ms - n->idle_since_ms) / 1e3,
-                            pp->idle_grace_ms / 1e3, in->keep_gpus[p] < 0 ? 0 : in->keep_gpus[p]);
-            if (!x)
-                break;
-            x->node = best;
-            pool_count[p]--;
-            if (!n->cordoned)
-                pool_gpus[p] -= g;
-            disrupt_left--;
-        }
-    }
+    run_drain_oversized(&r);
+    run_releases(&r);
 
 out:
-    free(rooms);
-    free(force_od);
-    free(skip_idle);
-    free(items[0]);
-    free(items[1]);
-    if (a.err) {
-        free(a.v);
-        return a.err;
+    free(r.rooms);
+    free(r.force_od);
+    free(r.skip_idle);
+    free(r.items[0]);
+    free(r.items[1]);
+    if (r.a.err) {
+        free(r.a.v);
+        return r.a.err;
     }
-    ret->actions = a.v;
-    ret->nactions = a.n;
+    ret->actions = r.a.v;
+    ret->nactions = r.a.n;
     return 0;
 }
 
-void tm_plan_result_release(struct tm_plan_result *r)
+void tm_planner_result_release(struct tm_planner_result *r)
 {
     if (!r)
         return;

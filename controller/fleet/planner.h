@@ -1,7 +1,7 @@
 /*
  * controller/fleet/planner.h: the fleet planner, a pure function of a snapshot.
  *
- * tm_plan_run() takes the nodes (booting and ready), the queued work, the
+ * tm_planner_run() takes the nodes (booting and ready), the queued work, the
  * demand forecast, the price table, the pool limits, the shortages seen
  * recently and the budget, all at one instant, and returns actions, each
  * with a reason: launch (type, zone, capacity), terminate, substitute (an
@@ -24,13 +24,13 @@
  * new nodes, largest first; each new node is the type whose price per
  * GPU-hour of the work it would hold is lowest (so a 1-GPU job gets a
  * 1-GPU instance when that is cheaper than an idle share of an 8-GPU one).
- * Fallback when capacity is short (tm_plan_shortage entries, remembered by
+ * Fallback when capacity is short (tm_planner_shortage entries, remembered by
  * the caller for shortage_memory_ms): the same type in another zone, then
  * another type, then, for preemptible work only and only if od_fallback,
  * on-demand.
  *
  * Drain (drain_oversized).  A node whose work would fit a type of at most
- * an eighth of its GPUs gets TM_PLAN_DRAIN: no new work, released as soon
+ * an eighth of its GPUs gets TM_PLANNER_DRAIN: no new work, released as soon
  * as it is empty; idle nodes larger than the smallest type are released
  * past their grace whatever the forecast.  A large node launched for a
  * large job then goes when that job ends instead of living on for a
@@ -50,15 +50,15 @@
  * Budget.  Projected spend = spent + what the running nodes cost to the
  * end of their expected use (committed) + each accepted launch priced for
  * boot plus the expected runtime of the work it is for.  A launch that
- * would take the projection past a hard cap is refused (TM_PLAN_REFUSE,
- * the numbers in the reason); a soft cap emits one TM_PLAN_WARN when the
+ * would take the projection past a hard cap is refused (TM_PLANNER_REFUSE,
+ * the numbers in the reason); a soft cap emits one TM_PLANNER_WARN when the
  * projection first passes warn_at x cap (the caller keeps `warned`).
  *
  * Deadlines ("uniform progress", Wu et al., NSDI '24, as the anchor): a
  * preemptible job with a deadline stays on spot (or waits for spot) while
  * its slack (deadline - now - remaining work) exceeds the time an
  * on-demand start takes (boot + one tick); at the latest tick where that
- * would no longer hold it gets TM_PLAN_DEADLINE_OD: run on on-demand now.
+ * would no longer hold it gets TM_PLANNER_DEADLINE_OD: run on on-demand now.
  */
 #ifndef TM_PLANNER_H
 #define TM_PLANNER_H
@@ -69,13 +69,13 @@
 
 #include "controller/fleet/prices.h"
 
-enum tm_plan_pool {
-    TM_PLAN_POOL_OD,
-    TM_PLAN_POOL_SPOT,
-    TM_PLAN_POOL_MAX,
+enum tm_planner_pool {
+    TM_PLANNER_POOL_OD,
+    TM_PLANNER_POOL_SPOT,
+    TM_PLANNER_POOL_MAX,
 };
 
-struct tm_plan_node {
+struct tm_planner_node {
     int64_t id;
     int32_t type;            /* index into prices->types */
     int32_t zone;            /* index into prices->zones (0 when none) */
@@ -90,21 +90,21 @@ struct tm_plan_node {
     int64_t idle_since_ms;   /* when it last became empty; ignored when jobs > 0 */
     int64_t busy_until_ms;   /* expected end of its work (estimates) */
     int64_t lost_if_moved_milli_ms; /* work lost by moving its jobs (not checkpointed) */
-    /* Added (issue 4, packing): */
+    /* What packing checks beside GPUs: */
     int64_t used_cpu_milli;  /* CPU held by running jobs (0 with cpu_milli 0 jobs) */
     int64_t used_memory_mib; /* memory held by running jobs */
-    bool cordoned;           /* drained (TM_PLAN_DRAIN): no new work, released once empty */
-    /* Added (issue 4, second pass): the largest free room on one partly
-     * used GPU, in milli-GPU, when share_room_known.  A share fits a node
-     * on one GPU only: three 0.5 shares spread over two GPUs leave 500
-     * free on each, and a 0.6 share fits neither.  share_room_known false:
-     * a share fits when the node's total free milli-GPU holds it, as
-     * before. */
+    bool cordoned;           /* drained (TM_PLANNER_DRAIN): no new work, released once empty */
+    /* The largest free room on one partly used GPU, in milli-GPU, when
+     * share_room_known.  A share fits a node on one GPU only: three 0.5
+     * shares spread over two GPUs leave 500 free on each, and a 0.6 share
+     * fits neither.  share_room_known false (a caller that does not track
+     * GPUs one by one): a share fits when the node's total free milli-GPU
+     * holds it. */
     int32_t share_free_milli;
     bool share_room_known;
 };
 
-struct tm_plan_job {
+struct tm_planner_job {
     int64_t id;
     int32_t gpus;            /* whole GPUs; 0 for a share */
     int32_t milli;           /* total milli-GPU (gpus x 1000, or the share) */
@@ -114,17 +114,17 @@ struct tm_plan_job {
     int32_t node;            /* running: index into nodes; else -1 */
     int64_t remaining_ms;    /* expected work left (estimate) */
     int64_t deadline_ms;     /* 0: none */
-    int64_t cpu_milli;       /* CPU it asks (added, issue 4); 0: not checked */
+    int64_t cpu_milli;       /* CPU it asks; 0: not checked */
     int64_t memory_mib;      /* memory it asks; 0: not checked */
 };
 
-struct tm_plan_shortage {
+struct tm_planner_shortage {
     int32_t type, zone;
     bool spot;
     int64_t until_ms;        /* remembered until then */
 };
 
-struct tm_plan_budget {
+struct tm_planner_budget {
     bool active;             /* false: no cap */
     bool hard;
     int64_t cap_uusd;
@@ -134,12 +134,12 @@ struct tm_plan_budget {
     int64_t committed_uusd;  /* running nodes to the end of their expected use */
 };
 
-struct tm_plan_params {
+struct tm_planner_params {
     int64_t boot_ms;
     int64_t tick_ms;
     int64_t idle_grace_ms;
-    int32_t min_nodes[TM_PLAN_POOL_MAX];
-    int32_t max_nodes[TM_PLAN_POOL_MAX];
+    int32_t min_nodes[TM_PLANNER_POOL_MAX];
+    int32_t max_nodes[TM_PLANNER_POOL_MAX];
     int32_t disruption_nodes;        /* at least this many per interval */
     double disruption_pct;           /* or this share of the nodes */
     int32_t recent_terminations;     /* already done in the current interval */
@@ -149,61 +149,62 @@ struct tm_plan_params {
                                       * on-demand nodes already paid for */
     int64_t move_cost_ms;            /* checkpoint + restore time of a move */
     int64_t launch_use_ms;           /* expected use of a launch with no estimate */
-    /* Added (issue 4, sizing).  A node whose work would fit a type of at
-     * most an eighth of its GPUs is drained (TM_PLAN_DRAIN: no new work,
-     * released once empty), and idle nodes larger than the smallest type
-     * are released past their grace whatever the forecast (it is kept in
-     * small nodes).  false: as before. */
+    /* A node whose work would fit a type of at most an eighth of its GPUs
+     * is drained (TM_PLANNER_DRAIN: no new work, released once empty), and
+     * idle nodes larger than the smallest type are released past their
+     * grace whatever the forecast (it is kept in small nodes).  false:
+     * nodes are never drained for their size, and idle ones go by the
+     * forecast alone. */
     bool drain_oversized;
-    /* Added (issue 4, second pass).  > 0: an idle node kept only for the
+    /* > 0: an idle node kept only for the
      * forecast's upper quantile (keep_gpus) is released once it has been
      * idle this long, whatever the forecast (ski rental: keeping a node
      * idle longer than a relaunch costs buys nothing the relaunch would
      * not; the replay uses the boot time).  0: kept as long as the
-     * forecast wants it, as before. */
+     * forecast wants it. */
     int64_t keep_max_ms;
 };
 
-struct tm_plan_input {
+struct tm_planner_input {
     int64_t now_ms;
     const struct tm_price_table *prices;
-    const struct tm_plan_node *nodes;
+    const struct tm_planner_node *nodes;
     size_t nnodes;
-    const struct tm_plan_job *jobs;  /* queued and running jobs */
+    const struct tm_planner_job *jobs;  /* queued and running jobs */
     size_t njobs;
-    double forecast_gpus[TM_PLAN_POOL_MAX]; /* GPUs wanted one boot ahead, launched
+    double forecast_gpus[TM_PLANNER_POOL_MAX]; /* GPUs wanted one boot ahead, launched
                                              * for ahead of the queue; < 0: none */
-    double keep_gpus[TM_PLAN_POOL_MAX];     /* GPUs idle nodes are kept for (the
+    double keep_gpus[TM_PLANNER_POOL_MAX];     /* GPUs idle nodes are kept for (the
                                              * upper quantile: hysteresis); < 0: none */
-    const struct tm_plan_shortage *shortages;
+    const struct tm_planner_shortage *shortages;
     size_t nshortages;
-    struct tm_plan_budget budget;
-    struct tm_plan_params params;
-    /* Added (spot hazards per zone): interruptions per node-hour of spot
-     * type t in zone z at [t x nzones + z] (nzones at least 1), or NULL.
-     * Given, a spot launch goes to the zone of lowest hazard among those
-     * not short (ties in table order); NULL: the first zone not short. */
+    struct tm_planner_budget budget;
+    struct tm_planner_params params;
+    /* Interruptions per node-hour of spot type t in zone z at
+     * [t x nzones + z] (nzones at least 1), or NULL.  Given, a spot
+     * launch goes to the zone of lowest hazard among those not short
+     * (ties in table order); NULL: the first zone not short. */
     const double *spot_zone_hazard;
 };
 
-enum tm_plan_kind {
-    TM_PLAN_LAUNCH,
-    TM_PLAN_TERMINATE,
-    TM_PLAN_SUBSTITUTE,      /* launch `type` on spot to replace `node` */
-    TM_PLAN_MOVE,            /* checkpoint and move `node`'s jobs, then release it */
-    TM_PLAN_DEADLINE_OD,     /* job `job` must run on on-demand from now */
-    TM_PLAN_REFUSE,          /* a launch refused by a hard budget cap */
-    TM_PLAN_WARN,            /* a soft budget threshold passed */
-    TM_PLAN_DRAIN,           /* no new work on `node`; it is released once empty (added) */
-    TM_PLAN_KIND_MAX,
+enum tm_planner_kind {
+    TM_PLANNER_LAUNCH,
+    TM_PLANNER_TERMINATE,
+    TM_PLANNER_SUBSTITUTE,      /* launch `type` on spot to replace `node` */
+    TM_PLANNER_MOVE,            /* checkpoint and move `node`'s jobs, then release it */
+    TM_PLANNER_DEADLINE_OD,     /* job `job` must run on on-demand from now */
+    TM_PLANNER_REFUSE,          /* a launch refused by a hard budget cap */
+    TM_PLANNER_WARN,            /* a soft budget threshold passed */
+    TM_PLANNER_DRAIN,           /* no new work on `node`; it is released once empty */
+    TM_PLANNER_KIND_MAX,
 };
 
-const char *tm_plan_kind_name(enum tm_plan_kind k);
+const char *tm_planner_kind_name(enum tm_planner_kind k);
 
-#define TM_PLAN_REASON_MAX 192
+#define TM_PLANNER_REASON_MAX 192
 
-struct tm_plan_action {
-    enum tm_plan_kind kind;
+struct tm_planner_action {
+    enum tm_planner_kind kind;
     int32_t node;            /* index into nodes; -1 when none */
     int32_t job;             /* index into jobs; -1 when none */
     int32_t type;            /* launches: index into prices->types */
@@ -212,18 +213,18 @@ struct tm_plan_action {
     bool od_fallback;        /* launches: on-demand for preemptible work, spot short */
     bool pool_minimum;       /* launches: only to keep the pool at its min_nodes */
     int64_t cost_uusd;       /* launches: projected cost */
-    char reason[TM_PLAN_REASON_MAX];
+    char reason[TM_PLANNER_REASON_MAX];
 };
 
-struct tm_plan_result {
-    struct tm_plan_action *actions;
+struct tm_planner_result {
+    struct tm_planner_action *actions;
     size_t nactions;
 };
 
 /* One planning pass.  0, TM_EINVAL (bad indices, no prices) or TM_ENOMEM;
- * *ret is filled only on success; release with tm_plan_result_release(). */
-int tm_plan_run(const struct tm_plan_input *in, struct tm_plan_result *ret);
-void tm_plan_result_release(struct tm_plan_result *r);
+ * *ret is filled only on success; release with tm_planner_result_release(). */
+int tm_planner_run(const struct tm_planner_input *in, struct tm_planner_result *ret);
+void tm_planner_result_release(struct tm_planner_result *r);
 
 /* The type for one new node holding (part of) `milli` milli-GPU of work
  * whose largest job needs `largest_gpus` whole GPUs: the lowest price per
@@ -231,19 +232,19 @@ void tm_plan_result_release(struct tm_plan_result *r);
  * that hold the largest job; the larger type on ties.  Types short at now
  * in every zone are skipped.  Returns the type index or -1; *ret_zone gets
  * the first zone without shortage. */
-int tm_plan_choose_type(const struct tm_price_table *prices, const double *spot_zone_hazard,
-                        bool spot, int32_t milli,
-                        int32_t largest_gpus, const struct tm_plan_shortage *sh, size_t nsh,
-                        int64_t now_ms, int32_t *ret_zone);
+int tm_planner_choose_type(const struct tm_price_table *prices, const double *spot_zone_hazard,
+                           bool spot, int32_t milli,
+                           int32_t largest_gpus, const struct tm_planner_shortage *sh, size_t nsh,
+                           int64_t now_ms, int32_t *ret_zone);
 
 /* Whether (type, zone, spot) is remembered as short at now. */
-bool tm_plan_short(const struct tm_plan_shortage *sh, size_t nsh, int32_t type, int32_t zone,
-                   bool spot, int64_t now_ms);
+bool tm_planner_short(const struct tm_planner_shortage *sh, size_t nsh, int32_t type, int32_t zone,
+                      bool spot, int64_t now_ms);
 
 /* The latest moment a job with `remaining_ms` of work and a deadline may
  * still start on on-demand and finish in time, given boot_ms and tick_ms:
  * deadline - remaining - boot - tick. */
-int64_t tm_plan_deadline_switch_ms(int64_t deadline_ms, int64_t remaining_ms, int64_t boot_ms,
-                                   int64_t tick_ms);
+int64_t tm_planner_deadline_switch_ms(int64_t deadline_ms, int64_t remaining_ms, int64_t boot_ms,
+                                      int64_t tick_ms);
 
 #endif

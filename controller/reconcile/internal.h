@@ -1,6 +1,9 @@
 /*
  * controller/reconcile/internal.h: what the files of the reconcile pass
- * share (reconcile.c, reconcile/moves.c); nothing outside them includes it.
+ * share; nothing outside controller/reconcile/ includes it.  Calls run one
+ * way: reconcile.c (tm_reconcile) -> the steps (observe.c, budgets.c,
+ * schedule.c, fleet.c) -> route.c, moves.c -> pass.c; moves.c also asks
+ * route.c and budgets.c for launches, and nothing calls back up.
  *
  * One pass is one struct pass: the input, the plan being written, and the
  * per-node, per-job and per-pool scratch arrays the steps hand each other.
@@ -41,7 +44,7 @@ struct team_budget {
 struct pass {
     const struct tm_reconcile_input *in;
     const struct tm_config *cfg;
-    struct tm_plan plan;
+    struct tm_rc_plan plan;
     size_t launch_cap, term_cap;
     int err;
     int *pool_provider;        /* pool index -> provider index */
@@ -74,13 +77,13 @@ struct pass {
 /* What one model's planner pass is given, and where its entries came from. */
 struct fleet {
     struct tm_price_table pr;
-    struct tm_plan_node *nodes;
+    struct tm_planner_node *nodes;
     int32_t *node_of;           /* plan node -> snapshot node */
     int32_t *plan_of;           /* snapshot node -> plan node, -1 when not in it */
     size_t nnodes;
-    struct tm_plan_job *jobs;
+    struct tm_planner_job *jobs;
     size_t njobs;
-    struct tm_plan_shortage *shortages;
+    struct tm_planner_shortage *shortages;
     size_t nshortages;
     bool any_shortage;
     /* Spot interruptions per node-hour of type t in zone z at
@@ -97,7 +100,7 @@ struct fleet {
 /* Checkpoint plus restore of one move, as the elastic replay assumes. */
 #define TM_RC_MOVE_COST_MS 60000
 
-/* ---- plan writing (reconcile.c) ---------------------------------------- */
+/* ---- plan writing (pass.c) ---------------------------------------------- */
 
 /* Append {"op": op, "reason": reason} to the plan; NULL once p->err is set. */
 cJSON *tm_rc_action(struct pass *p, const char *op, const char *reason);
@@ -108,9 +111,15 @@ void tm_rc_put_str(struct pass *p, cJSON *obj, const char *key, const char *v);
 cJSON *tm_rc_inputs(struct pass *p, cJSON *a);
 /* A cloud terminate to make after the plan commits. */
 void tm_rc_add_terminate(struct pass *p, int provider, int64_t node_id, const char *instance_id);
+/* A cloud launch to make after the plan commits (node_id 0: a new node). */
+void tm_rc_add_launch(struct pass *p, int64_t node_id, const char *token, int pool,
+                      const char *type, const char *zone, enum tm_capacity_type cap);
 
-/* ---- snapshot lookups (reconcile.c) ------------------------------------ */
+/* ---- snapshot lookups (pass.c) ----------------------------------------- */
 
+/* p->alloc_nodes sorted, p->node_ids and p->job_ids built; once per pass,
+ * before any lookup. */
+void tm_rc_index_build(struct pass *p);
 int tm_rc_node_index(const struct pass *p, int64_t id);
 int tm_rc_job_index(const struct pass *p, int64_t id);
 /* The allocations on node id: entries [*lo, *hi) of p->alloc_nodes. */
@@ -124,10 +133,50 @@ int64_t tm_rc_job_estimate(const struct tm_estimator *est, const struct tm_snap_
  * earlier runs (same team, name, class and GPUs), which the scheduler's
  * align_ends placement trusts.  An estimate the submitter gave is not. */
 int64_t tm_rc_job_estimate_known(const struct tm_estimator *est, const struct tm_snap_job *j, bool *ret_known);
+
+/* ---- pools (pass.c) ---------------------------------------------------- */
+
 bool tm_rc_pool_is_od(const struct tm_config_pool *pool);
+/* Whether a job may use a pool at all: model, size, pool pin, and
+ * non-preemptible work never on spot capacity. */
+bool tm_rc_pool_accepts(const struct tm_config_pool *pool, int pool_index,
+                        const struct tm_snap_job *j);
+/* The cheapest type of a pool for a capacity type, by price per GPU-hour. */
+const struct tm_config_instance_type *tm_rc_pool_type(const struct tm_config *cfg,
+                                                      const struct tm_config_pool *pool,
+                                                      enum tm_capacity_type cap);
+/* Boot time the planner assumes for a pool: the sim provider's, else 3 min. */
+int64_t tm_rc_pool_boot_ms(const struct tm_config *cfg, const struct tm_config_pool *pool);
 
-/* ---- launches (reconcile.c) -------------------------------------------- */
+/* ---- the steps (observe.c, budgets.c, schedule.c, fleet.c) ------------- */
 
+/* Step 1: compare each live node with its provider's listing;
+ * ret_matched[o] is allocated here, an entry per instance of listing o. */
+void tm_rc_observe(struct pass *p, bool **ret_matched);
+/* Spent and committed spend against every cap; fills p->teams, p->org and
+ * p->job_held. */
+void tm_rc_budgets(struct pass *p);
+/* Step 2: the scheduler over the ready nodes; marks job_placed[job index]. */
+void tm_rc_schedule(struct pass *p, bool *job_placed);
+/* Step 3: launches and releases from the planner, per GPU model, then
+ * pool minimums and drained nodes. */
+void tm_rc_plan_fleet(struct pass *p, const bool *job_placed);
+
+/* ---- budgets (budgets.c) ----------------------------------------------- */
+
+/* A soft cap's warning, once its projection passes warn_percent. */
+void tm_rc_budget_warn(struct pass *p, const struct team_budget *tb);
+/* The org's hard cap admits a launch (false: a refusal is recorded). */
+bool tm_rc_launch_admitted(struct pass *p, int pi, const struct tm_config_instance_type *t,
+                           enum tm_capacity_type cap);
+
+/* ---- launches (route.c) ------------------------------------------------ */
+
+/* The pool a queued job's new capacity comes from, -1 when none takes it. */
+int tm_rc_job_route(const struct tm_config *cfg, const struct tm_snap_job *j);
+/* GPUs a queued job asks of a pool, in milli-GPU. */
+int64_t tm_rc_job_ask_milli(const struct tm_config_pool *pool, const struct tm_snap_job *j);
+bool tm_rc_pool_lists_zone(const struct tm_config_pool *pool, const char *zone);
 /* A config pool of the model for a launch the planner chose, -1 if all full. */
 int tm_rc_launch_pool(struct pass *p, const bool *in_model, const char *type, const char *zone,
                       bool spot, bool fallback_od);
@@ -136,25 +185,23 @@ int tm_rc_launch_pool(struct pass *p, const bool *in_model, const char *type, co
 cJSON *tm_rc_request_node(struct pass *p, int pi, const struct tm_config_instance_type *t,
                           const char *zone, enum tm_capacity_type cap, const char *why,
                           double forecast_gpus, unsigned *seq);
-/* The org's hard cap admits a launch (false: a refusal is recorded). */
-bool tm_rc_launch_admitted(struct pass *p, int pi, const struct tm_config_instance_type *t,
-                           enum tm_capacity_type cap);
 
-/* ---- the planner's other actions (reconcile/moves.c) ------------------- */
+/* ---- the planner's other actions (moves.c) ----------------------------- */
 
 /* Per pool: disruptions in the current interval (the snapshot's decisions)
- * and how many more the budget allows.  Call once, before fleet(). */
+ * and how many more the budget allows.  Call once, before
+ * tm_rc_plan_fleet(). */
 void tm_rc_disruption_init(struct pass *p);
 /* Take one disruption from pool pi's budget: false when it is spent. */
 bool tm_rc_disruption_take(struct pass *p, int pi);
 /* Mark the on-demand nodes a live spot substitute replaces, and move the
  * jobs off those whose substitute is ready (then they are released once
- * empty).  Call before the planner, after observe() and schedule(). */
+ * empty).  Call before the planner, after observe and schedule. */
 void tm_rc_substitutes(struct pass *p);
 /* Map one planner action of kind DRAIN, MOVE, SUBSTITUTE, DEADLINE_OD or
  * REFUSE to plan ops. */
 void tm_rc_plan_other(struct pass *p, const bool *in_model, const struct fleet *f,
-                      const struct tm_plan_input *in, const struct tm_plan_action *x, unsigned *seq);
+                      const struct tm_planner_input *in, const struct tm_planner_action *x, unsigned *seq);
 /* A launch refused for want of room in every pool of one side of a model. */
 void tm_rc_refuse(struct pass *p, const bool *in_model, bool spot, const char *key, const char *reason);
 

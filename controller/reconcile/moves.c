@@ -19,7 +19,7 @@
  *                its row and the old node runs on.  All of it is in the
  *                database, so a restarted controller carries on.
  *   DEADLINE_OD  "deadline_od": the job is routed to on-demand from now
- *                (jobs.on_demand_from_ms, pool_accepts) and, if it runs on
+ *                (jobs.on_demand_from_ms, tm_rc_pool_accepts) and, if it runs on
  *                spot, leaves it: checkpointed when it can, else requeued.
  *   REFUSE       "launch_refused": recorded when the refusal changes, not
  *                each tick (0007's launch_refusals).
@@ -252,11 +252,11 @@ static const char *refusal_key(const char *reason)
     return "refused";
 }
 
-static void plan_drain(struct pass *p, const struct fleet *f, const struct tm_plan_action *x)
+static void plan_drain(struct pass *p, const struct fleet *f, const struct tm_planner_action *x)
 {
     size_t ni = (size_t)f->node_of[x->node];
     const struct tm_snap_node *n = &p->in->snap->nodes[ni];
-    const struct tm_plan_node *pn = &f->nodes[x->node];
+    const struct tm_planner_node *pn = &f->nodes[x->node];
     char why[256];
 
     if (n->state != TM_NODE_READY || n->cordoned || p->node_gone[ni])
@@ -274,7 +274,7 @@ static void plan_drain(struct pass *p, const struct fleet *f, const struct tm_pl
     p->plan.drained++;
 }
 
-static void plan_move(struct pass *p, const struct fleet *f, const struct tm_plan_action *x)
+static void plan_move(struct pass *p, const struct fleet *f, const struct tm_planner_action *x)
 {
     size_t ni = (size_t)f->node_of[x->node];
     const struct tm_snap_node *n = &p->in->snap->nodes[ni];
@@ -290,7 +290,7 @@ static void plan_move(struct pass *p, const struct fleet *f, const struct tm_pla
 }
 
 static void plan_substitute(struct pass *p, const bool *in_model, const struct fleet *f,
-                            const struct tm_plan_action *x, unsigned *seq)
+                            const struct tm_planner_action *x, unsigned *seq)
 {
     const struct tm_config *cfg = p->cfg;
     size_t oi = (size_t)f->node_of[x->node];
@@ -343,11 +343,11 @@ static void plan_substitute(struct pass *p, const bool *in_model, const struct f
     p->plan.substituted++;
 }
 
-static void plan_deadline(struct pass *p, const struct fleet *f, const struct tm_plan_input *in_p,
-                          const struct tm_plan_action *x)
+static void plan_deadline(struct pass *p, const struct fleet *f, const struct tm_planner_input *in_p,
+                          const struct tm_planner_action *x)
 {
     const struct tm_snapshot *s = p->in->snap;
-    const struct tm_plan_job *pj = &f->jobs[x->job];
+    const struct tm_planner_job *pj = &f->jobs[x->job];
     int ji = tm_rc_job_index(p, pj->id);
     char why[256];
 
@@ -358,8 +358,8 @@ static void plan_deadline(struct pass *p, const struct fleet *f, const struct tm
     if (j->on_demand_from_ms > 0 && oi < 0)
         return; /* switched already and not on spot */
     p->job_switched[ji] = true;
-    int64_t sw = tm_plan_deadline_switch_ms(pj->deadline_ms, pj->remaining_ms, in_p->params.boot_ms,
-                                            in_p->params.tick_ms);
+    int64_t sw = tm_planner_deadline_switch_ms(pj->deadline_ms, pj->remaining_ms, in_p->params.boot_ms,
+                                               in_p->params.tick_ms);
     snprintf(why, sizeof(why), "runs on on-demand from now: %s", x->reason);
     cJSON *a = tm_rc_action(p, "deadline_od", why);
     tm_rc_put_num(p, a, "job", (double)j->id);
@@ -390,22 +390,22 @@ static void plan_deadline(struct pass *p, const struct fleet *f, const struct tm
 }
 
 void tm_rc_plan_other(struct pass *p, const bool *in_model, const struct fleet *f,
-                      const struct tm_plan_input *in, const struct tm_plan_action *x, unsigned *seq)
+                      const struct tm_planner_input *in, const struct tm_planner_action *x, unsigned *seq)
 {
     switch (x->kind) {
-    case TM_PLAN_DRAIN:
+    case TM_PLANNER_DRAIN:
         plan_drain(p, f, x);
         break;
-    case TM_PLAN_MOVE:
+    case TM_PLANNER_MOVE:
         plan_move(p, f, x);
         break;
-    case TM_PLAN_SUBSTITUTE:
+    case TM_PLANNER_SUBSTITUTE:
         plan_substitute(p, in_model, f, x, seq);
         break;
-    case TM_PLAN_DEADLINE_OD:
+    case TM_PLANNER_DEADLINE_OD:
         plan_deadline(p, f, in, x);
         break;
-    case TM_PLAN_REFUSE: {
+    case TM_PLANNER_REFUSE: {
         bool spot = x->spot || (strstr(x->reason, "spot") && !strstr(x->reason, "on-demand"));
         tm_rc_refuse(p, in_model, spot, refusal_key(x->reason), x->reason);
         break;

@@ -152,7 +152,7 @@ struct tm_observed {
     size_t n;
 };
 
-struct tm_plan_launch {
+struct tm_rc_plan_launch {
     int64_t node_id;           /* 0 for a node requested by this very plan */
     char token[TM_ID_MAX];
     int pool;
@@ -161,17 +161,17 @@ struct tm_plan_launch {
     enum tm_capacity_type capacity;
 };
 
-struct tm_plan_terminate {
+struct tm_rc_plan_terminate {
     int provider;              /* index into cfg->providers */
     int64_t node_id;           /* 0 for an orphan */
     char instance_id[TM_ID_MAX];
 };
 
-struct tm_plan {
+struct tm_rc_plan {
     cJSON *actions;            /* array for tarmac_apply's plan->'actions' */
-    struct tm_plan_launch *launches;
+    struct tm_rc_plan_launch *launches;
     size_t nlaunches;
-    struct tm_plan_terminate *terminates;
+    struct tm_rc_plan_terminate *terminates;
     size_t nterminates;
     /* Counters for the log line of each pass. */
     unsigned placed, waiting, reserved, preempted, requested, ready, released, gone, orphans;
@@ -226,9 +226,9 @@ void tm_reconcile_pool_demand(const struct tm_config *cfg, const struct tm_snaps
                               double *out);
 
 /* Compute the plan.  *ret is filled only on success; release it with
- * tm_plan_release().  Returns 0, TM_ENOMEM or TM_EINVAL. */
-int tm_reconcile(const struct tm_reconcile_input *in, struct tm_plan *ret);
-void tm_plan_release(struct tm_plan *plan);
+ * tm_rc_plan_release().  Returns 0, TM_ENOMEM or TM_EINVAL. */
+int tm_reconcile(const struct tm_reconcile_input *in, struct tm_rc_plan *ret);
+void tm_rc_plan_release(struct tm_rc_plan *plan);
 
 /* The launch token for the i-th node a pass at now requests in a pool:
  * unique per cluster as long as passes are at least 1 ms apart. */

@@ -5,6 +5,14 @@
  * cloud's boot completions, spot notices and interruptions, and a fleet
  * tick every tick_ms.  After the events of an instant the scheduler
  * places the queue; at each tick the fleet policy plans.
+ *
+ * Why one file of 1.5k lines: every step (the cloud's events, placement,
+ * the three fleet policies, the bounds, the accounting) reads and writes
+ * the one struct sim below through some twenty small helpers (launch,
+ * terminate, stop_job, node_end, price_of, ...).  Split, those would
+ * become external symbols behind a private header for a model that is
+ * read as one discrete-event simulation; tm_elastic_run is instead cut
+ * into one function per phase of an instant.
  */
 #include "controller/replay/elastic.h"
 
@@ -110,8 +118,8 @@ struct sim {
     struct enode *nodes;
     size_t nnodes, capnodes;
     struct tm_estimator *est;
-    struct tm_forecast *fc[TM_PLAN_POOL_MAX];
-    struct tm_plan_shortage shortages[64];
+    struct tm_forecast *fc[TM_PLANNER_POOL_MAX];
+    struct tm_planner_shortage shortages[64];
     size_t nshort;
     int64_t term_times[4096];
     size_t nterm;
@@ -129,6 +137,9 @@ struct sim {
      * planner launches spot in the zone of lowest hazard (the baselines
      * keep table order, as hazard-blind autoscalers do). */
     double *zone_hazard;
+    /* The run's accounting: each finished job's wait, and how many finished. */
+    double *waits;
+    size_t nwaits, done;
 };
 
 static int64_t price_of(const struct sim *s, const struct enode *n)
@@ -271,7 +282,7 @@ static int launch(struct sim *s, int type, int zone, bool spot, const char *reas
                 s->shortages[w++] = s->shortages[k];
         s->nshort = w;
         if (s->nshort < sizeof(s->shortages) / sizeof(s->shortages[0]))
-            s->shortages[s->nshort++] = (struct tm_plan_shortage){type, zone, spot, s->now + 30 * 60 * 1000};
+            s->shortages[s->nshort++] = (struct tm_planner_shortage){type, zone, spot, s->now + 30 * 60 * 1000};
         if (spot && s->spot_pools) {
             s->st.spot_shortages++;
             if (s->cfg->log)
@@ -518,7 +529,7 @@ static int schedule(struct sim *s)
     }
     {
         /* tarmac places with the live tick's scheduler policy and
-         * parameters (reconcile.c); the baselines with EASY backfill's
+         * parameters (reconcile/schedule.c); the baselines with EASY backfill's
          * first fit in launch order, as common schedulers do. */
         bool tarmac = s->cfg->policy == TM_ELASTIC_TARMAC;
         struct tm_sched_input in = {.jobs = sj, .njobs = s->nqueued, .nodes = sn, .nnodes = nn,
@@ -583,7 +594,7 @@ out:
 
 static void observe_forecast(struct sim *s)
 {
-    double d[TM_PLAN_POOL_MAX] = {0, 0};
+    double d[TM_PLANNER_POOL_MAX] = {0, 0};
     if (!s->fc[0])
         return;
     /* running work counts in the pool it runs in */
@@ -595,7 +606,7 @@ static void observe_forecast(struct sim *s)
         struct ejob *jb = &s->jobs[s->queued[k]];
         d[s->cfg->spot && jb->preemptible && (job_mask(s, jb) & 2) ? 1 : 0] += jb->milli / 1000.0;
     }
-    for (int p = 0; p < TM_PLAN_POOL_MAX; p++)
+    for (int p = 0; p < TM_PLANNER_POOL_MAX; p++)
         if (s->fc[p])
             tm_forecast_observe(s->fc[p], s->now, d[p]);
 }
@@ -603,14 +614,14 @@ static void observe_forecast(struct sim *s)
 static int plan(struct sim *s)
 {
     const struct tm_elastic_config *c = s->cfg;
-    struct tm_plan_node *pn = calloc(s->nnodes + 1, sizeof(*pn));
+    struct tm_planner_node *pn = calloc(s->nnodes + 1, sizeof(*pn));
     int32_t *pmap = calloc(s->nnodes + 1, sizeof(*pmap));
     int32_t *nmap = calloc(s->nnodes + 1, sizeof(*nmap));
-    struct tm_plan_job *pj = calloc(s->nqueued + s->nrunning + 1, sizeof(*pj));
+    struct tm_planner_job *pj = calloc(s->nqueued + s->nrunning + 1, sizeof(*pj));
     size_t *jmap = calloc(s->nqueued + s->nrunning + 1, sizeof(*jmap));
     uint32_t *held = calloc(s->nnodes + 1, sizeof(*held)); /* GPUs with any job on them */
-    struct tm_plan_input in;
-    struct tm_plan_result res = {0};
+    struct tm_planner_input in;
+    struct tm_planner_result res = {0};
     size_t nn = 0, nj = 0;
     int rc = 0;
 
@@ -626,7 +637,7 @@ static int plan(struct sim *s)
             continue;
         pmap[i] = (int32_t)nn;
         nmap[nn] = (int32_t)i;
-        pn[nn] = (struct tm_plan_node){.id = (int64_t)i, .type = n->type, .zone = n->zone,
+        pn[nn] = (struct tm_planner_node){.id = (int64_t)i, .type = n->type, .zone = n->zone,
                                        .spot = n->spot, .ready = n->state == N_READY,
                                        .leaving = n->leaving || n->replace >= 0 ? n->leaving : false,
                                        .used_milli = n->used_milli, .jobs = n->njobs,
@@ -644,7 +655,7 @@ static int plan(struct sim *s)
     for (size_t k = 0; k < s->nrunning; k++) {
         size_t j = s->running[k];
         struct ejob *jb = &s->jobs[j];
-        struct tm_plan_node *n = &pn[pmap[jb->node]];
+        struct tm_planner_node *n = &pn[pmap[jb->node]];
         int64_t est = jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
         int64_t left = time_left(jb, est, s->now);
         uint32_t m = jb->mask;
@@ -660,7 +671,7 @@ static int plan(struct sim *s)
         n->used_cpu_milli += jb->cpu;
         n->used_memory_mib += jb->mem;
         jmap[nj] = j;
-        pj[nj++] = (struct tm_plan_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
+        pj[nj++] = (struct tm_planner_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
                                         .preemptible = jb->preemptible, .on_spot = s->nodes[jb->node].spot,
                                         .running = true, .node = pmap[jb->node], .remaining_ms = left,
                                         .deadline_ms = jb->deadline, .cpu_milli = jb->cpu,
@@ -710,7 +721,7 @@ static int plan(struct sim *s)
         int64_t est = jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
         bool pre = jb->preemptible && (job_mask(s, jb) & 2);
         jmap[nj] = j;
-        pj[nj++] = (struct tm_plan_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
+        pj[nj++] = (struct tm_planner_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
                                         .cpu_milli = jb->cpu, .memory_mib = jb->mem,
                                         .preemptible = pre || (jb->preemptible && jb->deadline),
                                         .running = false, .node = -1,
@@ -759,7 +770,7 @@ static int plan(struct sim *s)
                     recent++;
             in.params.recent_terminations = recent;
         }
-        for (int p = 0; p < TM_PLAN_POOL_MAX; p++) {
+        for (int p = 0; p < TM_PLANNER_POOL_MAX; p++) {
             double mean, upper;
             if (s->fc[p] && tm_forecast_predict(s->fc[p], c->boot_ms + c->tick_ms, 0.9, &mean,
                                                 &upper) == 0)
@@ -770,7 +781,7 @@ static int plan(struct sim *s)
                  * (reactive 9.5 s) but 1.2% dearer, sizes 1-8 3% dearer,
                  * and on the Helios series dearer than reactive. */
                 in.forecast_gpus[p] = mean;
-                /* as the live tick (reconcile.c): an upper quantile
+                /* as the live tick (reconcile/fleet.c): an upper quantile
                  * below the mean keeps what the mean launched */
                 in.keep_gpus[p] = upper > mean ? upper : mean;
             }
@@ -796,27 +807,27 @@ static int plan(struct sim *s)
         }
         in.budget.committed_uusd = committed;
     }
-    rc = tm_plan_run(&in, &res);
+    rc = tm_planner_run(&in, &res);
     if (rc < 0)
         goto out;
     for (size_t k = 0; k < res.nactions; k++) {
-        const struct tm_plan_action *x = &res.actions[k];
+        const struct tm_planner_action *x = &res.actions[k];
         switch (x->kind) {
-        case TM_PLAN_LAUNCH:
+        case TM_PLANNER_LAUNCH:
             rc = launch(s, x->type, x->zone, x->spot, x->reason);
             if (rc == TM_EQUOTA)
                 rc = 0;
             break;
-        case TM_PLAN_TERMINATE:
+        case TM_PLANNER_TERMINATE:
             terminate(s, (size_t)nmap[x->node], x->reason);
             break;
-        case TM_PLAN_SUBSTITUTE:
+        case TM_PLANNER_SUBSTITUTE:
             if (launch(s, x->type, x->zone, true, x->reason) == 0) {
                 s->nodes[s->nnodes - 1].replace = nmap[x->node];
                 s->st.substitutions++;
             }
             break;
-        case TM_PLAN_MOVE: {
+        case TM_PLANNER_MOVE: {
             size_t ni = (size_t)nmap[x->node];
             for (size_t q = s->nrunning; q-- > 0;)
                 if (s->jobs[s->running[q]].node == (int)ni)
@@ -828,27 +839,27 @@ static int plan(struct sim *s)
                 fprintf(c->log, "%.0f tarmac move %s: %s\n", s->now / 1e3, s->nodes[ni].id, x->reason);
             break;
         }
-        case TM_PLAN_DEADLINE_OD: {
+        case TM_PLANNER_DEADLINE_OD: {
             size_t j = jmap[x->job];
             s->jobs[j].force_od = true;
             if (s->jobs[j].state == J_RUNNING && s->nodes[s->jobs[j].node].spot)
                 stop_job(s, j, s->jobs[j].ckpt);
             break;
         }
-        case TM_PLAN_DRAIN:
+        case TM_PLANNER_DRAIN:
             s->nodes[nmap[x->node]].cordoned = true;
             s->st.drains++;
             if (c->log)
                 fprintf(c->log, "%.0f %s drain %s: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
                         s->nodes[nmap[x->node]].id, x->reason);
             break;
-        case TM_PLAN_REFUSE:
+        case TM_PLANNER_REFUSE:
             s->st.refusals++;
             if (c->log)
                 fprintf(c->log, "%.0f %s refuse: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
                         x->reason);
             break;
-        case TM_PLAN_WARN:
+        case TM_PLANNER_WARN:
             s->warned = true;
             if (c->log)
                 fprintf(c->log, "%.0f %s warn: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
@@ -861,7 +872,7 @@ static int plan(struct sim *s)
             break;
     }
 out:
-    tm_plan_result_release(&res);
+    tm_planner_result_release(&res);
     free(pn);
     free(pmap);
     free(nmap);
@@ -1142,6 +1153,322 @@ static void sim_free(struct sim *s)
     free(s->running);
     free(s->nodes);
     free(s->zone_hazard);
+    free(s->waits);
+}
+
+/* The simulated cloud's parameters from the price table and the replay's
+ * configuration: one type per priced type, the table's zones (one "sim-a"
+ * without any). */
+static void sim_cloud_params(struct sim *s)
+{
+    const struct tm_elastic_config *cfg = s->cfg;
+
+    tm_simcloud_params_init(&s->cp);
+    for (size_t i = 0; i < s->pr->ntypes && i < TM_SIM_TYPES_MAX; i++) {
+        struct tm_sim_type *st = &s->cp.types[s->cp.ntypes++];
+        snprintf(st->name, sizeof(st->name), "%s", s->pr->types[i].name);
+        st->gpus = s->pr->types[i].gpus;
+        snprintf(st->gpu_model, sizeof(st->gpu_model), "%s", s->pr->types[i].gpu_model);
+        st->cpu_milli = s->pr->types[i].cpu_milli;
+        st->memory_mib = s->pr->types[i].memory_mib;
+        st->on_demand_uusd_per_hour = s->pr->types[i].on_demand_uusd_per_hour;
+        st->spot_uusd_per_hour = s->pr->types[i].spot_uusd_per_hour;
+        st->capacity = s->pr->types[i].capacity;
+    }
+    if (s->pr->nzones == 0) {
+        snprintf(s->cp.zones[0], sizeof(s->cp.zones[0]), "sim-a");
+        s->cp.nzones = 1;
+    } else {
+        for (size_t z = 0; z < s->pr->nzones && z < TM_SIM_ZONES_MAX; z++)
+            snprintf(s->cp.zones[z], sizeof(s->cp.zones[z]), "%s", s->pr->zones[z]);
+        s->cp.nzones = s->pr->nzones < TM_SIM_ZONES_MAX ? s->pr->nzones : TM_SIM_ZONES_MAX;
+    }
+    s->cp.boot_delay_ms = cfg->boot_ms;
+    s->cp.spot_hazard_per_hour = cfg->spot ? cfg->hazard_per_hour : 0;
+    s->cp.spot_notice_ms = cfg->notice_ms;
+    s->cp.shutdown_ms = 0;
+    s->cp.seed = cfg->seed;
+}
+
+/* Everything a run needs before its first event: the org budget, the
+ * cloud, the estimator, the jobs, the forecasters (tarmac) and the
+ * bounds.  Returns 0 or a negative code; s is freed by sim_free either
+ * way. */
+static int sim_init(struct sim *s, const struct tm_trace *t, const struct tm_elastic_config *cfg)
+{
+    int rc;
+
+    memset(s, 0, sizeof(*s));
+    s->cfg = cfg;
+    s->pr = cfg->prices;
+    for (size_t b = 0; b < s->pr->nbudgets; b++)
+        if (s->pr->budgets[b].scope == TM_BUDGET_ORG) {
+            s->budget = s->pr->budgets[b];
+            s->budget_on = true;
+            break;
+        }
+    sim_cloud_params(s);
+    rc = setup_spot_pools(s);
+    if (rc < 0)
+        return rc;
+    rc = tm_simcloud_create(&s->cp, &s->cloud);
+    if (rc < 0)
+        return rc;
+    rc = tm_estimator_new(&s->est);
+    if (rc < 0)
+        return rc;
+    rc = load_jobs(s, t);
+    if (rc < 0)
+        return rc;
+    if (cfg->policy == TM_ELASTIC_TARMAC) {
+        struct tm_forecast_params fp;
+        tm_forecast_params_default(&fp);
+        fp.horizon_steps = (int32_t)((cfg->boot_ms + cfg->tick_ms) / fp.step_ms + 1);
+        for (int p = 0; p < (cfg->spot ? 2 : 1); p++) {
+            rc = tm_forecast_new(TM_FORECAST_TARMAC, &fp, &s->fc[p]);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    rc = bounds(s);
+    if (rc < 0)
+        return rc;
+    s->waits = malloc(s->njobs * sizeof(double));
+    if (!s->waits)
+        return TM_ENOMEM;
+    return 0;
+}
+
+/* The static policy's fleet, launched once: enough of the largest type
+ * (the cheaper on ties) for the trace's peak. */
+static int launch_static(struct sim *s)
+{
+    int64_t g = static_peak_gpus(s);
+    int big = 0;
+    int rc;
+
+    for (size_t i = 1; i < s->pr->ntypes; i++)
+        if (s->pr->types[i].gpus > s->pr->types[big].gpus ||
+            (s->pr->types[i].gpus == s->pr->types[big].gpus &&
+             s->pr->types[i].on_demand_uusd_per_hour < s->pr->types[big].on_demand_uusd_per_hour))
+            big = (int)i;
+    for (int64_t k = 0; k < (g + s->pr->types[big].gpus - 1) / s->pr->types[big].gpus; k++) {
+        rc = launch(s, big, (int)(k % (int64_t)s->cp.nzones), false, "static: enough for the peak");
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* The time of the next event: an arrival, a job's end, a boot, a notice
+ * or a node's end; NEVER when none is pending. */
+static int64_t next_event(const struct sim *s)
+{
+    int64_t next = NEVER;
+
+    if (s->next_arrival < s->njobs)
+        next = s->jobs[s->order[s->next_arrival]].submit;
+    for (size_t k = 0; k < s->nrunning; k++) {
+        const struct ejob *jb = &s->jobs[s->running[k]];
+        int64_t e = jb->start + jb->runtime - jb->progress;
+        if (e < next)
+            next = e;
+    }
+    for (size_t i = 0; i < s->nnodes; i++) {
+        const struct enode *n = &s->nodes[i];
+        int64_t e;
+        if (n->state == N_GONE)
+            continue;
+        if (n->state == N_BOOTING && n->ready < next)
+            next = n->ready;
+        if (!n->noticed && n->notice != NEVER && n->notice > s->now - 1 && n->notice < next)
+            next = n->notice;
+        e = node_end(s, n);
+        if (e < next)
+            next = e;
+    }
+    return next;
+}
+
+/* Node events at s->now: boots completed (a substitute's replaced node
+ * handing over its jobs), notices (checkpoints, doomed jobs requeued
+ * under tarmac) and nodes that end (their jobs stopped, interruptions
+ * counted). */
+static void node_events(struct sim *s)
+{
+    const struct tm_elastic_config *cfg = s->cfg;
+
+    for (size_t i = 0; i < s->nnodes; i++) {
+        struct enode *n = &s->nodes[i];
+        if (n->state == N_GONE)
+            continue;
+        if (n->state == N_BOOTING && n->ready <= s->now && node_end(s, n) > s->now) {
+            n->state = N_READY;
+            n->idle_since = s->now;
+            if (n->replace >= 0) {
+                /* the substitute is up: move the replaced node's jobs */
+                struct enode *old = &s->nodes[n->replace];
+                for (size_t q = s->nrunning; q-- > 0;)
+                    if (s->jobs[s->running[q]].node == n->replace)
+                        stop_job(s, s->running[q], s->jobs[s->running[q]].ckpt);
+                if (old->state != N_GONE)
+                    terminate(s, (size_t)n->replace, "substituted by spot");
+                n->replace = -1;
+            }
+        }
+        if (!n->noticed && n->notice != NEVER && n->notice <= s->now) {
+            n->noticed = true;
+            n->leaving = true;
+            for (size_t q = s->nrunning; q-- > 0;) {
+                struct ejob *jb = &s->jobs[s->running[q]];
+                if (jb->node != (int)i)
+                    continue;
+                if (jb->ckpt)
+                    stop_job(s, s->running[q], true);
+                else if (cfg->policy == TM_ELASTIC_TARMAC &&
+                         jb->start + jb->runtime - jb->progress > n->interrupt)
+                    stop_job(s, s->running[q], false); /* doomed: requeue at once */
+            }
+        }
+        if (node_end(s, n) <= s->now) {
+            bool intr = n->interrupt != NEVER && n->interrupt <= s->now;
+            for (size_t q = s->nrunning; q-- > 0;)
+                if (s->jobs[s->running[q]].node == (int)i)
+                    stop_job(s, s->running[q], false);
+            if (intr) {
+                s->st.interruptions++;
+                if (n->zone >= 0 && n->zone < TM_PRICES_ZONES_MAX)
+                    s->st.interruptions_by_zone[n->zone]++;
+            }
+            n->state = N_GONE;
+        }
+    }
+}
+
+/* Jobs that finish at s->now: their node freed, their GPU-hours, wait and
+ * deadline counted, their runtime taught to the estimator.  Returns 0 or
+ * a negative code. */
+static int completions(struct sim *s)
+{
+    int rc;
+
+    for (size_t q = s->nrunning; q-- > 0;) {
+        size_t j = s->running[q];
+        struct ejob *jb = &s->jobs[j];
+        if (jb->start + jb->runtime - jb->progress <= s->now) {
+            struct enode *n = &s->nodes[jb->node];
+            char kb[64];
+            struct tm_estimate_key k = key_of(jb, kb, sizeof(kb));
+            n->njobs--;
+            n->used_milli -= jb->amilli * __builtin_popcount(jb->mask);
+            if (n->njobs == 0)
+                n->idle_since = s->now;
+            s->running[q] = s->running[--s->nrunning];
+            jb->state = J_DONE;
+            jb->node = -1;
+            s->done++;
+            s->st.useful_gpu_hours += (double)jb->milli / 1000 * (double)jb->runtime / HOUR_MS;
+            if (jb->preemptible)
+                s->st.be_gpu_hours += (double)jb->milli / 1000 * (double)jb->runtime / HOUR_MS;
+            s->waits[s->nwaits++] = (double)(jb->first_start - jb->submit) / 1e3;
+            if (jb->deadline) {
+                s->st.deadlines++;
+                if (s->now > jb->deadline)
+                    s->st.deadlines_missed++;
+            }
+            rc = tm_estimator_observe(s->est, &k, jb->runtime);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* Jobs submitted by s->now join the queue.  An estimate from the task's
+ * own earlier runs (level 1: the same trace task again, as --copies
+ * submits it) is known, and tarmac places the job by its expected end
+ * (align_ends). */
+static void arrivals(struct sim *s)
+{
+    while (s->next_arrival < s->njobs && s->jobs[s->order[s->next_arrival]].submit <= s->now) {
+        size_t j = s->order[s->next_arrival++];
+        char kb[64];
+        struct tm_estimate_key k = key_of(&s->jobs[j], kb, sizeof(kb));
+        int lvl;
+        s->jobs[j].estimate = tm_estimate_level(s->est, &k, &lvl);
+        s->jobs[j].known = lvl == 1;
+        s->st.known_estimates += s->jobs[j].known;
+        enqueue(s, j);
+    }
+}
+
+/* One planning pass of the fleet policy, then the scheduler over what it
+ * changed.  Returns 0 or a negative code. */
+static int plan_and_schedule(struct sim *s)
+{
+    int rc = plan(s);
+    if (rc < 0)
+        return rc;
+    return schedule(s);
+}
+
+/* The most nodes alive (not leaving) at once. */
+static void count_peak(struct sim *s)
+{
+    size_t alive = 0;
+    for (size_t i = 0; i < s->nnodes; i++)
+        if (s->nodes[i].state != N_GONE && !s->nodes[i].leaving)
+            alive++;
+    if (alive > s->st.peak_nodes)
+        s->st.peak_nodes = alive;
+}
+
+/* The end of the replay: every node released, then cost, paid GPU-hours,
+ * the worst month's overshoot, and the waits. */
+static void finish(struct sim *s)
+{
+    const struct tm_elastic_config *cfg = s->cfg;
+
+    for (size_t i = 0; i < s->nnodes; i++)
+        if (s->nodes[i].state != N_GONE)
+            terminate(s, i, "replay over");
+    {
+        double cost = 0, paid = 0;
+        for (size_t i = 0; i < s->nnodes; i++) {
+            struct enode *n = &s->nodes[i];
+            int64_t e = node_end(s, n);
+            if (e == NEVER)
+                e = s->now;
+            cost += (double)price_of(s, n) * (double)(e - n->launched) / HOUR_MS;
+            paid += (double)s->pr->types[n->type].gpus * (double)(e - n->launched) / HOUR_MS;
+        }
+        s->st.cost_usd = cost / 1e6;
+        s->st.paid_gpu_hours = paid;
+    }
+    if (s->budget_on) {
+        /* overshoot: the worst month */
+        for (int64_t m = 0; m <= s->now / MONTH_MS; m++) {
+            double sp = spent_between(s, m * MONTH_MS, (m + 1) * MONTH_MS) / 1e4;
+            double over = sp - (double)s->budget.cap_cents;
+            if (over > s->st.budget_overshoot_cents)
+                s->st.budget_overshoot_cents = over;
+        }
+    }
+    s->st.jobs = s->njobs;
+    s->st.unfinished = s->njobs - s->done;
+    if (s->nwaits) {
+        double sum = 0;
+        size_t longer = 0;
+        qsort(s->waits, s->nwaits, sizeof(double), cmp_double);
+        for (size_t k = 0; k < s->nwaits; k++) {
+            sum += s->waits[k];
+            if (s->waits[k] > cfg->boot_ms / 1e3)
+                longer++;
+        }
+        s->st.wait_mean_s = sum / (double)s->nwaits;
+        s->st.waited_longer_than_boot_share = (double)longer / (double)s->nwaits;
+        s->st.wait_p99_s = s->waits[(size_t)((double)(s->nwaits - 1) * 0.99)];
+    }
 }
 
 int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg,
@@ -1150,121 +1477,29 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
     struct sim s;
     struct timespec w0, w1;
     int64_t next_tick, t0, last_submit;
-    double *waits = NULL;
-    size_t nwaits = 0, done = 0;
     int rc;
 
     if (!t || !cfg || !cfg->prices || cfg->prices->ntypes == 0 || cfg->copies < 1 || cfg->tick_ms <= 0)
         return TM_EINVAL;
     clock_gettime(CLOCK_MONOTONIC, &w0);
-    memset(&s, 0, sizeof(s));
-    s.cfg = cfg;
-    s.pr = cfg->prices;
-    for (size_t b = 0; b < s.pr->nbudgets; b++)
-        if (s.pr->budgets[b].scope == TM_BUDGET_ORG) {
-            s.budget = s.pr->budgets[b];
-            s.budget_on = true;
-            break;
-        }
-    tm_simcloud_params_init(&s.cp);
-    for (size_t i = 0; i < s.pr->ntypes && i < TM_SIM_TYPES_MAX; i++) {
-        struct tm_sim_type *st = &s.cp.types[s.cp.ntypes++];
-        snprintf(st->name, sizeof(st->name), "%s", s.pr->types[i].name);
-        st->gpus = s.pr->types[i].gpus;
-        snprintf(st->gpu_model, sizeof(st->gpu_model), "%s", s.pr->types[i].gpu_model);
-        st->cpu_milli = s.pr->types[i].cpu_milli;
-        st->memory_mib = s.pr->types[i].memory_mib;
-        st->on_demand_uusd_per_hour = s.pr->types[i].on_demand_uusd_per_hour;
-        st->spot_uusd_per_hour = s.pr->types[i].spot_uusd_per_hour;
-        st->capacity = s.pr->types[i].capacity;
-    }
-    if (s.pr->nzones == 0) {
-        snprintf(s.cp.zones[0], sizeof(s.cp.zones[0]), "sim-a");
-        s.cp.nzones = 1;
-    } else {
-        for (size_t z = 0; z < s.pr->nzones && z < TM_SIM_ZONES_MAX; z++)
-            snprintf(s.cp.zones[z], sizeof(s.cp.zones[z]), "%s", s.pr->zones[z]);
-        s.cp.nzones = s.pr->nzones < TM_SIM_ZONES_MAX ? s.pr->nzones : TM_SIM_ZONES_MAX;
-    }
-    s.cp.boot_delay_ms = cfg->boot_ms;
-    s.cp.spot_hazard_per_hour = cfg->spot ? cfg->hazard_per_hour : 0;
-    s.cp.spot_notice_ms = cfg->notice_ms;
-    s.cp.shutdown_ms = 0;
-    s.cp.seed = cfg->seed;
-    rc = setup_spot_pools(&s);
+    rc = sim_init(&s, t, cfg);
     if (rc < 0)
         goto out;
-    rc = tm_simcloud_create(&s.cp, &s.cloud);
-    if (rc < 0)
-        goto out;
-    rc = tm_estimator_new(&s.est);
-    if (rc < 0)
-        goto out;
-    rc = load_jobs(&s, t);
-    if (rc < 0)
-        goto out;
-    if (cfg->policy == TM_ELASTIC_TARMAC) {
-        struct tm_forecast_params fp;
-        tm_forecast_params_default(&fp);
-        fp.horizon_steps = (int32_t)((cfg->boot_ms + cfg->tick_ms) / fp.step_ms + 1);
-        for (int p = 0; p < (cfg->spot ? 2 : 1); p++) {
-            rc = tm_forecast_new(TM_FORECAST_TARMAC, &fp, &s.fc[p]);
-            if (rc < 0)
-                goto out;
-        }
-    }
-    rc = bounds(&s);
-    if (rc < 0)
-        goto out;
-    waits = malloc(s.njobs * sizeof(double));
-    if (!waits) {
-        rc = TM_ENOMEM;
-        goto out;
-    }
     t0 = s.jobs[s.order[0]].submit - cfg->boot_ms;
     last_submit = s.jobs[s.order[s.njobs - 1]].submit;
     s.now = t0;
     next_tick = t0;
     if (cfg->policy == TM_ELASTIC_STATIC) {
-        int64_t g = static_peak_gpus(&s);
-        int big = 0;
-        for (size_t i = 1; i < s.pr->ntypes; i++)
-            if (s.pr->types[i].gpus > s.pr->types[big].gpus ||
-                (s.pr->types[i].gpus == s.pr->types[big].gpus &&
-                 s.pr->types[i].on_demand_uusd_per_hour < s.pr->types[big].on_demand_uusd_per_hour))
-                big = (int)i;
-        for (int64_t k = 0; k < (g + s.pr->types[big].gpus - 1) / s.pr->types[big].gpus; k++) {
-            rc = launch(&s, big, (int)(k % (int64_t)s.cp.nzones), false, "static: enough for the peak");
-            if (rc < 0)
-                goto out;
-        }
+        rc = launch_static(&s);
+        if (rc < 0)
+            goto out;
     }
     for (;;) {
-        int64_t next = NEVER;
+        int64_t next;
         size_t refused = s.st.refusals;
-        if (s.next_arrival < s.njobs)
-            next = s.jobs[s.order[s.next_arrival]].submit;
-        for (size_t k = 0; k < s.nrunning; k++) {
-            struct ejob *jb = &s.jobs[s.running[k]];
-            int64_t e = jb->start + jb->runtime - jb->progress;
-            if (e < next)
-                next = e;
-        }
-        for (size_t i = 0; i < s.nnodes; i++) {
-            struct enode *n = &s.nodes[i];
-            int64_t e;
-            if (n->state == N_GONE)
-                continue;
-            if (n->state == N_BOOTING && n->ready < next)
-                next = n->ready;
-            if (!n->noticed && n->notice != NEVER && n->notice > s.now - 1 && n->notice < next)
-                next = n->notice;
-            e = node_end(&s, n);
-            if (e < next)
-                next = e;
-        }
-        if (done == s.njobs)
+        if (s.done == s.njobs)
             break;
+        next = next_event(&s);
         if (cfg->policy != TM_ELASTIC_STATIC && next_tick < next)
             next = next_tick;
         if (next == NEVER) {
@@ -1276,95 +1511,11 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
             next = s.now;
         account_waste(&s, next);
         s.now = next;
-        /* node events */
-        for (size_t i = 0; i < s.nnodes; i++) {
-            struct enode *n = &s.nodes[i];
-            if (n->state == N_GONE)
-                continue;
-            if (n->state == N_BOOTING && n->ready <= s.now && node_end(&s, n) > s.now) {
-                n->state = N_READY;
-                n->idle_since = s.now;
-                if (n->replace >= 0) {
-                    /* the substitute is up: move the replaced node's jobs */
-                    struct enode *old = &s.nodes[n->replace];
-                    for (size_t q = s.nrunning; q-- > 0;)
-                        if (s.jobs[s.running[q]].node == n->replace)
-                            stop_job(&s, s.running[q], s.jobs[s.running[q]].ckpt);
-                    if (old->state != N_GONE)
-                        terminate(&s, (size_t)n->replace, "substituted by spot");
-                    n->replace = -1;
-                }
-            }
-            if (!n->noticed && n->notice != NEVER && n->notice <= s.now) {
-                n->noticed = true;
-                n->leaving = true;
-                for (size_t q = s.nrunning; q-- > 0;) {
-                    struct ejob *jb = &s.jobs[s.running[q]];
-                    if (jb->node != (int)i)
-                        continue;
-                    if (jb->ckpt)
-                        stop_job(&s, s.running[q], true);
-                    else if (cfg->policy == TM_ELASTIC_TARMAC &&
-                             jb->start + jb->runtime - jb->progress > n->interrupt)
-                        stop_job(&s, s.running[q], false); /* doomed: requeue at once */
-                }
-            }
-            if (node_end(&s, n) <= s.now) {
-                bool intr = n->interrupt != NEVER && n->interrupt <= s.now;
-                for (size_t q = s.nrunning; q-- > 0;)
-                    if (s.jobs[s.running[q]].node == (int)i)
-                        stop_job(&s, s.running[q], false);
-                if (intr) {
-                    s.st.interruptions++;
-                    if (n->zone >= 0 && n->zone < TM_PRICES_ZONES_MAX)
-                        s.st.interruptions_by_zone[n->zone]++;
-                }
-                n->state = N_GONE;
-            }
-        }
-        /* completions */
-        for (size_t q = s.nrunning; q-- > 0;) {
-            size_t j = s.running[q];
-            struct ejob *jb = &s.jobs[j];
-            if (jb->start + jb->runtime - jb->progress <= s.now) {
-                struct enode *n = &s.nodes[jb->node];
-                char kb[64];
-                struct tm_estimate_key k = key_of(jb, kb, sizeof(kb));
-                n->njobs--;
-                n->used_milli -= jb->amilli * __builtin_popcount(jb->mask);
-                if (n->njobs == 0)
-                    n->idle_since = s.now;
-                s.running[q] = s.running[--s.nrunning];
-                jb->state = J_DONE;
-                jb->node = -1;
-                done++;
-                s.st.useful_gpu_hours += (double)jb->milli / 1000 * (double)jb->runtime / HOUR_MS;
-                if (jb->preemptible)
-                    s.st.be_gpu_hours += (double)jb->milli / 1000 * (double)jb->runtime / HOUR_MS;
-                waits[nwaits++] = (double)(jb->first_start - jb->submit) / 1e3;
-                if (jb->deadline) {
-                    s.st.deadlines++;
-                    if (s.now > jb->deadline)
-                        s.st.deadlines_missed++;
-                }
-                rc = tm_estimator_observe(s.est, &k, jb->runtime);
-                if (rc < 0)
-                    goto out;
-            }
-        }
-        /* arrivals: an estimate from the task's own earlier runs (level 1:
-         * the same trace task again, as --copies submits it) is known, and
-         * tarmac places the job by its expected end (align_ends) */
-        while (s.next_arrival < s.njobs && s.jobs[s.order[s.next_arrival]].submit <= s.now) {
-            size_t j = s.order[s.next_arrival++];
-            char kb[64];
-            struct tm_estimate_key k = key_of(&s.jobs[j], kb, sizeof(kb));
-            int lvl;
-            s.jobs[j].estimate = tm_estimate_level(s.est, &k, &lvl);
-            s.jobs[j].known = lvl == 1;
-            s.st.known_estimates += s.jobs[j].known;
-            enqueue(&s, j);
-        }
+        node_events(&s);
+        rc = completions(&s);
+        if (rc < 0)
+            goto out;
+        arrivals(&s);
         budget_guard(&s);
         rc = schedule(&s);
         if (rc < 0)
@@ -1373,10 +1524,7 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
             observe_forecast(&s);
             if (cfg->policy != TM_ELASTIC_STATIC) {
                 refused = s.st.refusals;
-                rc = plan(&s);
-                if (rc < 0)
-                    goto out;
-                rc = schedule(&s);
+                rc = plan_and_schedule(&s);
                 if (rc < 0)
                     goto out;
             }
@@ -1392,71 +1540,20 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
              * (DESIGN.md: NOTIFY enqueues a pool id) instead of waiting
              * for the next tick. */
             s.queue_grew = false;
-            rc = plan(&s);
-            if (rc < 0)
-                goto out;
-            rc = schedule(&s);
+            rc = plan_and_schedule(&s);
             if (rc < 0)
                 goto out;
         }
         if (s.next_arrival >= s.njobs && s.now > last_submit + 400 * DAY_MS)
             break; /* what is left cannot run (budgets): counted unfinished */
-        {
-            size_t alive = 0;
-            for (size_t i = 0; i < s.nnodes; i++)
-                if (s.nodes[i].state != N_GONE && !s.nodes[i].leaving)
-                    alive++;
-            if (alive > s.st.peak_nodes)
-                s.st.peak_nodes = alive;
-        }
+        count_peak(&s);
     }
-    /* the end: release everything */
-    for (size_t i = 0; i < s.nnodes; i++)
-        if (s.nodes[i].state != N_GONE)
-            terminate(&s, i, "replay over");
-    {
-        double cost = 0, paid = 0;
-        for (size_t i = 0; i < s.nnodes; i++) {
-            struct enode *n = &s.nodes[i];
-            int64_t e = node_end(&s, n);
-            if (e == NEVER)
-                e = s.now;
-            cost += (double)price_of(&s, n) * (double)(e - n->launched) / HOUR_MS;
-            paid += (double)s.pr->types[n->type].gpus * (double)(e - n->launched) / HOUR_MS;
-        }
-        s.st.cost_usd = cost / 1e6;
-        s.st.paid_gpu_hours = paid;
-    }
-    if (s.budget_on) {
-        /* overshoot: the worst month */
-        for (int64_t m = 0; m <= s.now / MONTH_MS; m++) {
-            double sp = spent_between(&s, m * MONTH_MS, (m + 1) * MONTH_MS) / 1e4;
-            double over = sp - (double)s.budget.cap_cents;
-            if (over > s.st.budget_overshoot_cents)
-                s.st.budget_overshoot_cents = over;
-        }
-    }
-    s.st.jobs = s.njobs;
-    s.st.unfinished = s.njobs - done;
-    if (nwaits) {
-        double sum = 0;
-        size_t longer = 0;
-        qsort(waits, nwaits, sizeof(double), cmp_double);
-        for (size_t k = 0; k < nwaits; k++) {
-            sum += waits[k];
-            if (waits[k] > cfg->boot_ms / 1e3)
-                longer++;
-        }
-        s.st.wait_mean_s = sum / (double)nwaits;
-        s.st.waited_longer_than_boot_share = (double)longer / (double)nwaits;
-        s.st.wait_p99_s = waits[(size_t)((double)(nwaits - 1) * 0.99)];
-    }
+    finish(&s);
     clock_gettime(CLOCK_MONOTONIC, &w1);
     s.st.wall_s = (double)(w1.tv_sec - w0.tv_sec) + (double)(w1.tv_nsec - w0.tv_nsec) / 1e9;
     *ret = s.st;
     rc = 0;
 out:
-    free(waits);
     sim_free(&s);
     return rc;
 }

@@ -460,7 +460,7 @@ static double unif(uint64_t *s)
  *  - inventory: gpus / 8 nodes of 8 GPUs, model "S8", 96 cores, 384 GiB.
  * The trace's start and end equal the generated runtime (it ran at once).
  */
-int tm_trace_synth(struct tm_trace *t, const struct tm_trace_synth *p)
+int tm_trace_synthesize(struct tm_trace *t, const struct tm_trace_synth *p)
 {
     uint64_t s = p->seed ? p->seed : 1;
     size_t nn;

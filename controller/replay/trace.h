@@ -99,7 +99,7 @@ struct tm_trace_synth {
 };
 
 /* Generate a trace: documented distributions, deterministic in the seed. */
-int tm_trace_synth(struct tm_trace *t, const struct tm_trace_synth *p);
+int tm_trace_synthesize(struct tm_trace *t, const struct tm_trace_synth *p);
 
 /* Free nodes and jobs; safe on a zeroed trace. */
 void tm_trace_release(struct tm_trace *t);

@@ -72,7 +72,7 @@
 #define SNAP_FIXTURE_PASS_MEMBERS                                            \
     struct tm_instance inst[8];                                              \
     struct tm_observed obs;                                                  \
-    struct tm_plan plan
+    struct tm_rc_plan plan
 
 /*
  * Load yaml (a test's config_yaml, named unit.yaml in errors) into *cfg, and
@@ -117,9 +117,9 @@ static inline struct tm_observed snap_fixture_observed(const struct tm_instance 
 
 /* Release what a fixture set up by SNAP_FIXTURE_PASS_INIT() holds: the
  * last plan (if any) and the configuration. */
-static inline void snap_fixture_pass_release(struct tm_plan *plan, struct tm_config *cfg)
+static inline void snap_fixture_pass_release(struct tm_rc_plan *plan, struct tm_config *cfg)
 {
-    tm_plan_release(plan);
+    tm_rc_plan_release(plan);
     tm_config_release(cfg);
 }
 

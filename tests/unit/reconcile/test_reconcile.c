@@ -163,7 +163,7 @@ static void test_orphan_terminated_only_after_complete_listing(void **state)
     run(f);
     assert_int_equal(count_op(f, "orphan", NULL, 0), 0);
     assert_int_equal(f->plan.nterminates, 0);
-    tm_plan_release(&f->plan);
+    tm_rc_plan_release(&f->plan);
     f->obs.complete = true;
     run(f);
     assert_int_equal(count_op(f, "orphan", NULL, 0), 1);
@@ -226,7 +226,7 @@ static void test_preemptible_goes_to_spot_other_to_on_demand(void **state)
     const cJSON *a = first_op(f, "request_node");
     assert_string_equal(cJSON_GetObjectItem(a, "pool")->valuestring, "spot");
     assert_string_equal(cJSON_GetObjectItem(a, "capacity_type")->valuestring, "spot");
-    tm_plan_release(&f->plan);
+    tm_rc_plan_release(&f->plan);
     f->snap.njobs = 0;
     add_job(f, 11, 8, false);
     run(f);
@@ -242,7 +242,7 @@ static void test_idle_node_released_only_past_grace(void **state)
     n->idle_since_ms = NOW - 59000;
     run(f);
     assert_int_equal(count_op(f, "terminate", "node", 1), 0);
-    tm_plan_release(&f->plan);
+    tm_rc_plan_release(&f->plan);
     n->idle_since_ms = NOW - 61000;
     run(f);
     assert_int_equal(count_op(f, "terminate", "node", 1), 1);
@@ -288,7 +288,7 @@ static void test_same_input_same_plan(void **state)
         add_job(f, 10 + i, 1 + i % 4, i % 2);
     run(f);
     char *a = cJSON_PrintUnformatted(f->plan.actions);
-    tm_plan_release(&f->plan);
+    tm_rc_plan_release(&f->plan);
     run(f);
     char *b = cJSON_PrintUnformatted(f->plan.actions);
     assert_string_equal(a, b);
@@ -413,13 +413,13 @@ static void test_org_hard_cap_refuses_exactly_the_launch_that_overshoots(void **
     const cJSON *in = cJSON_GetObjectItem(first_op(f, "budget"), "inputs");
     assert_int_equal((int)cJSON_GetObjectItem(in, "cap_cents")->valuedouble, 5000);
     assert_true(cJSON_GetObjectItem(in, "projected_cents")->valuedouble > 5000);
-    tm_plan_release(&f->plan);
+    tm_rc_plan_release(&f->plan);
     cap.cap_cents = 7000;
     run(f);
     assert_int_equal(count_op(f, "request_node", NULL, 0), 2);
     assert_int_equal(count_budget(f, "budget_refuse", "org:acme"), 0);
     /* What the ledger already holds this month counts. */
-    tm_plan_release(&f->plan);
+    tm_rc_plan_release(&f->plan);
     struct tm_snap_spend spent = {.cents = 4000};
     snprintf(spent.period, sizeof(spent.period), "1970-01");
     f->snap.spend = &spent;
@@ -427,7 +427,7 @@ static void test_org_hard_cap_refuses_exactly_the_launch_that_overshoots(void **
     run(f);
     assert_int_equal(count_op(f, "request_node", NULL, 0), 0);
     /* Last month's spend does not. */
-    tm_plan_release(&f->plan);
+    tm_rc_plan_release(&f->plan);
     snprintf(spent.period, sizeof(spent.period), "1969-12");
     run(f);
     assert_int_equal(count_op(f, "request_node", NULL, 0), 2);

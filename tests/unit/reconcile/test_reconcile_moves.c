@@ -145,7 +145,7 @@ static void run(struct fixture *f)
 {
     struct tm_reconcile_input in = {.cfg = &f->cfg, .snap = &f->snap, .observed = &f->obs,
                                     .nobserved = 1, .now_ms = NOW, .policy = TM_POLICY_FIFO};
-    tm_plan_release(&f->plan);
+    tm_rc_plan_release(&f->plan);
     assert_int_equal(tm_reconcile(&in, &f->plan), 0);
 }
 

@@ -125,7 +125,7 @@ static void run(struct fixture *f)
                                     .nobserved = 1, .now_ms = NOW, .policy = TM_POLICY_FIFO,
                                     .forecast = f->with_forecast ? f->forecast : NULL,
                                     .shortages = f->shortages, .nshortages = f->nshortages};
-    tm_plan_release(&f->plan);
+    tm_rc_plan_release(&f->plan);
     assert_int_equal(tm_reconcile(&in, &f->plan), 0);
 }
 

@@ -155,8 +155,8 @@ static void test_synthetic(void **state)
     size_t shares = 0, big = 0;
 
     (void)state;
-    assert_int_equal(tm_trace_synth(&a, &p), 0);
-    assert_int_equal(tm_trace_synth(&b, &p), 0);
+    assert_int_equal(tm_trace_synthesize(&a, &p), 0);
+    assert_int_equal(tm_trace_synthesize(&b, &p), 0);
     assert_int_equal(a.njobs, 2000);
     assert_int_equal(a.nnodes, 8);
     for (size_t i = 0; i < a.njobs; i++) {
@@ -174,7 +174,7 @@ static void test_synthetic(void **state)
     assert_true(shares > 800 && shares < 1000);
     assert_true(big > 15 && big < 70);
     p.jobs = 0;
-    assert_int_equal(tm_trace_synth(&a, &p), TM_EINVAL);
+    assert_int_equal(tm_trace_synthesize(&a, &p), TM_EINVAL);
     tm_trace_release(&a);
     tm_trace_release(&b);
 }

@@ -1,0 +1,511 @@
+/*
+ * controller/reconcile/fleet.c: step 3 of the pass, the adapter to
+ * controller/fleet/planner.c: per GPU model, the planner's input built
+ * from the snapshot, its launches and releases mapped to config pools and
+ * plan ops (its other actions go to moves.c), then pool minimums and the
+ * release of drained, noticed and idle cordoned nodes.
+ */
+#include <inttypes.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/reconcile/internal.h"
+#include "controller/fleet/planner.h"
+#include "controller/fleet/prices.h"
+#include "core/err.h"
+
+/* ---- growth and release: the planner ------------------------------------ */
+
+/* Launches and releases come from tm_planner_run (controller/fleet/planner.c), the
+ * function the elastic replay runs, once per GPU model: its on-demand side
+ * is the model's on_demand pools, its spot side the spot and
+ * spot_then_on_demand pools (the latter allow on-demand fallback).  Each
+ * launch is mapped back to a config pool of that capacity type listing the
+ * chosen instance type; pool max and min, idle grace and the org's hard
+ * cap are checked here per config pool. */
+
+static int zone_index(struct tm_price_table *pr, const char *zone, bool add)
+{
+    for (size_t z = 0; z < pr->nzones; z++)
+        if (strcmp(pr->zones[z], zone) == 0)
+            return (int)z;
+    if (!add || pr->nzones == TM_PRICES_ZONES_MAX)
+        return -1;
+    snprintf(pr->zones[pr->nzones], TM_PRICES_NAME_MAX, "%s", zone);
+    return (int)pr->nzones++;
+}
+
+static int type_index(struct tm_price_table *pr, const struct tm_config_instance_type *t)
+{
+    int i = tm_prices_find(pr, t->name);
+    if (i >= 0 || pr->ntypes == TM_PRICES_TYPES_MAX)
+        return i;
+    struct tm_price_type *x = &pr->types[pr->ntypes];
+    snprintf(x->name, sizeof(x->name), "%s", t->name);
+    snprintf(x->gpu_model, sizeof(x->gpu_model), "%s", t->gpu_model);
+    x->gpus = t->gpus;
+    x->cpu_milli = t->cpu_milli;
+    x->memory_mib = t->memory_mib;
+    x->on_demand_uusd_per_hour = t->on_demand_uusd_per_hour;
+    x->spot_uusd_per_hour = t->spot_uusd_per_hour;
+    return (int)pr->ntypes++;
+}
+
+/* The planner's spot hazard per (type, zone) of one model, from the
+ * tables the configuration loaded (tm_config_spot_hazard: a fitted cell,
+ * else its pool's spot_hazard).  Only when some spot pool of the model
+ * has a table: without one the planner gets none and zones take turns
+ * (nothing says one is better).  A cell no spot pool offers is HUGE_VAL, so the planner never
+ * prefers it to a zone a pool lists; a cell two pools offer takes the
+ * first's, as tm_rc_launch_pool prefers the first. */
+static void fleet_zone_hazards(struct pass *p, const bool *in_model, struct fleet *f)
+{
+    const struct tm_config *cfg = p->cfg;
+    size_t nz = f->pr.nzones ? f->pr.nzones : 1;
+
+    f->zone_hazards = false;
+    for (size_t pi = 0; pi < cfg->npools; pi++) {
+        const struct tm_config_provider *prov = tm_config_provider_find(cfg, cfg->pools[pi].provider);
+        if (in_model[pi] && !tm_rc_pool_is_od(&cfg->pools[pi]) && prov && prov->spot_hazards)
+            f->zone_hazards = true;
+    }
+    if (!f->zone_hazards)
+        return;
+    for (size_t k = 0; k < f->pr.ntypes * nz; k++)
+        f->spot_zone_hazard[k] = HUGE_VAL;
+    for (size_t pi = 0; pi < cfg->npools; pi++) {
+        const struct tm_config_pool *pool = &cfg->pools[pi];
+        if (!in_model[pi] || tm_rc_pool_is_od(pool))
+            continue;
+        for (size_t k = 0; k < pool->ninstance_types; k++) {
+            int ti = tm_prices_find(&f->pr, pool->instance_types[k]);
+            for (size_t z = 0; ti >= 0 && z < pool->nzones; z++) {
+                int zi = zone_index(&f->pr, pool->zones[z], false);
+                double *cell = zi >= 0 ? &f->spot_zone_hazard[(size_t)ti * nz + (size_t)zi] : NULL;
+                if (cell && *cell == HUGE_VAL)
+                    *cell = tm_config_spot_hazard(cfg, pool, pool->instance_types[k], pool->zones[z], NULL);
+            }
+        }
+    }
+}
+
+/* Build the planner's view of one GPU model's pools. */
+static void fleet_build(struct pass *p, const bool *in_model, const bool *job_placed,
+                        struct fleet *f, struct tm_planner_input *in)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_config *cfg = p->cfg;
+    int64_t grace_max = 0;
+    bool all_limited = true;
+    int64_t disrupt_nodes = 0, disrupt_recent = 0;
+
+    memset(in, 0, sizeof(*in));
+    in->forecast_gpus[0] = in->forecast_gpus[1] = -1;
+    in->keep_gpus[0] = in->keep_gpus[1] = -1;
+    for (size_t pi = 0; pi < cfg->npools; pi++) {
+        const struct tm_config_pool *pool = &cfg->pools[pi];
+        const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
+        int side = tm_rc_pool_is_od(pool) ? TM_PLANNER_POOL_OD : TM_PLANNER_POOL_SPOT;
+        if (!in_model[pi])
+            continue;
+        for (size_t k = 0; k < pool->ninstance_types && prov; k++) {
+            const struct tm_config_instance_type *t = tm_config_type_find(prov, pool->instance_types[k]);
+            if (t)
+                type_index(&f->pr, t);
+        }
+        for (size_t z = 0; z < pool->nzones; z++)
+            zone_index(&f->pr, pool->zones[z], true);
+        if (side == TM_PLANNER_POOL_SPOT)
+            in->params.spot = true;
+        if (strcmp(pool->capacity_type, "spot_then_on_demand") == 0)
+            in->params.od_fallback = true;
+        in->params.min_nodes[side] += pool->min_nodes;
+        in->params.max_nodes[side] += pool->max_nodes;
+        if (tm_rc_pool_boot_ms(cfg, pool) > in->params.boot_ms)
+            in->params.boot_ms = tm_rc_pool_boot_ms(cfg, pool);
+        if (pool->idle_grace_ms > grace_max)
+            grace_max = pool->idle_grace_ms;
+        if (pool->drain_oversized)
+            in->params.drain_oversized = true;
+        /* The planner sees one budget per model: the sum of its pools'
+         * when each has one (each pool's own is enforced again when the
+         * actions are mapped, tm_rc_disruption_take). */
+        if (p->disrupt_left[pi] == INT_MAX) {
+            all_limited = false;
+        } else {
+            disrupt_nodes += p->disrupt_left[pi] + p->disrupt_recent[pi];
+            disrupt_recent += p->disrupt_recent[pi];
+        }
+        if (p->in->forecast && p->in->forecast[pi].expected_gpus >= 0) {
+            const struct tm_pool_forecast *fc = &p->in->forecast[pi];
+            in->forecast_gpus[side] = (in->forecast_gpus[side] < 0 ? 0 : in->forecast_gpus[side]) +
+                                      fc->expected_gpus;
+            in->keep_gpus[side] = (in->keep_gpus[side] < 0 ? 0 : in->keep_gpus[side]) +
+                                  (fc->upper_gpus > fc->expected_gpus ? fc->upper_gpus : fc->expected_gpus);
+        }
+    }
+    in->params.tick_ms = cfg->tick_interval_ms;
+    in->params.idle_grace_ms = grace_max;
+    in->params.disruption_nodes = all_limited ? (int32_t)(disrupt_nodes < INT32_MAX / 2 ? disrupt_nodes
+                                                                                        : INT32_MAX / 2)
+                                              : INT32_MAX / 2;
+    in->params.recent_terminations = all_limited ? (int32_t)disrupt_recent : 0;
+    /* Checkpoint plus restore of a move, as the elastic replay assumes:
+     * moves and substitutions pay for themselves only past it. */
+    in->params.move_cost_ms = TM_RC_MOVE_COST_MS;
+    in->params.launch_use_ms = TM_RC_DEFAULT_USE_MS;
+
+    /* Nodes: every live node of the model's pools. */
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        if (n->pool < 0 || !in_model[n->pool] || p->node_gone[ni] || n->state == TM_NODE_TERMINATING)
+            continue;
+        const struct tm_config_pool *pool = &cfg->pools[n->pool];
+        const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
+        const struct tm_config_instance_type *t = prov ? tm_config_type_find(prov, n->instance_type) : NULL;
+        int ti = t ? type_index(&f->pr, t) : -1;
+        int zi = zone_index(&f->pr, n->zone, true);
+        if (ti < 0)
+            continue;
+        f->plan_of[ni] = (int32_t)f->nnodes;
+        bool ready = n->state == TM_NODE_READY;
+        struct tm_planner_node *x = &f->nodes[f->nnodes];
+        *x = (struct tm_planner_node){
+            .id = n->id, .type = ti, .zone = zi < 0 ? 0 : zi,
+            .spot = n->capacity == TM_CAPACITY_SPOT, .ready = ready,
+            /* A node a spot substitute will replace stays in: it still
+             * holds its work, and counting it out would launch on-demand
+             * capacity for that work ahead of the forecast.  The mapping
+             * keeps it from a second substitution or a move. */
+            .leaving = p->node_noticed[ni] || n->state == TM_NODE_DRAINING || n->cordoned,
+            .free_whole = t->gpus, .only_preemptible = true,
+            /* Work placed this pass is not known here: not movable. */
+            .movable = !p->node_placed[ni], .cordoned = n->cordoned,
+            .busy_until_ms = p->in->now_ms,
+        };
+        /* One grace per planner pass: shift each node's idle start so
+         * that it passes the planner's grace when it passes its pool's. */
+        x->idle_since_ms = (n->idle_since_ms > 0 ? n->idle_since_ms : p->in->now_ms) -
+                           (grace_max - pool->idle_grace_ms);
+        if (p->node_busy[ni] && !ready)
+            x->jobs = 1;
+        f->node_of[f->nnodes++] = (int32_t)ni;
+    }
+    /* Running jobs (allocations) and what this pass placed hold the nodes. */
+    for (size_t a = 0; a < s->nallocs; a++) {
+        const struct tm_snap_alloc *al = &s->allocs[a];
+        int ni = tm_rc_node_index(p, al->node_id);
+        int ji = tm_rc_job_index(p, al->job_id);
+        if (ni < 0 || f->plan_of[ni] < 0)
+            continue;
+        size_t k = (size_t)f->plan_of[ni];
+        struct tm_planner_node *x = &f->nodes[k];
+        int32_t whole = __builtin_popcount(al->gpu_mask);
+        int32_t milli = whole > 0 ? whole * 1000 : al->gpu_milli;
+        const struct tm_snap_job *j = ji >= 0 ? &s->jobs[ji] : NULL;
+        int64_t e = j ? tm_rc_job_estimate(p->est, j) : 0;
+        int64_t left = j && e > 0 ? tm_estimate_remaining(e, p->in->now_ms - j->started_ms) : TM_RC_DEFAULT_USE_MS;
+        x->used_milli += milli;
+        x->free_whole -= whole > 0 ? whole : 0;
+        x->jobs++;
+        x->used_cpu_milli += al->cpu_milli;
+        x->used_memory_mib += al->memory_mib;
+        if (!j || !j->preemptible)
+            x->only_preemptible = false;
+        /* Movable: every job can checkpoint and resume elsewhere.  A gang
+         * spans nodes, and moving it would stop the others too: never. */
+        if (!j || !j->preemptible || !j->checkpointable || j->nodes > 1)
+            x->movable = false;
+        if (j && !j->checkpointable)
+            x->lost_if_moved_milli_ms += (int64_t)milli * tm_rc_ran_ms(p, j);
+        if (p->in->now_ms + left > x->busy_until_ms)
+            x->busy_until_ms = p->in->now_ms + left;
+        f->jobs[f->njobs++] = (struct tm_planner_job){
+            .id = al->job_id, .gpus = whole, .milli = milli, .preemptible = j && j->preemptible,
+            .on_spot = x->spot, .running = true, .node = (int32_t)k, .remaining_ms = left,
+            .deadline_ms = j ? j->deadline_ms : 0, .cpu_milli = al->cpu_milli,
+            .memory_mib = al->memory_mib};
+    }
+    for (size_t k = 0; k < f->nnodes; k++) {
+        struct tm_planner_node *x = &f->nodes[k];
+        int32_t g = f->pr.types[x->type].gpus;
+        int32_t w = g - (x->used_milli + 999) / 1000;
+        if (x->free_whole > w)
+            x->free_whole = w;
+        if (x->free_whole < 0)
+            x->free_whole = 0;
+        /* placed this pass, not yet an allocation: not idle */
+        if (x->jobs == 0 && p->node_busy[f->node_of[k]])
+            x->jobs = 1;
+    }
+    /* Queued work no node took this pass, routed to this model's pools. */
+    for (size_t ji = 0; ji < s->njobs; ji++) {
+        const struct tm_snap_job *j = &s->jobs[ji];
+        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
+            continue;
+        int pi = tm_rc_job_route(cfg, j);
+        if (pi < 0 || !in_model[pi])
+            continue;
+        const struct tm_config_pool *pool = &cfg->pools[pi];
+        int64_t e = tm_rc_job_estimate(p->est, j);
+        int32_t gpus = j->nodes > 1 || j->gpus == pool->gpus_per_node ? pool->gpus_per_node : j->gpus;
+        for (int m = 0; m < (j->nodes > 1 ? j->nodes : 1); m++)
+            f->jobs[f->njobs++] = (struct tm_planner_job){
+                .id = j->id, .gpus = gpus, .milli = gpus > 0 ? gpus * 1000 : j->gpu_milli,
+                .preemptible = j->preemptible && !tm_rc_pool_is_od(pool), .running = false, .node = -1,
+                .remaining_ms = e > 0 ? e : TM_RC_DEFAULT_USE_MS, .deadline_ms = j->deadline_ms,
+                .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib};
+    }
+    /* Shortages the caller remembers, by the table's indices. */
+    for (size_t k = 0; k < p->in->nshortages; k++) {
+        const struct tm_live_shortage *sh = &p->in->shortages[k];
+        int ti = tm_prices_find(&f->pr, sh->instance_type);
+        int zi = zone_index(&f->pr, sh->zone, false);
+        if (ti < 0 || zi < 0 || sh->until_ms <= p->in->now_ms)
+            continue;
+        f->shortages[f->nshortages++] = (struct tm_planner_shortage){ti, zi, sh->spot, sh->until_ms};
+        f->any_shortage = true;
+    }
+    /* After the nodes: their zones are in the table too. */
+    fleet_zone_hazards(p, in_model, f);
+    in->spot_zone_hazard = f->zone_hazards ? f->spot_zone_hazard : NULL;
+    in->now_ms = p->in->now_ms;
+    in->prices = &f->pr;
+    in->nodes = f->nodes;
+    in->nnodes = f->nnodes;
+    in->jobs = f->jobs;
+    in->njobs = f->njobs;
+    in->shortages = f->shortages;
+    in->nshortages = f->nshortages;
+}
+
+/* One planner pass for the pools of one GPU model, its actions mapped to
+ * plan ops. */
+static void plan_model(struct pass *p, const bool *in_model, const bool *job_placed, unsigned *seq)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_config *cfg = p->cfg;
+    struct fleet *f = calloc(1, sizeof(*f));
+    struct tm_planner_input in;
+    struct tm_planner_result res = {0};
+    size_t maxjobs = s->nallocs + 1;
+    char why[512];
+    bool refused = false;
+
+    for (size_t ji = 0; ji < s->njobs; ji++)
+        maxjobs += s->jobs[ji].nodes > 1 ? (size_t)s->jobs[ji].nodes : 1;
+    if (f) {
+        f->nodes = calloc(s->nnodes + 1, sizeof(*f->nodes));
+        f->node_of = calloc(s->nnodes + 1, sizeof(*f->node_of));
+        f->plan_of = malloc((s->nnodes + 1) * sizeof(*f->plan_of));
+        f->jobs = calloc(maxjobs, sizeof(*f->jobs));
+        f->shortages = calloc(p->in->nshortages + 1, sizeof(*f->shortages));
+    }
+    if (!f || !f->nodes || !f->node_of || !f->plan_of || !f->jobs || !f->shortages) {
+        p->err = TM_ENOMEM;
+        goto out;
+    }
+    for (size_t ni = 0; ni < s->nnodes; ni++)
+        f->plan_of[ni] = -1;
+    fleet_build(p, in_model, job_placed, f, &in);
+    if (f->pr.ntypes == 0)
+        goto out;
+    int r = tm_planner_run(&in, &res);
+    if (r < 0) {
+        p->err = r;
+        goto out;
+    }
+    for (size_t k = 0; k < res.nactions && !p->err; k++) {
+        const struct tm_planner_action *x = &res.actions[k];
+        if (x->kind == TM_PLANNER_LAUNCH) {
+            /* Pool minimums are kept per config pool below; once the org's
+             * hard cap refused one launch, none after it. */
+            if (refused || x->pool_minimum)
+                continue;
+            const char *type = f->pr.types[x->type].name;
+            const char *zone = f->pr.nzones ? f->pr.zones[x->zone] : "";
+            int pi = tm_rc_launch_pool(p, in_model, type, zone, x->spot, x->od_fallback);
+            if (pi < 0) {
+                /* every pool of that kind is at its max */
+                snprintf(why, sizeof(why), "every %s pool that lists %s is at its max_nodes; not "
+                         "launched: %s", x->spot ? "spot" : "on-demand", type, x->reason);
+                tm_rc_refuse(p, in_model, x->spot, "max_nodes", why);
+                continue;
+            }
+            const struct tm_config_pool *pool = &cfg->pools[pi];
+            const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
+            const struct tm_config_instance_type *t = prov ? tm_config_type_find(prov, type) : NULL;
+            enum tm_capacity_type cap = x->spot ? TM_CAPACITY_SPOT : TM_CAPACITY_ON_DEMAND;
+            if (!t)
+                continue;
+            /* The planner's zone is its choice when a shortage ruled
+             * zones out, or for spot when the table fits this pool's type
+             * (the zone of lowest hazard with capacity).  Otherwise it is
+             * only the first: the pool's zones take turns, which spreads
+             * its nodes when nothing says one zone is better. */
+            bool by_hazard = x->spot && f->zone_hazards && tm_rc_pool_lists_zone(pool, zone) &&
+                             tm_config_spot_cells_fitted(cfg, pool, type) > 0;
+            if (!(f->any_shortage || by_hazard) || !tm_rc_pool_lists_zone(pool, zone))
+                zone = pool->zones[(size_t)p->live[pi] % pool->nzones];
+            if (!tm_rc_launch_admitted(p, pi, t, cap)) {
+                refused = true;
+                continue;
+            }
+            bool fitted = false;
+            double hazard = by_hazard ? tm_config_spot_hazard(cfg, pool, type, zone, &fitted) : 0;
+            snprintf(why, sizeof(why), "%s; pool %s has %d of max %d nodes", x->reason, pool->name,
+                     p->live[pi], pool->max_nodes);
+            if (by_hazard)
+                snprintf(why + strlen(why), sizeof(why) - strlen(why),
+                         "; zone %s: lowest spot hazard with capacity (%.4g per node-hour, %s)", zone,
+                         hazard, fitted ? "fitted" : "the pool's");
+            cJSON *a = tm_rc_request_node(p, pi, t, zone, cap, why, in.forecast_gpus[x->spot], seq);
+            if (by_hazard) {
+                /* "Every decision is explained": the figure behind the zone. */
+                cJSON *ins = a ? cJSON_GetObjectItemCaseSensitive(a, "inputs") : NULL;
+                tm_rc_put_num(p, ins, "spot_hazard_per_hour", hazard);
+                tm_rc_put_str(p, ins, "spot_hazard_from", fitted ? "spot_hazards" : "pool");
+            }
+        } else if (x->kind == TM_PLANNER_TERMINATE) {
+            size_t ni = (size_t)f->node_of[x->node];
+            const struct tm_snap_node *n = &s->nodes[ni];
+            const struct tm_config_pool *pool = &cfg->pools[n->pool];
+            /* Hold idle nodes while their pool still has unplaced work, and
+             * never go below the pool's own min. */
+            if (p->demand_milli[n->pool] > 0 || p->live[n->pool] <= pool->min_nodes)
+                continue;
+            /* the pool's disruption budget (the planner saw the model's) */
+            if (!tm_rc_disruption_take(p, n->pool))
+                continue;
+            snprintf(why, sizeof(why), "idle for %" PRId64 " s, past the pool's grace of %" PRId64
+                     " s (planner: %s)", (p->in->now_ms - n->idle_since_ms) / 1000,
+                     pool->idle_grace_ms / 1000, x->reason);
+            cJSON *a = tm_rc_action(p, "terminate", why);
+            tm_rc_put_num(p, a, "node", (double)n->id);
+            cJSON *ins = tm_rc_inputs(p, a);
+            tm_rc_put_str(p, ins, "instance_id", p->node_instance[ni]);
+            tm_rc_put_num(p, ins, "idle_since_ms", (double)n->idle_since_ms);
+            tm_rc_put_str(p, ins, "pool", pool->name);
+            tm_rc_put_str(p, ins, "disruption", "idle_release");
+            if (in.keep_gpus[n->capacity == TM_CAPACITY_SPOT] >= 0)
+                tm_rc_put_num(p, ins, "forecast_upper_gpus", in.keep_gpus[n->capacity == TM_CAPACITY_SPOT]);
+            tm_rc_add_terminate(p, p->pool_provider[n->pool], n->id, p->node_instance[ni]);
+            p->live[n->pool]--;
+            p->plan.released++;
+        } else if (x->kind != TM_PLANNER_WARN) {
+            /* drain, move, substitute, deadline switch, refusal
+             * (reconcile/moves.c); WARN: the org's soft cap is
+             * tm_rc_budget_warn's, from the ledger */
+            tm_rc_plan_other(p, in_model, f, &in, x, seq);
+        }
+    }
+out:
+    tm_planner_result_release(&res);
+    if (f) {
+        free(f->nodes);
+        free(f->node_of);
+        free(f->plan_of);
+        free(f->jobs);
+        free(f->shortages);
+    }
+    free(f);
+}
+
+/* Step 3: launches and releases from the planner, per GPU model, then
+ * pool minimums and drained nodes. */
+void tm_rc_plan_fleet(struct pass *p, const bool *job_placed)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_config *cfg = p->cfg;
+    size_t np = cfg->npools;
+    bool *done = calloc(np + 1, sizeof(bool));
+    bool *in_model = calloc(np + 1, sizeof(bool));
+    unsigned seq = 0;
+    char why[256];
+
+    if (!done || !in_model) {
+        p->err = TM_ENOMEM;
+        goto out;
+    }
+    /* Unplaced work per pool: decisions' inputs and the hold on releases. */
+    for (size_t ji = 0; ji < s->njobs; ji++) {
+        const struct tm_snap_job *j = &s->jobs[ji];
+        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
+            continue;
+        int pi = tm_rc_job_route(cfg, j);
+        if (pi < 0)
+            continue;
+        int64_t e = tm_rc_job_estimate(p->est, j);
+        if ((e > 0 ? e : TM_RC_DEFAULT_USE_MS) > p->pool_use_ms[pi])
+            p->pool_use_ms[pi] = e > 0 ? e : TM_RC_DEFAULT_USE_MS;
+        p->demand_milli[pi] += tm_rc_job_ask_milli(&cfg->pools[pi], j);
+    }
+    /* Substitutes first: the nodes they replace are leaving for the planner. */
+    tm_rc_substitutes(p);
+    for (size_t pi = 0; pi < np && !p->err; pi++) {
+        if (done[pi])
+            continue;
+        for (size_t k = 0; k < np; k++)
+            in_model[k] = !done[k] && strcmp(cfg->pools[k].gpu_model, cfg->pools[pi].gpu_model) == 0;
+        for (size_t k = 0; k < np; k++)
+            done[k] = done[k] || in_model[k];
+        plan_model(p, in_model, job_placed, &seq);
+    }
+    /* Each pool's min_nodes, with the cheapest type of its capacity. */
+    for (size_t pi = 0; pi < np && !p->err; pi++) {
+        const struct tm_config_pool *pool = &cfg->pools[pi];
+        enum tm_capacity_type cap = tm_rc_pool_is_od(pool) ? TM_CAPACITY_ON_DEMAND : TM_CAPACITY_SPOT;
+        const struct tm_config_instance_type *t = tm_rc_pool_type(cfg, pool, cap);
+        while (t && p->live[pi] < pool->min_nodes && !p->err) {
+            if (!tm_rc_launch_admitted(p, (int)pi, t, cap))
+                break;
+            snprintf(why, sizeof(why), "pool %s is below min_nodes %d", pool->name, pool->min_nodes);
+            tm_rc_request_node(p, (int)pi, t, pool->zones[(size_t)p->live[pi] % pool->nzones], cap, why,
+                         -1, &seq);
+        }
+    }
+    if (p->org)
+        tm_rc_budget_warn(p, p->org);
+
+    /* Drained and noticed nodes go once empty, whatever the planner says
+     * (it sees them as leaving). */
+    for (size_t ni = 0; ni < s->nnodes && !p->err; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        if (n->pool < 0 || p->node_gone[ni] || p->node_busy[ni])
+            continue;
+        /* A noticed node is leaving anyway: once empty, stop paying for it
+         * (one still booting too: it would never take work). */
+        bool noticed = p->node_noticed[ni] && (n->state == TM_NODE_READY ||
+                                               (n->state == TM_NODE_BOOTING && p->node_instance[ni][0]));
+        /* A cordoned node the planner leaves alone (no work can come to
+         * it) goes past its grace like any idle one. */
+        bool cordoned_idle = n->state == TM_NODE_READY && n->cordoned && n->idle_since_ms > 0 &&
+                             p->in->now_ms - n->idle_since_ms >= p->cfg->pools[n->pool].idle_grace_ms &&
+                             p->demand_milli[n->pool] == 0 &&
+                             p->live[n->pool] > p->cfg->pools[n->pool].min_nodes;
+        if (n->state != TM_NODE_DRAINING && !noticed && !cordoned_idle)
+            continue;
+        if (noticed)
+            snprintf(why, sizeof(why), "%s after an interruption notice: released before the cloud takes it",
+                     n->state == TM_NODE_BOOTING ? "booting" : "empty");
+        else if (cordoned_idle)
+            snprintf(why, sizeof(why), "cordoned, idle for %" PRId64 " s, past the pool's grace of %" PRId64 " s",
+                     (p->in->now_ms - n->idle_since_ms) / 1000, p->cfg->pools[n->pool].idle_grace_ms / 1000);
+        else
+            snprintf(why, sizeof(why), "drained and empty");
+        cJSON *a = tm_rc_action(p, "terminate", why);
+        tm_rc_put_num(p, a, "node", (double)n->id);
+        cJSON *in = tm_rc_inputs(p, a);
+        tm_rc_put_str(p, in, "instance_id", p->node_instance[ni]);
+        tm_rc_put_num(p, in, "idle_since_ms", (double)n->idle_since_ms);
+        tm_rc_add_terminate(p, p->pool_provider[n->pool], n->id, p->node_instance[ni]);
+        p->live[n->pool]--;
+        p->plan.released++;
+    }
+out:
+    free(done);
+    free(in_model);
+}
