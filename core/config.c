@@ -34,6 +34,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/spot_hazards.h"
+#include "core/units.h"
 
 /* A configuration file is written by a person; anything larger is a mistake
  * (or an attack on the parser), and it bounds libyaml's memory use. */
@@ -48,13 +49,6 @@
 #define CFG_HOUR (60LL * CFG_MIN)
 #define CFG_DAY (24LL * CFG_HOUR)
 #define CFG_UUSD 1000000LL
-
-/* Anything past a century is a typo, and the cap keeps sums far from
- * int64 overflow. */
-#define CFG_DURATION_MAX (36525LL * CFG_DAY)
-/* Seven integer digits of dollars per hour: no real instance costs more. */
-#define CFG_PRICE_INT_DIGITS 7
-#define CFG_PRICE_MAX (9999999LL * CFG_UUSD + 999999LL)
 
 /*
  * Allocation failures are injected by tests that #include this file with
@@ -162,10 +156,10 @@ static const struct cfg_field cfg_type_fields[] = {
      .min = 1, .max = 1LL << 30, .flags = CFG_REQUIRED},
     {.key = "on_demand_price", .type = CFG_PRICE,
      .offset = CFG_OFF(tm_config_instance_type, on_demand_uusd_per_hour),
-     .min = 0, .max = CFG_PRICE_MAX, .flags = CFG_REQUIRED},
+     .min = 0, .max = TM_PRICE_MAX_UUSD, .flags = CFG_REQUIRED},
     {.key = "spot_price", .type = CFG_PRICE,
      .offset = CFG_OFF(tm_config_instance_type, spot_uusd_per_hour), .def = "0",
-     .min = 0, .max = CFG_PRICE_MAX},
+     .min = 0, .max = TM_PRICE_MAX_UUSD},
     {.key = "capacity", .type = CFG_INT, .offset = CFG_OFF(tm_config_instance_type, capacity),
      .def = "0", .min = 0, .max = 1000000},
 };
@@ -597,101 +591,6 @@ static bool cfg_parse_double(const char *s, double *ret)
     return true;
 }
 
-int tm_config_parse_duration(const char *s, int64_t *ret_ms)
-{
-    static const struct { const char *unit; int64_t ms; } units[] = {
-        {"ms", 1}, {"s", CFG_SEC}, {"m", CFG_MIN}, {"h", CFG_HOUR}, {"d", CFG_DAY},
-    };
-    int64_t total = 0;
-    const char *p = s;
-
-    if (!s || !*s)
-        return TM_EINVAL;
-
-    /* A bare integer is seconds. */
-    {
-        int64_t secs;
-        if (cfg_is_digit(*s) && cfg_parse_i64(s, &secs)) {
-            if (secs > CFG_DURATION_MAX / CFG_SEC)
-                return TM_EINVAL;
-            *ret_ms = secs * CFG_SEC;
-            return 0;
-        }
-    }
-
-    /* Otherwise one or more NUMBER UNIT groups: "90s", "1h30m". */
-    while (*p) {
-        int64_t n = 0;
-        size_t u;
-
-        if (!cfg_is_digit(*p))
-            return TM_EINVAL;
-        for (; cfg_is_digit(*p); p++) {
-            n = n * 10 + (*p - '0');
-            if (n > CFG_DURATION_MAX)
-                return TM_EINVAL;
-        }
-        for (u = 0; u < sizeof(units) / sizeof(units[0]); u++) {
-            size_t len = strlen(units[u].unit);
-            /* "ms" is listed before "m", so "5ms" is not read as minutes. */
-            if (strncmp(p, units[u].unit, len) == 0)
-                break;
-        }
-        if (u == sizeof(units) / sizeof(units[0]))
-            return TM_EINVAL;
-        p += strlen(units[u].unit);
-        if (n > (CFG_DURATION_MAX - total) / units[u].ms)
-            return TM_EINVAL;
-        total += n * units[u].ms;
-    }
-    *ret_ms = total;
-    return 0;
-}
-
-/* The reason a price is refused, or NULL when *ret_uusd was set.  Integer
- * arithmetic only: 0.1 has no exact binary form, and money must add up. */
-static const char *cfg_price_problem(const char *s, int64_t *ret_uusd)
-{
-    int64_t whole = 0, frac = 0;
-    int idigits = 0, fdigits = 0;
-    const char *p = s;
-
-    if (*p == '-')
-        return "must not be negative";
-    for (; cfg_is_digit(*p); p++) {
-        if (++idigits > CFG_PRICE_INT_DIGITS)
-            return "is too large";
-        whole = whole * 10 + (*p - '0');
-    }
-    if (idigits == 0)
-        return "expected decimal dollars per hour such as 32.77";
-    if (*p == '.') {
-        for (p++; cfg_is_digit(*p); p++) {
-            if (++fdigits > 6)
-                return "has more than 6 decimal places";
-            frac = frac * 10 + (*p - '0');
-        }
-        if (fdigits == 0)
-            return "expected decimal dollars per hour such as 32.77";
-    }
-    if (*p != '\0')
-        return "expected decimal dollars per hour such as 32.77";
-    for (; fdigits < 6; fdigits++)
-        frac *= 10;
-    *ret_uusd = whole * CFG_UUSD + frac;
-    return NULL;
-}
-
-int tm_config_parse_price(const char *s, int64_t *ret_uusd)
-{
-    int64_t v;
-
-    if (!s || cfg_price_problem(s, &v))
-        return TM_EINVAL;
-    *ret_uusd = v;
-    return 0;
-}
-
 /* ---- table-driven parsing ------------------------------------------------ */
 
 static char *cfg_field_ptr(void *base, const struct cfg_field *f)
@@ -811,7 +710,7 @@ static int cfg_set_scalar(struct cfg_ctx *c, const struct cfg_field *f, void *ba
         return 0;
     }
     case CFG_DURATION:
-        if (tm_config_parse_duration(s, &v) < 0)
+        if (tm_duration_parse(s, &v) < 0)
             return cfg_fail(c, at,
                             "bad duration \"%.64s\": expected seconds or a number with a unit "
                             "(ms, s, m, h, d) such as 90s or 15m",
@@ -824,7 +723,7 @@ static int cfg_set_scalar(struct cfg_ctx *c, const struct cfg_field *f, void *ba
         *(int64_t *)slot = v;
         return 0;
     case CFG_PRICE: {
-        const char *why = cfg_price_problem(s, &v);
+        const char *why = tm_price_problem(s, &v);
 
         if (why)
             return cfg_fail(c, at, "bad price \"%.64s\": %s", s, why);

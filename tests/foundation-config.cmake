@@ -31,3 +31,6 @@ endif()
 
 # The whole-file reader the trace and table loaders share (core/file.c).
 tm_add_c_test(test_file ${CMAKE_SOURCE_DIR}/tests/unit/core/test_file.c LABELS unit foundation LINK tarmac_core)
+
+# The one duration and one price parser every layer uses (core/units.c).
+tm_add_c_test(test_units ${CMAKE_SOURCE_DIR}/tests/unit/core/test_units.c LABELS unit foundation LINK tarmac_core)

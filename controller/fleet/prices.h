@@ -83,11 +83,6 @@ int tm_prices_load(const char *path, struct tm_price_table *ret, char *err, size
 int tm_prices_parse(const char *name, const char *text, size_t len, struct tm_price_table *ret,
                     char *err, size_t errlen);
 
-/* Parse a decimal dollar amount ("4.00", "32.7726") into micro-dollars.
- * Returns 0 or TM_EINVAL (negative, malformed, more than six decimals,
- * too large). */
-int tm_prices_parse_usd(const char *text, int64_t *ret_uusd);
-
 /* Index of a type by name, or -1. */
 int tm_prices_find(const struct tm_price_table *t, const char *name);
 

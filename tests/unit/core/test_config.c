@@ -405,7 +405,7 @@ static void test_prices(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int64_t v = -7;
-        int r = tm_config_parse_price(cases[i].text, &v);
+        int r = tm_price_parse(cases[i].text, &v);
 
         if (cases[i].uusd < 0) {
             assert_int_equal(r, TM_EINVAL);
@@ -441,7 +441,7 @@ static void test_durations(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int64_t v = -7;
-        int r = tm_config_parse_duration(cases[i].text, &v);
+        int r = tm_duration_parse(cases[i].text, &v);
 
         if (cases[i].ms < 0) {
             assert_int_equal(r, TM_EINVAL);
