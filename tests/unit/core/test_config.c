@@ -1,13 +1,17 @@
 /*
  * tests/unit/core/test_config.c: the configuration loader.
  *
- * config.c is included rather than linked (h2o's way of reaching static
- * functions) so the countdown allocator in it can be switched on: every
- * allocation of a load is failed in turn, expecting TM_ENOMEM and, under
- * ASan, no leak.
+ * The loader's four files are included rather than linked (h2o's way of
+ * reaching static functions) so the countdown allocator in config_table.c
+ * can be switched on: every allocation of a load is failed in turn,
+ * expecting TM_ENOMEM and, under ASan, no leak.  Defining them all here
+ * keeps the linker from taking tarmac_core's own copies.
  */
 #define TM_CONFIG_FAULT_INJECTION 1
 #include "core/config.c"
+#include "core/config_table.c"
+#include "core/config_check.c"
+#include "core/config_load.c"
 
 #include <setjmp.h>
 #include <stdarg.h>
