@@ -776,7 +776,7 @@ static void test_spot_hazards_table(void **state)
     assert_true(n < 10000);
     tm_config_release(&cfg);
 
-    /* Key absent: no table, every cell has the pool's hazard, as before. */
+    /* Key absent: no table, so every cell has the pool's own hazard. */
     assert_int_equal(load(HEAD PROV POOL "    spot_hazard: 0.05\n", &cfg, err, sizeof(err)), 0);
     assert_null(cfg.providers[0].spot_hazards_file);
     assert_null(cfg.providers[0].spot_hazards);
