@@ -26,8 +26,10 @@
  *       warn_at: 0.8              # warning threshold, fraction of the cap
  *
  * Errors name the file, the line and the reason: "FILE:LINE: reason".
- * Unknown keys are errors.  Prices are parsed as decimals exactly (up to
- * six digits after the point), never through floating point.
+ * Unknown keys are errors.  Prices are parsed as decimals exactly, never
+ * through floating point, by tm_price_parse() (core/units.h: 1 to 7
+ * digits of dollars, optionally a point and 1 to 6 more, no sign), the
+ * grammar the configuration's prices have.
  */
 #ifndef TM_PRICES_H
 #define TM_PRICES_H
