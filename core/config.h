@@ -202,12 +202,4 @@ size_t tm_config_spot_cells_fitted(const struct tm_config *cfg, const struct tm_
 double tm_config_spot_hazard(const struct tm_config *cfg, const struct tm_config_pool *pool,
                              const char *type, const char *zone, bool *ret_fitted);
 
-/* Parse a duration ("500ms", "90s", "15m", "2h", "1d" or bare seconds) into
- * milliseconds.  Returns 0 or TM_EINVAL. */
-int tm_config_parse_duration(const char *s, int64_t *ret_ms);
-
-/* Parse a decimal dollar amount ("32.77", at most 6 decimals, no sign, no
- * exponent) into micro-dollars exactly.  Returns 0 or TM_EINVAL. */
-int tm_config_parse_price(const char *s, int64_t *ret_uusd);
-
 #endif

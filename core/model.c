@@ -1,7 +1,5 @@
 #include "core/model.h"
 
-#include <ctype.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,32 +57,4 @@ bool tm_node_state_billed(enum tm_node_state s)
 {
     return s == TM_NODE_BOOTING || s == TM_NODE_READY || s == TM_NODE_DRAINING ||
            s == TM_NODE_TERMINATING;
-}
-
-int tm_duration_parse(const char *text, int64_t *ret_ms)
-{
-    static const struct {
-        const char *unit;
-        int64_t ms;
-    } units[] = {
-        {"", 1000}, {"ms", 1}, {"s", 1000}, {"m", 60000}, {"h", 3600000}, {"d", 86400000},
-    };
-    char *end;
-    long long v;
-
-    if (!text || !isdigit((unsigned char)text[0]))
-        return TM_EINVAL;
-    errno = 0;
-    v = strtoll(text, &end, 10);
-    if (errno != 0 || v < 0)
-        return TM_EINVAL;
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
-        if (strcmp(end, units[i].unit) == 0) {
-            if (v > INT64_MAX / units[i].ms)
-                return TM_EINVAL;
-            *ret_ms = (int64_t)v * units[i].ms;
-            return 0;
-        }
-    }
-    return TM_EINVAL;
 }

@@ -62,8 +62,4 @@ int tm_capacity_type_parse(const char *name);
 /* Whether a node in this state costs money (the cloud bills it). */
 bool tm_node_state_billed(enum tm_node_state s);
 
-/* Parse a duration such as "90", "90s", "15m", "2h", "1d", "500ms" into ms.
- * Returns 0 or TM_EINVAL (empty, negative, overflow, unknown unit). */
-int tm_duration_parse(const char *text, int64_t *ret_ms);
-
 #endif

@@ -18,7 +18,9 @@ if(TM_FUZZ)
     # fuzzer's coverage instrumentation, not only the harness (with the
     # spot hazard table a provider's spot_hazards names, and its reader).
     add_executable(fuzz_config ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_config.c
-                   ${CMAKE_SOURCE_DIR}/core/config.c ${CMAKE_SOURCE_DIR}/core/log.c
+                   ${CMAKE_SOURCE_DIR}/core/config.c ${CMAKE_SOURCE_DIR}/core/config_table.c
+                   ${CMAKE_SOURCE_DIR}/core/config_check.c ${CMAKE_SOURCE_DIR}/core/config_load.c
+                   ${CMAKE_SOURCE_DIR}/core/units.c ${CMAKE_SOURCE_DIR}/core/log.c
                    ${CMAKE_SOURCE_DIR}/core/err.c ${CMAKE_SOURCE_DIR}/core/file.c
                    ${CMAKE_SOURCE_DIR}/core/yaml_table.c ${CMAKE_SOURCE_DIR}/core/spot_hazards.c)
     target_include_directories(fuzz_config PRIVATE ${CMAKE_SOURCE_DIR})
@@ -31,3 +33,6 @@ endif()
 
 # The whole-file reader the trace and table loaders share (core/file.c).
 tm_add_c_test(test_file ${CMAKE_SOURCE_DIR}/tests/unit/core/test_file.c LABELS unit foundation LINK tarmac_core)
+
+# The one duration and one price parser every layer uses (core/units.c).
+tm_add_c_test(test_units ${CMAKE_SOURCE_DIR}/tests/unit/core/test_units.c LABELS unit foundation LINK tarmac_core)

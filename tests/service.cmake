@@ -41,7 +41,7 @@ if(TM_FUZZ)
     add_executable(fuzz_api_body ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_api_body.c
                    ${CMAKE_SOURCE_DIR}/controller/spec/job_spec.c ${CMAKE_SOURCE_DIR}/controller/spec/api_body.c
                    ${CMAKE_SOURCE_DIR}/controller/spec/json_body.c
-                   ${CMAKE_SOURCE_DIR}/core/model.c ${CMAKE_SOURCE_DIR}/core/err.c)
+                   ${CMAKE_SOURCE_DIR}/core/model.c ${CMAKE_SOURCE_DIR}/core/units.c ${CMAKE_SOURCE_DIR}/core/err.c)
     target_include_directories(fuzz_api_body PRIVATE ${CMAKE_SOURCE_DIR})
     target_compile_options(fuzz_api_body PRIVATE -fsanitize=fuzzer,address,undefined
                            -fno-omit-frame-pointer)

@@ -27,6 +27,7 @@
 #include "core/clock.h"
 #include "core/config.h"
 #include "core/err.h"
+#include "core/units.h"
 #include "core/log.h"
 
 #define DEFAULT_CONFIG "/etc/tarmac/tarmac.yaml"

@@ -24,6 +24,7 @@
 
 #include "core/model.h"
 #include "core/err.h"
+#include "core/units.h"
 
 static void usage(FILE *f)
 {

@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/err.h"
+#include "core/units.h"
 
 #define LIST_MAX 16
 

@@ -4,6 +4,14 @@
  *
  * Pure: no I/O, no clock, no globals.  All memory is allocated in
  * tm_forecast_new() and sized by the parameters.
+ *
+ * One file on purpose, although it is 900 lines: the seasons, the
+ * parameter bank, the step update and the commit are one state machine
+ * over struct tm_forecast, and splitting them would move that struct into
+ * a shared header with several owners.  The two pieces that do not touch
+ * it are small and serve only this file: the sorted error windows (60
+ * lines) and tm_forecast_evaluate() (90 lines, which drives the public API
+ * but shares the step arithmetic and the pinball loss with the model).
  */
 #include "controller/fleet/forecast.h"
 
@@ -53,14 +61,14 @@ static const double band_edges[NBAND - 1] = {0.5, 0.7, 0.8, 0.9, 0.95};
  * fitted on (Taylor 2003 minimises their squares), and they are the
  * first to tell a set that follows the series from one that lags it.
  *
- * Scoring the horizon-step errors instead picked the wrong set on short
+ * Scoring the horizon-step errors would pick the wrong set on short
  * bursts.  A burst no longer than the horizon costs every set about the
  * same in H-step errors: no set saw it coming, and each pays its height
  * again when it ends.  Only the timing differs: the random walk pays the
  * end at once (H steps of the whole burst), a low-alpha set spreads it
  * over an hour while its level decays and keeps some in its season for
  * the next day.  A running MAE read in between favours whoever has not
- * paid yet, so 88 GPUs for 4 minutes after a quiet day made the
+ * paid yet, so 88 GPUs for 4 minutes after a quiet day make the
  * alpha = 0.05 set the choice, forecasting 18 GPUs a minute after the
  * burst, 9 after ten and 0.9 after an hour.  The one-step errors tell the
  * two apart while the burst lasts: the random walk is right from its

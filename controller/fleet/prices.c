@@ -11,45 +11,8 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/units.h"
 #include "core/yaml_table.h"
-
-int tm_prices_parse_usd(const char *text, int64_t *ret_uusd)
-{
-    const char *p = text;
-    int64_t whole = 0, frac = 0;
-    int digits = 0, fd = 0;
-
-    if (!p || !*p || *p == '-')
-        return TM_EINVAL;
-    if (*p == '+')
-        p++;
-    while (*p >= '0' && *p <= '9') {
-        if (whole > 1000000000LL)
-            return TM_EINVAL;
-        whole = whole * 10 + (*p - '0');
-        p++;
-        digits++;
-    }
-    if (*p == '.') {
-        p++;
-        while (*p >= '0' && *p <= '9') {
-            if (fd >= 6)
-                return TM_EINVAL;
-            frac = frac * 10 + (*p - '0');
-            p++;
-            fd++;
-            digits++;
-        }
-    }
-    if (*p || digits == 0)
-        return TM_EINVAL;
-    while (fd < 6) {
-        frac *= 10;
-        fd++;
-    }
-    *ret_uusd = whole * 1000000 + frac;
-    return 0;
-}
 
 static int get_long(struct tm_yaml_ctx *c, const yaml_node_t *n, const char *key, long long lo,
                     long long hi, long long *ret)
@@ -78,7 +41,7 @@ static int get_price(struct tm_yaml_ctx *c, const yaml_node_t *n, const char *ke
         return tm_yaml_fail(c, n, "\"%s\" must be a dollar amount", key);
     if (s[0] == '-')
         return tm_yaml_fail(c, n, "negative price \"%s\" for \"%s\"", s, key);
-    if (tm_prices_parse_usd(s, ret) < 0)
+    if (tm_price_parse(s, ret) < 0)
         return tm_yaml_fail(c, n, "bad price \"%s\" for \"%s\" (dollars, up to 6 decimals)", s,
                             key);
     return 0;

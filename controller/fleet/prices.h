@@ -26,8 +26,10 @@
  *       warn_at: 0.8              # warning threshold, fraction of the cap
  *
  * Errors name the file, the line and the reason: "FILE:LINE: reason".
- * Unknown keys are errors.  Prices are parsed as decimals exactly (up to
- * six digits after the point), never through floating point.
+ * Unknown keys are errors.  Prices are parsed as decimals exactly, never
+ * through floating point, by tm_price_parse() (core/units.h: 1 to 7
+ * digits of dollars, optionally a point and 1 to 6 more, no sign), the
+ * grammar the configuration's prices have.
  */
 #ifndef TM_PRICES_H
 #define TM_PRICES_H
@@ -82,11 +84,6 @@ int tm_prices_load(const char *path, struct tm_price_table *ret, char *err, size
 /* The same from a buffer; name is used in messages. */
 int tm_prices_parse(const char *name, const char *text, size_t len, struct tm_price_table *ret,
                     char *err, size_t errlen);
-
-/* Parse a decimal dollar amount ("4.00", "32.7726") into micro-dollars.
- * Returns 0 or TM_EINVAL (negative, malformed, more than six decimals,
- * too large). */
-int tm_prices_parse_usd(const char *text, int64_t *ret_uusd);
 
 /* Index of a type by name, or -1. */
 int tm_prices_find(const struct tm_price_table *t, const char *name);

@@ -13,6 +13,7 @@
 #include "controller/spec/json_body.h"
 #include "core/model.h"
 #include "core/err.h"
+#include "core/units.h"
 
 /* The one place each message is written, so CLI and API say the same. */
 #define MSG_TEAM "must be 1-63 letters, digits, '.', '_' or '-'"

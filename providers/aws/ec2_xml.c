@@ -24,6 +24,7 @@
 
 #include "core/config.h"
 #include "core/err.h"
+#include "core/units.h"
 
 #define XML_MAX_DEPTH 64
 #define XML_MAX_NODES (1u << 20)
@@ -709,7 +710,7 @@ static int parse_spot_prices(const struct xdoc *d, int root, struct tm_ec2_reply
         if (r == 0)
             r = xcopy(d, it, "productDescription", p->product, sizeof(p->product));
         /* Decimal dollars, at most 6 places, converted without floats. */
-        if (r == 0 && tm_config_parse_price(xget(d, it, "spotPrice"), &p->uusd_per_hour) < 0)
+        if (r == 0 && tm_price_parse(xget(d, it, "spotPrice"), &p->uusd_per_hour) < 0)
             r = TM_EBADREPLY;
         if (r == 0)
             r = opt_time(d, it, "timestamp", &p->timestamp_ms);

@@ -1,13 +1,17 @@
 /*
  * tests/unit/core/test_config.c: the configuration loader.
  *
- * config.c is included rather than linked (h2o's way of reaching static
- * functions) so the countdown allocator in it can be switched on: every
- * allocation of a load is failed in turn, expecting TM_ENOMEM and, under
- * ASan, no leak.
+ * The loader's four files are included rather than linked (h2o's way of
+ * reaching static functions) so the countdown allocator in config_table.c
+ * can be switched on: every allocation of a load is failed in turn,
+ * expecting TM_ENOMEM and, under ASan, no leak.  Defining them all here
+ * keeps the linker from taking tarmac_core's own copies.
  */
 #define TM_CONFIG_FAULT_INJECTION 1
 #include "core/config.c"
+#include "core/config_table.c"
+#include "core/config_check.c"
+#include "core/config_load.c"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -405,7 +409,7 @@ static void test_prices(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int64_t v = -7;
-        int r = tm_config_parse_price(cases[i].text, &v);
+        int r = tm_price_parse(cases[i].text, &v);
 
         if (cases[i].uusd < 0) {
             assert_int_equal(r, TM_EINVAL);
@@ -441,7 +445,7 @@ static void test_durations(void **state)
     (void)state;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int64_t v = -7;
-        int r = tm_config_parse_duration(cases[i].text, &v);
+        int r = tm_duration_parse(cases[i].text, &v);
 
         if (cases[i].ms < 0) {
             assert_int_equal(r, TM_EINVAL);
@@ -772,7 +776,7 @@ static void test_spot_hazards_table(void **state)
     assert_true(n < 10000);
     tm_config_release(&cfg);
 
-    /* Key absent: no table, every cell has the pool's hazard, as before. */
+    /* Key absent: no table, so every cell has the pool's own hazard. */
     assert_int_equal(load(HEAD PROV POOL "    spot_hazard: 0.05\n", &cfg, err, sizeof(err)), 0);
     assert_null(cfg.providers[0].spot_hazards_file);
     assert_null(cfg.providers[0].spot_hazards);

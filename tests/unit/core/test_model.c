@@ -11,6 +11,7 @@
 #include "core/model.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/units.h"
 
 static void test_names_round_trip(void **state)
 {

@@ -9,6 +9,7 @@
 
 #include "controller/fleet/prices.h"
 #include "core/err.h"
+#include "core/units.h"
 
 static int parse(const char *text, struct tm_price_table *t, char *err, size_t n)
 {
@@ -19,19 +20,19 @@ static void test_usd(void **state)
 {
     int64_t v;
     (void)state;
-    assert_int_equal(tm_prices_parse_usd("4.00", &v), 0);
+    assert_int_equal(tm_price_parse("4.00", &v), 0);
     assert_int_equal(v, 4000000);
-    assert_int_equal(tm_prices_parse_usd("32.7726", &v), 0);
+    assert_int_equal(tm_price_parse("32.7726", &v), 0);
     assert_int_equal(v, 32772600);
-    assert_int_equal(tm_prices_parse_usd("0.000001", &v), 0);
+    assert_int_equal(tm_price_parse("0.000001", &v), 0);
     assert_int_equal(v, 1);
-    assert_int_equal(tm_prices_parse_usd("7", &v), 0);
+    assert_int_equal(tm_price_parse("7", &v), 0);
     assert_int_equal(v, 7000000);
-    assert_int_equal(tm_prices_parse_usd("-1", &v), TM_EINVAL);
-    assert_int_equal(tm_prices_parse_usd("1.0000001", &v), TM_EINVAL);
-    assert_int_equal(tm_prices_parse_usd("1e3", &v), TM_EINVAL);
-    assert_int_equal(tm_prices_parse_usd("", &v), TM_EINVAL);
-    assert_int_equal(tm_prices_parse_usd(".", &v), TM_EINVAL);
+    assert_int_equal(tm_price_parse("-1", &v), TM_EINVAL);
+    assert_int_equal(tm_price_parse("1.0000001", &v), TM_EINVAL);
+    assert_int_equal(tm_price_parse("1e3", &v), TM_EINVAL);
+    assert_int_equal(tm_price_parse("", &v), TM_EINVAL);
+    assert_int_equal(tm_price_parse(".", &v), TM_EINVAL);
 }
 
 static void test_shipped_tables(void **state)

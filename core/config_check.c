@@ -1,0 +1,466 @@
+/*
+ * core/config_check.c: the rules of the configuration that span keys, the
+ * spot hazard tables providers name, and normalisation.
+ */
+#include "core/config_internal.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <sys/stat.h>
+
+#include <openssl/crypto.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/spot_hazards.h"
+
+/* ---- validation ---------------------------------------------------------- */
+
+static const yaml_node_t *cfg_map_get(struct cfg_ctx *c, const yaml_node_t *map, const char *key)
+{
+    if (!map || map->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
+         p++) {
+        const yaml_node_t *k = tm_cfg_node(c, p->key);
+        if (k->type == YAML_SCALAR_NODE && strcmp((const char *)k->data.scalar.value, key) == 0)
+            return tm_cfg_node(c, p->value);
+    }
+    return NULL;
+}
+
+static const yaml_node_t *cfg_seq_get(struct cfg_ctx *c, const yaml_node_t *seq, size_t i)
+{
+    if (!seq || seq->type != YAML_SEQUENCE_NODE || i >= tm_cfg_seq_len(seq))
+        return NULL;
+    return tm_cfg_node(c, seq->data.sequence.items.start[i]);
+}
+
+/* The node of key inside map, or map itself when the key is absent, so a
+ * message points at the nearest line that exists. */
+static const yaml_node_t *cfg_at(struct cfg_ctx *c, const yaml_node_t *map, const char *key)
+{
+    const yaml_node_t *n = cfg_map_get(c, map, key);
+
+    if (n)
+        return n;
+    return map ? map : c->root;
+}
+
+/* Listen addresses: "host:port" or "[v6]:port", port 0..65535 (0: any free port). */
+bool tm_cfg_listen_ok(const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    int64_t port;
+
+    if (!colon || colon == s || !tm_cfg_parse_i64(colon + 1, &port) || colon[1] == '+' ||
+        colon[1] == '-' || port < 0 || port > 65535)
+        return false;
+    if (s[0] == '[')
+        return colon[-1] == ']' && colon - s > 2;
+    for (const char *p = s; p < colon; p++)
+        if (*p == ':' || *p == '[' || *p == ']' || *p == '/' || (unsigned char)*p <= ' ')
+            return false;
+    return true;
+}
+
+static bool cfg_cluster_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 40)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || tm_cfg_is_digit(*s) || *s == '-'))
+            return false;
+    return true;
+}
+
+/* Register raw[0..len) and, when it is percent-encoded, its decoded form:
+ * either may end up in a log line (our own or one quoted from libpq). */
+static int cfg_add_secret(const char *raw, size_t len)
+{
+    char *copy = tm_cfg_strndup(raw, len);
+    size_t o = 0;
+
+    if (!copy)
+        return TM_ENOMEM;
+    tm_log_add_secret(copy);
+    for (size_t i = 0; i < len; i++) {
+        int hi, lo;
+
+        if (raw[i] == '%' && i + 2 < len &&
+            (hi = OPENSSL_hexchar2int((unsigned char)raw[i + 1])) >= 0 &&
+            (lo = OPENSSL_hexchar2int((unsigned char)raw[i + 2])) >= 0) {
+            copy[o++] = (char)(hi * 16 + lo);
+            i += 2;
+        } else {
+            copy[o++] = raw[i];
+        }
+    }
+    copy[o] = '\0';
+    tm_log_add_secret(copy);
+    OPENSSL_cleanse(copy, len);
+    free(copy);
+    return 0;
+}
+
+/*
+ * Find the password in a libpq connection string and register it with the
+ * logger.  Both forms libpq takes are covered: URIs
+ * ("postgresql://user:pw@host/db?password=pw") and keyword/value strings
+ * ("host=h password='p w'").  Returns 0 or TM_ENOMEM.
+ */
+int tm_cfg_register_db_secret(const char *url)
+{
+    const char *rest = NULL;
+    int r;
+
+    if (strncmp(url, "postgresql://", 13) == 0)
+        rest = url + 13;
+    else if (strncmp(url, "postgres://", 11) == 0)
+        rest = url + 11;
+
+    if (rest) {
+        size_t auth = strcspn(rest, "/?#");
+        const char *at = NULL, *q;
+
+        for (size_t i = 0; i < auth; i++)
+            if (rest[i] == '@')
+                at = rest + i;
+        if (at) {
+            const char *colon = memchr(rest, ':', (size_t)(at - rest));
+            if (colon && at - colon > 1) {
+                r = cfg_add_secret(colon + 1, (size_t)(at - colon - 1));
+                if (r < 0)
+                    return r;
+            }
+        }
+        q = strchr(rest, '?');
+        while (q) {
+            q++;
+            if (strncmp(q, "password=", 9) == 0) {
+                size_t n = strcspn(q + 9, "&#");
+                if (n > 0) {
+                    r = cfg_add_secret(q + 9, n);
+                    if (r < 0)
+                        return r;
+                }
+            }
+            q = strchr(q, '&');
+        }
+        return 0;
+    }
+
+    /* keyword = value pairs, values optionally single-quoted with \ escapes */
+    for (const char *p = url; (p = strstr(p, "password")) != NULL; p += 8) {
+        const char *v = p + 8;
+        char *buf;
+        size_t n = 0;
+
+        if (p != url && p[-1] != ' ' && p[-1] != '\t')
+            continue;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        if (*v != '=')
+            continue;
+        v++;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        buf = tm_cfg_strdup(v);
+        if (!buf)
+            return TM_ENOMEM;
+        if (*v == '\'') {
+            for (v++; *v && *v != '\''; v++) {
+                if (*v == '\\' && v[1])
+                    v++;
+                buf[n++] = *v;
+            }
+        } else {
+            for (; *v && *v != ' ' && *v != '\t'; v++)
+                buf[n++] = *v;
+        }
+        buf[n] = '\0';
+        tm_log_add_secret(buf);
+        OPENSSL_cleanse(buf, n);
+        free(buf);
+    }
+    return 0;
+}
+
+static int cfg_validate_providers(struct cfg_ctx *c, const struct tm_config *cfg)
+{
+    const yaml_node_t *list = cfg_map_get(c, c->root, "providers");
+
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        const struct tm_config_provider *p = &cfg->providers[i];
+        const yaml_node_t *pn = cfg_seq_get(c, list, i);
+        const yaml_node_t *tlist = cfg_map_get(c, pn, "instance_types");
+        const struct tm_config_credentials *cr = &p->credentials;
+
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(cfg->providers[j].name, p->name) == 0) {
+                tm_cfg_path_set(c, "providers[%zu].name", i);
+                return tm_cfg_fail(c, cfg_at(c, pn, "name"),
+                                   "duplicate provider name \"%s\" (first used by providers[%zu])",
+                                   p->name, j);
+            }
+        if (strcmp(p->kind, "sim") == 0 && p->ntypes == 0) {
+            tm_cfg_path_set(c, "providers[%zu].instance_types", i);
+            return tm_cfg_fail(c, cfg_at(c, pn, "instance_types"),
+                               "a sim provider must describe at least one instance type");
+        }
+        if (strcmp(cr->source, "file") == 0 && !cr->file) {
+            tm_cfg_path_set(c, "providers[%zu].credentials.file", i);
+            return tm_cfg_fail(c, cfg_at(c, cfg_map_get(c, pn, "credentials"), "file"),
+                               "missing required key (credentials.source is \"file\")");
+        }
+        if (strcmp(cr->source, "file") != 0 && cr->file) {
+            tm_cfg_path_set(c, "providers[%zu].credentials.file", i);
+            return tm_cfg_fail(c, cfg_at(c, cfg_map_get(c, pn, "credentials"), "file"),
+                               "only used when credentials.source is \"file\", not \"%s\"",
+                               cr->source);
+        }
+        for (size_t t = 0; t < p->ntypes; t++) {
+            const struct tm_config_instance_type *ty = &p->types[t];
+            const yaml_node_t *tn = cfg_seq_get(c, tlist, t);
+
+            for (size_t u = 0; u < t; u++)
+                if (strcmp(p->types[u].name, ty->name) == 0) {
+                    tm_cfg_path_set(c, "providers[%zu].instance_types[%zu].name", i, t);
+                    return tm_cfg_fail(c, cfg_at(c, tn, "name"),
+                                       "duplicate instance type name \"%s\" (first used by "
+                                       "providers[%zu].instance_types[%zu])",
+                                       ty->name, i, u);
+                }
+        }
+    }
+    return 0;
+}
+
+static int cfg_validate_pools(struct cfg_ctx *c, const struct tm_config *cfg)
+{
+    const yaml_node_t *list = cfg_map_get(c, c->root, "pools");
+
+    for (size_t i = 0; i < cfg->npools; i++) {
+        const struct tm_config_pool *pool = &cfg->pools[i];
+        const yaml_node_t *pn = cfg_seq_get(c, list, i);
+        const struct tm_config_provider *prov;
+
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(cfg->pools[j].name, pool->name) == 0) {
+                tm_cfg_path_set(c, "pools[%zu].name", i);
+                return tm_cfg_fail(c, cfg_at(c, pn, "name"),
+                                   "duplicate pool name \"%s\" (first used by pools[%zu])",
+                                   pool->name, j);
+            }
+        prov = tm_config_provider_find(cfg, pool->provider);
+        if (!prov) {
+            tm_cfg_path_set(c, "pools[%zu].provider", i);
+            return tm_cfg_fail(c, cfg_at(c, pn, "provider"), "unknown provider \"%s\"",
+                               pool->provider);
+        }
+        if (pool->min_nodes > pool->max_nodes) {
+            tm_cfg_path_set(c, "pools[%zu].max_nodes", i);
+            return tm_cfg_fail(c, cfg_at(c, pn, "max_nodes"), "must be at least min_nodes (%d)",
+                               pool->min_nodes);
+        }
+        for (size_t t = 0; t < pool->ninstance_types; t++) {
+            const char *tname = pool->instance_types[t];
+            const struct tm_config_instance_type *ty = tm_config_type_find(prov, tname);
+            const yaml_node_t *tn = cfg_seq_get(c, cfg_map_get(c, pn, "instance_types"), t);
+
+            if (!tn)
+                tn = cfg_at(c, pn, "instance_types");
+            tm_cfg_path_set(c, "pools[%zu].instance_types[%zu]", i, t);
+            if (!ty) {
+                /* A cloud provider may offer types the file does not
+                 * describe; the simulator knows only what it is told. */
+                if (strcmp(prov->kind, "sim") == 0)
+                    return tm_cfg_fail(c, tn, "unknown instance type \"%s\" for provider \"%s\"",
+                                       tname, prov->name);
+                continue;
+            }
+            if (pool->gpu_model && strcmp(pool->gpu_model, ty->gpu_model) != 0)
+                return tm_cfg_fail(c, tn,
+                                   "instance type \"%s\" has GPU model \"%s\", but the pool's "
+                                   "gpu_model is \"%s\"",
+                                   tname, ty->gpu_model, pool->gpu_model);
+            if (pool->gpus_per_node && pool->gpus_per_node != ty->gpus)
+                return tm_cfg_fail(c, tn,
+                                   "instance type \"%s\" has %d GPUs, but the pool's gpus_per_node "
+                                   "is %d",
+                                   tname, ty->gpus, pool->gpus_per_node);
+            /* A pool limited to spot must be able to buy spot. */
+            if (strcmp(pool->capacity_type, "spot") == 0 && ty->spot_uusd_per_hour == 0)
+                return tm_cfg_fail(c, tn,
+                                   "instance type \"%s\" offers no spot capacity (spot_price is 0)",
+                                   tname);
+            /* Types described for one pool must also agree with each
+             * other, or the pool would not be one shape of node. */
+            if (!pool->gpu_model || !pool->gpus_per_node) {
+                for (size_t u = 0; u < t; u++) {
+                    const struct tm_config_instance_type *other =
+                        tm_config_type_find(prov, pool->instance_types[u]);
+                    if (other && (strcmp(other->gpu_model, ty->gpu_model) != 0 ||
+                                  other->gpus != ty->gpus))
+                        return tm_cfg_fail(c, tn,
+                                           "instance type \"%s\" (%d x %s) differs from \"%s\" "
+                                           "(%d x %s); give the pool one GPU shape",
+                                           tname, ty->gpus, ty->gpu_model, other->name, other->gpus,
+                                           other->gpu_model);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* Read each provider's spot_hazards table.  Its own errors ("FILE:LINE:
+ * reason", or the file that could not be opened) are given under the key
+ * that named it, so the operator sees both files.  A table that names
+ * none of the provider's pools' (type, zone) cells is not an error: those
+ * pools keep their spot_hazard (tm_config_spot_hazard). */
+static int cfg_load_spot_hazards(struct cfg_ctx *c, struct tm_config *cfg)
+{
+    const yaml_node_t *list = cfg_map_get(c, c->root, "providers");
+
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        struct tm_config_provider *p = &cfg->providers[i];
+        char why[512];
+        int r;
+
+        if (!p->spot_hazards_file)
+            continue;
+        /* A table is a file: a FIFO, a device or a directory would block
+         * the load or make no sense (stat does not open it). */
+        struct stat st;
+        if (stat(p->spot_hazards_file, &st) == 0 && !S_ISREG(st.st_mode)) {
+            tm_cfg_path_set(c, "providers[%zu].spot_hazards", i);
+            return tm_cfg_fail(c, cfg_at(c, cfg_seq_get(c, list, i), "spot_hazards"),
+                               "%s: not a regular file", p->spot_hazards_file);
+        }
+        p->spot_hazards = tm_cfg_calloc(1, sizeof(*p->spot_hazards));
+        if (!p->spot_hazards)
+            return tm_cfg_nomem(c);
+        r = tm_spot_hazards_load(p->spot_hazards_file, p->spot_hazards, why, sizeof(why));
+        if (r == TM_ENOMEM)
+            return tm_cfg_nomem(c);
+        if (r < 0) {
+            /* -errno too: a table that cannot be read is a bad value of
+             * the key, not an I/O failure of the configuration file. */
+            tm_cfg_path_set(c, "providers[%zu].spot_hazards", i);
+            return tm_cfg_fail(c, cfg_at(c, cfg_seq_get(c, list, i), "spot_hazards"), "%s", why);
+        }
+    }
+    return 0;
+}
+
+int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
+{
+    const char *env_url = getenv("TARMAC_DATABASE_URL");
+    const yaml_node_t *db = cfg_map_get(c, c->root, "database");
+    int r;
+
+    if (!cfg_cluster_ok(cfg->cluster)) {
+        tm_cfg_path_set(c, "cluster");
+        return tm_cfg_fail(c, cfg_at(c, c->root, "cluster"),
+                           "bad cluster tag \"%.64s\": expected 1 to 40 of a-z 0-9 -", cfg->cluster);
+    }
+    if (!tm_cfg_listen_ok(cfg->listen)) {
+        tm_cfg_path_set(c, "listen");
+        return tm_cfg_fail(c, cfg_at(c, c->root, "listen"),
+                           "bad address \"%.128s\": expected host:port with port 0 to 65535",
+                           cfg->listen);
+    }
+    if (!cfg->database_url && !(env_url && *env_url)) {
+        tm_cfg_path_set(c, "database.url");
+        return tm_cfg_fail(c, db ? db : c->root,
+                           "missing required key (or set TARMAC_DATABASE_URL)");
+    }
+    if (!cfg->api.tls_cert_file != !cfg->api.tls_key_file) {
+        const yaml_node_t *api = cfg_map_get(c, c->root, "api");
+
+        tm_cfg_path_set(c, cfg->api.tls_cert_file ? "api.tls_key_file" : "api.tls_cert_file");
+        return tm_cfg_fail(c, api ? api : c->root,
+                           "missing: TLS needs both tls_cert_file and tls_key_file");
+    }
+    if (cfg->alerts.webhook_url) {
+        const char *u = cfg->alerts.webhook_url;
+
+        if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+            tm_cfg_path_set(c, "alerts.webhook_url");
+            return tm_cfg_fail(c, cfg_at(c, cfg_map_get(c, c->root, "alerts"), "webhook_url"),
+                               "expected an http:// or https:// URL");
+        }
+        /* Webhook URLs carry their credential in the path (Slack, Teams):
+         * the whole URL is a secret. */
+        if (cfg_add_secret(u, strlen(u)) < 0)
+            return tm_cfg_nomem(c);
+    }
+    r = cfg_validate_providers(c, cfg);
+    if (r < 0)
+        return r;
+    r = cfg_validate_pools(c, cfg);
+    if (r < 0)
+        return r;
+    r = cfg_load_spot_hazards(c, cfg);
+    if (r < 0)
+        return r;
+    if (cfg->database_url) {
+        r = tm_cfg_register_db_secret(cfg->database_url);
+        if (r < 0)
+            return tm_cfg_nomem(c);
+    }
+    tm_cfg_path_set(c, "%s", "");
+    return 0;
+}
+
+/* Fill what a pool may leave to the instance types its provider describes. */
+int tm_cfg_normalise(struct cfg_ctx *c, struct tm_config *cfg)
+{
+    const yaml_node_t *list = cfg_map_get(c, c->root, "pools");
+
+    for (size_t i = 0; i < cfg->npools; i++) {
+        struct tm_config_pool *pool = &cfg->pools[i];
+        const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
+        const struct tm_config_instance_type *ty = NULL;
+        const yaml_node_t *pn = cfg_seq_get(c, list, i);
+
+        for (size_t t = 0; t < pool->ninstance_types && !ty; t++)
+            ty = tm_config_type_find(prov, pool->instance_types[t]);
+        if (!pool->gpu_model) {
+            if (!ty) {
+                tm_cfg_path_set(c, "pools[%zu].gpu_model", i);
+                return tm_cfg_fail(c, pn,
+                                   "missing required key (provider \"%s\" describes none of the "
+                                   "pool's instance types)",
+                                   prov->name);
+            }
+            pool->gpu_model = tm_cfg_strdup(ty->gpu_model);
+            if (!pool->gpu_model)
+                return tm_cfg_nomem(c);
+        }
+        if (!pool->gpus_per_node) {
+            if (!ty) {
+                tm_cfg_path_set(c, "pools[%zu].gpus_per_node", i);
+                return tm_cfg_fail(c, pn,
+                                   "missing required key (provider \"%s\" describes none of the "
+                                   "pool's instance types)",
+                                   prov->name);
+            }
+            pool->gpus_per_node = ty->gpus;
+        }
+        if (!cfg_map_get(c, pn, "spot_hazard"))
+            pool->spot_hazard_per_hour = prov->spot_hazard_per_hour;
+        if (!cfg_map_get(c, pn, "spot_notice"))
+            pool->spot_notice_ms = prov->spot_notice_ms;
+        pool->disruption_limited = cfg_map_get(c, pn, "disruption_nodes") ||
+                                   cfg_map_get(c, pn, "disruption_pct");
+    }
+    return 0;
+}
