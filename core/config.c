@@ -3,9 +3,14 @@
  * section (how the loader uses them: config_internal.h).
  */
 #include "core/config_internal.h"
+#include "core/sched_policies.h"
 
 static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", NULL};
-static const char *const cfg_policies[] = {"fifo", "backfill", "tarmac", NULL};
+/* The scheduler's own rows (sched_policies.h), so a new policy needs no
+ * second list here. */
+#define CFG_POLICY_NAME(id, name) #name,
+static const char *const cfg_policies[] = {TM_SCHED_POLICIES(CFG_POLICY_NAME) NULL};
+#undef CFG_POLICY_NAME
 static const char *const cfg_kinds[] = {"sim", "aws", "gcp", "azure", NULL};
 static const char *const cfg_cred_sources[] = {"none", "env", "file", "instance_role", NULL};
 static const char *const cfg_capacity_types[] = {"on_demand", "spot", "spot_then_on_demand", NULL};

@@ -23,22 +23,13 @@
 #include <stdint.h>
 
 #include "core/model.h"
+#include "core/sched_policies.h"
 
 #define TM_NODE_GPUS_MAX 16
 #define TM_GPU_MODELS_MAX 64
 
-/*
- * The policies, one row each: X(ID, name) gives the enum value
- * TM_POLICY_<ID>, the name configurations and replays use, and the
- * policy's file, controller/sched/<name>.c, which fills the hooks of
- * struct sched_policy (internal.h) in sched_<name>.  Adding a policy is
- * that file and one row here; the names, the enum and the table follow.
- */
-#define TM_SCHED_POLICIES(X)                                                        \
-    X(FIFO, fifo)         /* strict submit order, first-fit, head blocks: baseline */ \
-    X(BACKFILL, backfill) /* FIFO + EASY backfill on estimates: baseline */           \
-    X(TARMAC, tarmac)     /* the product: see tarmac.c */
-
+/* The policies: one row each in core/sched_policies.h, which gives the
+ * enum, the names and the table (policy.c). */
 enum tm_sched_policy {
 #define TM_SCHED_POLICY_ENUM(id, name) TM_POLICY_##id,
     TM_SCHED_POLICIES(TM_SCHED_POLICY_ENUM)
