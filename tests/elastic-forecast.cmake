@@ -1,4 +1,4 @@
-# Issue 4: the demand forecaster (controller/fleet/forecast.c, cli/forecast.c).
+# The demand forecaster (controller/fleet/forecast.c, cli/forecast.c).
 # test_forecast runs `tarmac forecast` too, so it links the whole tree.
 # test_forecast reads one Helios series from ../shared/traces beside the
 # source tree and skips that case when it is absent.

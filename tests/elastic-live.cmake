@@ -10,7 +10,7 @@ tm_add_test(itest_spot_apply LABELS integration elastic FIXTURES pg TIMEOUT 120
 # spot launches in the zone of lowest hazard, the sim drawing from the table.
 tm_add_test(itest_spot_zone_hazards LABELS integration elastic FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/spot_zone_hazards.sh)
-# The live tick's launches and releases from the planner (issue 4, item 2):
+# The live tick's launches and releases from the planner:
 # forecast, hysteresis, shortage fallback, routing, pool limits.
 tm_add_c_test(test_reconcile_planner ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_planner.c
               LABELS unit elastic LINK tarmac_reconcile)
@@ -20,7 +20,7 @@ tm_add_c_test(test_live_forecast ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_l
               LABELS unit elastic LINK tarmac_reconcile)
 tm_add_test(itest_forecast_warm LABELS integration elastic FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/forecast_warm.sh)
-# The planner's other actions in the live tick (issue 4, item 2): drain,
+# The planner's other actions in the live tick: drain,
 # move, spot substitution, deadline switch, refusals, disruption budget.
 tm_add_c_test(test_reconcile_moves ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_moves.c
               LABELS unit elastic LINK tarmac_reconcile)

@@ -1,4 +1,4 @@
-# Issue 4: the price table, the fleet planner and the elastic replay
+# The price table, the fleet planner and the elastic replay
 # (controller/fleet/prices.c, planner.c, elastic.c, cli/elastic.c).
 # test_elastic doubles as a runner for `replay --elastic` (bench/run-elastic.sh
 # uses it while the main binary does not dispatch there yet):

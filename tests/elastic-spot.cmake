@@ -1,4 +1,4 @@
-# Issue 4: spot hazards and availability fitted from the public spot traces
+# Spot hazards and availability fitted from the public spot traces
 # (controller/fleet/spot_fit.c, spot_traces.c, cli/spot_fit.c, core/spot_hazards.c) and
 # their use by the elastic replay (`replay --elastic --hazards FILE`).
 # test_spot_fit reads ../shared/traces/spot beside the source tree and skips

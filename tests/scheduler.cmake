@@ -1,4 +1,4 @@
-# Issue 3: the scheduler, trace replay and packing.  Tests that read the
+# The scheduler, trace replay and packing.  Tests that read the
 # public traces find them at ${TM_SOURCE_DIR}/../shared/traces (ctest sets
 # TM_SOURCE_DIR) and skip when they are absent.
 tm_add_c_test(test_scheduler ${CMAKE_SOURCE_DIR}/tests/unit/sched/test_scheduler.c

@@ -1,4 +1,4 @@
-# Alerts (issue 6 item 5), in a fragment of their own so the service
+# Alerts, in a fragment of their own so the service
 # fragment's other owners do not collide: the conditions as known answers,
 # then the real binary against a loopback webhook that fails twice before
 # accepting (tests/lib/webhook_receiver.py).

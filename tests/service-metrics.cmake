@@ -1,4 +1,4 @@
-# Prometheus /metrics (issue 6 item 4), in a fragment of its own so the
+# Prometheus /metrics, in a fragment of its own so the
 # service fragment's other owners do not collide.  test_api checks every
 # family against the database; these check the controller's counters
 # alone, then the real binary: a sim cloud short of capacity (provider

@@ -1,4 +1,4 @@
-# The service surface (issue 6): the HTTP API on h2o, tokens, request
+# The service surface: the HTTP API on h2o, tokens, request
 # bodies.
 
 tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/spec/test_api_body.c LABELS unit service
@@ -24,7 +24,7 @@ target_link_libraries(fuzz_api_body_replay PRIVATE tarmac_lib)
 tm_add_test(fuzz_api_body_corpus LABELS unit service TIMEOUT 60
             COMMAND fuzz_api_body_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/api_body)
 
-# The request path end to end (issue 18): route matching, Content-Type,
+# The request path end to end: route matching, Content-Type,
 # the strict reader and every body parser, with a corpus of hostile cases.
 add_executable(fuzz_api_request_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_api_request.c)
 target_compile_definitions(fuzz_api_request_replay PRIVATE TM_FUZZ_REPLAY)

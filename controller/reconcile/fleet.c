@@ -416,7 +416,7 @@ out:
 
 /* Step 3: launches and releases from the planner, per GPU model, then
  * pool minimums and drained nodes. */
-void tm_rc_plan_fleet(struct pass *p, const bool *job_placed)
+void tm_rc_run_planner(struct pass *p, const bool *job_placed)
 {
     const struct tm_snapshot *s = p->in->snap;
     const struct tm_config *cfg = p->cfg;

@@ -160,7 +160,7 @@ void tm_rc_budgets(struct pass *p);
 void tm_rc_schedule(struct pass *p, bool *job_placed);
 /* Step 3: launches and releases from the planner, per GPU model, then
  * pool minimums and drained nodes. */
-void tm_rc_plan_fleet(struct pass *p, const bool *job_placed);
+void tm_rc_run_planner(struct pass *p, const bool *job_placed);
 
 /* ---- budgets (budgets.c) ----------------------------------------------- */
 
@@ -190,7 +190,7 @@ cJSON *tm_rc_request_node(struct pass *p, int pi, const struct tm_config_instanc
 
 /* Per pool: disruptions in the current interval (the snapshot's decisions)
  * and how many more the budget allows.  Call once, before
- * tm_rc_plan_fleet(). */
+ * tm_rc_run_planner(). */
 void tm_rc_disruption_init(struct pass *p);
 /* Take one disruption from pool pi's budget: false when it is spent. */
 bool tm_rc_disruption_take(struct pass *p, int pi);

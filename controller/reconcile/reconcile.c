@@ -100,7 +100,7 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_rc_plan *ret)
     if (!p.err)
         tm_rc_schedule(&p, job_placed);
     if (!p.err)
-        tm_rc_plan_fleet(&p, job_placed);
+        tm_rc_run_planner(&p, job_placed);
 out:
     r = p.err;
     if (matched)

@@ -59,11 +59,11 @@ struct tm_sched_job {
     int32_t priority;    /* larger is more urgent */
     enum tm_job_class klass;
     bool preemptible;
-    /* Added for issue 3: 1 + the node index this job was reserved on in
+    /* 1 + the node index this job was reserved on in
      * the previous pass (tm_sched_reservation.node + 1), 0 if none.  tarmac
      * keeps a reservation on its node, so that a drain, once begun, ends. */
     int32_t hold_node;
-    /* Added for issue 3: the start first promised to this job by a
+    /* The start first promised to this job by a
      * reservation (tm_sched_reservation.start_ms of the first pass that
      * reserved it), 0 if none.  tarmac lets non-preemptible work fill the
      * held node only if it ends by then, so a drain cannot be prolonged
@@ -97,14 +97,14 @@ struct tm_sched_alloc {
     int64_t memory_mib;
     int64_t end_ms;      /* expected end: start + estimate */
     bool preemptible;
-    bool loaned;         /* added for issue 3: the placement said loaned (copy it
-                          * back); tarmac may evict it, see tm_sched_preemption */
+    bool loaned;         /* the placement said loaned (copy it back); tarmac
+                          * may evict it, see tm_sched_preemption */
 };
 
 struct tm_sched_params {
     int64_t starvation_ms; /* tarmac: no job waits past this (aging bound) */
     int64_t short_ms;      /* tarmac: jobs with estimates under this fill gaps */
-    /* Added for issue 3.  Zero means the default given in brackets. */
+    /* Zero means the default given in brackets. */
     int32_t max_reservations;    /* tarmac: blocked jobs holding reservations [8];
                                   * backfill always holds exactly one (EASY) */
     int64_t default_estimate_ms; /* ordering weight of a job without estimate [1 h] */
@@ -115,8 +115,8 @@ struct tm_sched_params {
      * by one job after the rest of its work ended.  fifo and backfill:
      * instead of first fit, among every node that fits.  tarmac: among its
      * best-fit candidates, after model pressure and stranding and before
-     * the tightness of the fit.  Other jobs place as before; false: no job
-     * does this. */
+     * the tightness of the fit.  Other jobs place by the policy alone;
+     * false: no job does this. */
     bool align_ends;
     /* tarmac: the fleet grows and shrinks.  Among placements that strand
      * equally (and align equally), the node of lowest rank comes before
@@ -154,12 +154,12 @@ struct tm_sched_placement {
     int32_t node;      /* index into input nodes */
     uint32_t gpu_mask; /* GPUs given */
     int32_t gpu_milli; /* on each GPU of the mask */
-    bool loaned;       /* added for issue 3: preemptible work on capacity
+    bool loaned;       /* preemptible work on capacity
                         * reserved for non-preemptible work, beyond what its
                         * estimate covers; pass it back in tm_sched_alloc */
 };
 
-/* Added for issue 3.  A running preemptible job on loan to evict now, so
+/* A running preemptible job on loan to evict now, so
  * that the reserved non-preemptible job `job` starts in this same pass
  * (its placement is in the result).  The caller stops and requeues it. */
 struct tm_sched_preemption {
@@ -190,7 +190,7 @@ struct tm_sched_note {
 
 /* A blocked job's claim on one node from start_ms on (a gang has one per
  * node).  Later jobs may use the node before start_ms only if they end by
- * then or leave room for the reserved job.  Added for issue 3. */
+ * then or leave room for the reserved job. */
 struct tm_sched_reservation {
     int32_t job;       /* index into input jobs */
     int32_t node;      /* index into input nodes */
@@ -202,9 +202,9 @@ struct tm_sched_result {
     size_t nplacements;
     struct tm_sched_note *notes;
     size_t nnotes;
-    struct tm_sched_reservation *reservations; /* added for issue 3 */
+    struct tm_sched_reservation *reservations;
     size_t nreservations;
-    struct tm_sched_preemption *preemptions;   /* added for issue 3 (tarmac) */
+    struct tm_sched_preemption *preemptions;   /* tarmac only */
     size_t npreemptions;
 };
 

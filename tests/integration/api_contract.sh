@@ -2,10 +2,9 @@
 # docs/openapi.yaml as a contract against the real `tarmac serve`:
 # tests/lib/openapi_check.py drives every operation of the file (valid
 # requests, bad bodies, unknown path parameters, wrong methods, ended
-# nodes) and checks each answer's status and body against the file.  The
-# checks of behaviour issue 18 asks for and the server may not have yet
-# (NEW_BEHAVIOUR in the checker) are on: they are the target.
-# TM_OPENAPI_SKIP_NEW=1 leaves them out.
+# nodes) and checks each answer's status and body against the file, the
+# checker's NEW_BEHAVIOUR set included (TM_OPENAPI_SKIP_NEW=1 leaves it
+# out, for a server older than those answers).
 #
 # Deterministic: the pools may launch nothing (max_nodes 0), and this
 # script holds the leader lock, so the replica under test only serves the

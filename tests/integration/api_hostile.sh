@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The API against hostile and careless clients (issue 18), through `tarmac
+# The API against hostile and careless clients, through `tarmac
 # serve` and curl: each finding of the review is a case here, and every
 # refused request changes no row.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
