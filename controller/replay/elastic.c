@@ -611,6 +611,146 @@ static void observe_forecast(struct sim *s)
             tm_forecast_observe(s->fc[p], s->now, d[p]);
 }
 
+/* tarmac's own planner settings: the fitted zone hazards, a short grace
+ * with the forecast keeping what demand will want again, moves, drains
+ * and a disruption budget. */
+static void plan_tarmac_params(struct sim *s, struct tm_planner_input *in)
+{
+    const struct tm_elastic_config *c = s->cfg;
+
+    in->spot_zone_hazard = s->zone_hazard;
+    /* A short grace: the forecast's upper quantile keeps the nodes
+     * that demand will want again (hysteresis), the rest go soon. */
+    in->params.idle_grace_ms = TARMAC_GRACE_MS;
+    in->params.move_cost_ms = 60 * 1000;
+    in->params.disruption_nodes = 2;
+    in->params.disruption_pct = 0.1;
+    in->params.drain_oversized = true;
+    /* The forecast keeps an idle node for at most a boot: keeping it
+     * longer costs more than launching again when the demand comes
+     * (ski rental).  Measured, tarmac, unlimited -> a boot: openb B
+     * 1.193 -> 1.186 x floor, C 1.411 -> 1.406 x lower bound, A
+     * 37580 -> 37528 USD (bench/results/elastic-2026-11-29-c.md). */
+    in->params.keep_max_ms = c->boot_ms;
+    {
+        int64_t since = s->now - 10 * 60 * 1000;
+        int32_t recent = 0;
+        for (size_t k = 0; k < s->nterm; k++)
+            if (s->term_times[k] > since)
+                recent++;
+        in->params.recent_terminations = recent;
+    }
+    for (int p = 0; p < TM_PLANNER_POOL_MAX; p++) {
+        double mean, upper;
+        if (s->fc[p] && tm_forecast_predict(s->fc[p], c->boot_ms + c->tick_ms, 0.9, &mean,
+                                            &upper) == 0)
+        {
+            /* launch ahead for the expected demand, keep for the
+             * upper quantile.  Launching for the upper quantile too
+             * was measured: openb A mean wait 6.4 s instead of 9.6 s
+             * (reactive 9.5 s) but 1.2% dearer, sizes 1-8 3% dearer,
+             * and on the Helios series dearer than reactive. */
+            in->forecast_gpus[p] = mean;
+            /* as the live tick (reconcile/fleet.c): an upper quantile
+             * below the mean keeps what the mean launched */
+            in->keep_gpus[p] = upper > mean ? upper : mean;
+        }
+    }
+}
+
+/* The month's hard or soft cap as the planner sees it: spent so far, and
+ * what the live nodes commit to until they could be released. */
+static void plan_budget(struct sim *s, struct tm_planner_input *in, const struct tm_planner_node *pn,
+                        const int32_t *nmap, size_t nn)
+{
+    const struct tm_elastic_config *c = s->cfg;
+
+    int64_t month0 = s->now / MONTH_MS * MONTH_MS;
+    int64_t committed = 0;
+    in->budget.active = true;
+    in->budget.hard = s->budget.hard;
+    in->budget.cap_uusd = s->budget.cap_cents * 10000;
+    in->budget.warn_at = s->budget.warn_at;
+    in->budget.warned = s->warned;
+    in->budget.spent_uusd = (int64_t)spent_between(s, month0, s->now);
+    for (size_t i = 0; i < nn; i++) {
+        struct enode *n = &s->nodes[nmap[i]];
+        int64_t until = pn[i].busy_until_ms > s->now + c->idle_grace_ms
+                            ? pn[i].busy_until_ms : s->now + c->idle_grace_ms;
+        if (until > month0 + MONTH_MS)
+            until = month0 + MONTH_MS;
+        if (!n->leaving)
+            committed += price_of(s, n) / 1000 * (until - s->now) / 3600;
+    }
+    in->budget.committed_uusd = committed;
+}
+
+/* Carry out one of the planner's actions in the simulated fleet. */
+static int apply_action(struct sim *s, const struct tm_planner_action *x, const int32_t *nmap,
+                        const size_t *jmap)
+{
+    const struct tm_elastic_config *c = s->cfg;
+    int rc = 0;
+
+    switch (x->kind) {
+    case TM_PLANNER_LAUNCH:
+        rc = launch(s, x->type, x->zone, x->spot, x->reason);
+        if (rc == TM_EQUOTA)
+            rc = 0;
+        break;
+    case TM_PLANNER_TERMINATE:
+        terminate(s, (size_t)nmap[x->node], x->reason);
+        break;
+    case TM_PLANNER_SUBSTITUTE:
+        if (launch(s, x->type, x->zone, true, x->reason) == 0) {
+            s->nodes[s->nnodes - 1].replace = nmap[x->node];
+            s->st.substitutions++;
+        }
+        break;
+    case TM_PLANNER_MOVE: {
+        size_t ni = (size_t)nmap[x->node];
+        for (size_t q = s->nrunning; q-- > 0;)
+            if (s->jobs[s->running[q]].node == (int)ni)
+                stop_job(s, s->running[q], true);
+        /* emptied: release it now (its jobs fit elsewhere) */
+        terminate(s, ni, "consolidated: jobs checkpointed and moved");
+        s->st.moves++;
+        if (c->log)
+            fprintf(c->log, "%.0f tarmac move %s: %s\n", s->now / 1e3, s->nodes[ni].id, x->reason);
+        break;
+    }
+    case TM_PLANNER_DEADLINE_OD: {
+        size_t j = jmap[x->job];
+        s->jobs[j].force_od = true;
+        if (s->jobs[j].state == J_RUNNING && s->nodes[s->jobs[j].node].spot)
+            stop_job(s, j, s->jobs[j].ckpt);
+        break;
+    }
+    case TM_PLANNER_DRAIN:
+        s->nodes[nmap[x->node]].cordoned = true;
+        s->st.drains++;
+        if (c->log)
+            fprintf(c->log, "%.0f %s drain %s: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
+                    s->nodes[nmap[x->node]].id, x->reason);
+        break;
+    case TM_PLANNER_REFUSE:
+        s->st.refusals++;
+        if (c->log)
+            fprintf(c->log, "%.0f %s refuse: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
+                    x->reason);
+        break;
+    case TM_PLANNER_WARN:
+        s->warned = true;
+        if (c->log)
+            fprintf(c->log, "%.0f %s warn: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
+                    x->reason);
+        break;
+    default:
+        break;
+    }
+    return rc;
+}
+
 static int plan(struct sim *s)
 {
     const struct tm_elastic_config *c = s->cfg;
@@ -747,130 +887,15 @@ static int plan(struct sim *s)
     in.params.od_room_for_preemptible = c->policy == TM_ELASTIC_TARMAC;
     in.params.move_cost_ms = 365 * DAY_MS; /* reactive: never moves */
     in.params.launch_use_ms = c->idle_grace_ms;
-    if (c->policy == TM_ELASTIC_TARMAC) {
-        in.spot_zone_hazard = s->zone_hazard;
-        /* A short grace: the forecast's upper quantile keeps the nodes
-         * that demand will want again (hysteresis), the rest go soon. */
-        in.params.idle_grace_ms = TARMAC_GRACE_MS;
-        in.params.move_cost_ms = 60 * 1000;
-        in.params.disruption_nodes = 2;
-        in.params.disruption_pct = 0.1;
-        in.params.drain_oversized = true;
-        /* The forecast keeps an idle node for at most a boot: keeping it
-         * longer costs more than launching again when the demand comes
-         * (ski rental).  Measured, tarmac, unlimited -> a boot: openb B
-         * 1.193 -> 1.186 x floor, C 1.411 -> 1.406 x lower bound, A
-         * 37580 -> 37528 USD (bench/results/elastic-2026-11-29-c.md). */
-        in.params.keep_max_ms = c->boot_ms;
-        {
-            int64_t since = s->now - 10 * 60 * 1000;
-            int32_t recent = 0;
-            for (size_t k = 0; k < s->nterm; k++)
-                if (s->term_times[k] > since)
-                    recent++;
-            in.params.recent_terminations = recent;
-        }
-        for (int p = 0; p < TM_PLANNER_POOL_MAX; p++) {
-            double mean, upper;
-            if (s->fc[p] && tm_forecast_predict(s->fc[p], c->boot_ms + c->tick_ms, 0.9, &mean,
-                                                &upper) == 0)
-            {
-                /* launch ahead for the expected demand, keep for the
-                 * upper quantile.  Launching for the upper quantile too
-                 * was measured: openb A mean wait 6.4 s instead of 9.6 s
-                 * (reactive 9.5 s) but 1.2% dearer, sizes 1-8 3% dearer,
-                 * and on the Helios series dearer than reactive. */
-                in.forecast_gpus[p] = mean;
-                /* as the live tick (reconcile/fleet.c): an upper quantile
-                 * below the mean keeps what the mean launched */
-                in.keep_gpus[p] = upper > mean ? upper : mean;
-            }
-        }
-    }
-    if (s->budget_on) {
-        int64_t month0 = s->now / MONTH_MS * MONTH_MS;
-        int64_t committed = 0;
-        in.budget.active = true;
-        in.budget.hard = s->budget.hard;
-        in.budget.cap_uusd = s->budget.cap_cents * 10000;
-        in.budget.warn_at = s->budget.warn_at;
-        in.budget.warned = s->warned;
-        in.budget.spent_uusd = (int64_t)spent_between(s, month0, s->now);
-        for (size_t i = 0; i < nn; i++) {
-            struct enode *n = &s->nodes[nmap[i]];
-            int64_t until = pn[i].busy_until_ms > s->now + c->idle_grace_ms
-                                ? pn[i].busy_until_ms : s->now + c->idle_grace_ms;
-            if (until > month0 + MONTH_MS)
-                until = month0 + MONTH_MS;
-            if (!n->leaving)
-                committed += price_of(s, n) / 1000 * (until - s->now) / 3600;
-        }
-        in.budget.committed_uusd = committed;
-    }
+    if (c->policy == TM_ELASTIC_TARMAC)
+        plan_tarmac_params(s, &in);
+    if (s->budget_on)
+        plan_budget(s, &in, pn, nmap, nn);
     rc = tm_planner_run(&in, &res);
     if (rc < 0)
         goto out;
-    for (size_t k = 0; k < res.nactions; k++) {
-        const struct tm_planner_action *x = &res.actions[k];
-        switch (x->kind) {
-        case TM_PLANNER_LAUNCH:
-            rc = launch(s, x->type, x->zone, x->spot, x->reason);
-            if (rc == TM_EQUOTA)
-                rc = 0;
-            break;
-        case TM_PLANNER_TERMINATE:
-            terminate(s, (size_t)nmap[x->node], x->reason);
-            break;
-        case TM_PLANNER_SUBSTITUTE:
-            if (launch(s, x->type, x->zone, true, x->reason) == 0) {
-                s->nodes[s->nnodes - 1].replace = nmap[x->node];
-                s->st.substitutions++;
-            }
-            break;
-        case TM_PLANNER_MOVE: {
-            size_t ni = (size_t)nmap[x->node];
-            for (size_t q = s->nrunning; q-- > 0;)
-                if (s->jobs[s->running[q]].node == (int)ni)
-                    stop_job(s, s->running[q], true);
-            /* emptied: release it now (its jobs fit elsewhere) */
-            terminate(s, ni, "consolidated: jobs checkpointed and moved");
-            s->st.moves++;
-            if (c->log)
-                fprintf(c->log, "%.0f tarmac move %s: %s\n", s->now / 1e3, s->nodes[ni].id, x->reason);
-            break;
-        }
-        case TM_PLANNER_DEADLINE_OD: {
-            size_t j = jmap[x->job];
-            s->jobs[j].force_od = true;
-            if (s->jobs[j].state == J_RUNNING && s->nodes[s->jobs[j].node].spot)
-                stop_job(s, j, s->jobs[j].ckpt);
-            break;
-        }
-        case TM_PLANNER_DRAIN:
-            s->nodes[nmap[x->node]].cordoned = true;
-            s->st.drains++;
-            if (c->log)
-                fprintf(c->log, "%.0f %s drain %s: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
-                        s->nodes[nmap[x->node]].id, x->reason);
-            break;
-        case TM_PLANNER_REFUSE:
-            s->st.refusals++;
-            if (c->log)
-                fprintf(c->log, "%.0f %s refuse: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
-                        x->reason);
-            break;
-        case TM_PLANNER_WARN:
-            s->warned = true;
-            if (c->log)
-                fprintf(c->log, "%.0f %s warn: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
-                        x->reason);
-            break;
-        default:
-            break;
-        }
-        if (rc < 0)
-            break;
-    }
+    for (size_t k = 0; k < res.nactions && rc >= 0; k++)
+        rc = apply_action(s, &res.actions[k], nmap, jmap);
 out:
     tm_planner_result_release(&res);
     free(pn);
