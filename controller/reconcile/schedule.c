@@ -55,6 +55,119 @@ static void mark_substituted(const struct pass *p, bool *subbed)
     }
 }
 
+/* One "place" action per job, with every node of a gang inside it, so
+ * tarmac_apply places all of it or none.  first/by_job: each job's
+ * placements (tm_rc_schedule's counting sort). */
+static void emit_placements(struct pass *p, const struct tm_sched_result *rs,
+                            const struct tm_sched_job *jobs, const int32_t *job_of,
+                            const int32_t *node_of, const char *const *why_of, const size_t *first,
+                            const size_t *by_job, bool *job_placed)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    char why[256];
+
+    for (size_t k = 0; k < rs->nplacements; k++) {
+        const struct tm_sched_placement *pl = &rs->placements[k];
+        if (job_placed[job_of[pl->job]])
+            continue;
+        const struct tm_snap_job *j = &s->jobs[job_of[pl->job]];
+        const char *why_text = why_of[pl->job] ? why_of[pl->job] : "placed";
+        snprintf(why, sizeof(why), "%s: %s", tm_sched_policy_name(p->in->policy), why_text);
+        cJSON *a = tm_rc_action(p, "place", why);
+        tm_rc_put_num(p, a, "job", (double)j->id);
+        cJSON *arr = a ? cJSON_AddArrayToObject(a, "allocs") : NULL;
+        if (a && !arr)
+            p->err = TM_ENOMEM;
+        cJSON *in_o = tm_rc_inputs(p, a);
+        tm_rc_put_num(p, in_o, "gpus", j->gpus);
+        tm_rc_put_num(p, in_o, "gpu_milli", j->gpu_milli);
+        tm_rc_put_num(p, in_o, "waited_ms", (double)(p->in->now_ms - j->submitted_ms));
+        tm_rc_put_num(p, in_o, "estimate_s", (double)(jobs[pl->job].estimate_ms / 1000));
+        if (j->estimate_ms <= 0 && jobs[pl->job].estimate_ms > 0)
+            tm_rc_put_str(p, in_o, "estimate_from",
+                          jobs[pl->job].estimate_known ? "earlier runs of this job" : "history of similar jobs");
+        for (size_t m = first[pl->job]; m < first[pl->job + 1] && arr; m++) {
+            const struct tm_sched_placement *q = &rs->placements[by_job[m]];
+            const struct tm_snap_node *n = &s->nodes[node_of[q->node]];
+            cJSON *o = cJSON_CreateObject();
+            if (!o) {
+                p->err = TM_ENOMEM;
+                break;
+            }
+            cJSON_AddItemToArray(arr, o);
+            tm_rc_put_num(p, o, "node", (double)n->id);
+            tm_rc_put_num(p, o, "gpu_mask", q->gpu_mask);
+            tm_rc_put_num(p, o, "gpu_milli", q->gpu_milli);
+            tm_rc_put_num(p, o, "cpu_milli", (double)j->cpu_milli);
+            tm_rc_put_num(p, o, "memory_mib", (double)j->memory_mib);
+            if (q->loaned && !cJSON_AddTrueToObject(o, "loaned"))
+                p->err = TM_ENOMEM;
+            p->node_busy[node_of[q->node]] = true;
+            p->node_placed[node_of[q->node]] = true;
+        }
+        job_placed[job_of[pl->job]] = true;
+        p->plan.placed++;
+    }
+}
+
+/* The rest of the scheduler's answer: evictions of loaned work (first in
+ * the plan's order after placements is fine: the apply guards each on the
+ * state it was computed from), new reservations, and why the others wait. */
+static void emit_holds_and_waits(struct pass *p, const struct tm_sched_result *rs,
+                                 const int32_t *job_of, const int32_t *node_of,
+                                 const int32_t *alloc_of, const bool *job_placed)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    char why[256];
+
+    for (size_t k = 0; k < rs->npreemptions; k++) {
+        const struct tm_sched_preemption *pe = &rs->preemptions[k];
+        const struct tm_snap_alloc *al = &s->allocs[alloc_of[pe->alloc]];
+        const struct tm_snap_job *owner = &s->jobs[job_of[pe->job]];
+        snprintf(why, sizeof(why), "loaned capacity returned to job %" PRId64 " it was reserved for",
+                 owner->id);
+        cJSON *a = tm_rc_action(p, "preempt", why);
+        tm_rc_put_num(p, a, "job", (double)al->job_id);
+        cJSON *in_o = tm_rc_inputs(p, a);
+        tm_rc_put_num(p, in_o, "node", (double)al->node_id);
+        tm_rc_put_num(p, in_o, "for_job", (double)owner->id);
+        p->plan.preempted++;
+    }
+    for (size_t k = 0; k < rs->nreservations; k++) {
+        const struct tm_sched_reservation *rv = &rs->reservations[k];
+        const struct tm_snap_job *j = &s->jobs[job_of[rv->job]];
+        const struct tm_snap_node *n = &s->nodes[node_of[rv->node]];
+        if (job_placed[job_of[rv->job]] || j->hold_node_id == n->id)
+            continue;
+        snprintf(why, sizeof(why), "reserved node %" PRId64 " from %" PRId64 " s from now", n->id,
+                 (rv->start_ms - p->in->now_ms) / 1000);
+        cJSON *a = tm_rc_action(p, "reserve", why);
+        tm_rc_put_num(p, a, "job", (double)j->id);
+        tm_rc_put_num(p, a, "node", (double)n->id);
+        tm_rc_put_num(p, a, "start_ms", (double)rv->start_ms);
+        p->plan.reserved++;
+    }
+    for (size_t q = 0; q < rs->nnotes; q++) {
+        const struct tm_sched_note *note = &rs->notes[q];
+        if (note->verdict == TM_SCHED_PLACED || job_placed[job_of[note->job]])
+            continue;
+        const struct tm_snap_job *j = &s->jobs[job_of[note->job]];
+        snprintf(why, sizeof(why), "%s: %s", tm_sched_verdict_name(note->verdict),
+                 note->why ? note->why : "");
+        p->plan.waiting++;
+        /* A reason is recorded when it changes, not every pass: a queue of
+         * 100k jobs must not rewrite 100k rows per tick. */
+        if (strcmp(why, j->reason) == 0)
+            continue;
+        cJSON *a = tm_rc_action(p, "wait", why);
+        tm_rc_put_num(p, a, "job", (double)j->id);
+        cJSON *in_o = tm_rc_inputs(p, a);
+        tm_rc_put_str(p, in_o, "policy", tm_sched_policy_name(p->in->policy));
+        if (note->start_ms > 0)
+            tm_rc_put_num(p, in_o, "reserved_start_ms", (double)note->start_ms);
+    }
+}
+
 void tm_rc_schedule(struct pass *p, bool *job_placed)
 {
     const struct tm_snapshot *s = p->in->snap;
@@ -72,7 +185,6 @@ void tm_rc_schedule(struct pass *p, bool *job_placed)
     struct tm_sched_result res = {0};
     const struct tm_estimator *est = p->est;
     size_t nj = 0, nn = 0, na = 0;
-    char why[256];
 
     jobs = calloc(s->njobs + 1, sizeof(*jobs));
     job_of = calloc(s->njobs + 1, sizeof(*job_of));
@@ -194,98 +306,8 @@ void tm_rc_schedule(struct pass *p, bool *job_placed)
         first[jx] = first[jx - 1];
     first[0] = 0;
 
-    /* One "place" action per job, with every node of a gang inside it, so
-     * tarmac_apply places all of it or none. */
-    for (size_t k = 0; k < res.nplacements; k++) {
-        const struct tm_sched_placement *pl = &res.placements[k];
-        if (job_placed[job_of[pl->job]])
-            continue;
-        const struct tm_snap_job *j = &s->jobs[job_of[pl->job]];
-        const char *why_text = why_of[pl->job] ? why_of[pl->job] : "placed";
-        snprintf(why, sizeof(why), "%s: %s", tm_sched_policy_name(p->in->policy), why_text);
-        cJSON *a = tm_rc_action(p, "place", why);
-        tm_rc_put_num(p, a, "job", (double)j->id);
-        cJSON *arr = a ? cJSON_AddArrayToObject(a, "allocs") : NULL;
-        if (a && !arr)
-            p->err = TM_ENOMEM;
-        cJSON *in_o = tm_rc_inputs(p, a);
-        tm_rc_put_num(p, in_o, "gpus", j->gpus);
-        tm_rc_put_num(p, in_o, "gpu_milli", j->gpu_milli);
-        tm_rc_put_num(p, in_o, "waited_ms", (double)(p->in->now_ms - j->submitted_ms));
-        tm_rc_put_num(p, in_o, "estimate_s", (double)(jobs[pl->job].estimate_ms / 1000));
-        if (j->estimate_ms <= 0 && jobs[pl->job].estimate_ms > 0)
-            tm_rc_put_str(p, in_o, "estimate_from",
-                          jobs[pl->job].estimate_known ? "earlier runs of this job" : "history of similar jobs");
-        for (size_t m = first[pl->job]; m < first[pl->job + 1] && arr; m++) {
-            const struct tm_sched_placement *q = &res.placements[by_job[m]];
-            const struct tm_snap_node *n = &s->nodes[node_of[q->node]];
-            cJSON *o = cJSON_CreateObject();
-            if (!o) {
-                p->err = TM_ENOMEM;
-                break;
-            }
-            cJSON_AddItemToArray(arr, o);
-            tm_rc_put_num(p, o, "node", (double)n->id);
-            tm_rc_put_num(p, o, "gpu_mask", q->gpu_mask);
-            tm_rc_put_num(p, o, "gpu_milli", q->gpu_milli);
-            tm_rc_put_num(p, o, "cpu_milli", (double)j->cpu_milli);
-            tm_rc_put_num(p, o, "memory_mib", (double)j->memory_mib);
-            if (q->loaned && !cJSON_AddTrueToObject(o, "loaned"))
-                p->err = TM_ENOMEM;
-            p->node_busy[node_of[q->node]] = true;
-            p->node_placed[node_of[q->node]] = true;
-        }
-        job_placed[job_of[pl->job]] = true;
-        p->plan.placed++;
-    }
-    /* Evictions first in the plan's order after placements is fine: the
-     * apply guards each on the state it was computed from. */
-    for (size_t k = 0; k < res.npreemptions; k++) {
-        const struct tm_sched_preemption *pe = &res.preemptions[k];
-        const struct tm_snap_alloc *al = &s->allocs[alloc_of[pe->alloc]];
-        const struct tm_snap_job *owner = &s->jobs[job_of[pe->job]];
-        snprintf(why, sizeof(why), "loaned capacity returned to job %" PRId64 " it was reserved for",
-                 owner->id);
-        cJSON *a = tm_rc_action(p, "preempt", why);
-        tm_rc_put_num(p, a, "job", (double)al->job_id);
-        cJSON *in_o = tm_rc_inputs(p, a);
-        tm_rc_put_num(p, in_o, "node", (double)al->node_id);
-        tm_rc_put_num(p, in_o, "for_job", (double)owner->id);
-        p->plan.preempted++;
-    }
-    for (size_t k = 0; k < res.nreservations; k++) {
-        const struct tm_sched_reservation *rv = &res.reservations[k];
-        const struct tm_snap_job *j = &s->jobs[job_of[rv->job]];
-        const struct tm_snap_node *n = &s->nodes[node_of[rv->node]];
-        if (job_placed[job_of[rv->job]] || j->hold_node_id == n->id)
-            continue;
-        snprintf(why, sizeof(why), "reserved node %" PRId64 " from %" PRId64 " s from now", n->id,
-                 (rv->start_ms - p->in->now_ms) / 1000);
-        cJSON *a = tm_rc_action(p, "reserve", why);
-        tm_rc_put_num(p, a, "job", (double)j->id);
-        tm_rc_put_num(p, a, "node", (double)n->id);
-        tm_rc_put_num(p, a, "start_ms", (double)rv->start_ms);
-        p->plan.reserved++;
-    }
-    for (size_t q = 0; q < res.nnotes; q++) {
-        const struct tm_sched_note *note = &res.notes[q];
-        if (note->verdict == TM_SCHED_PLACED || job_placed[job_of[note->job]])
-            continue;
-        const struct tm_snap_job *j = &s->jobs[job_of[note->job]];
-        snprintf(why, sizeof(why), "%s: %s", tm_sched_verdict_name(note->verdict),
-                 note->why ? note->why : "");
-        p->plan.waiting++;
-        /* A reason is recorded when it changes, not every pass: a queue of
-         * 100k jobs must not rewrite 100k rows per tick. */
-        if (strcmp(why, j->reason) == 0)
-            continue;
-        cJSON *a = tm_rc_action(p, "wait", why);
-        tm_rc_put_num(p, a, "job", (double)j->id);
-        cJSON *in_o = tm_rc_inputs(p, a);
-        tm_rc_put_str(p, in_o, "policy", tm_sched_policy_name(p->in->policy));
-        if (note->start_ms > 0)
-            tm_rc_put_num(p, in_o, "reserved_start_ms", (double)note->start_ms);
-    }
+    emit_placements(p, &res, jobs, job_of, node_of, why_of, first, by_job, job_placed);
+    emit_holds_and_waits(p, &res, job_of, node_of, alloc_of, job_placed);
 out:
     tm_sched_result_release(&res);
     free(jobs);
