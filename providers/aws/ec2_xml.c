@@ -9,6 +9,10 @@
  * (depth, nodes, text) so that a hostile answer costs bounded memory, and
  * any DOCTYPE is refused outright: AWS never sends one and it is the door
  * to entity expansion.
+ *
+ * One file on purpose: the tree and the walkers over it are one parser,
+ * whose limits only make sense together, and the fuzz target compiles it
+ * as one unit so that its coverage is the whole parser.
  */
 #include "providers/aws/ec2.h"
 
