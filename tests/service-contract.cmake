@@ -1,4 +1,4 @@
-# docs/openapi.yaml as a contract (issue 18, item 6).
+# docs/openapi.yaml as a contract.
 #
 # openapi_lint: the description passes `redocly lint` (@redocly/cli,
 # pinned in the script, installed from the npm registry into the build
@@ -9,7 +9,7 @@ tm_add_test(openapi_lint LABELS unit service TIMEOUT 300
 # The contract: tests/lib/openapi_check.py drives every operation of the
 # file against the real `tarmac serve` (valid requests, hostile bodies,
 # unknown path parameters, wrong methods, ended nodes) and checks every
-# answer's status and body against it.  The checks of behaviour issue 18
-# asks for (NEW_BEHAVIOUR in the checker) are on: they are the target.
+# answer's status and body against it.  The stricter behaviour checks
+# (NEW_BEHAVIOUR in the checker) are on: the server must pass them.
 tm_add_test(itest_api_contract LABELS integration service FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/api_contract.sh)

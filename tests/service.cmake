@@ -1,4 +1,4 @@
-# The service surface (issue 6): the HTTP API on h2o, tokens, request
+# The service surface: the HTTP API on h2o, tokens, request
 # bodies.
 
 tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/spec/test_api_body.c LABELS unit service
