@@ -104,7 +104,7 @@ static void auth_cache_put(struct tm_api *api, const struct api_call *c)
     s->until_ms = uv_now(api->loop) + AUTH_TTL_MS;
 }
 
-void api_auth_forget(struct api_call *c)
+void tm_api_auth_forget(struct api_call *c)
 {
     struct auth_slot *s = &c->api->auth[auth_index(c->hash)];
 
@@ -112,12 +112,12 @@ void api_auth_forget(struct api_call *c)
         OPENSSL_cleanse(s, sizeof(*s));
 }
 
-bool api_rate_take(struct api_call *c)
+bool tm_api_rate_take(struct api_call *c)
 {
     return tm_api_rate_take_hash(c->api, c->hash);
 }
 
-void *api_route_state(const struct api_call *c)
+void *tm_api_route_state(const struct api_call *c)
 {
     return c->api->route_state;
 }
@@ -131,18 +131,18 @@ static void on_auth(const struct tm_pg_reply *reply, void *data)
     PGresult *res;
     int role;
 
-    if (!api_reply_ok(c, reply))
+    if (!tm_api_reply_ok(c, reply))
         return;
     res = reply->results[0];
     if (PQntuples(res) != 1 || !tm_token_hash_equal(PQgetvalue(res, 0, 3), c->hash)) {
-        api_auth_forget(c);
-        api_fail(c, 401, "Authorization", "unknown or revoked token");
+        tm_api_auth_forget(c);
+        tm_api_fail(c, 401, "Authorization", "unknown or revoked token");
         return;
     }
     role = tm_role_parse(PQgetvalue(res, 0, 1));
     if (role < 0) {
-        api_auth_forget(c);
-        api_fail(c, 401, "Authorization", "unknown or revoked token");
+        tm_api_auth_forget(c);
+        tm_api_fail(c, 401, "Authorization", "unknown or revoked token");
         return;
     }
     c->role = (enum tm_role)role;
@@ -153,11 +153,11 @@ static void on_auth(const struct tm_pg_reply *reply, void *data)
         char msg[128];
         snprintf(msg, sizeof(msg), "the %s role may not %s %s", tm_role_name(c->role),
                  c->route->method, c->route->pattern);
-        api_fail(c, 403, NULL, msg);
+        tm_api_fail(c, 403, NULL, msg);
         return;
     }
     if (!tm_api_rate_take_hash(c->api, c->hash)) {
-        api_fail(c, 429, "Authorization", "rate limit exceeded for this token");
+        tm_api_fail(c, 429, "Authorization", "rate limit exceeded for this token");
         return;
     }
     c->route->fn(c);
@@ -213,9 +213,9 @@ bool tm_api_metrics_authorized(const struct tm_api *api, const h2o_req_t *req)
     return ok;
 }
 
-void api_authenticate(struct api_call *c)
+void tm_api_authenticate(struct api_call *c)
 {
     const char *params[] = {c->hash};
 
-    api_query(c, auth_sql, 1, params, on_auth);
+    tm_api_query(c, auth_sql, 1, params, on_auth);
 }

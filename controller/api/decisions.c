@@ -44,10 +44,10 @@ void tm_api_decisions_list(struct api_call *c)
     struct tm_spec_error err = {0};
     char cursor[24], limit[16], since[24];
     int64_t v;
-    int r = api_parse_query(c, qp, 6, &err);
+    int r = tm_api_parse_query(c, qp, 6, &err);
 
     if (r == TM_ECANCELED) {
-        api_call_free(c);
+        tm_api_call_free(c);
         return;
     }
     if (r == 0 && qp[0].set && !printable(qp[0].value, 64))
@@ -64,7 +64,7 @@ void tm_api_decisions_list(struct api_call *c)
         r = tm_spec_fail(&err, "subject_id", "must be 1-128 printable characters");
     since[0] = '\0';
     if (r == 0 && qp[3].set) {
-        if (!api_parse_pos(qp[3].value, INT64_MAX, &v))
+        if (!tm_api_parse_pos(qp[3].value, INT64_MAX, &v))
             r = tm_spec_fail(&err, "since_ms", "must be a positive integer (ms since the epoch)");
         else
             fmt_i64(since, sizeof(since), v);
@@ -72,7 +72,7 @@ void tm_api_decisions_list(struct api_call *c)
     if (r == 0)
         r = tm_api_page_params(c, &qp[4], &qp[5], cursor, sizeof(cursor), &err);
     if (r < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     snprintf(limit, sizeof(limit), "%u", c->limit + 1);
@@ -81,14 +81,14 @@ void tm_api_decisions_list(struct api_call *c)
                             cursor[0] ? cursor : NULL, limit, tm_api_engineer_team(c)};
     /* An engineer does not see decisions about other teams' jobs, nor
      * about budgets other than its team's (as GET /v1/budgets). */
-    api_query(c,
-              "SELECT d.id, " DECISION_JSON " FROM decisions d"
-              " WHERE ($1::text IS NULL OR d.kind = $1) AND ($2::text IS NULL OR d.subject_kind = $2)"
-              " AND ($3::text IS NULL OR d.subject_id = $3) AND ($4::bigint IS NULL OR d.at_ms >= $4)"
-              " AND ($5::bigint IS NULL OR d.id < $5)"
-              " AND ($7::text IS NULL OR d.subject_kind <> 'job' OR EXISTS (SELECT 1 FROM jobs jj"
-              "   WHERE jj.id = CASE WHEN d.subject_id ~ '^[0-9]{1,18}$' THEN d.subject_id::bigint END"
-              "   AND jj.team = $7))"
+    tm_api_query(c,
+                 "SELECT d.id, " DECISION_JSON " FROM decisions d"
+                 " WHERE ($1::text IS NULL OR d.kind = $1) AND ($2::text IS NULL OR d.subject_kind = $2)"
+                 " AND ($3::text IS NULL OR d.subject_id = $3) AND ($4::bigint IS NULL OR d.at_ms >= $4)"
+                 " AND ($5::bigint IS NULL OR d.id < $5)"
+                 " AND ($7::text IS NULL OR d.subject_kind <> 'job' OR EXISTS (SELECT 1 FROM jobs jj"
+                 "   WHERE jj.id = CASE WHEN d.subject_id ~ '^[0-9]{1,18}$' THEN d.subject_id::bigint END"
+                 "   AND jj.team = $7))"
               " AND ($7::text IS NULL OR d.subject_kind <> 'budget' OR d.subject_id = 'team:' || $7)"
               " ORDER BY d.id DESC LIMIT $6",
               7, params, tm_api_on_page);

@@ -241,6 +241,6 @@ int tm_api_on_req(h2o_handler_t *self, h2o_req_t *req)
         route->fast(c);
         return 0;
     }
-    api_authenticate(c);
+    tm_api_authenticate(c);
     return 0;
 }

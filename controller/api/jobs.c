@@ -28,8 +28,8 @@ void tm_api_jobs_get(struct api_call *c)
     /* An engineer sees its own team's jobs only; another team's job is
      * answered 404 like a missing one, so its existence does not leak. */
     const char *params[] = {id, tm_api_engineer_team(c)};
-    api_query(c, "SELECT " JOB_JSON " FROM jobs j WHERE j.id = $1"
-              " AND ($2::text IS NULL OR j.team = $2)", 2, params, tm_api_on_one);
+    tm_api_query(c, "SELECT " JOB_JSON " FROM jobs j WHERE j.id = $1"
+                 " AND ($2::text IS NULL OR j.team = $2)", 2, params, tm_api_on_one);
 }
 
 void tm_api_jobs_list(struct api_call *c)
@@ -37,10 +37,10 @@ void tm_api_jobs_list(struct api_call *c)
     struct api_qp qp[] = {{.name = "state"}, {.name = "team"}, {.name = "class"}, {.name = "preemptible"}, {.name = "limit"}, {.name = "cursor"}};
     struct tm_spec_error err = {0};
     char cursor[24], limit[16];
-    int r = api_parse_query(c, qp, 6, &err);
+    int r = tm_api_parse_query(c, qp, 6, &err);
 
     if (r == TM_ECANCELED) {
-        api_call_free(c);
+        tm_api_call_free(c);
         return;
     }
     if (r == 0 && qp[0].set && tm_job_state_parse(qp[0].value) < 0)
@@ -55,20 +55,20 @@ void tm_api_jobs_list(struct api_call *c)
     if (r == 0)
         r = tm_api_page_params(c, &qp[4], &qp[5], cursor, sizeof(cursor), &err);
     if (r < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     snprintf(limit, sizeof(limit), "%u", c->limit + 1);
     const char *params[] = {qp[0].set ? qp[0].value : NULL, qp[1].set ? qp[1].value : NULL,
                             qp[2].set ? qp[2].value : NULL, qp[3].set ? qp[3].value : NULL,
                             cursor[0] ? cursor : NULL, limit, tm_api_engineer_team(c)};
-    api_query(c,
-              "SELECT j.id, " JOB_JSON " FROM jobs j"
-              " WHERE ($1::text IS NULL OR j.state = $1) AND ($2::text IS NULL OR j.team = $2)"
-              " AND ($3::text IS NULL OR j.class = $3) AND ($4::boolean IS NULL OR j.preemptible = $4)"
-              " AND ($5::bigint IS NULL OR j.id < $5) AND ($7::text IS NULL OR j.team = $7)"
-              " ORDER BY j.id DESC LIMIT $6",
-              7, params, tm_api_on_page);
+    tm_api_query(c,
+                 "SELECT j.id, " JOB_JSON " FROM jobs j"
+                 " WHERE ($1::text IS NULL OR j.state = $1) AND ($2::text IS NULL OR j.team = $2)"
+                 " AND ($3::text IS NULL OR j.class = $3) AND ($4::boolean IS NULL OR j.preemptible = $4)"
+                 " AND ($5::bigint IS NULL OR j.id < $5) AND ($7::text IS NULL OR j.team = $7)"
+                 " ORDER BY j.id DESC LIMIT $6",
+                 7, params, tm_api_on_page);
 }
 
 /* Cancel and retag answer the same way: the job's team and state before,
@@ -79,26 +79,26 @@ static void on_job_change(const struct tm_pg_reply *reply, void *data)
     PGresult *res;
     char msg[128];
 
-    if (!api_reply_ok(c, reply))
+    if (!tm_api_reply_ok(c, reply))
         return;
     res = reply->results[0];
     if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
-        api_fail(c, 404, NULL, "no such job");
+        tm_api_fail(c, 404, NULL, "no such job");
         return;
     }
     /* Another team's job is, to an engineer, no job at all. */
     if (c->role == TM_ROLE_ENGINEER && strcmp(PQgetvalue(res, 0, 0), c->team) != 0) {
-        api_fail(c, 404, NULL, "no such job");
+        tm_api_fail(c, 404, NULL, "no such job");
         return;
     }
     if (PQgetisnull(res, 0, 2)) {
         snprintf(msg, sizeof(msg), "job is %s: %s", PQgetvalue(res, 0, 1),
                  c->flag ? "only a queued job can be retagged"
                          : "only a queued or running job can be cancelled");
-        api_fail(c, 409, NULL, msg);
+        tm_api_fail(c, 409, NULL, msg);
         return;
     }
-    api_reply(c, 200, PQgetvalue(res, 0, 2), (size_t)PQgetlength(res, 0, 2));
+    tm_api_reply(c, 200, PQgetvalue(res, 0, 2), (size_t)PQgetlength(res, 0, 2));
 }
 
 static const char cancel_sql[] =
@@ -123,21 +123,21 @@ void tm_api_jobs_cancel(struct api_call *c)
     const char *body;
     size_t len;
 
-    if (!api_body(c, &body, &len)) {
-        api_call_free(c);
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
         return;
     }
     if (tm_api_parse_verb(body, len, false, why, sizeof(why), NULL, &err) < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     snprintf(reason, sizeof(reason), "cancelled by %s%s%s", c->token_name, why[0] ? ": " : "", why);
     fmt_i64(id, sizeof(id), c->id);
-    fmt_i64(now, sizeof(now), api_now_ms(c));
+    fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     const char *params[] = {id, now, reason, c->role == TM_ROLE_ENGINEER ? c->team : NULL,
                             c->token_name};
     c->flag = false;
-    api_query(c, cancel_sql, 5, params, on_job_change);
+    tm_api_query(c, cancel_sql, 5, params, on_job_change);
 }
 
 static const char retag_sql[] =
@@ -158,18 +158,18 @@ void tm_api_jobs_retag(struct api_call *c)
     bool pre = false;
     char id[24], now[24];
 
-    if (!api_body(c, &body, &len)) {
-        api_call_free(c);
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
         return;
     }
     if (tm_api_parse_retag(body, len, &pre, &err) < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     fmt_i64(id, sizeof(id), c->id);
-    fmt_i64(now, sizeof(now), api_now_ms(c));
+    fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     const char *params[] = {id, pre ? "true" : "false",
                             c->role == TM_ROLE_ENGINEER ? c->team : NULL, now, c->token_name};
     c->flag = true;
-    api_query(c, retag_sql, 5, params, on_job_change);
+    tm_api_query(c, retag_sql, 5, params, on_job_change);
 }

@@ -59,19 +59,19 @@ static void on_budget_put(const struct tm_pg_reply *reply, void *data)
     struct api_call *c = data;
     PGresult *res;
 
-    if (!api_reply_ok(c, reply))
+    if (!tm_api_reply_ok(c, reply))
         return;
     res = reply->results[0];
     if (PQntuples(res) != 1 || strcmp(PQgetvalue(res, 0, 0), "t") != 0) {
-        api_fail(c, 400, "team",
-                 "unknown team: no job and no token names it (scope_kind \"org\" for an org)");
+        tm_api_fail(c, 400, "team",
+                    "unknown team: no job and no token names it (scope_kind \"org\" for an org)");
         return;
     }
     if (PQgetisnull(res, 0, 1)) {
-        api_fail(c, 500, NULL, "the budget was not written");
+        tm_api_fail(c, 500, NULL, "the budget was not written");
         return;
     }
-    api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
+    tm_api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
 }
 
 void tm_api_budgets_put(struct api_call *c)
@@ -82,20 +82,20 @@ void tm_api_budgets_put(struct api_call *c)
     size_t len;
     char cap[24], warn[16], now[24];
 
-    if (!api_body(c, &body, &len)) {
-        api_call_free(c);
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
         return;
     }
     if (tm_api_parse_budget(body, len, &b, &err) < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     fmt_i64(cap, sizeof(cap), b.cap_cents);
     snprintf(warn, sizeof(warn), "%d", b.warn_percent);
-    fmt_i64(now, sizeof(now), api_now_ms(c));
+    fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     const char *params[] = {c->name, b.org ? "org" : "team", cap, warn, b.hard ? "true" : "false",
                             now, c->token_name};
-    api_query(c, budget_put_sql, 7, params, on_budget_put);
+    tm_api_query(c, budget_put_sql, 7, params, on_budget_put);
 }
 
 /* The one-row, one-column answer built by PostgreSQL. */
@@ -103,7 +103,7 @@ static void on_document(const struct tm_pg_reply *reply, void *data)
 {
     struct api_call *c = data;
 
-    if (!api_reply_ok(c, reply))
+    if (!tm_api_reply_ok(c, reply))
         return;
     tm_api_reply_one(c, reply->results[0], 200, "document");
 }
@@ -123,9 +123,9 @@ void tm_api_budgets_list(struct api_call *c)
 {
     char now[24];
 
-    fmt_i64(now, sizeof(now), api_now_ms(c));
+    fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     const char *params[] = {now, tm_api_engineer_team(c)};
-    api_query(c, budgets_sql, 2, params, on_document);
+    tm_api_query(c, budgets_sql, 2, params, on_document);
 }
 
 /* Spend so far this calendar month from the ledger, per team and per pool
@@ -164,7 +164,7 @@ void tm_api_spend(struct api_call *c)
 {
     char now[24];
 
-    fmt_i64(now, sizeof(now), api_now_ms(c));
+    fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     const char *params[] = {now, tm_api_engineer_team(c)};
-    api_query(c, spend_sql, 2, params, on_document);
+    tm_api_query(c, spend_sql, 2, params, on_document);
 }

@@ -27,34 +27,35 @@ void tm_api_pools_list(struct api_call *c)
 {
     struct api_qp qp[] = {{.name = "limit"}, {.name = "cursor"}};
     struct tm_spec_error err = {0};
-    int r = api_parse_query(c, qp, 2, &err);
+    int r = tm_api_parse_query(c, qp, 2, &err);
     char limit[16], offset[24], cursor[24];
 
     if (r == TM_ECANCELED) {
-        api_call_free(c);
+        tm_api_call_free(c);
         return;
     }
     if (r == 0)
         r = tm_api_page_params(c, &qp[0], &qp[1], cursor, sizeof(cursor), &err);
     if (r < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     /* Pools have names, not ids: the cursor is a position. */
     snprintf(limit, sizeof(limit), "%u", c->limit + 1);
     snprintf(offset, sizeof(offset), "%s", cursor[0] ? cursor : "0");
     const char *params[] = {limit, offset};
-    api_query(c,
-              "SELECT $2::bigint + row_number() OVER (ORDER BY p.name), " POOL_JSON
-              " FROM pools p ORDER BY p.name LIMIT $1 OFFSET $2",
-              2, params, tm_api_on_page);
+    tm_api_query(c,
+                 "SELECT $2::bigint + row_number() OVER (ORDER BY p.name), " POOL_JSON
+                 " FROM pools p ORDER BY p.name LIMIT $1 OFFSET $2",
+                 2, params, tm_api_on_page);
 }
 
 void tm_api_pools_get(struct api_call *c)
 {
     const char *params[] = {c->name};
     c->flag = true;
-    api_query(c, "SELECT " POOL_JSON " FROM pools p WHERE p.name = $1", 1, params, tm_api_on_one);
+    tm_api_query(c, "SELECT " POOL_JSON " FROM pools p WHERE p.name = $1", 1, params,
+                 tm_api_on_one);
 }
 
 void tm_api_nodes_list(struct api_call *c)
@@ -62,10 +63,10 @@ void tm_api_nodes_list(struct api_call *c)
     struct api_qp qp[] = {{.name = "pool"}, {.name = "state"}, {.name = "limit"}, {.name = "cursor"}};
     struct tm_spec_error err = {0};
     char cursor[24], limit[16];
-    int r = api_parse_query(c, qp, 4, &err);
+    int r = tm_api_parse_query(c, qp, 4, &err);
 
     if (r == TM_ECANCELED) {
-        api_call_free(c);
+        tm_api_call_free(c);
         return;
     }
     if (r == 0 && qp[0].set && !tm_job_spec_name_ok(qp[0].value))
@@ -76,17 +77,17 @@ void tm_api_nodes_list(struct api_call *c)
     if (r == 0)
         r = tm_api_page_params(c, &qp[2], &qp[3], cursor, sizeof(cursor), &err);
     if (r < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     snprintf(limit, sizeof(limit), "%u", c->limit + 1);
     const char *params[] = {qp[0].set ? qp[0].value : NULL, qp[1].set ? qp[1].value : NULL,
                             cursor[0] ? cursor : NULL, limit};
-    api_query(c,
-              "SELECT n.id, " NODE_JSON " FROM nodes n"
-              " WHERE ($1::text IS NULL OR n.pool = $1) AND ($2::text IS NULL OR n.state = $2)"
-              " AND ($3::bigint IS NULL OR n.id < $3) ORDER BY n.id DESC LIMIT $4",
-              4, params, tm_api_on_page);
+    tm_api_query(c,
+                 "SELECT n.id, " NODE_JSON " FROM nodes n"
+                 " WHERE ($1::text IS NULL OR n.pool = $1) AND ($2::text IS NULL OR n.state = $2)"
+                 " AND ($3::bigint IS NULL OR n.id < $3) ORDER BY n.id DESC LIMIT $4",
+                 4, params, tm_api_on_page);
 }
 
 void tm_api_nodes_get(struct api_call *c)
@@ -95,7 +96,7 @@ void tm_api_nodes_get(struct api_call *c)
 
     fmt_i64(id, sizeof(id), c->id);
     const char *params[] = {id};
-    api_query(c, "SELECT " NODE_JSON " FROM nodes n WHERE n.id = $1", 1, params, tm_api_on_one);
+    tm_api_query(c, "SELECT " NODE_JSON " FROM nodes n WHERE n.id = $1", 1, params, tm_api_on_one);
 }
 
 /* Drain, cordon and interruption notices: (state before, changed row). */
@@ -105,19 +106,19 @@ static void on_node_change(const struct tm_pg_reply *reply, void *data)
     PGresult *res;
     char msg[96];
 
-    if (!api_reply_ok(c, reply))
+    if (!tm_api_reply_ok(c, reply))
         return;
     res = reply->results[0];
     if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
-        api_fail(c, 404, NULL, "no such node");
+        tm_api_fail(c, 404, NULL, "no such node");
         return;
     }
     if (PQgetisnull(res, 0, 1)) {
         snprintf(msg, sizeof(msg), "node is %s: nothing to change", PQgetvalue(res, 0, 0));
-        api_fail(c, 409, NULL, msg);
+        tm_api_fail(c, 409, NULL, msg);
         return;
     }
-    api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
+    tm_api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
 }
 
 static const char drain_sql[] =
@@ -137,20 +138,20 @@ static void node_verb(struct api_call *c, bool drain)
     const char *body;
     size_t len;
 
-    if (!api_body(c, &body, &len)) {
-        api_call_free(c);
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
         return;
     }
     if (tm_api_parse_verb(body, len, false, why, sizeof(why), NULL, &err) < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     snprintf(reason, sizeof(reason), "%s by %s%s%s", drain ? "drained" : "cordoned",
              c->token_name, why[0] ? ": " : "", why);
     fmt_i64(id, sizeof(id), c->id);
-    fmt_i64(now, sizeof(now), api_now_ms(c));
+    fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     const char *params[] = {id, now, reason, c->token_name, drain ? "true" : "false"};
-    api_query(c, drain_sql, 5, params, on_node_change);
+    tm_api_query(c, drain_sql, 5, params, on_node_change);
 }
 
 void tm_api_nodes_drain(struct api_call *c)
@@ -179,20 +180,20 @@ void tm_api_nodes_interruption(struct api_call *c)
     size_t len;
     int64_t in_s = -1;
 
-    if (!api_body(c, &body, &len)) {
-        api_call_free(c);
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
         return;
     }
     if (tm_api_parse_verb(body, len, true, why, sizeof(why), &in_s, &err) < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     snprintf(reason, sizeof(reason), "interruption notice%s%s", why[0] ? ": " : "", why);
     fmt_i64(id, sizeof(id), c->id);
-    fmt_i64(now, sizeof(now), api_now_ms(c));
+    fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     fmt_i64(in, sizeof(in), in_s);
     const char *params[] = {id, now, reason, c->token_name, in_s >= 0 ? in : NULL};
-    api_query(c, interruption_sql, 5, params, on_node_change);
+    tm_api_query(c, interruption_sql, 5, params, on_node_change);
 }
 
 /* The node agent path: tarmac_agent_report() (the same function the sim
@@ -219,29 +220,29 @@ static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
     PGresult *res;
 
     if (!c->req) {
-        api_call_free(c);
+        tm_api_call_free(c);
         return;
     }
     if (reply->status < 0) {
         if (reply->sqlstate && strcmp(reply->sqlstate, "TM003") == 0)
-            api_fail(c, 404, NULL, "no such node");
+            tm_api_fail(c, 404, NULL, "no such node");
         else
-            api_fail_db(c, reply);
+            tm_api_fail_db(c, reply);
         return;
     }
     res = reply->results[0];
     if (PQntuples(res) < 1 || PQgetisnull(res, 0, 0)) {
-        api_fail(c, 404, NULL, "no such node");
+        tm_api_fail(c, 404, NULL, "no such node");
         return;
     }
     if (PQgetisnull(res, 0, 1)) {
         char msg[96];
         snprintf(msg, sizeof(msg), "node %" PRId64 " is %s: its heartbeats are refused", c->id,
                  PQgetvalue(res, 0, 0));
-        api_fail(c, 409, "id", msg);
+        tm_api_fail(c, 409, "id", msg);
         return;
     }
-    api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
+    tm_api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
 }
 
 void tm_api_nodes_heartbeat(struct api_call *c)
@@ -252,17 +253,17 @@ void tm_api_nodes_heartbeat(struct api_call *c)
     size_t len;
     char id[24], now[24];
 
-    if (!api_body(c, &body, &len)) {
-        api_call_free(c);
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
         return;
     }
     if (tm_api_parse_heartbeat(body, len, &hb, &err) < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     fmt_i64(id, sizeof(id), c->id);
-    fmt_i64(now, sizeof(now), api_now_ms(c));
+    fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     const char *params[] = {id, now, hb.report, hb.samples};
-    api_query(c, heartbeat_sql, 4, params, on_heartbeat);
+    tm_api_query(c, heartbeat_sql, 4, params, on_heartbeat);
     tm_api_heartbeat_release(&hb);
 }

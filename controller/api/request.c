@@ -25,10 +25,10 @@ void tm_api_reply_one(struct api_call *c, PGresult *res, int status, const char 
     if (PQntuples(res) < 1 || PQgetisnull(res, 0, 0)) {
         char msg[64];
         snprintf(msg, sizeof(msg), "no such %s", what);
-        api_fail(c, 404, NULL, msg);
+        tm_api_fail(c, 404, NULL, msg);
         return;
     }
-    api_reply(c, status, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
+    tm_api_reply(c, status, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
 }
 
 void tm_api_reply_page(struct api_call *c, PGresult *res)
@@ -42,7 +42,7 @@ void tm_api_reply_page(struct api_call *c, PGresult *res)
         size += (size_t)PQgetlength(res, i, 1) + 1;
     buf = malloc(size);
     if (!buf) {
-        api_fail(c, 500, NULL, "out of memory");
+        tm_api_fail(c, 500, NULL, "out of memory");
         return;
     }
     len += (size_t)snprintf(buf, size, "{\"items\":[");
@@ -58,7 +58,7 @@ void tm_api_reply_page(struct api_call *c, PGresult *res)
                                 PQgetvalue(res, shown - 1, 0));
     else
         len += (size_t)snprintf(buf + len, size - len, "],\"next_cursor\":null}");
-    api_reply(c, 200, buf, len);
+    tm_api_reply(c, 200, buf, len);
     free(buf);
 }
 
@@ -92,12 +92,12 @@ static bool url_decode(const char *s, size_t n, char *out, size_t size)
     return true;
 }
 
-int api_parse_query(struct api_call *c, struct api_qp *qp, size_t nqp, struct tm_spec_error *err)
+int tm_api_parse_query(struct api_call *c, struct api_qp *qp, size_t nqp, struct tm_spec_error *err)
 {
     const char *q, *end;
     size_t len;
 
-    if (!api_query_string(c, &q, &len))
+    if (!tm_api_query_string(c, &q, &len))
         return TM_ECANCELED;
     if (len > 4096)
         return tm_spec_fail(err, "query", "query string longer than 4096 bytes");
@@ -140,7 +140,7 @@ int api_parse_query(struct api_call *c, struct api_qp *qp, size_t nqp, struct tm
     return 0;
 }
 
-bool api_parse_pos(const char *s, int64_t max, int64_t *ret)
+bool tm_api_parse_pos(const char *s, int64_t max, int64_t *ret)
 {
     char *end;
     long long v;
@@ -161,16 +161,16 @@ int tm_api_page_params(struct api_call *c, const struct api_qp *limit, const str
 {
     int64_t v;
 
-    c->limit = DEFAULT_PAGE < api_max_list(c) ? DEFAULT_PAGE : api_max_list(c);
+    c->limit = DEFAULT_PAGE < tm_api_max_list(c) ? DEFAULT_PAGE : tm_api_max_list(c);
     if (limit->set) {
-        if (!api_parse_pos(limit->value, api_max_list(c), &v))
+        if (!tm_api_parse_pos(limit->value, tm_api_max_list(c), &v))
             return tm_spec_fail(err, "limit", "must be a whole number from 1 to %u",
-                                api_max_list(c));
+                                tm_api_max_list(c));
         c->limit = (unsigned)v;
     }
     cursor_buf[0] = '\0';
     if (cursor->set) {
-        if (!api_parse_pos(cursor->value, INT64_MAX, &v))
+        if (!tm_api_parse_pos(cursor->value, INT64_MAX, &v))
             return tm_spec_fail(err, "cursor", "must be a next_cursor value from a previous page");
         fmt_i64(cursor_buf, size, v);
     }
@@ -181,7 +181,7 @@ void tm_api_on_one(const struct tm_pg_reply *reply, void *data)
 {
     struct api_call *c = data;
 
-    if (!api_reply_ok(c, reply))
+    if (!tm_api_reply_ok(c, reply))
         return;
     tm_api_reply_one(c, reply->results[0], 200, c->flag ? "pool" : c->route->pattern[4] == 'j' ? "job" : "node");
 }
@@ -190,7 +190,7 @@ void tm_api_on_page(const struct tm_pg_reply *reply, void *data)
 {
     struct api_call *c = data;
 
-    if (!api_reply_ok(c, reply))
+    if (!tm_api_reply_ok(c, reply))
         return;
     tm_api_reply_page(c, reply->results[0]);
 }

@@ -22,19 +22,19 @@
 static void r_healthz(struct api_call *c)
 {
     static const char ok[] = "{\"status\":\"ok\"}";
-    api_reply(c, 200, ok, sizeof(ok) - 1);
+    tm_api_reply(c, 200, ok, sizeof(ok) - 1);
 }
 
 static void r_readyz(struct api_call *c)
 {
     static const char ready[] = "{\"status\":\"ready\"}";
 
-    if (api_closing(c)) {
-        api_fail(c, 503, NULL, "shutting down");
-    } else if (api_pool_connected(c) == 0) {
-        api_fail(c, 503, NULL, "database unavailable");
+    if (tm_api_closing(c)) {
+        tm_api_fail(c, 503, NULL, "shutting down");
+    } else if (tm_api_pool_connected(c) == 0) {
+        tm_api_fail(c, 503, NULL, "database unavailable");
     } else {
-        api_reply(c, 200, ready, sizeof(ready) - 1);
+        tm_api_reply(c, 200, ready, sizeof(ready) - 1);
     }
 }
 
@@ -45,7 +45,7 @@ static void r_readyz(struct api_call *c)
 static const struct api_route api_routes[] = {
     {"GET", "/healthz", API_PUBLIC, r_healthz, NULL},
     {"GET", "/readyz", API_PUBLIC, r_readyz, NULL},
-    {"GET", "/metrics", API_PUBLIC | API_SCRAPE, api_metrics, NULL},
+    {"GET", "/metrics", API_PUBLIC | API_SCRAPE, tm_api_metrics, NULL},
     {"POST", "/v1/jobs", API_ADMIN | API_ENGINEER, tm_api_jobs_submit, tm_api_jobs_submit_fast},
     {"GET", "/v1/jobs", API_READERS, tm_api_jobs_list, NULL},
     {"GET", "/v1/jobs/{id}", API_READERS, tm_api_jobs_get, NULL},
@@ -63,10 +63,10 @@ static const struct api_route api_routes[] = {
     {"PUT", "/v1/budgets/{name}", API_ADMIN | API_FINANCE, tm_api_budgets_put, NULL},
     {"GET", "/v1/budgets", API_READERS, tm_api_budgets_list, NULL},
     {"GET", "/v1/spend", API_READERS, tm_api_spend, NULL},
-    {"GET", "/v1/timeseries", API_READERS, api_timeseries, NULL},
-    {"GET", "/", API_PUBLIC, api_dashboard_page, NULL},
-    {"GET", "/dashboard.js", API_PUBLIC, api_dashboard_js, NULL},
-    {"GET", "/dashboard.css", API_PUBLIC, api_dashboard_css, NULL},
+    {"GET", "/v1/timeseries", API_READERS, tm_api_timeseries, NULL},
+    {"GET", "/", API_PUBLIC, tm_api_dashboard_page, NULL},
+    {"GET", "/dashboard.js", API_PUBLIC, tm_api_dashboard_js, NULL},
+    {"GET", "/dashboard.css", API_PUBLIC, tm_api_dashboard_css, NULL},
     {NULL, NULL, 0, NULL, NULL},
 };
 

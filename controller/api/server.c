@@ -171,7 +171,7 @@ struct api_call *tm_api_call_new(struct tm_api *api, h2o_req_t *req, const struc
 
 static void maybe_finish(struct tm_api *api);
 
-void api_call_free(struct api_call *c)
+void tm_api_call_free(struct api_call *c)
 {
     struct tm_api *api = c->api;
 
@@ -184,46 +184,47 @@ void api_call_free(struct api_call *c)
     maybe_finish(api);
 }
 
-void api_reply(struct api_call *c, int status, const char *json, size_t len)
+void tm_api_reply(struct api_call *c, int status, const char *json, size_t len)
 {
     if (c->req)
         send_json(c->api, c->req, status, json, len);
-    api_call_free(c);
+    tm_api_call_free(c);
 }
 
-void api_reply_text(struct api_call *c, int status, const char *ctype, const char *text, size_t len)
+void tm_api_reply_text(struct api_call *c, int status, const char *ctype, const char *text,
+                       size_t len)
 {
     if (c->req)
         send_raw(c->api, c->req, status, ctype, text, len);
-    api_call_free(c);
+    tm_api_call_free(c);
 }
 
-void api_fail(struct api_call *c, int status, const char *field, const char *message)
+void tm_api_fail(struct api_call *c, int status, const char *field, const char *message)
 {
     if (c->req)
         tm_api_send_error(c->api, c->req, status, field, message);
-    api_call_free(c);
+    tm_api_call_free(c);
 }
 
-void api_fail_spec(struct api_call *c, const struct tm_spec_error *err)
+void tm_api_fail_spec(struct api_call *c, const struct tm_spec_error *err)
 {
-    api_fail(c, 400, err->field[0] ? err->field : NULL, err->message);
+    tm_api_fail(c, 400, err->field[0] ? err->field : NULL, err->message);
 }
 
-bool api_reply_ok(struct api_call *c, const struct tm_pg_reply *reply)
+bool tm_api_reply_ok(struct api_call *c, const struct tm_pg_reply *reply)
 {
     if (!c->req) {
-        api_call_free(c); /* the client went away: nobody to answer */
+        tm_api_call_free(c); /* the client went away: nobody to answer */
         return false;
     }
     if (reply->status < 0) {
-        api_fail_db(c, reply);
+        tm_api_fail_db(c, reply);
         return false;
     }
     return true;
 }
 
-void api_fail_db(struct api_call *c, const struct tm_pg_reply *reply)
+void tm_api_fail_db(struct api_call *c, const struct tm_pg_reply *reply)
 {
     int status = 500;
     const char *msg = "the database refused the request";
@@ -241,48 +242,48 @@ void api_fail_db(struct api_call *c, const struct tm_pg_reply *reply)
                 c->route ? c->route->pattern : "?", status,
                 reply->error ? reply->error : tm_strerror(reply->status),
                 reply->sqlstate ? reply->sqlstate : "-");
-    api_fail(c, status, NULL, msg);
+    tm_api_fail(c, status, NULL, msg);
 }
 
-int api_query(struct api_call *c, const char *sql, int nparams, const char *const *params,
-              tm_pg_cb cb)
+int tm_api_query(struct api_call *c, const char *sql, int nparams, const char *const *params,
+                 tm_pg_cb cb)
 {
     int r = tm_pg_pool_query(c->api->pool, sql, nparams, params, cb, c);
 
     if (r < 0) {
         tm_log_warn("api could not queue a statement", "route=\"%s\" error=\"%s\"",
                     c->route->pattern, tm_strerror(r));
-        api_fail(c, 503, NULL, "database unavailable");
+        tm_api_fail(c, 503, NULL, "database unavailable");
     }
     return r;
 }
 
-const struct tm_config *api_config(const struct api_call *c)
+const struct tm_config *tm_api_config(const struct api_call *c)
 {
     return c->api->cfg;
 }
 
-int64_t api_now_ms(const struct api_call *c)
+int64_t tm_api_now_ms(const struct api_call *c)
 {
     return tm_clock_now_ms(c->api->clock);
 }
 
-unsigned api_max_list(const struct api_call *c)
+unsigned tm_api_max_list(const struct api_call *c)
 {
     return c->api->limits.max_list;
 }
 
-struct tm_pg_pool *api_pool(const struct api_call *c)
+struct tm_pg_pool *tm_api_pool(const struct api_call *c)
 {
     return c->api->pool;
 }
 
-const struct tm_api_stats *api_stats(const struct api_call *c)
+const struct tm_api_stats *tm_api_get_stats(const struct api_call *c)
 {
     return &c->api->stats;
 }
 
-bool api_body(const struct api_call *c, const char **ret, size_t *ret_len)
+bool tm_api_body(const struct api_call *c, const char **ret, size_t *ret_len)
 {
     if (!c->req)
         return false;
@@ -291,7 +292,7 @@ bool api_body(const struct api_call *c, const char **ret, size_t *ret_len)
     return true;
 }
 
-bool api_query_string(const struct api_call *c, const char **ret, size_t *ret_len)
+bool tm_api_query_string(const struct api_call *c, const char **ret, size_t *ret_len)
 {
     const h2o_req_t *req = c->req;
 
@@ -615,17 +616,17 @@ void tm_api_set_fleet_stats(struct tm_api *api, const struct tm_fleet_stats *sta
         api->fleet = stats;
 }
 
-const struct tm_fleet_stats *api_fleet_stats(const struct api_call *c)
+const struct tm_fleet_stats *tm_api_fleet_stats(const struct api_call *c)
 {
     return c->api->fleet;
 }
 
-uint64_t api_pool_connected(const struct api_call *c)
+uint64_t tm_api_pool_connected(const struct api_call *c)
 {
     return tm_pg_pool_connected(c->api->pool);
 }
 
-bool api_closing(const struct api_call *c)
+bool tm_api_closing(const struct api_call *c)
 {
     return c->api->step != CLOSE_NONE;
 }

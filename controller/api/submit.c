@@ -55,25 +55,25 @@ static void on_submit(const struct tm_pg_reply *reply, void *data)
     PGresult *res;
     char msg[192];
 
-    if (!api_reply_ok(c, reply))
+    if (!tm_api_reply_ok(c, reply))
         return;
     res = reply->results[0];
     if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
-        api_reply(c, 201, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
+        tm_api_reply(c, 201, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
         return;
     }
     /* The same checks and words as `tarmac submit`. */
     if (strcmp(PQgetvalue(res, 0, 1), "0") == 0) {
         snprintf(msg, sizeof(msg), "unknown pool (known: %s)", PQgetvalue(res, 0, 5));
-        api_fail(c, 400, "pool", msg);
+        tm_api_fail(c, 400, "pool", msg);
     } else if (strcmp(PQgetvalue(res, 0, 2), "0") == 0) {
         snprintf(msg, sizeof(msg), "no pool offers this GPU model (known: %s)",
                  PQgetvalue(res, 0, 4));
-        api_fail(c, 400, "gpu_model", msg);
+        tm_api_fail(c, 400, "gpu_model", msg);
     } else {
         snprintf(msg, sizeof(msg), "more GPUs per node than any matching pool offers (%s)",
                  PQgetvalue(res, 0, 3));
-        api_fail(c, 400, "gpus", msg);
+        tm_api_fail(c, 400, "gpus", msg);
     }
 }
 
@@ -112,27 +112,27 @@ void tm_api_jobs_submit(struct api_call *c)
     struct submit_text text;
     const char *params[SUBMIT_NPARAMS];
 
-    if (!api_body(c, &body, &len)) {
-        api_call_free(c);
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
         return;
     }
     if (tm_job_spec_parse_json(body, len, &spec, &root, &err) < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     if (c->role == TM_ROLE_ENGINEER && strcmp(spec.team, c->team) != 0) {
         cJSON_Delete(root);
-        api_fail(c, 403, "team", "an engineer token submits for its own team only");
+        tm_api_fail(c, 403, "team", "an engineer token submits for its own team only");
         return;
     }
-    if (tm_job_fit_check(api_config(c), &spec, &err) < 0) {
+    if (tm_job_fit_check(tm_api_config(c), &spec, &err) < 0) {
         cJSON_Delete(root);
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
-    submit_params(&spec, api_now_ms(c), &text, params);
+    submit_params(&spec, tm_api_now_ms(c), &text, params);
     /* pg_uv copies the parameters: the document can go now. */
-    api_query(c, submit_sql, SUBMIT_NPARAMS, params, on_submit);
+    tm_api_query(c, submit_sql, SUBMIT_NPARAMS, params, on_submit);
     cJSON_Delete(root);
 }
 
@@ -147,7 +147,7 @@ void tm_api_jobs_submit(struct api_call *c)
  * back, so under load rows share statements and with none there is no
  * wait.  Each row the statement did not insert, and every row of a batch
  * the database refused as a whole, goes back to the normal path
- * (api_authenticate, then tm_api_jobs_submit), which gives that call exactly
+ * (tm_api_authenticate, then tm_api_jobs_submit), which gives that call exactly
  * the answer it would have had: 401, 403, 400 with its reason, or 201 if
  * the refusal was another row's.  Nothing of a refused row was written,
  * so running it again is safe.  A full batch sends its newcomers the
@@ -279,9 +279,9 @@ static void on_batch(const struct tm_pg_reply *reply, void *data)
         /* It may or may not have committed: no retry, as for one job. */
         for (unsigned i = 0; i < f->n; i++) {
             if (f->calls[i]->req)
-                api_fail_db(f->calls[i], reply);
+                tm_api_fail_db(f->calls[i], reply);
             else
-                api_call_free(f->calls[i]);
+                tm_api_call_free(f->calls[i]);
         }
     } else {
         if (reply->status == 0) {
@@ -294,9 +294,9 @@ static void on_batch(const struct tm_pg_reply *reply, void *data)
                 c = f->calls[i];
                 f->calls[i] = NULL;
                 if (c->req)
-                    api_reply(c, 201, PQgetvalue(res, r, 1), (size_t)PQgetlength(res, r, 1));
+                    tm_api_reply(c, 201, PQgetvalue(res, r, 1), (size_t)PQgetlength(res, r, 1));
                 else
-                    api_call_free(c);
+                    tm_api_call_free(c);
             }
         }
         /* Not inserted: the normal path answers (see above). */
@@ -305,9 +305,9 @@ static void on_batch(const struct tm_pg_reply *reply, void *data)
             if (!c)
                 continue;
             if (c->req)
-                api_authenticate(c);
+                tm_api_authenticate(c);
             else
-                api_call_free(c);
+                tm_api_call_free(c);
         }
     }
     free(f);
@@ -341,13 +341,13 @@ static void batch_send(struct api_batch *b)
         f->b = b;
         f->n = b->n;
         memcpy(f->calls, b->calls, b->n * sizeof(f->calls[0]));
-        r = tm_pg_pool_query(api_pool(b->calls[0]), batch_sql, BATCH_COLS, params, on_batch, f);
+        r = tm_pg_pool_query(tm_api_pool(b->calls[0]), batch_sql, BATCH_COLS, params, on_batch, f);
     }
     if (r < 0) {
         tm_log_warn("api could not queue a statement", "route=\"/v1/jobs\" rows=%u error=\"%s\"",
                     b->n, ok ? tm_strerror(r) : "out of memory");
         for (unsigned i = 0; i < b->n; i++)
-            api_fail(b->calls[i], 503, NULL, "database unavailable");
+            tm_api_fail(b->calls[i], 503, NULL, "database unavailable");
         free(f);
     } else {
         b->inflight++;
@@ -391,7 +391,7 @@ static bool batch_add(struct api_batch *b, struct api_call *c, const char *const
 
 void tm_api_jobs_submit_fast(struct api_call *c)
 {
-    struct api_batch *b = api_route_state(c);
+    struct api_batch *b = tm_api_route_state(c);
     struct tm_job_spec spec;
     struct tm_spec_error err = {0};
     cJSON *root = NULL;
@@ -400,26 +400,26 @@ void tm_api_jobs_submit_fast(struct api_call *c)
     struct submit_text text;
     const char *params[SUBMIT_NPARAMS];
 
-    if (!api_body(c, &body, &len)) {
-        api_call_free(c);
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
         return;
     }
     /* Anything but the plain case: the normal path answers it, in order
      * (authentication first). */
     if (tm_job_spec_parse_json(body, len, &spec, &root, &err) < 0) {
-        api_authenticate(c);
+        tm_api_authenticate(c);
         return;
     }
     if ((c->role == TM_ROLE_ENGINEER && strcmp(spec.team, c->team) != 0) ||
-        tm_job_fit_check(api_config(c), &spec, &err) < 0 || !api_rate_take(c)) {
+        tm_job_fit_check(tm_api_config(c), &spec, &err) < 0 || !tm_api_rate_take(c)) {
         cJSON_Delete(root);
-        api_authenticate(c);
+        tm_api_authenticate(c);
         return;
     }
-    submit_params(&spec, api_now_ms(c), &text, params);
+    submit_params(&spec, tm_api_now_ms(c), &text, params);
     if (!batch_add(b, c, params)) {
         cJSON_Delete(root);
-        api_authenticate(c);
+        tm_api_authenticate(c);
         return;
     }
     cJSON_Delete(root);
