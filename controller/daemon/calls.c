@@ -98,6 +98,11 @@ void tm_call_done(struct tm_call *c)
         calls->on_none_left(calls->data);
 }
 
+unsigned tm_calls_inflight(const struct tm_calls *calls)
+{
+    return calls->inflight;
+}
+
 /* ---- cloud calls after the plan committed ------------------------------ */
 
 static void on_launch_recorded(int status, const char *err, void *data)

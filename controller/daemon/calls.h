@@ -58,7 +58,7 @@ struct tm_calls {
     void (*on_none_left)(void *data);   /* the last call in flight ended */
     void *data;
 
-    /* Owned by calls.c. */
+    /* Owned by calls.c: read through the functions below. */
     unsigned inflight;
     int64_t *launching;
     size_t nlaunching, launching_cap;
@@ -76,6 +76,9 @@ void tm_calls_release(struct tm_calls *calls);
  * with tm_call_done(), which frees it and may call on_none_left. */
 struct tm_call *tm_calls_new(struct tm_calls *calls, int provider, int64_t node);
 void tm_call_done(struct tm_call *c);
+
+/* How many calls are in flight. */
+unsigned tm_calls_inflight(const struct tm_calls *calls);
 
 /* Start the launches and terminates of plan, which the database applied
  * (applied: tarmac_apply's result with the new nodes' ids and the

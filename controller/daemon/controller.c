@@ -1,7 +1,8 @@
 /*
  * controller/daemon/controller.c: see controller.h.  The tick is a chain of
  * callbacks; struct tm_controller is the only mutable state, one per
- * process, and only the loop thread touches it.
+ * process, and only the loop thread touches it.  The calls in flight
+ * (calls.c) and the sim agent (sim_agent.c) are given what they need.
  */
 #include "controller/daemon/controller.h"
 
@@ -98,7 +99,6 @@ struct tm_controller {
     struct tm_calls calls;
 };
 
-
 static void end_pass(struct tm_controller *ctl);
 static void maybe_finish_stop(struct tm_controller *ctl);
 static void begin_stop(struct tm_controller *ctl, const char *why);
@@ -107,7 +107,6 @@ static int64_t clock_now(void *data)
 {
     return tm_clock_now_ms(data);
 }
-
 
 /* ---- the pass ------------------------------------------------------------ */
 
@@ -221,7 +220,7 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
      * only nodes to release, or nothing at all).  The ledger is still
      * brought up to date first: stopping waits for that call. */
     bool idle = ctl->opts.exit_when_idle && snap->njobs == 0 && snap->nnodes == 0 &&
-                ctl->calls.inflight == 0;
+                tm_calls_inflight(&ctl->calls) == 0;
     if (!ctl->closing) {
         const struct tm_sim_agent agent = {
             .snap = snap, .now_ms = ctl->now_ms, .cfg = ctl->cfg,
@@ -527,7 +526,7 @@ static void end_pass(struct tm_controller *ctl)
     if (ctl->tick_running) {
         int64_t took = (int64_t)uv_now(&ctl->loop) - ctl->tick_started_real;
         tm_log_debug("tick done", "took_ms=%" PRId64 " leader=%d in_flight_calls=%u", took,
-                     ctl->leader, ctl->calls.inflight);
+                     ctl->leader, tm_calls_inflight(&ctl->calls));
     }
     ctl->tick_running = false;
     maybe_finish_stop(ctl);
@@ -552,7 +551,7 @@ static void close_all(struct tm_controller *ctl)
     if (ctl->closing)
         return;
     ctl->closing = true;
-    tm_log_info("closing", "in_flight_calls=%u", ctl->calls.inflight);
+    tm_log_info("closing", "in_flight_calls=%u", tm_calls_inflight(&ctl->calls));
     /* A start-up failure may come before the providers exist. */
     for (size_t i = 0; ctl->providers && i < ctl->cfg->nproviders; i++) {
         if (ctl->providers[i]) {
@@ -590,7 +589,7 @@ static void maybe_finish_stop(struct tm_controller *ctl)
 {
     if (!ctl->stopping || ctl->closing)
         return;
-    if (ctl->tick_running || ctl->calls.inflight > 0)
+    if (ctl->tick_running || tm_calls_inflight(&ctl->calls) > 0)
         return; /* let them finish: on_stop_deadline abandons them */
     close_all(ctl);
 }
@@ -599,7 +598,7 @@ static void on_stop_deadline(uv_timer_t *t)
 {
     struct tm_controller *ctl = t->data;
     tm_log_warn("stop deadline passed: abandoning work in flight, the next leader repairs it",
-                "in_flight_calls=%u", ctl->calls.inflight);
+                "in_flight_calls=%u", tm_calls_inflight(&ctl->calls));
     close_all(ctl);
 }
 
