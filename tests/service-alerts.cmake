@@ -1,5 +1,5 @@
-# Alerts, in a fragment of their own so the service
-# fragment's other owners do not collide: the conditions as known answers,
+# Alerts, in a fragment of their own so that they change apart from the
+# service fragment: the conditions as known answers,
 # then the real binary against a loopback webhook that fails twice before
 # accepting (tests/lib/webhook_receiver.py).
 tm_add_c_test(test_alerts ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_alerts.c LABELS unit service TIMEOUT 60 LINK tarmac_reconcile)

@@ -1,5 +1,5 @@
-# Prometheus /metrics, in a fragment of its own so the
-# service fragment's other owners do not collide.  test_api checks every
+# Prometheus /metrics, in a fragment of its own so that it changes apart
+# from the service fragment.  test_api checks every
 # family against the database; these check the controller's counters
 # alone, then the real binary: a sim cloud short of capacity (provider
 # errors by kind), its ticks, leadership, node history and heartbeat

@@ -44,7 +44,7 @@ static void serve_asset(struct api_call *c, const char *name, const char *ctype)
     h2o_req_t *req = c->req;
 
     if (!a) {
-        api_fail(c, 500, NULL, "the dashboard was not built into this binary");
+        tm_api_fail(c, 500, NULL, "the dashboard was not built into this binary");
         return;
     }
     if (req) {
@@ -63,20 +63,20 @@ static void serve_asset(struct api_call *c, const char *name, const char *ctype)
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CACHE_CONTROL, NULL,
                        H2O_STRLIT("no-cache"));
     }
-    api_reply_text(c, 200, ctype, a->data, a->len);
+    tm_api_reply_text(c, 200, ctype, a->data, a->len);
 }
 
-void api_dashboard_page(struct api_call *c)
+void tm_api_dashboard_page(struct api_call *c)
 {
     serve_asset(c, "dashboard.html", "text/html; charset=utf-8");
 }
 
-void api_dashboard_js(struct api_call *c)
+void tm_api_dashboard_js(struct api_call *c)
 {
     serve_asset(c, "dashboard.js", "text/javascript; charset=utf-8");
 }
 
-void api_dashboard_css(struct api_call *c)
+void tm_api_dashboard_css(struct api_call *c)
 {
     serve_asset(c, "dashboard.css", "text/css; charset=utf-8");
 }
@@ -177,41 +177,41 @@ static void on_timeseries(const struct tm_pg_reply *reply, void *data)
     struct api_call *c = data;
     PGresult *res;
 
-    if (!api_reply_ok(c, reply))
+    if (!tm_api_reply_ok(c, reply))
         return;
     res = reply->results[0];
     if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
-        api_fail(c, 500, NULL, "unexpected answer from the database");
+        tm_api_fail(c, 500, NULL, "unexpected answer from the database");
         return;
     }
-    api_reply(c, 200, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
+    tm_api_reply(c, 200, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
 }
 
-void api_timeseries(struct api_call *c)
+void tm_api_timeseries(struct api_call *c)
 {
     struct api_qp qp[] = {{.name = "since_ms"}, {.name = "step_s"}};
     struct tm_spec_error err = {0};
-    int64_t now = api_now_ms(c), points, since_ms = 0, step = TS_DEFAULT_STEP_S;
+    int64_t now = tm_api_now_ms(c), points, since_ms = 0, step = TS_DEFAULT_STEP_S;
     char now_s[24], since_s[24], step_s[24], n_s[24];
-    int r = api_parse_query(c, qp, 2, &err);
+    int r = tm_api_parse_query(c, qp, 2, &err);
 
     if (r == TM_ECANCELED) {
-        api_call_free(c);
+        tm_api_call_free(c);
         return;
     }
-    if (r == 0 && qp[0].set && !api_parse_pos(qp[0].value, INT64_MAX / 2, &since_ms))
+    if (r == 0 && qp[0].set && !tm_api_parse_pos(qp[0].value, INT64_MAX / 2, &since_ms))
         r = tm_spec_fail(&err, "since_ms", "must be a positive integer (ms since the epoch)");
-    if (r == 0 && qp[1].set && !api_parse_pos(qp[1].value, TS_MAX_STEP_S, &step))
+    if (r == 0 && qp[1].set && !tm_api_parse_pos(qp[1].value, TS_MAX_STEP_S, &step))
         r = tm_spec_fail(&err, "step_s", "must be a whole number of seconds from 1 to %d",
                          TS_MAX_STEP_S);
     if (r < 0) {
-        api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     if (!qp[0].set)
         since_ms = now - step * 1000 * TS_DEFAULT_POINTS;
     if (since_ms >= now) {
-        api_fail(c, 400, "since_ms", "must be before now");
+        tm_api_fail(c, 400, "since_ms", "must be before now");
         return;
     }
     points = (now - since_ms + step * 1000 - 1) / (step * 1000);
@@ -219,7 +219,7 @@ void api_timeseries(struct api_call *c)
         char msg[128];
         snprintf(msg, sizeof(msg), "%" PRId64 " steps from since_ms to now, more than %d: a larger"
                  " step_s or a later since_ms", points, TS_MAX_POINTS);
-        api_fail(c, 400, qp[1].set ? "step_s" : "since_ms", msg);
+        tm_api_fail(c, 400, qp[1].set ? "step_s" : "since_ms", msg);
         return;
     }
     snprintf(now_s, sizeof(now_s), "%" PRId64, now);
@@ -227,5 +227,5 @@ void api_timeseries(struct api_call *c)
     snprintf(step_s, sizeof(step_s), "%" PRId64, step * 1000);
     snprintf(n_s, sizeof(n_s), "%" PRId64, points);
     const char *params[] = {now_s, since_s, step_s, n_s};
-    api_query(c, timeseries_sql, 4, params, on_timeseries);
+    tm_api_query(c, timeseries_sql, 4, params, on_timeseries);
 }

@@ -27,13 +27,13 @@ const struct tm_web_asset *tm_web_asset_find(const char *name);
 /* GET /, /dashboard.js, /dashboard.css: public, like /healthz.  The page
  * itself holds no data; its script reads the API with the operator's
  * token. */
-void api_dashboard_page(struct api_call *c);
-void api_dashboard_js(struct api_call *c);
-void api_dashboard_css(struct api_call *c);
+void tm_api_dashboard_page(struct api_call *c);
+void tm_api_dashboard_js(struct api_call *c);
+void tm_api_dashboard_css(struct api_call *c);
 
 /* GET /v1/timeseries?since_ms=&step_s=: GPUs provisioned, allocated and
  * idle, queued and running jobs, averaged over each step from since_ms to
  * now, plus the same figures at this instant (readers). */
-void api_timeseries(struct api_call *c);
+void tm_api_timeseries(struct api_call *c);
 
 #endif

@@ -6,8 +6,9 @@
  *
  * A route's fn runs once the caller is authenticated, allowed and within
  * its rate (public routes: at once).  It must end the call exactly once:
- * api_reply()/api_fail*() now, or api_query() with a callback that does,
- * after checking c->req (NULL: the client left; just api_call_free()).
+ * tm_api_reply()/tm_api_fail*() now, or tm_api_query() with a callback
+ * that does, after checking c->req (NULL: the client left; just
+ * tm_api_call_free()).
  */
 #ifndef TM_API_INTERNAL_H
 #define TM_API_INTERNAL_H
@@ -44,7 +45,7 @@ struct api_route {
      * token was authenticated recently (c->role, team and token_name come
      * from the cache).  The cache is a hint, never proof: fast must have
      * its own statement check the token again (known, not revoked, same
-     * role and team), or hand the call to api_authenticate(). */
+     * role and team), or hand the call to tm_api_authenticate(). */
     void (*fast)(struct api_call *c);
 };
 
@@ -64,7 +65,6 @@ struct tm_api_stats {
 };
 
 struct call_ref;
-struct api_batch;
 
 struct api_call {
     struct tm_api *api;
@@ -82,34 +82,34 @@ struct api_call {
     bool flag;
 };
 
-void api_reply(struct api_call *c, int status, const char *json, size_t len);
-void api_fail(struct api_call *c, int status, const char *field, const char *message);
-void api_fail_spec(struct api_call *c, const struct tm_spec_error *err);
-void api_fail_db(struct api_call *c, const struct tm_pg_reply *reply);
+void tm_api_reply(struct api_call *c, int status, const char *json, size_t len);
+void tm_api_fail(struct api_call *c, int status, const char *field, const char *message);
+void tm_api_fail_spec(struct api_call *c, const struct tm_spec_error *err);
+void tm_api_fail_db(struct api_call *c, const struct tm_pg_reply *reply);
 /* The start of every query callback: false (and c is answered or freed)
  * when the client went away or the database refused; true to go on. */
-bool api_reply_ok(struct api_call *c, const struct tm_pg_reply *reply);
-void api_call_free(struct api_call *c);
+bool tm_api_reply_ok(struct api_call *c, const struct tm_pg_reply *reply);
+void tm_api_call_free(struct api_call *c);
 /* Queue a statement whose callback gets c; on failure answers 503 and
  * returns < 0 (the call is then over). */
-int api_query(struct api_call *c, const char *sql, int nparams, const char *const *params,
-              tm_pg_cb cb);
-int64_t api_now_ms(const struct api_call *c);
+int tm_api_query(struct api_call *c, const char *sql, int nparams, const char *const *params,
+                 tm_pg_cb cb);
+int64_t tm_api_now_ms(const struct api_call *c);
 /* The configuration the server was started with (pools, for the submit
  * check), or NULL. */
-const struct tm_config *api_config(const struct api_call *c);
-unsigned api_max_list(const struct api_call *c);
-struct tm_pg_pool *api_pool(const struct api_call *c);
-const struct tm_api_stats *api_stats(const struct api_call *c);
+const struct tm_config *tm_api_config(const struct api_call *c);
+unsigned tm_api_max_list(const struct api_call *c);
+struct tm_pg_pool *tm_api_pool(const struct api_call *c);
+const struct tm_api_stats *tm_api_get_stats(const struct api_call *c);
 /* The controller's counters (tm_api_set_fleet_stats), or NULL. */
-const struct tm_fleet_stats *api_fleet_stats(const struct api_call *c);
-uint64_t api_pool_connected(const struct api_call *c);
-bool api_closing(const struct api_call *c);
+const struct tm_fleet_stats *tm_api_fleet_stats(const struct api_call *c);
+uint64_t tm_api_pool_connected(const struct api_call *c);
+bool tm_api_closing(const struct api_call *c);
 /* The request body / query string (without '?'); false when the client
  * is gone. */
-bool api_body(const struct api_call *c, const char **ret, size_t *ret_len);
-bool api_query_string(const struct api_call *c, const char **ret, size_t *ret_len);
-/* One query parameter a route accepts; api_parse_query() fills value
+bool tm_api_body(const struct api_call *c, const char **ret, size_t *ret_len);
+bool tm_api_query_string(const struct api_call *c, const char **ret, size_t *ret_len);
+/* One query parameter a route accepts; tm_api_parse_query() fills value
  * (percent-decoded) and set. */
 struct api_qp {
     const char *name;
@@ -119,19 +119,21 @@ struct api_qp {
 /* Parse the query string into qp[0..nqp): an unknown, repeated or
  * malformed parameter fills err naming it and returns < 0; TM_ECANCELED
  * when the client is gone (free the call). */
-int api_parse_query(struct api_call *c, struct api_qp *qp, size_t nqp, struct tm_spec_error *err);
+int tm_api_parse_query(struct api_call *c, struct api_qp *qp, size_t nqp,
+                       struct tm_spec_error *err);
 /* A whole number from 1 to max, digits only. */
-bool api_parse_pos(const char *s, int64_t max, int64_t *ret);
+bool tm_api_parse_pos(const char *s, int64_t max, int64_t *ret);
 /* The normal path: look the token up, check role and rate, then run the
  * route's fn.  For a fast path that cannot finish the call itself. */
-void api_authenticate(struct api_call *c);
+void tm_api_authenticate(struct api_call *c);
 /* Take one request from the token's rate bucket; false when it is empty. */
-bool api_rate_take(struct api_call *c);
+bool tm_api_rate_take(struct api_call *c);
 /* Forget a cached authentication (the token failed a check). */
-void api_auth_forget(struct api_call *c);
+void tm_api_auth_forget(struct api_call *c);
 /* The state the server's routes keep (their tm_api_routes.state_new()'s). */
-void *api_route_state(const struct api_call *c);
+void *tm_api_route_state(const struct api_call *c);
 /* Public routes answer text too (metrics). */
-void api_reply_text(struct api_call *c, int status, const char *ctype, const char *text, size_t len);
+void tm_api_reply_text(struct api_call *c, int status, const char *ctype, const char *text,
+                       size_t len);
 
 #endif

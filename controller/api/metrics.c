@@ -371,31 +371,31 @@ static void on_metrics(const struct tm_pg_reply *reply, void *data)
     const struct tm_fleet_stats *fleet;
     struct mbuf b = {0};
 
-    if (!api_reply_ok(c, reply))
+    if (!tm_api_reply_ok(c, reply))
         return;
     if (reply->nresults != 1 || PQnfields(reply->results[0]) != 5) {
-        api_fail(c, 500, NULL, "unexpected answer from the database");
+        tm_api_fail(c, 500, NULL, "unexpected answer from the database");
         return;
     }
     db_metrics(&b, reply->results[0]);
-    api_counters(&b, api_stats(c), api_pool_connected(c));
-    fleet = api_fleet_stats(c);
+    api_counters(&b, tm_api_get_stats(c), tm_api_pool_connected(c));
+    fleet = tm_api_fleet_stats(c);
     if (fleet)
         fleet_counters(&b, fleet);
     if (b.failed) {
         free(b.p);
-        api_fail(c, 500, NULL, "out of memory");
+        tm_api_fail(c, 500, NULL, "out of memory");
         return;
     }
-    api_reply_text(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
+    tm_api_reply_text(c, 200, "text/plain; version=0.0.4; charset=utf-8", b.p, b.len);
     free(b.p);
 }
 
-void api_metrics(struct api_call *c)
+void tm_api_metrics(struct api_call *c)
 {
     char now[24];
 
-    snprintf(now, sizeof(now), "%" PRId64, api_now_ms(c));
+    snprintf(now, sizeof(now), "%" PRId64, tm_api_now_ms(c));
     const char *params[] = {now};
-    api_query(c, metrics_sql, 1, params, on_metrics);
+    tm_api_query(c, metrics_sql, 1, params, on_metrics);
 }

@@ -10,6 +10,6 @@
 struct api_call;
 
 /* GET /metrics: public, like /healthz. */
-void api_metrics(struct api_call *c);
+void tm_api_metrics(struct api_call *c);
 
 #endif

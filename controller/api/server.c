@@ -1,8 +1,10 @@
 /*
- * controller/api/server.c: the HTTP server core: listening, h2o glue, routing,
- * authentication, rate limits, answers and shutdown.  The routes' own work
- * (statements and their answers) is in routes.c, whose table the daemon
- * hands to tm_api_start(): this file names no route.  See server.h.
+ * controller/api/server.c: the HTTP server core: listening, h2o glue,
+ * answers, calls and shutdown.  Beside it (server_core.h): routing in
+ * dispatch.c, authentication and rate limits in auth.c, the 413 -> 400
+ * filter in too_large.c.  The routes' own work (statements and their
+ * answers) is in the resource files, whose table (routes.c) the daemon
+ * hands to tm_api_start(): the server names no route.  See server.h.
  *
  * Lifetimes.  h2o owns each request (h2o_req_t) and frees it with its
  * memory pool when the connection ends, possibly while our statement is in
@@ -25,11 +27,12 @@
  * the role and team for the checks made before any statement, and the
  * route batches the job with others into one statement that checks each
  * row's token again, so revocation still takes effect on the next request
- * (routes.c, "group commit").  Every other route, and a token not in
+ * (submit.c, "group commit").  Every other route, and a token not in
  * the cache, takes two statements: the lookup, then the work.
  */
 #include "controller/api/server.h"
 #include "controller/api/internal.h"
+#include "controller/api/server_core.h"
 #include "controller/api/tls.h"
 
 #include <errno.h>
@@ -41,74 +44,10 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
-#include "controller/spec/request.h"
 #include "controller/spec/token.h"
 #include "core/err.h"
 #include "core/file.h"
 #include "core/log.h"
-
-#define RATE_SLOTS 1024
-#define RATE_PROBE 8
-/* Recently authenticated tokens (see auth_cache_get). */
-#define AUTH_SLOTS 512
-#define AUTH_TTL_MS 60000
-
-struct api_conn {
-    uv_tcp_t tcp; /* first: h2o hands back this pointer on close */
-    struct tm_api *api;
-};
-
-struct api_handler {
-    h2o_handler_t super;
-    struct tm_api *api;
-};
-
-struct rate_slot {
-    char key[17];
-    double tokens;
-    uint64_t last_ms;
-};
-
-struct auth_slot {
-    char hash[TM_TOKEN_HASH_LEN + 1]; /* "" when empty */
-    enum tm_role role;
-    char team[64];
-    char token_name[64];
-    uint64_t until_ms;
-};
-
-enum close_step { CLOSE_NONE, CLOSE_DRAINING, CLOSE_DISPOSED, CLOSE_FREEING };
-
-struct tm_api {
-    uv_loop_t *loop;
-    struct tm_pg_pool *pool;
-    struct tm_api_limits limits;
-    struct tm_clock own_clock;
-    const struct tm_clock *clock;
-    h2o_globalconf_t conf;
-    h2o_context_t ctx;
-    h2o_accept_ctx_t accept_ctx;
-    SSL_CTX *ssl_ctx;   /* owned; NULL for plain HTTP */
-    /* api.metrics_token_file: /metrics then needs this bearer token.  Only
-     * its SHA-256 is kept, compared in constant time. */
-    bool metrics_token;
-    unsigned char metrics_digest[32];
-    const struct tm_config *cfg; /* borrowed from the daemon; NULL when started without one */
-    uv_tcp_t listener;
-    uv_timer_t timer;   /* shutdown steps */
-    int port;
-    unsigned nconns, ncalls;
-    bool listener_closed;
-    enum close_step step;
-    void (*done)(void *data);
-    void *done_data;
-    struct tm_api_stats stats;
-    const struct tm_fleet_stats *fleet; /* the controller's, borrowed; NULL when none */
-    struct rate_slot rate[RATE_SLOTS];
-    struct auth_slot auth[AUTH_SLOTS];
-    const struct tm_api_routes *routes;   /* the daemon's: the server names no route */
-    void *route_state;                    /* routes->state_new()'s, one per server */
-};
 
 void tm_api_limits_default(struct tm_api_limits *limits)
 {
@@ -142,7 +81,7 @@ static const char *status_reason(int status)
     }
 }
 
-static void count_status(struct tm_api *api, int status)
+void tm_api_count_status(struct tm_api *api, int status)
 {
     if (status >= API_CODE_MIN && status <= API_CODE_MAX)
         api->stats.by_code[status - API_CODE_MIN]++;
@@ -162,7 +101,7 @@ static void count_status(struct tm_api *api, int status)
 static void send_raw(struct tm_api *api, h2o_req_t *req, int status, const char *ctype,
                      const char *body, size_t len)
 {
-    count_status(api, status);
+    tm_api_count_status(api, status);
     req->res.status = status;
     req->res.reason = status_reason(status);
     req->res.content_length = len;
@@ -181,7 +120,7 @@ static void send_json(struct tm_api *api, h2o_req_t *req, int status, const char
     send_raw(api, req, status, "application/json", body, len);
 }
 
-static void send_error(struct tm_api *api, h2o_req_t *req, int status, const char *field,
+void tm_api_send_error(struct tm_api *api, h2o_req_t *req, int status, const char *field,
                        const char *message)
 {
     cJSON *o = cJSON_CreateObject();
@@ -213,7 +152,7 @@ static void on_req_dispose(void *p)
         ref->call->req = NULL;
 }
 
-static struct api_call *call_new(struct tm_api *api, h2o_req_t *req, const struct api_route *route)
+struct api_call *tm_api_call_new(struct tm_api *api, h2o_req_t *req, const struct api_route *route)
 {
     struct api_call *c = calloc(1, sizeof(*c));
     struct call_ref *ref;
@@ -232,7 +171,7 @@ static struct api_call *call_new(struct tm_api *api, h2o_req_t *req, const struc
 
 static void maybe_finish(struct tm_api *api);
 
-void api_call_free(struct api_call *c)
+void tm_api_call_free(struct api_call *c)
 {
     struct tm_api *api = c->api;
 
@@ -245,46 +184,47 @@ void api_call_free(struct api_call *c)
     maybe_finish(api);
 }
 
-void api_reply(struct api_call *c, int status, const char *json, size_t len)
+void tm_api_reply(struct api_call *c, int status, const char *json, size_t len)
 {
     if (c->req)
         send_json(c->api, c->req, status, json, len);
-    api_call_free(c);
+    tm_api_call_free(c);
 }
 
-void api_reply_text(struct api_call *c, int status, const char *ctype, const char *text, size_t len)
+void tm_api_reply_text(struct api_call *c, int status, const char *ctype, const char *text,
+                       size_t len)
 {
     if (c->req)
         send_raw(c->api, c->req, status, ctype, text, len);
-    api_call_free(c);
+    tm_api_call_free(c);
 }
 
-void api_fail(struct api_call *c, int status, const char *field, const char *message)
+void tm_api_fail(struct api_call *c, int status, const char *field, const char *message)
 {
     if (c->req)
-        send_error(c->api, c->req, status, field, message);
-    api_call_free(c);
+        tm_api_send_error(c->api, c->req, status, field, message);
+    tm_api_call_free(c);
 }
 
-void api_fail_spec(struct api_call *c, const struct tm_spec_error *err)
+void tm_api_fail_spec(struct api_call *c, const struct tm_spec_error *err)
 {
-    api_fail(c, 400, err->field[0] ? err->field : NULL, err->message);
+    tm_api_fail(c, 400, err->field[0] ? err->field : NULL, err->message);
 }
 
-bool api_reply_ok(struct api_call *c, const struct tm_pg_reply *reply)
+bool tm_api_reply_ok(struct api_call *c, const struct tm_pg_reply *reply)
 {
     if (!c->req) {
-        api_call_free(c); /* the client went away: nobody to answer */
+        tm_api_call_free(c); /* the client went away: nobody to answer */
         return false;
     }
     if (reply->status < 0) {
-        api_fail_db(c, reply);
+        tm_api_fail_db(c, reply);
         return false;
     }
     return true;
 }
 
-void api_fail_db(struct api_call *c, const struct tm_pg_reply *reply)
+void tm_api_fail_db(struct api_call *c, const struct tm_pg_reply *reply)
 {
     int status = 500;
     const char *msg = "the database refused the request";
@@ -302,48 +242,48 @@ void api_fail_db(struct api_call *c, const struct tm_pg_reply *reply)
                 c->route ? c->route->pattern : "?", status,
                 reply->error ? reply->error : tm_strerror(reply->status),
                 reply->sqlstate ? reply->sqlstate : "-");
-    api_fail(c, status, NULL, msg);
+    tm_api_fail(c, status, NULL, msg);
 }
 
-int api_query(struct api_call *c, const char *sql, int nparams, const char *const *params,
-              tm_pg_cb cb)
+int tm_api_query(struct api_call *c, const char *sql, int nparams, const char *const *params,
+                 tm_pg_cb cb)
 {
     int r = tm_pg_pool_query(c->api->pool, sql, nparams, params, cb, c);
 
     if (r < 0) {
         tm_log_warn("api could not queue a statement", "route=\"%s\" error=\"%s\"",
                     c->route->pattern, tm_strerror(r));
-        api_fail(c, 503, NULL, "database unavailable");
+        tm_api_fail(c, 503, NULL, "database unavailable");
     }
     return r;
 }
 
-const struct tm_config *api_config(const struct api_call *c)
+const struct tm_config *tm_api_config(const struct api_call *c)
 {
     return c->api->cfg;
 }
 
-int64_t api_now_ms(const struct api_call *c)
+int64_t tm_api_now_ms(const struct api_call *c)
 {
     return tm_clock_now_ms(c->api->clock);
 }
 
-unsigned api_max_list(const struct api_call *c)
+unsigned tm_api_max_list(const struct api_call *c)
 {
     return c->api->limits.max_list;
 }
 
-struct tm_pg_pool *api_pool(const struct api_call *c)
+struct tm_pg_pool *tm_api_pool(const struct api_call *c)
 {
     return c->api->pool;
 }
 
-const struct tm_api_stats *api_stats(const struct api_call *c)
+const struct tm_api_stats *tm_api_get_stats(const struct api_call *c)
 {
     return &c->api->stats;
 }
 
-bool api_body(const struct api_call *c, const char **ret, size_t *ret_len)
+bool tm_api_body(const struct api_call *c, const char **ret, size_t *ret_len)
 {
     if (!c->req)
         return false;
@@ -352,7 +292,7 @@ bool api_body(const struct api_call *c, const char **ret, size_t *ret_len)
     return true;
 }
 
-bool api_query_string(const struct api_call *c, const char **ret, size_t *ret_len)
+bool tm_api_query_string(const struct api_call *c, const char **ret, size_t *ret_len)
 {
     const h2o_req_t *req = c->req;
 
@@ -366,410 +306,6 @@ bool api_query_string(const struct api_call *c, const char **ret, size_t *ret_le
         *ret_len = req->path.len - req->query_at - 1;
     }
     return true;
-}
-
-/* ---- rate limit --------------------------------------------------------- */
-
-/* A token bucket per token, keyed by 64 bits of its hash, in a fixed table:
- * a full probe window forgets its least recently used entry, which can only
- * make a limit more generous, never block a good client. */
-static bool rate_take(struct tm_api *api, const char *hash)
-{
-    uint64_t now = uv_now(api->loop), h = 1469598103934665603ull;
-    struct rate_slot *slot = NULL, *oldest = NULL;
-    unsigned start;
-
-    for (int i = 0; i < 16; i++)
-        h = (h ^ (unsigned char)hash[i]) * 1099511628211ull;
-    start = (unsigned)(h % RATE_SLOTS);
-    for (unsigned i = 0; i < RATE_PROBE; i++) {
-        struct rate_slot *s = &api->rate[(start + i) % RATE_SLOTS];
-        if (strncmp(s->key, hash, 16) == 0) {
-            slot = s;
-            break;
-        }
-        if (!oldest || s->last_ms < oldest->last_ms || s->key[0] == '\0')
-            oldest = s;
-    }
-    if (!slot) {
-        slot = oldest;
-        memcpy(slot->key, hash, 16);
-        slot->key[16] = '\0';
-        slot->tokens = api->limits.burst;
-        slot->last_ms = now;
-    }
-    slot->tokens += (double)(now - slot->last_ms) * api->limits.rate_per_s / 1000.0;
-    if (slot->tokens > api->limits.burst)
-        slot->tokens = api->limits.burst;
-    slot->last_ms = now;
-    if (slot->tokens < 1.0)
-        return false;
-    slot->tokens -= 1.0;
-    return true;
-}
-
-/* ---- authentication ----------------------------------------------------- */
-
-/*
- * The authentication cache.  A route with a fast path (POST /v1/jobs) skips
- * the separate lookup for a token authenticated within AUTH_TTL_MS: its
- * role, team and name come from here for the checks made before the
- * statement (role, rate, an engineer's team), and the route's one statement
- * checks the token again (hash known, not revoked, same role and team), so
- * a revoked token is still refused by the next request, as before; the
- * cache is never the proof.  Direct-mapped by the hash; a collision just
- * evicts.  The hashes are SHA-256 of the tokens, as in api_tokens.
- */
-static unsigned auth_index(const char *hash)
-{
-    uint64_t h = 1469598103934665603ull;
-
-    for (int i = 0; i < 16; i++)
-        h = (h ^ (unsigned char)hash[i]) * 1099511628211ull;
-    return (unsigned)(h % AUTH_SLOTS);
-}
-
-static bool auth_cache_get(struct tm_api *api, struct api_call *c)
-{
-    struct auth_slot *s = &api->auth[auth_index(c->hash)];
-
-    if (s->hash[0] == '\0' || uv_now(api->loop) >= s->until_ms ||
-        !tm_token_hash_equal(s->hash, c->hash))
-        return false;
-    c->role = s->role;
-    memcpy(c->team, s->team, sizeof(c->team));
-    memcpy(c->token_name, s->token_name, sizeof(c->token_name));
-    return true;
-}
-
-static void auth_cache_put(struct tm_api *api, const struct api_call *c)
-{
-    struct auth_slot *s = &api->auth[auth_index(c->hash)];
-
-    memcpy(s->hash, c->hash, sizeof(s->hash));
-    s->role = c->role;
-    memcpy(s->team, c->team, sizeof(s->team));
-    memcpy(s->token_name, c->token_name, sizeof(s->token_name));
-    s->until_ms = uv_now(api->loop) + AUTH_TTL_MS;
-}
-
-void api_auth_forget(struct api_call *c)
-{
-    struct auth_slot *s = &c->api->auth[auth_index(c->hash)];
-
-    if (s->hash[0] != '\0' && tm_token_hash_equal(s->hash, c->hash))
-        OPENSSL_cleanse(s, sizeof(*s));
-}
-
-bool api_rate_take(struct api_call *c)
-{
-    return rate_take(c->api, c->hash);
-}
-
-void *api_route_state(const struct api_call *c)
-{
-    return c->api->route_state;
-}
-
-static const char auth_sql[] =
-    "SELECT name, role, coalesce(team, ''), hash FROM api_tokens WHERE hash = $1 AND NOT revoked";
-
-static void on_auth(const struct tm_pg_reply *reply, void *data)
-{
-    struct api_call *c = data;
-    PGresult *res;
-    int role;
-
-    if (!api_reply_ok(c, reply))
-        return;
-    res = reply->results[0];
-    if (PQntuples(res) != 1 || !tm_token_hash_equal(PQgetvalue(res, 0, 3), c->hash)) {
-        api_auth_forget(c);
-        api_fail(c, 401, "Authorization", "unknown or revoked token");
-        return;
-    }
-    role = tm_role_parse(PQgetvalue(res, 0, 1));
-    if (role < 0) {
-        api_auth_forget(c);
-        api_fail(c, 401, "Authorization", "unknown or revoked token");
-        return;
-    }
-    c->role = (enum tm_role)role;
-    snprintf(c->token_name, sizeof(c->token_name), "%s", PQgetvalue(res, 0, 0));
-    snprintf(c->team, sizeof(c->team), "%s", PQgetvalue(res, 0, 2));
-    auth_cache_put(c->api, c);
-    if (!(c->route->roles & (1u << c->role))) {
-        char msg[128];
-        snprintf(msg, sizeof(msg), "the %s role may not %s %s", tm_role_name(c->role),
-                 c->route->method, c->route->pattern);
-        api_fail(c, 403, NULL, msg);
-        return;
-    }
-    if (!rate_take(c->api, c->hash)) {
-        api_fail(c, 429, "Authorization", "rate limit exceeded for this token");
-        return;
-    }
-    c->route->fn(c);
-}
-
-/* "Bearer <token>": the token, or NULL. */
-static const char *bearer(const h2o_req_t *req, size_t *ret_len)
-{
-    ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
-    const char *v;
-    size_t n;
-
-    if (i < 0)
-        return NULL;
-    v = req->headers.entries[i].value.base;
-    n = req->headers.entries[i].value.len;
-    if (n < 8 || strncasecmp(v, "Bearer ", 7) != 0)
-        return NULL;
-    v += 7;
-    n -= 7;
-    while (n && *v == ' ') {
-        v++;
-        n--;
-    }
-    while (n && v[n - 1] == ' ')
-        n--;
-    if (n == 0 || n > 256)
-        return NULL;
-    *ret_len = n;
-    return v;
-}
-
-/* ---- routing ------------------------------------------------------------ */
-
-/* Whether a request's Content-Type is JSON (spec/request.c's rule). */
-static bool content_type_json(const h2o_req_t *req)
-{
-    ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_CONTENT_TYPE, -1);
-
-    return i >= 0 && tm_request_json_type(req->headers.entries[i].value.base,
-                                          req->headers.entries[i].value.len);
-}
-
-/* ---- one answer for a body too large, whatever its size ------------------- */
-
-/* h2o answers a body larger than max_request_entity_size itself, with 413
- * in text/plain, before any handler sees the request (it must: reading
- * such a body to answer it would be the attack).  Its answer still passes
- * through the path's filters, so this one rewrites it into the API's own
- * answer for a large body: 400, field "body", JSON.  The connection is
- * closed all the same, as h2o decided. */
-struct too_large_filter {
-    h2o_filter_t super;
-    struct tm_api *api;
-};
-
-struct too_large_ostream {
-    h2o_ostream_t super;
-    bool sent;
-    size_t len;
-    char body[160];
-};
-
-static void too_large_send(h2o_ostream_t *self, h2o_req_t *req, h2o_iovec_t *in, size_t nin,
-                           h2o_send_state_t state)
-{
-    struct too_large_ostream *o = (struct too_large_ostream *)self;
-    h2o_iovec_t buf = h2o_iovec_init(o->body, o->len);
-
-    (void)in;
-    (void)nin;
-    h2o_ostream_send_next(&o->super, req, &buf, o->sent ? 0 : 1, state);
-    o->sent = true;
-}
-
-static void too_large_setup(h2o_filter_t *self, h2o_req_t *req, h2o_ostream_t **slot)
-{
-    struct too_large_filter *f = (struct too_large_filter *)self;
-    struct too_large_ostream *o;
-    int n;
-
-    if (req->res.status != 413) {
-        h2o_setup_next_ostream(req, slot);
-        return;
-    }
-    o = (struct too_large_ostream *)h2o_add_ostream(req, sizeof(*o), slot);
-    n = snprintf(o->body, sizeof(o->body),
-                 "{\"error\":\"request body larger than %zu bytes\",\"field\":\"body\"}",
-                 f->api->limits.max_body_bytes);
-    o->len = n > 0 && (size_t)n < sizeof(o->body) ? (size_t)n : 0;
-    o->sent = false;
-    o->super.do_send = too_large_send;
-    req->res.status = 400;
-    req->res.reason = "Bad Request";
-    req->res.content_length = o->len;
-    h2o_set_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, H2O_STRLIT("application/json"),
-                   1);
-    count_status(f->api, 400);
-    f->api->stats.requests++;
-    slot = &o->super.next;
-    h2o_setup_next_ostream(req, slot);
-}
-
-static void add_too_large_filter(h2o_pathconf_t *path, struct tm_api *api)
-{
-    struct too_large_filter *f = (struct too_large_filter *)h2o_create_filter(path, sizeof(*f));
-    f->super.on_setup_ostream = too_large_setup;
-    f->api = api;
-}
-
-static bool sha256(const char *s, size_t n, unsigned char out[32])
-{
-    unsigned int len = 0;
-    return EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32;
-}
-
-/* The scrape token, when api.metrics_token_file set one. */
-static bool metrics_authorized(const struct tm_api *api, const h2o_req_t *req)
-{
-    unsigned char d[32];
-    size_t n = 0;
-    const char *tok = bearer(req, &n);
-    bool ok;
-
-    if (!api->metrics_token)
-        return true;
-    if (!tok || !sha256(tok, n, d))
-        return false;
-    ok = CRYPTO_memcmp(d, api->metrics_digest, sizeof(d)) == 0;
-    OPENSSL_cleanse(d, sizeof(d));
-    return ok;
-}
-
-/* "GET, HEAD, POST": each method once, HEAD with GET. */
-static void allow_add(char *allow, size_t size, const char *method)
-{
-    const char *add[2] = {method, strcmp(method, "GET") == 0 ? "HEAD" : NULL};
-
-    for (int i = 0; i < 2 && add[i]; i++) {
-        size_t n = strlen(allow), m = strlen(add[i]);
-        bool have = false;
-        for (const char *p = allow; (p = strstr(p, add[i])) != NULL; p += m)
-            if ((p == allow || p[-1] == ' ') && (p[m] == ',' || p[m] == '\0'))
-                have = true;
-        if (!have && n + m + 3 < size)
-            snprintf(allow + n, size - n, "%s%s", n ? ", " : "", add[i]);
-    }
-}
-
-static int on_req(h2o_handler_t *self, h2o_req_t *req)
-{
-    struct tm_api *api = ((struct api_handler *)self)->api;
-    const struct api_route *route = NULL;
-    bool path_known = false;
-    int64_t id = 0;
-    char name[64] = "";
-    const char *tok;
-    size_t toklen = 0;
-    struct api_call *c;
-    char hash[TM_TOKEN_HASH_LEN + 1];
-    char allow[64] = "";
-    const char *bad_param = NULL;
-
-    api->stats.requests++;
-    if (api->step != CLOSE_NONE) {
-        send_error(api, req, 503, NULL, "shutting down");
-        return 0;
-    }
-    for (const struct api_route *r = api->routes->table; r->method; r++) {
-        int64_t rid = 0;
-        char rname[64] = "";
-        const char *param = NULL;
-        int m = tm_request_path_match(r->pattern, req->path_normalized.base, req->path_normalized.len, &rid,
-                           rname, sizeof(rname), &param);
-        if (m < 0 && !bad_param)
-            bad_param = param;
-        if (m <= 0)
-            continue;
-        path_known = true;
-        allow_add(allow, sizeof(allow), r->method);
-        if (h2o_memis(req->method.base, req->method.len, r->method, strlen(r->method)) ||
-            (strcmp(r->method, "GET") == 0 && h2o_memis(req->method.base, req->method.len,
-                                                        H2O_STRLIT("HEAD")))) {
-            route = r;
-            id = rid;
-            memcpy(name, rname, sizeof(name));
-            break;
-        }
-    }
-    if (!route) {
-        if (path_known) {
-            /* RFC 9110: a 405 lists the methods the path takes. */
-            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ALLOW, NULL,
-                           h2o_strdup(&req->pool, allow, SIZE_MAX).base, strlen(allow));
-            send_error(api, req, 405, NULL, "method not allowed on this path");
-        } else if (bad_param) {
-            send_error(api, req, 400, bad_param,
-                       strcmp(bad_param, "id") == 0
-                           ? "must be a positive whole number"
-                           : "must be 1-63 letters, digits, '.', '_' or '-'");
-        } else {
-            send_error(api, req, 404, NULL, "no such endpoint");
-        }
-        return 0;
-    }
-    if (req->entity.base && req->entity.len > api->limits.max_body_bytes) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "request body larger than %zu bytes", api->limits.max_body_bytes);
-        send_error(api, req, 400, "body", msg);
-        return 0;
-    }
-    /* A body is JSON and says so: text/plain or a form is not read as
-     * JSON by accident (a request without a body needs no type). */
-    if (req->entity.base && req->entity.len > 0 && !content_type_json(req)) {
-        send_error(api, req, 415, "Content-Type", "a request body must be application/json");
-        return 0;
-    }
-    if (route->roles & API_PUBLIC) {
-        if ((route->roles & API_SCRAPE) && !metrics_authorized(api, req)) {
-            send_error(api, req, 401, "Authorization",
-                       "this endpoint needs the bearer token of api.metrics_token_file");
-            return 0;
-        }
-        c = call_new(api, req, route);
-        if (!c) {
-            send_error(api, req, 500, NULL, "out of memory");
-            return 0;
-        }
-        c->id = id;
-        route->fn(c);
-        return 0;
-    }
-    tok = bearer(req, &toklen);
-    if (!tok) {
-        send_error(api, req, 401, "Authorization", "a bearer token is required");
-        return 0;
-    }
-    if (tm_token_hash(tok, toklen, hash) < 0) {
-        send_error(api, req, 500, NULL, "could not hash the token");
-        return 0;
-    }
-    c = call_new(api, req, route);
-    if (!c) {
-        send_error(api, req, 500, NULL, "out of memory");
-        return 0;
-    }
-    c->id = id;
-    memcpy(c->name, name, sizeof(c->name));
-    memcpy(c->hash, hash, sizeof(c->hash));
-    OPENSSL_cleanse(hash, sizeof(hash));
-    if (route->fast && auth_cache_get(api, c) && (route->roles & (1u << c->role))) {
-        route->fast(c);
-        return 0;
-    }
-    api_authenticate(c);
-    return 0;
-}
-
-void api_authenticate(struct api_call *c)
-{
-    const char *params[] = {c->hash};
-
-    api_query(c, auth_sql, 1, params, on_auth);
 }
 
 /* ---- listening ---------------------------------------------------------- */
@@ -955,12 +491,12 @@ static int api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_a
     host = h2o_config_register_host(&api->conf, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     path = h2o_config_register_path(host, "/", 0);
     handler = (struct api_handler *)h2o_create_handler(path, sizeof(*handler));
-    handler->super.on_req = on_req;
+    handler->super.on_req = tm_api_on_req;
     handler->api = api;
     /* Both: h2o binds a request refused while its body is read to the
      * host's fallback path, not to ours. */
-    add_too_large_filter(path, api);
-    add_too_large_filter(&host->fallback_path, api);
+    tm_api_add_too_large_filter(path, api);
+    tm_api_add_too_large_filter(&host->fallback_path, api);
     h2o_context_init(&api->ctx, loop, &api->conf);
     api->accept_ctx.ctx = &api->ctx;
     api->accept_ctx.hosts = api->conf.hosts;
@@ -1038,7 +574,7 @@ int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_api_r
         for (size_t i = 0; usable && i < n; i++)
             if ((unsigned char)text[i] <= ' ' || (unsigned char)text[i] >= 127)
                 usable = false;
-        if (!usable || !sha256(text, n, metrics_digest)) {
+        if (!usable || !tm_api_sha256(text, n, metrics_digest)) {
             OPENSSL_cleanse(text, n);
             free(text);
             tm_log_error("api cannot use the metrics token", "file=\"%s\" error=\"%s\"",
@@ -1080,17 +616,17 @@ void tm_api_set_fleet_stats(struct tm_api *api, const struct tm_fleet_stats *sta
         api->fleet = stats;
 }
 
-const struct tm_fleet_stats *api_fleet_stats(const struct api_call *c)
+const struct tm_fleet_stats *tm_api_fleet_stats(const struct api_call *c)
 {
     return c->api->fleet;
 }
 
-uint64_t api_pool_connected(const struct api_call *c)
+uint64_t tm_api_pool_connected(const struct api_call *c)
 {
     return tm_pg_pool_connected(c->api->pool);
 }
 
-bool api_closing(const struct api_call *c)
+bool tm_api_closing(const struct api_call *c)
 {
     return c->api->step != CLOSE_NONE;
 }

@@ -5,7 +5,7 @@
  * (`submit`, `jobs`, `nodes`, `pools`, `decisions`, `why`, `budget`,
  * `spend`) talk to the HTTP API with a bearer token (cli/api.c); the same
  * reads and the submit straight against PostgreSQL, for operators and for
- * when the API is down, are under `tarmac db ...` (this file, blocking
+ * when the API is down, are under `tarmac db ...` (db.c, blocking
  * libpq).  `migrate` and `serve` need the server's configuration.  None of
  * them runs inside the daemon's loop, so they may block; the daemon
  * (controller.c) never does.
@@ -19,15 +19,18 @@
 
 enum { TM_EXIT_OK = 0, TM_EXIT_FAIL = 1, TM_EXIT_USAGE = 2 };
 
-/* Direct database forms (`tarmac db VERB`), and the server's own commands. */
+/* Direct database forms, `tarmac db VERB` (cli/db.c). */
 int tm_cli_db(int argc, char **argv);
-int tm_cli_migrate(int argc, char **argv);
 int tm_cli_submit(int argc, char **argv);
 int tm_cli_jobs(int argc, char **argv);
 int tm_cli_nodes(int argc, char **argv);
 int tm_cli_pools(int argc, char **argv);
 int tm_cli_decisions(int argc, char **argv);
 int tm_cli_summary(int argc, char **argv);
+
+/* The server's own commands (cli/serve.c): `migrate` applies the schema
+ * and records the pools; `serve` runs the daemon (daemon/controller.h). */
+int tm_cli_migrate(int argc, char **argv);
 int tm_cli_serve(int argc, char **argv);
 
 /* Through the API (cli/api.c). */

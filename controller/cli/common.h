@@ -1,14 +1,17 @@
 /*
- * controller/cli/common.h: what the one-shot commands share, between
- * cli.c (the direct-database forms, `tarmac db ...`, plus migrate and
- * serve) and cli/api.c (the commands that talk to the HTTP API).  Not for
- * the daemon.
+ * controller/cli/common.h: what the one-shot commands share (common.c),
+ * between db.c (the direct-database forms, `tarmac db ...`), serve.c
+ * (migrate and serve) and api.c (the commands that talk to the HTTP API).
+ * Not for the daemon.
  */
 #ifndef TM_CLI_COMMON_H
 #define TM_CLI_COMMON_H
 
 #include <getopt.h>
 #include <stdbool.h>
+#include <stdint.h>
+
+#include <libpq-fe.h>
 
 #include "controller/spec/job_spec.h"
 #include "core/config.h"
@@ -74,6 +77,18 @@ int tm_cli_common_opt(struct tm_cli_common *c, int opt, const char *arg, char **
 int tm_cli_load_config(struct tm_cli_common *c, bool required);
 
 void tm_cli_common_release(struct tm_cli_common *c);
+
+/* A blocking connection to --database-url, else TARMAC_DATABASE_URL,
+ * else the configuration's (loaded when not yet); NULL after printing
+ * why.  The caller finishes it with PQfinish(). */
+PGconn *tm_cli_connect_db(struct tm_cli_common *c);
+
+/* Wall-clock milliseconds since the epoch. */
+int64_t tm_cli_now_ms(void);
+
+/* A job_spec error, named by the option the user typed; returns
+ * TM_EXIT_USAGE. */
+int tm_cli_spec_error(const char *cmd, const struct tm_spec_error *e);
 
 /* Whole number in [min, max]; false when s is anything else. */
 bool tm_cli_parse_long(const char *s, long min, long max, long *ret);

@@ -1,7 +1,8 @@
 /*
  * controller/daemon/controller.c: see controller.h.  The tick is a chain of
  * callbacks; struct tm_controller is the only mutable state, one per
- * process, and only the loop thread touches it.
+ * process, and only the loop thread touches it.  The calls in flight
+ * (calls.c) and the sim agent (sim_agent.c) are given what they need.
  */
 #include "controller/daemon/controller.h"
 
@@ -15,8 +16,10 @@
 #include "controller/api/fleet_stats.h"
 #include "controller/api/routes.h"
 #include "controller/api/server.h"
+#include "controller/daemon/calls.h"
 #include "controller/daemon/alert_webhook.h"
-#include "controller/daemon/plan_log.h"
+#include "controller/daemon/decision_log.h"
+#include "controller/daemon/sim_agent.h"
 #include "controller/io/pg_uv.h"
 #include "controller/reconcile/live_forecast.h"
 #include "controller/reconcile/reconcile.h"
@@ -29,16 +32,12 @@
 #include "providers/registry.h"
 
 #define TM_STOP_DEADLINE_MS 10000
-#define TM_SIM_DEFAULT_RUNTIME_MS (30 * 60 * 1000)
 
 struct observed_list {
     struct tm_instance *items;
     size_t n;
     bool complete;
 };
-
-#define SHORTAGES_MAX 64
-#define SHORTAGE_MEMORY_MS (30 * 60 * 1000) /* as the elastic replay remembers them */
 
 struct tm_controller {
     uv_loop_t loop;
@@ -47,7 +46,7 @@ struct tm_controller {
     struct tm_controller_stats stats;
     struct tm_fleet_stats fleet;    /* /metrics' in-process counters (the API reads them) */
     struct tm_clock clock;
-    struct tm_plan_log plan_log;    /* standing actions of the last pass, logged once */
+    struct tm_decision_log decision_log;    /* standing actions of the last pass, logged once */
     enum tm_sched_policy policy;
     char holder[128];
 
@@ -69,7 +68,6 @@ struct tm_controller {
     uint64_t tick_started_ns;       /* uv_hrtime() at the tick's start */
     bool pass_begun;                /* this tick led: its duration is observed */
     uint64_t started_real;
-    unsigned calls_inflight;        /* cloud calls and their store writes */
     unsigned validations_pending;   /* provider checks before the first tick */
     int exit_status;                /* < 0: a start-up check refused to run */
     bool sim_agent_everywhere;      /* TARMAC_SIM_AGENT=1: stand in on cloud nodes too */
@@ -89,351 +87,25 @@ struct tm_controller {
     struct tm_live_forecast *forecast_warm;
     bool warming;                   /* a history read or warm-up in flight */
     /* Capacity the cloud refused lately (TM_EQUOTA), so the planner falls
-     * back; launch callbacks add to `shortages` while a pass may run, so
-     * the pass reads its own copy. */
-    struct tm_live_shortage shortages[SHORTAGES_MAX];
-    size_t nshortages;
-    struct tm_live_shortage pass_shortages[SHORTAGES_MAX];
+     * back: the pass reads its own copy of the calls' list, to which
+     * launch callbacks add while it runs. */
+    struct tm_live_shortage pass_shortages[TM_CALLS_SHORTAGES_MAX];
     size_t npass_shortages;
     struct tm_rc_plan plan;
     uv_work_t work;                 /* the pass runs off the loop thread */
     int work_status;
 
-    /* Cloud calls in flight, so a tick does not repeat them. */
-    int64_t *launching;
-    size_t nlaunching, launching_cap;
-    char (*terminating)[TM_ID_MAX];
-    size_t nterminating, terminating_cap;
-};
-
-struct call {
-    struct tm_controller *ctl;
-    int64_t node_id;
-    int provider;
-    char instance_id[TM_ID_MAX];
-    char token[TM_ID_MAX];
-    char instance_type[TM_ID_MAX]; /* launches: what was asked, remembered if short */
-    char zone[TM_ID_MAX];
-    bool spot;
+    /* Cloud calls and store writes in flight (calls.c). */
+    struct tm_calls calls;
 };
 
 static void end_pass(struct tm_controller *ctl);
-
-/* Fault injection for the crash tests: TARMAC_CRASH_POINT=NAME kills the
- * process with SIGKILL (as kill -9 would) when it reaches that point:
- *   after_apply   the plan (node rows, tokens) committed, no cloud call yet
- *   after_launch  the cloud made the instance, its id not yet recorded
- * Unset in production: getenv is the whole cost. */
-static void crash_point(const char *name)
-{
-    const char *want = getenv("TARMAC_CRASH_POINT");
-    if (want && strcmp(want, name) == 0) {
-        tm_log_warn("crash point reached: killing myself", "point=%s", name);
-        raise(SIGKILL);
-    }
-}
 static void maybe_finish_stop(struct tm_controller *ctl);
 static void begin_stop(struct tm_controller *ctl, const char *why);
 
 static int64_t clock_now(void *data)
 {
     return tm_clock_now_ms(data);
-}
-
-/* ---- in-flight sets ---------------------------------------------------- */
-
-static bool launching_has(struct tm_controller *ctl, int64_t node)
-{
-    for (size_t i = 0; i < ctl->nlaunching; i++)
-        if (ctl->launching[i] == node)
-            return true;
-    return false;
-}
-
-static int launching_add(struct tm_controller *ctl, int64_t node)
-{
-    if (ctl->nlaunching == ctl->launching_cap) {
-        size_t cap = ctl->launching_cap ? 2 * ctl->launching_cap : 16;
-        void *m = realloc(ctl->launching, cap * sizeof(*ctl->launching));
-        if (!m)
-            return TM_ENOMEM;
-        ctl->launching = m;
-        ctl->launching_cap = cap;
-    }
-    ctl->launching[ctl->nlaunching++] = node;
-    return 0;
-}
-
-static void launching_del(struct tm_controller *ctl, int64_t node)
-{
-    for (size_t i = 0; i < ctl->nlaunching; i++)
-        if (ctl->launching[i] == node) {
-            ctl->launching[i] = ctl->launching[--ctl->nlaunching];
-            return;
-        }
-}
-
-static bool terminating_has(struct tm_controller *ctl, const char *id)
-{
-    for (size_t i = 0; i < ctl->nterminating; i++)
-        if (strcmp(ctl->terminating[i], id) == 0)
-            return true;
-    return false;
-}
-
-static int terminating_add(struct tm_controller *ctl, const char *id)
-{
-    if (ctl->nterminating == ctl->terminating_cap) {
-        size_t cap = ctl->terminating_cap ? 2 * ctl->terminating_cap : 16;
-        void *m = realloc(ctl->terminating, cap * TM_ID_MAX);
-        if (!m)
-            return TM_ENOMEM;
-        ctl->terminating = m;
-        ctl->terminating_cap = cap;
-    }
-    snprintf(ctl->terminating[ctl->nterminating++], TM_ID_MAX, "%s", id);
-    return 0;
-}
-
-static void terminating_del(struct tm_controller *ctl, const char *id)
-{
-    for (size_t i = 0; i < ctl->nterminating; i++)
-        if (strcmp(ctl->terminating[i], id) == 0) {
-            memcpy(ctl->terminating[i], ctl->terminating[--ctl->nterminating], TM_ID_MAX);
-            return;
-        }
-}
-
-static void call_done(struct call *c)
-{
-    struct tm_controller *ctl = c->ctl;
-    ctl->calls_inflight--;
-    free(c);
-    maybe_finish_stop(ctl);
-}
-
-/* ---- cloud calls after the plan committed ------------------------------ */
-
-static void on_launch_recorded(int status, const char *err, void *data)
-{
-    struct call *c = data;
-    if (status < 0 && status != TM_ECANCELED)
-        tm_log_warn("could not record launched instance, the next tick adopts it by token",
-                    "node=%" PRId64 " instance=%s error=\"%s\"", c->node_id, c->instance_id,
-                    err ? err : tm_strerror(status));
-    call_done(c);
-}
-
-static void on_launch_failed_recorded(int status, const cJSON *result, const char *err,
-                                      const char *sqlstate, void *data)
-{
-    struct call *c = data;
-    if (status < 0 && status != TM_ECANCELED)
-        tm_log_warn("could not record failed launch", "node=%" PRId64 " error=\"%s\"", c->node_id,
-                    err ? err : tm_strerror(status));
-    call_done(c);
-}
-
-/* Remember (type, zone, capacity) as short until SHORTAGE_MEMORY_MS from
- * now; a full list forgets its soonest-expiring entry. */
-static void shortage_remember(struct tm_controller *ctl, const struct call *c, int64_t now_ms)
-{
-    size_t k = ctl->nshortages;
-    for (size_t i = 0; i < ctl->nshortages; i++) {
-        const struct tm_live_shortage *x = &ctl->shortages[i];
-        if (x->spot == c->spot && strcmp(x->instance_type, c->instance_type) == 0 &&
-            strcmp(x->zone, c->zone) == 0)
-            k = i;
-    }
-    if (k == SHORTAGES_MAX) {
-        k = 0;
-        for (size_t i = 1; i < ctl->nshortages; i++)
-            if (ctl->shortages[i].until_ms < ctl->shortages[k].until_ms)
-                k = i;
-    }
-    if (k == ctl->nshortages)
-        ctl->nshortages++;
-    struct tm_live_shortage *x = &ctl->shortages[k];
-    snprintf(x->instance_type, sizeof(x->instance_type), "%s", c->instance_type);
-    snprintf(x->zone, sizeof(x->zone), "%s", c->zone);
-    x->spot = c->spot;
-    x->until_ms = now_ms + SHORTAGE_MEMORY_MS;
-}
-
-static void on_launch(int status, const struct tm_instance *inst, void *data)
-{
-    struct call *c = data;
-    struct tm_controller *ctl = c->ctl;
-    const char *pname = ctl->cfg->providers[c->provider].name;
-
-    launching_del(ctl, c->node_id);
-    tm_fleet_stats_call(&ctl->fleet, (size_t)c->provider, TM_FLEET_OP_LAUNCH, status);
-    if (status == 0 && !ctl->closing) {
-        crash_point("after_launch");
-        snprintf(c->instance_id, sizeof(c->instance_id), "%s", inst->id);
-        tm_log_info("instance launched", "node=%" PRId64 " instance=%s provider=%s type=%s zone=%s",
-                    c->node_id, inst->id, pname, inst->instance_type, inst->zone);
-        ctl->stats.launches++;
-        if (tm_store_node_launched(ctl->pool, c->node_id, inst->id, tm_clock_now_ms(&ctl->clock),
-                                   on_launch_recorded, c) == 0)
-            return;
-    } else if (status == TM_EQUOTA && !ctl->closing) {
-        /* Capacity short: give the node row up with its reason, so the next
-         * pass may request elsewhere; the token is never reused. */
-        char why[160];
-        snprintf(why, sizeof(why), "provider %s has no capacity: %s", pname, tm_strerror(status));
-        tm_log_warn("launch refused for capacity", "node=%" PRId64 " provider=%s type=%s zone=%s",
-                    c->node_id, pname, c->instance_type, c->zone);
-        ctl->stats.launch_errors++;
-        shortage_remember(ctl, c, tm_clock_now_ms(&ctl->clock));
-        cJSON *actions = cJSON_CreateArray();
-        cJSON *a = cJSON_CreateObject();
-        if (actions && a) {
-            cJSON_AddItemToArray(actions, a);
-            cJSON_AddStringToObject(a, "op", "launch_failed");
-            cJSON_AddNumberToObject(a, "node", (double)c->node_id);
-            cJSON_AddStringToObject(a, "reason", why);
-            int r = tm_store_apply(ctl->pool, ctl->epoch, tm_clock_now_ms(&ctl->clock), actions,
-                                   on_launch_failed_recorded, c);
-            cJSON_Delete(actions);
-            if (r == 0)
-                return;
-        } else {
-            cJSON_Delete(actions);
-            cJSON_Delete(a);
-        }
-    } else if (status < 0 && status != TM_ECANCELED) {
-        ctl->stats.launch_errors++;
-        tm_log(status == TM_EAUTH ? TM_LOG_ERROR : TM_LOG_WARN,
-               "could not launch instance, will retry next tick",
-               "node=%" PRId64 " provider=%s error=%s", c->node_id, pname, tm_err_name(status));
-    }
-    call_done(c);
-}
-
-static void on_terminate(int status, void *data)
-{
-    struct call *c = data;
-    struct tm_controller *ctl = c->ctl;
-
-    terminating_del(ctl, c->instance_id);
-    /* An instance already gone is what we asked for. */
-    tm_fleet_stats_call(&ctl->fleet, (size_t)c->provider, TM_FLEET_OP_TERMINATE,
-                        status == TM_ENOTFOUND ? 0 : status);
-    if (status == 0) {
-        ctl->stats.terminates++;
-        tm_log_info("instance terminate requested", "node=%" PRId64 " instance=%s", c->node_id,
-                    c->instance_id);
-    } else if (status != TM_ECANCELED && status != TM_ENOTFOUND) {
-        tm_log_warn("could not terminate instance, will retry next tick",
-                    "node=%" PRId64 " instance=%s error=%s", c->node_id, c->instance_id,
-                    tm_err_name(status));
-    }
-    call_done(c);
-}
-
-static struct call *new_call(struct tm_controller *ctl, int provider, int64_t node)
-{
-    struct call *c = calloc(1, sizeof(*c));
-    if (!c)
-        return NULL;
-    c->ctl = ctl;
-    c->provider = provider;
-    c->node_id = node;
-    ctl->calls_inflight++;
-    return c;
-}
-
-/* Whether tarmac_apply's "kept" list (0008) names node_id: a terminate op
- * its guards did not apply. */
-static bool node_kept(const cJSON *kept, int64_t node_id)
-{
-    const cJSON *id;
-    if (node_id <= 0 || !cJSON_IsArray(kept))
-        return false;
-    cJSON_ArrayForEach(id, kept)
-        if (cJSON_IsNumber(id) && (int64_t)id->valuedouble == node_id)
-            return true;
-    return false;
-}
-
-static void start_calls(struct tm_controller *ctl, const cJSON *applied)
-{
-    const struct tm_config *cfg = ctl->cfg;
-    const cJSON *new_nodes = applied ? cJSON_GetObjectItemCaseSensitive(applied, "nodes") : NULL;
-
-    for (size_t i = 0; i < ctl->plan.nlaunches; i++) {
-        struct tm_rc_plan_launch *l = &ctl->plan.launches[i];
-        const struct tm_config_pool *pool = &cfg->pools[l->pool];
-        int prov = -1;
-        for (size_t p = 0; p < cfg->nproviders; p++)
-            if (strcmp(cfg->providers[p].name, pool->provider) == 0)
-                prov = (int)p;
-        if (l->node_id == 0) {
-            /* A node this plan requested: its id comes back from the apply. */
-            const cJSON *n;
-            cJSON_ArrayForEach(n, new_nodes) {
-                const cJSON *tok = cJSON_GetObjectItemCaseSensitive(n, "token");
-                const cJSON *id = cJSON_GetObjectItemCaseSensitive(n, "id");
-                if (cJSON_IsString(tok) && cJSON_IsNumber(id) && strcmp(tok->valuestring, l->token) == 0)
-                    l->node_id = (int64_t)id->valuedouble;
-            }
-            if (l->node_id == 0)
-                continue; /* not inserted (token clash): nothing to launch */
-        }
-        if (prov < 0 || !ctl->providers[prov] || launching_has(ctl, l->node_id))
-            continue;
-        struct call *c = new_call(ctl, prov, l->node_id);
-        if (!c || launching_add(ctl, l->node_id) < 0) {
-            if (c)
-                call_done(c);
-            continue;
-        }
-        snprintf(c->token, sizeof(c->token), "%s", l->token);
-        snprintf(c->instance_type, sizeof(c->instance_type), "%s", l->instance_type);
-        snprintf(c->zone, sizeof(c->zone), "%s", l->zone);
-        c->spot = l->capacity == TM_CAPACITY_SPOT;
-        struct tm_launch_request req = {
-            .cluster = cfg->cluster, .pool = pool->name, .node_id = l->node_id, .token = l->token,
-            .instance_type = l->instance_type, .zone = l->zone, .capacity = l->capacity,
-        };
-        struct tm_provider *p = ctl->providers[prov];
-        int r = p->ops->launch(p, &req, on_launch, c);
-        if (r < 0) {
-            tm_fleet_stats_call(&ctl->fleet, (size_t)prov, TM_FLEET_OP_LAUNCH, r);
-            launching_del(ctl, l->node_id);
-            tm_log_warn("could not start launch", "node=%" PRId64 " error=%s", l->node_id, tm_err_name(r));
-            call_done(c);
-        }
-    }
-    const cJSON *kept = applied ? cJSON_GetObjectItemCaseSensitive(applied, "kept") : NULL;
-    for (size_t i = 0; i < ctl->plan.nterminates; i++) {
-        struct tm_rc_plan_terminate *t = &ctl->plan.terminates[i];
-        struct tm_provider *p = ctl->providers[t->provider];
-        if (!p || terminating_has(ctl, t->instance_id))
-            continue;
-        if (node_kept(kept, t->node_id)) {
-            /* The database refused the release (a job landed on the node
-             * since the snapshot): terminating it in the cloud would kill
-             * that job.  The next pass sees the node as it is now. */
-            tm_log_info("release not applied, instance kept", "node=%" PRId64 " instance=%s",
-                        t->node_id, t->instance_id);
-            continue;
-        }
-        struct call *c = new_call(ctl, t->provider, t->node_id);
-        if (!c || terminating_add(ctl, t->instance_id) < 0) {
-            if (c)
-                call_done(c);
-            continue;
-        }
-        snprintf(c->instance_id, sizeof(c->instance_id), "%s", t->instance_id);
-        int r = p->ops->terminate(p, t->instance_id, on_terminate, c);
-        if (r < 0) {
-            tm_fleet_stats_call(&ctl->fleet, t->provider, TM_FLEET_OP_TERMINATE, r);
-            terminating_del(ctl, t->instance_id);
-            call_done(c);
-        }
-    }
 }
 
 /* ---- the pass ------------------------------------------------------------ */
@@ -455,9 +127,9 @@ static void on_applied(int status, const cJSON *result, const char *err, const c
         end_pass(ctl);
         return;
     }
-    tm_plan_log_write(&ctl->plan_log, ctl->plan.actions);
+    tm_decision_log_write(&ctl->decision_log, ctl->plan.actions);
     if (ctl->plan.nlaunches > 0)
-        crash_point("after_apply");
+        tm_crash_point("after_apply");
     ctl->stats.passes++;
     ctl->stats.placed += ctl->plan.placed;
     ctl->stats.requested += ctl->plan.requested;
@@ -466,144 +138,26 @@ static void on_applied(int status, const cJSON *result, const char *err, const c
     ctl->stats.gone += ctl->plan.gone;
     ctl->stats.orphans += ctl->plan.orphans;
     if (!ctl->closing)
-        start_calls(ctl, result);
+        tm_calls_start(&ctl->calls, &ctl->plan, ctl->providers, result);
     end_pass(ctl);
-}
-
-static void on_agent_report(int status, const char *err, void *data)
-{
-    struct call *c = data;
-    if (status < 0 && status != TM_ECANCELED)
-        tm_log_warn("could not record a node report", "node=%" PRId64 " error=\"%s\"", c->node_id,
-                    err ? err : tm_strerror(status));
-    call_done(c);
 }
 
 static void on_accrued(int status, const char *err, void *data)
 {
-    struct call *c = data;
+    struct tm_call *c = data;
     if (status < 0 && status != TM_ECANCELED)
         tm_log_warn("could not accrue spend, the next tick catches up", "error=\"%s\"",
                     err ? err : tm_strerror(status));
-    call_done(c);
+    tm_call_done(c);
 }
 
 /* The spend ledger: what billed nodes cost since the last pass, attributed
  * to teams by GPU share.  Exact over any number of passes (see 0003). */
 static void accrue(struct tm_controller *ctl)
 {
-    struct call *c = new_call(ctl, -1, 0);
+    struct tm_call *c = tm_calls_new(&ctl->calls, -1, 0);
     if (c && tm_store_accrue(ctl->pool, ctl->epoch, ctl->now_ms, on_accrued, c) < 0)
-        call_done(c);
-}
-
-static bool pool_is_sim(const struct tm_config *cfg, int pool)
-{
-    if (pool < 0)
-        return false;
-    const struct tm_config_provider *p = tm_config_provider_find(cfg, cfg->pools[pool].provider);
-    const struct tm_provider_kind *kind = p ? tm_provider_kind_find(p->kind) : NULL;
-    return kind && kind->simulated;
-}
-
-static int cmp_node_id(const void *key, const void *elem)
-{
-    int64_t id = *(const int64_t *)key, other = ((const struct tm_snap_node *)elem)->id;
-    return id < other ? -1 : id > other;
-}
-
-/* How long a simulated node runs this attempt of a job: its given runtime,
- * else its estimate, else TM_SIM_DEFAULT_RUNTIME_MS, less the progress its
- * checkpoints kept (a job resumed after a spot notice runs the rest). */
-static int64_t sim_runtime_ms(const struct tm_snap_job *job)
-{
-    int64_t total = job->sim_runtime_ms > 0 ? job->sim_runtime_ms
-                    : job->estimate_ms > 0  ? job->estimate_ms
-                                            : TM_SIM_DEFAULT_RUNTIME_MS;
-    return total > job->progress_ms ? total - job->progress_ms : 0;
-}
-
-struct due_job {
-    int32_t node;   /* snapshot node index */
-    int32_t job;    /* snapshot job index */
-};
-
-static int cmp_due(const void *a, const void *b)
-{
-    const struct due_job *x = a, *y = b;
-    if (x->node != y->node)
-        return x->node < y->node ? -1 : 1;
-    return x->job < y->job ? -1 : x->job > y->job;
-}
-
-static void sim_agent_report(struct tm_controller *ctl, const struct tm_snap_node *n,
-                             const struct due_job *due, size_t ndue)
-{
-    const struct tm_snapshot *s = ctl->snap;
-    cJSON *report = cJSON_CreateObject();
-    cJSON *jobs = report ? cJSON_AddArrayToObject(report, "jobs") : NULL;
-
-    for (size_t k = 0; jobs && k < ndue; k++) {
-        const struct tm_snap_job *job = &s->jobs[due[k].job];
-        int64_t runtime = sim_runtime_ms(job);
-        cJSON *o = cJSON_CreateObject();
-        char why[96];
-        if (!o)
-            break;
-        snprintf(why, sizeof(why), "sim agent: ran its %" PRId64 " s", runtime / 1000);
-        cJSON_AddNumberToObject(o, "id", (double)job->id);
-        cJSON_AddStringToObject(o, "state", "succeeded");
-        cJSON_AddStringToObject(o, "reason", why);
-        cJSON_AddItemToArray(jobs, o);
-        ctl->stats.finished++;
-        tm_log_info("job finished", "job=%" PRId64 " node=%" PRId64 " runtime_s=%" PRId64, job->id,
-                    n->id, runtime / 1000);
-    }
-    if (jobs) {
-        struct call *c = new_call(ctl, -1, n->id);
-        if (c && tm_store_agent_report(ctl->pool, n->id, ctl->now_ms, report, on_agent_report, c) < 0)
-            call_done(c);
-    }
-    cJSON_Delete(report);
-}
-
-/* The sim agent: stands in for the software on simulated nodes.  A job runs
- * for its simulated runtime, then its node reports it finished through the
- * same path a real node agent uses (tarmac_agent_report), one report per
- * node.  Until the node agent exists, TARMAC_SIM_AGENT=1 lets it stand in on
- * cloud nodes as well, so a controller driving an emulated cloud (moto) runs
- * its jobs to the end.  O(J log N): one pass over the jobs. */
-static void sim_agent(struct tm_controller *ctl)
-{
-    const struct tm_snapshot *s = ctl->snap;
-    struct due_job *due = malloc((s->njobs + 1) * sizeof(*due));
-    size_t ndue = 0;
-
-    if (!due)
-        return;
-    for (size_t j = 0; j < s->njobs; j++) {
-        const struct tm_snap_job *job = &s->jobs[j];
-        if (job->state != TM_JOB_RUNNING)
-            continue;
-        int64_t runtime = sim_runtime_ms(job);
-        if (job->started_ms + runtime > ctl->now_ms)
-            continue;
-        const struct tm_snap_node *n = bsearch(&job->node_id, s->nodes, s->nnodes, sizeof(*s->nodes),
-                                               cmp_node_id);
-        if (!n || n->state != TM_NODE_READY ||
-            !(ctl->sim_agent_everywhere || pool_is_sim(ctl->cfg, n->pool)))
-            continue;
-        due[ndue++] = (struct due_job){.node = (int32_t)(n - s->nodes), .job = (int32_t)j};
-    }
-    qsort(due, ndue, sizeof(*due), cmp_due);
-    for (size_t k = 0; k < ndue;) {
-        size_t end = k;
-        while (end < ndue && due[end].node == due[k].node)
-            end++;
-        sim_agent_report(ctl, &s->nodes[due[k].node], due + k, end - k);
-        k = end;
-    }
-    free(due);
+        tm_call_done(c);
 }
 
 static void reconcile_work(uv_work_t *w)
@@ -632,7 +186,7 @@ static void reconcile_done(uv_work_t *w, int status)
         return;
     }
     if (cJSON_GetArraySize(ctl->plan.actions) == 0) {
-        start_calls(ctl, NULL);
+        tm_calls_start(&ctl->calls, &ctl->plan, ctl->providers, NULL);
         end_pass(ctl);
         return;
     }
@@ -666,9 +220,14 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
      * only nodes to release, or nothing at all).  The ledger is still
      * brought up to date first: stopping waits for that call. */
     bool idle = ctl->opts.exit_when_idle && snap->njobs == 0 && snap->nnodes == 0 &&
-                ctl->calls_inflight == 0;
+                tm_calls_inflight(&ctl->calls) == 0;
     if (!ctl->closing) {
-        sim_agent(ctl);
+        const struct tm_sim_agent agent = {
+            .snap = snap, .now_ms = ctl->now_ms, .cfg = ctl->cfg,
+            .everywhere = ctl->sim_agent_everywhere, .pool = ctl->pool, .calls = &ctl->calls,
+            .finished = &ctl->stats.finished,
+        };
+        tm_sim_agent_run(&agent);
         accrue(ctl);
         tm_alerter_tick(ctl->alerter, snap, ctl->epoch, ctl->now_ms);
     }
@@ -702,12 +261,7 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
         tm_log_warn("no demand forecast this tick", "error=%s", tm_err_name(TM_ENOMEM));
     if (ctl->forecast)
         ctl->pool_forecast = tm_live_forecast_update(ctl->forecast, snap, ctl->now_ms);
-    ctl->npass_shortages = 0;
-    for (size_t i = 0; i < ctl->nshortages; i++)
-        if (ctl->shortages[i].until_ms > ctl->now_ms)
-            ctl->pass_shortages[ctl->npass_shortages++] = ctl->shortages[i];
-    ctl->nshortages = ctl->npass_shortages;
-    memcpy(ctl->shortages, ctl->pass_shortages, ctl->npass_shortages * sizeof(*ctl->shortages));
+    ctl->npass_shortages = tm_calls_shortages(&ctl->calls, ctl->now_ms, ctl->pass_shortages);
     /* The pass is a pure function of what this tick owns (snapshot,
      * listings, config): a queue of 100k jobs takes ~100 ms, which must not
      * stall the loop (API, database, cloud calls), so it runs on libuv's
@@ -798,7 +352,8 @@ static void begin_pass(struct tm_controller *ctl)
 /* ---- forecast warm start ------------------------------------------------ */
 
 struct warm {
-    struct call *call;              /* keeps a stop waiting for us */
+    struct tm_controller *ctl;
+    struct tm_call *call;           /* keeps a stop waiting for us */
     uv_work_t work;
     struct tm_live_forecast *lf;
     struct tm_demand_span *spans;
@@ -817,7 +372,7 @@ static void warm_work(uv_work_t *w)
 static void warm_done(uv_work_t *w, int status)
 {
     struct warm *wm = w->data;
-    struct tm_controller *ctl = wm->call->ctl;
+    struct tm_controller *ctl = wm->ctl;
 
     if (status < 0 || wm->steps < 0 || ctl->closing) {
         if (status >= 0 && wm->steps < 0)
@@ -832,7 +387,7 @@ static void warm_done(uv_work_t *w, int status)
         ctl->forecast_warm = wm->lf;
     }
     ctl->warming = false;
-    call_done(wm->call);
+    tm_call_done(wm->call);
     free(wm->spans);
     free(wm);
 }
@@ -841,7 +396,7 @@ static void on_demand_history(int status, const char *err, const struct tm_deman
                               size_t n, void *data)
 {
     struct warm *wm = data;
-    struct tm_controller *ctl = wm->call->ctl;
+    struct tm_controller *ctl = wm->ctl;
     int r = status;
 
     if (r == 0 && !ctl->closing) {
@@ -866,7 +421,7 @@ static void on_demand_history(int status, const char *err, const struct tm_deman
                     err ? err : tm_strerror(r));
     tm_live_forecast_free(wm->lf);
     ctl->warming = false;
-    call_done(wm->call);
+    tm_call_done(wm->call);
     free(wm->spans);
     free(wm);
 }
@@ -882,15 +437,16 @@ static void warm_forecast(struct tm_controller *ctl)
     if (history <= 0 || ctl->warming || ctl->closing)
         return;
     wm = calloc(1, sizeof(*wm));
-    if (!wm || !(wm->call = new_call(ctl, -1, 0))) {
+    if (!wm || !(wm->call = tm_calls_new(&ctl->calls, -1, 0))) {
         free(wm);
         return;
     }
+    wm->ctl = ctl;
     wm->from_ms = tm_clock_now_ms(&ctl->clock) - history;
     ctl->warming = true;
     if (tm_store_demand_history(ctl->pool, ctl->cfg, wm->from_ms, on_demand_history, wm) < 0) {
         ctl->warming = false;
-        call_done(wm->call);
+        tm_call_done(wm->call);
         free(wm);
     }
 }
@@ -970,7 +526,7 @@ static void end_pass(struct tm_controller *ctl)
     if (ctl->tick_running) {
         int64_t took = (int64_t)uv_now(&ctl->loop) - ctl->tick_started_real;
         tm_log_debug("tick done", "took_ms=%" PRId64 " leader=%d in_flight_calls=%u", took,
-                     ctl->leader, ctl->calls_inflight);
+                     ctl->leader, tm_calls_inflight(&ctl->calls));
     }
     ctl->tick_running = false;
     maybe_finish_stop(ctl);
@@ -995,7 +551,7 @@ static void close_all(struct tm_controller *ctl)
     if (ctl->closing)
         return;
     ctl->closing = true;
-    tm_log_info("closing", "in_flight_calls=%u", ctl->calls_inflight);
+    tm_log_info("closing", "in_flight_calls=%u", tm_calls_inflight(&ctl->calls));
     /* A start-up failure may come before the providers exist. */
     for (size_t i = 0; ctl->providers && i < ctl->cfg->nproviders; i++) {
         if (ctl->providers[i]) {
@@ -1024,11 +580,16 @@ static void close_all(struct tm_controller *ctl)
     }
 }
 
+static void on_no_calls_left(void *data)
+{
+    maybe_finish_stop(data);
+}
+
 static void maybe_finish_stop(struct tm_controller *ctl)
 {
     if (!ctl->stopping || ctl->closing)
         return;
-    if (ctl->tick_running || ctl->calls_inflight > 0)
+    if (ctl->tick_running || tm_calls_inflight(&ctl->calls) > 0)
         return; /* let them finish: on_stop_deadline abandons them */
     close_all(ctl);
 }
@@ -1037,7 +598,7 @@ static void on_stop_deadline(uv_timer_t *t)
 {
     struct tm_controller *ctl = t->data;
     tm_log_warn("stop deadline passed: abandoning work in flight, the next leader repairs it",
-                "in_flight_calls=%u", ctl->calls_inflight);
+                "in_flight_calls=%u", tm_calls_inflight(&ctl->calls));
     close_all(ctl);
 }
 
@@ -1179,6 +740,11 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     ctl->policy = (enum tm_sched_policy)tm_sched_policy_parse(cfg->scheduler_policy);
     ctl->sim_agent_everywhere = getenv("TARMAC_SIM_AGENT") && strcmp(getenv("TARMAC_SIM_AGENT"), "1") == 0;
     tm_clock_init(&ctl->clock, cfg->time_scale);
+    ctl->calls = (struct tm_calls){
+        .cfg = cfg, .pool = &ctl->pool, .epoch = &ctl->epoch, .closing = &ctl->closing,
+        .clock = &ctl->clock, .fleet = &ctl->fleet, .stats = &ctl->stats,
+        .on_none_left = on_no_calls_left, .data = ctl,
+    };
     gethostname(host, sizeof(host) - 1);
     snprintf(ctl->holder, sizeof(ctl->holder), "%s:%d", host, (int)getpid());
 
@@ -1256,9 +822,8 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     tm_live_forecast_free(ctl->forecast);
     tm_live_forecast_free(ctl->forecast_warm);
     tm_fleet_stats_release(&ctl->fleet);
-    free(ctl->launching);
-    free(ctl->terminating);
-    tm_plan_log_release(&ctl->plan_log);
+    tm_calls_release(&ctl->calls);
+    tm_decision_log_release(&ctl->decision_log);
     free(ctl);
     return r;
 }

@@ -26,6 +26,13 @@
  *
  * Host names in conninfo are resolved by libpq with getaddrinfo(), which
  * blocks; configurations that care use hostaddr= or an IP address.
+ *
+ * One file on purpose: the connection's state machine (connect, send,
+ * flush, read, reconnect) and the pool that feeds it share struct tm_pg
+ * and its queues at every step (a connection with nothing in flight
+ * pulls from the pool inside its own send path), and the order of those
+ * steps is the contract of STYLE.md's libpq sequence; splitting it would
+ * expose struct tm_pg to a second file to save no reader anything.
  */
 #include "controller/io/pg_uv.h"
 

@@ -7,6 +7,12 @@
  * closing the client and freeing once it is done.  No op callback fires
  * inside a provider call, because the first step of every op is an EC2
  * call and those never call back from inside tm_ec2_call().
+ *
+ * One file on purpose: every op (launch, terminate, list, prices,
+ * validate) is a step chain over the same struct aws_op and struct
+ * aws_provider, whose fields no other file should see; launch alone is a
+ * third of it, and its fallback over candidate (type, zone, capacity)
+ * cells reads best next to the shortage memory that steers it.
  */
 #include "providers/aws/aws_provider.h"
 

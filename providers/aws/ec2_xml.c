@@ -9,8 +9,12 @@
  * (depth, nodes, text) so that a hostile answer costs bounded memory, and
  * any DOCTYPE is refused outright: AWS never sends one and it is the door
  * to entity expansion.
+ *
+ * The tree and its accessors are in xml_tree.c; this file walks it, one
+ * reader per action.
  */
 #include "providers/aws/ec2.h"
+#include "providers/aws/xml_tree.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -25,10 +29,6 @@
 #include "core/config.h"
 #include "core/err.h"
 #include "core/units.h"
-
-#define XML_MAX_DEPTH 64
-#define XML_MAX_NODES (1u << 20)
-#define XML_MAX_TEXT (16u << 20)
 
 static const char *const action_names[TM_EC2_ACTION_MAX] = {
     "RunInstances",
@@ -45,337 +45,6 @@ static const char *const action_names[TM_EC2_ACTION_MAX] = {
 const char *tm_ec2_action_name(enum tm_ec2_action a)
 {
     return (unsigned)a < TM_EC2_ACTION_MAX ? action_names[a] : "unknown";
-}
-
-/* ---- the tree ------------------------------------------------------------ */
-
-struct xnode {
-    size_t name;                  /* offset into text */
-    size_t text;                  /* offset of the character data, 0 = none */
-    size_t text_len;
-    int parent, first, last, next;/* indices; -1 = none */
-};
-
-struct xdoc {
-    struct xnode *nodes;
-    size_t n, cap;
-    char *text;                   /* names and texts, each NUL-terminated */
-    size_t len, tcap;
-    int cur;                      /* open element, -1 before the root */
-    int depth;
-    const char *fail;             /* why we stopped the parser, else NULL */
-    XML_Parser parser;
-};
-
-static int text_reserve(struct xdoc *d, size_t more)
-{
-    size_t want = d->len + more + 1;
-    size_t cap;
-    char *p;
-
-    if (want <= d->tcap)
-        return 0;
-    if (want > XML_MAX_TEXT)
-        return TM_EBADREPLY;
-    cap = d->tcap ? d->tcap : 4096;
-    while (cap < want)
-        cap *= 2;
-    p = realloc(d->text, cap);
-    if (!p)
-        return TM_ENOMEM;
-    d->text = p;
-    d->tcap = cap;
-    return 0;
-}
-
-static void stop(struct xdoc *d, const char *why)
-{
-    if (!d->fail)
-        d->fail = why;
-    XML_StopParser(d->parser, XML_FALSE);
-}
-
-/* Element names may carry a prefix ("ec2:item"): keep the local part. */
-static const char *local_name(const char *name)
-{
-    const char *colon = strrchr(name, ':');
-
-    return colon ? colon + 1 : name;
-}
-
-static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **attrs)
-{
-    struct xdoc *d = ud;
-    const char *local = local_name(name);
-    size_t nlen = strlen(local);
-    struct xnode *x;
-    int idx;
-
-    (void)attrs;
-    if (d->fail)
-        return;
-    if (d->depth >= XML_MAX_DEPTH) {
-        stop(d, "elements nested too deep");
-        return;
-    }
-    if (d->n >= XML_MAX_NODES) {
-        stop(d, "too many elements");
-        return;
-    }
-    if (d->n == d->cap) {
-        size_t cap = d->cap ? d->cap * 2 : 256;
-        struct xnode *p = realloc(d->nodes, cap * sizeof(*p));
-
-        if (!p) {
-            stop(d, "out of memory");
-            return;
-        }
-        d->nodes = p;
-        d->cap = cap;
-    }
-    if (text_reserve(d, nlen) < 0) {
-        stop(d, "answer too large");
-        return;
-    }
-    idx = (int)d->n++;
-    x = &d->nodes[idx];
-    x->name = d->len;
-    memcpy(d->text + d->len, local, nlen + 1);
-    d->len += nlen + 1;
-    x->text = 0;
-    x->text_len = 0;
-    x->parent = d->cur;
-    x->first = x->last = x->next = -1;
-    if (d->cur >= 0) {
-        struct xnode *p = &d->nodes[d->cur];
-
-        if (p->last >= 0)
-            d->nodes[p->last].next = idx;
-        else
-            p->first = idx;
-        p->last = idx;
-    } else if (d->n > 1) {
-        stop(d, "more than one root element");
-        return;
-    }
-    d->cur = idx;
-    d->depth++;
-}
-
-static void XMLCALL on_end(void *ud, const XML_Char *name)
-{
-    struct xdoc *d = ud;
-
-    (void)name;
-    if (d->fail || d->cur < 0)
-        return;
-    d->cur = d->nodes[d->cur].parent;
-    d->depth--;
-}
-
-/*
- * Character data of the open element.  Only what sits directly in a leaf
- * matters to us; text chunks of one element arrive in pieces and must be
- * contiguous, so a chunk that does not extend the element's current text
- * (the element had children in between) starts it anew.
- */
-static void XMLCALL on_text(void *ud, const XML_Char *s, int len)
-{
-    struct xdoc *d = ud;
-    struct xnode *x;
-
-    if (d->fail || d->cur < 0 || len <= 0)
-        return;
-    x = &d->nodes[d->cur];
-    if (x->first >= 0)
-        return; /* whitespace between children */
-    if (text_reserve(d, (size_t)len) < 0) {
-        stop(d, "answer too large");
-        return;
-    }
-    if (x->text == 0 || x->text + x->text_len + 1 != d->len) {
-        x->text = d->len;
-        x->text_len = 0;
-    } else {
-        d->len--; /* drop the NUL: we extend the same string */
-    }
-    memcpy(d->text + d->len, s, (size_t)len);
-    d->len += (size_t)len;
-    d->text[d->len++] = '\0';
-    x->text_len += (size_t)len;
-}
-
-static void XMLCALL on_doctype(void *ud, const XML_Char *name, const XML_Char *sysid,
-                               const XML_Char *pubid, int has_internal_subset)
-{
-    (void)name;
-    (void)sysid;
-    (void)pubid;
-    (void)has_internal_subset;
-    stop(ud, "a DOCTYPE is not allowed");
-}
-
-static void XMLCALL on_entity_decl(void *ud, const XML_Char *name, int is_param,
-                                   const XML_Char *value, int value_len, const XML_Char *base,
-                                   const XML_Char *sysid, const XML_Char *pubid,
-                                   const XML_Char *notation)
-{
-    (void)name;
-    (void)is_param;
-    (void)value;
-    (void)value_len;
-    (void)base;
-    (void)sysid;
-    (void)pubid;
-    (void)notation;
-    stop(ud, "entity declarations are not allowed");
-}
-
-static void xdoc_release(struct xdoc *d)
-{
-    free(d->nodes);
-    free(d->text);
-    memset(d, 0, sizeof(*d));
-}
-
-static int xdoc_parse(struct xdoc *d, const char *body, size_t len, char *err, size_t errsize)
-{
-    XML_Parser p;
-    int r = 0;
-
-    memset(d, 0, sizeof(*d));
-    d->cur = -1;
-    if (len > XML_MAX_TEXT || len > (size_t)INT32_MAX) {
-        snprintf(err, errsize, "answer too large (%zu bytes)", len);
-        return TM_EBADREPLY;
-    }
-    p = XML_ParserCreate("UTF-8");
-    if (!p)
-        return TM_ENOMEM;
-    d->parser = p;
-    /* Offset 0 means "no text", so the buffer starts with a spare byte. */
-    if (text_reserve(d, 1) < 0) {
-        XML_ParserFree(p);
-        return TM_ENOMEM;
-    }
-    d->text[0] = '\0';
-    d->len = 1;
-    XML_SetUserData(p, d);
-    XML_SetElementHandler(p, on_start, on_end);
-    XML_SetCharacterDataHandler(p, on_text);
-    XML_SetStartDoctypeDeclHandler(p, on_doctype);
-    XML_SetEntityDeclHandler(p, on_entity_decl);
-    if (XML_Parse(p, body ? body : "", (int)len, XML_TRUE) != XML_STATUS_OK) {
-        if (d->fail)
-            snprintf(err, errsize, "%s", d->fail);
-        else
-            snprintf(err, errsize, "line %lu: %s", (unsigned long)XML_GetCurrentLineNumber(p),
-                     XML_ErrorString(XML_GetErrorCode(p)));
-        r = strcmp(d->fail ? d->fail : "", "out of memory") == 0 ? TM_ENOMEM : TM_EBADREPLY;
-    } else if (d->n == 0) {
-        snprintf(err, errsize, "no root element");
-        r = TM_EBADREPLY;
-    }
-    XML_ParserFree(p);
-    d->parser = NULL;
-    if (r < 0)
-        xdoc_release(d);
-    return r;
-}
-
-static const char *xname(const struct xdoc *d, int i) { return d->text + d->nodes[i].name; }
-
-/* The text of element i; "" when it has none. */
-static const char *xtext(const struct xdoc *d, int i)
-{
-    if (i < 0 || d->nodes[i].text == 0)
-        return "";
-    return d->text + d->nodes[i].text;
-}
-
-static int xchild(const struct xdoc *d, int parent, const char *name)
-{
-    if (parent < 0)
-        return -1;
-    for (int c = d->nodes[parent].first; c >= 0; c = d->nodes[c].next)
-        if (strcmp(xname(d, c), name) == 0)
-            return c;
-    return -1;
-}
-
-/* Follow "a/b/c" from parent. */
-static int xpath(const struct xdoc *d, int parent, const char *path)
-{
-    char part[64];
-    const char *p = path;
-    int cur = parent;
-
-    while (cur >= 0 && *p) {
-        size_t n = strcspn(p, "/");
-
-        if (n >= sizeof(part))
-            return -1;
-        memcpy(part, p, n);
-        part[n] = '\0';
-        cur = xchild(d, cur, part);
-        p += n;
-        if (*p == '/')
-            p++;
-    }
-    return cur;
-}
-
-static const char *xget(const struct xdoc *d, int parent, const char *path)
-{
-    return xtext(d, xpath(d, parent, path));
-}
-
-/* Copy path's text into a fixed field; too long is a bad reply. */
-static int xcopy(const struct xdoc *d, int parent, const char *path, char *dst, size_t size)
-{
-    const char *s = xget(d, parent, path);
-    size_t n = strlen(s);
-
-    if (n >= size)
-        return TM_EBADREPLY;
-    memcpy(dst, s, n + 1);
-    return 0;
-}
-
-/* Copy, cutting what does not fit (messages, descriptions). */
-static void xcopy_cut(const struct xdoc *d, int parent, const char *path, char *dst, size_t size)
-{
-    snprintf(dst, size, "%s", xget(d, parent, path));
-}
-
-static size_t xcount_items(const struct xdoc *d, int set)
-{
-    size_t n = 0;
-
-    if (set < 0)
-        return 0;
-    for (int c = d->nodes[set].first; c >= 0; c = d->nodes[c].next)
-        if (strcmp(xname(d, c), "item") == 0)
-            n++;
-    return n;
-}
-
-static int xfirst_item(const struct xdoc *d, int set)
-{
-    if (set < 0)
-        return -1;
-    for (int c = d->nodes[set].first; c >= 0; c = d->nodes[c].next)
-        if (strcmp(xname(d, c), "item") == 0)
-            return c;
-    return -1;
-}
-
-static int xnext_item(const struct xdoc *d, int item)
-{
-    for (int c = d->nodes[item].next; c >= 0; c = d->nodes[c].next)
-        if (strcmp(xname(d, c), "item") == 0)
-            return c;
-    return -1;
 }
 
 /* ---- values -------------------------------------------------------------- */
@@ -408,17 +77,17 @@ static int parse_int(const char *s, int *ret)
 }
 
 /* An optional integer: absent/empty leaves *ret at 0. */
-static int opt_i64(const struct xdoc *d, int parent, const char *path, int64_t *ret)
+static int opt_i64(const struct tm_xdoc *d, int parent, const char *path, int64_t *ret)
 {
-    const char *s = xget(d, parent, path);
+    const char *s = tm_xdoc_get(d, parent, path);
 
     *ret = 0;
     return *s ? parse_i64(s, ret) : 0;
 }
 
-static int opt_int(const struct xdoc *d, int parent, const char *path, int *ret)
+static int opt_int(const struct tm_xdoc *d, int parent, const char *path, int *ret)
 {
-    const char *s = xget(d, parent, path);
+    const char *s = tm_xdoc_get(d, parent, path);
 
     *ret = 0;
     return *s ? parse_int(s, ret) : 0;
@@ -464,9 +133,9 @@ static int parse_time(const char *s, int64_t *ret_ms)
     return 0;
 }
 
-static int opt_time(const struct xdoc *d, int parent, const char *path, int64_t *ret)
+static int opt_time(const struct tm_xdoc *d, int parent, const char *path, int64_t *ret)
 {
-    const char *s = xget(d, parent, path);
+    const char *s = tm_xdoc_get(d, parent, path);
 
     *ret = 0;
     return *s ? parse_time(s, ret) : 0;
@@ -488,42 +157,42 @@ static enum tm_instance_state state_from_name(const char *name)
 /* ---- per action ---------------------------------------------------------- */
 
 /* One element of instancesSet (RunInstances, DescribeInstances). */
-static int parse_instance(const struct xdoc *d, int item, struct tm_ec2_instance *out)
+static int parse_instance(const struct tm_xdoc *d, int item, struct tm_ec2_instance *out)
 {
     struct tm_instance *in = &out->inst;
     int tags;
     int r = 0;
 
     memset(out, 0, sizeof(*out));
-    r = xcopy(d, item, "instanceId", in->id, sizeof(in->id));
+    r = tm_xdoc_copy(d, item, "instanceId", in->id, sizeof(in->id));
     if (r == 0 && !in->id[0])
         r = TM_EBADREPLY;
     if (r == 0)
-        r = xcopy(d, item, "instanceType", in->instance_type, sizeof(in->instance_type));
+        r = tm_xdoc_copy(d, item, "instanceType", in->instance_type, sizeof(in->instance_type));
     if (r == 0)
-        r = xcopy(d, item, "placement/availabilityZone", in->zone, sizeof(in->zone));
+        r = tm_xdoc_copy(d, item, "placement/availabilityZone", in->zone, sizeof(in->zone));
     if (r == 0)
-        r = xcopy(d, item, "instanceState/name", out->state_name, sizeof(out->state_name));
+        r = tm_xdoc_copy(d, item, "instanceState/name", out->state_name, sizeof(out->state_name));
     if (r == 0)
-        r = xcopy(d, item, "stateReason/code", out->state_reason, sizeof(out->state_reason));
+        r = tm_xdoc_copy(d, item, "stateReason/code", out->state_reason, sizeof(out->state_reason));
     if (r == 0)
-        r = xcopy(d, item, "clientToken", out->client_token, sizeof(out->client_token));
+        r = tm_xdoc_copy(d, item, "clientToken", out->client_token, sizeof(out->client_token));
     if (r == 0)
         r = opt_time(d, item, "launchTime", &in->launched_ms);
     if (r < 0)
         return r;
     in->state = state_from_name(out->state_name);
-    in->capacity = strcmp(xget(d, item, "instanceLifecycle"), "spot") == 0 ? TM_CAPACITY_SPOT
+    in->capacity = strcmp(tm_xdoc_get(d, item, "instanceLifecycle"), "spot") == 0 ? TM_CAPACITY_SPOT
                                                                           : TM_CAPACITY_ON_DEMAND;
     /* The cloud took a spot instance back: Server.SpotInstanceTermination or
      * Server.SpotInstanceShutdown, whatever state it is in now. */
     in->interrupted = in->capacity == TM_CAPACITY_SPOT &&
                       strncmp(out->state_reason, "Server.SpotInstance", 19) == 0;
 
-    tags = xchild(d, item, "tagSet");
-    for (int t = xfirst_item(d, tags); t >= 0; t = xnext_item(d, t)) {
-        const char *key = xget(d, t, "key");
-        const char *value = xget(d, t, "value");
+    tags = tm_xdoc_child(d, item, "tagSet");
+    for (int t = tm_xdoc_first_item(d, tags); t >= 0; t = tm_xdoc_next_item(d, t)) {
+        const char *key = tm_xdoc_get(d, t, "key");
+        const char *value = tm_xdoc_get(d, t, "value");
         char *dst = NULL;
         size_t size = 0;
 
@@ -565,9 +234,9 @@ static int grow(void **arr, size_t n, size_t size)
     return 0;
 }
 
-static int parse_instances_set(const struct xdoc *d, int set, struct tm_ec2_reply *ret)
+static int parse_instances_set(const struct tm_xdoc *d, int set, struct tm_ec2_reply *ret)
 {
-    size_t n = xcount_items(d, set);
+    size_t n = tm_xdoc_count_items(d, set);
     size_t base = ret->ninstances;
     struct tm_ec2_instance *p;
     int r;
@@ -578,7 +247,7 @@ static int parse_instances_set(const struct xdoc *d, int set, struct tm_ec2_repl
     if (!p)
         return TM_ENOMEM;
     ret->instances = p;
-    for (int it = xfirst_item(d, set); it >= 0; it = xnext_item(d, it)) {
+    for (int it = tm_xdoc_first_item(d, set); it >= 0; it = tm_xdoc_next_item(d, it)) {
         r = parse_instance(d, it, &ret->instances[ret->ninstances]);
         if (r < 0)
             return r;
@@ -587,23 +256,23 @@ static int parse_instances_set(const struct xdoc *d, int set, struct tm_ec2_repl
     return 0;
 }
 
-static int parse_run(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
+static int parse_run(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret)
 {
-    int set = xchild(d, root, "instancesSet");
+    int set = tm_xdoc_child(d, root, "instancesSet");
 
     if (set < 0)
         return TM_EBADREPLY;
     return parse_instances_set(d, set, ret);
 }
 
-static int parse_describe_instances(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
+static int parse_describe_instances(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret)
 {
-    int rset = xchild(d, root, "reservationSet");
+    int rset = tm_xdoc_child(d, root, "reservationSet");
 
     if (rset < 0)
         return TM_EBADREPLY;
-    for (int res = xfirst_item(d, rset); res >= 0; res = xnext_item(d, res)) {
-        int r = parse_instances_set(d, xchild(d, res, "instancesSet"), ret);
+    for (int res = tm_xdoc_first_item(d, rset); res >= 0; res = tm_xdoc_next_item(d, res)) {
+        int r = parse_instances_set(d, tm_xdoc_child(d, res, "instancesSet"), ret);
 
         if (r < 0)
             return r;
@@ -611,25 +280,25 @@ static int parse_describe_instances(const struct xdoc *d, int root, struct tm_ec
     return 0;
 }
 
-static int parse_terminate(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
+static int parse_terminate(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret)
 {
-    int set = xchild(d, root, "instancesSet");
+    int set = tm_xdoc_child(d, root, "instancesSet");
     size_t i = 0;
     int r;
 
     if (set < 0)
         return TM_EBADREPLY;
-    r = grow((void **)&ret->instances, xcount_items(d, set), sizeof(*ret->instances));
+    r = grow((void **)&ret->instances, tm_xdoc_count_items(d, set), sizeof(*ret->instances));
     if (r < 0)
         return r;
-    for (int it = xfirst_item(d, set); it >= 0; it = xnext_item(d, it), i++) {
+    for (int it = tm_xdoc_first_item(d, set); it >= 0; it = tm_xdoc_next_item(d, it), i++) {
         struct tm_ec2_instance *x = &ret->instances[i];
 
-        r = xcopy(d, it, "instanceId", x->inst.id, sizeof(x->inst.id));
+        r = tm_xdoc_copy(d, it, "instanceId", x->inst.id, sizeof(x->inst.id));
         if (r == 0 && !x->inst.id[0])
             r = TM_EBADREPLY;
         if (r == 0)
-            r = xcopy(d, it, "currentState/name", x->state_name, sizeof(x->state_name));
+            r = tm_xdoc_copy(d, it, "currentState/name", x->state_name, sizeof(x->state_name));
         if (r < 0)
             return r;
         x->inst.state = state_from_name(x->state_name);
@@ -638,35 +307,35 @@ static int parse_terminate(const struct xdoc *d, int root, struct tm_ec2_reply *
     return 0;
 }
 
-static int parse_status(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
+static int parse_status(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret)
 {
-    int set = xchild(d, root, "instanceStatusSet");
+    int set = tm_xdoc_child(d, root, "instanceStatusSet");
     size_t i = 0;
     int r;
 
     if (set < 0)
         return TM_EBADREPLY;
-    r = grow((void **)&ret->statuses, xcount_items(d, set), sizeof(*ret->statuses));
+    r = grow((void **)&ret->statuses, tm_xdoc_count_items(d, set), sizeof(*ret->statuses));
     if (r < 0)
         return r;
-    for (int it = xfirst_item(d, set); it >= 0; it = xnext_item(d, it), i++) {
+    for (int it = tm_xdoc_first_item(d, set); it >= 0; it = tm_xdoc_next_item(d, it), i++) {
         struct tm_ec2_status *s = &ret->statuses[i];
-        int ev = xfirst_item(d, xchild(d, it, "eventsSet"));
+        int ev = tm_xdoc_first_item(d, tm_xdoc_child(d, it, "eventsSet"));
 
-        r = xcopy(d, it, "instanceId", s->id, sizeof(s->id));
+        r = tm_xdoc_copy(d, it, "instanceId", s->id, sizeof(s->id));
         if (r == 0 && !s->id[0])
             r = TM_EBADREPLY;
         if (r == 0)
-            r = xcopy(d, it, "availabilityZone", s->zone, sizeof(s->zone));
+            r = tm_xdoc_copy(d, it, "availabilityZone", s->zone, sizeof(s->zone));
         if (r == 0)
-            r = xcopy(d, it, "instanceState/name", s->state_name, sizeof(s->state_name));
+            r = tm_xdoc_copy(d, it, "instanceState/name", s->state_name, sizeof(s->state_name));
         if (r == 0)
-            r = xcopy(d, it, "systemStatus/status", s->system_status, sizeof(s->system_status));
+            r = tm_xdoc_copy(d, it, "systemStatus/status", s->system_status, sizeof(s->system_status));
         if (r == 0)
-            r = xcopy(d, it, "instanceStatus/status", s->instance_status,
+            r = tm_xdoc_copy(d, it, "instanceStatus/status", s->instance_status,
                       sizeof(s->instance_status));
         if (r == 0 && ev >= 0)
-            r = xcopy(d, ev, "code", s->event_code, sizeof(s->event_code));
+            r = tm_xdoc_copy(d, ev, "code", s->event_code, sizeof(s->event_code));
         if (r < 0)
             return r;
         ret->nstatuses = i + 1;
@@ -674,13 +343,13 @@ static int parse_status(const struct xdoc *d, int root, struct tm_ec2_reply *ret
     return 0;
 }
 
-static int parse_create_tags(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
+static int parse_create_tags(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret)
 {
-    const char *v = xget(d, root, "return");
+    const char *v = tm_xdoc_get(d, root, "return");
 
     /* AWS says <return>true</return>; moto sends nothing, and a 200 is
      * success either way. */
-    if (xchild(d, root, "return") < 0) {
+    if (tm_xdoc_child(d, root, "return") < 0) {
         ret->returned_true = true;
         return 0;
     }
@@ -690,27 +359,27 @@ static int parse_create_tags(const struct xdoc *d, int root, struct tm_ec2_reply
     return 0;
 }
 
-static int parse_spot_prices(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
+static int parse_spot_prices(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret)
 {
-    int set = xchild(d, root, "spotPriceHistorySet");
+    int set = tm_xdoc_child(d, root, "spotPriceHistorySet");
     size_t i = 0;
     int r;
 
     if (set < 0)
         return TM_EBADREPLY;
-    r = grow((void **)&ret->prices, xcount_items(d, set), sizeof(*ret->prices));
+    r = grow((void **)&ret->prices, tm_xdoc_count_items(d, set), sizeof(*ret->prices));
     if (r < 0)
         return r;
-    for (int it = xfirst_item(d, set); it >= 0; it = xnext_item(d, it), i++) {
+    for (int it = tm_xdoc_first_item(d, set); it >= 0; it = tm_xdoc_next_item(d, it), i++) {
         struct tm_ec2_spot_price *p = &ret->prices[i];
 
-        r = xcopy(d, it, "instanceType", p->instance_type, sizeof(p->instance_type));
+        r = tm_xdoc_copy(d, it, "instanceType", p->instance_type, sizeof(p->instance_type));
         if (r == 0)
-            r = xcopy(d, it, "availabilityZone", p->zone, sizeof(p->zone));
+            r = tm_xdoc_copy(d, it, "availabilityZone", p->zone, sizeof(p->zone));
         if (r == 0)
-            r = xcopy(d, it, "productDescription", p->product, sizeof(p->product));
+            r = tm_xdoc_copy(d, it, "productDescription", p->product, sizeof(p->product));
         /* Decimal dollars, at most 6 places, converted without floats. */
-        if (r == 0 && tm_price_parse(xget(d, it, "spotPrice"), &p->uusd_per_hour) < 0)
+        if (r == 0 && tm_price_parse(tm_xdoc_get(d, it, "spotPrice"), &p->uusd_per_hour) < 0)
             r = TM_EBADREPLY;
         if (r == 0)
             r = opt_time(d, it, "timestamp", &p->timestamp_ms);
@@ -721,22 +390,22 @@ static int parse_spot_prices(const struct xdoc *d, int root, struct tm_ec2_reply
     return 0;
 }
 
-static int parse_types(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
+static int parse_types(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret)
 {
-    int set = xchild(d, root, "instanceTypeSet");
+    int set = tm_xdoc_child(d, root, "instanceTypeSet");
     size_t i = 0;
     int r;
 
     if (set < 0)
         return TM_EBADREPLY;
-    r = grow((void **)&ret->types, xcount_items(d, set), sizeof(*ret->types));
+    r = grow((void **)&ret->types, tm_xdoc_count_items(d, set), sizeof(*ret->types));
     if (r < 0)
         return r;
-    for (int it = xfirst_item(d, set); it >= 0; it = xnext_item(d, it), i++) {
+    for (int it = tm_xdoc_first_item(d, set); it >= 0; it = tm_xdoc_next_item(d, it), i++) {
         struct tm_ec2_type_info *t = &ret->types[i];
-        int gpu = xfirst_item(d, xpath(d, it, "gpuInfo/gpus"));
+        int gpu = tm_xdoc_first_item(d, tm_xdoc_path(d, it, "gpuInfo/gpus"));
 
-        r = xcopy(d, it, "instanceType", t->name, sizeof(t->name));
+        r = tm_xdoc_copy(d, it, "instanceType", t->name, sizeof(t->name));
         if (r == 0 && !t->name[0])
             r = TM_EBADREPLY;
         if (r == 0)
@@ -745,7 +414,7 @@ static int parse_types(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
             r = opt_i64(d, it, "memoryInfo/sizeInMiB", &t->memory_mib);
         /* Types with two kinds of GPU do not exist today; the first entry
          * names the model and the counts add up. */
-        for (int g = gpu; r == 0 && g >= 0; g = xnext_item(d, g)) {
+        for (int g = gpu; r == 0 && g >= 0; g = tm_xdoc_next_item(d, g)) {
             int count;
 
             r = opt_int(d, g, "count", &count);
@@ -755,9 +424,9 @@ static int parse_types(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
                 break;
             t->gpus += count;
             if (g == gpu) {
-                r = xcopy(d, g, "name", t->gpu_model, sizeof(t->gpu_model));
+                r = tm_xdoc_copy(d, g, "name", t->gpu_model, sizeof(t->gpu_model));
                 if (r == 0)
-                    r = xcopy(d, g, "manufacturer", t->gpu_manufacturer,
+                    r = tm_xdoc_copy(d, g, "manufacturer", t->gpu_manufacturer,
                               sizeof(t->gpu_manufacturer));
                 if (r == 0)
                     r = opt_i64(d, g, "memoryInfo/sizeInMiB", &t->gpu_memory_mib);
@@ -770,77 +439,77 @@ static int parse_types(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
     return 0;
 }
 
-static int parse_overrides(const struct xdoc *d, int node, char *type, char *zone)
+static int parse_overrides(const struct tm_xdoc *d, int node, char *type, char *zone)
 {
-    int ov = xpath(d, node, "launchTemplateAndOverrides/overrides");
-    int r = xcopy(d, ov, "instanceType", type, TM_ID_MAX);
+    int ov = tm_xdoc_path(d, node, "launchTemplateAndOverrides/overrides");
+    int r = tm_xdoc_copy(d, ov, "instanceType", type, TM_ID_MAX);
 
     if (r == 0)
-        r = xcopy(d, ov, "availabilityZone", zone, TM_ID_MAX);
+        r = tm_xdoc_copy(d, ov, "availabilityZone", zone, TM_ID_MAX);
     return r;
 }
 
-static int parse_fleet(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
+static int parse_fleet(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret)
 {
-    int iset = xchild(d, root, "fleetInstanceSet");
-    int eset = xchild(d, root, "errorSet");
+    int iset = tm_xdoc_child(d, root, "fleetInstanceSet");
+    int eset = tm_xdoc_child(d, root, "errorSet");
     size_t n = 0;
     int r;
 
-    r = xcopy(d, root, "fleetId", ret->fleet_id, sizeof(ret->fleet_id));
+    r = tm_xdoc_copy(d, root, "fleetId", ret->fleet_id, sizeof(ret->fleet_id));
     if (r < 0)
         return r;
     if (!ret->fleet_id[0])
         return TM_EBADREPLY;
     /* One fleet item may hold several instance ids. */
-    for (int it = xfirst_item(d, iset); it >= 0; it = xnext_item(d, it))
-        n += xcount_items(d, xchild(d, it, "instanceIds"));
+    for (int it = tm_xdoc_first_item(d, iset); it >= 0; it = tm_xdoc_next_item(d, it))
+        n += tm_xdoc_count_items(d, tm_xdoc_child(d, it, "instanceIds"));
     r = grow((void **)&ret->fleet_instances, n, sizeof(*ret->fleet_instances));
     if (r < 0)
         return r;
-    for (int it = xfirst_item(d, iset); it >= 0; it = xnext_item(d, it)) {
+    for (int it = tm_xdoc_first_item(d, iset); it >= 0; it = tm_xdoc_next_item(d, it)) {
         char type[TM_ID_MAX], ozone[TM_ID_MAX], otype[TM_ID_MAX];
-        bool spot = strcmp(xget(d, it, "lifecycle"), "spot") == 0;
-        int ids = xchild(d, it, "instanceIds");
+        bool spot = strcmp(tm_xdoc_get(d, it, "lifecycle"), "spot") == 0;
+        int ids = tm_xdoc_child(d, it, "instanceIds");
 
-        r = xcopy(d, it, "instanceType", type, sizeof(type));
+        r = tm_xdoc_copy(d, it, "instanceType", type, sizeof(type));
         if (r == 0)
             r = parse_overrides(d, it, otype, ozone);
         if (r < 0)
             return r;
-        for (int id = xfirst_item(d, ids); id >= 0; id = xnext_item(d, id)) {
+        for (int id = tm_xdoc_first_item(d, ids); id >= 0; id = tm_xdoc_next_item(d, id)) {
             struct tm_ec2_fleet_instance *fi = &ret->fleet_instances[ret->nfleet_instances];
 
-            if (strlen(xtext(d, id)) >= sizeof(fi->id) || !*xtext(d, id))
+            if (strlen(tm_xdoc_text(d, id)) >= sizeof(fi->id) || !*tm_xdoc_text(d, id))
                 return TM_EBADREPLY;
-            snprintf(fi->id, sizeof(fi->id), "%s", xtext(d, id));
+            snprintf(fi->id, sizeof(fi->id), "%s", tm_xdoc_text(d, id));
             snprintf(fi->instance_type, sizeof(fi->instance_type), "%s", type[0] ? type : otype);
             snprintf(fi->zone, sizeof(fi->zone), "%s", ozone);
             fi->spot = spot;
             ret->nfleet_instances++;
         }
     }
-    r = grow((void **)&ret->fleet_errors, xcount_items(d, eset), sizeof(*ret->fleet_errors));
+    r = grow((void **)&ret->fleet_errors, tm_xdoc_count_items(d, eset), sizeof(*ret->fleet_errors));
     if (r < 0)
         return r;
-    for (int it = xfirst_item(d, eset); it >= 0; it = xnext_item(d, it)) {
+    for (int it = tm_xdoc_first_item(d, eset); it >= 0; it = tm_xdoc_next_item(d, it)) {
         struct tm_ec2_fleet_error *fe = &ret->fleet_errors[ret->nfleet_errors];
 
         r = parse_overrides(d, it, fe->instance_type, fe->zone);
         if (r == 0)
-            r = xcopy(d, it, "errorCode", fe->code, sizeof(fe->code));
+            r = tm_xdoc_copy(d, it, "errorCode", fe->code, sizeof(fe->code));
         if (r < 0)
             return r;
-        xcopy_cut(d, it, "errorMessage", fe->message, sizeof(fe->message));
-        fe->spot = strcmp(xget(d, it, "lifecycle"), "spot") == 0;
+        tm_xdoc_copy_cut(d, it, "errorMessage", fe->message, sizeof(fe->message));
+        fe->spot = strcmp(tm_xdoc_get(d, it, "lifecycle"), "spot") == 0;
         ret->nfleet_errors++;
     }
     return 0;
 }
 
-static int parse_launch_template(const struct xdoc *d, int root, struct tm_ec2_reply *ret)
+static int parse_launch_template(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret)
 {
-    int r = xcopy(d, root, "launchTemplate/launchTemplateId", ret->launch_template_id,
+    int r = tm_xdoc_copy(d, root, "launchTemplate/launchTemplateId", ret->launch_template_id,
                   sizeof(ret->launch_template_id));
 
     if (r == 0 && !ret->launch_template_id[0])
@@ -848,7 +517,7 @@ static int parse_launch_template(const struct xdoc *d, int root, struct tm_ec2_r
     return r;
 }
 
-typedef int (*action_parser)(const struct xdoc *d, int root, struct tm_ec2_reply *ret);
+typedef int (*action_parser)(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret);
 
 static const action_parser parsers[TM_EC2_ACTION_MAX] = {
     [TM_EC2_RUN_INSTANCES] = parse_run,
@@ -880,7 +549,7 @@ int tm_ec2_parse_reply(enum tm_ec2_action action, const char *body, size_t len,
                        struct tm_ec2_reply *ret, char *err, size_t errsize)
 {
     struct tm_ec2_reply reply = {0};
-    struct xdoc d;
+    struct tm_xdoc d;
     char why[160] = "";
     char expect[64];
     const char *name = tm_ec2_action_name(action);
@@ -893,23 +562,23 @@ int tm_ec2_parse_reply(enum tm_ec2_action action, const char *body, size_t len,
     }
     memset(ret, 0, sizeof(*ret));
     reply.action = action;
-    r = xdoc_parse(&d, body, len, why, sizeof(why));
+    r = tm_xdoc_parse(&d, body, len, why, sizeof(why));
     if (r < 0)
         goto out;
     snprintf(expect, sizeof(expect), "%sResponse", name);
-    if (strcmp(xname(&d, 0), expect) != 0) {
-        snprintf(why, sizeof(why), "unexpected root element <%.64s>", xname(&d, 0));
+    if (strcmp(tm_xdoc_name(&d, 0), expect) != 0) {
+        snprintf(why, sizeof(why), "unexpected root element <%.64s>", tm_xdoc_name(&d, 0));
         r = TM_EBADREPLY;
         goto out;
     }
-    if (xcopy(&d, 0, "requestId", reply.request_id, sizeof(reply.request_id)) < 0)
+    if (tm_xdoc_copy(&d, 0, "requestId", reply.request_id, sizeof(reply.request_id)) < 0)
         reply.request_id[0] = '\0';
     r = parsers[action](&d, 0, &reply);
     if (r == TM_EBADREPLY)
         snprintf(why, sizeof(why), "missing or malformed field");
     if (r < 0)
         goto out;
-    token = xget(&d, 0, "nextToken");
+    token = tm_xdoc_get(&d, 0, "nextToken");
     if (*token) {
         reply.next_token = strdup(token);
         if (!reply.next_token) {
@@ -924,38 +593,38 @@ out:
         snprintf(err, errsize, "could not parse %s reply: %s", name,
                  r == TM_ENOMEM ? "out of memory" : why);
     tm_ec2_reply_release(&reply);
-    xdoc_release(&d);
+    tm_xdoc_release(&d);
     return r;
 }
 
 int tm_ec2_parse_error(const char *body, size_t len, struct tm_ec2_reply *ret)
 {
-    struct xdoc d;
+    struct tm_xdoc d;
     char why[160];
     int err;
     int r;
 
-    r = xdoc_parse(&d, body, len, why, sizeof(why));
+    r = tm_xdoc_parse(&d, body, len, why, sizeof(why));
     if (r < 0)
         return TM_EBADREPLY;
     /* EC2: <Response><Errors><Error>..</Error></Errors><RequestID>;
      * moto sometimes: <ErrorResponse><Errors><Error>..; other Query
      * services: <ErrorResponse><Error>..</Error><RequestId>. */
-    err = xpath(&d, 0, "Errors/Error");
+    err = tm_xdoc_path(&d, 0, "Errors/Error");
     if (err < 0)
-        err = xchild(&d, 0, "Error");
-    if (err < 0 || !*xget(&d, err, "Code") ||
-        (strcmp(xname(&d, 0), "Response") != 0 && strcmp(xname(&d, 0), "ErrorResponse") != 0)) {
-        xdoc_release(&d);
+        err = tm_xdoc_child(&d, 0, "Error");
+    if (err < 0 || !*tm_xdoc_get(&d, err, "Code") ||
+        (strcmp(tm_xdoc_name(&d, 0), "Response") != 0 && strcmp(tm_xdoc_name(&d, 0), "ErrorResponse") != 0)) {
+        tm_xdoc_release(&d);
         return TM_EBADREPLY;
     }
-    xcopy_cut(&d, err, "Code", ret->error_code, sizeof(ret->error_code));
-    xcopy_cut(&d, err, "Message", ret->error_message, sizeof(ret->error_message));
-    if (*xget(&d, 0, "RequestID"))
-        xcopy_cut(&d, 0, "RequestID", ret->request_id, sizeof(ret->request_id));
+    tm_xdoc_copy_cut(&d, err, "Code", ret->error_code, sizeof(ret->error_code));
+    tm_xdoc_copy_cut(&d, err, "Message", ret->error_message, sizeof(ret->error_message));
+    if (*tm_xdoc_get(&d, 0, "RequestID"))
+        tm_xdoc_copy_cut(&d, 0, "RequestID", ret->request_id, sizeof(ret->request_id));
     else
-        xcopy_cut(&d, 0, "RequestId", ret->request_id, sizeof(ret->request_id));
-    xdoc_release(&d);
+        tm_xdoc_copy_cut(&d, 0, "RequestId", ret->request_id, sizeof(ret->request_id));
+    tm_xdoc_release(&d);
     return 0;
 }
 

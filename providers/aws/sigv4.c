@@ -6,6 +6,11 @@
  * (the fuzz target feeds this file) can cost memory only up to SBUF_MAX.
  * Buffers that may hold a session token or key material are wiped before
  * they are freed.
+ *
+ * One file on purpose: it is one algorithm (canonical request, string to
+ * sign, signature) over one buffer type, read against the AWS
+ * specification from top to bottom, and the fuzz target and the botocore
+ * cross-check compile it alone.
  */
 #include "providers/aws/sigv4.h"
 

@@ -1,5 +1,5 @@
 /*
- * controller/daemon/plan_log.h: the log lines of a pass's plan, one per action,
+ * controller/daemon/decision_log.h: the log lines of a pass's plan, one per action,
  * written so that a standing state is said once.
  *
  * Most actions happen once (a placement, a launch).  Three describe a state
@@ -11,20 +11,20 @@
  * op, kind, key and subject), at debug otherwise; the decisions table keeps
  * its own rules (tarmac_apply).
  */
-#ifndef TM_PLAN_LOG_H
-#define TM_PLAN_LOG_H
+#ifndef TM_DECISION_LOG_H
+#define TM_DECISION_LOG_H
 
 #include <stddef.h>
 
 #include <cjson/cJSON.h>
 
-struct tm_plan_log {
+struct tm_decision_log {
     char **prev;   /* the previous pass's standing actions, sorted */
     size_t nprev;
 };
 
 /* Log every action of a plan's "actions" array; remember its standing ones. */
-void tm_plan_log_write(struct tm_plan_log *l, const cJSON *actions);
-void tm_plan_log_release(struct tm_plan_log *l);
+void tm_decision_log_write(struct tm_decision_log *l, const cJSON *actions);
+void tm_decision_log_release(struct tm_decision_log *l);
 
 #endif

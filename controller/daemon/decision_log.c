@@ -1,7 +1,7 @@
 /*
- * controller/daemon/plan_log.c: see plan_log.h.
+ * controller/daemon/decision_log.c: see decision_log.h.
  */
-#include "controller/daemon/plan_log.h"
+#include "controller/daemon/decision_log.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
@@ -66,12 +66,12 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static bool was_there(const struct tm_plan_log *l, const char *key)
+static bool was_there(const struct tm_decision_log *l, const char *key)
 {
     return l->nprev && bsearch(&key, l->prev, l->nprev, sizeof(*l->prev), cmp_str) != NULL;
 }
 
-void tm_plan_log_write(struct tm_plan_log *l, const cJSON *actions)
+void tm_decision_log_write(struct tm_decision_log *l, const cJSON *actions)
 {
     size_t cap = 0, n = 0;
     char **now = NULL;
@@ -100,14 +100,14 @@ void tm_plan_log_write(struct tm_plan_log *l, const cJSON *actions)
         tm_log(info ? TM_LOG_INFO : TM_LOG_DEBUG, "decision", "op=%s %s=%s reason=\"%s\"",
                op[0] ? op : "?", kind, id, str_of(a, "reason"));
     }
-    tm_plan_log_release(l);
+    tm_decision_log_release(l);
     if (n)
         qsort(now, n, sizeof(*now), cmp_str);
     l->prev = now;
     l->nprev = n;
 }
 
-void tm_plan_log_release(struct tm_plan_log *l)
+void tm_decision_log_release(struct tm_decision_log *l)
 {
     for (size_t i = 0; i < l->nprev; i++)
         free(l->prev[i]);

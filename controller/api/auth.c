@@ -1,0 +1,221 @@
+/*
+ * controller/api/auth.c: who may call: the bearer token, its lookup and the
+ * authentication cache, the rate limit per token, and the scrape token
+ * of /metrics.  See server.c for the hot path that the cache serves.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "controller/api/internal.h"
+#include "controller/api/server_core.h"
+#include "controller/spec/token.h"
+#include "core/err.h"
+#include "core/log.h"
+
+/* ---- rate limit --------------------------------------------------------- */
+
+/* A token bucket per token, keyed by 64 bits of its hash, in a fixed table:
+ * a full probe window forgets its least recently used entry, which can only
+ * make a limit more generous, never block a good client. */
+bool tm_api_rate_take_hash(struct tm_api *api, const char *hash)
+{
+    uint64_t now = uv_now(api->loop), h = 1469598103934665603ull;
+    struct rate_slot *slot = NULL, *oldest = NULL;
+    unsigned start;
+
+    for (int i = 0; i < 16; i++)
+        h = (h ^ (unsigned char)hash[i]) * 1099511628211ull;
+    start = (unsigned)(h % RATE_SLOTS);
+    for (unsigned i = 0; i < RATE_PROBE; i++) {
+        struct rate_slot *s = &api->rate[(start + i) % RATE_SLOTS];
+        if (strncmp(s->key, hash, 16) == 0) {
+            slot = s;
+            break;
+        }
+        if (!oldest || s->last_ms < oldest->last_ms || s->key[0] == '\0')
+            oldest = s;
+    }
+    if (!slot) {
+        slot = oldest;
+        memcpy(slot->key, hash, 16);
+        slot->key[16] = '\0';
+        slot->tokens = api->limits.burst;
+        slot->last_ms = now;
+    }
+    slot->tokens += (double)(now - slot->last_ms) * api->limits.rate_per_s / 1000.0;
+    if (slot->tokens > api->limits.burst)
+        slot->tokens = api->limits.burst;
+    slot->last_ms = now;
+    if (slot->tokens < 1.0)
+        return false;
+    slot->tokens -= 1.0;
+    return true;
+}
+
+/* ---- authentication ----------------------------------------------------- */
+
+/*
+ * The authentication cache.  A route with a fast path (POST /v1/jobs) skips
+ * the separate lookup for a token authenticated within AUTH_TTL_MS: its
+ * role, team and name come from here for the checks made before the
+ * statement (role, rate, an engineer's team), and the route's one statement
+ * checks the token again (hash known, not revoked, same role and team), so
+ * a revoked token is still refused by the next request; the cache is
+ * never the proof.  Direct-mapped by the hash; a collision just
+ * evicts.  The hashes are SHA-256 of the tokens, as in api_tokens.
+ */
+static unsigned auth_index(const char *hash)
+{
+    uint64_t h = 1469598103934665603ull;
+
+    for (int i = 0; i < 16; i++)
+        h = (h ^ (unsigned char)hash[i]) * 1099511628211ull;
+    return (unsigned)(h % AUTH_SLOTS);
+}
+
+bool tm_api_auth_cache_get(struct tm_api *api, struct api_call *c)
+{
+    struct auth_slot *s = &api->auth[auth_index(c->hash)];
+
+    if (s->hash[0] == '\0' || uv_now(api->loop) >= s->until_ms ||
+        !tm_token_hash_equal(s->hash, c->hash))
+        return false;
+    c->role = s->role;
+    memcpy(c->team, s->team, sizeof(c->team));
+    memcpy(c->token_name, s->token_name, sizeof(c->token_name));
+    return true;
+}
+
+static void auth_cache_put(struct tm_api *api, const struct api_call *c)
+{
+    struct auth_slot *s = &api->auth[auth_index(c->hash)];
+
+    memcpy(s->hash, c->hash, sizeof(s->hash));
+    s->role = c->role;
+    memcpy(s->team, c->team, sizeof(s->team));
+    memcpy(s->token_name, c->token_name, sizeof(s->token_name));
+    s->until_ms = uv_now(api->loop) + AUTH_TTL_MS;
+}
+
+void tm_api_auth_forget(struct api_call *c)
+{
+    struct auth_slot *s = &c->api->auth[auth_index(c->hash)];
+
+    if (s->hash[0] != '\0' && tm_token_hash_equal(s->hash, c->hash))
+        OPENSSL_cleanse(s, sizeof(*s));
+}
+
+bool tm_api_rate_take(struct api_call *c)
+{
+    return tm_api_rate_take_hash(c->api, c->hash);
+}
+
+void *tm_api_route_state(const struct api_call *c)
+{
+    return c->api->route_state;
+}
+
+static const char auth_sql[] =
+    "SELECT name, role, coalesce(team, ''), hash FROM api_tokens WHERE hash = $1 AND NOT revoked";
+
+static void on_auth(const struct tm_pg_reply *reply, void *data)
+{
+    struct api_call *c = data;
+    PGresult *res;
+    int role;
+
+    if (!tm_api_reply_ok(c, reply))
+        return;
+    res = reply->results[0];
+    if (PQntuples(res) != 1 || !tm_token_hash_equal(PQgetvalue(res, 0, 3), c->hash)) {
+        tm_api_auth_forget(c);
+        tm_api_fail(c, 401, "Authorization", "unknown or revoked token");
+        return;
+    }
+    role = tm_role_parse(PQgetvalue(res, 0, 1));
+    if (role < 0) {
+        tm_api_auth_forget(c);
+        tm_api_fail(c, 401, "Authorization", "unknown or revoked token");
+        return;
+    }
+    c->role = (enum tm_role)role;
+    snprintf(c->token_name, sizeof(c->token_name), "%s", PQgetvalue(res, 0, 0));
+    snprintf(c->team, sizeof(c->team), "%s", PQgetvalue(res, 0, 2));
+    auth_cache_put(c->api, c);
+    if (!(c->route->roles & (1u << c->role))) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "the %s role may not %s %s", tm_role_name(c->role),
+                 c->route->method, c->route->pattern);
+        tm_api_fail(c, 403, NULL, msg);
+        return;
+    }
+    if (!tm_api_rate_take_hash(c->api, c->hash)) {
+        tm_api_fail(c, 429, "Authorization", "rate limit exceeded for this token");
+        return;
+    }
+    c->route->fn(c);
+}
+
+/* "Bearer <token>": the token, or NULL. */
+const char *tm_api_bearer(const h2o_req_t *req, size_t *ret_len)
+{
+    ssize_t i = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
+    const char *v;
+    size_t n;
+
+    if (i < 0)
+        return NULL;
+    v = req->headers.entries[i].value.base;
+    n = req->headers.entries[i].value.len;
+    if (n < 8 || strncasecmp(v, "Bearer ", 7) != 0)
+        return NULL;
+    v += 7;
+    n -= 7;
+    while (n && *v == ' ') {
+        v++;
+        n--;
+    }
+    while (n && v[n - 1] == ' ')
+        n--;
+    if (n == 0 || n > 256)
+        return NULL;
+    *ret_len = n;
+    return v;
+}
+
+bool tm_api_sha256(const char *s, size_t n, unsigned char out[32])
+{
+    unsigned int len = 0;
+    return EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32;
+}
+
+/* The scrape token, when api.metrics_token_file set one. */
+bool tm_api_metrics_authorized(const struct tm_api *api, const h2o_req_t *req)
+{
+    unsigned char d[32];
+    size_t n = 0;
+    const char *tok = tm_api_bearer(req, &n);
+    bool ok;
+
+    if (!api->metrics_token)
+        return true;
+    if (!tok || !tm_api_sha256(tok, n, d))
+        return false;
+    ok = CRYPTO_memcmp(d, api->metrics_digest, sizeof(d)) == 0;
+    OPENSSL_cleanse(d, sizeof(d));
+    return ok;
+}
+
+void tm_api_authenticate(struct api_call *c)
+{
+    const char *params[] = {c->hash};
+
+    tm_api_query(c, auth_sql, 1, params, on_auth);
+}

@@ -1,0 +1,269 @@
+/*
+ * controller/api/nodes.c: pools and nodes: lists, one of each, and the node verbs
+ * (drain, cordon, heartbeat, interruption).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <libpq-fe.h>
+
+#include "controller/api/internal.h"
+#include "controller/api/request.h"
+#include "controller/api/resources.h"
+#include "controller/api/rows.h"
+#include "controller/spec/api_body.h"
+#include "controller/spec/json_body.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/model.h"
+
+
+/* ---- pools and nodes ------------------------------------------------------ */
+
+void tm_api_pools_list(struct api_call *c)
+{
+    struct api_qp qp[] = {{.name = "limit"}, {.name = "cursor"}};
+    struct tm_spec_error err = {0};
+    int r = tm_api_parse_query(c, qp, 2, &err);
+    char limit[16], offset[24], cursor[24];
+
+    if (r == TM_ECANCELED) {
+        tm_api_call_free(c);
+        return;
+    }
+    if (r == 0)
+        r = tm_api_page_params(c, &qp[0], &qp[1], cursor, sizeof(cursor), &err);
+    if (r < 0) {
+        tm_api_fail_spec(c, &err);
+        return;
+    }
+    /* Pools have names, not ids: the cursor is a position. */
+    snprintf(limit, sizeof(limit), "%u", c->limit + 1);
+    snprintf(offset, sizeof(offset), "%s", cursor[0] ? cursor : "0");
+    const char *params[] = {limit, offset};
+    tm_api_query(c,
+                 "SELECT $2::bigint + row_number() OVER (ORDER BY p.name), " POOL_JSON
+                 " FROM pools p ORDER BY p.name LIMIT $1 OFFSET $2",
+                 2, params, tm_api_on_page);
+}
+
+void tm_api_pools_get(struct api_call *c)
+{
+    const char *params[] = {c->name};
+    c->flag = true;
+    tm_api_query(c, "SELECT " POOL_JSON " FROM pools p WHERE p.name = $1", 1, params,
+                 tm_api_on_one);
+}
+
+void tm_api_nodes_list(struct api_call *c)
+{
+    struct api_qp qp[] = {{.name = "pool"}, {.name = "state"}, {.name = "limit"}, {.name = "cursor"}};
+    struct tm_spec_error err = {0};
+    char cursor[24], limit[16];
+    int r = tm_api_parse_query(c, qp, 4, &err);
+
+    if (r == TM_ECANCELED) {
+        tm_api_call_free(c);
+        return;
+    }
+    if (r == 0 && qp[0].set && !tm_job_spec_name_ok(qp[0].value))
+        r = tm_spec_fail(&err, "pool", "must be a pool name");
+    if (r == 0 && qp[1].set && tm_node_state_parse(qp[1].value) < 0)
+        r = tm_spec_fail(&err, "state",
+                         "must be requested, booting, ready, draining, terminating, terminated or interrupted");
+    if (r == 0)
+        r = tm_api_page_params(c, &qp[2], &qp[3], cursor, sizeof(cursor), &err);
+    if (r < 0) {
+        tm_api_fail_spec(c, &err);
+        return;
+    }
+    snprintf(limit, sizeof(limit), "%u", c->limit + 1);
+    const char *params[] = {qp[0].set ? qp[0].value : NULL, qp[1].set ? qp[1].value : NULL,
+                            cursor[0] ? cursor : NULL, limit};
+    tm_api_query(c,
+                 "SELECT n.id, " NODE_JSON " FROM nodes n"
+                 " WHERE ($1::text IS NULL OR n.pool = $1) AND ($2::text IS NULL OR n.state = $2)"
+                 " AND ($3::bigint IS NULL OR n.id < $3) ORDER BY n.id DESC LIMIT $4",
+                 4, params, tm_api_on_page);
+}
+
+void tm_api_nodes_get(struct api_call *c)
+{
+    char id[24];
+
+    fmt_i64(id, sizeof(id), c->id);
+    const char *params[] = {id};
+    tm_api_query(c, "SELECT " NODE_JSON " FROM nodes n WHERE n.id = $1", 1, params, tm_api_on_one);
+}
+
+/* Drain, cordon and interruption notices: (state before, changed row). */
+static void on_node_change(const struct tm_pg_reply *reply, void *data)
+{
+    struct api_call *c = data;
+    PGresult *res;
+    char msg[96];
+
+    if (!tm_api_reply_ok(c, reply))
+        return;
+    res = reply->results[0];
+    if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
+        tm_api_fail(c, 404, NULL, "no such node");
+        return;
+    }
+    if (PQgetisnull(res, 0, 1)) {
+        snprintf(msg, sizeof(msg), "node is %s: nothing to change", PQgetvalue(res, 0, 0));
+        tm_api_fail(c, 409, NULL, msg);
+        return;
+    }
+    tm_api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
+}
+
+static const char drain_sql[] =
+    "WITH b AS (SELECT id, state FROM nodes WHERE id = $1 FOR UPDATE),"
+    " u AS (UPDATE nodes SET cordoned = true,"
+    "   state = CASE WHEN $5::boolean AND state = 'ready' THEN 'draining' ELSE state END,"
+    "   state_reason = $3"
+    "   WHERE id = $1 AND state IN ('requested', 'booting', 'ready', 'draining') RETURNING *),"
+    " dec AS (SELECT tarmac_decide($2, CASE WHEN $5::boolean THEN 'drain' ELSE 'cordon' END,"
+    "   'node', u.id::text, $3, jsonb_build_object('by', $4::text)) FROM u)"
+    " SELECT (SELECT state FROM b), (SELECT " NODE_JSON " FROM u n), (SELECT count(*) FROM dec)";
+
+static void node_verb(struct api_call *c, bool drain)
+{
+    struct tm_spec_error err = {0};
+    char reason[TM_API_REASON_MAX + 128], why[TM_API_REASON_MAX + 1], id[24], now[24];
+    const char *body;
+    size_t len;
+
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
+        return;
+    }
+    if (tm_api_parse_verb(body, len, false, why, sizeof(why), NULL, &err) < 0) {
+        tm_api_fail_spec(c, &err);
+        return;
+    }
+    snprintf(reason, sizeof(reason), "%s by %s%s%s", drain ? "drained" : "cordoned",
+             c->token_name, why[0] ? ": " : "", why);
+    fmt_i64(id, sizeof(id), c->id);
+    fmt_i64(now, sizeof(now), tm_api_now_ms(c));
+    const char *params[] = {id, now, reason, c->token_name, drain ? "true" : "false"};
+    tm_api_query(c, drain_sql, 5, params, on_node_change);
+}
+
+void tm_api_nodes_drain(struct api_call *c)
+{
+    node_verb(c, true);
+}
+
+void tm_api_nodes_cordon(struct api_call *c)
+{
+    node_verb(c, false);
+}
+
+static const char interruption_sql[] =
+    "WITH b AS (SELECT id, state FROM nodes WHERE id = $1 FOR UPDATE),"
+    " u AS (UPDATE nodes SET cordoned = true, state_reason = $3"
+    "   WHERE id = $1 AND state NOT IN ('terminated', 'interrupted') RETURNING *),"
+    " dec AS (SELECT tarmac_decide($2, 'interruption_notice', 'node', u.id::text, $3,"
+    "   jsonb_build_object('by', $4::text, 'in_s', $5::bigint)) FROM u)"
+    " SELECT (SELECT state FROM b), (SELECT " NODE_JSON " FROM u n), (SELECT count(*) FROM dec)";
+
+void tm_api_nodes_interruption(struct api_call *c)
+{
+    struct tm_spec_error err = {0};
+    char reason[TM_API_REASON_MAX + 128], why[TM_API_REASON_MAX + 1], id[24], now[24], in[24];
+    const char *body;
+    size_t len;
+    int64_t in_s = -1;
+
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
+        return;
+    }
+    if (tm_api_parse_verb(body, len, true, why, sizeof(why), &in_s, &err) < 0) {
+        tm_api_fail_spec(c, &err);
+        return;
+    }
+    snprintf(reason, sizeof(reason), "interruption notice%s%s", why[0] ? ": " : "", why);
+    fmt_i64(id, sizeof(id), c->id);
+    fmt_i64(now, sizeof(now), tm_api_now_ms(c));
+    fmt_i64(in, sizeof(in), in_s);
+    const char *params[] = {id, now, reason, c->token_name, in_s >= 0 ? in : NULL};
+    tm_api_query(c, interruption_sql, 5, params, on_node_change);
+}
+
+/* The node agent path: tarmac_agent_report() (the same function the sim
+ * agent calls), with the GPU samples in the same statement.  A node that is
+ * terminated or interrupted reports nothing more: its heartbeat changes no
+ * row (a late report must not finish jobs already requeued elsewhere) and
+ * answers 409, counted in tarmac_http_requests_total{code="409"}.  Columns:
+ * the node's state (NULL: no such node), then the answer when it was live. */
+static const char heartbeat_sql[] =
+    "WITH n AS (SELECT state FROM nodes WHERE id = $1),"
+    " live AS (SELECT 1 FROM n WHERE state NOT IN ('terminated', 'interrupted')),"
+    " s AS (INSERT INTO gpu_samples (node_id, gpu_index, at_ms, util_percent, memory_used_mib)"
+    "  SELECT $1, (x ->> 'index')::int, coalesce((x ->> 'at_ms')::bigint, $2),"
+    "   (x ->> 'util_percent')::real, (x ->> 'memory_used_mib')::bigint"
+    "  FROM jsonb_array_elements($4::jsonb) x WHERE EXISTS (SELECT 1 FROM live)"
+    "  ON CONFLICT DO NOTHING RETURNING 1)"
+    " SELECT (SELECT state FROM n), CASE WHEN EXISTS (SELECT 1 FROM live) THEN"
+    " json_build_object('node', $1::bigint, 'finished', tarmac_agent_report($1, $2, $3::jsonb),"
+    " 'samples', (SELECT count(*) FROM s))::text END";
+
+static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
+{
+    struct api_call *c = data;
+    PGresult *res;
+
+    if (!c->req) {
+        tm_api_call_free(c);
+        return;
+    }
+    if (reply->status < 0) {
+        if (reply->sqlstate && strcmp(reply->sqlstate, "TM003") == 0)
+            tm_api_fail(c, 404, NULL, "no such node");
+        else
+            tm_api_fail_db(c, reply);
+        return;
+    }
+    res = reply->results[0];
+    if (PQntuples(res) < 1 || PQgetisnull(res, 0, 0)) {
+        tm_api_fail(c, 404, NULL, "no such node");
+        return;
+    }
+    if (PQgetisnull(res, 0, 1)) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "node %" PRId64 " is %s: its heartbeats are refused", c->id,
+                 PQgetvalue(res, 0, 0));
+        tm_api_fail(c, 409, "id", msg);
+        return;
+    }
+    tm_api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
+}
+
+void tm_api_nodes_heartbeat(struct api_call *c)
+{
+    struct tm_spec_error err = {0};
+    struct tm_api_heartbeat hb = {0};
+    const char *body;
+    size_t len;
+    char id[24], now[24];
+
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
+        return;
+    }
+    if (tm_api_parse_heartbeat(body, len, &hb, &err) < 0) {
+        tm_api_fail_spec(c, &err);
+        return;
+    }
+    fmt_i64(id, sizeof(id), c->id);
+    fmt_i64(now, sizeof(now), tm_api_now_ms(c));
+    const char *params[] = {id, now, hb.report, hb.samples};
+    tm_api_query(c, heartbeat_sql, 4, params, on_heartbeat);
+    tm_api_heartbeat_release(&hb);
+}

@@ -1,0 +1,44 @@
+/*
+ * controller/api/resources.h: one function per route, each defined in its
+ * resource's file (submit.c, jobs.c, nodes.c, decisions.c, money.c) and
+ * named by the table in routes.c.  Each follows the contract of
+ * internal.h (struct api_route).
+ */
+#ifndef TM_API_RESOURCES_H
+#define TM_API_RESOURCES_H
+
+#include "controller/api/internal.h"
+
+
+/* submit.c: POST /v1/jobs, with the batcher of the fast path, whose state
+ * is the routes' state (tm_api_routes.state_new/state_free). */
+void tm_api_jobs_submit(struct api_call *c);
+void tm_api_jobs_submit_fast(struct api_call *c);
+void *tm_api_submit_state_new(void);
+void tm_api_submit_state_free(void *state);
+
+/* jobs.c */
+void tm_api_jobs_get(struct api_call *c);
+void tm_api_jobs_list(struct api_call *c);
+void tm_api_jobs_cancel(struct api_call *c);
+void tm_api_jobs_retag(struct api_call *c);
+
+/* nodes.c: pools and nodes. */
+void tm_api_pools_list(struct api_call *c);
+void tm_api_pools_get(struct api_call *c);
+void tm_api_nodes_list(struct api_call *c);
+void tm_api_nodes_get(struct api_call *c);
+void tm_api_nodes_drain(struct api_call *c);
+void tm_api_nodes_cordon(struct api_call *c);
+void tm_api_nodes_interruption(struct api_call *c);
+void tm_api_nodes_heartbeat(struct api_call *c);
+
+/* decisions.c */
+void tm_api_decisions_list(struct api_call *c);
+
+/* money.c: budgets and spend. */
+void tm_api_budgets_put(struct api_call *c);
+void tm_api_budgets_list(struct api_call *c);
+void tm_api_spend(struct api_call *c);
+
+#endif

@@ -1,0 +1,428 @@
+/*
+ * controller/api/submit.c: POST /v1/jobs: the checked insert of one job, and the
+ * batcher of the fast path, which joins concurrent submits into one
+ * statement.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <libpq-fe.h>
+
+#include "controller/api/internal.h"
+#include "controller/api/request.h"
+#include "controller/api/resources.h"
+#include "controller/api/rows.h"
+#include "controller/spec/api_body.h"
+#include "controller/spec/job_fit.h"
+#include "controller/spec/json_body.h"
+#include "core/err.h"
+#include "core/log.h"
+#include "core/model.h"
+
+
+/* ---- jobs ----------------------------------------------------------------- */
+
+#define SUBMIT_NPARAMS 17
+static const char submit_sql[] =
+    "WITH chk AS (SELECT"
+    " (SELECT count(*) FROM pools WHERE $10::text IS NULL OR name = $10) AS pools,"
+    " (SELECT count(*) FROM pools WHERE $9::text IS NULL"
+    "   OR gpu_model = ANY (string_to_array($9, '|'))) AS models,"
+    " (SELECT coalesce(max(gpus_per_node), 0) FROM pools WHERE ($10::text IS NULL OR name = $10)"
+    "   AND ($9::text IS NULL OR gpu_model = ANY (string_to_array($9, '|')))) AS max_gpus,"
+    " (SELECT coalesce(string_agg(DISTINCT gpu_model, ', '), '') FROM pools) AS known_models,"
+    " (SELECT coalesce(string_agg(name, ', ' ORDER BY name), '') FROM pools) AS known_pools),"
+    " ins AS (INSERT INTO jobs (team, name, command, gpus, gpu_milli, nodes, cpu_milli,"
+    "   memory_mib, gpu_model, pool, class, priority, preemptible, checkpointable,"
+    "   runtime_estimate_ms, deadline_ms, submitted_ms)"
+    "  SELECT $1, $2, $3, $4::int, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
+    "   nullif($15::bigint, 0), nullif($16::bigint, 0), $17"
+    "  FROM chk WHERE chk.pools > 0 AND chk.models > 0 AND $4::int <= chk.max_gpus"
+    "  RETURNING *)"
+    " SELECT (SELECT " JOB_JSON " FROM ins j), chk.pools, chk.models, chk.max_gpus,"
+    " chk.known_models, chk.known_pools FROM chk";
+
+struct submit_ctx {
+    char gpus[16], pool[64], model[TM_JOB_MODEL_MAX + 1];
+};
+
+static void on_submit(const struct tm_pg_reply *reply, void *data)
+{
+    struct api_call *c = data;
+    PGresult *res;
+    char msg[192];
+
+    if (!tm_api_reply_ok(c, reply))
+        return;
+    res = reply->results[0];
+    if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
+        tm_api_reply(c, 201, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
+        return;
+    }
+    /* The same checks and words as `tarmac submit`. */
+    if (strcmp(PQgetvalue(res, 0, 1), "0") == 0) {
+        snprintf(msg, sizeof(msg), "unknown pool (known: %s)", PQgetvalue(res, 0, 5));
+        tm_api_fail(c, 400, "pool", msg);
+    } else if (strcmp(PQgetvalue(res, 0, 2), "0") == 0) {
+        snprintf(msg, sizeof(msg), "no pool offers this GPU model (known: %s)",
+                 PQgetvalue(res, 0, 4));
+        tm_api_fail(c, 400, "gpu_model", msg);
+    } else {
+        snprintf(msg, sizeof(msg), "more GPUs per node than any matching pool offers (%s)",
+                 PQgetvalue(res, 0, 3));
+        tm_api_fail(c, 400, "gpus", msg);
+    }
+}
+
+/* The statement's 17 parameters as text, in submit_sql's order; the
+ * strings point into spec and s. */
+struct submit_text {
+    char gpus[16], milli[16], nodes[16], cpu[24], mem[24], prio[16], est[24], dl[24], now[24];
+};
+
+static void submit_params(const struct tm_job_spec *spec, int64_t now, struct submit_text *s,
+                          const char *params[SUBMIT_NPARAMS])
+{
+    snprintf(s->gpus, sizeof(s->gpus), "%d", spec->gpus);
+    snprintf(s->milli, sizeof(s->milli), "%d", spec->gpu_milli);
+    snprintf(s->nodes, sizeof(s->nodes), "%d", spec->nodes);
+    fmt_i64(s->cpu, sizeof(s->cpu), spec->cpu_milli);
+    fmt_i64(s->mem, sizeof(s->mem), spec->memory_mib);
+    snprintf(s->prio, sizeof(s->prio), "%d", spec->priority);
+    fmt_i64(s->est, sizeof(s->est), spec->runtime_estimate_ms);
+    fmt_i64(s->dl, sizeof(s->dl), spec->deadline_ms ? now + spec->deadline_ms : 0);
+    fmt_i64(s->now, sizeof(s->now), now);
+    const char *p[SUBMIT_NPARAMS] = {spec->team, spec->name, spec->command, s->gpus, s->milli,
+                                     s->nodes, s->cpu, s->mem, spec->gpu_model, spec->pool,
+                                     spec->klass, s->prio, spec->preemptible ? "t" : "f",
+                                     spec->checkpointable ? "t" : "f", s->est, s->dl, s->now};
+    memcpy(params, p, sizeof(p));
+}
+
+void tm_api_jobs_submit(struct api_call *c)
+{
+    struct tm_job_spec spec;
+    struct tm_spec_error err = {0};
+    cJSON *root = NULL;
+    const char *body;
+    size_t len;
+    struct submit_text text;
+    const char *params[SUBMIT_NPARAMS];
+
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
+        return;
+    }
+    if (tm_job_spec_parse_json(body, len, &spec, &root, &err) < 0) {
+        tm_api_fail_spec(c, &err);
+        return;
+    }
+    if (c->role == TM_ROLE_ENGINEER && strcmp(spec.team, c->team) != 0) {
+        cJSON_Delete(root);
+        tm_api_fail(c, 403, "team", "an engineer token submits for its own team only");
+        return;
+    }
+    if (tm_job_fit_check(tm_api_config(c), &spec, &err) < 0) {
+        cJSON_Delete(root);
+        tm_api_fail_spec(c, &err);
+        return;
+    }
+    submit_params(&spec, tm_api_now_ms(c), &text, params);
+    /* pg_uv copies the parameters: the document can go now. */
+    tm_api_query(c, submit_sql, SUBMIT_NPARAMS, params, on_submit);
+    cJSON_Delete(root);
+}
+
+/*
+ * The fast path of POST /v1/jobs: group commit.  A call whose token is in
+ * api.c's authentication cache, whose body parses and whose checks pass
+ * here (an engineer's team, the token's rate) becomes one row of a batch;
+ * one statement inserts the whole batch (arrays of each column, unnest),
+ * checking each row's token again (known, not revoked, same role and
+ * team) and that some pool takes the job.  A batch is sent at once while
+ * fewer than BATCH_INFLIGHT are in flight, else it fills until one comes
+ * back, so under load rows share statements and with none there is no
+ * wait.  Each row the statement did not insert, and every row of a batch
+ * the database refused as a whole, goes back to the normal path
+ * (tm_api_authenticate, then tm_api_jobs_submit), which gives that call exactly
+ * the answer it would have had: 401, 403, 400 with its reason, or 201 if
+ * the refusal was another row's.  Nothing of a refused row was written,
+ * so running it again is safe.  A full batch sends its newcomers the
+ * normal way.  The column buffers are reused (pg_uv copies parameters),
+ * each bounded by BATCH_BYTES in all.  A refused row goes through
+ * the token's rate bucket twice (here, then in the normal path).
+ */
+#define BATCH_COLS (SUBMIT_NPARAMS + 3)
+#define BATCH_ROWS 256
+#define BATCH_BYTES (4u << 20)
+/* Two batches in flight keep both of a small machine's cores on inserts
+ * while the next batch fills (bench/run-api.sh: 1, 2 and 3 measured, 2
+ * best) and leave the rest of serve's pool (pool_size, default 4) to the
+ * tick and the other routes. */
+#define BATCH_INFLIGHT 2
+
+struct bbuf {
+    char *p;
+    size_t len, cap;
+};
+
+struct api_batch {
+    struct api_call *calls[BATCH_ROWS];
+    unsigned n;
+    unsigned inflight;
+    size_t bytes;
+    struct bbuf col[BATCH_COLS];
+};
+
+struct batch_flight {
+    struct api_batch *b;
+    unsigned n;
+    struct api_call *calls[];
+};
+
+static const char batch_sql[] =
+    "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],"
+    "   $6::int[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::int[],"
+    "   $13::boolean[], $14::boolean[], $15::bigint[], $16::bigint[], $17::bigint[], $18::text[],"
+    "   $19::text[], $20::text[])"
+    "  WITH ORDINALITY AS r(team, name, command, gpus, gpu_milli, nodes, cpu_milli, memory_mib,"
+    "   gpu_model, pool, class, priority, preemptible, checkpointable, est, dl, now, hash, role,"
+    "   tteam, i)),"
+    " ok AS (SELECT nextval('jobs_id_seq'::regclass) AS id, r.* FROM r"
+    "  WHERE EXISTS (SELECT 1 FROM api_tokens t WHERE t.hash = r.hash AND NOT t.revoked"
+    "    AND t.role = r.role AND coalesce(t.team, '') = r.tteam)"
+    "  AND EXISTS (SELECT 1 FROM pools p WHERE (r.pool IS NULL OR p.name = r.pool)"
+    "    AND (r.gpu_model IS NULL OR p.gpu_model = ANY (string_to_array(r.gpu_model, '|')))"
+    "    AND r.gpus <= p.gpus_per_node)),"
+    " ins AS (INSERT INTO jobs (id, team, name, command, gpus, gpu_milli, nodes, cpu_milli,"
+    "   memory_mib, gpu_model, pool, class, priority, preemptible, checkpointable,"
+    "   runtime_estimate_ms, deadline_ms, submitted_ms)"
+    "  SELECT id, team, name, command, gpus, gpu_milli, nodes, cpu_milli, memory_mib, gpu_model,"
+    "   pool, class, priority, preemptible, checkpointable, nullif(est, 0), nullif(dl, 0), now"
+    "  FROM ok ORDER BY i RETURNING *)"
+    " SELECT ok.i, " JOB_JSON " FROM ok JOIN ins j ON j.id = ok.id";
+
+void *tm_api_submit_state_new(void)
+{
+    return calloc(1, sizeof(struct api_batch));
+}
+
+void tm_api_submit_state_free(void *state)
+{
+    struct api_batch *b = state;
+
+    if (!b)
+        return;
+    for (unsigned i = 0; i < BATCH_COLS; i++)
+        free(b->col[i].p);
+    free(b);
+}
+
+static bool bbuf_add(struct bbuf *buf, const char *s, size_t n)
+{
+    if (buf->len + n + 2 > buf->cap) {
+        size_t cap = buf->cap ? buf->cap : 1024;
+        char *p;
+        while (cap < buf->len + n + 2)
+            cap *= 2;
+        p = realloc(buf->p, cap);
+        if (!p)
+            return false;
+        buf->p = p;
+        buf->cap = cap;
+    }
+    memcpy(buf->p + buf->len, s, n);
+    buf->len += n;
+    buf->p[buf->len] = '\0';
+    return true;
+}
+
+/* One array element: NULL, or the value quoted with '"' and '\' escaped. */
+static bool bbuf_elem(struct bbuf *buf, const char *v)
+{
+    if (!bbuf_add(buf, buf->len ? "," : "{", 1))
+        return false;
+    if (!v)
+        return bbuf_add(buf, "NULL", 4);
+    if (!bbuf_add(buf, "\"", 1))
+        return false;
+    for (const char *s = v; *s;) {
+        size_t n = strcspn(s, "\"\\");
+        if (!bbuf_add(buf, s, n))
+            return false;
+        s += n;
+        if (*s) {
+            char esc[2] = {'\\', *s};
+            if (!bbuf_add(buf, esc, 2))
+                return false;
+            s++;
+        }
+    }
+    return bbuf_add(buf, "\"", 1);
+}
+
+static void batch_send(struct api_batch *b);
+
+static void on_batch(const struct tm_pg_reply *reply, void *data)
+{
+    struct batch_flight *f = data;
+    struct api_batch *b = f->b;
+
+    b->inflight--;
+    if (reply->status == TM_EDB)
+        tm_log_warn("api batch refused, its rows go one by one", "rows=%u error=\"%s\" sqlstate=%s",
+                    f->n, reply->error ? reply->error : "-", reply->sqlstate ? reply->sqlstate : "-");
+    if (reply->status < 0 && reply->status != TM_EDB) {
+        /* It may or may not have committed: no retry, as for one job. */
+        for (unsigned i = 0; i < f->n; i++) {
+            if (f->calls[i]->req)
+                tm_api_fail_db(f->calls[i], reply);
+            else
+                tm_api_call_free(f->calls[i]);
+        }
+    } else {
+        if (reply->status == 0) {
+            PGresult *res = reply->results[0];
+            for (int r = 0; r < PQntuples(res); r++) {
+                long i = strtol(PQgetvalue(res, r, 0), NULL, 10) - 1;
+                struct api_call *c;
+                if (i < 0 || (unsigned long)i >= f->n || !f->calls[i])
+                    continue;
+                c = f->calls[i];
+                f->calls[i] = NULL;
+                if (c->req)
+                    tm_api_reply(c, 201, PQgetvalue(res, r, 1), (size_t)PQgetlength(res, r, 1));
+                else
+                    tm_api_call_free(c);
+            }
+        }
+        /* Not inserted: the normal path answers (see above). */
+        for (unsigned i = 0; i < f->n; i++) {
+            struct api_call *c = f->calls[i];
+            if (!c)
+                continue;
+            if (c->req)
+                tm_api_authenticate(c);
+            else
+                tm_api_call_free(c);
+        }
+    }
+    free(f);
+    if (b->n > 0 && b->inflight < BATCH_INFLIGHT)
+        batch_send(b);
+}
+
+static void batch_reset(struct api_batch *b)
+{
+    for (unsigned i = 0; i < BATCH_COLS; i++) {
+        b->col[i].len = 0;
+        if (b->col[i].p)
+            b->col[i].p[0] = '\0';
+    }
+    b->n = 0;
+    b->bytes = 0;
+}
+
+static void batch_send(struct api_batch *b)
+{
+    struct batch_flight *f = malloc(sizeof(*f) + b->n * sizeof(f->calls[0]));
+    const char *params[BATCH_COLS];
+    bool ok = f != NULL;
+    int r = -1;
+
+    for (unsigned i = 0; ok && i < BATCH_COLS; i++) {
+        ok = bbuf_add(&b->col[i], "}", 1);
+        params[i] = b->col[i].p;
+    }
+    if (ok) {
+        f->b = b;
+        f->n = b->n;
+        memcpy(f->calls, b->calls, b->n * sizeof(f->calls[0]));
+        r = tm_pg_pool_query(tm_api_pool(b->calls[0]), batch_sql, BATCH_COLS, params, on_batch, f);
+    }
+    if (r < 0) {
+        tm_log_warn("api could not queue a statement", "route=\"/v1/jobs\" rows=%u error=\"%s\"",
+                    b->n, ok ? tm_strerror(r) : "out of memory");
+        for (unsigned i = 0; i < b->n; i++)
+            tm_api_fail(b->calls[i], 503, NULL, "database unavailable");
+        free(f);
+    } else {
+        b->inflight++;
+    }
+    batch_reset(b);
+}
+
+/* Append one row; false (and the batch as it was) when it does not fit. */
+static bool batch_add(struct api_batch *b, struct api_call *c, const char *const *params)
+{
+    size_t len[BATCH_COLS], bytes = 0;
+    const char *row[BATCH_COLS];
+    bool ok = true;
+
+    if (b->n >= BATCH_ROWS)
+        return false;
+    memcpy(row, params, SUBMIT_NPARAMS * sizeof(row[0]));
+    row[SUBMIT_NPARAMS] = c->hash;
+    row[SUBMIT_NPARAMS + 1] = tm_role_name(c->role);
+    row[SUBMIT_NPARAMS + 2] = c->team;
+    for (unsigned i = 0; i < BATCH_COLS; i++)
+        bytes += row[i] ? 2 * strlen(row[i]) + 4 : 5;
+    if (b->bytes + bytes > BATCH_BYTES)
+        return false;
+    for (unsigned i = 0; i < BATCH_COLS; i++)
+        len[i] = b->col[i].len;
+    for (unsigned i = 0; ok && i < BATCH_COLS; i++)
+        ok = bbuf_elem(&b->col[i], row[i]);
+    if (!ok) {
+        for (unsigned i = 0; i < BATCH_COLS; i++) {
+            b->col[i].len = len[i];
+            if (b->col[i].p)
+                b->col[i].p[len[i]] = '\0';
+        }
+        return false;
+    }
+    b->calls[b->n++] = c;
+    b->bytes += bytes;
+    return true;
+}
+
+void tm_api_jobs_submit_fast(struct api_call *c)
+{
+    struct api_batch *b = tm_api_route_state(c);
+    struct tm_job_spec spec;
+    struct tm_spec_error err = {0};
+    cJSON *root = NULL;
+    const char *body;
+    size_t len;
+    struct submit_text text;
+    const char *params[SUBMIT_NPARAMS];
+
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
+        return;
+    }
+    /* Anything but the plain case: the normal path answers it, in order
+     * (authentication first). */
+    if (tm_job_spec_parse_json(body, len, &spec, &root, &err) < 0) {
+        tm_api_authenticate(c);
+        return;
+    }
+    if ((c->role == TM_ROLE_ENGINEER && strcmp(spec.team, c->team) != 0) ||
+        tm_job_fit_check(tm_api_config(c), &spec, &err) < 0 || !tm_api_rate_take(c)) {
+        cJSON_Delete(root);
+        tm_api_authenticate(c);
+        return;
+    }
+    submit_params(&spec, tm_api_now_ms(c), &text, params);
+    if (!batch_add(b, c, params)) {
+        cJSON_Delete(root);
+        tm_api_authenticate(c);
+        return;
+    }
+    cJSON_Delete(root);
+    if (b->inflight < BATCH_INFLIGHT)
+        batch_send(b);
+}

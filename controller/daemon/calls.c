@@ -1,0 +1,351 @@
+/*
+ * controller/daemon/calls.c: see calls.h.
+ */
+#include "controller/daemon/calls.h"
+
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/store/store.h"
+#include "core/err.h"
+#include "core/log.h"
+
+#define SHORTAGE_MEMORY_MS (30 * 60 * 1000) /* as long as the elastic replay remembers them */
+
+void tm_crash_point(const char *name)
+{
+    const char *want = getenv("TARMAC_CRASH_POINT");
+    if (want && strcmp(want, name) == 0) {
+        tm_log_warn("crash point reached: killing myself", "point=%s", name);
+        raise(SIGKILL);
+    }
+}
+
+/* ---- in-flight sets ---------------------------------------------------- */
+
+static bool launching_has(struct tm_calls *calls, int64_t node)
+{
+    for (size_t i = 0; i < calls->nlaunching; i++)
+        if (calls->launching[i] == node)
+            return true;
+    return false;
+}
+
+static int launching_add(struct tm_calls *calls, int64_t node)
+{
+    if (calls->nlaunching == calls->launching_cap) {
+        size_t cap = calls->launching_cap ? 2 * calls->launching_cap : 16;
+        void *m = realloc(calls->launching, cap * sizeof(*calls->launching));
+        if (!m)
+            return TM_ENOMEM;
+        calls->launching = m;
+        calls->launching_cap = cap;
+    }
+    calls->launching[calls->nlaunching++] = node;
+    return 0;
+}
+
+static void launching_del(struct tm_calls *calls, int64_t node)
+{
+    for (size_t i = 0; i < calls->nlaunching; i++)
+        if (calls->launching[i] == node) {
+            calls->launching[i] = calls->launching[--calls->nlaunching];
+            return;
+        }
+}
+
+static bool terminating_has(struct tm_calls *calls, const char *id)
+{
+    for (size_t i = 0; i < calls->nterminating; i++)
+        if (strcmp(calls->terminating[i], id) == 0)
+            return true;
+    return false;
+}
+
+static int terminating_add(struct tm_calls *calls, const char *id)
+{
+    if (calls->nterminating == calls->terminating_cap) {
+        size_t cap = calls->terminating_cap ? 2 * calls->terminating_cap : 16;
+        void *m = realloc(calls->terminating, cap * TM_ID_MAX);
+        if (!m)
+            return TM_ENOMEM;
+        calls->terminating = m;
+        calls->terminating_cap = cap;
+    }
+    snprintf(calls->terminating[calls->nterminating++], TM_ID_MAX, "%s", id);
+    return 0;
+}
+
+static void terminating_del(struct tm_calls *calls, const char *id)
+{
+    for (size_t i = 0; i < calls->nterminating; i++)
+        if (strcmp(calls->terminating[i], id) == 0) {
+            memcpy(calls->terminating[i], calls->terminating[--calls->nterminating], TM_ID_MAX);
+            return;
+        }
+}
+
+void tm_call_done(struct tm_call *c)
+{
+    struct tm_calls *calls = c->calls;
+
+    calls->inflight--;
+    free(c);
+    if (calls->inflight == 0 && calls->on_none_left)
+        calls->on_none_left(calls->data);
+}
+
+unsigned tm_calls_inflight(const struct tm_calls *calls)
+{
+    return calls->inflight;
+}
+
+/* ---- cloud calls after the plan committed ------------------------------ */
+
+static void on_launch_recorded(int status, const char *err, void *data)
+{
+    struct tm_call *c = data;
+    if (status < 0 && status != TM_ECANCELED)
+        tm_log_warn("could not record launched instance, the next tick adopts it by token",
+                    "node=%" PRId64 " instance=%s error=\"%s\"", c->node_id, c->instance_id,
+                    err ? err : tm_strerror(status));
+    tm_call_done(c);
+}
+
+static void on_launch_failed_recorded(int status, const cJSON *result, const char *err,
+                                      const char *sqlstate, void *data)
+{
+    struct tm_call *c = data;
+    if (status < 0 && status != TM_ECANCELED)
+        tm_log_warn("could not record failed launch", "node=%" PRId64 " error=\"%s\"", c->node_id,
+                    err ? err : tm_strerror(status));
+    tm_call_done(c);
+}
+
+/* Remember (type, zone, capacity) as short until SHORTAGE_MEMORY_MS from
+ * now; a full list forgets its soonest-expiring entry. */
+static void shortage_remember(struct tm_calls *calls, const struct tm_call *c, int64_t now_ms)
+{
+    size_t k = calls->nshortages;
+    for (size_t i = 0; i < calls->nshortages; i++) {
+        const struct tm_live_shortage *x = &calls->shortages[i];
+        if (x->spot == c->spot && strcmp(x->instance_type, c->instance_type) == 0 &&
+            strcmp(x->zone, c->zone) == 0)
+            k = i;
+    }
+    if (k == TM_CALLS_SHORTAGES_MAX) {
+        k = 0;
+        for (size_t i = 1; i < calls->nshortages; i++)
+            if (calls->shortages[i].until_ms < calls->shortages[k].until_ms)
+                k = i;
+    }
+    if (k == calls->nshortages)
+        calls->nshortages++;
+    struct tm_live_shortage *x = &calls->shortages[k];
+    snprintf(x->instance_type, sizeof(x->instance_type), "%s", c->instance_type);
+    snprintf(x->zone, sizeof(x->zone), "%s", c->zone);
+    x->spot = c->spot;
+    x->until_ms = now_ms + SHORTAGE_MEMORY_MS;
+}
+
+static void on_launch(int status, const struct tm_instance *inst, void *data)
+{
+    struct tm_call *c = data;
+    struct tm_calls *calls = c->calls;
+    const char *pname = calls->cfg->providers[c->provider].name;
+
+    launching_del(calls, c->node_id);
+    tm_fleet_stats_call(calls->fleet, (size_t)c->provider, TM_FLEET_OP_LAUNCH, status);
+    if (status == 0 && !*calls->closing) {
+        tm_crash_point("after_launch");
+        snprintf(c->instance_id, sizeof(c->instance_id), "%s", inst->id);
+        tm_log_info("instance launched", "node=%" PRId64 " instance=%s provider=%s type=%s zone=%s",
+                    c->node_id, inst->id, pname, inst->instance_type, inst->zone);
+        calls->stats->launches++;
+        if (tm_store_node_launched(*calls->pool, c->node_id, inst->id, tm_clock_now_ms(calls->clock),
+                                   on_launch_recorded, c) == 0)
+            return;
+    } else if (status == TM_EQUOTA && !*calls->closing) {
+        /* Capacity short: give the node row up with its reason, so the next
+         * pass may request elsewhere; the token is never reused. */
+        char why[160];
+        snprintf(why, sizeof(why), "provider %s has no capacity: %s", pname, tm_strerror(status));
+        tm_log_warn("launch refused for capacity", "node=%" PRId64 " provider=%s type=%s zone=%s",
+                    c->node_id, pname, c->instance_type, c->zone);
+        calls->stats->launch_errors++;
+        shortage_remember(calls, c, tm_clock_now_ms(calls->clock));
+        cJSON *actions = cJSON_CreateArray();
+        cJSON *a = cJSON_CreateObject();
+        if (actions && a) {
+            cJSON_AddItemToArray(actions, a);
+            cJSON_AddStringToObject(a, "op", "launch_failed");
+            cJSON_AddNumberToObject(a, "node", (double)c->node_id);
+            cJSON_AddStringToObject(a, "reason", why);
+            int r = tm_store_apply(*calls->pool, *calls->epoch, tm_clock_now_ms(calls->clock), actions,
+                                   on_launch_failed_recorded, c);
+            cJSON_Delete(actions);
+            if (r == 0)
+                return;
+        } else {
+            cJSON_Delete(actions);
+            cJSON_Delete(a);
+        }
+    } else if (status < 0 && status != TM_ECANCELED) {
+        calls->stats->launch_errors++;
+        tm_log(status == TM_EAUTH ? TM_LOG_ERROR : TM_LOG_WARN,
+               "could not launch instance, will retry next tick",
+               "node=%" PRId64 " provider=%s error=%s", c->node_id, pname, tm_err_name(status));
+    }
+    tm_call_done(c);
+}
+
+static void on_terminate(int status, void *data)
+{
+    struct tm_call *c = data;
+    struct tm_calls *calls = c->calls;
+
+    terminating_del(calls, c->instance_id);
+    /* An instance already gone is what we asked for. */
+    tm_fleet_stats_call(calls->fleet, (size_t)c->provider, TM_FLEET_OP_TERMINATE,
+                        status == TM_ENOTFOUND ? 0 : status);
+    if (status == 0) {
+        calls->stats->terminates++;
+        tm_log_info("instance terminate requested", "node=%" PRId64 " instance=%s", c->node_id,
+                    c->instance_id);
+    } else if (status != TM_ECANCELED && status != TM_ENOTFOUND) {
+        tm_log_warn("could not terminate instance, will retry next tick",
+                    "node=%" PRId64 " instance=%s error=%s", c->node_id, c->instance_id,
+                    tm_err_name(status));
+    }
+    tm_call_done(c);
+}
+
+struct tm_call *tm_calls_new(struct tm_calls *calls, int provider, int64_t node)
+{
+    struct tm_call *c = calloc(1, sizeof(*c));
+    if (!c)
+        return NULL;
+    c->calls = calls;
+    c->provider = provider;
+    c->node_id = node;
+    calls->inflight++;
+    return c;
+}
+
+/* Whether tarmac_apply's "kept" list (0008) names node_id: a terminate op
+ * its guards did not apply. */
+static bool node_kept(const cJSON *kept, int64_t node_id)
+{
+    const cJSON *id;
+    if (node_id <= 0 || !cJSON_IsArray(kept))
+        return false;
+    cJSON_ArrayForEach(id, kept)
+        if (cJSON_IsNumber(id) && (int64_t)id->valuedouble == node_id)
+            return true;
+    return false;
+}
+
+void tm_calls_start(struct tm_calls *calls, struct tm_rc_plan *plan, struct tm_provider **providers,
+                    const cJSON *applied)
+{
+    const struct tm_config *cfg = calls->cfg;
+    const cJSON *new_nodes = applied ? cJSON_GetObjectItemCaseSensitive(applied, "nodes") : NULL;
+
+    for (size_t i = 0; i < plan->nlaunches; i++) {
+        struct tm_rc_plan_launch *l = &plan->launches[i];
+        const struct tm_config_pool *pool = &cfg->pools[l->pool];
+        int prov = -1;
+        for (size_t p = 0; p < cfg->nproviders; p++)
+            if (strcmp(cfg->providers[p].name, pool->provider) == 0)
+                prov = (int)p;
+        if (l->node_id == 0) {
+            /* A node this plan requested: its id comes back from the apply. */
+            const cJSON *n;
+            cJSON_ArrayForEach(n, new_nodes) {
+                const cJSON *tok = cJSON_GetObjectItemCaseSensitive(n, "token");
+                const cJSON *id = cJSON_GetObjectItemCaseSensitive(n, "id");
+                if (cJSON_IsString(tok) && cJSON_IsNumber(id) && strcmp(tok->valuestring, l->token) == 0)
+                    l->node_id = (int64_t)id->valuedouble;
+            }
+            if (l->node_id == 0)
+                continue; /* not inserted (token clash): nothing to launch */
+        }
+        if (prov < 0 || !providers[prov] || launching_has(calls, l->node_id))
+            continue;
+        struct tm_call *c = tm_calls_new(calls, prov, l->node_id);
+        if (!c || launching_add(calls, l->node_id) < 0) {
+            if (c)
+                tm_call_done(c);
+            continue;
+        }
+        snprintf(c->token, sizeof(c->token), "%s", l->token);
+        snprintf(c->instance_type, sizeof(c->instance_type), "%s", l->instance_type);
+        snprintf(c->zone, sizeof(c->zone), "%s", l->zone);
+        c->spot = l->capacity == TM_CAPACITY_SPOT;
+        struct tm_launch_request req = {
+            .cluster = cfg->cluster, .pool = pool->name, .node_id = l->node_id, .token = l->token,
+            .instance_type = l->instance_type, .zone = l->zone, .capacity = l->capacity,
+        };
+        struct tm_provider *p = providers[prov];
+        int r = p->ops->launch(p, &req, on_launch, c);
+        if (r < 0) {
+            tm_fleet_stats_call(calls->fleet, (size_t)prov, TM_FLEET_OP_LAUNCH, r);
+            launching_del(calls, l->node_id);
+            tm_log_warn("could not start launch", "node=%" PRId64 " error=%s", l->node_id, tm_err_name(r));
+            tm_call_done(c);
+        }
+    }
+    const cJSON *kept = applied ? cJSON_GetObjectItemCaseSensitive(applied, "kept") : NULL;
+    for (size_t i = 0; i < plan->nterminates; i++) {
+        struct tm_rc_plan_terminate *t = &plan->terminates[i];
+        struct tm_provider *p = providers[t->provider];
+        if (!p || terminating_has(calls, t->instance_id))
+            continue;
+        if (node_kept(kept, t->node_id)) {
+            /* The database refused the release (a job landed on the node
+             * since the snapshot): terminating it in the cloud would kill
+             * that job.  The next pass sees the node as it is now. */
+            tm_log_info("release not applied, instance kept", "node=%" PRId64 " instance=%s",
+                        t->node_id, t->instance_id);
+            continue;
+        }
+        struct tm_call *c = tm_calls_new(calls, t->provider, t->node_id);
+        if (!c || terminating_add(calls, t->instance_id) < 0) {
+            if (c)
+                tm_call_done(c);
+            continue;
+        }
+        snprintf(c->instance_id, sizeof(c->instance_id), "%s", t->instance_id);
+        int r = p->ops->terminate(p, t->instance_id, on_terminate, c);
+        if (r < 0) {
+            tm_fleet_stats_call(calls->fleet, t->provider, TM_FLEET_OP_TERMINATE, r);
+            terminating_del(calls, t->instance_id);
+            tm_call_done(c);
+        }
+    }
+}
+
+size_t tm_calls_shortages(struct tm_calls *calls, int64_t now_ms, struct tm_live_shortage *out)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < calls->nshortages; i++)
+        if (calls->shortages[i].until_ms > now_ms)
+            out[n++] = calls->shortages[i];
+    calls->nshortages = n;
+    memcpy(calls->shortages, out, n * sizeof(*calls->shortages));
+    return n;
+}
+
+void tm_calls_release(struct tm_calls *calls)
+{
+    free(calls->launching);
+    free(calls->terminating);
+    calls->launching = NULL;
+    calls->terminating = NULL;
+    calls->nlaunching = calls->launching_cap = 0;
+    calls->nterminating = calls->terminating_cap = 0;
+}
