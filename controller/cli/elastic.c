@@ -55,6 +55,83 @@ static bool num(const char *s, double lo, double hi, double *ret)
     return true;
 }
 
+/* One policy's result as --json prints it. */
+static cJSON *result_json(const struct tm_elastic_config *c, const struct tm_elastic_stats *st,
+                          const struct tm_price_table *prices, const char *hazards_path)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(o, "policy", tm_elastic_policy_name(c->policy));
+    cJSON_AddBoolToObject(o, "spot", c->spot);
+    cJSON_AddNumberToObject(o, "hazard", c->hazard_per_hour);
+    if (hazards_path)
+        cJSON_AddStringToObject(o, "hazards", hazards_path);
+    cJSON_AddNumberToObject(o, "boot_s", (double)c->boot_ms / 1e3);
+    cJSON_AddNumberToObject(o, "copies", c->copies);
+    cJSON_AddNumberToObject(o, "jobs", (double)st->jobs);
+    cJSON_AddNumberToObject(o, "dropped", (double)st->dropped);
+    cJSON_AddNumberToObject(o, "unfinished", (double)st->unfinished);
+    cJSON_AddNumberToObject(o, "cost_usd", st->cost_usd);
+    cJSON_AddNumberToObject(o, "usd_per_useful_gpu_hour",
+                            st->useful_gpu_hours > 0 ? st->cost_usd / st->useful_gpu_hours : 0);
+    cJSON_AddNumberToObject(o, "lower_bound_usd", st->lower_bound_usd);
+    cJSON_AddNumberToObject(o, "floor_usd", st->floor_usd);
+    cJSON_AddNumberToObject(o, "cost_ratio",
+                            st->lower_bound_usd > 0 ? st->cost_usd / st->lower_bound_usd : 0);
+    cJSON_AddNumberToObject(o, "floor_ratio", st->floor_usd > 0 ? st->cost_usd / st->floor_usd : 0);
+    cJSON_AddNumberToObject(o, "paid_utilisation",
+                            st->paid_gpu_hours > 0 ? st->useful_gpu_hours / st->paid_gpu_hours : 0);
+    cJSON_AddNumberToObject(o, "wait_mean_s", st->wait_mean_s);
+    cJSON_AddNumberToObject(o, "wait_p99_s", st->wait_p99_s);
+    cJSON_AddNumberToObject(o, "waited_longer_than_boot_share", st->waited_longer_than_boot_share);
+    cJSON_AddNumberToObject(o, "interruptions", (double)st->interruptions);
+    cJSON_AddNumberToObject(o, "lost_gpu_hours", st->lost_gpu_hours);
+    cJSON_AddNumberToObject(o, "be_gpu_hours", st->be_gpu_hours);
+    cJSON_AddNumberToObject(o, "deadlines", (double)st->deadlines);
+    cJSON_AddNumberToObject(o, "deadlines_missed", (double)st->deadlines_missed);
+    cJSON_AddNumberToObject(o, "budget_overshoot_cents", st->budget_overshoot_cents);
+    cJSON_AddNumberToObject(o, "launches", (double)st->launches);
+    cJSON_AddNumberToObject(o, "terminations", (double)st->terminations);
+    cJSON_AddNumberToObject(o, "substitutions", (double)st->substitutions);
+    cJSON_AddNumberToObject(o, "moves", (double)st->moves);
+    cJSON_AddNumberToObject(o, "drains", (double)st->drains);
+    cJSON_AddNumberToObject(o, "refusals", (double)st->refusals);
+    cJSON_AddNumberToObject(o, "peak_nodes", (double)st->peak_nodes);
+    cJSON_AddNumberToObject(o, "known_estimates", (double)st->known_estimates);
+    cJSON_AddNumberToObject(o, "evictions", (double)st->evictions);
+    cJSON_AddNumberToObject(o, "spot_shortages", (double)st->spot_shortages);
+    {
+        cJSON *bl = cJSON_AddArrayToObject(o, "spot_launches_by_zone");
+        cJSON *bi = cJSON_AddArrayToObject(o, "interruptions_by_zone");
+        for (size_t z = 0; z < (prices->nzones ? prices->nzones : 1); z++) {
+            cJSON_AddItemToArray(bl, cJSON_CreateNumber((double)st->spot_launches_by_zone[z]));
+            cJSON_AddItemToArray(bi, cJSON_CreateNumber((double)st->interruptions_by_zone[z]));
+        }
+    }
+    cJSON_AddNumberToObject(o, "paid_gpu_hours", st->paid_gpu_hours);
+    cJSON_AddNumberToObject(o, "useful_gpu_hours", st->useful_gpu_hours);
+    cJSON_AddNumberToObject(o, "booting_gpu_hours", st->booting_gpu_hours);
+    cJSON_AddNumberToObject(o, "empty_gpu_hours", st->empty_gpu_hours);
+    cJSON_AddNumberToObject(o, "free_on_busy_gpu_hours", st->free_on_busy_gpu_hours);
+    cJSON_AddNumberToObject(o, "wall_s", st->wall_s);
+    return o;
+}
+
+/* One policy's result as a table row. */
+static void result_row(const struct tm_elastic_config *c, const struct tm_elastic_stats *st)
+{
+    printf("%-9s %10.0f %9.2f %6.3f %6.3f %6.3f %7.0f %8.0f %8.2f %6zu %5.1f %8.1f %5zu %6.0f\n",
+           tm_elastic_policy_name(c->policy), st->cost_usd,
+           st->useful_gpu_hours > 0 ? st->cost_usd / st->useful_gpu_hours : 0,
+           st->lower_bound_usd > 0 ? st->cost_usd / st->lower_bound_usd : 0,
+           st->floor_usd > 0 ? st->cost_usd / st->floor_usd : 0,
+           st->paid_gpu_hours > 0 ? st->useful_gpu_hours / st->paid_gpu_hours : 0,
+           st->wait_mean_s, st->wait_p99_s, st->waited_longer_than_boot_share * 100,
+           st->interruptions, st->be_gpu_hours > 0 ? 100 * st->lost_gpu_hours / st->be_gpu_hours : 0,
+           st->lost_gpu_hours, st->deadlines_missed, st->budget_overshoot_cents);
+    fflush(stdout);
+}
+
 int tm_elastic_main(int argc, char **argv)
 {
     struct tm_elastic_config base;
@@ -248,72 +325,9 @@ int tm_elastic_main(int argc, char **argv)
             goto out;
         }
         if (json) {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "policy", tm_elastic_policy_name(c.policy));
-            cJSON_AddBoolToObject(o, "spot", c.spot);
-            cJSON_AddNumberToObject(o, "hazard", c.hazard_per_hour);
-            if (hazards_path)
-                cJSON_AddStringToObject(o, "hazards", hazards_path);
-            cJSON_AddNumberToObject(o, "boot_s", (double)c.boot_ms / 1e3);
-            cJSON_AddNumberToObject(o, "copies", c.copies);
-            cJSON_AddNumberToObject(o, "jobs", (double)st.jobs);
-            cJSON_AddNumberToObject(o, "dropped", (double)st.dropped);
-            cJSON_AddNumberToObject(o, "unfinished", (double)st.unfinished);
-            cJSON_AddNumberToObject(o, "cost_usd", st.cost_usd);
-            cJSON_AddNumberToObject(o, "usd_per_useful_gpu_hour",
-                                    st.useful_gpu_hours > 0 ? st.cost_usd / st.useful_gpu_hours : 0);
-            cJSON_AddNumberToObject(o, "lower_bound_usd", st.lower_bound_usd);
-            cJSON_AddNumberToObject(o, "floor_usd", st.floor_usd);
-            cJSON_AddNumberToObject(o, "cost_ratio",
-                                    st.lower_bound_usd > 0 ? st.cost_usd / st.lower_bound_usd : 0);
-            cJSON_AddNumberToObject(o, "floor_ratio", st.floor_usd > 0 ? st.cost_usd / st.floor_usd : 0);
-            cJSON_AddNumberToObject(o, "paid_utilisation",
-                                    st.paid_gpu_hours > 0 ? st.useful_gpu_hours / st.paid_gpu_hours : 0);
-            cJSON_AddNumberToObject(o, "wait_mean_s", st.wait_mean_s);
-            cJSON_AddNumberToObject(o, "wait_p99_s", st.wait_p99_s);
-            cJSON_AddNumberToObject(o, "waited_longer_than_boot_share", st.waited_longer_than_boot_share);
-            cJSON_AddNumberToObject(o, "interruptions", (double)st.interruptions);
-            cJSON_AddNumberToObject(o, "lost_gpu_hours", st.lost_gpu_hours);
-            cJSON_AddNumberToObject(o, "be_gpu_hours", st.be_gpu_hours);
-            cJSON_AddNumberToObject(o, "deadlines", (double)st.deadlines);
-            cJSON_AddNumberToObject(o, "deadlines_missed", (double)st.deadlines_missed);
-            cJSON_AddNumberToObject(o, "budget_overshoot_cents", st.budget_overshoot_cents);
-            cJSON_AddNumberToObject(o, "launches", (double)st.launches);
-            cJSON_AddNumberToObject(o, "terminations", (double)st.terminations);
-            cJSON_AddNumberToObject(o, "substitutions", (double)st.substitutions);
-            cJSON_AddNumberToObject(o, "moves", (double)st.moves);
-            cJSON_AddNumberToObject(o, "drains", (double)st.drains);
-            cJSON_AddNumberToObject(o, "refusals", (double)st.refusals);
-            cJSON_AddNumberToObject(o, "peak_nodes", (double)st.peak_nodes);
-            cJSON_AddNumberToObject(o, "known_estimates", (double)st.known_estimates);
-            cJSON_AddNumberToObject(o, "evictions", (double)st.evictions);
-            cJSON_AddNumberToObject(o, "spot_shortages", (double)st.spot_shortages);
-            {
-                cJSON *bl = cJSON_AddArrayToObject(o, "spot_launches_by_zone");
-                cJSON *bi = cJSON_AddArrayToObject(o, "interruptions_by_zone");
-                for (size_t z = 0; z < (prices.nzones ? prices.nzones : 1); z++) {
-                    cJSON_AddItemToArray(bl, cJSON_CreateNumber((double)st.spot_launches_by_zone[z]));
-                    cJSON_AddItemToArray(bi, cJSON_CreateNumber((double)st.interruptions_by_zone[z]));
-                }
-            }
-            cJSON_AddNumberToObject(o, "paid_gpu_hours", st.paid_gpu_hours);
-            cJSON_AddNumberToObject(o, "useful_gpu_hours", st.useful_gpu_hours);
-            cJSON_AddNumberToObject(o, "booting_gpu_hours", st.booting_gpu_hours);
-            cJSON_AddNumberToObject(o, "empty_gpu_hours", st.empty_gpu_hours);
-            cJSON_AddNumberToObject(o, "free_on_busy_gpu_hours", st.free_on_busy_gpu_hours);
-            cJSON_AddNumberToObject(o, "wall_s", st.wall_s);
-            cJSON_AddItemToArray(arr, o);
+            cJSON_AddItemToArray(arr, result_json(&c, &st, &prices, hazards_path));
         } else {
-            printf("%-9s %10.0f %9.2f %6.3f %6.3f %6.3f %7.0f %8.0f %8.2f %6zu %5.1f %8.1f %5zu %6.0f\n",
-                   tm_elastic_policy_name(c.policy), st.cost_usd,
-                   st.useful_gpu_hours > 0 ? st.cost_usd / st.useful_gpu_hours : 0,
-                   st.lower_bound_usd > 0 ? st.cost_usd / st.lower_bound_usd : 0,
-                   st.floor_usd > 0 ? st.cost_usd / st.floor_usd : 0,
-                   st.paid_gpu_hours > 0 ? st.useful_gpu_hours / st.paid_gpu_hours : 0,
-                   st.wait_mean_s, st.wait_p99_s, st.waited_longer_than_boot_share * 100,
-                   st.interruptions, st.be_gpu_hours > 0 ? 100 * st.lost_gpu_hours / st.be_gpu_hours : 0,
-                   st.lost_gpu_hours, st.deadlines_missed, st.budget_overshoot_cents);
-            fflush(stdout);
+            result_row(&c, &st);
         }
     }
     if (json) {
