@@ -129,7 +129,8 @@ start() {
         die "$data holds a half-created cluster, left by an interrupted earlier run." \
             "Remove it with: bash $here/demo_db.sh remove   (or rm -rf $data $creating), then run again."
     fi
-    [ -f "$data/PG_VERSION" ] || create
+    # A taken port is said before initdb, not after a cluster was made for it.
+    [ -f "$data/PG_VERSION" ] || { check_port; create; }
     p=$(running_port)
     if [ -z "$p" ]; then
         check_port

@@ -85,6 +85,16 @@ grep -q "port $TARMAC_DEMO_PORT .*taken" "$WORK/port.err" || fail "unclear messa
 grep -q "TARMAC_DEMO_PORT" "$WORK/port.err" || fail "the message does not say how to choose another port"
 [ -f "$WORK/state/pg/PG_VERSION" ] || fail "the cluster was touched by a refused start"
 kill "$HELD"; HELD=""
+# ... and by another PostgreSQL server (the first cluster, started again):
+# refused before a second cluster is made.
+TARMAC_DEMO_PORT=$(free_port)
+bash "$DEMO_DB" start tarmac_demo >/dev/null 2>&1 || fail "the first cluster did not start again"
+if TARMAC_DEMO_DIR=$WORK/state-other bash "$DEMO_DB" start tarmac_demo >/dev/null 2>"$WORK/port2.err"; then
+    fail "a port taken by another PostgreSQL was not refused"
+fi
+grep -q "taken by another PostgreSQL server" "$WORK/port2.err" || fail "unclear message: $(cat "$WORK/port2.err")"
+[ ! -e "$WORK/state-other/pg" ] || fail "a cluster was created for a taken port"
+bash "$DEMO_DB" stop
 
 # 5. A half-created cluster (an earlier run killed during initdb): refused,
 # nothing of it removed.
