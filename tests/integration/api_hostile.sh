@@ -73,10 +73,16 @@ before=$(rows)
 for mb in 1 8; do
     python3 -c "import sys; sys.stdout.write('{\"team\":\"x\",\"gpus\":1,\"name\":\"' + 'a' * ($mb << 20) + '\"}')" >"$WORK/big"
     expect "$(req POST /v1/jobs application/json "$WORK/big")" 400 body "a body of $mb MB"
+    # Chunked, the server learns the size only while reading: it answers
+    # and closes while curl may still be sending, and curl may then report
+    # the reset (exit 55) with the interim 100 as its code.  What matters is
+    # the answer it did read: the JSON error naming body.
     curl -sS -o "$WORK/out" -w '%{http_code}' -X POST -H "Authorization: Bearer $TOKEN" \
         -H 'Content-Type: application/json' -H 'Transfer-Encoding: chunked' --data-binary "@$WORK/big" \
-        "$BASE/v1/jobs" >"$WORK/code" || true
-    [ "$(cat "$WORK/code")" = 400 ] || fail "a chunked body of $mb MB: $(cat "$WORK/code") $(head -c 200 "$WORK/out")"
+        "$BASE/v1/jobs" >"$WORK/code" 2>/dev/null || true
+    case "$(cat "$WORK/code")" in 400 | 100) ;; *) fail "a chunked body of $mb MB: status $(cat "$WORK/code")" ;; esac
+    [ "$(field)" = body ] || fail "a chunked body of $mb MB: $(head -c 200 "$WORK/out")"
+    grep -q 'request body larger than' "$WORK/out" || fail "a chunked body of $mb MB: $(head -c 200 "$WORK/out")"
 done
 # One of gpus or gpu_milli.
 expect "$(req POST /v1/jobs application/json "$(body '{"team":"x","gpus":1,"gpu_milli":1000}')")" 400 gpu_milli "gpus with gpu_milli"
