@@ -58,3 +58,22 @@ bool tm_node_state_billed(enum tm_node_state s)
     return s == TM_NODE_BOOTING || s == TM_NODE_READY || s == TM_NODE_DRAINING ||
            s == TM_NODE_TERMINATING;
 }
+
+bool tm_gpu_model_accepts(const char *job_models, const char *node_model)
+{
+    size_t nlen = strlen(node_model);
+    const char *p = job_models;
+
+    if (!p || !*p)
+        return true;
+    while (*p) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == nlen && strncmp(p, node_model, len) == 0)
+            return true;
+        if (!bar)
+            break;
+        p = bar + 1;
+    }
+    return false;
+}

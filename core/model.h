@@ -62,4 +62,9 @@ int tm_capacity_type_parse(const char *name);
 /* Whether a node in this state costs money (the cloud bills it). */
 bool tm_node_state_billed(enum tm_node_state s);
 
+/* Whether a job may run on a node of this GPU model: job_models is NULL,
+ * "" (any) or a '|'-separated list.  The reconcile pass and the submit
+ * check (spec/job_fit.c) both ask it. */
+bool tm_gpu_model_accepts(const char *job_models, const char *node_model);
+
 #endif

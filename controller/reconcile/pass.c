@@ -89,25 +89,6 @@ void tm_launch_token(const char *cluster, const char *pool, int64_t now_ms, unsi
     out[len] = '\0';
 }
 
-bool tm_gpu_model_accepts(const char *job_models, const char *node_model)
-{
-    size_t nlen = strlen(node_model);
-    const char *p = job_models;
-
-    if (!p || !*p)
-        return true;
-    while (*p) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == nlen && strncmp(p, node_model, len) == 0)
-            return true;
-        if (!bar)
-            break;
-        p = bar + 1;
-    }
-    return false;
-}
-
 cJSON *tm_rc_action(struct pass *p, const char *op, const char *reason)
 {
     cJSON *a;

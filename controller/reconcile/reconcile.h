@@ -235,8 +235,4 @@ void tm_rc_plan_release(struct tm_rc_plan *plan);
 void tm_launch_token(const char *cluster, const char *pool, int64_t now_ms, unsigned i,
                      char out[TM_ID_MAX]);
 
-/* Whether a job may run on a node of this GPU model: gpu_model is "" (any)
- * or a '|'-separated list. */
-bool tm_gpu_model_accepts(const char *job_models, const char *node_model);
-
 #endif

@@ -7,25 +7,7 @@
 #include <string.h>
 
 #include "core/err.h"
-
-/* Whether a job's "A100|H100" list (or none) accepts model. */
-static bool model_accepts(const char *list, const char *model)
-{
-    size_t n = strlen(model);
-
-    if (!list || !*list)
-        return true;
-    for (const char *p = list; *p;) {
-        const char *bar = strchr(p, '|');
-        size_t len = bar ? (size_t)(bar - p) : strlen(p);
-        if (len == n && strncmp(p, model, n) == 0)
-            return true;
-        if (!bar)
-            break;
-        p = bar + 1;
-    }
-    return false;
-}
+#include "core/model.h"
 
 /* The first way pool misses spec: 0 when it fits, else the field and
  * reason in *field / why. */
@@ -36,7 +18,7 @@ static int pool_misses(const struct tm_config *cfg, const struct tm_config_pool 
     int64_t cpu = 0, mem = 0;
     bool described = false;
 
-    if (!model_accepts(spec->gpu_model, pool->gpu_model)) {
+    if (!tm_gpu_model_accepts(spec->gpu_model, pool->gpu_model)) {
         *field = "gpu_model";
         snprintf(why, size, "pool %s has %s GPUs", pool->name, pool->gpu_model);
         return 1;
