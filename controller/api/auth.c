@@ -11,7 +11,6 @@
 #include <strings.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "controller/api/internal.h"
 #include "controller/api/server_core.h"
@@ -190,26 +189,20 @@ const char *tm_api_bearer(const h2o_req_t *req, size_t *ret_len)
     return v;
 }
 
-bool tm_api_sha256(const char *s, size_t n, unsigned char out[32])
-{
-    unsigned int len = 0;
-    return EVP_Digest(s, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32;
-}
-
 /* The scrape token, when api.metrics_token_file set one. */
 bool tm_api_metrics_authorized(const struct tm_api *api, const h2o_req_t *req)
 {
-    unsigned char d[32];
+    char hash[TM_TOKEN_HASH_LEN + 1];
     size_t n = 0;
     const char *tok = tm_api_bearer(req, &n);
     bool ok;
 
     if (!api->metrics_token)
         return true;
-    if (!tok || !tm_api_sha256(tok, n, d))
+    if (!tok || tm_token_hash(tok, n, hash) < 0)
         return false;
-    ok = CRYPTO_memcmp(d, api->metrics_digest, sizeof(d)) == 0;
-    OPENSSL_cleanse(d, sizeof(d));
+    ok = tm_token_hash_equal(hash, api->metrics_hash);
+    OPENSSL_cleanse(hash, sizeof(hash));
     return ok;
 }
 

@@ -42,7 +42,6 @@
 #include <string.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "controller/spec/token.h"
 #include "core/err.h"
@@ -540,7 +539,7 @@ int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_api_r
 {
     struct tm_api_limits limits;
     SSL_CTX *ssl_ctx = NULL;
-    unsigned char metrics_digest[32];
+    char metrics_hash[TM_TOKEN_HASH_LEN + 1];
     int r;
 
     if (!cfg || !cfg->listen)
@@ -574,7 +573,7 @@ int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_api_r
         for (size_t i = 0; usable && i < n; i++)
             if ((unsigned char)text[i] <= ' ' || (unsigned char)text[i] >= 127)
                 usable = false;
-        if (!usable || !tm_api_sha256(text, n, metrics_digest)) {
+        if (!usable || tm_token_hash(text, n, metrics_hash) < 0) {
             OPENSSL_cleanse(text, n);
             free(text);
             tm_log_error("api cannot use the metrics token", "file=\"%s\" error=\"%s\"",
@@ -591,9 +590,9 @@ int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_api_r
         (*ret_api)->cfg = cfg;
     if (r == 0 && cfg->api.metrics_token_file) {
         (*ret_api)->metrics_token = true;
-        memcpy((*ret_api)->metrics_digest, metrics_digest, sizeof(metrics_digest));
+        memcpy((*ret_api)->metrics_hash, metrics_hash, sizeof(metrics_hash));
     }
-    OPENSSL_cleanse(metrics_digest, sizeof(metrics_digest));
+    OPENSSL_cleanse(metrics_hash, sizeof(metrics_hash));
     if (r == 0 && cfg->time_scale > 1.0)
         tm_clock_init(&(*ret_api)->own_clock, cfg->time_scale);
     return r;

@@ -63,9 +63,10 @@ struct tm_api {
     h2o_accept_ctx_t accept_ctx;
     SSL_CTX *ssl_ctx;   /* owned; NULL for plain HTTP */
     /* api.metrics_token_file: /metrics then needs this bearer token.  Only
-     * its SHA-256 is kept, compared in constant time. */
+     * its hash is kept (tm_token_hash, as for API tokens), compared in
+     * constant time. */
     bool metrics_token;
-    unsigned char metrics_digest[32];
+    char metrics_hash[TM_TOKEN_HASH_LEN + 1];
     const struct tm_config *cfg; /* borrowed from the daemon; NULL when started without one */
     uv_tcp_t listener;
     uv_timer_t timer;   /* shutdown steps */
@@ -104,7 +105,6 @@ bool tm_api_auth_cache_get(struct tm_api *api, struct api_call *c);
 bool tm_api_rate_take_hash(struct tm_api *api, const char *hash);
 /* Whether req carries the scrape token, when api.metrics_token_file set one. */
 bool tm_api_metrics_authorized(const struct tm_api *api, const h2o_req_t *req);
-bool tm_api_sha256(const char *s, size_t n, unsigned char out[32]);
 
 /* too_large.c: rewrite h2o's own 413 into the API's 400 on path. */
 void tm_api_add_too_large_filter(h2o_pathconf_t *path, struct tm_api *api);

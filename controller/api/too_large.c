@@ -9,7 +9,6 @@
 #include <strings.h>
 
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
 
 #include "controller/api/internal.h"
 #include "controller/api/server_core.h"
