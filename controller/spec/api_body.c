@@ -29,20 +29,6 @@ static bool json_int(const cJSON *item, int64_t min, int64_t max, int64_t *ret)
     return true;
 }
 
-/* Copy a client-supplied key into a field name we may echo back. */
-static void safe_key(char *out, size_t size, const char *prefix, const char *key)
-{
-    size_t k = (size_t)snprintf(out, size, "%s", prefix);
-
-    for (const char *p = key ? key : ""; *p && k + 1 < size; p++)
-        out[k++] = (*p >= ' ' && *p < 127) ? *p : '?';
-    if (k < size)
-        out[k] = '\0';
-    /* An empty key still needs a name the client can see. */
-    if ((!key || !*key) && k + 3 <= size)
-        snprintf(out + k, size - k, "\"\"");
-}
-
 /* An object body, or NULL for an empty one (allowed when empty_ok). */
 static int parse_object(const char *body, size_t len, bool empty_ok, cJSON **ret,
                         struct tm_spec_error *err)
@@ -73,7 +59,7 @@ static int no_repeats(const cJSON *obj, const char *prefix, struct tm_spec_error
     for (const cJSON *a = obj->child; a; a = a->next)
         for (const cJSON *b = a->next; b; b = b->next)
             if (a->string && b->string && strcmp(a->string, b->string) == 0) {
-                safe_key(field, sizeof(field), prefix, a->string);
+                tm_spec_field_name(field, sizeof(field), prefix, a->string);
                 return tm_spec_fail(err, field, "given more than once");
             }
     return 0;
@@ -96,7 +82,7 @@ static int check_report_job(const cJSON *j, size_t i, cJSON *out, struct tm_spec
     if (r < 0)
         return r;
     for (const cJSON *m = j->child; m; m = m->next) {
-        safe_key(field, sizeof(field), prefix, m->string);
+        tm_spec_field_name(field, sizeof(field), prefix, m->string);
         if (strcmp(m->string, "id") == 0) {
             if (!json_int(m, 1, INT64_C(9007199254740991), &id))
                 return tm_spec_fail(err, field, "must be a positive integer");
@@ -148,7 +134,7 @@ static int check_sample(const cJSON *s, size_t i, cJSON *out, struct tm_spec_err
     if (r < 0)
         return r;
     for (const cJSON *m = s->child; m; m = m->next) {
-        safe_key(field, sizeof(field), prefix, m->string);
+        tm_spec_field_name(field, sizeof(field), prefix, m->string);
         if (strcmp(m->string, "index") == 0) {
             if (!json_int(m, 0, 15, &index))
                 return tm_spec_fail(err, field, "must be a GPU index from 0 to 15");
@@ -208,7 +194,7 @@ int tm_api_parse_heartbeat(const char *body, size_t len, struct tm_api_heartbeat
             bool is_jobs = strcmp(m->string, "jobs") == 0;
             if (!is_jobs && strcmp(m->string, "gpus") != 0) {
                 char field[64];
-                safe_key(field, sizeof(field), "", m->string);
+                tm_spec_field_name(field, sizeof(field), "", m->string);
                 r = tm_spec_fail(err, field, "unrecognized field");
                 goto out;
             }
@@ -277,7 +263,7 @@ int tm_api_parse_retag(const char *body, size_t len, bool *ret_preemptible,
     for (const cJSON *m = root->child; m; m = m->next) {
         if (strcmp(m->string, "preemptible") != 0) {
             char field[64];
-            safe_key(field, sizeof(field), "", m->string);
+            tm_spec_field_name(field, sizeof(field), "", m->string);
             r = tm_spec_fail(err, field, "unrecognized field (only preemptible can change)");
             goto out;
         }
@@ -329,7 +315,7 @@ int tm_api_parse_verb(const char *body, size_t len, bool allow_in, char *reason,
             }
         } else {
             char field[64];
-            safe_key(field, sizeof(field), "", m->string);
+            tm_spec_field_name(field, sizeof(field), "", m->string);
             r = tm_spec_fail(err, field, "unrecognized field");
             goto out;
         }
@@ -400,7 +386,7 @@ int tm_api_parse_budget(const char *body, size_t len, struct tm_api_budget *ret,
             }
         } else {
             char field[64];
-            safe_key(field, sizeof(field), "", m->string);
+            tm_spec_field_name(field, sizeof(field), "", m->string);
             tm_spec_fail(err, field, "unrecognized field");
             goto out;
         }

@@ -56,24 +56,17 @@ bool tm_json_text_ok(const char *s, size_t n)
     return true;
 }
 
-/* The name a client would use for a member: prefix.key or prefix[i]. */
-static void member(char *out, size_t size, const char *prefix, const char *key, long index)
+void tm_spec_field_name(char *out, size_t size, const char *prefix, const char *key)
 {
-    char safe[40];
-    size_t k = 0;
+    size_t k = (size_t)snprintf(out, size, "%s", prefix);
 
-    if (key) {
-        /* the key is the client's: printable ASCII only in a message */
-        for (const char *p = key; *p && k < sizeof(safe) - 1; p++)
-            safe[k++] = (*p >= ' ' && *p < 127) ? *p : '?';
-        safe[k] = '\0';
-        if (*prefix)
-            snprintf(out, size, "%s.%s", prefix, k ? safe : "\"\"");
-        else
-            snprintf(out, size, "%s", k ? safe : "\"\"");
-    } else {
-        snprintf(out, size, "%s[%ld]", prefix, index);
-    }
+    for (const char *p = key ? key : ""; *p && k + 1 < size; p++)
+        out[k++] = (*p >= ' ' && *p < 127) ? *p : '?';
+    if (k < size)
+        out[k] = '\0';
+    /* An empty key still needs a name the client can see. */
+    if ((!key || !*key) && k + 3 <= size)
+        snprintf(out + k, size - k, "\"\"");
 }
 
 /* Find the first string (value or key) that breaks the text rule. */
@@ -94,7 +87,9 @@ static bool check_strings(const json_t *v, const char *path, struct tm_spec_erro
         const char *key;
         json_t *item;
         json_object_foreach((json_t *)v, key, item) {
-            member(sub, sizeof(sub), path, key, 0);
+            char prefix[64];
+            snprintf(prefix, sizeof(prefix), "%s%s", path, *path ? "." : "");
+            tm_spec_field_name(sub, sizeof(sub), prefix, key);
             if (!tm_json_text_ok(key, strlen(key))) {
                 tm_spec_fail(err, sub, "a field name must not contain control characters");
                 return false;
@@ -106,7 +101,7 @@ static bool check_strings(const json_t *v, const char *path, struct tm_spec_erro
     }
     if (json_is_array(v)) {
         for (size_t i = 0; i < json_array_size(v); i++) {
-            member(sub, sizeof(sub), path, NULL, (long)i);
+            snprintf(sub, sizeof(sub), "%s[%zu]", path, i);
             if (!check_strings(json_array_get(v, i), sub, err))
                 return false;
         }

@@ -35,6 +35,11 @@ int tm_json_body_parse(const char *text, size_t len, cJSON **ret, struct tm_spec
 /* The same without the reason: NULL when malformed or refused. */
 cJSON *tm_json_parse_strict(const char *text, size_t len);
 
+/* A client's key as a field name an error may echo: prefix (as given, e.g.
+ * "jobs[2].") then key with every byte outside printable ASCII as '?';
+ * an empty key reads "". */
+void tm_spec_field_name(char *out, size_t size, const char *prefix, const char *key);
+
 /* Whether s (n bytes) is valid UTF-8 without NUL or control characters
  * other than tab, newline and carriage return: the rule for a string in a
  * body, and for a decoded path segment or query value. */
