@@ -61,6 +61,12 @@ struct tm_launch_request {
     const char *instance_type;
     const char *zone;          /* "" lets the provider choose */
     enum tm_capacity_type capacity; /* spot or on_demand */
+    /* The node's bootstrap (cloud-init or a shell script, already filled
+     * with the controller URL, CA and enrollment secret), passed as EC2
+     * UserData, GCP metadata startup-script or Azure osProfile.customData;
+     * NULL when the pool has none.  It carries a secret: never log it. */
+    const char *bootstrap;
+    size_t bootstrap_len;
 };
 
 struct tm_price {
