@@ -207,6 +207,10 @@ void tm_api_fail(struct api_call *c, int status, const char *field, const char *
 
 void tm_api_fail_spec(struct api_call *c, const struct tm_spec_error *err)
 {
+    if (err->nomem) {
+        tm_api_fail(c, 503, NULL, "out of memory; try again");
+        return;
+    }
     tm_api_fail(c, 400, err->field[0] ? err->field : NULL, err->message);
 }
 
