@@ -289,6 +289,8 @@ class State:
                           "provisioningModel": i.get("scheduling", {}).get("provisioningModel", "STANDARD"),
                           "instanceTerminationAction": i.get("scheduling", {}).get("instanceTerminationAction"),
                           "metadata_keys": [m["key"] for m in i.get("metadata", {}).get("items", [])],
+                          "metadata": {m["key"]: m.get("value", "") for m in i.get("metadata", {}).get("items", [])
+                                       if m["key"] != "startup-script"},
                           "startup_script_len": sum(len(m.get("value", "")) for m in i.get("metadata", {}).get("items", []) if m["key"] == "startup-script"),
                           "guestAccelerators": i.get("guestAccelerators", [])})
         return {"instances": insts, "counts": self.counts, "violations": self.violations,
@@ -415,6 +417,9 @@ class Handler(BaseHTTPRequestHandler):
             st.tokens[tok] = time.time() + st.token_ttl
             st.counts["tokens"] += 1
             ttl = st.token_ttl
+            if st.args.token_log:
+                with open(st.args.token_log, "a") as f:
+                    f.write(tok + "\n")
         return self.reply(200, {"access_token": tok, "expires_in": ttl, "token_type": "Bearer"})
 
     def token(self, raw):
@@ -428,6 +433,9 @@ class Handler(BaseHTTPRequestHandler):
         if form.get("grant_type") != ["urn:ietf:params:oauth:grant-type:jwt-bearer"]:
             return self.token_refuse(f"grant_type {form.get('grant_type')}", violation=True)
         jwt = (form.get("assertion") or [""])[0]
+        if st.args.token_log and jwt:
+            with open(st.args.token_log, "a") as f:
+                f.write(jwt + "\n")
         parts = jwt.split(".")
         if len(parts) != 3:
             return self.token_refuse("assertion is not a JWS")
@@ -847,6 +855,7 @@ def main():
     ap.add_argument("--op-delay-ms", type=float, default=100)
     ap.add_argument("--token-ttl", type=int, default=3600)
     ap.add_argument("--verbose", action="store_true")
+    ap.add_argument("--token-log", help="append every token issued and JWT received (secret grep)")
     args = ap.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     srv.daemon_threads = True
