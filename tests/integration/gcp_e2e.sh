@@ -41,7 +41,7 @@ rc=0
 echo "check gcp: exit codes 0/3/1 as documented"
 
 # ---- bad key file and missing project: refused at start, naming the field --
-DB=$(new_db itest_gcp_e2e)
+DB=$(new_db itest_gcp_e2e 2>/dev/null)
 head -c 200 "$GCP_KEY" >"$WORK/truncated.json"
 write_gcp_config "$WORK/bad.yaml" e2e 3 2s 300ms "$WORK/truncated.json"
 "$TARMAC" migrate --config "$WORK/bad.yaml" >/dev/null 2>&1
@@ -94,7 +94,7 @@ echo "end to end: $submitted jobs succeeded on $(psql_q 'SELECT count(*) FROM no
 
 # ---- 3. a zone exhausted: the next zone in the same pass ------------------
 GCP_DBS="$DB"
-DB=$(new_db itest_gcp_fallback)
+DB=$(new_db itest_gcp_fallback 2>/dev/null)
 write_gcp_config "$WORK/f.yaml" fallback 2 1s 300ms
 "$TARMAC" migrate --config "$WORK/f.yaml" >/dev/null 2>&1
 gcp_control '{"exhaust": {"us-central1-a": "spot"}}'
@@ -113,7 +113,7 @@ echo "zone exhausted: us-central1-a remembered short, launched in us-central1-b,
 
 # ---- 4. preemption requeues work ------------------------------------------
 GCP_DBS="$GCP_DBS $DB"
-DB=$(new_db itest_gcp_preempt)
+DB=$(new_db itest_gcp_preempt 2>/dev/null)
 write_gcp_config "$WORK/p.yaml" preempt 2 1s 300ms
 "$TARMAC" migrate --config "$WORK/p.yaml" >/dev/null 2>&1
 "$TARMAC" db submit --config "$WORK/p.yaml" --team b --gpus 8 --runtime 6s --preemptible >/dev/null
