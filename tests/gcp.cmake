@@ -44,3 +44,8 @@ tm_add_test(itest_gcp_kill9 LABELS integration gcp FIXTURES pg TIMEOUT 180
 
 add_executable(gcp_jwt_tool ${CMAKE_SOURCE_DIR}/tests/unit/providers/gcp/gcp_jwt_tool.c)
 target_link_libraries(gcp_jwt_tool PRIVATE tarmac_lib)
+
+# Faults against the fake: zone exhaustion and fallback, 429/5xx retries,
+# preemption requeueing work, a revoked token.
+tm_add_test(itest_gcp_faults LABELS integration gcp FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gcp_faults.sh)

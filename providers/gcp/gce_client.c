@@ -12,7 +12,9 @@
  * for failures) until DONE or max_waits; a DONE operation with
  * error.errors[] fails the call with the first error's code.
  *
- * The auth gate: a 401 or 403 (other than a rate-limit reason) closes it
+ * A 401 first drops the cached token and tries once more with a new one
+ * (tokens expire and are revoked).  The auth gate: a 401 after that, a
+ * 403 (other than a rate-limit or quota reason), or a refused key closes it
  * for auth_cooldown_ms and drops the cached token; while closed, calls fail
  * with TM_EAUTH without a request.  When the cool-down ends one call goes
  * through as a probe.  Nothing here logs a token or the Authorization
@@ -49,6 +51,7 @@ struct gce_call {
     unsigned attempts;            /* requests sent */
     unsigned failures;            /* failed attempts (the retry budget) */
     unsigned waits;
+    bool reauthed;                /* a 401 already made us fetch a new token */
     uint64_t delay_ms;
     struct tm_gce_reply last;     /* the last failure, for the callback */
     int fail_status;              /* set: the backoff timer delivers it */
@@ -299,6 +302,16 @@ static void on_http(const struct tm_http_response *resp, void *data)
         snprintf(c->last.error_message, sizeof(c->last.error_message),
                  "HTTP %ld without an error document", resp->http_status);
     status = tm_gce_error_map(c->last.error_code, resp->http_status);
+    if (status == TM_EAUTH && resp->http_status == 401 && !c->reauthed) {
+        /* The token may have expired or been revoked under us: one fresh
+         * token before concluding the credentials are refused. */
+        c->reauthed = true;
+        tm_gcp_tokens_invalidate(gce->tokens);
+        tm_log_info("gce answered 401, fetching a new token once", "call=%s",
+                    tm_gce_call_name(c->sent));
+        start_attempt(c);
+        return;
+    }
     if (status == TM_EAUTH) {
         close_gate(gce, resp->http_status, c->last.error_code);
         deliver(c, TM_EAUTH, NULL);

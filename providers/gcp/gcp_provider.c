@@ -1050,6 +1050,7 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
         dflt.retry.max_total_delay_ms = env_u64("TARMAC_GCP_MAX_RETRY_DELAY_MS", 0);
         dflt.retry.base_delay_ms = env_u64("TARMAC_GCP_BASE_DELAY_MS", 0);
         dflt.timeout_ms = (long)env_u64("TARMAC_GCP_TIMEOUT_MS", 0);
+        dflt.list_page_size = (int)env_u64("TARMAC_GCP_PAGE_SIZE", 0);
         opts = &dflt;
     }
     r = tm_gcp_resolve_auth(prov, index, &key, &go.auth, err, sizeof(err));

@@ -62,6 +62,9 @@ int tm_gcp_resolve_auth(const struct tm_config_provider *prov, size_t index,
                         struct tm_gcp_key *key, struct tm_gcp_token_options *ret_opts, char *err,
                         size_t errsize);
 
+/* Without opts: TARMAC_GCP_MAX_ATTEMPTS, TARMAC_GCP_MAX_RETRY_DELAY_MS,
+ * TARMAC_GCP_BASE_DELAY_MS, TARMAC_GCP_TIMEOUT_MS, TARMAC_GCP_PAGE_SIZE
+ * when set, else the defaults. */
 int tm_gcp_provider_create(uv_loop_t *loop, const struct tm_config *cfg,
                            const struct tm_config_provider *prov, struct tm_provider **ret);
 int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,

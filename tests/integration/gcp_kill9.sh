@@ -15,6 +15,8 @@
 
 kills=${KILLS:-5}
 export TARMAC_SIM_AGENT=1
+# Two instances a page: every listing pages (aggregatedList pageToken).
+export TARMAC_GCP_PAGE_SIZE=2
 gcp_fake_start
 gcp_control '{"hold_ms": [250, 250]}' >/dev/null
 
