@@ -19,6 +19,8 @@
 #include <cjson/cJSON.h>
 #include <cmocka.h>
 
+#include "controller/fleet/prices.h"
+#include "core/config.h"
 #include "core/err.h"
 #include "core/file.h"
 #include "providers/gcp/gce.h"
@@ -391,6 +393,46 @@ static void test_backoff(void **state)
     }
 }
 
+/* The shipped price table loads, and its provenance-marked figures are there. */
+static void test_price_table(void **state)
+{
+    struct tm_price_table t;
+    char err[256];
+    bool a2 = false;
+
+    (void)state;
+    assert_int_equal(tm_prices_load(TM_SOURCE_DIR "/config/prices-gcp-gpu.yaml", &t, err,
+                                    sizeof(err)), 0);
+    assert_true(t.ntypes >= 3);
+    for (size_t i = 0; i < t.ntypes; i++)
+        if (strcmp(t.types[i].name, "a2-highgpu-8g") == 0)
+            a2 = true;
+    assert_true(a2);
+}
+
+/* The example loads; a gcp provider without a project is refused naming it. */
+static void test_config(void **state)
+{
+    struct tm_config cfg = {0};
+    char err[512] = "";
+    const char bad[] =
+        "database: {url: \"postgresql://x@h/db\"}\ncluster: c\n"
+        "providers:\n  - {name: g, kind: gcp, region: us-central1}\n"
+        "pools:\n  - {name: p, provider: g, zones: [us-central1-a], instance_types: [a2-highgpu-8g],"
+        " gpu_model: A100, gpus_per_node: 8, max_nodes: 1}\n";
+
+    (void)state;
+    assert_int_equal(tm_config_load(TM_SOURCE_DIR "/config/example-gcp.yaml", &cfg, err,
+                                    sizeof(err)), 0);
+    assert_string_equal(cfg.providers[0].project, "my-project");
+    assert_string_equal(cfg.providers[0].kind, "gcp");
+    tm_config_release(&cfg);
+    assert_int_equal(tm_config_load_string(bad, strlen(bad), "bad.yaml", &cfg, err, sizeof(err)),
+                     TM_EINVAL);
+    if (!strstr(err, "providers[0].project"))
+        fail_msg("error \"%s\" does not name providers[0].project", err);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -408,6 +450,8 @@ int main(void)
         cmocka_unit_test(test_parse_bad),
         cmocka_unit_test(test_paging_token),
         cmocka_unit_test(test_backoff),
+        cmocka_unit_test(test_price_table),
+        cmocka_unit_test(test_config),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
