@@ -49,3 +49,9 @@ target_link_libraries(gcp_jwt_tool PRIVATE tarmac_lib)
 # preemption requeueing work, a revoked token.
 tm_add_test(itest_gcp_faults LABELS integration gcp FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gcp_faults.sh)
+
+# The token cache (fetch once, background refresh, invalidate, refused key)
+# and the GCE client (429/5xx retried inside the budget, 403 closes the
+# auth gate) on a real loop against the fake, which the binary starts.
+tm_add_c_test(test_gcp_client ${CMAKE_SOURCE_DIR}/tests/integration/test_gcp_client.c
+              LABELS integration gcp TIMEOUT 60)
