@@ -103,6 +103,22 @@ gx.interceptors.request.add({ resolved: async c => {
     params: { filter: 'labels.tarmac-cluster = "ref"', maxResults: 1 } });
   const n = Object.values(l.data.items).reduce((a, s) => a + (s.instances || []).length, 0);
   if (n !== 1) throw new Error('aggregatedList found ' + n);
+  if (process.argv[5] === 'bad') {
+    // What the real API refuses must be refused (and recorded) by the fake.
+    const bad = [
+      { url: `${api}/zones/us-central1-a/instances`, method: 'POST',
+        data: { ...body, name: 'ref-2', scheduling: { provisioningModel: 'CHEAP' } } },
+      { url: `${api}/zones/us-central1-a/instances`, method: 'POST', data: { ...body, name: 'ref-3', gpuCount: 8 } },
+      { url: `${api}/aggregated/instances`, params: { bogus: '1' } },
+      { url: `${api}/zones/us-central1-a/instances`, method: 'POST', data: { ...body, name: 'Ref_4' } },
+      { url: `${api}/zones/us-central1-a/instances`, method: 'POST', params: { requestId: 'not-a-uuid' }, data: { ...body, name: 'ref-5' } },
+    ];
+    for (const b of bad) {
+      let status = 0;
+      try { await client.request(b); } catch (e) { status = e.status || (e.response && e.response.status); }
+      if (status !== 400) throw new Error('the fake accepted a bad request: ' + JSON.stringify(b.data || b.params));
+    }
+  }
   console.log('ok');
 })().catch(e => { console.error("client failed:", e.stack, e.response && JSON.stringify(e.response.data)); process.exit(1); });
 JS
@@ -117,7 +133,12 @@ node "$WORK/client.js" "$WORK/npm" "$WORK/wrong.json" "$PORT" >/dev/null 2>"$WOR
 grep -q 'token refused: invalid JWT signature' "$WORK/fake.err" || fail "wrong key: $(cat "$WORK/wrong.err")"
 echo "a JWT signed with another key is refused"
 
-# ---- 3. nothing the client sent was refused ---------------------------------
+# ---- 3. nothing the client sent was refused; what the API refuses is -------
 v=$(curl -s "http://127.0.0.1:$PORT/__fake/state" | python3 -c 'import json,sys; print("\n".join(json.load(sys.stdin)["violations"]))')
 [ -z "$v" ] || fail "the fake refused what google-auth-library sent: $v"
+node "$WORK/client.js" "$WORK/npm" "$WORK/key.json" "$PORT" bad >"$WORK/bad.out" 2>"$WORK/bad.err" \
+    || fail "bad requests: $(cat "$WORK/bad.err")"
+n=$(curl -s "http://127.0.0.1:$PORT/__fake/state" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["violations"]))')
+[ "$n" = 5 ] || fail "expected 5 recorded violations, got $n"
+echo "the fake refuses and records a bad enum, an unknown body key, an unknown query parameter, a bad name and a bad requestId"
 echo "1 passed, 0 failed"
