@@ -6,6 +6,7 @@
  *   - a token is fetched once, served from the cache, refreshed in the
  *     background before it expires (fake TTL 3 s, margin 2 s), fetched
  *     anew after invalidate; a key the endpoint does not know: TM_EAUTH;
+ *     the metadata server's token (Metadata-Flavor: Google);
  *   - 429 and 503 are retried with backoff inside the budget (attempt and
  *     delay counts), and past the budget the error comes back;
  *   - a 403 closes the auth gate: the next call fails with TM_EAUTH
@@ -194,6 +195,26 @@ static void test_tokens(void **state)
     uv_run(&loop, UV_RUN_NOWAIT);
     tm_gcp_tokens_close(t, on_closed, &closed);
     run_until(&loop, &closed);
+
+    /* The metadata server (on GCP itself): GET with Metadata-Flavor. */
+    {
+        char md[128];
+        struct tm_gcp_token_options mo = {.source = TM_GCP_TOKEN_METADATA};
+
+        snprintf(md, sizeof(md), "http://127.0.0.1:%d", fake_port);
+        mo.metadata_url = md;
+        closed = false;
+        assert_int_equal(tm_http_create(&loop, &http), 0);
+        assert_int_equal(tm_gcp_tokens_create(&loop, http, &mo, &t), 0);
+        get_token(&loop, t, &a);
+        assert_int_equal(a.status, 0);
+        assert_int_equal(strncmp(a.token, "ya29.", 5), 0);
+        assert_int_equal(tm_gcp_tokens_fetches(t), 1);
+        tm_http_close(http, NULL, NULL);
+        uv_run(&loop, UV_RUN_NOWAIT);
+        tm_gcp_tokens_close(t, on_closed, &closed);
+        run_until(&loop, &closed);
+    }
     uv_run(&loop, UV_RUN_DEFAULT);
     assert_int_equal(uv_loop_close(&loop), 0);
     tm_gcp_key_release(&key);
