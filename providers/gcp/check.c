@@ -211,6 +211,11 @@ int tm_gcp_check_main(int argc, char **argv)
         fprintf(stderr, "gcp check: ok, project %s, %zu zones, %zu machine types\n",
                 go.project, ck.nzones, ck.ntypes);
         rc = 0;
+    } else if (go.auth.source == TM_GCP_TOKEN_METADATA && strstr(ck.message, "metadata server")) {
+        /* No key file and no metadata server: no credentials at all. */
+        fprintf(stderr, "gcp check: authentication failed: no credentials (no --key-file or "
+                        "GOOGLE_APPLICATION_CREDENTIALS, and no metadata server: %s)\n", ck.message);
+        rc = 3;
     } else if (ck.status == TM_EAUTH) {
         fprintf(stderr, "gcp check: authentication failed%s%s%s: %s\n", ck.code[0] ? " (" : "",
                 ck.code, ck.code[0] ? ")" : "", ck.message[0] ? ck.message : "credentials refused");

@@ -31,6 +31,11 @@ rc=0
 [ "$rc" = 3 ] || fail "check gcp with a key the endpoint does not know: exit $rc"
 grep -q 'authentication failed' "$WORK/check-auth.log" || fail "check gcp did not say why"
 rc=0
+"$TARMAC" check gcp --project tarmac-test --endpoint "$GCP_ENDPOINT" --metadata-url http://127.0.0.1:1 \
+    >/dev/null 2>"$WORK/check-nocred.log" || rc=$?
+[ "$rc" = 3 ] || fail "check gcp without a key or a metadata server: exit $rc"
+grep -q 'no credentials' "$WORK/check-nocred.log" || fail "check gcp did not say there are no credentials"
+rc=0
 "$TARMAC" check gcp --key-file "$GCP_KEY" --endpoint "$GCP_ENDPOINT" --token-url "$GCP_TOKEN_URL" \
     --machine-types a9-bogus >/dev/null 2>>"$WORK/check.log" || rc=$?
 [ "$rc" = 1 ] || fail "check gcp with an unknown machine type: exit $rc"
