@@ -58,7 +58,7 @@ grep -q 'providers\[0\].project' "$WORK/no-project.log" || fail "missing project
 echo "bad input: a truncated key file and a missing project are refused, naming the field"
 
 # ---- 2. end to end -------------------------------------------------------
-write_gcp_config "$WORK/c.yaml" e2e 3 2s 300ms
+write_gcp_config "$WORK/c.yaml" e2e 3 2s 200ms
 "$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null 2>&1
 "$TARMAC" db submit --config "$WORK/c.yaml" --team a --gpus 8 --runtime 3s --count 2 >/dev/null
 "$TARMAC" db submit --config "$WORK/c.yaml" --team b --gpus 8 --runtime 2s --count 2 --preemptible >/dev/null

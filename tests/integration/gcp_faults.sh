@@ -18,7 +18,7 @@ gcp_fake_start
 
 # ---- 1. a zone exhausted: the next zone in the same pass ------------------
 DB=$(new_db itest_gcp_fallback 2>/dev/null)
-write_gcp_config "$WORK/f.yaml" fallback 2 1s 300ms
+write_gcp_config "$WORK/f.yaml" fallback 2 1s 200ms
 "$TARMAC" migrate --config "$WORK/f.yaml" >/dev/null 2>&1
 # Also two 429s and two 503s on the way: retried with backoff inside the budget.
 gcp_control '{"exhaust": {"us-central1-a": "spot"}, "throttle": 2, "fail5xx": 2}' >/dev/null
@@ -40,9 +40,9 @@ echo "zone exhausted: us-central1-a remembered short, launched in us-central1-b,
 # ---- 2. preemption requeues work ------------------------------------------
 GCP_DBS="${GCP_DBS:-} $DB"
 DB=$(new_db itest_gcp_preempt 2>/dev/null)
-write_gcp_config "$WORK/p.yaml" preempt 2 1s 300ms
+write_gcp_config "$WORK/p.yaml" preempt 2 1s 200ms
 "$TARMAC" migrate --config "$WORK/p.yaml" >/dev/null 2>&1
-"$TARMAC" db submit --config "$WORK/p.yaml" --team b --gpus 8 --runtime 6s --preemptible >/dev/null
+"$TARMAC" db submit --config "$WORK/p.yaml" --team b --gpus 8 --runtime 4s --preemptible >/dev/null
 "$TARMAC" serve --config "$WORK/p.yaml" --exit-when-idle --max-wall 50s \
     >"$WORK/preempt.out" 2>"$WORK/preempt.log" &
 serve=$!; PIDS+=("$serve")
