@@ -70,6 +70,12 @@ static const struct cfg_field cfg_provider_fields[] = {
     {.key = "seed", .type = CFG_U64, .offset = CFG_OFF(tm_config_provider, seed), .def = "1"},
     /* A path; cfg_load_spot_hazards() reads the table once validation passed. */
     {.key = "spot_hazards", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, spot_hazards_file)},
+    /* gcp */
+    {.key = "project", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, project)},
+    {.key = "token_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, token_url)},
+    {.key = "token_audience", .type = CFG_STR,
+     .offset = CFG_OFF(tm_config_provider, token_audience)},
+    {.key = "metadata_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, metadata_url)},
     {.key = "instance_types", .type = CFG_LIST, .offset = CFG_OFF(tm_config_provider, types),
      .count_offset = CFG_OFF(tm_config_provider, ntypes), .min = 0, .max = 256,
      .sub = &cfg_type_section},

@@ -68,6 +68,13 @@ struct tm_config_provider {
      * tm_config_spot_hazard(); spot_hazards is NULL without a file. */
     char *spot_hazards_file;
     struct tm_spot_hazards *spot_hazards;
+    /* gcp (providers/gcp/README.md): project id, required for kind gcp;
+     * token endpoint, JWT audience and metadata server, NULL for Google's
+     * (tests point them at a loopback fake). */
+    char *project;
+    char *token_url;
+    char *token_audience;
+    char *metadata_url;
 };
 
 struct tm_config_pool {

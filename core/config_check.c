@@ -214,6 +214,10 @@ static int cfg_validate_providers(struct cfg_ctx *c, const struct tm_config *cfg
             return tm_cfg_fail(c, cfg_at(c, pn, "instance_types"),
                                "a sim provider must describe at least one instance type");
         }
+        if (strcmp(p->kind, "gcp") == 0 && !p->project) {
+            tm_cfg_path_set(c, "providers[%zu].project", i);
+            return tm_cfg_fail(c, pn, "missing required key (a gcp provider names its project)");
+        }
         if (strcmp(cr->source, "file") == 0 && !cr->file) {
             tm_cfg_path_set(c, "providers[%zu].credentials.file", i);
             return tm_cfg_fail(c, cfg_at(c, cfg_map_get(c, pn, "credentials"), "file"),
