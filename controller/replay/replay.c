@@ -110,6 +110,32 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* ---------- policy names: the scheduler's, then the oracle ---------- */
+
+const char *tm_replay_policy_name(int p)
+{
+    if (p == TM_REPLAY_ORACLE)
+        return "oracle";
+    return tm_sched_policy_name((enum tm_sched_policy)p);
+}
+
+int tm_replay_policy_parse(const char *name)
+{
+    if (name && strcmp(name, "oracle") == 0)
+        return TM_REPLAY_ORACLE;
+    return tm_sched_policy_parse(name);
+}
+
+/* The scheduler's rows, as policy.c lists them, then the oracle. */
+#define REPLAY_LISTED(id, name) ", " #name
+static const char replay_policy_list[] = TM_SCHED_POLICIES(REPLAY_LISTED) ", oracle";
+#undef REPLAY_LISTED
+
+const char *tm_replay_policy_list(void)
+{
+    return replay_policy_list + 2;
+}
+
 /* ---------- heap of completions ---------- */
 
 static bool heap_less(const struct heapent *a, const struct heapent *b)
@@ -203,15 +229,15 @@ static void integrate(struct sim *s, int64_t from, int64_t to)
     s->idle_fit += (double)s->fit_milli * dt;
 }
 
-/* The fit-aware reading of idle-while-waiting, beside DESIGN.md's (which
- * counts every free milli of a model while any queued job accepts that
- * model): a GPU's free milli counts only while some queued job could be
- * placed on it now, i.e. a share that fits the GPU's free milli, or whole
- * GPUs that fit the node's wholly free GPUs (this GPU among them), on an
- * accepted model, with the node's free CPU and memory enough.  A 190-milli
- * sliver no queued share fits is not counted here; it is in the DESIGN
- * figure.  Recomputed after each instant's events and pass:
- * O(nodes x distinct queued requests). */
+/* Idle-while-waiting as DESIGN.md defines it (the fit-aware reading): a
+ * GPU's free milli counts only while some queued job could be placed on
+ * it now, i.e. a share that fits the GPU's free milli, or whole GPUs that
+ * fit the node's wholly free GPUs (this GPU among them), on an accepted
+ * model, with the node's free CPU and memory enough.  A 190-milli sliver
+ * no queued share fits is packing loss, not counted here; the model
+ * reading (idle_while_waiting_model_gpu_hours) counts it.  Recomputed
+ * after each instant's events and pass: O(nodes x distinct queued
+ * requests). */
 static void fit_recompute(struct sim *s)
 {
     int64_t t = 0;
@@ -804,10 +830,11 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     st.arrival_window_s = (double)(last - first) / 1000.0;
     st.utilisation = end_all > first ? s.busy / ((double)cap_milli * (double)(end_all - first)) : 0;
     st.utilisation_arrival = last > first ? s.busy_window / ((double)cap_milli * (double)(last - first)) : 0;
-    st.idle_while_waiting_gpu_hours = s.idle_wait / 1000.0 / 3600000.0;
+    st.idle_while_waiting_model_gpu_hours = s.idle_wait / 1000.0 / 3600000.0;
     st.idle_sliver_gpu_hours = s.idle_sliver / 1000.0 / 3600000.0;
     st.idle_while_waiting_accepts_gpu_hours = s.idle_accepts / 1000.0 / 3600000.0;
     st.idle_while_waiting_fit_gpu_hours = s.idle_fit / 1000.0 / 3600000.0;
+    st.idle_while_waiting_gpu_hours = st.idle_while_waiting_fit_gpu_hours;
     if (st.reservation_slips)
         st.slip_mean_s /= (double)st.reservation_slips;
     st.wall_s = now_s() - t0;
