@@ -27,7 +27,7 @@
 
 struct opts {
     const char *pods, *nodes, *log_path;
-    bool packing, json, exact;
+    bool packing, json, exact, full_pass;
     int policies[LIST_MAX];
     int npolicies;
     int32_t gpus[LIST_MAX];
@@ -125,7 +125,8 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool takes = strcmp(a, "--json") != 0 && strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0;
+        bool takes = strcmp(a, "--json") != 0 && strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0 &&
+                     strcmp(a, "--full-pass") != 0;
         if (takes && !v)
             return bad("option %s needs a value", a);
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -133,6 +134,10 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
             return 1;
         } else if (strcmp(a, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(a, "--full-pass") == 0) {
+            /* Not in the usage: the reference pass over the whole queue at
+             * every instant (tm_replay_config.full_pass), for checks. */
+            o->full_pass = true;
         } else if (strcmp(a, "--pods") == 0) {
             o->pods = v;
         } else if (strcmp(a, "--nodes") == 0) {
@@ -517,7 +522,8 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                         .params = {.starvation_ms = o->starvation_ms},
                         .exact_estimates = o->exact || oracle, .since_ms = o->since_ms,
                         .max_runtime_ms = o->max_runtime_ms, .gpus = o->ngpus ? o->gpus[g] : 0,
-                        .load = o->nloads ? o->loads[l] : 0, .seed = (uint64_t)s, .log = log};
+                        .load = o->nloads ? o->loads[l] : 0, .seed = (uint64_t)s, .log = log,
+                        .full_pass = o->full_pass};
                     struct tm_replay_stats st;
                     cJSON *obj;
                     int r = tm_replay_time(t, &cfg, &st);

@@ -60,6 +60,12 @@ struct tm_replay_config {
     double load;                  /* scale arrivals to this offered load; 0: as is */
     uint64_t seed;                /* inventory sampling and packing draws */
     FILE *log;                    /* replay log: placements and verdict changes */
+    /* The reference: one tm_sched_run() over the whole queue after every
+     * instant's events.  Off, fifo passes the head and a few behind it
+     * (see pass_fifo() in replay.c): the same placements, decision for
+     * decision (test_replay_incremental); the log then notes only the jobs
+     * a pass looked at. */
+    bool full_pass;
 };
 
 struct tm_replay_stats {
