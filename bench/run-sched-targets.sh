@@ -34,7 +34,7 @@ print("# Scheduler targets (issue 17), commit %s\n" % commit)
 print("openb dense part, inventory seeds 1-2, 64/128 GPUs, loads 0.9/1.1/1.3; predicted estimates; "
       "idle = idle-while-waiting GPU-h, fit-aware (DESIGN.md as decided); waits in s; "
       "util = utilisation over the arrival window.\n")
-print("| trace | GPUs | load | seed | starved t/b/m/f/o | idle t / f (%%) | mean wait t / m / b / o | p95 wait t / m / b / o | util gain t-f pp |")
+print("| trace | GPUs | load | seed | starved t/b/m/f/o | idle t / f (%) | mean wait t / m / b / o | p95 wait t / m / b / o | util gain t-f pp |")
 print("|---|---:|---:|---:|---|---|---|---|---:|")
 ok = {"starve": True, "idle": True, "mf": True, "bf": True, "gain": True}
 for k in sorted(cells):
