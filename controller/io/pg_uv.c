@@ -39,6 +39,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,6 +71,9 @@ struct pg_req {
     tm_pg_cb cb;
     void *data;
     uint64_t deadline; /* uv_now() after which an unsent request expires */
+    /* The caller's deadline (tm_pg_pool_query_until): past it, unsent the
+     * request expires, and in flight its connection is dropped. */
+    bool hard;
     bool script;
     int nparams;
     const char *sql;
@@ -119,6 +123,7 @@ struct tm_pg {
     uv_timer_t retry;
     uv_timer_t kick;
     uv_timer_t expiry;
+    uv_timer_t overdue;    /* the in-flight request's hard deadline */
     unsigned open_handles; /* handles whose close callback has not run */
 
     struct pg_queue queue;
@@ -250,14 +255,42 @@ static void req_fail(struct pg_req *req, int status, const char *error)
     free(req);
 }
 
-/* Arm timer for the head of q: FIFO order means the head expires first. */
+/* Arm timer for the earliest deadline in q (requests with a caller's
+ * deadline may expire before older ones), unless it is armed earlier. */
 static void expiry_arm(uv_timer_t *timer, const struct pg_queue *q, uv_timer_cb cb)
 {
     uint64_t now = uv_now(timer->loop);
+    uint64_t first = UINT64_MAX;
 
-    if (!q->head || uv_is_active((const uv_handle_t *)timer))
+    for (const struct pg_req *r = q->head; r; r = r->next)
+        if (r->deadline < first)
+            first = r->deadline;
+    if (first == UINT64_MAX)
         return;
-    uv_timer_start(timer, cb, q->head->deadline > now ? q->head->deadline - now : 0, 0);
+    if (uv_is_active((const uv_handle_t *)timer) && uv_timer_get_due_in(timer) <= (first > now ? first - now : 0))
+        return;
+    uv_timer_start(timer, cb, first > now ? first - now : 0, 0);
+}
+
+/* Take the first request of q whose deadline passed, or NULL. */
+static struct pg_req *queue_take_expired(struct pg_queue *q, uint64_t now)
+{
+    struct pg_req *prev = NULL;
+
+    for (struct pg_req *r = q->head; r; prev = r, r = r->next) {
+        if (r->deadline > now)
+            continue;
+        if (prev)
+            prev->next = r->next;
+        else
+            q->head = r->next;
+        if (q->tail == r)
+            q->tail = prev;
+        q->len--;
+        r->next = NULL;
+        return r;
+    }
+    return NULL;
 }
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -395,6 +428,7 @@ static int pg_watch(struct tm_pg *pg, int events)
 /* Close the watcher, then the connection: in that order, see above. */
 static void pg_drop_conn(struct tm_pg *pg)
 {
+    uv_timer_stop(&pg->overdue);
     pg_watch_close(pg);
     if (pg->conn) {
         PQfinish(pg->conn);
@@ -457,6 +491,26 @@ static void pg_fail_conn(struct tm_pg *pg, int status, const char *msg)
 static void pg_lost(struct tm_pg *pg, const char *msg)
 {
     pg_fail_conn(pg, -ECONNRESET, msg);
+}
+
+/* The request in flight passed its caller's deadline: its answer no longer
+ * matters to anyone, and nothing it sends may reach the server later.  The
+ * socket is reset (SO_LINGER 0: output not yet sent is discarded, not
+ * delivered once a partition heals) and the request fails -ETIMEDOUT; a
+ * statement the server already runs is the caller's to bound (the submit
+ * statement checks its deadline on the server's clock). */
+static void pg_on_overdue(uv_timer_t *timer)
+{
+    struct tm_pg *pg = timer->data;
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    int fd;
+
+    if (pg->state != PG_READY || !pg->inflight)
+        return;
+    fd = PQsocket(pg->conn);
+    if (fd >= 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    pg_fail_conn(pg, -ETIMEDOUT, "the database did not answer before the request's deadline");
 }
 
 static void pg_on_notice(void *arg, const PGresult *res)
@@ -613,6 +667,10 @@ static void pg_dispatch(struct tm_pg *pg)
             continue;
         }
         pg->inflight = req;
+        if (req->hard) {
+            uint64_t now = uv_now(pg->loop);
+            uv_timer_start(&pg->overdue, pg_on_overdue, req->deadline > now ? req->deadline - now : 0, 0);
+        }
         pg_flush(pg);
         return;
     }
@@ -670,6 +728,7 @@ static void pg_complete(struct tm_pg *pg)
     pg->results_cap = 0;
     pg->results_oom = false;
     pg->inflight = NULL;
+    uv_timer_stop(&pg->overdue);
     req->cb(&reply, req->data);
     free(req);
     for (size_t i = 0; i < nresults; i++)
@@ -786,8 +845,11 @@ static void pg_on_expiry(uv_timer_t *timer)
     struct tm_pg *pg = timer->data;
     uint64_t now = uv_now(pg->loop);
 
-    while (pg->state != PG_CLOSING && pg->queue.head && pg->queue.head->deadline <= now)
-        req_fail(queue_pop(&pg->queue), -ETIMEDOUT, "no database connection within the wait limit");
+    struct pg_req *req;
+
+    while (pg->state != PG_CLOSING && (req = queue_take_expired(&pg->queue, now)) != NULL)
+        req_fail(req, -ETIMEDOUT, req->hard ? "no database connection before the request's deadline"
+                                            : "no database connection within the wait limit");
     if (pg->state != PG_CLOSING)
         expiry_arm(&pg->expiry, &pg->queue, pg_on_expiry);
 }
@@ -898,10 +960,12 @@ static int pg_new(uv_loop_t *loop, const char *conninfo, tm_pg_state_cb on_state
     uv_timer_init(loop, &pg->retry);
     uv_timer_init(loop, &pg->kick);
     uv_timer_init(loop, &pg->expiry);
+    uv_timer_init(loop, &pg->overdue);
     pg->retry.data = pg;
     pg->kick.data = pg;
     pg->expiry.data = pg;
-    pg->open_handles = 3;
+    pg->overdue.data = pg;
+    pg->open_handles = 4;
     /* The first attempt starts from the loop, so its state callback never
      * fires inside this call. */
     uv_timer_start(&pg->retry, pg_on_retry, 0, 0);
@@ -948,6 +1012,7 @@ void tm_pg_close(struct tm_pg *pg, void (*done)(void *data), void *data)
     uv_close((uv_handle_t *)&pg->retry, pg_handle_closed);
     uv_close((uv_handle_t *)&pg->kick, pg_handle_closed);
     uv_close((uv_handle_t *)&pg->expiry, pg_handle_closed);
+    uv_close((uv_handle_t *)&pg->overdue, pg_handle_closed);
 }
 
 /* ---- pool -------------------------------------------------------------- */
@@ -986,9 +1051,11 @@ static void pool_on_expiry(uv_timer_t *timer)
     struct tm_pg_pool *pool = timer->data;
     uint64_t now = uv_now(pool->loop);
 
-    while (!pool->closing && pool->queue.head && pool->queue.head->deadline <= now)
-        req_fail(queue_pop(&pool->queue), -ETIMEDOUT,
-                 "no database connection within the wait limit");
+    struct pg_req *req;
+
+    while (!pool->closing && (req = queue_take_expired(&pool->queue, now)) != NULL)
+        req_fail(req, -ETIMEDOUT, req->hard ? "no database connection before the request's deadline"
+                                            : "no database connection within the wait limit");
     if (!pool->closing)
         expiry_arm(&pool->expiry, &pool->queue, pool_on_expiry);
 }
@@ -1054,7 +1121,7 @@ int tm_pg_pool_create(uv_loop_t *loop, const char *conninfo, unsigned size,
 }
 
 static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, bool script, int nparams,
-                        const char *const *params, tm_pg_cb cb, void *data)
+                        const char *const *params, uint64_t timeout_ms, tm_pg_cb cb, void *data)
 {
     struct pg_req *req;
 
@@ -1069,6 +1136,10 @@ static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, bool script, i
         return TM_ENOMEM;
     req->pool = pool;
     req->deadline = uv_now(pool->loop) + TM_PG_WAIT_MS;
+    if (timeout_ms > 0 && timeout_ms < TM_PG_WAIT_MS) {
+        req->deadline = uv_now(pool->loop) + timeout_ms;
+        req->hard = true;
+    }
     queue_push(&pool->queue, req);
     expiry_arm(&pool->expiry, &pool->queue, pool_on_expiry);
     pool_kick(pool);
@@ -1078,12 +1149,18 @@ static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, bool script, i
 int tm_pg_pool_query(struct tm_pg_pool *pool, const char *sql, int nparams,
                      const char *const *params, tm_pg_cb cb, void *data)
 {
-    return pool_enqueue(pool, sql, false, nparams, params, cb, data);
+    return pool_enqueue(pool, sql, false, nparams, params, 0, cb, data);
+}
+
+int tm_pg_pool_query_until(struct tm_pg_pool *pool, const char *sql, int nparams,
+                           const char *const *params, uint64_t timeout_ms, tm_pg_cb cb, void *data)
+{
+    return pool_enqueue(pool, sql, false, nparams, params, timeout_ms ? timeout_ms : 1, cb, data);
 }
 
 int tm_pg_pool_exec(struct tm_pg_pool *pool, const char *script, tm_pg_cb cb, void *data)
 {
-    return pool_enqueue(pool, script, true, 0, NULL, cb, data);
+    return pool_enqueue(pool, script, true, 0, NULL, 0, cb, data);
 }
 
 unsigned tm_pg_pool_connected(const struct tm_pg_pool *pool)

@@ -1,3 +1,0 @@
-# High availability: a hung leader loses its lease (docs/ha.md).
-tm_add_test(itest_ha_lease LABELS integration ha FIXTURES pg TIMEOUT 120
-            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/ha_lease.sh)
