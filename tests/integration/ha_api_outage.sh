@@ -98,6 +98,17 @@ start_proxy
 sleep 2
 [ "$(jobs)" = "$before" ] || fail "a submission answered 503 was committed later: $(jobs) jobs"
 wait_for 20 '[ "$(post "$ENG" "$body" k-back | cut -c1-3)" = 201 ]' || fail "no 201 once the database is back"
+# ---- the CLI retries through an outage with one key ---------------------------
+before=$(jobs)
+kill -STOP "$proxy"
+( sleep 4; kill -CONT "$proxy" ) & cont=$!
+HOME=$WORK TARMAC_URL=$URL TARMAC_TOKEN=$ENG "$TARMAC" submit --team a --gpus 1 --count 2 \
+    >"$WORK/cli.out" 2>"$WORK/cli.err" || fail "the CLI gave up during the outage: $(cat "$WORK/cli.err")"
+wait "$cont"
+grep -q 'again in .* with the same Idempotency-Key' "$WORK/cli.err" || fail "the CLI did not retry: $(cat "$WORK/cli.err")"
+sleep 2
+[ "$(jobs)" = $((before + 2)) ] || fail "the CLI's retries queued $(( $(jobs) - before )) jobs, not 2"
+echo "CLI through a 4 s outage: 2 jobs, retried with its keys"
 kill -0 "$serve" || fail "serve died"
 kill -TERM "$serve"; wait "$serve" || fail "unclean stop"
 echo "1 passed, 0 failed"
