@@ -54,6 +54,10 @@
 #define PG_BACKOFF_MIN_MS 100
 #define PG_BACKOFF_MAX_MS 5000
 #define PG_CONNECT_TIMEOUT_MS 10000
+/* With several hosts, each gets this long before the next is tried (libpq
+ * ignores connect_timeout under PQconnectPoll: the deadline is ours). */
+#define PG_HOST_TIMEOUT_MS 3000
+#define PG_HOSTS_MAX 16
 #define PG_POOL_MAX 256
 #define PG_ERR_SIZE 512
 
@@ -137,6 +141,16 @@ struct tm_pg {
 
     unsigned attempt; /* connect failures since the last success */
     uint64_t rng;
+
+    /* Several hosts (host=a,b or postgresql://a,b/db): tried one at a time,
+     * each with its own deadline, until one is the primary
+     * (target_session_attrs=read-write, our default); all refused, the
+     * backoff, then the round again.  nhosts 0: libpq picks. */
+    char *hosts[PG_HOSTS_MAX];
+    char *ports[PG_HOSTS_MAX];
+    unsigned nhosts;
+    unsigned host_next;      /* the host of the next attempt */
+    unsigned round_left;     /* hosts still to try before backing off */
 
     struct pg_queue canceled; /* handed their callbacks once closed */
     void (*done)(void *data);
@@ -453,6 +467,17 @@ static void pg_connect_failed(struct tm_pg *pg, int status, const char *msg)
 
     pg_copy_error(error, sizeof(error), msg); /* msg may live in the PGconn */
     pg_drop_conn(pg);
+    if (pg->nhosts > 1 && pg->round_left > 1) {
+        /* The next host at once: a failover moved the primary, or this
+         * one is down or a standby. */
+        unsigned tried = (pg->host_next + pg->nhosts - 1) % pg->nhosts;
+        pg->round_left--;
+        pg_schedule_retry(pg, 0);
+        tm_log_warn("could not connect to database host, trying the next", "db=\"%s\" host=%s error=\"%s\"",
+                    pg->redacted, pg->hosts[tried], error);
+        return;
+    }
+    pg->round_left = pg->nhosts;
     delay = pg_backoff(pg);
     pg_schedule_retry(pg, delay);
     tm_log_warn("could not connect to database", "db=\"%s\" error=\"%s\" attempt=%u retry_ms=%u",
@@ -541,6 +566,9 @@ static void pg_connected(struct tm_pg *pg)
         return;
     }
     pg->attempt = 0;
+    pg->round_left = pg->nhosts;
+    if (pg->nhosts > 1) /* the primary now: the first to try next time */
+        pg->host_next = (pg->host_next + pg->nhosts - 1) % pg->nhosts;
     pg_set_state(pg, PG_READY);
     tm_log_info("connected to database", "db=\"%s\"", pg->redacted);
     pg_notify(pg, 0, NULL);
@@ -580,13 +608,21 @@ static void pg_on_connect_timeout(uv_timer_t *timer)
 
 static void pg_on_retry(uv_timer_t *timer)
 {
-    static const char *const keys[] = {"fallback_application_name", "options", "dbname", NULL};
+    static const char *const keys[] = {"fallback_application_name", "options",
+                                       "target_session_attrs", "dbname", "host", "port", NULL};
     struct tm_pg *pg = timer->data;
-    const char *values[] = {"tarmac", PG_SESSION_OPTIONS, pg->conninfo, NULL};
+    const char *values[] = {"tarmac", PG_SESSION_OPTIONS, "read-write", pg->conninfo, NULL, NULL, NULL};
     int r;
 
     /* Our defaults come before dbname, which expands the conninfo, so that
-     * anything the operator wrote there wins. */
+     * anything the operator wrote there wins; with several hosts, the one
+     * of this attempt comes after it, overriding the list. */
+    if (pg->nhosts > 1) {
+        unsigned i = pg->host_next;
+        values[4] = pg->hosts[i];
+        values[5] = pg->ports[i];
+        pg->host_next = (i + 1) % pg->nhosts;
+    }
     pg->conn = PQconnectStartParams(keys, values, 1);
     if (!pg->conn) {
         pg_connect_failed(pg, TM_ENOMEM, "out of memory");
@@ -597,7 +633,8 @@ static void pg_on_retry(uv_timer_t *timer)
         return;
     }
     pg_set_state(pg, PG_CONNECTING);
-    uv_timer_start(&pg->retry, pg_on_connect_timeout, PG_CONNECT_TIMEOUT_MS, 0);
+    uv_timer_start(&pg->retry, pg_on_connect_timeout,
+                   pg->nhosts > 1 ? PG_HOST_TIMEOUT_MS : PG_CONNECT_TIMEOUT_MS, 0);
     r = pg_watch(pg, UV_WRITABLE);
     if (r < 0)
         pg_connect_failed(pg, r, uv_strerror(r));
@@ -729,6 +766,11 @@ static void pg_complete(struct tm_pg *pg)
     pg->results_oom = false;
     pg->inflight = NULL;
     uv_timer_stop(&pg->overdue);
+    /* 25006 (read_only_sql_transaction): this server became a standby, or
+     * was made read-only, under us.  The request fails as refused (nothing
+     * of it applied: each write is one transaction); the connection goes,
+     * so the next finds the primary (target_session_attrs=read-write). */
+    bool read_only = reply.sqlstate && strcmp(reply.sqlstate, "25006") == 0;
     req->cb(&reply, req->data);
     free(req);
     for (size_t i = 0; i < nresults; i++)
@@ -739,6 +781,10 @@ static void pg_complete(struct tm_pg *pg)
     }
     pg->results = results; /* reused by the next request */
     pg->results_cap = cap;
+    if (read_only && pg->state == PG_READY) {
+        pg_fail_conn(pg, -ECONNRESET, "the database is read-only now (a standby?): reconnecting to the primary");
+        return;
+    }
     pg_dispatch(pg);
 }
 
@@ -901,6 +947,10 @@ static void pg_free(struct tm_pg *pg)
     }
     free(pg->redacted);
     free(pg->results);
+    for (unsigned i = 0; i < pg->nhosts; i++) {
+        free(pg->hosts[i]);
+        free(pg->ports[i]);
+    }
     free(pg);
 }
 
@@ -923,6 +973,54 @@ static void pg_release_handle(struct tm_pg *pg)
 static void pg_handle_closed(uv_handle_t *handle)
 {
     pg_release_handle(handle->data);
+}
+
+/* One comma-separated item of list (the i-th), or NULL past its end. */
+static char *list_item(const char *list, unsigned i)
+{
+    const char *p = list;
+
+    for (unsigned k = 0; k < i; k++) {
+        p = strchr(p, ',');
+        if (!p)
+            return NULL;
+        p++;
+    }
+    return strndup(p, strcspn(p, ","));
+}
+
+/* The host list of a conninfo, when it has several hosts and no hostaddr
+ * (which libpq pairs with host: then libpq goes through the list itself,
+ * bounded by our one deadline).  A single port applies to every host. */
+static int pg_split_hosts(struct tm_pg *pg, const PQconninfoOption *opts)
+{
+    const char *host = NULL, *port = NULL, *hostaddr = NULL;
+    unsigned n = 1;
+
+    for (const PQconninfoOption *o = opts; o->keyword; o++) {
+        if (strcmp(o->keyword, "host") == 0)
+            host = o->val;
+        else if (strcmp(o->keyword, "port") == 0)
+            port = o->val;
+        else if (strcmp(o->keyword, "hostaddr") == 0)
+            hostaddr = o->val;
+    }
+    if (!host || (hostaddr && *hostaddr))
+        return 0;
+    for (const char *p = host; *p; p++)
+        n += *p == ',';
+    if (n < 2 || n > PG_HOSTS_MAX)
+        return 0;
+    bool one_port = !port || !strchr(port, ',');
+    for (unsigned i = 0; i < n; i++) {
+        pg->hosts[i] = list_item(host, i);
+        pg->ports[i] = port && *port ? list_item(port, one_port ? 0 : i) : NULL;
+        if (!pg->hosts[i] || (port && *port && !pg->ports[i]))
+            return TM_ENOMEM;
+        pg->nhosts = i + 1;
+    }
+    pg->round_left = n;
+    return 0;
 }
 
 static int pg_new(uv_loop_t *loop, const char *conninfo, tm_pg_state_cb on_state, void *data,
@@ -951,6 +1049,8 @@ static int pg_new(uv_loop_t *loop, const char *conninfo, tm_pg_state_cb on_state
     if (!pg->conninfo || !pg->redacted)
         goto out;
     tm_pg_conninfo_redact(conninfo, pg->redacted, redacted_size);
+    if (pg_split_hosts(pg, opts) < 0)
+        goto out;
     pg->loop = loop;
     pg->on_state = on_state;
     pg->data = data;

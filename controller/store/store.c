@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "controller/store/migrate.h"
 #include "core/err.h"
@@ -477,11 +478,36 @@ int tm_store_break_lease(struct tm_pg *conn, tm_store_break_cb cb, void *data)
 
 PGconn *tm_store_connect_blocking(const char *url, char *err, size_t errsize)
 {
-    const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
-    const char *vals[] = {url, "10", "tarmac", NULL};
+    /* Defaults before dbname, so the URL's own settings win: each host
+     * gets connect_timeout, and only a primary is taken (a standby would
+     * refuse migrate's and the db forms' writes). */
+    const char *keys[] = {"connect_timeout", "target_session_attrs", "dbname", "application_name", NULL};
+    const char *vals[] = {"10", "read-write", url, "tarmac", NULL};
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     char safe[512];
+    PQconninfoOption *opts = PQconninfoParse(url, NULL);
+    bool several = false;
 
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "host") == 0 && o->val && strchr(o->val, ','))
+            several = true;
+    PQconninfoFree(opts);
+    /* Several hosts: a failover may be under way (the standby not yet
+     * promoted): try again for up to ~30 s, with backoff, saying so. */
+    for (unsigned wait_ms = 500, waited = 0; several && conn && PQstatus(conn) != CONNECTION_OK &&
+                                              waited < 30000;
+         waited += wait_ms, wait_ms = wait_ms < 4000 ? wait_ms * 2 : 4000) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%s", PQerrorMessage(conn));
+        msg[strcspn(msg, "\n")] = '\0';
+        tm_log_redact(msg, sizeof(msg));
+        tm_log_warn("no primary among the database hosts yet, retrying", "error=\"%s\" retry_ms=%u", msg,
+                    wait_ms);
+        PQfinish(conn);
+        struct timespec ts = {.tv_sec = wait_ms / 1000, .tv_nsec = (long)(wait_ms % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+        conn = PQconnectdbParams(keys, vals, 1);
+    }
     if (conn && PQstatus(conn) == CONNECTION_OK)
         return conn;
     tm_pg_conninfo_redact(url, safe, sizeof(safe));
