@@ -53,6 +53,7 @@
 
 #define PG_BACKOFF_MIN_MS 100
 #define PG_BACKOFF_MAX_MS 5000
+#define PG_BACKOFF_MAX_HOSTS_MS 1000
 #define PG_CONNECT_TIMEOUT_MS 10000
 /* With several hosts, each gets this long before the next is tried (libpq
  * ignores connect_timeout under PQconnectPoll: the deadline is ours). */
@@ -363,9 +364,12 @@ static unsigned pg_backoff(struct tm_pg *pg)
 {
     unsigned shift = pg->attempt < 6 ? pg->attempt : 6;
     unsigned base = PG_BACKOFF_MIN_MS << shift;
+    /* With several hosts a failover is the likely cause: the standby is
+     * promoted within seconds, so each round waits at most a second. */
+    unsigned max = pg->nhosts > 1 ? PG_BACKOFF_MAX_HOSTS_MS : PG_BACKOFF_MAX_MS;
 
-    if (base > PG_BACKOFF_MAX_MS)
-        base = PG_BACKOFF_MAX_MS;
+    if (base > max)
+        base = max;
     pg->attempt++;
     return base / 2 + (unsigned)(pg_random(pg) % (base / 2 + 1));
 }
