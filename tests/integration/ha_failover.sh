@@ -20,12 +20,17 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 PGD=$(mktemp -d /tmp/tarmac-ha-pg.XXXXXX); chmod 755 "$PGD"
 [ "$(id -u)" = 0 ] && chown postgres: "$PGD"
 stop_clusters() {
+    # The replicas first (cleanup), then the servers; nothing here may stop
+    # the trap early (set -e): the primary was killed already.
+    cleanup || true
     for d in primary standby; do
-        [ -f "$PGD/$d/postmaster.pid" ] && as_pg "$bindir/pg_ctl" -D "$PGD/$d" -m immediate -w stop >/dev/null 2>&1
+        if [ -f "$PGD/$d/postmaster.pid" ]; then
+            as_pg "$bindir/pg_ctl" -D "$PGD/$d" -m immediate -w stop >/dev/null 2>&1 || true
+        fi
     done
-    rm -rf "$PGD"
+    rm -rf "$PGD" || true
 }
-trap 'stop_clusters; cleanup' EXIT
+trap stop_clusters EXIT
 p1=$(free_port); p2=$(free_port)
 as_pg "$bindir/initdb" -D "$PGD/primary" -A trust -U postgres -N --no-instructions >"$PGD/initdb.log" 2>&1 \
     || fail "initdb: $(cat "$PGD/initdb.log")"
@@ -91,6 +96,24 @@ wait_for "$LEADER_BOUND_S" '[ "$(psql_q "SELECT renewed_at >= to_timestamp('"$pr
     || fail "no leader tick within ${LEADER_BOUND_S} s of the promotion"
 tick_ms=$(psql_q "SELECT (extract(epoch FROM renewed_at) * 1000)::bigint FROM leader_lease")
 wait "$sub" || true
+if [ "$mode" = async ]; then
+    # Bad input: the database goes read-only mid-tick for 2 s (every
+    # session's next transaction): writes refused with 25006, connections
+    # dropped and retried, nothing half-applied (each write is one
+    # transaction and cloud calls follow only a committed plan).
+    ro() { PGOPTIONS='-c default_transaction_read_only=off' psql -X -q -d "$NEW" -c "$1" -c "SELECT pg_reload_conf()" >/dev/null; }
+    seen=$(cat "$WORK/a.log" "$WORK/b.log" | grep -c 'read-only transaction' || true)
+    ro "ALTER SYSTEM SET default_transaction_read_only = on"
+    wait_for 10 '[ "$(cat "$WORK/a.log" "$WORK/b.log" | grep -c "read-only transaction")" -gt "$seen" ]' \
+        || fail "nobody noticed the read-only database"
+    sleep 1
+    back_ms=$(date +%s%3N)
+    ro "ALTER SYSTEM RESET default_transaction_read_only"
+    wait_for 15 '[ "$(psql_q "SELECT renewed_at >= to_timestamp('"$back_ms"' / 1000.0) FROM leader_lease")" = t ]' \
+        || fail "no leader tick after the read-only spell"
+    for p in "${PIDS[@]:0:2}"; do kill -0 "$p" 2>/dev/null || fail "a replica died in the read-only spell"; done
+    echo "read-only mid-tick: noticed, connections retried, the leader ticks again"
+fi
 sleep 4   # a few ticks: orphans adopted or terminated
 
 acked=$(awk '$2 == 201' "$WORK/acks" | wc -l)
