@@ -138,6 +138,9 @@ static const struct cfg_field cfg_database_fields[] = {
     {.key = "url", .type = CFG_STR, .offset = CFG_OFF(tm_config, database_url)},
     {.key = "pool_size", .type = CFG_UINT, .offset = CFG_OFF(tm_config, database_pool_size),
      .def = "4", .min = 1, .max = 64},
+    /* docs/ha.md: a leader that renews nothing for this long is replaced. */
+    {.key = "leader_lease", .type = CFG_DURATION, .offset = CFG_OFF(tm_config, database_leader_lease_ms),
+     .def = "15s", .min = 500, .max = 10 * CFG_MIN},
 };
 static const struct cfg_section cfg_database_section = {
     cfg_database_fields, CFG_NFIELDS(cfg_database_fields), 0};
@@ -164,6 +167,9 @@ static const struct cfg_field cfg_api_fields[] = {
      .def = "100", .dmin = 0.01, .dmax = 1e6},
     {.key = "burst", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_api, burst),
      .def = "200", .dmin = 1, .dmax = 1e7},
+    /* docs/ha.md: past it a request answers 503 and its statement is dropped. */
+    {.key = "request_timeout", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_api, request_timeout_ms),
+     .def = "5s", .min = 100, .max = 10 * CFG_MIN},
 };
 static const struct cfg_section cfg_api_section = {
     cfg_api_fields, CFG_NFIELDS(cfg_api_fields), sizeof(struct tm_config_api)};

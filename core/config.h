@@ -113,6 +113,7 @@ struct tm_config_api {
     unsigned max_list;            /* items per page at most, default 1000 */
     double rate_per_s;            /* key rate_per_token: requests/s per token, default 100 */
     double burst;                 /* token bucket size, default 200 */
+    int64_t request_timeout_ms;   /* a request's deadline, default 5 s (docs/ha.md) */
 };
 
 /* alerts: conditions and where they go (controller/reconcile/alerts.h).  A threshold
@@ -140,6 +141,7 @@ struct tm_config {
     char *path;                   /* file it came from (or the name given) */
     char *database_url;           /* required unless TARMAC_DATABASE_URL is set */
     unsigned database_pool_size;  /* default 4, 1..64 */
+    int64_t database_leader_lease_ms; /* database.leader_lease, default 15 s (docs/ha.md) */
     char *listen;                 /* "host:port", default "127.0.0.1:8080" */
     char *cluster;                /* cluster tag value, required, [a-z0-9-]{1,40} */
     int64_t tick_interval_ms;     /* default 5 s, 100 ms .. 10 min */

@@ -4,6 +4,7 @@
 #include "providers/registry.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "providers/aws/aws_provider.h"
@@ -18,7 +19,12 @@ static int sim_create(const struct tm_provider_env *env, const struct tm_config_
 
     if (r < 0)
         return r;
-    return tm_sim_provider_create_pg(env->loop, &params, env->db_url, env->now_ms, env->clock, ret);
+    /* TARMAC_SIMCLOUD_URL: the simulated cloud in a database of its own,
+     * so that a failover test loses tarmac's database but not the cloud
+     * (tests/integration/ha_failover.sh); by default it shares tarmac's. */
+    const char *url = getenv("TARMAC_SIMCLOUD_URL");
+    return tm_sim_provider_create_pg(env->loop, &params, url && *url ? url : env->db_url, env->now_ms,
+                                     env->clock, ret);
 }
 
 static int aws_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
