@@ -1,0 +1,7 @@
+# providers/azure end to end against the loopback Azure fake (HTTPS, the
+# swagger extract enforced; tests/lib/azure_fake.py).
+
+# check azure exit codes, on-demand and spot pools, jobs run, VMs with their
+# NICs and disks released after grace, no secret or token in any log.
+tm_add_test(itest_azure_e2e LABELS integration azure FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_e2e.sh)
