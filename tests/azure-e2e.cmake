@@ -5,3 +5,8 @@
 # NICs and disks released after grace, no secret or token in any log.
 tm_add_test(itest_azure_e2e LABELS integration azure FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_e2e.sh)
+
+# A zone short (async ZonalAllocationFailed) falling back to the next zone
+# through 429s and a 503; a spot eviction that requeues the job.
+tm_add_test(itest_azure_faults LABELS integration azure FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_faults.sh)
