@@ -10,3 +10,8 @@ tm_add_test(itest_azure_e2e LABELS integration azure FIXTURES pg TIMEOUT 120
 # through 429s and a 503; a spot eviction that requeues the job.
 tm_add_test(itest_azure_faults LABELS integration azure FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_faults.sh)
+
+# kill -9 during launches and deletions, then restart: no duplicate VM, no
+# orphan VM, NIC or disk, no lost job (KILLS=6 here; the soak is KILLS=50).
+tm_add_test(itest_azure_kill9 LABELS integration azure FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_kill9.sh)
