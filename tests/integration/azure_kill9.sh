@@ -13,7 +13,7 @@ kills=${KILLS:-6}
 DB=$(new_db itest_azure_kill9)
 write_azure_config "$WORK/k.yaml" kill9 40 1s 200ms
 "$TARMAC" migrate --config "$WORK/k.yaml" >/dev/null
-az_ctl '{"put_hold": [0.25, 0.25], "delete_delay": 0.3, "op_delay": 0.2}'
+az_ctl '{"put_hold": [0.25, 0.25], "delete_delay": 0.3, "op_delay": 0.2, "page_size": 2}'
 "$TARMAC" db submit --config "$WORK/k.yaml" --team a --gpus 8 --runtime 2s --count 2 >/dev/null
 "$TARMAC" db submit --config "$WORK/k.yaml" --team b --gpus 8 --runtime 2s --count 2 --preemptible >/dev/null
 
