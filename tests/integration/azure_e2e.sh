@@ -7,6 +7,7 @@
 #     disks are deleted after the idle grace;
 #  3. no request the real API would refuse; the client secret and every
 #     token the fake issued appear in no log line or decision.
+set -euo pipefail
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/azure_itest.sh"
 

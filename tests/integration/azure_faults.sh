@@ -6,6 +6,7 @@
 #     with throttling (429 + Retry-After) and a 503 on the way;
 #  2. a spot VM evicted (simulateEviction, evictionPolicy Delete): its node
 #     becomes interrupted, the job is requeued and finishes on a new node.
+set -euo pipefail
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/azure_itest.sh"
 

@@ -6,6 +6,7 @@
 #
 #   KILLS=50 tests/integration/azure_kill9.sh     # the soak (README)
 # The suite runs KILLS=6 plus the two fixed crash points.
+set -euo pipefail
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/azure_itest.sh"
 

@@ -426,6 +426,7 @@ class Handler(BaseHTTPRequestHandler):
         u = urllib.parse.urlsplit(self.path)
         self.path_only = u.path
         self.query = urllib.parse.parse_qs(u.query, keep_blank_values=True)
+        print(f"{self.command} {u.path}", file=sys.stderr, flush=True)
         with LOCK:
             tick()
         if u.path.startswith("/__fake/"):
@@ -454,6 +455,8 @@ class Handler(BaseHTTPRequestHandler):
             if path == "/__fake/tokens":  # every token issued, one a line (the grep test)
                 body = "".join(t + "\n" for t in STATE["tokens"]).encode()
                 return self.reply(200, raw=body)
+            if path == "/__fake/puts":  # every VM PUT body as received
+                return self.reply(200, STATE.get("puts", []))
             if path == "/__fake/violations":
                 return self.reply(200, STATE["violations"])
             if path == "/__fake/expire_tokens" and self.command == "POST":
@@ -473,6 +476,8 @@ class Handler(BaseHTTPRequestHandler):
         self.reply(200, {"token_endpoint": f"{b}/{tenant}/oauth2/v2.0/token",
                          "authorization_endpoint": f"{b}/{tenant}/oauth2/v2.0/authorize",
                          "issuer": f"{b}/{tenant}/v2.0",
+                         "jwks_uri": f"{b}/{tenant}/discovery/v2.0/keys",
+                         "end_session_endpoint": f"{b}/{tenant}/oauth2/v2.0/logout",
                          "token_endpoint_auth_methods_supported": ["client_secret_post",
                                                                    "private_key_jwt"]})
 
@@ -623,6 +628,9 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(self.body)
         except Exception:
             return self.violation(400, "InvalidRequestContent", "body is not JSON")
+        with LOCK:
+            STATE.setdefault("puts", []).append({"name": name, "body": body,
+                                                 "user_agent": self.headers.get("User-Agent", "")})
         errs = []
         validate(body, SCHEMA, "body", errs)
         size, prio = vm_rules(name, body, errs)
