@@ -3,6 +3,8 @@
 
 tm_add_c_test(test_azure_arm_json ${CMAKE_SOURCE_DIR}/tests/unit/providers/azure/test_arm_json.c
               LABELS unit azure TIMEOUT 60)
+tm_add_c_test(test_azure_config ${CMAKE_SOURCE_DIR}/tests/unit/providers/azure/test_azure_config.c
+              LABELS unit azure TIMEOUT 60)
 tm_add_c_test(test_azure_arm_client ${CMAKE_SOURCE_DIR}/tests/unit/providers/azure/test_arm_client.c
               LABELS unit azure TIMEOUT 60)
 
