@@ -63,6 +63,19 @@ static void test_ok(void **state)
                           sizeof(err)), 0);
 }
 
+static void test_example_loads(void **state)
+{
+    struct tm_config cfg = {0};
+    char err[512], path[1024];
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/config/example-azure.yaml", TM_SOURCE_DIR);
+    assert_int_equal(tm_config_load(path, &cfg, err, sizeof(err)), 0);
+    assert_string_equal(cfg.providers[0].azure.resource_group, "tarmac-prod");
+    assert_string_equal(cfg.providers[0].azure.admin_username, "tarmac");
+    tm_config_release(&cfg);
+}
+
 static void expect_missing(const char *key)
 {
     char azure[1024], err[512], want[128];
@@ -155,6 +168,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ok),
+        cmocka_unit_test(test_example_loads),
         cmocka_unit_test(test_missing_fields),
         cmocka_unit_test(test_unknown_size),
         cmocka_unit_test(test_unknown_zone),
