@@ -231,6 +231,85 @@ static void test_wrong_secret_stops_calls(void **state)
     uv_loop_close(&loop);
 }
 
+static void test_managed_identity(void **state)
+{
+    struct tm_arm_options o = {
+        .endpoint = url, .imds = url, .auth = TM_ARM_AUTH_MANAGED_IDENTITY, .ca_file = ca,
+        .poll_ms = 50,
+    };
+    uv_loop_t loop;
+    struct tm_arm *arm = NULL;
+    struct tm_arm_stats st;
+    struct result r[2];
+
+    (void)state;
+    uv_loop_init(&loop);
+    assert_int_equal(tm_arm_create(&loop, &o, &arm), 0);
+    run_calls(&loop, arm, r, 2);
+    assert_int_equal(r[0].status, 0);
+    assert_int_equal(r[1].status, 0);
+    tm_arm_get_stats(arm, &st);
+    assert_int_equal(st.tokens_fetched, 1);
+    close_arm(&loop, arm);
+    uv_loop_close(&loop);
+}
+
+/* A PUT whose allocation fails in the async operation, and one refused at
+ * once: both TM_EQUOTA with Azure's code, after the operation was followed. */
+static void test_put_capacity_errors(void **state)
+{
+    struct tm_arm_vm_params p = {
+        .name = "tm-c-1", .location = "eastus", .zone = "1", .vm_size = "Standard_NC24ads_A100_v4",
+        .spot = true,
+        .subnet_id = "/subscriptions/sub-1/resourceGroups/rg-1/providers/Microsoft.Network/"
+                     "virtualNetworks/v/subnets/d",
+        .image = "Canonical:ubuntu:22_04-lts:latest", .admin_username = "tarmac",
+        .ssh_public_key = "ssh-ed25519 AAAA k", .cluster = "c", .pool = "p", .node = "1",
+        .token = "t",
+    };
+    const char *path = "/subscriptions/sub-1/resourceGroups/rg-1/providers/Microsoft.Compute/"
+                       "virtualMachines/tm-c-1?api-version=2024-07-01";
+    uv_loop_t loop;
+    struct tm_arm *arm;
+    struct tm_arm_stats st;
+    struct result r = {0};
+    char *body = NULL;
+
+    (void)state;
+    assert_int_equal(tm_arm_build_vm(&p, &body), 0);
+    ctl("control", "{\"capacity\": {\"Standard_NC24ads_A100_v4/1/Spot\": 0}, "
+                   "\"short_mode\": \"async\", \"op_delay\": 0.1}");
+    uv_loop_init(&loop);
+    arm = make(&loop, secret);
+    assert_int_equal(tm_arm_call(arm, TM_ARM_PUT_VM, "PUT", path, body,
+                                 TM_ARM_RETRY_AMBIGUOUS | TM_ARM_FOLLOW_ASYNC, on_done, &r), 0);
+    while (!r.done)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(r.status, TM_EQUOTA);
+    assert_string_equal(r.code, "ZonalAllocationFailed");
+    tm_arm_get_stats(arm, &st);
+    assert_true(st.polls >= 1);
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(tm_arm_call(arm, TM_ARM_DELETE_VM, "DELETE", path, NULL,
+                                 TM_ARM_RETRY_AMBIGUOUS | TM_ARM_FOLLOW_ASYNC, on_done, &r), 0);
+    while (!r.done)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(r.status, 0);
+    ctl("control", "{\"short_mode\": \"sync\"}");
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(tm_arm_call(arm, TM_ARM_PUT_VM, "PUT", path, body,
+                                 TM_ARM_RETRY_AMBIGUOUS | TM_ARM_FOLLOW_ASYNC, on_done, &r), 0);
+    while (!r.done)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(r.status, TM_EQUOTA);
+    assert_int_equal(r.http, 409);
+    assert_string_equal(r.code, "ZonalAllocationFailed");
+    ctl("control", "{\"capacity\": {}, \"short_mode\": \"async\"}");
+    free(body);
+    close_arm(&loop, arm);
+    uv_loop_close(&loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -238,6 +317,8 @@ int main(void)
         cmocka_unit_test(test_short_lived_token_refreshed),
         cmocka_unit_test(test_throttle_and_5xx),
         cmocka_unit_test(test_wrong_secret_stops_calls),
+        cmocka_unit_test(test_managed_identity),
+        cmocka_unit_test(test_put_capacity_errors),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
