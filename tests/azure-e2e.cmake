@@ -7,9 +7,13 @@ tm_add_test(itest_azure_e2e LABELS integration azure FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_e2e.sh)
 
 # A zone short (async ZonalAllocationFailed) falling back to the next zone
-# through 429s and a 503; a spot eviction that requeues the job.
-tm_add_test(itest_azure_faults LABELS integration azure FIXTURES pg TIMEOUT 120
-            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_faults.sh)
+# through 429s and a 503.
+tm_add_test(itest_azure_zone LABELS integration azure FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_zone.sh)
+
+# A spot eviction: the node interrupted, the job requeued and finished.
+tm_add_test(itest_azure_evict LABELS integration azure FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_evict.sh)
 
 # kill -9 during launches and deletions, then restart: no duplicate VM, no
 # orphan VM, NIC or disk, no lost job (KILLS=6 here; the soak is KILLS=50).
