@@ -64,6 +64,7 @@ struct az_provider {
     struct shortage shorts[SHORT_MAX];
     struct seen seen[SEEN_MAX];
     size_t nseen;
+    struct az_op *launching;      /* launch ops in flight (their VM names) */
     bool closing;
     void (*close_done)(void *data);
     void *close_data;
@@ -100,6 +101,7 @@ struct az_op {
     size_t ncand, cur;
     int last_status;
     char last_code[TM_ID_MAX];
+    struct az_op *next_launch, **prev_launch;
     /* list */
     struct tm_instance *list;
     size_t nlist, caplist;
@@ -111,6 +113,11 @@ static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
 
 static void op_free(struct az_op *op)
 {
+    if (op->prev_launch) {
+        *op->prev_launch = op->next_launch;
+        if (op->next_launch)
+            op->next_launch->prev_launch = op->prev_launch;
+    }
     if (op->bootstrap) {
         OPENSSL_cleanse(op->bootstrap, op->bootstrap_len);
         free(op->bootstrap);
@@ -275,11 +282,17 @@ static char *vm_path(struct az_provider *ap, const char *vm, const char *extra)
     return p;
 }
 
+static void seen_mark_deleting(struct az_provider *ap, const char *id);
+
 static int vm_call(struct az_op *op, enum tm_arm_call call, const char *method, const char *body,
                    tm_arm_cb cb)
 {
     char *path = vm_path(op->ap, op->vm, "");
     int r;
+
+    /* Whatever tarmac deletes (a node's VM, a failed attempt) is no eviction. */
+    if (strcmp(method, "DELETE") == 0)
+        seen_mark_deleting(op->ap, op->vm);
 
     if (!path)
         return TM_ENOMEM;
@@ -484,6 +497,11 @@ static int azure_launch(struct tm_provider *p, const struct tm_launch_request *r
         op->bootstrap_len = req->bootstrap_len;
     }
     op->step = STEP_FIND;
+    op->next_launch = ap->launching;
+    if (ap->launching)
+        ap->launching->prev_launch = &op->next_launch;
+    ap->launching = op;
+    op->prev_launch = &ap->launching;
     {
         char *path = vm_path(ap, op->vm, "");
 
@@ -532,7 +550,6 @@ static int azure_terminate(struct tm_provider *p, const char *instance_id, tm_do
     op->cb.done = cb;
     op->data = data;
     snprintf(op->vm, sizeof(op->vm), "%s", instance_id);
-    seen_mark_deleting(ap, instance_id);
     r = vm_call(op, TM_ARM_DELETE_VM, "DELETE", NULL, on_terminate);
     if (r < 0)
         op_free(op);
@@ -628,6 +645,12 @@ static void on_list(int status, const struct tm_arm_reply *reply, void *data)
 
         if (strcmp(vm->cluster, ap->cluster) != 0)
             continue;
+        /* A failed attempt a launch in flight is clearing and retrying in
+         * another zone or market is still that launch: pending, not dead. */
+        for (const struct az_op *l = ap->launching; l; l = l->next_launch)
+            if (strcmp(l->vm, vm->inst.id) == 0 && (vm->inst.state == TM_INSTANCE_TERMINATED ||
+                                                     vm->inst.state == TM_INSTANCE_STOPPING))
+                vm->inst.state = TM_INSTANCE_PENDING;
         s = seen_find(ap, vm->inst.id);
         /* Azure deleting a spot VM tarmac did not ask to delete: eviction. */
         if (vm->spot && vm->inst.state == TM_INSTANCE_STOPPING && !(s && s->deleting_by_us))
