@@ -97,6 +97,7 @@ CTL = {
     "token_ttl": 3600,
     "page_size": 50,
     "put_hold": [0.0, 0.0],
+    "quota_exceeded": False,  # new VMs refused as a core quota would
 }
 
 # ---- schema -----------------------------------------------------------------
@@ -661,6 +662,10 @@ class Handler(BaseHTTPRequestHandler):
             if zone and zone not in KNOWN_SIZES[size]:
                 return self.cloud_error(409, "SkuNotAvailable",
                                         f"The requested VM size {size} is not available in zone {zone}.")
+            if CTL["quota_exceeded"]:
+                return self.cloud_error(409, "OperationNotAllowed",
+                                        "Operation could not be completed as it results in exceeding "
+                                        "approved Total Regional Cores quota.")
             key = f"{size}/{zone}/{prio}"
             left = CTL["capacity"].get(key)
             short = left is not None and left <= 0

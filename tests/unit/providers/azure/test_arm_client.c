@@ -304,7 +304,16 @@ static void test_put_capacity_errors(void **state)
     assert_int_equal(r.status, TM_EQUOTA);
     assert_int_equal(r.http, 409);
     assert_string_equal(r.code, "ZonalAllocationFailed");
-    ctl("control", "{\"capacity\": {}, \"short_mode\": \"async\"}");
+    /* A core quota: OperationNotAllowed, a shortage too. */
+    ctl("control", "{\"capacity\": {}, \"short_mode\": \"async\", \"quota_exceeded\": true}");
+    memset(&r, 0, sizeof(r));
+    assert_int_equal(tm_arm_call(arm, TM_ARM_PUT_VM, "PUT", path, body,
+                                 TM_ARM_RETRY_AMBIGUOUS | TM_ARM_FOLLOW_ASYNC, on_done, &r), 0);
+    while (!r.done)
+        uv_run(&loop, UV_RUN_ONCE);
+    assert_int_equal(r.status, TM_EQUOTA);
+    assert_string_equal(r.code, "OperationNotAllowed");
+    ctl("control", "{\"quota_exceeded\": false}");
     free(body);
     close_arm(&loop, arm);
     uv_loop_close(&loop);
