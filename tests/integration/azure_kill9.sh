@@ -48,7 +48,7 @@ timeout 120 "$TARMAC" serve --config "$WORK/k.yaml" --exit-when-idle --max-wall 
     >>"$WORK/kill.out" 2>>"$WORK/kill.log" || fail "final serve failed"
 [ "$(psql_q "SELECT count(*) FROM jobs WHERE state = 'succeeded'")" = "$submitted" ] \
     || fail "unfinished jobs: $(psql_q "SELECT id, state, state_reason FROM jobs WHERE state <> 'succeeded'")"
-[ "$(psql_q "SELECT count(*) FROM nodes WHERE state NOT IN ('terminated', 'interrupted')")" = 0 ] || fail "nodes left live"
+[ "$(psql_q "SELECT count(*) FROM nodes WHERE state NOT IN ('terminated', 'interrupted')")" = 0 ] || fail "nodes left live: $(psql_q "SELECT id, pool, state, instance_id, zone FROM nodes WHERE state NOT IN ('terminated', 'interrupted')"); VMs: $(az_vms kill9)"
 sleep 1
 check_azure kill9 idle
 cat "$WORK"/kill.log "$WORK"/crash.log >"$WORK/all-kill.txt"

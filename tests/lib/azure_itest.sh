@@ -126,7 +126,9 @@ check_azure() {
             || orphan=$((orphan + 1))
     done <"$WORK/vms.txt"
     missing=0
-    for id in $(psql_q "SELECT instance_id FROM nodes WHERE instance_id IS NOT NULL AND state <> 'terminated' AND state <> 'interrupted'"); do
+    # A node being terminated may already have lost its VM (deleted, not yet
+    # observed); every other live node must have one.
+    for id in $(psql_q "SELECT instance_id FROM nodes WHERE instance_id IS NOT NULL AND state NOT IN ('terminated', 'interrupted', 'terminating')"); do
         [ "$(awk -v id="$id" '$1 == id' "$WORK/vms.txt" | wc -l)" = 1 ] || missing=$((missing + 1))
     done
     # A NIC or disk whose VM is gone bills on: an orphan.
