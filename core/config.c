@@ -48,6 +48,28 @@ static const struct cfg_field cfg_cred_fields[] = {
 static const struct cfg_section cfg_cred_section = {
     cfg_cred_fields, CFG_NFIELDS(cfg_cred_fields), sizeof(struct tm_config_credentials)};
 
+/* providers[].azure: kind azure only (config_check.c says which are required). */
+static const struct cfg_field cfg_azure_fields[] = {
+    {.key = "tenant_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, tenant_id),
+     .flags = CFG_NAME},
+    {.key = "subscription_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, subscription_id),
+     .flags = CFG_NAME},
+    {.key = "resource_group", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, resource_group),
+     .flags = CFG_NAME},
+    {.key = "client_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, client_id),
+     .flags = CFG_NAME},
+    {.key = "subnet_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, subnet_id)},
+    {.key = "image", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, image)},
+    {.key = "admin_username", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, admin_username),
+     .def = "tarmac", .flags = CFG_NAME},
+    {.key = "ssh_public_key", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, ssh_public_key)},
+    {.key = "authority", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, authority)},
+    {.key = "imds_endpoint", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, imds_endpoint)},
+    {.key = "ca_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, ca_file)},
+};
+static const struct cfg_section cfg_azure_section = {
+    cfg_azure_fields, CFG_NFIELDS(cfg_azure_fields), sizeof(struct tm_config_azure)};
+
 static const struct cfg_field cfg_provider_fields[] = {
     {.key = "name", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, name),
      .flags = CFG_REQUIRED | CFG_NAME},
@@ -57,6 +79,8 @@ static const struct cfg_field cfg_provider_fields[] = {
      .flags = CFG_REQUIRED | CFG_NAME},
     {.key = "endpoint", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, endpoint)},
     {.key = "image_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, image_id)},
+    {.key = "azure", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_provider, azure),
+     .sub = &cfg_azure_section},
     {.key = "credentials", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_provider, credentials),
      .sub = &cfg_cred_section},
     {.key = "boot_delay", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_provider, boot_delay_ms),

@@ -48,6 +48,24 @@ struct tm_config_credentials {
     char *profile;                /* profile name inside it, may be NULL */
 };
 
+/* azure: where the VMs go and who tarmac is to Azure (providers/azure/).
+ * The client secret itself never lives in the file: credentials.source
+ * "env" reads $AZURE_CLIENT_SECRET, "file" reads credentials.file, and
+ * "instance_role" uses the VM's managed identity. */
+struct tm_config_azure {
+    char *tenant_id;              /* required for kind azure */
+    char *subscription_id;        /* required */
+    char *resource_group;         /* required */
+    char *client_id;              /* app (client) id; NULL: $AZURE_CLIENT_ID */
+    char *subnet_id;              /* required: the NIC each VM creates joins it */
+    char *image;                  /* "publisher:offer:sku:version" or an image resource id */
+    char *admin_username;         /* default "tarmac" */
+    char *ssh_public_key;         /* required: Linux VMs take no password */
+    char *authority;              /* identity platform, default https://login.microsoftonline.com */
+    char *imds_endpoint;          /* instance metadata, default http://169.254.169.254 */
+    char *ca_file;                /* extra CA bundle (tests' loopback fakes), may be NULL */
+};
+
 struct tm_config_provider {
     char *name;
     char *kind;                   /* "sim" | "aws" | "gcp" | "azure" */
@@ -59,6 +77,7 @@ struct tm_config_provider {
     int64_t spot_notice_ms;       /* sim: notice before interruption, default 120 s */
     int64_t shutdown_delay_ms;    /* sim: terminate request to terminated, default 30 s */
     char *image_id;               /* aws: machine image (AMI) for launches, may be NULL */
+    struct tm_config_azure azure; /* kind azure only */
     uint64_t seed;                /* sim: random seed, default 1 */
     struct tm_config_instance_type *types;
     size_t ntypes;

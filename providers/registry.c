@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "providers/aws/aws_provider.h"
+#include "providers/azure/azure_provider.h"
 #include "providers/gcp/gcp_provider.h"
 #include "providers/sim/sim_provider.h"
 
@@ -39,6 +40,12 @@ static int gcp_create(const struct tm_provider_env *env, const struct tm_config_
     return tm_gcp_provider_create(env->loop, env->cfg, p, ret);
 }
 
+static int azure_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
+                        struct tm_provider **ret)
+{
+    return tm_azure_provider_create(env->loop, env->cfg, p, ret);
+}
+
 static const struct tm_provider_kind kinds[] = {
     {.name = "sim", .create = sim_create, .simulated = true},
     {.name = "aws", .create = aws_create, .validate = tm_aws_validate_pools,
@@ -46,6 +53,8 @@ static const struct tm_provider_kind kinds[] = {
     {.name = "gcp", .create = gcp_create, .validate = tm_gcp_validate_pools,
      .check_main = tm_gcp_check_main,
      .check_usage = "[--project P] [--zones Z1,...] [--machine-types T1,...] [--key-file F]"},
+    {.name = "azure", .create = azure_create, .check_main = tm_azure_check_main,
+     .check_usage = "--config FILE [--provider NAME] [--vm-sizes S1,S2,...]"},
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
