@@ -37,13 +37,13 @@ static int setup(void **state)
     while (fgets(line, sizeof(line), f)) {
         line[strcspn(line, "\n")] = '\0';
         if (!strncmp(line, "AZURE_FAKE_URL=", 15))
-            snprintf(url, sizeof(url), "%s", line + 15);
+            snprintf(url, sizeof(url), "%.*s", (int)sizeof(url) - 1, line + 15);
         else if (!strncmp(line, "AZURE_FAKE_CA=", 14))
-            snprintf(ca, sizeof(ca), "%s", line + 14);
+            snprintf(ca, sizeof(ca), "%.*s", (int)sizeof(ca) - 1, line + 14);
         else if (!strncmp(line, "AZURE_FAKE_SECRET=", 18))
-            snprintf(secret, sizeof(secret), "%s", line + 18);
+            snprintf(secret, sizeof(secret), "%.*s", (int)sizeof(secret) - 1, line + 18);
         else if (!strncmp(line, "AZURE_FAKE_PID=", 15))
-            snprintf(pid, sizeof(pid), "%s", line + 15);
+            snprintf(pid, sizeof(pid), "%.*s", (int)sizeof(pid) - 1, line + 15);
     }
     return pclose(f) == 0 && url[0] && pid[0] ? 0 : -1;
 }
