@@ -228,6 +228,26 @@ static void test_gpu_idle(void **state)
     assert_int_equal(count(f, "idle_requeue", -1), 0);
 }
 
+/* A drained node of a real-agent pool: its checkpointable job checkpoints
+ * and requeues (to resume elsewhere), the plain one runs on; a simulated
+ * pool's drain waits. */
+static void test_drain_checkpoints(void **state)
+{
+    struct fixture *f = *state;
+    struct tm_snap_node *n = add_node(f, 1, 0, NOW);
+    n->state = TM_NODE_DRAINING;
+    n->cordoned = true;
+    add_running(f, 10, 1, 0x1, 1)->checkpointable = true;
+    add_running(f, 11, 1, 0x2, 1);
+    run(f, NOW);
+    assert_int_equal(count(f, "checkpoint", 1), 1);
+    const cJSON *a = cJSON_GetArrayItem(f->plan.actions, 0);
+    assert_int_equal((int)cJSON_GetObjectItemCaseSensitive(a, "job")->valuedouble, 10);
+    f->real[0] = false;
+    run(f, NOW);
+    assert_int_equal(count(f, "checkpoint", 1), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +255,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sim_pool_never_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_boot_allowance, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gpu_idle, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drain_checkpoints, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
