@@ -12,3 +12,6 @@ tm_add_test(itest_agent_bootstrap LABELS integration agent FIXTURES pg TIMEOUT 1
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_bootstrap.sh)
 tm_add_c_test(test_agent_bootstrap ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_bootstrap.c
               LABELS unit agent LINK tarmac_core)
+# tarmac_apply's node agent ops and sample pruning on a real database.
+tm_add_test(itest_agent_apply LABELS integration agent FIXTURES pg TIMEOUT 60
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_apply.sh)
