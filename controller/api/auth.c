@@ -179,9 +179,10 @@ static void on_auth(const struct tm_pg_reply *reply, void *data)
         tm_api_fail(c, 409, "id", msg);
         return;
     }
-    /* Agent tokens are not cached: each request sees its node's state. */
-    if (c->role != TM_ROLE_AGENT)
-        auth_cache_put(c->api, c);
+    /* Cached for the fast paths only (the heartbeat), whose statement
+     * checks the token and its node again; every other route looks the
+     * token up, and so sees its node's state. */
+    auth_cache_put(c->api, c);
     if (!(c->route->roles & (1u << c->role))) {
         char msg[128];
         snprintf(msg, sizeof(msg), "the %s role may not %s %s", tm_role_name(c->role),

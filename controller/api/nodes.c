@@ -211,8 +211,13 @@ static const char heartbeat_sql[] =
     " bad AS (SELECT x ->> 'f' AS f FROM (SELECT x, i FROM jsonb_array_elements($4::jsonb)"
     "   WITH ORDINALITY t(x, i) UNION ALL SELECT x, i + 100000 FROM jsonb_array_elements($5::jsonb)"
     "   WITH ORDINALITY t(x, i)) v, n WHERE (x ->> 'gpu_index')::int >= n.gpus ORDER BY i LIMIT 1),"
+    /* The fast path's proof of its cached token ($6 its hash, $7 its
+     * role; both NULL on the normal path, which authenticated already). */
+    " tok AS (SELECT 1 AS ok WHERE $6::text IS NULL UNION ALL SELECT 1 FROM api_tokens t"
+    "   WHERE t.hash = $6 AND NOT t.revoked AND t.role = $7"
+    "     AND (t.role <> 'agent' OR t.node_id = $1)),"
     " live AS (SELECT 1 FROM n WHERE state NOT IN ('terminated', 'interrupted')"
-    "   AND NOT EXISTS (SELECT 1 FROM bad)),"
+    "   AND NOT EXISTS (SELECT 1 FROM bad) AND EXISTS (SELECT 1 FROM tok)),"
     " s AS (INSERT INTO gpu_samples (node_id, gpu_index, at_ms, util_percent, memory_used_mib,"
     "   uuid, memory_total_mib, temperature_c, power_w, processes)"
     "  SELECT $1, (x ->> 'gpu_index')::int, coalesce((x ->> 'at_ms')::bigint, $2),"
@@ -239,7 +244,8 @@ static const char heartbeat_sql[] =
     "   JOIN n ON true LEFT JOIN pools p ON p.name = n.pool"
     "   WHERE a.node_id = $1 AND (SELECT finished FROM rep) IS NOT NULL"
     "     AND j.id NOT IN (SELECT (x ->> 'id')::bigint"
-    "       FROM jsonb_array_elements($3::jsonb -> 'jobs') x)))::text END";
+    "       FROM jsonb_array_elements($3::jsonb -> 'jobs') x)))::text END,"
+    " EXISTS (SELECT 1 FROM tok)";
 
 static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
 {
@@ -258,6 +264,13 @@ static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
         return;
     }
     res = reply->results[0];
+    if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 4), "t") != 0) {
+        /* The fast path's cached token no longer holds: the normal path
+         * answers (401 for a revoked token, 403 for another node). */
+        tm_api_auth_forget(c);
+        tm_api_authenticate(c);
+        return;
+    }
     if (PQntuples(res) < 1 || PQgetisnull(res, 0, 0)) {
         tm_api_fail(c, 404, NULL, "no such node");
         return;
@@ -279,7 +292,7 @@ static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
     tm_api_reply(c, 200, PQgetvalue(res, 0, 3), (size_t)PQgetlength(res, 0, 3));
 }
 
-void tm_api_nodes_heartbeat(struct api_call *c)
+static void heartbeat(struct api_call *c, bool fast)
 {
     struct tm_spec_error err = {0};
     struct tm_api_heartbeat hb = {0};
@@ -292,12 +305,34 @@ void tm_api_nodes_heartbeat(struct api_call *c)
         return;
     }
     if (tm_api_parse_heartbeat(body, len, &hb, &err) < 0) {
-        tm_api_fail_spec(c, &err);
+        if (fast)
+            tm_api_authenticate(c); /* errors after authentication, as always */
+        else
+            tm_api_fail_spec(c, &err);
         return;
     }
     fmt_i64(id, sizeof(id), c->id);
     fmt_i64(now, sizeof(now), tm_api_now_ms(c));
-    const char *params[] = {id, now, hb.report, hb.samples, hb.gpus};
-    tm_api_query(c, heartbeat_sql, 5, params, on_heartbeat);
+    const char *params[] = {id, now, hb.report, hb.samples, hb.gpus, fast ? c->hash : NULL,
+                            fast ? tm_role_name(c->role) : NULL};
+    tm_api_query(c, heartbeat_sql, 7, params, on_heartbeat);
     tm_api_heartbeat_release(&hb);
+}
+
+void tm_api_nodes_heartbeat(struct api_call *c)
+{
+    heartbeat(c, false);
+}
+
+/* The hot path of a fleet's agents: a token authenticated within the
+ * cache's life skips the separate lookup; the statement checks it again
+ * (known, not revoked, same role, an agent's own node), and a check that
+ * fails hands the call to the normal path. */
+void tm_api_nodes_heartbeat_fast(struct api_call *c)
+{
+    if ((c->role == TM_ROLE_AGENT && c->id != c->token_node) || !tm_api_rate_take(c)) {
+        tm_api_authenticate(c);
+        return;
+    }
+    heartbeat(c, true);
 }

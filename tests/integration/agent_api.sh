@@ -80,11 +80,17 @@ T1=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1].split(" ",1)[1])[
 [ "${T1:0:4}" = tmk_ ] || fail "enrollment answered no token: $R"
 expect 401 "$(req POST /v1/agent/enroll "" "{\"node_id\":$N1,\"secret\":\"$S1\"}")" "a reused secret"
 expect 401 "$(req POST /v1/agent/enroll "" "{\"node_id\":$N2,\"secret\":\"$S2\"}")" "an expired secret"
+# A second, valid secret for node 2 (a later launch attempt's).
+S2B=tme_$(openssl rand -hex 32)
+enroll_row "$N2" "$S2B" $((NOW + 600000))
+R=$(req POST /v1/agent/enroll "" "{\"node_id\":$N2,\"secret\":\"$S2B\"}")
+expect 201 "$R" "node 2's fresh secret"
+T2=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1].split(" ",1)[1])["token"])' "$R")
 expect 401 "$(req POST /v1/agent/enroll "" "{\"node_id\":$N2,\"secret\":\"$S1\"}")" "another node's secret"
 expect 401 "$(req POST /v1/agent/enroll "" "{\"node_id\":$N3,\"secret\":\"$S3\"}")" "a terminated node's secret"
 expect 400 "$(req POST /v1/agent/enroll "" "{\"node_id\":$N1}")" "an enrollment without a secret"
-[ "$(psql_q "SELECT count(*) FROM api_tokens WHERE role = 'agent'")" = 1 ] || fail "not exactly one agent token"
-[ "$(psql_q "SELECT node_id FROM api_tokens WHERE role = 'agent'")" = "$N1" ] || fail "agent token not bound to node $N1"
+[ "$(psql_q "SELECT string_agg(node_id::text, ' ' ORDER BY node_id) FROM api_tokens WHERE role = 'agent'")" = "$N1 $N2" ] \
+    || fail "not one agent token each for nodes $N1 and $N2"
 
 # ---- the agent role ----
 expect 403 "$(req GET /v1/jobs "$T1")" "an agent token listing jobs"
@@ -183,8 +189,13 @@ psql_q "UPDATE nodes SET state = 'terminated', terminated_ms = 4 WHERE id = $N1"
 expect 409 "$(req POST "/v1/nodes/$N1/heartbeat" "$T1" '{}')" "a terminated node's agent heartbeat"
 expect 409 "$(req POST "/v1/nodes/$N1/jobs/$J1/start" "$T1" '{"attempt":2}')" "a terminated node's agent start"
 
+# ---- a revoked agent token, cached by the heartbeat's fast path ----
+expect 200 "$(req POST "/v1/nodes/$N2/heartbeat" "$T2" '{}')" "node 2's agent heartbeat"
+psql_q "UPDATE api_tokens SET revoked = true WHERE node_id = $N2" >/dev/null
+expect 401 "$(req POST "/v1/nodes/$N2/heartbeat" "$T2" '{}')" "a revoked agent token"
+
 # ---- no secret anywhere ----
-for s in "$S1" "$S2" "$S3" "$T1"; do
+for s in "$S1" "$S2" "$S2B" "$S3" "$T1" "$T2"; do
     grep -rqF -- "$s" "$WORK"/*.log "$WORK/serve.out" && fail "a secret reached a log"
     [ "$(psql_q "SELECT count(*) FROM decisions WHERE reason LIKE '%$s%' OR inputs::text LIKE '%$s%'")" = 0 ] \
         || fail "a secret reached the decisions"
