@@ -81,7 +81,8 @@ export TARMAC_DATABASE_URL=$DB
 # The nodes below exist in no cloud: this session holds the leader lock
 # (TM_LEADER_LOCK_KEY) so that serve only answers the API and never
 # reconciles them away.
-psql -X -q -d "$DB" -c "SELECT pg_advisory_lock(x'746d6c656164'::bigint)" -c "SELECT pg_sleep(3600)" \
+psql -X -q -d "$DB" -c "SELECT pg_advisory_lock(x'746d6c656164'::bigint)" \
+    -c "UPDATE leader_lease SET expires_at = 'infinity'" -c "SELECT pg_sleep(3600)" \
     >/dev/null 2>&1 &
 LOCKER=$!
 for _ in $(seq 1 50); do

@@ -49,6 +49,28 @@ static const struct cfg_field cfg_cred_fields[] = {
 static const struct cfg_section cfg_cred_section = {
     cfg_cred_fields, CFG_NFIELDS(cfg_cred_fields), sizeof(struct tm_config_credentials)};
 
+/* providers[].azure: kind azure only (config_check.c says which are required). */
+static const struct cfg_field cfg_azure_fields[] = {
+    {.key = "tenant_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, tenant_id),
+     .flags = CFG_NAME},
+    {.key = "subscription_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, subscription_id),
+     .flags = CFG_NAME},
+    {.key = "resource_group", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, resource_group),
+     .flags = CFG_NAME},
+    {.key = "client_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, client_id),
+     .flags = CFG_NAME},
+    {.key = "subnet_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, subnet_id)},
+    {.key = "image", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, image)},
+    {.key = "admin_username", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, admin_username),
+     .def = "tarmac", .flags = CFG_NAME},
+    {.key = "ssh_public_key", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, ssh_public_key)},
+    {.key = "authority", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, authority)},
+    {.key = "imds_endpoint", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, imds_endpoint)},
+    {.key = "ca_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, ca_file)},
+};
+static const struct cfg_section cfg_azure_section = {
+    cfg_azure_fields, CFG_NFIELDS(cfg_azure_fields), sizeof(struct tm_config_azure)};
+
 static const struct cfg_field cfg_provider_fields[] = {
     {.key = "name", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, name),
      .flags = CFG_REQUIRED | CFG_NAME},
@@ -58,6 +80,8 @@ static const struct cfg_field cfg_provider_fields[] = {
      .flags = CFG_REQUIRED | CFG_NAME},
     {.key = "endpoint", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, endpoint)},
     {.key = "image_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, image_id)},
+    {.key = "azure", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_provider, azure),
+     .sub = &cfg_azure_section},
     {.key = "credentials", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_provider, credentials),
      .sub = &cfg_cred_section},
     {.key = "boot_delay", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_provider, boot_delay_ms),
@@ -71,6 +95,12 @@ static const struct cfg_field cfg_provider_fields[] = {
     {.key = "seed", .type = CFG_U64, .offset = CFG_OFF(tm_config_provider, seed), .def = "1"},
     /* A path; cfg_load_spot_hazards() reads the table once validation passed. */
     {.key = "spot_hazards", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, spot_hazards_file)},
+    /* gcp */
+    {.key = "project", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, project)},
+    {.key = "token_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, token_url)},
+    {.key = "token_audience", .type = CFG_STR,
+     .offset = CFG_OFF(tm_config_provider, token_audience)},
+    {.key = "metadata_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, metadata_url)},
     {.key = "instance_types", .type = CFG_LIST, .offset = CFG_OFF(tm_config_provider, types),
      .count_offset = CFG_OFF(tm_config_provider, ntypes), .min = 0, .max = 256,
      .sub = &cfg_type_section},
@@ -138,6 +168,9 @@ static const struct cfg_field cfg_database_fields[] = {
     {.key = "url", .type = CFG_STR, .offset = CFG_OFF(tm_config, database_url)},
     {.key = "pool_size", .type = CFG_UINT, .offset = CFG_OFF(tm_config, database_pool_size),
      .def = "4", .min = 1, .max = 64},
+    /* docs/ha.md: a leader that renews nothing for this long is replaced. */
+    {.key = "leader_lease", .type = CFG_DURATION, .offset = CFG_OFF(tm_config, database_leader_lease_ms),
+     .def = "15s", .min = 500, .max = 10 * CFG_MIN},
 };
 static const struct cfg_section cfg_database_section = {
     cfg_database_fields, CFG_NFIELDS(cfg_database_fields), 0};
@@ -164,6 +197,9 @@ static const struct cfg_field cfg_api_fields[] = {
      .def = "100", .dmin = 0.01, .dmax = 1e6},
     {.key = "burst", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_api, burst),
      .def = "200", .dmin = 1, .dmax = 1e7},
+    /* docs/ha.md: past it a request answers 503 and its statement is dropped. */
+    {.key = "request_timeout", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_api, request_timeout_ms),
+     .def = "5s", .min = 100, .max = 10 * CFG_MIN},
 };
 static const struct cfg_section cfg_api_section = {
     cfg_api_fields, CFG_NFIELDS(cfg_api_fields), sizeof(struct tm_config_api)};

@@ -48,6 +48,24 @@ struct tm_config_credentials {
     char *profile;                /* profile name inside it, may be NULL */
 };
 
+/* azure: where the VMs go and who tarmac is to Azure (providers/azure/).
+ * The client secret itself never lives in the file: credentials.source
+ * "env" reads $AZURE_CLIENT_SECRET, "file" reads credentials.file, and
+ * "instance_role" uses the VM's managed identity. */
+struct tm_config_azure {
+    char *tenant_id;              /* required for kind azure */
+    char *subscription_id;        /* required */
+    char *resource_group;         /* required */
+    char *client_id;              /* app (client) id; NULL: $AZURE_CLIENT_ID */
+    char *subnet_id;              /* required: the NIC each VM creates joins it */
+    char *image;                  /* "publisher:offer:sku:version" or an image resource id */
+    char *admin_username;         /* default "tarmac" */
+    char *ssh_public_key;         /* required: Linux VMs take no password */
+    char *authority;              /* identity platform, default https://login.microsoftonline.com */
+    char *imds_endpoint;          /* instance metadata, default http://169.254.169.254 */
+    char *ca_file;                /* extra CA bundle (tests' loopback fakes), may be NULL */
+};
+
 struct tm_config_provider {
     char *name;
     char *kind;                   /* "sim" | "aws" | "gcp" | "azure" */
@@ -59,6 +77,7 @@ struct tm_config_provider {
     int64_t spot_notice_ms;       /* sim: notice before interruption, default 120 s */
     int64_t shutdown_delay_ms;    /* sim: terminate request to terminated, default 30 s */
     char *image_id;               /* aws: machine image (AMI) for launches, may be NULL */
+    struct tm_config_azure azure; /* kind azure only */
     uint64_t seed;                /* sim: random seed, default 1 */
     struct tm_config_instance_type *types;
     size_t ntypes;
@@ -68,6 +87,13 @@ struct tm_config_provider {
      * tm_config_spot_hazard(); spot_hazards is NULL without a file. */
     char *spot_hazards_file;
     struct tm_spot_hazards *spot_hazards;
+    /* gcp (providers/gcp/README.md): project id, required for kind gcp;
+     * token endpoint, JWT audience and metadata server, NULL for Google's
+     * (tests point them at a loopback fake). */
+    char *project;
+    char *token_url;
+    char *token_audience;
+    char *metadata_url;
 };
 
 struct tm_config_pool {
@@ -131,6 +157,7 @@ struct tm_config_api {
     unsigned max_list;            /* items per page at most, default 1000 */
     double rate_per_s;            /* key rate_per_token: requests/s per token, default 100 */
     double burst;                 /* token bucket size, default 200 */
+    int64_t request_timeout_ms;   /* a request's deadline, default 5 s (docs/ha.md) */
 };
 
 /* alerts: conditions and where they go (controller/reconcile/alerts.h).  A threshold
@@ -158,6 +185,7 @@ struct tm_config {
     char *path;                   /* file it came from (or the name given) */
     char *database_url;           /* required unless TARMAC_DATABASE_URL is set */
     unsigned database_pool_size;  /* default 4, 1..64 */
+    int64_t database_leader_lease_ms; /* database.leader_lease, default 15 s (docs/ha.md) */
     char *listen;                 /* "host:port", default "127.0.0.1:8080" */
     char *cluster;                /* cluster tag value, required, [a-z0-9-]{1,40} */
     int64_t tick_interval_ms;     /* default 5 s, 100 ms .. 10 min */

@@ -216,6 +216,10 @@ static int cfg_validate_providers(struct cfg_ctx *c, const struct tm_config *cfg
             return tm_cfg_fail(c, cfg_at(c, pn, "instance_types"),
                                "a sim provider must describe at least one instance type");
         }
+        if (strcmp(p->kind, "gcp") == 0 && !p->project) {
+            tm_cfg_path_set(c, "providers[%zu].project", i);
+            return tm_cfg_fail(c, pn, "missing required key (a gcp provider names its project)");
+        }
         if (strcmp(cr->source, "file") == 0 && !cr->file) {
             tm_cfg_path_set(c, "providers[%zu].credentials.file", i);
             return tm_cfg_fail(c, cfg_at(c, cfg_map_get(c, pn, "credentials"), "file"),
@@ -239,6 +243,82 @@ static int cfg_validate_providers(struct cfg_ctx *c, const struct tm_config *cfg
                                        "providers[%zu].instance_types[%zu])",
                                        ty->name, i, u);
                 }
+        }
+    }
+    return 0;
+}
+
+/* ---- kind azure: what Azure needs before a first call (providers/azure/) --- */
+
+static int cfg_validate_azure(struct cfg_ctx *c, const struct tm_config *cfg)
+{
+    const yaml_node_t *plist = cfg_map_get(c, c->root, "providers");
+    const yaml_node_t *poollist = cfg_map_get(c, c->root, "pools");
+
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        const struct tm_config_provider *p = &cfg->providers[i];
+        const struct tm_config_azure *az = &p->azure;
+        const yaml_node_t *pn = cfg_seq_get(c, plist, i);
+        const yaml_node_t *an = cfg_map_get(c, pn, "azure");
+        struct { const char *key; const char *val; bool need; } req[] = {
+            {"tenant_id", az->tenant_id, strcmp(p->credentials.source, "instance_role") != 0},
+            {"subscription_id", az->subscription_id, true},
+            {"resource_group", az->resource_group, true},
+            {"subnet_id", az->subnet_id, true},
+            {"image", az->image, true},
+            {"ssh_public_key", az->ssh_public_key, true},
+        };
+
+        if (strcmp(p->kind, "azure") != 0) {
+            if (an) {
+                tm_cfg_path_set(c, "providers[%zu].azure", i);
+                return tm_cfg_fail(c, cfg_at(c, pn, "azure"), "only for kind azure, not \"%s\"",
+                                   p->kind);
+            }
+            continue;
+        }
+        for (size_t k = 0; k < sizeof(req) / sizeof(req[0]); k++)
+            if (req[k].need && (!req[k].val || !*req[k].val)) {
+                tm_cfg_path_set(c, "providers[%zu].azure.%s", i, req[k].key);
+                return tm_cfg_fail(c, an ? an : pn, "missing required key (kind is azure)");
+            }
+        if (strncmp(az->subnet_id, "/subscriptions/", 15) != 0 || !strstr(az->subnet_id, "/subnets/")) {
+            tm_cfg_path_set(c, "providers[%zu].azure.subnet_id", i);
+            return tm_cfg_fail(c, cfg_at(c, an, "subnet_id"),
+                               "must be a subnet resource id (/subscriptions/.../subnets/NAME)");
+        }
+        for (size_t t = 0; t < p->ntypes; t++)
+            if (strncmp(p->types[t].name, "Standard_", 9) != 0) {
+                tm_cfg_path_set(c, "providers[%zu].instance_types[%zu].name", i, t);
+                return tm_cfg_fail(c, cfg_at(c, cfg_seq_get(c, cfg_map_get(c, pn, "instance_types"), t), "name"),
+                                   "\"%s\" is not an Azure VM size (Standard_...)", p->types[t].name);
+            }
+        for (size_t j = 0; j < cfg->npools; j++) {
+            const struct tm_config_pool *pool = &cfg->pools[j];
+            const yaml_node_t *pj = cfg_seq_get(c, poollist, j);
+
+            if (!pool->provider || strcmp(pool->provider, p->name) != 0)
+                continue;
+            /* Prices and GPU facts come from the file: a size it does not
+             * describe is a typo or a size tarmac cannot price. */
+            for (size_t t = 0; t < pool->ninstance_types; t++)
+                if (!tm_config_type_find(p, pool->instance_types[t])) {
+                    tm_cfg_path_set(c, "pools[%zu].instance_types[%zu]", j, t);
+                    return tm_cfg_fail(c, cfg_seq_get(c, cfg_map_get(c, pj, "instance_types"), t),
+                                       "unknown VM size \"%s\" for azure provider \"%s\" (describe it "
+                                       "in the provider's instance_types)", pool->instance_types[t], p->name);
+                }
+            /* Azure availability zones are "1", "2", "3" within the region. */
+            for (size_t z = 0; z < pool->nzones; z++) {
+                const char *zn = pool->zones[z];
+
+                if (!(zn[0] >= '1' && zn[0] <= '3' && zn[1] == '\0')) {
+                    tm_cfg_path_set(c, "pools[%zu].zones[%zu]", j, z);
+                    return tm_cfg_fail(c, cfg_seq_get(c, cfg_map_get(c, pj, "zones"), z),
+                                       "unknown Azure zone \"%s\" (zones are 1, 2 or 3 of region %s)",
+                                       zn, p->region);
+                }
+            }
         }
     }
     return 0;
@@ -466,6 +546,8 @@ int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
     if (r < 0)
         return r;
     r = cfg_validate_pools(c, cfg);
+    if (r == 0)
+        r = cfg_validate_azure(c, cfg);
     if (r < 0)
         return r;
     r = cfg_load_spot_hazards(c, cfg);

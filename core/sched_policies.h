@@ -15,6 +15,7 @@
 #define TM_SCHED_POLICIES(X)                                                        \
     X(FIFO, fifo)         /* strict submit order, first-fit, head blocks: baseline */ \
     X(BACKFILL, backfill) /* FIFO + EASY backfill on estimates: baseline */           \
-    X(TARMAC, tarmac)     /* the product: see controller/sched/tarmac.c */
+    X(TARMAC, tarmac)     /* the product: see controller/sched/tarmac.c */        \
+    X(MULTIFACTOR, multifactor) /* EASY on Slurm's multifactor priority: baseline */
 
 #endif

@@ -4,9 +4,12 @@
 #include "providers/registry.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "providers/aws/aws_provider.h"
+#include "providers/azure/azure_provider.h"
+#include "providers/gcp/gcp_provider.h"
 #include "providers/sim/sim_provider.h"
 
 static int sim_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
@@ -17,7 +20,12 @@ static int sim_create(const struct tm_provider_env *env, const struct tm_config_
 
     if (r < 0)
         return r;
-    return tm_sim_provider_create_pg(env->loop, &params, env->db_url, env->now_ms, env->clock, ret);
+    /* TARMAC_SIMCLOUD_URL: the simulated cloud in a database of its own,
+     * so that a failover test loses tarmac's database but not the cloud
+     * (tests/integration/ha_failover.sh); by default it shares tarmac's. */
+    const char *url = getenv("TARMAC_SIMCLOUD_URL");
+    return tm_sim_provider_create_pg(env->loop, &params, url && *url ? url : env->db_url, env->now_ms,
+                                     env->clock, ret);
 }
 
 static int aws_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
@@ -26,10 +34,27 @@ static int aws_create(const struct tm_provider_env *env, const struct tm_config_
     return tm_aws_provider_create(env->loop, env->cfg, p, ret);
 }
 
+static int gcp_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
+                      struct tm_provider **ret)
+{
+    return tm_gcp_provider_create(env->loop, env->cfg, p, ret);
+}
+
+static int azure_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
+                        struct tm_provider **ret)
+{
+    return tm_azure_provider_create(env->loop, env->cfg, p, ret);
+}
+
 static const struct tm_provider_kind kinds[] = {
     {.name = "sim", .create = sim_create, .simulated = true},
     {.name = "aws", .create = aws_create, .validate = tm_aws_validate_pools,
      .check_main = tm_aws_check_main, .check_usage = "[--region R] [--instance-types T1,T2,...]"},
+    {.name = "gcp", .create = gcp_create, .validate = tm_gcp_validate_pools,
+     .check_main = tm_gcp_check_main,
+     .check_usage = "[--project P] [--zones Z1,...] [--machine-types T1,...] [--key-file F]"},
+    {.name = "azure", .create = azure_create, .check_main = tm_azure_check_main,
+     .check_usage = "--config FILE [--provider NAME] [--vm-sizes S1,S2,...]"},
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 

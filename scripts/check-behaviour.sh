@@ -39,7 +39,7 @@ done
 # The only fields that measure the machine rather than the schedule: the
 # scheduler table's last column (events/s) and the elastic runs' wall_s.
 for f in "$OUT"/sched-*.txt; do
-    sed -E '/^\| (fifo|backfill|tarmac) \|/s/\| [0-9]+ \|$/| - |/' "$f" >"$f.tmp" && mv "$f.tmp" "$f"
+    sed -E '/^\| (fifo|backfill|tarmac|multifactor|oracle) \|/s/\| [0-9]+ \|$/| - |/' "$f" >"$f.tmp" && mv "$f.tmp" "$f"
 done
 for f in "$OUT"/elastic-*.json; do
     sed -E 's/("wall_s":[[:space:]]*)[0-9.e+-]+/\1-/' "$f" >"$f.tmp" && mv "$f.tmp" "$f"

@@ -7,3 +7,6 @@ tm_add_c_test(test_trace ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_trace.c
               LABELS unit scheduler TIMEOUT 120 LINK tarmac_replay_lib)
 tm_add_c_test(test_replay ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_replay.c
               LABELS unit scheduler TIMEOUT 300)
+# The replay's incremental passes against the full pass, decision for decision.
+tm_add_c_test(test_replay_incremental ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_replay_incremental.c
+              LABELS unit scheduler TIMEOUT 120 LINK tarmac_replay_lib)

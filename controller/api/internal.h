@@ -87,6 +87,7 @@ struct api_call {
     /* Route scratch. */
     unsigned limit;
     bool flag;
+    uint64_t deadline;        /* uv_now() past which it answers 503 (api.request_timeout) */
 };
 
 void tm_api_reply(struct api_call *c, int status, const char *json, size_t len);
@@ -102,6 +103,9 @@ void tm_api_call_free(struct api_call *c);
 int tm_api_query(struct api_call *c, const char *sql, int nparams, const char *const *params,
                  tm_pg_cb cb);
 int64_t tm_api_now_ms(const struct api_call *c);
+/* Milliseconds before c's deadline (api.request_timeout), 0 once past:
+ * every statement of a call is bounded by it (tm_pg_pool_query_until). */
+uint64_t tm_api_time_left(const struct api_call *c);
 /* The configuration the server was started with (pools, for the submit
  * check), or NULL. */
 const struct tm_config *tm_api_config(const struct api_call *c);

@@ -55,6 +55,7 @@ void tm_api_limits_default(struct tm_api_limits *limits)
         .max_list = 1000,
         .rate_per_s = 100,
         .burst = 200,
+        .request_timeout_ms = 5000,
     };
 }
 
@@ -111,6 +112,8 @@ static void send_raw(struct tm_api *api, h2o_req_t *req, int status, const char 
                        H2O_STRLIT("Bearer"));
     if (status == 429)
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("1"));
+    if (status == 503) /* the database away, or shutting down: docs/ha.md */
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_RETRY_AFTER, NULL, H2O_STRLIT("2"));
     h2o_send_inline(req, body, len); /* copies the body into the request's pool */
 }
 
@@ -164,6 +167,7 @@ struct api_call *tm_api_call_new(struct tm_api *api, h2o_req_t *req, const struc
     c->api = api;
     c->req = req;
     c->route = route;
+    c->deadline = uv_now(api->loop) + (api->limits.request_timeout_ms ? api->limits.request_timeout_ms : 5000);
     api->ncalls++;
     return c;
 }
@@ -208,6 +212,10 @@ void tm_api_fail(struct api_call *c, int status, const char *field, const char *
 
 void tm_api_fail_spec(struct api_call *c, const struct tm_spec_error *err)
 {
+    if (err->nomem) {
+        tm_api_fail(c, 503, NULL, "out of memory; try again");
+        return;
+    }
     tm_api_fail(c, 400, err->field[0] ? err->field : NULL, err->message);
 }
 
@@ -229,8 +237,13 @@ void tm_api_fail_db(struct api_call *c, const struct tm_pg_reply *reply)
     int status = 500;
     const char *msg = "the database refused the request";
 
-    if (reply->status == -ECONNRESET || reply->status == -ETIMEDOUT ||
-        reply->status == TM_ECANCELED || reply->status == TM_EUNAVAIL) {
+    if (reply->status == -ETIMEDOUT) {
+        status = 503;
+        msg = "the database did not answer within api.request_timeout; retry later";
+    } else if (reply->status == -ECONNRESET || reply->status == TM_ECANCELED ||
+               reply->status == TM_EUNAVAIL ||
+               (reply->sqlstate && strcmp(reply->sqlstate, "25006") == 0)) {
+        /* 25006: a standby answered (a failover under way). */
         status = 503;
         msg = "database unavailable";
     } else if (reply->sqlstate && strncmp(reply->sqlstate, "23", 2) == 0) {
@@ -248,14 +261,28 @@ void tm_api_fail_db(struct api_call *c, const struct tm_pg_reply *reply)
 int tm_api_query(struct api_call *c, const char *sql, int nparams, const char *const *params,
                  tm_pg_cb cb)
 {
-    int r = tm_pg_pool_query(c->api->pool, sql, nparams, params, cb, c);
+    uint64_t left = tm_api_time_left(c);
+    int r = left == 0 ? -ETIMEDOUT
+                      : tm_pg_pool_query_until(c->api->pool, sql, nparams, params, left, cb, c);
 
+    if (r == -ETIMEDOUT) {
+        tm_log_warn("api request past its deadline", "route=\"%s\"", c->route->pattern);
+        tm_api_fail(c, 503, NULL, "the database did not answer within api.request_timeout; retry later");
+        return r;
+    }
     if (r < 0) {
         tm_log_warn("api could not queue a statement", "route=\"%s\" error=\"%s\"",
                     c->route->pattern, tm_strerror(r));
         tm_api_fail(c, 503, NULL, "database unavailable");
     }
     return r;
+}
+
+uint64_t tm_api_time_left(const struct api_call *c)
+{
+    uint64_t now = uv_now(c->api->loop);
+
+    return c->deadline > now ? c->deadline - now : 0;
 }
 
 const struct tm_config *tm_api_config(const struct api_call *c)
@@ -533,6 +560,8 @@ static void limits_from_config(const struct tm_config_api *c, struct tm_api_limi
         limits->rate_per_s = c->rate_per_s;
     if (c->burst > 0)
         limits->burst = c->burst;
+    if (c->request_timeout_ms > 0)
+        limits->request_timeout_ms = (unsigned)c->request_timeout_ms;
 }
 
 int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_api_routes *routes,

@@ -41,6 +41,7 @@ struct tm_api_limits {
     unsigned max_list;      /* most items per page; default 1000 (default page 100) */
     double rate_per_s;      /* requests per second per token, refilled; default 100 */
     double burst;           /* bucket size; default 200 */
+    unsigned request_timeout_ms; /* a request's deadline: then 503 + Retry-After; default 5 s */
 };
 
 /* The defaults above. */

@@ -3,8 +3,10 @@
  * batcher of the fast path, which joins concurrent submits into one
  * statement.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,7 @@
 #include "controller/spec/api_body.h"
 #include "controller/spec/job_fit.h"
 #include "controller/spec/json_body.h"
+#include "controller/spec/token.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/model.h"
@@ -26,28 +29,60 @@
 /* ---- jobs ----------------------------------------------------------------- */
 
 #define SUBMIT_NPARAMS 17
-static const char submit_sql[] =
-    "WITH chk AS (SELECT"
-    " (SELECT count(*) FROM pools WHERE $10::text IS NULL OR name = $10) AS pools,"
-    " (SELECT count(*) FROM pools WHERE $9::text IS NULL"
-    "   OR gpu_model = ANY (string_to_array($9, '|'))) AS models,"
-    " (SELECT coalesce(max(gpus_per_node), 0) FROM pools WHERE ($10::text IS NULL OR name = $10)"
-    "   AND ($9::text IS NULL OR gpu_model = ANY (string_to_array($9, '|')))) AS max_gpus,"
-    " (SELECT coalesce(string_agg(DISTINCT gpu_model, ', '), '') FROM pools) AS known_models,"
-    " (SELECT coalesce(string_agg(name, ', ' ORDER BY name), '') FROM pools) AS known_pools),"
-    " ins AS (INSERT INTO jobs (team, name, command, gpus, gpu_milli, nodes, cpu_milli,"
-    "   memory_mib, gpu_model, pool, class, priority, preemptible, checkpointable,"
-    "   runtime_estimate_ms, deadline_ms, submitted_ms, env, image)"
-    "  SELECT $1, $2, $3, $4::int, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
-    "   nullif($15::bigint, 0), nullif($16::bigint, 0), $17, coalesce($18::jsonb, '{}'), $19"
-    "  FROM chk WHERE chk.pools > 0 AND chk.models > 0 AND $4::int <= chk.max_gpus"
-    "  RETURNING *)"
-    " SELECT (SELECT " JOB_JSON " FROM ins j), chk.pools, chk.models, chk.max_gpus,"
-    " chk.known_models, chk.known_pools FROM chk";
+/* The checks every submit makes, as a CTE "chk"; $18 is the request's
+ * deadline in ms since the Unix epoch, checked on the database's clock: a
+ * statement that reaches the server after its client was answered 503
+ * (docs/ha.md) inserts nothing. */
+#define SUBMIT_CHK                                                                              \
+    "chk AS (SELECT"                                                                            \
+    " (SELECT count(*) FROM pools WHERE $10::text IS NULL OR name = $10) AS pools,"             \
+    " (SELECT count(*) FROM pools WHERE $9::text IS NULL"                                       \
+    "   OR gpu_model = ANY (string_to_array($9, '|'))) AS models,"                              \
+    " (SELECT coalesce(max(gpus_per_node), 0) FROM pools WHERE ($10::text IS NULL OR name = $10)" \
+    "   AND ($9::text IS NULL OR gpu_model = ANY (string_to_array($9, '|')))) AS max_gpus,"     \
+    " (SELECT coalesce(string_agg(DISTINCT gpu_model, ', '), '') FROM pools) AS known_models,"  \
+    " (SELECT coalesce(string_agg(name, ', ' ORDER BY name), '') FROM pools) AS known_pools,"   \
+    " clock_timestamp() < to_timestamp($18::bigint / 1000.0) AS in_time)"
+/* ENV and IMAGE: the parameters holding the job's env (jsonb text or
+ * NULL) and image, numbered after each statement's own. */
+#define SUBMIT_INS(ENV, IMAGE)                                                                  \
+    " ins AS (INSERT INTO jobs (team, name, command, gpus, gpu_milli, nodes, cpu_milli,"        \
+    "   memory_mib, gpu_model, pool, class, priority, preemptible, checkpointable,"             \
+    "   runtime_estimate_ms, deadline_ms, submitted_ms, env, image)"                            \
+    "  SELECT $1, $2, $3, $4::int, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"                \
+    "   nullif($15::bigint, 0), nullif($16::bigint, 0), $17,"                                   \
+    "   coalesce(" ENV "::jsonb, '{}'::jsonb), " IMAGE "::text"                                 \
+    "  FROM chk WHERE chk.pools > 0 AND chk.models > 0 AND $4::int <= chk.max_gpus AND chk.in_time"
+#define SUBMIT_OUT " chk.pools, chk.models, chk.max_gpus, chk.known_models, chk.known_pools, chk.in_time"
 
-struct submit_ctx {
-    char gpus[16], pool[64], model[TM_JOB_MODEL_MAX + 1];
-};
+static const char submit_sql[] =
+    "WITH " SUBMIT_CHK "," SUBMIT_INS("$19", "$20") "  RETURNING *)"
+    " SELECT (SELECT " JOB_JSON " FROM ins j)," SUBMIT_OUT " FROM chk";
+
+/* With an Idempotency-Key ($19 the token's hash, $20 the key, $21 the
+ * body's hash; $22 and $23 the env and image): an earlier answer under the same key and token (prev)
+ * means no insert; a new job records its answer in the same statement.
+ * Two concurrent requests with one key: the second's insert of the key
+ * collides (23505) and rolls its job back; it is then run again, and
+ * finds the first's answer. */
+static const char submit_idem_sql[] =
+    "WITH prev AS (SELECT body_hash, response FROM api_idempotency"
+    "   WHERE token_hash = $19 AND key = $20), " SUBMIT_CHK ","
+    SUBMIT_INS("$22", "$23") " AND NOT EXISTS (SELECT 1 FROM prev) RETURNING *),"
+    " doc AS (SELECT j.id, " JOB_JSON "::text AS d FROM ins j),"
+    " rec AS (INSERT INTO api_idempotency (token_hash, key, body_hash, job_id, response)"
+    "  SELECT $19, $20, $21, id, d FROM doc RETURNING 1)"
+    " SELECT (SELECT d FROM doc)," SUBMIT_OUT ", (SELECT body_hash FROM prev),"
+    " (SELECT response FROM prev), (SELECT count(*) FROM rec) FROM chk";
+
+/* The request's deadline as wall-clock ms, for the database's clock. */
+static int64_t wall_deadline_ms(const struct api_call *c)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)tm_api_time_left(c);
+}
 
 static void on_submit(const struct tm_pg_reply *reply, void *data)
 {
@@ -55,11 +90,44 @@ static void on_submit(const struct tm_pg_reply *reply, void *data)
     PGresult *res;
     char msg[192];
 
+    if (c->req && c->flag && reply->status == TM_EDB && reply->sqlstate &&
+        strcmp(reply->sqlstate, "23505") == 0) {
+        /* The same key raced with itself and the other committed first:
+         * once more, to read its answer. */
+        if (c->limit == 0) {
+            c->limit = 1;
+            tm_api_jobs_submit(c);
+        } else {
+            tm_api_fail(c, 409, "Idempotency-Key", "a request with this key is in progress; retry");
+        }
+        return;
+    }
     if (!tm_api_reply_ok(c, reply))
         return;
     res = reply->results[0];
     if (PQntuples(res) == 1 && !PQgetisnull(res, 0, 0)) {
         tm_api_reply(c, 201, PQgetvalue(res, 0, 0), (size_t)PQgetlength(res, 0, 0));
+        return;
+    }
+    if (c->flag && PQnfields(res) >= 10 && !PQgetisnull(res, 0, 7)) {
+        const char *body;
+        size_t len;
+        char hash[TM_TOKEN_HASH_LEN + 1];
+
+        if (!tm_api_body(c, &body, &len) || tm_token_hash(body, len, hash) < 0 ||
+            strcmp(hash, PQgetvalue(res, 0, 7)) != 0) {
+            tm_api_fail(c, 422, "Idempotency-Key",
+                        "this key was used with a different request body in the last 24 hours");
+            return;
+        }
+        /* The first answer again, and nothing created (docs/openapi.yaml). */
+        h2o_add_header_by_str(&c->req->pool, &c->req->res.headers, H2O_STRLIT("idempotent-replayed"),
+                              0, NULL, H2O_STRLIT("true"));
+        tm_api_reply(c, 201, PQgetvalue(res, 0, 8), (size_t)PQgetlength(res, 0, 8));
+        return;
+    }
+    if (PQgetvalue(res, 0, 6)[0] != 't') {
+        tm_api_fail(c, 503, NULL, "the database did not answer within api.request_timeout; retry later");
         return;
     }
     /* The same checks and words as `tarmac submit`. */
@@ -81,6 +149,7 @@ static void on_submit(const struct tm_pg_reply *reply, void *data)
  * strings point into spec and s. */
 struct submit_text {
     char gpus[16], milli[16], nodes[16], cpu[24], mem[24], prio[16], est[24], dl[24], now[24];
+    char until[24];
 };
 
 static void submit_params(const struct tm_job_spec *spec, int64_t now, struct submit_text *s,
@@ -102,6 +171,42 @@ static void submit_params(const struct tm_job_spec *spec, int64_t now, struct su
     memcpy(params, p, sizeof(p));
 }
 
+/* The Idempotency-Key header: absent (0), valid (1, copied into key), or
+ * refused (-1, answered 400). */
+static int idempotency_key(struct api_call *c, char key[256])
+{
+    ssize_t i;
+    h2o_iovec_t v;
+
+    if (!c->req)
+        return 0;
+    i = h2o_find_header_by_str(&c->req->headers, H2O_STRLIT("idempotency-key"), -1);
+    if (i < 0)
+        return 0;
+    v = c->req->headers.entries[i].value;
+    if (v.len == 0 || v.len > 255 ||
+        h2o_find_header_by_str(&c->req->headers, H2O_STRLIT("idempotency-key"), i) >= 0) {
+        tm_api_fail(c, 400, "Idempotency-Key", "must be given once, 1 to 255 characters");
+        return -1;
+    }
+    for (size_t k = 0; k < v.len; k++) {
+        if (v.base[k] < 0x21 || v.base[k] > 0x7e) {
+            tm_api_fail(c, 400, "Idempotency-Key", "must be printable ASCII without spaces");
+            return -1;
+        }
+    }
+    memcpy(key, v.base, v.len);
+    key[v.len] = '\0';
+    return 1;
+}
+
+/* Whether the request carries an Idempotency-Key (the fast path leaves
+ * those to the normal one). */
+static bool has_idempotency_key(const struct api_call *c)
+{
+    return c->req && h2o_find_header_by_str(&c->req->headers, H2O_STRLIT("idempotency-key"), -1) >= 0;
+}
+
 void tm_api_jobs_submit(struct api_call *c)
 {
     struct tm_job_spec spec;
@@ -110,12 +215,16 @@ void tm_api_jobs_submit(struct api_call *c)
     const char *body;
     size_t len;
     struct submit_text text;
-    const char *params[SUBMIT_NPARAMS];
+    const char *params[SUBMIT_NPARAMS + 6];
+    char key[256], body_hash[TM_TOKEN_HASH_LEN + 1];
+    int k;
 
     if (!tm_api_body(c, &body, &len)) {
         tm_api_call_free(c);
         return;
     }
+    if ((k = idempotency_key(c, key)) < 0)
+        return;
     if (tm_job_spec_parse_json(body, len, &spec, &root, &err) < 0) {
         tm_api_fail_spec(c, &err);
         return;
@@ -131,19 +240,29 @@ void tm_api_jobs_submit(struct api_call *c)
         return;
     }
     submit_params(&spec, tm_api_now_ms(c), &text, params);
-    /* env and image (the node agent's) follow the batch's 17 columns. */
+    fmt_i64(text.until, sizeof(text.until), wall_deadline_ms(c));
+    params[SUBMIT_NPARAMS] = text.until;
+    /* env and image (the node agent's) follow each statement's own. */
     char *env = spec.env ? cJSON_PrintUnformatted(spec.env) : NULL;
     if (spec.env && !env) {
         cJSON_Delete(root);
         tm_api_fail(c, 500, NULL, "out of memory");
         return;
     }
-    const char *all[SUBMIT_NPARAMS + 2];
-    memcpy(all, params, sizeof(params));
-    all[SUBMIT_NPARAMS] = env;
-    all[SUBMIT_NPARAMS + 1] = spec.image;
     /* pg_uv copies the parameters: the document can go now. */
-    tm_api_query(c, submit_sql, SUBMIT_NPARAMS + 2, all, on_submit);
+    if (k == 1 && tm_token_hash(body, len, body_hash) == 0) {
+        c->flag = true;
+        params[SUBMIT_NPARAMS + 1] = c->hash;
+        params[SUBMIT_NPARAMS + 2] = key;
+        params[SUBMIT_NPARAMS + 3] = body_hash;
+        params[SUBMIT_NPARAMS + 4] = env;
+        params[SUBMIT_NPARAMS + 5] = spec.image;
+        tm_api_query(c, submit_idem_sql, SUBMIT_NPARAMS + 6, params, on_submit);
+    } else {
+        params[SUBMIT_NPARAMS + 1] = env;
+        params[SUBMIT_NPARAMS + 2] = spec.image;
+        tm_api_query(c, submit_sql, SUBMIT_NPARAMS + 3, params, on_submit);
+    }
     free(env);
     cJSON_Delete(root);
 }
@@ -167,7 +286,7 @@ void tm_api_jobs_submit(struct api_call *c)
  * each bounded by BATCH_BYTES in all.  A refused row goes through
  * the token's rate bucket twice (here, then in the normal path).
  */
-#define BATCH_COLS (SUBMIT_NPARAMS + 3)
+#define BATCH_COLS (SUBMIT_NPARAMS + 4)
 #define BATCH_ROWS 256
 #define BATCH_BYTES (4u << 20)
 /* Two batches in flight keep both of a small machine's cores on inserts
@@ -199,12 +318,13 @@ static const char batch_sql[] =
     "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],"
     "   $6::int[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::int[],"
     "   $13::boolean[], $14::boolean[], $15::bigint[], $16::bigint[], $17::bigint[], $18::text[],"
-    "   $19::text[], $20::text[])"
+    "   $19::text[], $20::text[], $21::bigint[])"
     "  WITH ORDINALITY AS r(team, name, command, gpus, gpu_milli, nodes, cpu_milli, memory_mib,"
     "   gpu_model, pool, class, priority, preemptible, checkpointable, est, dl, now, hash, role,"
-    "   tteam, i)),"
+    "   tteam, until, i)),"
+    /* until: each row's deadline (wall-clock ms), as submit_sql's $18. */
     " ok AS (SELECT nextval('jobs_id_seq'::regclass) AS id, r.* FROM r"
-    "  WHERE EXISTS (SELECT 1 FROM api_tokens t WHERE t.hash = r.hash AND NOT t.revoked"
+    "  WHERE clock_timestamp() < to_timestamp(r.until / 1000.0) AND EXISTS (SELECT 1 FROM api_tokens t WHERE t.hash = r.hash AND NOT t.revoked"
     "    AND t.role = r.role AND coalesce(t.team, '') = r.tteam)"
     "  AND EXISTS (SELECT 1 FROM pools p WHERE (r.pool IS NULL OR p.name = r.pool)"
     "    AND (r.gpu_model IS NULL OR p.gpu_model = ANY (string_to_array(r.gpu_model, '|')))"
@@ -353,7 +473,16 @@ static void batch_send(struct api_batch *b)
         f->b = b;
         f->n = b->n;
         memcpy(f->calls, b->calls, b->n * sizeof(f->calls[0]));
-        r = tm_pg_pool_query(tm_api_pool(b->calls[0]), batch_sql, BATCH_COLS, params, on_batch, f);
+        /* The batch waits no longer than its most pressed row may. */
+        uint64_t left = UINT64_MAX;
+        for (unsigned i = 0; i < b->n; i++) {
+            uint64_t l = tm_api_time_left(b->calls[i]);
+            if (l < left)
+                left = l;
+        }
+        r = left == 0 ? -ETIMEDOUT
+                      : tm_pg_pool_query_until(tm_api_pool(b->calls[0]), batch_sql, BATCH_COLS,
+                                               params, left, on_batch, f);
     }
     if (r < 0) {
         tm_log_warn("api could not queue a statement", "route=\"/v1/jobs\" rows=%u error=\"%s\"",
@@ -368,7 +497,8 @@ static void batch_send(struct api_batch *b)
 }
 
 /* Append one row; false (and the batch as it was) when it does not fit. */
-static bool batch_add(struct api_batch *b, struct api_call *c, const char *const *params)
+static bool batch_add(struct api_batch *b, struct api_call *c, const char *const *params,
+                      const char *until)
 {
     size_t len[BATCH_COLS], bytes = 0;
     const char *row[BATCH_COLS];
@@ -380,6 +510,7 @@ static bool batch_add(struct api_batch *b, struct api_call *c, const char *const
     row[SUBMIT_NPARAMS] = c->hash;
     row[SUBMIT_NPARAMS + 1] = tm_role_name(c->role);
     row[SUBMIT_NPARAMS + 2] = c->team;
+    row[SUBMIT_NPARAMS + 3] = until;
     for (unsigned i = 0; i < BATCH_COLS; i++)
         bytes += row[i] ? 2 * strlen(row[i]) + 4 : 5;
     if (b->bytes + bytes > BATCH_BYTES)
@@ -417,7 +548,11 @@ void tm_api_jobs_submit_fast(struct api_call *c)
         return;
     }
     /* Anything but the plain case: the normal path answers it, in order
-     * (authentication first). */
+     * (authentication first).  An Idempotency-Key is not plain. */
+    if (has_idempotency_key(c)) {
+        tm_api_authenticate(c);
+        return;
+    }
     if (tm_job_spec_parse_json(body, len, &spec, &root, &err) < 0) {
         tm_api_authenticate(c);
         return;
@@ -431,7 +566,8 @@ void tm_api_jobs_submit_fast(struct api_call *c)
         return;
     }
     submit_params(&spec, tm_api_now_ms(c), &text, params);
-    if (!batch_add(b, c, params)) {
+    fmt_i64(text.until, sizeof(text.until), wall_deadline_ms(c));
+    if (!batch_add(b, c, params, text.until)) {
         cJSON_Delete(root);
         tm_api_authenticate(c);
         return;

@@ -30,7 +30,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: tarmac replay --elastic --pods FILE --prices FILE [--nodes FILE]\n"
                "         [--since S] [--max-runtime S] [--boot-s N] [--spot off|on] [--hazard X]\n"
-               "         [--hazards FILE] [--notice-s N] [--copies K] [--policy static,reactive,tarmac]\n"
+               "         [--hazards FILE] [--notice-s N] [--copies K] [--policy static,reactive,tarmac,oracle]\n"
                "         [--tick-s N] [--grace-s N] [--checkpointable none|be|all]\n"
                "         [--deadline-slack X] [--seed N] [--log FILE] [--json]\n");
 }
@@ -138,7 +138,7 @@ int tm_elastic_main(int argc, char **argv)
     struct tm_price_table prices;
     struct tm_spot_hazards *hazards = NULL;
     struct tm_trace trace;
-    const char *pods = NULL, *prices_path = NULL, *policies = "static,reactive,tarmac";
+    const char *pods = NULL, *prices_path = NULL, *policies = "static,reactive,tarmac,oracle";
     const char *log_path = NULL, *hazards_path = NULL;
     bool json = false;
     int pol[TM_ELASTIC_POLICY_MAX], npol = 0;
@@ -254,7 +254,7 @@ int tm_elastic_main(int argc, char **argv)
                 *c = '\0';
             k = tm_elastic_policy_parse(p);
             if (k < 0 || npol >= TM_ELASTIC_POLICY_MAX)
-                return bad("unrecognized policy \"%s\" (static, reactive, tarmac)", p);
+                return bad("unrecognized policy \"%s\" (static, reactive, tarmac, oracle)", p);
             pol[npol++] = k;
             if (!c)
                 break;

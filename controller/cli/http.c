@@ -21,6 +21,9 @@
 /* Tries of one request the server answers 429 (rate limited), about one a
  * second: past a minute something else is wrong. */
 #define RATE_RETRIES 60
+/* A request with an Idempotency-Key is sent again on 503 or a lost
+ * connection this many times in all (about 20 s: a failover). */
+#define IDEM_RETRIES 12
 
 struct reply_buf {
     char *data;
@@ -123,6 +126,24 @@ static void print_refusal(long status, const char *body, size_t len)
 int tm_cli_http_call(struct tm_cli_http *h, const char *method, const char *path, const char *body,
                      cJSON **ret_json)
 {
+    return tm_cli_http_call_idem(h, method, path, body, NULL, ret_json);
+}
+
+/* Whether a keyed request may be sent again: the server did not answer, or
+ * answered that the database is away (503) or the key is busy (409). */
+static bool idem_retryable(CURLcode cr, long status)
+{
+    if (cr == CURLE_OK)
+        return status == 503 || status == 409;
+    return cr == CURLE_COULDNT_CONNECT || cr == CURLE_OPERATION_TIMEDOUT || cr == CURLE_GOT_NOTHING ||
+           cr == CURLE_SEND_ERROR || cr == CURLE_RECV_ERROR;
+}
+
+int tm_cli_http_call_idem(struct tm_cli_http *h, const char *method, const char *path,
+                          const char *body, const char *idem_key, cJSON **ret_json)
+{
+    char key_header[300];
+    int idem_attempt = 0;
     struct reply_buf b = {0};
     char errbuf[CURL_ERROR_SIZE] = "";
     char *url;
@@ -158,6 +179,23 @@ int tm_cli_http_call(struct tm_cli_http *h, const char *method, const char *path
         }
         headers = with_type;
     }
+    if (idem_key) {
+        struct curl_slist *more = with_type;
+        /* Without a body, the shared headers are copied first. */
+        for (struct curl_slist *sl = with_type ? NULL : h->headers; sl; sl = sl->next)
+            if ((more = curl_slist_append(with_type, sl->data)) != NULL)
+                with_type = more;
+        snprintf(key_header, sizeof(key_header), "Idempotency-Key: %s", idem_key);
+        more = curl_slist_append(with_type, key_header);
+        if (!more) {
+            fprintf(stderr, "tarmac %s: out of memory\n", h->cmd);
+            curl_slist_free_all(with_type);
+            free(url);
+            return TM_EXIT_FAIL;
+        }
+        with_type = more;
+        headers = with_type;
+    }
     if (strcmp(method, "GET") == 0) {
         curl_easy_setopt(h->curl, CURLOPT_HTTPGET, 1L);
         curl_easy_setopt(h->curl, CURLOPT_CUSTOMREQUEST, NULL);
@@ -184,6 +222,19 @@ int tm_cli_http_call(struct tm_cli_http *h, const char *method, const char *path
         curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &status);
         if (h->verbose && cr == CURLE_OK)
             fprintf(stderr, "< %ld (%zu bytes)\n", status, b.len);
+        if (idem_key && idem_retryable(cr, status) && ++idem_attempt < IDEM_RETRIES) {
+            /* The same key: a request that did commit is answered with its
+             * first answer, so sending again cannot queue a second job. */
+            if (cr == CURLE_OK)
+                curl_easy_getinfo(h->curl, CURLINFO_RETRY_AFTER, &wait_s);
+            if (wait_s < 1 || wait_s > 30)
+                wait_s = idem_attempt < 3 ? 1 : 2;
+            fprintf(stderr, "tarmac %s: %s; again in %lds with the same Idempotency-Key\n", h->cmd,
+                    cr == CURLE_OK ? "the server is unavailable" : curl_easy_strerror(cr), (long)wait_s);
+            ts = (struct timespec){.tv_sec = (time_t)wait_s};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         if (cr != CURLE_OK || status != 429 || attempt == RATE_RETRIES)
             break;
         curl_easy_getinfo(h->curl, CURLINFO_RETRY_AFTER, &wait_s);

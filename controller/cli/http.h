@@ -44,6 +44,11 @@ int tm_cli_http_init(struct tm_cli_http *h, const char *cmd, const struct tm_cli
  */
 int tm_cli_http_call(struct tm_cli_http *h, const char *method, const char *path, const char *body,
                      cJSON **ret_json);
+/* The same with an Idempotency-Key header (docs/ha.md): the request is then
+ * also sent again, with the same key, when the server cannot be reached or
+ * answers 503 (a database failover), which the key makes safe. */
+int tm_cli_http_call_idem(struct tm_cli_http *h, const char *method, const char *path,
+                          const char *body, const char *idem_key, cJSON **ret_json);
 
 /* Percent-encode s as one query value into out; false when it does not fit. */
 bool tm_cli_http_escape(const char *s, char *out, size_t size);

@@ -10,8 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
+#include <openssl/rand.h>
 
 #include "controller/cli/api.h"
 #include "controller/cli/common.h"
@@ -81,6 +83,25 @@ static void job_short_row(struct tm_table *t, const cJSON *j)
     tm_table_cell(t, "%s", tm_cli_jtext(j, "state", b[6], sizeof(b[6])));
 }
 
+/* 128 random bits as hex: unique per invocation. */
+static void idem_key_base(char *out, size_t size)
+{
+    unsigned char raw[16];
+    static const char hexd[] = "0123456789abcdef";
+
+    if (RAND_bytes(raw, sizeof(raw)) != 1) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(out, size, "t%lld-%ld-%d", (long long)ts.tv_sec, ts.tv_nsec, (int)getpid());
+        return;
+    }
+    for (size_t i = 0; i < sizeof(raw) && 2 * i + 2 < size; i++) {
+        out[2 * i] = hexd[raw[i] >> 4];
+        out[2 * i + 1] = hexd[raw[i] & 15];
+        out[2 * i + 2] = '\0';
+    }
+}
+
 int tm_cli_api_submit(int argc, char **argv)
 {
     struct tm_cli_cmd a = {.c = {.cmd = "submit", .api = true}};
@@ -104,9 +125,14 @@ int tm_cli_api_submit(int argc, char **argv)
         goto out;
     /* The API takes one job per request; --count N is N requests, and a
      * refusal stops there (the jobs already queued are printed). */
+    /* One Idempotency-Key per invocation (and job of --count): its retries
+     * through a failover then queue each job once. */
+    char key_base[40], key[64];
+    idem_key_base(key_base, sizeof(key_base));
     for (; done < count; done++) {
         cJSON *job = NULL;
-        if ((rc = tm_cli_http_call(&a.http, "POST", "/v1/jobs", body, &job)) != 0)
+        snprintf(key, sizeof(key), "%s-%ld", key_base, done + 1);
+        if ((rc = tm_cli_http_call_idem(&a.http, "POST", "/v1/jobs", body, key, &job)) != 0)
             break;
         cJSON_AddItemToArray(jobs, job);
     }

@@ -27,7 +27,7 @@
 
 struct opts {
     const char *pods, *nodes, *log_path;
-    bool packing, json, exact;
+    bool packing, json, exact, full_pass;
     int policies[LIST_MAX];
     int npolicies;
     int32_t gpus[LIST_MAX];
@@ -49,7 +49,7 @@ static void usage(FILE *f)
             "         [--starvation S] [--tune X] [--log FILE] [--json]\n"
             "       tarmac replay --synthetic JOBS [--gpus N] [...]\n"
             "time-mode policies: %s; packing policies: %s\n",
-            tm_sched_policy_list(), tm_pack_policy_list());
+            tm_replay_policy_list(), tm_pack_policy_list());
 }
 
 static int bad(const char *fmt, const char *arg)
@@ -125,7 +125,8 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool takes = strcmp(a, "--json") != 0 && strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0;
+        bool takes = strcmp(a, "--json") != 0 && strcmp(a, "--help") != 0 && strcmp(a, "-h") != 0 &&
+                     strcmp(a, "--full-pass") != 0;
         if (takes && !v)
             return bad("option %s needs a value", a);
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -133,6 +134,10 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
             return 1;
         } else if (strcmp(a, "--json") == 0) {
             o->json = true;
+        } else if (strcmp(a, "--full-pass") == 0) {
+            /* Not in the usage: the reference pass over the whole queue at
+             * every instant (tm_replay_config.full_pass), for checks. */
+            o->full_pass = true;
         } else if (strcmp(a, "--pods") == 0) {
             o->pods = v;
         } else if (strcmp(a, "--nodes") == 0) {
@@ -218,7 +223,7 @@ static int parse_policies(struct opts *o, const char *arg)
     int n;
 
     if (!arg) {
-        int max = o->packing ? TM_PACK_MAX : TM_POLICY_MAX;
+        int max = o->packing ? TM_PACK_MAX : TM_REPLAY_POLICY_MAX;
         for (int p = 0; p < max; p++)
             o->policies[o->npolicies++] = p;
         return 0;
@@ -229,11 +234,11 @@ static int parse_policies(struct opts *o, const char *arg)
         return 2;
     }
     for (int k = 0; k < n; k++) {
-        int p = o->packing ? tm_pack_policy_parse(items[k]) : tm_sched_policy_parse(items[k]);
+        int p = o->packing ? tm_pack_policy_parse(items[k]) : tm_replay_policy_parse(items[k]);
         if (p < 0) {
             fprintf(stderr, "tarmac replay: unrecognized %s policy \"%s\"; valid policies: %s\n",
                     o->packing ? "packing" : "time-mode", items[k],
-                    o->packing ? tm_pack_policy_list() : tm_sched_policy_list());
+                    o->packing ? tm_pack_policy_list() : tm_replay_policy_list());
             return 2;
         }
         o->policies[o->npolicies++] = p;
@@ -301,6 +306,7 @@ static int run_packing(const struct opts *o, const struct tm_trace *t, cJSON *re
         cJSON_AddNullToObject(obj, "utilisation_arrival");
         cJSON_AddNullToObject(obj, "idle_while_waiting_gpu_hours");
         cJSON_AddNullToObject(obj, "idle_while_waiting_fit_gpu_hours");
+        cJSON_AddNullToObject(obj, "idle_while_waiting_model_gpu_hours");
         cJSON_AddNullToObject(obj, "idle_while_waiting_accepts_gpu_hours");
         cJSON_AddNullToObject(obj, "wait_p95_s");
         cJSON_AddNullToObject(obj, "wait_max_s");
@@ -336,14 +342,15 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
     arr = cJSON_AddArrayToObject(doc, "comparisons");
     if (!o->json) {
         printf("\ntarmac against the baselines (same input; idle = idle-while-waiting GPU-hours, "
-               "DESIGN = DESIGN.md's definition read literally (any free GPU milli of a model while a "
+               "fit = DESIGN.md's definition as decided, the fit-aware reading (free capacity only "
+               "while some queued job could be placed on it then: model, GPUs or share, CPU, memory), "
+               "model = the reading used before issue 17 (any free GPU milli of a model while a "
                "queued job could have used the model: accepts it and fits some node of it), "
-               "accepts = the looser reading (a queued job accepts the model, whatever its node sizes), "
-               "fit = fit-aware (only free capacity some queued job fits now); "
+               "accepts = the upper bound (a queued job accepts the model, whatever its node sizes); "
                "gain = utilisation over the arrival window, percentage points)\n\n");
-        printf("| GPUs | load | tarmac idle / fifo idle, DESIGN | tarmac idle / fifo idle, accepts | "
+        printf("| GPUs | load | tarmac idle / fifo idle, model | tarmac idle / fifo idle, accepts | "
                "tarmac idle / fifo idle, fit | "
-               "tarmac idle / backfill idle, DESIGN | tarmac idle / backfill idle, accepts | "
+               "tarmac idle / backfill idle, model | tarmac idle / backfill idle, accepts | "
                "idle GPU-h tarmac / backfill, fit | p95 wait s "
                "tarmac / backfill | starved fifo / backfill / tarmac | gain over fifo pp | "
                "gain over backfill pp |\n");
@@ -355,11 +362,11 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
                 size_t base = ((size_t)(g * nloads + l) * (size_t)seeds + (size_t)sd) * (size_t)o->npolicies;
                 const struct tm_replay_stats *f = &all[base + (size_t)fi], *t = &all[base + (size_t)ti];
                 const struct tm_replay_stats *b = bi >= 0 ? &all[base + (size_t)bi] : NULL;
-                double rf = f->idle_while_waiting_gpu_hours > 0
-                                ? t->idle_while_waiting_gpu_hours / f->idle_while_waiting_gpu_hours
+                double rf = f->idle_while_waiting_model_gpu_hours > 0
+                                ? t->idle_while_waiting_model_gpu_hours / f->idle_while_waiting_model_gpu_hours
                                 : 0;
-                double rb = b && b->idle_while_waiting_gpu_hours > 0
-                                ? t->idle_while_waiting_gpu_hours / b->idle_while_waiting_gpu_hours
+                double rb = b && b->idle_while_waiting_model_gpu_hours > 0
+                                ? t->idle_while_waiting_model_gpu_hours / b->idle_while_waiting_model_gpu_hours
                                 : 0;
                 double rff = f->idle_while_waiting_fit_gpu_hours > 0
                                  ? t->idle_while_waiting_fit_gpu_hours / f->idle_while_waiting_fit_gpu_hours
@@ -378,12 +385,14 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
                     add_num(c, "gpus", t->gpus);
                     add_num(c, "load", t->load);
                     add_num(c, "seed", sd + 1);
-                    add_num(c, "idle_tarmac_over_fifo", rf);
+                    add_num(c, "idle_tarmac_over_fifo", rff);
+                    add_num(c, "idle_model_tarmac_over_fifo", rf);
                     add_num(c, "idle_fit_tarmac_over_fifo", rff);
                     add_num(c, "idle_accepts_tarmac_over_fifo", rfa);
                     add_num(c, "idle_fit_tarmac_gpu_hours", t->idle_while_waiting_fit_gpu_hours);
                     if (b) {
-                        add_num(c, "idle_tarmac_over_backfill", rb);
+                        add_num(c, "idle_tarmac_over_backfill", rbf);
+                        add_num(c, "idle_model_tarmac_over_backfill", rb);
                         add_num(c, "idle_fit_tarmac_over_backfill", rbf);
                         add_num(c, "idle_accepts_tarmac_over_backfill", rba);
                         add_num(c, "idle_fit_backfill_gpu_hours", b->idle_while_waiting_fit_gpu_hours);
@@ -409,6 +418,88 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
             }
 }
 
+/* tarmac beside the fairer baseline (multifactor: EASY on Slurm's
+ * multifactor priority) and the oracle (tarmac told every true runtime):
+ * waits with starved counts beside them (DESIGN.md: starvation first). */
+static void compare_fair(const struct opts *o, const struct tm_replay_stats *all, int ngpus, int nloads,
+                         int seeds, cJSON *doc)
+{
+    int ti = -1, mi = -1, oi = -1;
+    cJSON *arr;
+
+    for (int k = 0; k < o->npolicies; k++) {
+        if (o->policies[k] == TM_POLICY_TARMAC)
+            ti = k;
+        if (o->policies[k] == TM_POLICY_MULTIFACTOR)
+            mi = k;
+        if (o->policies[k] == TM_REPLAY_ORACLE)
+            oi = k;
+    }
+    if (ti < 0 || (mi < 0 && oi < 0))
+        return;
+    arr = cJSON_AddArrayToObject(doc, "comparisons_fair");
+    if (!o->json) {
+        printf("\ntarmac beside multifactor (EASY on Slurm's multifactor priority) and the oracle "
+               "(tarmac told every true runtime at arrival); idle = idle-while-waiting GPU-h, fit-aware; "
+               "n/a: not run\n\n");
+        printf("| GPUs | load | seed | wait mean s tarmac / multifactor / oracle | "
+               "p95 wait s tarmac / multifactor / oracle | starved tarmac / multifactor / oracle | "
+               "idle GPU-h tarmac / multifactor / oracle | util arrival tarmac / multifactor / oracle |\n");
+        printf("|---:|---:|---:|---|---|---|---|---|\n");
+    }
+    for (int g = 0; g < ngpus; g++)
+        for (int l = 0; l < nloads; l++)
+            for (int sd = 0; sd < seeds; sd++) {
+                size_t base = ((size_t)(g * nloads + l) * (size_t)seeds + (size_t)sd) * (size_t)o->npolicies;
+                const struct tm_replay_stats *t = &all[base + (size_t)ti];
+                const struct tm_replay_stats *m = mi >= 0 ? &all[base + (size_t)mi] : NULL;
+                const struct tm_replay_stats *x = oi >= 0 ? &all[base + (size_t)oi] : NULL;
+                cJSON *c = cJSON_CreateObject();
+                char mw[32] = "n/a", mp[32] = "n/a", ms[32] = "n/a", mid[32] = "n/a", mu[32] = "n/a";
+                char xw[32] = "n/a", xp[32] = "n/a", xs[32] = "n/a", xid[32] = "n/a", xu[32] = "n/a";
+                if (c) {
+                    add_num(c, "gpus", t->gpus);
+                    add_num(c, "load", t->load);
+                    add_num(c, "seed", sd + 1);
+                    add_num(c, "wait_mean_tarmac_s", t->wait_mean_s);
+                    add_num(c, "wait_p95_tarmac_s", t->wait_p95_s);
+                    add_num(c, "starved_tarmac", (double)t->starved);
+                }
+                if (m) {
+                    snprintf(mw, sizeof(mw), "%.0f", m->wait_mean_s);
+                    snprintf(mp, sizeof(mp), "%.0f", m->wait_p95_s);
+                    snprintf(ms, sizeof(ms), "%zu", m->starved);
+                    snprintf(mid, sizeof(mid), "%.1f", m->idle_while_waiting_fit_gpu_hours);
+                    snprintf(mu, sizeof(mu), "%.1f%%", 100 * m->utilisation_arrival);
+                    if (c) {
+                        add_num(c, "wait_mean_multifactor_s", m->wait_mean_s);
+                        add_num(c, "wait_p95_multifactor_s", m->wait_p95_s);
+                        add_num(c, "starved_multifactor", (double)m->starved);
+                    }
+                }
+                if (x) {
+                    snprintf(xw, sizeof(xw), "%.0f", x->wait_mean_s);
+                    snprintf(xp, sizeof(xp), "%.0f", x->wait_p95_s);
+                    snprintf(xs, sizeof(xs), "%zu", x->starved);
+                    snprintf(xid, sizeof(xid), "%.1f", x->idle_while_waiting_fit_gpu_hours);
+                    snprintf(xu, sizeof(xu), "%.1f%%", 100 * x->utilisation_arrival);
+                    if (c) {
+                        add_num(c, "wait_mean_oracle_s", x->wait_mean_s);
+                        add_num(c, "wait_p95_oracle_s", x->wait_p95_s);
+                        add_num(c, "starved_oracle", (double)x->starved);
+                    }
+                }
+                if (c)
+                    cJSON_AddItemToArray(arr, c);
+                if (!o->json)
+                    printf("| %d | %.2f | %d | %.0f / %s / %s | %.0f / %s / %s | %zu / %s / %s | "
+                           "%.1f / %s / %s | %.1f%% / %s / %s |\n",
+                           t->gpus, t->load, sd + 1, t->wait_mean_s, mw, xw, t->wait_p95_s, mp, xp,
+                           t->starved, ms, xs, t->idle_while_waiting_fit_gpu_hours, mid, xid,
+                           100 * t->utilisation_arrival, mu, xu);
+            }
+}
+
 static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, cJSON *results,
                     cJSON *doc)
 {
@@ -425,12 +516,14 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
         for (int l = 0; l < nloads; l++)
             for (int s = 1; s <= seeds; s++)
                 for (int k = 0; k < o->npolicies; k++) {
+                    bool oracle = o->policies[k] == TM_REPLAY_ORACLE;
                     struct tm_replay_config cfg = {
-                        .policy = (enum tm_sched_policy)o->policies[k],
+                        .policy = oracle ? TM_POLICY_TARMAC : (enum tm_sched_policy)o->policies[k],
                         .params = {.starvation_ms = o->starvation_ms},
-                        .exact_estimates = o->exact, .since_ms = o->since_ms,
+                        .exact_estimates = o->exact || oracle, .since_ms = o->since_ms,
                         .max_runtime_ms = o->max_runtime_ms, .gpus = o->ngpus ? o->gpus[g] : 0,
-                        .load = o->nloads ? o->loads[l] : 0, .seed = (uint64_t)s, .log = log};
+                        .load = o->nloads ? o->loads[l] : 0, .seed = (uint64_t)s, .log = log,
+                        .full_pass = o->full_pass};
                     struct tm_replay_stats st;
                     cJSON *obj;
                     int r = tm_replay_time(t, &cfg, &st);
@@ -456,8 +549,9 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                         printf("load: offered = GPU-seconds of work / (capacity x arrival span); "
                                "factor = inter-arrival multiplier\n\n");
                         printf("| policy | GPUs | nodes | load (native, factor) | jobs | util makespan | "
-                               "util arrival | idle-while-waiting GPU-h, DESIGN (on slivers) | "
-                               "idle-while-waiting GPU-h, accepts | idle-while-waiting GPU-h, fit | "
+                               "util arrival | idle-while-waiting GPU-h (fit-aware) | "
+                               "idle-while-waiting GPU-h, model reading (on slivers) | "
+                               "idle-while-waiting GPU-h, accepts | "
                                "wait mean/p50/p95/p99/max s | "
                                "JCT mean s | makespan h | starved | res. slips (of held) mean/max s | "
                                "evictions (GPU-h lost) | events/s |\n");
@@ -465,14 +559,14 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                         header = true;
                     }
                     if (!o->json)
-                        printf("| %s | %d | %zu | %.2f (%.4f, x%.4f) | %zu | %.1f%% | %.1f%% | %.1f (%.1f) | %.1f | %.1f | "
+                        printf("| %s | %d | %zu | %.2f (%.4f, x%.4f) | %zu | %.1f%% | %.1f%% | %.1f | %.1f (%.1f) | %.1f | "
                                "%.0f / %.0f / %.0f / %.0f / %.0f | %.0f | %.1f | %zu | %zu (%zu) "
                                "%.0f/%.0f | %zu (%.1f) | %.0f |\n",
-                               tm_sched_policy_name(cfg.policy), st.gpus, st.nodes, st.load,
+                               tm_replay_policy_name(o->policies[k]), st.gpus, st.nodes, st.load,
                                st.native_load, st.factor, st.jobs, 100 * st.utilisation,
                                100 * st.utilisation_arrival, st.idle_while_waiting_gpu_hours,
-                               st.idle_sliver_gpu_hours, st.idle_while_waiting_accepts_gpu_hours,
-                               st.idle_while_waiting_fit_gpu_hours, st.wait_mean_s, st.wait_p50_s, st.wait_p95_s, st.wait_p99_s,
+                               st.idle_while_waiting_model_gpu_hours, st.idle_sliver_gpu_hours,
+                               st.idle_while_waiting_accepts_gpu_hours, st.wait_mean_s, st.wait_p50_s, st.wait_p95_s, st.wait_p99_s,
                                st.wait_max_s, st.jct_mean_s, st.makespan_s / 3600, st.starved,
                                st.reservation_slips, st.reserved_jobs, st.slip_mean_s, st.slip_max_s,
                                st.preemptions, st.preempted_gpu_hours, st.events_per_s);
@@ -481,7 +575,7 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                         free(all);
                         return TM_ENOMEM;
                     }
-                    cJSON_AddStringToObject(obj, "policy", tm_sched_policy_name(cfg.policy));
+                    cJSON_AddStringToObject(obj, "policy", tm_replay_policy_name(o->policies[k]));
                     cJSON_AddStringToObject(obj, "mode", "time");
                     add_num(obj, "load", st.load);
                     add_num(obj, "native_load", st.native_load);
@@ -492,13 +586,14 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                     cJSON_AddStringToObject(obj, "inventory",
                                             o->ngpus ? "fixed, sampled keeping the model mix"
                                                      : "fixed, node list as is");
-                    cJSON_AddStringToObject(obj, "estimates", o->exact ? "exact" : "predicted");
+                    cJSON_AddStringToObject(obj, "estimates", o->exact || oracle ? "exact" : "predicted");
                     add_num(obj, "utilisation", st.utilisation);
                     add_num(obj, "utilisation_arrival", st.utilisation_arrival);
                     cJSON_AddNullToObject(obj, "allocation");
                     add_num(obj, "idle_while_waiting_gpu_hours", st.idle_while_waiting_gpu_hours);
                     add_num(obj, "idle_sliver_gpu_hours", st.idle_sliver_gpu_hours);
                     add_num(obj, "idle_while_waiting_fit_gpu_hours", st.idle_while_waiting_fit_gpu_hours);
+                    add_num(obj, "idle_while_waiting_model_gpu_hours", st.idle_while_waiting_model_gpu_hours);
                     add_num(obj, "idle_while_waiting_accepts_gpu_hours",
                             st.idle_while_waiting_accepts_gpu_hours);
                     add_num(obj, "wait_mean_s", st.wait_mean_s);
@@ -531,6 +626,7 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                     cJSON_AddItemToArray(results, obj);
                 }
     compare(o, all, ngpus, nloads, seeds, doc);
+    compare_fair(o, all, ngpus, nloads, seeds, doc);
     free(all);
     return 0;
 }

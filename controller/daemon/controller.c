@@ -61,6 +61,8 @@ struct tm_controller {
 
     bool leader;
     int64_t epoch;
+    int64_t lease_ms;               /* renewed by each leader tick (docs/ha.md) */
+    bool lease_broken;              /* this tick ended an expired leader's session */
     bool stopping;
     bool closing;
     bool tick_running;
@@ -160,7 +162,7 @@ static void on_accrued(int status, const char *err, void *data)
 static void accrue(struct tm_controller *ctl)
 {
     struct tm_call *c = tm_calls_new(&ctl->calls, -1, 0);
-    if (c && tm_store_accrue(ctl->pool, ctl->epoch, ctl->now_ms, on_accrued, c) < 0)
+    if (c && tm_store_accrue_renew(ctl->pool, ctl->epoch, ctl->now_ms, ctl->lease_ms, on_accrued, c) < 0)
         tm_call_done(c);
 }
 
@@ -216,7 +218,8 @@ static void reconcile_done(uv_work_t *w, int status)
         end_pass(ctl);
         return;
     }
-    r = tm_store_apply(ctl->pool, ctl->epoch, ctl->now_ms, ctl->plan.actions, on_applied, ctl);
+    r = tm_store_apply_renew(ctl->pool, ctl->epoch, ctl->now_ms, ctl->lease_ms, ctl->plan.actions,
+                             on_applied, ctl);
     if (r < 0) {
         tm_log_error("could not send plan", "error=%s", tm_err_name(r));
         end_pass(ctl);
@@ -478,6 +481,28 @@ static void warm_forecast(struct tm_controller *ctl)
     }
 }
 
+static void on_lead(int status, int64_t epoch, int64_t latest_ms, const char *err, void *data);
+
+/* The leader's lease had expired and its session is gone (or the lease was
+ * live: ended 0): try the lock again at once, once per tick. */
+static void on_lease_break(int status, int ended, const char *err, void *data)
+{
+    struct tm_controller *ctl = data;
+
+    if (status < 0 || ended == 0 || ctl->closing) {
+        if (status < 0 && status != TM_ECANCELED)
+            tm_log_warn("could not check the leader lease, will retry next tick", "error=\"%s\"",
+                        err ? err : tm_strerror(status));
+        end_pass(ctl);
+        return;
+    }
+    tm_log_warn("leader lease expired: ended the silent leader's session", "sessions=%d lease_ms=%" PRId64,
+                ended, ctl->lease_ms);
+    ctl->lease_broken = true;
+    if (tm_store_try_lead(ctl->leader_conn, ctl->holder, ctl->now_ms, ctl->lease_ms, on_lead, ctl) < 0)
+        end_pass(ctl);
+}
+
 static void on_lead(int status, int64_t epoch, int64_t latest_ms, const char *err, void *data)
 {
     struct tm_controller *ctl = data;
@@ -490,7 +515,12 @@ static void on_lead(int status, int64_t epoch, int64_t latest_ms, const char *er
         return;
     }
     if (epoch == 0) {
-        end_pass(ctl); /* another replica leads: stand by */
+        /* Another replica holds the lock: stand by, unless its lease ran
+         * out (a stopped or stuck leader), which ends its session. */
+        if (!ctl->lease_broken && !ctl->closing &&
+            tm_store_break_lease(ctl->leader_conn, on_lease_break, ctl) == 0)
+            return;
+        end_pass(ctl);
         return;
     }
     ctl->leader = true;
@@ -527,7 +557,9 @@ static void on_tick(uv_timer_t *t)
     ctl->now_ms = tm_clock_now_ms(&ctl->clock);
     ctl->tick_started_real = (int64_t)uv_now(&ctl->loop);
     if (!ctl->leader) {
-        int r = tm_store_try_lead(ctl->leader_conn, ctl->holder, ctl->now_ms, on_lead, ctl);
+        ctl->lease_broken = false;
+        int r = tm_store_try_lead(ctl->leader_conn, ctl->holder, ctl->now_ms, ctl->lease_ms, on_lead,
+                                  ctl);
         if (r < 0)
             end_pass(ctl);
         return;
@@ -782,6 +814,14 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
         .clock = &ctl->clock, .fleet = &ctl->fleet, .stats = &ctl->stats,
         .on_none_left = on_no_calls_left, .data = ctl,
     };
+    /* A lease shorter than two ticks would lapse between renewals. */
+    ctl->lease_ms = cfg->database_leader_lease_ms > 0 ? cfg->database_leader_lease_ms : 15000;
+    if (ctl->lease_ms < 2 * cfg->tick_interval_ms) {
+        tm_log_warn("database.leader_lease is shorter than two ticks: using two ticks",
+                    "leader_lease_ms=%" PRId64 " tick_ms=%" PRId64, ctl->lease_ms,
+                    (int64_t)cfg->tick_interval_ms);
+        ctl->lease_ms = 2 * cfg->tick_interval_ms;
+    }
     gethostname(host, sizeof(host) - 1);
     snprintf(ctl->holder, sizeof(ctl->holder), "%s:%d", host, (int)getpid());
 

@@ -36,6 +36,7 @@
 #define HTTP_CONNECT_TIMEOUT_MS 5000L
 #define HTTP_DEFAULT_MAX_BODY (8u << 20)
 #define HTTP_HEADER_VALUE_MAX 128
+#define HTTP_URL_HEADER_MAX 2048
 
 struct http_sock {
     uv_poll_t poll; /* first member: the close callback frees the whole */
@@ -59,6 +60,9 @@ struct http_xfer {
     bool oom;
     char retry_after[HTTP_HEADER_VALUE_MAX];
     char request_id[HTTP_HEADER_VALUE_MAX];
+    /* Azure's long-running operations: where to poll (URLs, so longer). */
+    char async_operation[HTTP_URL_HEADER_MAX];
+    char location[HTTP_URL_HEADER_MAX];
     char errbuf[CURL_ERROR_SIZE];
     tm_http_cb cb;
     void *data;
@@ -246,6 +250,8 @@ static void http_finish(struct tm_http *http, CURL *easy, CURLcode code)
     }
     resp.retry_after = x->retry_after[0] ? x->retry_after : NULL;
     resp.request_id = x->request_id[0] ? x->request_id : NULL;
+    resp.async_operation = x->async_operation[0] ? x->async_operation : NULL;
+    resp.location = x->location[0] ? x->location : NULL;
     x->cb(&resp, x->data);
     xfer_free(x);
     free(x);
@@ -425,9 +431,15 @@ static size_t http_on_header(char *ptr, size_t size, size_t nmemb, void *userp)
     if (n >= 5 && strncmp(ptr, "HTTP/", 5) == 0) {
         x->retry_after[0] = '\0';
         x->request_id[0] = '\0';
+        x->async_operation[0] = '\0';
+        x->location[0] = '\0';
         return n;
     }
     if (header_value(ptr, n, "retry-after", x->retry_after, sizeof(x->retry_after)))
+        return n;
+    if (header_value(ptr, n, "azure-asyncoperation", x->async_operation,
+                     sizeof(x->async_operation)) ||
+        header_value(ptr, n, "location", x->location, sizeof(x->location)))
         return n;
     if (!header_value(ptr, n, "x-amzn-requestid", x->request_id, sizeof(x->request_id)))
         header_value(ptr, n, "x-request-id", x->request_id, sizeof(x->request_id));

@@ -43,6 +43,8 @@ struct tm_http_response {
     const char *error;        /* curl's message on failure, else NULL */
     const char *retry_after;  /* Retry-After header if any, else NULL */
     const char *request_id;   /* x-amzn-RequestId / x-request-id if any */
+    const char *async_operation; /* Azure-AsyncOperation header if any */
+    const char *location;     /* Location header if any */
 };
 
 typedef void (*tm_http_cb)(const struct tm_http_response *resp, void *data);

@@ -39,6 +39,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,7 +53,12 @@
 
 #define PG_BACKOFF_MIN_MS 100
 #define PG_BACKOFF_MAX_MS 5000
+#define PG_BACKOFF_MAX_HOSTS_MS 1000
 #define PG_CONNECT_TIMEOUT_MS 10000
+/* With several hosts, each gets this long before the next is tried (libpq
+ * ignores connect_timeout under PQconnectPoll: the deadline is ours). */
+#define PG_HOST_TIMEOUT_MS 3000
+#define PG_HOSTS_MAX 16
 #define PG_POOL_MAX 256
 #define PG_ERR_SIZE 512
 
@@ -70,6 +76,9 @@ struct pg_req {
     tm_pg_cb cb;
     void *data;
     uint64_t deadline; /* uv_now() after which an unsent request expires */
+    /* The caller's deadline (tm_pg_pool_query_until): past it, unsent the
+     * request expires, and in flight its connection is dropped. */
+    bool hard;
     bool script;
     int nparams;
     const char *sql;
@@ -119,6 +128,7 @@ struct tm_pg {
     uv_timer_t retry;
     uv_timer_t kick;
     uv_timer_t expiry;
+    uv_timer_t overdue;    /* the in-flight request's hard deadline */
     unsigned open_handles; /* handles whose close callback has not run */
 
     struct pg_queue queue;
@@ -132,6 +142,16 @@ struct tm_pg {
 
     unsigned attempt; /* connect failures since the last success */
     uint64_t rng;
+
+    /* Several hosts (host=a,b or postgresql://a,b/db): tried one at a time,
+     * each with its own deadline, until one is the primary
+     * (target_session_attrs=read-write, our default); all refused, the
+     * backoff, then the round again.  nhosts 0: libpq picks. */
+    char *hosts[PG_HOSTS_MAX];
+    char *ports[PG_HOSTS_MAX];
+    unsigned nhosts;
+    unsigned host_next;      /* the host of the next attempt */
+    unsigned round_left;     /* hosts still to try before backing off */
 
     struct pg_queue canceled; /* handed their callbacks once closed */
     void (*done)(void *data);
@@ -250,14 +270,42 @@ static void req_fail(struct pg_req *req, int status, const char *error)
     free(req);
 }
 
-/* Arm timer for the head of q: FIFO order means the head expires first. */
+/* Arm timer for the earliest deadline in q (requests with a caller's
+ * deadline may expire before older ones), unless it is armed earlier. */
 static void expiry_arm(uv_timer_t *timer, const struct pg_queue *q, uv_timer_cb cb)
 {
     uint64_t now = uv_now(timer->loop);
+    uint64_t first = UINT64_MAX;
 
-    if (!q->head || uv_is_active((const uv_handle_t *)timer))
+    for (const struct pg_req *r = q->head; r; r = r->next)
+        if (r->deadline < first)
+            first = r->deadline;
+    if (first == UINT64_MAX)
         return;
-    uv_timer_start(timer, cb, q->head->deadline > now ? q->head->deadline - now : 0, 0);
+    if (uv_is_active((const uv_handle_t *)timer) && uv_timer_get_due_in(timer) <= (first > now ? first - now : 0))
+        return;
+    uv_timer_start(timer, cb, first > now ? first - now : 0, 0);
+}
+
+/* Take the first request of q whose deadline passed, or NULL. */
+static struct pg_req *queue_take_expired(struct pg_queue *q, uint64_t now)
+{
+    struct pg_req *prev = NULL;
+
+    for (struct pg_req *r = q->head; r; prev = r, r = r->next) {
+        if (r->deadline > now)
+            continue;
+        if (prev)
+            prev->next = r->next;
+        else
+            q->head = r->next;
+        if (q->tail == r)
+            q->tail = prev;
+        q->len--;
+        r->next = NULL;
+        return r;
+    }
+    return NULL;
 }
 
 /* ---- small helpers ----------------------------------------------------- */
@@ -316,9 +364,12 @@ static unsigned pg_backoff(struct tm_pg *pg)
 {
     unsigned shift = pg->attempt < 6 ? pg->attempt : 6;
     unsigned base = PG_BACKOFF_MIN_MS << shift;
+    /* With several hosts a failover is the likely cause: the standby is
+     * promoted within seconds, so each round waits at most a second. */
+    unsigned max = pg->nhosts > 1 ? PG_BACKOFF_MAX_HOSTS_MS : PG_BACKOFF_MAX_MS;
 
-    if (base > PG_BACKOFF_MAX_MS)
-        base = PG_BACKOFF_MAX_MS;
+    if (base > max)
+        base = max;
     pg->attempt++;
     return base / 2 + (unsigned)(pg_random(pg) % (base / 2 + 1));
 }
@@ -395,6 +446,7 @@ static int pg_watch(struct tm_pg *pg, int events)
 /* Close the watcher, then the connection: in that order, see above. */
 static void pg_drop_conn(struct tm_pg *pg)
 {
+    uv_timer_stop(&pg->overdue);
     pg_watch_close(pg);
     if (pg->conn) {
         PQfinish(pg->conn);
@@ -419,6 +471,17 @@ static void pg_connect_failed(struct tm_pg *pg, int status, const char *msg)
 
     pg_copy_error(error, sizeof(error), msg); /* msg may live in the PGconn */
     pg_drop_conn(pg);
+    if (pg->nhosts > 1 && pg->round_left > 1) {
+        /* The next host at once: a failover moved the primary, or this
+         * one is down or a standby. */
+        unsigned tried = (pg->host_next + pg->nhosts - 1) % pg->nhosts;
+        pg->round_left--;
+        pg_schedule_retry(pg, 0);
+        tm_log_warn("could not connect to database host, trying the next", "db=\"%s\" host=%s error=\"%s\"",
+                    pg->redacted, pg->hosts[tried], error);
+        return;
+    }
+    pg->round_left = pg->nhosts;
     delay = pg_backoff(pg);
     pg_schedule_retry(pg, delay);
     tm_log_warn("could not connect to database", "db=\"%s\" error=\"%s\" attempt=%u retry_ms=%u",
@@ -459,6 +522,26 @@ static void pg_lost(struct tm_pg *pg, const char *msg)
     pg_fail_conn(pg, -ECONNRESET, msg);
 }
 
+/* The request in flight passed its caller's deadline: its answer no longer
+ * matters to anyone, and nothing it sends may reach the server later.  The
+ * socket is reset (SO_LINGER 0: output not yet sent is discarded, not
+ * delivered once a partition heals) and the request fails -ETIMEDOUT; a
+ * statement the server already runs is the caller's to bound (the submit
+ * statement checks its deadline on the server's clock). */
+static void pg_on_overdue(uv_timer_t *timer)
+{
+    struct tm_pg *pg = timer->data;
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    int fd;
+
+    if (pg->state != PG_READY || !pg->inflight)
+        return;
+    fd = PQsocket(pg->conn);
+    if (fd >= 0)
+        (void)setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    pg_fail_conn(pg, -ETIMEDOUT, "the database did not answer before the request's deadline");
+}
+
 static void pg_on_notice(void *arg, const PGresult *res)
 {
     struct tm_pg *pg = arg;
@@ -487,6 +570,9 @@ static void pg_connected(struct tm_pg *pg)
         return;
     }
     pg->attempt = 0;
+    pg->round_left = pg->nhosts;
+    if (pg->nhosts > 1) /* the primary now: the first to try next time */
+        pg->host_next = (pg->host_next + pg->nhosts - 1) % pg->nhosts;
     pg_set_state(pg, PG_READY);
     tm_log_info("connected to database", "db=\"%s\"", pg->redacted);
     pg_notify(pg, 0, NULL);
@@ -526,13 +612,21 @@ static void pg_on_connect_timeout(uv_timer_t *timer)
 
 static void pg_on_retry(uv_timer_t *timer)
 {
-    static const char *const keys[] = {"fallback_application_name", "options", "dbname", NULL};
+    static const char *const keys[] = {"fallback_application_name", "options",
+                                       "target_session_attrs", "dbname", "host", "port", NULL};
     struct tm_pg *pg = timer->data;
-    const char *values[] = {"tarmac", PG_SESSION_OPTIONS, pg->conninfo, NULL};
+    const char *values[] = {"tarmac", PG_SESSION_OPTIONS, "read-write", pg->conninfo, NULL, NULL, NULL};
     int r;
 
     /* Our defaults come before dbname, which expands the conninfo, so that
-     * anything the operator wrote there wins. */
+     * anything the operator wrote there wins; with several hosts, the one
+     * of this attempt comes after it, overriding the list. */
+    if (pg->nhosts > 1) {
+        unsigned i = pg->host_next;
+        values[4] = pg->hosts[i];
+        values[5] = pg->ports[i];
+        pg->host_next = (i + 1) % pg->nhosts;
+    }
     pg->conn = PQconnectStartParams(keys, values, 1);
     if (!pg->conn) {
         pg_connect_failed(pg, TM_ENOMEM, "out of memory");
@@ -543,7 +637,8 @@ static void pg_on_retry(uv_timer_t *timer)
         return;
     }
     pg_set_state(pg, PG_CONNECTING);
-    uv_timer_start(&pg->retry, pg_on_connect_timeout, PG_CONNECT_TIMEOUT_MS, 0);
+    uv_timer_start(&pg->retry, pg_on_connect_timeout,
+                   pg->nhosts > 1 ? PG_HOST_TIMEOUT_MS : PG_CONNECT_TIMEOUT_MS, 0);
     r = pg_watch(pg, UV_WRITABLE);
     if (r < 0)
         pg_connect_failed(pg, r, uv_strerror(r));
@@ -613,6 +708,10 @@ static void pg_dispatch(struct tm_pg *pg)
             continue;
         }
         pg->inflight = req;
+        if (req->hard) {
+            uint64_t now = uv_now(pg->loop);
+            uv_timer_start(&pg->overdue, pg_on_overdue, req->deadline > now ? req->deadline - now : 0, 0);
+        }
         pg_flush(pg);
         return;
     }
@@ -670,6 +769,12 @@ static void pg_complete(struct tm_pg *pg)
     pg->results_cap = 0;
     pg->results_oom = false;
     pg->inflight = NULL;
+    uv_timer_stop(&pg->overdue);
+    /* 25006 (read_only_sql_transaction): this server became a standby, or
+     * was made read-only, under us.  The request fails as refused (nothing
+     * of it applied: each write is one transaction); the connection goes,
+     * so the next finds the primary (target_session_attrs=read-write). */
+    bool read_only = reply.sqlstate && strcmp(reply.sqlstate, "25006") == 0;
     req->cb(&reply, req->data);
     free(req);
     for (size_t i = 0; i < nresults; i++)
@@ -680,6 +785,10 @@ static void pg_complete(struct tm_pg *pg)
     }
     pg->results = results; /* reused by the next request */
     pg->results_cap = cap;
+    if (read_only && pg->state == PG_READY) {
+        pg_fail_conn(pg, -ECONNRESET, "the database is read-only now (a standby?): reconnecting to the primary");
+        return;
+    }
     pg_dispatch(pg);
 }
 
@@ -786,8 +895,11 @@ static void pg_on_expiry(uv_timer_t *timer)
     struct tm_pg *pg = timer->data;
     uint64_t now = uv_now(pg->loop);
 
-    while (pg->state != PG_CLOSING && pg->queue.head && pg->queue.head->deadline <= now)
-        req_fail(queue_pop(&pg->queue), -ETIMEDOUT, "no database connection within the wait limit");
+    struct pg_req *req;
+
+    while (pg->state != PG_CLOSING && (req = queue_take_expired(&pg->queue, now)) != NULL)
+        req_fail(req, -ETIMEDOUT, req->hard ? "no database connection before the request's deadline"
+                                            : "no database connection within the wait limit");
     if (pg->state != PG_CLOSING)
         expiry_arm(&pg->expiry, &pg->queue, pg_on_expiry);
 }
@@ -839,6 +951,10 @@ static void pg_free(struct tm_pg *pg)
     }
     free(pg->redacted);
     free(pg->results);
+    for (unsigned i = 0; i < pg->nhosts; i++) {
+        free(pg->hosts[i]);
+        free(pg->ports[i]);
+    }
     free(pg);
 }
 
@@ -861,6 +977,54 @@ static void pg_release_handle(struct tm_pg *pg)
 static void pg_handle_closed(uv_handle_t *handle)
 {
     pg_release_handle(handle->data);
+}
+
+/* One comma-separated item of list (the i-th), or NULL past its end. */
+static char *list_item(const char *list, unsigned i)
+{
+    const char *p = list;
+
+    for (unsigned k = 0; k < i; k++) {
+        p = strchr(p, ',');
+        if (!p)
+            return NULL;
+        p++;
+    }
+    return strndup(p, strcspn(p, ","));
+}
+
+/* The host list of a conninfo, when it has several hosts and no hostaddr
+ * (which libpq pairs with host: then libpq goes through the list itself,
+ * bounded by our one deadline).  A single port applies to every host. */
+static int pg_split_hosts(struct tm_pg *pg, const PQconninfoOption *opts)
+{
+    const char *host = NULL, *port = NULL, *hostaddr = NULL;
+    unsigned n = 1;
+
+    for (const PQconninfoOption *o = opts; o->keyword; o++) {
+        if (strcmp(o->keyword, "host") == 0)
+            host = o->val;
+        else if (strcmp(o->keyword, "port") == 0)
+            port = o->val;
+        else if (strcmp(o->keyword, "hostaddr") == 0)
+            hostaddr = o->val;
+    }
+    if (!host || (hostaddr && *hostaddr))
+        return 0;
+    for (const char *p = host; *p; p++)
+        n += *p == ',';
+    if (n < 2 || n > PG_HOSTS_MAX)
+        return 0;
+    bool one_port = !port || !strchr(port, ',');
+    for (unsigned i = 0; i < n; i++) {
+        pg->hosts[i] = list_item(host, i);
+        pg->ports[i] = port && *port ? list_item(port, one_port ? 0 : i) : NULL;
+        if (!pg->hosts[i] || (port && *port && !pg->ports[i]))
+            return TM_ENOMEM;
+        pg->nhosts = i + 1;
+    }
+    pg->round_left = n;
+    return 0;
 }
 
 static int pg_new(uv_loop_t *loop, const char *conninfo, tm_pg_state_cb on_state, void *data,
@@ -889,6 +1053,8 @@ static int pg_new(uv_loop_t *loop, const char *conninfo, tm_pg_state_cb on_state
     if (!pg->conninfo || !pg->redacted)
         goto out;
     tm_pg_conninfo_redact(conninfo, pg->redacted, redacted_size);
+    if (pg_split_hosts(pg, opts) < 0)
+        goto out;
     pg->loop = loop;
     pg->on_state = on_state;
     pg->data = data;
@@ -898,10 +1064,12 @@ static int pg_new(uv_loop_t *loop, const char *conninfo, tm_pg_state_cb on_state
     uv_timer_init(loop, &pg->retry);
     uv_timer_init(loop, &pg->kick);
     uv_timer_init(loop, &pg->expiry);
+    uv_timer_init(loop, &pg->overdue);
     pg->retry.data = pg;
     pg->kick.data = pg;
     pg->expiry.data = pg;
-    pg->open_handles = 3;
+    pg->overdue.data = pg;
+    pg->open_handles = 4;
     /* The first attempt starts from the loop, so its state callback never
      * fires inside this call. */
     uv_timer_start(&pg->retry, pg_on_retry, 0, 0);
@@ -948,6 +1116,7 @@ void tm_pg_close(struct tm_pg *pg, void (*done)(void *data), void *data)
     uv_close((uv_handle_t *)&pg->retry, pg_handle_closed);
     uv_close((uv_handle_t *)&pg->kick, pg_handle_closed);
     uv_close((uv_handle_t *)&pg->expiry, pg_handle_closed);
+    uv_close((uv_handle_t *)&pg->overdue, pg_handle_closed);
 }
 
 /* ---- pool -------------------------------------------------------------- */
@@ -986,9 +1155,11 @@ static void pool_on_expiry(uv_timer_t *timer)
     struct tm_pg_pool *pool = timer->data;
     uint64_t now = uv_now(pool->loop);
 
-    while (!pool->closing && pool->queue.head && pool->queue.head->deadline <= now)
-        req_fail(queue_pop(&pool->queue), -ETIMEDOUT,
-                 "no database connection within the wait limit");
+    struct pg_req *req;
+
+    while (!pool->closing && (req = queue_take_expired(&pool->queue, now)) != NULL)
+        req_fail(req, -ETIMEDOUT, req->hard ? "no database connection before the request's deadline"
+                                            : "no database connection within the wait limit");
     if (!pool->closing)
         expiry_arm(&pool->expiry, &pool->queue, pool_on_expiry);
 }
@@ -1054,7 +1225,7 @@ int tm_pg_pool_create(uv_loop_t *loop, const char *conninfo, unsigned size,
 }
 
 static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, bool script, int nparams,
-                        const char *const *params, tm_pg_cb cb, void *data)
+                        const char *const *params, uint64_t timeout_ms, tm_pg_cb cb, void *data)
 {
     struct pg_req *req;
 
@@ -1069,6 +1240,10 @@ static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, bool script, i
         return TM_ENOMEM;
     req->pool = pool;
     req->deadline = uv_now(pool->loop) + TM_PG_WAIT_MS;
+    if (timeout_ms > 0 && timeout_ms < TM_PG_WAIT_MS) {
+        req->deadline = uv_now(pool->loop) + timeout_ms;
+        req->hard = true;
+    }
     queue_push(&pool->queue, req);
     expiry_arm(&pool->expiry, &pool->queue, pool_on_expiry);
     pool_kick(pool);
@@ -1078,12 +1253,18 @@ static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, bool script, i
 int tm_pg_pool_query(struct tm_pg_pool *pool, const char *sql, int nparams,
                      const char *const *params, tm_pg_cb cb, void *data)
 {
-    return pool_enqueue(pool, sql, false, nparams, params, cb, data);
+    return pool_enqueue(pool, sql, false, nparams, params, 0, cb, data);
+}
+
+int tm_pg_pool_query_until(struct tm_pg_pool *pool, const char *sql, int nparams,
+                           const char *const *params, uint64_t timeout_ms, tm_pg_cb cb, void *data)
+{
+    return pool_enqueue(pool, sql, false, nparams, params, timeout_ms ? timeout_ms : 1, cb, data);
 }
 
 int tm_pg_pool_exec(struct tm_pg_pool *pool, const char *script, tm_pg_cb cb, void *data)
 {
-    return pool_enqueue(pool, script, true, 0, NULL, cb, data);
+    return pool_enqueue(pool, script, true, 0, NULL, 0, cb, data);
 }
 
 unsigned tm_pg_pool_connected(const struct tm_pg_pool *pool)

@@ -25,7 +25,8 @@
  *   - status -ECONNRESET: the connection broke while the request was in
  *     flight (the request is NOT retried: it may or may not have committed);
  *   - status -ETIMEDOUT: not sent within TM_PG_WAIT_MS of being queued
- *     because no connection was available;
+ *     because no connection was available, or past the caller's deadline
+ *     (tm_pg_pool_query_until);
  *   - status TM_ECANCELED: the pool or connection was closed first.
  * The results and strings belong to pg_uv and are valid only during the
  * callback.
@@ -34,6 +35,7 @@
 #define TM_PG_UV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <libpq-fe.h>
 #include <uv.h>
@@ -78,6 +80,12 @@ int tm_pg_pool_create(uv_loop_t *loop, const char *conninfo, unsigned size,
 int tm_pg_pool_query(struct tm_pg_pool *pool, const char *sql, int nparams,
                      const char *const *params, tm_pg_cb cb, void *data);
 int tm_pg_pool_exec(struct tm_pg_pool *pool, const char *script, tm_pg_cb cb, void *data);
+/* tm_pg_pool_query with the caller's deadline, timeout_ms from now (an API
+ * request's): not sent by then, it fails -ETIMEDOUT and is never sent; in
+ * flight then, it fails -ETIMEDOUT and its connection is reset (the pool
+ * reconnects it), so nothing of it reaches the server later. */
+int tm_pg_pool_query_until(struct tm_pg_pool *pool, const char *sql, int nparams,
+                           const char *const *params, uint64_t timeout_ms, tm_pg_cb cb, void *data);
 /* Number of connections up now. */
 unsigned tm_pg_pool_connected(const struct tm_pg_pool *pool);
 void tm_pg_pool_close(struct tm_pg_pool *pool, void (*done)(void *data), void *data);

@@ -45,7 +45,7 @@
 
 const char *tm_elastic_policy_name(enum tm_elastic_policy p)
 {
-    static const char *const n[TM_ELASTIC_POLICY_MAX] = {"static", "reactive", "tarmac"};
+    static const char *const n[TM_ELASTIC_POLICY_MAX] = {"static", "reactive", "tarmac", "oracle"};
     return (unsigned)p < TM_ELASTIC_POLICY_MAX ? n[p] : "?";
 }
 
@@ -55,6 +55,13 @@ int tm_elastic_policy_parse(const char *name)
         if (strcmp(name, tm_elastic_policy_name((enum tm_elastic_policy)i)) == 0)
             return i;
     return -1;
+}
+
+/* tarmac's planner and scheduler: tarmac itself, and the oracle, which
+ * differs only in what it is told at arrival (arrivals()). */
+static bool tarmac_like(enum tm_elastic_policy p)
+{
+    return p == TM_ELASTIC_TARMAC || p == TM_ELASTIC_ORACLE;
 }
 
 void tm_elastic_config_default(struct tm_elastic_config *c)
@@ -388,7 +395,7 @@ static int32_t job_mask(struct sim *s, const struct ejob *jb)
         return 3; /* static: its fleet is on-demand; anything runs anywhere */
     if (s->cfg->policy == TM_ELASTIC_REACTIVE)
         return 2; /* reactive: preemptible work goes to the spot pool */
-    if (s->cfg->policy == TM_ELASTIC_TARMAC && s->spot_hazard > 0 && !jb->ckpt) {
+    if (tarmac_like(s->cfg->policy) && s->spot_hazard > 0 && !jb->ckpt) {
         /* Expected loss on spot: a job of T hours loses about h T / 2 of
          * its work per attempt; keep long jobs off spot when that exceeds
          * 10% of it (the spot discount pays for little rework at a 65%
@@ -417,7 +424,7 @@ static size_t *order_nodes(struct sim *s)
 
     if (!ord)
         return NULL;
-    if (s->cfg->policy != TM_ELASTIC_TARMAC) {
+    if (!tarmac_like(s->cfg->policy)) {
         for (size_t i = 0; i < s->nnodes; i++)
             ord[i] = i;
         return ord;
@@ -531,7 +538,7 @@ static int schedule(struct sim *s)
         /* tarmac places with the live tick's scheduler policy and
          * parameters (reconcile/schedule.c); the baselines with EASY backfill's
          * first fit in launch order, as common schedulers do. */
-        bool tarmac = s->cfg->policy == TM_ELASTIC_TARMAC;
+        bool tarmac = tarmac_like(s->cfg->policy);
         struct tm_sched_input in = {.jobs = sj, .njobs = s->nqueued, .nodes = sn, .nnodes = nn,
                                     .allocs = sa, .nallocs = na, .now_ms = s->now,
                                     .policy = tarmac ? TM_POLICY_TARMAC : TM_POLICY_BACKFILL,
@@ -884,10 +891,10 @@ static int plan(struct sim *s)
     in.params.disruption_nodes = 1000000;
     in.params.spot = c->spot;
     in.params.od_fallback = true;
-    in.params.od_room_for_preemptible = c->policy == TM_ELASTIC_TARMAC;
+    in.params.od_room_for_preemptible = tarmac_like(c->policy);
     in.params.move_cost_ms = 365 * DAY_MS; /* reactive: never moves */
     in.params.launch_use_ms = c->idle_grace_ms;
-    if (c->policy == TM_ELASTIC_TARMAC)
+    if (tarmac_like(c->policy))
         plan_tarmac_params(s, &in);
     if (s->budget_on)
         plan_budget(s, &in, pn, nmap, nn);
@@ -945,33 +952,126 @@ static int cmp_double(const void *a, const void *b)
 }
 
 
-/* Floor: cheapest cover of g GPUs by the table's sizes (unbounded). */
-static double *cover_table(const struct tm_price_table *pr, bool spot, int32_t maxg)
+/* The resources the floor covers, each in whole units: GPUs, CPU cores,
+ * GiB of memory. */
+enum { DIM_GPU, DIM_CPU, DIM_MEM, DIMS };
+
+static int64_t type_units(const struct tm_price_type *ty, int dim)
 {
-    double *c = malloc(((size_t)maxg + 1) * sizeof(double));
+    return dim == DIM_GPU ? ty->gpus : dim == DIM_CPU ? ty->cpu_milli / 1000 : ty->memory_mib / 1024;
+}
+
+/* The price of a type in a pool, micro-dollars per hour; 0: not offered
+ * there (a spot price of 0).  The spot pool falls back to on-demand when
+ * no type of the table offers spot, as the replay's launches do. */
+static int64_t pool_price(const struct tm_price_table *pr, size_t t, bool spot)
+{
+    bool any_spot = false;
+
+    if (!spot)
+        return pr->types[t].on_demand_uusd_per_hour;
+    for (size_t k = 0; k < pr->ntypes; k++)
+        any_spot |= pr->types[k].spot_uusd_per_hour > 0;
+    return any_spot ? pr->types[t].spot_uusd_per_hour : pr->types[t].on_demand_uusd_per_hour;
+}
+
+/* Floor, one resource: cheapest cover of u units of `dim` by the table's
+ * types (any number of each), for u = 0..maxu. */
+static double *cover_table(const struct tm_price_table *pr, bool spot, int dim, int64_t maxu)
+{
+    double *c = malloc(((size_t)maxu + 1) * sizeof(double));
     if (!c)
         return NULL;
     c[0] = 0;
-    for (int32_t g = 1; g <= maxg; g++) {
+    for (int64_t u = 1; u <= maxu; u++) {
         double best = INFINITY;
         for (size_t t = 0; t < pr->ntypes; t++) {
-            int64_t p = spot ? pr->types[t].spot_uusd_per_hour : pr->types[t].on_demand_uusd_per_hour;
-            int32_t rest = g - pr->types[t].gpus;
+            int64_t p = pool_price(pr, t, spot), have = type_units(&pr->types[t], dim);
+            int64_t rest = u - have;
             double v;
-            if (p <= 0)
+            if (p <= 0 || have <= 0)
                 continue;
             v = (double)p + (rest > 0 ? c[rest] : 0);
             if (v < best)
                 best = v;
         }
-        c[g] = best;
+        c[u] = best;
     }
     return c;
+}
+
+/* Lower bound of one job, micro-dollars (DESIGN.md): its runtime at its
+ * dominant share (the largest of its GPU, CPU and memory shares) of the
+ * cheapest type that holds it, in its pool.  A type holds it when its
+ * GPUs, CPU and memory are each at least the job's.  Exported for the
+ * known-answer tests through tm_elastic_job_bound(). */
+static double job_bound(const struct tm_price_table *pr, bool spot, int32_t milli, int64_t cpu,
+                        int64_t mem, int64_t runtime_ms)
+{
+    double best = INFINITY;
+
+    for (size_t t = 0; t < pr->ntypes; t++) {
+        const struct tm_price_type *ty = &pr->types[t];
+        int64_t p = pool_price(pr, t, spot);
+        double share;
+        if (p <= 0 || ty->gpus <= 0 || (int64_t)ty->gpus * 1000 < milli || ty->cpu_milli < cpu ||
+            ty->memory_mib < mem)
+            continue;
+        share = (double)milli / 1000.0 / ty->gpus;
+        if (ty->cpu_milli > 0 && (double)cpu / (double)ty->cpu_milli > share)
+            share = (double)cpu / (double)ty->cpu_milli;
+        if (ty->memory_mib > 0 && (double)mem / (double)ty->memory_mib > share)
+            share = (double)mem / (double)ty->memory_mib;
+        if ((double)p * share < best)
+            best = (double)p * share;
+    }
+    return best == INFINITY ? 0 : best * (double)runtime_ms / HOUR_MS;
+}
+
+double tm_elastic_job_bound_usd(const struct tm_price_table *pr, bool spot, int32_t gpu_milli,
+                                int64_t cpu_milli, int64_t memory_mib, int64_t runtime_ms)
+{
+    return job_bound(pr, spot, gpu_milli, cpu_milli, memory_mib, runtime_ms) / 1e6;
+}
+
+/* Floor rate of one pool's demand (GPU milli, CPU milli, memory MiB),
+ * micro-dollars per hour: the largest over GPUs, CPU and memory of the
+ * cheapest set of nodes holding that resource alone.  No set cheaper than
+ * that holds all three, so it stays a floor; it is the cheapest set
+ * holding all three whenever one resource binds, as it does on these
+ * tables, where CPU and memory scale with GPUs. */
+static double floor_rate(double *const cov[DIMS], const int64_t dem[DIMS])
+{
+    int64_t u[DIMS] = {(dem[DIM_GPU] + 999) / 1000, (dem[DIM_CPU] + 999) / 1000, (dem[DIM_MEM] + 1023) / 1024};
+    double r = 0;
+
+    for (int d = 0; d < DIMS; d++)
+        if (cov[d][u[d]] > r)
+            r = cov[d][u[d]];
+    return r;
+}
+
+double tm_elastic_floor_rate_usd(const struct tm_price_table *pr, bool spot, int32_t gpu_milli,
+                                 int64_t cpu_milli, int64_t memory_mib)
+{
+    int64_t dem[DIMS] = {gpu_milli, cpu_milli, memory_mib};
+    int64_t maxu[DIMS] = {gpu_milli / 1000 + 2, cpu_milli / 1000 + 2, memory_mib / 1024 + 2};
+    double *cov[DIMS] = {NULL, NULL, NULL}, r = -1;
+
+    for (int d = 0; d < DIMS; d++)
+        if (!(cov[d] = cover_table(pr, spot, d, maxu[d])))
+            goto out;
+    r = floor_rate(cov, dem) / 1e6;
+out:
+    for (int d = 0; d < DIMS; d++)
+        free(cov[d]);
+    return r;
 }
 
 struct dev {
     int64_t t;
     int32_t milli;
+    int64_t cpu, mem;
     int pool;
 };
 
@@ -985,60 +1085,56 @@ static int bounds(struct sim *s)
 {
     const struct tm_price_table *pr = s->pr;
     struct dev *ev = malloc((2 * s->njobs + 1) * sizeof(*ev));
-    int64_t best_gpu[2] = {INT64_MAX, INT64_MAX};
-    int64_t cur[2] = {0, 0}, peak[2] = {0, 0};
-    double *cov[2] = {NULL, NULL}, floor_uusd = 0, lb = 0;
+    int64_t cur[2][DIMS] = {{0}}, peak[2][DIMS] = {{0}};
+    double *cov[2][DIMS] = {{NULL}}, floor_uusd = 0, lb = 0;
     size_t ne = 0;
-    int32_t maxg;
+    int r = TM_ENOMEM;
 
     if (!ev)
         return TM_ENOMEM;
-    for (size_t t = 0; t < pr->ntypes; t++) {
-        int64_t od = pr->types[t].on_demand_uusd_per_hour / pr->types[t].gpus;
-        int64_t sp = pr->types[t].spot_uusd_per_hour / pr->types[t].gpus;
-        if (od < best_gpu[0])
-            best_gpu[0] = od;
-        if (pr->types[t].spot_uusd_per_hour > 0 && sp < best_gpu[1])
-            best_gpu[1] = sp;
-    }
-    if (best_gpu[1] == INT64_MAX)
-        best_gpu[1] = best_gpu[0];
     for (size_t j = 0; j < s->njobs; j++) {
         const struct ejob *jb = &s->jobs[j];
         int pool = s->cfg->spot && jb->preemptible ? 1 : 0;
-        lb += (double)best_gpu[pool] * jb->milli / 1000.0 * (double)jb->runtime / HOUR_MS;
-        ev[ne++] = (struct dev){jb->submit, jb->milli, pool};
-        ev[ne++] = (struct dev){jb->submit + jb->runtime, -jb->milli, pool};
+        lb += job_bound(pr, pool == 1, jb->milli, jb->cpu, jb->mem, jb->runtime);
+        ev[ne++] = (struct dev){jb->submit, jb->milli, jb->cpu, jb->mem, pool};
+        ev[ne++] = (struct dev){jb->submit + jb->runtime, -jb->milli, -jb->cpu, -jb->mem, pool};
     }
     qsort(ev, ne, sizeof(*ev), cmp_dev);
     for (size_t k = 0; k < ne; k++) {
-        cur[ev[k].pool] += ev[k].milli;
-        if (cur[ev[k].pool] > peak[ev[k].pool])
-            peak[ev[k].pool] = cur[ev[k].pool];
+        int64_t d[DIMS] = {ev[k].milli, ev[k].cpu, ev[k].mem};
+        for (int x = 0; x < DIMS; x++) {
+            cur[ev[k].pool][x] += d[x];
+            if (cur[ev[k].pool][x] > peak[ev[k].pool][x])
+                peak[ev[k].pool][x] = cur[ev[k].pool][x];
+        }
     }
-    maxg = (int32_t)((peak[0] > peak[1] ? peak[0] : peak[1]) / 1000 + 2);
-    cov[0] = cover_table(pr, false, maxg);
-    cov[1] = cover_table(pr, s->cfg->spot, maxg);
-    if (!cov[0] || !cov[1]) {
-        free(ev);
-        free(cov[0]);
-        free(cov[1]);
-        return TM_ENOMEM;
-    }
-    cur[0] = cur[1] = 0;
+    for (int p = 0; p < 2; p++)
+        for (int x = 0; x < DIMS; x++) {
+            int64_t m = peak[0][x] > peak[1][x] ? peak[0][x] : peak[1][x];
+            m = (x == DIM_MEM ? m / 1024 : m / 1000) + 2;
+            cov[p][x] = cover_table(pr, p == 1 && s->cfg->spot, x, m);
+            if (!cov[p][x])
+                goto out;
+        }
+    memset(cur, 0, sizeof(cur));
     for (size_t k = 0; k < ne; k++) {
-        cur[ev[k].pool] += ev[k].milli;
+        int64_t d[DIMS] = {ev[k].milli, ev[k].cpu, ev[k].mem};
+        for (int x = 0; x < DIMS; x++)
+            cur[ev[k].pool][x] += d[x];
         if (k + 1 < ne && ev[k + 1].t > ev[k].t) {
-            double rate = cov[0][(cur[0] + 999) / 1000] + cov[1][(cur[1] + 999) / 1000];
+            double rate = floor_rate(cov[0], cur[0]) + floor_rate(cov[1], cur[1]);
             floor_uusd += rate * (double)(ev[k + 1].t - ev[k].t) / HOUR_MS;
         }
     }
     s->st.lower_bound_usd = lb / 1e6;
     s->st.floor_usd = floor_uusd / 1e6;
+    r = 0;
+out:
     free(ev);
-    free(cov[0]);
-    free(cov[1]);
-    return 0;
+    for (int p = 0; p < 2; p++)
+        for (int x = 0; x < DIMS; x++)
+            free(cov[p][x]);
+    return r;
 }
 
 static int64_t static_peak_gpus(struct sim *s)
@@ -1049,8 +1145,8 @@ static int64_t static_peak_gpus(struct sim *s)
     if (!ev)
         return -1;
     for (size_t j = 0; j < s->njobs; j++) {
-        ev[ne++] = (struct dev){s->jobs[j].submit, s->jobs[j].milli, 0};
-        ev[ne++] = (struct dev){s->jobs[j].submit + s->jobs[j].runtime, -s->jobs[j].milli, 0};
+        ev[ne++] = (struct dev){.t = s->jobs[j].submit, .milli = s->jobs[j].milli};
+        ev[ne++] = (struct dev){.t = s->jobs[j].submit + s->jobs[j].runtime, .milli = -s->jobs[j].milli};
     }
     qsort(ev, ne, sizeof(*ev), cmp_dev);
     for (size_t k = 0; k < ne; k++) {
@@ -1245,7 +1341,7 @@ static int sim_init(struct sim *s, const struct tm_trace *t, const struct tm_ela
     rc = load_jobs(s, t);
     if (rc < 0)
         return rc;
-    if (cfg->policy == TM_ELASTIC_TARMAC) {
+    if (tarmac_like(cfg->policy)) {
         struct tm_forecast_params fp;
         tm_forecast_params_default(&fp);
         fp.horizon_steps = (int32_t)((cfg->boot_ms + cfg->tick_ms) / fp.step_ms + 1);
@@ -1350,7 +1446,7 @@ static void node_events(struct sim *s)
                     continue;
                 if (jb->ckpt)
                     stop_job(s, s->running[q], true);
-                else if (cfg->policy == TM_ELASTIC_TARMAC &&
+                else if (tarmac_like(cfg->policy) &&
                          jb->start + jb->runtime - jb->progress > n->interrupt)
                     stop_job(s, s->running[q], false); /* doomed: requeue at once */
             }
@@ -1423,6 +1519,11 @@ static void arrivals(struct sim *s)
         s->jobs[j].estimate = tm_estimate_level(s->est, &k, &lvl);
         s->jobs[j].known = lvl == 1;
         s->st.known_estimates += s->jobs[j].known;
+        /* The oracle is told the truth, and trusts it (align_ends). */
+        if (s->cfg->policy == TM_ELASTIC_ORACLE) {
+            s->jobs[j].estimate = s->jobs[j].runtime > 0 ? s->jobs[j].runtime : 1;
+            s->jobs[j].known = true;
+        }
         enqueue(s, j);
     }
 }

@@ -1,7 +1,7 @@
 /*
  * controller/replay/elastic.h: elastic replay: the openb jobs through a simulated
  * cloud (providers/sim/simcloud.h, virtual time) whose fleet is grown and
- * shrunk by one of three policies, with every dollar counted.
+ * shrunk by one of four policies, with every dollar counted.
  *
  *   static    enough of the largest type for the trace's peak demand,
  *             launched before the first job, always on (on-demand)
@@ -10,6 +10,8 @@
  *             the cheapest type that fits the waiting work (spot for
  *             preemptible work when spot is on) and releases a node after
  *             an idle grace (600 s)
+ *   oracle    tarmac, told every job's true runtime at its arrival (the
+ *             estimate is the runtime, and known: DESIGN.md's oracle)
  *   tarmac    the planner (controller/fleet/planner.h) with the forecaster
  *             (controller/fleet/forecast.h) one boot ahead, spot routing by
  *             expected loss, substitution and consolidation, draining of
@@ -29,14 +31,18 @@
  * fit in launch order, as common schedulers do.  Node GPU model 0 is
  * on-demand capacity, 1 spot; a job's model mask says where it may run.
  *
- * Definitions (DESIGN.md "Measuring"):
- *   lower bound  every job billed only for its own runtime x its GPU share
- *                at the cheapest per-GPU price of the table, spot for
+ * Definitions (DESIGN.md "Measuring", as decided in issue 17: CPU and
+ * memory count):
+ *   lower bound  every job billed only for its own runtime x its dominant
+ *                share (largest of its GPU, CPU and memory shares) of the
+ *                cheapest type of the table that holds it, spot for
  *                preemptible work when spot is on, on-demand otherwise
+ *                (tm_elastic_job_bound_usd())
  *   floor        at every instant of the no-wait demand (each job running
  *                from its submission for its runtime), the cheapest set of
- *                nodes of the table's sizes holding ceil(demand) GPUs,
- *                preemptible demand on spot when spot is on
+ *                nodes of the table's sizes holding the moment's GPUs, CPU
+ *                and memory, preemptible demand on spot when spot is on
+ *                (tm_elastic_floor_rate_usd())
  * A month for budgets is 30 days from the trace's time 0.
  *
  * Spot hazards per (type, zone) (`hazards`, core/spot_hazards.h):
@@ -70,6 +76,9 @@ enum tm_elastic_policy {
     TM_ELASTIC_STATIC,
     TM_ELASTIC_REACTIVE,
     TM_ELASTIC_TARMAC,
+    /* tarmac told every job's true runtime at its arrival (DESIGN.md's
+     * oracle): the distance to it is what runtime prediction costs */
+    TM_ELASTIC_ORACLE,
     TM_ELASTIC_POLICY_MAX,
 };
 
@@ -132,6 +141,21 @@ struct tm_elastic_stats {
     double booting_gpu_hours, empty_gpu_hours, free_on_busy_gpu_hours;
     double wall_s;
 };
+
+/* The lower bound of one job (DESIGN.md "Measuring"), dollars: its
+ * runtime at its dominant share (the largest of its GPU, CPU and memory
+ * shares) of the cheapest type of pr that holds it, on spot when `spot`.
+ * 0 when no type holds it. */
+double tm_elastic_job_bound_usd(const struct tm_price_table *pr, bool spot, int32_t gpu_milli,
+                                int64_t cpu_milli, int64_t memory_mib, int64_t runtime_ms);
+
+/* The floor's rate for one instant's demand in one pool, dollars per
+ * hour: the cheapest set of pr's nodes (any number of each type) holding
+ * the GPUs, the CPU and the memory, taken as the largest of the cheapest
+ * sets for each resource alone (exact when one resource binds; never
+ * above the cheapest set holding all three).  < 0 out of memory. */
+double tm_elastic_floor_rate_usd(const struct tm_price_table *pr, bool spot, int32_t gpu_milli,
+                                 int64_t cpu_milli, int64_t memory_mib);
 
 /* One elastic replay of t's jobs.  0, TM_EINVAL (nothing to replay, bad
  * config) or TM_ENOMEM. */

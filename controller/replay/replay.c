@@ -73,6 +73,9 @@ struct sim {
     /* running */
     struct tm_sched_alloc *allocs;
     int32_t *alloc_job;
+    /* per alloc, beside it: the job's estimate (0 unknown) and start, so
+     * that the expected ends are refreshed without touching the jobs */
+    int64_t *alloc_est, *alloc_start;
     size_t nallocs;
     struct heapent *heap;
     size_t nheap, heapcap;
@@ -99,6 +102,22 @@ struct sim {
     int64_t *node_cpu_free, *node_mem_free;
     int64_t fit_milli;
     double idle_fit;                           /* milli x ms */
+    /* fit_milli per node, and the nodes whose capacity changed since it
+     * was computed: only they are recomputed, unless the set of queued
+     * requests changed (then every node is). */
+    int64_t *node_fit;
+    uint8_t *node_dirty;
+    int32_t *dirty;
+    size_t ndirty;
+    bool shapes_changed;
+    /* fifo, incremental: the queue in arrival order from fhead on (fifo
+     * starts jobs in that order), and whether the last pass left the head
+     * blocked with nothing ended since (then an arrival changes nothing). */
+    const size_t *arr;
+    size_t fhead;
+    bool fifo_blocked;
+    struct tm_sched_job *pq;                   /* the prefix handed to the pass */
+    int32_t *pqpos;                            /* its queue positions */
     int64_t window_lo, window_hi;
     struct tm_estimator *est;
 };
@@ -108,6 +127,32 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* ---------- policy names: the scheduler's, then the oracle ---------- */
+
+const char *tm_replay_policy_name(int p)
+{
+    if (p == TM_REPLAY_ORACLE)
+        return "oracle";
+    return tm_sched_policy_name((enum tm_sched_policy)p);
+}
+
+int tm_replay_policy_parse(const char *name)
+{
+    if (name && strcmp(name, "oracle") == 0)
+        return TM_REPLAY_ORACLE;
+    return tm_sched_policy_parse(name);
+}
+
+/* The scheduler's rows, as policy.c lists them, then the oracle. */
+#define REPLAY_LISTED(id, name) ", " #name
+static const char replay_policy_list[] = TM_SCHED_POLICIES(REPLAY_LISTED) ", oracle";
+#undef REPLAY_LISTED
+
+const char *tm_replay_policy_list(void)
+{
+    return replay_policy_list + 2;
 }
 
 /* ---------- heap of completions ---------- */
@@ -203,55 +248,85 @@ static void integrate(struct sim *s, int64_t from, int64_t to)
     s->idle_fit += (double)s->fit_milli * dt;
 }
 
-/* The fit-aware reading of idle-while-waiting, beside DESIGN.md's (which
- * counts every free milli of a model while any queued job accepts that
- * model): a GPU's free milli counts only while some queued job could be
- * placed on it now, i.e. a share that fits the GPU's free milli, or whole
- * GPUs that fit the node's wholly free GPUs (this GPU among them), on an
- * accepted model, with the node's free CPU and memory enough.  A 190-milli
- * sliver no queued share fits is not counted here; it is in the DESIGN
- * figure.  Recomputed after each instant's events and pass:
- * O(nodes x distinct queued requests). */
-static void fit_recompute(struct sim *s)
+/* Idle-while-waiting as DESIGN.md defines it (the fit-aware reading): a
+ * GPU's free milli counts only while some queued job could be placed on
+ * it now, i.e. a share that fits the GPU's free milli, or whole GPUs that
+ * fit the node's wholly free GPUs (this GPU among them), on an accepted
+ * model, with the node's free CPU and memory enough.  A 190-milli sliver
+ * no queued share fits is packing loss, not counted here; the model
+ * reading (idle_while_waiting_model_gpu_hours) counts it.  Recomputed
+ * after each instant's events and pass: O(nodes x distinct queued
+ * requests). */
+static int64_t node_fit_milli(const struct sim *s, size_t i)
 {
+    const struct tm_sched_node *n = &s->nodes[i];
+    const int16_t *used = &s->gpu_used[i * TM_NODE_GPUS_MAX];
+    int32_t full = 0, maxfree = 0, share = MILLI + 1;
     int64_t t = 0;
+    bool whole = false;
 
-    for (size_t i = 0; i < s->nnodes && s->nactive; i++) {
-        const struct tm_sched_node *n = &s->nodes[i];
-        const int16_t *used = &s->gpu_used[i * TM_NODE_GPUS_MAX];
-        int32_t full = 0, maxfree = 0, share = MILLI + 1;
-        bool whole = false;
-        if (n->gpus <= 0)
+    if (n->gpus <= 0 || !s->nactive)
+        return 0;
+    for (int g = 0; g < n->gpus; g++) {
+        int32_t f = MILLI - used[g];
+        if (f == MILLI)
+            full++;
+        if (f > maxfree)
+            maxfree = f;
+    }
+    if (maxfree == 0)
+        return 0;
+    for (size_t k = 0; k < s->nactive; k++) {
+        const struct shape *sh = &s->shapes[s->active[k]];
+        if (sh->mask && !(sh->mask >> n->model & 1))
             continue;
-        for (int g = 0; g < n->gpus; g++) {
-            int32_t f = MILLI - used[g];
-            if (f == MILLI)
-                full++;
-            if (f > maxfree)
-                maxfree = f;
-        }
-        if (maxfree == 0)
+        if (sh->cpu > s->node_cpu_free[i] || sh->mem > s->node_mem_free[i])
             continue;
-        for (size_t k = 0; k < s->nactive; k++) {
-            const struct shape *sh = &s->shapes[s->active[k]];
-            if (sh->mask && !(sh->mask >> n->model & 1))
-                continue;
-            if (sh->cpu > s->node_cpu_free[i] || sh->mem > s->node_mem_free[i])
-                continue;
-            if (sh->gpus > 0) {
-                if (sh->gpus <= full)
-                    whole = true;
-            } else if (sh->milli < share) {
-                share = sh->milli;
-            }
-        }
-        for (int g = 0; g < n->gpus; g++) {
-            int32_t f = MILLI - used[g];
-            if (f > 0 && (share <= f || (f == MILLI && whole)))
-                t += f;
+        if (sh->gpus > 0) {
+            if (sh->gpus <= full)
+                whole = true;
+        } else if (sh->milli < share) {
+            share = sh->milli;
         }
     }
-    s->fit_milli = t;
+    for (int g = 0; g < n->gpus; g++) {
+        int32_t f = MILLI - used[g];
+        if (f > 0 && (share <= f || (f == MILLI && whole)))
+            t += f;
+    }
+    return t;
+}
+
+static void node_touch(struct sim *s, int32_t i)
+{
+    if (!s->node_dirty[i]) {
+        s->node_dirty[i] = 1;
+        s->dirty[s->ndirty++] = i;
+    }
+}
+
+/* The same sum as recomputing every node, from the nodes that changed. */
+static void fit_recompute(struct sim *s)
+{
+    if (s->shapes_changed) {
+        int64_t t = 0;
+        for (size_t i = 0; i < s->nnodes; i++) {
+            s->node_fit[i] = node_fit_milli(s, i);
+            t += s->node_fit[i];
+        }
+        s->fit_milli = t;
+    } else {
+        for (size_t k = 0; k < s->ndirty; k++) {
+            int32_t i = s->dirty[k];
+            int64_t v = node_fit_milli(s, (size_t)i);
+            s->fit_milli += v - s->node_fit[i];
+            s->node_fit[i] = v;
+        }
+    }
+    for (size_t k = 0; k < s->ndirty; k++)
+        s->node_dirty[s->dirty[k]] = 0;
+    s->ndirty = 0;
+    s->shapes_changed = false;
 }
 
 static void shape_count(struct sim *s, int32_t sh, int d)
@@ -260,9 +335,11 @@ static void shape_count(struct sim *s, int32_t sh, int d)
 
     p->count += d;
     if (p->count > 0 && p->apos < 0) {
+        s->shapes_changed = true;
         p->apos = (int32_t)s->nactive;
         s->active[s->nactive++] = sh;
     } else if (p->count == 0 && p->apos >= 0) {
+        s->shapes_changed = true;
         int32_t last = s->active[--s->nactive];
         s->active[p->apos] = last;
         s->shapes[last].apos = p->apos;
@@ -374,6 +451,7 @@ static void gpu_use(struct sim *s, int32_t node, uint32_t mask, int32_t d)
 {
     int model = s->nodes[node].model;
 
+    node_touch(s, node);
     for (int g = 0; g < TM_NODE_GPUS_MAX; g++) {
         int16_t *u = &s->gpu_used[node * TM_NODE_GPUS_MAX + g];
         if (!(mask >> g & 1))
@@ -401,6 +479,8 @@ static void alloc_remove(struct sim *s, int32_t j)
     if (p != last) {
         s->allocs[p] = s->allocs[last];
         s->alloc_job[p] = s->alloc_job[last];
+        s->alloc_est[p] = s->alloc_est[last];
+        s->alloc_start[p] = s->alloc_start[last];
         s->jobs[s->alloc_job[p]].alloc = (int32_t)p;
     }
     s->nallocs--;
@@ -448,23 +528,20 @@ static void log_note(const struct sim *s, int64_t now, const struct rjob *rj,
     fprintf(s->cfg->log, " why=\"%s\"\n", nt->why);
 }
 
-static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
+/* One tm_sched_run() over jobs[0..nj), which are the queued jobs at
+ * s->q positions qmap[k] (NULL: jobs is s->q itself), and what it decided
+ * applied.  *ret_blocked: some job was neither placed nor found to fit no
+ * node (fifo: the head is blocked). */
+static int pass_once(struct sim *s, int64_t now, struct tm_replay_stats *st, struct tm_sched_job *jobs,
+                     size_t nj, const int32_t *qmap, bool *ret_blocked)
 {
     struct tm_sched_input in = {0};
     struct tm_sched_result r = {0};
     int rc;
 
-    /* Expected ends of running jobs, from what the scheduler may know:
-     * with exact estimates the true end; otherwise the estimate, corrected
-     * by tm_estimate_remaining() as the job ages (never in the past). */
-    if (!s->cfg->exact_estimates)
-        for (size_t a = 0; a < s->nallocs; a++) {
-            const struct rjob *rj = &s->jobs[s->alloc_job[a]];
-            int64_t est = rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
-            s->allocs[a].end_ms = now + tm_estimate_remaining(est, now - rj->start);
-        }
-    in.jobs = s->q;
-    in.njobs = s->nq;
+#define QPOS(k) ((size_t)(qmap ? qmap[k] : (int32_t)(k)))
+    in.jobs = jobs;
+    in.njobs = nj;
     in.nodes = s->nodes;
     in.nnodes = s->nnodes;
     in.allocs = s->allocs;
@@ -475,12 +552,15 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
     rc = tm_sched_run(&in, &r);
     if (rc < 0)
         return rc;
-    st->passes++;
+    *ret_blocked = false;
+    for (size_t k = 0; k < r.nnotes; k++)
+        if (r.notes[k].verdict != TM_SCHED_PLACED && r.notes[k].verdict != TM_SCHED_NO_MATCH)
+            *ret_blocked = true;
     /* Reservations stick to their node from one pass to the next. */
-    for (size_t k = 0; k < s->nq; k++)
-        s->q[k].hold_node = 0;
+    for (size_t k = 0; k < nj; k++)
+        s->q[QPOS(k)].hold_node = 0;
     for (size_t k = 0; k < r.nreservations; k++) {
-        struct tm_sched_job *qj = &s->q[r.reservations[k].job];
+        struct tm_sched_job *qj = &s->q[QPOS(r.reservations[k].job)];
         qj->hold_node = r.reservations[k].node + 1;
         if (qj->hold_start_ms == 0)
             qj->hold_start_ms = r.reservations[k].start_ms;
@@ -488,7 +568,7 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
     /* Notes first: the queue is reordered by the starts below. */
     for (size_t k = 0; k < r.nnotes; k++) {
         const struct tm_sched_note *nt = &r.notes[k];
-        struct rjob *rj = &s->jobs[s->qjob[nt->job]];
+        struct rjob *rj = &s->jobs[s->qjob[QPOS(nt->job)]];
         if (nt->verdict == TM_SCHED_RESERVED && rj->promise == 0) {
             rj->promise = nt->start_ms > 0 ? nt->start_ms : 1;
             st->reserved_jobs++;
@@ -524,7 +604,7 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
             return TM_ENOMEM;
         }
         for (size_t k = 0; k < r.nplacements; k++)
-            pj[k] = s->qjob[r.placements[k].job];
+            pj[k] = s->qjob[QPOS(r.placements[k].job)];
         for (size_t k = 0; k < r.nplacements; k++) {
             const struct tm_sched_placement *pl = &r.placements[k];
             int32_t j = pj[k];
@@ -543,6 +623,8 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
                 .end_ms = now + (rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS),
                 .preemptible = rj->tj->preemptible, .loaned = pl->loaned};
             s->alloc_job[s->nallocs] = j;
+            s->alloc_est[s->nallocs] = rj->estimate;
+            s->alloc_start[s->nallocs] = now;
             rj->alloc = (int32_t)s->nallocs++;
             s->free_milli[model] -= held;
             gpu_use(s, pl->node, pl->gpu_mask, pl->gpu_milli);
@@ -572,6 +654,69 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st)
     }
     tm_sched_result_release(&r);
     return 0;
+#undef QPOS
+}
+
+/* Jobs fifo hands one pass at a time: the head and a few behind it. */
+#define FIFO_PREFIX 32
+
+/* fifo, incremental: fifo starts jobs in arrival order and nothing behind
+ * a blocked head, so a pass over the first FIFO_PREFIX queued jobs decides
+ * what a pass over the whole queue would (the jobs behind them cannot
+ * change a decision before them); when all are placed, the next ones go
+ * through a pass at the same instant with the room left.  A pass after
+ * arrivals alone, the head blocked, places nothing: skipped.  The same
+ * placements as a full pass at every event (test_replay_incremental), in
+ * O(FIFO_PREFIX + nodes + running jobs) instead of O(queue). */
+static int pass_fifo(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t narrived)
+{
+    size_t c;
+
+    if (s->fifo_blocked)
+        return 0;
+    while (s->fhead < narrived && s->jobs[s->arr[s->fhead]].qpos < 0)
+        s->fhead++;
+    c = s->fhead;
+    for (;;) {
+        size_t n = 0;
+        bool blocked;
+        int rc;
+        for (; c < narrived && n < FIFO_PREFIX; c++) {
+            const struct rjob *rj = &s->jobs[s->arr[c]];
+            if (rj->qpos < 0)
+                continue;
+            s->pq[n] = s->q[rj->qpos];
+            s->pqpos[n++] = rj->qpos;
+        }
+        if (n == 0)
+            return 0;
+        rc = pass_once(s, now, st, s->pq, n, s->pqpos, &blocked);
+        if (rc < 0)
+            return rc;
+        if (blocked) {
+            s->fifo_blocked = true;
+            return 0;
+        }
+    }
+}
+
+static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t narrived)
+{
+    bool blocked;
+
+    st->passes++;
+    /* fifo reads no expected end (no reservations, no align_ends). */
+    if (s->cfg->policy == TM_POLICY_FIFO && !s->cfg->full_pass && !s->cfg->params.align_ends)
+        return pass_fifo(s, now, st, narrived);
+    /* Expected ends of running jobs, from what the scheduler may know:
+     * with exact estimates the true end; otherwise the estimate, corrected
+     * by tm_estimate_remaining() as the job ages (never in the past). */
+    if (!s->cfg->exact_estimates)
+        for (size_t a = 0; a < s->nallocs; a++) {
+            int64_t est = s->alloc_est[a] > 0 ? s->alloc_est[a] : TM_SCHED_DEFAULT_ESTIMATE_MS;
+            s->allocs[a].end_ms = now + tm_estimate_remaining(est, now - s->alloc_start[a]);
+        }
+    return pass_once(s, now, st, s->q, s->nq, NULL, &blocked);
 }
 
 int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
@@ -618,7 +763,11 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     s.gpu_used = calloc((ninv + 1) * TM_NODE_GPUS_MAX, sizeof(*s.gpu_used));
     s.node_cpu_free = calloc(ninv + 1, sizeof(*s.node_cpu_free));
     s.node_mem_free = calloc(ninv + 1, sizeof(*s.node_mem_free));
-    if (!s.gpu_used || !s.node_cpu_free || !s.node_mem_free)
+    s.node_fit = calloc(ninv + 1, sizeof(*s.node_fit));
+    s.node_dirty = calloc(ninv + 1, sizeof(*s.node_dirty));
+    s.dirty = calloc(ninv + 1, sizeof(*s.dirty));
+    s.shapes_changed = true;
+    if (!s.gpu_used || !s.node_cpu_free || !s.node_mem_free || !s.node_fit || !s.node_dirty || !s.dirty)
         goto out;
     for (size_t i = 0; i < ninv; i++) {
         s.node_cpu_free[i] = inv[i].cpu_milli;
@@ -702,11 +851,16 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     waits = malloc(s.njobs * sizeof(*waits));
     s.allocs = malloc(s.njobs * sizeof(*s.allocs));
     s.alloc_job = malloc(s.njobs * sizeof(*s.alloc_job));
+    s.alloc_est = malloc(s.njobs * sizeof(*s.alloc_est));
+    s.alloc_start = malloc(s.njobs * sizeof(*s.alloc_start));
     s.heapcap = s.njobs;
     s.heap = malloc(s.njobs * sizeof(*s.heap));
     s.q = malloc(s.njobs * sizeof(*s.q));
     s.qjob = malloc(s.njobs * sizeof(*s.qjob));
-    if (!arr || !waits || !s.allocs || !s.alloc_job || !s.heap || !s.q || !s.qjob)
+    s.pq = malloc(FIFO_PREFIX * sizeof(*s.pq));
+    s.pqpos = malloc(FIFO_PREFIX * sizeof(*s.pqpos));
+    s.arr = arr;
+    if (!arr || !waits || !s.allocs || !s.alloc_job || !s.alloc_est || !s.alloc_start || !s.heap || !s.q || !s.qjob || !s.pq || !s.pqpos)
         goto out;
     {
         int64_t *keys = malloc(s.njobs * 2 * sizeof(*keys));
@@ -747,6 +901,7 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
             char kb[64];
             struct tm_estimate_key k = tm_trace_estimate_key(rj->tj, kb, sizeof(kb));
             alloc_remove(&s, e.job);
+            s.fifo_blocked = false; /* room freed: the head may fit */
             jct += (double)(tcur - rj->submit);
             end_all = tcur;
             st.events++;
@@ -772,7 +927,7 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
             changed = true;
         }
         if (changed && s.nq) {
-            r = pass(&s, tcur, &st);
+            r = pass(&s, tcur, &st, ai);
             if (r < 0)
                 goto out;
         }
@@ -804,10 +959,11 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     st.arrival_window_s = (double)(last - first) / 1000.0;
     st.utilisation = end_all > first ? s.busy / ((double)cap_milli * (double)(end_all - first)) : 0;
     st.utilisation_arrival = last > first ? s.busy_window / ((double)cap_milli * (double)(last - first)) : 0;
-    st.idle_while_waiting_gpu_hours = s.idle_wait / 1000.0 / 3600000.0;
+    st.idle_while_waiting_model_gpu_hours = s.idle_wait / 1000.0 / 3600000.0;
     st.idle_sliver_gpu_hours = s.idle_sliver / 1000.0 / 3600000.0;
     st.idle_while_waiting_accepts_gpu_hours = s.idle_accepts / 1000.0 / 3600000.0;
     st.idle_while_waiting_fit_gpu_hours = s.idle_fit / 1000.0 / 3600000.0;
+    st.idle_while_waiting_gpu_hours = st.idle_while_waiting_fit_gpu_hours;
     if (st.reservation_slips)
         st.slip_mean_s /= (double)st.reservation_slips;
     st.wall_s = now_s() - t0;
@@ -826,9 +982,16 @@ out:
     free(s.jobs);
     free(s.allocs);
     free(s.alloc_job);
+    free(s.alloc_est);
+    free(s.alloc_start);
     free(s.heap);
     free(s.q);
     free(s.qjob);
+    free(s.pq);
+    free(s.pqpos);
+    free(s.node_fit);
+    free(s.node_dirty);
+    free(s.dirty);
     tm_estimator_free(s.est);
     return r;
 }

@@ -255,6 +255,8 @@ bool sched_fits_anywhere(struct ctx *c, int32_t j);
 void sched_order(const struct ctx *c, struct okey *keys);
 void sched_order_submit(const struct ctx *c, int32_t j, struct okey *key);
 void sched_order_tarmac(const struct ctx *c, int32_t j, struct okey *key);
+/* Slurm's multifactor priority of job j (multifactor.c), higher first. */
+int64_t sched_multifactor_priority(const struct ctx *c, int32_t j);
 
 /* The pass (scheduler.c). */
 void sched_note(struct ctx *c, int32_t j, enum tm_sched_verdict v, int32_t node, int64_t start,

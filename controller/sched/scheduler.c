@@ -113,9 +113,10 @@ static int validate_and_load(struct ctx *c)
         s = &c->ns[al->node];
         if (al->gpu_mask >> s->gpus)
             return TM_EINVAL;
-        for (int g = 0; g < s->gpus; g++)
-            if (al->gpu_mask >> g & 1)
-                s->free[g] = (int16_t)(s->free[g] - al->gpu_milli);
+        for (uint32_t m = al->gpu_mask; m; m &= m - 1) {
+            int g = __builtin_ctz(m);
+            s->free[g] = (int16_t)(s->free[g] - al->gpu_milli);
+        }
         s->cpu -= al->cpu_milli;
         s->mem -= al->memory_mib;
     }

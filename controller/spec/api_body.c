@@ -41,8 +41,9 @@ static int parse_object(const char *body, size_t len, bool empty_ok, cJSON **ret
             return 0;
         return tm_spec_fail(err, "body", "a JSON object is required");
     }
-    if (tm_json_body_parse(body, len, &root, err) < 0)
-        return TM_EINVAL;
+    int r = tm_json_body_parse(body, len, &root, err);
+    if (r < 0)
+        return r;
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return tm_spec_fail(err, "body", "must be a JSON object");

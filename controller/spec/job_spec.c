@@ -43,6 +43,16 @@ int tm_spec_fail(struct tm_spec_error *err, const char *field, const char *fmt, 
     return TM_EINVAL;
 }
 
+int tm_spec_fail_nomem(struct tm_spec_error *err)
+{
+    if (err) {
+        snprintf(err->field, sizeof(err->field), "body");
+        snprintf(err->message, sizeof(err->message), "out of memory while reading it");
+        err->nomem = true;
+    }
+    return TM_ENOMEM;
+}
+
 void tm_job_spec_init(struct tm_job_spec *spec)
 {
     *spec = (struct tm_job_spec){
@@ -459,8 +469,9 @@ int tm_job_spec_parse_json(const char *body, size_t len, struct tm_job_spec *spe
         tm_spec_fail(err, "body", "a JSON object is required");
         goto out;
     }
-    if (tm_json_body_parse(body, len, &root, err) < 0)
+    if ((r = tm_json_body_parse(body, len, &root, err)) < 0)
         goto out;
+    r = TM_EINVAL;
     if (!cJSON_IsObject(root)) {
         tm_spec_fail(err, "body", "must be a JSON object");
         goto out;

@@ -47,6 +47,7 @@
 struct tm_spec_error {
     char field[64];
     char message[192];
+    bool nomem;         /* the server ran out of memory: not the client's fault */
 };
 
 struct tm_job_spec {
@@ -128,5 +129,8 @@ bool tm_job_spec_name_ok(const char *s);
 /* Fill err; returns TM_EINVAL, so callers can `return tm_spec_fail(...)`. */
 int tm_spec_fail(struct tm_spec_error *err, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Fill err for an allocation that failed while reading a body (field
+ * "body"); returns TM_ENOMEM, which the API answers with 503, not 400 (err->nomem). */
+int tm_spec_fail_nomem(struct tm_spec_error *err);
 
 #endif

@@ -3,9 +3,12 @@
  */
 #include "controller/spec/json_body.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -109,6 +112,56 @@ static bool check_strings(const json_t *v, const char *path, struct tm_spec_erro
     return true;
 }
 
+/* How deep arrays and objects nest in v (a scalar is 0); jansson bounds
+ * it (2048), so the recursion is bounded too. */
+static size_t nesting(const json_t *v)
+{
+    size_t deepest = 0;
+
+    if (json_is_object(v)) {
+        const char *key;
+        json_t *item;
+        json_object_foreach((json_t *)v, key, item) {
+            size_t d = nesting(item);
+            deepest = d > deepest ? d : deepest;
+        }
+        return deepest + 1;
+    }
+    if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            size_t d = nesting(json_array_get(v, i));
+            deepest = d > deepest ? d : deepest;
+        }
+        return deepest + 1;
+    }
+    return 0;
+}
+
+/* jansson 2.14 (Debian 12) is not safe when an allocation fails inside its
+ * lexer: lex_save() drops strbuffer_append_byte()'s failure and the lexer
+ * then writes past its buffer or asserts (akheron/jansson#362, still open;
+ * seen here under tests/unit/alloc_fail).  Heap corruption in the
+ * controller is worse than a crash, which the next reconcile repairs, so
+ * jansson's allocations that fail end the process with a clear line. */
+static pthread_once_t jansson_hooked = PTHREAD_ONCE_INIT;
+
+static void *jansson_malloc(size_t size)
+{
+    static const char msg[] = "tarmac: out of memory inside jansson's JSON lexer, which cannot "
+                              "recover from it (akheron/jansson#362); stopping\n";
+    void *p = malloc(size);
+    if (!p) {
+        (void)!write(2, msg, sizeof(msg) - 1);
+        abort();
+    }
+    return p;
+}
+
+static void jansson_hook(void)
+{
+    json_set_alloc_funcs(jansson_malloc, free);
+}
+
 /* jansson's message quotes the input near the error; keep it printable. */
 static void printable(char *s)
 {
@@ -123,24 +176,32 @@ int tm_json_body_parse(const char *text, size_t len, cJSON **ret, struct tm_spec
     json_t *doc;
     const char *end = NULL;
     cJSON *root;
-    bool ok;
+    bool ok, deep;
 
     *ret = NULL;
+    pthread_once(&jansson_hooked, jansson_hook);
     /* Integers as reals: a huge count is then the field's range error, not
      * a parse error; NUL allowed here only to be found and named below. */
     doc = json_loadb(text, len, JSON_DECODE_ANY | JSON_ALLOW_NUL |
                                     JSON_DECODE_INT_AS_REAL, &jerr);
     if (!doc) {
+        /* An empty text: jansson could not even set up its lexer. */
+        if (json_error_code(&jerr) == json_error_out_of_memory || jerr.text[0] == '\0')
+            return tm_spec_fail_nomem(err);
         printable(jerr.text);
         return tm_spec_fail(err, "body", "malformed JSON at byte %d: %s", jerr.position, jerr.text);
     }
     ok = check_strings(doc, "", err);
+    deep = nesting(doc) > CJSON_NESTING_LIMIT;
     json_decref(doc);
     if (!ok)
         return TM_EINVAL;
     root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
-    if (!root) /* jansson read it; cJSON failing here is out of memory or depth */
+    /* jansson read it; cJSON failing here is its depth limit or memory. */
+    if (!root && deep)
         return tm_spec_fail(err, "body", "malformed JSON (nested too deeply)");
+    if (!root)
+        return tm_spec_fail_nomem(err);
     *ret = root;
     return 0;
 }

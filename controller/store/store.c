@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "controller/store/migrate.h"
 #include "core/err.h"
@@ -13,9 +14,9 @@
 /* Finished jobs read per snapshot for runtime estimates. */
 #define TM_STORE_HISTORY_MAX "5000"
 
-/* One key for the leader lock, shared by every replica of every cluster in
- * this database ("tmlead"). */
-#define TM_LEADER_LOCK_KEY "746d6c656164"
+/* The leader lock's key, x'746d6c656164' ("tmlead"), shared by every
+ * replica of every cluster in this database, lives in tarmac_lead and
+ * tarmac_lease_break (migrations/0011_lease.sql). */
 
 static const char snapshot_sql[] =
     "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;"
@@ -327,7 +328,15 @@ static void on_apply(const struct tm_pg_reply *reply, void *data)
 int tm_store_apply(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, const cJSON *actions,
                    tm_store_apply_cb cb, void *data)
 {
-    char epoch_s[24], now_s[24];
+    return tm_store_apply_renew(pool, epoch, now_ms, 0, actions, cb, data);
+}
+
+/* The lease renewal is a second function of the same statement, so it
+ * commits with the plan or not at all (0011_lease.sql). */
+int tm_store_apply_renew(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, int64_t lease_ms,
+                         const cJSON *actions, tm_store_apply_cb cb, void *data)
+{
+    char epoch_s[24], now_s[24], lease_s[24];
     cJSON *plan = cJSON_CreateObject();
     char *json = NULL;
     struct apply_req *req = NULL;
@@ -342,8 +351,12 @@ int tm_store_apply(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, const
     *req = (struct apply_req){.cb = cb, .data = data};
     snprintf(epoch_s, sizeof(epoch_s), "%" PRId64, epoch);
     snprintf(now_s, sizeof(now_s), "%" PRId64, now_ms);
-    const char *params[3] = {epoch_s, now_s, json};
-    r = tm_pg_pool_query(pool, "SELECT tarmac_apply($1, $2, $3::jsonb)", 3, params, on_apply, req);
+    snprintf(lease_s, sizeof(lease_s), "%" PRId64, lease_ms);
+    const char *params[4] = {epoch_s, now_s, json, lease_s};
+    r = tm_pg_pool_query(pool,
+                         "SELECT tarmac_apply($1, $2, $3::jsonb)"
+                         " FROM (SELECT tarmac_lease_renew($1, $4::int)) renewed",
+                         4, params, on_apply, req);
     if (r == 0)
         req = NULL;
 out:
@@ -427,12 +440,21 @@ int tm_store_prune_samples(struct tm_pg_pool *pool, int64_t before_ms, int batch
 int tm_store_accrue(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, tm_store_done_cb cb,
                     void *data)
 {
-    char epoch_s[24], now_s[24];
+    return tm_store_accrue_renew(pool, epoch, now_ms, 0, cb, data);
+}
+
+int tm_store_accrue_renew(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, int64_t lease_ms,
+                          tm_store_done_cb cb, void *data)
+{
+    char epoch_s[24], now_s[24], lease_s[24];
 
     snprintf(epoch_s, sizeof(epoch_s), "%" PRId64, epoch);
     snprintf(now_s, sizeof(now_s), "%" PRId64, now_ms);
-    const char *params[2] = {epoch_s, now_s};
-    return query_done(pool, "SELECT tarmac_accrue($1, $2)", 2, params, cb, data);
+    snprintf(lease_s, sizeof(lease_s), "%" PRId64, lease_ms);
+    const char *params[3] = {epoch_s, now_s, lease_s};
+    return query_done(pool,
+                      "SELECT tarmac_accrue($1, $2) FROM (SELECT tarmac_lease_renew($1, $3::int)) renewed",
+                      3, params, cb, data);
 }
 
 int tm_store_node_launched(struct tm_pg_pool *pool, int64_t node_id, const char *instance_id,
@@ -451,14 +473,11 @@ int tm_store_node_launched(struct tm_pg_pool *pool, int64_t node_id, const char 
 }
 
 struct lead_req {
-    struct tm_pg *conn;
-    char holder[128];
-    char now_s[24];
     tm_store_leader_cb cb;
     void *data;
 };
 
-static void on_epoch(const struct tm_pg_reply *reply, void *data)
+static void on_lead(const struct tm_pg_reply *reply, void *data)
 {
     struct lead_req *req = data;
     int64_t epoch = 0, latest = 0;
@@ -471,49 +490,57 @@ static void on_epoch(const struct tm_pg_reply *reply, void *data)
     free(req);
 }
 
-static void on_try_lock(const struct tm_pg_reply *reply, void *data)
-{
-    struct lead_req *req = data;
-
-    if (reply->status < 0 || reply->nresults != 1 || PQntuples(reply->results[0]) != 1) {
-        req->cb(reply->status < 0 ? reply->status : TM_EBADREPLY, 0, 0, reply->error, req->data);
-        free(req);
-        return;
-    }
-    if (PQgetvalue(reply->results[0], 0, 0)[0] != 't') {
-        req->cb(0, 0, 0, NULL, req->data);
-        free(req);
-        return;
-    }
-    /* The lock is ours for as long as this session lives; a new epoch
-     * fences off any plan a previous leader still has in flight. */
-    const char *params[2] = {req->holder, req->now_s};
-    int r = tm_pg_query(req->conn,
-                        "UPDATE leader SET epoch = epoch + 1, holder = $1,"
-                        " acquired_ms = greatest($2::bigint, tarmac_latest_ms())"
-                        " WHERE id = 1 RETURNING epoch, acquired_ms",
-                        2, params, on_epoch, req);
-    if (r < 0) {
-        req->cb(r, 0, 0, tm_strerror(r), req->data);
-        free(req);
-    }
-}
-
-int tm_store_try_lead(struct tm_pg *conn, const char *holder, int64_t now_ms,
+/* Lock, epoch bump and lease in one statement (tarmac_lead, 0011): the
+ * lock is ours for as long as this session lives and we renew the lease;
+ * the new epoch fences off any plan a previous leader still has in
+ * flight. */
+int tm_store_try_lead(struct tm_pg *conn, const char *holder, int64_t now_ms, int64_t lease_ms,
                       tm_store_leader_cb cb, void *data)
 {
     struct lead_req *req = calloc(1, sizeof(*req));
+    char now_s[24], lease_s[24];
     int r;
 
     if (!req)
         return TM_ENOMEM;
-    req->conn = conn;
-    snprintf(req->holder, sizeof(req->holder), "%s", holder);
-    snprintf(req->now_s, sizeof(req->now_s), "%" PRId64, now_ms);
     req->cb = cb;
     req->data = data;
-    r = tm_pg_query(conn, "SELECT pg_try_advisory_lock(x'" TM_LEADER_LOCK_KEY "'::bigint)", 0,
-                    NULL, on_try_lock, req);
+    snprintf(now_s, sizeof(now_s), "%" PRId64, now_ms);
+    snprintf(lease_s, sizeof(lease_s), "%" PRId64, lease_ms);
+    const char *params[3] = {holder, now_s, lease_s};
+    r = tm_pg_query(conn, "SELECT epoch, acquired_ms FROM tarmac_lead($1, $2::bigint, $3::int)", 3,
+                    params, on_lead, req);
+    if (r < 0)
+        free(req);
+    return r;
+}
+
+struct break_req {
+    tm_store_break_cb cb;
+    void *data;
+};
+
+static void on_break(const struct tm_pg_reply *reply, void *data)
+{
+    struct break_req *req = data;
+    int ended = 0;
+
+    if (reply->status == 0 && reply->nresults == 1 && PQntuples(reply->results[0]) == 1)
+        ended = (int)col_i64(reply->results[0], 0, 0);
+    req->cb(reply->status, ended, reply->error, req->data);
+    free(req);
+}
+
+int tm_store_break_lease(struct tm_pg *conn, tm_store_break_cb cb, void *data)
+{
+    struct break_req *req = calloc(1, sizeof(*req));
+    int r;
+
+    if (!req)
+        return TM_ENOMEM;
+    req->cb = cb;
+    req->data = data;
+    r = tm_pg_query(conn, "SELECT tarmac_lease_break()", 0, NULL, on_break, req);
     if (r < 0)
         free(req);
     return r;
@@ -521,11 +548,36 @@ int tm_store_try_lead(struct tm_pg *conn, const char *holder, int64_t now_ms,
 
 PGconn *tm_store_connect_blocking(const char *url, char *err, size_t errsize)
 {
-    const char *keys[] = {"dbname", "connect_timeout", "application_name", NULL};
-    const char *vals[] = {url, "10", "tarmac", NULL};
+    /* Defaults before dbname, so the URL's own settings win: each host
+     * gets connect_timeout, and only a primary is taken (a standby would
+     * refuse migrate's and the db forms' writes). */
+    const char *keys[] = {"connect_timeout", "target_session_attrs", "dbname", "application_name", NULL};
+    const char *vals[] = {"10", "read-write", url, "tarmac", NULL};
     PGconn *conn = PQconnectdbParams(keys, vals, 1);
     char safe[512];
+    PQconninfoOption *opts = PQconninfoParse(url, NULL);
+    bool several = false;
 
+    for (PQconninfoOption *o = opts; o && o->keyword; o++)
+        if (strcmp(o->keyword, "host") == 0 && o->val && strchr(o->val, ','))
+            several = true;
+    PQconninfoFree(opts);
+    /* Several hosts: a failover may be under way (the standby not yet
+     * promoted): try again for up to ~30 s, with backoff, saying so. */
+    for (unsigned wait_ms = 500, waited = 0; several && conn && PQstatus(conn) != CONNECTION_OK &&
+                                              waited < 30000;
+         waited += wait_ms, wait_ms = wait_ms < 4000 ? wait_ms * 2 : 4000) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%s", PQerrorMessage(conn));
+        msg[strcspn(msg, "\n")] = '\0';
+        tm_log_redact(msg, sizeof(msg));
+        tm_log_warn("no primary among the database hosts yet, retrying", "error=\"%s\" retry_ms=%u", msg,
+                    wait_ms);
+        PQfinish(conn);
+        struct timespec ts = {.tv_sec = wait_ms / 1000, .tv_nsec = (long)(wait_ms % 1000) * 1000000};
+        nanosleep(&ts, NULL);
+        conn = PQconnectdbParams(keys, vals, 1);
+    }
     if (conn && PQstatus(conn) == CONNECTION_OK)
         return conn;
     tm_pg_conninfo_redact(url, safe, sizeof(safe));

@@ -74,14 +74,27 @@ int tm_store_demand_history(struct tm_pg_pool *pool, const struct tm_config *cfg
                             tm_store_demand_history_cb cb, void *data);
 
 /* Leadership on a dedicated connection: try the session advisory lock and,
- * when it is ours, bump the epoch.  cb gets status 0 with *epoch > 0 when
+ * when it is ours, bump the epoch and take the lease for lease_ms.  cb gets status 0 with *epoch > 0 when
  * we lead, 0 with epoch 0 when someone else does.  latest_ms is then the
  * newest controller time stored (tarmac_latest_ms(), at least now_ms): an
  * accelerated clock moves up to it before the new leader's first pass. */
 typedef void (*tm_store_leader_cb)(int status, int64_t epoch, int64_t latest_ms, const char *err,
                                    void *data);
-int tm_store_try_lead(struct tm_pg *conn, const char *holder, int64_t now_ms,
+int tm_store_try_lead(struct tm_pg *conn, const char *holder, int64_t now_ms, int64_t lease_ms,
                       tm_store_leader_cb cb, void *data);
+
+/* The lease (migrations/0011_lease.sql): the leader renews it for lease_ms
+ * in the same statement as its tick's writes (the _renew forms; lease_ms 0
+ * renews nothing, for writes outside the tick).  A replica that finds the
+ * lock held asks tm_store_break_lease(): when the lease has expired, the
+ * holder's session is ended (pg_terminate_backend) and cb gets how many
+ * sessions went (0: the lease is live, or nobody held the lock). */
+int tm_store_apply_renew(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, int64_t lease_ms,
+                         const cJSON *actions, tm_store_apply_cb cb, void *data);
+int tm_store_accrue_renew(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, int64_t lease_ms,
+                          tm_store_done_cb cb, void *data);
+typedef void (*tm_store_break_cb)(int status, int ended, const char *err, void *data);
+int tm_store_break_lease(struct tm_pg *conn, tm_store_break_cb cb, void *data);
 
 /* Blocking helpers for start-up, before the loop runs. */
 /* Connect with a timeout; on failure err says why (no password). */

@@ -58,7 +58,7 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
     const char *local = local_name(name);
     size_t nlen = strlen(local);
     struct tm_xnode *x;
-    int idx;
+    int idx, r;
 
     (void)attrs;
     if (d->fail)
@@ -82,8 +82,8 @@ static void XMLCALL on_start(void *ud, const XML_Char *name, const XML_Char **at
         d->nodes = p;
         d->cap = cap;
     }
-    if (text_reserve(d, nlen) < 0) {
-        stop(d, "answer too large");
+    if ((r = text_reserve(d, nlen)) < 0) {
+        stop(d, r == TM_ENOMEM ? "out of memory" : "answer too large");
         return;
     }
     idx = (int)d->n++;
@@ -138,8 +138,9 @@ static void XMLCALL on_text(void *ud, const XML_Char *s, int len)
     x = &d->nodes[d->cur];
     if (x->first >= 0)
         return; /* whitespace between children */
-    if (text_reserve(d, (size_t)len) < 0) {
-        stop(d, "answer too large");
+    int r = text_reserve(d, (size_t)len);
+    if (r < 0) {
+        stop(d, r == TM_ENOMEM ? "out of memory" : "answer too large");
         return;
     }
     if (x->text == 0 || x->text + x->text_len + 1 != d->len) {
@@ -199,12 +200,15 @@ int tm_xdoc_parse(struct tm_xdoc *d, const char *body, size_t len, char *err, si
         return TM_EBADREPLY;
     }
     p = XML_ParserCreate("UTF-8");
-    if (!p)
+    if (!p) {
+        snprintf(err, errsize, "out of memory");
         return TM_ENOMEM;
+    }
     d->parser = p;
     /* Offset 0 means "no text", so the buffer starts with a spare byte. */
     if (text_reserve(d, 1) < 0) {
         XML_ParserFree(p);
+        snprintf(err, errsize, "out of memory");
         return TM_ENOMEM;
     }
     d->text[0] = '\0';
@@ -220,7 +224,10 @@ int tm_xdoc_parse(struct tm_xdoc *d, const char *body, size_t len, char *err, si
         else
             snprintf(err, errsize, "line %lu: %s", (unsigned long)XML_GetCurrentLineNumber(p),
                      XML_ErrorString(XML_GetErrorCode(p)));
-        r = strcmp(d->fail ? d->fail : "", "out of memory") == 0 ? TM_ENOMEM : TM_EBADREPLY;
+        r = strcmp(d->fail ? d->fail : "", "out of memory") == 0 ||
+                    (!d->fail && XML_GetErrorCode(p) == XML_ERROR_NO_MEMORY)
+                ? TM_ENOMEM
+                : TM_EBADREPLY;
     } else if (d->n == 0) {
         snprintf(err, errsize, "no root element");
         r = TM_EBADREPLY;

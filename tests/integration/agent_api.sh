@@ -19,7 +19,9 @@ api:
   burst: 1000000
 YAML
 "$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null 2>"$WORK/migrate.log" || fail "migrate"
-psql -X -q -d "$DB" -c "SELECT pg_advisory_lock(x'746d6c656164'::bigint)" -c "SELECT pg_sleep(170)" \
+# The leader lock with a lease that never expires (migrations/0011_lease.sql).
+psql -X -q -d "$DB" -c "SELECT pg_advisory_lock(x'746d6c656164'::bigint)" \
+    -c "UPDATE leader_lease SET expires_at = 'infinity'" -c "SELECT pg_sleep(170)" \
     >/dev/null 2>&1 &
 PIDS+=("$!")
 wait_for 10 '[ "$(psql_q "SELECT count(*) FROM pg_locks WHERE locktype = '"'advisory'"' AND granted")" -ge 1 ]' \

@@ -23,9 +23,11 @@ api:
 YAML
 "$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null 2>"$WORK/migrate.log" || fail "migrate"
 
-# The leader lock (controller/store.c, TM_LEADER_LOCK_KEY), held for the
-# whole run by a session of our own.
-psql -X -q -d "$DB" -c "SELECT pg_advisory_lock(x'746d6c656164'::bigint)" -c "SELECT pg_sleep(170)" \
+# The leader lock (migrations/0011_lease.sql), held for the whole run by a
+# session of our own, with a lease that never expires (else the replica
+# would end that session as a silent leader's, docs/ha.md).
+psql -X -q -d "$DB" -c "SELECT pg_advisory_lock(x'746d6c656164'::bigint)" \
+    -c "UPDATE leader_lease SET expires_at = 'infinity'" -c "SELECT pg_sleep(170)" \
     >/dev/null 2>&1 &
 PIDS+=("$!")
 wait_for 10 '[ "$(psql_q "SELECT count(*) FROM pg_locks WHERE locktype = '"'advisory'"' AND granted")" -ge 1 ]' \

@@ -40,9 +40,9 @@ static void test_shipped_tables(void **state)
     struct tm_price_table t;
     char err[256], path[1024];
     const char *files[] = {"bench/prices/uniform-8gpu.yaml", "bench/prices/uniform-sizes.yaml",
-                           "config/prices-aws-gpu.yaml"};
+                           "config/prices-aws-gpu.yaml", "config/prices-azure-gpu.yaml"};
     (void)state;
-    for (size_t i = 0; i < 3; i++) {
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         snprintf(path, sizeof(path), "%s/%s", TM_SOURCE_DIR, files[i]);
         assert_int_equal(tm_prices_load(path, &t, err, sizeof(err)), 0);
         assert_true(t.ntypes >= 1);

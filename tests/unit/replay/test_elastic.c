@@ -174,8 +174,9 @@ static const char *trace_path(char *buf, size_t n)
     return access(buf, R_OK) == 0 ? buf : NULL;
 }
 
-/* openb default, 8-GPU nodes, spot off: the calibration of the issue
- * (the floor costs 1.72 x the lower bound; reactive about 2.09 x). */
+/* openb default, 8-GPU nodes, spot off: the calibration.  With CPU and
+ * memory counted (issue 17) the floor costs 1.58 x the lower bound and
+ * reactive about 1.90 x (GPUs alone: 1.72 x and 2.09 x). */
 static void test_openb_calibration(void **state)
 {
     char path[1024], err[256];
@@ -195,8 +196,8 @@ static void test_openb_calibration(void **state)
     c.max_runtime_ms = 24 * H;
     run(&t, &c, TM_ELASTIC_REACTIVE, &re);
     run(&t, &c, TM_ELASTIC_TARMAC, &ta);
-    assert_true(re.floor_usd / re.lower_bound_usd > 1.70 && re.floor_usd / re.lower_bound_usd < 1.74);
-    assert_true(re.cost_usd / re.lower_bound_usd > 1.95 && re.cost_usd / re.lower_bound_usd < 2.15);
+    assert_true(re.floor_usd / re.lower_bound_usd > 1.55 && re.floor_usd / re.lower_bound_usd < 1.60);
+    assert_true(re.cost_usd / re.lower_bound_usd > 1.85 && re.cost_usd / re.lower_bound_usd < 1.95);
     assert_int_equal(ta.unfinished, 0);
     assert_true(ta.cost_usd <= re.cost_usd);
     tm_trace_release(&t);

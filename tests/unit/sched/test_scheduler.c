@@ -61,7 +61,8 @@ static void test_names(void **state)
     assert_int_equal(tm_sched_policy_parse("tarmac"), TM_POLICY_TARMAC);
     assert_int_equal(tm_sched_policy_parse("sjf"), -1);
     assert_int_equal(tm_sched_policy_parse(NULL), -1);
-    assert_string_equal(tm_sched_policy_list(), "fifo, backfill, tarmac");
+    assert_int_equal(tm_sched_policy_parse("multifactor"), TM_POLICY_MULTIFACTOR);
+    assert_string_equal(tm_sched_policy_list(), "fifo, backfill, tarmac, multifactor");
     assert_string_equal(tm_sched_policy_name(TM_POLICY_TARMAC), "tarmac");
     assert_string_equal(tm_sched_verdict_name(TM_SCHED_RESERVED), "reserved");
 }
@@ -944,6 +945,56 @@ static void test_random_properties(void **state)
     }
 }
 
+/* multifactor: EASY backfill in Slurm's multifactor order.  One 8-GPU
+ * node with 4 GPUs busy for 1 h.  B (1 GPU for 2 h, preemptible, queued 3 h)
+ * is older than A (8 GPUs, non-preemptible, queued 2 h).  backfill (submit
+ * order) places B and reserves A behind it; multifactor puts A first
+ * (age 2/24 x 10000 + size 8/8 x 1000 + QOS 1000 = 2833 against B's
+ * 1250 + 125 + 0), reserves it at 1 h, and B would delay it: B waits. */
+static void test_multifactor_order(void **state)
+{
+    struct tm_sched_node n = node8(1, 0);
+    struct tm_sched_alloc al = hold(0, 0x0f, 10 * H);
+    struct tm_sched_job jobs[2] = {job(1, 7 * H, 8, 1 * H), job(2, 6 * H, 1, 2 * H)};
+    struct tm_sched_result r;
+
+    (void)state;
+    jobs[1].preemptible = true;
+    assert_int_equal(run(TM_POLICY_BACKFILL, jobs, 2, &n, 1, &al, 1, 9 * H, &r), 0);
+    assert_int_equal(placed_node(&r, 1), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    tm_sched_result_release(&r);
+    assert_int_equal(run(TM_POLICY_MULTIFACTOR, jobs, 2, &n, 1, &al, 1, 9 * H, &r), 0);
+    assert_int_equal(r.nplacements, 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[0].start_ms, 10 * H);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_WAIT_RESERVATION);
+    tm_sched_result_release(&r);
+}
+
+/* The age factor saturates at PriorityMaxAge (1 day).  Two 8-GPU jobs on
+ * the same busy node; the first in order holds the one reservation.  A is
+ * preemptible and queued 48 h, B non-preemptible and queued 26 h: both
+ * ages are full, so B's QOS factor puts it first (12000 against 11000);
+ * without the cap A's age (20000) would.  backfill reserves A, the older. */
+static void test_multifactor_age_cap(void **state)
+{
+    struct tm_sched_node n = node8(1, 0);
+    struct tm_sched_alloc al = hold(0, 0x0f, 51 * H);
+    struct tm_sched_job jobs[2] = {job(1, 2 * H, 8, 1 * H), job(2, 24 * H, 8, 1 * H)};
+    struct tm_sched_result r;
+
+    (void)state;
+    jobs[0].preemptible = true;
+    assert_int_equal(run(TM_POLICY_MULTIFACTOR, jobs, 2, &n, 1, &al, 1, 50 * H, &r), 0);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_RESERVED);
+    assert_int_not_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    tm_sched_result_release(&r);
+    assert_int_equal(run(TM_POLICY_BACKFILL, jobs, 2, &n, 1, &al, 1, 50 * H, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
+    tm_sched_result_release(&r);
+}
+
 static void test_bad_input(void **state)
 {
     struct tm_sched_node n[1] = {node8(1, 0)};
@@ -986,6 +1037,8 @@ int main(void)
         cmocka_unit_test(test_align_ends),
         cmocka_unit_test(test_elastic_prefers_rank),
         cmocka_unit_test(test_random_properties),
+        cmocka_unit_test(test_multifactor_order),
+        cmocka_unit_test(test_multifactor_age_cap),
         cmocka_unit_test(test_bad_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,63 @@
+#!/bin/sh
+# bench/run-sched-targets.sh: issue 17's scheduler targets, measured: openb
+# default and gpuspec33, inventory seeds 1 and 2, 64 and 128 GPUs, loads
+# 0.9, 1.1, 1.3 (the dense part: submitted from 9,964,972 s, runtime up to
+# a day), fifo, backfill, multifactor, tarmac and oracle on the same input.
+# Prints one markdown table per target with every cell.
+#
+#   bench/run-sched-targets.sh [REPORT.md]
+#
+# Environment: BUILD (default build-bench), TRACES.  Needs python3.
+set -eu
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BUILD=${BUILD:-$ROOT/build-bench}
+TRACES=${TRACES:-$ROOT/../shared/traces/alibaba-gpu-v2023-openb}
+OUT=${1:-}
+cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+make -C "$BUILD" -j2 tarmac_replay >/dev/null
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+for trace in default gpuspec33; do
+    "$BUILD/bench/tarmac_replay" --pods "$TRACES/openb_pod_list_$trace.csv" \
+        --nodes "$TRACES/openb_node_list_gpu_node.csv" --since 9964972 --max-runtime 1d \
+        --gpus 64,128 --load 0.9,1.1,1.3 --seeds 2 --json >"$TMP/$trace.json"
+done
+python3 - "$TMP" "$ROOT" <<'PY' | { if [ -n "$OUT" ]; then tee "$OUT"; else cat; fi; }
+import json, os, subprocess, sys
+tmp, root = sys.argv[1], sys.argv[2]
+commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+cells = {}
+for tr in ("default", "gpuspec33"):
+    for r in json.load(open(os.path.join(tmp, tr + ".json")))["results"]:
+        cells.setdefault((tr, r["gpus"], round(r["load"], 1), r["seed"]), {})[r["policy"]] = r
+print("# Scheduler targets (issue 17), commit %s\n" % commit)
+print("openb dense part, inventory seeds 1-2, 64/128 GPUs, loads 0.9/1.1/1.3; predicted estimates; "
+      "idle = idle-while-waiting GPU-h, fit-aware (DESIGN.md as decided); waits in s; "
+      "util = utilisation over the arrival window.\n")
+print("| trace | GPUs | load | seed | starved t/b/m/f/o | idle t / f (%) | mean wait t / m / b / o | p95 wait t / m / b / o | util gain t-f pp |")
+print("|---|---:|---:|---:|---|---|---|---|---:|")
+ok = {"starve": True, "idle": True, "mf": True, "bf": True, "gain": True}
+for k in sorted(cells):
+    c = cells[k]; t, f, b, m, o = c["tarmac"], c["fifo"], c["backfill"], c["multifactor"], c["oracle"]
+    idle_pct = 100 * t["idle_while_waiting_gpu_hours"] / f["idle_while_waiting_gpu_hours"] if f["idle_while_waiting_gpu_hours"] > 0 else 0
+    gain = 100 * (t["utilisation_arrival"] - f["utilisation_arrival"])
+    ok["starve"] &= t["starved"] == 0
+    ok["idle"] &= idle_pct <= 5
+    ok["mf"] &= t["wait_mean_s"] <= m["wait_mean_s"] and t["wait_p95_s"] <= m["wait_p95_s"]
+    if b["starved"] == 0:
+        ok["bf"] &= t["wait_mean_s"] <= b["wait_mean_s"] and t["wait_p95_s"] <= b["wait_p95_s"]
+    if k[1] == 64 and k[2] in (1.1, 1.3):
+        ok["gain"] &= gain >= 33
+    print("| %s | %d | %.1f | %d | %d/%d/%d/%d/%d | %.1f / %.1f (%.1f%%) | %.0f / %.0f / %.0f / %.0f | %.0f / %.0f / %.0f / %.0f | %+.1f |" % (
+        k[0], k[1], k[2], k[3], t["starved"], b["starved"], m["starved"], f["starved"], o["starved"],
+        t["idle_while_waiting_gpu_hours"], f["idle_while_waiting_gpu_hours"], idle_pct,
+        t["wait_mean_s"], m["wait_mean_s"], b["wait_mean_s"], o["wait_mean_s"],
+        t["wait_p95_s"], m["wait_p95_s"], b["wait_p95_s"], o["wait_p95_s"], gain))
+yes = lambda v: "yes" if v else "**no**"
+print("\n| target | met |\n|---|---|")
+print("| no tarmac job past the bound in any cell | %s |" % yes(ok["starve"]))
+print("| tarmac idle-while-waiting (fit-aware) <= 5%% of fifo's in every cell | %s |" % yes(ok["idle"]))
+print("| tarmac mean and p95 wait <= multifactor's in every cell | %s |" % yes(ok["mf"]))
+print("| tarmac mean and p95 wait <= backfill's where backfill starves nobody | %s |" % yes(ok["bf"]))
+print("| utilisation gain over fifo >= 33 pp at 64 GPUs, loads 1.1 and 1.3 | %s |" % yes(ok["gain"]))
+PY

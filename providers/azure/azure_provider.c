@@ -1,0 +1,1008 @@
+/*
+ * providers/azure/azure_provider.c: struct tm_provider_ops on ARM (see the header).
+ *
+ * Each provider call is a struct az_op with exactly one ARM call
+ * outstanding until it delivers; the ARM client calls back exactly once,
+ * even when closed (TM_ECANCELED), and never from inside tm_arm_call(), so
+ * no op callback fires inside a provider call.
+ */
+#include "providers/azure/azure_provider.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
+
+#include "core/err.h"
+#include "core/log.h"
+
+#define SHORT_MAX 64
+#define CAND_MAX 32
+#define SEEN_MAX 1024
+#define LIST_MAX_PAGES 1000
+#define GONE_KEEP_MS (10 * 60 * 1000)
+
+struct shortage {
+    char size[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    enum tm_capacity_type capacity;
+    uint64_t until;
+};
+
+/* A spot VM the last listing showed, or one tarmac asked to delete. */
+struct seen {
+    struct tm_instance inst;
+    bool deleting_by_us;
+    bool gone;                    /* vanished without our DELETE: evicted */
+    uint64_t at;                  /* uv_now() of the last sighting / of the DELETE */
+};
+
+struct az_pool {
+    char *name;
+    char **zones;
+    size_t nzones;
+};
+
+struct az_provider {
+    struct tm_provider base;
+    uv_loop_t *loop;
+    struct tm_arm *arm;
+    char name[TM_ID_MAX];
+    char cluster[TM_ID_MAX];
+    char location[TM_ID_MAX];
+    char vms_path[512];
+    char *subnet_id, *image, *admin_username, *ssh_public_key;
+    uint64_t shortage_ttl_ms;
+    struct az_pool *pools;
+    size_t npools;
+    struct tm_config_instance_type *types;
+    size_t ntypes;
+    struct shortage shorts[SHORT_MAX];
+    struct seen seen[SEEN_MAX];
+    size_t nseen;
+    struct az_op *launching;      /* launch ops in flight (their VM names) */
+    bool closing;
+    void (*close_done)(void *data);
+    void *close_data;
+};
+
+static const struct tm_provider_ops azure_ops;
+
+enum op_kind { OP_LAUNCH, OP_TERMINATE, OP_LIST };
+enum launch_step { STEP_FIND, STEP_CLEAN, STEP_PUT, STEP_UNDO };
+
+struct candidate {
+    char zone[TM_ID_MAX];
+    enum tm_capacity_type capacity;
+};
+
+struct az_op {
+    struct az_provider *ap;
+    enum op_kind kind;
+    union {
+        tm_launch_cb launch;
+        tm_done_cb done;
+        tm_list_cb list;
+    } cb;
+    void *data;
+    /* launch */
+    enum launch_step step;
+    char vm[TM_ID_MAX], token[TM_ID_MAX], pool[TM_ID_MAX], size[TM_ID_MAX], zone[TM_ID_MAX];
+    char node[24];
+    int64_t node_id;
+    enum tm_capacity_type capacity;
+    char *bootstrap;
+    size_t bootstrap_len;
+    struct candidate cand[CAND_MAX];
+    size_t ncand, cur;
+    int last_status;
+    char last_code[TM_ID_MAX];
+    struct az_op *next_launch, **prev_launch;
+    /* list */
+    struct tm_instance *list;
+    size_t nlist, caplist;
+    unsigned pages;
+};
+
+static struct az_provider *impl(struct tm_provider *p) { return p->impl; }
+static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
+
+static void op_free(struct az_op *op)
+{
+    if (op->prev_launch) {
+        *op->prev_launch = op->next_launch;
+        if (op->next_launch)
+            op->next_launch->prev_launch = op->prev_launch;
+    }
+    if (op->bootstrap) {
+        OPENSSL_cleanse(op->bootstrap, op->bootstrap_len);
+        free(op->bootstrap);
+    }
+    free(op->list);
+    free(op);
+}
+
+struct tm_arm *tm_azure_provider_arm(struct tm_provider *p) { return impl(p)->arm; }
+
+/* ---- shortage memory ---------------------------------------------------- */
+
+static struct shortage *short_find(struct az_provider *ap, const char *size, const char *zone,
+                                   enum tm_capacity_type capacity)
+{
+    uint64_t now = uv_now(ap->loop);
+
+    for (size_t i = 0; i < SHORT_MAX; i++) {
+        struct shortage *s = &ap->shorts[i];
+
+        if (s->until > now && s->capacity == capacity && strcmp(s->size, size) == 0 &&
+            strcmp(s->zone, zone) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+static void short_note(struct az_provider *ap, const char *size, const char *zone,
+                       enum tm_capacity_type capacity, const char *code)
+{
+    uint64_t now = uv_now(ap->loop);
+    struct shortage *s = short_find(ap, size, zone, capacity);
+
+    if (!s) {
+        s = &ap->shorts[0];
+        for (size_t i = 0; i < SHORT_MAX; i++) {
+            if (ap->shorts[i].until <= now) {
+                s = &ap->shorts[i];
+                break;
+            }
+            if (ap->shorts[i].until < s->until)
+                s = &ap->shorts[i];
+        }
+        snprintf(s->size, sizeof(s->size), "%s", size);
+        snprintf(s->zone, sizeof(s->zone), "%s", zone);
+        s->capacity = capacity;
+    }
+    s->until = now + ap->shortage_ttl_ms;
+    tm_log_info("azure capacity short, remembered", "provider=%s size=%s zone=%s market=%s "
+                "code=%s for_s=%llu", ap->name, size, *zone ? zone : "-",
+                tm_capacity_type_name(capacity), code && *code ? code : "-",
+                (unsigned long long)(ap->shortage_ttl_ms / 1000));
+}
+
+bool tm_azure_provider_is_short(struct tm_provider *p, const char *vm_size, const char *zone,
+                                enum tm_capacity_type capacity)
+{
+    return short_find(impl(p), vm_size, zone ? zone : "", capacity) != NULL;
+}
+
+/* ---- what tarmac deleted, what the cloud took --------------------------- */
+
+static struct seen *seen_find(struct az_provider *ap, const char *id)
+{
+    for (size_t i = 0; i < ap->nseen; i++)
+        if (strcmp(ap->seen[i].inst.id, id) == 0)
+            return &ap->seen[i];
+    return NULL;
+}
+
+static struct seen *seen_add(struct az_provider *ap, const struct tm_instance *inst)
+{
+    struct seen *s = seen_find(ap, inst->id);
+
+    if (s)
+        return s;
+    if (ap->nseen == SEEN_MAX) {
+        /* Forget the oldest entry. */
+        size_t old = 0;
+
+        for (size_t i = 1; i < ap->nseen; i++)
+            if (ap->seen[i].at < ap->seen[old].at)
+                old = i;
+        ap->seen[old] = ap->seen[--ap->nseen];
+    }
+    s = &ap->seen[ap->nseen++];
+    memset(s, 0, sizeof(*s));
+    s->inst = *inst;
+    return s;
+}
+
+static void seen_mark_deleting(struct az_provider *ap, const char *id)
+{
+    struct tm_instance inst = {0};
+    struct seen *s;
+
+    snprintf(inst.id, sizeof(inst.id), "%s", id);
+    s = seen_add(ap, &inst);
+    s->deleting_by_us = true;
+    s->at = uv_now(ap->loop);
+}
+
+/* ---- launch ------------------------------------------------------------- */
+
+static const struct az_pool *pool_find(const struct az_provider *ap, const char *name)
+{
+    for (size_t i = 0; i < ap->npools; i++)
+        if (strcmp(ap->pools[i].name, name) == 0)
+            return &ap->pools[i];
+    return NULL;
+}
+
+static void add_candidates(struct az_op *op, enum tm_capacity_type capacity)
+{
+    const struct az_pool *pool = pool_find(op->ap, op->pool);
+    size_t nz = op->zone[0] ? 1 : pool && pool->nzones ? pool->nzones : 1;
+
+    for (size_t i = 0; i < nz && op->ncand < CAND_MAX; i++) {
+        const char *zone = op->zone[0] ? op->zone : pool && pool->nzones ? pool->zones[i] : "";
+
+        if (!fits(zone))
+            continue;
+        if (short_find(op->ap, op->size, zone, capacity)) {
+            tm_log_debug("azure offering skipped, short", "size=%s zone=%s market=%s", op->size,
+                         zone, tm_capacity_type_name(capacity));
+            continue;
+        }
+        snprintf(op->cand[op->ncand].zone, TM_ID_MAX, "%s", zone);
+        op->cand[op->ncand].capacity = capacity;
+        op->ncand++;
+    }
+}
+
+static void plan_candidates(struct az_op *op)
+{
+    op->ncand = 0;
+    op->cur = 0;
+    if (op->capacity == TM_CAPACITY_ON_DEMAND) {
+        add_candidates(op, TM_CAPACITY_ON_DEMAND);
+    } else {
+        add_candidates(op, TM_CAPACITY_SPOT);
+        if (op->capacity == TM_CAPACITY_SPOT_THEN_ON_DEMAND)
+            add_candidates(op, TM_CAPACITY_ON_DEMAND);
+    }
+}
+
+static void launch_deliver(struct az_op *op, int status, const struct tm_instance *inst)
+{
+    op->cb.launch(status, status == 0 ? inst : NULL, op->data);
+    op_free(op);
+}
+
+static void on_launch_step(int status, const struct tm_arm_reply *reply, void *data);
+
+static char *vm_path(struct az_provider *ap, const char *vm, const char *extra)
+{
+    size_t n = strlen(ap->vms_path) + strlen(vm) + 64 + strlen(extra);
+    char *p = malloc(n);
+
+    if (p)
+        snprintf(p, n, "%s/%s?api-version=%s%s", ap->vms_path, vm, TM_ARM_API_VERSION, extra);
+    return p;
+}
+
+static void seen_mark_deleting(struct az_provider *ap, const char *id);
+
+static int vm_call(struct az_op *op, enum tm_arm_call call, const char *method, const char *body,
+                   tm_arm_cb cb)
+{
+    char *path = vm_path(op->ap, op->vm, "");
+    int r;
+
+    /* Whatever tarmac deletes (a node's VM, a failed attempt) is no eviction. */
+    if (strcmp(method, "DELETE") == 0)
+        seen_mark_deleting(op->ap, op->vm);
+
+    if (!path)
+        return TM_ENOMEM;
+    r = tm_arm_call(op->ap->arm, call, method, path, body,
+                    TM_ARM_RETRY_AMBIGUOUS | TM_ARM_FOLLOW_ASYNC, cb, op);
+    free(path);
+    return r;
+}
+
+static int start_put(struct az_op *op)
+{
+    struct az_provider *ap = op->ap;
+    const struct candidate *c = &op->cand[op->cur];
+    struct tm_arm_vm_params vp = {
+        .name = op->vm, .location = ap->location, .zone = c->zone, .vm_size = op->size,
+        .spot = c->capacity == TM_CAPACITY_SPOT, .subnet_id = ap->subnet_id,
+        .image = ap->image, .admin_username = ap->admin_username,
+        .ssh_public_key = ap->ssh_public_key, .custom_data = op->bootstrap,
+        .custom_data_len = op->bootstrap_len, .cluster = ap->cluster, .pool = op->pool,
+        .node = op->node, .token = op->token,
+    };
+    char *body = NULL;
+    int r = tm_arm_build_vm(&vp, &body);
+
+    if (r < 0)
+        return r;
+    tm_log_info("azure launch", "provider=%s pool=%s node=%lld token=%s vm=%s size=%s zone=%s "
+                "market=%s", ap->name, op->pool, (long long)op->node_id, op->token, op->vm,
+                op->size, c->zone[0] ? c->zone : "-", tm_capacity_type_name(c->capacity));
+    op->step = STEP_PUT;
+    r = vm_call(op, TM_ARM_PUT_VM, "PUT", body, on_launch_step);
+    OPENSSL_cleanse(body, strlen(body));
+    free(body);
+    return r;
+}
+
+/* The next offering after a shortage; TM_EQUOTA when none is left. */
+static void next_or_fail(struct az_op *op)
+{
+    int r;
+
+    while (op->cur < op->ncand &&
+           short_find(op->ap, op->size, op->cand[op->cur].zone, op->cand[op->cur].capacity))
+        op->cur++;
+    if (op->cur >= op->ncand) {
+        tm_log_warn("could not launch: no offering left", "provider=%s pool=%s node=%lld "
+                    "size=%s err=%s code=%s", op->ap->name, op->pool, (long long)op->node_id,
+                    op->size, tm_err_name(op->last_status ? op->last_status : TM_EQUOTA),
+                    op->last_code[0] ? op->last_code : "-");
+        launch_deliver(op, op->last_status ? op->last_status : TM_EQUOTA, NULL);
+        return;
+    }
+    r = start_put(op);
+    if (r < 0)
+        launch_deliver(op, r, NULL);
+}
+
+static int parse_vm_reply(struct az_op *op, const struct tm_arm_reply *reply,
+                          struct tm_arm_vm *vm)
+{
+    char err[256];
+    int r = tm_arm_parse_vm(reply->body, reply->body_len, vm, err, sizeof(err));
+
+    if (r < 0)
+        tm_log_warn("azure answer unreadable", "provider=%s call=%s error=\"%s\"", op->ap->name,
+                    tm_arm_call_name(reply->call), err);
+    return r;
+}
+
+static void on_launch_step(int status, const struct tm_arm_reply *reply, void *data)
+{
+    struct az_op *op = data;
+    struct tm_arm_vm vm;
+    int r;
+
+    if (status == TM_ECANCELED || op->ap->closing) {
+        launch_deliver(op, TM_ECANCELED, NULL);
+        return;
+    }
+    switch (op->step) {
+    case STEP_FIND:
+        if (status == TM_ENOTFOUND) {
+            plan_candidates(op);
+            next_or_fail(op);
+            return;
+        }
+        if (status < 0) {
+            launch_deliver(op, status, NULL);
+            return;
+        }
+        if (parse_vm_reply(op, reply, &vm) < 0) {
+            launch_deliver(op, TM_EBADREPLY, NULL);
+            return;
+        }
+        if (strcasecmp(vm.provisioning_state, "Failed") != 0 &&
+            strcasecmp(vm.provisioning_state, "Deleting") != 0) {
+            tm_log_info("azure launch found by name, not launching again",
+                        "provider=%s vm=%s token=%s state=%s", op->ap->name, op->vm, op->token,
+                        vm.provisioning_state);
+            launch_deliver(op, 0, &vm.inst);
+            return;
+        }
+        /* A failed attempt (or one being deleted) holds the name: clear it. */
+        op->step = STEP_CLEAN;
+        r = vm_call(op, TM_ARM_DELETE_VM, "DELETE", NULL, on_launch_step);
+        if (r < 0)
+            launch_deliver(op, r, NULL);
+        return;
+    case STEP_CLEAN:
+        if (status < 0 && status != TM_ENOTFOUND) {
+            launch_deliver(op, status, NULL);
+            return;
+        }
+        plan_candidates(op);
+        next_or_fail(op);
+        return;
+    case STEP_PUT:
+        if (status == 0) {
+            if (parse_vm_reply(op, reply, &vm) < 0) {
+                launch_deliver(op, TM_EBADREPLY, NULL);
+                return;
+            }
+            if (strcasecmp(vm.provisioning_state, "Failed") == 0) {
+                status = TM_EQUOTA; /* the VM exists but could not be placed */
+                snprintf(op->last_code, sizeof(op->last_code), "ProvisioningFailed");
+            } else {
+                launch_deliver(op, 0, &vm.inst);
+                return;
+            }
+        }
+        if (status == TM_EQUOTA) {
+            const struct candidate *c = &op->cand[op->cur];
+
+            if (reply->error_code[0])
+                snprintf(op->last_code, sizeof(op->last_code), "%s", reply->error_code);
+            short_note(op->ap, op->size, c->zone, c->capacity, op->last_code);
+            op->last_status = TM_EQUOTA;
+            op->cur++;
+            /* An asynchronous allocation failure leaves a Failed VM behind
+             * that holds the name and the zone: delete it before the next
+             * offering, so nothing is left and the next PUT may change them. */
+            op->step = STEP_UNDO;
+            r = vm_call(op, TM_ARM_DELETE_VM, "DELETE", NULL, on_launch_step);
+            if (r < 0)
+                launch_deliver(op, r, NULL);
+            return;
+        }
+        tm_log_warn("azure launch failed", "provider=%s vm=%s err=%s code=%s http=%ld",
+                    op->ap->name, op->vm, tm_err_name(status),
+                    reply->error_code[0] ? reply->error_code : "-", reply->http_status);
+        launch_deliver(op, status, NULL);
+        return;
+    case STEP_UNDO:
+        if (status < 0 && status != TM_ENOTFOUND) {
+            launch_deliver(op, status, NULL);
+            return;
+        }
+        next_or_fail(op);
+        return;
+    }
+}
+
+static int azure_launch(struct tm_provider *p, const struct tm_launch_request *req,
+                        tm_launch_cb cb, void *data)
+{
+    struct az_provider *ap = impl(p);
+    struct az_op *op;
+    int r;
+
+    if (!req || !cb || !fits(req->token) || !req->token[0] || !fits(req->pool) ||
+        !fits(req->instance_type) || !req->instance_type[0] ||
+        !fits(req->zone ? req->zone : "") || req->node_id <= 0 ||
+        (req->cluster && strcmp(req->cluster, ap->cluster) != 0))
+        return TM_EINVAL;
+    if (ap->closing)
+        return TM_ECANCELED;
+    op = calloc(1, sizeof(*op));
+    if (!op)
+        return TM_ENOMEM;
+    op->ap = ap;
+    op->kind = OP_LAUNCH;
+    op->cb.launch = cb;
+    op->data = data;
+    if (tm_arm_vm_name(ap->cluster, req->node_id, op->vm, sizeof(op->vm)) < 0) {
+        free(op);
+        return TM_EINVAL;
+    }
+    snprintf(op->token, sizeof(op->token), "%s", req->token);
+    snprintf(op->pool, sizeof(op->pool), "%s", req->pool);
+    snprintf(op->size, sizeof(op->size), "%s", req->instance_type);
+    snprintf(op->zone, sizeof(op->zone), "%s", req->zone ? req->zone : "");
+    snprintf(op->node, sizeof(op->node), "%lld", (long long)req->node_id);
+    op->node_id = req->node_id;
+    op->capacity = req->capacity;
+    if (req->bootstrap && req->bootstrap_len) {
+        op->bootstrap = malloc(req->bootstrap_len);
+        if (!op->bootstrap) {
+            free(op);
+            return TM_ENOMEM;
+        }
+        memcpy(op->bootstrap, req->bootstrap, req->bootstrap_len);
+        op->bootstrap_len = req->bootstrap_len;
+    }
+    op->step = STEP_FIND;
+    op->next_launch = ap->launching;
+    if (ap->launching)
+        ap->launching->prev_launch = &op->next_launch;
+    ap->launching = op;
+    op->prev_launch = &ap->launching;
+    {
+        char *path = vm_path(ap, op->vm, "");
+
+        r = path ? tm_arm_call(ap->arm, TM_ARM_GET_VM, "GET", path, NULL, TM_ARM_RETRY_AMBIGUOUS,
+                               on_launch_step, op)
+                 : TM_ENOMEM;
+        free(path);
+    }
+    if (r < 0)
+        op_free(op);
+    return r;
+}
+
+/* ---- terminate ---------------------------------------------------------- */
+
+static void on_terminate(int status, const struct tm_arm_reply *reply, void *data)
+{
+    struct az_op *op = data;
+
+    (void)reply;
+    if (status == TM_ENOTFOUND)
+        status = 0; /* already gone: nothing billing */
+    if (status == 0)
+        tm_log_info("azure vm deleted", "provider=%s vm=%s", op->ap->name, op->vm);
+    op->cb.done(status, op->data);
+    op_free(op);
+}
+
+static int azure_terminate(struct tm_provider *p, const char *instance_id, tm_done_cb cb,
+                           void *data)
+{
+    struct az_provider *ap = impl(p);
+    struct az_op *op;
+    int r;
+
+    if (!cb || !fits(instance_id) || !instance_id[0] || strchr(instance_id, '/') ||
+        strchr(instance_id, '?'))
+        return TM_EINVAL;
+    if (ap->closing)
+        return TM_ECANCELED;
+    op = calloc(1, sizeof(*op));
+    if (!op)
+        return TM_ENOMEM;
+    op->ap = ap;
+    op->kind = OP_TERMINATE;
+    op->cb.done = cb;
+    op->data = data;
+    snprintf(op->vm, sizeof(op->vm), "%s", instance_id);
+    r = vm_call(op, TM_ARM_DELETE_VM, "DELETE", NULL, on_terminate);
+    if (r < 0)
+        op_free(op);
+    return r;
+}
+
+/* ---- list --------------------------------------------------------------- */
+
+static int list_push(struct az_op *op, const struct tm_instance *inst)
+{
+    if (op->nlist == op->caplist) {
+        size_t cap = op->caplist ? op->caplist * 2 : 64;
+        struct tm_instance *n = realloc(op->list, cap * sizeof(*n));
+
+        if (!n)
+            return TM_ENOMEM;
+        op->list = n;
+        op->caplist = cap;
+    }
+    op->list[op->nlist++] = *inst;
+    return 0;
+}
+
+static void list_deliver(struct az_op *op, int status)
+{
+    op->cb.list(status, status == 0 ? op->list : NULL, status == 0 ? op->nlist : 0, op->data);
+    op_free(op);
+}
+
+/* After the last page: spot VMs that vanished without a DELETE of ours
+ * were evicted; report them (terminated, interrupted) for a while. */
+static int list_finish(struct az_op *op)
+{
+    struct az_provider *ap = op->ap;
+    uint64_t now = uv_now(ap->loop);
+
+    for (size_t i = 0; i < ap->nseen;) {
+        struct seen *s = &ap->seen[i];
+        bool listed = false;
+
+        for (size_t j = 0; j < op->nlist && !listed; j++)
+            listed = strcmp(op->list[j].id, s->inst.id) == 0;
+        if (!listed && !s->deleting_by_us && !s->gone && s->inst.capacity == TM_CAPACITY_SPOT) {
+            s->gone = true;
+            s->at = now;
+            s->inst.state = TM_INSTANCE_TERMINATED;
+            s->inst.interrupted = true;
+            tm_log_info("azure spot vm evicted", "provider=%s vm=%s pool=%s node=%lld", ap->name,
+                        s->inst.id, s->inst.pool, (long long)s->inst.node_id);
+        }
+        if (!listed && (now - s->at > GONE_KEEP_MS || (!s->gone && !s->deleting_by_us))) {
+            ap->seen[i] = ap->seen[--ap->nseen];
+            continue;
+        }
+        if (!listed && s->gone && list_push(op, &s->inst) < 0)
+            return TM_ENOMEM;
+        i++;
+    }
+    return 0;
+}
+
+static int list_page(struct az_op *op, const char *next);
+
+static void on_list(int status, const struct tm_arm_reply *reply, void *data)
+{
+    struct az_op *op = data;
+    struct az_provider *ap = op->ap;
+    struct tm_arm_vm *vms = NULL;
+    size_t n = 0;
+    char *next = NULL;
+    char err[256] = "";
+    int r;
+
+    if (status == TM_ECANCELED || ap->closing) {
+        list_deliver(op, TM_ECANCELED);
+        return;
+    }
+    if (status < 0) {
+        tm_log_warn("could not list azure vms", "provider=%s err=%s code=%s", ap->name,
+                    tm_err_name(status), reply->error_code[0] ? reply->error_code : "-");
+        list_deliver(op, status);
+        return;
+    }
+    r = tm_arm_parse_vm_list(reply->body, reply->body_len, &vms, &n, &next, err, sizeof(err));
+    if (r < 0) {
+        tm_log_warn("azure answer unreadable", "provider=%s error=\"%s\"", ap->name, err);
+        list_deliver(op, r);
+        return;
+    }
+    for (size_t i = 0; i < n && r == 0; i++) {
+        struct tm_arm_vm *vm = &vms[i];
+        struct seen *s;
+
+        if (strcmp(vm->cluster, ap->cluster) != 0)
+            continue;
+        /* A failed attempt a launch in flight is clearing and retrying in
+         * another zone or market is still that launch: pending, not dead. */
+        for (const struct az_op *l = ap->launching; l; l = l->next_launch)
+            if (strcmp(l->vm, vm->inst.id) == 0 && (vm->inst.state == TM_INSTANCE_TERMINATED ||
+                                                     vm->inst.state == TM_INSTANCE_STOPPING))
+                vm->inst.state = TM_INSTANCE_PENDING;
+        s = seen_find(ap, vm->inst.id);
+        /* Azure deleting a spot VM tarmac did not ask to delete: eviction. */
+        if (vm->spot && vm->inst.state == TM_INSTANCE_STOPPING && !(s && s->deleting_by_us))
+            vm->inst.interrupted = true;
+        if (vm->spot && !(s && s->deleting_by_us)) {
+            s = seen_add(ap, &vm->inst);
+            s->inst = vm->inst;
+            s->gone = false;
+            s->at = uv_now(ap->loop);
+        } else if (s) {
+            s->at = uv_now(ap->loop);
+        }
+        r = list_push(op, &vm->inst);
+    }
+    free(vms);
+    if (r == 0 && next) {
+        if (++op->pages >= LIST_MAX_PAGES) {
+            tm_log_warn("azure vm list has too many pages", "provider=%s", ap->name);
+            r = TM_EBADREPLY;
+        } else {
+            r = list_page(op, next);
+            free(next);
+            if (r == 0)
+                return;
+            next = NULL;
+        }
+    }
+    free(next);
+    if (r == 0)
+        r = list_finish(op);
+    list_deliver(op, r);
+}
+
+static int list_page(struct az_op *op, const char *next)
+{
+    char path[600];
+
+    if (next)
+        return tm_arm_call(op->ap->arm, TM_ARM_LIST_VMS, "GET", next, NULL,
+                           TM_ARM_RETRY_AMBIGUOUS, on_list, op);
+    snprintf(path, sizeof(path), "%s?api-version=%s", op->ap->vms_path, TM_ARM_API_VERSION);
+    return tm_arm_call(op->ap->arm, TM_ARM_LIST_VMS, "GET", path, NULL, TM_ARM_RETRY_AMBIGUOUS,
+                       on_list, op);
+}
+
+static int azure_list(struct tm_provider *p, const char *cluster, tm_list_cb cb, void *data)
+{
+    struct az_provider *ap = impl(p);
+    struct az_op *op;
+    int r;
+
+    if (!cb || (cluster && strcmp(cluster, ap->cluster) != 0))
+        return TM_EINVAL;
+    if (ap->closing)
+        return TM_ECANCELED;
+    op = calloc(1, sizeof(*op));
+    if (!op)
+        return TM_ENOMEM;
+    op->ap = ap;
+    op->kind = OP_LIST;
+    op->cb.list = cb;
+    op->data = data;
+    r = list_page(op, NULL);
+    if (r < 0)
+        op_free(op);
+    return r;
+}
+
+/* ---- price -------------------------------------------------------------- */
+
+static int azure_price(struct tm_provider *p, const char *instance_type, const char *zone,
+                       enum tm_capacity_type capacity, int64_t *ret_uusd_per_hour)
+{
+    struct az_provider *ap = impl(p);
+
+    (void)zone;
+    if (!instance_type || !ret_uusd_per_hour)
+        return TM_EINVAL;
+    for (size_t i = 0; i < ap->ntypes; i++) {
+        const struct tm_config_instance_type *t = &ap->types[i];
+
+        if (strcmp(t->name, instance_type) != 0)
+            continue;
+        if (capacity == TM_CAPACITY_SPOT && t->spot_uusd_per_hour > 0) {
+            *ret_uusd_per_hour = t->spot_uusd_per_hour;
+            return 0;
+        }
+        if (capacity != TM_CAPACITY_SPOT && t->on_demand_uusd_per_hour > 0) {
+            *ret_uusd_per_hour = t->on_demand_uusd_per_hour;
+            return 0;
+        }
+    }
+    return TM_ENOTFOUND;
+}
+
+/* ---- create / close ----------------------------------------------------- */
+
+static void provider_free(struct az_provider *ap)
+{
+    for (size_t i = 0; i < ap->npools; i++) {
+        for (size_t j = 0; j < ap->pools[i].nzones; j++)
+            free(ap->pools[i].zones[j]);
+        free(ap->pools[i].zones);
+        free(ap->pools[i].name);
+    }
+    free(ap->pools);
+    for (size_t i = 0; i < ap->ntypes; i++) {
+        free(ap->types[i].name);
+        free(ap->types[i].gpu_model);
+    }
+    free(ap->types);
+    free(ap->subnet_id);
+    free(ap->image);
+    free(ap->admin_username);
+    free(ap->ssh_public_key);
+    free(ap);
+}
+
+static int copy_config(struct az_provider *ap, const struct tm_config *cfg,
+                       const struct tm_config_provider *prov)
+{
+    ap->pools = calloc(cfg->npools + 1, sizeof(*ap->pools));
+    ap->types = calloc(prov->ntypes + 1, sizeof(*ap->types));
+    if (!ap->pools || !ap->types)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < cfg->npools; i++) {
+        const struct tm_config_pool *src = &cfg->pools[i];
+        struct az_pool *dst;
+
+        if (!src->provider || strcmp(src->provider, prov->name) != 0)
+            continue;
+        dst = &ap->pools[ap->npools++];
+        dst->name = strdup(src->name);
+        dst->zones = calloc(src->nzones + 1, sizeof(char *));
+        if (!dst->name || !dst->zones)
+            return TM_ENOMEM;
+        for (size_t z = 0; z < src->nzones; z++) {
+            dst->zones[z] = strdup(src->zones[z]);
+            if (!dst->zones[z])
+                return TM_ENOMEM;
+            dst->nzones++;
+        }
+    }
+    for (size_t i = 0; i < prov->ntypes; i++) {
+        ap->types[i] = prov->types[i];
+        ap->types[i].name = strdup(prov->types[i].name);
+        ap->types[i].gpu_model = strdup(prov->types[i].gpu_model ? prov->types[i].gpu_model : "");
+        ap->ntypes++;
+        if (!ap->types[i].name || !ap->types[i].gpu_model)
+            return TM_ENOMEM;
+    }
+    return 0;
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+    const char *s = getenv(name);
+    char *end;
+    unsigned long long v;
+
+    if (!s || !*s)
+        return dflt;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno || *end) {
+        tm_log_warn("ignoring a malformed setting", "name=%s", name);
+        return dflt;
+    }
+    return v;
+}
+
+int tm_azure_read_secret(const struct tm_config_credentials *creds, char **ret, char *why,
+                         size_t whysize)
+{
+    const char *src = creds && creds->source ? creds->source : "env";
+
+    *ret = NULL;
+    if (strcmp(src, "instance_role") == 0)
+        return 0;
+    if (strcmp(src, "env") == 0 || strcmp(src, "none") == 0) {
+        const char *s = getenv("AZURE_CLIENT_SECRET");
+
+        if (!s || !*s) {
+            snprintf(why, whysize, "no client secret: AZURE_CLIENT_SECRET is not set "
+                     "(credentials.source is %s)", src);
+            return TM_EAUTH;
+        }
+        *ret = strdup(s);
+        return *ret ? 0 : TM_ENOMEM;
+    }
+    if (strcmp(src, "file") == 0 && creds->file) {
+        FILE *f = fopen(creds->file, "r");
+        char buf[1024];
+        size_t n;
+
+        if (!f) {
+            snprintf(why, whysize, "cannot read credentials.file %s: %s", creds->file,
+                     strerror(errno));
+            return TM_EAUTH;
+        }
+        n = fread(buf, 1, sizeof(buf) - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        buf[strcspn(buf, "\r\n")] = '\0';
+        if (!buf[0]) {
+            snprintf(why, whysize, "credentials.file %s is empty", creds->file);
+            return TM_EAUTH;
+        }
+        *ret = strdup(buf);
+        OPENSSL_cleanse(buf, sizeof(buf));
+        return *ret ? 0 : TM_ENOMEM;
+    }
+    snprintf(why, whysize, "credentials.source %s is not usable for azure", src);
+    return TM_EAUTH;
+}
+
+int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
+                                const struct tm_config_provider *prov,
+                                const struct tm_azure_provider_options *opts,
+                                struct tm_provider **ret)
+{
+    struct tm_azure_provider_options dflt = {0};
+    const struct tm_config_azure *az;
+    struct tm_arm_options ao = {0};
+    struct az_provider *ap;
+    char *secret = NULL;
+    char why[256] = "";
+    const char *endpoint;
+    int r;
+
+    if (!loop || !cfg || !prov || !ret || !prov->kind || strcmp(prov->kind, "azure") != 0 ||
+        !fits(prov->name) || !cfg->cluster || !fits(cfg->cluster) || !fits(prov->region))
+        return TM_EINVAL;
+    az = &prov->azure;
+    if (!az->subscription_id || !az->resource_group || !az->subnet_id || !az->image ||
+        !az->ssh_public_key) {
+        tm_log_error("could not create azure provider: azure section incomplete",
+                     "provider=%s", prov->name);
+        return TM_EINVAL;
+    }
+    if (!opts) {
+        dflt.retry.max_attempts = (unsigned)env_u64("TARMAC_AZURE_MAX_ATTEMPTS", 0);
+        dflt.retry.max_total_delay_ms = env_u64("TARMAC_AZURE_MAX_RETRY_DELAY_MS", 0);
+        dflt.timeout_ms = (long)env_u64("TARMAC_AZURE_TIMEOUT_MS", 0);
+        dflt.poll_ms = env_u64("TARMAC_AZURE_POLL_MS", 0);
+        opts = &dflt;
+    }
+    r = tm_azure_read_secret(&prov->credentials, &secret, why, sizeof(why));
+    if (r < 0) {
+        tm_log_error("could not create azure provider", "provider=%s reason=\"%s\"", prov->name,
+                     why);
+        return r;
+    }
+    ap = calloc(1, sizeof(*ap));
+    if (!ap) {
+        free(secret);
+        return TM_ENOMEM;
+    }
+    ap->base.ops = &azure_ops;
+    ap->base.impl = ap;
+    ap->loop = loop;
+    snprintf(ap->name, sizeof(ap->name), "%s", prov->name);
+    snprintf(ap->cluster, sizeof(ap->cluster), "%s", cfg->cluster);
+    snprintf(ap->location, sizeof(ap->location), "%s", prov->region);
+    ap->shortage_ttl_ms = opts->shortage_ttl_ms ? opts->shortage_ttl_ms : 10 * 60 * 1000;
+    ap->subnet_id = strdup(az->subnet_id);
+    ap->image = strdup(az->image);
+    ap->admin_username = strdup(az->admin_username ? az->admin_username : "tarmac");
+    ap->ssh_public_key = strdup(az->ssh_public_key);
+    r = tm_arm_vms_path(az->subscription_id, az->resource_group, ap->vms_path,
+                        sizeof(ap->vms_path));
+    if (r == 0 && (!ap->subnet_id || !ap->image || !ap->admin_username || !ap->ssh_public_key))
+        r = TM_ENOMEM;
+    if (r == 0)
+        r = copy_config(ap, cfg, prov);
+    if (r < 0)
+        goto fail;
+    endpoint = prov->endpoint ? prov->endpoint : getenv("TARMAC_AZURE_ENDPOINT");
+    ao.endpoint = endpoint;
+    ao.authority = az->authority;
+    ao.imds = az->imds_endpoint;
+    ao.tenant = az->tenant_id;
+    ao.client_id = az->client_id ? az->client_id : getenv("AZURE_CLIENT_ID");
+    ao.client_secret = secret;
+    ao.auth = secret ? TM_ARM_AUTH_SECRET : TM_ARM_AUTH_MANAGED_IDENTITY;
+    ao.ca_file = az->ca_file;
+    ao.retry = opts->retry;
+    ao.timeout_ms = opts->timeout_ms;
+    ao.auth_cooldown_ms = opts->auth_cooldown_ms;
+    ao.poll_ms = opts->poll_ms;
+    ao.seed = opts->seed;
+    if (ao.auth == TM_ARM_AUTH_SECRET && (!ao.client_id || !*ao.client_id)) {
+        tm_log_error("could not create azure provider: no client id",
+                     "provider=%s hint=\"set azure.client_id or AZURE_CLIENT_ID\"", prov->name);
+        r = TM_EINVAL;
+        goto fail;
+    }
+    r = tm_arm_create(loop, &ao, &ap->arm);
+    if (r < 0)
+        goto fail;
+    if (secret) {
+        OPENSSL_cleanse(secret, strlen(secret));
+        free(secret);
+    }
+    tm_log_info("azure provider ready", "provider=%s location=%s endpoint=%s auth=%s pools=%zu",
+                ap->name, ap->location, tm_arm_endpoint(ap->arm),
+                ao.auth == TM_ARM_AUTH_SECRET ? "client_secret" : "managed_identity", ap->npools);
+    *ret = &ap->base;
+    return 0;
+fail:
+    if (secret) {
+        OPENSSL_cleanse(secret, strlen(secret));
+        free(secret);
+    }
+    provider_free(ap);
+    return r;
+}
+
+int tm_azure_provider_create(uv_loop_t *loop, const struct tm_config *cfg,
+                             const struct tm_config_provider *prov, struct tm_provider **ret)
+{
+    return tm_azure_provider_create_ex(loop, cfg, prov, NULL, ret);
+}
+
+static void on_arm_closed(void *data)
+{
+    struct az_provider *ap = data;
+    void (*done)(void *) = ap->close_done;
+    void *dd = ap->close_data;
+
+    provider_free(ap);
+    if (done)
+        done(dd);
+}
+
+static void azure_close(struct tm_provider *p, void (*done)(void *data), void *data)
+{
+    struct az_provider *ap = impl(p);
+
+    if (ap->closing)
+        return;
+    ap->closing = true;
+    ap->close_done = done;
+    ap->close_data = data;
+    tm_arm_close(ap->arm, on_arm_closed, ap);
+}
+
+static const struct tm_provider_ops azure_ops = {
+    .name = "azure",
+    .launch = azure_launch,
+    .terminate = azure_terminate,
+    .list = azure_list,
+    .price = azure_price,
+    .close = azure_close,
+};

@@ -1,0 +1,256 @@
+/*
+ * providers/gcp/gce.h: the Compute Engine v1 REST client.
+ *
+ * Three layers, like providers/aws/ec2.h:
+ *   1. Requests (gce_build.c, pure): URLs, the instances.insert body,
+ *      label values, the requestId.
+ *   2. Answers (gce_json.c, pure, cJSON): instances (aggregatedList),
+ *      operations, machine types, error documents, and what an error
+ *      means for the controller.  Anything malformed is TM_EBADREPLY with
+ *      a message naming the call; nothing asserts on input.
+ *   3. Calls (gce_client.c, on the loop): a bearer token from gcp_auth.h
+ *      on each attempt, 429/5xx/transport retries with capped exponential
+ *      backoff and full jitter inside a budget, an operation followed with
+ *      zoneOperations.wait to DONE (its error.errors[] surfaced), and an
+ *      auth gate: after a 401/403 no request goes out until the cool-down
+ *      ends (one probe then).
+ */
+#ifndef TM_GCP_GCE_H
+#define TM_GCP_GCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "providers/gcp/gcp_auth.h"
+#include "providers/provider.h"
+
+#define TM_GCE_ENDPOINT "https://compute.googleapis.com/compute/v1"
+
+/* Label keys (GCP keys: [a-z][a-z0-9_-]*); values go through tm_gce_label_encode(). */
+#define TM_GCE_LABEL_CLUSTER "tarmac-cluster"
+#define TM_GCE_LABEL_POOL "tarmac-pool"
+#define TM_GCE_LABEL_NODE "tarmac-node-id"
+#define TM_GCE_LABEL_TOKEN "tarmac-launch-token"
+/* The same three as metadata items, verbatim (labels cannot hold every
+ * character of a name). */
+#define TM_GCE_META_CLUSTER "tarmac-cluster"
+#define TM_GCE_META_POOL "tarmac-pool"
+#define TM_GCE_META_TOKEN "tarmac-launch-token"
+
+enum tm_gce_call {
+    TM_GCE_INSERT,                /* instances.insert -> Operation */
+    TM_GCE_DELETE,                /* instances.delete -> Operation */
+    TM_GCE_AGGREGATED_LIST,       /* instances.aggregatedList */
+    TM_GCE_OPERATION_WAIT,        /* zoneOperations.wait -> Operation */
+    TM_GCE_OPERATION_GET,         /* zoneOperations.get -> Operation */
+    TM_GCE_OPERATIONS_LIST,       /* zoneOperations.list */
+    TM_GCE_MACHINE_TYPE_GET,      /* machineTypes.get */
+    TM_GCE_ZONE_GET,              /* zones.get */
+    TM_GCE_CALL_MAX,
+};
+
+/* "instances.insert", ...; "unknown" out of range. */
+const char *tm_gce_call_name(enum tm_gce_call c);
+
+/* ---- 1. requests -------------------------------------------------------- */
+
+/*
+ * A label value from any string: [a-z0-9-] kept, every other byte written
+ * as '_' and two lowercase hex digits ('_' itself included), so decoding
+ * gives the string back.  TM_EINVAL when the result passes 63 characters.
+ */
+int tm_gce_label_encode(const char *s, char *out, size_t size);
+/* The inverse; TM_EINVAL for a value that is not an encoding. */
+int tm_gce_label_decode(const char *s, char *out, size_t size);
+
+/* requestId for an insert: a UUID (version 5 layout) from SHA-256 of the
+ * launch token and the offering tried, so a retried request is the same
+ * request and a fall back to another zone is a new one. */
+void tm_gce_request_id(const char *token, const char *zone, const char *type, bool spot,
+                       char out[37]);
+
+/* The instance name for a launch token: "tm-" NODE "-" 10 hex of SHA-256(token). */
+void tm_gce_instance_name(int64_t node_id, const char *token, char out[TM_ID_MAX]);
+
+/* Machine types whose GPUs come with the type (a2, a3, a4, g2): no
+ * guestAccelerators in the request. */
+bool tm_gce_accelerator_optimized(const char *machine_type);
+/* The accelerator type for a GPU model on other types ("T4" ->
+ * "nvidia-tesla-t4"); NULL when unknown. */
+const char *tm_gce_accelerator_for_model(const char *gpu_model);
+
+struct tm_gce_kv {
+    const char *key;
+    const char *value;
+    size_t value_len;             /* 0: strlen(value) */
+};
+
+struct tm_gce_insert_params {
+    const char *name;             /* required */
+    const char *zone;             /* required */
+    const char *machine_type;     /* required */
+    const char *source_image;     /* required: "projects/P/global/images/I" or a URL */
+    bool spot;
+    const char *accelerator_type; /* NULL: none (accelerator-optimised types) */
+    int accelerator_count;
+    int64_t disk_gb;              /* 0: the image's size */
+    const char *network;          /* NULL: "global/networks/default" */
+    const struct tm_gce_kv *labels;
+    size_t nlabels;
+    const struct tm_gce_kv *metadata; /* "startup-script" and tarmac's items */
+    size_t nmetadata;
+};
+
+/* The JSON body (malloc'd) or NULL; TM_EINVAL when a required field is missing. */
+int tm_gce_build_insert(const struct tm_gce_insert_params *p, char **ret_body);
+
+/* URLs under endpoint ("https://compute.googleapis.com/compute/v1"); each
+ * returns a malloc'd string or NULL.  Query values are percent-encoded. */
+char *tm_gce_url_insert(const char *endpoint, const char *project, const char *zone,
+                        const char *request_id);
+char *tm_gce_url_delete(const char *endpoint, const char *project, const char *zone,
+                        const char *name);
+char *tm_gce_url_aggregated_list(const char *endpoint, const char *project, const char *filter,
+                                 int max_results, const char *page_token);
+char *tm_gce_url_operation(const char *endpoint, const char *project, const char *zone,
+                           const char *operation, bool wait);
+char *tm_gce_url_operations_list(const char *endpoint, const char *project, const char *zone,
+                                 const char *filter, const char *page_token);
+char *tm_gce_url_machine_type(const char *endpoint, const char *project, const char *zone,
+                              const char *type);
+char *tm_gce_url_zone(const char *endpoint, const char *project, const char *zone);
+
+/* `labels.KEY = "VALUE"` terms joined by AND into out (values encoded). */
+int tm_gce_label_filter(const struct tm_gce_kv *terms, size_t n, char *out, size_t size);
+
+/* ---- 2. answers --------------------------------------------------------- */
+
+struct tm_gce_instance {
+    struct tm_instance inst;      /* id is "ZONE/NAME" */
+    char cluster[TM_ID_MAX];
+    char name[TM_ID_MAX];
+    char status[32];              /* GCE's: PROVISIONING, RUNNING, TERMINATED, ... */
+};
+
+struct tm_gce_operation {
+    char name[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    char status[16];              /* PENDING, RUNNING, DONE */
+    char type[64];                /* operationType: insert, delete, compute.instances.preempted */
+    char target[TM_ID_MAX];       /* "ZONE/NAME" from targetLink, "" if none */
+    char error_code[TM_ID_MAX];   /* error.errors[0].code, "" when it succeeded */
+    char error_message[256];
+    int64_t insert_ms;            /* insertTime */
+    bool done;
+};
+
+struct tm_gce_machine_type {
+    char name[TM_ID_MAX];
+    int gpus;
+    char accelerator[TM_ID_MAX];  /* "nvidia-tesla-a100", "" without GPUs */
+    int vcpus;
+    int64_t memory_mib;
+};
+
+struct tm_gce_reply {
+    enum tm_gce_call call;
+    char *next_page_token;        /* NULL on the last page */
+    struct tm_gce_instance *instances;
+    size_t ninstances;
+    struct tm_gce_operation op;   /* insert, delete, wait, get */
+    struct tm_gce_operation *ops; /* operations list */
+    size_t nops;
+    struct tm_gce_machine_type machine_type;
+    char zone_status[16];         /* zones.get: UP / DOWN */
+    /* failures */
+    long http_status;
+    char error_code[TM_ID_MAX];   /* reason or operation error code */
+    char error_message[256];
+    unsigned attempts;
+};
+
+void tm_gce_reply_release(struct tm_gce_reply *reply);
+
+/*
+ * Parse a 200 answer to call.  0 and *ret (release it), or TM_EBADREPLY /
+ * TM_ENOMEM with *ret zeroed and err naming the call, e.g.
+ *   could not parse instances.aggregatedList answer: "items" is not an object
+ */
+int tm_gce_parse_reply(enum tm_gce_call call, const char *body, size_t len,
+                       struct tm_gce_reply *ret, char *err, size_t errsize);
+
+/* Parse {"error":{"code","message","errors":[{"reason"}],"status"}} into
+ * ret->error_code (the first reason, else status) and error_message. */
+int tm_gce_parse_error(const char *body, size_t len, struct tm_gce_reply *ret);
+
+/*
+ * What an error means (code: a reason, an operation error code or ""):
+ *   TM_EQUOTA      ZONE_RESOURCE_POOL_EXHAUSTED(_WITH_DETAILS), QUOTA_EXCEEDED,
+ *                  quotaExceeded, RESOURCE_POOL_EXHAUSTED, UNSUPPORTED_OPERATION
+ *                  on an unavailable type, stockout
+ *   TM_ETHROTTLED  HTTP 429, rateLimitExceeded, userRateLimitExceeded
+ *   TM_EUNAVAIL    5xx, backendError, internalError
+ *   TM_EAUTH       HTTP 401 / 403 (other reasons)
+ *   TM_ENOTFOUND   HTTP 404, notFound, RESOURCE_NOT_FOUND
+ *   TM_ECONFLICT   HTTP 409, alreadyExists, RESOURCE_ALREADY_EXISTS
+ *   TM_EINVAL      anything else
+ */
+int tm_gce_error_map(const char *code, long http_status);
+
+/* ---- 3. calls ----------------------------------------------------------- */
+
+struct tm_gce_retry {
+    unsigned max_attempts;        /* 0 = 5 */
+    uint64_t max_total_delay_ms;  /* 0 = 20 s */
+    uint64_t base_delay_ms;       /* 0 = 100 ms */
+    uint64_t max_delay_ms;        /* 0 = 5 s */
+};
+
+uint64_t tm_gce_backoff_ms(const struct tm_gce_retry *retry, unsigned n, uint64_t *state);
+
+struct tm_gce_options {
+    const char *endpoint;         /* NULL: TM_GCE_ENDPOINT */
+    const char *project;          /* required */
+    struct tm_gcp_token_options auth;
+    struct tm_gce_retry retry;
+    long timeout_ms;              /* 0 = 30 s */
+    uint64_t auth_cooldown_ms;    /* 0 = 5 min */
+    unsigned max_waits;           /* zoneOperations.wait calls per operation; 0 = 60 */
+    uint64_t seed;
+};
+
+struct tm_gce;
+
+typedef void (*tm_gce_cb)(int status, const struct tm_gce_reply *reply, void *data);
+
+enum tm_gce_flags {
+    /* Retry after a reset or timeout too (reads, deletes, inserts with a requestId). */
+    TM_GCE_RETRY_AMBIGUOUS = 1u << 0,
+    /* The answer is an Operation: follow it with zoneOperations.wait until
+     * DONE; an operation that ends with errors fails the call with its
+     * first error's code mapped by tm_gce_error_map(). */
+    TM_GCE_FOLLOW = 1u << 1,
+};
+
+int tm_gce_create(uv_loop_t *loop, const struct tm_gce_options *opts, struct tm_gce **ret);
+const char *tm_gce_endpoint(const struct tm_gce *gce);
+const char *tm_gce_project(const struct tm_gce *gce);
+
+/* url and body are taken over (freed by the client) whether or not the call
+ * starts; body NULL for GET/DELETE.  0 (cb fires later) or a negative code. */
+int tm_gce_call(struct tm_gce *gce, enum tm_gce_call call, const char *method, char *url,
+                char *body, unsigned flags, tm_gce_cb cb, void *data);
+
+struct tm_gce_stats {
+    uint64_t calls, requests, retries, delay_ms, auth_refusals, waits;
+};
+void tm_gce_get_stats(const struct tm_gce *gce, struct tm_gce_stats *ret);
+bool tm_gce_auth_blocked(const struct tm_gce *gce);
+struct tm_gcp_tokens *tm_gce_tokens(struct tm_gce *gce);
+
+void tm_gce_close(struct tm_gce *gce, void (*done)(void *data), void *data);
+
+#endif

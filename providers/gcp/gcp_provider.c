@@ -1,0 +1,1138 @@
+/*
+ * providers/gcp/gcp_provider.c: struct tm_provider_ops on Compute Engine
+ * (see the header).
+ *
+ * Each provider call is a struct gcp_op with exactly one GCE call
+ * outstanding until it delivers; the GCE client calls back exactly once,
+ * even when closed (TM_ECANCELED), and never from inside tm_gce_call(), so
+ * no op callback fires inside a provider call.
+ */
+#include "providers/gcp/gcp_provider.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "core/log.h"
+
+#define SHORT_MAX 64
+#define CAND_MAX 64
+#define LIST_MAX_PAGES 10000
+#define DEFAULT_IMAGE "projects/debian-cloud/global/images/family/debian-12"
+#define PREEMPTED_FILTER "operationType = \"compute.instances.preempted\""
+
+struct shortage {
+    char type[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    enum tm_capacity_type capacity;
+    uint64_t until;
+};
+
+struct gcp_pool {
+    char *name;
+    char **zones;
+    size_t nzones;
+    char **types;
+    size_t ntypes;
+    char *gpu_model;
+    int gpus;
+    bool spot;                    /* spot or spot_then_on_demand */
+};
+
+struct gcp_provider {
+    struct tm_provider base;
+    uv_loop_t *loop;
+    struct tm_gce *gce;
+    char name[TM_ID_MAX];
+    char cluster[TM_ID_MAX];
+    char *image;
+    int page_size;
+    unsigned max_relaunch;
+    uint64_t shortage_ttl_ms;
+    struct gcp_pool *pools;
+    size_t npools;
+    struct tm_config_instance_type *types;
+    size_t ntypes;
+    char **spot_zones;            /* zones whose preemptions the listing reads */
+    size_t nspot_zones;
+    struct shortage shorts[SHORT_MAX];
+    bool closing;
+    void (*close_done)(void *data);
+    void *close_data;
+};
+
+static const struct tm_provider_ops gcp_ops;
+
+enum launch_step { STEP_FIND, STEP_INSERT };
+
+struct candidate {
+    char zone[TM_ID_MAX];
+    enum tm_capacity_type capacity;
+    bool tried;
+};
+
+struct check_item {               /* validate: one zone or one machine type */
+    size_t pool;
+    const char *zone;
+    const char *type;             /* NULL: check the zone */
+};
+
+struct gcp_op {
+    struct gcp_provider *gp;
+    union {
+        tm_launch_cb launch;
+        tm_done_cb done;
+        tm_list_cb list;
+        tm_gcp_validate_cb validate;
+    } cb;
+    void *data;
+    /* launch */
+    enum launch_step step;
+    char token[TM_ID_MAX], pool[TM_ID_MAX], type[TM_ID_MAX], zone[TM_ID_MAX];
+    char name[TM_ID_MAX];
+    int64_t node_id;
+    enum tm_capacity_type capacity;
+    char *bootstrap;
+    size_t bootstrap_len;
+    struct candidate cand[CAND_MAX];
+    size_t ncand, cur;
+    unsigned relaunches;
+    /* list */
+    struct tm_instance *list;
+    size_t nlist;
+    unsigned pages;
+    char *prev_token;
+    size_t zone_i;                /* preempted-operations pass */
+    /* validate */
+    struct check_item *checks;
+    size_t nchecks, check_i;
+};
+
+static struct gcp_provider *impl(struct tm_provider *p) { return p->impl; }
+static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
+
+static void op_free(struct gcp_op *op)
+{
+    free(op->list);
+    free(op->prev_token);
+    free(op->checks);
+    if (op->bootstrap) {
+        memset(op->bootstrap, 0, op->bootstrap_len);
+        free(op->bootstrap);
+    }
+    free(op);
+}
+
+const char *tm_gcp_gpu_model(const char *acc)
+{
+    static const struct { const char *acc, *model; } map[] = {
+        {"nvidia-tesla-a100", "A100"}, {"nvidia-a100-80gb", "A100"},
+        {"nvidia-h100-80gb", "H100"},  {"nvidia-h100-mega-80gb", "H100"},
+        {"nvidia-h200-141gb", "H200"}, {"nvidia-b200", "B200"},
+        {"nvidia-l4", "L4"},           {"nvidia-tesla-t4", "T4"},
+        {"nvidia-tesla-v100", "V100"}, {"nvidia-tesla-p100", "P100"},
+        {"nvidia-tesla-p4", "P4"},     {"nvidia-tesla-k80", "K80"},
+    };
+
+    for (size_t i = 0; acc && i < sizeof(map) / sizeof(map[0]); i++)
+        if (strcmp(map[i].acc, acc) == 0)
+            return map[i].model;
+    return "";
+}
+
+/* ---- shortage memory ---------------------------------------------------- */
+
+static struct shortage *short_find(struct gcp_provider *gp, const char *type, const char *zone,
+                                   enum tm_capacity_type capacity)
+{
+    uint64_t now = uv_now(gp->loop);
+
+    for (size_t i = 0; i < SHORT_MAX; i++) {
+        struct shortage *s = &gp->shorts[i];
+
+        if (s->until > now && s->capacity == capacity && strcmp(s->type, type) == 0 &&
+            strcmp(s->zone, zone) == 0)
+            return s;
+    }
+    return NULL;
+}
+
+static void short_note(struct gcp_provider *gp, const char *type, const char *zone,
+                       enum tm_capacity_type capacity, const char *code)
+{
+    uint64_t now = uv_now(gp->loop);
+    struct shortage *s = short_find(gp, type, zone, capacity);
+
+    if (!s) {
+        s = &gp->shorts[0];
+        for (size_t i = 0; i < SHORT_MAX; i++) {
+            if (gp->shorts[i].until <= now) {
+                s = &gp->shorts[i];
+                break;
+            }
+            if (gp->shorts[i].until < s->until)
+                s = &gp->shorts[i];
+        }
+        snprintf(s->type, sizeof(s->type), "%s", type);
+        snprintf(s->zone, sizeof(s->zone), "%s", zone);
+        s->capacity = capacity;
+    }
+    s->until = now + gp->shortage_ttl_ms;
+    tm_log_info("gcp capacity short, remembered", "provider=%s type=%s zone=%s market=%s code=%s "
+                "for_s=%llu", gp->name, type, zone, tm_capacity_type_name(capacity),
+                code && *code ? code : "-", (unsigned long long)(gp->shortage_ttl_ms / 1000));
+}
+
+bool tm_gcp_provider_is_short(struct tm_provider *p, const char *type, const char *zone,
+                              enum tm_capacity_type capacity)
+{
+    return short_find(impl(p), type, zone, capacity) != NULL;
+}
+
+struct tm_gce *tm_gcp_provider_gce(struct tm_provider *p)
+{
+    return impl(p)->gce;
+}
+
+/* ---- launch ------------------------------------------------------------- */
+
+static const struct gcp_pool *pool_find(const struct gcp_provider *gp, const char *name)
+{
+    for (size_t i = 0; i < gp->npools; i++)
+        if (strcmp(gp->pools[i].name, name) == 0)
+            return &gp->pools[i];
+    return NULL;
+}
+
+static void launch_deliver(struct gcp_op *op, int status, const struct tm_instance *inst)
+{
+    op->cb.launch(status, status == 0 ? inst : NULL, op->data);
+    op_free(op);
+}
+
+static void add_candidates(struct gcp_op *op, enum tm_capacity_type capacity)
+{
+    const struct gcp_pool *pool = pool_find(op->gp, op->pool);
+    size_t nz = op->zone[0] ? 1 : pool ? pool->nzones : 0;
+
+    for (size_t i = 0; i < nz && op->ncand < CAND_MAX; i++) {
+        const char *zone = op->zone[0] ? op->zone : pool->zones[i];
+        struct candidate *c = &op->cand[op->ncand];
+
+        if (strlen(zone) + 1 + strlen(op->name) >= TM_ID_MAX ||
+            short_find(op->gp, op->type, zone, capacity))
+            continue;
+        snprintf(c->zone, sizeof(c->zone), "%s", zone);
+        c->capacity = capacity;
+        c->tried = false;
+        op->ncand++;
+    }
+}
+
+static void plan_candidates(struct gcp_op *op)
+{
+    op->ncand = 0;
+    if (op->capacity != TM_CAPACITY_ON_DEMAND)
+        add_candidates(op, TM_CAPACITY_SPOT);
+    if (op->capacity != TM_CAPACITY_SPOT)
+        add_candidates(op, TM_CAPACITY_ON_DEMAND);
+}
+
+static void on_launch_step(int status, const struct tm_gce_reply *reply, void *data);
+
+static int start_find(struct gcp_op *op)
+{
+    struct gcp_provider *gp = op->gp;
+    const struct tm_gce_kv terms[] = {{TM_GCE_LABEL_CLUSTER, gp->cluster, 0},
+                                      {TM_GCE_LABEL_TOKEN, op->token, 0}};
+    char filter[512];
+    char *url;
+
+    if (tm_gce_label_filter(terms, 2, filter, sizeof(filter)) < 0)
+        return TM_EINVAL;
+    url = tm_gce_url_aggregated_list(tm_gce_endpoint(gp->gce), tm_gce_project(gp->gce), filter,
+                                     0, NULL);
+    if (!url)
+        return TM_ENOMEM;
+    op->step = STEP_FIND;
+    return tm_gce_call(gp->gce, TM_GCE_AGGREGATED_LIST, "GET", url, NULL,
+                       TM_GCE_RETRY_AMBIGUOUS, on_launch_step, op);
+}
+
+/* 1 when no offering is left. */
+static int start_next(struct gcp_op *op)
+{
+    struct gcp_provider *gp = op->gp;
+    const struct gcp_pool *pool = pool_find(gp, op->pool);
+    char cl[64], pl[64], tk[64], nd[24], rid[37];
+    struct candidate *c = NULL;
+    struct tm_gce_kv labels[4], meta[4];
+    size_t nmeta = 0;
+    char *body = NULL, *url;
+    int r;
+
+    for (size_t i = 0; i < op->ncand; i++)
+        if (!op->cand[i].tried &&
+            !short_find(gp, op->type, op->cand[i].zone, op->cand[i].capacity)) {
+            c = &op->cand[i];
+            op->cur = i;
+            break;
+        }
+    if (!c)
+        return 1;
+    c->tried = true;
+    if (tm_gce_label_encode(gp->cluster, cl, sizeof(cl)) < 0 ||
+        tm_gce_label_encode(op->pool, pl, sizeof(pl)) < 0 ||
+        tm_gce_label_encode(op->token, tk, sizeof(tk)) < 0)
+        return TM_EINVAL;
+    snprintf(nd, sizeof(nd), "%lld", (long long)op->node_id);
+    labels[0] = (struct tm_gce_kv){TM_GCE_LABEL_CLUSTER, cl, 0};
+    labels[1] = (struct tm_gce_kv){TM_GCE_LABEL_POOL, pl, 0};
+    labels[2] = (struct tm_gce_kv){TM_GCE_LABEL_NODE, nd, 0};
+    labels[3] = (struct tm_gce_kv){TM_GCE_LABEL_TOKEN, tk, 0};
+    meta[nmeta++] = (struct tm_gce_kv){TM_GCE_META_CLUSTER, gp->cluster, 0};
+    meta[nmeta++] = (struct tm_gce_kv){TM_GCE_META_POOL, op->pool, 0};
+    meta[nmeta++] = (struct tm_gce_kv){TM_GCE_META_TOKEN, op->token, 0};
+    if (op->bootstrap)
+        meta[nmeta++] = (struct tm_gce_kv){"startup-script", op->bootstrap, op->bootstrap_len};
+    {
+        struct tm_gce_insert_params ip = {
+            .name = op->name, .zone = c->zone, .machine_type = op->type,
+            .source_image = gp->image, .spot = c->capacity == TM_CAPACITY_SPOT,
+            .labels = labels, .nlabels = 4, .metadata = meta, .nmetadata = nmeta,
+        };
+
+        if (!tm_gce_accelerator_optimized(op->type) && pool && pool->gpus > 0) {
+            ip.accelerator_type = tm_gce_accelerator_for_model(pool->gpu_model);
+            ip.accelerator_count = pool->gpus;
+        }
+        r = tm_gce_build_insert(&ip, &body);
+        if (r < 0)
+            return r;
+    }
+    tm_gce_request_id(op->token, c->zone, op->type, c->capacity == TM_CAPACITY_SPOT, rid);
+    url = tm_gce_url_insert(tm_gce_endpoint(gp->gce), tm_gce_project(gp->gce), c->zone, rid);
+    if (!url) {
+        free(body);
+        return TM_ENOMEM;
+    }
+    tm_log_info("gcp launch", "provider=%s pool=%s node=%lld token=%s type=%s zone=%s market=%s "
+                "name=%s", gp->name, op->pool, (long long)op->node_id, op->token, op->type,
+                c->zone, tm_capacity_type_name(c->capacity), op->name);
+    op->step = STEP_INSERT;
+    /* requestId makes a repeated insert the same insert: resets are retried. */
+    return tm_gce_call(gp->gce, TM_GCE_INSERT, "POST", url, body,
+                       TM_GCE_RETRY_AMBIGUOUS | TM_GCE_FOLLOW, on_launch_step, op);
+}
+
+static void continue_or_fail(struct gcp_op *op, int status)
+{
+    int r = start_next(op);
+
+    if (r == 1) {
+        tm_log_warn("could not launch: no offering left", "provider=%s pool=%s node=%lld "
+                    "type=%s err=%s", op->gp->name, op->pool, (long long)op->node_id, op->type,
+                    tm_err_name(status));
+        launch_deliver(op, status, NULL);
+    } else if (r < 0) {
+        launch_deliver(op, r, NULL);
+    }
+}
+
+static void made(struct gcp_op *op, struct tm_instance *inst)
+{
+    const struct candidate *c = &op->cand[op->cur];
+
+    char id[2 * TM_ID_MAX + 2];
+
+    memset(inst, 0, sizeof(*inst));
+    /* add_candidates() kept only zones for which zone/name fits. */
+    snprintf(id, sizeof(id), "%s/%s", c->zone, op->name);
+    memcpy(inst->id, id, strnlen(id, TM_ID_MAX - 1));
+    snprintf(inst->token, sizeof(inst->token), "%s", op->token);
+    snprintf(inst->pool, sizeof(inst->pool), "%s", op->pool);
+    snprintf(inst->instance_type, sizeof(inst->instance_type), "%s", op->type);
+    snprintf(inst->zone, sizeof(inst->zone), "%s", c->zone);
+    inst->node_id = op->node_id;
+    inst->capacity = c->capacity;
+    inst->state = TM_INSTANCE_PENDING;
+    inst->launched_ms = (int64_t)time(NULL) * 1000;
+}
+
+static const struct tm_instance *pick_found(const struct tm_gce_reply *reply)
+{
+    const struct tm_instance *best = NULL;
+
+    for (size_t i = 0; i < reply->ninstances; i++) {
+        const struct tm_instance *x = &reply->instances[i].inst;
+
+        if (!x->token[0])
+            continue;
+        if (!best || (best->state == TM_INSTANCE_TERMINATED && x->state != TM_INSTANCE_TERMINATED))
+            best = x;
+    }
+    return best;
+}
+
+static void on_launch_step(int status, const struct tm_gce_reply *reply, void *data)
+{
+    struct gcp_op *op = data;
+    const struct tm_instance *found;
+    struct tm_instance inst;
+
+    if (status == TM_ECANCELED || op->gp->closing) {
+        launch_deliver(op, TM_ECANCELED, NULL);
+        return;
+    }
+    if (op->step == STEP_FIND) {
+        if (status < 0) {
+            launch_deliver(op, status, NULL);
+            return;
+        }
+        found = pick_found(reply);
+        if (found) {
+            tm_log_info("gcp launch found by token, not launching again",
+                        "provider=%s token=%s instance=%s", op->gp->name, op->token, found->id);
+            launch_deliver(op, 0, found);
+            return;
+        }
+        plan_candidates(op);
+        continue_or_fail(op, TM_EQUOTA);
+        return;
+    }
+    /* STEP_INSERT */
+    if (status == 0 || status == TM_ECONFLICT) {
+        /* alreadyExists: the name is the token's, so the instance is ours,
+         * made by an attempt whose answer was lost. */
+        made(op, &inst);
+        launch_deliver(op, 0, &inst);
+    } else if (status == TM_EQUOTA) {
+        short_note(op->gp, op->type, op->cand[op->cur].zone, op->cand[op->cur].capacity,
+                   reply->error_code);
+        continue_or_fail(op, status);
+    } else if (reply->http_status == 0 && status != TM_EAUTH && status != TM_ENOMEM &&
+               ++op->relaunches < op->gp->max_relaunch) {
+        /* Unreachable past the budget: look by token before trying again. */
+        int r = start_find(op);
+
+        if (r < 0)
+            launch_deliver(op, r, NULL);
+    } else {
+        launch_deliver(op, status, NULL);
+    }
+}
+
+static int gcp_launch(struct tm_provider *p, const struct tm_launch_request *req,
+                      tm_launch_cb cb, void *data)
+{
+    struct gcp_provider *gp = impl(p);
+    struct gcp_op *op;
+    char probe[64];
+    int r;
+
+    if (!req || !cb || !fits(req->token) || !req->token[0] || !fits(req->pool) ||
+        !fits(req->instance_type) || !req->instance_type[0] || !fits(req->zone ? req->zone : "") ||
+        (req->cluster && strcmp(req->cluster, gp->cluster) != 0))
+        return TM_EINVAL;
+    if (tm_gce_label_encode(req->token, probe, sizeof(probe)) < 0 ||
+        tm_gce_label_encode(req->pool, probe, sizeof(probe)) < 0) {
+        tm_log_error("could not launch: token or pool does not fit a gcp label value",
+                     "provider=%s pool=%s", gp->name, req->pool);
+        return TM_EINVAL;
+    }
+    if (gp->closing)
+        return TM_ECANCELED;
+    op = calloc(1, sizeof(*op));
+    if (!op)
+        return TM_ENOMEM;
+    op->gp = gp;
+    op->cb.launch = cb;
+    op->data = data;
+    snprintf(op->token, sizeof(op->token), "%s", req->token);
+    snprintf(op->pool, sizeof(op->pool), "%s", req->pool);
+    snprintf(op->type, sizeof(op->type), "%s", req->instance_type);
+    snprintf(op->zone, sizeof(op->zone), "%s", req->zone ? req->zone : "");
+    op->node_id = req->node_id;
+    op->capacity = req->capacity;
+    tm_gce_instance_name(req->node_id, req->token, op->name);
+    if (req->bootstrap && req->bootstrap_len) {
+        op->bootstrap = malloc(req->bootstrap_len + 1);
+        if (!op->bootstrap) {
+            free(op);
+            return TM_ENOMEM;
+        }
+        memcpy(op->bootstrap, req->bootstrap, req->bootstrap_len);
+        op->bootstrap[req->bootstrap_len] = '\0';
+        op->bootstrap_len = req->bootstrap_len;
+    }
+    r = start_find(op);
+    if (r < 0)
+        op_free(op);
+    return r;
+}
+
+/* ---- terminate ---------------------------------------------------------- */
+
+static void on_terminate(int status, const struct tm_gce_reply *reply, void *data)
+{
+    struct gcp_op *op = data;
+
+    (void)reply;
+    if (status == 0)
+        tm_log_info("gcp instance deleted", "provider=%s instance=%s", op->gp->name, op->name);
+    op->cb.done(status, op->data);
+    op_free(op);
+}
+
+static int gcp_terminate(struct tm_provider *p, const char *instance_id, tm_done_cb cb,
+                         void *data)
+{
+    struct gcp_provider *gp = impl(p);
+    const char *slash = instance_id ? strchr(instance_id, '/') : NULL;
+    char zone[TM_ID_MAX];
+    struct gcp_op *op;
+    char *url;
+    int r;
+
+    if (!cb || !fits(instance_id) || !slash || slash == instance_id || !slash[1])
+        return TM_EINVAL;
+    if (gp->closing)
+        return TM_ECANCELED;
+    snprintf(zone, sizeof(zone), "%.*s", (int)(slash - instance_id), instance_id);
+    url = tm_gce_url_delete(tm_gce_endpoint(gp->gce), tm_gce_project(gp->gce), zone, slash + 1);
+    if (!url)
+        return TM_EINVAL;
+    op = calloc(1, sizeof(*op));
+    if (!op) {
+        free(url);
+        return TM_ENOMEM;
+    }
+    op->gp = gp;
+    op->cb.done = cb;
+    op->data = data;
+    snprintf(op->name, sizeof(op->name), "%s", instance_id);
+    /* Deleting twice is harmless: retry resets too. */
+    r = tm_gce_call(gp->gce, TM_GCE_DELETE, "DELETE", url, NULL,
+                    TM_GCE_RETRY_AMBIGUOUS | TM_GCE_FOLLOW, on_terminate, op);
+    if (r < 0)
+        op_free(op);
+    return r;
+}
+
+/* ---- list --------------------------------------------------------------- */
+
+static int list_page(struct gcp_op *op, const char *page_token);
+static int preempted_next(struct gcp_op *op, const char *page_token);
+
+static void list_deliver(struct gcp_op *op, int status)
+{
+    if (status < 0)
+        op->cb.list(status, NULL, 0, op->data);
+    else
+        op->cb.list(0, op->list, op->nlist, op->data);
+    op_free(op);
+}
+
+static int list_add(struct gcp_op *op, const struct tm_instance *inst)
+{
+    struct tm_instance *g = realloc(op->list, (op->nlist + 1) * sizeof(*g));
+
+    if (!g)
+        return TM_ENOMEM;
+    op->list = g;
+    op->list[op->nlist++] = *inst;
+    return 0;
+}
+
+static bool paging_stuck(struct gcp_op *op, const char *next)
+{
+    return ++op->pages >= LIST_MAX_PAGES || (op->prev_token && strcmp(op->prev_token, next) == 0);
+}
+
+static int remember_token(struct gcp_op *op, const char *next)
+{
+    char *copy = strdup(next);
+
+    if (!copy)
+        return TM_ENOMEM;
+    free(op->prev_token);
+    op->prev_token = copy;
+    return 0;
+}
+
+static void on_preempted(int status, const struct tm_gce_reply *reply, void *data)
+{
+    struct gcp_op *op = data;
+    int r;
+
+    if (status < 0) {
+        list_deliver(op, status);
+        return;
+    }
+    for (size_t i = 0; i < reply->nops; i++) {
+        const struct tm_gce_operation *o = &reply->ops[i];
+        const char *name = strchr(o->target, '/');
+        bool seen = false;
+        struct tm_instance inst = {0};
+
+        if (strcmp(o->type, "compute.instances.preempted") != 0 || !name ||
+            strncmp(name + 1, "tm-", 3) != 0)
+            continue;
+        for (size_t j = 0; j < op->nlist && !seen; j++)
+            if (strcmp(op->list[j].id, o->target) == 0) {
+                op->list[j].interrupted = true; /* still listed, stopping */
+                if (!op->list[j].notice_ms)
+                    op->list[j].notice_ms = o->insert_ms;
+                seen = true;
+            }
+        if (seen)
+            continue;
+        /* Preempted and already deleted (instanceTerminationAction DELETE). */
+        snprintf(inst.id, sizeof(inst.id), "%s", o->target);
+        snprintf(inst.zone, sizeof(inst.zone), "%.*s", (int)(name - o->target), o->target);
+        inst.capacity = TM_CAPACITY_SPOT;
+        inst.state = TM_INSTANCE_TERMINATED;
+        inst.interrupted = true;
+        inst.notice_ms = o->insert_ms;
+        if (list_add(op, &inst) < 0) {
+            list_deliver(op, TM_ENOMEM);
+            return;
+        }
+    }
+    if (reply->next_page_token) {
+        if (paging_stuck(op, reply->next_page_token)) {
+            list_deliver(op, TM_EBADREPLY);
+            return;
+        }
+        r = remember_token(op, reply->next_page_token);
+        if (r == 0)
+            r = preempted_next(op, reply->next_page_token);
+    } else {
+        op->zone_i++;
+        free(op->prev_token);
+        op->prev_token = NULL;
+        r = preempted_next(op, NULL);
+    }
+    if (r == 1)
+        list_deliver(op, 0);
+    else if (r < 0)
+        list_deliver(op, r);
+}
+
+/* 1 when every spot zone has been read. */
+static int preempted_next(struct gcp_op *op, const char *page_token)
+{
+    struct gcp_provider *gp = op->gp;
+    char *url;
+
+    if (op->zone_i >= gp->nspot_zones)
+        return 1;
+    url = tm_gce_url_operations_list(tm_gce_endpoint(gp->gce), tm_gce_project(gp->gce),
+                                     gp->spot_zones[op->zone_i], PREEMPTED_FILTER, page_token);
+    if (!url)
+        return TM_ENOMEM;
+    return tm_gce_call(gp->gce, TM_GCE_OPERATIONS_LIST, "GET", url, NULL, TM_GCE_RETRY_AMBIGUOUS,
+                       on_preempted, op);
+}
+
+static void on_list(int status, const struct tm_gce_reply *reply, void *data)
+{
+    struct gcp_op *op = data;
+    int r;
+
+    if (status < 0) {
+        list_deliver(op, status);
+        return;
+    }
+    for (size_t i = 0; i < reply->ninstances; i++) {
+        /* The filter is the cluster's; a label that decodes to another
+         * cluster (or none) is not ours. */
+        if (strcmp(reply->instances[i].cluster, op->gp->cluster) != 0)
+            continue;
+        if (list_add(op, &reply->instances[i].inst) < 0) {
+            list_deliver(op, TM_ENOMEM);
+            return;
+        }
+    }
+    if (reply->next_page_token) {
+        if (paging_stuck(op, reply->next_page_token)) {
+            tm_log_error("could not list gcp instances: paging does not end",
+                         "provider=%s pages=%u", op->gp->name, op->pages);
+            list_deliver(op, TM_EBADREPLY);
+            return;
+        }
+        r = remember_token(op, reply->next_page_token);
+        if (r == 0)
+            r = list_page(op, reply->next_page_token);
+        if (r < 0)
+            list_deliver(op, r);
+        return;
+    }
+    free(op->prev_token);
+    op->prev_token = NULL;
+    op->pages = 0;
+    r = preempted_next(op, NULL);
+    if (r == 1)
+        list_deliver(op, 0);
+    else if (r < 0)
+        list_deliver(op, r);
+}
+
+static int list_page(struct gcp_op *op, const char *page_token)
+{
+    struct gcp_provider *gp = op->gp;
+    const struct tm_gce_kv terms[] = {{TM_GCE_LABEL_CLUSTER, gp->cluster, 0}};
+    char filter[256];
+    char *url;
+
+    if (tm_gce_label_filter(terms, 1, filter, sizeof(filter)) < 0)
+        return TM_EINVAL;
+    url = tm_gce_url_aggregated_list(tm_gce_endpoint(gp->gce), tm_gce_project(gp->gce), filter,
+                                     gp->page_size, page_token);
+    if (!url)
+        return TM_ENOMEM;
+    return tm_gce_call(gp->gce, TM_GCE_AGGREGATED_LIST, "GET", url, NULL, TM_GCE_RETRY_AMBIGUOUS,
+                       on_list, op);
+}
+
+static int gcp_list(struct tm_provider *p, const char *cluster, tm_list_cb cb, void *data)
+{
+    struct gcp_provider *gp = impl(p);
+    struct gcp_op *op;
+    int r;
+
+    if (!cb || !cluster || strcmp(cluster, gp->cluster) != 0)
+        return TM_EINVAL;
+    if (gp->closing)
+        return TM_ECANCELED;
+    op = calloc(1, sizeof(*op));
+    if (!op)
+        return TM_ENOMEM;
+    op->gp = gp;
+    op->cb.list = cb;
+    op->data = data;
+    r = list_page(op, NULL);
+    if (r < 0)
+        op_free(op);
+    return r;
+}
+
+/* ---- prices ------------------------------------------------------------- */
+
+static int gcp_price(struct tm_provider *p, const char *instance_type, const char *zone,
+                     enum tm_capacity_type capacity, int64_t *ret)
+{
+    struct gcp_provider *gp = impl(p);
+
+    (void)zone;
+    if (!instance_type || !ret)
+        return TM_EINVAL;
+    for (size_t i = 0; i < gp->ntypes; i++) {
+        const struct tm_config_instance_type *t = &gp->types[i];
+
+        if (strcmp(t->name, instance_type) != 0)
+            continue;
+        if (capacity == TM_CAPACITY_ON_DEMAND && t->on_demand_uusd_per_hour > 0) {
+            *ret = t->on_demand_uusd_per_hour;
+            return 0;
+        }
+        if (capacity == TM_CAPACITY_SPOT && t->spot_uusd_per_hour > 0) {
+            *ret = t->spot_uusd_per_hour;
+            return 0;
+        }
+    }
+    return TM_ENOTFOUND;
+}
+
+/* ---- validate ----------------------------------------------------------- */
+
+static int validate_next(struct gcp_op *op);
+
+static void validate_deliver(struct gcp_op *op, int status, const char *reason)
+{
+    if (status == TM_EINVAL)
+        tm_log_error("gcp pool refused", "provider=%s reason=\"%s\"", op->gp->name, reason);
+    op->cb.validate(status, reason, op->data);
+    op_free(op);
+}
+
+static void on_validate(int status, const struct tm_gce_reply *reply, void *data)
+{
+    struct gcp_op *op = data;
+    const struct check_item *ck = &op->checks[op->check_i];
+    const struct gcp_pool *pool = &op->gp->pools[ck->pool];
+    char reason[512];
+    int r;
+
+    if (status == TM_ENOTFOUND) {
+        if (ck->type)
+            snprintf(reason, sizeof(reason), "pool \"%s\": machine type \"%s\" is unknown to gcp "
+                     "in zone %s", pool->name, ck->type, ck->zone);
+        else
+            snprintf(reason, sizeof(reason), "pool \"%s\": zone \"%s\" is unknown to gcp",
+                     pool->name, ck->zone);
+        validate_deliver(op, TM_EINVAL, reason);
+        return;
+    }
+    if (status < 0) {
+        snprintf(reason, sizeof(reason), "could not check pool \"%s\" with gcp: %s%s%s",
+                 pool->name, tm_strerror(status), reply->error_code[0] ? ": " : "",
+                 reply->error_code);
+        validate_deliver(op, status, reason);
+        return;
+    }
+    if (ck->type) {
+        const struct tm_gce_machine_type *mt = &reply->machine_type;
+        const char *model = mt->gpus ? tm_gcp_gpu_model(mt->accelerator) : "";
+
+        if (mt->gpus == 0 && !tm_gce_accelerator_for_model(pool->gpu_model)) {
+            snprintf(reason, sizeof(reason), "pool \"%s\": machine type \"%s\" has no GPU and "
+                     "GPU model \"%s\" has no accelerator type to attach", pool->name, ck->type,
+                     pool->gpu_model);
+            validate_deliver(op, TM_EINVAL, reason);
+            return;
+        }
+        if (mt->gpus > 0 && (strcasecmp(model, pool->gpu_model) != 0 || mt->gpus != pool->gpus)) {
+            snprintf(reason, sizeof(reason), "pool \"%s\": machine type \"%s\" has %d x %s, not "
+                     "%d x %s", pool->name, ck->type, mt->gpus, mt->accelerator, pool->gpus,
+                     pool->gpu_model);
+            validate_deliver(op, TM_EINVAL, reason);
+            return;
+        }
+    }
+    op->check_i++;
+    r = validate_next(op);
+    if (r == 1)
+        validate_deliver(op, 0, NULL);
+    else if (r < 0)
+        validate_deliver(op, r, "could not check pools with gcp");
+}
+
+static int validate_next(struct gcp_op *op)
+{
+    struct tm_gce *gce = op->gp->gce;
+    const struct check_item *ck;
+    char *url;
+
+    if (op->check_i >= op->nchecks)
+        return 1;
+    ck = &op->checks[op->check_i];
+    url = ck->type ? tm_gce_url_machine_type(tm_gce_endpoint(gce), tm_gce_project(gce), ck->zone,
+                                             ck->type)
+                   : tm_gce_url_zone(tm_gce_endpoint(gce), tm_gce_project(gce), ck->zone);
+    if (!url)
+        return TM_EINVAL;
+    return tm_gce_call(gce, ck->type ? TM_GCE_MACHINE_TYPE_GET : TM_GCE_ZONE_GET, "GET", url, NULL,
+                       TM_GCE_RETRY_AMBIGUOUS, on_validate, op);
+}
+
+int tm_gcp_validate_pools(struct tm_provider *p, tm_gcp_validate_cb cb, void *data)
+{
+    struct gcp_provider *gp;
+    struct gcp_op *op;
+    size_t n = 0;
+    int r;
+
+    if (!p || p->ops != &gcp_ops || !cb)
+        return TM_EINVAL;
+    gp = impl(p);
+    if (gp->closing)
+        return TM_ECANCELED;
+    for (size_t i = 0; i < gp->npools; i++)
+        n += gp->pools[i].nzones + (gp->pools[i].nzones ? gp->pools[i].ntypes : 0);
+    if (n == 0)
+        return TM_EINVAL; /* a gcp provider without pools: nothing to check */
+    op = calloc(1, sizeof(*op));
+    if (op)
+        op->checks = calloc(n, sizeof(*op->checks));
+    if (!op || !op->checks) {
+        free(op);
+        return TM_ENOMEM;
+    }
+    op->gp = gp;
+    op->cb.validate = cb;
+    op->data = data;
+    for (size_t i = 0; i < gp->npools; i++) {
+        const struct gcp_pool *pl = &gp->pools[i];
+
+        for (size_t z = 0; z < pl->nzones; z++)
+            op->checks[op->nchecks++] = (struct check_item){i, pl->zones[z], NULL};
+        for (size_t t = 0; pl->nzones && t < pl->ntypes; t++)
+            op->checks[op->nchecks++] = (struct check_item){i, pl->zones[0], pl->types[t]};
+    }
+    r = validate_next(op);
+    if (r != 0) {
+        op_free(op);
+        return r < 0 ? r : TM_EINVAL;
+    }
+    return 0;
+}
+
+/* ---- create / close ----------------------------------------------------- */
+
+static void strv_free(char **v, size_t n)
+{
+    for (size_t i = 0; v && i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+static void provider_free(struct gcp_provider *gp)
+{
+    for (size_t i = 0; i < gp->npools; i++) {
+        strv_free(gp->pools[i].zones, gp->pools[i].nzones);
+        strv_free(gp->pools[i].types, gp->pools[i].ntypes);
+        free(gp->pools[i].name);
+        free(gp->pools[i].gpu_model);
+    }
+    free(gp->pools);
+    for (size_t i = 0; i < gp->ntypes; i++) {
+        free(gp->types[i].name);
+        free(gp->types[i].gpu_model);
+    }
+    free(gp->types);
+    strv_free(gp->spot_zones, gp->nspot_zones);
+    free(gp->image);
+    free(gp);
+}
+
+static char **strv_dup(char *const *v, size_t n)
+{
+    char **out = calloc(n ? n : 1, sizeof(*out));
+
+    for (size_t i = 0; out && i < n; i++)
+        if (!(out[i] = strdup(v[i]))) {
+            strv_free(out, i);
+            return NULL;
+        }
+    return out;
+}
+
+static int copy_config(struct gcp_provider *gp, const struct tm_config *cfg,
+                       const struct tm_config_provider *prov)
+{
+    size_t n = 0, nz = 0;
+
+    for (size_t i = 0; i < cfg->npools; i++)
+        if (cfg->pools[i].provider && strcmp(cfg->pools[i].provider, prov->name) == 0) {
+            n++;
+            nz += cfg->pools[i].nzones;
+        }
+    gp->pools = calloc(n ? n : 1, sizeof(*gp->pools));
+    gp->spot_zones = calloc(nz ? nz : 1, sizeof(*gp->spot_zones));
+    gp->types = calloc(prov->ntypes ? prov->ntypes : 1, sizeof(*gp->types));
+    if (!gp->pools || !gp->spot_zones || !gp->types)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < cfg->npools; i++) {
+        const struct tm_config_pool *src = &cfg->pools[i];
+        struct gcp_pool *dst;
+
+        if (!src->provider || strcmp(src->provider, prov->name) != 0)
+            continue;
+        dst = &gp->pools[gp->npools++];
+        dst->name = strdup(src->name);
+        dst->gpu_model = strdup(src->gpu_model ? src->gpu_model : "");
+        dst->gpus = src->gpus_per_node;
+        dst->zones = strv_dup(src->zones, src->nzones);
+        dst->nzones = dst->zones ? src->nzones : 0;
+        dst->types = strv_dup(src->instance_types, src->ninstance_types);
+        dst->ntypes = dst->types ? src->ninstance_types : 0;
+        dst->spot = src->capacity_type && strcmp(src->capacity_type, "on_demand") != 0;
+        if (!dst->name || !dst->gpu_model || !dst->zones || !dst->types)
+            return TM_ENOMEM;
+        for (size_t z = 0; dst->spot && z < dst->nzones; z++) {
+            bool have = false;
+
+            for (size_t k = 0; k < gp->nspot_zones; k++)
+                have = have || strcmp(gp->spot_zones[k], dst->zones[z]) == 0;
+            if (!have && !(gp->spot_zones[gp->nspot_zones++] = strdup(dst->zones[z])))
+                return TM_ENOMEM;
+        }
+    }
+    for (size_t i = 0; i < prov->ntypes; i++) {
+        gp->types[i] = prov->types[i];
+        gp->types[i].name = strdup(prov->types[i].name);
+        gp->types[i].gpu_model = strdup(prov->types[i].gpu_model ? prov->types[i].gpu_model : "");
+        gp->ntypes++;
+        if (!gp->types[i].name || !gp->types[i].gpu_model)
+            return TM_ENOMEM;
+    }
+    return 0;
+}
+
+int tm_gcp_resolve_auth(const struct tm_config_provider *prov, size_t index,
+                        struct tm_gcp_key *key, struct tm_gcp_token_options *o, char *err,
+                        size_t errsize)
+{
+    const char *source = prov->credentials.source ? prov->credentials.source : "none";
+    const char *env = getenv("GOOGLE_APPLICATION_CREDENTIALS");
+    const char *path = NULL, *field = "credentials.file";
+    char why[384];
+    int r;
+
+    memset(o, 0, sizeof(*o));
+    memset(key, 0, sizeof(*key));
+    o->token_url = prov->token_url;
+    o->audience = prov->token_audience;
+    o->metadata_url = prov->metadata_url;
+    if (strcmp(source, "file") == 0) {
+        path = prov->credentials.file;
+    } else if (strcmp(source, "env") == 0 || (strcmp(source, "none") == 0 && env && *env)) {
+        path = env;
+        field = "credentials (GOOGLE_APPLICATION_CREDENTIALS)";
+        if (!path || !*path) {
+            snprintf(err, errsize, "providers[%zu].credentials.source is \"env\" but "
+                     "GOOGLE_APPLICATION_CREDENTIALS is not set", index);
+            return TM_EINVAL;
+        }
+    } else if (strcmp(source, "instance_role") != 0 && strcmp(source, "none") != 0) {
+        snprintf(err, errsize, "providers[%zu].credentials.source: \"%s\" is not a gcp source",
+                 index, source);
+        return TM_EINVAL;
+    }
+    if (!path) {
+        o->source = TM_GCP_TOKEN_METADATA;
+        return 0;
+    }
+    r = tm_gcp_key_load(path, key, why, sizeof(why));
+    if (r < 0) {
+        snprintf(err, errsize, "providers[%zu].%s: %s", index, field, why);
+        return r;
+    }
+    o->source = TM_GCP_TOKEN_KEY;
+    o->key = key;
+    return 0;
+}
+
+static uint64_t env_u64(const char *name, uint64_t dflt)
+{
+    const char *s = getenv(name);
+    char *end;
+    unsigned long long v;
+
+    if (!s || !*s)
+        return dflt;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    return errno || *end ? dflt : v;
+}
+
+int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
+                              const struct tm_config_provider *prov,
+                              const struct tm_gcp_provider_options *opts, struct tm_provider **ret)
+{
+    struct tm_gcp_provider_options dflt = {0};
+    struct tm_gce_options go = {0};
+    struct tm_gcp_key key;
+    struct gcp_provider *gp;
+    size_t index = 0;
+    char err[512] = "";
+    const char *image;
+    int r;
+
+    if (!loop || !cfg || !prov || !ret || !prov->kind || strcmp(prov->kind, "gcp") != 0 ||
+        !fits(prov->name) || !cfg->cluster || !fits(cfg->cluster))
+        return TM_EINVAL;
+    for (size_t i = 0; i < cfg->nproviders; i++)
+        if (&cfg->providers[i] == prov)
+            index = i;
+    if (!prov->project || !*prov->project) {
+        tm_log_error("could not create gcp provider: providers[].project: missing",
+                     "provider=%s field=providers[%zu].project", prov->name, index);
+        return TM_EINVAL;
+    }
+    if (!opts) {
+        dflt.retry.max_attempts = (unsigned)env_u64("TARMAC_GCP_MAX_ATTEMPTS", 0);
+        dflt.retry.max_total_delay_ms = env_u64("TARMAC_GCP_MAX_RETRY_DELAY_MS", 0);
+        dflt.retry.base_delay_ms = env_u64("TARMAC_GCP_BASE_DELAY_MS", 0);
+        dflt.timeout_ms = (long)env_u64("TARMAC_GCP_TIMEOUT_MS", 0);
+        dflt.list_page_size = (int)env_u64("TARMAC_GCP_PAGE_SIZE", 0);
+        opts = &dflt;
+    }
+    r = tm_gcp_resolve_auth(prov, index, &key, &go.auth, err, sizeof(err));
+    if (r < 0) {
+        tm_log_error("could not create gcp provider: bad credentials", "provider=%s error=\"%s\"",
+                     prov->name, err);
+        return r;
+    }
+    gp = calloc(1, sizeof(*gp));
+    if (!gp) {
+        tm_gcp_key_release(&key);
+        return TM_ENOMEM;
+    }
+    gp->base.ops = &gcp_ops;
+    gp->base.impl = gp;
+    gp->loop = loop;
+    snprintf(gp->name, sizeof(gp->name), "%s", prov->name);
+    snprintf(gp->cluster, sizeof(gp->cluster), "%s", cfg->cluster);
+    gp->page_size = opts->list_page_size > 0 ? opts->list_page_size : 500;
+    gp->shortage_ttl_ms = opts->shortage_ttl_ms ? opts->shortage_ttl_ms : 10 * 60 * 1000;
+    gp->max_relaunch = 3;
+    image = opts->image ? opts->image : prov->image_id ? prov->image_id : getenv("TARMAC_GCP_IMAGE");
+    gp->image = strdup(image && *image ? image : DEFAULT_IMAGE);
+    r = gp->image ? copy_config(gp, cfg, prov) : TM_ENOMEM;
+    if (r < 0)
+        goto fail;
+    go.endpoint = prov->endpoint;
+    go.project = prov->project;
+    go.retry = opts->retry;
+    go.timeout_ms = opts->timeout_ms;
+    go.auth_cooldown_ms = opts->auth_cooldown_ms;
+    go.seed = opts->seed;
+    r = tm_gce_create(loop, &go, &gp->gce);
+    if (r < 0)
+        goto fail;
+    tm_gcp_key_release(&key);
+    tm_log_info("gcp provider ready", "provider=%s project=%s endpoint=%s auth=%s pools=%zu",
+                gp->name, prov->project, tm_gce_endpoint(gp->gce),
+                go.auth.source == TM_GCP_TOKEN_KEY ? "service_account_key" : "metadata_server",
+                gp->npools);
+    *ret = &gp->base;
+    return 0;
+fail:
+    tm_gcp_key_release(&key);
+    provider_free(gp);
+    return r;
+}
+
+int tm_gcp_provider_create(uv_loop_t *loop, const struct tm_config *cfg,
+                           const struct tm_config_provider *prov, struct tm_provider **ret)
+{
+    return tm_gcp_provider_create_ex(loop, cfg, prov, NULL, ret);
+}
+
+static void on_gce_closed(void *data)
+{
+    struct gcp_provider *gp = data;
+    void (*done)(void *data) = gp->close_done;
+    void *done_data = gp->close_data;
+
+    provider_free(gp);
+    if (done)
+        done(done_data);
+}
+
+static void gcp_close(struct tm_provider *p, void (*done)(void *data), void *data)
+{
+    struct gcp_provider *gp = impl(p);
+
+    if (gp->closing)
+        return;
+    gp->closing = true;
+    gp->close_done = done;
+    gp->close_data = data;
+    tm_gce_close(gp->gce, on_gce_closed, gp);
+}
+
+static const struct tm_provider_ops gcp_ops = {
+    .name = "gcp",
+    .launch = gcp_launch,
+    .terminate = gcp_terminate,
+    .list = gcp_list,
+    .price = gcp_price,
+    .close = gcp_close,
+};

@@ -1,0 +1,179 @@
+/*
+ * tests/unit/providers/azure/test_azure_config.c: an azure provider's
+ * section refused at config load, the message naming the field: a missing
+ * tenant, subscription, resource group, subnet, image or SSH key; a VM size
+ * the file does not describe or that is not an Azure size; a zone that is
+ * not 1, 2 or 3; the azure section on another kind.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "core/config.h"
+#include "core/err.h"
+
+#define PROVIDER_HEAD                                                                            \
+    "database:\n  url: postgresql://x@127.0.0.1/x\ncluster: c1\nproviders:\n"                  \
+    "  - name: az\n    kind: azure\n    region: eastus\n    credentials:\n      source: env\n"
+
+static const char *azure_ok =
+    "    azure:\n"
+    "      tenant_id: t\n      subscription_id: s\n      resource_group: g\n"
+    "      subnet_id: /subscriptions/s/resourceGroups/g/providers/Microsoft.Network/"
+    "virtualNetworks/v/subnets/d\n"
+    "      image: \"Canonical:ubuntu:22_04-lts:latest\"\n"
+    "      ssh_public_key: \"ssh-ed25519 AAAA k\"\n";
+
+static const char *types =
+    "    instance_types:\n"
+    "      - {name: Standard_NC24ads_A100_v4, gpus: 1, gpu_model: A100, cpu_milli: 24000,\n"
+    "         memory_mib: 220000, on_demand_price: \"3.67\", spot_price: \"0.88\"}\n";
+
+static int load(const char *azure, const char *typ, const char *pool_type, const char *zones,
+                char *err, size_t errsize)
+{
+    char text[4096];
+    struct tm_config cfg = {0};
+    int r;
+
+    snprintf(text, sizeof(text),
+             PROVIDER_HEAD "%s%s"
+             "pools:\n  - name: gpu\n    provider: az\n    zones: %s\n"
+             "    instance_types: [%s]\n    gpu_model: A100\n    gpus_per_node: 1\n"
+             "    capacity_type: spot\n    min_nodes: 0\n    max_nodes: 2\n",
+             azure, typ, zones, pool_type);
+    err[0] = '\0';
+    r = tm_config_load_string(text, strlen(text), "t.yaml", &cfg, err, errsize);
+    if (r == 0)
+        tm_config_release(&cfg);
+    return r;
+}
+
+static void test_ok(void **state)
+{
+    char err[512];
+
+    (void)state;
+    assert_int_equal(load(azure_ok, types, "Standard_NC24ads_A100_v4", "[\"1\", \"2\"]", err,
+                          sizeof(err)), 0);
+}
+
+static void test_example_loads(void **state)
+{
+    struct tm_config cfg = {0};
+    char err[512], path[1024];
+
+    (void)state;
+    snprintf(path, sizeof(path), "%s/config/example-azure.yaml", TM_SOURCE_DIR);
+    assert_int_equal(tm_config_load(path, &cfg, err, sizeof(err)), 0);
+    assert_string_equal(cfg.providers[0].azure.resource_group, "tarmac-prod");
+    assert_string_equal(cfg.providers[0].azure.admin_username, "tarmac");
+    tm_config_release(&cfg);
+}
+
+static void expect_missing(const char *key)
+{
+    char azure[1024], err[512], want[128];
+    const char *p, *nl;
+
+    /* azure_ok without the line holding key */
+    p = strstr(azure_ok, key);
+    assert_non_null(p);
+    while (p > azure_ok && p[-1] != '\n')
+        p--;
+    nl = strchr(p, '\n');
+    snprintf(azure, sizeof(azure), "%.*s%s", (int)(p - azure_ok), azure_ok, nl + 1);
+    assert_int_equal(load(azure, types, "Standard_NC24ads_A100_v4", "[\"1\"]", err, sizeof(err)),
+                     TM_EINVAL);
+    snprintf(want, sizeof(want), "providers[0].azure.%s", key);
+    if (!strstr(err, want) || !strstr(err, "missing required key"))
+        fail_msg("for %s: %s", key, err);
+}
+
+static void test_missing_fields(void **state)
+{
+    (void)state;
+    expect_missing("tenant_id");
+    expect_missing("subscription_id");
+    expect_missing("resource_group");
+    expect_missing("subnet_id");
+    expect_missing("image");
+    expect_missing("ssh_public_key");
+}
+
+static void test_unknown_size(void **state)
+{
+    char err[512];
+
+    (void)state;
+    assert_int_equal(load(azure_ok, types, "Standard_NC96ads_A100_v9", "[\"1\"]", err,
+                          sizeof(err)), TM_EINVAL);
+    assert_non_null(strstr(err, "pools[0].instance_types[0]"));
+    assert_non_null(strstr(err, "unknown VM size \"Standard_NC96ads_A100_v9\""));
+    assert_int_equal(load(azure_ok,
+                          "    instance_types:\n      - {name: p4d.24xlarge, gpus: 1, gpu_model: "
+                          "A100, cpu_milli: 1, memory_mib: 1, on_demand_price: \"1\", spot_price: "
+                          "\"1\"}\n", "p4d.24xlarge", "[\"1\"]", err, sizeof(err)), TM_EINVAL);
+    assert_non_null(strstr(err, "providers[0].instance_types[0].name"));
+}
+
+static void test_unknown_zone(void **state)
+{
+    char err[512];
+
+    (void)state;
+    assert_int_equal(load(azure_ok, types, "Standard_NC24ads_A100_v4", "[\"1\", \"eastus-4\"]",
+                          err, sizeof(err)), TM_EINVAL);
+    assert_non_null(strstr(err, "pools[0].zones[1]"));
+    assert_non_null(strstr(err, "unknown Azure zone \"eastus-4\""));
+}
+
+static void test_bad_subnet(void **state)
+{
+    char azure[1024], err[512];
+    const char *p = strstr(azure_ok, "      subnet_id:"), *nl = strchr(p, '\n');
+
+    (void)state;
+    snprintf(azure, sizeof(azure), "%.*s      subnet_id: default\n%s", (int)(p - azure_ok),
+             azure_ok, nl + 1);
+    assert_int_equal(load(azure, types, "Standard_NC24ads_A100_v4", "[\"1\"]", err, sizeof(err)),
+                     TM_EINVAL);
+    assert_non_null(strstr(err, "providers[0].azure.subnet_id"));
+}
+
+static void test_azure_section_on_other_kind(void **state)
+{
+    const char *text =
+        "database:\n  url: postgresql://x@127.0.0.1/x\ncluster: c1\nproviders:\n"
+        "  - name: a\n    kind: aws\n    region: us-east-1\n    azure:\n      tenant_id: t\n"
+        "pools:\n  - name: p\n    provider: a\n    zones: [us-east-1a]\n"
+        "    instance_types: [p4d.24xlarge]\n    gpu_model: A100\n    gpus_per_node: 8\n"
+        "    capacity_type: on_demand\n    min_nodes: 0\n    max_nodes: 1\n";
+    struct tm_config cfg = {0};
+    char err[512];
+
+    (void)state;
+    assert_int_equal(tm_config_load_string(text, strlen(text), "t.yaml", &cfg, err, sizeof(err)),
+                     TM_EINVAL);
+    assert_non_null(strstr(err, "providers[0].azure"));
+    assert_non_null(strstr(err, "only for kind azure"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ok),
+        cmocka_unit_test(test_example_loads),
+        cmocka_unit_test(test_missing_fields),
+        cmocka_unit_test(test_unknown_size),
+        cmocka_unit_test(test_unknown_zone),
+        cmocka_unit_test(test_bad_subnet),
+        cmocka_unit_test(test_azure_section_on_other_kind),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
