@@ -43,21 +43,24 @@
     " (SELECT coalesce(string_agg(DISTINCT gpu_model, ', '), '') FROM pools) AS known_models,"  \
     " (SELECT coalesce(string_agg(name, ', ' ORDER BY name), '') FROM pools) AS known_pools,"   \
     " clock_timestamp() < to_timestamp($18::bigint / 1000.0) AS in_time)"
-#define SUBMIT_INS                                                                              \
+/* ENV and IMAGE: the parameters holding the job's env (jsonb text or
+ * NULL) and image, numbered after each statement's own. */
+#define SUBMIT_INS(ENV, IMAGE)                                                                  \
     " ins AS (INSERT INTO jobs (team, name, command, gpus, gpu_milli, nodes, cpu_milli,"        \
     "   memory_mib, gpu_model, pool, class, priority, preemptible, checkpointable,"             \
-    "   runtime_estimate_ms, deadline_ms, submitted_ms)"                                        \
+    "   runtime_estimate_ms, deadline_ms, submitted_ms, env, image)"                            \
     "  SELECT $1, $2, $3, $4::int, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"                \
-    "   nullif($15::bigint, 0), nullif($16::bigint, 0), $17"                                    \
+    "   nullif($15::bigint, 0), nullif($16::bigint, 0), $17,"                                   \
+    "   coalesce(" ENV "::jsonb, '{}'::jsonb), " IMAGE "::text"                                 \
     "  FROM chk WHERE chk.pools > 0 AND chk.models > 0 AND $4::int <= chk.max_gpus AND chk.in_time"
 #define SUBMIT_OUT " chk.pools, chk.models, chk.max_gpus, chk.known_models, chk.known_pools, chk.in_time"
 
 static const char submit_sql[] =
-    "WITH " SUBMIT_CHK "," SUBMIT_INS "  RETURNING *)"
+    "WITH " SUBMIT_CHK "," SUBMIT_INS("$19", "$20") "  RETURNING *)"
     " SELECT (SELECT " JOB_JSON " FROM ins j)," SUBMIT_OUT " FROM chk";
 
 /* With an Idempotency-Key ($19 the token's hash, $20 the key, $21 the
- * body's hash): an earlier answer under the same key and token (prev)
+ * body's hash; $22 and $23 the env and image): an earlier answer under the same key and token (prev)
  * means no insert; a new job records its answer in the same statement.
  * Two concurrent requests with one key: the second's insert of the key
  * collides (23505) and rolls its job back; it is then run again, and
@@ -65,7 +68,7 @@ static const char submit_sql[] =
 static const char submit_idem_sql[] =
     "WITH prev AS (SELECT body_hash, response FROM api_idempotency"
     "   WHERE token_hash = $19 AND key = $20), " SUBMIT_CHK ","
-    SUBMIT_INS " AND NOT EXISTS (SELECT 1 FROM prev) RETURNING *),"
+    SUBMIT_INS("$22", "$23") " AND NOT EXISTS (SELECT 1 FROM prev) RETURNING *),"
     " doc AS (SELECT j.id, " JOB_JSON "::text AS d FROM ins j),"
     " rec AS (INSERT INTO api_idempotency (token_hash, key, body_hash, job_id, response)"
     "  SELECT $19, $20, $21, id, d FROM doc RETURNING 1)"
@@ -212,7 +215,7 @@ void tm_api_jobs_submit(struct api_call *c)
     const char *body;
     size_t len;
     struct submit_text text;
-    const char *params[SUBMIT_NPARAMS + 4];
+    const char *params[SUBMIT_NPARAMS + 6];
     char key[256], body_hash[TM_TOKEN_HASH_LEN + 1];
     int k;
 
@@ -239,16 +242,28 @@ void tm_api_jobs_submit(struct api_call *c)
     submit_params(&spec, tm_api_now_ms(c), &text, params);
     fmt_i64(text.until, sizeof(text.until), wall_deadline_ms(c));
     params[SUBMIT_NPARAMS] = text.until;
+    /* env and image (the node agent's) follow each statement's own. */
+    char *env = spec.env ? cJSON_PrintUnformatted(spec.env) : NULL;
+    if (spec.env && !env) {
+        cJSON_Delete(root);
+        tm_api_fail(c, 500, NULL, "out of memory");
+        return;
+    }
     /* pg_uv copies the parameters: the document can go now. */
     if (k == 1 && tm_token_hash(body, len, body_hash) == 0) {
         c->flag = true;
         params[SUBMIT_NPARAMS + 1] = c->hash;
         params[SUBMIT_NPARAMS + 2] = key;
         params[SUBMIT_NPARAMS + 3] = body_hash;
-        tm_api_query(c, submit_idem_sql, SUBMIT_NPARAMS + 4, params, on_submit);
+        params[SUBMIT_NPARAMS + 4] = env;
+        params[SUBMIT_NPARAMS + 5] = spec.image;
+        tm_api_query(c, submit_idem_sql, SUBMIT_NPARAMS + 6, params, on_submit);
     } else {
-        tm_api_query(c, submit_sql, SUBMIT_NPARAMS + 1, params, on_submit);
+        params[SUBMIT_NPARAMS + 1] = env;
+        params[SUBMIT_NPARAMS + 2] = spec.image;
+        tm_api_query(c, submit_sql, SUBMIT_NPARAMS + 3, params, on_submit);
     }
+    free(env);
     cJSON_Delete(root);
 }
 
@@ -542,7 +557,9 @@ void tm_api_jobs_submit_fast(struct api_call *c)
         tm_api_authenticate(c);
         return;
     }
-    if ((c->role == TM_ROLE_ENGINEER && strcmp(spec.team, c->team) != 0) ||
+    /* The batch carries no env or image: such a job takes the normal path. */
+    if (spec.env || spec.image ||
+        (c->role == TM_ROLE_ENGINEER && strcmp(spec.team, c->team) != 0) ||
         tm_job_fit_check(tm_api_config(c), &spec, &err) < 0 || !tm_api_rate_take(c)) {
         cJSON_Delete(root);
         tm_api_authenticate(c);
