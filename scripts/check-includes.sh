@@ -22,6 +22,7 @@ function allowed(f) {
     if (f ~ /^controller\/daemon\//)
         return "core/ controller/sched/ controller/fleet/ controller/spec/ controller/reconcile/ " \
                "controller/io/ controller/store/ controller/api/ providers/"
+    if (f ~ /^controller\/agent\//) return "core/ controller/io/ controller/spec/"
     if (f ~ /^controller\/cli\//) return "core/ controller/ providers/"
     if (f == "controller/main.c") return "controller/cli/cli.h"
     if (f ~ /^providers\/registry\./) return "core/ providers/"
