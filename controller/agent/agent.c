@@ -17,14 +17,11 @@
 
 #include "controller/agent/body.h"
 #include "controller/agent/internal.h"
+#include "controller/agent/metadata.h"
 #include "controller/io/http_uv.h"
 #include "core/err.h"
 #include "core/log.h"
 
-#if __has_include("controller/agent/metadata.h")
-#include "controller/agent/metadata.h"
-#define TM_AGENT_HAVE_METADATA 1
-#endif
 
 extern char **environ;
 
@@ -347,7 +344,6 @@ void tm_agent_job_gone(struct tm_agent *ag)
         agent_shutdown(ag, 0);
         return;
     }
-#ifdef TM_AGENT_HAVE_METADATA
     if (ag->notice_active && !ag->notice_acked && ag->md_watch && ag->notice_event[0]) {
         bool any = false;
         for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
@@ -358,7 +354,6 @@ void tm_agent_job_gone(struct tm_agent *ag)
             tm_log_info("interruption acknowledged: no job runs", "event=%s", ag->notice_event);
         }
     }
-#endif
 }
 
 static void apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a)
@@ -509,7 +504,6 @@ static void on_tick(uv_timer_t *t)
 
 /* ---- interruption notices ------------------------------------------------------ */
 
-#ifdef TM_AGENT_HAVE_METADATA
 static void on_interruption_posted(const struct tm_http_response *resp, void *data)
 {
     struct tm_agent *ag = data;
@@ -535,8 +529,6 @@ static void on_notice(const struct tm_md_notice *n, void *data)
     ag->notice_acked = false;
     snprintf(ag->notice_event, sizeof(ag->notice_event), "%s", n->event_id);
     snprintf(reason, sizeof(reason), "%.8s %.32s", n->cloud, n->action);
-    tm_log_warn("interruption notice from the metadata service", "cloud=%.8s action=%.32s deadline_ms=%lld",
-                n->cloud, n->action, (long long)n->deadline_ms);
     body = tm_agent_body_interruption(reason, n->deadline_ms);
     if (body) {
         url_for(ag, url, sizeof(url), "/v1/nodes/%lld/interruption", (long long)ag->o.node_id);
@@ -548,7 +540,6 @@ static void on_notice(const struct tm_md_notice *n, void *data)
             tm_agent_job_stop(j, ag->o.checkpoint_signal, "stopped");
     tm_agent_job_gone(ag);
 }
-#endif
 
 static void start_metadata(struct tm_agent *ag)
 {
@@ -556,7 +547,6 @@ static void start_metadata(struct tm_agent *ag)
 
     if (!kind || strcmp(kind, "none") == 0)
         return;
-#ifdef TM_AGENT_HAVE_METADATA
     {
         struct tm_md_watch *w = NULL;
         int r = tm_md_watch_start(ag->loop, ag->http, kind, ag->o.metadata_url, on_notice, ag, &w);
@@ -565,9 +555,6 @@ static void start_metadata(struct tm_agent *ag)
         else
             ag->md_watch = w;
     }
-#else
-    tm_log_warn("this build has no metadata pollers: interruption notices are not watched", "kind=%s", kind);
-#endif
 }
 
 /* ---- start, enrollment, shutdown --------------------------------------------------- */
@@ -715,11 +702,9 @@ static void agent_shutdown(struct tm_agent *ag, int code)
     ag->exit_code = code;
     if (ag->started)
         tm_agent_save_state(ag);
-#ifdef TM_AGENT_HAVE_METADATA
     if (ag->md_watch)
         tm_md_watch_stop(ag->md_watch);
     ag->md_watch = NULL;
-#endif
     uv_timer_stop(&ag->hb_timer);
     uv_timer_stop(&ag->sample_timer);
     uv_timer_stop(&ag->tick_timer);

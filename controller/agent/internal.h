@@ -20,6 +20,7 @@
 #define TM_AGENT_DONE_CAP 256      /* finished (job, attempt) pairs remembered */
 
 struct tm_agent;
+struct tm_md_watch;
 
 struct tm_agent_job {
     struct tm_agent_job *next;
@@ -88,7 +89,7 @@ struct tm_agent {
     size_t ndone, done_next;
 
     /* metadata notices */
-    void *md_watch;
+    struct tm_md_watch *md_watch;
     bool notice_active;
     bool notice_acked;
     char notice_event[128];
