@@ -121,6 +121,8 @@ void tm_agent_save_state(struct tm_agent *ag)
     }
     st.reports = ag->reports;
     st.nreports = ag->nreports;
+    st.done = ag->done;
+    st.ndone = ag->ndone;
     r = tm_agent_state_write(ag->state_path, &st);
     if (r < 0)
         tm_log_error("could not write the state file", "path=%s err=%s", ag->state_path, tm_strerror(r));
@@ -129,7 +131,7 @@ void tm_agent_save_state(struct tm_agent *ag)
 
 void tm_agent_remember_done(struct tm_agent *ag, int64_t job_id, int64_t attempt)
 {
-    ag->done[ag->done_next] = (struct tm_agent_done){job_id, attempt};
+    ag->done[ag->done_next] = (struct tm_agent_state_done){job_id, attempt};
     ag->done_next = (ag->done_next + 1) % TM_AGENT_DONE_CAP;
     if (ag->ndone < TM_AGENT_DONE_CAP)
         ag->ndone++;
@@ -584,6 +586,8 @@ static void begin(struct tm_agent *ag)
         return;
     }
     ag->started = true;
+    for (size_t i = 0; i < st.ndone && i < TM_AGENT_DONE_CAP; i++)
+        tm_agent_remember_done(ag, st.done[i].job_id, st.done[i].attempt);
     for (size_t i = 0; i < st.nreports; i++)
         tm_agent_add_report(ag, &st.reports[i]);
     r = tm_agent_jobs_adopt(ag, &st);

@@ -46,10 +46,6 @@ struct tm_agent_job {
     char cgroup[PATH_MAX];     /* "" when not in a cgroup of its own */
 };
 
-struct tm_agent_done {
-    int64_t job_id, attempt;
-};
-
 struct tm_agent {
     uv_loop_t *loop;
     struct tm_agent_options o;
@@ -85,7 +81,7 @@ struct tm_agent {
     bool report_inflight;
     uint64_t report_next_ms;
     int64_t report_backoff_ms;
-    struct tm_agent_done done[TM_AGENT_DONE_CAP];
+    struct tm_agent_state_done done[TM_AGENT_DONE_CAP];
     size_t ndone, done_next;
 
     /* metadata notices */

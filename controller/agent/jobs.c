@@ -120,6 +120,8 @@ static void job_ended(struct tm_agent_job *j, bool known, int status, int term_s
         /* re-adopted, and killed before its wrapper could write: unknown */
         snprintf(r.reason, sizeof(r.reason), "%s", j->stopping[0] ? j->stopping : "lost");
     }
+    if (ag->o.log_cap_bytes > 0)
+        tm_agent_log_cap(j->log_path, ag->o.log_cap_bytes, &j->log_dropped);
     tm_agent_log_tail(j->log_path, j->log_dropped, r.tail, sizeof(r.tail));
     /* Whatever of the group outlived its leader (a background child) goes too. */
     if (j->pid > 1)

@@ -55,7 +55,7 @@ static cJSON *report_json(const struct tm_agent_report *r)
 
 int tm_agent_state_write(const char *path, const struct tm_agent_state *st)
 {
-    cJSON *root = cJSON_CreateObject(), *jobs, *reps;
+    cJSON *root = cJSON_CreateObject(), *jobs, *reps, *done;
     char tmp[4096];
     char *text = NULL;
     int fd = -1, r = 0;
@@ -65,7 +65,8 @@ int tm_agent_state_write(const char *path, const struct tm_agent_state *st)
         return -ENOMEM;
     jobs = cJSON_AddArrayToObject(root, "jobs");
     reps = cJSON_AddArrayToObject(root, "reports");
-    if (!jobs || !reps) {
+    done = cJSON_AddArrayToObject(root, "done");
+    if (!jobs || !reps || !done) {
         r = -ENOMEM;
         goto out;
     }
@@ -79,6 +80,13 @@ int tm_agent_state_write(const char *path, const struct tm_agent_state *st)
             r = -ENOMEM;
             goto out;
         }
+    for (size_t i = 0; i < st->ndone; i++) {
+        double pair[2] = {(double)st->done[i].job_id, (double)st->done[i].attempt};
+        if (!cJSON_AddItemToArray(done, cJSON_CreateDoubleArray(pair, 2))) {
+            r = -ENOMEM;
+            goto out;
+        }
+    }
     text = cJSON_PrintUnformatted(root);
     if (!text) {
         r = -ENOMEM;
@@ -195,7 +203,7 @@ int tm_agent_state_parse(const char *body, size_t len, struct tm_agent_state *re
 {
     struct tm_agent_state st = {0};
     cJSON *root = cJSON_ParseWithLength(body, len);
-    const cJSON *jobs, *reps, *e;
+    const cJSON *jobs, *reps, *done, *e;
     int r = 0;
 
     if (!root || !cJSON_IsObject(root)) {
@@ -204,9 +212,28 @@ int tm_agent_state_parse(const char *body, size_t len, struct tm_agent_state *re
     }
     jobs = cJSON_GetObjectItemCaseSensitive(root, "jobs");
     reps = cJSON_GetObjectItemCaseSensitive(root, "reports");
-    if ((jobs && !cJSON_IsArray(jobs)) || (reps && !cJSON_IsArray(reps))) {
-        r = bad(err, errlen, "jobs and reports must be arrays");
+    done = cJSON_GetObjectItemCaseSensitive(root, "done");
+    if ((jobs && !cJSON_IsArray(jobs)) || (reps && !cJSON_IsArray(reps)) || (done && !cJSON_IsArray(done))) {
+        r = bad(err, errlen, "jobs, reports and done must be arrays");
         goto out;
+    }
+    if (cJSON_GetArraySize(done) > 0) {
+        st.done = calloc((size_t)cJSON_GetArraySize(done), sizeof(*st.done));
+        if (!st.done) {
+            r = TM_ENOMEM;
+            goto out;
+        }
+    }
+    cJSON_ArrayForEach(e, done)
+    {
+        const cJSON *a = cJSON_GetArrayItem(e, 0), *b = cJSON_GetArrayItem(e, 1);
+        if (!cJSON_IsArray(e) || !cJSON_IsNumber(a) || !cJSON_IsNumber(b)) {
+            r = bad(err, errlen, "done[%zu]: must be [job_id, attempt]", st.ndone);
+            goto out;
+        }
+        st.done[st.ndone].job_id = (int64_t)a->valuedouble;
+        st.done[st.ndone].attempt = (int64_t)b->valuedouble;
+        st.ndone++;
     }
     if (cJSON_GetArraySize(jobs) > 0) {
         st.jobs = calloc((size_t)cJSON_GetArraySize(jobs), sizeof(*st.jobs));
@@ -267,6 +294,7 @@ void tm_agent_state_release(struct tm_agent_state *st)
         return;
     free(st->jobs);
     free(st->reports);
+    free(st->done);
     memset(st, 0, sizeof(*st));
 }
 

@@ -4,10 +4,12 @@
  *   {"jobs":[{"job_id":7,"attempt":2,"pid":4242,"start_time":123456,
  *             "checkpointable":true,"stopping":"stopped","log_dropped":0}],
  *    "reports":[{"job_id":6,"attempt":1,"exit_code":3,"signal":null,
- *                "reason":"exited","output_tail":"..."}]}
+ *                "reason":"exited","output_tail":"..."}],
+ *    "done":[[6,1],[5,3]]}
  *
  * jobs are the processes running; reports are exits not yet accepted by
- * the controller.  Written whole on every change to a temporary file,
+ * the controller; done are the last attempts that ended here (bounded), so
+ * a stale answer that still lists one never starts it again.  Written whole on every change to a temporary file,
  * fsync'd and renamed over the old one, so a kill -9 leaves either the old
  * file or the new one.  start_time is field 22 of /proc/PID/stat (clock
  * ticks since boot): with the pid it names one process, since pids are
@@ -42,7 +44,14 @@ struct tm_agent_report {
     char tail[TM_AGENT_TAIL_MAX + 1];
 };
 
+struct tm_agent_state_done {
+    int64_t job_id;
+    int64_t attempt;
+};
+
 struct tm_agent_state {
+    size_t ndone;                      /* attempts that ran here and ended: never again */
+    struct tm_agent_state_done *done;
     size_t njobs;
     struct tm_agent_state_job *jobs;
     size_t nreports;
