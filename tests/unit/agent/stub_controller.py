@@ -30,6 +30,7 @@ def main():
     ap.add_argument("--terminated", action="store_true")
     ap.add_argument("--stale-starts", action="store_true")
     ap.add_argument("--quiet-record", action="store_true", help="record only the paths")
+    ap.add_argument("--heartbeat-record", help="heartbeats go here instead of --record")
     args = ap.parse_args()
     lock = threading.Lock()
 
@@ -43,7 +44,10 @@ def main():
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the agent was killed mid-answer, as the tests do on purpose
 
         def do_POST(self):
             n = int(self.headers.get("Content-Length") or 0)
@@ -55,8 +59,11 @@ def main():
             rec = {"method": "POST", "path": self.path, "auth": self.headers.get("Authorization")}
             if not args.quiet_record:
                 rec["body"] = body
+            target = args.record
+            if args.heartbeat_record and self.path.endswith("/heartbeat"):
+                target = args.heartbeat_record
             with lock:
-                with open(args.record, "a") as f:
+                with open(target, "a") as f:
                     f.write(json.dumps(rec) + "\n")
             p = self.path
             if p == "/v1/agent/enroll":
