@@ -142,6 +142,31 @@ echo "[$SECONDS s] ok 3 re-adoption after kill -9, lost on a start-time mismatch
 stop_agent
 pkill -9 -f "sleep 30" 2>/dev/null || true   # job 5's own process, left alone as not ours
 
+# 3b. the controller away: said once, samples kept, batched when it returns.
+echo '[]' >"$T/asg.json"
+start_agent agent3b.log
+sleep 1
+PORT=$(cat "$T/port")
+stop_stub
+DOWN_MS=$("$PY" -c 'import time; print(int(time.time() * 1000))')
+sleep 2.5
+kill -0 "$AGENT_PID" || fail "agent died while the controller was away"
+: >"$T/hb.jsonl"
+start_stub --port "$PORT"
+for _ in $(seq 80); do grep -q "reachable again" "$T/agent3b.log" && break; sleep 0.1; done
+grep -q "reachable again" "$T/agent3b.log" || fail "agent did not come back"
+[ "$(grep -c 'controller unreachable' "$T/agent3b.log")" = 1 ] || fail "outage not said exactly once"
+sleep 0.5
+"$PY" - "$T/hb.jsonl" "$DOWN_MS" <<'PY' || fail "samples taken during the outage were not sent"
+import json, sys
+down = int(sys.argv[2])
+hb = [json.loads(l)["body"] for l in open(sys.argv[1])]
+during = [s for b in hb for s in b["samples"] if down + 300 <= s["at_ms"] <= down + 2000]
+sys.exit(0 if len(during) >= 4 else 1)
+PY
+echo "[$SECONDS s] ok 3b controller away: retried, said once, samples batched after"
+stop_agent
+
 # 4. a malformed answer: logged once, nothing changes, no crash.
 printf 'RAW:{"assignments":[{"job_id":6,"attempt":1,"comm' >"$T/asg.json"
 start_agent agent4.log
