@@ -116,6 +116,7 @@ void tm_agent_save_state(struct tm_agent *ag)
         s->pid = j->pid;
         s->start_time = j->start_time;
         s->checkpointable = j->checkpointable;
+        s->start_reported = j->start_reported;
         snprintf(s->stopping, sizeof(s->stopping), "%s", j->stopping);
         s->log_dropped = j->log_dropped;
     }
@@ -241,6 +242,7 @@ static void on_start_report(const struct tm_http_response *resp, void *data)
     j->start_inflight = false;
     if (resp->status == 0 && resp->http_status >= 200 && resp->http_status < 300) {
         j->start_reported = true;
+        tm_agent_save_state(ag);
     } else if (resp->status == 0 && resp->http_status == 409) {
         tm_log_warn("the controller refused this attempt as stale, killing it", "job=%lld attempt=%lld",
                     (long long)j->job_id, (long long)j->attempt);

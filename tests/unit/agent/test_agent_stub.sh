@@ -174,11 +174,27 @@ sleep 1.5
 kill -0 "$AGENT_PID" || fail "agent died on a malformed answer"
 [ "$(grep -c 'could not read the heartbeat answer' "$T/agent4.log")" = 1 ] || fail "malformed answer not logged once"
 
+# 4b. no NVML (none on a test machine) and no fake file: one message, heartbeats without samples.
+stop_agent
+: >"$T/hb.jsonl"
+"$BIN" agent --controller "$URL" --node-id 1 --work-dir "$T/w" --heartbeat-period 300ms \
+    --sample-period 200ms >"$T/agent4b.log" 2>&1 &
+AGENT_PID=$!
+sleep 1.5
+stop_agent
+if ! grep -q 'source=nvml' "$T/agent4b.log"; then
+    [ "$(grep -c 'no GPU telemetry' "$T/agent4b.log")" = 1 ] || fail "no-GPU message not said once"
+    "$PY" - "$T/hb.jsonl" <<'PY' || fail "heartbeats without a GPU source carried samples"
+import json, sys
+hb = [json.loads(l)["body"] for l in open(sys.argv[1])]
+sys.exit(0 if hb and all(not b["samples"] and not b["gpus"] for b in hb) else 1)
+PY
+fi
+
 # 5. the log cap: a job writing past it keeps the file bounded and says so.
 cat >"$T/asg.json" <<'J'
 [{"job_id":7,"attempt":1,"command":"for i in 1 2 3 4 5 6; do head -c 400000 /dev/zero | tr '\\0' x; sleep 0.4; done; echo END"}]
 J
-stop_agent
 start_agent agent5.log --log-cap 100000
 wait_for 15 'len(exits(7)) == 1'
 py '"bytes dropped" in exits(7)[0]["output_tail"] and exits(7)[0]["output_tail"].endswith("END\n")' || fail "log cap note"
