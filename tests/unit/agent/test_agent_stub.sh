@@ -229,6 +229,30 @@ for _ in $(seq 30); do grep -q '^kill|tarmac-11-1|' "$T/docker.log" && break; sl
 grep -q '^kill|tarmac-11-1|' "$T/docker.log" || fail "no docker kill after the stop: $(cat "$T/docker.log")"
 echo "[$SECONDS s] ok 5 container template, docker kill on a stop"
 stop_agent
+
+# 5c. a notice from the (local) metadata service: the interruption posted at
+# once, the checkpointable job gets the configured signal with its
+# checkpoint directory, the plain one is left to the controller, and the
+# notice is acknowledged once no job runs.
+cat >"$T/asg.json" <<J
+[{"job_id":12,"attempt":3,"command":"trap 'echo saved \$TARMAC_CHECKPOINT_DIR \$TARMAC_ATTEMPT; exit 0' USR1; while :; do sleep 0.1; done","checkpointable":true,"checkpoint_dir":"$T/ck"},
+ {"job_id":13,"attempt":1,"command":"sleep 30"}]
+J
+rm -f "$T/notice.json"
+start_agent agent5c.log --metadata local --metadata-url "$T/notice.json" --checkpoint-signal USR1
+wait_for 10 'len(starts(12)) == 1 and len(starts(13)) == 1'
+echo '{"action":"terminate","event_id":"ev-12"}' >"$T/notice.json"
+wait_for 10 'len(exits(12)) == 1'
+py 'any(r["path"] == "/v1/nodes/1/interruption" for r in recs)' || fail "interruption not posted"
+py 'exits(12)[0]["reason"] == "stopped" and exits(12)[0]["output_tail"].endswith("/ck 3\n")' \
+    || fail "checkpoint signal: $(grep '/12/exit' "$T/rec.jsonl")"
+py 'len(exits(13)) == 0' || fail "the plain job was stopped by the notice itself"
+echo '[]' >"$T/asg.json"
+wait_for 10 'len(exits(13)) == 1'
+for _ in $(seq 30); do grep -q "acknowledged" "$T/agent5c.log" && break; sleep 0.1; done
+grep -q "interruption acknowledged" "$T/agent5c.log" || fail "notice not acknowledged once drained"
+echo "[$SECONDS s] ok 5c notice: interruption posted, checkpoint signal, acknowledged when drained"
+stop_agent
 stop_stub
 
 # 6. a stale attempt (409 on start) is killed; 7. a terminated node (409) stops cleanly.
