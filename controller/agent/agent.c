@@ -448,7 +448,8 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
         apply_answer(ag, &ans);
         tm_agent_answer_release(&ans);
     }
-    hb_again(ag, ag->o.heartbeat_ms);
+    /* A backlog from an outage drains in quick batches, not one per period. */
+    hb_again(ag, ag->ring_tail - ag->ring_head > TM_AGENT_BATCH_MAX / 2 ? 200 : ag->o.heartbeat_ms);
 }
 
 static void heartbeat(struct tm_agent *ag)
@@ -456,6 +457,9 @@ static void heartbeat(struct tm_agent *ag)
     struct tm_gpu_sample *batch = NULL;
     struct tm_agent_running *run = NULL;
     size_t nb = (size_t)(ag->ring_tail - ag->ring_head), nr = 0;
+
+    if (nb > TM_AGENT_BATCH_MAX)
+        nb = TM_AGENT_BATCH_MAX; /* the oldest first; the rest follow at once */
     char url[1024];
     char *body;
 
@@ -487,7 +491,7 @@ static void heartbeat(struct tm_agent *ag)
     url_for(ag, url, sizeof(url), "/v1/nodes/%lld/heartbeat", (long long)ag->o.node_id);
     if (post(ag, url, body, true, on_heartbeat, ag) == 0) {
         ag->hb_inflight = true;
-        ag->hb_sent_to = ag->ring_tail;
+        ag->hb_sent_to = ag->ring_head + nb;
     } else {
         hb_again(ag, 1000);
     }
@@ -678,7 +682,8 @@ static void on_enroll(const struct tm_http_response *resp, void *data)
         return;
     }
     ag->backoff_ms = next_backoff(ag->backoff_ms);
-    tm_log_warn("could not enroll, retrying", "err=\"%s\" http=%ld retry_ms=%lld",
+    tm_log(ag->backoff_ms == 1000 ? TM_LOG_WARN : TM_LOG_DEBUG, "could not enroll, retrying with backoff",
+           "err=\"%s\" http=%ld retry_ms=%lld",
                 resp->status < 0 ? tm_strerror(resp->status) : "server error", resp->http_status,
                 (long long)ag->backoff_ms);
     uv_timer_start(&ag->enroll_timer, on_enroll_timer, (uint64_t)ag->backoff_ms, 0);
