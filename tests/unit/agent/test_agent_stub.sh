@@ -4,7 +4,8 @@
 # tails, a command that does not exist, a process tree that ignores SIGTERM
 # killed whole after the grace, kill -9 and re-adoption (finished once,
 # started once), a stale attempt killed, a malformed answer, the log cap,
-# and a 409 for a terminated node.  Real processes; no database.
+# a 409 for a terminated node, a metadata notice, and https with --ca-file.
+# Real processes; no database.
 set -euo pipefail
 SECONDS=0
 BIN=${TM_BIN:?}
@@ -290,3 +291,29 @@ wait "$AGENT_PID"; rc=$?; AGENT_PID=""
 [ "$(grep -c 'terminated or interrupted' "$T/agent7b.log")" = 1 ] || fail "409 not said once"
 pgrep -f "tarmac-job sleep 300" >/dev/null && fail "job left running on a terminated node"
 echo "[$SECONDS s] ok 6 stale attempt killed, terminated node stops cleanly"
+stop_stub
+
+# 7. https: enrolled through --ca-file; without it the certificate is refused;
+# plain http to a host that is not loopback is refused before anything is sent.
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost -keyout "$T/key.pem" \
+    -out "$T/cert.pem" -addext subjectAltName=DNS:localhost,IP:127.0.0.1 >/dev/null 2>&1
+echo '[]' >"$T/asg.json"
+: >"$T/rec.jsonl"
+start_stub --tls-cert "$T/cert.pem" --tls-key "$T/key.pem"
+URL="https://localhost:$(cat "$T/port")"
+rm -rf "$T/w"
+start_agent agent8.log --enroll-secret-file "$T/secret"
+sleep 1.5
+grep -q "could not enroll" "$T/agent8.log" || fail "an unknown certificate was accepted"
+stop_agent
+start_agent agent8b.log --enroll-secret-file "$T/secret" --ca-file "$T/cert.pem"
+for _ in $(seq 50); do grep -q '"enrolled"' "$T/agent8b.log" && break; sleep 0.1; done
+grep -q '"enrolled"' "$T/agent8b.log" || fail "https enrollment with --ca-file"
+stop_agent
+set +e
+"$BIN" agent --controller http://10.1.2.3:8080 --node-id 1 --work-dir "$T/w9" 2>"$T/agent9.log"
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q "in the clear" "$T/agent9.log" || fail "plain http to a remote host not refused (rc $rc)"
+[ -e "$T/w9" ] && fail "a refused start created its work directory"
+echo "[$SECONDS s] ok 7 https with --ca-file, unknown certificate refused, remote plain http refused"
