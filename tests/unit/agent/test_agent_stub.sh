@@ -18,8 +18,8 @@ AGENT_PID=""
 cleanup() {
     [ -n "$AGENT_PID" ] && kill -9 "$AGENT_PID" 2>/dev/null || true
     [ -n "$STUB_PID" ] && kill "$STUB_PID" 2>/dev/null || true
-    # any job process left behind belongs to this test's work dirs
-    pkill -9 -f "$T/" 2>/dev/null || true
+    # job processes left behind: their groups, by the pids this test saw
+    for g in $(cat "$T/pgids" 2>/dev/null); do kill -9 -- "-$g" 2>/dev/null || true; done
     [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
@@ -43,6 +43,14 @@ start_agent() { # log-name extra-args
     AGENT_PID=$!
 }
 stop_agent() { kill -TERM "$AGENT_PID" 2>/dev/null || true; wait "$AGENT_PID" 2>/dev/null || true; AGENT_PID=""; }
+
+# Remember the process groups of the jobs running now (for cleanup).
+note_jobs() {
+    "$PY" -c 'import json,sys; print("\n".join(str(j["pid"]) for j in json.load(open(sys.argv[1]))["jobs"]))' \
+        "$T/w/state.json" >>"$T/pgids" 2>/dev/null || true
+}
+# Whether a job's wrapper still runs (its status path names this test's dir).
+job_alive() { pgrep -f "$T/w/jobs/$1.status" >/dev/null; }
 
 # py EXPR: evaluate a Python expression over recs (the recorded requests).
 py() {
@@ -95,6 +103,7 @@ cat >"$T/asg.json" <<'J'
 J
 wait_for 10 'len(starts(3)) == 1'
 PGID=$("$PY" -c "import json;print(json.load(open('$T/w/state.json'))['jobs'][0]['pid'])")
+echo "$PGID" >>"$T/pgids"
 sleep 0.5
 [ "$(group_live "$PGID")" -ge 3 ] || fail "job tree not running"
 echo '[]' >"$T/asg.json"
@@ -110,12 +119,14 @@ cat >"$T/asg.json" <<'J'
 [{"job_id":4,"attempt":1,"command":"sleep 3; echo done4"}]
 J
 wait_for 10 'len(starts(4)) == 1'
+note_jobs
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null || true; AGENT_PID=""
 cat >"$T/asg.json" <<'J'
 [{"job_id":4,"attempt":1,"command":"sleep 3; echo done4"},{"job_id":5,"attempt":1,"command":"sleep 30"}]
 J
 start_agent agent2.log
 wait_for 10 'len(starts(5)) == 1'
+note_jobs
 grep -q 're-adopted" job=4' "$T/agent2.log" || fail "job 4 not re-adopted"
 wait_for 10 'len(exits(4)) == 1'
 py 'exits(4)[0]["exit_code"] == 0 and exits(4)[0]["output_tail"] == "done4\n"' || fail "job 4 outcome"
@@ -124,6 +135,7 @@ py 'len(starts(4)) == 1 and len(exits(4)) == 1' || fail "job 4 started or report
 kill -9 "$AGENT_PID"; wait "$AGENT_PID" 2>/dev/null || true; AGENT_PID=""
 # killed again and job 5's process replaced by another: lost after the pid check;
 # job 4, still listed, is not started again after this restart either
+note_jobs
 "$PY" - "$T/w/state.json" <<'PY'
 import json, sys
 st = json.load(open(sys.argv[1]))
@@ -141,7 +153,7 @@ sleep 1
 py 'len(starts(4)) == 1' || fail "job 4 started again after a restart"
 echo "[$SECONDS s] ok 3 re-adoption after kill -9, lost on a start-time mismatch"
 stop_agent
-pkill -9 -f "sleep 30" 2>/dev/null || true   # job 5's own process, left alone as not ours
+# job 5's own process, left alone by the agent as not ours: the cleanup kills it
 
 # 3b. the controller away: said once, samples kept, batched when it returns.
 echo '[]' >"$T/asg.json"
@@ -226,6 +238,7 @@ cat >"$T/asg.json" <<'J'
 J
 PATH="$T/bin:$PATH" DOCKER_LOG="$T/docker.log" start_agent agent6c.log
 wait_for 10 'len(exits(10)) == 1 and len(starts(11)) == 1'
+note_jobs
 py 'exits(10)[0]["exit_code"] == 0 and exits(10)[0]["output_tail"] == "in-container 0.5 GPU-bbb\n"' \
     || fail "container job: $(cat "$T/docker.log")"
 grep -qF 'run|--rm|--name|tarmac-10-1|--gpus|"device=GPU-bbb"|-e|LR|-e|CUDA_VISIBLE_DEVICES|' "$T/docker.log" \
@@ -248,6 +261,7 @@ J
 rm -f "$T/notice.json"
 start_agent agent5c.log --metadata local --metadata-url "$T/notice.json" --checkpoint-signal USR1
 wait_for 10 'len(starts(12)) == 1 and len(starts(13)) == 1'
+note_jobs
 echo '{"action":"terminate","event_id":"ev-12"}' >"$T/notice.json"
 wait_for 10 'len(exits(12)) == 1'
 py 'any(r["path"] == "/v1/nodes/1/interruption" for r in recs)' || fail "interruption not posted"
@@ -269,8 +283,8 @@ J
 start_stub --stale-starts
 start_agent agent6.log
 wait_for 10 'len(starts(8)) == 1'
-for _ in $(seq 50); do pgrep -f "tarmac-job sleep 300" >/dev/null || break; sleep 0.1; done
-pgrep -f "tarmac-job sleep 300" >/dev/null && fail "stale attempt still running"
+for _ in $(seq 50); do job_alive 8-1 || break; sleep 0.1; done
+job_alive 8-1 && fail "stale attempt still running"
 stop_agent
 stop_stub
 cat >"$T/asg.json" <<'J'
@@ -279,6 +293,7 @@ J
 start_stub
 start_agent agent7.log
 wait_for 10 'len(starts(9)) == 1'
+note_jobs
 stop_stub
 start_stub --terminated
 # the agent notices the new port only through a new URL: restart it against the 409 stub
@@ -289,7 +304,7 @@ kill -0 "$AGENT_PID" 2>/dev/null && fail "agent did not exit on 409"
 wait "$AGENT_PID"; rc=$?; AGENT_PID=""
 [ "$rc" = 0 ] || fail "agent exit status $rc on 409"
 [ "$(grep -c 'terminated or interrupted' "$T/agent7b.log")" = 1 ] || fail "409 not said once"
-pgrep -f "tarmac-job sleep 300" >/dev/null && fail "job left running on a terminated node"
+job_alive 9-1 && fail "job left running on a terminated node"
 echo "[$SECONDS s] ok 6 stale attempt killed, terminated node stops cleanly"
 stop_stub
 
