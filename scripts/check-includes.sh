@@ -19,6 +19,7 @@ function allowed(f) {
         return "core/ controller/sched/ controller/fleet/ providers/provider.h providers/sim/simcloud.h"
     if (f ~ /^controller\/store\//) return "core/ controller/io/ controller/reconcile/ controller/spec/"
     if (f ~ /^controller\/api\//) return "core/ controller/io/ controller/spec/"
+    if (f ~ /^controller\/agent\//) return "core/ controller/io/ controller/spec/"
     if (f ~ /^controller\/daemon\//)
         return "core/ controller/sched/ controller/fleet/ controller/spec/ controller/reconcile/ " \
                "controller/io/ controller/store/ controller/api/ providers/"

@@ -1,0 +1,15 @@
+# controller/agent/metadata.cmake: the interruption-notice pollers
+# (metadata.h), two libraries of their own so the agent's CMakeLists only
+# links them:
+#   tm_agent_metadata_parse  the pure parsers (cJSON, core): the fuzz target
+#                            and the parser unit test link this alone
+#   tm_agent_metadata        the watches on the loop (http_uv)
+# The agent's own library must leave metadata*.c out of its glob (or list
+# its sources with ONLY), or these objects would be built twice.
+set(TM_MD_DIR ${CMAKE_CURRENT_LIST_DIR})
+tm_layer(tm_agent_metadata_parse ONLY SOURCES ${TM_MD_DIR}/metadata_parse.c
+         LINKS tarmac_core PkgConfig::CJSON)
+tm_layer(tm_agent_metadata ONLY
+         SOURCES ${TM_MD_DIR}/metadata.c ${TM_MD_DIR}/metadata_aws.c ${TM_MD_DIR}/metadata_gcp.c
+                 ${TM_MD_DIR}/metadata_azure.c ${TM_MD_DIR}/metadata_local.c
+         LINKS tm_agent_metadata_parse tarmac_io tarmac_core PkgConfig::UV)

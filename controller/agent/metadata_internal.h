@@ -1,0 +1,90 @@
+/*
+ * controller/agent/metadata_internal.h: what metadata.c (the watch: timer,
+ * requests in flight, notices already reported, log-once state) shares with
+ * the one file per service (metadata_aws.c, _gcp.c, _azure.c, _local.c).
+ * Nothing outside those files includes it.
+ */
+#ifndef TM_AGENT_METADATA_INTERNAL_H
+#define TM_AGENT_METADATA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "controller/agent/metadata.h"
+#include "controller/io/http_uv.h"
+
+#define MD_URL_MAX 512
+#define MD_BASE_MAX 320        /* base URL; leaves room for the longest path */
+#define MD_SEEN_MAX 64          /* notices remembered, oldest forgotten first */
+#define MD_SLOTS 4              /* independent polls of one service */
+#define MD_DEFAULT_PERIOD_MS 1000
+
+struct md_req;
+
+/* One service: how to start a poll round and how to acknowledge. */
+struct md_service {
+    const char *kind;
+    const char *default_base;   /* NULL: base_url is required */
+    /* Called by the timer every period: start whatever polls are idle. */
+    void (*poll)(struct tm_md_watch *w);
+    /* NULL: nothing to send (the ack is a no-op). */
+    int (*ack)(struct tm_md_watch *w, const struct tm_md_notice *n);
+};
+
+typedef void (*md_answer_cb)(struct tm_md_watch *w, int slot, const struct tm_http_response *resp,
+                             uint64_t started_ms);
+
+struct tm_md_watch {
+    uv_timer_t timer;           /* first member: the close callback frees the watch */
+    uv_loop_t *loop;
+    struct tm_http *http;
+    const struct md_service *svc;
+    char base[MD_BASE_MAX];     /* no trailing slash */
+    tm_md_notice_cb cb;
+    void *data;
+    uint64_t period_ms;
+    bool stopped;               /* tm_md_watch_stop() ran; the timer is closing */
+    struct md_req *reqs;        /* requests in flight; detached at stop */
+    bool busy[MD_SLOTS];        /* a request of this slot is in flight */
+    bool bad_logged[MD_SLOTS];  /* a bad answer was logged; reset by a sound one */
+    bool down_logged;           /* the service was unreachable; reset by any answer */
+    struct tm_md_notice seen[MD_SEEN_MAX];
+    unsigned nseen, seen_next;
+    /* aws */
+    char token[256];
+    uint64_t token_ms;          /* uv_now() when it was issued */
+    /* gcp */
+    bool waited[MD_SLOTS];      /* a first plain read of this slot came back */
+    bool active[MD_SLOTS];      /* the item announces an event now */
+    unsigned gen[MD_SLOTS];     /* events of the item so far: part of event_id */
+};
+
+/* Send one request for slot; the answer goes to on_answer on the loop
+ * unless the watch stops first.  Marks the slot busy until then. */
+int md_send(struct tm_md_watch *w, int slot, const char *method, const char *url,
+            const char *const *headers, const char *body, long timeout_ms, md_answer_cb on_answer);
+
+/* Report n unless its event_id was reported already. */
+void md_notice(struct tm_md_watch *w, const struct tm_md_notice *n);
+
+/* A notice reported earlier, by id, or NULL. */
+const struct tm_md_notice *md_seen(const struct tm_md_watch *w, const char *event_id);
+
+/* Log a malformed answer of slot once (what, the field), until md_sound(). */
+void md_bad(struct tm_md_watch *w, int slot, const char *what, const char *field);
+void md_sound(struct tm_md_watch *w, int slot);
+/* Log a failed request once, until any answer comes. */
+void md_down(struct tm_md_watch *w, const char *what, const struct tm_http_response *resp);
+void md_up(struct tm_md_watch *w);
+
+/* Wall clock in ms (deadlines are wall clock: they go to the controller). */
+int64_t md_wall_ms(void);
+
+extern const struct md_service tm_md_aws;
+extern const struct md_service tm_md_gcp;
+extern const struct md_service tm_md_azure;
+extern const struct md_service tm_md_local;
+
+#endif
