@@ -50,7 +50,7 @@ struct tm_config_credentials {
 
 struct tm_config_provider {
     char *name;
-    char *kind;                   /* "sim" | "aws" | "gcp" | "azure" */
+    char *kind;                   /* "sim" | "aws" | "gcp" | "azure" | "local" */
     char *region;                 /* required, any name for sim */
     char *endpoint;               /* may be NULL: the provider's default */
     struct tm_config_credentials credentials;
@@ -68,6 +68,13 @@ struct tm_config_provider {
      * tm_config_spot_hazard(); spot_hazards is NULL without a file. */
     char *spot_hazards_file;
     struct tm_spot_hazards *spot_hazards;
+    /* local (providers/local/): nodes are `tarmac agent` processes here. */
+    char *state_dir;              /* local: per-node folders, required */
+    char *metadata;               /* local: the agents' notice source, "local" (default),
+                                   * "aws", "gcp", "azure" (a fake at metadata_url) or "none" */
+    char *metadata_url;           /* local: the fake's root for aws|gcp|azure */
+    double gpu_util_percent;      /* local: the fake GPUs' utilisation, default 0 */
+    char *agent_args;             /* local: extra `tarmac agent` flags ($TARMAC_AGENT_ARGS) */
 };
 
 struct tm_config_pool {

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "providers/aws/aws_provider.h"
+#include "providers/local/local_provider.h"
 #include "providers/sim/sim_provider.h"
 
 static int sim_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
@@ -26,10 +27,17 @@ static int aws_create(const struct tm_provider_env *env, const struct tm_config_
     return tm_aws_provider_create(env->loop, env->cfg, p, ret);
 }
 
+static int local_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
+                        struct tm_provider **ret)
+{
+    return tm_local_provider_create(env->loop, p, env->now_ms, env->clock, ret);
+}
+
 static const struct tm_provider_kind kinds[] = {
     {.name = "sim", .create = sim_create, .simulated = true},
     {.name = "aws", .create = aws_create, .validate = tm_aws_validate_pools,
      .check_main = tm_aws_check_main, .check_usage = "[--region R] [--instance-types T1,T2,...]"},
+    {.name = "local", .create = local_create},
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
