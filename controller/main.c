@@ -37,6 +37,7 @@ static const struct {
     {"forecast", tm_forecast_main, "evaluate the demand forecaster on a series"},
     {"replay", replay_main, "replay a GPU cluster trace (--elastic: with the fleet planner)"},
     {"spot-fit", tm_spot_fit_main, "fit spot interruption hazards and availability from traces"},
+    {"agent", tm_cli_agent, "run the node agent (jobs, GPU samples, notices) against the API"},
 };
 
 static void usage(FILE *out)

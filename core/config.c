@@ -15,6 +15,7 @@ static const char *const cfg_kinds[] = {"sim", "aws", "gcp", "azure", "local", N
 static const char *const cfg_local_metadata[] = {"local", "aws", "gcp", "azure", "none", NULL};
 static const char *const cfg_cred_sources[] = {"none", "env", "file", "instance_role", NULL};
 static const char *const cfg_capacity_types[] = {"on_demand", "spot", "spot_then_on_demand", NULL};
+static const char *const cfg_idle_job_actions[] = {"report", "requeue", "cancel", NULL};
 
 static const struct cfg_field cfg_type_fields[] = {
     {.key = "name", .type = CFG_STR, .offset = CFG_OFF(tm_config_instance_type, name),
@@ -130,6 +131,11 @@ static const struct cfg_field cfg_pool_fields[] = {
      .max = CFG_DAY},
     {.key = "drain_oversized", .type = CFG_BOOL, .offset = CFG_OFF(tm_config_pool, drain_oversized),
      .def = "false"},
+    /* The node agent: read and checked in config_check.c (cfg_load_bootstraps). */
+    {.key = "bootstrap", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, bootstrap_file)},
+    {.key = "checkpoint_dir", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, checkpoint_dir)},
+    {.key = "idle_job_action", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, idle_job_action),
+     .def = "report", .choices = cfg_idle_job_actions},
 };
 static const struct cfg_section cfg_pool_section = {
     cfg_pool_fields, CFG_NFIELDS(cfg_pool_fields), sizeof(struct tm_config_pool)};
@@ -207,6 +213,39 @@ static const struct cfg_field cfg_forecast_fields[] = {
 static const struct cfg_section cfg_forecast_section = {
     cfg_forecast_fields, CFG_NFIELDS(cfg_forecast_fields), sizeof(struct tm_config_forecast)};
 
+static const struct cfg_field cfg_agent_fields[] = {
+    {.key = "controller_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_agent, controller_url)},
+    {.key = "ca_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_agent, ca_file)},
+    {.key = "enroll_ttl", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_agent, enroll_ttl_ms),
+     .def = "30m", .min = CFG_MIN, .max = CFG_DAY},
+    {.key = "unreachable_after", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, unreachable_after_ms), .def = "2m", .min = 1000,
+     .max = CFG_DAY},
+    {.key = "requeue_after", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, requeue_after_ms), .def = "5m", .min = 1000,
+     .max = CFG_DAY},
+    {.key = "terminate_after", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, terminate_after_ms), .def = "15m", .min = 1000,
+     .max = 7 * CFG_DAY},
+    {.key = "boot_allowance", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, boot_allowance_ms), .def = "10m", .min = 0,
+     .max = CFG_DAY},
+    {.key = "sample_retention", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, sample_retention_ms), .def = "7d", .min = CFG_MIN,
+     .max = 365 * CFG_DAY},
+};
+static const struct cfg_section cfg_agent_section = {
+    cfg_agent_fields, CFG_NFIELDS(cfg_agent_fields), sizeof(struct tm_config_agent)};
+
+static const struct cfg_field cfg_idle_gpu_fields[] = {
+    {.key = "threshold", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_idle_gpu, threshold_percent),
+     .def = "5", .dmin = 0, .dmax = 100},
+    {.key = "window", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_idle_gpu, window_ms),
+     .def = "30m", .min = 1000, .max = 7 * CFG_DAY},
+};
+static const struct cfg_section cfg_idle_gpu_section = {
+    cfg_idle_gpu_fields, CFG_NFIELDS(cfg_idle_gpu_fields), sizeof(struct tm_config_idle_gpu)};
+
 static const struct cfg_field cfg_root_fields[] = {
     {.key = "database", .type = CFG_SECTION, .offset = 0, .sub = &cfg_database_section},
     {.key = "listen", .type = CFG_STR, .offset = CFG_OFF(tm_config, listen),
@@ -225,6 +264,10 @@ static const struct cfg_field cfg_root_fields[] = {
      .sub = &cfg_alerts_section},
     {.key = "forecast", .type = CFG_SECTION, .offset = CFG_OFF(tm_config, forecast),
      .sub = &cfg_forecast_section},
+    {.key = "agent", .type = CFG_SECTION, .offset = CFG_OFF(tm_config, agent),
+     .sub = &cfg_agent_section},
+    {.key = "idle_gpu", .type = CFG_SECTION, .offset = CFG_OFF(tm_config, idle_gpu),
+     .sub = &cfg_idle_gpu_section},
     {.key = "providers", .type = CFG_LIST, .offset = CFG_OFF(tm_config, providers),
      .count_offset = CFG_OFF(tm_config, nproviders), .min = 1, .max = 64,
      .flags = CFG_REQUIRED, .sub = &cfg_provider_section},

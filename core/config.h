@@ -102,6 +102,31 @@ struct tm_config_pool {
     int64_t disruption_interval_ms; /* default 10 min, 1 s .. 1 day */
     bool disruption_limited;      /* disruption_nodes or disruption_pct was given */
     bool drain_oversized;         /* the planner drains oversized nodes; default false */
+    /* The node agent (issue 14). */
+    char *bootstrap_file;         /* key bootstrap: a template (core/bootstrap.h), may be NULL */
+    char *bootstrap;              /* its text, read at load; NULL without a file */
+    size_t bootstrap_len;
+    char *checkpoint_dir;         /* jobs checkpoint under PATH/job-<id>; may be NULL */
+    char *idle_job_action;        /* report | requeue | cancel, default report */
+};
+
+/* agent: the node agents' side of the controller (enrollment, staleness). */
+struct tm_config_agent {
+    char *controller_url;         /* what bootstraps tell agents; may be NULL (then no template) */
+    char *ca_file;                /* PEM the agent trusts ({{ca_pem}}); may be NULL */
+    char *ca_pem;                 /* its text, read at load; NULL without a file */
+    int64_t enroll_ttl_ms;        /* an enrollment secret's life, default 30 min */
+    int64_t unreachable_after_ms; /* no heartbeat for this long: unreachable, default 2 min */
+    int64_t requeue_after_ms;     /* ... its jobs requeued, default 5 min */
+    int64_t terminate_after_ms;   /* ... its instance terminated, default 15 min */
+    int64_t boot_allowance_ms;    /* a node never heard from: counted from its request, default 10 min */
+    int64_t sample_retention_ms;  /* gpu_samples older than this are pruned, default 7 d */
+};
+
+/* idle_gpu: allocated GPUs whose samples stay below threshold for window. */
+struct tm_config_idle_gpu {
+    double threshold_percent;     /* default 5 */
+    int64_t window_ms;            /* default 30 min */
 };
 
 /* api: the HTTP server's TLS and limits (controller/api/server.h). */
@@ -150,6 +175,8 @@ struct tm_config {
     struct tm_config_api api;
     struct tm_config_alerts alerts;
     struct tm_config_forecast forecast;
+    struct tm_config_agent agent;
+    struct tm_config_idle_gpu idle_gpu;
     struct tm_config_provider *providers;
     size_t nproviders;            /* >= 1 */
     struct tm_config_pool *pools;

@@ -14,7 +14,9 @@
 
 #include <openssl/crypto.h>
 
+#include "core/bootstrap.h"
 #include "core/err.h"
+#include "core/file.h"
 #include "core/log.h"
 #include "core/spot_hazards.h"
 
@@ -374,6 +376,64 @@ static int cfg_validate_pools(struct cfg_ctx *c, const struct tm_config *cfg)
     return 0;
 }
 
+/* The node agents' bootstraps: each pool's template and agent.ca_file are
+ * read now, and a template that, filled with the longest values, could
+ * pass EC2's user data limit once base64-encoded is refused under its
+ * key.  A template needs agent.controller_url. */
+static int cfg_load_bootstraps(struct cfg_ctx *c, struct tm_config *cfg)
+{
+    const yaml_node_t *list = cfg_map_get(c, c->root, "pools");
+    const yaml_node_t *agent = cfg_map_get(c, c->root, "agent");
+    char why[512];
+    size_t ca_len = 0;
+    int r;
+
+    if (cfg->agent.ca_file) {
+        r = tm_file_read(cfg->agent.ca_file, 64 * 1024, &cfg->agent.ca_pem, &ca_len, why, sizeof(why));
+        if (r == TM_ENOMEM)
+            return tm_cfg_nomem(c);
+        if (r < 0) {
+            tm_cfg_path_set(c, "agent.ca_file");
+            return tm_cfg_fail(c, cfg_at(c, agent, "ca_file"), "%s", why);
+        }
+    }
+    if (cfg->agent.controller_url && strncmp(cfg->agent.controller_url, "http://", 7) != 0 &&
+        strncmp(cfg->agent.controller_url, "https://", 8) != 0) {
+        tm_cfg_path_set(c, "agent.controller_url");
+        return tm_cfg_fail(c, cfg_at(c, agent, "controller_url"), "expected an http:// or https:// URL");
+    }
+    if (cfg->agent.controller_url && strlen(cfg->agent.controller_url) > TM_BOOTSTRAP_VALUE_MAX) {
+        tm_cfg_path_set(c, "agent.controller_url");
+        return tm_cfg_fail(c, cfg_at(c, agent, "controller_url"), "longer than %d bytes",
+                           TM_BOOTSTRAP_VALUE_MAX);
+    }
+    for (size_t i = 0; i < cfg->npools; i++) {
+        struct tm_config_pool *p = &cfg->pools[i];
+        const yaml_node_t *pn = cfg_seq_get(c, list, i);
+        size_t most;
+
+        if (!p->bootstrap_file)
+            continue;
+        tm_cfg_path_set(c, "pools[%zu].bootstrap", i);
+        r = tm_file_read(p->bootstrap_file, 1024 * 1024, &p->bootstrap, &p->bootstrap_len, why,
+                         sizeof(why));
+        if (r == TM_ENOMEM)
+            return tm_cfg_nomem(c);
+        if (r < 0)
+            return tm_cfg_fail(c, cfg_at(c, pn, "bootstrap"), "%s", why);
+        most = tm_bootstrap_base64_len(tm_bootstrap_max_filled(p->bootstrap, p->bootstrap_len, ca_len));
+        if (most > TM_BOOTSTRAP_USERDATA_MAX)
+            return tm_cfg_fail(c, cfg_at(c, pn, "bootstrap"),
+                               "%s: filled and base64-encoded it could reach %zu bytes, past EC2's "
+                               "user data limit of %d",
+                               p->bootstrap_file, most, TM_BOOTSTRAP_USERDATA_MAX);
+        if (!cfg->agent.controller_url)
+            return tm_cfg_fail(c, cfg_at(c, pn, "bootstrap"),
+                               "a bootstrap template needs agent.controller_url");
+    }
+    return 0;
+}
+
 /* Read each provider's spot_hazards table.  Its own errors ("FILE:LINE:
  * reason", or the file that could not be opened) are given under the key
  * that named it, so the operator sees both files.  A table that names
@@ -463,6 +523,9 @@ int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
     if (r < 0)
         return r;
     r = cfg_load_spot_hazards(c, cfg);
+    if (r < 0)
+        return r;
+    r = cfg_load_bootstraps(c, cfg);
     if (r < 0)
         return r;
     if (cfg->database_url) {

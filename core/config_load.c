@@ -249,6 +249,9 @@ void tm_config_release(struct tm_config *cfg)
     /* The one member the field tables do not describe: a loaded table. */
     for (size_t i = 0; cfg->providers && i < cfg->nproviders; i++)
         free(cfg->providers[i].spot_hazards);
+    for (size_t i = 0; i < cfg->npools; i++)
+        free(cfg->pools[i].bootstrap);
+    free(cfg->agent.ca_pem);
     tm_cfg_release_section(&tm_cfg_root_section, cfg);
     free(cfg->path);
     *cfg = (struct tm_config){0};

@@ -89,6 +89,7 @@ bool tm_api_auth_cache_get(struct tm_api *api, struct api_call *c)
     c->role = s->role;
     memcpy(c->team, s->team, sizeof(c->team));
     memcpy(c->token_name, s->token_name, sizeof(c->token_name));
+    c->token_node = s->token_node;
     return true;
 }
 
@@ -100,6 +101,7 @@ static void auth_cache_put(struct tm_api *api, const struct api_call *c)
     s->role = c->role;
     memcpy(s->team, c->team, sizeof(s->team));
     memcpy(s->token_name, c->token_name, sizeof(s->token_name));
+    s->token_node = c->token_node;
     s->until_ms = uv_now(api->loop) + AUTH_TTL_MS;
 }
 
@@ -121,8 +123,28 @@ void *tm_api_route_state(const struct api_call *c)
     return c->api->route_state;
 }
 
+/* An agent token also brings its node's state: a token whose node has
+ * ended (terminated, interrupted) is refused, so an agent that outlived
+ * its node cannot act for it. */
 static const char auth_sql[] =
-    "SELECT name, role, coalesce(team, ''), hash FROM api_tokens WHERE hash = $1 AND NOT revoked";
+    "SELECT t.name, t.role, coalesce(t.team, ''), t.hash, t.node_id, n.state"
+    " FROM api_tokens t LEFT JOIN nodes n ON n.id = t.node_id WHERE t.hash = $1 AND NOT t.revoked";
+
+/* An agent token is bound to its node: the route must be one of a node's
+ * ({id} of /v1/nodes/{id}/...) and {id} its own.  false: c answered. */
+static bool agent_binding_ok(struct api_call *c)
+{
+    char msg[128];
+
+    if (c->role != TM_ROLE_AGENT)
+        return true;
+    if (strncmp(c->route->pattern, "/v1/nodes/{id}/", 15) != 0 || c->id != c->token_node) {
+        snprintf(msg, sizeof(msg), "this agent token is bound to node %" PRId64, c->token_node);
+        tm_api_fail(c, 403, NULL, msg);
+        return false;
+    }
+    return true;
+}
 
 static void on_auth(const struct tm_pg_reply *reply, void *data)
 {
@@ -147,7 +169,19 @@ static void on_auth(const struct tm_pg_reply *reply, void *data)
     c->role = (enum tm_role)role;
     snprintf(c->token_name, sizeof(c->token_name), "%s", PQgetvalue(res, 0, 0));
     snprintf(c->team, sizeof(c->team), "%s", PQgetvalue(res, 0, 2));
-    auth_cache_put(c->api, c);
+    c->token_node = PQgetisnull(res, 0, 4) ? 0 : strtoll(PQgetvalue(res, 0, 4), NULL, 10);
+    if (c->role == TM_ROLE_AGENT && !PQgetisnull(res, 0, 5) &&
+        (strcmp(PQgetvalue(res, 0, 5), "terminated") == 0 ||
+         strcmp(PQgetvalue(res, 0, 5), "interrupted") == 0)) {
+        char msg[128];
+        snprintf(msg, sizeof(msg), "node %" PRId64 " is %s: its agent token is refused", c->token_node,
+                 PQgetvalue(res, 0, 5));
+        tm_api_fail(c, 409, "id", msg);
+        return;
+    }
+    /* Agent tokens are not cached: each request sees its node's state. */
+    if (c->role != TM_ROLE_AGENT)
+        auth_cache_put(c->api, c);
     if (!(c->route->roles & (1u << c->role))) {
         char msg[128];
         snprintf(msg, sizeof(msg), "the %s role may not %s %s", tm_role_name(c->role),
@@ -155,6 +189,8 @@ static void on_auth(const struct tm_pg_reply *reply, void *data)
         tm_api_fail(c, 403, NULL, msg);
         return;
     }
+    if (!agent_binding_ok(c))
+        return;
     if (!tm_api_rate_take_hash(c->api, c->hash)) {
         tm_api_fail(c, 429, "Authorization", "rate limit exceeded for this token");
         return;

@@ -29,6 +29,9 @@
 #define API_ENGINEER (1u << TM_ROLE_ENGINEER)
 #define API_VIEWER (1u << TM_ROLE_VIEWER)
 #define API_READERS (API_ADMIN | API_FINANCE | API_ENGINEER | API_VIEWER)
+/* A node agent's token: only for its own node's {id} (auth.c checks the
+ * binding before the route runs). */
+#define API_AGENT (1u << TM_ROLE_AGENT)
 #define API_PUBLIC (1u << 8)
 /* With API_PUBLIC: public unless api.metrics_token_file names a token,
  * which the request must then carry as its bearer token (/metrics). */
@@ -77,6 +80,10 @@ struct api_call {
     enum tm_role role;
     char team[64];            /* the token's team, "" when none */
     char token_name[64];
+    int64_t token_node;       /* an agent token's node, else 0 */
+    /* A secret the answer will carry (a fresh agent token), wiped when
+     * the call is freed. */
+    char secret[160];
     /* Route scratch. */
     unsigned limit;
     bool flag;

@@ -184,7 +184,7 @@ void tm_api_nodes_interruption(struct api_call *c)
         tm_api_call_free(c);
         return;
     }
-    if (tm_api_parse_verb(body, len, true, why, sizeof(why), &in_s, &err) < 0) {
+    if (tm_api_parse_notice(body, len, tm_api_now_ms(c), why, sizeof(why), &in_s, &err) < 0) {
         tm_api_fail_spec(c, &err);
         return;
     }
@@ -200,19 +200,46 @@ void tm_api_nodes_interruption(struct api_call *c)
  * agent calls), with the GPU samples in the same statement.  A node that is
  * terminated or interrupted reports nothing more: its heartbeat changes no
  * row (a late report must not finish jobs already requeued elsewhere) and
- * answers 409, counted in tarmac_http_requests_total{code="409"}.  Columns:
- * the node's state (NULL: no such node), then the answer when it was live. */
+ * answers 409, counted in tarmac_http_requests_total{code="409"}.  A sample
+ * or GPU whose index the node does not have changes nothing either: the
+ * first one is named (column 2).  Columns: the node's state (NULL: no such
+ * node), the bad field, the node's GPUs, then the answer when it was live:
+ * the node and its assignments (every job placed on it now, with its
+ * current attempt; jobs this very report ended are left out). */
 static const char heartbeat_sql[] =
-    "WITH n AS (SELECT state FROM nodes WHERE id = $1),"
-    " live AS (SELECT 1 FROM n WHERE state NOT IN ('terminated', 'interrupted')),"
-    " s AS (INSERT INTO gpu_samples (node_id, gpu_index, at_ms, util_percent, memory_used_mib)"
-    "  SELECT $1, (x ->> 'index')::int, coalesce((x ->> 'at_ms')::bigint, $2),"
-    "   (x ->> 'util_percent')::real, (x ->> 'memory_used_mib')::bigint"
+    "WITH n AS (SELECT id, state, gpus, cordoned, pool FROM nodes WHERE id = $1),"
+    " bad AS (SELECT x ->> 'f' AS f FROM (SELECT x, i FROM jsonb_array_elements($4::jsonb)"
+    "   WITH ORDINALITY t(x, i) UNION ALL SELECT x, i + 100000 FROM jsonb_array_elements($5::jsonb)"
+    "   WITH ORDINALITY t(x, i)) v, n WHERE (x ->> 'gpu_index')::int >= n.gpus ORDER BY i LIMIT 1),"
+    " live AS (SELECT 1 FROM n WHERE state NOT IN ('terminated', 'interrupted')"
+    "   AND NOT EXISTS (SELECT 1 FROM bad)),"
+    " s AS (INSERT INTO gpu_samples (node_id, gpu_index, at_ms, util_percent, memory_used_mib,"
+    "   uuid, memory_total_mib, temperature_c, power_w, processes)"
+    "  SELECT $1, (x ->> 'gpu_index')::int, coalesce((x ->> 'at_ms')::bigint, $2),"
+    "   (x ->> 'util_percent')::real, (x ->> 'memory_used_mib')::bigint, x ->> 'uuid',"
+    "   (x ->> 'memory_total_mib')::bigint, (x ->> 'temperature_c')::real, (x ->> 'power_w')::real,"
+    "   x -> 'processes'"
     "  FROM jsonb_array_elements($4::jsonb) x WHERE EXISTS (SELECT 1 FROM live)"
-    "  ON CONFLICT DO NOTHING RETURNING 1)"
-    " SELECT (SELECT state FROM n), CASE WHEN EXISTS (SELECT 1 FROM live) THEN"
-    " json_build_object('node', $1::bigint, 'finished', tarmac_agent_report($1, $2, $3::jsonb),"
-    " 'samples', (SELECT count(*) FROM s))::text END";
+    "  ON CONFLICT DO NOTHING RETURNING 1),"
+    " rep AS (SELECT tarmac_agent_report($1, $2, $3::jsonb) AS finished FROM live)"
+    " SELECT (SELECT state FROM n), (SELECT f FROM bad), (SELECT gpus FROM n),"
+    " CASE WHEN EXISTS (SELECT 1 FROM live) THEN json_build_object("
+    "  'node', (SELECT json_build_object('id', n.id, 'state', n.state,"
+    "    'draining', n.state = 'draining' OR n.cordoned) FROM n),"
+    "  'finished', (SELECT finished FROM rep), 'samples', (SELECT count(*) FROM s),"
+    "  'assignments', (SELECT coalesce(json_agg(json_build_object('job_id', j.id,"
+    "    'attempt', j.attempts, 'command', j.command, 'env', j.env, 'image', j.image,"
+    "    'gpu_indices', (SELECT coalesce(json_agg(b ORDER BY b), '[]'::json)"
+    "      FROM generate_series(0, 15) b WHERE a.gpu_mask & (1 << b) <> 0),"
+    "    'gpu_milli', a.gpu_milli, 'cpu_milli', a.cpu_milli, 'memory_mib', a.memory_mib,"
+    "    'checkpointable', j.checkpointable,"
+    "    'checkpoint_dir', CASE WHEN j.checkpointable AND p.checkpoint_dir IS NOT NULL"
+    "      THEN p.checkpoint_dir || '/job-' || j.id END) ORDER BY j.id), '[]'::json)"
+    "   FROM job_allocations a JOIN jobs j ON j.id = a.job_id AND j.state = 'running'"
+    "   JOIN n ON true LEFT JOIN pools p ON p.name = n.pool"
+    "   WHERE a.node_id = $1 AND (SELECT finished FROM rep) IS NOT NULL"
+    "     AND j.id NOT IN (SELECT (x ->> 'id')::bigint"
+    "       FROM jsonb_array_elements($3::jsonb -> 'jobs') x)))::text END";
 
 static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
 {
@@ -235,14 +262,21 @@ static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
         tm_api_fail(c, 404, NULL, "no such node");
         return;
     }
-    if (PQgetisnull(res, 0, 1)) {
+    if (!PQgetisnull(res, 0, 1)) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "node %" PRId64 " has %s GPUs: not one of its GPU indices", c->id,
+                 PQgetvalue(res, 0, 2));
+        tm_api_fail(c, 400, PQgetvalue(res, 0, 1), msg);
+        return;
+    }
+    if (PQgetisnull(res, 0, 3)) {
         char msg[96];
         snprintf(msg, sizeof(msg), "node %" PRId64 " is %s: its heartbeats are refused", c->id,
                  PQgetvalue(res, 0, 0));
         tm_api_fail(c, 409, "id", msg);
         return;
     }
-    tm_api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
+    tm_api_reply(c, 200, PQgetvalue(res, 0, 3), (size_t)PQgetlength(res, 0, 3));
 }
 
 void tm_api_nodes_heartbeat(struct api_call *c)
@@ -263,7 +297,7 @@ void tm_api_nodes_heartbeat(struct api_call *c)
     }
     fmt_i64(id, sizeof(id), c->id);
     fmt_i64(now, sizeof(now), tm_api_now_ms(c));
-    const char *params[] = {id, now, hb.report, hb.samples};
-    tm_api_query(c, heartbeat_sql, 4, params, on_heartbeat);
+    const char *params[] = {id, now, hb.report, hb.samples, hb.gpus};
+    tm_api_query(c, heartbeat_sql, 5, params, on_heartbeat);
     tm_api_heartbeat_release(&hb);
 }

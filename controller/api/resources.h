@@ -33,6 +33,11 @@ void tm_api_nodes_cordon(struct api_call *c);
 void tm_api_nodes_interruption(struct api_call *c);
 void tm_api_nodes_heartbeat(struct api_call *c);
 
+/* agent.c: the node agent's enrollment and job reports. */
+void tm_api_agent_enroll(struct api_call *c);
+void tm_api_agent_job_start(struct api_call *c);
+void tm_api_agent_job_exit(struct api_call *c);
+
 /* decisions.c */
 void tm_api_decisions_list(struct api_call *c);
 

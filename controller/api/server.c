@@ -178,6 +178,7 @@ void tm_api_call_free(struct api_call *c)
     if (c->req && c->ref)
         c->ref->call = NULL;
     OPENSSL_cleanse(c->hash, sizeof(c->hash));
+    OPENSSL_cleanse(c->secret, sizeof(c->secret));
     free(c);
     api->ncalls--;
     maybe_finish(api);

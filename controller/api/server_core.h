@@ -47,6 +47,7 @@ struct auth_slot {
     enum tm_role role;
     char team[64];
     char token_name[64];
+    int64_t token_node;
     uint64_t until_ms;
 };
 

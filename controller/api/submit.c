@@ -37,9 +37,9 @@ static const char submit_sql[] =
     " (SELECT coalesce(string_agg(name, ', ' ORDER BY name), '') FROM pools) AS known_pools),"
     " ins AS (INSERT INTO jobs (team, name, command, gpus, gpu_milli, nodes, cpu_milli,"
     "   memory_mib, gpu_model, pool, class, priority, preemptible, checkpointable,"
-    "   runtime_estimate_ms, deadline_ms, submitted_ms)"
+    "   runtime_estimate_ms, deadline_ms, submitted_ms, env, image)"
     "  SELECT $1, $2, $3, $4::int, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14,"
-    "   nullif($15::bigint, 0), nullif($16::bigint, 0), $17"
+    "   nullif($15::bigint, 0), nullif($16::bigint, 0), $17, coalesce($18::jsonb, '{}'), $19"
     "  FROM chk WHERE chk.pools > 0 AND chk.models > 0 AND $4::int <= chk.max_gpus"
     "  RETURNING *)"
     " SELECT (SELECT " JOB_JSON " FROM ins j), chk.pools, chk.models, chk.max_gpus,"
@@ -131,8 +131,20 @@ void tm_api_jobs_submit(struct api_call *c)
         return;
     }
     submit_params(&spec, tm_api_now_ms(c), &text, params);
+    /* env and image (the node agent's) follow the batch's 17 columns. */
+    char *env = spec.env ? cJSON_PrintUnformatted(spec.env) : NULL;
+    if (spec.env && !env) {
+        cJSON_Delete(root);
+        tm_api_fail(c, 500, NULL, "out of memory");
+        return;
+    }
+    const char *all[SUBMIT_NPARAMS + 2];
+    memcpy(all, params, sizeof(params));
+    all[SUBMIT_NPARAMS] = env;
+    all[SUBMIT_NPARAMS + 1] = spec.image;
     /* pg_uv copies the parameters: the document can go now. */
-    tm_api_query(c, submit_sql, SUBMIT_NPARAMS, params, on_submit);
+    tm_api_query(c, submit_sql, SUBMIT_NPARAMS + 2, all, on_submit);
+    free(env);
     cJSON_Delete(root);
 }
 
@@ -410,7 +422,9 @@ void tm_api_jobs_submit_fast(struct api_call *c)
         tm_api_authenticate(c);
         return;
     }
-    if ((c->role == TM_ROLE_ENGINEER && strcmp(spec.team, c->team) != 0) ||
+    /* The batch carries no env or image: such a job takes the normal path. */
+    if (spec.env || spec.image ||
+        (c->role == TM_ROLE_ENGINEER && strcmp(spec.team, c->team) != 0) ||
         tm_job_fit_check(tm_api_config(c), &spec, &err) < 0 || !tm_api_rate_take(c)) {
         cJSON_Delete(root);
         tm_api_authenticate(c);

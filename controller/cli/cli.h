@@ -69,4 +69,9 @@ int tm_replay_main(int argc, char **argv);
  * 1 a failure while running. */
 int tm_spot_fit_main(int argc, char **argv);
 
+/* `tarmac agent ...`: the node agent (cli/agent.c, controller/agent/).
+ * Exit status 0 when stopped or the node is gone, 1 on a fatal error,
+ * 2 bad usage. */
+int tm_cli_agent(int argc, char **argv);
+
 #endif

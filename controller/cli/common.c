@@ -202,7 +202,7 @@ static const struct {
     {"gpu-milli", "gpu_milli"}, {"nodes", "nodes"}, {"cpu-milli", "cpu_milli"},
     {"memory-mib", "memory_mib"}, {"gpu-model", "gpu_model"}, {"pool", "pool"},
     {"class", "class"}, {"priority", "priority"}, {"estimate", "runtime_estimate_s"},
-    {"runtime", "sim_runtime"}, {"deadline", "deadline"},
+    {"runtime", "sim_runtime"}, {"deadline", "deadline"}, {"env", "env"}, {"image", "image"},
 };
 
 /* A job_spec error, named by the option the user typed. */
@@ -260,6 +260,8 @@ int tm_cli_submit_parse(int argc, char **argv, struct tm_cli_common *c, bool api
                    "%s"
                    "      --deadline DUR       finish within DUR from now\n"
                    "      --cpu-milli N, --memory-mib N, --name NAME, --command CMD\n"
+                   "      --env NAME=VALUE     the job's environment on its node (repeat; at most 64)\n"
+                   "      --image IMAGE        run the command in this container image\n"
                    "      --count N            submit N identical jobs, 1..10000\n\n"
                    "Options:\n%s",
                    c->cmd, api ? " through the API (POST /v1/jobs, one request per job)" : " straight into the database",

@@ -128,6 +128,11 @@ int tm_cli_submit(int argc, char **argv)
     r = tm_cli_submit_parse(argc, argv, &c, false, &spec, &count);
     if (r >= 0)
         return r;
+    if (spec.env || spec.image) {
+        tm_job_spec_release(&spec);
+        tm_cli_common_release(&c);
+        return tm_cli_usage_error(c.cmd, "--env and --image go through the API (tarmac submit)");
+    }
     if (c.have_cfg) {
         struct tm_spec_error serr = {0};
         if (tm_job_fit_check(&c.cfg, &spec, &serr) < 0) {

@@ -58,6 +58,10 @@ static char *job_body(const struct tm_job_spec *s)
         cJSON_AddNumberToObject(o, "runtime_estimate_s", (double)((s->runtime_estimate_ms + 999) / 1000));
     if (s->deadline_ms > 0)
         cJSON_AddNumberToObject(o, "deadline", (double)((s->deadline_ms + 999) / 1000));
+    if (s->env)
+        cJSON_AddItemToObject(o, "env", cJSON_Duplicate(s->env, 1));
+    if (s->image)
+        cJSON_AddStringToObject(o, "image", s->image);
     text = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return text;

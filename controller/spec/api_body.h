@@ -23,20 +23,47 @@
 #define TM_API_REPORT_JOBS_MAX 1024
 #define TM_API_SAMPLES_MAX 4096
 
-/* A node's heartbeat: {"jobs": [{"id": 7, "state": "succeeded"|"failed",
- * "reason": "exit 0"}], "gpus": [{"index": 0, "util_percent": 93.5,
- * "memory_used_mib": 61000, "at_ms": 1764400000000}]}; both lists optional,
- * an empty body is a bare heartbeat.  *ret_report is the document to hand
+/* A node's heartbeat (the node agent's contract): {"gpus": [{"index": 0,
+ * "uuid": "GPU-..", "name": "..", "memory_total_mib": 81920}], "samples":
+ * [{"gpu_index": 0, "at_ms": .., "util_percent": 37.5, "memory_used_mib":
+ * 1024, "memory_total_mib": 81920, "temperature_c": 41, "power_w": 180.5,
+ * "processes": [{"pid": 123, "used_memory_mib": 900}]}], "running":
+ * [{"job_id": 7, "attempt": 2, "pid": 4242}]}, plus the older spellings
+ * "jobs": [{"id": 7, "state": "succeeded"|"failed", "reason": "exit 0"}]
+ * and samples as "gpus" entries {"index", "util_percent",
+ * "memory_used_mib", "at_ms"}.  Every list optional, an empty body is a
+ * bare heartbeat.  Whether an index is one of the node's GPUs only the
+ * database knows: each checked entry carries "f", the field to name.  *ret_report is the document to hand
  * to tarmac_agent_report() ({"jobs": [...]}) and *ret_samples the samples
  * array, both unformatted JSON the caller frees with free(). */
 struct tm_api_heartbeat {
     char *report;
-    char *samples;
+    char *samples;   /* [{"gpu_index", "f" (its field), "util_percent", ...}] */
+    char *gpus;      /* the inventory: [{"gpu_index", "f", "uuid", "name", "memory_total_mib"}] */
     size_t njobs, nsamples;
 };
 int tm_api_parse_heartbeat(const char *body, size_t len, struct tm_api_heartbeat *ret,
                            struct tm_spec_error *err);
 void tm_api_heartbeat_release(struct tm_api_heartbeat *hb);
+
+/* POST /v1/agent/enroll: {"node_id": N, "secret": "tme_..."}, both
+ * required.  *ret_secret points into *ret_root (cJSON_Delete it; the
+ * secret is wiped by the caller). */
+int tm_api_parse_enroll(const char *body, size_t len, int64_t *ret_node, const char **ret_secret,
+                        cJSON **ret_root, struct tm_spec_error *err);
+
+/* POST /v1/nodes/{id}/jobs/{job}/start: {"attempt": 2, "pid": 4242}
+ * (attempt required; pid -1 when absent). */
+int tm_api_parse_job_start(const char *body, size_t len, int64_t *ret_attempt, int64_t *ret_pid,
+                           struct tm_spec_error *err);
+
+/* POST /v1/nodes/{id}/jobs/{job}/exit: {"attempt": 2, "exit_code": 3,
+ * "signal": null, "output_tail": "..", "reason": "exited"|"stopped"|"lost"}.
+ * attempt and reason required; "exited" needs exit_code or signal.
+ * *ret_report is tarmac_agent_report's document for job (free()). */
+#define TM_API_OUTPUT_TAIL_MAX 4096
+int tm_api_parse_job_exit(const char *body, size_t len, int64_t job, char **ret_report,
+                          struct tm_spec_error *err);
 
 /* PATCH /v1/jobs/{id}: {"preemptible": true|false}, nothing else. */
 int tm_api_parse_retag(const char *body, size_t len, bool *ret_preemptible,
@@ -49,6 +76,12 @@ int tm_api_parse_retag(const char *body, size_t len, bool *ret_preemptible,
  * absent; *ret_in_s is -1 when absent. */
 int tm_api_parse_verb(const char *body, size_t len, bool allow_in, char *reason, size_t size,
                       int64_t *ret_in_s, struct tm_spec_error *err);
+
+/* POST /v1/nodes/{id}/interruption: the verb's body with "in_s", or the
+ * node agent's "deadline_ms" (when the cloud takes the node, ms since the
+ * epoch), turned into in_s against now_ms. */
+int tm_api_parse_notice(const char *body, size_t len, int64_t now_ms, char *reason, size_t size,
+                        int64_t *ret_in_s, struct tm_spec_error *err);
 
 /* PUT /v1/budgets/{name}: {"cap_cents": 500000, "period": "month",
  * "hard": true, "warn_percent": 80} plus, optionally, "scope_kind": "team"

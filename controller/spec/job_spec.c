@@ -55,6 +55,114 @@ void tm_job_spec_init(struct tm_job_spec *spec)
     };
 }
 
+void tm_job_spec_release(struct tm_job_spec *spec)
+{
+    if (spec->env_owned)
+        cJSON_Delete(spec->env);
+    spec->env = NULL;
+    spec->env_owned = false;
+}
+
+static bool env_name_ok(const char *s)
+{
+    if (!((*s >= 'A' && *s <= 'Z') || (*s >= 'a' && *s <= 'z') || *s == '_'))
+        return false;
+    for (const char *p = s + 1; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+              *p == '_'))
+            return false;
+    return strlen(s) <= 255;
+}
+
+/* The name echoed in a field: only a checked name, else "env". */
+static int env_fail(struct tm_spec_error *err, const char *name, const char *msg)
+{
+    char field[300];
+
+    if (name && env_name_ok(name)) {
+        snprintf(field, sizeof(field), "env.%s", name);
+        return tm_spec_fail(err, field, "%s", msg);
+    }
+    return tm_spec_fail(err, "env", "%s", msg);
+}
+
+int tm_job_spec_set_env(struct tm_job_spec *spec, cJSON *env, struct tm_spec_error *err)
+{
+    size_t n = 0, bytes = 0;
+
+    if (!cJSON_IsObject(env))
+        return tm_spec_fail(err, "env", "must be an object of string values");
+    for (const cJSON *a = env->child; a; a = a->next) {
+        const char *name = a->string ? a->string : "";
+        if (!env_name_ok(name))
+            return env_fail(err, NULL, "names must match ^[A-Za-z_][A-Za-z0-9_]*$ (at most 255 bytes)");
+        if (strncmp(name, "TARMAC_", 7) == 0 || strcmp(name, "CUDA_VISIBLE_DEVICES") == 0)
+            return env_fail(err, name, "set by the node agent itself: a job may not set it");
+        if (!cJSON_IsString(a) || !a->valuestring)
+            return env_fail(err, name, "must be a string");
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (b->string && strcmp(b->string, name) == 0)
+                return env_fail(err, name, "given more than once");
+        if (++n > TM_JOB_ENV_MAX)
+            return tm_spec_fail(err, "env", "at most %d entries", TM_JOB_ENV_MAX);
+        bytes += strlen(name) + strlen(a->valuestring);
+        if (bytes > TM_JOB_ENV_BYTES)
+            return tm_spec_fail(err, "env", "at most %d bytes of names and values in all",
+                                TM_JOB_ENV_BYTES);
+    }
+    if (spec->env_owned && spec->env != env)
+        cJSON_Delete(spec->env);
+    spec->env = env;
+    spec->env_owned = false;
+    return 0;
+}
+
+/* "NAME=VALUE" from the command line, added to the spec's own env. */
+static int env_add_text(struct tm_job_spec *spec, const char *text, struct tm_spec_error *err)
+{
+    const char *eq = strchr(text, '=');
+    char name[256];
+    cJSON *env = spec->env_owned ? spec->env : NULL;
+    bool fresh = false;
+    int r;
+
+    if (!eq || eq == text || (size_t)(eq - text) >= sizeof(name))
+        return tm_spec_fail(err, "env", "must be NAME=VALUE");
+    memcpy(name, text, (size_t)(eq - text));
+    name[eq - text] = '\0';
+    if (!env) {
+        env = spec->env ? cJSON_Duplicate(spec->env, 1) : cJSON_CreateObject();
+        fresh = true;
+    }
+    if (!env || !cJSON_AddStringToObject(env, name, eq + 1)) {
+        if (fresh)
+            cJSON_Delete(env);
+        return tm_spec_fail(err, "env", "out of memory");
+    }
+    r = tm_job_spec_set_env(spec, env, err);
+    if (r < 0) {
+        if (fresh)
+            cJSON_Delete(env);
+        else
+            cJSON_Delete(cJSON_DetachItemFromObjectCaseSensitive(env, name));
+        return r;
+    }
+    spec->env_owned = true;
+    return 0;
+}
+
+static bool image_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > TM_JOB_IMAGE_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)s[i] <= ' ' || s[i] == 127)
+            return false;
+    return true;
+}
+
 bool tm_job_spec_name_ok(const char *s)
 {
     size_t n = strlen(s);
@@ -140,6 +248,13 @@ int tm_job_spec_set_text(struct tm_job_spec *spec, const char *field, const char
         if (!text_ok(text, TM_JOB_COMMAND_MAX))
             return tm_spec_fail(err, field, "must be at most %d bytes", TM_JOB_COMMAND_MAX);
         spec->command = text;
+    } else if (strcmp(field, "image") == 0) {
+        if (!image_ok(text))
+            return tm_spec_fail(err, field, "must be 1-%d bytes without spaces or control characters",
+                                TM_JOB_IMAGE_MAX);
+        spec->image = text;
+    } else if (strcmp(field, "env") == 0) {
+        return env_add_text(spec, text, err);
     } else if (strcmp(field, "gpus") == 0) {
         if (!parse_i64(text, 1, 16, &v))
             return tm_spec_fail(err, field, MSG_GPUS);
@@ -233,7 +348,7 @@ static bool json_int(const cJSON *item, int64_t min, int64_t max, int64_t *ret)
 
 enum json_field {
     F_TEAM, F_NAME, F_COMMAND, F_GPUS, F_MILLI, F_NODES, F_CPU, F_MEM, F_MODEL, F_POOL,
-    F_CLASS, F_PRIO, F_PRE, F_CKPT, F_EST, F_DEADLINE, F_MAX,
+    F_CLASS, F_PRIO, F_PRE, F_CKPT, F_EST, F_DEADLINE, F_ENV, F_IMAGE, F_MAX,
 };
 
 static const char *const json_names[F_MAX] = {
@@ -241,7 +356,7 @@ static const char *const json_names[F_MAX] = {
     [F_MILLI] = "gpu_milli", [F_NODES] = "nodes", [F_CPU] = "cpu_milli", [F_MEM] = "memory_mib",
     [F_MODEL] = "gpu_model", [F_POOL] = "pool", [F_CLASS] = "class", [F_PRIO] = "priority",
     [F_PRE] = "preemptible", [F_CKPT] = "checkpointable", [F_EST] = "runtime_estimate_s",
-    [F_DEADLINE] = "deadline",
+    [F_DEADLINE] = "deadline", [F_ENV] = "env", [F_IMAGE] = "image",
 };
 
 static int json_field(struct tm_job_spec *spec, enum json_field f, const cJSON *v,
@@ -251,9 +366,13 @@ static int json_field(struct tm_job_spec *spec, enum json_field f, const cJSON *
     int64_t n;
 
     /* null stands for "not given" where the field is optional. */
-    if (cJSON_IsNull(v) && (f == F_MODEL || f == F_POOL || f == F_DEADLINE || f == F_EST))
+    if (cJSON_IsNull(v) && (f == F_MODEL || f == F_POOL || f == F_DEADLINE || f == F_EST ||
+                            f == F_IMAGE || f == F_ENV))
         return 0;
     switch (f) {
+    case F_ENV:
+        return tm_job_spec_set_env(spec, (cJSON *)v, err);
+    case F_IMAGE:
     case F_TEAM:
     case F_NAME:
     case F_COMMAND:

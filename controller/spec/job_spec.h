@@ -31,6 +31,13 @@
 
 #define TM_JOB_NAME_MAX 200             /* bytes */
 #define TM_JOB_COMMAND_MAX 8192         /* bytes */
+/* A job's environment (what the node agent adds to the command's): at most
+ * TM_JOB_ENV_MAX entries of names ^[A-Za-z_][A-Za-z0-9_]*$ and string
+ * values, TM_JOB_ENV_BYTES in all (names and values); TARMAC_* and
+ * CUDA_VISIBLE_DEVICES are the agent's own and refused. */
+#define TM_JOB_ENV_MAX 64
+#define TM_JOB_ENV_BYTES 32768
+#define TM_JOB_IMAGE_MAX 512            /* bytes of a container image reference */
 #define TM_JOB_MODEL_MAX 255            /* "A100|H100|..." */
 #define TM_JOB_CPU_MILLI_MAX 100000000  /* 100k cores */
 #define TM_JOB_MEMORY_MIB_MAX 1073741824 /* 1 PiB */
@@ -60,7 +67,21 @@ struct tm_job_spec {
     int64_t runtime_estimate_ms; /* 0 = none */
     int64_t sim_runtime_ms;      /* 0 = none (simulated nodes only) */
     int64_t deadline_ms;         /* relative to submission, 0 = none */
+    /* A JSON object of string values, checked by tm_job_spec_set_env();
+     * NULL = none.  Borrowed (the parse's document) unless env_owned
+     * (built by set_text("env", "K=V")): tm_job_spec_release() frees it. */
+    cJSON *env;
+    bool env_owned;
+    const char *image;           /* container image, NULL = none (the command runs on the host) */
 };
+
+/* Free what the spec owns (an env built from text); the spec stays valid
+ * without it. */
+void tm_job_spec_release(struct tm_job_spec *spec);
+
+/* Check env (a JSON object) against the bounds above and set it
+ * (borrowed).  The field of an error is "env" or "env.NAME". */
+int tm_job_spec_set_env(struct tm_job_spec *spec, cJSON *env, struct tm_spec_error *err);
 
 /* Defaults, with gpus and gpu_milli unset. */
 void tm_job_spec_init(struct tm_job_spec *spec);
@@ -70,7 +91,9 @@ void tm_job_spec_init(struct tm_job_spec *spec);
  * ("team", "gpus", "gpu_milli", "nodes", "cpu_milli", "memory_mib",
  * "gpu_model", "pool", "class", "priority", "runtime_estimate_s" (a
  * duration such as "90s" or "2h" here), "deadline" (a duration),
- * "sim_runtime" (a duration), "name", "command").  text is borrowed.
+ * "sim_runtime" (a duration), "name", "command", "image", "env" (one
+ * "NAME=VALUE", added to the spec's own env; repeat for more)).  text is
+ * borrowed.
  * Returns 0, or TM_EINVAL with err filled (field and message).
  */
 int tm_job_spec_set_text(struct tm_job_spec *spec, const char *field, const char *text,

@@ -18,6 +18,7 @@ static const char *const role_names[TM_ROLE_MAX] = {
     [TM_ROLE_FINANCE] = "finance",
     [TM_ROLE_ENGINEER] = "engineer",
     [TM_ROLE_VIEWER] = "viewer",
+    [TM_ROLE_AGENT] = "agent",
 };
 
 const char *tm_role_name(enum tm_role role)
@@ -44,16 +45,26 @@ static void hex(const unsigned char *in, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
-int tm_token_generate(char buf[TM_TOKEN_LEN + 1])
+static int random_secret(const char *prefix, char buf[TM_TOKEN_LEN + 1])
 {
     unsigned char raw[32];
 
     if (RAND_bytes(raw, sizeof(raw)) != 1)
         return TM_ENOMEM;
-    memcpy(buf, TM_TOKEN_PREFIX, 4);
+    memcpy(buf, prefix, 4);
     hex(raw, sizeof(raw), buf + 4);
     OPENSSL_cleanse(raw, sizeof(raw));
     return 0;
+}
+
+int tm_token_generate(char buf[TM_TOKEN_LEN + 1])
+{
+    return random_secret(TM_TOKEN_PREFIX, buf);
+}
+
+int tm_enroll_secret_generate(char buf[TM_TOKEN_LEN + 1])
+{
+    return random_secret(TM_ENROLL_PREFIX, buf);
 }
 
 int tm_token_hash(const char *token, size_t len, char out[TM_TOKEN_HASH_LEN + 1])

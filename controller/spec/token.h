@@ -9,7 +9,14 @@
  * copies with OPENSSL_cleanse() and never log them.
  *
  * Roles: admin (everything), finance (reads; budgets later), engineer
- * (reads; submits and changes its own team's jobs), viewer (reads).
+ * (reads; submits and changes its own team's jobs), viewer (reads), agent
+ * (a node agent: bound to one node, it may call only that node's agent
+ * routes; minted by POST /v1/agent/enroll in exchange for the node's
+ * enrollment secret).
+ *
+ * Enrollment secrets ("tme_" + 64 hex digits, RAND_bytes) are generated per
+ * launch attempt, stored only as their hash (tm_token_hash) with an expiry,
+ * and are valid once.
  */
 #ifndef TM_TOKEN_H
 #define TM_TOKEN_H
@@ -27,6 +34,7 @@ enum tm_role {
     TM_ROLE_FINANCE,
     TM_ROLE_ENGINEER,
     TM_ROLE_VIEWER,
+    TM_ROLE_AGENT,
     TM_ROLE_MAX,
 };
 
@@ -37,6 +45,11 @@ int tm_role_parse(const char *name);
 /* A new random token into buf (TM_TOKEN_LEN + 1 bytes).  0 or TM_ENOMEM
  * when the random generator fails. */
 int tm_token_generate(char buf[TM_TOKEN_LEN + 1]);
+
+#define TM_ENROLL_PREFIX "tme_"
+/* A new random enrollment secret into buf (TM_TOKEN_LEN + 1 bytes, same
+ * length as a token, prefix TM_ENROLL_PREFIX).  0 or TM_ENOMEM. */
+int tm_enroll_secret_generate(char buf[TM_TOKEN_LEN + 1]);
 
 /* Hex SHA-256 of token[0..len) into hex (TM_TOKEN_HASH_LEN + 1 bytes). */
 int tm_token_hash(const char *token, size_t len, char hex[TM_TOKEN_HASH_LEN + 1]);

@@ -28,6 +28,10 @@ int tm_token_create(PGconn *conn, const char *name, const char *role, const char
                  role ? role : "");
         return TM_EINVAL;
     }
+    if (tm_role_parse(role) == TM_ROLE_AGENT) {
+        snprintf(err, errsize, "--role: agent tokens are minted by enrollment (POST /v1/agent/enroll)");
+        return TM_EINVAL;
+    }
     if (team && !tm_job_spec_name_ok(team)) {
         snprintf(err, errsize, "--team: must be 1-63 letters, digits, '.', '_' or '-', not \"%s\"",
                  team);

@@ -55,6 +55,16 @@ node() { # node STATE INSTANCE: a node row of pool od; prints its id
 NODE=$(node ready c1)
 ENDED1=$(node terminated c2)
 ENDED2=$(node interrupted c3)
+OTHERNODE=$(node ready c4)
+# Agent tokens come from enrollment: a secret's hash stored as the daemon
+# stores it, traded once the server runs.
+S_AGENT=tme_$(openssl rand -hex 32)
+S_OTHER=tme_$(openssl rand -hex 32)
+for pair in "$NODE:$S_AGENT" "$OTHERNODE:$S_OTHER"; do
+    psql_q "INSERT INTO agent_enrollments (node_id, hash, created_ms, expires_ms)
+            VALUES (${pair%%:*}, '$(printf '%s' "${pair#*:}" | sha256sum | cut -d' ' -f1)', 1,
+                    9000000000000)" >/dev/null
+done
 
 # The server's own route table, wherever the file holding it now lives.
 ROUTES_SRC=$(grep -rl --include='*.c' 'const struct api_route api_routes\[\]' "$TM_SOURCE_DIR/controller") \
@@ -71,9 +81,16 @@ PIDS+=("$SERVE")
 BASE=http://127.0.0.1:$PORT
 wait_for 20 "curl -fsS $BASE/readyz >/dev/null 2>&1" || fail "the API never became ready"
 
+enroll() { # NODE SECRET: prints the agent token
+    curl -fsS -H 'Content-Type: application/json' --data "{\"node_id\":$1,\"secret\":\"$2\"}" \
+        "$BASE/v1/agent/enroll" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'
+}
+AGENT=$(enroll "$NODE" "$S_AGENT") || fail "enroll"
+AGENT_OTHER=$(enroll "$OTHERNODE" "$S_OTHER") || fail "enroll"
 cat >"$WORK/fixture.json" <<JSON
 {"tokens": {"admin": "$ADMIN", "finance": "$FIN", "engineer": "$ENG", "viewer": "$VIEW",
-            "engineer_other": "$OTHER", "revoked": "$REVOKED"},
+            "engineer_other": "$OTHER", "revoked": "$REVOKED", "agent": "$AGENT",
+            "agent_other": "$AGENT_OTHER"},
  "team": "vision", "other_team": "speech", "node_id": $NODE, "pool": "od",
  "ended_node_ids": [$ENDED1, $ENDED2], "max_body_bytes": $MAX_BODY}
 JSON

@@ -1,0 +1,851 @@
+/*
+ * controller/agent/agent.c: the agent's loop and its talk with the
+ * controller (agent.h).  jobs.c owns the processes, cgroup.c the limits.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "controller/agent/body.h"
+#include "controller/agent/internal.h"
+#include "controller/agent/metadata.h"
+#include "controller/io/http_uv.h"
+#include "core/err.h"
+#include "core/log.h"
+
+
+extern char **environ;
+
+static void heartbeat(struct tm_agent *ag);
+static void send_reports(struct tm_agent *ag);
+static void agent_shutdown(struct tm_agent *ag, int code);
+
+/* ---- small helpers ---------------------------------------------------- */
+
+bool tm_agent_url_is_loopback(const char *url)
+{
+    const char *h = strstr(url, "://");
+    char host[256];
+    size_t n;
+
+    if (!h)
+        return false;
+    h += 3;
+    if (*h == '[') {
+        h++;
+        n = strcspn(h, "]");
+    } else {
+        n = strcspn(h, ":/");
+    }
+    if (n == 0 || n >= sizeof(host))
+        return false;
+    memcpy(host, h, n);
+    host[n] = '\0';
+    return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
+}
+
+static void url_for(const struct tm_agent *ag, char *out, size_t outlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void url_for(const struct tm_agent *ag, char *out, size_t outlen, const char *fmt, ...)
+{
+    va_list ap;
+    size_t n = (size_t)snprintf(out, outlen, "%s", ag->o.controller_url);
+
+    while (n > 0 && out[n - 1] == '/')
+        out[--n] = '\0';
+    va_start(ap, fmt);
+    vsnprintf(out + n, outlen - n, fmt, ap);
+    va_end(ap);
+}
+
+static int post(struct tm_agent *ag, const char *url, const char *body, bool auth, tm_http_cb cb,
+                void *data)
+{
+    const char *headers[3] = {"Content-Type: application/json", auth ? ag->auth : NULL, NULL};
+    struct tm_http_request req = {
+        .method = "POST",
+        .url = url,
+        .headers = headers,
+        .body = body,
+        .body_len = strlen(body),
+        .timeout_ms = 15000,
+        .max_body = 16 << 20,
+        .ca_file = ag->o.ca_file,
+    };
+
+    return tm_http_request(ag->http, &req, cb, data);
+}
+
+static int64_t next_backoff(int64_t cur)
+{
+    return cur <= 0 ? 1000 : (cur * 2 > 60000 ? 60000 : cur * 2);
+}
+
+/* ---- state file ------------------------------------------------------- */
+
+void tm_agent_save_state(struct tm_agent *ag)
+{
+    struct tm_agent_state st = {0};
+    size_t n = 0;
+    int r;
+
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
+        n++;
+    st.jobs = n ? calloc(n, sizeof(*st.jobs)) : NULL;
+    if (n && !st.jobs) {
+        tm_log_error("could not write the state file", "path=%s err=out-of-memory", ag->state_path);
+        return;
+    }
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next) {
+        struct tm_agent_state_job *s;
+        if (j->exited || j->pid <= 0)
+            continue;
+        s = &st.jobs[st.njobs++];
+        s->job_id = j->job_id;
+        s->attempt = j->attempt;
+        s->pid = j->pid;
+        s->start_time = j->start_time;
+        s->checkpointable = j->checkpointable;
+        snprintf(s->stopping, sizeof(s->stopping), "%s", j->stopping);
+        s->log_dropped = j->log_dropped;
+    }
+    st.reports = ag->reports;
+    st.nreports = ag->nreports;
+    st.done = ag->done;
+    st.ndone = ag->ndone;
+    r = tm_agent_state_write(ag->state_path, &st);
+    if (r < 0)
+        tm_log_error("could not write the state file", "path=%s err=%s", ag->state_path, tm_strerror(r));
+    free(st.jobs);
+}
+
+void tm_agent_remember_done(struct tm_agent *ag, int64_t job_id, int64_t attempt)
+{
+    ag->done[ag->done_next] = (struct tm_agent_state_done){job_id, attempt};
+    ag->done_next = (ag->done_next + 1) % TM_AGENT_DONE_CAP;
+    if (ag->ndone < TM_AGENT_DONE_CAP)
+        ag->ndone++;
+}
+
+static bool is_done(const struct tm_agent *ag, int64_t job_id, int64_t attempt)
+{
+    for (size_t i = 0; i < ag->ndone; i++)
+        if (ag->done[i].job_id == job_id && ag->done[i].attempt == attempt)
+            return true;
+    for (size_t i = 0; i < ag->nreports; i++)
+        if (ag->reports[i].job_id == job_id && ag->reports[i].attempt == attempt)
+            return true;
+    return false;
+}
+
+/* ---- exit reports ------------------------------------------------------ */
+
+void tm_agent_add_report(struct tm_agent *ag, const struct tm_agent_report *r)
+{
+    if (ag->nreports == ag->reports_cap) {
+        size_t cap = ag->reports_cap ? ag->reports_cap * 2 : 8;
+        struct tm_agent_report *nr = realloc(ag->reports, cap * sizeof(*nr));
+        if (!nr) {
+            tm_log_error("could not keep an exit report", "job=%lld err=out-of-memory", (long long)r->job_id);
+            return;
+        }
+        ag->reports = nr;
+        ag->reports_cap = cap;
+    }
+    ag->reports[ag->nreports++] = *r;
+    send_reports(ag);
+}
+
+static void drop_first_report(struct tm_agent *ag)
+{
+    memmove(ag->reports, ag->reports + 1, (ag->nreports - 1) * sizeof(*ag->reports));
+    ag->nreports--;
+    tm_agent_save_state(ag);
+}
+
+static void on_report(const struct tm_http_response *resp, void *data)
+{
+    struct tm_agent *ag = data;
+    const struct tm_agent_report *r = ag->nreports ? &ag->reports[0] : NULL;
+
+    ag->report_inflight = false;
+    if (!r || ag->shutting_down)
+        return;
+    if (resp->status == 0 && resp->http_status >= 200 && resp->http_status < 300) {
+        tm_log_info("exit reported", "job=%lld attempt=%lld reason=%s", (long long)r->job_id,
+                    (long long)r->attempt, r->reason);
+        ag->report_backoff_ms = 0;
+        drop_first_report(ag);
+    } else if (resp->status == 0 && (resp->http_status == 409 || resp->http_status == 404)) {
+        /* a stale attempt: the controller has moved on, drop it quietly */
+        tm_log_debug("exit report for a stale attempt dropped", "job=%lld attempt=%lld http=%ld",
+                     (long long)r->job_id, (long long)r->attempt, resp->http_status);
+        drop_first_report(ag);
+    } else if (resp->status == 0 && resp->http_status >= 400 && resp->http_status < 500 &&
+               resp->http_status != 401 && resp->http_status != 403 && resp->http_status != 429) {
+        tm_log_error("exit report refused, dropping it", "job=%lld http=%ld body=\"%.200s\"",
+                     (long long)r->job_id, resp->http_status, resp->body ? resp->body : "");
+        drop_first_report(ag);
+    } else {
+        ag->report_backoff_ms = next_backoff(ag->report_backoff_ms);
+        ag->report_next_ms = uv_now(ag->loop) + (uint64_t)ag->report_backoff_ms;
+        return;
+    }
+    send_reports(ag);
+}
+
+static void send_reports(struct tm_agent *ag)
+{
+    char url[1024];
+    char *body;
+
+    if (ag->report_inflight || ag->nreports == 0 || !ag->started || ag->shutting_down ||
+        uv_now(ag->loop) < ag->report_next_ms)
+        return;
+    body = tm_agent_body_exit(&ag->reports[0]);
+    if (!body)
+        return;
+    url_for(ag, url, sizeof(url), "/v1/nodes/%lld/jobs/%lld/exit", (long long)ag->o.node_id,
+            (long long)ag->reports[0].job_id);
+    if (post(ag, url, body, true, on_report, ag) == 0)
+        ag->report_inflight = true;
+    free(body);
+}
+
+/* ---- start reports ------------------------------------------------------ */
+
+struct start_ctx {
+    struct tm_agent *ag;
+    int64_t job_id, attempt;
+};
+
+static void on_start_report(const struct tm_http_response *resp, void *data)
+{
+    struct start_ctx *c = data;
+    struct tm_agent *ag = c->ag;
+    struct tm_agent_job *j = ag->shutting_down ? NULL : tm_agent_job_find(ag, c->job_id, c->attempt);
+
+    free(c);
+    if (!j)
+        return;
+    j->start_inflight = false;
+    if (resp->status == 0 && resp->http_status >= 200 && resp->http_status < 300) {
+        j->start_reported = true;
+    } else if (resp->status == 0 && resp->http_status == 409) {
+        tm_log_warn("the controller refused this attempt as stale, killing it", "job=%lld attempt=%lld",
+                    (long long)j->job_id, (long long)j->attempt);
+        j->start_reported = true;
+        j->stale = true;
+        tm_agent_job_stop(j, SIGKILL, "stopped");
+    } else if (resp->status == 0 && resp->http_status >= 400 && resp->http_status < 500 &&
+               resp->http_status != 401 && resp->http_status != 403 && resp->http_status != 429) {
+        tm_log_error("start report refused", "job=%lld http=%ld", (long long)j->job_id, resp->http_status);
+        j->start_reported = true; /* the heartbeat's running list still carries it */
+    }
+    /* else: retried by the tick */
+}
+
+void tm_agent_report_start(struct tm_agent *ag, struct tm_agent_job *j)
+{
+    struct start_ctx *c;
+    char url[1024];
+    char *body;
+
+    if (j->start_reported || j->start_inflight || j->exited || ag->shutting_down)
+        return;
+    c = malloc(sizeof(*c));
+    body = tm_agent_body_start(j->attempt, j->pid);
+    if (!c || !body) {
+        free(c);
+        free(body);
+        return;
+    }
+    *c = (struct start_ctx){ag, j->job_id, j->attempt};
+    url_for(ag, url, sizeof(url), "/v1/nodes/%lld/jobs/%lld/start", (long long)ag->o.node_id,
+            (long long)j->job_id);
+    if (post(ag, url, body, true, on_start_report, c) == 0)
+        j->start_inflight = true;
+    else
+        free(c);
+    free(body);
+}
+
+/* ---- GPU samples ---------------------------------------------------------- */
+
+static void on_sample(uv_timer_t *t)
+{
+    struct tm_agent *ag = t->data;
+    struct tm_gpu_reading r;
+    char err[256];
+    struct timespec ts;
+    int rc;
+
+    clock_gettime(CLOCK_REALTIME, &ts); /* sample times are wall clock: the controller compares nodes */
+    rc = tm_gpu_source_read(ag->gpu, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, &r, err, sizeof(err));
+
+    if (rc < 0) {
+        if (!ag->gpu_error_said)
+            tm_log_warn("could not read the GPUs, no samples this time", "err=\"%s\"", err);
+        ag->gpu_error_said = true;
+        return;
+    }
+    ag->gpu_error_said = false;
+    ag->last = r;
+    for (int i = 0; i < r.count; i++) {
+        if (ag->ring_tail - ag->ring_head == TM_AGENT_SAMPLE_CAP) {
+            if (ag->samples_dropped++ == 0)
+                tm_log_warn("controller away: oldest GPU samples dropped", "kept=%d", TM_AGENT_SAMPLE_CAP);
+            ag->ring_head++;
+        }
+        ag->ring[ag->ring_tail % TM_AGENT_SAMPLE_CAP] = r.sample[i];
+        ag->ring_tail++;
+    }
+}
+
+/* ---- heartbeat -------------------------------------------------------------- */
+
+static void on_hb_timer(uv_timer_t *t)
+{
+    heartbeat(t->data);
+}
+
+static void hb_again(struct tm_agent *ag, int64_t ms)
+{
+    uv_timer_stop(&ag->hb_timer);
+    if (!ag->shutting_down && !ag->terminated)
+        uv_timer_start(&ag->hb_timer, on_hb_timer, (uint64_t)ms, 0);
+}
+
+static void node_terminated(struct tm_agent *ag, const char *body)
+{
+    if (ag->terminated)
+        return;
+    ag->terminated = true;
+    tm_log_warn("the controller says this node is terminated or interrupted: stopping every job and exiting",
+                "node=%lld answer=\"%.200s\"", (long long)ag->o.node_id, body ? body : "");
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
+        tm_agent_job_stop(j, j->checkpointable ? ag->o.checkpoint_signal : SIGTERM, "stopped");
+    uv_timer_stop(&ag->hb_timer);
+    tm_agent_job_gone(ag);
+}
+
+void tm_agent_job_gone(struct tm_agent *ag)
+{
+    if (ag->terminated && tm_agent_jobs_running(ag) == 0 && !ag->shutting_down) {
+        /* exit reports would hear 409 too: keep them in the state file */
+        agent_shutdown(ag, 0);
+        return;
+    }
+    if (ag->notice_active && !ag->notice_acked && ag->md_watch && ag->notice_event[0]) {
+        bool any = false;
+        for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
+            any |= !j->exited;
+        if (!any) {
+            ag->notice_acked = true;
+            tm_md_watch_ack(ag->md_watch, ag->notice_event);
+            tm_log_info("interruption acknowledged: no job runs", "event=%s", ag->notice_event);
+        }
+    }
+}
+
+static void apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a)
+{
+    /* Stop what is no longer placed here (another attempt counts as not). */
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next) {
+        if (j->exited || j->stopping[0])
+            continue;
+        if (tm_agent_answer_find(a, j->job_id, j->attempt) < 0) {
+            tm_log_info("job no longer assigned here, stopping it", "job=%lld attempt=%lld",
+                        (long long)j->job_id, (long long)j->attempt);
+            tm_agent_job_stop(j, j->checkpointable ? ag->o.checkpoint_signal : SIGTERM, "stopped");
+        }
+    }
+    /* Start what does not run, once: never an attempt that ran here
+     * already, never while an older attempt of the same job still lives. */
+    for (size_t i = 0; i < a->count; i++) {
+        const struct tm_agent_assignment *as = &a->assignments[i];
+        bool busy = false;
+        int r;
+
+        if (tm_agent_job_find(ag, as->job_id, as->attempt) || is_done(ag, as->job_id, as->attempt))
+            continue;
+        for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
+            busy |= j->job_id == as->job_id && !j->exited;
+        if (busy || ag->terminated)
+            continue;
+        r = tm_agent_job_start(ag, as);
+        if (r < 0)
+            tm_log_error("could not start job", "job=%lld err=%s", (long long)as->job_id, tm_strerror(r));
+    }
+}
+
+static void on_heartbeat(const struct tm_http_response *resp, void *data)
+{
+    struct tm_agent *ag = data;
+    struct tm_agent_answer ans;
+    char err[256];
+    int r;
+
+    ag->hb_inflight = false;
+    if (ag->shutting_down)
+        return;
+    if (resp->status < 0 || resp->http_status >= 500 || resp->http_status == 429) {
+        ag->backoff_ms = next_backoff(ag->backoff_ms);
+        if (!ag->away_said)
+            tm_log_warn("controller unreachable, retrying with backoff", "err=\"%s\" http=%ld retry_ms=%lld",
+                        resp->status < 0 ? tm_strerror(resp->status) : "server error", resp->http_status,
+                        (long long)ag->backoff_ms);
+        ag->away_said = true;
+        hb_again(ag, ag->backoff_ms);
+        return;
+    }
+    if (ag->away_said)
+        tm_log_info("controller reachable again", "http=%ld", resp->http_status);
+    ag->away_said = false;
+    ag->backoff_ms = 0;
+    if (resp->http_status == 409) {
+        node_terminated(ag, resp->body);
+        return;
+    }
+    if (resp->http_status == 401 || resp->http_status == 403) {
+        if (!ag->auth_said)
+            tm_log_error("the controller refused the agent token", "http=%ld", resp->http_status);
+        ag->auth_said = true;
+        ag->backoff_ms = 30000;
+        hb_again(ag, ag->backoff_ms);
+        return;
+    }
+    ag->auth_said = false;
+    /* 200 or 400: the samples sent are done with (a 400 would refuse them again) */
+    if (ag->hb_sent_to > ag->ring_head)
+        ag->ring_head = ag->hb_sent_to;
+    if (resp->http_status != 200) {
+        tm_log_error("heartbeat refused", "http=%ld body=\"%.300s\"", resp->http_status,
+                     resp->body ? resp->body : "");
+        hb_again(ag, ag->o.heartbeat_ms);
+        return;
+    }
+    r = tm_agent_answer_parse(resp->body, resp->body_len, &ans, err, sizeof(err));
+    if (r < 0) {
+        if (!ag->answer_said)
+            tm_log_error("could not read the heartbeat answer, keeping jobs as they are", "err=\"%s\"",
+                         r == TM_ENOMEM ? "out of memory" : err);
+        ag->answer_said = true;
+    } else {
+        ag->answer_said = false;
+        apply_answer(ag, &ans);
+        tm_agent_answer_release(&ans);
+    }
+    hb_again(ag, ag->o.heartbeat_ms);
+}
+
+static void heartbeat(struct tm_agent *ag)
+{
+    struct tm_gpu_sample *batch = NULL;
+    struct tm_agent_running *run = NULL;
+    size_t nb = (size_t)(ag->ring_tail - ag->ring_head), nr = 0;
+    char url[1024];
+    char *body;
+
+    if (ag->hb_inflight || ag->shutting_down || ag->terminated)
+        return;
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
+        nr++;
+    batch = nb ? malloc(nb * sizeof(*batch)) : NULL;
+    run = nr ? malloc(nr * sizeof(*run)) : NULL;
+    if ((nb && !batch) || (nr && !run)) {
+        free(batch);
+        free(run);
+        hb_again(ag, 1000);
+        return;
+    }
+    for (size_t i = 0; i < nb; i++)
+        batch[i] = ag->ring[(ag->ring_head + i) % TM_AGENT_SAMPLE_CAP];
+    nr = 0;
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
+        if (!j->exited)
+            run[nr++] = (struct tm_agent_running){j->job_id, j->attempt, j->pid};
+    body = tm_agent_body_heartbeat(ag->last.info, ag->last.count, batch, nb, run, nr);
+    free(batch);
+    free(run);
+    if (!body) {
+        hb_again(ag, 1000);
+        return;
+    }
+    url_for(ag, url, sizeof(url), "/v1/nodes/%lld/heartbeat", (long long)ag->o.node_id);
+    if (post(ag, url, body, true, on_heartbeat, ag) == 0) {
+        ag->hb_inflight = true;
+        ag->hb_sent_to = ag->ring_tail;
+    } else {
+        hb_again(ag, 1000);
+    }
+    free(body);
+}
+
+/* ---- the one-second tick ------------------------------------------------------ */
+
+static void on_tick(uv_timer_t *t)
+{
+    struct tm_agent *ag = t->data;
+
+    tm_agent_jobs_tick(ag);
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
+        tm_agent_report_start(ag, j);
+    send_reports(ag);
+}
+
+/* ---- interruption notices ------------------------------------------------------ */
+
+static void on_interruption_posted(const struct tm_http_response *resp, void *data)
+{
+    struct tm_agent *ag = data;
+
+    if (resp->status == 0 && resp->http_status >= 200 && resp->http_status < 300)
+        tm_log_info("interruption notice forwarded", "node=%lld", (long long)ag->o.node_id);
+    else
+        tm_log_warn("could not forward the interruption notice", "http=%ld err=%s", resp->http_status,
+                    resp->status < 0 ? tm_strerror(resp->status) : "refused");
+}
+
+static void on_notice(const struct tm_md_notice *n, void *data)
+{
+    struct tm_agent *ag = data;
+    char url[1024], reason[96];
+    char *body;
+
+    if (ag->shutting_down)
+        return;
+    if (ag->notice_active && strcmp(ag->notice_event, n->event_id) == 0)
+        return; /* the same notice seen again */
+    ag->notice_active = true;
+    ag->notice_acked = false;
+    snprintf(ag->notice_event, sizeof(ag->notice_event), "%s", n->event_id);
+    snprintf(reason, sizeof(reason), "%.8s %.32s", n->cloud, n->action);
+    body = tm_agent_body_interruption(reason, n->deadline_ms);
+    if (body) {
+        url_for(ag, url, sizeof(url), "/v1/nodes/%lld/interruption", (long long)ag->o.node_id);
+        post(ag, url, body, true, on_interruption_posted, ag);
+        free(body);
+    }
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
+        if (j->checkpointable && !j->exited && !j->stopping[0])
+            tm_agent_job_stop(j, ag->o.checkpoint_signal, "stopped");
+    tm_agent_job_gone(ag);
+}
+
+static void start_metadata(struct tm_agent *ag)
+{
+    const char *kind = ag->o.metadata_kind;
+
+    if (!kind || strcmp(kind, "none") == 0)
+        return;
+    {
+        struct tm_md_watch *w = NULL;
+        int r = tm_md_watch_start(ag->loop, ag->http, kind, ag->o.metadata_url, on_notice, ag, &w);
+        if (r < 0)
+            tm_log_error("could not watch the metadata service", "kind=%s err=%s", kind, tm_strerror(r));
+        else
+            ag->md_watch = w;
+    }
+}
+
+/* ---- start, enrollment, shutdown --------------------------------------------------- */
+
+static void on_signal(uv_signal_t *s, int signum)
+{
+    struct tm_agent *ag = s->data;
+
+    tm_log_info("agent stopping; jobs keep running for the next agent", "signal=%d", signum);
+    agent_shutdown(ag, 0);
+}
+
+static void begin(struct tm_agent *ag)
+{
+    struct tm_agent_state st;
+    char err[256];
+    int r;
+
+    snprintf(ag->auth, sizeof(ag->auth), "Authorization: Bearer %s", ag->token);
+    r = tm_agent_state_read(ag->state_path, &st, err, sizeof(err));
+    if (r < 0) {
+        /* A state file that cannot be read must not make the agent start
+         * jobs twice: refuse to go on, keep the file for a person to see. */
+        tm_log_error("could not read the state file", "path=%s err=\"%s\"", ag->state_path,
+                     r == TM_EINVAL ? err : tm_strerror(r));
+        agent_shutdown(ag, 1);
+        return;
+    }
+    ag->started = true;
+    for (size_t i = 0; i < st.ndone && i < TM_AGENT_DONE_CAP; i++)
+        tm_agent_remember_done(ag, st.done[i].job_id, st.done[i].attempt);
+    for (size_t i = 0; i < st.nreports; i++)
+        tm_agent_add_report(ag, &st.reports[i]);
+    r = tm_agent_jobs_adopt(ag, &st);
+    tm_agent_state_release(&st);
+    if (r < 0) {
+        agent_shutdown(ag, 1);
+        return;
+    }
+    tm_agent_save_state(ag);
+    on_sample(&ag->sample_timer);
+    uv_timer_start(&ag->sample_timer, on_sample, (uint64_t)ag->o.sample_ms, (uint64_t)ag->o.sample_ms);
+    uv_timer_start(&ag->tick_timer, on_tick, 1000, 1000);
+    start_metadata(ag);
+    send_reports(ag);
+    heartbeat(ag);
+}
+
+static void enroll(struct tm_agent *ag);
+
+static void on_enroll_timer(uv_timer_t *t)
+{
+    enroll(t->data);
+}
+
+static int save_token(struct tm_agent *ag, const char *token)
+{
+    char path[PATH_MAX + 16], tmp[PATH_MAX + 32];
+    size_t len = strlen(token), off = 0;
+    int fd, r = 0;
+
+    snprintf(path, sizeof(path), "%s/token", ag->o.work_dir);
+    snprintf(tmp, sizeof(tmp), "%s/token.tmp", ag->o.work_dir);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return -errno;
+    while (off < len) {
+        ssize_t w = write(fd, token + off, len - off);
+        if (w < 0) {
+            r = -errno;
+            break;
+        }
+        off += (size_t)w;
+    }
+    if (r == 0 && fsync(fd) != 0)
+        r = -errno;
+    close(fd);
+    if (r == 0 && rename(tmp, path) != 0)
+        r = -errno;
+    return r;
+}
+
+static void on_enroll(const struct tm_http_response *resp, void *data)
+{
+    struct tm_agent *ag = data;
+    char err[256];
+    char *token = NULL;
+    int r;
+
+    if (ag->shutting_down)
+        return;
+    if (resp->status == 0 && (resp->http_status == 200 || resp->http_status == 201)) {
+        r = tm_agent_enroll_parse(resp->body, resp->body_len, ag->o.node_id, &token, err, sizeof(err));
+        if (r < 0) {
+            tm_log_error("could not read the enrollment answer", "err=\"%s\"", err);
+            agent_shutdown(ag, 1);
+            return;
+        }
+        tm_log_add_secret(token);
+        r = save_token(ag, token);
+        if (r < 0) {
+            tm_log_error("could not store the agent token", "dir=%s err=%s", ag->o.work_dir, tm_strerror(r));
+            OPENSSL_cleanse(token, strlen(token));
+            free(token);
+            agent_shutdown(ag, 1);
+            return;
+        }
+        ag->token = token;
+        tm_log_info("enrolled", "node=%lld", (long long)ag->o.node_id);
+        begin(ag);
+        return;
+    }
+    if (resp->status == 0 && resp->http_status >= 400 && resp->http_status < 500 && resp->http_status != 429) {
+        tm_log_error("the controller refused the enrollment secret (bad, used or expired)",
+                     "node=%lld http=%ld", (long long)ag->o.node_id, resp->http_status);
+        agent_shutdown(ag, 1);
+        return;
+    }
+    ag->backoff_ms = next_backoff(ag->backoff_ms);
+    tm_log_warn("could not enroll, retrying", "err=\"%s\" http=%ld retry_ms=%lld",
+                resp->status < 0 ? tm_strerror(resp->status) : "server error", resp->http_status,
+                (long long)ag->backoff_ms);
+    uv_timer_start(&ag->enroll_timer, on_enroll_timer, (uint64_t)ag->backoff_ms, 0);
+}
+
+static void enroll(struct tm_agent *ag)
+{
+    char url[1024];
+    char *body = tm_agent_body_enroll(ag->o.node_id, ag->o.enroll_secret);
+
+    if (!body) {
+        agent_shutdown(ag, 1);
+        return;
+    }
+    url_for(ag, url, sizeof(url), "/v1/agent/enroll");
+    if (post(ag, url, body, false, on_enroll, ag) < 0)
+        uv_timer_start(&ag->enroll_timer, on_enroll_timer, 1000, 0);
+    OPENSSL_cleanse(body, strlen(body));
+    free(body);
+}
+
+static void agent_shutdown(struct tm_agent *ag, int code)
+{
+    if (ag->shutting_down)
+        return;
+    ag->shutting_down = true;
+    ag->exit_code = code;
+    if (ag->started)
+        tm_agent_save_state(ag);
+    if (ag->md_watch)
+        tm_md_watch_stop(ag->md_watch);
+    ag->md_watch = NULL;
+    uv_timer_stop(&ag->hb_timer);
+    uv_timer_stop(&ag->sample_timer);
+    uv_timer_stop(&ag->tick_timer);
+    uv_timer_stop(&ag->enroll_timer);
+    uv_signal_stop(&ag->sigterm);
+    uv_signal_stop(&ag->sigint);
+    uv_stop(ag->loop);
+}
+
+static int read_token(struct tm_agent *ag)
+{
+    char path[PATH_MAX + 16], buf[600];
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/token", ag->o.work_dir);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : -errno;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return TM_EINVAL;
+    buf[n] = '\0';
+    buf[strcspn(buf, "\r\n")] = '\0';
+    if (!buf[0])
+        return TM_EINVAL;
+    ag->token = strdup(buf);
+    OPENSSL_cleanse(buf, sizeof(buf));
+    if (!ag->token)
+        return TM_ENOMEM;
+    tm_log_add_secret(ag->token);
+    return 1;
+}
+
+static void on_http_closed(void *data)
+{
+    (void)data;
+}
+
+static void close_walk(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+int tm_agent_run(const struct tm_agent_options *o)
+{
+    struct tm_agent *ag = calloc(1, sizeof(*ag));
+    uv_loop_t loop;
+    char why[256];
+    enum tm_gpu_kind kind;
+    int r, code;
+
+    if (!ag)
+        return 1;
+    ag->o = *o;
+    ag->ring = calloc(TM_AGENT_SAMPLE_CAP, sizeof(*ag->ring));
+    if (!ag->ring || uv_loop_init(&loop) != 0) {
+        free(ag->ring);
+        free(ag);
+        return 1;
+    }
+    ag->loop = &loop;
+    ag->base_env = environ;
+    snprintf(ag->state_path, sizeof(ag->state_path), "%s/state.json", o->work_dir);
+    snprintf(ag->jobs_dir, sizeof(ag->jobs_dir), "%s/jobs", o->work_dir);
+    if ((mkdir(o->work_dir, 0700) != 0 && errno != EEXIST) ||
+        (mkdir(ag->jobs_dir, 0700) != 0 && errno != EEXIST)) {
+        tm_log_error("could not create the work directory", "dir=%s err=%s", o->work_dir, strerror(errno));
+        code = 1;
+        goto out_loop;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    r = tm_http_create(&loop, &ag->http);
+    if (r < 0) {
+        tm_log_error("could not start the HTTP client", "err=%s", tm_strerror(r));
+        code = 1;
+        goto out_loop;
+    }
+    r = tm_gpu_source_open(o->gpu_fake, &ag->gpu, &kind, why, sizeof(why));
+    if (r < 0) {
+        code = 1;
+        goto out_http;
+    }
+    if (kind == TM_GPU_NONE)
+        tm_log_warn("no GPU telemetry: no NVML and no --gpu-fake; heartbeats carry no samples",
+                    "why=\"%s\"", why);
+    else
+        tm_log_info("GPU telemetry", "source=%s", kind == TM_GPU_FAKE ? "fake" : "nvml");
+    tm_agent_cgroup_init(ag);
+    uv_timer_init(&loop, &ag->hb_timer);
+    uv_timer_init(&loop, &ag->sample_timer);
+    uv_timer_init(&loop, &ag->tick_timer);
+    uv_timer_init(&loop, &ag->enroll_timer);
+    ag->hb_timer.data = ag->sample_timer.data = ag->tick_timer.data = ag->enroll_timer.data = ag;
+    uv_signal_init(&loop, &ag->sigterm);
+    uv_signal_init(&loop, &ag->sigint);
+    ag->sigterm.data = ag->sigint.data = ag;
+    uv_signal_start(&ag->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&ag->sigint, on_signal, SIGINT);
+
+    r = read_token(ag);
+    if (r < 0) {
+        tm_log_error("could not read the agent token", "dir=%s err=%s", o->work_dir, tm_strerror(r));
+        agent_shutdown(ag, 1);
+    } else if (r == 1) {
+        begin(ag);
+    } else if (!o->enroll_secret) {
+        tm_log_error("no agent token and no enrollment secret", "dir=%s hint=\"--enroll-secret-file or TARMAC_ENROLL_SECRET\"",
+                     o->work_dir);
+        agent_shutdown(ag, 1);
+    } else {
+        enroll(ag);
+    }
+    if (!ag->shutting_down)
+        uv_run(&loop, UV_RUN_DEFAULT);
+    code = ag->exit_code;
+
+    /* Close everything: jobs keep running, their handles go. */
+    tm_agent_jobs_close(ag);
+out_http:
+    tm_http_close(ag->http, on_http_closed, NULL);
+    uv_walk(&loop, close_walk, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    tm_gpu_source_close(ag->gpu);
+out_loop:
+    if (uv_loop_close(&loop) != 0)
+        tm_log_warn("loop closed with handles open", "where=agent");
+    if (ag->token) {
+        OPENSSL_cleanse(ag->token, strlen(ag->token));
+        free(ag->token);
+    }
+    OPENSSL_cleanse(ag->auth, sizeof(ag->auth));
+    free(ag->reports);
+    free(ag->ring);
+    free(ag);
+    return code;
+}

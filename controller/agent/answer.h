@@ -1,0 +1,72 @@
+/*
+ * controller/agent/answer.h: the controller's answers the agent reads,
+ * parsed by pure functions (cJSON only: no loop, no I/O), so the fuzz target
+ * tests/fuzz/fuzz_agent_answer.c links them without the rest of the agent.
+ *
+ * The heartbeat answer (../shared agent contract, route 1):
+ *
+ *   {"node":{"id":N,"state":"ready","draining":false},
+ *    "assignments":[{"job_id":7,"attempt":2,"command":"...","env":{"K":"V"},
+ *      "image":null,"gpu_indices":[0,1],"gpu_milli":1000,"cpu_milli":4000,
+ *      "memory_mib":16384,"checkpointable":true,"checkpoint_dir":null}]}
+ *
+ * Unknown keys are ignored (a newer controller may add some); a known key
+ * of the wrong type, a value out of range or a missing job_id, attempt or
+ * command refuses the whole answer, so the agent never acts on half of one.
+ */
+#ifndef TM_AGENT_ANSWER_H
+#define TM_AGENT_ANSWER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TM_AGENT_MAX_GPUS 64          /* GPU indices 0..63 */
+#define TM_AGENT_MAX_ASSIGNMENTS 1024
+#define TM_AGENT_MAX_ENV 64
+#define TM_AGENT_MAX_COMMAND (256 * 1024)
+
+struct tm_agent_assignment {
+    int64_t job_id;
+    int64_t attempt;
+    char *command;
+    size_t env_count;
+    char **env_names;
+    char **env_values;
+    char *image;                       /* NULL: run on the host */
+    size_t gpu_count;
+    int gpu_indices[TM_AGENT_MAX_GPUS];
+    int gpu_milli;                     /* 0: not given; < 1000 with one GPU: a share */
+    int64_t cpu_milli;                 /* 0: not given */
+    int64_t memory_mib;                /* 0: not given */
+    bool checkpointable;
+    char *checkpoint_dir;              /* NULL when not given */
+};
+
+struct tm_agent_answer {
+    bool has_node;
+    int64_t node_id;
+    char node_state[32];
+    bool draining;
+    size_t count;
+    struct tm_agent_assignment *assignments;
+};
+
+/* Parse a heartbeat answer.  0 and *ret filled (release it with
+ * tm_agent_answer_release), or TM_EBADREPLY with err holding the field and
+ * the problem ("assignments[2].attempt: must be a non-negative integer"),
+ * or TM_ENOMEM; *ret is untouched on failure. */
+int tm_agent_answer_parse(const char *body, size_t len, struct tm_agent_answer *ret, char *err,
+                          size_t errlen);
+void tm_agent_answer_release(struct tm_agent_answer *a);
+
+/* The index of (job_id, attempt) in a, or -1. */
+long tm_agent_answer_find(const struct tm_agent_answer *a, int64_t job_id, int64_t attempt);
+
+/* Parse the enrollment answer {"node_id":N,"token":"..."} into a heap copy
+ * of the token (*ret_token, free() it after wiping).  0, TM_EBADREPLY (err
+ * names the field, never the token), TM_ENOMEM. */
+int tm_agent_enroll_parse(const char *body, size_t len, int64_t node_id, char **ret_token,
+                          char *err, size_t errlen);
+
+#endif

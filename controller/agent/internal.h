@@ -1,0 +1,119 @@
+/*
+ * controller/agent/internal.h: what agent.c (the controller side of the
+ * loop), jobs.c (the processes) and cgroup.c share.  Not for other folders.
+ */
+#ifndef TM_AGENT_INTERNAL_H
+#define TM_AGENT_INTERNAL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <uv.h>
+
+#include "controller/agent/agent.h"
+#include "controller/agent/answer.h"
+#include "controller/agent/gpu.h"
+#include "controller/agent/state.h"
+
+#define TM_AGENT_SAMPLE_CAP 2048   /* samples kept while the controller is away */
+#define TM_AGENT_DONE_CAP 256      /* finished (job, attempt) pairs remembered */
+
+struct tm_agent;
+struct tm_md_watch;
+
+struct tm_agent_job {
+    struct tm_agent_job *next;
+    struct tm_agent *agent;
+    int64_t job_id;
+    int64_t attempt;
+    int pid;                   /* also the process group (a new session) */
+    uint64_t start_time;
+    bool checkpointable;
+    bool child;                /* spawned by this agent: proc is live */
+    bool exited;
+    bool start_reported;
+    bool start_inflight;
+    bool stale;                /* the controller refused the attempt (409) */
+    char stopping[16];         /* "" or the reason to report */
+    int64_t log_dropped;
+    int closing;               /* handles whose close callback is due */
+    uv_process_t proc;
+    uv_timer_t grace;
+    bool grace_armed;
+    char log_path[PATH_MAX];
+    char status_path[PATH_MAX];
+    char cgroup[PATH_MAX];     /* "" when not in a cgroup of its own */
+};
+
+struct tm_agent {
+    uv_loop_t *loop;
+    struct tm_agent_options o;
+    struct tm_http *http;
+    char *token;
+    char auth[700];
+    char state_path[PATH_MAX];
+    char jobs_dir[PATH_MAX];
+    char **base_env;
+
+    uv_timer_t hb_timer, sample_timer, tick_timer, enroll_timer;
+    uv_signal_t sigterm, sigint;
+    bool started;              /* timers running (after enrollment) */
+    bool shutting_down;
+    bool terminated;           /* the controller answered 409 */
+    int exit_code;
+
+    struct tm_gpu_source *gpu;
+    struct tm_gpu_reading last;      /* the latest reading: UUIDs for the env */
+    struct tm_gpu_sample *ring;      /* TM_AGENT_SAMPLE_CAP entries */
+    uint64_t ring_head, ring_tail;   /* sequence numbers: [head, tail) kept */
+    uint64_t samples_dropped;
+    bool gpu_error_said;
+
+    bool hb_inflight;
+    uint64_t hb_sent_to;             /* ring_tail when the heartbeat left */
+    int64_t backoff_ms;
+    bool away_said, auth_said, answer_said;
+
+    struct tm_agent_job *jobs;
+    struct tm_agent_report *reports;
+    size_t nreports, reports_cap;
+    bool report_inflight;
+    uint64_t report_next_ms;
+    int64_t report_backoff_ms;
+    struct tm_agent_state_done done[TM_AGENT_DONE_CAP];
+    size_t ndone, done_next;
+
+    /* metadata notices */
+    struct tm_md_watch *md_watch;
+    bool notice_active;
+    bool notice_acked;
+    char notice_event[128];
+
+    /* cgroup v2 */
+    bool cg_ok;
+    char cg_base[PATH_MAX];
+};
+
+/* jobs.c */
+int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a);
+void tm_agent_job_stop(struct tm_agent_job *j, int sig, const char *reason);
+void tm_agent_jobs_tick(struct tm_agent *ag);
+int tm_agent_jobs_adopt(struct tm_agent *ag, const struct tm_agent_state *st);
+void tm_agent_jobs_close(struct tm_agent *ag);
+size_t tm_agent_jobs_running(const struct tm_agent *ag);
+struct tm_agent_job *tm_agent_job_find(struct tm_agent *ag, int64_t job_id, int64_t attempt);
+
+/* agent.c, called by jobs.c */
+void tm_agent_save_state(struct tm_agent *ag);
+void tm_agent_add_report(struct tm_agent *ag, const struct tm_agent_report *r);
+void tm_agent_report_start(struct tm_agent *ag, struct tm_agent_job *j);
+void tm_agent_remember_done(struct tm_agent *ag, int64_t job_id, int64_t attempt);
+void tm_agent_job_gone(struct tm_agent *ag);
+
+/* cgroup.c */
+void tm_agent_cgroup_init(struct tm_agent *ag);
+void tm_agent_cgroup_job(struct tm_agent *ag, struct tm_agent_job *j, const struct tm_agent_assignment *a);
+void tm_agent_cgroup_remove(struct tm_agent_job *j);
+
+#endif

@@ -1,0 +1,296 @@
+/*
+ * controller/agent/job_env.c: a job's environment and command (job_env.h).
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/agent/job_env.h"
+#include "core/err.h"
+
+const char tm_agent_wrapper_script[] =
+    "trap : HUP INT TERM QUIT USR1 USR2; /bin/sh -c \"$1\"; s=$?; "
+    "printf '%s\\n' \"$s\" > \"$2.tmp\" && mv -f \"$2.tmp\" \"$2\"; exit \"$s\"";
+
+void tm_strv_free(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+struct strv {
+    char **v;
+    size_t n, cap;
+    bool oom;
+};
+
+static void strv_push(struct strv *s, char *str)
+{
+    if (!str) {
+        s->oom = true;
+        return;
+    }
+    if (s->n + 2 > s->cap) {
+        size_t cap = s->cap ? s->cap * 2 : 64;
+        char **nv = realloc(s->v, cap * sizeof(char *));
+        if (!nv) {
+            free(str);
+            s->oom = true;
+            return;
+        }
+        s->v = nv;
+        s->cap = cap;
+    }
+    s->v[s->n++] = str;
+    s->v[s->n] = NULL;
+}
+
+static char *kv(const char *k, const char *v)
+{
+    size_t n = strlen(k) + strlen(v) + 2;
+    char *p = malloc(n);
+
+    if (p)
+        snprintf(p, n, "%s=%s", k, v);
+    return p;
+}
+
+static bool reserved(const char *entry)
+{
+    return strncmp(entry, "TARMAC_", 7) == 0 || strncmp(entry, "CUDA_VISIBLE_DEVICES=", 21) == 0 ||
+           strncmp(entry, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=", 34) == 0;
+}
+
+/* Whether the job's env names the variable of a base entry "K=V". */
+static bool overridden(const char *entry, const struct tm_agent_assignment *a)
+{
+    const char *eq = strchr(entry, '=');
+    size_t n = eq ? (size_t)(eq - entry) : strlen(entry);
+
+    for (size_t i = 0; i < a->env_count; i++)
+        if (strlen(a->env_names[i]) == n && strncmp(entry, a->env_names[i], n) == 0)
+            return true;
+    return false;
+}
+
+void tm_agent_gpu_list(const struct tm_agent_assignment *a, const struct tm_gpu_info *gpus, int ngpus,
+                       char *out, size_t outlen)
+{
+    size_t used = 0;
+
+    if (outlen)
+        out[0] = '\0';
+    for (size_t i = 0; i < a->gpu_count; i++) {
+        const char *uuid = NULL;
+        char num[16];
+        int w;
+
+        for (int j = 0; j < ngpus; j++)
+            if (gpus[j].index == a->gpu_indices[i])
+                uuid = gpus[j].uuid;
+        if (!uuid) {
+            snprintf(num, sizeof(num), "%d", a->gpu_indices[i]);
+            uuid = num;
+        }
+        w = snprintf(out + used, outlen - used, "%s%s", i ? "," : "", uuid);
+        if (w < 0 || (size_t)w >= outlen - used)
+            return; /* out is sized for 64 UUIDs; cannot happen */
+        used += (size_t)w;
+    }
+}
+
+int tm_agent_job_env(const char *const *base, const struct tm_agent_assignment *a,
+                     const struct tm_gpu_info *gpus, int ngpus, char ***ret_env)
+{
+    struct strv s = {0};
+    char list[TM_AGENT_MAX_GPUS * 100];
+    char num[32];
+
+    for (const char *const *p = base; p && *p; p++)
+        if (!reserved(*p) && !overridden(*p, a))
+            strv_push(&s, strdup(*p));
+    for (size_t i = 0; i < a->env_count; i++)
+        strv_push(&s, kv(a->env_names[i], a->env_values[i]));
+    tm_agent_gpu_list(a, gpus, ngpus, list, sizeof(list));
+    strv_push(&s, kv("CUDA_VISIBLE_DEVICES", list));
+    snprintf(num, sizeof(num), "%lld", (long long)a->job_id);
+    strv_push(&s, kv("TARMAC_JOB_ID", num));
+    snprintf(num, sizeof(num), "%lld", (long long)a->attempt);
+    strv_push(&s, kv("TARMAC_ATTEMPT", num));
+    if (a->checkpoint_dir)
+        strv_push(&s, kv("TARMAC_CHECKPOINT_DIR", a->checkpoint_dir));
+    if (a->gpu_count == 1 && a->gpu_milli > 0 && a->gpu_milli < 1000) {
+        int pct = a->gpu_milli / 10;
+        snprintf(num, sizeof(num), "%d", a->gpu_milli);
+        strv_push(&s, kv("TARMAC_GPU_MILLI", num));
+        snprintf(num, sizeof(num), "%d", pct < 1 ? 1 : pct);
+        strv_push(&s, kv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", num));
+    }
+    if (s.oom || !s.v) {
+        tm_strv_free(s.v);
+        return TM_ENOMEM;
+    }
+    *ret_env = s.v;
+    return 0;
+}
+
+char *tm_shell_quote(const char *s)
+{
+    size_t n = 3;
+    char *out, *o;
+
+    for (const char *p = s; *p; p++)
+        n += *p == '\'' ? 4 : 1;
+    out = malloc(n);
+    if (!out)
+        return NULL;
+    o = out;
+    *o++ = '\'';
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'') {
+            memcpy(o, "'\\''", 4);
+            o += 4;
+        } else {
+            *o++ = *p;
+        }
+    }
+    *o++ = '\'';
+    *o = '\0';
+    return out;
+}
+
+/* A growing string; oom sticks. */
+struct buf {
+    char *p;
+    size_t n, cap;
+    bool oom;
+};
+
+static void buf_add(struct buf *b, const char *s, size_t len)
+{
+    if (b->oom)
+        return;
+    if (b->n + len + 1 > b->cap) {
+        size_t cap = (b->n + len + 1) * 2;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->oom = true;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, s, len);
+    b->n += len;
+    b->p[b->n] = '\0';
+}
+
+static void buf_str(struct buf *b, const char *s)
+{
+    buf_add(b, s, strlen(s));
+}
+
+static void buf_quoted(struct buf *b, const char *s)
+{
+    char *q = tm_shell_quote(s);
+
+    if (!q) {
+        b->oom = true;
+        return;
+    }
+    buf_str(b, q);
+    free(q);
+}
+
+static void env_flags(struct buf *b, const struct tm_agent_assignment *a)
+{
+    static const char *const ours[] = {"CUDA_VISIBLE_DEVICES", "TARMAC_JOB_ID", "TARMAC_ATTEMPT"};
+
+    for (size_t i = 0; i < a->env_count; i++) {
+        buf_str(b, b->n && b->p[b->n - 1] != ' ' ? " -e " : "-e ");
+        buf_str(b, a->env_names[i]);
+    }
+    for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
+        buf_str(b, b->n && b->p[b->n - 1] != ' ' ? " -e " : "-e ");
+        buf_str(b, ours[i]);
+    }
+    if (a->checkpoint_dir)
+        buf_str(b, " -e TARMAC_CHECKPOINT_DIR");
+    if (a->gpu_count == 1 && a->gpu_milli > 0 && a->gpu_milli < 1000)
+        buf_str(b, " -e TARMAC_GPU_MILLI -e CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+}
+
+int tm_agent_container_command(const char *tmpl, const struct tm_agent_assignment *a,
+                               const struct tm_gpu_info *gpus, int ngpus, char **ret)
+{
+    struct buf b = {0};
+    char list[TM_AGENT_MAX_GPUS * 100];
+    const char *p = tmpl;
+
+    tm_agent_gpu_list(a, gpus, ngpus, list, sizeof(list));
+    while (*p) {
+        const char *open = strchr(p, '{'), *close;
+        char name[32];
+        size_t n;
+
+        if (!open) {
+            buf_str(&b, p);
+            break;
+        }
+        buf_add(&b, p, (size_t)(open - p));
+        close = strchr(open, '}');
+        n = close ? (size_t)(close - open - 1) : 0;
+        if (!close || n == 0 || n >= sizeof(name)) {
+            free(b.p);
+            return TM_EINVAL;
+        }
+        memcpy(name, open + 1, n);
+        name[n] = '\0';
+        if (strcmp(name, "image") == 0) {
+            buf_quoted(&b, a->image ? a->image : "");
+        } else if (strcmp(name, "command") == 0) {
+            buf_quoted(&b, a->command);
+        } else if (strcmp(name, "name") == 0) {
+            char nm[64];
+            snprintf(nm, sizeof(nm), "tarmac-%lld-%lld", (long long)a->job_id, (long long)a->attempt);
+            buf_str(&b, nm);
+        } else if (strcmp(name, "gpus") == 0) {
+            buf_str(&b, list);
+        } else if (strcmp(name, "docker_gpus") == 0) {
+            if (list[0]) {
+                buf_str(&b, "--gpus '\"device=");
+                buf_str(&b, list);
+                buf_str(&b, "\"'");
+            }
+        } else if (strcmp(name, "cdi_gpus") == 0) {
+            const char *q = list;
+            while (*q) {
+                const char *comma = strchr(q, ',');
+                size_t len = comma ? (size_t)(comma - q) : strlen(q);
+                buf_str(&b, q == list ? "--device nvidia.com/gpu=" : " --device nvidia.com/gpu=");
+                buf_add(&b, q, len);
+                q += len + (comma ? 1 : 0);
+            }
+        } else if (strcmp(name, "env") == 0) {
+            env_flags(&b, a);
+        } else if (strcmp(name, "checkpoint_dir") == 0) {
+            if (a->checkpoint_dir)
+                buf_quoted(&b, a->checkpoint_dir);
+        } else {
+            free(b.p);
+            return TM_EINVAL;
+        }
+        p = close + 1;
+    }
+    if (b.oom || !b.p) {
+        free(b.p);
+        return b.oom ? TM_ENOMEM : TM_EINVAL;
+    }
+    *ret = b.p;
+    return 0;
+}

@@ -1,0 +1,66 @@
+/*
+ * controller/agent/job_env.h: what a job's process is given, built by pure
+ * functions from an assignment and the node's GPUs (no I/O, no loop), so
+ * the unit tests check each variable with known answers.
+ *
+ * Environment: the agent's own environment without TARMAC_* (the
+ * enrollment secret must never reach a job) and without the CUDA variables
+ * set below, then the job's env, then
+ *   CUDA_VISIBLE_DEVICES   the UUIDs of gpu_indices, comma-separated ("" for
+ *                          a job placed on no GPU, so it sees none)
+ *   TARMAC_JOB_ID, TARMAC_ATTEMPT
+ *   TARMAC_CHECKPOINT_DIR  when checkpoint_dir is given
+ *   TARMAC_GPU_MILLI and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (= milli / 10,
+ *                          at least 1) for a fractional share (one GPU,
+ *                          gpu_milli below 1000)
+ *
+ * The process: /bin/sh -c WRAPPER with the command (or the filled container
+ * template) as $1 and the status file as $2.  The wrapper runs the command
+ * in a child shell, then writes its exit status to the status file, so an
+ * agent restarted after kill -9 learns how a re-adopted job ended.  It
+ * catches (does not ignore) the stop signals so it outlives the command
+ * when the whole group is signalled; caught signals reset at exec, so the
+ * command sees them with their default actions.
+ */
+#ifndef TM_AGENT_JOB_ENV_H
+#define TM_AGENT_JOB_ENV_H
+
+#include <stddef.h>
+
+#include "controller/agent/answer.h"
+#include "controller/agent/gpu.h"
+
+/* The default --container-template (docker with the NVIDIA toolkit). */
+#define TM_AGENT_CONTAINER_DEFAULT                                                                 \
+    "docker run --rm --name {name} {docker_gpus} {env} {image} /bin/sh -c {command}"
+
+/* Build the environment into *ret_env, a NULL-terminated heap array of
+ * "K=V" strings (free with tm_strv_free).  base is the agent's environ.
+ * gpus holds the node's GPUs; an index without a GPU there maps to its
+ * number, so a job still sees which device it got.  0 or TM_ENOMEM. */
+int tm_agent_job_env(const char *const *base, const struct tm_agent_assignment *a,
+                     const struct tm_gpu_info *gpus, int ngpus, char ***ret_env);
+
+/* The UUIDs of a's GPUs, comma-separated, into out ("" with none). */
+void tm_agent_gpu_list(const struct tm_agent_assignment *a, const struct tm_gpu_info *gpus, int ngpus,
+                       char *out, size_t outlen);
+
+/* Fill the container template for a (a->image set): {image} and {command}
+ * shell-quoted, {name} (tarmac-JOB-ATTEMPT), {gpus} (the UUID list),
+ * {docker_gpus} (--gpus '"device=U1,U2"' or nothing), {cdi_gpus}
+ * (--device nvidia.com/gpu=U per GPU, podman), {env} (-e NAME for every
+ * job and tarmac variable: the value comes from the environment built
+ * above), {checkpoint_dir} (quoted, or "").  An unknown {placeholder}
+ * -> TM_EINVAL.  *ret is a heap string. */
+int tm_agent_container_command(const char *tmpl, const struct tm_agent_assignment *a,
+                               const struct tm_gpu_info *gpus, int ngpus, char **ret);
+
+/* Single-quote s for /bin/sh into a heap string. */
+char *tm_shell_quote(const char *s);
+
+/* The wrapper script of the header comment. */
+extern const char tm_agent_wrapper_script[];
+
+void tm_strv_free(char **v);
+
+#endif

@@ -1,0 +1,376 @@
+/*
+ * controller/agent/jobs.c: the job processes (agent.h, job_env.h).
+ *
+ * A job is /bin/sh -c WRAPPER in a new session (UV_PROCESS_DETACHED), so
+ * its pid is its process group and every signal goes to the group: a
+ * grandchild is stopped with its parents.  The agent's own child exits
+ * come from libuv's SIGCHLD handling; a job re-adopted after a restart is
+ * no longer our child, so the one-second tick checks its pid and start
+ * time, and its wrapper's status file says how it ended.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "controller/agent/internal.h"
+#include "controller/agent/job_env.h"
+#include "controller/agent/logtail.h"
+#include "core/err.h"
+#include "core/log.h"
+
+struct tm_agent_job *tm_agent_job_find(struct tm_agent *ag, int64_t job_id, int64_t attempt)
+{
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
+        if (j->job_id == job_id && j->attempt == attempt)
+            return j;
+    return NULL;
+}
+
+size_t tm_agent_jobs_running(const struct tm_agent *ag)
+{
+    size_t n = 0;
+
+    for (const struct tm_agent_job *j = ag->jobs; j; j = j->next)
+        n += !j->exited;
+    return n;
+}
+
+static void on_job_closed(uv_handle_t *h)
+{
+    struct tm_agent_job *j = h->data;
+
+    if (--j->closing == 0)
+        free(j);
+}
+
+/* Unlink j from the agent's list and close its handles; freed when both
+ * close callbacks have run. */
+static void job_release(struct tm_agent_job *j)
+{
+    struct tm_agent *ag = j->agent;
+
+    for (struct tm_agent_job **p = &ag->jobs; *p; p = &(*p)->next)
+        if (*p == j) {
+            *p = j->next;
+            break;
+        }
+    j->closing = 1; /* the grace timer always exists */
+    if (j->child) {
+        j->closing++;
+        uv_close((uv_handle_t *)&j->proc, on_job_closed);
+    }
+    uv_close((uv_handle_t *)&j->grace, on_job_closed);
+}
+
+/* The wrapper's exit status file: 1 and *ret when present. */
+static int read_status(const char *path, int *ret)
+{
+    char buf[32];
+    ssize_t n;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return 0;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    *ret = (int)strtol(buf, NULL, 10);
+    return 1;
+}
+
+/* A shell says 128+N for a command killed by signal N: report it as the
+ * signal (an `exit 130` of its own reads the same; see README). */
+static void fill_code(struct tm_agent_report *r, int status, int term_signal)
+{
+    if (term_signal) {
+        r->signal = term_signal;
+    } else if (status > 128 && status <= 128 + 64) {
+        r->signal = status - 128;
+    } else {
+        r->has_code = true;
+        r->exit_code = status;
+    }
+}
+
+/* The job's leader is gone: report how it ended, clean up what remains. */
+static void job_ended(struct tm_agent_job *j, bool known, int status, int term_signal)
+{
+    struct tm_agent *ag = j->agent;
+    struct tm_agent_report r;
+    int st;
+
+    memset(&r, 0, sizeof(r));
+    r.job_id = j->job_id;
+    r.attempt = j->attempt;
+    if (!known && read_status(j->status_path, &st)) {
+        known = true;
+        status = st;
+        term_signal = 0;
+    }
+    if (known) {
+        fill_code(&r, status, term_signal);
+        snprintf(r.reason, sizeof(r.reason), "%s", j->stopping[0] ? j->stopping : "exited");
+    } else {
+        /* re-adopted, and killed before its wrapper could write: unknown */
+        snprintf(r.reason, sizeof(r.reason), "%s", j->stopping[0] ? j->stopping : "lost");
+    }
+    if (ag->o.log_cap_bytes > 0)
+        tm_agent_log_cap(j->log_path, ag->o.log_cap_bytes, &j->log_dropped);
+    tm_agent_log_tail(j->log_path, j->log_dropped, r.tail, sizeof(r.tail));
+    /* Whatever of the group outlived its leader (a background child) goes too. */
+    if (j->pid > 1)
+        kill(-j->pid, SIGKILL);
+    j->exited = true;
+    uv_timer_stop(&j->grace);
+    tm_agent_cgroup_remove(j);
+    unlink(j->status_path);
+    tm_log_info("job ended", "job=%lld attempt=%lld reason=%s exit_code=%d signal=%d",
+                (long long)j->job_id, (long long)j->attempt, r.reason, r.has_code ? r.exit_code : -1,
+                r.signal);
+    tm_agent_remember_done(ag, j->job_id, j->attempt);
+    if (!j->stale)
+        tm_agent_add_report(ag, &r);
+    job_release(j);
+    tm_agent_save_state(ag);
+    tm_agent_job_gone(ag);
+}
+
+static void on_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
+{
+    struct tm_agent_job *j = p->data;
+
+    job_ended(j, true, (int)exit_status, term_signal);
+}
+
+static void on_grace(uv_timer_t *t)
+{
+    struct tm_agent_job *j = t->data;
+
+    tm_log_warn("job outlived its grace period, killing its process group",
+                "job=%lld attempt=%lld pid=%d", (long long)j->job_id, (long long)j->attempt, j->pid);
+    if (j->pid > 1)
+        kill(-j->pid, SIGKILL);
+}
+
+void tm_agent_job_stop(struct tm_agent_job *j, int sig, const char *reason)
+{
+    if (j->exited)
+        return;
+    if (!j->stopping[0] || strcmp(reason, j->stopping) != 0)
+        snprintf(j->stopping, sizeof(j->stopping), "%s", reason);
+    if (j->pid > 1 && kill(-j->pid, sig) != 0 && errno != ESRCH)
+        tm_log_warn("could not signal job", "job=%lld pid=%d err=%s", (long long)j->job_id, j->pid,
+                    strerror(errno));
+    if (sig == SIGKILL) {
+        uv_timer_stop(&j->grace);
+    } else if (!j->grace_armed) {
+        j->grace_armed = true;
+        uv_timer_start(&j->grace, on_grace, (uint64_t)j->agent->o.kill_grace_ms, 0);
+    }
+    tm_agent_save_state(j->agent);
+}
+
+static struct tm_agent_job *job_new(struct tm_agent *ag, int64_t job_id, int64_t attempt)
+{
+    struct tm_agent_job *j = calloc(1, sizeof(*j));
+
+    if (!j)
+        return NULL;
+    j->agent = ag;
+    j->job_id = job_id;
+    j->attempt = attempt;
+    snprintf(j->log_path, sizeof(j->log_path), "%.3800s/%lld-%lld.log", ag->jobs_dir, (long long)job_id,
+             (long long)attempt);
+    snprintf(j->status_path, sizeof(j->status_path), "%.3800s/%lld-%lld.status", ag->jobs_dir,
+             (long long)job_id, (long long)attempt);
+    uv_timer_init(ag->loop, &j->grace);
+    j->grace.data = j;
+    j->next = ag->jobs;
+    ag->jobs = j;
+    return j;
+}
+
+/* A job that could not be started: report exit 127 with why as its tail,
+ * as a shell does for a command it cannot run. */
+static void report_unstartable(struct tm_agent *ag, const struct tm_agent_assignment *a, const char *why)
+{
+    struct tm_agent_report r;
+
+    memset(&r, 0, sizeof(r));
+    r.job_id = a->job_id;
+    r.attempt = a->attempt;
+    r.has_code = true;
+    r.exit_code = 127;
+    snprintf(r.reason, sizeof(r.reason), "exited");
+    snprintf(r.tail, sizeof(r.tail), "tarmac agent: %s\n", why);
+    tm_utf8_clean(r.tail, strlen(r.tail));
+    tm_log_error("could not start job", "job=%lld attempt=%lld err=\"%s\"", (long long)a->job_id,
+                 (long long)a->attempt, why);
+    tm_agent_remember_done(ag, a->job_id, a->attempt);
+    tm_agent_add_report(ag, &r);
+    tm_agent_save_state(ag);
+}
+
+int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
+{
+    const char *tmpl = ag->o.container_template ? ag->o.container_template : TM_AGENT_CONTAINER_DEFAULT;
+    uv_process_options_t po;
+    uv_stdio_container_t stdio[3];
+    struct tm_agent_job *j;
+    char **env = NULL;
+    char *cmd = NULL;
+    char *args[7];
+    char why[256];
+    int fd = -1, r;
+
+    r = tm_agent_job_env((const char *const *)ag->base_env, a, ag->last.info, ag->last.count, &env);
+    if (r < 0)
+        return r;
+    if (a->image) {
+        r = tm_agent_container_command(tmpl, a, ag->last.info, ag->last.count, &cmd);
+        if (r < 0) {
+            tm_strv_free(env);
+            report_unstartable(ag, a, "the container template has an unknown {placeholder}");
+            return 0;
+        }
+    }
+    j = job_new(ag, a->job_id, a->attempt);
+    if (!j) {
+        tm_strv_free(env);
+        free(cmd);
+        return TM_ENOMEM;
+    }
+    j->checkpointable = a->checkpointable;
+    unlink(j->status_path);
+    fd = open(j->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    if (fd < 0) {
+        snprintf(why, sizeof(why), "could not open log %.160s: %s", j->log_path, strerror(errno));
+        goto unstartable;
+    }
+    args[0] = "/bin/sh";
+    args[1] = "-c";
+    args[2] = (char *)tm_agent_wrapper_script;
+    args[3] = "tarmac-job";
+    args[4] = cmd ? cmd : a->command;
+    args[5] = j->status_path;
+    args[6] = NULL;
+    memset(&po, 0, sizeof(po));
+    memset(stdio, 0, sizeof(stdio));
+    stdio[0].flags = UV_IGNORE;
+    stdio[1].flags = UV_INHERIT_FD;
+    stdio[1].data.fd = fd;
+    stdio[2].flags = UV_INHERIT_FD;
+    stdio[2].data.fd = fd;
+    po.file = args[0];
+    po.args = args;
+    po.env = env;
+    po.cwd = ag->jobs_dir;
+    po.flags = UV_PROCESS_DETACHED;
+    po.stdio_count = 3;
+    po.stdio = stdio;
+    po.exit_cb = on_exit_cb;
+    j->proc.data = j;
+    r = uv_spawn(ag->loop, &j->proc, &po);
+    if (r < 0) {
+        /* libuv leaves the handle to close even on failure */
+        snprintf(why, sizeof(why), "could not spawn /bin/sh: %s", uv_strerror(r));
+        j->child = true;
+        goto unstartable;
+    }
+    j->child = true;
+    j->pid = j->proc.pid;
+    if (tm_proc_start_time(j->pid, &j->start_time) != 0)
+        j->start_time = 0; /* already gone: its exit callback follows */
+    tm_agent_cgroup_job(ag, j, a);
+    close(fd);
+    tm_strv_free(env);
+    free(cmd);
+    tm_log_info("job started", "job=%lld attempt=%lld pid=%d gpus=%zu%s", (long long)a->job_id,
+                (long long)a->attempt, j->pid, a->gpu_count, a->image ? " container=yes" : "");
+    tm_agent_save_state(ag);
+    tm_agent_report_start(ag, j);
+    return 0;
+
+unstartable:
+    if (fd >= 0)
+        close(fd);
+    tm_strv_free(env);
+    free(cmd);
+    j->exited = true;
+    job_release(j);
+    report_unstartable(ag, a, why);
+    return 0;
+}
+
+int tm_agent_jobs_adopt(struct tm_agent *ag, const struct tm_agent_state *st)
+{
+    for (size_t i = 0; i < st->njobs; i++) {
+        const struct tm_agent_state_job *sj = &st->jobs[i];
+        uint64_t now_start = 0;
+        bool alive = tm_proc_start_time(sj->pid, &now_start) == 0;
+        struct tm_agent_job *j = job_new(ag, sj->job_id, sj->attempt);
+
+        if (!j)
+            return TM_ENOMEM;
+        j->pid = sj->pid;
+        j->start_time = sj->start_time;
+        j->checkpointable = sj->checkpointable;
+        j->log_dropped = sj->log_dropped;
+        j->start_reported = true; /* the last agent reported it, or will hear 409 */
+        snprintf(j->stopping, sizeof(j->stopping), "%s", sj->stopping);
+        if (tm_agent_adopt_decide(sj, alive, now_start) == TM_ADOPT_KEEP) {
+            tm_log_info("job re-adopted", "job=%lld attempt=%lld pid=%d", (long long)j->job_id,
+                        (long long)j->attempt, j->pid);
+            continue;
+        }
+        /* Gone (or its pid now names another process): the status file
+         * tells whether it finished; else it is lost. */
+        tm_log_warn("job not re-adopted: its process is gone or is another one",
+                    "job=%lld attempt=%lld pid=%d", (long long)j->job_id, (long long)j->attempt, j->pid);
+        j->pid = 0; /* never signal a pid that may be someone else's now */
+        job_ended(j, false, 0, 0);
+    }
+    return 0;
+}
+
+void tm_agent_jobs_tick(struct tm_agent *ag)
+{
+    struct tm_agent_job *j = ag->jobs, *next;
+
+    for (; j; j = next) {
+        next = j->next;
+        if (j->exited)
+            continue;
+        if (ag->o.log_cap_bytes > 0) {
+            int r = tm_agent_log_cap(j->log_path, ag->o.log_cap_bytes, &j->log_dropped);
+            if (r == 1)
+                tm_log_warn("job output passed the log cap, older output dropped",
+                            "job=%lld attempt=%lld cap=%lld dropped=%lld", (long long)j->job_id,
+                            (long long)j->attempt, (long long)ag->o.log_cap_bytes,
+                            (long long)j->log_dropped);
+        }
+        if (!j->child) {
+            uint64_t st = 0;
+            if (tm_proc_start_time(j->pid, &st) != 0 || st != j->start_time)
+                job_ended(j, false, 0, 0);
+        }
+    }
+}
+
+void tm_agent_jobs_close(struct tm_agent *ag)
+{
+    /* The jobs keep running (a new session each): only our handles go.
+     * libuv would reap a child whose handle is closed, so nothing zombies. */
+    while (ag->jobs) {
+        struct tm_agent_job *j = ag->jobs;
+        j->exited = true;
+        uv_timer_stop(&j->grace);
+        job_release(j);
+    }
+}

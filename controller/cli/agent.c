@@ -1,0 +1,242 @@
+/*
+ * controller/cli/agent.c: `tarmac agent`, the entry of the node agent
+ * (controller/agent/agent.h): options, then the agent's own loop.
+ */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "controller/agent/agent.h"
+#include "controller/agent/logtail.h"
+#include "controller/cli/cli.h"
+#include "core/err.h"
+#include "core/file.h"
+#include "core/log.h"
+#include "core/units.h"
+
+static const char agent_help[] =
+    "Usage: tarmac agent --controller URL --node-id N --work-dir DIR [options]\n"
+    "\n"
+    "Run the node agent: enroll once, heartbeat with GPU samples, run the jobs\n"
+    "placed on this node, report their exits, forward interruption notices.\n"
+    "\n"
+    "  --controller URL          the controller API (https://..., or http:// on loopback)\n"
+    "  --node-id N               this node's id\n"
+    "  --work-dir DIR            token, state.json and jobs/ live here\n"
+    "  --enroll-secret-file FILE the single-use enrollment secret (or TARMAC_ENROLL_SECRET)\n"
+    "  --ca-file PEM             CA bundle for the controller's certificate\n"
+    "  --allow-insecure-http     allow plain http to a host that is not loopback\n"
+    "  --gpu-fake FILE           read GPUs from a fake file instead of NVML\n"
+    "  --metadata KIND           none|aws|gcp|azure|local (default none)\n"
+    "  --metadata-url URL        the metadata service address (tests)\n"
+    "  --heartbeat-period D      default 10s\n"
+    "  --sample-period D         default 10s\n"
+    "  --container-template T    command for jobs with an image (see controller/agent/README.md)\n"
+    "  --checkpoint-signal SIG   default TERM\n"
+    "  --kill-grace D            default 30s\n"
+    "  --log-cap BYTES           per-job log cap (default 64 MiB)\n"
+    "  --log-level LEVEL         debug|info|warn|error\n";
+
+enum {
+    OPT_CONTROLLER = 1,
+    OPT_NODE,
+    OPT_DIR,
+    OPT_SECRET_FILE,
+    OPT_CA,
+    OPT_INSECURE,
+    OPT_FAKE,
+    OPT_MD,
+    OPT_MD_URL,
+    OPT_HB,
+    OPT_SAMPLE,
+    OPT_TEMPLATE,
+    OPT_CKPT,
+    OPT_GRACE,
+    OPT_LOGCAP,
+    OPT_LOGLEVEL,
+    OPT_HELP,
+};
+
+static const struct {
+    const char *name;
+    int sig;
+} signals[] = {
+    {"TERM", SIGTERM}, {"INT", SIGINT}, {"HUP", SIGHUP}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+    {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+};
+
+static int parse_signal(const char *s)
+{
+    char *end;
+    long n;
+
+    if (strncmp(s, "SIG", 3) == 0)
+        s += 3;
+    for (size_t i = 0; i < sizeof(signals) / sizeof(signals[0]); i++)
+        if (strcmp(s, signals[i].name) == 0)
+            return signals[i].sig;
+    n = strtol(s, &end, 10);
+    if (*s && !*end && n > 0 && n < 65)
+        return (int)n;
+    return -1;
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "tarmac agent: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nRun \"tarmac agent --help\" for the options.\n");
+    return TM_EXIT_USAGE;
+}
+
+static int duration(const char *opt, const char *arg, int64_t min_ms, int64_t *ret)
+{
+    if (tm_duration_parse(arg, ret) != 0 || *ret < min_ms) {
+        fprintf(stderr, "tarmac agent: bad duration for %s: \"%s\" (e.g. 10s, 500ms, 1m)\n", opt, arg);
+        return TM_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int tm_cli_agent(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"controller", required_argument, NULL, OPT_CONTROLLER},
+        {"node-id", required_argument, NULL, OPT_NODE},
+        {"work-dir", required_argument, NULL, OPT_DIR},
+        {"enroll-secret-file", required_argument, NULL, OPT_SECRET_FILE},
+        {"ca-file", required_argument, NULL, OPT_CA},
+        {"allow-insecure-http", no_argument, NULL, OPT_INSECURE},
+        {"gpu-fake", required_argument, NULL, OPT_FAKE},
+        {"metadata", required_argument, NULL, OPT_MD},
+        {"metadata-url", required_argument, NULL, OPT_MD_URL},
+        {"heartbeat-period", required_argument, NULL, OPT_HB},
+        {"sample-period", required_argument, NULL, OPT_SAMPLE},
+        {"container-template", required_argument, NULL, OPT_TEMPLATE},
+        {"checkpoint-signal", required_argument, NULL, OPT_CKPT},
+        {"kill-grace", required_argument, NULL, OPT_GRACE},
+        {"log-cap", required_argument, NULL, OPT_LOGCAP},
+        {"log-level", required_argument, NULL, OPT_LOGLEVEL},
+        {"help", no_argument, NULL, OPT_HELP},
+        {NULL, 0, NULL, 0},
+    };
+    struct tm_agent_options o = {
+        .metadata_kind = "none",
+        .heartbeat_ms = 10000,
+        .sample_ms = 10000,
+        .checkpoint_signal = SIGTERM,
+        .kill_grace_ms = 30000,
+        .log_cap_bytes = TM_AGENT_LOG_CAP_DEFAULT,
+    };
+    const char *secret_file = NULL;
+    char *secret = NULL;
+    bool insecure = false;
+    char *end;
+    int opt, r;
+
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
+        switch (opt) {
+        case OPT_CONTROLLER: o.controller_url = optarg; break;
+        case OPT_NODE:
+            o.node_id = strtoll(optarg, &end, 10);
+            if (!*optarg || *end || o.node_id <= 0)
+                return usage_error("--node-id: must be a positive integer, got \"%s\"", optarg);
+            break;
+        case OPT_DIR: o.work_dir = optarg; break;
+        case OPT_SECRET_FILE: secret_file = optarg; break;
+        case OPT_CA: o.ca_file = optarg; break;
+        case OPT_INSECURE: insecure = true; break;
+        case OPT_FAKE: o.gpu_fake = optarg; break;
+        case OPT_MD:
+            if (strcmp(optarg, "none") && strcmp(optarg, "aws") && strcmp(optarg, "gcp") &&
+                strcmp(optarg, "azure") && strcmp(optarg, "local"))
+                return usage_error("--metadata: expected none|aws|gcp|azure|local, got \"%s\"", optarg);
+            o.metadata_kind = optarg;
+            break;
+        case OPT_MD_URL: o.metadata_url = optarg; break;
+        case OPT_HB:
+            if ((r = duration("--heartbeat-period", optarg, 100, &o.heartbeat_ms)))
+                return r;
+            break;
+        case OPT_SAMPLE:
+            if ((r = duration("--sample-period", optarg, 100, &o.sample_ms)))
+                return r;
+            break;
+        case OPT_TEMPLATE: o.container_template = optarg; break;
+        case OPT_CKPT:
+            o.checkpoint_signal = parse_signal(optarg);
+            if (o.checkpoint_signal < 0)
+                return usage_error("--checkpoint-signal: unrecognized signal \"%s\"", optarg);
+            break;
+        case OPT_GRACE:
+            if ((r = duration("--kill-grace", optarg, 0, &o.kill_grace_ms)))
+                return r;
+            break;
+        case OPT_LOGCAP:
+            o.log_cap_bytes = strtoll(optarg, &end, 10);
+            if (!*optarg || *end || o.log_cap_bytes < 2 * TM_AGENT_TAIL_MAX)
+                return usage_error("--log-cap: must be a byte count of at least 8192, got \"%s\"", optarg);
+            break;
+        case OPT_LOGLEVEL:
+            if (tm_log_level_parse(optarg) < 0)
+                return usage_error("--log-level: expected debug|info|warn|error, got \"%s\"", optarg);
+            tm_log_set_level((enum tm_log_level)tm_log_level_parse(optarg));
+            break;
+        case OPT_HELP:
+        case 'h': fputs(agent_help, stdout); return TM_EXIT_OK;
+        case ':': return usage_error("%s needs a value", argv[optind - 1]);
+        default: return usage_error("unrecognized option \"%s\"", argv[optind - 1]);
+        }
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument \"%s\"", argv[optind]);
+    if (!o.controller_url)
+        return usage_error("%s", "--controller is required");
+    if (!o.node_id)
+        return usage_error("%s", "--node-id is required");
+    if (!o.work_dir)
+        return usage_error("%s", "--work-dir is required");
+    if (strncmp(o.controller_url, "https://", 8) != 0) {
+        if (strncmp(o.controller_url, "http://", 7) != 0)
+            return usage_error("--controller: expected an http:// or https:// URL, got \"%s\"",
+                               o.controller_url);
+        if (!tm_agent_url_is_loopback(o.controller_url) && !insecure)
+            return usage_error("--controller: plain http to \"%s\" would send the token in the clear; "
+                               "use https with --ca-file, or --allow-insecure-http",
+                               o.controller_url);
+    }
+    if (secret_file) {
+        size_t len = 0;
+        char err[256];
+        if (tm_file_read(secret_file, 4096, &secret, &len, err, sizeof(err)) != 0) {
+            fprintf(stderr, "tarmac agent: --enroll-secret-file: %s\n", err);
+            return TM_EXIT_USAGE;
+        }
+        secret[strcspn(secret, "\r\n")] = '\0';
+    } else if (getenv("TARMAC_ENROLL_SECRET")) {
+        secret = strdup(getenv("TARMAC_ENROLL_SECRET"));
+        if (!secret)
+            return TM_EXIT_FAIL;
+    }
+    /* Jobs inherit the environment: the secret must not reach them. */
+    unsetenv("TARMAC_ENROLL_SECRET");
+    if (secret && !secret[0]) {
+        free(secret);
+        secret = NULL;
+    }
+    if (secret)
+        tm_log_add_secret(secret);
+    o.enroll_secret = secret;
+    r = tm_agent_run(&o);
+    if (secret) {
+        OPENSSL_cleanse(secret, strlen(secret));
+        free(secret);
+    }
+    return r == 0 ? TM_EXIT_OK : TM_EXIT_FAIL;
+}

@@ -1,0 +1,140 @@
+-- 0010_agent: the node agent's side of the database (issue 14).
+--
+-- Enrollment: each launch attempt of a node stores one secret's hash with
+-- an expiry before the cloud call (controller/daemon/calls.c); the agent
+-- trades it once, through POST /v1/agent/enroll, for an api_tokens row of
+-- role 'agent' bound to its node (api_tokens.node_id).  Only hashes are
+-- stored, as for API tokens (controller/spec/token.h).
+--
+-- Jobs gain what a real agent runs and reports: env and image (job spec),
+-- and per attempt the process id, the agent's start time, the exit code or
+-- signal and the tail of the output.  gpu_samples gains the rest of what
+-- NVML reads.  pools gain 'local' (providers/local) and checkpoint_dir
+-- (written by the pool sync; assignments derive PATH/job-<id> from it).
+--
+-- tarmac_agent_report (0002) stays the one path of a node's reports: this
+-- file replaces it with a version that also takes, per job, the attempt
+-- it is about (a report for another attempt changes nothing), exit_code,
+-- signal, output_tail, and state 'lost' (the job goes back to the queue
+-- through tarmac_job_leaves, cause 'lost', its attempt counted).
+
+ALTER TABLE pools DROP CONSTRAINT pools_provider_kind_check;
+ALTER TABLE pools ADD CONSTRAINT pools_provider_kind_check
+    CHECK (provider_kind IN ('sim', 'aws', 'gcp', 'azure', 'local'));
+ALTER TABLE pools ADD COLUMN checkpoint_dir text;
+
+ALTER TABLE api_tokens DROP CONSTRAINT api_tokens_role_check;
+ALTER TABLE api_tokens ADD CONSTRAINT api_tokens_role_check
+    CHECK (role IN ('admin', 'finance', 'engineer', 'viewer', 'agent'));
+ALTER TABLE api_tokens ADD COLUMN node_id bigint REFERENCES nodes (id);
+ALTER TABLE api_tokens ADD CONSTRAINT api_tokens_agent_node
+    CHECK ((role = 'agent') = (node_id IS NOT NULL));
+
+CREATE TABLE agent_enrollments (
+    id          bigserial PRIMARY KEY,
+    node_id     bigint NOT NULL REFERENCES nodes (id),
+    hash        text NOT NULL UNIQUE,
+    created_ms  bigint NOT NULL,
+    expires_ms  bigint NOT NULL CHECK (expires_ms > created_ms),
+    used_ms     bigint
+);
+CREATE INDEX agent_enrollments_node ON agent_enrollments (node_id);
+
+ALTER TABLE jobs ADD COLUMN env jsonb NOT NULL DEFAULT '{}'::jsonb;
+ALTER TABLE jobs ADD COLUMN image text;
+ALTER TABLE jobs ADD COLUMN pid int;
+ALTER TABLE jobs ADD COLUMN agent_started_ms bigint;
+ALTER TABLE jobs ADD COLUMN exit_code int;
+ALTER TABLE jobs ADD COLUMN exit_signal int;
+ALTER TABLE jobs ADD COLUMN output_tail text CHECK (octet_length(output_tail) <= 4096);
+
+-- A node marked unreachable (no heartbeat for agent.unreachable_after).
+ALTER TABLE nodes ADD COLUMN unreachable_ms bigint;
+
+ALTER TABLE gpu_samples ADD COLUMN uuid text;
+ALTER TABLE gpu_samples ADD COLUMN memory_total_mib bigint CHECK (memory_total_mib >= 0);
+ALTER TABLE gpu_samples ADD COLUMN temperature_c real;
+ALTER TABLE gpu_samples ADD COLUMN power_w real;
+ALTER TABLE gpu_samples ADD COLUMN processes jsonb;
+
+ALTER TABLE job_interruptions DROP CONSTRAINT job_interruptions_cause_check;
+ALTER TABLE job_interruptions ADD CONSTRAINT job_interruptions_cause_check
+    CHECK (cause IN ('checkpoint', 'interrupted', 'terminated', 'deadline', 'lost', 'unreachable'));
+
+-- What a node's software reports: {"jobs": [{"id": 7, "state": "succeeded"
+-- | "failed" | "lost", "reason": "exit 0", "attempt": 2, "exit_code": 0,
+-- "signal": null, "output_tail": "..."}]}.  Unknown jobs, jobs not running
+-- on this node, or (when attempt is given) another attempt than the
+-- job's current one are ignored: a late report after a requeue must not
+-- end the new attempt.  Returns how many jobs it ended or requeued.
+CREATE OR REPLACE FUNCTION tarmac_agent_report(p_node bigint, p_now bigint, p_report jsonb)
+RETURNS int LANGUAGE plpgsql AS $$
+DECLARE
+    r jsonb;
+    n int := 0;
+    st text;
+    jid bigint;
+BEGIN
+    UPDATE nodes SET last_heartbeat_ms = p_now, unreachable_ms = NULL WHERE id = p_node;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'unknown node %', p_node USING ERRCODE = 'TM003';
+    END IF;
+    FOR r IN SELECT value FROM jsonb_array_elements(coalesce(p_report -> 'jobs', '[]'::jsonb))
+    LOOP
+        st := r ->> 'state';
+        jid := (r ->> 'id')::bigint;
+        IF st NOT IN ('succeeded', 'failed', 'lost') THEN
+            RAISE EXCEPTION 'job state must be succeeded, failed or lost, not %', st USING ERRCODE = 'TM004';
+        END IF;
+        PERFORM 1 FROM jobs
+         WHERE id = jid AND state = 'running'
+           AND (r ->> 'attempt' IS NULL OR attempts = (r ->> 'attempt')::int)
+           AND EXISTS (SELECT 1 FROM job_allocations a WHERE a.job_id = jobs.id AND a.node_id = p_node)
+           FOR UPDATE;
+        CONTINUE WHEN NOT FOUND;
+        IF st = 'lost' THEN
+            IF tarmac_job_leaves(jid, p_node, p_now, 'lost',
+                                 coalesce(r ->> 'reason', 'the agent of node ' || p_node || ' lost it'),
+                                 jsonb_build_object('attempt', (r ->> 'attempt')::int), NULL) THEN
+                n := n + 1;
+            END IF;
+            CONTINUE;
+        END IF;
+        UPDATE jobs SET state = st, finished_ms = p_now, state_reason = coalesce(r ->> 'reason', ''),
+                        exit_code = (r ->> 'exit_code')::int, exit_signal = (r ->> 'signal')::int,
+                        output_tail = r ->> 'output_tail'
+         WHERE id = jid;
+        DELETE FROM job_allocations WHERE job_id = jid;
+        PERFORM tarmac_decide(p_now, 'job_' || st, 'job', jid::text,
+                              coalesce(r ->> 'reason', 'reported by node ' || p_node),
+                              jsonb_strip_nulls(jsonb_build_object('node', p_node,
+                                  'attempt', (r ->> 'attempt')::int,
+                                  'exit_code', (r ->> 'exit_code')::int,
+                                  'signal', (r ->> 'signal')::int)));
+        n := n + 1;
+    END LOOP;
+    UPDATE nodes SET idle_since_ms = p_now
+     WHERE idle_since_ms IS NULL AND state IN ('ready', 'draining')
+       AND NOT EXISTS (SELECT 1 FROM job_allocations a WHERE a.node_id = nodes.id);
+    RETURN n;
+END $$;
+
+-- Whether (job, attempt) is the current attempt of a job running on node.
+CREATE FUNCTION tarmac_agent_attempt_current(p_node bigint, p_job bigint, p_attempt int)
+RETURNS boolean LANGUAGE sql STABLE AS $$
+    SELECT EXISTS (SELECT 1 FROM jobs j
+                    WHERE j.id = p_job AND j.state = 'running' AND j.attempts = p_attempt
+                      AND EXISTS (SELECT 1 FROM job_allocations a
+                                   WHERE a.job_id = j.id AND a.node_id = p_node));
+$$;
+
+-- Pruning gpu_samples (agent.sample_retention): the leader's tick deletes
+-- at most p_batch of the oldest rows before p_before per call.
+CREATE FUNCTION tarmac_prune_samples(p_before bigint, p_batch int)
+RETURNS int LANGUAGE sql AS $$
+    WITH d AS (DELETE FROM gpu_samples
+                WHERE ctid IN (SELECT ctid FROM gpu_samples WHERE at_ms < p_before
+                                ORDER BY at_ms LIMIT p_batch)
+               RETURNING 1)
+    SELECT count(*)::int FROM d;
+$$;

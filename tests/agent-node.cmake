@@ -1,0 +1,31 @@
+# controller/agent/ (but metadata*.c, see agent-metadata.cmake): the node agent.
+
+# The pure parts with known answers, linked with the pure library alone.
+tm_add_c_test(test_agent_pure ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_agent_pure.c
+              LABELS unit agent TIMEOUT 30 LINK tarmac_agent_pure)
+
+# The whole agent against a loopback stub of the contract's routes
+# (tests/unit/agent/stub_controller.py): real processes, no database.
+tm_add_test(test_agent_stub LABELS unit agent TIMEOUT 120
+            COMMAND bash ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_agent_stub.sh)
+
+# The heartbeat answer parser's fuzz target, its corpus replayed here.
+add_executable(fuzz_agent_answer_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_agent_answer.c)
+target_compile_definitions(fuzz_agent_answer_replay PRIVATE TM_FUZZ_REPLAY)
+target_link_libraries(fuzz_agent_answer_replay PRIVATE tarmac_agent_pure)
+tm_add_test(fuzz_agent_answer_corpus LABELS unit agent TIMEOUT 60
+            COMMAND fuzz_agent_answer_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/agent_answer)
+
+if(TM_FUZZ)
+  if(NOT CMAKE_C_COMPILER_ID MATCHES "Clang")
+    message(WARNING "TM_FUZZ needs clang; fuzz_agent_answer is not built")
+  else()
+    add_executable(fuzz_agent_answer ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_agent_answer.c
+                   ${CMAKE_SOURCE_DIR}/controller/agent/answer.c ${CMAKE_SOURCE_DIR}/core/err.c)
+    target_include_directories(fuzz_agent_answer PRIVATE ${CMAKE_SOURCE_DIR})
+    target_compile_options(fuzz_agent_answer PRIVATE -fsanitize=fuzzer,address,undefined
+                           -fno-omit-frame-pointer)
+    target_link_options(fuzz_agent_answer PRIVATE -fsanitize=fuzzer,address,undefined)
+    target_link_libraries(fuzz_agent_answer PRIVATE PkgConfig::CJSON m)
+  endif()
+endif()
