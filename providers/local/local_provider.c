@@ -209,7 +209,7 @@ static int node_env(const struct local_provider *lp, const struct tm_local_recor
         snprintf(env[n++], sizeof(env[0]), "TARMAC_METADATA_URL=%s/n/%lld", lp->metadata_url,
                  (long long)rec->inst.node_id);
     snprintf(env[n++], sizeof(env[0]), "TARMAC_AGENT_ARGS=%s", lp->agent_args);
-    snprintf(env[n++], sizeof(env[0]), "TARMAC_LOCAL_NODE_DIR=%s", dir);
+    snprintf(env[n++], sizeof(env[0]), "TM_LOCAL_NODE_DIR=%s", dir);
     snprintf(env[n++], sizeof(env[0]), "TARMAC_NODE_ID=%lld", (long long)rec->inst.node_id);
     *ret_n = n;
     return 0;

@@ -12,7 +12,8 @@
  *   TARMAC_METADATA_URL    file://STATE_DIR/nodes/ID/notice.json for local,
  *                          METADATA_URL/n/NODE_ID for the three clouds' fakes
  *   TARMAC_AGENT_ARGS      the provider's agent_args
- *   TARMAC_LOCAL_NODE_DIR  the node's folder: marks its processes
+ *   TM_LOCAL_NODE_DIR      the node's folder: marks its processes (not TARMAC_*,
+ *                          which the agent keeps from its jobs)
  * and nothing else of the controller's environment but PATH, HOME, LANG,
  * TMPDIR and TZ (the controller's may hold database and cloud secrets).
  *

@@ -323,7 +323,7 @@ int tm_local_signal_node(const char *node_dir, int sig)
     struct dirent *de;
     DIR *d;
 
-    mlen = (size_t)snprintf(marker, sizeof(marker), "TARMAC_LOCAL_NODE_DIR=%s", node_dir);
+    mlen = (size_t)snprintf(marker, sizeof(marker), "TM_LOCAL_NODE_DIR=%s", node_dir);
     if (mlen >= sizeof(marker))
         return TM_EINVAL;
     d = opendir("/proc");

@@ -68,7 +68,7 @@ int tm_local_notice_read(const char *state_dir, const char *id, int64_t *ret_not
                          int64_t *ret_deadline_ms, bool *ret_acked);
 
 /* Every process of the node: those whose environment names its folder
- * (TARMAC_LOCAL_NODE_DIR, set by the provider and inherited), and every
+ * (TM_LOCAL_NODE_DIR, set by the provider and inherited), and every
  * process in their sessions (the agent's jobs: own process groups, same
  * session).  Sends sig to each; returns how many there were, or -errno
  * when /proc cannot be read.  sig 0 only counts. */
