@@ -215,6 +215,31 @@ static int node_env(const struct local_provider *lp, const struct tm_local_recor
     return 0;
 }
 
+/* agent.env: the same environment as a sourceable file, so an operator
+ * (or a test) can restart a node's agent by hand:
+ *   cd NODE_DIR && setsid sh -c '. ./agent.env && exec sh ./bootstrap.sh'
+ * Values never hold a single quote (paths and flags the config checked). */
+static int write_env_file(const char *dir, char env[][TM_LOCAL_PATH_MAX + 64], size_t n)
+{
+    char path[TM_LOCAL_PATH_MAX], text[16 * (TM_LOCAL_PATH_MAX + 80)];
+    size_t len = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const char *eq = strchr(env[i], '=');
+        int w;
+
+        if (!eq || strchr(env[i], '\''))
+            continue;
+        w = snprintf(text + len, sizeof(text) - len, "export %.*s='%s'\n", (int)(eq - env[i]), env[i],
+                     eq + 1);
+        if (w < 0 || (size_t)w >= sizeof(text) - len)
+            return TM_EINVAL;
+        len += (size_t)w;
+    }
+    snprintf(path, sizeof(path), "%s/agent.env", dir);
+    return tm_local_write_file(path, text, len, 0600);
+}
+
 static int spawn_node(struct local_provider *lp, struct tm_local_record *rec, const char *dir)
 {
     char env[16][TM_LOCAL_PATH_MAX + 64], *envp[17], script[TM_LOCAL_PATH_MAX],
@@ -232,6 +257,9 @@ static int spawn_node(struct local_provider *lp, struct tm_local_record *rec, co
     for (size_t i = 0; i < n; i++)
         envp[i] = env[i];
     envp[n] = NULL;
+    r = write_env_file(dir, env, n);
+    if (r < 0)
+        return r;
     snprintf(script, sizeof(script), "%s/bootstrap.sh", dir);
     snprintf(logp, sizeof(logp), "%s/agent.log", dir);
     fd = open(logp, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);

@@ -229,7 +229,7 @@ static void test_lifecycle(void **state)
     assert_int_equal(count_in(path, "\"uuid\":\"GPU-local-7-"), 2);
     assert_int_equal(count_in(path, "\"util_percent\":37"), 2);
     node_dir(id, "env.txt", path, sizeof(path));
-    for (int i = 0; i < 100 && count_in(path, "TARMAC_NODE_ID=7") != 1; i++)
+    for (int i = 0; i < 250 && count_in(path, "TARMAC_NODE_ID=7") != 1; i++)
         usleep(20000);
     node_dir(id, NULL, dir, sizeof(dir));
     assert_int_equal(count_in(path, "TARMAC_BIN=/"), 1);
@@ -240,7 +240,7 @@ static void test_lifecycle(void **state)
     assert_int_equal(count_in(path, "TARMAC_METADATA_URL=file://"), 1);
     assert_int_equal(count_in(path, "TARMAC_AGENT_ARGS=--heartbeat-period 1s"), 1);
     assert_int_equal(count_in(path, "hunter2secret"), 0); /* the controller's secrets stay */
-    for (int i = 0; i < 100 && tm_local_signal_node(dir, 0) < 2; i++)
+    for (int i = 0; i < 250 && tm_local_signal_node(dir, 0) < 2; i++)
         usleep(20000);
     assert_int_equal(tm_local_signal_node(dir, 0), 2);   /* the shell (now sleep) and its child */
 
@@ -297,7 +297,7 @@ static void test_lifecycle(void **state)
 
         snprintf(id8, sizeof(id8), "%s", r.inst.id);
         node_dir(id8, NULL, dir, sizeof(dir));
-        for (int i = 0; i < 100 && tm_local_signal_node(dir, 0) < 2; i++)
+        for (int i = 0; i < 250 && tm_local_signal_node(dir, 0) < 2; i++)
             usleep(20000);
         assert_int_equal(tm_local_signal_node(dir, 0), 2);
         /* local.od has capacity 1: a second node of it waits. */
