@@ -82,6 +82,7 @@ struct local_provider {
     struct local_op *head, **tail;
     struct local_proc *procs;
     bool closing;
+    bool warned_bootstrap;        /* a launch without a bootstrap was logged */
     unsigned open_handles;
     void (*close_done)(void *data);
     void *close_data;
@@ -353,6 +354,9 @@ static int do_launch(struct local_provider *lp, const struct tm_launch_request *
     if (ty->capacity > 0 && count_live(lp, ty->name) >= ty->capacity)
         return TM_EQUOTA;
     if (!req->bootstrap || req->bootstrap_len == 0) {
+        if (lp->warned_bootstrap)
+            return TM_EINVAL;
+        lp->warned_bootstrap = true; /* once: the daemon retries every tick */
         tm_log_error("cannot launch a local node without a bootstrap",
                      "pool=%s node=%lld error=\"%s\"", req->pool, (long long)req->node_id,
                      "set the pool's bootstrap (config/bootstrap-local.sh)");
