@@ -59,7 +59,7 @@ ALTER TABLE gpu_samples ADD COLUMN processes jsonb;
 
 ALTER TABLE job_interruptions DROP CONSTRAINT job_interruptions_cause_check;
 ALTER TABLE job_interruptions ADD CONSTRAINT job_interruptions_cause_check
-    CHECK (cause IN ('checkpoint', 'interrupted', 'terminated', 'deadline', 'lost', 'unreachable'));
+    CHECK (cause IN ('checkpoint', 'interrupted', 'terminated', 'deadline', 'lost', 'unreachable', 'idle'));
 
 -- What a node's software reports: {"jobs": [{"id": 7, "state": "succeeded"
 -- | "failed" | "lost", "reason": "exit 0", "attempt": 2, "exit_code": 0,
@@ -138,3 +138,97 @@ RETURNS int LANGUAGE sql AS $$
                RETURNING 1)
     SELECT count(*)::int FROM d;
 $$;
+
+-- The node agent's plan actions (controller/reconcile/staleness.c), applied
+-- before everything else in plan order; the rest goes to 0008's function,
+-- renamed tarmac_apply_kept, as 0006, 0007 and 0008 wrapped theirs.
+--   node_unreachable     nodes.unreachable_ms, once, while the node is as
+--                        silent as the plan saw it (decision 'node_unreachable').
+--   unreachable_requeue  the job leaves its silent node (tarmac_job_leaves,
+--                        cause 'unreachable'), guarded on the attempt
+--                        (started_ms) and on no heartbeat since the plan.
+--   gpu_idle             decision 'gpu_idle', once per job attempt.
+--   idle_requeue         the idle job leaves its node (cause 'idle').
+--   idle_cancel          the idle job is cancelled; its node's agent
+--                        stops it once it leaves the assignments.
+ALTER FUNCTION tarmac_apply(bigint, bigint, jsonb) RENAME TO tarmac_apply_kept;
+
+CREATE FUNCTION tarmac_apply(p_epoch bigint, p_now bigint, p_plan jsonb)
+RETURNS jsonb LANGUAGE plpgsql AS $$
+DECLARE
+    agent_ops CONSTANT text[] := ARRAY['node_unreachable', 'unreachable_requeue', 'gpu_idle',
+                                       'idle_requeue', 'idle_cancel'];
+    actions jsonb := coalesce(p_plan -> 'actions', '[]'::jsonb);
+    a jsonb;
+    ok boolean;
+    applied int := 0;
+    skipped int := 0;
+    res jsonb;
+    jid bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM jsonb_array_elements(actions) x WHERE x ->> 'op' = ANY (agent_ops)) THEN
+        RETURN tarmac_apply_kept(p_epoch, p_now, p_plan);
+    END IF;
+    PERFORM tarmac_lock_nodes();
+    PERFORM 1 FROM leader WHERE id = 1 AND epoch = p_epoch FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'leader epoch % is stale', p_epoch USING ERRCODE = 'TM001';
+    END IF;
+    FOR a IN SELECT x FROM jsonb_array_elements(actions) WITH ORDINALITY AS t(x, i)
+              WHERE x ->> 'op' = ANY (agent_ops) ORDER BY i
+    LOOP
+        ok := false;
+        jid := (a ->> 'job')::bigint;
+        CASE a ->> 'op'
+        WHEN 'node_unreachable' THEN
+            UPDATE nodes SET unreachable_ms = p_now
+             WHERE id = (a ->> 'node')::bigint AND unreachable_ms IS NULL
+               AND state NOT IN ('terminated', 'interrupted')
+               AND coalesce(last_heartbeat_ms, 0) = coalesce((a ->> 'last_heartbeat_ms')::bigint, 0);
+            ok := FOUND;
+            IF ok THEN
+                PERFORM tarmac_decide(p_now, 'node_unreachable', 'node', a ->> 'node', a ->> 'reason',
+                                      a -> 'inputs');
+            END IF;
+        WHEN 'unreachable_requeue' THEN
+            PERFORM 1 FROM nodes WHERE id = (a ->> 'node')::bigint
+               AND coalesce(last_heartbeat_ms, 0) = coalesce((a ->> 'last_heartbeat_ms')::bigint, 0);
+            IF FOUND THEN
+                ok := tarmac_job_leaves(jid, (a ->> 'node')::bigint, p_now, 'unreachable',
+                                        a ->> 'reason', a -> 'inputs', (a ->> 'started_ms')::bigint);
+            END IF;
+        WHEN 'gpu_idle' THEN
+            PERFORM 1 FROM jobs WHERE id = jid AND state = 'running' AND attempts = (a ->> 'attempt')::int;
+            ok := FOUND AND NOT EXISTS (
+                SELECT 1 FROM decisions d WHERE d.kind = 'gpu_idle' AND d.subject_kind = 'job'
+                   AND d.subject_id = jid::text AND d.inputs ->> 'attempt' = a ->> 'attempt');
+            IF ok THEN
+                PERFORM tarmac_decide(p_now, 'gpu_idle', 'job', jid::text, a ->> 'reason',
+                                      coalesce(a -> 'inputs', '{}'::jsonb)
+                                      || jsonb_build_object('attempt', (a ->> 'attempt')::int));
+            END IF;
+        WHEN 'idle_requeue' THEN
+            ok := tarmac_job_leaves(jid, (a ->> 'node')::bigint, p_now, 'idle', a ->> 'reason',
+                                    a -> 'inputs', (a ->> 'started_ms')::bigint);
+        ELSE -- 'idle_cancel'
+            UPDATE jobs SET state = 'cancelled', finished_ms = p_now, state_reason = a ->> 'reason'
+             WHERE id = jid AND state = 'running' AND started_ms = (a ->> 'started_ms')::bigint;
+            ok := FOUND;
+            IF ok THEN
+                DELETE FROM job_allocations WHERE job_id = jid;
+                UPDATE nodes SET idle_since_ms = p_now
+                 WHERE idle_since_ms IS NULL AND state IN ('ready', 'draining')
+                   AND NOT EXISTS (SELECT 1 FROM job_allocations x WHERE x.node_id = nodes.id);
+                PERFORM tarmac_decide(p_now, 'cancel', 'job', jid::text, a ->> 'reason', a -> 'inputs');
+            END IF;
+        END CASE;
+        IF ok THEN applied := applied + 1; ELSE skipped := skipped + 1; END IF;
+    END LOOP;
+    SELECT tarmac_apply_kept(p_epoch, p_now, jsonb_build_object('actions', coalesce(jsonb_agg(x ORDER BY i),
+                                                                                 '[]'::jsonb)))
+      INTO res
+      FROM jsonb_array_elements(actions) WITH ORDINALITY AS t(x, i)
+     WHERE NOT (x ->> 'op' = ANY (agent_ops));
+    RETURN res || jsonb_build_object('applied', applied + (res ->> 'applied')::int,
+                                     'skipped', skipped + (res ->> 'skipped')::int);
+END $$;

@@ -829,10 +829,19 @@ int tm_agent_run(const struct tm_agent_options *o)
         uv_run(&loop, UV_RUN_DEFAULT);
     code = ag->exit_code;
 
-    /* Close everything: jobs keep running, their handles go. */
+    /* Close everything: jobs keep running, their handles go.  Our own
+     * handles first, then the HTTP client, whose close completes on the
+     * loop; a last walk catches what is left (nothing, normally). */
     tm_agent_jobs_close(ag);
+    uv_close((uv_handle_t *)&ag->hb_timer, NULL);
+    uv_close((uv_handle_t *)&ag->sample_timer, NULL);
+    uv_close((uv_handle_t *)&ag->tick_timer, NULL);
+    uv_close((uv_handle_t *)&ag->enroll_timer, NULL);
+    uv_close((uv_handle_t *)&ag->sigterm, NULL);
+    uv_close((uv_handle_t *)&ag->sigint, NULL);
 out_http:
     tm_http_close(ag->http, on_http_closed, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
     uv_walk(&loop, close_walk, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     tm_gpu_source_close(ag->gpu);

@@ -36,6 +36,9 @@ struct tm_agent_options {
     int64_t heartbeat_ms;
     int64_t sample_ms;
     const char *container_template; /* NULL: TM_AGENT_CONTAINER_DEFAULT */
+    const char *container_stop;     /* run after the grace for a job with an image;
+                                     * NULL: "docker kill {name}" with the default
+                                     * template, else nothing */
     int checkpoint_signal;
     int64_t kill_grace_ms;
     int64_t log_cap_bytes;

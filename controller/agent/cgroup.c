@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "controller/agent/internal.h"
@@ -63,6 +64,15 @@ void tm_agent_cgroup_init(struct tm_agent *ag)
         size_t n = strlen(ag->cg_base), k = strlen("/tarmac-agent");
         if (n > k && strcmp(ag->cg_base + n - k, "/tarmac-agent") == 0)
             ag->cg_base[n - k] = '\0';
+    }
+    {
+        /* A hybrid host mounts cgroup v1 controllers under a tmpfs there:
+         * a mkdir would succeed and mean nothing. */
+        struct statfs fs;
+        if (statfs(ag->cg_base, &fs) != 0 || (unsigned long)fs.f_type != 0x63677270UL) {
+            why = "not a cgroup v2 file system";
+            goto out;
+        }
     }
     snprintf(leaf, sizeof(leaf), "%s/tarmac-agent", ag->cg_base);
     if (mkdir(leaf, 0755) != 0 && errno != EEXIST) {

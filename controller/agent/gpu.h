@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TM_GPU_MAX 64
+#define TM_GPU_MAX 16   /* the controller takes GPU indices 0..15 */
 #define TM_GPU_MAX_PROCS 16
 
 struct tm_gpu_proc {

@@ -44,6 +44,7 @@ struct tm_agent_job {
     char log_path[PATH_MAX];
     char status_path[PATH_MAX];
     char cgroup[PATH_MAX];     /* "" when not in a cgroup of its own */
+    char *container_kill;      /* the filled --container-stop-template, or NULL */
 };
 
 struct tm_agent {

@@ -43,8 +43,49 @@ static void on_job_closed(uv_handle_t *h)
 {
     struct tm_agent_job *j = h->data;
 
-    if (--j->closing == 0)
+    if (--j->closing == 0) {
+        free(j->container_kill);
         free(j);
+    }
+}
+
+/* A fire-and-forget helper process (the container stop command). */
+struct helper {
+    uv_process_t proc;
+};
+
+static void on_helper_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void on_helper_exit(uv_process_t *p, int64_t status, int sig)
+{
+    /* nonzero is usual: the container had already gone */
+    if (status != 0 || sig != 0)
+        tm_log_debug("the container stop command failed", "exit_code=%lld signal=%d", (long long)status, sig);
+    uv_close((uv_handle_t *)p, on_helper_closed);
+}
+
+static void run_helper(uv_loop_t *loop, const char *cmd)
+{
+    struct helper *h = calloc(1, sizeof(*h));
+    char *args[] = {"/bin/sh", "-c", (char *)cmd, NULL};
+    uv_process_options_t po;
+    int r;
+
+    if (!h)
+        return;
+    memset(&po, 0, sizeof(po));
+    po.file = args[0];
+    po.args = args;
+    po.exit_cb = on_helper_exit;
+    h->proc.data = h;
+    r = uv_spawn(loop, &h->proc, &po);
+    if (r < 0) {
+        tm_log_warn("could not run the container stop command", "err=%s", uv_strerror(r));
+        uv_close((uv_handle_t *)&h->proc, on_helper_closed);
+    }
 }
 
 /* Unlink j from the agent's list and close its handles; freed when both
@@ -126,6 +167,11 @@ static void job_ended(struct tm_agent_job *j, bool known, int status, int term_s
     /* Whatever of the group outlived its leader (a background child) goes too. */
     if (j->pid > 1)
         kill(-j->pid, SIGKILL);
+    /* A stopped container job: its client may have died first (the shell
+     * between it and the wrapper does on SIGTERM), and a killed client
+     * leaves its container running, so stop the container by name. */
+    if (j->container_kill && j->stopping[0])
+        run_helper(ag->loop, j->container_kill);
     j->exited = true;
     uv_timer_stop(&j->grace);
     tm_agent_cgroup_remove(j);
@@ -247,6 +293,14 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
         return TM_ENOMEM;
     }
     j->checkpointable = a->checkpointable;
+    if (a->image) {
+        const char *stop = ag->o.container_stop;
+        if (!stop && !ag->o.container_template)
+            stop = "docker kill {name}";
+        if (stop && stop[0] && tm_agent_container_command(stop, a, ag->last.info, ag->last.count,
+                                                          &j->container_kill) < 0)
+            j->container_kill = NULL;
+    }
     unlink(j->status_path);
     fd = open(j->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
     if (fd < 0) {

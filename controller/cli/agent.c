@@ -36,6 +36,8 @@ static const char agent_help[] =
     "  --heartbeat-period D      default 10s\n"
     "  --sample-period D         default 10s\n"
     "  --container-template T    command for jobs with an image (see controller/agent/README.md)\n"
+    "  --container-stop-template T  run after the grace for a job with an image\n"
+    "                            (default \"docker kill {name}\" with the default template)\n"
     "  --checkpoint-signal SIG   default TERM\n"
     "  --kill-grace D            default 30s\n"
     "  --log-cap BYTES           per-job log cap (default 64 MiB)\n"
@@ -55,6 +57,7 @@ enum {
     OPT_SAMPLE,
     OPT_TEMPLATE,
     OPT_CKPT,
+    OPT_STOP_TEMPLATE,
     OPT_GRACE,
     OPT_LOGCAP,
     OPT_LOGLEVEL,
@@ -118,6 +121,7 @@ int tm_cli_agent(int argc, char **argv)
         {"sample-period", required_argument, NULL, OPT_SAMPLE},
         {"container-template", required_argument, NULL, OPT_TEMPLATE},
         {"checkpoint-signal", required_argument, NULL, OPT_CKPT},
+        {"container-stop-template", required_argument, NULL, OPT_STOP_TEMPLATE},
         {"kill-grace", required_argument, NULL, OPT_GRACE},
         {"log-cap", required_argument, NULL, OPT_LOGCAP},
         {"log-level", required_argument, NULL, OPT_LOGLEVEL},
@@ -169,6 +173,7 @@ int tm_cli_agent(int argc, char **argv)
                 return r;
             break;
         case OPT_TEMPLATE: o.container_template = optarg; break;
+        case OPT_STOP_TEMPLATE: o.container_stop = optarg; break;
         case OPT_CKPT:
             o.checkpoint_signal = parse_signal(optarg);
             if (o.checkpoint_signal < 0)

@@ -9,7 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
+#include "controller/spec/token.h"
 #include "controller/store/store.h"
+#include "core/bootstrap.h"
 #include "core/err.h"
 #include "core/log.h"
 
@@ -93,6 +97,10 @@ void tm_call_done(struct tm_call *c)
     struct tm_calls *calls = c->calls;
 
     calls->inflight--;
+    if (c->bootstrap) {
+        OPENSSL_cleanse(c->bootstrap, c->bootstrap_len);
+        free(c->bootstrap);
+    }
     free(c);
     if (calls->inflight == 0 && calls->on_none_left)
         calls->on_none_left(calls->data);
@@ -248,6 +256,82 @@ static bool node_kept(const cJSON *kept, int64_t node_id)
     return false;
 }
 
+/* The cloud call itself, with whatever bootstrap c carries; the provider
+ * copies the request before it returns, so the secret goes right after. */
+static void launch_now(struct tm_call *c)
+{
+    struct tm_provider *p = c->launch_via;
+    int r;
+
+    c->req.bootstrap = c->bootstrap;
+    c->req.bootstrap_len = c->bootstrap_len;
+    r = p->ops->launch(p, &c->req, on_launch, c);
+    if (c->bootstrap) {
+        OPENSSL_cleanse(c->bootstrap, c->bootstrap_len);
+        free(c->bootstrap);
+        c->bootstrap = NULL;
+        c->req.bootstrap = NULL;
+    }
+    if (r < 0) {
+        tm_fleet_stats_call(c->calls->fleet, (size_t)c->provider, TM_FLEET_OP_LAUNCH, r);
+        launching_del(c->calls, c->node_id);
+        tm_log_warn("could not start launch", "node=%" PRId64 " error=%s", c->node_id, tm_err_name(r));
+        tm_call_done(c);
+    }
+}
+
+static void on_enrollment_stored(int status, const char *err, void *data)
+{
+    struct tm_call *c = data;
+
+    if (status < 0 || *c->calls->closing) {
+        /* No row, no launch: an agent could never enroll.  The node stays
+         * requested and the next pass asks again with a fresh secret. */
+        if (status < 0 && status != TM_ECANCELED)
+            tm_log_warn("could not store the enrollment secret, launch deferred",
+                        "node=%" PRId64 " error=\"%s\"", c->node_id, err ? err : tm_strerror(status));
+        launching_del(c->calls, c->node_id);
+        tm_call_done(c);
+        return;
+    }
+    launch_now(c);
+}
+
+/* A pool with a bootstrap template: a fresh secret for this launch
+ * attempt, its hash stored with its expiry before the cloud call, the
+ * template filled with it. */
+static void enroll_then_launch(struct tm_call *c, const struct tm_config_pool *pool)
+{
+    const struct tm_config *cfg = c->calls->cfg;
+    char secret[TM_TOKEN_LEN + 1], hash[TM_TOKEN_HASH_LEN + 1], node[24];
+    int64_t now = tm_clock_now_ms(c->calls->clock);
+    int r;
+
+    snprintf(node, sizeof(node), "%" PRId64, c->node_id);
+    r = tm_enroll_secret_generate(secret);
+    if (r == 0)
+        r = tm_token_hash(secret, TM_TOKEN_LEN, hash);
+    if (r == 0) {
+        const struct tm_bootstrap_values v = {
+            .controller_url = cfg->agent.controller_url, .ca_pem = cfg->agent.ca_pem,
+            .enroll_secret = secret, .node_id = node, .pool = pool->name,
+        };
+        r = tm_bootstrap_fill(pool->bootstrap, pool->bootstrap_len, &v, &c->bootstrap,
+                              &c->bootstrap_len);
+    }
+    OPENSSL_cleanse(secret, sizeof(secret));
+    if (r == 0)
+        r = tm_store_enrollment_add(*c->calls->pool, c->node_id, hash, now,
+                                    now + cfg->agent.enroll_ttl_ms, on_enrollment_stored, c);
+    OPENSSL_cleanse(hash, sizeof(hash));
+    if (r < 0) {
+        tm_log_warn("could not prepare the node's bootstrap, launch deferred", "node=%" PRId64 " error=%s",
+                    c->node_id, tm_err_name(r));
+        launching_del(c->calls, c->node_id);
+        tm_call_done(c);
+    }
+}
+
 void tm_calls_start(struct tm_calls *calls, struct tm_rc_plan *plan, struct tm_provider **providers,
                     const cJSON *applied)
 {
@@ -285,18 +369,15 @@ void tm_calls_start(struct tm_calls *calls, struct tm_rc_plan *plan, struct tm_p
         snprintf(c->instance_type, sizeof(c->instance_type), "%s", l->instance_type);
         snprintf(c->zone, sizeof(c->zone), "%s", l->zone);
         c->spot = l->capacity == TM_CAPACITY_SPOT;
-        struct tm_launch_request req = {
-            .cluster = cfg->cluster, .pool = pool->name, .node_id = l->node_id, .token = l->token,
-            .instance_type = l->instance_type, .zone = l->zone, .capacity = l->capacity,
+        c->req = (struct tm_launch_request){
+            .cluster = cfg->cluster, .pool = pool->name, .node_id = l->node_id, .token = c->token,
+            .instance_type = c->instance_type, .zone = c->zone, .capacity = l->capacity,
         };
-        struct tm_provider *p = providers[prov];
-        int r = p->ops->launch(p, &req, on_launch, c);
-        if (r < 0) {
-            tm_fleet_stats_call(calls->fleet, (size_t)prov, TM_FLEET_OP_LAUNCH, r);
-            launching_del(calls, l->node_id);
-            tm_log_warn("could not start launch", "node=%" PRId64 " error=%s", l->node_id, tm_err_name(r));
-            tm_call_done(c);
-        }
+        c->launch_via = providers[prov];
+        if (pool->bootstrap)
+            enroll_then_launch(c, pool);
+        else
+            launch_now(c);
     }
     const cJSON *kept = applied ? cJSON_GetObjectItemCaseSensitive(applied, "kept") : NULL;
     for (size_t i = 0; i < plan->nterminates; i++) {

@@ -42,6 +42,13 @@ struct tm_call {
     char instance_type[TM_ID_MAX]; /* launches: what was asked, remembered if short */
     char zone[TM_ID_MAX];
     bool spot;
+    /* A launch waiting for its enrollment secret's row: the request, and
+     * the filled bootstrap it carries (a secret: wiped and freed by
+     * tm_call_done). */
+    struct tm_provider *launch_via;
+    struct tm_launch_request req;
+    char *bootstrap;
+    size_t bootstrap_len;
 };
 
 struct tm_calls {

@@ -71,6 +71,10 @@ struct tm_controller {
     unsigned validations_pending;   /* provider checks before the first tick */
     int exit_status;                /* < 0: a start-up check refused to run */
     bool sim_agent_everywhere;      /* TARMAC_SIM_AGENT=1: stand in on cloud nodes too */
+    /* Per config pool: its nodes run a real node agent (a provider kind
+     * that is not simulated, without TARMAC_SIM_AGENT=1), so silence makes
+     * them stale (reconcile/staleness.c). */
+    bool *pool_real_agent;
     char exit_reason[512];
 
     /* The pass in progress. */
@@ -160,6 +164,27 @@ static void accrue(struct tm_controller *ctl)
         tm_call_done(c);
 }
 
+static void on_pruned(int status, const char *err, void *data)
+{
+    struct tm_call *c = data;
+    if (status < 0 && status != TM_ECANCELED)
+        tm_log_warn("could not prune gpu samples, will retry next tick", "error=\"%s\"",
+                    err ? err : tm_strerror(status));
+    tm_call_done(c);
+}
+
+/* gpu_samples stay bounded: each leader tick deletes one batch of rows
+ * older than agent.sample_retention (oldest first), so a backlog drains
+ * over a few ticks without one long delete. */
+#define TM_PRUNE_BATCH 10000
+static void prune_samples(struct tm_controller *ctl)
+{
+    struct tm_call *c = tm_calls_new(&ctl->calls, -1, 0);
+    if (c && tm_store_prune_samples(ctl->pool, ctl->now_ms - ctl->cfg->agent.sample_retention_ms,
+                                    TM_PRUNE_BATCH, on_pruned, c) < 0)
+        tm_call_done(c);
+}
+
 static void reconcile_work(uv_work_t *w)
 {
     struct tm_controller *ctl = w->data;
@@ -168,6 +193,7 @@ static void reconcile_work(uv_work_t *w)
         .nobserved = ctl->cfg->nproviders, .now_ms = ctl->now_ms, .policy = ctl->policy,
         .forecast = ctl->pool_forecast,
         .shortages = ctl->pass_shortages, .nshortages = ctl->npass_shortages,
+        .pool_real_agent = ctl->pool_real_agent,
     };
     ctl->work_status = tm_reconcile(&in, &ctl->plan);
 }
@@ -229,6 +255,7 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
         };
         tm_sim_agent_run(&agent);
         accrue(ctl);
+        prune_samples(ctl);
         tm_alerter_tick(ctl->alerter, snap, ctl->epoch, ctl->now_ms);
     }
     if (idle) {
@@ -739,6 +766,16 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     ctl->opts = *opts;
     ctl->policy = (enum tm_sched_policy)tm_sched_policy_parse(cfg->scheduler_policy);
     ctl->sim_agent_everywhere = getenv("TARMAC_SIM_AGENT") && strcmp(getenv("TARMAC_SIM_AGENT"), "1") == 0;
+    ctl->pool_real_agent = calloc(cfg->npools + 1, sizeof(bool));
+    if (!ctl->pool_real_agent) {
+        free(ctl);
+        return TM_ENOMEM;
+    }
+    for (size_t i = 0; i < cfg->npools && !ctl->sim_agent_everywhere; i++) {
+        const struct tm_config_provider *p = tm_config_provider_find(cfg, cfg->pools[i].provider);
+        const struct tm_provider_kind *kind = p ? tm_provider_kind_find(p->kind) : NULL;
+        ctl->pool_real_agent[i] = kind && !kind->simulated;
+    }
     tm_clock_init(&ctl->clock, cfg->time_scale);
     ctl->calls = (struct tm_calls){
         .cfg = cfg, .pool = &ctl->pool, .epoch = &ctl->epoch, .closing = &ctl->closing,
@@ -754,6 +791,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
         r = uv_loop_init(&ctl->loop);
     if (r < 0) {
         tm_fleet_stats_release(&ctl->fleet);
+        free(ctl->pool_real_agent);
         free(ctl);
         return r;
     }
@@ -824,6 +862,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     tm_fleet_stats_release(&ctl->fleet);
     tm_calls_release(&ctl->calls);
     tm_decision_log_release(&ctl->decision_log);
+    free(ctl->pool_real_agent);
     free(ctl);
     return r;
 }

@@ -153,6 +153,9 @@ int64_t tm_rc_pool_boot_ms(const struct tm_config *cfg, const struct tm_config_p
 /* Step 1: compare each live node with its provider's listing;
  * ret_matched[o] is allocated here, an entry per instance of listing o. */
 void tm_rc_observe(struct pass *p, bool **ret_matched);
+/* staleness.c: silent nodes (after observe, before scheduling) and idle GPUs. */
+void tm_rc_staleness(struct pass *p);
+void tm_rc_idle_gpus(struct pass *p);
 /* Spent and committed spend against every cap; fills p->teams, p->org and
  * p->job_held. */
 void tm_rc_budgets(struct pass *p);

@@ -94,6 +94,10 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_rc_plan *ret)
 
     tm_rc_observe(&p, matched);
     if (!p.err)
+        tm_rc_staleness(&p);
+    if (!p.err)
+        tm_rc_idle_gpus(&p);
+    if (!p.err)
         tm_rc_disruption_init(&p);
     if (!p.err)
         tm_rc_budgets(&p);

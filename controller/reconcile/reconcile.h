@@ -57,6 +57,8 @@ struct tm_snap_node {
     int64_t notice_ms;        /* interruption notice: recorded, or posted to the API; 0 if none */
     bool notice_recorded;     /* nodes.notice_ms is set (the notice was acted on) */
     int64_t replaces_node_id; /* a spot substitute: the on-demand node it replaces, else 0 */
+    int64_t last_heartbeat_ms; /* its agent's last report, 0 if never */
+    int64_t unreachable_ms;   /* marked unreachable at, 0 if not (cleared by a heartbeat) */
 };
 
 struct tm_snap_job {
@@ -126,6 +128,17 @@ struct tm_snap_disruption {
     int64_t at_ms;
 };
 
+/* One GPU's samples over the idle window (agent.* / idle_gpu.*): the
+ * newest sample overall is the window's end (snapshot.samples_end_ms). */
+struct tm_snap_gpu_use {
+    int64_t node_id;
+    int gpu_index;
+    double max_util;           /* highest utilisation in the window */
+    double mean_util;
+    int64_t first_ms;          /* oldest sample read (up to 2 windows back) */
+    int64_t nsamples;          /* in the window */
+};
+
 struct tm_snapshot {
     int64_t epoch;
     struct tm_snap_node *nodes;      /* sorted by id */
@@ -142,6 +155,9 @@ struct tm_snapshot {
     size_t nspend;
     struct tm_snap_disruption *disruptions;
     size_t ndisruptions;
+    struct tm_snap_gpu_use *gpu_use;  /* sorted by (node_id, gpu_index) */
+    size_t ngpu_use;
+    int64_t samples_end_ms;           /* the newest GPU sample, 0 when none */
 };
 
 /* What one provider listed this pass. */
@@ -179,6 +195,8 @@ struct tm_rc_plan {
     unsigned noticed, checkpointed, requeued; /* spot notices acted on, jobs moved off nodes */
     /* The planner's other actions (reconcile/moves.c). */
     unsigned drained, moved, substituted, switched, refused;
+    unsigned unreachable, stale_requeued, stale_terminated; /* staleness.c */
+    unsigned gpu_idle;                                      /* idle.c */
 };
 
 /* One config pool's demand forecast one boot ahead, in GPUs (controller/
@@ -213,6 +231,9 @@ struct tm_reconcile_input {
     const struct tm_pool_forecast *forecast;   /* cfg->npools entries, or NULL */
     const struct tm_live_shortage *shortages;
     size_t nshortages;
+    /* Per config pool: its nodes run a real node agent (not the sim
+     * agent), so a silent one goes stale (staleness.c).  NULL: none do. */
+    const bool *pool_real_agent;
 };
 
 /* The config pool a queued job is routed to (as the planner routes it),
@@ -224,6 +245,27 @@ int tm_reconcile_job_pool(const struct tm_config *cfg, const struct tm_snap_job 
  * cfg->npools entries.  The controller feeds its forecasters with it. */
 void tm_reconcile_pool_demand(const struct tm_config *cfg, const struct tm_snapshot *snap,
                               double *out);
+
+/* How long node n's agent has been silent at now_ms: since its last
+ * heartbeat, or before the first since its request plus
+ * agent.boot_allowance (staleness.c). */
+int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n, int64_t now_ms);
+
+/* A running job whose every allocated GPU stayed below
+ * idle_gpu.threshold for the whole idle_gpu.window (the samples cover it
+ * and the job ran through it), the window ending at the newest sample. */
+struct tm_idle_job {
+    int64_t job_id, node_id;   /* node: its first */
+    int pool;                  /* config pool index of that node, -1 if none */
+    int attempt;
+    int64_t started_ms;
+    int ngpus;
+    double max_util, mean_util;
+    int64_t window_ms;
+};
+/* Fill out[0..max) with the idle jobs; returns how many. */
+size_t tm_reconcile_idle_jobs(const struct tm_config *cfg, const struct tm_snapshot *s,
+                              struct tm_idle_job *out, size_t max);
 
 /* Compute the plan.  *ret is filled only on success; release it with
  * tm_rc_plan_release().  Returns 0, TM_ENOMEM or TM_EINVAL. */

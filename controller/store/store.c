@@ -28,7 +28,7 @@ static const char snapshot_sql[] =
     " coalesce(notice_ms, CASE WHEN cordoned THEN (SELECT min(d.at_ms) FROM decisions d"
     "   WHERE d.subject_kind = 'node' AND d.subject_id = nodes.id::text"
     "     AND d.kind = 'interruption_notice') END, 0), notice_ms IS NOT NULL,"
-    " coalesce(replaces_node_id, 0)"
+    " coalesce(replaces_node_id, 0), coalesce(last_heartbeat_ms, 0), coalesce(unreachable_ms, 0)"
     " FROM nodes WHERE state NOT IN ('terminated', 'interrupted') ORDER BY id;"
     "SELECT id, team, name, coalesce(gpu_model, ''), coalesce(pool, ''), gpus, gpu_milli, nodes,"
     " cpu_milli, memory_mib, class, priority, preemptible, coalesce(runtime_estimate_ms, 0),"
@@ -52,7 +52,18 @@ static const char snapshot_sql[] =
      * decision (no clock in the database: the controller's may run fast);
      * a pool's disruption_interval is at most a day (core/config.c). */
     "SELECT coalesce(inputs ->> 'pool', ''), at_ms FROM decisions WHERE inputs ? 'disruption'"
-    " AND at_ms > (SELECT coalesce(max(at_ms), 0) FROM decisions) - 86400000;"
+    " AND at_ms > (SELECT coalesce(max(at_ms), 0) FROM decisions) - 86400000;";
+
+/* GPU use over the idle window (idle_gpu.window, formatted in): per GPU of
+ * a live node, the window ending at the newest sample (gpu_samples_at). */
+static const char gpu_use_sql[] =
+    "WITH e AS (SELECT coalesce(max(at_ms), 0) AS end_ms FROM gpu_samples)"
+    " SELECT s.node_id, s.gpu_index,"
+    " coalesce(max(s.util_percent) FILTER (WHERE s.at_ms > e.end_ms - %lld), 0),"
+    " coalesce(avg(s.util_percent) FILTER (WHERE s.at_ms > e.end_ms - %lld), 0),"
+    " min(s.at_ms), count(*) FILTER (WHERE s.at_ms > e.end_ms - %lld), e.end_ms"
+    " FROM gpu_samples s JOIN nodes n ON n.id = s.node_id AND n.state IN ('ready', 'draining'), e"
+    " WHERE s.at_ms > e.end_ms - 2 * %lld::bigint GROUP BY 1, 2, e.end_ms ORDER BY 1, 2;"
     "COMMIT";
 
 static int64_t col_i64(const PGresult *r, int row, int col)
@@ -89,6 +100,7 @@ void tm_snapshot_release(struct tm_snapshot *snap)
     free(snap->budgets);
     free(snap->spend);
     free(snap->disruptions);
+    free(snap->gpu_use);
     free(snap);
 }
 
@@ -99,7 +111,7 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     const PGresult *lr, *nr, *jr, *ar, *hr;
     char buf[TM_ID_MAX];
 
-    if (reply->nresults != 10)
+    if (reply->nresults != 11)
         return TM_EBADREPLY;
     lr = reply->results[1];
     nr = reply->results[2];
@@ -107,6 +119,7 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     ar = reply->results[4];
     hr = reply->results[5];
     const PGresult *br = reply->results[6], *sr = reply->results[7], *dr = reply->results[8];
+    const PGresult *gr = reply->results[9];
     s = calloc(1, sizeof(*s));
     if (!s)
         return TM_ENOMEM;
@@ -125,6 +138,22 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     s->spend = calloc(s->nspend + 1, sizeof(*s->spend));
     s->ndisruptions = (size_t)PQntuples(dr);
     s->disruptions = calloc(s->ndisruptions + 1, sizeof(*s->disruptions));
+    s->ngpu_use = (size_t)PQntuples(gr);
+    s->gpu_use = calloc(s->ngpu_use + 1, sizeof(*s->gpu_use));
+    if (!s->gpu_use) {
+        tm_snapshot_release(s);
+        return TM_ENOMEM;
+    }
+    for (int i = 0; i < (int)s->ngpu_use; i++) {
+        struct tm_snap_gpu_use *g = &s->gpu_use[i];
+        g->node_id = col_i64(gr, i, 0);
+        g->gpu_index = (int)col_i64(gr, i, 1);
+        g->max_util = strtod(PQgetvalue(gr, i, 2), NULL);
+        g->mean_util = strtod(PQgetvalue(gr, i, 3), NULL);
+        g->first_ms = col_i64(gr, i, 4);
+        g->nsamples = col_i64(gr, i, 5);
+        s->samples_end_ms = col_i64(gr, i, 6);
+    }
     if (!s->nodes || !s->jobs || !s->allocs || !s->history || !s->budgets || !s->spend ||
         !s->disruptions) {
         tm_snapshot_release(s);
@@ -152,6 +181,8 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         n->notice_ms = col_i64(nr, i, 17);
         n->notice_recorded = col_bool(nr, i, 18);
         n->replaces_node_id = col_i64(nr, i, 19);
+        n->last_heartbeat_ms = col_i64(nr, i, 20);
+        n->unreachable_ms = col_i64(nr, i, 21);
     }
     for (int i = 0; i < (int)s->njobs; i++) {
         struct tm_snap_job *j = &s->jobs[i];
@@ -227,6 +258,7 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
 }
 
 struct snapshot_req {
+    char *sql;
     const struct tm_config *cfg;
     tm_store_snapshot_cb cb;
     void *data;
@@ -241,6 +273,7 @@ static void on_snapshot(const struct tm_pg_reply *reply, void *data)
     if (r == 0)
         r = parse_snapshot(reply, req->cfg, &snap);
     req->cb(r, snap, reply->error ? reply->error : (r < 0 ? tm_strerror(r) : NULL), req->data);
+    free(req->sql);
     free(req);
 }
 
@@ -253,9 +286,20 @@ int tm_store_snapshot(struct tm_pg_pool *pool, const struct tm_config *cfg,
     if (!req)
         return TM_ENOMEM;
     *req = (struct snapshot_req){.cfg = cfg, .cb = cb, .data = data};
-    r = tm_pg_pool_exec(pool, snapshot_sql, on_snapshot, req);
-    if (r < 0)
+    long long w = cfg->idle_gpu.window_ms > 0 ? (long long)cfg->idle_gpu.window_ms : 1800000LL;
+    size_t n = sizeof(snapshot_sql) + sizeof(gpu_use_sql) + 4 * 24;
+    req->sql = malloc(n);
+    if (!req->sql) {
         free(req);
+        return TM_ENOMEM;
+    }
+    int k = snprintf(req->sql, n, "%s", snapshot_sql);
+    snprintf(req->sql + k, n - (size_t)k, gpu_use_sql, w, w, w, w);
+    r = tm_pg_pool_exec(pool, req->sql, on_snapshot, req);
+    if (r < 0) {
+        free(req->sql);
+        free(req);
+    }
     return r;
 }
 
@@ -352,6 +396,32 @@ int tm_store_agent_report(struct tm_pg_pool *pool, int64_t node_id, int64_t now_
     r = query_done(pool, "SELECT tarmac_agent_report($1, $2, $3::jsonb)", 3, params, cb, data);
     free(json);
     return r;
+}
+
+int tm_store_enrollment_add(struct tm_pg_pool *pool, int64_t node_id, const char *hash,
+                            int64_t now_ms, int64_t expires_ms, tm_store_done_cb cb, void *data)
+{
+    char node_s[24], now_s[24], exp_s[24];
+
+    snprintf(node_s, sizeof(node_s), "%" PRId64, node_id);
+    snprintf(now_s, sizeof(now_s), "%" PRId64, now_ms);
+    snprintf(exp_s, sizeof(exp_s), "%" PRId64, expires_ms);
+    const char *params[4] = {node_s, hash, now_s, exp_s};
+    return query_done(pool,
+                      "INSERT INTO agent_enrollments (node_id, hash, created_ms, expires_ms)"
+                      " VALUES ($1, $2, $3, $4)",
+                      4, params, cb, data);
+}
+
+int tm_store_prune_samples(struct tm_pg_pool *pool, int64_t before_ms, int batch,
+                           tm_store_done_cb cb, void *data)
+{
+    char before_s[24], batch_s[16];
+
+    snprintf(before_s, sizeof(before_s), "%" PRId64, before_ms);
+    snprintf(batch_s, sizeof(batch_s), "%d", batch);
+    const char *params[2] = {before_s, batch_s};
+    return query_done(pool, "SELECT tarmac_prune_samples($1, $2)", 2, params, cb, data);
 }
 
 int tm_store_accrue(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, tm_store_done_cb cb,

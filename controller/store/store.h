@@ -50,6 +50,17 @@ int tm_store_accrue(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, tm_s
 int tm_store_node_launched(struct tm_pg_pool *pool, int64_t node_id, const char *instance_id,
                            int64_t now_ms, tm_store_done_cb cb, void *data);
 
+/* A node's enrollment secret for one launch attempt: only its hash
+ * (tm_token_hash), valid until expires_ms and once (agent_enrollments,
+ * migrations/0010_agent.sql).  Written before the cloud call. */
+int tm_store_enrollment_add(struct tm_pg_pool *pool, int64_t node_id, const char *hash,
+                            int64_t now_ms, int64_t expires_ms, tm_store_done_cb cb, void *data);
+
+/* Delete at most batch gpu_samples rows older than before_ms
+ * (tarmac_prune_samples): the leader's tick bounds their retention. */
+int tm_store_prune_samples(struct tm_pg_pool *pool, int64_t before_ms, int batch,
+                           tm_store_done_cb cb, void *data);
+
 /* The demand each pool saw lately, read back so that a new leader's
  * forecasters start with their seasons learned (tm_live_forecast_warm()):
  * one span per job live now or finished at or after since_ms, wanting its

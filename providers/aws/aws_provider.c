@@ -23,6 +23,10 @@
 #include <strings.h>
 #include <time.h>
 
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include "core/bootstrap.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/aws/credentials.h"
@@ -119,6 +123,11 @@ struct aws_op {
     size_t cur;                   /* the offering RunInstances is trying */
     unsigned relaunches;
     struct tm_instance fleet_inst; /* fallback when describing the new one fails */
+    /* The node's bootstrap, base64 for RunInstances' UserData (it holds
+     * the enrollment secret: wiped in op_free, never logged).  A launch
+     * with user data goes through RunInstances only: CreateFleet takes it
+     * from the shared launch template, which has none per node. */
+    char *user_data;
     /* list */
     struct tm_instance *list;
     size_t nlist;
@@ -132,6 +141,10 @@ static struct aws_provider *impl(struct tm_provider *p) { return p->impl; }
 
 static void op_free(struct aws_op *op)
 {
+    if (op->user_data) {
+        OPENSSL_cleanse(op->user_data, strlen(op->user_data));
+        free(op->user_data);
+    }
     free(op->list);
     free(op->prev_token);
     free(op);
@@ -316,7 +329,7 @@ static int start_next(struct aws_op *op)
             if (!op->cand[i].tried && op->cand[i].capacity == TM_CAPACITY_SPOT)
                 ov[nov++] = (struct tm_ec2_fleet_override){op->cand[i].type, op->cand[i].zone};
     }
-    if (nov > 1) {
+    if (nov > 1 && !op->user_data) {
         struct tm_ec2_fleet_params fp = {
             .launch_template = ap->template_name, .client_token = op->token, .spot = true,
             .target = 1, .overrides = ov, .noverrides = nov, .tags = tags, .ntags = 4,
@@ -343,7 +356,7 @@ static int start_next(struct aws_op *op)
         struct tm_ec2_run_params rp = {
             .image_id = ap->image_id, .instance_type = c->type, .zone = c->zone,
             .client_token = op->token, .spot = c->capacity == TM_CAPACITY_SPOT,
-            .tags = tags, .ntags = 4,
+            .tags = tags, .ntags = 4, .user_data = op->user_data,
         };
 
         c->tried = true;
@@ -576,6 +589,22 @@ static int aws_launch(struct tm_provider *p, const struct tm_launch_request *req
     snprintf(op->node, sizeof(op->node), "%lld", (long long)req->node_id);
     op->node_id = req->node_id;
     op->capacity = req->capacity;
+    if (req->bootstrap && req->bootstrap_len > 0) {
+        size_t n = tm_bootstrap_base64_len(req->bootstrap_len);
+        if (n > TM_BOOTSTRAP_USERDATA_MAX) {
+            op_free(op);
+            tm_log_error("could not launch: the node's user data passes EC2's 16 KB", "provider=%s pool=%s",
+                         ap->name, req->pool);
+            return TM_EINVAL;
+        }
+        op->user_data = malloc(n + 1);
+        if (!op->user_data) {
+            op_free(op);
+            return TM_ENOMEM;
+        }
+        EVP_EncodeBlock((unsigned char *)op->user_data, (const unsigned char *)req->bootstrap,
+                        (int)req->bootstrap_len);
+    }
     r = start_find(op);
     if (r < 0)
         op_free(op);

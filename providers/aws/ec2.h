@@ -80,6 +80,7 @@ struct tm_ec2_run_params {
     bool spot;                    /* InstanceMarketOptions.MarketType=spot */
     const struct tm_ec2_tag *tags; /* put on the instance at launch */
     size_t ntags;
+    const char *user_data;        /* base64 (at most 16 KB), NULL: none; a secret, never logged */
 };
 
 struct tm_ec2_fleet_override {

@@ -141,6 +141,8 @@ int tm_ec2_build_run_instances(const struct tm_ec2_run_params *p, char **ret_bod
         add(&f, "ClientToken", p->client_token);
     if (has(p->zone))
         add(&f, "Placement.AvailabilityZone", p->zone);
+    if (has(p->user_data))
+        add(&f, "UserData", p->user_data);
     if (p->spot) {
         add(&f, "InstanceMarketOptions.MarketType", "spot");
         /* A one-time request that terminates on interruption: the

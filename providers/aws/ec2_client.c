@@ -103,6 +103,10 @@ static void on_call_timer_closed(uv_handle_t *h)
 {
     struct ec2_call *c = (struct ec2_call *)h;
 
+    /* A RunInstances body carries the node's user data, which holds its
+     * enrollment secret. */
+    if (c->body)
+        OPENSSL_cleanse(c->body, strlen(c->body));
     free(c->body);
     tm_ec2_reply_release(&c->last);
     free(c);

@@ -24,6 +24,7 @@ TOKEN = "agent-token-0123456789abcdef"
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--port-file", required=True)
+    ap.add_argument("--port", type=int, default=0, help="listen here (a restarted stub keeps its port)")
     ap.add_argument("--record", required=True)
     ap.add_argument("--assignments")
     ap.add_argument("--secret", default="enroll-secret-xyz")
@@ -100,7 +101,8 @@ def main():
                 return self.reply(200, {"ok": True})
             return self.reply(404, {"error": "no such route"})
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    ThreadingHTTPServer.allow_reuse_address = True
+    srv = ThreadingHTTPServer(("127.0.0.1", args.port), H)
     with open(args.port_file + ".tmp", "w") as f:
         f.write(str(srv.server_address[1]))
     os.rename(args.port_file + ".tmp", args.port_file)

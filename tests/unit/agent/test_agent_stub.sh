@@ -19,7 +19,7 @@ cleanup() {
     [ -n "$STUB_PID" ] && kill "$STUB_PID" 2>/dev/null || true
     # any job process left behind belongs to this test's work dirs
     pkill -9 -f "$T/" 2>/dev/null || true
-    rm -rf "$T"
+    [ -n "${KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
 fail() { echo "FAIL: $*" >&2; echo "--- agent log" >&2; cat "$T"/agent*.log >&2 || true; exit 1; }
@@ -142,6 +142,31 @@ echo "[$SECONDS s] ok 3 re-adoption after kill -9, lost on a start-time mismatch
 stop_agent
 pkill -9 -f "sleep 30" 2>/dev/null || true   # job 5's own process, left alone as not ours
 
+# 3b. the controller away: said once, samples kept, batched when it returns.
+echo '[]' >"$T/asg.json"
+start_agent agent3b.log
+sleep 1
+PORT=$(cat "$T/port")
+stop_stub
+DOWN_MS=$("$PY" -c 'import time; print(int(time.time() * 1000))')
+sleep 2.5
+kill -0 "$AGENT_PID" || fail "agent died while the controller was away"
+: >"$T/hb.jsonl"
+start_stub --port "$PORT"
+for _ in $(seq 80); do grep -q "reachable again" "$T/agent3b.log" && break; sleep 0.1; done
+grep -q "reachable again" "$T/agent3b.log" || fail "agent did not come back"
+[ "$(grep -c 'controller unreachable' "$T/agent3b.log")" = 1 ] || fail "outage not said exactly once"
+sleep 0.5
+"$PY" - "$T/hb.jsonl" "$DOWN_MS" <<'PY' || fail "samples taken during the outage were not sent"
+import json, sys
+down = int(sys.argv[2])
+hb = [json.loads(l)["body"] for l in open(sys.argv[1])]
+during = [s for b in hb for s in b["samples"] if down + 300 <= s["at_ms"] <= down + 2000]
+sys.exit(0 if len(during) >= 4 else 1)
+PY
+echo "[$SECONDS s] ok 3b controller away: retried, said once, samples batched after"
+stop_agent
+
 # 4. a malformed answer: logged once, nothing changes, no crash.
 printf 'RAW:{"assignments":[{"job_id":6,"attempt":1,"comm' >"$T/asg.json"
 start_agent agent4.log
@@ -159,6 +184,34 @@ wait_for 15 'len(exits(7)) == 1'
 py '"bytes dropped" in exits(7)[0]["output_tail"] and exits(7)[0]["output_tail"].endswith("END\n")' || fail "log cap note"
 [ "$(stat -c %s "$T/w/jobs/7-1.log")" -le 100000 ] || fail "log file past its cap"
 echo "[$SECONDS s] ok 4 malformed answer, log cap"
+stop_agent
+
+# 5b. a job with an image: the default template through a fake docker; a
+# stopped container job gets `docker kill NAME` (its client may die first).
+mkdir -p "$T/bin"
+cat >"$T/bin/docker" <<'D'
+#!/bin/sh
+printf '%s|' "$@" >>"$DOCKER_LOG"; echo >>"$DOCKER_LOG"
+[ "$1" = run ] || exit 0
+for last; do :; done
+exec /bin/sh -c "$last"
+D
+chmod +x "$T/bin/docker"
+cat >"$T/asg.json" <<'J'
+[{"job_id":10,"attempt":1,"command":"echo in-container $LR $CUDA_VISIBLE_DEVICES","image":"reg/img:1","gpu_indices":[1],"env":{"LR":"0.5"}},
+ {"job_id":11,"attempt":1,"command":"trap '' TERM; sleep 300","image":"reg/img:2"}]
+J
+PATH="$T/bin:$PATH" DOCKER_LOG="$T/docker.log" start_agent agent6c.log
+wait_for 10 'len(exits(10)) == 1 and len(starts(11)) == 1'
+py 'exits(10)[0]["exit_code"] == 0 and exits(10)[0]["output_tail"] == "in-container 0.5 GPU-bbb\n"' \
+    || fail "container job: $(cat "$T/docker.log")"
+grep -qF 'run|--rm|--name|tarmac-10-1|--gpus|"device=GPU-bbb"|-e|LR|-e|CUDA_VISIBLE_DEVICES|' "$T/docker.log" \
+    || fail "docker arguments: $(cat "$T/docker.log")"
+echo '[]' >"$T/asg.json"
+wait_for 10 'len(exits(11)) == 1'
+for _ in $(seq 30); do grep -q '^kill|tarmac-11-1|' "$T/docker.log" && break; sleep 0.1; done
+grep -q '^kill|tarmac-11-1|' "$T/docker.log" || fail "no docker kill after the stop: $(cat "$T/docker.log")"
+echo "[$SECONDS s] ok 5 container template, docker kill on a stop"
 stop_agent
 stop_stub
 
@@ -190,4 +243,4 @@ wait "$AGENT_PID"; rc=$?; AGENT_PID=""
 [ "$rc" = 0 ] || fail "agent exit status $rc on 409"
 [ "$(grep -c 'terminated or interrupted' "$T/agent7b.log")" = 1 ] || fail "409 not said once"
 pgrep -f "tarmac-job sleep 300" >/dev/null && fail "job left running on a terminated node"
-echo "[$SECONDS s] ok 5 stale attempt killed, terminated node stops cleanly"
+echo "[$SECONDS s] ok 6 stale attempt killed, terminated node stops cleanly"

@@ -1,0 +1,238 @@
+/*
+ * controller/reconcile/staleness.c: nodes whose agent went silent, and jobs
+ * whose GPUs sit idle (the node agent's side of the pure pass).
+ *
+ * Staleness, for nodes of pools that run a real agent
+ * (tm_reconcile_input.pool_real_agent) and are booting, ready or draining:
+ * silence is counted from the last heartbeat, or, before the first, from
+ * the node's request plus agent.boot_allowance.  Past
+ * agent.unreachable_after the node is marked unreachable (op
+ * node_unreachable, once: nodes.unreachable_ms) and takes no new work this
+ * pass; past agent.requeue_after its running jobs are requeued (op
+ * unreachable_requeue, guarded on the attempt and on the node still being
+ * silent, so each attempt is requeued once and its counter rises at the
+ * next start); past agent.terminate_after the empty node is terminated
+ * through its provider (op terminate).  A node that comes back has no
+ * allocations for the requeued jobs, so its agent, seeing no assignment
+ * for them, kills what is left.
+ *
+ * Idle GPUs: tm_reconcile_idle_jobs() (reconcile.h).  The pass files a
+ * gpu_idle decision per job attempt (op gpu_idle, recorded once) and, as
+ * the pool's idle_job_action says, requeues (idle_requeue) or cancels
+ * (idle_cancel) the job.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/reconcile/internal.h"
+#include "core/err.h"
+#include "core/model.h"
+
+static bool node_watched(const struct pass *p, const struct tm_snap_node *n)
+{
+    return n->pool >= 0 && p->in->pool_real_agent && p->in->pool_real_agent[n->pool] &&
+           (n->state == TM_NODE_BOOTING || n->state == TM_NODE_READY || n->state == TM_NODE_DRAINING);
+}
+
+int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n, int64_t now_ms)
+{
+    int64_t from = n->last_heartbeat_ms > 0 ? n->last_heartbeat_ms
+                                            : n->requested_ms + cfg->agent.boot_allowance_ms;
+    return now_ms > from ? now_ms - from : 0;
+}
+
+static void requeue_stale_jobs(struct pass *p, size_t ni, int64_t silent)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_snap_node *n = &s->nodes[ni];
+    size_t lo, hi;
+    char why[256];
+
+    tm_rc_allocs_on_node(p, n->id, &lo, &hi);
+    for (size_t k = lo; k < hi; k++) {
+        int ji = tm_rc_running_job_at(p, k);
+        if (ji < 0)
+            continue;
+        const struct tm_snap_job *j = &s->jobs[ji];
+        snprintf(why, sizeof(why),
+                 "node %" PRId64 " unreachable (no heartbeat for %" PRId64 " s, past agent.requeue_after "
+                 "of %" PRId64 " s): attempt %d requeued for attempt %d",
+                 n->id, silent / 1000, p->cfg->agent.requeue_after_ms / 1000, j->attempts, j->attempts + 1);
+        cJSON *a = tm_rc_action(p, "unreachable_requeue", why);
+        tm_rc_put_num(p, a, "job", (double)j->id);
+        tm_rc_put_num(p, a, "node", (double)n->id);
+        tm_rc_put_num(p, a, "started_ms", (double)j->started_ms);
+        tm_rc_put_num(p, a, "last_heartbeat_ms", (double)n->last_heartbeat_ms);
+        cJSON *in = tm_rc_inputs(p, a);
+        tm_rc_put_num(p, in, "silent_ms", (double)silent);
+        tm_rc_put_num(p, in, "attempt", j->attempts);
+        tm_rc_put_num(p, in, "next_attempt", j->attempts + 1);
+        p->job_leaving[ji] = true;
+        p->plan.stale_requeued++;
+    }
+}
+
+void tm_rc_staleness(struct pass *p)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_config_agent *ag = &p->cfg->agent;
+    char why[256];
+
+    for (size_t ni = 0; ni < s->nnodes && !p->err; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        if (!node_watched(p, n) || p->node_gone[ni])
+            continue;
+        int64_t silent = tm_reconcile_silent_ms(p->cfg, n, p->in->now_ms);
+        if (silent < ag->unreachable_after_ms)
+            continue;
+        p->node_ready[ni] = false; /* no new work while it is silent */
+        if (n->unreachable_ms == 0) {
+            snprintf(why, sizeof(why), "no heartbeat from its agent for %" PRId64 " s (%s), past "
+                     "agent.unreachable_after of %" PRId64 " s",
+                     silent / 1000, n->last_heartbeat_ms > 0 ? "since its last" : "since it was requested",
+                     ag->unreachable_after_ms / 1000);
+            cJSON *a = tm_rc_action(p, "node_unreachable", why);
+            tm_rc_put_num(p, a, "node", (double)n->id);
+            tm_rc_put_num(p, a, "last_heartbeat_ms", (double)n->last_heartbeat_ms);
+            cJSON *in = tm_rc_inputs(p, a);
+            tm_rc_put_num(p, in, "silent_ms", (double)silent);
+            tm_rc_put_num(p, in, "unreachable_after_ms", (double)ag->unreachable_after_ms);
+            p->plan.unreachable++;
+        }
+        if (silent >= ag->requeue_after_ms)
+            requeue_stale_jobs(p, ni, silent);
+        if (silent >= ag->terminate_after_ms && p->node_instance[ni][0]) {
+            snprintf(why, sizeof(why), "unreachable for %" PRId64 " s, past agent.terminate_after of "
+                     "%" PRId64 " s: its instance is terminated",
+                     silent / 1000, ag->terminate_after_ms / 1000);
+            cJSON *a = tm_rc_action(p, "terminate", why);
+            tm_rc_put_num(p, a, "node", (double)n->id);
+            cJSON *in = tm_rc_inputs(p, a);
+            tm_rc_put_str(p, in, "instance_id", p->node_instance[ni]);
+            tm_rc_put_num(p, in, "silent_ms", (double)silent);
+            tm_rc_add_terminate(p, p->pool_provider[n->pool], n->id, p->node_instance[ni]);
+            p->node_gone[ni] = true;
+            if (p->live[n->pool] > 0)
+                p->live[n->pool]--;
+            p->plan.stale_terminated++;
+        }
+    }
+}
+
+/* ---- idle GPUs ------------------------------------------------------------ */
+
+static const struct tm_snap_gpu_use *gpu_use_find(const struct tm_snapshot *s, int64_t node, int gpu)
+{
+    size_t a = 0, b = s->ngpu_use;
+
+    while (a < b) {
+        size_t m = a + (b - a) / 2;
+        const struct tm_snap_gpu_use *g = &s->gpu_use[m];
+        if (g->node_id < node || (g->node_id == node && g->gpu_index < gpu))
+            a = m + 1;
+        else
+            b = m;
+    }
+    if (a < s->ngpu_use && s->gpu_use[a].node_id == node && s->gpu_use[a].gpu_index == gpu)
+        return &s->gpu_use[a];
+    return NULL;
+}
+
+size_t tm_reconcile_idle_jobs(const struct tm_config *cfg, const struct tm_snapshot *s,
+                              struct tm_idle_job *out, size_t max)
+{
+    int64_t window = cfg->idle_gpu.window_ms, end = s->samples_end_ms;
+    size_t n = 0;
+
+    if (end <= 0 || window <= 0)
+        return 0;
+    for (size_t j = 0; j < s->njobs && n < max; j++) {
+        const struct tm_snap_job *job = &s->jobs[j];
+        struct tm_idle_job idle = {.job_id = job->id, .pool = -1, .window_ms = window};
+        bool idle_all = true;
+        double sum = 0;
+        if (job->state != TM_JOB_RUNNING || job->started_ms > end - window)
+            continue;
+        for (size_t k = 0; k < s->nallocs && idle_all; k++) {
+            const struct tm_snap_alloc *al = &s->allocs[k];
+            if (al->job_id != job->id)
+                continue;
+            for (int g = 0; g < 16 && idle_all; g++) {
+                if (!(al->gpu_mask & (1u << g)))
+                    continue;
+                const struct tm_snap_gpu_use *u = gpu_use_find(s, al->node_id, g);
+                /* Samples must cover the whole window, all below the threshold. */
+                if (!u || u->nsamples == 0 || u->first_ms > end - window ||
+                    u->max_util >= cfg->idle_gpu.threshold_percent) {
+                    idle_all = false;
+                    break;
+                }
+                if (idle.ngpus == 0 || u->max_util > idle.max_util)
+                    idle.max_util = u->max_util;
+                sum += u->mean_util;
+                idle.ngpus++;
+                idle.node_id = idle.node_id ? idle.node_id : al->node_id;
+            }
+        }
+        if (!idle_all || idle.ngpus == 0)
+            continue;
+        idle.mean_util = sum / idle.ngpus;
+        for (size_t ni = 0; ni < s->nnodes; ni++)
+            if (s->nodes[ni].id == idle.node_id)
+                idle.pool = s->nodes[ni].pool;
+        idle.attempt = job->attempts;
+        idle.started_ms = job->started_ms;
+        out[n++] = idle;
+    }
+    return n;
+}
+
+void tm_rc_idle_gpus(struct pass *p)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    struct tm_idle_job *idle = malloc((s->njobs + 1) * sizeof(*idle));
+    size_t n;
+    char why[320];
+
+    if (!idle) {
+        p->err = TM_ENOMEM;
+        return;
+    }
+    n = tm_reconcile_idle_jobs(p->cfg, s, idle, s->njobs);
+    for (size_t i = 0; i < n && !p->err; i++) {
+        const struct tm_idle_job *x = &idle[i];
+        int ji = tm_rc_job_index(p, x->job_id);
+        if (ji < 0 || p->job_leaving[ji])
+            continue;
+        const char *action = x->pool >= 0 && p->cfg->pools[x->pool].idle_job_action
+                                 ? p->cfg->pools[x->pool].idle_job_action
+                                 : "report";
+        snprintf(why, sizeof(why),
+                 "job %" PRId64 " holds %d GPUs on node %" PRId64 " below %g%% for %" PRId64
+                 " s (highest %.1f%%, mean %.1f%%); pool action: %s",
+                 x->job_id, x->ngpus, x->node_id, p->cfg->idle_gpu.threshold_percent,
+                 x->window_ms / 1000, x->max_util, x->mean_util, action);
+        cJSON *a = tm_rc_action(p, "gpu_idle", why);
+        tm_rc_put_num(p, a, "job", (double)x->job_id);
+        tm_rc_put_num(p, a, "attempt", x->attempt);
+        cJSON *in = tm_rc_inputs(p, a);
+        tm_rc_put_num(p, in, "node", (double)x->node_id);
+        tm_rc_put_num(p, in, "gpus", x->ngpus);
+        tm_rc_put_num(p, in, "max_util_percent", x->max_util);
+        tm_rc_put_num(p, in, "mean_util_percent", x->mean_util);
+        tm_rc_put_num(p, in, "threshold_percent", p->cfg->idle_gpu.threshold_percent);
+        tm_rc_put_num(p, in, "window_ms", (double)x->window_ms);
+        tm_rc_put_str(p, in, "action", action);
+        p->plan.gpu_idle++;
+        if (strcmp(action, "report") != 0) {
+            cJSON *b = tm_rc_action(p, strcmp(action, "cancel") == 0 ? "idle_cancel" : "idle_requeue", why);
+            tm_rc_put_num(p, b, "job", (double)x->job_id);
+            tm_rc_put_num(p, b, "node", (double)x->node_id);
+            tm_rc_put_num(p, b, "started_ms", (double)x->started_ms);
+            p->job_leaving[ji] = true;
+        }
+    }
+    free(idle);
+}
