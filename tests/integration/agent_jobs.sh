@@ -10,8 +10,8 @@
 
 e2e_start itest_agent_jobs
 # Two GPUs each: one node per job.
-OK=$(submit '{"team":"vision","gpus":2,"pool":"od","command":"echo hello from $TARMAC_JOB_ID; echo gpus=$CUDA_VISIBLE_DEVICES; sleep 4"}')
-BAD=$(submit '{"team":"vision","gpus":2,"pool":"od","command":"echo about to fail; sleep 4; exit 3"}')
+OK=$(submit '{"team":"vision","gpus":2,"pool":"od","command":"echo hello from $TARMAC_JOB_ID; echo gpus=$CUDA_VISIBLE_DEVICES; sleep 8"}')
+BAD=$(submit '{"team":"vision","gpus":2,"pool":"od","command":"echo about to fail; sleep 8; exit 3"}')
 wait_job "$OK" running 40
 wait_job "$BAD" running 20
 NA=$(node_of_job "$OK")

@@ -10,7 +10,8 @@
 #       token: sets DB, BASE, ADMIN, STATE (the provider's state_dir), SERVE
 #   submit JSON            POST /v1/jobs as admin; prints the job id
 #   job_field ID FIELD     a field of GET /v1/jobs/ID
-#   wait_job ID STATE [S]  until the job is in STATE (S seconds, default 30)
+#   wait_job ID STATES [S] until the job's state matches STATES (an ERE such
+#                          as 'running|succeeded'; S seconds, default 30)
 #   node_of_job ID         the node the job runs on now (from the database)
 #   node_dir NODE          the local provider's folder of that node
 #   agent_pid NODE         the pid of that node's agent (0 if none)
@@ -92,7 +93,9 @@ YAML
     SERVE=$!
     PIDS+=("$SERVE")
     wait_for 20 "curl -fsS $BASE/readyz >/dev/null 2>&1" || fail "the API never became ready"
+    wait_for 30 "grep -q 'became leader' $WORK/serve.log" || fail "the controller never became leader"
     trap 'e2e_cleanup; cleanup' EXIT
+    trap 'exit 143' TERM INT HUP
 }
 
 # Every process of every local node goes with the test, by the marker the
@@ -114,7 +117,9 @@ api() {
 }
 
 submit() {
-    api POST /v1/jobs "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])'
+    local out
+    out=$(api POST /v1/jobs "$1") || fail "could not submit $1"
+    python3 -c 'import json,sys; print(json.loads(sys.argv[1])["id"])' "$out"
 }
 
 job_field() {
@@ -123,7 +128,7 @@ job_field() {
 
 wait_job() {
     local limit=${3:-30}
-    wait_for "$limit" "[ \"\$(psql_q \"SELECT state FROM jobs WHERE id = $1\")\" = $2 ]" \
+    wait_for "$limit" "psql_q \"SELECT state FROM jobs WHERE id = $1\" | grep -qxE '$2'" \
         || fail "job $1 not $2 after ${limit}s: $(psql_q "SELECT state, attempts, node_id, exit_code FROM jobs WHERE id = $1")"
 }
 
@@ -132,7 +137,7 @@ node_of_job() { psql_q "SELECT coalesce(node_id, 0) FROM jobs WHERE id = $1"; }
 node_dir() {
     local d
     for d in "$STATE"/nodes/local-"$1"-*; do [ -d "$d" ] && { echo "$d"; return 0; }; done
-    return 1
+    fail "node $1 has no folder in $STATE/nodes"
 }
 
 # The agent is the bootstrap shell exec'd: instance.json's pid, while alive.
