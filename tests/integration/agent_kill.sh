@@ -6,6 +6,9 @@
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
 
+# A long idle grace: the stubborn job must meet the agent's grace, not
+# the node's release.
+E2E_IDLE_GRACE=30s
 e2e_start itest_agent_kill local "" 0 "idle_gpu:
   threshold: 5
   window: 2s"
@@ -35,6 +38,5 @@ wait_for 15 "! kill -0 $S 2>/dev/null" || fail "a job ignoring SIGTERM survived 
 END=$(date +%s%3N)
 # It outlived SIGTERM (ignored), and died once the 2 s grace ran out.
 [ $((END - START)) -ge 1500 ] || fail "the stubborn job died after $((END - START)) ms, before the grace"
-grep -q "SIGKILL\|signal=9\|killed" "$(node_dir "$(psql_q "SELECT node_id FROM nodes ORDER BY id LIMIT 1")")/agent.log" 2>/dev/null || true
 secrets_absent
 echo "1 passed, 0 failed"

@@ -71,7 +71,7 @@ pools:
     capacity_type: on_demand
     min_nodes: 0
     max_nodes: 3
-    idle_grace: 2s
+    idle_grace: ${E2E_IDLE_GRACE:-2s}
     bootstrap: "$TM_SOURCE_DIR/config/bootstrap-local.sh"
     checkpoint_dir: "$WORK/ckpt"
   - name: spot
@@ -81,7 +81,7 @@ pools:
     capacity_type: spot
     min_nodes: 0
     max_nodes: 3
-    idle_grace: 2s
+    idle_grace: ${E2E_IDLE_GRACE:-2s}
     bootstrap: "$TM_SOURCE_DIR/config/bootstrap-local.sh"
     checkpoint_dir: "$WORK/ckpt"
 $extra
