@@ -10,7 +10,7 @@ e2e_start itest_agent_restart
 T=$WORK/marks
 mkdir -p "$T"
 # Each run appends its attempt, so a job run twice shows two lines.
-J=$(submit "{\"team\":\"vision\",\"gpus\":2,\"pool\":\"od\",\"command\":\"echo run \$TARMAC_ATTEMPT >> $T/a; sleep 6; echo done\"}")
+J=$(submit "{\"team\":\"vision\",\"gpus\":2,\"pool\":\"od\",\"command\":\"echo run \$TARMAC_ATTEMPT >> $T/a; sleep 15; echo done\"}")
 wait_job "$J" running 40
 N=$(node_of_job "$J")
 wait_for 10 "[ -s $T/a ]" || fail "the job never ran"
@@ -20,10 +20,10 @@ kill -9 "$P"
 sleep 1
 restart_agent "$N"
 wait_for 10 '[ "$(agent_pid '"$N"')" != 0 ]' || fail "the agent did not come back"
-wait_job "$J" succeeded 20
+wait_job "$J" succeeded 40
 [ "$(wc -l <"$T/a")" = 1 ] || fail "the job ran more than once: $(cat "$T/a")"
 [ "$(psql_q "SELECT attempts FROM jobs WHERE id = $J")" = 1 ] || fail "a re-adopted job counted another attempt"
-[ "$(psql_q "SELECT output_tail FROM jobs WHERE id = $J" | tail -n 1)" = done ] || fail "the re-adopted job's tail"
+psql_q "SELECT output_tail FROM jobs WHERE id = $J" | grep -qx done || fail "the re-adopted job's tail"
 
 # Killed and not restarted: unreachable, then requeued and run elsewhere once.
 K=$(submit "{\"team\":\"vision\",\"gpus\":2,\"pool\":\"od\",\"command\":\"echo run \$TARMAC_ATTEMPT >> $T/b; sleep 300\"}")

@@ -101,13 +101,20 @@ YAML
 # Every process of every local node goes with the test, by the marker the
 # provider puts in their environment (their pids, found in /proc).
 e2e_cleanup() {
-    local p
     [ -n "${SERVE:-}" ] && kill -9 "$SERVE" 2>/dev/null || true
-    for p in /proc/[0-9]*; do
-        if grep -qzF "TM_LOCAL_NODE_DIR=$STATE/" "$p/environ" 2>/dev/null; then
-            kill -9 "${p#/proc/}" 2>/dev/null || true
-        fi
-    done
+    python3 - "TM_LOCAL_NODE_DIR=$STATE/" <<'PY' || true
+import os, signal, sys
+mark = sys.argv[1].encode()
+for pid in os.listdir("/proc"):
+    if not pid.isdigit():
+        continue
+    try:
+        env = open("/proc/%s/environ" % pid, "rb").read().split(b"\0")
+        if any(e.startswith(mark) for e in env):
+            os.kill(int(pid), signal.SIGKILL)
+    except OSError:
+        pass
+PY
 }
 
 # api METHOD PATH [BODY]: prints the body; fails on a non-2xx status.
@@ -140,12 +147,31 @@ node_dir() {
     fail "node $1 has no folder in $STATE/nodes"
 }
 
-# The agent is the bootstrap shell exec'd: instance.json's pid, while alive.
+# The pid of the node's agent (argv[1] "agent", the node's marker in its
+# environment: the first one or a restarted one), 0 when none runs.
 agent_pid() {
-    local d pid
-    d=$(node_dir "$1") || { echo 0; return; }
-    pid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["pid"])' "$d/instance.json")
-    if kill -0 "$pid" 2>/dev/null && grep -qa agent "/proc/$pid/cmdline"; then echo "$pid"; else echo 0; fi
+    local d
+    d=$(node_dir "$1")
+    python3 - "$d" <<'PY'
+import os, sys
+mark = ("TM_LOCAL_NODE_DIR=" + sys.argv[1]).encode()
+for pid in os.listdir("/proc"):
+    if not pid.isdigit():
+        continue
+    try:
+        argv = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\0")
+        if len(argv) < 2 or argv[1] != b"agent":
+            continue
+        if mark not in open("/proc/%s/environ" % pid, "rb").read().split(b"\0"):
+            continue
+        if "\nState:\tZ" in open("/proc/%s/status" % pid).read():
+            continue
+    except OSError:
+        continue
+    print(pid)
+    sys.exit(0)
+print(0)
+PY
 }
 
 # Restart a node's agent as the provider started it (its agent.env, its
