@@ -22,7 +22,7 @@ if [ "$CLOUD" != local ]; then
 fi
 e2e_start "itest_agent_notice_$CLOUD" "$CLOUD" "$MD"
 
-J=$(submit '{"team":"vision","gpus":2,"pool":"spot","checkpointable":true,"command":"d=$TARMAC_CHECKPOINT_DIR; mkdir -p \"$d\"; if [ -f \"$d/ckpt\" ]; then echo resumed from $(cat \"$d/ckpt\") at attempt $TARMAC_ATTEMPT; exit 0; fi; trap \"echo checkpointed; exit 143\" TERM; echo step-1 > \"$d/ckpt\"; while :; do sleep 0.2; done"}')
+J=$(submit '{"team":"vision","gpus":2,"pool":"spot","preemptible":true,"checkpointable":true,"command":"d=$TARMAC_CHECKPOINT_DIR; mkdir -p \"$d\"; if [ -f \"$d/ckpt\" ]; then echo resumed from $(cat \"$d/ckpt\") at attempt $TARMAC_ATTEMPT; exit 0; fi; trap \"echo checkpointed; exit 143\" TERM; echo step-1 > \"$d/ckpt\"; while :; do sleep 0.2; done"}')
 wait_job "$J" running 40
 N=$(node_of_job "$J")
 CK=$(psql_q "SELECT count(*) FROM jobs WHERE id = $J")
