@@ -74,6 +74,7 @@ DECLARE
     n int := 0;
     st text;
     jid bigint;
+    left_nodes bigint[] := ARRAY[p_node];
 BEGIN
     UPDATE nodes SET last_heartbeat_ms = p_now, unreachable_ms = NULL WHERE id = p_node;
     IF NOT FOUND THEN
@@ -104,7 +105,8 @@ BEGIN
                         exit_code = (r ->> 'exit_code')::int, exit_signal = (r ->> 'signal')::int,
                         output_tail = r ->> 'output_tail'
          WHERE id = jid;
-        DELETE FROM job_allocations WHERE job_id = jid;
+        WITH d AS (DELETE FROM job_allocations WHERE job_id = jid RETURNING node_id)
+        SELECT left_nodes || coalesce(array_agg(node_id), '{}') INTO left_nodes FROM d;
         PERFORM tarmac_decide(p_now, 'job_' || st, 'job', jid::text,
                               coalesce(r ->> 'reason', 'reported by node ' || p_node),
                               jsonb_strip_nulls(jsonb_build_object('node', p_node,
@@ -113,8 +115,11 @@ BEGIN
                                   'signal', (r ->> 'signal')::int)));
         n := n + 1;
     END LOOP;
+    -- Only the nodes this report emptied (its own, a gang's others): a
+    -- scan of every node here made concurrent heartbeats lock each
+    -- other's rows in no set order and deadlock.
     UPDATE nodes SET idle_since_ms = p_now
-     WHERE idle_since_ms IS NULL AND state IN ('ready', 'draining')
+     WHERE id = ANY (left_nodes) AND idle_since_ms IS NULL AND state IN ('ready', 'draining')
        AND NOT EXISTS (SELECT 1 FROM job_allocations a WHERE a.node_id = nodes.id);
     RETURN n;
 END $$;

@@ -2,3 +2,13 @@
 # heartbeats with samples, attempt-fenced start/exit, env and image.
 tm_add_test(itest_agent_api LABELS integration agent FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_api.sh)
+# The pure pass's known answers: staleness transitions and idle GPUs.
+tm_add_c_test(test_agent_staleness ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_staleness.c
+              LABELS unit agent LINK tarmac_reconcile)
+# The daemon's bootstrap (enrollment rows before the launch, no secret in
+# any log, decision or listing, the 16 KB user data limit at config load)
+# and gpu_samples pruning.
+tm_add_test(itest_agent_bootstrap LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_bootstrap.sh)
+tm_add_c_test(test_agent_bootstrap ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_bootstrap.c
+              LABELS unit agent LINK tarmac_core)

@@ -5,8 +5,9 @@ tm_add_c_test(test_agent_pure ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_agent_pu
               LABELS unit agent TIMEOUT 30 LINK tarmac_agent_pure)
 
 # The whole agent against a loopback stub of the contract's routes
-# (tests/unit/agent/stub_controller.py): real processes, no database.
-tm_add_test(test_agent_stub LABELS unit agent TIMEOUT 120
+# (tests/unit/agent/stub_controller.py): real processes, no database; about
+# 30 s on an idle machine, most of it grace periods and backoff.
+tm_add_test(test_agent_stub LABELS unit agent TIMEOUT 180
             COMMAND bash ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_agent_stub.sh)
 
 # The heartbeat answer parser's fuzz target, its corpus replayed here.

@@ -116,6 +116,7 @@ void tm_agent_save_state(struct tm_agent *ag)
         s->pid = j->pid;
         s->start_time = j->start_time;
         s->checkpointable = j->checkpointable;
+        s->start_reported = j->start_reported;
         snprintf(s->stopping, sizeof(s->stopping), "%s", j->stopping);
         s->log_dropped = j->log_dropped;
     }
@@ -241,6 +242,7 @@ static void on_start_report(const struct tm_http_response *resp, void *data)
     j->start_inflight = false;
     if (resp->status == 0 && resp->http_status >= 200 && resp->http_status < 300) {
         j->start_reported = true;
+        tm_agent_save_state(ag);
     } else if (resp->status == 0 && resp->http_status == 409) {
         tm_log_warn("the controller refused this attempt as stale, killing it", "job=%lld attempt=%lld",
                     (long long)j->job_id, (long long)j->attempt);
@@ -446,7 +448,8 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
         apply_answer(ag, &ans);
         tm_agent_answer_release(&ans);
     }
-    hb_again(ag, ag->o.heartbeat_ms);
+    /* A backlog from an outage drains in quick batches, not one per period. */
+    hb_again(ag, ag->ring_tail - ag->ring_head > TM_AGENT_BATCH_MAX / 2 ? 200 : ag->o.heartbeat_ms);
 }
 
 static void heartbeat(struct tm_agent *ag)
@@ -454,6 +457,9 @@ static void heartbeat(struct tm_agent *ag)
     struct tm_gpu_sample *batch = NULL;
     struct tm_agent_running *run = NULL;
     size_t nb = (size_t)(ag->ring_tail - ag->ring_head), nr = 0;
+
+    if (nb > TM_AGENT_BATCH_MAX)
+        nb = TM_AGENT_BATCH_MAX; /* the oldest first; the rest follow at once */
     char url[1024];
     char *body;
 
@@ -485,7 +491,7 @@ static void heartbeat(struct tm_agent *ag)
     url_for(ag, url, sizeof(url), "/v1/nodes/%lld/heartbeat", (long long)ag->o.node_id);
     if (post(ag, url, body, true, on_heartbeat, ag) == 0) {
         ag->hb_inflight = true;
-        ag->hb_sent_to = ag->ring_tail;
+        ag->hb_sent_to = ag->ring_head + nb;
     } else {
         hb_again(ag, 1000);
     }
@@ -676,7 +682,8 @@ static void on_enroll(const struct tm_http_response *resp, void *data)
         return;
     }
     ag->backoff_ms = next_backoff(ag->backoff_ms);
-    tm_log_warn("could not enroll, retrying", "err=\"%s\" http=%ld retry_ms=%lld",
+    tm_log(ag->backoff_ms == 1000 ? TM_LOG_WARN : TM_LOG_DEBUG, "could not enroll, retrying with backoff",
+           "err=\"%s\" http=%ld retry_ms=%lld",
                 resp->status < 0 ? tm_strerror(resp->status) : "server error", resp->http_status,
                 (long long)ag->backoff_ms);
     uv_timer_start(&ag->enroll_timer, on_enroll_timer, (uint64_t)ag->backoff_ms, 0);

@@ -17,6 +17,8 @@
 #include "controller/agent/state.h"
 
 #define TM_AGENT_SAMPLE_CAP 2048   /* samples kept while the controller is away */
+#define TM_AGENT_BATCH_MAX 512     /* samples per heartbeat: ~100 KB, well under the
+                                    * API's default 256 KB body limit */
 #define TM_AGENT_DONE_CAP 256      /* finished (job, attempt) pairs remembered */
 
 struct tm_agent;

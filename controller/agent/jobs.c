@@ -376,7 +376,7 @@ int tm_agent_jobs_adopt(struct tm_agent *ag, const struct tm_agent_state *st)
         j->start_time = sj->start_time;
         j->checkpointable = sj->checkpointable;
         j->log_dropped = sj->log_dropped;
-        j->start_reported = true; /* the last agent reported it, or will hear 409 */
+        j->start_reported = sj->start_reported; /* else the tick sends it (idempotent) */
         snprintf(j->stopping, sizeof(j->stopping), "%s", sj->stopping);
         if (tm_agent_adopt_decide(sj, alive, now_start) == TM_ADOPT_KEEP) {
             tm_log_info("job re-adopted", "job=%lld attempt=%lld pid=%d", (long long)j->job_id,

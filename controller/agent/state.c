@@ -27,6 +27,7 @@ static cJSON *job_json(const struct tm_agent_state_job *j)
     cJSON_AddNumberToObject(o, "pid", j->pid);
     cJSON_AddNumberToObject(o, "start_time", (double)j->start_time);
     cJSON_AddBoolToObject(o, "checkpointable", j->checkpointable);
+    cJSON_AddBoolToObject(o, "start_reported", j->start_reported);
     cJSON_AddStringToObject(o, "stopping", j->stopping);
     cJSON_AddNumberToObject(o, "log_dropped", (double)j->log_dropped);
     return o;
@@ -172,6 +173,7 @@ static int parse_job(const cJSON *o, size_t i, struct tm_agent_state_job *j, cha
         return bad(err, errlen, "jobs[%zu].start_time: must be a non-negative integer", i);
     j->start_time = (uint64_t)v;
     j->checkpointable = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "checkpointable"));
+    j->start_reported = !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(o, "start_reported"));
     if (!get_str(o, "stopping", j->stopping, sizeof(j->stopping)))
         j->stopping[0] = '\0';
     if (!get_int(o, "log_dropped", 0, 9e18, &j->log_dropped))

@@ -2,7 +2,8 @@
  * controller/agent/state.h: DIR/state.json, what survives an agent restart.
  *
  *   {"jobs":[{"job_id":7,"attempt":2,"pid":4242,"start_time":123456,
- *             "checkpointable":true,"stopping":"stopped","log_dropped":0}],
+ *             "checkpointable":true,"start_reported":true,
+ *             "stopping":"stopped","log_dropped":0}],
  *    "reports":[{"job_id":6,"attempt":1,"exit_code":3,"signal":null,
  *                "reason":"exited","output_tail":"..."}],
  *    "done":[[6,1],[5,3]]}
@@ -30,6 +31,7 @@ struct tm_agent_state_job {
     int pid;
     uint64_t start_time;
     bool checkpointable;
+    bool start_reported;    /* the controller has its start (else sent again) */
     char stopping[16];      /* "" running; else the exit reason to report ("stopped") */
     int64_t log_dropped;
 };

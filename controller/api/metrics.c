@@ -129,6 +129,13 @@ static const char metrics_sql[] =
     " UNION ALL SELECT 17, pool, NULL, NULL, intr FROM nc"
     " UNION ALL SELECT 18, pool, cause, NULL, n FROM ji"
     " UNION ALL SELECT 19, pool, NULL, NULL, sum(lost) FROM ji GROUP BY 2"
+    /* The node agents' figures: utilisation per pool from the samples (as
+     * family 10, models together, in percent), nodes marked unreachable. */
+    " UNION ALL SELECT 20, p.name, NULL, NULL, coalesce((SELECT sum(u.ratio * u.samples) / sum(u.samples)"
+    "   * 100 FROM u WHERE u.pool = p.name), 'NaN'::float8) FROM pools p"
+    " UNION ALL SELECT 21, p.name, NULL, NULL, count(n.id)::float8 FROM pools p"
+    "   LEFT JOIN nodes n ON n.pool = p.name AND n.unreachable_ms IS NOT NULL"
+    "   AND n.state NOT IN ('terminated', 'interrupted') GROUP BY 2"
     " ORDER BY 1, 2, 3, 4";
 
 struct metric_family {
@@ -183,6 +190,12 @@ static const struct metric_family db_families[] = {
     {"tarmac_job_lost_gpu_seconds_total", "counter",
      "GPU-seconds of work lost when jobs were requeued off their node (a share counts as its fraction).",
      {"pool"}},
+    {"tarmac_gpu_utilisation", "gauge",
+     "Mean GPU utilisation in percent of the node agents' samples of the last " UTIL_WINDOW_TEXT
+     " by pool; NaN when there are none.",
+     {"pool"}},
+    {"tarmac_nodes_unreachable", "gauge",
+     "Live nodes whose agent stopped sending heartbeats (past agent.unreachable_after).", {"pool"}},
 };
 
 #define METRICS_MAX_BYTES (16u << 20)

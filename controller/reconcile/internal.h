@@ -156,6 +156,7 @@ void tm_rc_observe(struct pass *p, bool **ret_matched);
 /* staleness.c: silent nodes (after observe, before scheduling) and idle GPUs. */
 void tm_rc_staleness(struct pass *p);
 void tm_rc_idle_gpus(struct pass *p);
+void tm_rc_drain_checkpoints(struct pass *p);
 /* Spent and committed spend against every cap; fills p->teams, p->org and
  * p->job_held. */
 void tm_rc_budgets(struct pass *p);

@@ -121,6 +121,50 @@ void tm_rc_staleness(struct pass *p)
     }
 }
 
+/* ---- drains --------------------------------------------------------------- */
+
+/* A draining node of a pool with real agents: its checkpointable jobs
+ * checkpoint now and requeue (op checkpoint: the agent sends the
+ * checkpoint signal when the job leaves its assignments, and the next
+ * attempt resumes from PATH/job-<id>); the others run to their end.
+ * Simulated pools keep draining by waiting, as the sim agent cannot
+ * checkpoint. */
+void tm_rc_drain_checkpoints(struct pass *p)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    char why[256];
+
+    for (size_t ni = 0; ni < s->nnodes && !p->err; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        size_t lo, hi;
+        if (n->state != TM_NODE_DRAINING || p->node_gone[ni] || !node_watched(p, n))
+            continue;
+        tm_rc_allocs_on_node(p, n->id, &lo, &hi);
+        for (size_t k = lo; k < hi; k++) {
+            int ji = tm_rc_running_job_at(p, k);
+            if (ji < 0 || !s->jobs[ji].checkpointable)
+                continue;
+            const struct tm_snap_job *j = &s->jobs[ji];
+            int64_t ran = tm_rc_ran_ms(p, j);
+            snprintf(why, sizeof(why),
+                     "node %" PRId64 " drains: checkpointed after %" PRId64 " s of attempt %d; requeued "
+                     "to resume elsewhere",
+                     n->id, ran / 1000, j->attempts);
+            cJSON *a = tm_rc_action(p, "checkpoint", why);
+            tm_rc_put_num(p, a, "job", (double)j->id);
+            tm_rc_put_num(p, a, "node", (double)n->id);
+            tm_rc_put_num(p, a, "started_ms", (double)j->started_ms);
+            cJSON *in = tm_rc_inputs(p, a);
+            tm_rc_put_num(p, in, "attempt", j->attempts);
+            tm_rc_put_num(p, in, "next_attempt", j->attempts + 1);
+            tm_rc_put_num(p, in, "ran_ms", (double)ran);
+            tm_rc_put_str(p, in, "cause", "drain");
+            p->job_leaving[ji] = true;
+            p->plan.checkpointed++;
+        }
+    }
+}
+
 /* ---- idle GPUs ------------------------------------------------------------ */
 
 static const struct tm_snap_gpu_use *gpu_use_find(const struct tm_snapshot *s, int64_t node, int gpu)

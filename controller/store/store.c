@@ -586,20 +586,21 @@ int tm_store_sync_pools(PGconn *conn, const struct tm_config *cfg, int64_t now_m
         snprintf(now_s, sizeof(now_s), "%" PRId64, now_ms);
         const char *params[] = {p->name, p->provider, prov ? prov->kind : "sim",
                                 prov && prov->region ? prov->region : "", zones, types,
-                                p->gpu_model, gpus, p->capacity_type, minn, maxn, grace, now_s};
+                                p->gpu_model, gpus, p->capacity_type, minn, maxn, grace, now_s,
+                                p->checkpoint_dir};
         res = PQexecParams(conn,
                            "INSERT INTO pools (name, provider, provider_kind, region, zones,"
                            " instance_types, gpu_model, gpus_per_node, capacity_type, min_nodes,"
-                           " max_nodes, idle_grace_ms, updated_ms)"
-                           " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+                           " max_nodes, idle_grace_ms, updated_ms, checkpoint_dir)"
+                           " VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)"
                            " ON CONFLICT (name) DO UPDATE SET provider = EXCLUDED.provider,"
                            " provider_kind = EXCLUDED.provider_kind, region = EXCLUDED.region,"
                            " zones = EXCLUDED.zones, instance_types = EXCLUDED.instance_types,"
                            " gpu_model = EXCLUDED.gpu_model, gpus_per_node = EXCLUDED.gpus_per_node,"
                            " capacity_type = EXCLUDED.capacity_type, min_nodes = EXCLUDED.min_nodes,"
                            " max_nodes = EXCLUDED.max_nodes, idle_grace_ms = EXCLUDED.idle_grace_ms,"
-                           " updated_ms = EXCLUDED.updated_ms",
-                           13, NULL, params, NULL, NULL, 0);
+                           " updated_ms = EXCLUDED.updated_ms, checkpoint_dir = EXCLUDED.checkpoint_dir",
+                           14, NULL, params, NULL, NULL, 0);
         if (PQresultStatus(res) != PGRES_COMMAND_OK) {
             snprintf(err, errsize, "could not record pool \"%s\": %s", p->name,
                      PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));

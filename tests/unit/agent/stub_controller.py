@@ -32,6 +32,8 @@ def main():
     ap.add_argument("--stale-starts", action="store_true")
     ap.add_argument("--quiet-record", action="store_true", help="record only the paths")
     ap.add_argument("--heartbeat-record", help="heartbeats go here instead of --record")
+    ap.add_argument("--tls-cert", help="serve https with this certificate (PEM) ...")
+    ap.add_argument("--tls-key", help="... and this key")
     args = ap.parse_args()
     lock = threading.Lock()
 
@@ -103,6 +105,11 @@ def main():
 
     ThreadingHTTPServer.allow_reuse_address = True
     srv = ThreadingHTTPServer(("127.0.0.1", args.port), H)
+    if args.tls_cert:
+        import ssl
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     with open(args.port_file + ".tmp", "w") as f:
         f.write(str(srv.server_address[1]))
     os.rename(args.port_file + ".tmp", args.port_file)

@@ -343,7 +343,8 @@ static void test_state_round_trip(void **state)
     char dir[] = "/tmp/tm_agent_state_XXXXXX";
     char path[256];
     struct tm_agent_state_job jobs[2] = {
-        {.job_id = 7, .attempt = 2, .pid = 4242, .start_time = 123456789, .checkpointable = true},
+        {.job_id = 7, .attempt = 2, .pid = 4242, .start_time = 123456789, .checkpointable = true,
+         .start_reported = true},
         {.job_id = 9, .attempt = 1, .pid = 77, .start_time = 5, .stopping = "stopped", .log_dropped = 99},
     };
     struct tm_agent_report rep = {.job_id = 6, .attempt = 1, .has_code = true, .exit_code = 3,
@@ -365,6 +366,8 @@ static void test_state_round_trip(void **state)
     assert_int_equal(back.jobs[0].pid, 4242);
     assert_int_equal(back.jobs[0].start_time, 123456789);
     assert_true(back.jobs[0].checkpointable);
+    assert_true(back.jobs[0].start_reported);
+    assert_false(back.jobs[1].start_reported);
     assert_string_equal(back.jobs[0].stopping, "");
     assert_string_equal(back.jobs[1].stopping, "stopped");
     assert_int_equal(back.jobs[1].log_dropped, 99);
