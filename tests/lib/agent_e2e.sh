@@ -94,10 +94,6 @@ YAML
     PIDS+=("$SERVE")
     wait_for 20 "curl -fsS $BASE/readyz >/dev/null 2>&1" || fail "the API never became ready"
     wait_for 30 "grep -q 'became leader' $WORK/serve.log" || fail "the controller never became leader"
-    # The pools' checkpoint_dir as configured (the pool sync does not
-    # write that column yet; set here so the resume path is what is tested).
-    wait_for 10 "[ \"\$(psql_q 'SELECT count(*) FROM pools')\" = 2 ]" || fail "pools not synced"
-    psql_q "UPDATE pools SET checkpoint_dir = '$WORK/ckpt' WHERE checkpoint_dir IS NULL" >/dev/null
     trap 'e2e_cleanup; cleanup' EXIT
     trap 'exit 143' TERM INT HUP
 }
