@@ -124,6 +124,11 @@ BEGIN
     RETURN n;
 END $$;
 
+-- Idle GPUs are alerted too (controller/reconcile/alerts.c, gpu_idle:<job>).
+ALTER TABLE alerts DROP CONSTRAINT alerts_kind_check;
+ALTER TABLE alerts ADD CONSTRAINT alerts_kind_check
+    CHECK (kind IN ('pool_idle', 'queue_age', 'soft_cap', 'provider_auth', 'gpu_idle'));
+
 -- Whether (job, attempt) is the current attempt of a job running on node.
 CREATE FUNCTION tarmac_agent_attempt_current(p_node bigint, p_job bigint, p_attempt int)
 RETURNS boolean LANGUAGE sql STABLE AS $$

@@ -15,7 +15,7 @@
 #include "core/err.h"
 
 static const char *const kind_names[TM_ALERT_KIND_MAX] = {
-    "pool_idle", "queue_age", "soft_cap", "provider_auth",
+    "pool_idle", "queue_age", "soft_cap", "provider_auth", "gpu_idle",
 };
 
 const char *tm_alert_kind_name(enum tm_alert_kind kind)
@@ -288,6 +288,37 @@ static void provider_auth(struct eval *e)
     }
 }
 
+/* gpu_idle: the same idle jobs the pass files gpu_idle decisions for. */
+static void gpu_idle(struct eval *e)
+{
+    const struct tm_snapshot *s = e->in->snap;
+    struct tm_idle_job *idle = malloc((s->njobs + 1) * sizeof(*idle));
+    size_t n;
+
+    if (!idle) {
+        e->err = TM_ENOMEM;
+        return;
+    }
+    n = tm_reconcile_idle_jobs(e->in->cfg, s, idle, s->njobs);
+    for (size_t i = 0; i < n; i++) {
+        char job[32];
+        snprintf(job, sizeof(job), "%lld", (long long)idle[i].job_id);
+        struct tm_alert *a = add(e, TM_ALERT_GPU_IDLE, job, "job", job);
+        if (!a)
+            break;
+        snprintf(a->message, sizeof(a->message),
+                 "job %s holds %d GPUs on node %lld below %g%% for %lld s (highest %.1f%%)", job,
+                 idle[i].ngpus, (long long)idle[i].node_id, e->in->cfg->idle_gpu.threshold_percent,
+                 (long long)(idle[i].window_ms / 1000), idle[i].max_util);
+        num(e, a, "node", (double)idle[i].node_id);
+        num(e, a, "gpus", idle[i].ngpus);
+        num(e, a, "max_util_percent", idle[i].max_util);
+        num(e, a, "mean_util_percent", idle[i].mean_util);
+        num(e, a, "window_ms", (double)idle[i].window_ms);
+    }
+    free(idle);
+}
+
 int tm_alerts_evaluate(const struct tm_alert_input *in, const struct tm_alert_state *prev,
                        struct tm_alert_set *ret_set, struct tm_alert_state *ret_next)
 {
@@ -303,6 +334,7 @@ int tm_alerts_evaluate(const struct tm_alert_input *in, const struct tm_alert_st
     queue_age(&e);
     soft_cap(&e);
     provider_auth(&e);
+    gpu_idle(&e);
     if (e.err) {
         tm_alert_set_release(&e.set);
         tm_alert_state_release(&next);

@@ -30,6 +30,9 @@
  *                          the cap (spent, not projected: an alert is a fact).
  *   provider_auth:<provider>  the provider's last list call failed with
  *                          TM_EAUTH (credentials refused).
+ *   gpu_idle:<job>         a running job's allocated GPUs all stayed below
+ *                          idle_gpu.threshold for idle_gpu.window, from
+ *                          the node agents' samples (tm_reconcile_idle_jobs).
  *
  * A threshold of 0 (or false) turns its condition off.
  */
@@ -50,6 +53,7 @@ enum tm_alert_kind {
     TM_ALERT_QUEUE_AGE,
     TM_ALERT_SOFT_CAP,
     TM_ALERT_PROVIDER_AUTH,
+    TM_ALERT_GPU_IDLE,
     TM_ALERT_KIND_MAX,
 };
 
