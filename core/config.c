@@ -11,7 +11,8 @@ static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", N
 #define CFG_POLICY_NAME(id, name) #name,
 static const char *const cfg_policies[] = {TM_SCHED_POLICIES(CFG_POLICY_NAME) NULL};
 #undef CFG_POLICY_NAME
-static const char *const cfg_kinds[] = {"sim", "aws", "gcp", "azure", NULL};
+static const char *const cfg_kinds[] = {"sim", "aws", "gcp", "azure", "local", NULL};
+static const char *const cfg_local_metadata[] = {"local", "aws", "gcp", "azure", "none", NULL};
 static const char *const cfg_cred_sources[] = {"none", "env", "file", "instance_role", NULL};
 static const char *const cfg_capacity_types[] = {"on_demand", "spot", "spot_then_on_demand", NULL};
 static const char *const cfg_idle_job_actions[] = {"report", "requeue", "cancel", NULL};
@@ -104,6 +105,14 @@ static const struct cfg_field cfg_provider_fields[] = {
     {.key = "instance_types", .type = CFG_LIST, .offset = CFG_OFF(tm_config_provider, types),
      .count_offset = CFG_OFF(tm_config_provider, ntypes), .min = 0, .max = 256,
      .sub = &cfg_type_section},
+    /* kind local (providers/local/README.md); checked in config_check.c. */
+    {.key = "state_dir", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, state_dir)},
+    {.key = "metadata", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, metadata),
+     .def = "local", .choices = cfg_local_metadata},
+    /* metadata_url (above, with gcp's): the fake's root for metadata aws|gcp|azure. */
+    {.key = "gpu_util_percent", .type = CFG_DOUBLE,
+     .offset = CFG_OFF(tm_config_provider, gpu_util_percent), .def = "0", .dmin = 0, .dmax = 100},
+    {.key = "agent_args", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, agent_args)},
 };
 static const struct cfg_section cfg_provider_section = {
     cfg_provider_fields, CFG_NFIELDS(cfg_provider_fields), sizeof(struct tm_config_provider)};

@@ -68,7 +68,7 @@ struct tm_config_azure {
 
 struct tm_config_provider {
     char *name;
-    char *kind;                   /* "sim" | "aws" | "gcp" | "azure" */
+    char *kind;                   /* "sim" | "aws" | "gcp" | "azure" | "local" */
     char *region;                 /* required, any name for sim */
     char *endpoint;               /* may be NULL: the provider's default */
     struct tm_config_credentials credentials;
@@ -93,7 +93,15 @@ struct tm_config_provider {
     char *project;
     char *token_url;
     char *token_audience;
+    /* gcp: the metadata server (tokens on GCE); local: the root of the
+     * metadata fake the agents poll for metadata aws|gcp|azure. */
     char *metadata_url;
+    /* local (providers/local/): nodes are `tarmac agent` processes here. */
+    char *state_dir;              /* local: per-node folders, required */
+    char *metadata;               /* local: the agents' notice source, "local" (default),
+                                   * "aws", "gcp", "azure" (a fake at metadata_url) or "none" */
+    double gpu_util_percent;      /* local: the fake GPUs' utilisation, default 0 */
+    char *agent_args;             /* local: extra `tarmac agent` flags ($TARMAC_AGENT_ARGS) */
 };
 
 struct tm_config_pool {

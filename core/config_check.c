@@ -194,6 +194,59 @@ int tm_cfg_register_db_secret(const char *url)
     return 0;
 }
 
+/* The keys of kind local: required where the provider needs them, refused
+ * where another kind would silently ignore them. */
+static int cfg_validate_local(struct cfg_ctx *c, const yaml_node_t *pn,
+                              const struct tm_config_provider *p, size_t i)
+{
+    bool local = strcmp(p->kind, "local") == 0;
+    bool http_fake = local && (strcmp(p->metadata, "aws") == 0 || strcmp(p->metadata, "gcp") == 0 ||
+                               strcmp(p->metadata, "azure") == 0);
+    /* metadata_url is gcp's too (its metadata server), checked below for local. */
+    static const char *const local_only[] = {"state_dir", "metadata", "gpu_util_percent",
+                                             "agent_args"};
+
+    if (!local) {
+        for (size_t k = 0; k < sizeof(local_only) / sizeof(local_only[0]); k++)
+            if (cfg_map_get(c, pn, local_only[k])) {
+                tm_cfg_path_set(c, "providers[%zu].%s", i, local_only[k]);
+                return tm_cfg_fail(c, cfg_at(c, pn, local_only[k]),
+                                   "only used by kind \"local\", not \"%s\"", p->kind);
+            }
+        return 0;
+    }
+    if (p->ntypes == 0) {
+        tm_cfg_path_set(c, "providers[%zu].instance_types", i);
+        return tm_cfg_fail(c, cfg_at(c, pn, "instance_types"),
+                           "a local provider must describe at least one instance type");
+    }
+    if (!p->state_dir || !p->state_dir[0]) {
+        tm_cfg_path_set(c, "providers[%zu].state_dir", i);
+        return tm_cfg_fail(c, pn, "missing required key (kind is \"local\")");
+    }
+    if (strlen(p->state_dir) > 200) {
+        tm_cfg_path_set(c, "providers[%zu].state_dir", i);
+        return tm_cfg_fail(c, cfg_at(c, pn, "state_dir"), "longer than 200 bytes");
+    }
+    if (http_fake && (!p->metadata_url || strncmp(p->metadata_url, "http", 4) != 0)) {
+        tm_cfg_path_set(c, "providers[%zu].metadata_url", i);
+        return tm_cfg_fail(c, p->metadata_url ? cfg_at(c, pn, "metadata_url") : pn,
+                           "an http(s) URL is required when metadata is \"%s\"", p->metadata);
+    }
+    if (!http_fake && p->metadata_url) {
+        tm_cfg_path_set(c, "providers[%zu].metadata_url", i);
+        return tm_cfg_fail(c, cfg_at(c, pn, "metadata_url"),
+                           "only used when metadata is aws, gcp or azure, not \"%s\"",
+                           p->metadata);
+    }
+    if (p->agent_args && strpbrk(p->agent_args, "'\"`$\\;&|<>()\n")) {
+        tm_cfg_path_set(c, "providers[%zu].agent_args", i);
+        return tm_cfg_fail(c, cfg_at(c, pn, "agent_args"),
+                           "plain flags only: no quotes, $, `, \\, ;, &, |, <, >, ( or )");
+    }
+    return 0;
+}
+
 static int cfg_validate_providers(struct cfg_ctx *c, const struct tm_config *cfg)
 {
     const yaml_node_t *list = cfg_map_get(c, c->root, "providers");
@@ -220,6 +273,8 @@ static int cfg_validate_providers(struct cfg_ctx *c, const struct tm_config *cfg
             tm_cfg_path_set(c, "providers[%zu].project", i);
             return tm_cfg_fail(c, pn, "missing required key (a gcp provider names its project)");
         }
+        if (cfg_validate_local(c, pn, p, i) < 0)
+            return TM_EINVAL;
         if (strcmp(cr->source, "file") == 0 && !cr->file) {
             tm_cfg_path_set(c, "providers[%zu].credentials.file", i);
             return tm_cfg_fail(c, cfg_at(c, cfg_map_get(c, pn, "credentials"), "file"),
@@ -362,7 +417,7 @@ static int cfg_validate_pools(struct cfg_ctx *c, const struct tm_config *cfg)
             if (!ty) {
                 /* A cloud provider may offer types the file does not
                  * describe; the simulator knows only what it is told. */
-                if (strcmp(prov->kind, "sim") == 0)
+                if (strcmp(prov->kind, "sim") == 0 || strcmp(prov->kind, "local") == 0)
                     return tm_cfg_fail(c, tn, "unknown instance type \"%s\" for provider \"%s\"",
                                        tname, prov->name);
                 continue;

@@ -10,6 +10,7 @@
 #include "providers/aws/aws_provider.h"
 #include "providers/azure/azure_provider.h"
 #include "providers/gcp/gcp_provider.h"
+#include "providers/local/local_provider.h"
 #include "providers/sim/sim_provider.h"
 
 static int sim_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
@@ -46,6 +47,12 @@ static int azure_create(const struct tm_provider_env *env, const struct tm_confi
     return tm_azure_provider_create(env->loop, env->cfg, p, ret);
 }
 
+static int local_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
+                        struct tm_provider **ret)
+{
+    return tm_local_provider_create(env->loop, p, env->now_ms, env->clock, ret);
+}
+
 static const struct tm_provider_kind kinds[] = {
     {.name = "sim", .create = sim_create, .simulated = true},
     {.name = "aws", .create = aws_create, .validate = tm_aws_validate_pools,
@@ -55,6 +62,7 @@ static const struct tm_provider_kind kinds[] = {
      .check_usage = "[--project P] [--zones Z1,...] [--machine-types T1,...] [--key-file F]"},
     {.name = "azure", .create = azure_create, .check_main = tm_azure_check_main,
      .check_usage = "--config FILE [--provider NAME] [--vm-sizes S1,S2,...]"},
+    {.name = "local", .create = local_create},
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 
