@@ -15,8 +15,9 @@
 -- tarmac_agent_report (0002) stays the one path of a node's reports: this
 -- file replaces it with a version that also takes, per job, the attempt
 -- it is about (a report for another attempt changes nothing), exit_code,
--- signal, output_tail, and state 'lost' (the job goes back to the queue
--- through tarmac_job_leaves, cause 'lost', its attempt counted).
+-- signal, output_tail, and states 'lost' (the job goes back to the queue
+-- through tarmac_job_leaves, cause 'lost', its attempt counted) and
+-- 'stopped' (the agent checkpointed it on a notice: cause 'checkpoint').
 
 ALTER TABLE pools DROP CONSTRAINT pools_provider_kind_check;
 ALTER TABLE pools ADD CONSTRAINT pools_provider_kind_check
@@ -84,8 +85,8 @@ BEGIN
     LOOP
         st := r ->> 'state';
         jid := (r ->> 'id')::bigint;
-        IF st NOT IN ('succeeded', 'failed', 'lost') THEN
-            RAISE EXCEPTION 'job state must be succeeded, failed or lost, not %', st USING ERRCODE = 'TM004';
+        IF st NOT IN ('succeeded', 'failed', 'lost', 'stopped') THEN
+            RAISE EXCEPTION 'job state must be succeeded, failed, lost or stopped, not %', st USING ERRCODE = 'TM004';
         END IF;
         PERFORM 1 FROM jobs
          WHERE id = jid AND state = 'running'
@@ -93,6 +94,18 @@ BEGIN
            AND EXISTS (SELECT 1 FROM job_allocations a WHERE a.job_id = jobs.id AND a.node_id = p_node)
            FOR UPDATE;
         CONTINUE WHEN NOT FOUND;
+        -- Stopped by the agent while its attempt is still current: the
+        -- agent checkpointed it on a notice from the node's metadata
+        -- service before this controller's pass requeued it.  It goes back
+        -- to the queue as a checkpoint would, not as a failure.
+        IF st = 'stopped' THEN
+            IF tarmac_job_leaves(jid, p_node, p_now, 'checkpoint',
+                                 coalesce(r ->> 'reason', 'stopped by the agent of node ' || p_node),
+                                 jsonb_build_object('attempt', (r ->> 'attempt')::int), NULL) THEN
+                n := n + 1;
+            END IF;
+            CONTINUE;
+        END IF;
         IF st = 'lost' THEN
             IF tarmac_job_leaves(jid, p_node, p_now, 'lost',
                                  coalesce(r ->> 'reason', 'the agent of node ' || p_node || ' lost it'),

@@ -57,7 +57,12 @@ void tm_agent_cgroup_init(struct tm_agent *ag)
         goto out;
     }
     line[strcspn(line, "\n")] = '\0';
-    snprintf(ag->cg_base, sizeof(ag->cg_base), "/sys/fs/cgroup%s",
+    if (strlen(line + 3) + sizeof("/sys/fs/cgroup") > sizeof(ag->cg_base)) {
+        why = "cgroup path too long";
+        goto out;
+    }
+    snprintf(ag->cg_base, sizeof(ag->cg_base), "/sys/fs/cgroup%.*s",
+             (int)(sizeof(ag->cg_base) - sizeof("/sys/fs/cgroup")),
              strcmp(line + 3, "/") == 0 ? "" : line + 3);
     /* A restarted agent is already in its leaf: use the parent. */
     {

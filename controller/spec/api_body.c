@@ -799,9 +799,10 @@ int tm_api_parse_job_exit(const char *body, size_t len, int64_t job, char **ret_
     if (!o || !cJSON_AddItemToArray(jobs, o))
         goto out;
     if (!cJSON_AddNumberToObject(o, "id", (double)job) ||
-        !cJSON_AddStringToObject(o, "state", strcmp(reason, "lost") == 0 ? "lost"
-                                             : strcmp(reason, "exited") == 0 && code == 0 ? "succeeded"
-                                                                                          : "failed") ||
+        !cJSON_AddStringToObject(o, "state", strcmp(reason, "lost") == 0      ? "lost"
+                                             : strcmp(reason, "stopped") == 0 ? "stopped"
+                                             : code == 0                       ? "succeeded"
+                                                                               : "failed") ||
         !cJSON_AddNumberToObject(o, "attempt", (double)attempt) ||
         !cJSON_AddStringToObject(o, "reason", why) ||
         (code >= 0 && !cJSON_AddNumberToObject(o, "exit_code", (double)code)) ||

@@ -75,8 +75,8 @@ static struct tm_snap_node *add_node(struct fixture *f, int64_t id, int pool, in
     /* The cloud lists it running: only the agent is silent. */
     struct tm_instance *i = &f->inst[f->obs.n++];
     memset(i, 0, sizeof(*i));
-    snprintf(i->id, sizeof(i->id), "%s", n->instance_id);
-    snprintf(i->token, sizeof(i->token), "%s", n->token);
+    snprintf(i->id, sizeof(i->id), "i-%lld", (long long)id);
+    snprintf(i->token, sizeof(i->token), "tok-%lld", (long long)id);
     snprintf(i->pool, sizeof(i->pool), "%s", f->cfg.pools[pool].name);
     snprintf(i->instance_type, sizeof(i->instance_type), "sim.8x");
     snprintf(i->zone, sizeof(i->zone), "z1");
