@@ -80,7 +80,7 @@ while IFS='|' read -r id pool capacity token iid; do
     [ "$6" = "$token" ] || fail "node $id: token $6, row $token"
     [ "$7" = "$pool" ] || fail "node $id: pool label $7, row $pool"
     [ "$8" = "$id" ] || fail "node $id: node label $8"
-done < <(psql_q "SELECT id, pool, capacity_type, launch_token, instance_id FROM nodes WHERE instance_id IS NOT NULL AND state NOT IN ('terminated', 'interrupted')")
+done < <(psql_q "SELECT id, pool, capacity_type, launch_token, instance_id FROM nodes WHERE instance_id IS NOT NULL AND state NOT IN ('terminating', 'terminated', 'interrupted')")
 [ "$(psql_q "SELECT count(*) FROM nodes WHERE pool = 'spot' AND capacity_type = 'spot'")" -ge 1 ] \
     || fail "no spot node for the preemptible work"
 gcp_check_cloud e2e
