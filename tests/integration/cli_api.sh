@@ -137,9 +137,17 @@ grep -q "^node $NODE (pool " "$OUT" && grep -q ' launch\| request_node' "$OUT" |
 
 run 0 "$VIEW" nodes
 grep -Eq "^$NODE +(od|spot) " "$OUT" || fail "nodes table: $(cat "$OUT")"
-run 0 "$VIEW" nodes --output json
-[ "$(jq_ 'len(d["items"])')" = "$(psql_q "SELECT count(*) FROM nodes WHERE state NOT IN ('terminated', 'interrupted')")" ] \
-    || fail "nodes json: $(cat "$OUT")"
+# The controller keeps running: a node may end between the two reads, so
+# the count is compared again (a few times) until both reads agree.
+same=0
+for _ in 1 2 3 4 5; do
+    run 0 "$VIEW" nodes --output json
+    if [ "$(jq_ 'len(d["items"])')" = "$(psql_q "SELECT count(*) FROM nodes WHERE state NOT IN ('terminated', 'interrupted')")" ]; then
+        same=1; break
+    fi
+    sleep 0.5
+done
+[ "$same" = 1 ] || fail "nodes json: $(cat "$OUT")"
 run 0 "$VIEW" pools
 grep -Eq '^od +sim +A100 +8 +on_demand ' "$OUT" && grep -Eq '^spot +sim ' "$OUT" || fail "pools table: $(cat "$OUT")"
 run 0 "$VIEW" pools --output json
