@@ -17,10 +17,10 @@ tm_add_test(itest_azure_evict LABELS integration azure FIXTURES pg TIMEOUT 120
 
 # kill -9 during launches and deletions, then restart: no duplicate VM, no
 # orphan VM, NIC or disk, no lost job (KILLS=6 here; the soak is KILLS=50).
-tm_add_test(itest_azure_kill9 LABELS integration azure FIXTURES pg TIMEOUT 180
+tm_add_test(itest_azure_kill9 LABELS integration azure slow FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_kill9.sh)
 
 # The fake held to the official clients (@azure/identity, @azure/arm-compute,
 # pinned; npm-installed into a temporary folder, or TM_AZURE_NPM_DIR).
-tm_add_test(itest_azure_sdk LABELS integration azure FIXTURES pg TIMEOUT 300
+tm_add_test(itest_azure_sdk LABELS integration azure slow FIXTURES pg TIMEOUT 300
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_sdk.sh)

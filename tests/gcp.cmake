@@ -29,7 +29,7 @@ endif()
 # The fake checked against Google's own client (google-auth-library, pinned,
 # installed into a temporary folder): our JWT equals its JWT byte for byte,
 # and the fake accepts what it sends.  Skipped (exit 0, said so) without npm.
-tm_add_test(itest_gcp_reference_client LABELS integration gcp TIMEOUT 180
+tm_add_test(itest_gcp_reference_client LABELS integration gcp slow TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gcp_reference_client.sh)
 
 # The controller end to end against the fake: check gcp, spot and
@@ -39,7 +39,7 @@ tm_add_test(itest_gcp_e2e LABELS integration gcp FIXTURES pg TIMEOUT 180
 
 # kill -9 during launches and terminations (KILLS, default 5; the soak is
 # KILLS=50, see providers/gcp/README.md).
-tm_add_test(itest_gcp_kill9 LABELS integration gcp FIXTURES pg TIMEOUT 180
+tm_add_test(itest_gcp_kill9 LABELS integration gcp slow FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gcp_kill9.sh)
 
 add_executable(gcp_jwt_tool ${CMAKE_SOURCE_DIR}/tests/unit/providers/gcp/gcp_jwt_tool.c)
