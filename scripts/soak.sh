@@ -123,8 +123,9 @@ do_fault() {
     local kind=$1 l v lines
     case $kind in
     kill9_leader|kill9_follower|sigstop_leader)
-        wait_for 15 '[ -n "$(leader)" ]' || { skipped[$kind]=$((skipped[$kind] + 1)); return; }
-        l=$(leader); v=$l; [ "$kind" = kill9_follower ] && v=$(other "$l")
+        # The leader read once: a second read may fall in a takeover.
+        l=; wait_for 15 'l=$(leader); [ -n "$l" ]' || { skipped[$kind]=$((skipped[$kind] + 1)); return; }
+        v=$l; [ "$kind" = kill9_follower ] && v=$(other "$l")
         if [ "$kind" = sigstop_leader ]; then
             kill -STOP "${pid[$v]}"
             sleep $(( (lease_ms + 1000) / 1000 )).$(rnd 10)
