@@ -271,6 +271,9 @@ echo "workload: $(grep -c '^ack' "$C" || true) acknowledged, $(grep -c '^gaveup'
      "jobs succeeded $n_ok, cancelled $n_cancel;" \
      "cloud instances $(wc -l <"$WORK/cloud_tokens") (live $cloud_live); ledger $cents cents;" \
      "leader epoch $epoch; standby rebuilds failed $rebuild_fail; fence checks $fence_checks"
+echo "budgets (hard, team): $(psql_q "SELECT coalesce(string_agg(b.scope || ' spent ' || (SELECT coalesce(sum(cents), 0) FROM spend s
+        WHERE s.team = b.scope AND s.period = to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')) || ' of ' || b.cap_cents || ' cents', ', '), 'none')
+        FROM budgets b WHERE b.hard AND b.scope_kind = 'team'"); team b jobs queued at the end: $(psql_q "SELECT count(*) FROM jobs WHERE state = 'queued' AND team = 'b'")"
 echo "phases: setup $((t_faults - t_start)) s, faults $((t_recover - t_faults)) s, recovery $((t_check - t_recover)) s, checks $(( $(date +%s) - t_check )) s"
 if [ "$violations" -gt 0 ]; then
     echo "soak: $violations violation(s); seed $seed" >&2
