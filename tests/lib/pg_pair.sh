@@ -55,6 +55,11 @@ pair_streaming() {
 # streams make commits wait for it (a 201 then survives a failover).
 pair_new_standby() {
     local s; s=$(pair_standby)
+    # A standby that is up but not streaming (yet) is stopped, not deleted
+    # under its own feet.
+    if [ -f "$PAIR_DIR/n$s/postmaster.pid" ]; then
+        pair_as_pg "$PAIR_BIN/pg_ctl" -D "$PAIR_DIR/n$s" -m immediate -w stop >/dev/null 2>&1 || true
+    fi
     rm -rf "${PAIR_DIR:?}/n$s"
     pair_as_pg "$PAIR_BIN/pg_basebackup" -h 127.0.0.1 -p "${PAIR_PORT[$PAIR_PRIMARY]}" -U postgres \
         -D "$PAIR_DIR/n$s" -R -X stream --checkpoint=fast >>"$PAIR_DIR/basebackup.log" 2>&1 || return 1
