@@ -107,7 +107,8 @@ gcp_check_cloud() {
             || orphan=$((orphan + 1))
     done <"$WORK/instances.txt"
     missing=0
-    for id in $(psql_q "SELECT instance_id FROM nodes WHERE instance_id IS NOT NULL AND state NOT IN ('terminated', 'interrupted')"); do
+    # A node being terminated may be gone already: the next pass marks it gone.
+    for id in $(psql_q "SELECT instance_id FROM nodes WHERE instance_id IS NOT NULL AND state NOT IN ('terminating', 'terminated', 'interrupted')"); do
         [ "$(awk -v id="$id" '$1 == id' "$WORK/instances.txt" | wc -l)" = 1 ] || missing=$((missing + 1))
     done
     alive=$(awk '$5 != "STOPPING" && $5 != "TERMINATED"' "$WORK/instances.txt" | wc -l)
