@@ -30,6 +30,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/aws/credentials.h"
+#include "providers/common/settings.h"
 
 #define SHORT_MAX 64
 #define CAND_MAX 64
@@ -1070,23 +1071,6 @@ static int copy_config(struct aws_provider *ap, const struct tm_config *cfg,
     return 0;
 }
 
-static uint64_t env_u64(const char *name, uint64_t dflt)
-{
-    const char *s = getenv(name);
-    char *end;
-    unsigned long long v;
-
-    if (!s || !*s)
-        return dflt;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno || *end) {
-        tm_log_warn("ignoring a malformed setting", "name=%s", name);
-        return dflt;
-    }
-    return v;
-}
-
 int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
                               const struct tm_config_provider *prov,
                               const struct tm_aws_provider_options *opts,
@@ -1104,9 +1088,9 @@ int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
         !fits(prov->name) || !cfg->cluster || !fits(cfg->cluster))
         return TM_EINVAL;
     if (!opts) {
-        dflt.retry.max_attempts = (unsigned)env_u64("TARMAC_AWS_MAX_ATTEMPTS", 0);
-        dflt.retry.max_total_delay_ms = env_u64("TARMAC_AWS_MAX_RETRY_DELAY_MS", 0);
-        dflt.timeout_ms = (long)env_u64("TARMAC_AWS_TIMEOUT_MS", 0);
+        dflt.retry.max_attempts = (unsigned)tm_provider_env_u64("TARMAC_AWS_MAX_ATTEMPTS", 0);
+        dflt.retry.max_total_delay_ms = tm_provider_env_u64("TARMAC_AWS_MAX_RETRY_DELAY_MS", 0);
+        dflt.timeout_ms = (long)tm_provider_env_u64("TARMAC_AWS_TIMEOUT_MS", 0);
         opts = &dflt;
     }
     ap = calloc(1, sizeof(*ap));

@@ -19,6 +19,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "providers/common/settings.h"
 
 #define SHORT_MAX 64
 #define CAND_MAX 32
@@ -805,23 +806,6 @@ static int copy_config(struct az_provider *ap, const struct tm_config *cfg,
     return 0;
 }
 
-static uint64_t env_u64(const char *name, uint64_t dflt)
-{
-    const char *s = getenv(name);
-    char *end;
-    unsigned long long v;
-
-    if (!s || !*s)
-        return dflt;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno || *end) {
-        tm_log_warn("ignoring a malformed setting", "name=%s", name);
-        return dflt;
-    }
-    return v;
-}
-
 int tm_azure_read_secret(const struct tm_config_credentials *creds, char **ret, char *why,
                          size_t whysize)
 {
@@ -892,10 +876,10 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
         return TM_EINVAL;
     }
     if (!opts) {
-        dflt.retry.max_attempts = (unsigned)env_u64("TARMAC_AZURE_MAX_ATTEMPTS", 0);
-        dflt.retry.max_total_delay_ms = env_u64("TARMAC_AZURE_MAX_RETRY_DELAY_MS", 0);
-        dflt.timeout_ms = (long)env_u64("TARMAC_AZURE_TIMEOUT_MS", 0);
-        dflt.poll_ms = env_u64("TARMAC_AZURE_POLL_MS", 0);
+        dflt.retry.max_attempts = (unsigned)tm_provider_env_u64("TARMAC_AZURE_MAX_ATTEMPTS", 0);
+        dflt.retry.max_total_delay_ms = tm_provider_env_u64("TARMAC_AZURE_MAX_RETRY_DELAY_MS", 0);
+        dflt.timeout_ms = (long)tm_provider_env_u64("TARMAC_AZURE_TIMEOUT_MS", 0);
+        dflt.poll_ms = tm_provider_env_u64("TARMAC_AZURE_POLL_MS", 0);
         opts = &dflt;
     }
     r = tm_azure_read_secret(&prov->credentials, &secret, why, sizeof(why));

@@ -18,6 +18,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "providers/common/settings.h"
 
 #define SHORT_MAX 64
 #define CAND_MAX 64
@@ -1008,19 +1009,6 @@ int tm_gcp_resolve_auth(const struct tm_config_provider *prov, size_t index,
     return 0;
 }
 
-static uint64_t env_u64(const char *name, uint64_t dflt)
-{
-    const char *s = getenv(name);
-    char *end;
-    unsigned long long v;
-
-    if (!s || !*s)
-        return dflt;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    return errno || *end ? dflt : v;
-}
-
 int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
                               const struct tm_config_provider *prov,
                               const struct tm_gcp_provider_options *opts, struct tm_provider **ret)
@@ -1046,11 +1034,11 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
         return TM_EINVAL;
     }
     if (!opts) {
-        dflt.retry.max_attempts = (unsigned)env_u64("TARMAC_GCP_MAX_ATTEMPTS", 0);
-        dflt.retry.max_total_delay_ms = env_u64("TARMAC_GCP_MAX_RETRY_DELAY_MS", 0);
-        dflt.retry.base_delay_ms = env_u64("TARMAC_GCP_BASE_DELAY_MS", 0);
-        dflt.timeout_ms = (long)env_u64("TARMAC_GCP_TIMEOUT_MS", 0);
-        dflt.list_page_size = (int)env_u64("TARMAC_GCP_PAGE_SIZE", 0);
+        dflt.retry.max_attempts = (unsigned)tm_provider_env_u64("TARMAC_GCP_MAX_ATTEMPTS", 0);
+        dflt.retry.max_total_delay_ms = tm_provider_env_u64("TARMAC_GCP_MAX_RETRY_DELAY_MS", 0);
+        dflt.retry.base_delay_ms = tm_provider_env_u64("TARMAC_GCP_BASE_DELAY_MS", 0);
+        dflt.timeout_ms = (long)tm_provider_env_u64("TARMAC_GCP_TIMEOUT_MS", 0);
+        dflt.list_page_size = (int)tm_provider_env_u64("TARMAC_GCP_PAGE_SIZE", 0);
         opts = &dflt;
     }
     r = tm_gcp_resolve_auth(prov, index, &key, &go.auth, err, sizeof(err));
