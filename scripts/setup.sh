@@ -8,10 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# python3-cryptography: the GCP fake verifies our RS256 JWTs (tests/lib/gcp_fake.py).
 packages=(build-essential cmake pkg-config git ca-certificates
           libuv1-dev libpq-dev libcurl4-openssl-dev libssl-dev libcjson-dev libjansson-dev libh2o-dev
           libexpat1-dev libyaml-dev libcmocka-dev
-          postgresql postgresql-contrib python3 python3-yaml python3-jsonschema curl
+          postgresql postgresql-contrib python3 python3-yaml python3-jsonschema python3-cryptography curl
           openssl chromium fonts-liberation nodejs)
 # npm (openapi_lint installs the pinned @redocly/cli with it) only when
 # there is none: a nodejs from another repository (NodeSource) bundles its
