@@ -14,6 +14,7 @@
  */
 #include "controller/cli/cli.h"
 #include "controller/replay/replay.h"
+#include "controller/sched/estimate.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -124,6 +125,7 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
     o->since_ms = -1;
     o->max_runtime_ms = -1;
     o->seeds = 0;
+    o->keys_only = true; /* --estimator keys, the default */
     o->tune = 1.3;
     *ret_policy = NULL;
     for (int i = 1; i < argc; i++) {
@@ -189,7 +191,8 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
             else
                 return bad("unrecognized estimates \"%s\" (predicted, exact)", v);
         } else if (strcmp(a, "--estimator") == 0) {
-            /* keys: the predictor before issue 17 (no fallback model). */
+            /* keys, the default: no fallback model (see sched/estimate.c
+             * for why); model: the model where the keys have nothing. */
             if (strcmp(v, "keys") == 0)
                 o->keys_only = true;
             else if (strcmp(v, "model") == 0)
@@ -202,7 +205,7 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
                 o->estimator = v[0] - '0';
             else
                 return bad("bad --fallback-level \"%s\" (3: the model answers where neither the job's "
-                           "name nor its team does; 4, the default: only where anyone's work of its "
+                           "name nor its team does; 4, the default with --estimator model: only where anyone's work of its "
                            "class and GPUs does not either)", v);
         } else if (strcmp(a, "--since") == 0 || strcmp(a, "--max-runtime") == 0 ||
                    strcmp(a, "--starvation") == 0) {
@@ -628,7 +631,7 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                         .max_runtime_ms = o->max_runtime_ms, .gpus = o->ngpus ? o->gpus[g] : 0,
                         .load = o->nloads ? o->loads[l] : 0, .seed = (uint64_t)s, .log = log,
                         .full_pass = o->full_pass,
-                        .estimate_fallback = o->keys_only ? -1 : o->estimator};
+                        .estimate_fallback = o->keys_only ? -1 : o->estimator ? o->estimator : TM_ESTIMATE_FALLBACK_FROM};
                     struct tm_replay_stats st;
                     cJSON *obj;
                     int r = tm_replay_time(t, &cfg, &st);

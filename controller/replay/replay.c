@@ -907,8 +907,8 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
         r = tm_estimator_new(&s.est);
         if (r < 0)
             goto out;
-        if (cfg->estimate_fallback != 0)
-            tm_estimator_set_fallback(s.est, cfg->estimate_fallback < 0 ? 0 : cfg->estimate_fallback);
+        if (cfg->estimate_fallback > 0)
+            tm_estimator_set_fallback(s.est, cfg->estimate_fallback);
     }
     r = 0;
     tcur = s.jobs[arr[0]].submit;

@@ -67,8 +67,8 @@ struct tm_replay_config {
      * a pass looked at. */
     bool full_pass;
     /* Where the predictor's fallback model stands in (issue 17 item 6):
-     * 0 its default (TM_ESTIMATE_FALLBACK_FROM), 3 or 4 the first key level
-     * it replaces, -1 never (the keys alone, the predictor before it). */
+     * 0 or -1 never (the keys alone, the default), 3 or 4 the first key
+     * level it replaces (TM_ESTIMATE_FALLBACK_FROM is 4). */
     int estimate_fallback;
 };
 

@@ -15,7 +15,8 @@
  * of recent runs follows drift and is not pulled by the month-long outliers
  * GPU traces are full of.
  *
- * Fallback (issue 17): where the keys give nothing close, that is none of
+ * Fallback (issue 17), off unless tm_estimator_set_fallback() turns it on
+ * (`tarmac replay --estimator model`): where the keys give nothing close, that is none of
  * the levels before TM_ESTIMATE_FALLBACK_FROM (4: the class alone is not
  * close) has enough runtimes, a
  * quantile model over the job's features (class, GPUs, CPU, memory, team;
@@ -43,7 +44,9 @@
 
 #define TM_ESTIMATE_WINDOW 32
 #define TM_ESTIMATE_MIN_SAMPLES 3
-/* The model answers in place of this level and the ones after it.  4,
+/* Where the model answers when it is switched on (tm_estimator_set_fallback;
+ * off by default, see estimate.c): in place of this level and the ones after
+ * it.  4,
  * measured on openb (bench/results/estimate-2026-12-02.md): in place of
  * the class's median it cuts the error of those estimates and changes
  * little else; in place of (class, GPUs) too it is no better than that

@@ -138,6 +138,18 @@ static void test_fallback_only_when_keys_empty(void **state)
 
     (void)state;
     assert_int_equal(tm_estimator_new(&e), 0);
+    /* Off by default: the keys alone answer, however much the model saw. */
+    {
+        struct tm_estimator *off;
+
+        assert_int_equal(tm_estimator_new(&off), 0);
+        for (int i = 0; i < 64; i++)
+            assert_int_equal(tm_estimator_observe(off, &eval1, 300000), 0);
+        assert_int_equal(tm_estimate_level(off, &eval8, &lvl), 300000);
+        assert_int_equal(lvl, 4);
+        tm_estimator_free(off);
+    }
+    tm_estimator_set_fallback(e, TM_ESTIMATE_FALLBACK_FROM);
     /* Before the model has seen enough, the keys answer as before. */
     for (int i = 0; i < 3; i++)
         assert_int_equal(tm_estimator_observe(e, &eval1, 300000), 0);
