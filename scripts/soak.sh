@@ -15,11 +15,13 @@
 # failover (primary kill -9, standby promoted, a new standby base-backed-up
 # from it), SIGSTOP of the leader past its lease then SIGCONT (it must not
 # act once fenced), and the provider's connections reset (the forwarder
-# killed and restarted: every sim-cloud connection drops).  The sim cloud is
-# SQL, so throttling and 5xx answers are not on its path; the EC2 fault proxy
-# (tests/lib/fault_proxy.py) covers those in the aws tests.
+# killed and restarted: every sim-cloud connection drops), and the provider
+# throttled or unavailable (half of its launch, terminate and list calls
+# refused for a few seconds through the sim cloud's simcloud.faults table, as
+# a cloud API answers 429 or 5xx; the EC2 fault proxy, tests/lib/fault_proxy.py,
+# does the same to the real EC2 protocol in the aws tests).
 # The first faults are one of each kind, in an order drawn from the seed,
-# however short the run (--minutes 0.3 still injects all six).
+# however short the run (--minutes 0.3 still injects all eight).
 # Environment: TM_BIN (default build/tarmac), TM_TEST_STATE (ctest's
 # cluster, else one is started), TM_KEEP_WORK=1 keeps the logs,
 # SOAK_SELFTEST=1 plants a lost acknowledgement (the run must exit 1).
@@ -108,7 +110,8 @@ python3 "$TM_SOURCE_DIR/tests/lib/soak_client.py" "$seed" "$WORK/stop" "$WORK/cl
 client=$!; PIDS+=("$client")
 
 # --- faults ---------------------------------------------------------------
-KINDS=(kill9_leader kill9_follower pg_restart failover sigstop_leader provider_reset)
+KINDS=(kill9_leader kill9_follower pg_restart failover sigstop_leader provider_reset
+       provider_throttle provider_5xx)
 declare -A injected skipped
 for k in "${KINDS[@]}"; do injected[$k]=0; skipped[$k]=0; done
 order=("${KINDS[@]}")
@@ -170,10 +173,20 @@ do_fault() {
         kill -9 "$proxy_pid"; wait "$proxy_pid" 2>/dev/null || true
         sleep 0.$(( 3 + $(rnd 7) ))
         start_proxy ;;
+    provider_throttle|provider_5xx)
+        local fk=throttle; [ "$kind" = provider_5xx ] && fk=unavailable
+        sim_faults "INSERT INTO simcloud.faults VALUES ('launch', '$fk', 0.5), ('terminate', '$fk', 0.5),
+                    ('list', '$fk', 0.5) ON CONFLICT (op) DO UPDATE SET kind = EXCLUDED.kind, rate = EXCLUDED.rate" \
+            || { skipped[$kind]=$((skipped[$kind] + 1)); return; }
+        sleep $(( 2 + $(rnd 4) )).$(rnd 10)
+        sim_faults "DELETE FROM simcloud.faults" || fail "could not end the provider's faults" ;;
     esac
     injected[$kind]=$((injected[$kind] + 1))
     echo "$(date +%T) fault $kind${v:+ on $v}" >>"$WORK/faults.log"
 }
+
+# sim_faults SQL: on the sim cloud's own database (not through the forwarder).
+sim_faults() { psql -X -q -v ON_ERROR_STOP=1 -d "$SIMDB" -c "$1" >/dev/null 2>>"$WORK/faults.log"; }
 
 t_faults=$(date +%s)
 end_s=$(python3 -c "import time; print(int(time.time() + $minutes * 60))")

@@ -119,6 +119,27 @@ static const char setup_sql[] =
     ");\n"
     "CREATE INDEX IF NOT EXISTS instances_cluster ON simcloud.instances (cluster);\n"
     "CREATE INDEX IF NOT EXISTS instances_type ON simcloud.instances (instance_type);\n"
+    /* Injected faults, for the chaos soak (scripts/soak.sh): while a row
+     * names an operation, that share of its calls is refused before the
+     * cloud does anything, as a throttled (429, RequestLimitExceeded) or
+     * unavailable (5xx) cloud API would refuse it. */
+    "CREATE TABLE IF NOT EXISTS simcloud.faults (\n"
+    "    op text PRIMARY KEY CHECK (op IN ('launch', 'terminate', 'list')),\n"
+    "    kind text NOT NULL CHECK (kind IN ('throttle', 'unavailable')),\n"
+    "    rate double precision NOT NULL CHECK (rate >= 0 AND rate <= 1)\n"
+    ");\n"
+    "CREATE OR REPLACE FUNCTION simcloud.fault(p_op text) RETURNS boolean\n"
+    "LANGUAGE plpgsql VOLATILE AS $fn$\n"
+    "DECLARE f simcloud.faults;\n"
+    "BEGIN\n"
+    "    SELECT * INTO f FROM simcloud.faults WHERE op = p_op;\n"
+    "    IF FOUND AND random() < f.rate THEN\n"
+    "        RAISE EXCEPTION 'injected fault: % %', p_op, f.kind\n"
+    "            USING ERRCODE = CASE f.kind WHEN 'throttle' THEN 'TMT01' ELSE 'TMU01' END;\n"
+    "    END IF;\n"
+    "    RETURN true;\n"
+    "END\n"
+    "$fn$;\n"
     "CREATE OR REPLACE FUNCTION simcloud.launch(\n"
     "    p_id text, p_token text, p_cluster text, p_pool text, p_node_id bigint,\n"
     "    p_type text, p_zone text, p_capacity text, p_launched bigint, p_ready bigint,\n"
@@ -126,6 +147,7 @@ static const char setup_sql[] =
     "    p_cap integer, p_now bigint, p_shutdown bigint)\n"
     "RETURNS SETOF simcloud.instances LANGUAGE plpgsql AS $fn$\n"
     "BEGIN\n"
+    "    PERFORM simcloud.fault('launch');\n"
     "    PERFORM pg_advisory_xact_lock(hashtext('simcloud.type'), hashtext(p_type));\n"
     "    RETURN QUERY SELECT * FROM simcloud.instances i WHERE i.token = p_token;\n"
     "    IF FOUND THEN\n"
@@ -152,6 +174,9 @@ static const char setup_sql[] =
 
 /* The SQLSTATE simcloud.launch() raises when the type is full. */
 #define SQLSTATE_QUOTA "TMQ01"
+/* simcloud.fault()'s: a throttled call, an unavailable cloud. */
+#define SQLSTATE_THROTTLED "TMT01"
+#define SQLSTATE_UNAVAILABLE "TMU01"
 
 static const char launch_sql[] =
     "SELECT " TM_SIM_ROW_COLUMNS " FROM simcloud.launch($1, $2, $3, $4, $5, $6, $7, $8,"
@@ -160,11 +185,11 @@ static const char launch_sql[] =
 static const char terminate_sql[] =
     "UPDATE simcloud.instances"
     " SET terminate_requested_ms = coalesce(terminate_requested_ms, $2::bigint)"
-    " WHERE id = $1 RETURNING " TM_SIM_ROW_COLUMNS;
+    " WHERE id = $1 AND (SELECT simcloud.fault('terminate')) RETURNING " TM_SIM_ROW_COLUMNS;
 
 static const char list_sql[] =
-    "SELECT " TM_SIM_ROW_COLUMNS " FROM simcloud.instances WHERE cluster = $1"
-    " ORDER BY launched_ms, id";
+    "SELECT " TM_SIM_ROW_COLUMNS " FROM simcloud.instances"
+    " WHERE (SELECT simcloud.fault('list')) AND cluster = $1 ORDER BY launched_ms, id";
 
 /* ---- ops --------------------------------------------------------------- */
 
@@ -301,6 +326,10 @@ static int map_pg_status(const struct sim_op *op, const struct tm_pg_reply *repl
         return 0;
     if (reply->status == TM_EDB && reply->sqlstate && strcmp(reply->sqlstate, SQLSTATE_QUOTA) == 0)
         return TM_EQUOTA;
+    if (reply->status == TM_EDB && reply->sqlstate && strcmp(reply->sqlstate, SQLSTATE_THROTTLED) == 0)
+        return TM_ETHROTTLED;
+    if (reply->status == TM_EDB && reply->sqlstate && strcmp(reply->sqlstate, SQLSTATE_UNAVAILABLE) == 0)
+        return TM_EUNAVAIL;
     if (reply->status == TM_ECANCELED || reply->status == -ETIMEDOUT)
         return reply->status;
     /* pg_uv has logged a lost connection already; a refused statement

@@ -347,6 +347,60 @@ static void test_pg(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+static void exec_ok(PGconn *c, const char *sql)
+{
+    PGresult *r = PQexec(c, sql);
+
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        fail_msg("%s: %s", sql, PQerrorMessage(c));
+    PQclear(r);
+}
+
+/* Injected faults (simcloud.faults, driven by the chaos soak): a call of a
+ * faulted operation is refused as throttled or unavailable before the
+ * cloud does anything; other operations go on; removing the row ends it. */
+static void test_pg_faults(void **state)
+{
+    uv_loop_t loop;
+    struct tm_simcloud_params params;
+    struct tm_provider *p = NULL;
+    struct clock clk = {.ms = 1000000};
+    struct tm_launch_request rq = req("tok-f", "sim.8x-a100", TM_CAPACITY_ON_DEMAND);
+    struct result a;
+    const char *url = db_url("test_sim_provider_faults");
+    PGconn *c = PQconnectdb(url);
+    char id[TM_ID_MAX];
+
+    (void)state;
+    assert_int_equal(PQstatus(c), CONNECTION_OK);
+    params_default(&params);
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(tm_sim_provider_create_pg(&loop, &params, url, clock_now, &clk, &p), 0);
+    assert_int_equal(list_wait(&loop, p, "c1", &a), 0); /* the schema exists now */
+    exec_ok(c, "INSERT INTO simcloud.faults VALUES ('launch', 'throttle', 1)");
+    assert_int_equal(launch_wait(&loop, p, &rq, &a), TM_ETHROTTLED);
+    assert_int_equal(list_wait(&loop, p, "c1", &a), 0);
+    assert_int_equal(a.n, 0); /* refused before anything was made */
+    exec_ok(c, "UPDATE simcloud.faults SET kind = 'unavailable'");
+    assert_int_equal(launch_wait(&loop, p, &rq, &a), TM_EUNAVAIL);
+    exec_ok(c, "DELETE FROM simcloud.faults");
+    assert_int_equal(launch_wait(&loop, p, &rq, &a), 0);
+    snprintf(id, sizeof(id), "%s", a.inst.id);
+    exec_ok(c, "INSERT INTO simcloud.faults VALUES ('terminate', 'throttle', 1), ('list', 'unavailable', 1)");
+    assert_int_equal(terminate_wait(&loop, p, id, &a), TM_ETHROTTLED);
+    assert_int_equal(list_wait(&loop, p, "c1", &a), TM_EUNAVAIL);
+    assert_int_equal(list_wait(&loop, p, "nobody", &a), TM_EUNAVAIL); /* once a call, rows or none */
+    assert_int_equal(launch_wait(&loop, p, &rq, &a), 0);               /* same token, same instance */
+    assert_string_equal(a.inst.id, id);
+    exec_ok(c, "DELETE FROM simcloud.faults");
+    assert_int_equal(list_wait(&loop, p, "c1", &a), 0);
+    assert_int_equal(a.n, 1);
+    assert_int_equal(a.list[0].state, TM_INSTANCE_PENDING); /* the throttled terminate did nothing */
+    close_provider(&loop, p);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    PQfinish(c);
+}
+
 static void test_pg_close_cancels(void **state)
 {
     uv_loop_t loop;
@@ -623,6 +677,7 @@ int main(void)
         cmocka_unit_test(test_memory),
         cmocka_unit_test(test_memory_close_cancels),
         cmocka_unit_test(test_pg),
+        cmocka_unit_test(test_pg_faults),
         cmocka_unit_test(test_pg_close_cancels),
         cmocka_unit_test(test_pg_survives_restart),
         cmocka_unit_test(test_pg_concurrent),
