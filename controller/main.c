@@ -38,6 +38,7 @@ static const struct {
     {"replay", replay_main, "replay a GPU cluster trace (--elastic: with the fleet planner)"},
     {"spot-fit", tm_spot_fit_main, "fit spot interruption hazards and availability from traces"},
     {"agent", tm_cli_agent, "run the node agent (jobs, GPU samples, notices) against the API"},
+    {"local", tm_cli_local, "interrupt a local provider's spot node on demand (local interrupt NODE)"},
 };
 
 static void usage(FILE *out)

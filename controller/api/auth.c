@@ -67,8 +67,9 @@ bool tm_api_rate_take_hash(struct tm_api *api, const char *hash)
  * statement (role, rate, an engineer's team), and the route's one statement
  * checks the token again (hash known, not revoked, same role and team), so
  * a revoked token is still refused by the next request; the cache is
- * never the proof.  Direct-mapped by the hash; a collision just
- * evicts.  The hashes are SHA-256 of the tokens, as in api_tokens.
+ * never the proof.  Open addressing by the hash over AUTH_PROBE slots; a
+ * full window evicts its expired or soonest-expiring entry.  The hashes
+ * are SHA-256 of the tokens, as in api_tokens.
  */
 static unsigned auth_index(const char *hash)
 {
@@ -79,12 +80,24 @@ static unsigned auth_index(const char *hash)
     return (unsigned)(h % AUTH_SLOTS);
 }
 
+/* The slot holding hash within its probe window, or NULL. */
+static struct auth_slot *auth_find(struct tm_api *api, const char *hash)
+{
+    unsigned start = auth_index(hash);
+
+    for (unsigned i = 0; i < AUTH_PROBE; i++) {
+        struct auth_slot *s = &api->auth[(start + i) % AUTH_SLOTS];
+        if (s->hash[0] != '\0' && tm_token_hash_equal(s->hash, hash))
+            return s;
+    }
+    return NULL;
+}
+
 bool tm_api_auth_cache_get(struct tm_api *api, struct api_call *c)
 {
-    struct auth_slot *s = &api->auth[auth_index(c->hash)];
+    struct auth_slot *s = auth_find(api, c->hash);
 
-    if (s->hash[0] == '\0' || uv_now(api->loop) >= s->until_ms ||
-        !tm_token_hash_equal(s->hash, c->hash))
+    if (!s || uv_now(api->loop) >= s->until_ms)
         return false;
     c->role = s->role;
     memcpy(c->team, s->team, sizeof(c->team));
@@ -95,8 +108,20 @@ bool tm_api_auth_cache_get(struct tm_api *api, struct api_call *c)
 
 static void auth_cache_put(struct tm_api *api, const struct api_call *c)
 {
-    struct auth_slot *s = &api->auth[auth_index(c->hash)];
+    struct auth_slot *s = auth_find(api, c->hash);
 
+    if (!s) {
+        unsigned start = auth_index(c->hash);
+        for (unsigned i = 0; i < AUTH_PROBE; i++) {
+            struct auth_slot *t = &api->auth[(start + i) % AUTH_SLOTS];
+            if (t->hash[0] == '\0') {
+                s = t;
+                break;
+            }
+            if (!s || t->until_ms < s->until_ms)
+                s = t;
+        }
+    }
     memcpy(s->hash, c->hash, sizeof(s->hash));
     s->role = c->role;
     memcpy(s->team, c->team, sizeof(s->team));
@@ -107,9 +132,9 @@ static void auth_cache_put(struct tm_api *api, const struct api_call *c)
 
 void tm_api_auth_forget(struct api_call *c)
 {
-    struct auth_slot *s = &c->api->auth[auth_index(c->hash)];
+    struct auth_slot *s = auth_find(c->api, c->hash);
 
-    if (s->hash[0] != '\0' && tm_token_hash_equal(s->hash, c->hash))
+    if (s)
         OPENSSL_cleanse(s, sizeof(*s));
 }
 

@@ -211,8 +211,9 @@ static const char heartbeat_sql[] =
     " bad AS (SELECT x ->> 'f' AS f FROM (SELECT x, i FROM jsonb_array_elements($4::jsonb)"
     "   WITH ORDINALITY t(x, i) UNION ALL SELECT x, i + 100000 FROM jsonb_array_elements($5::jsonb)"
     "   WITH ORDINALITY t(x, i)) v, n WHERE (x ->> 'gpu_index')::int >= n.gpus ORDER BY i LIMIT 1),"
-    /* The fast path's proof of its cached token ($6 its hash, $7 its
-     * role; both NULL on the normal path, which authenticated already). */
+    /* A cached token's proof ($6 its hash, $7 its role); both NULL now:
+     * only the normal path, which authenticated already, sends this
+     * statement (the fast path's batch checks the token itself, 0012). */
     " tok AS (SELECT 1 AS ok WHERE $6::text IS NULL UNION ALL SELECT 1 FROM api_tokens t"
     "   WHERE t.hash = $6 AND NOT t.revoked AND t.role = $7"
     "     AND (t.role <> 'agent' OR t.node_id = $1)),"
@@ -247,6 +248,38 @@ static const char heartbeat_sql[] =
     "       FROM jsonb_array_elements($3::jsonb -> 'jobs') x)))::text END,"
     " EXISTS (SELECT 1 FROM tok)";
 
+/* One heartbeat's answer from its columns (the single statement's or its
+ * row of the batch, heartbeat_batch.c): state NULL for no such node. */
+void tm_api_heartbeat_answer(struct api_call *c, bool tok_ok, const char *state, const char *bad,
+                             const char *gpus, const char *answer, size_t answer_len)
+{
+    if (!tok_ok) {
+        /* The fast path's cached token no longer holds: the normal path
+         * answers (401 for a revoked token, 403 for another node). */
+        tm_api_auth_forget(c);
+        tm_api_authenticate(c);
+        return;
+    }
+    if (!state) {
+        tm_api_fail(c, 404, NULL, "no such node");
+        return;
+    }
+    if (bad) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "node %" PRId64 " has %s GPUs: not one of its GPU indices", c->id,
+                 gpus ? gpus : "?");
+        tm_api_fail(c, 400, bad, msg);
+        return;
+    }
+    if (!answer) {
+        char msg[96];
+        snprintf(msg, sizeof(msg), "node %" PRId64 " is %s: its heartbeats are refused", c->id, state);
+        tm_api_fail(c, 409, "id", msg);
+        return;
+    }
+    tm_api_reply(c, 200, answer, answer_len);
+}
+
 static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
 {
     struct api_call *c = data;
@@ -264,35 +297,19 @@ static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
         return;
     }
     res = reply->results[0];
-    if (PQntuples(res) == 1 && strcmp(PQgetvalue(res, 0, 4), "t") != 0) {
-        /* The fast path's cached token no longer holds: the normal path
-         * answers (401 for a revoked token, 403 for another node). */
-        tm_api_auth_forget(c);
-        tm_api_authenticate(c);
-        return;
-    }
-    if (PQntuples(res) < 1 || PQgetisnull(res, 0, 0)) {
+    if (PQntuples(res) < 1) {
         tm_api_fail(c, 404, NULL, "no such node");
         return;
     }
-    if (!PQgetisnull(res, 0, 1)) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "node %" PRId64 " has %s GPUs: not one of its GPU indices", c->id,
-                 PQgetvalue(res, 0, 2));
-        tm_api_fail(c, 400, PQgetvalue(res, 0, 1), msg);
-        return;
-    }
-    if (PQgetisnull(res, 0, 3)) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "node %" PRId64 " is %s: its heartbeats are refused", c->id,
-                 PQgetvalue(res, 0, 0));
-        tm_api_fail(c, 409, "id", msg);
-        return;
-    }
-    tm_api_reply(c, 200, PQgetvalue(res, 0, 3), (size_t)PQgetlength(res, 0, 3));
+#define COL(k) (PQgetisnull(res, 0, (k)) ? NULL : PQgetvalue(res, 0, (k)))
+    tm_api_heartbeat_answer(c, strcmp(PQgetvalue(res, 0, 4), "t") == 0, COL(0), COL(1), COL(2), COL(3),
+                            (size_t)PQgetlength(res, 0, 3));
+#undef COL
 }
 
-static void heartbeat(struct api_call *c, bool fast)
+/* The normal path (authenticated by the lookup statement): one statement;
+ * $6 and $7 NULL, the token was checked already. */
+void tm_api_nodes_heartbeat(struct api_call *c)
 {
     struct tm_spec_error err = {0};
     struct tm_api_heartbeat hb = {0};
@@ -305,34 +322,40 @@ static void heartbeat(struct api_call *c, bool fast)
         return;
     }
     if (tm_api_parse_heartbeat(body, len, &hb, &err) < 0) {
-        if (fast)
-            tm_api_authenticate(c); /* errors after authentication, as always */
-        else
-            tm_api_fail_spec(c, &err);
+        tm_api_fail_spec(c, &err);
         return;
     }
     fmt_i64(id, sizeof(id), c->id);
     fmt_i64(now, sizeof(now), tm_api_now_ms(c));
-    const char *params[] = {id, now, hb.report, hb.samples, hb.gpus, fast ? c->hash : NULL,
-                            fast ? tm_role_name(c->role) : NULL};
+    const char *params[] = {id, now, hb.report, hb.samples, hb.gpus, NULL, NULL};
     tm_api_query(c, heartbeat_sql, 7, params, on_heartbeat);
     tm_api_heartbeat_release(&hb);
 }
 
-void tm_api_nodes_heartbeat(struct api_call *c)
-{
-    heartbeat(c, false);
-}
-
 /* The hot path of a fleet's agents: a token authenticated within the
- * cache's life skips the separate lookup; the statement checks it again
- * (known, not revoked, same role, an agent's own node), and a check that
- * fails hands the call to the normal path. */
+ * cache's life skips the separate lookup and its heartbeat joins the
+ * batch (heartbeat_batch.c), whose statement checks the token again
+ * (known, not revoked, same role, an agent's own node); a check that fails
+ * hands the call to the normal path. */
 void tm_api_nodes_heartbeat_fast(struct api_call *c)
 {
+    struct tm_spec_error err = {0};
+    struct tm_api_heartbeat hb = {0};
+    const char *body;
+    size_t len;
+
     if ((c->role == TM_ROLE_AGENT && c->id != c->token_node) || !tm_api_rate_take(c)) {
         tm_api_authenticate(c);
         return;
     }
-    heartbeat(c, true);
+    if (!tm_api_body(c, &body, &len)) {
+        tm_api_call_free(c);
+        return;
+    }
+    if (tm_api_parse_heartbeat(body, len, &hb, &err) < 0) {
+        tm_api_authenticate(c); /* errors after authentication, as always */
+        return;
+    }
+    tm_api_heartbeat_batch_add(c, tm_api_now_ms(c), hb.report, hb.samples, hb.gpus);
+    tm_api_heartbeat_release(&hb);
 }

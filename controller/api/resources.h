@@ -33,6 +33,23 @@ void tm_api_nodes_cordon(struct api_call *c);
 void tm_api_nodes_interruption(struct api_call *c);
 void tm_api_nodes_heartbeat(struct api_call *c);
 void tm_api_nodes_heartbeat_fast(struct api_call *c);
+/* One heartbeat's answer from the columns of its statement or batch row
+ * (nodes.c): tok_ok false sends it through the normal path. */
+void tm_api_heartbeat_answer(struct api_call *c, bool tok_ok, const char *state, const char *bad,
+                             const char *gpus, const char *answer, size_t answer_len);
+
+/* heartbeat_batch.c: the heartbeat's group commit (fast path).  add takes
+ * the parsed heartbeat (JSON texts, copied) and ends the call exactly once. */
+void tm_api_heartbeat_batch_add(struct api_call *c, int64_t now_ms, const char *report,
+                                const char *samples, const char *gpus);
+void *tm_api_heartbeat_state_new(void);
+void tm_api_heartbeat_state_free(void *state);
+
+/* routes.c: the routes' state, one part per batcher. */
+struct tm_api_route_states {
+    void *submit;
+    void *heartbeat;
+};
 
 /* agent.c: the node agent's enrollment and job reports. */
 void tm_api_agent_enroll(struct api_call *c);

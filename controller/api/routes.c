@@ -10,6 +10,7 @@
  * each is one transaction and writes its decision with it.
  */
 #include <stddef.h>
+#include <stdlib.h>
 
 #include "controller/api/dashboard.h"
 #include "controller/api/internal.h"
@@ -74,8 +75,35 @@ static const struct api_route api_routes[] = {
     {NULL, NULL, 0, NULL, NULL},
 };
 
+static void routes_state_free(void *state)
+{
+    struct tm_api_route_states *s = state;
+
+    if (!s)
+        return;
+    tm_api_submit_state_free(s->submit);
+    tm_api_heartbeat_state_free(s->heartbeat);
+    free(s);
+}
+
+/* Each batcher's state (submit.c, heartbeat_batch.c), all or none. */
+static void *routes_state_new(void)
+{
+    struct tm_api_route_states *s = calloc(1, sizeof(*s));
+
+    if (!s)
+        return NULL;
+    s->submit = tm_api_submit_state_new();
+    s->heartbeat = tm_api_heartbeat_state_new();
+    if (!s->submit || !s->heartbeat) {
+        routes_state_free(s);
+        return NULL;
+    }
+    return s;
+}
+
 const struct tm_api_routes tm_api_v1_routes = {
     .table = api_routes,
-    .state_new = tm_api_submit_state_new,
-    .state_free = tm_api_submit_state_free,
+    .state_new = routes_state_new,
+    .state_free = routes_state_free,
 };

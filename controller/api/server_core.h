@@ -22,8 +22,12 @@
 
 #define RATE_SLOTS 1024
 #define RATE_PROBE 8
-/* Recently authenticated tokens (see auth_cache_get). */
-#define AUTH_SLOTS 512
+/* Recently authenticated tokens (see auth_cache_get): room for a fleet's
+ * agents (10,000 nodes, each its own token, heartbeating every 10 s) with
+ * a probe window, so that two tokens on one slot do not evict each other
+ * on every request and send both through the lookup statement. */
+#define AUTH_SLOTS 16384
+#define AUTH_PROBE 8
 #define AUTH_TTL_MS 60000
 
 struct api_conn {

@@ -534,7 +534,7 @@ static bool batch_add(struct api_batch *b, struct api_call *c, const char *const
 
 void tm_api_jobs_submit_fast(struct api_call *c)
 {
-    struct api_batch *b = tm_api_route_state(c);
+    struct api_batch *b = ((struct tm_api_route_states *)tm_api_route_state(c))->submit;
     struct tm_job_spec spec;
     struct tm_spec_error err = {0};
     cJSON *root = NULL;

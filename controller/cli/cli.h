@@ -74,4 +74,9 @@ int tm_spot_fit_main(int argc, char **argv);
  * 2 bad usage. */
 int tm_cli_agent(int argc, char **argv);
 
+/* `tarmac local interrupt NODE`: the local provider's interruption on
+ * demand (cli/local.c).  0 done, 1 the notice could not be written, 2 bad
+ * usage or no such live local node. */
+int tm_cli_local(int argc, char **argv);
+
 #endif

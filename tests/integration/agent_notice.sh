@@ -2,7 +2,8 @@
 # An interruption notice from the node's own metadata service, end to end:
 #   agent_notice.sh aws|gcp|azure|local
 # The local provider's agents poll that cloud's loopback fake
-# (tests/lib/metadata_fixture.py; for local, the node's notice file).  A
+# (tests/lib/metadata_fixture.py; for local, the node's notice file,
+# written by `tarmac local interrupt`).  A
 # checkpointable job writes a checkpoint and runs on; the fake announces
 # the interruption for its node; the agent posts the notice, the node is
 # drained, the job gets its checkpoint signal and is requeued, and the next
@@ -30,9 +31,18 @@ wait_for 10 "ls $WORK/ckpt/*/ckpt >/dev/null 2>&1" || fail "the job wrote no che
 
 case $CLOUD in
 local)
+    # On demand, as a demo would: `tarmac local interrupt` writes the
+    # node's notice file (tm_local_interrupt).  Bad input first: refused,
+    # nothing written.
     D=$(node_dir "$N")
-    printf '{"action":"terminate","deadline_ms":%s,"event_id":"local:%s:1"}' \
-        "$(( $(date +%s%3N) + 60000 ))" "$N" >"$D/notice.json" ;;
+    rc=0; "$TARMAC" local interrupt "$N" --config "$WORK/c.yaml" --in soon 2>"$WORK/local.err" || rc=$?
+    [ "$rc" = 2 ] && grep -q -- "--in" "$WORK/local.err" || fail "a bad --in was not refused naming it (exit $rc)"
+    rc=0; "$TARMAC" local interrupt 999999 --config "$WORK/c.yaml" 2>"$WORK/local.err" || rc=$?
+    [ "$rc" = 2 ] && grep -q "no live local node" "$WORK/local.err" || fail "an unknown node was not refused (exit $rc)"
+    [ ! -e "$D/notice.json" ] || fail "a refused interrupt wrote a notice"
+    "$TARMAC" local interrupt "$N" --config "$WORK/c.yaml" --in 60s >"$WORK/local.out" 2>"$WORK/local.err" \
+        || fail "tarmac local interrupt: $(cat "$WORK/local.err")"
+    [ -s "$D/notice.json" ] || fail "tarmac local interrupt wrote no notice file" ;;
 *)
     curl -fsS -X POST "$MD/_fixture/interrupt?node=$N&in=60" >/dev/null || fail "could not raise the notice" ;;
 esac
