@@ -776,9 +776,10 @@ static int jobs_by_node(const struct tm_planner_input *in, size_t **ret_first, s
 }
 
 /* Empty node `best` by restart, on scratch copies of the rooms and of the
- * nodes' expected ends (tmp, tend), which hold the result when it fits. */
+ * nodes' expected ends (`ends`, as earlier restarts of this pass left
+ * them) in tmp and tend, which hold the result when it fits. */
 static struct restart_eval restart_eval(const struct run *r, int best, const size_t *ids, size_t nids,
-                                        struct room *tmp, int64_t *tend)
+                                        const int64_t *ends, struct room *tmp, int64_t *tend)
 {
     const struct tm_planner_input *in = r->in;
     const struct tm_price_table *pr = in->prices;
@@ -793,8 +794,7 @@ static struct restart_eval restart_eval(const struct run *r, int best, const siz
     if (e.horizon <= 0 || nids == 0)
         return e;
     memcpy(tmp, r->rooms, in->nnodes * sizeof(*tmp));
-    for (size_t i = 0; i < in->nnodes; i++)
-        tend[i] = in->nodes[i].busy_until_ms > in->now_ms ? in->nodes[i].busy_until_ms : in->now_ms;
+    memcpy(tend, ends, in->nnodes * sizeof(*tend));
     tmp[best].usable = false;
     for (size_t k = 0; k < nids; k++) {
         const struct tm_planner_job *jb = &in->jobs[ids[k]];
@@ -844,16 +844,16 @@ static struct restart_eval restart_eval(const struct run *r, int best, const siz
 
 /* 5a. Consolidate by restart: of the nodes whose jobs are all preemptible
  * but not all checkpointable, empty the one that saves most net of the
- * work redone, when saved > redone (planner.h).  Returns 0 or TM_ENOMEM. */
+ * work redone when saved > redone (planner.h), then the next on what is
+ * left, while the disruption budget lasts.  Returns 0 or TM_ENOMEM. */
 static int run_restart(struct run *r)
 {
     const struct tm_planner_input *in = r->in;
     const struct tm_planner_params *pp = &in->params;
     size_t *first = NULL, *order = NULL;
     struct room *tmp = NULL, *keep = NULL;
-    int64_t *tend = NULL;
-    struct restart_eval best_e = {0};
-    int best = -1, err;
+    int64_t *tend = NULL, *ends = NULL, *keep_end = NULL;
+    int err;
 
     if (!pp->consolidate_restart || r->disrupt_left <= 0)
         return 0;
@@ -866,26 +866,35 @@ static int run_restart(struct run *r)
     tmp = malloc((in->nnodes + 1) * sizeof(*tmp));
     keep = malloc((in->nnodes + 1) * sizeof(*keep));
     tend = malloc((in->nnodes + 1) * sizeof(*tend));
-    if (!tmp || !keep || !tend) {
+    ends = malloc((in->nnodes + 1) * sizeof(*ends));
+    keep_end = malloc((in->nnodes + 1) * sizeof(*keep_end));
+    if (!tmp || !keep || !tend || !ends || !keep_end) {
         err = TM_ENOMEM;
         goto out;
     }
-    for (size_t i = 0; i < in->nnodes; i++) {
-        const struct tm_planner_node *n = &in->nodes[i];
-        struct restart_eval e;
-        if (!n->ready || n->leaving || n->cordoned || n->no_restart || n->jobs == 0 ||
-            !n->only_preemptible || n->movable || !r->rooms[i].usable)
-            continue;
-        e = restart_eval(r, (int)i, order + first[i], first[i + 1] - first[i], tmp, tend);
-        if (!e.ok || e.saving <= e.redone)
-            continue;
-        if (best < 0 || e.saving - e.redone > best_e.saving - best_e.redone) {
-            best = (int)i;
-            best_e = e;
-            memcpy(keep, tmp, in->nnodes * sizeof(*keep));
+    for (size_t i = 0; i < in->nnodes; i++)
+        ends[i] = in->nodes[i].busy_until_ms > in->now_ms ? in->nodes[i].busy_until_ms : in->now_ms;
+    while (r->disrupt_left > 0) {
+        struct restart_eval best_e = {0};
+        int best = -1;
+        for (size_t i = 0; i < in->nnodes; i++) {
+            const struct tm_planner_node *n = &in->nodes[i];
+            struct restart_eval e;
+            if (!n->ready || n->leaving || n->cordoned || n->no_restart || n->jobs == 0 ||
+                !n->only_preemptible || n->movable || !r->rooms[i].usable)
+                continue;
+            e = restart_eval(r, (int)i, order + first[i], first[i + 1] - first[i], ends, tmp, tend);
+            if (!e.ok || e.saving <= e.redone)
+                continue;
+            if (best < 0 || e.saving - e.redone > best_e.saving - best_e.redone) {
+                best = (int)i;
+                best_e = e;
+                memcpy(keep, tmp, in->nnodes * sizeof(*keep));
+                memcpy(keep_end, tend, in->nnodes * sizeof(*keep_end));
+            }
         }
-    }
-    if (best >= 0) {
+        if (best < 0)
+            break;
         const struct tm_planner_node *n = &in->nodes[best];
         const struct tm_price_type *t = &in->prices->types[n->type];
         struct tm_planner_action *x = act_add(
@@ -897,17 +906,19 @@ static int run_restart(struct run *r)
             (cost_of(type_price(t, n->spot), best_e.horizon) - best_e.saving) / 1e6, best_e.saving / 1e6,
             best_e.redone_milli_ms / 1000 / 3.6e6, type_price(t, n->spot) / t->gpus / 1e6,
             best_e.redone / 1e6);
-        if (x) {
-            x->node = best;
-            x->type = n->type;
-            x->spot = n->spot;
-            x->cost_uusd = best_e.redone;
-            x->saving_uusd = best_e.saving;
-            x->redone_milli_ms = best_e.redone_milli_ms;
-            x->restarted = best_e.restarted;
-        }
-        /* the jobs hold their new rooms for the rest of the pass */
+        if (!x)
+            break;
+        x->node = best;
+        x->type = n->type;
+        x->spot = n->spot;
+        x->cost_uusd = best_e.redone;
+        x->saving_uusd = best_e.saving;
+        x->redone_milli_ms = best_e.redone_milli_ms;
+        x->restarted = best_e.restarted;
+        /* its jobs hold their new rooms, and the nodes that take them run
+         * as long as they do, for the rest of the pass */
         memcpy(r->rooms, keep, in->nnodes * sizeof(*keep));
+        memcpy(ends, keep_end, in->nnodes * sizeof(*ends));
         r->rooms[best].usable = false;
         r->disrupt_left--;
     }
@@ -918,6 +929,8 @@ out:
     free(tmp);
     free(keep);
     free(tend);
+    free(ends);
+    free(keep_end);
     return err;
 }
 

@@ -76,8 +76,9 @@
  * restart when saved > redone.  Its jobs must fit the free room of other
  * ready nodes, none may have reached params.restart_attempts_max attempts,
  * the node must allow it (no_restart false), and it takes one from the
- * disruption budget; at most one node per pass (the best saving net of
- * redone work), and none in a pass that moved a node.
+ * disruption budget.  The node that saves most net of the work redone
+ * goes first, then the next on the room and ends that leaves, while the
+ * budget lasts; none in a pass that moved a node.
  */
 #ifndef TM_PLANNER_H
 #define TM_PLANNER_H

@@ -192,6 +192,11 @@ static void test_disruption_budget(void **state)
     w.in.njobs = 3;
     assert_int_equal(restarts(&w), 1);
     assert_int_equal(first(&w.r, TM_PLANNER_RESTART)->node, 1);
+    /* two left: both, node 1 first, node 2's job on what node 1's left */
+    w.in.params.disruption_nodes = 2;
+    assert_int_equal(restarts(&w), 2);
+    assert_int_equal(w.r.actions[0].node, 1);
+    assert_int_equal(w.r.actions[1].node, 2);
     tm_planner_result_release(&w.r);
 }
 
