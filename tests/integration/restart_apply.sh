@@ -65,4 +65,17 @@ echo "$out" | grep -q '"applied": 1' || fail "restart of a cordoned node with a 
 echo "$out" | grep -q '"skipped": 1' || fail "restart of a cordoned node not skipped: $out"
 [ "$(psql_q "SELECT state FROM jobs WHERE id = 3")" = running ] || fail "job 3 left a node cordoned by someone else"
 [ "$(psql_q "SELECT state FROM nodes WHERE id = 1")" = terminating ] || fail "terminate not applied through the wrapper"
+
+# consolidate_restart set on the on-demand pool, beside a spot pool of the
+# same model that preemptible work goes to: accepted, and said once at start.
+DB=$(new_db itest_restart_note)
+write_config "$WORK/n.yaml"
+sed -i '0,/    idle_grace: 2s/s//    idle_grace: 2s\n    consolidate_restart: false/' "$WORK/n.yaml"
+grep -q 'consolidate_restart: false' "$WORK/n.yaml" || fail "config edit"
+"$TARMAC" migrate --config "$WORK/n.yaml" >/dev/null
+timeout 30 "$TARMAC" serve --config "$WORK/n.yaml" --exit-when-idle --max-wall 5s >"$WORK/n.out" 2>"$WORK/n.log" \
+    || fail "serve with consolidate_restart on an on-demand pool failed: $(tail -5 "$WORK/n.log")"
+[ "$(grep -c 'consolidate_restart does nothing on this pool' "$WORK/n.log")" = 1 ] \
+    || fail "note at start: $(grep -i consolidate "$WORK/n.log")"
+grep 'consolidate_restart does nothing' "$WORK/n.log" | grep -q 'pool=od ' || fail "note names the pool: $(grep consolidate "$WORK/n.log")"
 echo "1 passed, 0 failed"

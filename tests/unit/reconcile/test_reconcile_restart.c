@@ -269,11 +269,53 @@ static void test_gang_never(void **state)
     assert_int_equal(snap_fixture_count_op(f->plan.actions, "restart"), 0);
 }
 
-/* Only pools that preemptible work is routed to count as having it. */
+/* The key: default true (not given), false when given so. */
+static void test_config_key(void **state)
+{
+    struct fixture *f = *state;
+    assert_true(f->cfg.pools[0].consolidate_restart);
+    assert_false(f->cfg.pools[0].consolidate_restart_set);
+}
+
+static void test_config_key_off(void **state)
+{
+    struct fixture *f = *state;
+    assert_false(f->cfg.pools[0].consolidate_restart);
+    assert_true(f->cfg.pools[0].consolidate_restart_set);
+}
+
+/* Only pools that preemptible work is routed to count as having it: od8
+ * alone does; beside a spot pool of its model it does not (the key set
+ * there does nothing, and the daemon says so once at start), while the
+ * spot pool does. */
+static const char config_with_spot[] =
+    SNAP_FIXTURE_YAML_HEAD("unit")
+    "providers:\n"
+    SNAP_FIXTURE_YAML_SIM("sim", "r1")
+    "pools:\n"
+    "  - {name: od8, provider: sim, zones: [z1], instance_types: [sim.8x], gpu_model: A100,"
+    "     gpus_per_node: 8, capacity_type: on_demand, min_nodes: 0, max_nodes: 4,"
+    "     consolidate_restart: true}\n"
+    "  - {name: spot8, provider: sim, zones: [z1], instance_types: [sim.8x], gpu_model: A100,"
+    "     gpus_per_node: 8, capacity_type: spot, min_nodes: 0, max_nodes: 4}\n";
+
+static int setup_with_spot(void **state)
+{
+    return setup_with(state, config_with_spot);
+}
+
 static void test_pool_gets_preemptible(void **state)
 {
     struct fixture *f = *state;
     assert_true(tm_reconcile_pool_gets_preemptible(&f->cfg, 0));
+}
+
+static void test_pool_beside_spot_gets_none(void **state)
+{
+    struct fixture *f = *state;
+    assert_true(f->cfg.pools[0].consolidate_restart_set);
+    assert_false(tm_reconcile_pool_gets_preemptible(&f->cfg, 0));
+    assert_true(tm_reconcile_pool_gets_preemptible(&f->cfg, 1));
 }
 
 int main(void)
@@ -285,7 +327,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_disruption_budget, setup_budget, teardown),
         cmocka_unit_test_setup_teardown(test_attempt_cap, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gang_never, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_key, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_config_key_off, setup_off, teardown),
         cmocka_unit_test_setup_teardown(test_pool_gets_preemptible, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pool_beside_spot_gets_none, setup_with_spot, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
