@@ -842,10 +842,32 @@ static struct restart_eval restart_eval(const struct run *r, int best, const siz
     return e;
 }
 
+/* A candidate for a restart and the most it could save net of the work
+ * redone, before its jobs are fitted elsewhere. */
+struct restart_cand {
+    int32_t node;
+    int64_t bound;
+};
+
+static int cmp_restart_cand(const void *a, const void *b)
+{
+    const struct restart_cand *x = a, *y = b;
+    if (x->bound != y->bound)
+        return x->bound > y->bound ? -1 : 1;
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* Per pass: at most this many restarts, each chosen among at most this
+ * many fitted candidates (the live tick sees 10k nodes; each fit scans
+ * them all). */
+#define RESTART_NODES_MAX 4
+#define RESTART_EVALS_MAX 64
+
 /* 5a. Consolidate by restart: of the nodes whose jobs are all preemptible
  * but not all checkpointable, empty the one that saves most net of the
  * work redone when saved > redone (planner.h), then the next on what is
- * left, while the disruption budget lasts.  Returns 0 or TM_ENOMEM. */
+ * left, while the disruption budget lasts (RESTART_NODES_MAX at most).
+ * Returns 0 or TM_ENOMEM. */
 static int run_restart(struct run *r)
 {
     const struct tm_planner_input *in = r->in;
@@ -853,6 +875,8 @@ static int run_restart(struct run *r)
     size_t *first = NULL, *order = NULL;
     struct room *tmp = NULL, *keep = NULL;
     int64_t *tend = NULL, *ends = NULL, *keep_end = NULL;
+    struct restart_cand *cand = NULL;
+    size_t ncand = 0;
     int err;
 
     if (!pp->consolidate_restart || r->disrupt_left <= 0)
@@ -868,26 +892,45 @@ static int run_restart(struct run *r)
     tend = malloc((in->nnodes + 1) * sizeof(*tend));
     ends = malloc((in->nnodes + 1) * sizeof(*ends));
     keep_end = malloc((in->nnodes + 1) * sizeof(*keep_end));
-    if (!tmp || !keep || !tend || !ends || !keep_end) {
+    cand = malloc((in->nnodes + 1) * sizeof(*cand));
+    if (!tmp || !keep || !tend || !ends || !keep_end || !cand) {
         err = TM_ENOMEM;
         goto out;
     }
     for (size_t i = 0; i < in->nnodes; i++)
         ends[i] = in->nodes[i].busy_until_ms > in->now_ms ? in->nodes[i].busy_until_ms : in->now_ms;
-    while (r->disrupt_left > 0) {
+    /* Candidates, most promising first: at most the node's price x its
+     * expected use left, less the attempts' work redone (before any fit). */
+    for (size_t i = 0; i < in->nnodes; i++) {
+        const struct tm_planner_node *n = &in->nodes[i];
+        const struct tm_price_type *t = &in->prices->types[n->type];
+        int64_t price = type_price(t, n->spot), lost = 0;
+        if (!n->ready || n->leaving || n->cordoned || n->no_restart || n->jobs == 0 ||
+            !n->only_preemptible || n->movable || !r->rooms[i].usable || n->busy_until_ms <= in->now_ms)
+            continue;
+        for (size_t k = first[i]; k < first[i + 1]; k++)
+            if (!in->jobs[order[k]].checkpointable && in->jobs[order[k]].ran_ms > 0)
+                lost += (int64_t)in->jobs[order[k]].milli * in->jobs[order[k]].ran_ms;
+        cand[ncand++] = (struct restart_cand){(int32_t)i, cost_of(price, n->busy_until_ms - in->now_ms) -
+                                                              cost_of(price / t->gpus, lost / 1000)};
+    }
+    qsort(cand, ncand, sizeof(*cand), cmp_restart_cand);
+    for (int done = 0; r->disrupt_left > 0 && done < RESTART_NODES_MAX; done++) {
         struct restart_eval best_e = {0};
-        int best = -1;
-        for (size_t i = 0; i < in->nnodes; i++) {
-            const struct tm_planner_node *n = &in->nodes[i];
+        int best = -1, tried = 0;
+        for (size_t c = 0; c < ncand && tried < RESTART_EVALS_MAX; c++) {
+            int i = cand[c].node;
             struct restart_eval e;
-            if (!n->ready || n->leaving || n->cordoned || n->no_restart || n->jobs == 0 ||
-                !n->only_preemptible || n->movable || !r->rooms[i].usable)
-                continue;
-            e = restart_eval(r, (int)i, order + first[i], first[i + 1] - first[i], ends, tmp, tend);
+            if (best >= 0 && cand[c].bound <= best_e.saving - best_e.redone)
+                break; /* none after it can do better */
+            if (!r->rooms[i].usable)
+                continue; /* restarted this pass */
+            tried++;
+            e = restart_eval(r, i, order + first[i], first[i + 1] - first[i], ends, tmp, tend);
             if (!e.ok || e.saving <= e.redone)
                 continue;
             if (best < 0 || e.saving - e.redone > best_e.saving - best_e.redone) {
-                best = (int)i;
+                best = i;
                 best_e = e;
                 memcpy(keep, tmp, in->nnodes * sizeof(*keep));
                 memcpy(keep_end, tend, in->nnodes * sizeof(*keep_end));
@@ -931,6 +974,7 @@ out:
     free(tend);
     free(ends);
     free(keep_end);
+    free(cand);
     return err;
 }
 

@@ -78,7 +78,9 @@
  * the node must allow it (no_restart false), and it takes one from the
  * disruption budget.  The node that saves most net of the work redone
  * goes first, then the next on the room and ends that leaves, while the
- * budget lasts; none in a pass that moved a node.
+ * budget lasts (at most 4 a pass, each the best of at most 64 candidates
+ * fitted, taken by their most possible saving); none in a pass that moved
+ * a node.
  */
 #ifndef TM_PLANNER_H
 #define TM_PLANNER_H
