@@ -80,7 +80,7 @@ int tm_gpu_fake_parse(const char *body, size_t len, int64_t now_ms, struct tm_gp
     {
         struct tm_gpu_info *in = &r->info[i];
         struct tm_gpu_sample *s = &r->sample[i];
-        double util, used, total, temp, power;
+        double util = 0, used = 0, total = 0, temp = 0, power = 0;
         char dflt[32];
 
         if (!cJSON_IsObject(g)) {

@@ -6,6 +6,7 @@
  *                 [--policy P,...] [--gpus N,...] [--load X,...] [--seeds N]
  *                 [--estimates predicted|exact] [--since S] [--max-runtime S]
  *                 [--starvation S] [--tune X] [--log FILE] [--json]
+ *                 [--estimator keys|model] [--fallback-level 3|4]
  *   tarmac replay --synthetic JOBS [--gpus N] ...   (generated trace)
  *
  * Lists (policies, GPU counts, loads) run every combination, one result
@@ -13,6 +14,7 @@
  */
 #include "controller/cli/cli.h"
 #include "controller/replay/replay.h"
+#include "controller/sched/estimate.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -38,6 +40,8 @@ struct opts {
     int64_t since_ms, max_runtime_ms, starvation_ms;
     double tune;
     size_t synthetic;
+    int estimator;   /* tm_replay_config.estimate_fallback */
+    bool keys_only;
 };
 
 static void usage(FILE *f)
@@ -47,6 +51,7 @@ static void usage(FILE *f)
             "         [--policy P[,P...]] [--gpus N[,N...]] [--load X[,X...]] [--seeds N]\n"
             "         [--estimates predicted|exact] [--since S] [--max-runtime S]\n"
             "         [--starvation S] [--tune X] [--log FILE] [--json]\n"
+            "         [--estimator keys|model] [--fallback-level 3|4]\n"
             "       tarmac replay --synthetic JOBS [--gpus N] [...]\n"
             "time-mode policies: %s; packing policies: %s\n",
             tm_replay_policy_list(), tm_pack_policy_list());
@@ -120,6 +125,7 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
     o->since_ms = -1;
     o->max_runtime_ms = -1;
     o->seeds = 0;
+    o->keys_only = true; /* --estimator keys, the default */
     o->tune = 1.3;
     *ret_policy = NULL;
     for (int i = 1; i < argc; i++) {
@@ -184,6 +190,23 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
                 o->exact = true;
             else
                 return bad("unrecognized estimates \"%s\" (predicted, exact)", v);
+        } else if (strcmp(a, "--estimator") == 0) {
+            /* keys, the default: no fallback model (see sched/estimate.c
+             * for why); model: the model where the keys have nothing. */
+            if (strcmp(v, "keys") == 0)
+                o->keys_only = true;
+            else if (strcmp(v, "model") == 0)
+                o->keys_only = false;
+            else
+                return bad("unrecognized estimator \"%s\" (keys, model)", v);
+        } else if (strcmp(a, "--fallback-level") == 0) {
+            /* The first key level the model stands in for. */
+            if (strcmp(v, "3") == 0 || strcmp(v, "4") == 0)
+                o->estimator = v[0] - '0';
+            else
+                return bad("bad --fallback-level \"%s\" (3: the model answers where neither the job's "
+                           "name nor its team does; 4, the default with --estimator model: only where anyone's work of its "
+                           "class and GPUs does not either)", v);
         } else if (strcmp(a, "--since") == 0 || strcmp(a, "--max-runtime") == 0 ||
                    strcmp(a, "--starvation") == 0) {
             int64_t ms;
@@ -500,6 +523,90 @@ static void compare_fair(const struct opts *o, const struct tm_replay_stats *all
             }
 }
 
+/* ---------- estimates and reservation slips (issue 17 item 6) ---------- */
+
+/* Mean |ln(estimate / runtime)| over the jobs of the given key levels. */
+static double male(const struct tm_replay_stats *st, const int *levels, int n, size_t *ret_jobs)
+{
+    size_t jobs = 0;
+    double sum = 0;
+
+    for (int i = 0; i < n; i++) {
+        jobs += st->est_jobs[levels[i]];
+        sum += st->est_abslog_sum[levels[i]];
+    }
+    *ret_jobs = jobs;
+    return jobs ? sum / (double)jobs : 0;
+}
+
+static const int LV_ALL[] = {0, 1, 2, 3, 4}, LV_FALLBACK[] = {0, 3, 4}, LV_NOSHAPE[] = {0, 4};
+
+static void add_estimates(cJSON *obj, const struct opts *o, const struct tm_replay_stats *st, bool oracle)
+{
+    size_t n;
+
+    cJSON_AddStringToObject(obj, "estimator", o->exact || oracle ? "exact" : o->keys_only ? "keys" : "model");
+    add_num(obj, "slip_p50_s", st->slip_p50_s);
+    add_num(obj, "slip_p95_s", st->slip_p95_s);
+    add_num(obj, "estimate_male", male(st, LV_ALL, 5, &n));
+    add_num(obj, "estimate_jobs", (double)n);
+    add_num(obj, "estimate_fallback_male", male(st, LV_FALLBACK, 3, &n));
+    add_num(obj, "estimate_fallback_jobs", (double)n);
+    add_num(obj, "estimate_noshape_male", male(st, LV_NOSHAPE, 2, &n));
+    add_num(obj, "estimate_noshape_jobs", (double)n);
+    add_num(obj, "estimate_model_jobs", (double)st->est_model_jobs);
+    {
+        /* The model's own answer on every job, by the keys' level. */
+        cJSON *a = cJSON_AddArrayToObject(obj, "estimate_by_key_level");
+        for (int l = 0; a && l < 5; l++) {
+            cJSON *r = cJSON_CreateObject();
+            if (!r)
+                break;
+            add_num(r, "level", l);
+            add_num(r, "jobs", (double)st->est_jobs[l]);
+            add_num(r, "male", st->est_jobs[l] ? st->est_abslog_sum[l] / (double)st->est_jobs[l] : 0);
+            add_num(r, "model_scored", (double)st->est_model_scored[l]);
+            add_num(r, "model_male", st->est_model_scored[l]
+                                         ? st->est_model_abslog_sum[l] / (double)st->est_model_scored[l]
+                                         : 0);
+            cJSON_AddItemToArray(a, r);
+        }
+    }
+}
+
+static void print_estimates(const struct opts *o, const struct tm_replay_stats *all, int ngpus, int nloads,
+                            int seeds)
+{
+    size_t i = 0;
+
+    printf("\nreservation slips and estimates (estimator: %s; slip = first start - first reservation "
+           "start, over the jobs that slipped; MALE = mean |ln(estimate / runtime)| at arrival, an "
+           "unknown estimate read as the default %d s; \"keys could not answer\" = neither the "
+           "job's name nor its team had %d runtimes, \"no shape\" = nor anyone's work of its class "
+           "and GPUs)\n\n",
+           o->exact ? "exact" : o->keys_only ? "keys (before issue 17)" : "keys, then the model",
+           (int)(TM_SCHED_DEFAULT_ESTIMATE_MS / 1000), TM_ESTIMATE_MIN_SAMPLES);
+    printf("| policy | GPUs | load | seed | wait mean / p95 s | starved | held | slipped | "
+           "slip p50 / p95 / max s | MALE all (jobs) | MALE keys could not answer (jobs) | "
+           "MALE no shape (jobs) | model answered |\n");
+    printf("|---|---:|---:|---:|---|---:|---:|---:|---|---|---|---|---:|\n");
+    for (int g = 0; g < ngpus; g++)
+        for (int l = 0; l < nloads; l++)
+            for (int s = 1; s <= seeds; s++)
+                for (int k = 0; k < o->npolicies; k++, i++) {
+                    const struct tm_replay_stats *st = &all[i];
+                    size_t na, nf, ns;
+                    double ma = male(st, LV_ALL, 5, &na), mf = male(st, LV_FALLBACK, 3, &nf),
+                           ms = male(st, LV_NOSHAPE, 2, &ns);
+                    printf("| %s | %d | %.2f | %d | %.0f / %.0f | %zu | %zu | %zu | %.0f / %.0f / %.0f | "
+                           "%.3f (%zu) | %.3f (%zu) | %.3f (%zu) | %zu |\n",
+                           tm_replay_policy_name(o->policies[k]), st->gpus, st->load, s, st->wait_mean_s,
+                           st->wait_p95_s, st->starved, st->reserved_jobs,
+                           st->reservation_slips, st->slip_p50_s, st->slip_p95_s, st->slip_max_s, ma, na,
+                           mf, nf, ms, ns, st->est_model_jobs);
+                }
+}
+
 static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, cJSON *results,
                     cJSON *doc)
 {
@@ -523,7 +630,8 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                         .exact_estimates = o->exact || oracle, .since_ms = o->since_ms,
                         .max_runtime_ms = o->max_runtime_ms, .gpus = o->ngpus ? o->gpus[g] : 0,
                         .load = o->nloads ? o->loads[l] : 0, .seed = (uint64_t)s, .log = log,
-                        .full_pass = o->full_pass};
+                        .full_pass = o->full_pass,
+                        .estimate_fallback = o->keys_only ? -1 : o->estimator ? o->estimator : TM_ESTIMATE_FALLBACK_FROM};
                     struct tm_replay_stats st;
                     cJSON *obj;
                     int r = tm_replay_time(t, &cfg, &st);
@@ -612,6 +720,7 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                     add_num(obj, "reservation_slips", (double)st.reservation_slips);
                     add_num(obj, "slip_mean_s", st.slip_mean_s);
                     add_num(obj, "slip_max_s", st.slip_max_s);
+                    add_estimates(obj, o, &st, oracle);
                     add_num(obj, "dropped_unscheduled", (double)st.dropped_unscheduled);
                     add_num(obj, "dropped_since", (double)st.dropped_since);
                     add_num(obj, "dropped_runtime", (double)st.dropped_runtime);
@@ -627,6 +736,8 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                 }
     compare(o, all, ngpus, nloads, seeds, doc);
     compare_fair(o, all, ngpus, nloads, seeds, doc);
+    if (!o->json)
+        print_estimates(o, all, ngpus, nloads, seeds);
     free(all);
     return 0;
 }

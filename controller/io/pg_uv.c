@@ -443,6 +443,18 @@ static int pg_watch(struct tm_pg *pg, int events)
     return uv_poll_start(&pg->watch->poll, events, pg_on_poll);
 }
 
+/* What to say when pg_watch() fails.  libpq closes its socket when it
+ * finds the connection gone (PQsocket() is -1 then): its own message says
+ * why, where "bad file descriptor" would send a reader the wrong way. */
+static const char *pg_watch_error(const struct tm_pg *pg, int r)
+{
+    const char *msg = pg->conn ? PQerrorMessage(pg->conn) : NULL;
+
+    if (r == -EBADF)
+        return msg && *msg ? msg : "the server closed the connection";
+    return uv_strerror(r);
+}
+
 /* Close the watcher, then the connection: in that order, see above. */
 static void pg_drop_conn(struct tm_pg *pg)
 {
@@ -566,7 +578,7 @@ static void pg_connected(struct tm_pg *pg)
      * (pg_terminate_backend, a restart) is noticed before the next query. */
     r = pg_watch(pg, UV_READABLE);
     if (r < 0) {
-        pg_connect_failed(pg, r, uv_strerror(r));
+        pg_connect_failed(pg, r, pg_watch_error(pg, r));
         return;
     }
     pg->attempt = 0;
@@ -600,7 +612,7 @@ static void pg_connect_step(struct tm_pg *pg)
         return;
     }
     if (r < 0)
-        pg_connect_failed(pg, r, uv_strerror(r));
+        pg_connect_failed(pg, r, pg_watch_error(pg, r));
 }
 
 static void pg_on_connect_timeout(uv_timer_t *timer)
@@ -641,7 +653,7 @@ static void pg_on_retry(uv_timer_t *timer)
                    pg->nhosts > 1 ? PG_HOST_TIMEOUT_MS : PG_CONNECT_TIMEOUT_MS, 0);
     r = pg_watch(pg, UV_WRITABLE);
     if (r < 0)
-        pg_connect_failed(pg, r, uv_strerror(r));
+        pg_connect_failed(pg, r, pg_watch_error(pg, r));
 }
 
 /* ---- requests ---------------------------------------------------------- */
@@ -670,7 +682,7 @@ static int pg_flush(struct tm_pg *pg)
     pg->flushing = r == 1;
     r = pg_watch(pg, pg->flushing ? UV_READABLE | UV_WRITABLE : UV_READABLE);
     if (r < 0) {
-        pg_lost(pg, uv_strerror(r));
+        pg_lost(pg, pg_watch_error(pg, r));
         return r;
     }
     return 0;

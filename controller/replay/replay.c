@@ -15,6 +15,7 @@
  */
 #include "controller/replay/replay.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -120,6 +121,7 @@ struct sim {
     int32_t *pqpos;                            /* its queue positions */
     int64_t window_lo, window_hi;
     struct tm_estimator *est;
+    int64_t *slips;                            /* ms, one per job that slipped */
 };
 
 static double now_s(void)
@@ -644,7 +646,7 @@ static int pass_once(struct sim *s, int64_t now, struct tm_replay_stats *st, str
             heap_push(s, now + rj->runtime, j, rj->gen);
             if (rj->first_start == now && rj->promise > 0 && now > rj->promise + 1000) {
                 double d = (double)(now - rj->promise) / 1000.0;
-                st->reservation_slips++;
+                s->slips[st->reservation_slips++] = now - rj->promise;
                 st->slip_mean_s += d;
                 if (d > st->slip_max_s)
                     st->slip_max_s = d;
@@ -717,6 +719,31 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t n
             s->allocs[a].end_ms = now + tm_estimate_remaining(est, now - s->alloc_start[a]);
         }
     return pass_once(s, now, st, s->q, s->nq, NULL, &blocked);
+}
+
+/* Estimate quality at arrival (replay.h, est_*): by the level the keys
+ * alone reach, so the predictor with and without its fallback model is
+ * scored on the same jobs. */
+static void score_estimate(struct tm_replay_stats *st, const struct tm_estimator *est,
+                           const struct tm_estimate_key *k, const struct rjob *rj, int lvl)
+{
+    int keys;
+    double e = (double)(rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS);
+    double y = (double)rj->runtime;
+
+    (void)tm_estimate_keys(est, k, &keys);
+    if (keys < 0 || keys > 4)
+        keys = 0;
+    e = e < 1000 ? 1000 : e;
+    y = y < 1000 ? 1000 : y;
+    st->est_jobs[keys]++;
+    st->est_abslog_sum[keys] += fabs(log(e / y));
+    st->est_model_jobs += lvl == TM_ESTIMATE_LEVEL_MODEL;
+    e = (double)tm_estimate_model(est, k);
+    if (e > 0) {
+        st->est_model_scored[keys]++;
+        st->est_model_abslog_sum[keys] += fabs(log(e / y));
+    }
 }
 
 int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
@@ -860,7 +887,8 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     s.pq = malloc(FIFO_PREFIX * sizeof(*s.pq));
     s.pqpos = malloc(FIFO_PREFIX * sizeof(*s.pqpos));
     s.arr = arr;
-    if (!arr || !waits || !s.allocs || !s.alloc_job || !s.alloc_est || !s.alloc_start || !s.heap || !s.q || !s.qjob || !s.pq || !s.pqpos)
+    s.slips = malloc((s.njobs + 1) * sizeof(*s.slips));
+    if (!s.slips || !arr || !waits || !s.allocs || !s.alloc_job || !s.alloc_est || !s.alloc_start || !s.heap || !s.q || !s.qjob || !s.pq || !s.pqpos)
         goto out;
     {
         int64_t *keys = malloc(s.njobs * 2 * sizeof(*keys));
@@ -879,6 +907,8 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
         r = tm_estimator_new(&s.est);
         if (r < 0)
             goto out;
+        if (cfg->estimate_fallback > 0)
+            tm_estimator_set_fallback(s.est, cfg->estimate_fallback);
     }
     r = 0;
     tcur = s.jobs[arr[0]].submit;
@@ -919,7 +949,9 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
             } else {
                 char kb[64];
                 struct tm_estimate_key k = tm_trace_estimate_key(rj->tj, kb, sizeof(kb));
-                rj->estimate = tm_estimate(s.est, &k);
+                int lvl;
+                rj->estimate = tm_estimate_level(s.est, &k, &lvl);
+                score_estimate(&st, s.est, &k, rj, lvl);
             }
             enqueue(&s, (int32_t)arr[ai]);
             ai++;
@@ -966,6 +998,9 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     st.idle_while_waiting_gpu_hours = st.idle_while_waiting_fit_gpu_hours;
     if (st.reservation_slips)
         st.slip_mean_s /= (double)st.reservation_slips;
+    qsort(s.slips, st.reservation_slips, sizeof(*s.slips), cmp_i64);
+    st.slip_p50_s = pct(s.slips, st.reservation_slips, 0.50);
+    st.slip_p95_s = pct(s.slips, st.reservation_slips, 0.95);
     st.wall_s = now_s() - t0;
     st.events_per_s = st.wall_s > 0 ? (double)st.events / st.wall_s : 0;
     *ret = st;
@@ -993,5 +1028,6 @@ out:
     free(s.node_dirty);
     free(s.dirty);
     tm_estimator_free(s.est);
+    free(s.slips);
     return r;
 }

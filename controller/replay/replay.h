@@ -66,6 +66,10 @@ struct tm_replay_config {
      * decision (test_replay_incremental); the log then notes only the jobs
      * a pass looked at. */
     bool full_pass;
+    /* Where the predictor's fallback model stands in (issue 17 item 6):
+     * 0 or -1 never (the keys alone, the default), 3 or 4 the first key
+     * level it replaces (TM_ESTIMATE_FALLBACK_FROM is 4). */
+    int estimate_fallback;
 };
 
 struct tm_replay_stats {
@@ -110,6 +114,23 @@ struct tm_replay_stats {
     size_t reserved_jobs;         /* jobs that were given a reservation */
     size_t reservation_slips;     /* of those, started after the first promise */
     double slip_mean_s, slip_max_s;
+    /* Reservation slips in detail (issue 17 item 6): median and p95 of
+     * (first start - first promise) over the jobs that slipped. */
+    double slip_p50_s, slip_p95_s;
+    /* Estimate quality at arrival, by the level the keys alone could
+     * answer from (0 none, 1..4 as estimate.h; "keys could not answer" is
+     * 0, 3 and 4: nothing from the job's own name or team): jobs, and the
+     * sum of |ln(estimate / runtime)| with an unknown estimate read as
+     * TM_SCHED_DEFAULT_ESTIMATE_MS and both at least 1 s.  Predicted
+     * estimates only; all zero with exact ones. */
+    size_t est_jobs[5];
+    double est_abslog_sum[5];
+    size_t est_model_jobs;        /* of all, answered by the fallback model */
+    /* The model's own answer scored on every job, by key level as above,
+     * whoever answered (jobs where it had one): how it compares with the
+     * keys where they do answer. */
+    size_t est_model_scored[5];
+    double est_model_abslog_sum[5];
     size_t preemptions;           /* loans evicted (tarmac) */
     double preempted_gpu_hours;   /* work lost to them */
     size_t events, passes;

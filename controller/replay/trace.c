@@ -35,7 +35,9 @@ struct tm_estimate_key tm_trace_estimate_key(const struct tm_trace_job *j, char 
     return (struct tm_estimate_key){.team = buf,
                                     .name = j->name[0] ? j->name : NULL,
                                     .klass = j->klass,
-                                    .gpu_milli = j->gpus > 0 ? j->gpus * 1000 : j->gpu_milli};
+                                    .gpu_milli = j->gpus > 0 ? j->gpus * 1000 : j->gpu_milli,
+                                    .cpu_milli = j->cpu_milli,
+                                    .memory_mib = j->memory_mib};
 }
 
 int tm_trace_model(struct tm_trace *t, const char *name)

@@ -299,6 +299,10 @@ static char *url_make(const char *base, const char *path, const char *const *q, 
     return url;
 }
 
+/* Three segments of at most 200 bytes and the literal parts between them:
+ * a path never truncates (the optimiser checks that it cannot). */
+#define TM_GCE_PATH_MAX 1024
+
 static bool seg_ok(const char *s)
 {
     if (!s || !*s || strlen(s) > 200)
@@ -312,7 +316,7 @@ static bool seg_ok(const char *s)
 char *tm_gce_url_insert(const char *endpoint, const char *project, const char *zone,
                         const char *request_id)
 {
-    char path[512];
+    char path[TM_GCE_PATH_MAX];
     const char *q[] = {"requestId", request_id};
 
     if (!seg_ok(project) || !seg_ok(zone))
@@ -324,7 +328,7 @@ char *tm_gce_url_insert(const char *endpoint, const char *project, const char *z
 char *tm_gce_url_delete(const char *endpoint, const char *project, const char *zone,
                         const char *name)
 {
-    char path[512];
+    char path[TM_GCE_PATH_MAX];
 
     if (!seg_ok(project) || !seg_ok(zone) || !seg_ok(name))
         return NULL;
@@ -335,7 +339,7 @@ char *tm_gce_url_delete(const char *endpoint, const char *project, const char *z
 char *tm_gce_url_aggregated_list(const char *endpoint, const char *project, const char *filter,
                                  int max_results, const char *page_token)
 {
-    char path[512], mr[16];
+    char path[TM_GCE_PATH_MAX], mr[16];
     const char *q[] = {"filter", filter, "maxResults", max_results > 0 ? mr : NULL,
                        "pageToken", page_token, "returnPartialSuccess", "false"};
 
@@ -349,7 +353,7 @@ char *tm_gce_url_aggregated_list(const char *endpoint, const char *project, cons
 char *tm_gce_url_operation(const char *endpoint, const char *project, const char *zone,
                            const char *operation, bool wait)
 {
-    char path[512];
+    char path[TM_GCE_PATH_MAX];
 
     if (!seg_ok(project) || !seg_ok(zone) || !seg_ok(operation))
         return NULL;
@@ -361,7 +365,7 @@ char *tm_gce_url_operation(const char *endpoint, const char *project, const char
 char *tm_gce_url_operations_list(const char *endpoint, const char *project, const char *zone,
                                  const char *filter, const char *page_token)
 {
-    char path[512];
+    char path[TM_GCE_PATH_MAX];
     const char *q[] = {"filter", filter, "pageToken", page_token};
 
     if (!seg_ok(project) || !seg_ok(zone))
@@ -373,7 +377,7 @@ char *tm_gce_url_operations_list(const char *endpoint, const char *project, cons
 char *tm_gce_url_machine_type(const char *endpoint, const char *project, const char *zone,
                               const char *type)
 {
-    char path[512];
+    char path[TM_GCE_PATH_MAX];
 
     if (!seg_ok(project) || !seg_ok(zone) || !seg_ok(type))
         return NULL;
@@ -383,7 +387,7 @@ char *tm_gce_url_machine_type(const char *endpoint, const char *project, const c
 
 char *tm_gce_url_zone(const char *endpoint, const char *project, const char *zone)
 {
-    char path[512];
+    char path[TM_GCE_PATH_MAX];
 
     if (!seg_ok(project) || !seg_ok(zone))
         return NULL;

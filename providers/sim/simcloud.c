@@ -27,6 +27,7 @@ struct tm_simcloud {
     size_t *active;            /* indices into rows, in launch order */
     size_t nactive, active_cap;
     size_t *slots;             /* token hash index: row index + 1, 0 = empty */
+    size_t *id_slots;          /* instance id hash index, the same shape */
     size_t nslots;             /* a power of two, kept under half full */
 };
 
@@ -443,6 +444,7 @@ struct tm_simcloud *tm_simcloud_free(struct tm_simcloud *sc)
     free(sc->rows);
     free(sc->active);
     free(sc->slots);
+    free(sc->id_slots);
     free(sc);
     return NULL;
 }
@@ -464,19 +466,48 @@ static size_t *slot_for(const struct tm_simcloud *sc, const char *token)
     return &sc->slots[i];
 }
 
+/* The same for instance ids: the elastic replay looks every node up by id
+ * at every tick, and a scan of every row ever launched made that replay
+ * quadratic in its length. */
+static size_t *id_slot_for(const struct tm_simcloud *sc, const char *id)
+{
+    size_t mask = sc->nslots - 1;
+    size_t i = (size_t)hash_str(id) & mask;
+
+    while (sc->id_slots[i] && strcmp(sc->rows[sc->id_slots[i] - 1].id, id) != 0)
+        i = (i + 1) & mask;
+    return &sc->id_slots[i];
+}
+
+/* Index row i under its token and id; the first row keeps an id two rows
+ * share, as the scan this replaced found it. */
+static void index_row(struct tm_simcloud *sc, size_t i)
+{
+    size_t *id = id_slot_for(sc, sc->rows[i].id);
+
+    *slot_for(sc, sc->rows[i].token) = i + 1;
+    if (!*id)
+        *id = i + 1;
+}
+
 static int index_grow(struct tm_simcloud *sc)
 {
     size_t n = sc->nslots ? sc->nslots * 2 : 64;
     size_t *slots = calloc(n, sizeof(*slots));
-    size_t *old = sc->slots;
+    size_t *id_slots = calloc(n, sizeof(*id_slots));
 
-    if (!slots)
+    if (!slots || !id_slots) {
+        free(slots);
+        free(id_slots);
         return TM_ENOMEM;
+    }
+    free(sc->slots);
+    free(sc->id_slots);
     sc->slots = slots;
+    sc->id_slots = id_slots;
     sc->nslots = n;
     for (size_t i = 0; i < sc->nrows; i++)
-        *slot_for(sc, sc->rows[i].token) = i + 1;
-    free(old);
+        index_row(sc, i);
     return 0;
 }
 
@@ -505,12 +536,12 @@ const struct tm_sim_instance *tm_simcloud_find_token(const struct tm_simcloud *s
 
 const struct tm_sim_instance *tm_simcloud_find(const struct tm_simcloud *sc, const char *id)
 {
-    if (!id)
+    size_t slot;
+
+    if (!sc->nslots || !id)
         return NULL;
-    for (size_t i = 0; i < sc->nrows; i++)
-        if (strcmp(sc->rows[i].id, id) == 0)
-            return &sc->rows[i];
-    return NULL;
+    slot = *id_slot_for(sc, id);
+    return slot ? &sc->rows[slot - 1] : NULL;
 }
 
 /* Drop rows gone from listings at now from the active list. */
@@ -586,7 +617,7 @@ int tm_simcloud_launch(struct tm_simcloud *sc, const struct tm_launch_request *r
             return r;
     }
     sc->rows[sc->nrows] = row;
-    *slot_for(sc, row.token) = sc->nrows + 1;
+    index_row(sc, sc->nrows);
     sc->active[sc->nactive++] = sc->nrows;
     sc->nrows++;
     if (ret)
