@@ -98,6 +98,9 @@ seeds_a() {
 COMMON="--since 9964972 --max-runtime 1d --boot-s 180 --seed 1"
 run A --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot on --hazard 0.05
 run B --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off
+# B again without consolidation by restart (issue 17 item 4): what it buys.
+run B0 --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off \
+    --consolidate-restart off --policy tarmac,oracle
 run C --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-sizes.yaml" --spot off
 run D --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off --copies 16
 run E --pods "$TMP/helios-pods.csv" --max-runtime 1d --boot-s 180 --seed 1 \
@@ -128,6 +131,7 @@ names = {
 }
 R = {k: {r["policy"]: r for r in json.load(open(os.path.join(tmp, k + ".json")))["results"]}
      for k in "ABCDEFGHI"}
+B0 = {r["policy"]: r for r in json.load(open(os.path.join(tmp, "B0.json")))["results"]}
 def yes(ok):
     return "yes" if ok else "**no**"
 A, B, C, D, F = R["A"], R["B"], R["C"], R["D"], R["F"]
@@ -147,7 +151,7 @@ L.append("| target | measured | met |")
 L.append("|---|---|---|")
 L.append("| A: tarmac <= 0.90 x reactive's cost, median over seeds 1-10 | %.3f (seeds: %s) | %s |" % (a_med, a_ratios, yes(a_med <= 0.90)))
 L.append("| B: tarmac <= 1.12 x floor | %.3f (reactive %.3f, oracle %.3f; G, checkpointable: %.3f) | %s |" % (B["tarmac"]["floor_ratio"], B["reactive"]["floor_ratio"], B["oracle"]["floor_ratio"], R["G"]["tarmac"]["floor_ratio"], yes(B["tarmac"]["floor_ratio"] <= 1.12)))
-L.append("| B: redone GPU-hours reported | not measured: consolidation by restart (issue 17 item 4) is not implemented | **no** |")
+L.append("| B: redone GPU-hours reported | tarmac %.1f GPU-h redone by %d restarts of %d jobs (oracle %.1f); without consolidation by restart %.3f x floor | yes |" % (B["tarmac"]["redone_gpu_hours"], B["tarmac"]["restarts"], B["tarmac"]["restarted_jobs"], B["oracle"]["redone_gpu_hours"], B0["tarmac"]["floor_ratio"]))
 L.append("| C: tarmac <= 1.25 x lower bound | %.3f (reactive %.3f, oracle %.3f) | %s |" % (C["tarmac"]["cost_ratio"], C["reactive"]["cost_ratio"], C["oracle"]["cost_ratio"], yes(C["tarmac"]["cost_ratio"] <= 1.25)))
 L.append("| D: tarmac <= 1.25 x lower bound | %.3f (reactive %.3f, oracle %.3f) | %s |" % (D["tarmac"]["cost_ratio"], D["reactive"]["cost_ratio"], D["oracle"]["cost_ratio"], yes(D["tarmac"]["cost_ratio"] <= 1.25)))
 for k in "ABCDEFGHI":
@@ -174,16 +178,17 @@ for k in "ABCDEFGHI":
     L.append("\n## %s %s\n" % (k, names[k]))
     L.append("jobs %d, lower bound $%.0f, floor $%.0f (floor/LB %.3f)\n" %
              (rs[0]["jobs"], rs[0]["lower_bound_usd"], rs[0]["floor_usd"], rs[0]["floor_usd"] / rs[0]["lower_bound_usd"]))
-    L.append("| policy | cost $ | $/useful GPU-h | xLB | xfloor | util | boot GPU-h | empty GPU-h | free GPU-h | wait mean s | wait p99 s | >boot | interruptions | lost GPU-h | lost % | deadlines missed | overshoot c | launches | drains | moves | substitutions |")
-    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    L.append("| policy | cost $ | $/useful GPU-h | xLB | xfloor | util | boot GPU-h | empty GPU-h | free GPU-h | wait mean s | wait p99 s | >boot | interruptions | lost GPU-h | lost % | deadlines missed | overshoot c | launches | drains | moves | substitutions | restarts | redone GPU-h |")
+    L.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rs:
         lost = 100 * r["lost_gpu_hours"] / r["be_gpu_hours"] if r["be_gpu_hours"] else 0
-        L.append("| %s | %.0f | %.2f | %.3f | %.3f | %.3f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f%% | %d | %.1f | %.1f | %d | %.0f | %d | %d | %d | %d |" % (
+        L.append("| %s | %.0f | %.2f | %.3f | %.3f | %.3f | %.0f | %.0f | %.0f | %.0f | %.0f | %.1f%% | %d | %.1f | %.1f | %d | %.0f | %d | %d | %d | %d | %d | %.1f |" % (
             r["policy"], r["cost_usd"], r["usd_per_useful_gpu_hour"], r["cost_ratio"], r["floor_ratio"],
             r["paid_utilisation"], r["booting_gpu_hours"], r["empty_gpu_hours"], r["free_on_busy_gpu_hours"],
             r["wait_mean_s"], r["wait_p99_s"], 100 * r["waited_longer_than_boot_share"],
             r["interruptions"], r["lost_gpu_hours"], lost, r["deadlines_missed"], r["budget_overshoot_cents"],
-            r["launches"], r["drains"], r["moves"], r["substitutions"]))
+            r["launches"], r["drains"], r["moves"], r["substitutions"], r.get("restarts", 0),
+            r.get("redone_gpu_hours", 0)))
     if k in "HI":
         L.append("\nspot launches by zone (sim-a, sim-b), interruptions by zone, spot launches that found no capacity:\n")
         for r in rs:

@@ -166,6 +166,10 @@ static const struct cfg_field cfg_pool_fields[] = {
     {.key = "checkpoint_dir", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, checkpoint_dir)},
     {.key = "idle_job_action", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, idle_job_action),
      .def = "report", .choices = cfg_idle_job_actions},
+    /* Consolidation by restart of preemptible jobs that cannot checkpoint
+     * (controller/fleet/planner.h); false forbids it on the pool's nodes. */
+    {.key = "consolidate_restart", .type = CFG_BOOL,
+     .offset = CFG_OFF(tm_config_pool, consolidate_restart), .def = "true"},
 };
 static const struct cfg_section cfg_pool_section = {
     cfg_pool_fields, CFG_NFIELDS(cfg_pool_fields), sizeof(struct tm_config_pool)};

@@ -135,6 +135,12 @@ struct tm_config_pool {
     size_t bootstrap_len;
     char *checkpoint_dir;         /* jobs checkpoint under PATH/job-<id>; may be NULL */
     char *idle_job_action;        /* report | requeue | cancel, default report */
+    /* Consolidation by restart (issue 17): the planner may stop this pool's
+     * preemptible jobs that cannot checkpoint and start them elsewhere when
+     * the saving exceeds the work redone.  Default true; set it on a pool
+     * without preemptible work and it does nothing (said once at start). */
+    bool consolidate_restart;
+    bool consolidate_restart_set; /* the key was given (normalise()) */
 };
 
 /* agent: the node agents' side of the controller (enrollment, staleness). */

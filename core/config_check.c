@@ -661,6 +661,7 @@ int tm_cfg_normalise(struct cfg_ctx *c, struct tm_config *cfg)
             pool->spot_notice_ms = prov->spot_notice_ms;
         pool->disruption_limited = cfg_map_get(c, pn, "disruption_nodes") ||
                                    cfg_map_get(c, pn, "disruption_pct");
+        pool->consolidate_restart_set = cfg_map_get(c, pn, "consolidate_restart") != NULL;
     }
     return 0;
 }

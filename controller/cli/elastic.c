@@ -6,7 +6,12 @@
  *          [--since S] [--max-runtime S] [--boot-s N] [--spot off|on]
  *          [--hazard X] [--hazards FILE] [--notice-s N] [--copies K] [--policy P[,P...]]
  *          [--tick-s N] [--grace-s N] [--checkpointable none|be|all]
- *          [--deadline-slack X] [--seed N] [--log FILE] [--json]
+ *          [--deadline-slack X] [--consolidate-restart on|off] [--seed N]
+ *          [--log FILE] [--json]
+ *
+ * --consolidate-restart off keeps tarmac and the oracle from restarting
+ * preemptible work that cannot checkpoint (the figures before issue 17's
+ * consolidation by restart, measured in the same binary).
  *
  * Every policy runs on the same input in the same process; one result each.
  * --hazards FILE (core/spot_hazards.h) gives each spot (type, zone)
@@ -32,7 +37,8 @@ static void usage(FILE *f)
                "         [--since S] [--max-runtime S] [--boot-s N] [--spot off|on] [--hazard X]\n"
                "         [--hazards FILE] [--notice-s N] [--copies K] [--policy static,reactive,tarmac,oracle]\n"
                "         [--tick-s N] [--grace-s N] [--checkpointable none|be|all]\n"
-               "         [--deadline-slack X] [--seed N] [--log FILE] [--json]\n");
+               "         [--deadline-slack X] [--consolidate-restart on|off] [--seed N] [--log FILE]\n"
+               "         [--json]\n");
 }
 
 static int bad(const char *fmt, const char *arg)
@@ -63,6 +69,7 @@ static cJSON *result_json(const struct tm_elastic_config *c, const struct tm_ela
 
     cJSON_AddStringToObject(o, "policy", tm_elastic_policy_name(c->policy));
     cJSON_AddBoolToObject(o, "spot", c->spot);
+    cJSON_AddBoolToObject(o, "consolidate_restart", c->consolidate_restart);
     cJSON_AddNumberToObject(o, "hazard", c->hazard_per_hour);
     if (hazards_path)
         cJSON_AddStringToObject(o, "hazards", hazards_path);
@@ -94,6 +101,9 @@ static cJSON *result_json(const struct tm_elastic_config *c, const struct tm_ela
     cJSON_AddNumberToObject(o, "terminations", (double)st->terminations);
     cJSON_AddNumberToObject(o, "substitutions", (double)st->substitutions);
     cJSON_AddNumberToObject(o, "moves", (double)st->moves);
+    cJSON_AddNumberToObject(o, "restarts", (double)st->restarts);
+    cJSON_AddNumberToObject(o, "restarted_jobs", (double)st->restarted_jobs);
+    cJSON_AddNumberToObject(o, "redone_gpu_hours", st->redone_gpu_hours);
     cJSON_AddNumberToObject(o, "drains", (double)st->drains);
     cJSON_AddNumberToObject(o, "refusals", (double)st->refusals);
     cJSON_AddNumberToObject(o, "peak_nodes", (double)st->peak_nodes);
@@ -120,7 +130,7 @@ static cJSON *result_json(const struct tm_elastic_config *c, const struct tm_ela
 /* One policy's result as a table row. */
 static void result_row(const struct tm_elastic_config *c, const struct tm_elastic_stats *st)
 {
-    printf("%-9s %10.0f %9.2f %6.3f %6.3f %6.3f %7.0f %8.0f %8.2f %6zu %5.1f %8.1f %5zu %6.0f\n",
+    printf("%-9s %10.0f %9.2f %6.3f %6.3f %6.3f %7.0f %8.0f %8.2f %6zu %5.1f %8.1f %8.1f %5zu %6.0f\n",
            tm_elastic_policy_name(c->policy), st->cost_usd,
            st->useful_gpu_hours > 0 ? st->cost_usd / st->useful_gpu_hours : 0,
            st->lower_bound_usd > 0 ? st->cost_usd / st->lower_bound_usd : 0,
@@ -128,7 +138,7 @@ static void result_row(const struct tm_elastic_config *c, const struct tm_elasti
            st->paid_gpu_hours > 0 ? st->useful_gpu_hours / st->paid_gpu_hours : 0,
            st->wait_mean_s, st->wait_p99_s, st->waited_longer_than_boot_share * 100,
            st->interruptions, st->be_gpu_hours > 0 ? 100 * st->lost_gpu_hours / st->be_gpu_hours : 0,
-           st->lost_gpu_hours, st->deadlines_missed, st->budget_overshoot_cents);
+           st->lost_gpu_hours, st->redone_gpu_hours, st->deadlines_missed, st->budget_overshoot_cents);
     fflush(stdout);
 }
 
@@ -205,6 +215,13 @@ int tm_elastic_main(int argc, char **argv)
                 base.spot = false;
             else
                 return bad("bad --spot \"%s\" (off, on)", val);
+        } else if (strcmp(a, "--consolidate-restart") == 0) {
+            if (strcmp(val, "on") == 0)
+                base.consolidate_restart = true;
+            else if (strcmp(val, "off") == 0)
+                base.consolidate_restart = false;
+            else
+                return bad("bad --consolidate-restart \"%s\" (off, on)", val);
         } else if (strcmp(a, "--hazard") == 0) {
             if (!num(val, 0, 100, &v))
                 return bad("bad --hazard \"%s\" (interruptions per node-hour, 0..100)", val);
@@ -310,9 +327,9 @@ int tm_elastic_main(int argc, char **argv)
     if (json)
         arr = cJSON_CreateArray();
     else
-        printf("%-9s %10s %9s %6s %6s %6s %7s %8s %8s %6s %5s %8s %5s %6s\n", "policy", "cost_usd",
+        printf("%-9s %10s %9s %6s %6s %6s %7s %8s %8s %6s %5s %8s %8s %5s %6s\n", "policy", "cost_usd",
                "$/useGPUh", "xLB", "xfloor", "util", "wait_s", "p99_s", ">boot%", "intr", "lost%",
-               "lost_gh", "dlmis", "over_c");
+               "lost_gh", "redone_gh", "dlmis", "over_c");
     for (int k = 0; k < npol; k++) {
         struct tm_elastic_config c = base;
         struct tm_elastic_stats st;

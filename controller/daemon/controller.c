@@ -785,6 +785,17 @@ static void warn_unfitted_spot_pools(const struct tm_config *cfg)
     }
 }
 
+/* consolidate_restart set on a pool that preemptible work is not routed
+ * to: accepted, and it does nothing there; said once, at start. */
+static void note_inert_consolidate_restart(const struct tm_config *cfg)
+{
+    for (size_t i = 0; i < cfg->npools; i++)
+        if (cfg->pools[i].consolidate_restart_set && !tm_reconcile_pool_gets_preemptible(cfg, i))
+            tm_log_info("consolidate_restart does nothing on this pool: preemptible work of its GPU "
+                        "model goes to its spot pools", "pool=%s consolidate_restart=%s",
+                        cfg->pools[i].name, cfg->pools[i].consolidate_restart ? "true" : "false");
+}
+
 int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_options *opts,
                       struct tm_controller_stats *ret_stats, char *err, size_t errsize)
 {
@@ -826,6 +837,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     snprintf(ctl->holder, sizeof(ctl->holder), "%s:%d", host, (int)getpid());
 
     warn_unfitted_spot_pools(cfg);
+    note_inert_consolidate_restart(cfg);
     r = init_fleet_stats(ctl);
     if (r == 0)
         r = uv_loop_init(&ctl->loop);

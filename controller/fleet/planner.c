@@ -28,6 +28,7 @@ const char *tm_planner_kind_name(enum tm_planner_kind k)
 {
     static const char *const names[TM_PLANNER_KIND_MAX] = {
         "launch", "terminate", "substitute", "move", "deadline_od", "refuse", "warn", "drain",
+        "restart",
     };
     return (unsigned)k < TM_PLANNER_KIND_MAX ? names[k] : "?";
 }
@@ -729,6 +730,254 @@ static int run_consolidate(struct run *r)
     return 0;
 }
 
+/* ---- 5a. Consolidation by restart (planner.h) ----------------------------- */
+
+/* What emptying one node by restart would save and redo. */
+struct restart_eval {
+    bool ok;
+    int64_t saving, redone, redone_milli_ms, horizon, extended_ms;
+    int32_t restarted, moved;
+};
+
+/* Running jobs grouped by node: order[first[i] .. first[i + 1]) are the
+ * indices of the jobs on node i.  Returns 0 or TM_ENOMEM. */
+static int jobs_by_node(const struct tm_planner_input *in, size_t **ret_first, size_t **ret_order)
+{
+    size_t *first = calloc(in->nnodes + 2, sizeof(*first));
+    size_t *order = malloc((in->njobs + 1) * sizeof(*order));
+
+    if (!first || !order) {
+        free(first);
+        free(order);
+        return TM_ENOMEM;
+    }
+    for (size_t j = 0; j < in->njobs; j++)
+        if (in->jobs[j].running)
+            first[in->jobs[j].node + 1]++;
+    for (size_t i = 0; i < in->nnodes; i++)
+        first[i + 1] += first[i];
+    {
+        size_t *at = calloc(in->nnodes + 1, sizeof(*at));
+        if (!at) {
+            free(first);
+            free(order);
+            return TM_ENOMEM;
+        }
+        for (size_t j = 0; j < in->njobs; j++)
+            if (in->jobs[j].running) {
+                size_t ni = (size_t)in->jobs[j].node;
+                order[first[ni] + at[ni]++] = j;
+            }
+        free(at);
+    }
+    *ret_first = first;
+    *ret_order = order;
+    return 0;
+}
+
+/* Empty node `best` by restart, on scratch copies of the rooms and of the
+ * nodes' expected ends (`ends`, as earlier restarts of this pass left
+ * them) in tmp and tend, which hold the result when it fits. */
+static struct restart_eval restart_eval(const struct run *r, int best, const size_t *ids, size_t nids,
+                                        const int64_t *ends, struct room *tmp, int64_t *tend)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_price_table *pr = in->prices;
+    const struct tm_planner_params *pp = &in->params;
+    const struct tm_planner_node *n = &in->nodes[best];
+    const struct tm_price_type *t = &pr->types[n->type];
+    int32_t cap = pp->restart_attempts_max > 0 ? pp->restart_attempts_max : TM_PLANNER_RESTART_ATTEMPTS_MAX;
+    int64_t price = type_price(t, n->spot), extension = 0;
+    struct restart_eval e = {0};
+
+    e.horizon = n->busy_until_ms - in->now_ms;
+    if (e.horizon <= 0 || nids == 0)
+        return e;
+    memcpy(tmp, r->rooms, in->nnodes * sizeof(*tmp));
+    memcpy(tend, ends, in->nnodes * sizeof(*tend));
+    tmp[best].usable = false;
+    for (size_t k = 0; k < nids; k++) {
+        const struct tm_planner_job *jb = &in->jobs[ids[k]];
+        struct ask ak = {jb->gpus, jb->milli, jb->cpu_milli, jb->memory_mib};
+        int64_t redo = jb->checkpointable ? pp->move_cost_ms : (jb->ran_ms > 0 ? jb->ran_ms : 0);
+        int64_t end = in->now_ms + redo + (jb->remaining_ms > 0 ? jb->remaining_ms : 0);
+        int to = -1;
+        int64_t to_cost = 0;
+        if (!jb->preemptible || (!jb->checkpointable && jb->attempts >= cap))
+            return e;
+        /* Where running longer than its own work costs least (0 where
+         * its work outlasts the job's), first fit on ties. */
+        for (size_t i = 0; i < in->nnodes; i++) {
+            const struct tm_planner_node *o = &in->nodes[i];
+            int64_t c;
+            if ((int)i == best || !o->ready || (!pp->spot && tmp[i].pool != TM_PLANNER_POOL_OD) ||
+                !room_fit(&tmp[i], &ak, false))
+                continue;
+            c = end > tend[i] ? cost_of(type_price(&pr->types[o->type], o->spot), end - tend[i]) : 0;
+            if (to < 0 || c < to_cost) {
+                to = (int)i;
+                to_cost = c;
+            }
+        }
+        if (to < 0)
+            return e;
+        room_fit(&tmp[to], &ak, true);
+        if (end > tend[to]) {
+            e.extended_ms += end - tend[to];
+            tend[to] = end;
+        }
+        extension += to_cost;
+        e.redone_milli_ms += (int64_t)jb->milli * redo;
+        if (jb->checkpointable)
+            e.moved++;
+        else
+            e.restarted++;
+    }
+    if (e.restarted == 0)
+        return e; /* all checkpointable: a move's (run_consolidate) */
+    e.saving = cost_of(price, e.horizon) - extension;
+    /* the redone GPU-time at the node's price per GPU */
+    e.redone = cost_of(price / t->gpus, e.redone_milli_ms / 1000);
+    e.ok = true;
+    return e;
+}
+
+/* A candidate for a restart and the most it could save net of the work
+ * redone, before its jobs are fitted elsewhere. */
+struct restart_cand {
+    int32_t node;
+    int64_t bound;
+};
+
+static int cmp_restart_cand(const void *a, const void *b)
+{
+    const struct restart_cand *x = a, *y = b;
+    if (x->bound != y->bound)
+        return x->bound > y->bound ? -1 : 1;
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* Per pass: at most this many restarts, each chosen among at most this
+ * many fitted candidates (the live tick sees 10k nodes; each fit scans
+ * them all). */
+#define RESTART_NODES_MAX 4
+#define RESTART_EVALS_MAX 64
+
+/* 5a. Consolidate by restart: of the nodes whose jobs are all preemptible
+ * but not all checkpointable, empty the one that saves most net of the
+ * work redone when saved > redone (planner.h), then the next on what is
+ * left, while the disruption budget lasts (RESTART_NODES_MAX at most).
+ * Returns 0 or TM_ENOMEM. */
+static int run_restart(struct run *r)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_planner_params *pp = &in->params;
+    size_t *first = NULL, *order = NULL;
+    struct room *tmp = NULL, *keep = NULL;
+    int64_t *tend = NULL, *ends = NULL, *keep_end = NULL;
+    struct restart_cand *cand = NULL;
+    size_t ncand = 0;
+    int err;
+
+    if (!pp->consolidate_restart || r->disrupt_left <= 0)
+        return 0;
+    for (size_t k = 0; k < r->a.n; k++)
+        if (r->a.v[k].kind == TM_PLANNER_MOVE)
+            return 0; /* its jobs took room this pass is not told of */
+    err = jobs_by_node(in, &first, &order);
+    if (err < 0)
+        return err;
+    tmp = malloc((in->nnodes + 1) * sizeof(*tmp));
+    keep = malloc((in->nnodes + 1) * sizeof(*keep));
+    tend = malloc((in->nnodes + 1) * sizeof(*tend));
+    ends = malloc((in->nnodes + 1) * sizeof(*ends));
+    keep_end = malloc((in->nnodes + 1) * sizeof(*keep_end));
+    cand = malloc((in->nnodes + 1) * sizeof(*cand));
+    if (!tmp || !keep || !tend || !ends || !keep_end || !cand) {
+        err = TM_ENOMEM;
+        goto out;
+    }
+    for (size_t i = 0; i < in->nnodes; i++)
+        ends[i] = in->nodes[i].busy_until_ms > in->now_ms ? in->nodes[i].busy_until_ms : in->now_ms;
+    /* Candidates, most promising first: at most the node's price x its
+     * expected use left, less the attempts' work redone (before any fit). */
+    for (size_t i = 0; i < in->nnodes; i++) {
+        const struct tm_planner_node *n = &in->nodes[i];
+        const struct tm_price_type *t = &in->prices->types[n->type];
+        int64_t price = type_price(t, n->spot), lost = 0;
+        if (!n->ready || n->leaving || n->cordoned || n->no_restart || n->jobs == 0 ||
+            !n->only_preemptible || n->movable || !r->rooms[i].usable || n->busy_until_ms <= in->now_ms)
+            continue;
+        for (size_t k = first[i]; k < first[i + 1]; k++)
+            if (!in->jobs[order[k]].checkpointable && in->jobs[order[k]].ran_ms > 0)
+                lost += (int64_t)in->jobs[order[k]].milli * in->jobs[order[k]].ran_ms;
+        cand[ncand++] = (struct restart_cand){(int32_t)i, cost_of(price, n->busy_until_ms - in->now_ms) -
+                                                              cost_of(price / t->gpus, lost / 1000)};
+    }
+    qsort(cand, ncand, sizeof(*cand), cmp_restart_cand);
+    for (int done = 0; r->disrupt_left > 0 && done < RESTART_NODES_MAX; done++) {
+        struct restart_eval best_e = {0};
+        int best = -1, tried = 0;
+        for (size_t c = 0; c < ncand && tried < RESTART_EVALS_MAX; c++) {
+            int i = cand[c].node;
+            struct restart_eval e;
+            if (best >= 0 && cand[c].bound <= best_e.saving - best_e.redone)
+                break; /* none after it can do better */
+            if (!r->rooms[i].usable)
+                continue; /* restarted this pass */
+            tried++;
+            e = restart_eval(r, i, order + first[i], first[i + 1] - first[i], ends, tmp, tend);
+            if (!e.ok || e.saving <= e.redone)
+                continue;
+            if (best < 0 || e.saving - e.redone > best_e.saving - best_e.redone) {
+                best = i;
+                best_e = e;
+                memcpy(keep, tmp, in->nnodes * sizeof(*keep));
+                memcpy(keep_end, tend, in->nnodes * sizeof(*keep_end));
+            }
+        }
+        if (best < 0)
+            break;
+        const struct tm_planner_node *n = &in->nodes[best];
+        const struct tm_price_type *t = &in->prices->types[n->type];
+        struct tm_planner_action *x = act_add(
+            &r->a, TM_PLANNER_RESTART,
+            "consolidate by restart: %d jobs (%d start over, %.2f GPUs) fit elsewhere; saved %.2f "
+            "node-h x %.2f - %.2f elsewhere = %.2f USD > redone %.2f GPU-h x %.2f = %.2f USD",
+            best_e.restarted + best_e.moved, best_e.restarted, n->used_milli / 1000.0,
+            best_e.horizon / 3.6e6, type_price(t, n->spot) / 1e6,
+            (cost_of(type_price(t, n->spot), best_e.horizon) - best_e.saving) / 1e6, best_e.saving / 1e6,
+            best_e.redone_milli_ms / 1000 / 3.6e6, type_price(t, n->spot) / t->gpus / 1e6,
+            best_e.redone / 1e6);
+        if (!x)
+            break;
+        x->node = best;
+        x->type = n->type;
+        x->spot = n->spot;
+        x->cost_uusd = best_e.redone;
+        x->saving_uusd = best_e.saving;
+        x->redone_milli_ms = best_e.redone_milli_ms;
+        x->restarted = best_e.restarted;
+        /* its jobs hold their new rooms, and the nodes that take them run
+         * as long as they do, for the rest of the pass */
+        memcpy(r->rooms, keep, in->nnodes * sizeof(*keep));
+        memcpy(ends, keep_end, in->nnodes * sizeof(*ends));
+        r->rooms[best].usable = false;
+        r->disrupt_left--;
+    }
+    err = 0;
+out:
+    free(first);
+    free(order);
+    free(tmp);
+    free(keep);
+    free(tend);
+    free(ends);
+    free(keep_end);
+    free(cand);
+    return err;
+}
+
 /* 5b. Drain oversized nodes: one whose work a type of at most
  * 1/TM_PLANNER_DRAIN_DIV of its GPUs would hold gets no new work, so that
  * it empties and goes instead of a large node launched for a large
@@ -883,6 +1132,11 @@ int tm_planner_run(const struct tm_planner_input *in, struct tm_planner_result *
 
     run_substitutes(&r);
     err = run_consolidate(&r);
+    if (err < 0) {
+        r.a.err = err;
+        goto out;
+    }
+    err = run_restart(&r);
     if (err < 0) {
         r.a.err = err;
         goto out;

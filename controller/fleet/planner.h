@@ -8,7 +8,8 @@
  * on-demand node that runs only preemptible work, by spot), move
  * (checkpoint the preemptible, checkpointable jobs of a node so that it
  * empties), switch a deadline job to on-demand, refuse a launch (hard
- * budget cap) or warn (soft threshold).  No I/O, no clock, no state kept
+ * budget cap), warn (soft threshold) or restart (consolidation by
+ * restart, below).  No I/O, no clock, no state kept
  * between calls: the replay (controller/replay/elastic.c) and the live tick call
  * the same function.
  *
@@ -59,6 +60,27 @@
  * its slack (deadline - now - remaining work) exceeds the time an
  * on-demand start takes (boot + one tick); at the latest tick where that
  * would no longer hold it gets TM_PLANNER_DEADLINE_OD: run on on-demand now.
+ *
+ * Consolidation by restart (params.consolidate_restart; DESIGN.md: a
+ * preemptible job is restartable by tarmac).  A node whose jobs are all
+ * preemptible but not all checkpointable (so no move) is emptied with
+ * TM_PLANNER_RESTART when the money saved exceeds the work redone:
+ *   saved    the node's price x its expected use left (busy_until_ms - now,
+ *            the end of its work by the runtime estimates), less what the
+ *            nodes that take its jobs cost for running longer than their
+ *            own expected use (each job placed where that is least, then
+ *            first fit; new end = now + its redo + its remaining work)
+ *   redone   the GPU-time of this attempt of each job that cannot
+ *            checkpoint (ran_ms x its GPUs), plus move_cost_ms x GPUs for
+ *            those that can, priced at the node's price per GPU
+ * restart when saved > redone.  Its jobs must fit the free room of other
+ * ready nodes, none may have reached params.restart_attempts_max attempts,
+ * the node must allow it (no_restart false), and it takes one from the
+ * disruption budget.  The node that saves most net of the work redone
+ * goes first, then the next on the room and ends that leaves, while the
+ * budget lasts (at most 4 a pass, each the best of at most 64 candidates
+ * fitted, taken by their most possible saving); none in a pass that moved
+ * a node.
  */
 #ifndef TM_PLANNER_H
 #define TM_PLANNER_H
@@ -102,6 +124,10 @@ struct tm_planner_node {
      * holds it. */
     int32_t share_free_milli;
     bool share_room_known;
+    /* Consolidation by restart is not for this node: its pool forbids it
+     * (consolidate_restart: false) or a job on it cannot be restarted
+     * alone (a gang spanning nodes). */
+    bool no_restart;
 };
 
 struct tm_planner_job {
@@ -116,6 +142,10 @@ struct tm_planner_job {
     int64_t deadline_ms;     /* 0: none */
     int64_t cpu_milli;       /* CPU it asks; 0: not checked */
     int64_t memory_mib;      /* memory it asks; 0: not checked */
+    /* Running jobs, for consolidation by restart: */
+    bool checkpointable;     /* resumes from a checkpoint (else starts over) */
+    int32_t attempts;        /* attempts started, this one included */
+    int64_t ran_ms;          /* run time of this attempt (redone on a restart) */
 };
 
 struct tm_planner_shortage {
@@ -163,7 +193,14 @@ struct tm_planner_params {
      * not; the replay uses the boot time).  0: kept as long as the
      * forecast wants it. */
     int64_t keep_max_ms;
+    /* Consolidation by restart (the header's rule); false: never. */
+    bool consolidate_restart;
+    /* A job that has started this many attempts is not restarted again
+     * (0: TM_PLANNER_RESTART_ATTEMPTS_MAX), so nothing restarts forever. */
+    int32_t restart_attempts_max;
 };
+
+#define TM_PLANNER_RESTART_ATTEMPTS_MAX 3
 
 struct tm_planner_input {
     int64_t now_ms;
@@ -196,6 +233,8 @@ enum tm_planner_kind {
     TM_PLANNER_REFUSE,          /* a launch refused by a hard budget cap */
     TM_PLANNER_WARN,            /* a soft budget threshold passed */
     TM_PLANNER_DRAIN,           /* no new work on `node`; it is released once empty */
+    TM_PLANNER_RESTART,         /* stop `node`'s jobs (checkpointed when they can, else
+                                 * started over elsewhere), then release it */
     TM_PLANNER_KIND_MAX,
 };
 
@@ -212,7 +251,10 @@ struct tm_planner_action {
     bool spot;
     bool od_fallback;        /* launches: on-demand for preemptible work, spot short */
     bool pool_minimum;       /* launches: only to keep the pool at its min_nodes */
-    int64_t cost_uusd;       /* launches: projected cost */
+    int64_t cost_uusd;       /* launches: projected cost; restart: the work redone */
+    int64_t saving_uusd;     /* restart: the money saved */
+    int64_t redone_milli_ms; /* restart: milli-GPU x ms redone */
+    int32_t restarted;       /* restart: jobs started over (not checkpointable) */
     char reason[TM_PLANNER_REASON_MAX];
 };
 

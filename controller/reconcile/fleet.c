@@ -130,6 +130,10 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
             grace_max = pool->idle_grace_ms;
         if (pool->drain_oversized)
             in->params.drain_oversized = true;
+        /* consolidation by restart: on for the model when a pool allows
+         * it; each node then follows its own pool (no_restart below) */
+        if (pool->consolidate_restart)
+            in->params.consolidate_restart = true;
         /* The planner sees one budget per model: the sum of its pools'
          * when each has one (each pool's own is enforced again when the
          * actions are mapped, tm_rc_disruption_take). */
@@ -184,6 +188,8 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
             .free_whole = t->gpus, .only_preemptible = true,
             /* Work placed this pass is not known here: not movable. */
             .movable = !p->node_placed[ni], .cordoned = n->cordoned,
+            /* its pool forbids restarts, or work placed this pass (unknown here) */
+            .no_restart = !pool->consolidate_restart || p->node_placed[ni],
             .busy_until_ms = p->in->now_ms,
         };
         /* One grace per planner pass: shift each node's idle start so
@@ -219,6 +225,9 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
          * spans nodes, and moving it would stop the others too: never. */
         if (!j || !j->preemptible || !j->checkpointable || j->nodes > 1)
             x->movable = false;
+        /* a gang restarts as a whole or not at all: not by one node's restart */
+        if (!j || j->nodes > 1)
+            x->no_restart = true;
         if (j && !j->checkpointable)
             x->lost_if_moved_milli_ms += (int64_t)milli * tm_rc_ran_ms(p, j);
         if (p->in->now_ms + left > x->busy_until_ms)
@@ -227,7 +236,8 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
             .id = al->job_id, .gpus = whole, .milli = milli, .preemptible = j && j->preemptible,
             .on_spot = x->spot, .running = true, .node = (int32_t)k, .remaining_ms = left,
             .deadline_ms = j ? j->deadline_ms : 0, .cpu_milli = al->cpu_milli,
-            .memory_mib = al->memory_mib};
+            .memory_mib = al->memory_mib, .checkpointable = j && j->checkpointable,
+            .attempts = j ? j->attempts : 0, .ran_ms = j ? tm_rc_ran_ms(p, j) : 0};
     }
     for (size_t k = 0; k < f->nnodes; k++) {
         struct tm_planner_node *x = &f->nodes[k];

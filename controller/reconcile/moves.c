@@ -23,6 +23,12 @@
  *                spot, leaves it: checkpointed when it can, else requeued.
  *   REFUSE       "launch_refused": recorded when the refusal changes, not
  *                each tick (0007's launch_refusals).
+ *   RESTART      "restart" (0015): consolidation by restart; the same
+ *                cordon, with the node's checkpointable jobs checkpointed
+ *                and the others requeued to start over elsewhere (cause
+ *                'consolidate'), the decision stating the money saved and
+ *                the work redone.  Pools with consolidate_restart: false
+ *                mark their nodes no_restart (fleet_build).
  *
  * Disruption budget: per pool, at most max(disruption_nodes,
  * disruption_pct % of its live nodes) voluntary disruptions (idle
@@ -289,6 +295,91 @@ static void plan_move(struct pass *p, const struct fleet *f, const struct tm_pla
     move_node(p, ni, why, "move", 0);
 }
 
+/* RESTART: the node's jobs leave it in one "restart" op (0015): the
+ * checkpointable ones checkpoint, the others are requeued to start over
+ * elsewhere (cause 'consolidate'; the next placement is their attempt + 1),
+ * and the node, cordoned in the same statement, goes once empty.  Checked
+ * again here: every job on it must be preemptible and run on it alone. */
+static void plan_restart(struct pass *p, const struct fleet *f, const struct tm_planner_action *x)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    size_t ni = (size_t)f->node_of[x->node];
+    const struct tm_snap_node *n = &s->nodes[ni];
+    size_t lo, hi;
+    int nckpt = 0, nrestart = 0;
+    char why[512], jwhy[256];
+
+    if (f->nodes[x->node].no_restart || n->state != TM_NODE_READY || n->cordoned || p->node_gone[ni] ||
+        p->node_replaced[ni])
+        return;
+    tm_rc_allocs_on_node(p, n->id, &lo, &hi);
+    for (size_t k = lo; k < hi; k++) {
+        int ji = tm_rc_running_job_at(p, k);
+        if (ji >= 0 && (!s->jobs[ji].preemptible || s->jobs[ji].nodes > 1 || p->job_leaving[ji]))
+            return;
+    }
+    if (!tm_rc_disruption_take(p, n->pool))
+        return;
+    snprintf(why, sizeof(why), "planner: %s", x->reason);
+    cJSON *a = tm_rc_action(p, "restart", why);
+    tm_rc_put_num(p, a, "node", (double)n->id);
+    cJSON *jobs = a ? cJSON_AddArrayToObject(a, "jobs") : NULL;
+    if (a && !jobs)
+        p->err = TM_ENOMEM;
+    for (size_t k = lo; k < hi && jobs; k++) {
+        int ji = tm_rc_running_job_at(p, k);
+        if (ji < 0)
+            continue;
+        const struct tm_snap_job *j = &s->jobs[ji];
+        int64_t ran = tm_rc_ran_ms(p, j);
+        if (j->checkpointable)
+            snprintf(jwhy, sizeof(jwhy),
+                     "consolidated off node %" PRId64 ": checkpointed after %" PRId64 " s of attempt %d, "
+                     "progress kept; requeued to run elsewhere", n->id, ran / 1000, j->attempts);
+        else
+            snprintf(jwhy, sizeof(jwhy),
+                     "consolidated off node %" PRId64 " by restart: attempt %d stopped after %" PRId64
+                     " s (cannot checkpoint, that work is redone); requeued for attempt %d elsewhere",
+                     n->id, j->attempts, ran / 1000, j->attempts + 1);
+        cJSON *o = cJSON_CreateObject();
+        if (!o) {
+            p->err = TM_ENOMEM;
+            break;
+        }
+        cJSON_AddItemToArray(jobs, o);
+        tm_rc_put_num(p, o, "job", (double)j->id);
+        tm_rc_put_num(p, o, "started_ms", (double)j->started_ms);
+        tm_rc_put_str(p, o, "cause", j->checkpointable ? "checkpoint" : "consolidate");
+        tm_rc_put_str(p, o, "reason", jwhy);
+        cJSON *in = tm_rc_inputs(p, o);
+        tm_rc_put_str(p, in, "moved_by", "planner");
+        tm_rc_put_str(p, in, "restart", j->checkpointable ? "checkpoint" : "from_start");
+        tm_rc_put_num(p, in, "attempt", j->attempts);
+        tm_rc_put_num(p, in, "next_attempt", j->attempts + 1);
+        tm_rc_put_num(p, in, "ran_ms", (double)ran);
+        p->job_leaving[ji] = true;
+        if (j->checkpointable) {
+            p->plan.checkpointed++;
+            nckpt++;
+        } else {
+            p->plan.requeued++;
+            nrestart++;
+        }
+    }
+    cJSON *in = tm_rc_inputs(p, a);
+    tm_rc_put_str(p, in, "instance_id", p->node_instance[ni]);
+    if (n->pool >= 0)
+        tm_rc_put_str(p, in, "pool", p->cfg->pools[n->pool].name);
+    tm_rc_put_str(p, in, "disruption", "restart");
+    tm_rc_put_num(p, in, "restarting", nrestart);
+    tm_rc_put_num(p, in, "checkpointing", nckpt);
+    tm_rc_put_num(p, in, "saving_usd", (double)x->saving_uusd / 1e6);
+    tm_rc_put_num(p, in, "redone_usd", (double)x->cost_uusd / 1e6);
+    tm_rc_put_num(p, in, "redone_gpu_hours", (double)x->redone_milli_ms / 1000.0 / 3.6e6);
+    p->node_ready[ni] = false;
+    p->plan.moved++;
+}
+
 static void plan_substitute(struct pass *p, const bool *in_model, const struct fleet *f,
                             const struct tm_planner_action *x, unsigned *seq)
 {
@@ -401,6 +492,9 @@ void tm_rc_plan_other(struct pass *p, const bool *in_model, const struct fleet *
         break;
     case TM_PLANNER_SUBSTITUTE:
         plan_substitute(p, in_model, f, x, seq);
+        break;
+    case TM_PLANNER_RESTART:
+        plan_restart(p, f, x);
         break;
     case TM_PLANNER_DEADLINE_OD:
         plan_deadline(p, f, in, x);

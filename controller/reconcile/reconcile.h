@@ -240,6 +240,13 @@ struct tm_reconcile_input {
  * or -1 when none accepts it. */
 int tm_reconcile_job_pool(const struct tm_config *cfg, const struct tm_snap_job *j);
 
+/* Whether preemptible work is routed to config pool pi: a spot or
+ * spot_then_on_demand pool, or an on_demand pool whose GPU model has
+ * neither (tm_reconcile_job_pool sends preemptible work to those first).
+ * consolidate_restart acts on preemptible jobs only, so on a pool where
+ * this is false it does nothing (the daemon says so once at start). */
+bool tm_reconcile_pool_gets_preemptible(const struct tm_config *cfg, size_t pi);
+
 /* GPUs wanted per config pool now: running jobs on its nodes plus queued
  * jobs routed to it (as the planner routes them), in GPUs; out has
  * cfg->npools entries.  The controller feeds its forecasters with it. */

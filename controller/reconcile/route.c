@@ -33,6 +33,19 @@ int tm_rc_job_route(const struct tm_config *cfg, const struct tm_snap_job *j)
     return best;
 }
 
+bool tm_reconcile_pool_gets_preemptible(const struct tm_config *cfg, size_t pi)
+{
+    const struct tm_config_pool *pool = &cfg->pools[pi];
+
+    if (!tm_rc_pool_is_od(pool))
+        return true;
+    for (size_t k = 0; k < cfg->npools; k++)
+        if (k != pi && !tm_rc_pool_is_od(&cfg->pools[k]) &&
+            strcmp(cfg->pools[k].gpu_model, pool->gpu_model) == 0)
+            return false;
+    return true;
+}
+
 /* GPUs a queued job asks of pool pi, in milli-GPU: a whole node per gang
  * member or full-node job, else its GPUs or share. */
 int64_t tm_rc_job_ask_milli(const struct tm_config_pool *pool, const struct tm_snap_job *j)

@@ -76,6 +76,7 @@ void tm_elastic_config_default(struct tm_elastic_config *c)
     c->tick_ms = 30 * 1000;
     c->idle_grace_ms = 600 * 1000;
     c->seed = 1;
+    c->consolidate_restart = true;
 }
 
 enum { J_FUTURE, J_QUEUED, J_RUNNING, J_DONE };
@@ -387,6 +388,19 @@ static void stop_job(struct sim *s, size_t j, bool checkpoint)
     enqueue(s, j);
 }
 
+/* Stop a running job that cannot checkpoint so that it starts over
+ * elsewhere (consolidation by restart): its attempt's work is redone, a
+ * figure of its own beside the GPU-hours interruptions lose. */
+static void restart_job(struct sim *s, size_t j)
+{
+    double lost = s->st.lost_gpu_hours;
+
+    stop_job(s, j, false);
+    s->st.redone_gpu_hours += s->st.lost_gpu_hours - lost;
+    s->st.lost_gpu_hours = lost;
+    s->st.restarted_jobs++;
+}
+
 static int32_t job_mask(struct sim *s, const struct ejob *jb)
 {
     if (!jb->preemptible || jb->force_od || !s->cfg->spot)
@@ -633,6 +647,9 @@ static void plan_tarmac_params(struct sim *s, struct tm_planner_input *in)
     in->params.disruption_nodes = 2;
     in->params.disruption_pct = 0.1;
     in->params.drain_oversized = true;
+    /* Preemptible work that cannot checkpoint may be started over
+     * elsewhere when that saves more than it redoes (planner.h). */
+    in->params.consolidate_restart = c->consolidate_restart;
     /* The forecast keeps an idle node for at most a boot: keeping it
      * longer costs more than launching again when the demand comes
      * (ski rental).  Measured, tarmac, unlimited -> a boot: openb B
@@ -724,6 +741,25 @@ static int apply_action(struct sim *s, const struct tm_planner_action *x, const 
         s->st.moves++;
         if (c->log)
             fprintf(c->log, "%.0f tarmac move %s: %s\n", s->now / 1e3, s->nodes[ni].id, x->reason);
+        break;
+    }
+    case TM_PLANNER_RESTART: {
+        size_t ni = (size_t)nmap[x->node];
+        for (size_t q = s->nrunning; q-- > 0;) {
+            size_t j = s->running[q];
+            if (s->jobs[j].node != (int)ni)
+                continue;
+            if (s->jobs[j].ckpt)
+                stop_job(s, j, true);
+            else
+                restart_job(s, j);
+        }
+        /* emptied: release it now, as a move does */
+        terminate(s, ni, "consolidated by restart");
+        s->st.restarts++;
+        if (c->log)
+            fprintf(c->log, "%.0f %s restart %s: %s\n", s->now / 1e3, tm_elastic_policy_name(c->policy),
+                    s->nodes[ni].id, x->reason);
         break;
     }
     case TM_PLANNER_DEADLINE_OD: {
@@ -822,7 +858,8 @@ static int plan(struct sim *s)
                                         .preemptible = jb->preemptible, .on_spot = s->nodes[jb->node].spot,
                                         .running = true, .node = pmap[jb->node], .remaining_ms = left,
                                         .deadline_ms = jb->deadline, .cpu_milli = jb->cpu,
-                                        .memory_mib = jb->mem};
+                                        .memory_mib = jb->mem, .checkpointable = jb->ckpt,
+                                        .attempts = jb->attempts + 1, .ran_ms = s->now - jb->start};
     }
     /* The largest free room on one partly used GPU (a share fits there or
      * on a whole free GPU, never across two). */

@@ -14,8 +14,11 @@
  *             estimate is the runtime, and known: DESIGN.md's oracle)
  *   tarmac    the planner (controller/fleet/planner.h) with the forecaster
  *             (controller/fleet/forecast.h) one boot ahead, spot routing by
- *             expected loss, substitution and consolidation, draining of
- *             oversized nodes (drain_oversized), smallest nodes first
+ *             expected loss, substitution and consolidation (moves of
+ *             checkpointable work, and restarts of preemptible work that
+ *             cannot checkpoint when the saving exceeds the work redone),
+ *             draining of oversized nodes (drain_oversized), smallest
+ *             nodes first
  *
  * Both elastic policies plan at every tick and also at once when a job
  * joins the queue (a submission or a requeue), as the controller does when
@@ -106,6 +109,7 @@ struct tm_elastic_config {
     int64_t idle_grace_ms;    /* reactive's grace; tarmac's is its own */
     enum tm_elastic_ckpt ckpt;
     double deadline_slack;    /* > 0: preemptible jobs get deadline submit + slack x runtime */
+    bool consolidate_restart; /* tarmac, oracle: consolidation by restart (default true) */
     uint64_t seed;
     FILE *log;                /* decisions, one line each; NULL: none */
 };
@@ -119,6 +123,11 @@ struct tm_elastic_stats {
     double wait_mean_s, wait_p99_s, waited_longer_than_boot_share;
     size_t interruptions, launches, terminations, substitutions, moves, refusals;
     size_t drains;            /* nodes drained (no new work) by the planner */
+    /* Consolidation by restart (TM_PLANNER_RESTART): nodes emptied, jobs
+     * started over elsewhere, and the GPU-hours those jobs redo (their
+     * attempt's work, counted here and not in lost_gpu_hours). */
+    size_t restarts, restarted_jobs;
+    double redone_gpu_hours;
     double lost_gpu_hours, be_gpu_hours;
     size_t deadlines, deadlines_missed;
     double budget_overshoot_cents;

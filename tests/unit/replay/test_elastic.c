@@ -300,6 +300,62 @@ static void test_spread_shares_room(void **state)
     tm_trace_release(&t);
 }
 
+/* Consolidation by restart in the replay.  At 0 a 6-GPU job (10 h) and a
+ * 2-GPU job (30 min) fill node 1, ready at 180 s; at 600 s a preemptible
+ * 1-GPU job that cannot checkpoint (5 h) gets node 2, ready at 780 s.
+ * When the 2-GPU job ends at 1980 s, node 1 has room for 9.5 h more: the
+ * oracle (true runtimes) restarts the 1-GPU job there and releases node
+ * 2, redoing 1200 s on one GPU (0.333 GPU-h, $1.33) to save 4.67
+ * node-hours ($149.33).  With consolidate_restart off nothing restarts and
+ * it costs more. */
+static void test_consolidate_by_restart(void **state)
+{
+    struct tm_price_table pr;
+    struct tm_trace t;
+    struct tm_elastic_config c;
+    struct tm_elastic_stats on, off;
+    static const int32_t gpus[3] = {6, 2, 1};
+    static const int64_t at[3] = {0, 0, 600 * S}, run_ms[3] = {10 * H, 1800 * S, 5 * H};
+    (void)state;
+    table(&pr, 0, true);
+    memset(&t, 0, sizeof(t));
+    t.jobs = calloc(3, sizeof(*t.jobs));
+    assert_non_null(t.jobs);
+    t.njobs = 3;
+    for (int i = 0; i < 3; i++) {
+        struct tm_trace_job *j = &t.jobs[i];
+        snprintf(j->name, sizeof(j->name), "j%d", i);
+        j->submit_ms = j->start_ms = at[i];
+        j->end_ms = j->start_ms + run_ms[i];
+        j->cpu_milli = 4000;
+        j->memory_mib = 16384;
+        j->gpus = gpus[i];
+        j->gpu_milli = 1000;
+        j->preemptible = i == 2;
+        j->qos = i == 2 ? TM_QOS_BE : TM_QOS_LS;
+        j->klass = i == 2 ? TM_CLASS_BATCH : TM_CLASS_TRAIN;
+    }
+    tm_elastic_config_default(&c);
+    c.prices = &pr;
+    run(&t, &c, TM_ELASTIC_ORACLE, &on);
+    assert_int_equal(on.unfinished, 0);
+    assert_int_equal(on.restarts, 1);
+    assert_int_equal(on.restarted_jobs, 1);
+    assert_true(on.redone_gpu_hours > 1199.0 / 3600 && on.redone_gpu_hours < 1201.0 / 3600);
+    assert_true(on.lost_gpu_hours == 0);
+    c.consolidate_restart = false;
+    run(&t, &c, TM_ELASTIC_ORACLE, &off);
+    assert_int_equal(off.unfinished, 0);
+    assert_int_equal(off.restarts, 0);
+    assert_true(off.redone_gpu_hours == 0);
+    assert_true(on.cost_usd < off.cost_usd - 100);
+    /* the baselines never restart */
+    c.consolidate_restart = true;
+    run(&t, &c, TM_ELASTIC_REACTIVE, &off);
+    assert_int_equal(off.restarts, 0);
+    tm_trace_release(&t);
+}
+
 /* Bad input through the command line: the file, the line and the reason. */
 static void test_cli_bad_prices(void **state)
 {
@@ -329,6 +385,7 @@ int main(void)
         cmocka_unit_test(test_openb_calibration),
         cmocka_unit_test(test_plan_on_arrival),
         cmocka_unit_test(test_spread_shares_room),
+        cmocka_unit_test(test_consolidate_by_restart),
         cmocka_unit_test(test_copies_known_estimates),
         cmocka_unit_test(test_cli_bad_prices),
     };
