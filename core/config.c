@@ -166,6 +166,10 @@ static const struct cfg_field cfg_pool_fields[] = {
     {.key = "checkpoint_dir", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, checkpoint_dir)},
     {.key = "idle_job_action", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, idle_job_action),
      .def = "report", .choices = cfg_idle_job_actions},
+    /* Gangs bought whole: the cluster placement group (EC2) or compact
+     * resource policy (GCP) a gang's set goes into; absent: none. */
+    {.key = "placement_group", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, placement_group),
+     .flags = CFG_NAME},
 };
 static const struct cfg_section cfg_pool_section = {
     cfg_pool_fields, CFG_NFIELDS(cfg_pool_fields), sizeof(struct tm_config_pool)};

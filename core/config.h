@@ -135,6 +135,9 @@ struct tm_config_pool {
     size_t bootstrap_len;
     char *checkpoint_dir;         /* jobs checkpoint under PATH/job-<id>; may be NULL */
     char *idle_job_action;        /* report | requeue | cancel, default report */
+    /* A gang's set goes into it: EC2 cluster placement group, GCP compact
+     * resource policy (its name or URL); NULL: none. */
+    char *placement_group;
 };
 
 /* agent: the node agents' side of the controller (enrollment, staleness). */

@@ -54,6 +54,14 @@
  * the numbers in the reason); a soft cap emits one TM_PLANNER_WARN when the
  * projection first passes warn_at x cap (the caller keeps `warned`).
  *
+ * Gangs.  A queued job on several nodes needs them all at once, in one
+ * zone: its members that fit no node's free room are launched as one set
+ * (one TM_PLANNER_LAUNCH with count > 1) of the cheapest type holding a
+ * member, in the first zone where that type is not short; a set the pool's
+ * max or the budget cannot take whole is refused whole.  Never packed
+ * with other work: nodes bought for a gang and shared out would leave it
+ * short.
+ *
  * Deadlines ("uniform progress", Wu et al., NSDI '24, as the anchor): a
  * preemptible job with a deadline stays on spot (or waits for spot) while
  * its slack (deadline - now - remaining work) exceeds the time an
@@ -116,6 +124,12 @@ struct tm_planner_job {
     int64_t deadline_ms;     /* 0: none */
     int64_t cpu_milli;       /* CPU it asks; 0: not checked */
     int64_t memory_mib;      /* memory it asks; 0: not checked */
+    /* Gang size: a queued job on several nodes is one entry per node,
+     * every entry with the same id and gang; 0 or 1: a single node.  The
+     * members that fit no node's free room are launched as one set
+     * (TM_PLANNER_LAUNCH with count = the members left): one type, one
+     * zone, all or none. */
+    int32_t gang;
 };
 
 struct tm_planner_shortage {
@@ -212,7 +226,10 @@ struct tm_planner_action {
     bool spot;
     bool od_fallback;        /* launches: on-demand for preemptible work, spot short */
     bool pool_minimum;       /* launches: only to keep the pool at its min_nodes */
-    int64_t cost_uusd;       /* launches: projected cost */
+    int64_t cost_uusd;       /* launches: projected cost (of every node of a set) */
+    /* Launches: nodes launched together, all or none (a gang's set, in one
+     * zone); 1 for a single node.  job: the gang's first member. */
+    int32_t count;
     char reason[TM_PLANNER_REASON_MAX];
 };
 
