@@ -15,3 +15,6 @@ tm_add_c_test(test_ec2_fleet_set ${CMAKE_SOURCE_DIR}/tests/unit/providers/aws/te
 # A gang bought whole on moto (CreateFleet instant), the first attempt short.
 tm_add_test(itest_gang_aws LABELS integration aws FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_aws.sh)
+# A gang bought whole on the GCP fake, its first zone exhausted.
+tm_add_test(itest_gang_gcp LABELS integration gcp FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_gcp.sh)
