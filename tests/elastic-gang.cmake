@@ -18,3 +18,5 @@ tm_add_test(itest_gang_aws LABELS integration aws FIXTURES pg TIMEOUT 120
 # A gang bought whole on the GCP fake, its first zone exhausted.
 tm_add_test(itest_gang_gcp LABELS integration gcp FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_gcp.sh)
+tm_add_c_test(test_sim_launch_set ${CMAKE_SOURCE_DIR}/tests/unit/providers/sim/test_sim_launch_set.c
+              LABELS unit foundation TIMEOUT 60)
