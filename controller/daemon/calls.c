@@ -454,6 +454,7 @@ static void on_set(int status, const struct tm_instance *insts, size_t n, void *
                         "set=%s", c->node_id, insts[k].id, pname, insts[k].instance_type, insts[k].zone,
                         sc->key);
             calls->stats->launches++;
+            c->set = NULL; /* on its own from here: the set goes below */
             if (tm_store_node_launched(*calls->pool, c->node_id, insts[k].id,
                                        tm_clock_now_ms(calls->clock), on_launch_recorded, c) < 0)
                 tm_call_done(c);

@@ -107,6 +107,27 @@ out:
     return partial;
 }
 
+/* Whether token is the stem of a set some requested row belongs to: an
+ * instance a set launch made and has not yet tagged with its member's own
+ * token (EC2 CreateFleet tags the whole set with the stem first).  It is
+ * the set's, not an orphan: the set's relaunch finds and tags it. */
+static bool set_pending(const struct pass *p, const char *token)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    char key[TM_ID_MAX];
+
+    if (!token[0])
+        return false;
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        if (s->nodes[ni].state != TM_NODE_REQUESTED)
+            continue;
+        tm_launch_set_key(s->nodes[ni].token, key);
+        if (key[0] && strcmp(key, token) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* Step 1: compare each live node with its provider's listing. */
 void tm_rc_observe(struct pass *p, bool **ret_matched)
 {
@@ -261,7 +282,7 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
         for (size_t i = 0; i < obs->n; i++) {
             const struct tm_instance *c = &obs->instances[i];
             if (ret_matched[o][i] || c->state == TM_INSTANCE_TERMINATED ||
-                c->state == TM_INSTANCE_STOPPING)
+                c->state == TM_INSTANCE_STOPPING || set_pending(p, c->token))
                 continue;
             snprintf(why, sizeof(why),
                      "instance carries cluster tag but no live node owns it (token \"%s\", node %" PRId64 ")",

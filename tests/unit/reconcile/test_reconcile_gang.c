@@ -197,6 +197,16 @@ static void test_partial_set_not_adopted(void **state)
     assert_int_equal(snap_fixture_count_op(f->plan.actions, "orphan"), 0);
     assert_int_equal(f->plan.nlaunches, 2);
     assert_string_equal(f->plan.launches[0].set, f->plan.launches[1].set);
+    /* an instance carrying only the set's stem (made by CreateFleet, not yet
+     * tagged with its member's token) is the set's, not an orphan */
+    struct tm_instance *stem = &f->inst[f->obs.n++];
+    memset(stem, 0, sizeof(*stem));
+    snprintf(stem->id, sizeof(stem->id), "i-99");
+    snprintf(stem->token, sizeof(stem->token), "unit-od8-999000-0");
+    stem->state = TM_INSTANCE_RUNNING;
+    run(f);
+    assert_int_equal(snap_fixture_count_op(f->plan.actions, "orphan"), 0);
+    f->obs.n--;
     /* the whole set listed: adopted and ready as usual */
     i = &f->inst[f->obs.n++];
     memset(i, 0, sizeof(*i));
