@@ -44,12 +44,12 @@ for page in ec2.get_paginator("describe_instances").paginate(
 PY
 }
 
-DB=$(new_db itest_gang_aws)
-cat >"$WORK/c.yaml" <<YAML
+write_config() {
+    cat >"$1" <<YAML
 database:
   url: "$DB"
   pool_size: 3
-cluster: gang
+cluster: $2
 listen: "127.0.0.1:0"
 tick_interval: 300ms
 log_level: info
@@ -83,6 +83,10 @@ pools:
     idle_grace: 1s
     placement_group: tarmac-train
 YAML
+}
+
+DB=$(new_db itest_gang_aws)
+write_config "$WORK/c.yaml" gang
 "$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null
 curl -s -o /dev/null -X POST --data 'CreateFleet:fleet_short' "$PROXY/__proxy/schedule" || fail "proxy control"
 "$TARMAC" db submit --config "$WORK/c.yaml" --team a --gpus 8 --nodes 2 --runtime 2s >/dev/null
@@ -118,4 +122,44 @@ done <"$WORK/instances.txt"
 [ "$(awk '{print $4}' "$WORK/instances.txt" | sort -u | wc -l)" = 2 ] || fail "two instances share a token"
 if grep -rqF "$SK" "$WORK"/*.log "$WORK"/*.out; then fail "the secret key appears in a log"; fi
 echo "gang of 2 on moto: first CreateFleet short (nothing kept, one decision), bought whole in us-east-1b by the second; $(cat "$WORK/stats.txt" | cut -d' ' -f1-2)"
-echo "1 passed, 0 failed"
+
+# ---- 2. kill -9 while CreateFleet's answer is on its way ------------------
+# moto has made the set (tagged only with the set's token), the controller
+# never heard: the restart finds the set by its tag, tags each instance with
+# its own node and token, and launches nothing again.
+DB=$(new_db itest_gang_aws_kill)
+write_config "$WORK/k.yaml" gangk
+"$TARMAC" migrate --config "$WORK/k.yaml" >/dev/null
+curl -s -o /dev/null -X POST "$PROXY/__proxy/reset" || fail "proxy control"
+curl -s -o /dev/null -X POST --data '0,3' "$PROXY/__proxy/delay" || fail "proxy control"
+"$TARMAC" db submit --config "$WORK/k.yaml" --team a --gpus 8 --nodes 2 --runtime 2s >/dev/null
+"$TARMAC" serve --config "$WORK/k.yaml" --max-wall 40s >"$WORK/kill1.out" 2>"$WORK/kill1.log" &
+spid=$!
+PIDS+=("$spid")
+wait_for 20 'grep -q "msg=\"aws launch set\"" "$WORK/kill1.log"' || fail "no set launched before the kill"
+sleep 1
+kill -9 "$spid"
+wait "$spid" 2>/dev/null || true
+moto_instances gangk >"$WORK/k-before.txt"
+[ "$(wc -l <"$WORK/k-before.txt")" = 2 ] || fail "moto should hold the set: $(cat "$WORK/k-before.txt")"
+curl -s -o /dev/null -X POST --data '0,0' "$PROXY/__proxy/delay" || fail "proxy control"
+timeout 60 "$TARMAC" serve --config "$WORK/k.yaml" --exit-when-idle --max-wall 40s \
+    >"$WORK/kill2.out" 2>"$WORK/kill2.log" || fail "restart failed"
+[ "$(psql_q "SELECT state FROM jobs")" = succeeded ] \
+    || fail "gang did not succeed after the restart: $(psql_q 'SELECT id, state, state_reason FROM jobs')"
+grep -q 'msg="aws launch set found by its tag, not launching again"' "$WORK/kill2.log" \
+    || fail "the restart did not find the set by its tag"
+curl -s "$PROXY/__proxy/stats" >"$WORK/kstats.txt"
+[ "$(tr , '\n' <"$WORK/kstats.txt" | grep -c CreateFleet)" = 1 ] || fail "the set was launched again: $(cat "$WORK/kstats.txt")"
+sleep 1
+moto_instances gangk >"$WORK/k-after.txt"
+[ "$(wc -l <"$WORK/k-after.txt")" = 2 ] || fail "want the 2 instances only: $(cat "$WORK/k-after.txt")"
+while read -r id _ state token node _ _; do
+    [ "$(psql_q "SELECT count(*) FROM nodes WHERE id = $node AND launch_token = '$token' AND instance_id = '$id'")" = 1 ] \
+        || fail "instance $id not adopted by its own node: $(cat "$WORK/k-after.txt")"
+    [ "$state" = terminated ] || [ "$state" = shutting-down ] || fail "instance $id left $state"
+done <"$WORK/k-after.txt"
+[ "$(psql_q "SELECT count(*) FROM nodes")" = 2 ] || fail "want 2 node rows: $(psql_q 'SELECT id, state, launch_token FROM nodes')"
+if grep -rqF "$SK" "$WORK"/*.log "$WORK"/*.out; then fail "the secret key appears in a log"; fi
+echo "kill -9 with the set made and unheard of: restart adopted both by the set's tag (1 CreateFleet in all), 0 duplicates, 0 orphans"
+echo "2 passed, 0 failed"
