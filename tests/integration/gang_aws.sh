@@ -131,13 +131,14 @@ DB=$(new_db itest_gang_aws_kill)
 write_config "$WORK/k.yaml" gangk
 "$TARMAC" migrate --config "$WORK/k.yaml" >/dev/null
 curl -s -o /dev/null -X POST "$PROXY/__proxy/reset" || fail "proxy control"
-curl -s -o /dev/null -X POST --data '0,3' "$PROXY/__proxy/delay" || fail "proxy control"
+curl -s -o /dev/null -X POST --data '0,15' "$PROXY/__proxy/delay" || fail "proxy control"
 "$TARMAC" db submit --config "$WORK/k.yaml" --team a --gpus 8 --nodes 2 --runtime 2s >/dev/null
 "$TARMAC" serve --config "$WORK/k.yaml" --max-wall 40s >"$WORK/kill1.out" 2>"$WORK/kill1.log" &
 spid=$!
 PIDS+=("$spid")
-wait_for 20 'grep -q "msg=\"aws launch set\"" "$WORK/kill1.log"' || fail "no set launched before the kill"
-sleep 1
+wait_for 30 'grep -q "msg=\"aws launch set\"" "$WORK/kill1.log"' || fail "no set launched before the kill"
+# moto holds the set while its answer waits in the proxy: kill now
+wait_for 30 '[ "$(moto_instances gangk | wc -l)" = 2 ]' || fail "moto never made the set"
 kill -9 "$spid"
 wait "$spid" 2>/dev/null || true
 moto_instances gangk >"$WORK/k-before.txt"
