@@ -9,7 +9,7 @@ tm_add_c_test(test_launch_set ${CMAKE_SOURCE_DIR}/tests/unit/providers/common/te
 tm_add_test(itest_gang_azure LABELS integration azure FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_azure.sh)
 tm_add_c_test(test_reconcile_gang ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_gang.c
-              LABELS unit elastic LINK tarmac_reconcile)
+              LABELS unit elastic TIMEOUT 60 LINK tarmac_reconcile)
 tm_add_c_test(test_ec2_fleet_set ${CMAKE_SOURCE_DIR}/tests/unit/providers/aws/test_ec2_fleet_set.c
               LABELS unit aws TIMEOUT 60)
 # A gang bought whole on moto (CreateFleet instant), the first attempt short.
