@@ -170,6 +170,10 @@ static const struct cfg_field cfg_pool_fields[] = {
      * (controller/fleet/planner.h); false forbids it on the pool's nodes. */
     {.key = "consolidate_restart", .type = CFG_BOOL,
      .offset = CFG_OFF(tm_config_pool, consolidate_restart), .def = "true"},
+    /* Gangs bought whole: the cluster placement group (EC2) or compact
+     * resource policy (GCP) a gang's set goes into; absent: none. */
+    {.key = "placement_group", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, placement_group),
+     .flags = CFG_NAME},
 };
 static const struct cfg_section cfg_pool_section = {
     cfg_pool_fields, CFG_NFIELDS(cfg_pool_fields), sizeof(struct tm_config_pool)};

@@ -141,6 +141,9 @@ struct tm_config_pool {
      * without preemptible work and it does nothing (said once at start). */
     bool consolidate_restart;
     bool consolidate_restart_set; /* the key was given (normalise()) */
+    /* A gang's set goes into it: EC2 cluster placement group, GCP compact
+     * resource policy (its name or URL); NULL: none. */
+    char *placement_group;
 };
 
 /* agent: the node agents' side of the controller (enrollment, staleness). */

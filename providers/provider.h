@@ -69,6 +69,19 @@ struct tm_launch_request {
     size_t bootstrap_len;
 };
 
+/* A gang's nodes, bought whole: every request names the same pool, cluster,
+ * instance type, capacity and zone ("" lets the provider choose one zone
+ * for all), and keeps its own node id and token, written to the database
+ * before the call as for one launch.  set_token names the set (the tokens'
+ * common stem, tm_launch_set_key); the provider may tag instances with it. */
+struct tm_launch_set {
+    const struct tm_launch_request *reqs;
+    size_t n;                  /* >= 1 */
+    const char *set_token;
+    const char *placement_group; /* NULL or "": none (EC2 cluster placement
+                                  * group, GCP compact resource policy) */
+};
+
 struct tm_price {
     const char *instance_type;
     const char *zone;
@@ -80,6 +93,10 @@ struct tm_provider;
 
 typedef void (*tm_launch_cb)(int status, const struct tm_instance *inst, void *data);
 typedef void (*tm_done_cb)(int status, void *data);
+/* All or nothing: status 0 with n instances, insts[i] for reqs[i]; an
+ * error with n 0 and nothing left running (the provider released what
+ * the cloud made before it failed). */
+typedef void (*tm_launch_set_cb)(int status, const struct tm_instance *insts, size_t n, void *data);
 /* list is valid only during the callback. */
 typedef void (*tm_list_cb)(int status, const struct tm_instance *list, size_t n, void *data);
 
@@ -98,11 +115,35 @@ struct tm_provider_ops {
     /* Abandon calls in flight (their callbacks fire with TM_ECANCELED), then
      * call done once every handle is closed; the provider is freed after. */
     void (*close)(struct tm_provider *p, void (*done)(void *data), void *data);
+    /* Launch a gang's nodes, all of them in one zone or none
+     * (struct tm_launch_set).  Where the cloud has an all-or-nothing call
+     * (EC2 CreateFleet instant with MinTargetCapacity, GCP bulkInsert with
+     * minCount) it is used; otherwise tm_provider_launch_set_each()
+     * launches one by one and releases the set whole if one fails.  NULL:
+     * the caller uses tm_provider_launch_set_each() itself. */
+    int (*launch_set)(struct tm_provider *p, const struct tm_launch_set *set,
+                      tm_launch_set_cb cb, void *data);
 };
 
 struct tm_provider {
     const struct tm_provider_ops *ops;
     void *impl;
 };
+
+/* A set launched through p->ops->launch one node at a time, in the zone
+ * of the first instance the cloud made (later members are asked for that
+ * zone).  If any member fails, every member already made is terminated
+ * before cb reports that member's error (TM_EQUOTA first when several
+ * fail), so nothing is left billing.  Same contract as ops->launch_set;
+ * the requests are copied before it returns. */
+int tm_provider_launch_set_each(struct tm_provider *p, const struct tm_launch_set *set,
+                                tm_launch_set_cb cb, void *data);
+
+/* Member k's launch token of a set whose stem is `set` ("<set>g007"),
+ * and the stem back from a member's token ("" for a token of a single
+ * launch).  The suffix survives truncation to TM_ID_MAX as
+ * tm_launch_token's does. */
+void tm_launch_member_token(const char *set, unsigned k, char out[TM_ID_MAX]);
+void tm_launch_set_key(const char *token, char out[TM_ID_MAX]);
 
 #endif

@@ -280,10 +280,19 @@ static void launch_now(struct tm_call *c)
     }
 }
 
+static void set_member_prepared(struct tm_call *c, bool ok);
+
 static void on_enrollment_stored(int status, const char *err, void *data)
 {
     struct tm_call *c = data;
 
+    if (c->set) {
+        if (status < 0 && status != TM_ECANCELED)
+            tm_log_warn("could not store the enrollment secret, launch set deferred",
+                        "node=%" PRId64 " error=\"%s\"", c->node_id, err ? err : tm_strerror(status));
+        set_member_prepared(c, status == 0 && !*c->calls->closing);
+        return;
+    }
     if (status < 0 || *c->calls->closing) {
         /* No row, no launch: an agent could never enroll.  The node stays
          * requested and the next pass asks again with a fresh secret. */
@@ -327,9 +336,288 @@ static void enroll_then_launch(struct tm_call *c, const struct tm_config_pool *p
     if (r < 0) {
         tm_log_warn("could not prepare the node's bootstrap, launch deferred", "node=%" PRId64 " error=%s",
                     c->node_id, tm_err_name(r));
+        if (c->set) {
+            set_member_prepared(c, false);
+            return;
+        }
         launching_del(c->calls, c->node_id);
         tm_call_done(c);
     }
+}
+
+/* ---- a gang's launch set ------------------------------------------------ */
+
+/* The members of one set: each a launch call in flight of its own (so the
+ * in-flight sets and the stop wait see every node), sent to the cloud in
+ * one all-or-nothing call once every member's enrollment is stored. */
+struct set_call {
+    struct tm_calls *calls;
+    struct tm_provider *via;
+    int provider;
+    size_t n, preparing;           /* members, those not yet prepared */
+    bool failed;                   /* a member could not be prepared */
+    struct tm_call **m;
+    char key[TM_ID_MAX];
+};
+
+static void set_free(struct set_call *sc)
+{
+    free(sc->m);
+    free(sc);
+}
+
+/* End every member's call (nothing launched, or the outcome recorded). */
+static void set_end(struct set_call *sc)
+{
+    for (size_t k = 0; k < sc->n; k++) {
+        launching_del(sc->calls, sc->m[k]->node_id);
+        tm_call_done(sc->m[k]);
+    }
+    set_free(sc);
+}
+
+static void on_set_failed_recorded(int status, const cJSON *result, const char *err,
+                                   const char *sqlstate, void *data)
+{
+    struct set_call *sc = data;
+    (void)result;
+    (void)sqlstate;
+    if (status < 0 && status != TM_ECANCELED)
+        tm_log_warn("could not record failed launch set", "set=%s error=\"%s\"", sc->key,
+                    err ? err : tm_strerror(status));
+    set_end(sc);
+}
+
+/* The cloud refused the set for capacity and released what it made: every
+ * member's row is given up in one transaction, the shortage remembered
+ * once, so the next pass asks for the whole set elsewhere. */
+static void set_short(struct set_call *sc, int status)
+{
+    struct tm_calls *calls = sc->calls;
+    const char *pname = calls->cfg->providers[sc->provider].name;
+    char why[256];
+    cJSON *actions = cJSON_CreateArray();
+    cJSON *a = cJSON_CreateObject();
+    cJSON *in = a ? cJSON_AddObjectToObject(a, "inputs") : NULL;
+    cJSON *nodes = a ? cJSON_AddArrayToObject(a, "nodes") : NULL;
+    bool ok = actions && a && in && nodes;
+
+    snprintf(why, sizeof(why), "provider %s has no capacity for the gang's %zu nodes at once (%s): "
+             "none kept, the set is asked for again elsewhere", pname, sc->n, tm_strerror(status));
+    tm_log_warn("launch set refused for capacity", "set=%s nodes=%zu provider=%s type=%s zone=%s",
+                sc->key, sc->n, pname, sc->m[0]->instance_type, sc->m[0]->zone);
+    calls->stats->launch_errors++;
+    shortage_remember(calls, sc->m[0], tm_clock_now_ms(calls->clock));
+    /* One action, one decision for the set (migrations/0014_launch_set.sql). */
+    ok = ok && cJSON_AddStringToObject(a, "op", "launch_set_failed") &&
+         cJSON_AddStringToObject(a, "set", sc->key) && cJSON_AddStringToObject(a, "reason", why) &&
+         cJSON_AddStringToObject(a, "pool", sc->m[0]->req.pool) &&
+         cJSON_AddStringToObject(in, "provider", pname) &&
+         cJSON_AddStringToObject(in, "instance_type", sc->m[0]->instance_type) &&
+         cJSON_AddStringToObject(in, "zone", sc->m[0]->zone) &&
+         cJSON_AddBoolToObject(in, "spot", sc->m[0]->spot) &&
+         cJSON_AddNumberToObject(in, "set_size", (double)sc->n) &&
+         cJSON_AddNumberToObject(in, "kept", 0);
+    for (size_t k = 0; k < sc->n && ok; k++) {
+        cJSON *id = cJSON_CreateNumber((double)sc->m[k]->node_id);
+        ok = id != NULL;
+        if (id)
+            cJSON_AddItemToArray(nodes, id);
+    }
+    if (actions && a)
+        cJSON_AddItemToArray(actions, a);
+    else
+        cJSON_Delete(a);
+    if (ok && tm_store_apply(*calls->pool, *calls->epoch, tm_clock_now_ms(calls->clock), actions,
+                             on_set_failed_recorded, sc) == 0) {
+        cJSON_Delete(actions);
+        return;
+    }
+    cJSON_Delete(actions);
+    set_end(sc);
+}
+
+static void on_set(int status, const struct tm_instance *insts, size_t n, void *data)
+{
+    struct set_call *sc = data;
+    struct tm_calls *calls = sc->calls;
+    const char *pname = calls->cfg->providers[sc->provider].name;
+
+    tm_fleet_stats_call(calls->fleet, (size_t)sc->provider, TM_FLEET_OP_LAUNCH, status);
+    if (status == 0 && n == sc->n && !*calls->closing) {
+        tm_crash_point("after_launch");
+        for (size_t k = 0; k < sc->n; k++) {
+            struct tm_call *c = sc->m[k];
+            launching_del(calls, c->node_id);
+            snprintf(c->instance_id, sizeof(c->instance_id), "%s", insts[k].id);
+            tm_log_info("instance launched", "node=%" PRId64 " instance=%s provider=%s type=%s zone=%s "
+                        "set=%s", c->node_id, insts[k].id, pname, insts[k].instance_type, insts[k].zone,
+                        sc->key);
+            calls->stats->launches++;
+            c->set = NULL; /* on its own from here: the set goes below */
+            if (tm_store_node_launched(*calls->pool, c->node_id, insts[k].id,
+                                       tm_clock_now_ms(calls->clock), on_launch_recorded, c) < 0)
+                tm_call_done(c);
+        }
+        set_free(sc);
+        return;
+    }
+    if (status == TM_EQUOTA && !*calls->closing) {
+        set_short(sc, status);
+        return;
+    }
+    if (status < 0 && status != TM_ECANCELED) {
+        calls->stats->launch_errors++;
+        tm_log(status == TM_EAUTH ? TM_LOG_ERROR : TM_LOG_WARN,
+               "could not launch set, will retry next tick", "set=%s nodes=%zu provider=%s error=%s",
+               sc->key, sc->n, pname, tm_err_name(status));
+    }
+    set_end(sc);
+}
+
+/* Every member prepared: one call for the whole set (the provider's own
+ * all-or-nothing call, else one by one released whole on a failure). */
+static void set_go(struct set_call *sc)
+{
+    struct tm_launch_request *reqs = NULL;
+    int r = TM_ENOMEM;
+
+    if (sc->failed || *sc->calls->closing) {
+        /* nothing asked of the cloud; the rows stay requested for the next pass */
+        set_end(sc);
+        return;
+    }
+    reqs = calloc(sc->n, sizeof(*reqs));
+    if (reqs) {
+        for (size_t k = 0; k < sc->n; k++) {
+            reqs[k] = sc->m[k]->req;
+            reqs[k].bootstrap = sc->m[k]->bootstrap;
+            reqs[k].bootstrap_len = sc->m[k]->bootstrap_len;
+        }
+        const struct tm_config_pool *pool = NULL;
+        for (size_t pi = 0; pi < sc->calls->cfg->npools; pi++)
+            if (strcmp(sc->calls->cfg->pools[pi].name, sc->m[0]->req.pool) == 0)
+                pool = &sc->calls->cfg->pools[pi];
+        struct tm_launch_set set = {.reqs = reqs, .n = sc->n, .set_token = sc->key,
+                                    .placement_group = pool ? pool->placement_group : NULL};
+        tm_log_info("launch set", "set=%s nodes=%zu type=%s zone=%s", sc->key, sc->n,
+                    sc->m[0]->instance_type, sc->m[0]->zone[0] ? sc->m[0]->zone : "-");
+        r = sc->via->ops->launch_set ? sc->via->ops->launch_set(sc->via, &set, on_set, sc)
+                                     : tm_provider_launch_set_each(sc->via, &set, on_set, sc);
+    }
+    free(reqs);
+    /* The provider copied the requests: the secrets go now. */
+    for (size_t k = 0; k < sc->n; k++)
+        if (sc->m[k]->bootstrap) {
+            OPENSSL_cleanse(sc->m[k]->bootstrap, sc->m[k]->bootstrap_len);
+            free(sc->m[k]->bootstrap);
+            sc->m[k]->bootstrap = NULL;
+            sc->m[k]->req.bootstrap = NULL;
+        }
+    if (r < 0) {
+        tm_log_warn("could not start launch set", "set=%s error=%s", sc->key, tm_err_name(r));
+        tm_fleet_stats_call(sc->calls->fleet, (size_t)sc->provider, TM_FLEET_OP_LAUNCH, r);
+        set_end(sc);
+    }
+}
+
+static void set_member_prepared(struct tm_call *c, bool ok)
+{
+    struct set_call *sc = c->set;
+    if (!ok)
+        sc->failed = true;
+    if (--sc->preparing == 0)
+        set_go(sc);
+}
+
+/* The id of a launch's node: its own, or the one the apply gave a node
+ * this plan requested; 0 when not inserted (a token clash). */
+static int64_t launch_node_id(const struct tm_rc_plan_launch *l, const cJSON *new_nodes)
+{
+    const cJSON *n;
+    if (l->node_id)
+        return l->node_id;
+    cJSON_ArrayForEach(n, new_nodes) {
+        const cJSON *tok = cJSON_GetObjectItemCaseSensitive(n, "token");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(n, "id");
+        if (cJSON_IsString(tok) && cJSON_IsNumber(id) && strcmp(tok->valuestring, l->token) == 0)
+            return (int64_t)id->valuedouble;
+    }
+    return 0;
+}
+
+/* Launch i is a set's: start the whole set if i is its first member in the
+ * plan and no member is in flight already. */
+static void set_start(struct tm_calls *calls, struct tm_rc_plan *plan, size_t i,
+                      struct tm_provider **providers, const cJSON *new_nodes)
+{
+    const struct tm_config *cfg = calls->cfg;
+    const struct tm_rc_plan_launch *l = &plan->launches[i];
+    const struct tm_config_pool *pool = &cfg->pools[l->pool];
+    struct set_call *sc;
+    size_t n = 0;
+    int prov = -1;
+
+    for (size_t k = 0; k < i; k++)
+        if (strcmp(plan->launches[k].set, l->set) == 0)
+            return; /* started with its first member */
+    for (size_t p = 0; p < cfg->nproviders; p++)
+        if (strcmp(cfg->providers[p].name, pool->provider) == 0)
+            prov = (int)p;
+    if (prov < 0 || !providers[prov])
+        return;
+    for (size_t k = i; k < plan->nlaunches; k++) {
+        struct tm_rc_plan_launch *x = &plan->launches[k];
+        if (strcmp(x->set, l->set) != 0)
+            continue;
+        x->node_id = launch_node_id(x, new_nodes);
+        if (x->node_id == 0 || launching_has(calls, x->node_id))
+            return; /* a member not inserted or in flight: the next pass sees */
+        n++;
+    }
+    sc = calloc(1, sizeof(*sc));
+    if (sc)
+        sc->m = calloc(n, sizeof(*sc->m));
+    if (!sc || !sc->m) {
+        free(sc);
+        return;
+    }
+    sc->calls = calls;
+    sc->via = providers[prov];
+    sc->provider = prov;
+    snprintf(sc->key, sizeof(sc->key), "%s", l->set);
+    for (size_t k = i; k < plan->nlaunches && sc->n < n; k++) {
+        struct tm_rc_plan_launch *x = &plan->launches[k];
+        struct tm_call *c;
+        if (strcmp(x->set, l->set) != 0)
+            continue;
+        c = tm_calls_new(calls, prov, x->node_id);
+        if (!c || launching_add(calls, x->node_id) < 0) {
+            if (c)
+                tm_call_done(c);
+            sc->failed = true;
+            break;
+        }
+        snprintf(c->token, sizeof(c->token), "%s", x->token);
+        snprintf(c->instance_type, sizeof(c->instance_type), "%s", x->instance_type);
+        snprintf(c->zone, sizeof(c->zone), "%s", x->zone);
+        c->spot = x->capacity == TM_CAPACITY_SPOT;
+        c->req = (struct tm_launch_request){
+            .cluster = cfg->cluster, .pool = pool->name, .node_id = x->node_id, .token = c->token,
+            .instance_type = c->instance_type, .zone = c->zone, .capacity = x->capacity,
+        };
+        c->launch_via = providers[prov];
+        c->set = sc;
+        sc->m[sc->n++] = c;
+    }
+    if (sc->failed || !pool->bootstrap) {
+        set_go(sc);
+        return;
+    }
+    /* Each member's enrollment secret stored before the cloud call. */
+    sc->preparing = sc->n;
+    for (size_t k = 0; k < sc->n; k++)
+        enroll_then_launch(sc->m[k], pool);
 }
 
 void tm_calls_start(struct tm_calls *calls, struct tm_rc_plan *plan, struct tm_provider **providers,
@@ -342,6 +630,11 @@ void tm_calls_start(struct tm_calls *calls, struct tm_rc_plan *plan, struct tm_p
         struct tm_rc_plan_launch *l = &plan->launches[i];
         const struct tm_config_pool *pool = &cfg->pools[l->pool];
         int prov = -1;
+        if (l->set[0]) {
+            /* a gang's nodes: all of the set at once, with its first member */
+            set_start(calls, plan, i, providers, new_nodes);
+            continue;
+        }
         for (size_t p = 0; p < cfg->nproviders; p++)
             if (strcmp(cfg->providers[p].name, pool->provider) == 0)
                 prov = (int)p;

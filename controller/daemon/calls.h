@@ -49,6 +49,9 @@ struct tm_call {
     struct tm_launch_request req;
     char *bootstrap;
     size_t bootstrap_len;
+    /* A member of a gang's launch set (calls.c's struct set_call): it goes
+     * to the cloud with the others once every member is prepared. */
+    struct set_call *set;
 };
 
 struct tm_calls {

@@ -60,6 +60,7 @@ static struct tm_planner_action *act_add(struct acts *a, enum tm_planner_kind ki
     x->node = -1;
     x->job = -1;
     x->type = -1;
+    x->count = 1;
     va_start(ap, fmt);
     vsnprintf(x->reason, sizeof(x->reason), fmt, ap);
     va_end(ap);
@@ -452,6 +453,8 @@ struct run {
     struct room *rooms;
     struct item *items[TM_PLANNER_POOL_MAX];
     size_t nitems[TM_PLANNER_POOL_MAX];
+    struct item *gangs[TM_PLANNER_POOL_MAX]; /* gang members left for a set launch */
+    size_t ngangs[TM_PLANNER_POOL_MAX];
     bool *force_od;            /* job index -> must start on-demand (deadline) */
     bool *skip_idle;           /* node index -> an idle node kept this run */
     int32_t pool_count[TM_PLANNER_POOL_MAX], pool_gpus[TM_PLANNER_POOL_MAX];
@@ -568,11 +571,125 @@ static int run_backlog(struct run *r)
             failed[od_only][nfailed[od_only]++] = all[k].ask;
     backlog:
         pool = od_only ? TM_PLANNER_POOL_OD : TM_PLANNER_POOL_SPOT;
+        if (jb->gang > 1) {
+            /* bought as one set by run_gang_launches, never packed */
+            r->gangs[pool][r->ngangs[pool]++] = all[k];
+            r->backlog_milli[pool] += all[k].milli;
+            continue;
+        }
         r->items[pool][r->nitems[pool]++] = all[k];
         r->backlog_milli[pool] += all[k].milli;
     }
     free(all);
     return 0;
+}
+
+/* 3a. Gangs bought whole: the members of one queued gang that fit no
+ * node's room, launched as one set of the cheapest type holding a member
+ * in the first zone where it is not short (a shortage remembered there
+ * moves the whole set to the next zone or type), or refused whole.  Before
+ * the other launches, so that the pool's max and the budget go to the
+ * work that needs all its nodes at once in the order the queue has it.
+ * Returns 0 or the first error (r->a.err). */
+static void gang_launch_one(struct run *r, int pool, const struct item *it, int32_t count)
+{
+    const struct tm_planner_input *in = r->in;
+    const struct tm_price_table *pr = in->prices;
+    const struct tm_planner_params *pp = &in->params;
+    const struct tm_planner_job *jb = &in->jobs[it->job];
+    bool spot = pool == TM_PLANNER_POOL_SPOT, fell_back_od = false;
+    int32_t zone = 0;
+    const char *why_fb = "";
+    int type = -1, side;
+    int64_t use_ms, cost;
+    struct tm_planner_action *x;
+
+    /* The cheapest type holding one member (its CPU and memory too). */
+    for (int pass = 0; pass < 2 && type < 0; pass++) {
+        if (pass == 1) {
+            if (!spot || !pp->od_fallback)
+                break;
+            spot = false;
+            fell_back_od = true;
+        }
+        int64_t best_price = 0;
+        for (size_t t = 0; t < pr->ntypes; t++) {
+            struct room rm = room_of_type(&pr->types[t], pool);
+            int64_t price = type_price(&pr->types[t], spot);
+            int z;
+            if (!room_fit(&rm, &it->ask, false) || (spot && price <= 0))
+                continue;
+            z = first_zone(pr, in->spot_zone_hazard, (int32_t)t, spot, in->shortages, in->nshortages,
+                           in->now_ms);
+            if (z < 0)
+                continue;
+            if (type < 0 || price < best_price) {
+                type = (int)t;
+                best_price = price;
+                zone = z;
+            }
+        }
+    }
+    if (type < 0) {
+        x = act_add(&r->a, TM_PLANNER_REFUSE, "gang of %d nodes: no type holds a member in a zone "
+                    "with %s capacity (every one short or too small)", count,
+                    pool == TM_PLANNER_POOL_SPOT ? "spot" : "on-demand");
+        if (x)
+            x->job = it->job;
+        return;
+    }
+    if (fell_back_od)
+        why_fb = ", fallback: on-demand (spot short everywhere)";
+    else if (first_zone(pr, in->spot_zone_hazard, (int32_t)type, spot, NULL, 0, in->now_ms) != zone)
+        why_fb = ", fallback: other zone (short)";
+    side = spot ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD;
+    if (r->pool_count[side] + count > pp->max_nodes[side]) {
+        x = act_add(&r->a, TM_PLANNER_REFUSE, "gang of %d nodes: pool %s has %d of max %d nodes, "
+                    "not bought in part", count, spot ? "spot" : "on-demand", r->pool_count[side],
+                    pp->max_nodes[side]);
+        if (x)
+            x->job = it->job;
+        return;
+    }
+    use_ms = jb->remaining_ms > 0 ? jb->remaining_ms : pp->launch_use_ms;
+    cost = cost_of(type_price(&pr->types[type], spot), pp->boot_ms + use_ms) * count;
+    if (!budget_ok(&r->bs, &r->a, cost, type, spot, pr->types[type].name))
+        return;
+    x = act_add(&r->a, TM_PLANNER_LAUNCH, "gang: job %lld needs %d nodes at once: %d x %s %s in %s, "
+                "all or none%s", (long long)jb->id, count, count, pr->types[type].name,
+                spot ? "spot" : "on-demand", pr->nzones ? pr->zones[zone] : "default zone", why_fb);
+    if (!x)
+        return;
+    x->job = it->job;
+    x->type = type;
+    x->zone = zone;
+    x->spot = spot;
+    x->od_fallback = fell_back_od;
+    x->cost_uusd = cost;
+    x->count = count;
+    r->pool_count[side] += count;
+}
+
+static int run_gang_launches(struct run *r)
+{
+    const struct tm_planner_input *in = r->in;
+
+    for (int p = 0; p < TM_PLANNER_POOL_MAX && !r->a.err; p++) {
+        for (size_t i = 0; i < r->ngangs[p] && !r->a.err; i++) {
+            int64_t id = in->jobs[r->gangs[p][i].job].id;
+            int32_t count = 0;
+            bool seen = false;
+            for (size_t k = 0; k < i && !seen; k++)
+                seen = in->jobs[r->gangs[p][k].job].id == id;
+            if (seen)
+                continue; /* its set was bought with its first member */
+            for (size_t k = i; k < r->ngangs[p]; k++)
+                if (in->jobs[r->gangs[p][k].job].id == id)
+                    count++;
+            gang_launch_one(r, p, &r->gangs[p][i], count);
+        }
+    }
+    return r->a.err;
 }
 
 /* 3. Launch for the backlog and ahead of the forecast, and the pools'
@@ -1111,7 +1228,10 @@ int tm_planner_run(const struct tm_planner_input *in, struct tm_planner_result *
     r.skip_idle = calloc(in->nnodes + 1, sizeof(*r.skip_idle));
     r.items[0] = calloc(in->njobs + 1, sizeof(struct item));
     r.items[1] = calloc(in->njobs + 1, sizeof(struct item));
-    if (!r.rooms || !r.force_od || !r.skip_idle || !r.items[0] || !r.items[1]) {
+    r.gangs[0] = calloc(in->njobs + 1, sizeof(struct item));
+    r.gangs[1] = calloc(in->njobs + 1, sizeof(struct item));
+    if (!r.rooms || !r.force_od || !r.skip_idle || !r.items[0] || !r.items[1] || !r.gangs[0] ||
+        !r.gangs[1]) {
         r.a.err = TM_ENOMEM;
         goto out;
     }
@@ -1122,7 +1242,7 @@ int tm_planner_run(const struct tm_planner_input *in, struct tm_planner_result *
         r.a.err = err;
         goto out;
     }
-    if (run_launches(&r) < 0)
+    if (run_gang_launches(&r) < 0 || run_launches(&r) < 0)
         goto out;
 
     r.disrupt_left = pp->disruption_nodes;
@@ -1150,6 +1270,8 @@ out:
     free(r.skip_idle);
     free(r.items[0]);
     free(r.items[1]);
+    free(r.gangs[0]);
+    free(r.gangs[1]);
     if (r.a.err) {
         free(r.a.v);
         return r.a.err;

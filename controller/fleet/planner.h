@@ -55,6 +55,14 @@
  * the numbers in the reason); a soft cap emits one TM_PLANNER_WARN when the
  * projection first passes warn_at x cap (the caller keeps `warned`).
  *
+ * Gangs.  A queued job on several nodes needs them all at once, in one
+ * zone: its members that fit no node's free room are launched as one set
+ * (one TM_PLANNER_LAUNCH with count > 1) of the cheapest type holding a
+ * member, in the first zone where that type is not short; a set the pool's
+ * max or the budget cannot take whole is refused whole.  Never packed
+ * with other work: nodes bought for a gang and shared out would leave it
+ * short.
+ *
  * Deadlines ("uniform progress", Wu et al., NSDI '24, as the anchor): a
  * preemptible job with a deadline stays on spot (or waits for spot) while
  * its slack (deadline - now - remaining work) exceeds the time an
@@ -146,6 +154,12 @@ struct tm_planner_job {
     bool checkpointable;     /* resumes from a checkpoint (else starts over) */
     int32_t attempts;        /* attempts started, this one included */
     int64_t ran_ms;          /* run time of this attempt (redone on a restart) */
+    /* Gang size: a queued job on several nodes is one entry per node,
+     * every entry with the same id and gang; 0 or 1: a single node.  The
+     * members that fit no node's free room are launched as one set
+     * (TM_PLANNER_LAUNCH with count = the members left): one type, one
+     * zone, all or none. */
+    int32_t gang;
 };
 
 struct tm_planner_shortage {
@@ -255,6 +269,10 @@ struct tm_planner_action {
     int64_t saving_uusd;     /* restart: the money saved */
     int64_t redone_milli_ms; /* restart: milli-GPU x ms redone */
     int32_t restarted;       /* restart: jobs started over (not checkpointable) */
+    int64_t cost_uusd;       /* launches: projected cost (of every node of a set) */
+    /* Launches: nodes launched together, all or none (a gang's set, in one
+     * zone); 1 for a single node.  job: the gang's first member. */
+    int32_t count;
     char reason[TM_PLANNER_REASON_MAX];
 };
 

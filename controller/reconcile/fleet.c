@@ -267,7 +267,8 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
                 .id = j->id, .gpus = gpus, .milli = gpus > 0 ? gpus * 1000 : j->gpu_milli,
                 .preemptible = j->preemptible && !tm_rc_pool_is_od(pool), .running = false, .node = -1,
                 .remaining_ms = e > 0 ? e : TM_RC_DEFAULT_USE_MS, .deadline_ms = j->deadline_ms,
-                .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib};
+                .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib,
+                .gang = j->nodes > 1 ? j->nodes : 0};
     }
     /* Shortages the caller remembers, by the table's indices. */
     for (size_t k = 0; k < p->in->nshortages; k++) {
@@ -337,6 +338,12 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
                 continue;
             const char *type = f->pr.types[x->type].name;
             const char *zone = f->pr.nzones ? f->pr.zones[x->zone] : "";
+            if (x->count > 1) {
+                /* a gang's nodes, bought whole (reconcile/gang.c) */
+                tm_rc_request_gang(p, in_model, type, zone, x->spot, x->od_fallback, x->count,
+                                   x->reason, in.forecast_gpus[x->spot], seq);
+                continue;
+            }
             int pi = tm_rc_launch_pool(p, in_model, type, zone, x->spot, x->od_fallback);
             if (pi < 0) {
                 /* every pool of that kind is at its max */

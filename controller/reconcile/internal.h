@@ -189,6 +189,22 @@ int tm_rc_launch_pool(struct pass *p, const bool *in_model, const char *type, co
 cJSON *tm_rc_request_node(struct pass *p, int pi, const struct tm_config_instance_type *t,
                           const char *zone, enum tm_capacity_type cap, const char *why,
                           double forecast_gpus, unsigned *seq);
+/* The same with a token the caller made (a gang's member token). */
+cJSON *tm_rc_request_node_token(struct pass *p, int pi, const struct tm_config_instance_type *t,
+                                const char *zone, enum tm_capacity_type cap, const char *why,
+                                double forecast_gpus, const char *token);
+
+/* ---- gangs (gang.c) ---------------------------------------------------- */
+
+/* A planner launch of x->count > 1 nodes: one config pool that takes the
+ * whole set, `count` request_node ops in one zone whose member tokens
+ * share one stem (tm_launch_member_token), so that the daemon launches
+ * them as one set and a restart relaunches them together.  Refused whole
+ * (no node row) when no pool has room for all or the org's cap refuses
+ * one of them. */
+void tm_rc_request_gang(struct pass *p, const bool *in_model, const char *type, const char *zone,
+                        bool spot, bool od_fallback, int32_t count, const char *planner_why,
+                        double forecast_gpus, unsigned *seq);
 
 /* ---- the planner's other actions (moves.c) ----------------------------- */
 

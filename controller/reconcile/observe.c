@@ -59,9 +59,79 @@ static void node_gone(struct pass *p, size_t ni, const char *state, const char *
     p->plan.gone++;
 }
 
+/* A gang's set is adopted whole or not at all: while the call that buys it
+ * is in flight (or after a crash in the middle of it) the cloud may list
+ * some members and not others, and a member adopted alone would be taken
+ * back when the set is released.  Marks partial[ni] for each requested
+ * member of a set of which some requested member has no live instance
+ * listed; those rows are launched again with their own tokens instead (the
+ * providers find what exists by token), and the daemon's in-flight set
+ * keeps that from asking twice.  Returns NULL when out of memory. */
+static bool *partial_sets(struct pass *p, struct inst_index **by_id, struct inst_index **by_token)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    bool *partial = calloc(s->nnodes + 1, sizeof(bool));
+    char (*key)[TM_ID_MAX] = calloc(s->nnodes + 1, sizeof(*key));
+    bool *alive = calloc(s->nnodes + 1, sizeof(bool));
+
+    if (!partial || !key || !alive) {
+        free(partial);
+        partial = NULL;
+        goto out;
+    }
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        int prov = n->pool >= 0 ? p->pool_provider[n->pool] : -1;
+        const struct tm_observed *obs = observed_for(p, prov);
+        if (n->state != TM_NODE_REQUESTED || !obs)
+            continue;
+        tm_launch_set_key(n->token, key[ni]);
+        if (!key[ni][0])
+            continue;
+        int hit = inst_index_find(by_id[prov], obs->n, n->instance_id);
+        if (hit < 0)
+            hit = inst_index_find(by_token[prov], obs->n, n->token);
+        alive[ni] = hit >= 0 && obs->instances[hit].state != TM_INSTANCE_TERMINATED &&
+                    obs->instances[hit].state != TM_INSTANCE_STOPPED &&
+                    obs->instances[hit].state != TM_INSTANCE_STOPPING;
+    }
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        if (!key[ni][0])
+            continue;
+        for (size_t k = 0; k < s->nnodes && !partial[ni]; k++)
+            partial[ni] = key[k][0] && !alive[k] && strcmp(key[k], key[ni]) == 0;
+    }
+out:
+    free(key);
+    free(alive);
+    return partial;
+}
+
+/* Whether token is the stem of a set some requested row belongs to: an
+ * instance a set launch made and has not yet tagged with its member's own
+ * token (EC2 CreateFleet tags the whole set with the stem first).  It is
+ * the set's, not an orphan: the set's relaunch finds and tags it. */
+static bool set_pending(const struct pass *p, const char *token)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    char key[TM_ID_MAX];
+
+    if (!token[0])
+        return false;
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        if (s->nodes[ni].state != TM_NODE_REQUESTED)
+            continue;
+        tm_launch_set_key(s->nodes[ni].token, key);
+        if (key[0] && strcmp(key, token) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* Step 1: compare each live node with its provider's listing. */
 void tm_rc_observe(struct pass *p, bool **ret_matched)
 {
+    bool *partial = NULL;
     const struct tm_snapshot *s = p->in->snap;
     char why[256];
 
@@ -89,6 +159,11 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
         qsort(by_id[o], obs->n, sizeof(**by_id), cmp_inst_index);
         qsort(by_token[o], obs->n, sizeof(**by_token), cmp_inst_index);
     }
+    partial = partial_sets(p, by_id, by_token);
+    if (!partial) {
+        p->err = TM_ENOMEM;
+        goto out;
+    }
 
     for (size_t ni = 0; ni < s->nnodes; ni++) {
         const struct tm_snap_node *n = &s->nodes[ni];
@@ -113,6 +188,15 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
         if (hit >= 0) {
             inst = &obs->instances[hit];
             ret_matched[prov][hit] = true;
+        }
+        if (inst && partial[ni]) {
+            /* part of a set seen: neither adopted nor given up alone (its
+             * instance is not an orphan either) */
+            inst = NULL;
+            tm_rc_add_launch(p, n->id, n->token, n->pool, n->instance_type, n->zone, n->capacity);
+            if (n->pool >= 0)
+                p->pending_milli[n->pool] += (int64_t)n->gpus * 1000;
+            continue;
         }
         if (inst)
             snprintf(p->node_instance[ni], TM_ID_MAX, "%s", inst->id);
@@ -198,7 +282,7 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
         for (size_t i = 0; i < obs->n; i++) {
             const struct tm_instance *c = &obs->instances[i];
             if (ret_matched[o][i] || c->state == TM_INSTANCE_TERMINATED ||
-                c->state == TM_INSTANCE_STOPPING)
+                c->state == TM_INSTANCE_STOPPING || set_pending(p, c->token))
                 continue;
             snprintf(why, sizeof(why),
                      "instance carries cluster tag but no live node owns it (token \"%s\", node %" PRId64 ")",
@@ -213,6 +297,7 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
         }
     }
 out:
+    free(partial);
     for (size_t o = 0; by_id && by_token && o < nobs; o++) {
         free(by_id[o]);
         free(by_token[o]);

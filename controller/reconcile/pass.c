@@ -176,6 +176,7 @@ void tm_rc_add_launch(struct pass *p, int64_t node_id, const char *token, int po
     snprintf(l->instance_type, sizeof(l->instance_type), "%s", type);
     snprintf(l->zone, sizeof(l->zone), "%s", zone);
     l->capacity = cap;
+    tm_launch_set_key(token, l->set);
 }
 
 int tm_rc_node_index(const struct pass *p, int64_t id)

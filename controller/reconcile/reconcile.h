@@ -175,6 +175,9 @@ struct tm_rc_plan_launch {
     char instance_type[TM_ID_MAX];
     char zone[TM_ID_MAX];
     enum tm_capacity_type capacity;
+    /* A gang's set: the stem its members' tokens share (tm_launch_set_key),
+     * "" for a single node.  Launches with one stem go in one call. */
+    char set[TM_ID_MAX];
 };
 
 struct tm_rc_plan_terminate {

@@ -139,12 +139,20 @@ cJSON *tm_rc_request_node(struct pass *p, int pi, const struct tm_config_instanc
                           const char *zone, enum tm_capacity_type cap, const char *why,
                           double forecast_gpus, unsigned *seq)
 {
+    char token[TM_ID_MAX];
+
+    tm_launch_token(p->cfg->cluster, p->cfg->pools[pi].name, p->in->now_ms, (*seq)++, token);
+    return tm_rc_request_node_token(p, pi, t, zone, cap, why, forecast_gpus, token);
+}
+
+cJSON *tm_rc_request_node_token(struct pass *p, int pi, const struct tm_config_instance_type *t,
+                                const char *zone, enum tm_capacity_type cap, const char *why,
+                                double forecast_gpus, const char *token)
+{
     const struct tm_config *cfg = p->cfg;
     const struct tm_config_pool *pool = &cfg->pools[pi];
-    char token[TM_ID_MAX];
     int64_t price = cap == TM_CAPACITY_SPOT ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
 
-    tm_launch_token(cfg->cluster, pool->name, p->in->now_ms, (*seq)++, token);
     cJSON *a = tm_rc_action(p, "request_node", why);
     tm_rc_put_str(p, a, "pool", pool->name);
     tm_rc_put_str(p, a, "token", token);

@@ -612,6 +612,401 @@ static int aws_launch(struct tm_provider *p, const struct tm_launch_request *req
     return r;
 }
 
+/* ---- launch set (a gang, all or none) ----------------------------------- */
+
+/*
+ * One CreateFleet of type instant with TotalTargetCapacity =
+ * MinTargetCapacity = n, SingleAvailabilityZone and SingleInstanceType:
+ * EC2 launches all n in one zone or none.  The instances carry the set's
+ * token (tarmac:launch-set, and as their launch token until tagged); then
+ * each gets its own node id and launch token by CreateTags, one at a time,
+ * before the caller hears of them.  A set found by its tag (a retry after a
+ * reset, or a restart) is tagged and delivered instead of launched again;
+ * ClientToken is the set's token too.  Fewer instances than asked (an
+ * emulator that ignores the minimum, or a partial answer) are terminated
+ * before TM_EQUOTA is reported: what the caller is told is what EC2 holds.
+ * With a bootstrap (per-node user data, which the shared launch template
+ * cannot carry) the set goes one by one through RunInstances instead
+ * (tm_provider_launch_set_each).  Like every op, exactly one EC2 call is
+ * outstanding until it delivers.
+ */
+#define TM_EC2_TAG_SET "tarmac:launch-set"
+
+enum set_step { SET_FIND, SET_TEMPLATE, SET_FLEET, SET_TAG, SET_RELEASE };
+
+struct aws_set {
+    struct aws_provider *ap;
+    tm_launch_set_cb cb;
+    void *data;
+    enum set_step step;
+    size_t n, tagged, made;       /* members, tagged so far, instances made */
+    unsigned finds;
+    int err;                      /* SET_RELEASE: reported once released */
+    char set[TM_ID_MAX], pool[TM_ID_MAX], type[TM_ID_MAX], zone[TM_ID_MAX], group[TM_ID_MAX];
+    enum tm_capacity_type capacity;
+    struct tm_instance *inst;     /* n, in member order */
+    char (*tokens)[TM_ID_MAX];
+    int64_t *nodes;
+};
+
+static void set_free(struct aws_set *s)
+{
+    free(s->inst);
+    free(s->tokens);
+    free(s->nodes);
+    free(s);
+}
+
+static void set_deliver(struct aws_set *s, int status)
+{
+    s->cb(status, status == 0 ? s->inst : NULL, status == 0 ? s->n : 0, s->data);
+    set_free(s);
+}
+
+static void on_set_step(int status, const struct tm_ec2_reply *reply, void *data);
+
+static int set_call(struct aws_set *s, enum set_step step, enum tm_ec2_action action, char *body,
+                    unsigned flags)
+{
+    s->step = step;
+    return tm_ec2_call(s->ap->ec2, action, body, flags, on_set_step, s);
+}
+
+static int set_find(struct aws_set *s)
+{
+    const char *set[] = {s->set};
+    const char *cluster[] = {s->ap->cluster};
+    const struct tm_ec2_filter f[] = {
+        {"tag:" TM_EC2_TAG_SET, set, 1},
+        {"tag:" TM_EC2_TAG_CLUSTER, cluster, 1},
+    };
+    char *body = NULL;
+    int r = tm_ec2_build_describe_instances(NULL, 0, f, 2, 0, NULL, &body);
+
+    return r < 0 ? r : set_call(s, SET_FIND, TM_EC2_DESCRIBE_INSTANCES, body, TM_EC2_RETRY_AMBIGUOUS);
+}
+
+static int set_fleet(struct aws_set *s)
+{
+    struct aws_provider *ap = s->ap;
+    const struct aws_pool *pool = pool_find(ap, s->pool);
+    struct tm_ec2_fleet_override ov[CAND_MAX];
+    struct tm_ec2_tag tags[4] = {
+        {TM_EC2_TAG_CLUSTER, ap->cluster}, {TM_EC2_TAG_POOL, s->pool},
+        {TM_EC2_TAG_TOKEN, s->set}, {TM_EC2_TAG_SET, s->set},
+    };
+    size_t nov = 0;
+    char *body = NULL;
+    int r;
+
+    if (!ap->template_ready) {
+        r = tm_ec2_build_create_launch_template(ap->template_name, ap->image_id, &body);
+        return r < 0 ? r : set_call(s, SET_TEMPLATE, TM_EC2_CREATE_LAUNCH_TEMPLATE, body,
+                                    TM_EC2_RETRY_AMBIGUOUS);
+    }
+    /* The set's zone, else every zone of the pool not short: EC2 picks
+     * one of them for the whole set. */
+    if (s->zone[0]) {
+        if (!short_find(ap, s->type, s->zone, s->capacity))
+            ov[nov++] = (struct tm_ec2_fleet_override){s->type, s->zone};
+    } else {
+        for (size_t i = 0; pool && i < pool->nzones && nov < CAND_MAX; i++)
+            if (fits(pool->zones[i]) && !short_find(ap, s->type, pool->zones[i], s->capacity))
+                ov[nov++] = (struct tm_ec2_fleet_override){s->type, pool->zones[i]};
+        if (!pool || pool->nzones == 0)
+            ov[nov++] = (struct tm_ec2_fleet_override){s->type, ""};
+    }
+    if (nov == 0)
+        return TM_EQUOTA; /* every zone remembered short: the caller falls back */
+    struct tm_ec2_fleet_params fp = {
+        .launch_template = ap->template_name, .client_token = s->set,
+        .spot = s->capacity == TM_CAPACITY_SPOT, .target = (unsigned)s->n,
+        .min_target = (unsigned)s->n, .overrides = ov, .noverrides = nov, .tags = tags, .ntags = 4,
+        .placement_group = s->group,
+    };
+    r = tm_ec2_build_create_fleet(&fp, &body);
+    if (r < 0)
+        return r;
+    tm_log_info("aws launch set", "provider=%s pool=%s set=%s nodes=%zu type=%s zones=%zu market=%s "
+                "via=CreateFleet", ap->name, s->pool, s->set, s->n, s->type, nov,
+                tm_capacity_type_name(s->capacity));
+    return set_call(s, SET_FLEET, TM_EC2_CREATE_FLEET, body, 0);
+}
+
+/* Tag instance s->tagged with its node id and launch token. */
+static int set_tag_next(struct aws_set *s)
+{
+    char node[24];
+    const char *id[1] = {s->inst[s->tagged].id};
+    struct tm_ec2_tag tags[2] = {{TM_EC2_TAG_NODE, node}, {TM_EC2_TAG_TOKEN, s->tokens[s->tagged]}};
+    char *body = NULL;
+    int r;
+
+    snprintf(node, sizeof(node), "%lld", (long long)s->nodes[s->tagged]);
+    r = tm_ec2_build_create_tags(id, 1, tags, 2, &body);
+    return r < 0 ? r : set_call(s, SET_TAG, TM_EC2_CREATE_TAGS, body, TM_EC2_RETRY_AMBIGUOUS);
+}
+
+/* Terminate the instances made, then report err. */
+static void set_release(struct aws_set *s, int err)
+{
+    const char *ids[CAND_MAX];
+    size_t n = 0;
+    char *body = NULL;
+    int r;
+
+    s->err = err;
+    for (size_t i = 0; i < s->made && n < CAND_MAX; i++)
+        if (s->inst[i].id[0])
+            ids[n++] = s->inst[i].id;
+    if (n == 0) {
+        set_deliver(s, err);
+        return;
+    }
+    tm_log_warn("aws launch set short, releasing it whole", "provider=%s set=%s asked=%zu made=%zu",
+                s->ap->name, s->set, s->n, n);
+    r = tm_ec2_build_terminate_instances(ids, n, &body);
+    if (r == 0)
+        r = set_call(s, SET_RELEASE, TM_EC2_TERMINATE_INSTANCES, body, TM_EC2_RETRY_AMBIGUOUS);
+    if (r < 0)
+        set_deliver(s, err); /* the next pass finds them by the cluster tag */
+}
+
+/* The instances of the set, by member: the one carrying a member's own
+ * token goes to it, the others in order. */
+static void set_assign(struct aws_set *s, const struct tm_instance *const *found, size_t nfound)
+{
+    bool *used = calloc(nfound + 1, sizeof(bool));
+    bool *have = calloc(s->n + 1, sizeof(bool));
+
+    if (!used || !have) {
+        free(used);
+        free(have);
+        return;
+    }
+    for (size_t k = 0; k < s->n; k++)
+        for (size_t i = 0; i < nfound && !have[k]; i++)
+            if (!used[i] && strcmp(found[i]->token, s->tokens[k]) == 0) {
+                s->inst[k] = *found[i];
+                used[i] = have[k] = true;
+            }
+    for (size_t k = 0, i = 0; k < s->n; k++) {
+        while (!have[k] && i < nfound) {
+            if (!used[i]) {
+                s->inst[k] = *found[i];
+                used[i] = have[k] = true;
+            }
+            i++;
+        }
+    }
+    for (size_t k = 0; k < s->n; k++) {
+        snprintf(s->inst[k].token, sizeof(s->inst[k].token), "%s", s->tokens[k]);
+        snprintf(s->inst[k].pool, sizeof(s->inst[k].pool), "%s", s->pool);
+        s->inst[k].node_id = s->nodes[k];
+    }
+    s->made = nfound < s->n ? nfound : s->n;
+    free(used);
+    free(have);
+}
+
+static void set_on_found(struct aws_set *s, const struct tm_ec2_reply *reply)
+{
+    const struct tm_instance *found[CAND_MAX];
+    size_t n = 0;
+    int r;
+
+    for (size_t i = 0; i < reply->ninstances && n < CAND_MAX; i++)
+        if (reply->instances[i].inst.state != TM_INSTANCE_TERMINATED &&
+            reply->instances[i].inst.state != TM_INSTANCE_STOPPING)
+            found[n++] = &reply->instances[i].inst;
+    if (n == 0) {
+        r = set_fleet(s);
+        if (r < 0)
+            set_deliver(s, r);
+        return;
+    }
+    set_assign(s, found, n);
+    if (n < s->n) {
+        /* part of a set: never kept (a gang cannot use it) */
+        set_release(s, TM_EUNAVAIL);
+        return;
+    }
+    tm_log_info("aws launch set found by its tag, not launching again", "provider=%s set=%s nodes=%zu",
+                s->ap->name, s->set, s->n);
+    s->tagged = 0;
+    r = set_tag_next(s);
+    if (r < 0)
+        set_release(s, r);
+}
+
+static void set_on_fleet(struct aws_set *s, int status, const struct tm_ec2_reply *reply)
+{
+    struct aws_provider *ap = s->ap;
+    const struct tm_instance *found[CAND_MAX];
+    struct tm_instance made[CAND_MAX];
+    size_t n = 0;
+    int r;
+
+    if (status < 0) {
+        if (ambiguous(status, reply) && ++s->finds < ap->max_relaunch) {
+            r = set_find(s);
+            if (r < 0)
+                set_deliver(s, r);
+            return;
+        }
+        if (status == TM_EQUOTA)
+            short_note(ap, s->type, s->zone, s->capacity, reply->error_code);
+        set_deliver(s, status);
+        return;
+    }
+    for (size_t i = 0; i < reply->nfleet_errors; i++) {
+        const struct tm_ec2_fleet_error *e = &reply->fleet_errors[i];
+        if (tm_ec2_error_map(e->code, 0) == TM_EQUOTA)
+            short_note(ap, e->instance_type[0] ? e->instance_type : s->type, e->zone, s->capacity,
+                       e->code);
+    }
+    for (size_t i = 0; i < reply->nfleet_instances && n < CAND_MAX; i++) {
+        const struct tm_ec2_fleet_instance *fi = &reply->fleet_instances[i];
+        memset(&made[n], 0, sizeof(made[n]));
+        snprintf(made[n].id, sizeof(made[n].id), "%s", fi->id);
+        snprintf(made[n].instance_type, sizeof(made[n].instance_type), "%s", fi->instance_type);
+        snprintf(made[n].zone, sizeof(made[n].zone), "%s", fi->zone);
+        made[n].capacity = s->capacity == TM_CAPACITY_SPOT ? TM_CAPACITY_SPOT : TM_CAPACITY_ON_DEMAND;
+        made[n].state = TM_INSTANCE_PENDING;
+        made[n].launched_ms = (int64_t)time(NULL) * 1000;
+        found[n] = &made[n];
+        n++;
+    }
+    if (n == 0) {
+        if (reply->nfleet_errors == 0)
+            short_note(ap, s->type, s->zone, s->capacity, "EmptyFleet");
+        set_deliver(s, TM_EQUOTA);
+        return;
+    }
+    set_assign(s, found, n);
+    if (n < s->n) {
+        short_note(ap, s->type, s->inst[0].zone, s->capacity, "ShortFleet");
+        set_release(s, TM_EQUOTA);
+        return;
+    }
+    s->tagged = 0;
+    r = set_tag_next(s);
+    if (r < 0)
+        set_release(s, r);
+}
+
+static void on_set_step(int status, const struct tm_ec2_reply *reply, void *data)
+{
+    struct aws_set *s = data;
+    int r;
+
+    if (status == TM_ECANCELED || s->ap->closing) {
+        set_deliver(s, TM_ECANCELED);
+        return;
+    }
+    switch (s->step) {
+    case SET_FIND:
+        if (status < 0)
+            set_deliver(s, status);
+        else
+            set_on_found(s, reply);
+        return;
+    case SET_TEMPLATE:
+        if (status < 0 && status != TM_ECONFLICT) {
+            set_deliver(s, status);
+            return;
+        }
+        s->ap->template_ready = true;
+        r = set_fleet(s);
+        if (r < 0)
+            set_deliver(s, r);
+        return;
+    case SET_FLEET:
+        set_on_fleet(s, status, reply);
+        return;
+    case SET_TAG:
+        if (status < 0) {
+            /* untagged instances could not be told apart: give them back */
+            set_release(s, status);
+            return;
+        }
+        if (++s->tagged == s->n) {
+            set_deliver(s, 0);
+            return;
+        }
+        r = set_tag_next(s);
+        if (r < 0)
+            set_release(s, r);
+        return;
+    case SET_RELEASE:
+        if (status < 0)
+            tm_log_warn("could not release a short aws launch set, the next pass finds it by its tags",
+                        "provider=%s set=%s error=%s", s->ap->name, s->set, tm_err_name(status));
+        set_deliver(s, s->err);
+        return;
+    }
+}
+
+static int aws_launch_set(struct tm_provider *p, const struct tm_launch_set *set,
+                          tm_launch_set_cb cb, void *data)
+{
+    struct aws_provider *ap = impl(p);
+    const struct tm_launch_request *r0;
+    struct aws_set *s;
+    int r;
+
+    if (!set || !cb || !set->reqs || set->n == 0 || set->n > CAND_MAX || !fits(set->set_token) ||
+        !set->set_token[0] || (set->placement_group && !fits(set->placement_group)))
+        return TM_EINVAL;
+    r0 = &set->reqs[0];
+    for (size_t i = 0; i < set->n; i++) {
+        const struct tm_launch_request *q = &set->reqs[i];
+        if (!fits(q->token) || !q->token[0] || !fits(q->pool) || !fits(q->instance_type) ||
+            !q->instance_type[0] || strcmp(q->instance_type, r0->instance_type) != 0 ||
+            strcmp(q->pool, r0->pool) != 0 || !fits(q->zone ? q->zone : "") ||
+            (q->cluster && strcmp(q->cluster, ap->cluster) != 0))
+            return TM_EINVAL;
+        if (q->bootstrap && q->bootstrap_len > 0)
+            return tm_provider_launch_set_each(p, set, cb, data);
+    }
+    if (ap->closing)
+        return TM_ECANCELED;
+    if (!ap->image_id) {
+        tm_log_error("could not launch: no machine image configured for aws",
+                     "provider=%s hint=\"set image_id in the provider's configuration\"", ap->name);
+        return TM_EINVAL;
+    }
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        return TM_ENOMEM;
+    s->inst = calloc(set->n, sizeof(*s->inst));
+    s->tokens = calloc(set->n, sizeof(*s->tokens));
+    s->nodes = calloc(set->n, sizeof(*s->nodes));
+    if (!s->inst || !s->tokens || !s->nodes) {
+        set_free(s);
+        return TM_ENOMEM;
+    }
+    s->ap = ap;
+    s->cb = cb;
+    s->data = data;
+    s->n = set->n;
+    snprintf(s->set, sizeof(s->set), "%s", set->set_token);
+    snprintf(s->pool, sizeof(s->pool), "%s", r0->pool);
+    snprintf(s->type, sizeof(s->type), "%s", r0->instance_type);
+    snprintf(s->zone, sizeof(s->zone), "%s", r0->zone ? r0->zone : "");
+    snprintf(s->group, sizeof(s->group), "%s", set->placement_group ? set->placement_group : "");
+    /* spot_then_on_demand has no meaning for a set: the planner chose */
+    s->capacity = r0->capacity == TM_CAPACITY_ON_DEMAND ? TM_CAPACITY_ON_DEMAND : TM_CAPACITY_SPOT;
+    for (size_t i = 0; i < set->n; i++) {
+        snprintf(s->tokens[i], TM_ID_MAX, "%s", set->reqs[i].token);
+        s->nodes[i] = set->reqs[i].node_id;
+    }
+    r = set_find(s);
+    if (r < 0)
+        set_free(s);
+    return r;
+}
+
 /* ---- terminate ---------------------------------------------------------- */
 
 static void on_terminate(int status, const struct tm_ec2_reply *reply, void *data)
@@ -1194,4 +1589,5 @@ static const struct tm_provider_ops aws_ops = {
     .list = aws_list,
     .price = aws_price,
     .close = aws_close,
+    .launch_set = aws_launch_set,
 };

@@ -18,6 +18,16 @@
  *             tarmac:launch-token; ClientToken = the launch token.
  *          A reset or timeout after RunInstances/CreateFleet was sent goes
  *          back to step 1, so a launch the cloud did carry out is found.
+ * launch_set (a gang) 1. DescribeInstances with tag:tarmac:launch-set=SET:
+ *             a set found whole is tagged and returned, part of one is
+ *             terminated.  2. CreateFleet instant, TotalTargetCapacity =
+ *             MinTargetCapacity = N, SingleAvailabilityZone and
+ *             SingleInstanceType, over the set's zone (or the pool's zones
+ *             not short), the pool's placement group in each override;
+ *             ClientToken = SET.  3. CreateTags on each instance: its node
+ *             id and launch token.  Fewer instances than N are terminated
+ *             and the set fails with TM_EQUOTA.  With a bootstrap, one
+ *             RunInstances per node (tm_provider_launch_set_each).
  * terminate  TerminateInstances; TM_ENOTFOUND when the id is unknown.
  * list     DescribeInstances with tag:tarmac:cluster=CLUSTER, every page.
  *          Spot instances the cloud reclaimed (stateReason

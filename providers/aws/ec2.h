@@ -97,6 +97,12 @@ struct tm_ec2_fleet_params {
     size_t noverrides;            /* >= 1 */
     const struct tm_ec2_tag *tags; /* instance tags */
     size_t ntags;
+    /* A gang's set, all or none: min_target = target makes EC2 launch
+     * nothing unless it can launch them all (MinTargetCapacity), in one
+     * zone of one type (SingleAvailabilityZone, SingleInstanceType: EC2
+     * wants one of them with a minimum).  0: no minimum. */
+    unsigned min_target;
+    const char *placement_group;  /* cluster placement group, NULL or "": none */
 };
 
 /*

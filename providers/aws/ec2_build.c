@@ -256,6 +256,17 @@ int tm_ec2_build_create_fleet(const struct tm_ec2_fleet_params *p, char **ret_bo
         add(&f, "SpotOptions.AllocationStrategy", "price-capacity-optimized");
     else
         add(&f, "OnDemandOptions.AllocationStrategy", "lowest-price");
+    if (p->min_target > 0) {
+        /* all or none, one zone, one type (a gang's set) */
+        const char *o = p->spot ? "SpotOptions." : "OnDemandOptions.";
+        if (p->min_target > p->target && !f.err)
+            f.err = TM_EINVAL;
+        addf(&f, "true", "%sSingleAvailabilityZone", o);
+        addf(&f, "true", "%sSingleInstanceType", o);
+        char v[16];
+        snprintf(v, sizeof(v), "%u", p->min_target);
+        addf(&f, v, "%sMinTargetCapacity", o);
+    }
     add_int(&f, "TargetCapacitySpecification.TotalTargetCapacity", p->target);
     add(&f, "TargetCapacitySpecification.DefaultTargetCapacityType", market);
     add(&f, "LaunchTemplateConfigs.1.LaunchTemplateSpecification.LaunchTemplateName",
@@ -272,6 +283,9 @@ int tm_ec2_build_create_fleet(const struct tm_ec2_fleet_params *p, char **ret_bo
         if (has(p->overrides[i].zone))
             addf(&f, p->overrides[i].zone,
                  "LaunchTemplateConfigs.1.Overrides.%zu.AvailabilityZone", i + 1);
+        if (has(p->placement_group))
+            addf(&f, p->placement_group,
+                 "LaunchTemplateConfigs.1.Overrides.%zu.Placement.GroupName", i + 1);
     }
     if (p->ntags > 0) {
         add(&f, "TagSpecification.1.ResourceType", "instance");

@@ -989,4 +989,7 @@ static const struct tm_provider_ops azure_ops = {
     .list = azure_list,
     .price = azure_price,
     .close = azure_close,
+    /* No all-or-nothing call for single VMs: each VM is PUT in turn (in
+     * the first one's zone) and the set deleted whole if one fails. */
+    .launch_set = tm_provider_launch_set_each,
 };

@@ -1123,4 +1123,9 @@ static const struct tm_provider_ops gcp_ops = {
     .list = gcp_list,
     .price = gcp_price,
     .close = gcp_close,
+    /* instances.bulkInsert (count = minCount) is not built yet: its
+     * labels are shared by the whole set, so each node's token would need
+     * a setLabels after it.  Until then one insert per node, in the first
+     * one's zone, the set deleted whole if one fails. */
+    .launch_set = tm_provider_launch_set_each,
 };

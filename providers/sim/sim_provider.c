@@ -34,10 +34,11 @@ enum sim_op_kind {
     SIM_OP_LAUNCH,
     SIM_OP_TERMINATE,
     SIM_OP_LIST,
+    SIM_OP_LAUNCH_SET,        /* memory mode only (pg mode launches one by one) */
     SIM_OP_KIND_MAX,
 };
 
-static const char *const op_names[SIM_OP_KIND_MAX] = {"launch", "terminate", "list"};
+static const char *const op_names[SIM_OP_KIND_MAX] = {"launch", "terminate", "list", "launch_set"};
 
 struct sim_provider;
 
@@ -50,12 +51,15 @@ struct sim_op {
         tm_launch_cb launch;
         tm_done_cb done;
         tm_list_cb list;
+        tm_launch_set_cb launch_set;
     } cb;
     void *data;
     int preset;               /* an error to deliver from the FIFO, or 0 */
     bool delivered;           /* the user callback has fired */
     /* Copies of the arguments (memory mode runs the op later). */
     struct tm_sim_instance args; /* id, token, cluster, pool, node_id, type, zone, capacity */
+    struct tm_sim_instance *set; /* launch_set: one per member (args' fields) */
+    size_t nset;
 };
 
 struct sim_provider {
@@ -243,6 +247,9 @@ static void deliver(struct sim_op *op, int status, const struct tm_instance *ins
     case SIM_OP_TERMINATE:
         op->cb.done(status, op->data);
         break;
+    case SIM_OP_LAUNCH_SET:
+        op->cb.launch_set(status, status == 0 ? list : NULL, status == 0 ? n : 0, op->data);
+        break;
     default:
         op->cb.list(status, status == 0 ? list : NULL, status == 0 ? n : 0, op->data);
         break;
@@ -261,6 +268,38 @@ static struct sim_op *op_new(struct sim_provider *sp, enum sim_op_kind kind, voi
     return op;
 }
 
+/* A gang's set against the in-memory cloud, all or none: refused whole
+ * (TM_EQUOTA) when the type has no room for every member, and a member
+ * refused after others were made (spot capacity) takes them back at once,
+ * so nothing is billed past the attempt. */
+static void run_memory_set(struct sim_provider *sp, struct sim_op *op)
+{
+    const struct tm_sim_type *type = op->nset ? tm_sim_type_find(sp->params, op->set[0].instance_type) : NULL;
+    struct tm_instance *made = calloc(op->nset + 1, sizeof(*made));
+    int64_t t = now(sp);
+    size_t n = 0;
+    int r = made ? 0 : TM_ENOMEM;
+
+    if (r == 0 && type && type->capacity &&
+        tm_simcloud_count_alive(sp->sc, type->name, t) + op->nset > type->capacity)
+        r = TM_EQUOTA;
+    for (; r == 0 && n < op->nset; n++) {
+        const struct tm_sim_instance *a = &op->set[n];
+        struct tm_launch_request req = {
+            .cluster = a->cluster, .pool = a->pool, .node_id = a->node_id, .token = a->token,
+            .instance_type = a->instance_type, .zone = a->zone, .capacity = a->capacity,
+        };
+        r = tm_simcloud_launch(sp->sc, &req, t, &made[n]);
+        if (r < 0)
+            break;
+    }
+    if (r < 0)
+        for (size_t k = 0; k < n; k++)
+            tm_simcloud_terminate(sp->sc, made[k].id, t);
+    deliver(op, r, NULL, made, r == 0 ? op->nset : 0);
+    free(made);
+}
+
 /* Run one op against the in-memory cloud and deliver its result. */
 static void run_memory(struct sim_provider *sp, struct sim_op *op)
 {
@@ -270,6 +309,9 @@ static void run_memory(struct sim_provider *sp, struct sim_op *op)
     int r;
 
     switch (op->kind) {
+    case SIM_OP_LAUNCH_SET:
+        run_memory_set(sp, op);
+        break;
     case SIM_OP_LAUNCH: {
         struct tm_launch_request req = {
             .cluster = a->cluster, .pool = a->pool, .node_id = a->node_id, .token = a->token,
@@ -311,6 +353,7 @@ static void on_timer(uv_timer_t *timer)
             deliver(op, op->preset, NULL, NULL, 0);
         else
             run_memory(sp, op);
+        free(op->set);
         free(op);
     }
     if (sp->closing && !sp->close_started)
@@ -536,6 +579,54 @@ static int sim_launch(struct tm_provider *p, const struct tm_launch_request *req
     return r;
 }
 
+/* A gang's set: in memory mode one op, run all or none on a later loop
+ * iteration; in pg mode one by one, released whole if one fails. */
+static int sim_launch_set(struct tm_provider *p, const struct tm_launch_set *set,
+                          tm_launch_set_cb cb, void *data)
+{
+    struct sim_provider *sp = impl(p);
+    struct sim_op *op;
+
+    if (!set || !cb || !set->reqs || set->n == 0)
+        return TM_EINVAL;
+    if (!sp->memory)
+        return tm_provider_launch_set_each(p, set, cb, data);
+    for (size_t i = 0; i < set->n; i++) {
+        const struct tm_launch_request *req = &set->reqs[i];
+        if (!req->token || !req->token[0] || !fits(req->token) || !fits(req->cluster) ||
+            !fits(req->instance_type) || (req->pool && !fits(req->pool)) ||
+            (req->zone && !fits(req->zone)) ||
+            (req->capacity != TM_CAPACITY_SPOT && req->capacity != TM_CAPACITY_ON_DEMAND))
+            return TM_EINVAL;
+    }
+    if (sp->closing)
+        return TM_ECANCELED;
+    op = op_new(sp, SIM_OP_LAUNCH_SET, data);
+    if (!op)
+        return TM_ENOMEM;
+    op->set = calloc(set->n, sizeof(*op->set));
+    if (!op->set) {
+        free(op);
+        return TM_ENOMEM;
+    }
+    op->cb.launch_set = cb;
+    op->nset = set->n;
+    for (size_t i = 0; i < set->n; i++) {
+        const struct tm_launch_request *req = &set->reqs[i];
+        struct tm_sim_instance *a = &op->set[i];
+        snprintf(a->token, TM_ID_MAX, "%s", req->token);
+        snprintf(a->cluster, TM_ID_MAX, "%s", req->cluster);
+        snprintf(a->pool, TM_ID_MAX, "%s", req->pool ? req->pool : "");
+        snprintf(a->instance_type, TM_ID_MAX, "%s", req->instance_type);
+        /* one zone for the set: the first member's */
+        snprintf(a->zone, TM_ID_MAX, "%s", set->reqs[0].zone ? set->reqs[0].zone : "");
+        a->node_id = req->node_id;
+        a->capacity = req->capacity;
+    }
+    fifo_push(sp, op);
+    return 0;
+}
+
 static int sim_terminate(struct tm_provider *p, const char *instance_id, tm_done_cb cb, void *data)
 {
     struct sim_provider *sp = impl(p);
@@ -647,6 +738,7 @@ static void start_close(struct sim_provider *sp)
     while ((op = sp->fifo_head) != NULL) {
         sp->fifo_head = op->next;
         deliver(op, TM_ECANCELED, NULL, NULL, 0);
+        free(op->set);
         free(op);
     }
     sp->fifo_tail = &sp->fifo_head;
@@ -680,6 +772,7 @@ static const struct tm_provider_ops sim_ops = {
     .list = sim_list,
     .price = sim_price,
     .close = sim_close,
+    .launch_set = sim_launch_set,
 };
 
 /* ---- creation --------------------------------------------------------------- */

@@ -18,6 +18,13 @@ Control (never forwarded):
                              reset_after  forward, then close without answering
                              truncate     forward, answer with the body cut in half
                              capacity     400 InsufficientInstanceCapacity
+                             fleet_short  CreateFleet's answer when an instant fleet's
+                                          MinTargetCapacity cannot be met: 200, no
+                                          instance, one InsufficientInstanceCapacity
+                                          error for the first override's type and zone
+                           An entry "ACTION:FAULT" (e.g. "CreateFleet:fleet_short")
+                           waits for the next request of that action; the
+                           requests before it pass.
   POST /__proxy/delay      body "BEFORE,AFTER" (seconds): every RunInstances and
                            CreateFleet waits BEFORE, is forwarded, then its answer
                            is held AFTER, so a client killed meanwhile leaves an
@@ -42,6 +49,14 @@ SLOW_ACTIONS = ("RunInstances", "CreateFleet")
 
 ERR = ('<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error><Code>{code}</Code>'
        '<Message>{msg}</Message></Error></Errors><RequestID>fault-proxy</RequestID></Response>')
+
+FLEET_SHORT = ('<CreateFleetResponse xmlns="http://ec2.amazonaws.com/doc/2016-11-15/">'
+               '<requestId>fault-proxy</requestId><fleetId>fleet-fault-proxy</fleetId><errorSet><item>'
+               '<launchTemplateAndOverrides><overrides><instanceType>{type}</instanceType>'
+               '<availabilityZone>{zone}</availabilityZone></overrides></launchTemplateAndOverrides>'
+               '<lifecycle>{market}</lifecycle><errorCode>InsufficientInstanceCapacity</errorCode>'
+               '<errorMessage>There is not enough capacity to fulfill your request.</errorMessage>'
+               '</item></errorSet><fleetInstanceSet/></CreateFleetResponse>')
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -101,7 +116,12 @@ class Handler(BaseHTTPRequestHandler):
             return self._control(body)
         action = parse_qs(body.decode(errors="replace")).get("Action", ["?"])[0]
         with lock:
-            fault = schedule.pop(0) if schedule else "pass"
+            fault = "pass"
+            if schedule:
+                want, _, f = schedule[0].rpartition(":")
+                if not want or want == action:
+                    schedule.pop(0)
+                    fault = f
             stats["requests"] += 1
             stats["actions"].append(action)
             if fault != "pass":
@@ -113,6 +133,12 @@ class Handler(BaseHTTPRequestHandler):
         if fault == "capacity":
             return self._reply(400, ERR.format(code="InsufficientInstanceCapacity",
                                                msg="We currently do not have sufficient capacity."))
+        if fault == "fleet_short":
+            q = parse_qs(body.decode(errors="replace"))
+            first = lambda k: q.get("LaunchTemplateConfigs.1.Overrides.1." + k, [""])[0]
+            market = q.get("TargetCapacitySpecification.DefaultTargetCapacityType", ["on-demand"])[0]
+            return self._reply(200, FLEET_SHORT.format(type=first("InstanceType"),
+                                                       zone=first("AvailabilityZone"), market=market))
         if fault == "500html":
             return self._reply(500, "<html><body>Internal Server Error</body></html>", "text/html")
         if fault == "reset":

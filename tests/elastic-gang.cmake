@@ -1,0 +1,22 @@
+# Gangs bought whole: the planner's set launches (controller/fleet/planner.c),
+# the member tokens and the launch-one-by-one-release-whole helper
+# (providers/common/launch_set.c).
+tm_add_c_test(test_planner_gang ${CMAKE_SOURCE_DIR}/tests/unit/fleet/test_planner_gang.c
+              LABELS unit elastic TIMEOUT 60 LINK tarmac_fleet)
+tm_add_c_test(test_launch_set ${CMAKE_SOURCE_DIR}/tests/unit/providers/common/test_launch_set.c
+              LABELS unit elastic TIMEOUT 60 LINK tarmac_provider_common)
+# A gang bought whole against the Azure fake, with a zone short mid-set.
+tm_add_test(itest_gang_azure LABELS integration azure FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_azure.sh)
+tm_add_c_test(test_reconcile_gang ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_gang.c
+              LABELS unit elastic TIMEOUT 60 LINK tarmac_reconcile)
+tm_add_c_test(test_ec2_fleet_set ${CMAKE_SOURCE_DIR}/tests/unit/providers/aws/test_ec2_fleet_set.c
+              LABELS unit aws TIMEOUT 60)
+# A gang bought whole on moto (CreateFleet instant), the first attempt short.
+tm_add_test(itest_gang_aws LABELS integration aws FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_aws.sh)
+# A gang bought whole on the GCP fake, its first zone exhausted.
+tm_add_test(itest_gang_gcp LABELS integration gcp FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_gcp.sh)
+tm_add_c_test(test_sim_launch_set ${CMAKE_SOURCE_DIR}/tests/unit/providers/sim/test_sim_launch_set.c
+              LABELS unit foundation TIMEOUT 60)
