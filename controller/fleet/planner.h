@@ -265,11 +265,10 @@ struct tm_planner_action {
     bool spot;
     bool od_fallback;        /* launches: on-demand for preemptible work, spot short */
     bool pool_minimum;       /* launches: only to keep the pool at its min_nodes */
-    int64_t cost_uusd;       /* launches: projected cost; restart: the work redone */
+    int64_t cost_uusd;       /* launches: projected cost (of every node of a set); restart: the work redone */
     int64_t saving_uusd;     /* restart: the money saved */
     int64_t redone_milli_ms; /* restart: milli-GPU x ms redone */
     int32_t restarted;       /* restart: jobs started over (not checkpointable) */
-    int64_t cost_uusd;       /* launches: projected cost (of every node of a set) */
     /* Launches: nodes launched together, all or none (a gang's set, in one
      * zone); 1 for a single node.  job: the gang's first member. */
     int32_t count;
