@@ -166,6 +166,8 @@ static const struct cfg_field cfg_pool_fields[] = {
     {.key = "checkpoint_dir", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, checkpoint_dir)},
     {.key = "idle_job_action", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, idle_job_action),
      .def = "report", .choices = cfg_idle_job_actions},
+    /* One queue across clouds: config_check.c checks the members agree. */
+    {.key = "group", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, group), .flags = CFG_NAME},
 };
 static const struct cfg_section cfg_pool_section = {
     cfg_pool_fields, CFG_NFIELDS(cfg_pool_fields), sizeof(struct tm_config_pool)};

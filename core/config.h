@@ -135,6 +135,12 @@ struct tm_config_pool {
     size_t bootstrap_len;
     char *checkpoint_dir;         /* jobs checkpoint under PATH/job-<id>; may be NULL */
     char *idle_job_action;        /* report | requeue | cancel, default report */
+    /* A pool group: pools (usually on different clouds) whose work is one
+     * queue.  The planner sees the group's types on every member's cloud
+     * at once and buys the cheapest offer with capacity; members agree on
+     * gpu_model and gpus_per_node (checked at load).  NULL: the pool is
+     * planned with the other ungrouped pools of its gpu_model. */
+    char *group;
 };
 
 /* agent: the node agents' side of the controller (enrollment, staleness). */
