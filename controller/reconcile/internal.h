@@ -184,6 +184,9 @@ bool tm_rc_pool_lists_zone(const struct tm_config_pool *pool, const char *zone);
 /* A config pool of the model for a launch the planner chose, -1 if all full. */
 int tm_rc_launch_pool(struct pass *p, const bool *in_model, const char *type, const char *zone,
                       bool spot, bool fallback_od);
+/* The same on one cloud's pools (provider NULL or "": any). */
+int tm_rc_launch_pool_on(struct pass *p, const bool *in_model, const char *provider, const char *type,
+                         const char *zone, bool spot, bool fallback_od);
 /* Record a node request (token written before any cloud call); returns the
  * request_node action, owned by the plan. */
 cJSON *tm_rc_request_node(struct pass *p, int pi, const struct tm_config_instance_type *t,
