@@ -14,3 +14,7 @@ tm_add_c_test(test_reconcile_xcloud ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/tes
 # follow-up pass); spend by provider from `tarmac spend`.
 tm_add_test(itest_xcloud LABELS integration elastic FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/xcloud.sh)
+# `tarmac check config` on config/example-three-clouds.yaml: valid, the
+# group's offers cheapest first; a group mixing GPU models refused (no database).
+tm_add_test(test_check_config_xcloud LABELS unit elastic TIMEOUT 30
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/unit/cli/check_config.sh)
