@@ -188,6 +188,42 @@ static void test_on_demand_work_goes_to_cheapest_on_demand_cloud(void **state)
     f->snap.njobs = 0;
 }
 
+/* The org's hard cap and this month's ledger are the cluster's, whatever
+ * cloud spent it: spend run up on one cloud refuses a launch on another. */
+static void test_budget_holds_across_clouds(void **state)
+{
+    struct fixture *f = *state;
+    /* An aws spot launch: 5.09 USD/h for boot + 1 h of work, about 5.2 USD. */
+    struct tm_snap_budget cap = {.org = true, .cap_cents = 1000, .hard = true, .warn_percent = 80};
+    struct tm_snap_spend spent = {.cents = 900};
+    snprintf(cap.scope, sizeof(cap.scope), "acme");
+    snprintf(spent.period, sizeof(spent.period), "1970-01");
+    snprintf(spent.team, sizeof(spent.team), "t");
+    add_job(f, 1, true);
+    add_shortage(f, "azure", "Standard_ND96asr_v4", "1");
+    f->snap.budgets = &cap;
+    f->snap.nbudgets = 1;
+    run(f);
+    /* under a $10 cap with nothing spent: bought on aws */
+    assert_int_equal(snap_fixture_count_op(f->plan.actions, "request_node"), 1);
+    assert_string_equal(str(request(f, 0), "pool"), "aws-spot");
+    /* $9 already spent this month (on any cloud): refused, with the figures */
+    f->snap.spend = &spent;
+    f->snap.nspend = 1;
+    run(f);
+    assert_int_equal(snap_fixture_count_op(f->plan.actions, "request_node"), 0);
+    const cJSON *b = snap_fixture_nth_op(f->plan.actions, "budget", 0);
+    assert_non_null(b);
+    assert_string_equal(str(b, "kind"), "budget_refuse");
+    assert_string_equal(str(b, "scope"), "org:acme");
+    f->snap.budgets = NULL;
+    f->snap.nbudgets = 0;
+    f->snap.spend = NULL;
+    f->snap.nspend = 0;
+    f->nshortages = 0;
+    f->snap.njobs = 0;
+}
+
 static void expect_refused(const char *yaml, const char *want)
 {
     struct tm_config cfg;
@@ -257,6 +293,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cheapest_cloud_then_next_on_shortage),
         cmocka_unit_test(test_on_demand_work_goes_to_cheapest_on_demand_cloud),
+        cmocka_unit_test(test_budget_holds_across_clouds),
         cmocka_unit_test(test_group_members_must_agree),
         cmocka_unit_test(test_example_three_clouds_loads),
     };
