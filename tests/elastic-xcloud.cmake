@@ -21,5 +21,5 @@ tm_add_test(test_check_config_xcloud LABELS unit elastic TIMEOUT 30
 # The same against the real fakes (moto, gcp_fake.py, azure_fake.py): Azure
 # exhausted, AWS fills in the same tick, GCP (dearer) passed over.  Labelled
 # slow: moto, both fakes and the provider checks take a minute to start here.
-tm_add_test(itest_xcloud_fakes LABELS integration azure slow FIXTURES pg TIMEOUT 240
+tm_add_test(itest_xcloud_fakes LABELS integration aws gcp azure slow FIXTURES pg TIMEOUT 240
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/xcloud_fakes.sh)
