@@ -92,13 +92,20 @@ wait_for 30 "spend_by | grep -q 'aws=[1-9].*azure=[1-9]'" \
 TARMAC_TOKEN=$FIN "$TARMAC" spend >"$WORK/spend.txt" || fail "tarmac spend"
 grep -q '^PROVIDER' "$WORK/spend.txt" && grep -q '^aws ' "$WORK/spend.txt" && grep -q '^azure ' "$WORK/spend.txt" \
     || fail "spend table: $(cat "$WORK/spend.txt")"
+# The API's figure per provider is the ledger's (read after it, so at most).
+api=$(spend_by)
+for pc in $api; do
+    prov=${pc%%=*}; cents=${pc#*=}
+    led=$(psql_q "SELECT coalesce(sum(s.cents), 0) FROM spend s JOIN pools pl ON pl.name = s.pool
+                  WHERE pl.provider = '$prov'")
+    [ "$cents" -le "$led" ] || fail "spend of $prov: the API says $cents cents, the ledger (read later) $led"
+done
 kill -TERM "${PIDS[0]}"
 wait "${PIDS[0]}" || true
-api=$(spend_by 2>/dev/null || true)
 ledger=$(psql_q "SELECT string_agg(provider || '=' || c, ' ' ORDER BY provider) FROM
                  (SELECT pl.provider, sum(s.cents) AS c FROM spend s JOIN pools pl ON pl.name = s.pool
                   GROUP BY pl.provider) q")
-echo "spend by provider (ledger): $ledger"
+echo "spend by provider: API $api, ledger at the end $ledger"
 [ -z "$(psql_q "SELECT 1 FROM spend s JOIN pools pl ON pl.name = s.pool WHERE pl.provider = 'gcp' LIMIT 1")" ] \
     || fail "gcp billed though it launched nothing"
 # Each node billed once, to its own cloud.
