@@ -174,6 +174,8 @@ static const struct cfg_field cfg_pool_fields[] = {
      * resource policy (GCP) a gang's set goes into; absent: none. */
     {.key = "placement_group", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, placement_group),
      .flags = CFG_NAME},
+    /* One queue across clouds: config_check.c checks the members agree. */
+    {.key = "group", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, group), .flags = CFG_NAME},
 };
 static const struct cfg_section cfg_pool_section = {
     cfg_pool_fields, CFG_NFIELDS(cfg_pool_fields), sizeof(struct tm_config_pool)};

@@ -144,6 +144,12 @@ struct tm_config_pool {
     /* A gang's set goes into it: EC2 cluster placement group, GCP compact
      * resource policy (its name or URL); NULL: none. */
     char *placement_group;
+    /* A pool group: pools (usually on different clouds) whose work is one
+     * queue.  The planner sees the group's types on every member's cloud
+     * at once and buys the cheapest offer with capacity; members agree on
+     * gpu_model and gpus_per_node (checked at load).  NULL: the pool is
+     * planned with the other ungrouped pools of its gpu_model. */
+    char *group;
 };
 
 /* agent: the node agents' side of the controller (enrollment, staleness). */

@@ -620,6 +620,41 @@ int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
     return 0;
 }
 
+/* A pool group is one queue over its members' clouds: the planner packs
+ * the group's work into any member's types, so every member must hold
+ * the same GPU model in nodes of the same size.  Runs after normalise()
+ * filled gpu_model and gpus_per_node; names the later member's group key. */
+static int cfg_check_groups(struct cfg_ctx *c, const struct tm_config *cfg)
+{
+    const yaml_node_t *list = cfg_map_get(c, c->root, "pools");
+
+    for (size_t i = 0; i < cfg->npools; i++) {
+        const struct tm_config_pool *pool = &cfg->pools[i];
+        const yaml_node_t *pn = cfg_seq_get(c, list, i);
+        if (!pool->group)
+            continue;
+        for (size_t j = 0; j < i; j++) {
+            const struct tm_config_pool *first = &cfg->pools[j];
+            if (!first->group || strcmp(first->group, pool->group) != 0)
+                continue;
+            tm_cfg_path_set(c, "pools[%zu].group", i);
+            if (strcmp(first->gpu_model, pool->gpu_model) != 0)
+                return tm_cfg_fail(c, cfg_at(c, pn, "group"),
+                                   "pool group \"%s\" mixes GPU models: \"%s\" here, \"%s\" in "
+                                   "pools[%zu] (%s)",
+                                   pool->group, pool->gpu_model, first->gpu_model, j, first->name);
+            if (first->gpus_per_node != pool->gpus_per_node)
+                return tm_cfg_fail(c, cfg_at(c, pn, "group"),
+                                   "pool group \"%s\" mixes node sizes: %d GPUs per node here, %d "
+                                   "in pools[%zu] (%s)",
+                                   pool->group, pool->gpus_per_node, first->gpus_per_node, j,
+                                   first->name);
+            break;
+        }
+    }
+    return 0;
+}
+
 /* Fill what a pool may leave to the instance types its provider describes. */
 int tm_cfg_normalise(struct cfg_ctx *c, struct tm_config *cfg)
 {
@@ -663,5 +698,5 @@ int tm_cfg_normalise(struct cfg_ctx *c, struct tm_config *cfg)
                                    cfg_map_get(c, pn, "disruption_pct");
         pool->consolidate_restart_set = cfg_map_get(c, pn, "consolidate_restart") != NULL;
     }
-    return 0;
+    return cfg_check_groups(c, cfg);
 }

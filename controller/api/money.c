@@ -128,8 +128,8 @@ void tm_api_budgets_list(struct api_call *c)
     tm_api_query(c, budgets_sql, 2, params, on_document);
 }
 
-/* Spend so far this calendar month from the ledger, per team and per pool
- * with idle apart, and a projection to the month's end: spend so far plus
+/* Spend so far this calendar month from the ledger, per team, per pool
+ * and per provider (the pool's cloud) with idle apart, and a projection to the month's end: spend so far plus
  * the current rate (the hourly prices of the billed nodes) times the hours
  * left.  1 cent = 10^4 micro-dollars.  An engineer sees its team's rows
  * only, and no fleet-wide idle, rate or projection. */
@@ -154,6 +154,13 @@ static const char spend_sql[] =
     "   coalesce(sum(cents) FILTER (WHERE kind = 'job'), 0) AS jc,"
     "   coalesce(sum(cents) FILTER (WHERE kind = 'idle'), 0) AS ic FROM s GROUP BY pool) q),"
     "   '[]'::json),"
+    /* By cloud: a pool group's spend across its members' providers. */
+    " 'providers', coalesce((SELECT json_agg(json_build_object('provider', q.provider,"
+    "   'provider_kind', q.kind, 'job_cents', q.jc, 'idle_cents', q.ic, 'cents', q.jc + q.ic)"
+    "   ORDER BY q.provider) FROM (SELECT pl.provider, min(pl.provider_kind) AS kind,"
+    "   coalesce(sum(s.cents) FILTER (WHERE s.kind = 'job'), 0) AS jc,"
+    "   coalesce(sum(s.cents) FILTER (WHERE s.kind = 'idle'), 0) AS ic"
+    "   FROM s JOIN pools pl ON pl.name = s.pool GROUP BY pl.provider) q), '[]'::json),"
     " 'rate_uusd_per_hour', CASE WHEN $2::text IS NULL THEN rate.uusd END,"
     " 'hours_left', round((per.end_ms - $1::bigint)::numeric / 3600000, 6),"
     " 'projected_cents', CASE WHEN $2::text IS NULL THEN t.total"

@@ -196,6 +196,27 @@ int tm_cli_api_budget(int argc, char **argv)
     return tm_cli_usage_error("budget", "missing verb (valid: set, show)");
 }
 
+/* Spend by cloud (a pool group's members are on several): one row per
+ * provider, kind beside it. */
+static int print_spend_providers(const cJSON *spend)
+{
+    static const char *const cols[] = {"PROVIDER", "KIND", "JOBS_USD", "IDLE_USD", "TOTAL_USD"};
+    struct tm_table t;
+    const cJSON *it;
+
+    printf("\n");
+    tm_table_init(&t, 5, cols);
+    cJSON_ArrayForEach(it, cJSON_GetObjectItemCaseSensitive(spend, "providers")) {
+        char c[5][32];
+        tm_table_cell(&t, "%s", tm_cli_jtext(it, "provider", c[0], sizeof(c[0])));
+        tm_table_cell(&t, "%s", tm_cli_jtext(it, "provider_kind", c[1], sizeof(c[1])));
+        tm_table_cell(&t, "%s", tm_cli_fmt_cents(it, "job_cents", c[2], sizeof(c[2])));
+        tm_table_cell(&t, "%s", tm_cli_fmt_cents(it, "idle_cents", c[3], sizeof(c[3])));
+        tm_table_cell(&t, "%s", tm_cli_fmt_cents(it, "cents", c[4], sizeof(c[4])));
+    }
+    return tm_cli_print_table(&t);
+}
+
 int tm_cli_api_spend(int argc, char **argv)
 {
     enum { O_TEAM = 1 };
@@ -210,8 +231,9 @@ int tm_cli_api_spend(int argc, char **argv)
     while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         if (opt == TM_CLI_OPT_HELP || opt == 'h') {
             printf("Usage: tarmac spend [--team T] [options]\n\n"
-                   "This calendar month's spend (UTC) from the ledger, per team and per pool with idle\n"
-                   "spend apart, and the projection to the month's end (GET /v1/spend).  Dollars.\n"
+                   "This calendar month's spend (UTC) from the ledger, per team, per pool and per\n"
+                   "provider (cloud), with idle spend apart, and the projection to the month's end\n"
+                   "(GET /v1/spend).  Dollars.\n"
                    "      --team T             only team T's row of the per-team list (also in json)\n\n"
                    "Options:\n%s", tm_cli_api_help);
             return TM_EXIT_OK;
@@ -282,7 +304,9 @@ int tm_cli_api_spend(int argc, char **argv)
             tm_table_cell(&t, "%s", tm_cli_fmt_cents(it, "idle_cents", c[2], sizeof(c[2])));
             tm_table_cell(&t, "%s", tm_cli_fmt_cents(it, "cents", c[3], sizeof(c[3])));
         }
-        r = tm_cli_print_table(&t);
+        if ((r = tm_cli_print_table(&t)) != 0)
+            goto out;
+        r = print_spend_providers(spend);
     }
 out:
     cJSON_Delete(spend);

@@ -49,6 +49,8 @@ int tm_token_main(int argc, char **argv);
 /* `tarmac check KIND ...`: a provider kind's own check of credentials and
  * offerings (the kinds with one in providers/registry.c). */
 int tm_cli_check(int argc, char **argv);
+/* `tarmac check config`: validate a configuration, list each queue's offers. */
+int tm_cli_check_config(int argc, char **argv);
 
 /* The offline tools (cli/replay.c, elastic.c, forecast.c, spot_fit.c). */
 /* `tarmac replay --elastic ...`: argv[0] is "replay" (or "elastic");

@@ -130,6 +130,8 @@ static void on_launch_failed_recorded(int status, const cJSON *result, const cha
     if (status < 0 && status != TM_ECANCELED)
         tm_log_warn("could not record failed launch", "node=%" PRId64 " error=\"%s\"", c->node_id,
                     err ? err : tm_strerror(status));
+    else if (status == 0 && c->calls->on_shortage && !*c->calls->closing)
+        c->calls->on_shortage(c->calls->data);
     tm_call_done(c);
 }
 
@@ -141,7 +143,8 @@ static void shortage_remember(struct tm_calls *calls, const struct tm_call *c, i
     for (size_t i = 0; i < calls->nshortages; i++) {
         const struct tm_live_shortage *x = &calls->shortages[i];
         if (x->spot == c->spot && strcmp(x->instance_type, c->instance_type) == 0 &&
-            strcmp(x->zone, c->zone) == 0)
+            strcmp(x->zone, c->zone) == 0 &&
+            strcmp(x->provider, calls->cfg->providers[c->provider].name) == 0)
             k = i;
     }
     if (k == TM_CALLS_SHORTAGES_MAX) {
@@ -153,6 +156,7 @@ static void shortage_remember(struct tm_calls *calls, const struct tm_call *c, i
     if (k == calls->nshortages)
         calls->nshortages++;
     struct tm_live_shortage *x = &calls->shortages[k];
+    snprintf(x->provider, sizeof(x->provider), "%s", calls->cfg->providers[c->provider].name);
     snprintf(x->instance_type, sizeof(x->instance_type), "%s", c->instance_type);
     snprintf(x->zone, sizeof(x->zone), "%s", c->zone);
     x->spot = c->spot;

@@ -66,6 +66,10 @@ struct tm_calls {
     struct tm_fleet_stats *fleet;
     struct tm_controller_stats *stats;  /* launches, launch_errors, terminates */
     void (*on_none_left)(void *data);   /* the last call in flight ended */
+    /* A launch came back short (TM_EQUOTA), the shortage is remembered
+     * and its node row given up: a pass now may buy elsewhere (the next
+     * zone, type or cloud) instead of a tick later.  May be NULL. */
+    void (*on_shortage)(void *data);
     void *data;
 
     /* Owned by calls.c: read through the functions below. */

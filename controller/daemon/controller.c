@@ -32,6 +32,11 @@
 #include "providers/registry.h"
 
 #define TM_STOP_DEADLINE_MS 10000
+/* Each follow-up pass answers a shortage with another offer, and every
+ * shortage rules out at least one (type, zone) cell, so a handful
+ * suffices; the bound keeps a cloud that refuses everything from turning
+ * the tick into a loop. */
+#define TM_FOLLOWUPS_MAX 8
 
 struct observed_list {
     struct tm_instance *items;
@@ -57,6 +62,12 @@ struct tm_controller {
     struct tm_provider **providers; /* one per cfg->providers, NULL if not built */
     uv_timer_t tick_timer;
     uv_timer_t stop_timer;
+    /* A launch short of capacity asks for a follow-up pass in the same
+     * tick (calls.c on_shortage), so the next zone, type or cloud is
+     * bought at once; at most TM_FOLLOWUPS_MAX per tick. */
+    uv_timer_t replan_timer;
+    bool replan_pending;            /* asked while a pass ran: start when it ends */
+    unsigned followups;             /* follow-up passes in this tick */
     uv_signal_t sigint, sigterm;
 
     bool leader;
@@ -539,20 +550,59 @@ static void on_lead(int status, int64_t epoch, int64_t latest_ms, const char *er
         begin_pass(ctl);
 }
 
+static void start_pass(struct tm_controller *ctl, bool followup);
+
 static void on_tick(uv_timer_t *t)
 {
     struct tm_controller *ctl = t->data;
 
     if (ctl->tick_running || ctl->stopping || ctl->validations_pending > 0)
         return;
+    ctl->followups = 0;
+    ctl->replan_pending = false;
+    start_pass(ctl, false);
+}
+
+/* A follow-up pass of the current tick, for a shortage (on_shortage). */
+static void on_replan(uv_timer_t *t)
+{
+    struct tm_controller *ctl = t->data;
+
+    if (ctl->stopping || ctl->validations_pending > 0 || !ctl->leader)
+        return;
+    if (ctl->tick_running) {
+        ctl->replan_pending = true;
+        return;
+    }
+    ctl->followups++;
+    tm_log_info("follow-up pass for a capacity shortage", "followup=%u", ctl->followups);
+    start_pass(ctl, true);
+}
+
+static void on_shortage(void *data)
+{
+    struct tm_controller *ctl = data;
+
+    if (ctl->stopping || ctl->closing || !ctl->leader || ctl->followups >= TM_FOLLOWUPS_MAX)
+        return;
+    if (ctl->tick_running)
+        ctl->replan_pending = true;
+    else
+        uv_timer_start(&ctl->replan_timer, on_replan, 0, 0);
+}
+
+static void start_pass(struct tm_controller *ctl, bool followup)
+{
     if (ctl->opts.max_wall_ms > 0 &&
         uv_now(&ctl->loop) - ctl->started_real >= (uint64_t)ctl->opts.max_wall_ms) {
         begin_stop(ctl, "wall-clock limit reached");
         return;
     }
     ctl->tick_running = true;
-    ctl->stats.ticks++;
-    ctl->fleet.ticks++;
+    if (!followup) {
+        ctl->stats.ticks++;
+        ctl->fleet.ticks++;
+    }
     ctl->tick_started_ns = uv_hrtime();
     ctl->now_ms = tm_clock_now_ms(&ctl->clock);
     ctl->tick_started_real = (int64_t)uv_now(&ctl->loop);
@@ -588,6 +638,10 @@ static void end_pass(struct tm_controller *ctl)
                      ctl->leader, tm_calls_inflight(&ctl->calls));
     }
     ctl->tick_running = false;
+    if (ctl->replan_pending && !ctl->stopping && !ctl->closing && ctl->followups < TM_FOLLOWUPS_MAX) {
+        ctl->replan_pending = false;
+        uv_timer_start(&ctl->replan_timer, on_replan, 0, 0);
+    }
     maybe_finish_stop(ctl);
 }
 
@@ -632,6 +686,7 @@ static void close_all(struct tm_controller *ctl)
         ctl->leader_conn = NULL;
     }
     uv_handle_t *handles[] = {(uv_handle_t *)&ctl->tick_timer, (uv_handle_t *)&ctl->stop_timer,
+                              (uv_handle_t *)&ctl->replan_timer,
                               (uv_handle_t *)&ctl->sigint, (uv_handle_t *)&ctl->sigterm};
     for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++) {
         if (!uv_is_closing(handles[i]))
@@ -668,6 +723,7 @@ static void begin_stop(struct tm_controller *ctl, const char *why)
     tm_log_info("stopping", "reason=%s", why);
     ctl->stopping = true;
     uv_timer_stop(&ctl->tick_timer);
+    uv_timer_stop(&ctl->replan_timer);
     uv_timer_start(&ctl->stop_timer, on_stop_deadline, TM_STOP_DEADLINE_MS, 0);
     maybe_finish_stop(ctl);
 }
@@ -823,7 +879,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     ctl->calls = (struct tm_calls){
         .cfg = cfg, .pool = &ctl->pool, .epoch = &ctl->epoch, .closing = &ctl->closing,
         .clock = &ctl->clock, .fleet = &ctl->fleet, .stats = &ctl->stats,
-        .on_none_left = on_no_calls_left, .data = ctl,
+        .on_none_left = on_no_calls_left, .on_shortage = on_shortage, .data = ctl,
     };
     /* A lease shorter than two ticks would lapse between renewals. */
     ctl->lease_ms = cfg->database_leader_lease_ms > 0 ? cfg->database_leader_lease_ms : 15000;
@@ -850,6 +906,8 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     ctl->started_real = uv_now(&ctl->loop);
     uv_timer_init(&ctl->loop, &ctl->tick_timer);
     uv_timer_init(&ctl->loop, &ctl->stop_timer);
+    uv_timer_init(&ctl->loop, &ctl->replan_timer);
+    ctl->replan_timer.data = ctl;
     uv_signal_init(&ctl->loop, &ctl->sigint);
     uv_signal_init(&ctl->loop, &ctl->sigterm);
     ctl->tick_timer.data = ctl->stop_timer.data = ctl->sigint.data = ctl->sigterm.data = ctl;

@@ -356,7 +356,8 @@ static void launch_pool(const struct tm_planner_input *in, struct acts *a, struc
         if (type >= 0) {
             /* Name the fallback: the cheapest choice ignoring shortages. */
             int32_t z0 = 0;
-            int t0 = tm_planner_choose_type(pr, in->spot_zone_hazard, spot, total, largest, NULL, 0, in->now_ms, &z0);
+            int t0 = tm_planner_choose_type(pr, in->spot_zone_hazard, spot, total, largest, in->shortages,
+                                            in->nunoffered, in->now_ms, &z0);
             if (t0 != type)
                 why_fb = ", fallback: other type (short)";
             else if (z0 != zone)

@@ -229,6 +229,12 @@ struct tm_planner_input {
                                              * upper quantile: hysteresis); < 0: none */
     const struct tm_planner_shortage *shortages;
     size_t nshortages;
+    /* The first nunoffered shortages (until_ms INT64_MAX) are cells no
+     * pool offers at all: when one table joins several clouds' types
+     * (a pool group), a type exists only in its own cloud's zones.  They
+     * rule those cells out like a shortage, but a launch that avoids
+     * them is not called a fallback in its reason. */
+    size_t nunoffered;
     struct tm_planner_budget budget;
     struct tm_planner_params params;
     /* Interruptions per node-hour of spot type t in zone z at

@@ -52,6 +52,10 @@ struct tm_price_type {
     int64_t on_demand_uusd_per_hour;
     int64_t spot_uusd_per_hour;   /* 0: no spot */
     unsigned capacity;            /* 0: unlimited */
+    /* The cloud (config provider name) that sells the type, when one
+     * table holds several clouds' types (a pool group); "" otherwise.
+     * Not read from the YAML: the live tick fills it. */
+    char provider[TM_PRICES_NAME_MAX];
 };
 
 enum tm_budget_scope {

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "controller/reconcile/internal.h"
+#include "controller/fleet/offers.h"
 #include "controller/fleet/planner.h"
 #include "controller/fleet/prices.h"
 #include "core/err.h"
@@ -38,13 +39,25 @@ static int zone_index(struct tm_price_table *pr, const char *zone, bool add)
     return (int)pr->nzones++;
 }
 
-static int type_index(struct tm_price_table *pr, const struct tm_config_instance_type *t)
+/* A type is one cloud's: in a pool group two clouds may sell a type of
+ * the same name, at different prices. */
+static int type_find(const struct tm_price_table *pr, const char *provider, const char *name)
 {
-    int i = tm_prices_find(pr, t->name);
+    for (size_t i = 0; i < pr->ntypes; i++)
+        if (strcmp(pr->types[i].name, name) == 0 && strcmp(pr->types[i].provider, provider) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int type_index(struct tm_price_table *pr, const char *provider,
+                      const struct tm_config_instance_type *t)
+{
+    int i = type_find(pr, provider, t->name);
     if (i >= 0 || pr->ntypes == TM_PRICES_TYPES_MAX)
         return i;
     struct tm_price_type *x = &pr->types[pr->ntypes];
     snprintf(x->name, sizeof(x->name), "%s", t->name);
+    snprintf(x->provider, sizeof(x->provider), "%s", provider);
     snprintf(x->gpu_model, sizeof(x->gpu_model), "%s", t->gpu_model);
     x->gpus = t->gpus;
     x->cpu_milli = t->cpu_milli;
@@ -81,7 +94,7 @@ static void fleet_zone_hazards(struct pass *p, const bool *in_model, struct flee
         if (!in_model[pi] || tm_rc_pool_is_od(pool))
             continue;
         for (size_t k = 0; k < pool->ninstance_types; k++) {
-            int ti = tm_prices_find(&f->pr, pool->instance_types[k]);
+            int ti = type_find(&f->pr, pool->provider, pool->instance_types[k]);
             for (size_t z = 0; ti >= 0 && z < pool->nzones; z++) {
                 int zi = zone_index(&f->pr, pool->zones[z], false);
                 double *cell = zi >= 0 ? &f->spot_zone_hazard[(size_t)ti * nz + (size_t)zi] : NULL;
@@ -90,6 +103,47 @@ static void fleet_zone_hazards(struct pass *p, const bool *in_model, struct flee
             }
         }
     }
+}
+
+/* The (type, zone, capacity) cells no pool of the model offers, as
+ * shortages that never end: the table joins every pool's types and
+ * zones, and without these a type of one cloud (or one pool) could be
+ * planned in another's zone, where its launch would be sent to the
+ * pool's own zones and meet the same shortage again.  Spot cells come
+ * from spot and spot_then_on_demand pools, on-demand cells from
+ * on_demand and spot_then_on_demand pools. */
+static void fleet_unoffered(struct pass *p, const bool *in_model, struct fleet *f)
+{
+    const struct tm_config *cfg = p->cfg;
+    size_t nz = f->pr.nzones ? f->pr.nzones : 1;
+    bool offered[2][TM_PRICES_TYPES_MAX * TM_PRICES_ZONES_MAX];
+
+    memset(offered, 0, sizeof(offered));
+    for (size_t pi = 0; pi < cfg->npools; pi++) {
+        const struct tm_config_pool *pool = &cfg->pools[pi];
+        bool od = tm_rc_pool_is_od(pool);
+        bool both = strcmp(pool->capacity_type, "spot_then_on_demand") == 0;
+        if (!in_model[pi])
+            continue;
+        for (size_t k = 0; k < pool->ninstance_types; k++) {
+            int ti = type_find(&f->pr, pool->provider, pool->instance_types[k]);
+            for (size_t z = 0; ti >= 0 && z < pool->nzones; z++) {
+                int zi = f->pr.nzones ? zone_index(&f->pr, pool->zones[z], false) : 0;
+                if (zi < 0)
+                    continue;
+                if (!od)
+                    offered[1][(size_t)ti * nz + (size_t)zi] = true;
+                if (od || both)
+                    offered[0][(size_t)ti * nz + (size_t)zi] = true;
+            }
+        }
+    }
+    for (int spot = 0; spot < 2; spot++)
+        for (size_t ti = 0; ti < f->pr.ntypes; ti++)
+            for (size_t z = 0; z < nz; z++)
+                if (!offered[spot][ti * nz + z])
+                    f->shortages[f->nshortages++] = (struct tm_planner_shortage){
+                        (int32_t)ti, (int32_t)z, spot == 1, INT64_MAX};
 }
 
 /* Build the planner's view of one GPU model's pools. */
@@ -114,7 +168,7 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         for (size_t k = 0; k < pool->ninstance_types && prov; k++) {
             const struct tm_config_instance_type *t = tm_config_type_find(prov, pool->instance_types[k]);
             if (t)
-                type_index(&f->pr, t);
+                type_index(&f->pr, pool->provider, t);
         }
         for (size_t z = 0; z < pool->nzones; z++)
             zone_index(&f->pr, pool->zones[z], true);
@@ -170,7 +224,7 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
         const struct tm_config_pool *pool = &cfg->pools[n->pool];
         const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
         const struct tm_config_instance_type *t = prov ? tm_config_type_find(prov, n->instance_type) : NULL;
-        int ti = t ? type_index(&f->pr, t) : -1;
+        int ti = t ? type_index(&f->pr, pool->provider, t) : -1;
         int zi = zone_index(&f->pr, n->zone, true);
         if (ti < 0)
             continue;
@@ -270,15 +324,25 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
                 .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib,
                 .gang = j->nodes > 1 ? j->nodes : 0};
     }
-    /* Shortages the caller remembers, by the table's indices. */
+    /* Cells no pool offers first (the planner's nunoffered), then the
+     * shortages the caller remembers, by the table's indices. */
+    fleet_unoffered(p, in_model, f);
+    in->nunoffered = f->nshortages;
     for (size_t k = 0; k < p->in->nshortages; k++) {
         const struct tm_live_shortage *sh = &p->in->shortages[k];
-        int ti = tm_prices_find(&f->pr, sh->instance_type);
         int zi = zone_index(&f->pr, sh->zone, false);
-        if (ti < 0 || zi < 0 || sh->until_ms <= p->in->now_ms)
+        if (zi < 0 || sh->until_ms <= p->in->now_ms)
             continue;
-        f->shortages[f->nshortages++] = (struct tm_planner_shortage){ti, zi, sh->spot, sh->until_ms};
-        f->any_shortage = true;
+        /* A shortage names its cloud; one from an older caller (no
+         * provider) holds for every cloud's type of that name. */
+        for (size_t ti = 0; ti < f->pr.ntypes; ti++) {
+            if (strcmp(f->pr.types[ti].name, sh->instance_type) != 0 ||
+                (sh->provider[0] && strcmp(f->pr.types[ti].provider, sh->provider) != 0))
+                continue;
+            f->shortages[f->nshortages++] =
+                (struct tm_planner_shortage){(int32_t)ti, zi, sh->spot, sh->until_ms};
+            f->any_shortage = true;
+        }
     }
     /* After the nodes: their zones are in the table too. */
     fleet_zone_hazards(p, in_model, f);
@@ -291,6 +355,107 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
     in->njobs = f->njobs;
     in->shortages = f->shortages;
     in->nshortages = f->nshortages;
+}
+
+/* ---- the cloud chosen and the offers passed over ------------------------ */
+
+/* Whether the model's table joins more than one cloud's types. */
+static bool fleet_clouds(const struct fleet *f)
+{
+    for (size_t t = 1; t < f->pr.ntypes; t++)
+        if (strcmp(f->pr.types[t].provider, f->pr.types[0].provider) != 0)
+            return true;
+    return false;
+}
+
+/* Append to why, when the table joins several clouds (or the launch fell
+ * back past a cheaper offer): the cloud chosen, then the offers passed
+ * over that were cheaper (short) and the next dearer one, each with its
+ * price, e.g. "; cloud gcp: a2-highgpu-8g spot 15.42 USD/h; passed over:
+ * azure Standard_ND96asr_v4 spot 2.99 USD/h (short in 1), ...". */
+static void fleet_offers_why(const struct fleet *f, const struct tm_planner_input *in,
+                             const struct tm_planner_action *x, char *why, size_t size)
+{
+    struct tm_planner_offer o[2 * TM_PRICES_TYPES_MAX];
+    size_t n = tm_planner_offers(in, x, o, 2 * TM_PRICES_TYPES_MAX), len = strlen(why), listed = 0;
+    bool passed_short = false, after = false;
+
+    for (size_t k = 0; k < n; k++)
+        passed_short = passed_short || o[k].status == TM_OFFER_SHORT;
+    if (n == 0 || (!fleet_clouds(f) && !passed_short) || len >= size)
+        return;
+    const struct tm_price_type *c = &f->pr.types[x->type];
+    snprintf(why + len, size - len, "; cloud %s: %s %s %.2f USD/h", c->provider[0] ? c->provider : "-",
+             c->name, x->spot ? "spot" : "on-demand", (double)(x->spot ? c->spot_uusd_per_hour
+                                                                       : c->on_demand_uusd_per_hour) / 1e6);
+    for (size_t k = 0; k < n && listed < 4; k++) {
+        const struct tm_price_type *t = &f->pr.types[o[k].type];
+        /* the cheaper ones passed over, and the next one after the choice */
+        if (o[k].status == TM_OFFER_CHOSEN) {
+            after = true;
+            continue;
+        }
+        len = strlen(why);
+        if (len >= size)
+            return;
+        snprintf(why + len, size - len, "%s %s %s %s %.2f USD/h (%s)", listed ? "," : "; passed over:",
+                 t->provider[0] ? t->provider : "-", t->name, o[k].spot ? "spot" : "on-demand",
+                 (double)o[k].uusd_per_hour / 1e6, tm_offer_status_name(o[k].status));
+        listed++;
+        if (after)
+            break;
+    }
+}
+
+/* The launch decision's inputs: the cloud chosen (provider, its kind) and
+ * every offer ranked, each with its price and status and the zones
+ * remembered short. */
+static void fleet_offers_inputs(struct pass *p, const struct fleet *f, const struct tm_planner_input *in,
+                                const struct tm_planner_action *x, const struct tm_config_pool *pool,
+                                cJSON *a)
+{
+    struct tm_planner_offer o[2 * TM_PRICES_TYPES_MAX];
+    size_t n = tm_planner_offers(in, x, o, 2 * TM_PRICES_TYPES_MAX);
+    const struct tm_config_provider *prov = tm_config_provider_find(p->cfg, pool->provider);
+    cJSON *ins = a ? cJSON_GetObjectItemCaseSensitive(a, "inputs") : NULL;
+    cJSON *list;
+
+    if (!ins || p->err)
+        return;
+    tm_rc_put_str(p, ins, "provider", pool->provider);
+    if (prov)
+        tm_rc_put_str(p, ins, "provider_kind", prov->kind);
+    if (pool->group)
+        tm_rc_put_str(p, ins, "pool_group", pool->group);
+    list = cJSON_AddArrayToObject(ins, "offers");
+    if (!list) {
+        p->err = TM_ENOMEM;
+        return;
+    }
+    for (size_t k = 0; k < n; k++) {
+        const struct tm_price_type *t = &f->pr.types[o[k].type];
+        cJSON *e = cJSON_CreateObject();
+        cJSON *zs = e ? cJSON_AddArrayToObject(e, "short_zones") : NULL;
+        if (!e || !zs || !cJSON_AddItemToArray(list, e)) {
+            cJSON_Delete(e);
+            p->err = TM_ENOMEM;
+            return;
+        }
+        tm_rc_put_str(p, e, "provider", t->provider);
+        tm_rc_put_str(p, e, "instance_type", t->name);
+        tm_rc_put_str(p, e, "capacity_type", o[k].spot ? "spot" : "on_demand");
+        tm_rc_put_num(p, e, "price_uusd_per_hour", (double)o[k].uusd_per_hour);
+        tm_rc_put_str(p, e, "status", tm_offer_status_name(o[k].status));
+        for (size_t z = 0; z < f->pr.nzones && z < 32; z++)
+            if (o[k].short_zones & (1u << z)) {
+                cJSON *zn = cJSON_CreateString(f->pr.zones[z]);
+                if (!zn || !cJSON_AddItemToArray(zs, zn)) {
+                    cJSON_Delete(zn);
+                    p->err = TM_ENOMEM;
+                    return;
+                }
+            }
+    }
 }
 
 /* One planner pass for the pools of one GPU model, its actions mapped to
@@ -313,7 +478,11 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
         f->node_of = calloc(s->nnodes + 1, sizeof(*f->node_of));
         f->plan_of = malloc((s->nnodes + 1) * sizeof(*f->plan_of));
         f->jobs = calloc(maxjobs, sizeof(*f->jobs));
-        f->shortages = calloc(p->in->nshortages + 1, sizeof(*f->shortages));
+        /* the remembered shortages (one per cloud selling the type, at
+         * most), and the cells no pool offers (fleet_unoffered) */
+        f->shortages = calloc(p->in->nshortages * TM_PRICES_TYPES_MAX +
+                                  2 * TM_PRICES_TYPES_MAX * TM_PRICES_ZONES_MAX + 1,
+                              sizeof(*f->shortages));
     }
     if (!f || !f->nodes || !f->node_of || !f->plan_of || !f->jobs || !f->shortages) {
         p->err = TM_ENOMEM;
@@ -340,11 +509,12 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
             const char *zone = f->pr.nzones ? f->pr.zones[x->zone] : "";
             if (x->count > 1) {
                 /* a gang's nodes, bought whole (reconcile/gang.c) */
-                tm_rc_request_gang(p, in_model, type, zone, x->spot, x->od_fallback, x->count,
-                                   x->reason, in.forecast_gpus[x->spot], seq);
+                tm_rc_request_gang(p, in_model, f->pr.types[x->type].provider, type, zone, x->spot,
+                                   x->od_fallback, x->count, x->reason, in.forecast_gpus[x->spot], seq);
                 continue;
             }
-            int pi = tm_rc_launch_pool(p, in_model, type, zone, x->spot, x->od_fallback);
+            int pi = tm_rc_launch_pool_on(p, in_model, f->pr.types[x->type].provider, type, zone,
+                                          x->spot, x->od_fallback);
             if (pi < 0) {
                 /* every pool of that kind is at its max */
                 snprintf(why, sizeof(why), "every %s pool that lists %s is at its max_nodes; not "
@@ -379,7 +549,9 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
                 snprintf(why + strlen(why), sizeof(why) - strlen(why),
                          "; zone %s: lowest spot hazard with capacity (%.4g per node-hour, %s)", zone,
                          hazard, fitted ? "fitted" : "the pool's");
+            fleet_offers_why(f, &in, x, why, sizeof(why));
             cJSON *a = tm_rc_request_node(p, pi, t, zone, cap, why, in.forecast_gpus[x->spot], seq);
+            fleet_offers_inputs(p, f, &in, x, pool, a);
             if (by_hazard) {
                 /* "Every decision is explained": the figure behind the zone. */
                 cJSON *ins = a ? cJSON_GetObjectItemCaseSensitive(a, "inputs") : NULL;
@@ -431,6 +603,15 @@ out:
     free(f);
 }
 
+/* Whether two pools' work is one planner pass: the same pool group, or
+ * both ungrouped with the same GPU model. */
+static bool fleet_same_queue(const struct tm_config_pool *a, const struct tm_config_pool *b)
+{
+    if (a->group || b->group)
+        return a->group && b->group && strcmp(a->group, b->group) == 0;
+    return strcmp(a->gpu_model, b->gpu_model) == 0;
+}
+
 /* Step 3: launches and releases from the planner, per GPU model, then
  * pool minimums and drained nodes. */
 void tm_rc_run_planner(struct pass *p, const bool *job_placed)
@@ -466,7 +647,7 @@ void tm_rc_run_planner(struct pass *p, const bool *job_placed)
         if (done[pi])
             continue;
         for (size_t k = 0; k < np; k++)
-            in_model[k] = !done[k] && strcmp(cfg->pools[k].gpu_model, cfg->pools[pi].gpu_model) == 0;
+            in_model[k] = !done[k] && fleet_same_queue(&cfg->pools[k], &cfg->pools[pi]);
         for (size_t k = 0; k < np; k++)
             done[k] = done[k] || in_model[k];
         plan_model(p, in_model, job_placed, &seq);

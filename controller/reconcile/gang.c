@@ -16,14 +16,15 @@
 #include "controller/reconcile/internal.h"
 #include "core/err.h"
 
-void tm_rc_request_gang(struct pass *p, const bool *in_model, const char *type, const char *zone,
+void tm_rc_request_gang(struct pass *p, const bool *in_model, const char *provider, const char *type,
+                        const char *zone,
                         bool spot, bool od_fallback, int32_t count, const char *planner_why,
                         double forecast_gpus, unsigned *seq)
 {
     const struct tm_config *cfg = p->cfg;
     char set[TM_ID_MAX], token[TM_ID_MAX], why[512];
     enum tm_capacity_type cap = spot ? TM_CAPACITY_SPOT : TM_CAPACITY_ON_DEMAND;
-    int pi = tm_rc_launch_pool(p, in_model, type, zone, spot, od_fallback);
+    int pi = tm_rc_launch_pool_on(p, in_model, provider, type, zone, spot, od_fallback);
 
     if (pi < 0 || p->live[pi] + count > cfg->pools[pi].max_nodes) {
         snprintf(why, sizeof(why), "no %s pool that lists %s has room for a gang's %d nodes at once; "

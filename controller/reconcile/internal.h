@@ -184,6 +184,9 @@ bool tm_rc_pool_lists_zone(const struct tm_config_pool *pool, const char *zone);
 /* A config pool of the model for a launch the planner chose, -1 if all full. */
 int tm_rc_launch_pool(struct pass *p, const bool *in_model, const char *type, const char *zone,
                       bool spot, bool fallback_od);
+/* The same on one cloud's pools (provider NULL or "": any). */
+int tm_rc_launch_pool_on(struct pass *p, const bool *in_model, const char *provider, const char *type,
+                         const char *zone, bool spot, bool fallback_od);
 /* Record a node request (token written before any cloud call); returns the
  * request_node action, owned by the plan. */
 cJSON *tm_rc_request_node(struct pass *p, int pi, const struct tm_config_instance_type *t,
@@ -201,8 +204,10 @@ cJSON *tm_rc_request_node_token(struct pass *p, int pi, const struct tm_config_i
  * share one stem (tm_launch_member_token), so that the daemon launches
  * them as one set and a restart relaunches them together.  Refused whole
  * (no node row) when no pool has room for all or the org's cap refuses
- * one of them. */
-void tm_rc_request_gang(struct pass *p, const bool *in_model, const char *type, const char *zone,
+ * one of them.  provider: the cloud whose type the planner chose (NULL or
+ * "": any). */
+void tm_rc_request_gang(struct pass *p, const bool *in_model, const char *provider, const char *type,
+                        const char *zone,
                         bool spot, bool od_fallback, int32_t count, const char *planner_why,
                         double forecast_gpus, unsigned *seq);
 

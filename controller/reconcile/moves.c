@@ -393,7 +393,7 @@ static void plan_substitute(struct pass *p, const bool *in_model, const struct f
     if (!f->nodes[x->node].movable || o->capacity != TM_CAPACITY_ON_DEMAND || o->state != TM_NODE_READY ||
         o->cordoned || p->node_gone[oi] || p->node_replaced[oi])
         return;
-    int pi = tm_rc_launch_pool(p, in_model, type, zone, true, false);
+    int pi = tm_rc_launch_pool_on(p, in_model, f->pr.types[x->type].provider, type, zone, true, false);
     if (pi < 0) {
         snprintf(why, sizeof(why), "every spot pool that lists %s is at its max_nodes; no substitute "
                  "for node %" PRId64 ": %s", type, o->id, x->reason);

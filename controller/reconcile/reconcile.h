@@ -216,6 +216,7 @@ struct tm_pool_forecast {
  * zone, then another type, then on-demand for preemptible work where the
  * pool allows it. */
 struct tm_live_shortage {
+    char provider[TM_ID_MAX];     /* config provider name; "": any cloud */
     char instance_type[TM_ID_MAX];
     char zone[TM_ID_MAX];
     bool spot;

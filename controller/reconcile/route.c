@@ -110,6 +110,14 @@ bool tm_rc_pool_lists_zone(const struct tm_config_pool *pool, const char *zone)
 int tm_rc_launch_pool(struct pass *p, const bool *in_model, const char *type, const char *zone,
                        bool spot, bool fallback_od)
 {
+    return tm_rc_launch_pool_on(p, in_model, NULL, type, zone, spot, fallback_od);
+}
+
+/* The same, on pools of one cloud only (provider NULL or "": any): in a
+ * pool group two clouds may both sell a type of that name. */
+int tm_rc_launch_pool_on(struct pass *p, const bool *in_model, const char *provider, const char *type,
+                         const char *zone, bool spot, bool fallback_od)
+{
     int best = -1;
     for (int pass = 0; pass < 2 && best < 0; pass++) {
         /* on-demand launches go to on_demand pools only (non-preemptible
@@ -121,6 +129,8 @@ int tm_rc_launch_pool(struct pass *p, const bool *in_model, const char *type, co
             bool od = tm_rc_pool_is_od(pool);
             bool fallback = strcmp(pool->capacity_type, "spot_then_on_demand") == 0;
             if (!in_model[pi] || !pool_lists_type(pool, type) || p->live[pi] >= pool->max_nodes)
+                continue;
+            if (provider && provider[0] && strcmp(pool->provider, provider) != 0)
                 continue;
             if (spot ? od : (pass == 0 && fallback_od ? !fallback : !od))
                 continue;

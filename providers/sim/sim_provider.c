@@ -194,6 +194,40 @@ static const char terminate_sql[] =
 static const char list_sql[] =
     "SELECT " TM_SIM_ROW_COLUMNS " FROM simcloud.instances"
     " WHERE (SELECT simcloud.fault('list')) AND cluster = $1 ORDER BY launched_ms, id";
+static const char list_own_sql[] =
+    "SELECT " TM_SIM_ROW_COLUMNS " FROM simcloud.instances"
+    " WHERE (SELECT simcloud.fault('list')) AND cluster = $1"
+    " AND pool = ANY($2::text[]) ORDER BY launched_ms, id";
+
+/* The provider's pool names as a text[] literal, each element quoted. */
+static int pools_literal(const struct tm_simcloud_params *p, char *buf, size_t size)
+{
+    size_t n = 0;
+
+    if (size < 3)
+        return TM_EINVAL;
+    buf[n++] = '{';
+    for (size_t i = 0; i < p->npools; i++) {
+        if (n + 2 >= size)
+            return TM_EINVAL;
+        if (i > 0)
+            buf[n++] = ',';
+        buf[n++] = '"';
+        for (const char *c = p->pools[i].pool; *c; c++) {
+            if (n + 4 >= size)
+                return TM_EINVAL;
+            if (*c == '"' || *c == '\\')
+                buf[n++] = '\\';
+            buf[n++] = *c;
+        }
+        buf[n++] = '"';
+    }
+    if (n + 2 > size)
+        return TM_EINVAL;
+    buf[n++] = '}';
+    buf[n] = '\0';
+    return 0;
+}
 
 /* ---- ops --------------------------------------------------------------- */
 
@@ -661,7 +695,7 @@ static int sim_list(struct tm_provider *p, const char *cluster, tm_list_cb cb, v
 {
     struct sim_provider *sp = impl(p);
     struct sim_op *op;
-    const char *params[1];
+    const char *params[2];
     int r;
 
     if (!cb || !fits(cluster))
@@ -678,7 +712,17 @@ static int sim_list(struct tm_provider *p, const char *cluster, tm_list_cb cb, v
         return 0;
     }
     params[0] = op->args.cluster;
-    r = send_pg(sp, op, list_sql, 1, params);
+    if (sp->params->own_pools_only) {
+        char pools[TM_SIM_POOLS_MAX * (TM_ID_MAX * 2 + 3) + 3];
+        r = pools_literal(sp->params, pools, sizeof(pools));
+        if (r == 0) {
+            /* pg_uv copies the parameters before send_pg returns */
+            params[1] = pools;
+            r = send_pg(sp, op, list_own_sql, 2, params);
+        }
+    } else {
+        r = send_pg(sp, op, list_sql, 1, params);
+    }
     if (r < 0)
         free(op);
     return r;
@@ -912,6 +956,9 @@ int tm_sim_params_from_config(const struct tm_config *cfg, const struct tm_confi
         t->capacity = (unsigned)ct->capacity;
     }
     p.ntypes = prov->ntypes;
+    for (size_t i = 0, sims = 0; cfg && i < cfg->nproviders; i++)
+        if (strcmp(cfg->providers[i].kind, "sim") == 0 && ++sims > 1)
+            p.own_pools_only = true;
     for (size_t i = 0; cfg && i < cfg->npools; i++) {
         const struct tm_config_pool *pool = &cfg->pools[i];
 

@@ -102,6 +102,11 @@ struct tm_simcloud_params {
     int64_t spot_notice_ms;        /* notice before an interruption */
     struct tm_sim_pool_spot pools[TM_SIM_POOLS_MAX]; /* per-pool overrides of the two above */
     size_t npools;
+    /* pg mode: list only the instances of pools[] (the provider's own).
+     * Set when one configuration has several sim providers (say, three
+     * stand-in clouds of a pool group): they share one table, and each
+     * would take the others' instances for orphans. */
+    bool own_pools_only;
     /* Per (types[t], zones[z]) overrides of the hazard, a pool's included
      * (the notice stays the pool's). */
     struct tm_sim_cell_spot cells[TM_SIM_TYPES_MAX][TM_SIM_ZONES_MAX];
