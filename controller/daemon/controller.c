@@ -68,6 +68,10 @@ struct tm_controller {
     uv_timer_t replan_timer;
     bool replan_pending;            /* asked while a pass ran: start when it ends */
     unsigned followups;             /* follow-up passes in this tick */
+    /* The pass running is a follow-up: not a tick of its own, so neither
+     * tarmac_ticks_total nor tarmac_tick_duration_seconds counts it (their
+     * counts stay equal); "follow-up pass" log lines count them. */
+    bool followup_pass;
     uv_signal_t sigint, sigterm;
 
     bool leader;
@@ -599,6 +603,7 @@ static void start_pass(struct tm_controller *ctl, bool followup)
         return;
     }
     ctl->tick_running = true;
+    ctl->followup_pass = followup;
     if (!followup) {
         ctl->stats.ticks++;
         ctl->fleet.ticks++;
@@ -628,7 +633,7 @@ static void end_pass(struct tm_controller *ctl)
     tm_snapshot_release(ctl->snap);
     ctl->snap = NULL;
     tm_rc_plan_release(&ctl->plan);
-    if (ctl->tick_running && ctl->pass_begun)
+    if (ctl->tick_running && ctl->pass_begun && !ctl->followup_pass)
         tm_fleet_stats_tick_done(&ctl->fleet, (double)(uv_hrtime() - ctl->tick_started_ns) / 1e9);
     ctl->pass_begun = false;
     ctl->fleet.leader = ctl->leader;
