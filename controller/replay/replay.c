@@ -134,6 +134,9 @@ struct sim {
     uint8_t *udirty;
     int32_t *udlist;
     size_t nudirty;
+    uint32_t *bf_mark, bf_gen;                 /* per rank: in the subset of pass bf_gen */
+    int32_t bf_gjob, bf_gnode;                 /* the last reservation: job, node, start */
+    int64_t bf_gstart;
     struct tm_sched_job *bq;                   /* the jobs handed to the pass */
     int32_t *bqpos;
     size_t bqcap;
@@ -824,7 +827,8 @@ static int bf_init(struct sim *s, const size_t *arr)
     s->ucap = calloc(s->nshapes + 1, sizeof(*s->ucap));
     s->udirty = calloc(s->nnodes + 1, sizeof(*s->udirty));
     s->udlist = malloc((s->nnodes + 1) * sizeof(*s->udlist));
-    if (!s->rank || !g || !s->ufit || !s->ucap || !s->udirty || !s->udlist) {
+    s->bf_mark = calloc(s->njobs + 1, sizeof(*s->bf_mark));
+    if (!s->rank || !g || !s->ufit || !s->ucap || !s->udirty || !s->udlist || !s->bf_mark) {
         free(g);
         return TM_ENOMEM;
     }
@@ -841,6 +845,7 @@ static int bf_init(struct sim *s, const size_t *arr)
         return r;
     for (size_t i = 0; i < s->nnodes; i++)
         ufit_node(s, i);
+    s->bf_gjob = -1;
     s->bf = true;
     return 0;
 }
@@ -852,6 +857,7 @@ static void bf_release(struct sim *s)
     free(s->ucap);
     free(s->udirty);
     free(s->udlist);
+    free(s->bf_mark);
     free(s->bq);
     free(s->bqpos);
     tm_seqindex_release(&s->qall);
@@ -910,28 +916,127 @@ static int bq_add(struct sim *s, size_t *n, size_t p)
  * event costs two passes over O(prefix + shapes + jobs started) jobs plus
  * the nodes and running jobs, instead of one over the queue.
  */
+/* The subset (above) after the prefix ending at arrival rank `last`, for
+ * a reservation on `node` at `start` (rpre: for a preemptible job),
+ * appended to the pass's input. */
+static int bf_subset(struct sim *s, size_t *n, size_t last, int64_t now, int32_t node, int64_t start,
+                     bool rpre)
+{
+    int64_t gap = start - now;
+    int rc;
+
+    if (gap > TM_SEQ_MAX - 1)
+        gap = TM_SEQ_MAX - 1;
+    for (size_t g = 0; g < s->qgrp.ngroups; g++) {
+        size_t sh = g / 2;
+        int64_t u = s->ucap[sh], p = (int64_t)last + 1;
+        int32_t ur = s->ufit[sh * s->nnodes + (size_t)node];
+        int64_t t = rpre && !(g & 1) ? TM_SEQ_MAX : gap;
+        for (int64_t k = 0; k < u; k++) {
+            p = tm_seqindex_next(&s->qgrp, g, (size_t)p, TM_SEQ_MAX);
+            if (p < 0)
+                break;
+            rc = bq_add(s, n, (size_t)p++);
+            if (rc < 0)
+                return rc;
+        }
+        for (int32_t k = 0; p >= 0 && k < ur; k++) {
+            p = tm_seqindex_next(&s->qgrp, g, (size_t)p, t);
+            if (p < 0)
+                break;
+            rc = bq_add(s, n, (size_t)p++);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* The first `want` queued jobs in arrival order as the pass's input
+ * (*n); *last: the rank of the last, *more: some queued job is left out. */
+static int bf_prefix(struct sim *s, size_t want, size_t *n, size_t *last, bool *more)
+{
+    int64_t p = 0;
+    int rc;
+
+    *n = 0;
+    *more = false;
+    while ((p = tm_seqindex_next(&s->qall, 0, (size_t)p, TM_SEQ_MAX)) >= 0) {
+        if (*n == want) {
+            *more = true;
+            break;
+        }
+        rc = bq_add(s, n, (size_t)p);
+        if (rc < 0)
+            return rc;
+        *last = (size_t)p++;
+    }
+    return 0;
+}
+
+/* Whether pass result r holds its reservation for a job of the prefix
+ * (bq[0..nprefix)): then it is EASY's one reservation, made before any
+ * job of the subset was looked at. */
+static bool bf_reserved_in_prefix(const struct tm_sched_result *r, size_t nprefix)
+{
+    return r->nreservations > 0 && (size_t)r->reservations[0].job < nprefix;
+}
+
+/* Whether bq[nr..n) (a subset just computed) lies within bq[nprefix..nr)
+ * (the one a pass was run over); then bq[nr..n) is dropped. */
+static bool bf_covered(struct sim *s, size_t nprefix, size_t nr, size_t n)
+{
+    bool all = true;
+
+    s->bf_gen++;
+    for (size_t k = nprefix; k < nr; k++)
+        s->bf_mark[s->rank[s->qjob[s->bqpos[k]]]] = s->bf_gen;
+    for (size_t k = nr; k < n && all; k++)
+        all = s->bf_mark[s->rank[s->qjob[s->bqpos[k]]]] == s->bf_gen;
+    return all;
+}
+
 static int pass_backfill(struct sim *s, int64_t now, struct tm_replay_stats *st)
 {
     struct tm_sched_result r = {0};
-    size_t want = FIFO_PREFIX, n, nprefix, last = 0;
-    const struct tm_sched_reservation *rv;
+    size_t want = FIFO_PREFIX, n, nprefix, nr, last = 0;
+    struct tm_sched_reservation rv;
     bool blocked, more;
     int rc;
 
-    for (;;) {
-        int64_t p = 0;
-        n = 0;
-        more = false;
-        while ((p = tm_seqindex_next(&s->qall, 0, (size_t)p, TM_SEQ_MAX)) >= 0) {
-            if (n == want) {
-                more = true;
-                break;
-            }
-            rc = bq_add(s, &n, (size_t)p);
+    ufit_refresh(s);
+    /* The last pass's reservation, if its job still waits, is most often
+     * this pass's too: one pass over the prefix and the subset it gives,
+     * kept if the pass reserves the same. */
+    if (s->bf_gjob >= 0 && s->jobs[s->bf_gjob].qpos >= 0) {
+        rc = bf_prefix(s, want, &n, &last, &more);
+        if (rc < 0)
+            return rc;
+        nprefix = n;
+        if (more) {
+            rc = bf_subset(s, &n, last, now, s->bf_gnode, s->bf_gstart,
+                           s->jobs[s->bf_gjob].tj->preemptible);
+            if (rc == 0)
+                rc = sched_once(s, now, s->bq, n, &r);
             if (rc < 0)
                 return rc;
-            last = (size_t)p++;
+            if (bf_reserved_in_prefix(&r, nprefix)) {
+                rv = r.reservations[0];
+                if (s->qjob[s->bqpos[rv.job]] == s->bf_gjob && rv.node == s->bf_gnode &&
+                    rv.start_ms == s->bf_gstart)
+                    return pass_apply(s, now, st, s->bq, n, s->bqpos, &r, &blocked);
+                /* r, over a superset of the prefix, holds the reservation
+                 * the prefix alone makes. */
+                nr = n;
+                goto subset;
+            }
+            tm_sched_result_release(&r);
         }
+    }
+    for (;;) {
+        rc = bf_prefix(s, want, &n, &last, &more);
+        if (rc < 0)
+            return rc;
         if (n == 0)
             return 0;
         rc = sched_once(s, now, s->bq, n, &r);
@@ -942,52 +1047,38 @@ static int pass_backfill(struct sim *s, int64_t now, struct tm_replay_stats *st)
         tm_sched_result_release(&r);
         want *= 2;
     }
-    if (!more)
+    if (!more) {
+        s->bf_gjob = -1;
         return pass_apply(s, now, st, s->bq, n, s->bqpos, &r, &blocked);
-    rv = &r.reservations[0];
-    nprefix = n;
-    ufit_refresh(s);
-    {
-        int32_t node = rv->node;
-        bool rpre = s->bq[rv->job].preemptible;
-        int64_t gap = rv->start_ms - now;
-        if (gap > TM_SEQ_MAX - 1)
-            gap = TM_SEQ_MAX - 1;
-        for (size_t g = 0; g < s->qgrp.ngroups; g++) {
-            size_t sh = g / 2;
-            int64_t u = s->ucap[sh], p = (int64_t)last + 1;
-            int32_t ur = s->ufit[sh * s->nnodes + (size_t)node];
-            int64_t t = rpre && !(g & 1) ? TM_SEQ_MAX : gap;
-            if (u == 0)
-                continue;
-            for (int64_t k = 0; k < u; k++) {
-                p = tm_seqindex_next(&s->qgrp, g, (size_t)p, TM_SEQ_MAX);
-                if (p < 0)
-                    break;
-                rc = bq_add(s, &n, (size_t)p++);
-                if (rc < 0)
-                    goto fail;
-            }
-            for (int32_t k = 0; p >= 0 && k < ur; k++) {
-                p = tm_seqindex_next(&s->qgrp, g, (size_t)p, t);
-                if (p < 0)
-                    break;
-                rc = bq_add(s, &n, (size_t)p++);
-                if (rc < 0)
-                    goto fail;
-            }
-        }
     }
-    if (n > nprefix) {
+    nprefix = n;
+    nr = n;
+    rv = r.reservations[0];
+subset:
+    s->bf_gjob = s->qjob[s->bqpos[rv.job]];
+    s->bf_gnode = rv.node;
+    s->bf_gstart = rv.start_ms;
+    rc = bf_subset(s, &n, last, now, rv.node, rv.start_ms, s->bq[rv.job].preemptible);
+    if (rc < 0) {
+        tm_sched_result_release(&r);
+        return rc;
+    }
+    if (nr > nprefix && bf_covered(s, nprefix, nr, n)) {
+        /* r's input held the subset: the jobs beyond it change nothing. */
+        n = nr;
+    } else if (n > nprefix || nr > nprefix) {
+        /* The new subset alone after the prefix. */
+        if (nr > nprefix) {
+            memmove(s->bq + nprefix, s->bq + nr, (n - nr) * sizeof(*s->bq));
+            memmove(s->bqpos + nprefix, s->bqpos + nr, (n - nr) * sizeof(*s->bqpos));
+            n -= nr - nprefix;
+        }
         tm_sched_result_release(&r);
         rc = sched_once(s, now, s->bq, n, &r);
         if (rc < 0)
             return rc;
     }
     return pass_apply(s, now, st, s->bq, n, s->bqpos, &r, &blocked);
-fail:
-    tm_sched_result_release(&r);
-    return rc;
 }
 
 static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t narrived)

@@ -313,6 +313,33 @@ static int cmp_cand(const void *a, const void *b)
     return x->node < y->node ? -1 : x->node > y->node;
 }
 
+/* Only the first `m` candidates are read (a gang's nodes; a single job's
+ * sticky node is searched among all, wherever it lies): put the m
+ * smallest first in cmp_cand() order, a total order, so the same as a
+ * full sort there.  A scan per member instead of qsort over every node:
+ * the sort was a tenth of a saturated backfill replay (perf, 60,000
+ * synthetic jobs on 4,096 GPUs). */
+static void cands_order(struct cand *cands, size_t n, size_t m)
+{
+    if (m > n)
+        m = n;
+    if (m * 8 > n) {
+        qsort(cands, n, sizeof(*cands), cmp_cand);
+        return;
+    }
+    for (size_t k = 0; k < m; k++) {
+        size_t best = k;
+        for (size_t x = k + 1; x < n; x++)
+            if (cmp_cand(&cands[x], &cands[best]) < 0)
+                best = x;
+        if (best != k) {
+            struct cand tmp = cands[k];
+            cands[k] = cands[best];
+            cands[best] = tmp;
+        }
+    }
+}
+
 static int add_preemption(struct ctx *c, int32_t a, int32_t j)
 {
     int r = sched_grow((void **)&c->r.preemptions, &c->capprm, c->r.npreemptions + 1,
@@ -476,7 +503,7 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
     if (ncand < (size_t)nd->nodes)
         goto out;
     if (ncand > 1)
-        qsort(cands, ncand, sizeof(*cands), cmp_cand);
+        cands_order(cands, ncand, (size_t)nd->nodes);
     /* Sticky: a job that held a node keeps it, unless it can start now
      * elsewhere.  Moving a reservation to whichever node looks earliest
      * under wrong estimates restarts the drain each time and never ends. */
