@@ -904,11 +904,11 @@ static int bq_add(struct sim *s, size_t *n, size_t p)
  *    ones that start before the group's first failure are among its
  *    first U;
  *  - after a job of X fails, no node but R has room for X, and room on R
- *    is left for X only to a gap filler (estimate <= start - now; for a
- *    preemptible reservation, also any non-preemptible job), so only
- *    the first ufit[X][R] such jobs of the group after it can still
- *    start: those after the first U are the first ufit[X][R] such jobs
- *    after them.
+ *    is left for X only to a gap filler (estimate <= start - now), so
+ *    only the first ufit[X][R] gap fillers of the group after it can
+ *    still start: those after the first U are the first ufit[X][R] gap
+ *    fillers after them.  (A preemptible reservation does not hold
+ *    non-preemptible work off R: for such a group a failure ends it.)
  *
  * The prefix is found by a first pass over the first FIFO_PREFIX queued
  * jobs (doubling until one is blocked and reserved for), which also gives
@@ -930,8 +930,9 @@ static int bf_subset(struct sim *s, size_t *n, size_t last, int64_t now, int32_t
     for (size_t g = 0; g < s->qgrp.ngroups; g++) {
         size_t sh = g / 2;
         int64_t u = s->ucap[sh], p = (int64_t)last + 1;
-        int32_t ur = s->ufit[sh * s->nnodes + (size_t)node];
-        int64_t t = rpre && !(g & 1) ? TM_SEQ_MAX : gap;
+        /* A preemptible reservation never holds non-preemptible work off
+         * R: that group's first failure means no room on R either. */
+        int32_t ur = rpre && !(g & 1) ? 0 : s->ufit[sh * s->nnodes + (size_t)node];
         for (int64_t k = 0; k < u; k++) {
             p = tm_seqindex_next(&s->qgrp, g, (size_t)p, TM_SEQ_MAX);
             if (p < 0)
@@ -941,7 +942,7 @@ static int bf_subset(struct sim *s, size_t *n, size_t last, int64_t now, int32_t
                 return rc;
         }
         for (int32_t k = 0; p >= 0 && k < ur; k++) {
-            p = tm_seqindex_next(&s->qgrp, g, (size_t)p, t);
+            p = tm_seqindex_next(&s->qgrp, g, (size_t)p, gap);
             if (p < 0)
                 break;
             rc = bq_add(s, n, (size_t)p++);
