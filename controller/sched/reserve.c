@@ -157,9 +157,11 @@ static int cmp_release(const void *a, const void *b)
 
 /* Earliest time node i could hold one member of the job, replaying the
  * expected ends of what runs there.  Fills *ret_rel with what has been
- * released by that time.  INF_MS if never (by known estimates). */
+ * released by that time.  INF_MS if never (by known estimates), or if
+ * not by `cutoff` (the caller needs no later time). */
 static int64_t node_earliest(struct ctx *c, int32_t i, const struct need *nd, bool evict,
-                             struct release **buf, size_t *cap, struct rnode *ret_rel)
+                             int64_t cutoff, struct release **buf, size_t *cap,
+                             struct rnode *ret_rel)
 {
     const struct tm_sched_input *in = c->in;
     struct nst s = c->ns[i];
@@ -204,7 +206,7 @@ static int64_t node_earliest(struct ctx *c, int32_t i, const struct need *nd, bo
     }
     for (size_t x = 0; x < k; x++) {
         const struct release *rl = &(*buf)[x];
-        if (rl->end == INF_MS)
+        if (rl->end == INF_MS || rl->end > cutoff)
             break;
         for (int g = 0; g < s.gpus; g++)
             if (rl->mask >> g & 1) {
@@ -457,6 +459,11 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
     size_t bcap = 0, ncand = 0, ccap = 0;
     struct cand *cands = NULL;
     int64_t gang_start;
+    /* Without loans a single job takes the earliest node (cmp_cand():
+     * key = t, then the node), so a node that cannot beat the best start
+     * found so far needs no replay past it: ties are still replayed. */
+    bool prune = !c->loans && nd->nodes == 1;
+    int64_t cutoff = INF_MS;
     int r;
 
     if (!c->timeline) {
@@ -479,7 +486,7 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
                 continue;
         }
         cd.node = (int32_t)i;
-        cd.t = node_earliest(c, (int32_t)i, nd, evict, &buf, &bcap, &cd.rel);
+        cd.t = node_earliest(c, (int32_t)i, nd, evict, cutoff, &buf, &bcap, &cd.rel);
         if (cd.t < 0) {
             r = TM_ENOMEM;
             goto out;
@@ -498,6 +505,8 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
         if (r < 0)
             goto out;
         cands[ncand++] = cd;
+        if (prune && cd.t < cutoff)
+            cutoff = cd.t;
     }
     r = 0;
     if (ncand < (size_t)nd->nodes)
