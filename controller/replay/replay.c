@@ -21,6 +21,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "controller/replay/seqindex.h"
 #include "controller/sched/estimate.h"
 #include "core/err.h"
 
@@ -122,6 +123,25 @@ struct sim {
     int64_t window_lo, window_hi;
     struct tm_estimator *est;
     int64_t *slips;                            /* ms, one per job that slipped */
+    /* backfill, incremental (pass_backfill()): the queue indexed by
+     * arrival rank, all of it (queued) and by group (shape x 2 +
+     * preemptible), valued by estimate; per shape and node how many jobs
+     * of the shape the node's free capacity could hold (ufit, refreshed
+     * for the nodes touched since: udirty), and their sum (ucap). */
+    bool bf;
+    int32_t *rank;                             /* per job: index in arr */
+    struct tm_seqindex qall, qgrp;
+    int32_t *ufit;                             /* nshapes x nnodes */
+    int64_t *ucap;                             /* per shape */
+    uint8_t *udirty;
+    int32_t *udlist;
+    size_t nudirty;
+    uint32_t *bf_mark, bf_gen;                 /* per rank: in the subset of pass bf_gen */
+    int32_t bf_gjob, bf_gnode;                 /* the last reservation: job, node, start */
+    int64_t bf_gstart;
+    struct tm_sched_job *bq;                   /* the jobs handed to the pass */
+    int32_t *bqpos;
+    size_t bqcap;
 };
 
 static double now_s(void)
@@ -301,6 +321,10 @@ static int64_t node_fit_milli(const struct sim *s, size_t i)
 
 static void node_touch(struct sim *s, int32_t i)
 {
+    if (s->bf && !s->udirty[i]) {
+        s->udirty[i] = 1;
+        s->udlist[s->nudirty++] = i;
+    }
     if (!s->node_dirty[i]) {
         s->node_dirty[i] = 1;
         s->dirty[s->ndirty++] = i;
@@ -428,6 +452,11 @@ static void enqueue(struct sim *s, int32_t j)
         .klass = tj->klass, .preemptible = tj->preemptible};
     s->qjob[s->nq] = j;
     rj->qpos = (int32_t)s->nq++;
+    if (s->bf) {
+        int64_t v = rj->estimate > 0 ? rj->estimate : TM_SEQ_MAX;
+        tm_seqindex_set(&s->qall, (size_t)s->rank[j], v);
+        tm_seqindex_set(&s->qgrp, (size_t)s->rank[j], v);
+    }
     waiting_add(s, rj, 1);
     shape_count(s, rj->shape, 1);
 }
@@ -444,6 +473,10 @@ static void dequeue(struct sim *s, int32_t j)
     }
     s->nq--;
     rj->qpos = -1;
+    if (s->bf) {
+        tm_seqindex_set(&s->qall, (size_t)s->rank[j], TM_SEQ_ABSENT);
+        tm_seqindex_set(&s->qgrp, (size_t)s->rank[j], TM_SEQ_ABSENT);
+    }
     waiting_add(s, rj, -1);
     shape_count(s, rj->shape, -1);
 }
@@ -530,18 +563,20 @@ static void log_note(const struct sim *s, int64_t now, const struct rjob *rj,
     fprintf(s->cfg->log, " why=\"%s\"\n", nt->why);
 }
 
+static int pass_apply(struct sim *s, int64_t now, struct tm_replay_stats *st,
+                      const struct tm_sched_job *jobs, size_t nj, const int32_t *qmap,
+                      struct tm_sched_result *rp, bool *ret_blocked);
+
 /* One tm_sched_run() over jobs[0..nj), which are the queued jobs at
  * s->q positions qmap[k] (NULL: jobs is s->q itself), and what it decided
  * applied.  *ret_blocked: some job was neither placed nor found to fit no
  * node (fifo: the head is blocked). */
-static int pass_once(struct sim *s, int64_t now, struct tm_replay_stats *st, struct tm_sched_job *jobs,
-                     size_t nj, const int32_t *qmap, bool *ret_blocked)
+/* tm_sched_run() over jobs[0..nj) and what runs now. */
+static int sched_once(const struct sim *s, int64_t now, const struct tm_sched_job *jobs, size_t nj,
+                      struct tm_sched_result *r)
 {
     struct tm_sched_input in = {0};
-    struct tm_sched_result r = {0};
-    int rc;
 
-#define QPOS(k) ((size_t)(qmap ? qmap[k] : (int32_t)(k)))
     in.jobs = jobs;
     in.njobs = nj;
     in.nodes = s->nodes;
@@ -551,9 +586,31 @@ static int pass_once(struct sim *s, int64_t now, struct tm_replay_stats *st, str
     in.now_ms = now;
     in.policy = s->cfg->policy;
     in.params = s->cfg->params;
-    rc = tm_sched_run(&in, &r);
+    return tm_sched_run(&in, r);
+}
+
+static int pass_once(struct sim *s, int64_t now, struct tm_replay_stats *st, struct tm_sched_job *jobs,
+                     size_t nj, const int32_t *qmap, bool *ret_blocked)
+{
+    struct tm_sched_result r = {0};
+    int rc = sched_once(s, now, jobs, nj, &r);
+
     if (rc < 0)
         return rc;
+    return pass_apply(s, now, st, jobs, nj, qmap, &r, ret_blocked);
+}
+
+/* What pass_once()'s tm_sched_run() decided (*rp, released here), applied
+ * to the queue and the running jobs. */
+static int pass_apply(struct sim *s, int64_t now, struct tm_replay_stats *st,
+                      const struct tm_sched_job *jobs, size_t nj, const int32_t *qmap,
+                      struct tm_sched_result *rp, bool *ret_blocked)
+{
+    struct tm_sched_result r = *rp;
+
+#define QPOS(k) ((size_t)(qmap ? qmap[k] : (int32_t)(k)))
+    (void)jobs;
+    *rp = (struct tm_sched_result){0};
     *ret_blocked = false;
     for (size_t k = 0; k < r.nnotes; k++)
         if (r.notes[k].verdict != TM_SCHED_PLACED && r.notes[k].verdict != TM_SCHED_NO_MATCH)
@@ -702,6 +759,331 @@ static int pass_fifo(struct sim *s, int64_t now, struct tm_replay_stats *st, siz
     }
 }
 
+
+/* ---------- backfill, incremental ---------- */
+
+/* How many jobs of shape sh node i's free capacity could hold at once:
+ * an upper bound on how many a pass can start there (a share counts per
+ * GPU, whole GPUs per wholly free GPU, CPU and memory per node). */
+static int32_t shape_fit(const struct sim *s, size_t i, const struct shape *sh)
+{
+    const struct tm_sched_node *n = &s->nodes[i];
+    const int16_t *used = &s->gpu_used[i * TM_NODE_GPUS_MAX];
+    int64_t k = 0;
+
+    if (n->gpus <= 0 || (sh->mask && !(sh->mask >> n->model & 1)))
+        return 0;
+    for (int g = 0; g < n->gpus; g++) {
+        int32_t f = MILLI - used[g];
+        if (sh->gpus > 0)
+            k += f == MILLI;
+        else if (f > 0)
+            k += f / sh->milli;
+    }
+    if (sh->gpus > 0)
+        k /= sh->gpus;
+    if (sh->cpu > 0 && s->node_cpu_free[i] / sh->cpu < k)
+        k = s->node_cpu_free[i] / sh->cpu;
+    if (sh->mem > 0 && s->node_mem_free[i] / sh->mem < k)
+        k = s->node_mem_free[i] / sh->mem;
+    return k > 0 ? (int32_t)k : 0;
+}
+
+static void ufit_node(struct sim *s, size_t i)
+{
+    for (size_t sh = 0; sh < s->nshapes; sh++) {
+        int32_t *u = &s->ufit[sh * s->nnodes + i];
+        int32_t v = shape_fit(s, i, &s->shapes[sh]);
+        s->ucap[sh] += v - *u;
+        *u = v;
+    }
+}
+
+static void ufit_refresh(struct sim *s)
+{
+    for (size_t k = 0; k < s->nudirty; k++) {
+        ufit_node(s, (size_t)s->udlist[k]);
+        s->udirty[s->udlist[k]] = 0;
+    }
+    s->nudirty = 0;
+}
+
+/* Above this many (shape, node) counts the index is not kept and backfill
+ * passes the whole queue. */
+#define BF_UFIT_MAX (64u << 20)
+
+/* The indexes pass_backfill() reads; after shapes_build() and arr.
+ * Returns 0 or TM_ENOMEM; leaves s->bf false when not used. */
+static int bf_init(struct sim *s, const size_t *arr)
+{
+    const struct tm_replay_config *cfg = s->cfg;
+    int32_t *g;
+    int r;
+
+    if (cfg->policy != TM_POLICY_BACKFILL || cfg->full_pass || cfg->params.align_ends ||
+        s->nshapes * s->nnodes > BF_UFIT_MAX)
+        return 0;
+    s->rank = malloc((s->njobs + 1) * sizeof(*s->rank));
+    g = calloc(s->njobs + 1, sizeof(*g));
+    s->ufit = calloc(s->nshapes * s->nnodes + 1, sizeof(*s->ufit));
+    s->ucap = calloc(s->nshapes + 1, sizeof(*s->ucap));
+    s->udirty = calloc(s->nnodes + 1, sizeof(*s->udirty));
+    s->udlist = malloc((s->nnodes + 1) * sizeof(*s->udlist));
+    s->bf_mark = calloc(s->njobs + 1, sizeof(*s->bf_mark));
+    if (!s->rank || !g || !s->ufit || !s->ucap || !s->udirty || !s->udlist || !s->bf_mark) {
+        free(g);
+        return TM_ENOMEM;
+    }
+    r = tm_seqindex_init(&s->qall, g, s->njobs, 1);
+    for (size_t k = 0; k < s->njobs; k++) {
+        const struct rjob *rj = &s->jobs[arr[k]];
+        s->rank[arr[k]] = (int32_t)k;
+        g[k] = rj->shape * 2 + (rj->tj->preemptible ? 1 : 0);
+    }
+    if (r == 0)
+        r = tm_seqindex_init(&s->qgrp, g, s->njobs, s->nshapes * 2);
+    free(g);
+    if (r < 0)
+        return r;
+    for (size_t i = 0; i < s->nnodes; i++)
+        ufit_node(s, i);
+    s->bf_gjob = -1;
+    s->bf = true;
+    return 0;
+}
+
+static void bf_release(struct sim *s)
+{
+    free(s->rank);
+    free(s->ufit);
+    free(s->ucap);
+    free(s->udirty);
+    free(s->udlist);
+    free(s->bf_mark);
+    free(s->bq);
+    free(s->bqpos);
+    tm_seqindex_release(&s->qall);
+    tm_seqindex_release(&s->qgrp);
+}
+
+/* Append the queued job at arrival rank p to the pass's input. */
+static int bq_add(struct sim *s, size_t *n, size_t p)
+{
+    const struct rjob *rj = &s->jobs[s->arr[p]];
+
+    if (*n == s->bqcap) {
+        size_t cap = s->bqcap ? 2 * s->bqcap : 256;
+        struct tm_sched_job *q = realloc(s->bq, cap * sizeof(*q));
+        int32_t *qp;
+        if (!q)
+            return TM_ENOMEM;
+        s->bq = q;
+        qp = realloc(s->bqpos, cap * sizeof(*qp));
+        if (!qp)
+            return TM_ENOMEM;
+        s->bqpos = qp;
+        s->bqcap = cap;
+    }
+    s->bq[*n] = s->q[rj->qpos];
+    s->bqpos[(*n)++] = rj->qpos;
+    return 0;
+}
+
+/*
+ * backfill (EASY), incremental: the same placements as a pass over the
+ * whole queue, from a pass over a few of its jobs.
+ *
+ * EASY runs in submit order: first fit until the first blocked job, which
+ * gets the one reservation (on node R, at `start`); after it every job is
+ * placed if it fits without delaying the reservation, and one that is not
+ * placed changes nothing.  So a pass over the prefix up to the reserved
+ * job and a subset of the jobs after it that holds every job the full pass
+ * would place decides the same, placement for placement.  The subset, per
+ * request shape X and preemptibility (a group), from the free capacity
+ * before the pass, which only shrinks during it:
+ *
+ *  - at most U = sum over nodes of ufit[X] jobs of X can start, so the
+ *    ones that start before the group's first failure are among its
+ *    first U;
+ *  - after a job of X fails, no node but R has room for X, and room on R
+ *    is left for X only to a gap filler (estimate <= start - now), so
+ *    only the first ufit[X][R] gap fillers of the group after it can
+ *    still start: those after the first U are the first ufit[X][R] gap
+ *    fillers after them.  (A preemptible reservation does not hold
+ *    non-preemptible work off R: for such a group a failure ends it.)
+ *
+ * The prefix is found by a first pass over the first FIFO_PREFIX queued
+ * jobs (doubling until one is blocked and reserved for), which also gives
+ * R and start; the second pass, over prefix and subset, is applied.  Each
+ * event costs two passes over O(prefix + shapes + jobs started) jobs plus
+ * the nodes and running jobs, instead of one over the queue.
+ */
+/* The subset (above) after the prefix ending at arrival rank `last`, for
+ * a reservation on `node` at `start` (rpre: for a preemptible job),
+ * appended to the pass's input. */
+static int bf_subset(struct sim *s, size_t *n, size_t last, int64_t now, int32_t node, int64_t start,
+                     bool rpre)
+{
+    int64_t gap = start - now;
+    int rc;
+
+    if (gap > TM_SEQ_MAX - 1)
+        gap = TM_SEQ_MAX - 1;
+    for (size_t g = 0; g < s->qgrp.ngroups; g++) {
+        size_t sh = g / 2;
+        int64_t u = s->ucap[sh], p = (int64_t)last + 1;
+        /* A preemptible reservation never holds non-preemptible work off
+         * R: that group's first failure means no room on R either. */
+        int32_t ur = rpre && !(g & 1) ? 0 : s->ufit[sh * s->nnodes + (size_t)node];
+        for (int64_t k = 0; k < u; k++) {
+            p = tm_seqindex_next(&s->qgrp, g, (size_t)p, TM_SEQ_MAX);
+            if (p < 0)
+                break;
+            rc = bq_add(s, n, (size_t)p++);
+            if (rc < 0)
+                return rc;
+        }
+        for (int32_t k = 0; p >= 0 && k < ur; k++) {
+            p = tm_seqindex_next(&s->qgrp, g, (size_t)p, gap);
+            if (p < 0)
+                break;
+            rc = bq_add(s, n, (size_t)p++);
+            if (rc < 0)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+/* The first `want` queued jobs in arrival order as the pass's input
+ * (*n); *last: the rank of the last, *more: some queued job is left out. */
+static int bf_prefix(struct sim *s, size_t want, size_t *n, size_t *last, bool *more)
+{
+    int64_t p = 0;
+    int rc;
+
+    *n = 0;
+    *more = false;
+    while ((p = tm_seqindex_next(&s->qall, 0, (size_t)p, TM_SEQ_MAX)) >= 0) {
+        if (*n == want) {
+            *more = true;
+            break;
+        }
+        rc = bq_add(s, n, (size_t)p);
+        if (rc < 0)
+            return rc;
+        *last = (size_t)p++;
+    }
+    return 0;
+}
+
+/* Whether pass result r holds its reservation for a job of the prefix
+ * (bq[0..nprefix)): then it is EASY's one reservation, made before any
+ * job of the subset was looked at. */
+static bool bf_reserved_in_prefix(const struct tm_sched_result *r, size_t nprefix)
+{
+    return r->nreservations > 0 && (size_t)r->reservations[0].job < nprefix;
+}
+
+/* Whether bq[nr..n) (a subset just computed) lies within bq[nprefix..nr)
+ * (the one a pass was run over); then bq[nr..n) is dropped. */
+static bool bf_covered(struct sim *s, size_t nprefix, size_t nr, size_t n)
+{
+    bool all = true;
+
+    s->bf_gen++;
+    for (size_t k = nprefix; k < nr; k++)
+        s->bf_mark[s->rank[s->qjob[s->bqpos[k]]]] = s->bf_gen;
+    for (size_t k = nr; k < n && all; k++)
+        all = s->bf_mark[s->rank[s->qjob[s->bqpos[k]]]] == s->bf_gen;
+    return all;
+}
+
+static int pass_backfill(struct sim *s, int64_t now, struct tm_replay_stats *st)
+{
+    struct tm_sched_result r = {0};
+    size_t want = FIFO_PREFIX, n, nprefix, nr, last = 0;
+    struct tm_sched_reservation rv;
+    bool blocked, more;
+    int rc;
+
+    ufit_refresh(s);
+    /* The last pass's reservation, if its job still waits, is most often
+     * this pass's too: one pass over the prefix and the subset it gives,
+     * kept if the pass reserves the same. */
+    if (s->bf_gjob >= 0 && s->jobs[s->bf_gjob].qpos >= 0) {
+        rc = bf_prefix(s, want, &n, &last, &more);
+        if (rc < 0)
+            return rc;
+        nprefix = n;
+        if (more) {
+            rc = bf_subset(s, &n, last, now, s->bf_gnode, s->bf_gstart,
+                           s->jobs[s->bf_gjob].tj->preemptible);
+            if (rc == 0)
+                rc = sched_once(s, now, s->bq, n, &r);
+            if (rc < 0)
+                return rc;
+            if (bf_reserved_in_prefix(&r, nprefix)) {
+                rv = r.reservations[0];
+                if (s->qjob[s->bqpos[rv.job]] == s->bf_gjob && rv.node == s->bf_gnode &&
+                    rv.start_ms == s->bf_gstart)
+                    return pass_apply(s, now, st, s->bq, n, s->bqpos, &r, &blocked);
+                /* r, over a superset of the prefix, holds the reservation
+                 * the prefix alone makes. */
+                nr = n;
+                goto subset;
+            }
+            tm_sched_result_release(&r);
+        }
+    }
+    for (;;) {
+        rc = bf_prefix(s, want, &n, &last, &more);
+        if (rc < 0)
+            return rc;
+        if (n == 0)
+            return 0;
+        rc = sched_once(s, now, s->bq, n, &r);
+        if (rc < 0)
+            return rc;
+        if (!more || r.nreservations > 0)
+            break;
+        tm_sched_result_release(&r);
+        want *= 2;
+    }
+    if (!more) {
+        s->bf_gjob = -1;
+        return pass_apply(s, now, st, s->bq, n, s->bqpos, &r, &blocked);
+    }
+    nprefix = n;
+    nr = n;
+    rv = r.reservations[0];
+subset:
+    s->bf_gjob = s->qjob[s->bqpos[rv.job]];
+    s->bf_gnode = rv.node;
+    s->bf_gstart = rv.start_ms;
+    rc = bf_subset(s, &n, last, now, rv.node, rv.start_ms, s->bq[rv.job].preemptible);
+    if (rc < 0) {
+        tm_sched_result_release(&r);
+        return rc;
+    }
+    if (nr > nprefix && bf_covered(s, nprefix, nr, n)) {
+        /* r's input held the subset: the jobs beyond it change nothing. */
+        n = nr;
+    } else if (n > nprefix || nr > nprefix) {
+        /* The new subset alone after the prefix. */
+        if (nr > nprefix) {
+            memmove(s->bq + nprefix, s->bq + nr, (n - nr) * sizeof(*s->bq));
+            memmove(s->bqpos + nprefix, s->bqpos + nr, (n - nr) * sizeof(*s->bqpos));
+            n -= nr - nprefix;
+        }
+        tm_sched_result_release(&r);
+        rc = sched_once(s, now, s->bq, n, &r);
+        if (rc < 0)
+            return rc;
+    }
+    return pass_apply(s, now, st, s->bq, n, s->bqpos, &r, &blocked);
+}
+
 static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t narrived)
 {
     bool blocked;
@@ -718,6 +1100,8 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t n
             int64_t est = s->alloc_est[a] > 0 ? s->alloc_est[a] : TM_SCHED_DEFAULT_ESTIMATE_MS;
             s->allocs[a].end_ms = now + tm_estimate_remaining(est, now - s->alloc_start[a]);
         }
+    if (s->bf)
+        return pass_backfill(s, now, st);
     return pass_once(s, now, st, s->q, s->nq, NULL, &blocked);
 }
 
@@ -903,6 +1287,10 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
             arr[j] = (size_t)keys[2 * j + 1];
         free(keys);
     }
+    r = bf_init(&s, arr);
+    if (r < 0)
+        goto out;
+    r = TM_ENOMEM;
     if (!cfg->exact_estimates) {
         r = tm_estimator_new(&s.est);
         if (r < 0)
@@ -1027,6 +1415,7 @@ out:
     free(s.node_fit);
     free(s.node_dirty);
     free(s.dirty);
+    bf_release(&s);
     tm_estimator_free(s.est);
     free(s.slips);
     return r;

@@ -157,9 +157,11 @@ static int cmp_release(const void *a, const void *b)
 
 /* Earliest time node i could hold one member of the job, replaying the
  * expected ends of what runs there.  Fills *ret_rel with what has been
- * released by that time.  INF_MS if never (by known estimates). */
+ * released by that time.  INF_MS if never (by known estimates), or if
+ * not by `cutoff` (the caller needs no later time). */
 static int64_t node_earliest(struct ctx *c, int32_t i, const struct need *nd, bool evict,
-                             struct release **buf, size_t *cap, struct rnode *ret_rel)
+                             int64_t cutoff, struct release **buf, size_t *cap,
+                             struct rnode *ret_rel)
 {
     const struct tm_sched_input *in = c->in;
     struct nst s = c->ns[i];
@@ -204,7 +206,7 @@ static int64_t node_earliest(struct ctx *c, int32_t i, const struct need *nd, bo
     }
     for (size_t x = 0; x < k; x++) {
         const struct release *rl = &(*buf)[x];
-        if (rl->end == INF_MS)
+        if (rl->end == INF_MS || rl->end > cutoff)
             break;
         for (int g = 0; g < s.gpus; g++)
             if (rl->mask >> g & 1) {
@@ -311,6 +313,33 @@ static int cmp_cand(const void *a, const void *b)
     if (x->t != y->t)
         return x->t < y->t ? -1 : 1;
     return x->node < y->node ? -1 : x->node > y->node;
+}
+
+/* Only the first `m` candidates are read (a gang's nodes; a single job's
+ * sticky node is searched among all, wherever it lies): put the m
+ * smallest first in cmp_cand() order, a total order, so the same as a
+ * full sort there.  A scan per member instead of qsort over every node:
+ * the sort was a tenth of a saturated backfill replay (perf, 60,000
+ * synthetic jobs on 4,096 GPUs). */
+static void cands_order(struct cand *cands, size_t n, size_t m)
+{
+    if (m > n)
+        m = n;
+    if (m * 8 > n) {
+        qsort(cands, n, sizeof(*cands), cmp_cand);
+        return;
+    }
+    for (size_t k = 0; k < m; k++) {
+        size_t best = k;
+        for (size_t x = k + 1; x < n; x++)
+            if (cmp_cand(&cands[x], &cands[best]) < 0)
+                best = x;
+        if (best != k) {
+            struct cand tmp = cands[k];
+            cands[k] = cands[best];
+            cands[best] = tmp;
+        }
+    }
 }
 
 static int add_preemption(struct ctx *c, int32_t a, int32_t j)
@@ -430,6 +459,11 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
     size_t bcap = 0, ncand = 0, ccap = 0;
     struct cand *cands = NULL;
     int64_t gang_start;
+    /* Without loans a single job takes the earliest node (cmp_cand():
+     * key = t, then the node), so a node that cannot beat the best start
+     * found so far needs no replay past it: ties are still replayed. */
+    bool prune = !c->loans && nd->nodes == 1;
+    int64_t cutoff = INF_MS;
     int r;
 
     if (!c->timeline) {
@@ -452,7 +486,7 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
                 continue;
         }
         cd.node = (int32_t)i;
-        cd.t = node_earliest(c, (int32_t)i, nd, evict, &buf, &bcap, &cd.rel);
+        cd.t = node_earliest(c, (int32_t)i, nd, evict, cutoff, &buf, &bcap, &cd.rel);
         if (cd.t < 0) {
             r = TM_ENOMEM;
             goto out;
@@ -471,12 +505,14 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
         if (r < 0)
             goto out;
         cands[ncand++] = cd;
+        if (prune && cd.t < cutoff)
+            cutoff = cd.t;
     }
     r = 0;
     if (ncand < (size_t)nd->nodes)
         goto out;
     if (ncand > 1)
-        qsort(cands, ncand, sizeof(*cands), cmp_cand);
+        cands_order(cands, ncand, (size_t)nd->nodes);
     /* Sticky: a job that held a node keeps it, unless it can start now
      * elsewhere.  Moving a reservation to whichever node looks earliest
      * under wrong estimates restarts the drain each time and never ends. */

@@ -3,7 +3,7 @@
  * incremental passes against the reference (tm_replay_config.full_pass: one
  * tm_sched_run() over the whole queue at every instant), decision for
  * decision, on random inventories and queues: every placement (time, job,
- * node) the same, and every figure.
+ * node) the same, and every figure; fifo and backfill.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -140,34 +140,44 @@ static void same(const struct tm_replay_stats *a, const struct tm_replay_stats *
     assert_int_equal(a->preemptions, b->preemptions);
 }
 
+/* The full and the incremental replay of t under cfg, compared; the full
+ * pass's log is returned in *ret_log when asked (the caller frees it). */
+static void compare_trace(const struct tm_trace *t, struct tm_replay_config cfg, char **ret_log)
+{
+    struct tm_replay_stats full, inc;
+    char *lf = NULL, *li = NULL;
+    char **vf, **vi;
+    size_t nf, ni;
+
+    cfg.full_pass = true;
+    replay_logged(t, &cfg, &full, &lf);
+    cfg.full_pass = false;
+    replay_logged(t, &cfg, &inc, &li);
+    same(&full, &inc);
+    if (ret_log)
+        *ret_log = strdup(lf);
+    vf = placed_lines(lf, &nf);
+    vi = placed_lines(li, &ni);
+    assert_int_equal(nf, ni);
+    assert_true(nf >= full.jobs - full.unfinished);
+    for (size_t k = 0; k < nf; k++)
+        assert_string_equal(vf[k], vi[k]);
+    free(vf);
+    free(vi);
+    free(lf);
+    free(li);
+}
+
 static void compare_policy(enum tm_sched_policy p, int cases)
 {
     for (int c = 1; c <= cases; c++) {
         struct tm_trace t;
-        struct tm_replay_stats full, inc;
-        char *lf = NULL, *li = NULL;
-        char **vf, **vi;
-        size_t nf, ni;
         struct tm_replay_config cfg = {.policy = p, .since_ms = -1, .max_runtime_ms = -1,
                                        .seed = (uint64_t)c, .load = 0.8 + 0.1 * (c % 7),
                                        .exact_estimates = c % 3 == 0};
 
         random_trace(&t, (uint64_t)c + 1000u * (uint64_t)p);
-        cfg.full_pass = true;
-        replay_logged(&t, &cfg, &full, &lf);
-        cfg.full_pass = false;
-        replay_logged(&t, &cfg, &inc, &li);
-        same(&full, &inc);
-        vf = placed_lines(lf, &nf);
-        vi = placed_lines(li, &ni);
-        assert_int_equal(nf, ni);
-        assert_true(nf >= full.jobs - full.unfinished);
-        for (size_t k = 0; k < nf; k++)
-            assert_string_equal(vf[k], vi[k]);
-        free(vf);
-        free(vi);
-        free(lf);
-        free(li);
+        compare_trace(&t, cfg, NULL);
         tm_trace_release(&t);
     }
 }
@@ -178,10 +188,79 @@ static void test_fifo_incremental(void **state)
     compare_policy(TM_POLICY_FIFO, 40);
 }
 
+/* EASY's incremental pass (pass_backfill(): the prefix to the reserved
+ * job and, per shape, the jobs that could still start) against the full
+ * pass. */
+static void test_backfill_incremental(void **state)
+{
+    (void)state;
+    compare_policy(TM_POLICY_BACKFILL, 40);
+}
+
+static void put_job(struct tm_trace *t, const char *name, int64_t submit_s, int64_t run_s, int32_t gpus)
+{
+    struct tm_trace_job *jb = &t->jobs[t->njobs++];
+
+    snprintf(jb->name, sizeof(jb->name), "%s", name);
+    jb->submit_ms = submit_s * 1000;
+    jb->start_ms = jb->submit_ms;
+    jb->end_ms = jb->submit_ms + run_s * 1000;
+    jb->gpus = gpus;
+    jb->gpu_milli = 1000;
+    jb->cpu_milli = 1000;
+    jb->memory_mib = 1024;
+    jb->qos = TM_QOS_LS;
+    jb->klass = TM_CLASS_TRAIN;
+}
+
+/* A gap filler deep in the queue (known answer).  One node of 2 GPUs:
+ * "long0" (1 GPU, 10,000 s) runs, "big" (2 GPUs) is reserved for at
+ * 10,000 s, then 40 one-GPU jobs of 20,000 s would each delay it and
+ * wait; "short" (1 GPU, 50 s) arrives behind them all and fills the free
+ * GPU at once, as does "edge" (50 s at 9,950 s: it ends at the reserved
+ * start exactly).  Their shape's first job already fails, so only the gap
+ * rule of pass_backfill() finds them behind the 40. */
+static void test_backfill_gap_deep_queue(void **state)
+{
+    struct tm_trace t;
+    struct tm_replay_config cfg = {.policy = TM_POLICY_BACKFILL, .since_ms = -1,
+                                   .max_runtime_ms = -1, .seed = 1, .exact_estimates = true};
+    char *log = NULL, name[32];
+
+    (void)state;
+    memset(&t, 0, sizeof(t));
+    snprintf(t.models[0], sizeof(t.models[0]), "A");
+    t.nmodels = 1;
+    t.nodes = calloc(1, sizeof(*t.nodes));
+    t.jobs = calloc(64, sizeof(*t.jobs));
+    assert_non_null(t.nodes);
+    assert_non_null(t.jobs);
+    t.nnodes = 1;
+    snprintf(t.nodes[0].name, sizeof(t.nodes[0].name), "n0");
+    t.nodes[0].gpus = 2;
+    t.nodes[0].cpu_milli = 64000;
+    t.nodes[0].memory_mib = 262144;
+    put_job(&t, "long0", 0, 10000, 1);
+    put_job(&t, "big", 1, 100, 2);
+    for (int k = 1; k <= 40; k++) {
+        snprintf(name, sizeof(name), "long%d", k);
+        put_job(&t, name, 1 + k, 20000, 1);
+    }
+    put_job(&t, "short", 100, 50, 1);
+    put_job(&t, "edge", 9950, 50, 1);
+    compare_trace(&t, cfg, &log);
+    assert_non_null(strstr(log, "t=100.000 policy=backfill job=short verdict=placed"));
+    assert_non_null(strstr(log, "t=9950.000 policy=backfill job=edge verdict=placed"));
+    free(log);
+    tm_trace_release(&t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifo_incremental),
+        cmocka_unit_test(test_backfill_incremental),
+        cmocka_unit_test(test_backfill_gap_deep_queue),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
