@@ -118,7 +118,7 @@ order=("${KINDS[@]}")
 for i in $(seq $((${#order[@]} - 1)) -1 1); do   # Fisher-Yates from the seed
     j=$(rnd $((i + 1))); t=${order[$i]}; order[$i]=${order[$j]}; order[$j]=$t
 done
-stale_acts=0; fence_checks=0; rebuild_fail=0
+stale_acts=0; fence_checks=0; fence_followers=0; rebuild_fail=0
 # A replica the soak did not kill is found dead: a crash (counted, restarted).
 crashes=0
 ensure_up() {
@@ -155,7 +155,14 @@ do_fault() {
             # run: a 503 past the request deadline, then the backlog).
             tail -n +"$((lines + 1))" "$WORK/$v.log" | sed '/became leader/,$d' >"$WORK/after_stop"
             fence_checks=$((fence_checks + 1))
-            if awk '/leadership lost/ { gone = 1 }
+            # The lease row may still name a replica that has just lost the
+            # lead (its session ended, its lease broken by the other) when
+            # the fault reads it: by its own log it was a follower at the
+            # stop, and there is no stale leader to check.
+            if ! head -n "$lines" "$WORK/$v.log" | grep -E 'became leader|leadership lost' | tail -n 1 \
+                 | grep -q 'became leader'; then
+                fence_followers=$((fence_followers + 1))
+            elif awk '/leadership lost/ { gone = 1 }
                     gone && / op=/ { bad = 1 } END { exit !bad }' "$WORK/after_stop" \
                || ! grep -q 'leadership lost' "$WORK/after_stop"; then
                 stale_acts=$((stale_acts + 1)); cp "$WORK/after_stop" "$WORK/stale_act.$fence_checks.log"
@@ -304,7 +311,7 @@ echo "workload: $(grep -c '^ack' "$C" || true) acknowledged, $(grep -c '^gaveup'
      "$(grep -c '^budget' "$C" || true) budget sets, $(sed -n 's/^tries //p' "$C") requests;" \
      "jobs succeeded $n_ok, cancelled $n_cancel;" \
      "cloud instances $(wc -l <"$WORK/cloud_tokens") (live $cloud_live); ledger $cents cents;" \
-     "leader epoch $epoch; standby rebuilds failed $rebuild_fail; fence checks $fence_checks"
+     "leader epoch $epoch; standby rebuilds failed $rebuild_fail; fence checks $fence_checks ($fence_followers of them on a replica that had lost the lead just before the stop)"
 echo "budgets (hard, team): $(psql_q "SELECT coalesce(string_agg(b.scope || ' spent ' || (SELECT coalesce(sum(cents), 0) FROM spend s
         WHERE s.team = b.scope AND s.period = to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM')) || ' of ' || b.cap_cents || ' cents', ', '), 'none')
         FROM budgets b WHERE b.hard AND b.scope_kind = 'team'"); team b jobs queued at the end: $(psql_q "SELECT count(*) FROM jobs WHERE state = 'queued' AND team = 'b'")"
