@@ -54,8 +54,7 @@ struct hb_batch {
     struct api_call *calls[HB_ROWS];
     unsigned n;
     unsigned inflight;
-    char *buf; /* "[item,item" while filling */
-    size_t len, cap;
+    struct tm_api_text text; /* "[item,item" while filling */
 };
 
 struct hb_flight {
@@ -79,27 +78,8 @@ void tm_api_heartbeat_state_free(void *state)
 
     if (!b)
         return;
-    free(b->buf);
+    free(b->text.p);
     free(b);
-}
-
-static bool buf_add(struct hb_batch *b, const char *s, size_t n)
-{
-    if (b->len + n + 2 > b->cap) {
-        size_t cap = b->cap ? b->cap : 16384;
-        char *p;
-        while (cap < b->len + n + 2)
-            cap *= 2;
-        p = realloc(b->buf, cap);
-        if (!p)
-            return false;
-        b->buf = p;
-        b->cap = cap;
-    }
-    memcpy(b->buf + b->len, s, n);
-    b->len += n;
-    b->buf[b->len] = '\0';
-    return true;
 }
 
 static void batch_send(struct hb_batch *b);
@@ -185,11 +165,11 @@ static void on_batch(const struct tm_pg_reply *reply, void *data)
 static void batch_send(struct hb_batch *b)
 {
     struct hb_flight *f = malloc(sizeof(*f) + b->n * sizeof(f->calls[0]));
-    bool ok = f != NULL && buf_add(b, "]", 1);
+    bool ok = f != NULL && tm_api_text_add(&b->text, "]", 1);
     int r = -1;
 
     if (ok) {
-        const char *params[] = {b->buf};
+        const char *params[] = {b->text.p};
         f->b = b;
         f->n = b->n;
         memcpy(f->calls, b->calls, b->n * sizeof(f->calls[0]));
@@ -215,7 +195,7 @@ static void batch_send(struct hb_batch *b)
         b->inflight++;
     }
     b->n = 0;
-    b->len = 0;
+    b->text.len = 0;
 }
 
 /* Append c's item; false (and the batch as it was) when it does not fit. */
@@ -223,7 +203,7 @@ static bool batch_add(struct hb_batch *b, struct api_call *c, int64_t now_ms, co
                       const char *samples, const char *gpus)
 {
     char head[256];
-    size_t len = b->len, nr = strlen(report), ns = strlen(samples), ng = strlen(gpus);
+    size_t len = b->text.len, nr = strlen(report), ns = strlen(samples), ng = strlen(gpus);
     int n;
 
     if (b->n >= HB_ROWS)
@@ -234,14 +214,14 @@ static bool batch_add(struct hb_batch *b, struct api_call *c, int64_t now_ms, co
                  "%s{\"i\":%u,\"node\":%" PRId64 ",\"now\":%" PRId64
                  ",\"hash\":\"%s\",\"role\":\"%s\",\"report\":",
                  b->n ? "," : "[", b->n + 1, c->id, now_ms, c->hash, tm_role_name(c->role));
-    if (n < 0 || (size_t)n >= sizeof(head) || b->len + (size_t)n + nr + ns + ng + 32 > HB_BYTES)
+    if (n < 0 || (size_t)n >= sizeof(head) || b->text.len + (size_t)n + nr + ns + ng + 32 > HB_BYTES)
         return false;
-    if (!buf_add(b, head, (size_t)n) || !buf_add(b, report, nr) ||
-        !buf_add(b, ",\"samples\":", 11) || !buf_add(b, samples, ns) ||
-        !buf_add(b, ",\"gpus\":", 8) || !buf_add(b, gpus, ng) || !buf_add(b, "}", 1)) {
-        b->len = len;
-        if (b->buf)
-            b->buf[len] = '\0';
+    if (!tm_api_text_add(&b->text, head, (size_t)n) || !tm_api_text_add(&b->text, report, nr) ||
+        !tm_api_text_add(&b->text, ",\"samples\":", 11) || !tm_api_text_add(&b->text, samples, ns) ||
+        !tm_api_text_add(&b->text, ",\"gpus\":", 8) || !tm_api_text_add(&b->text, gpus, ng) || !tm_api_text_add(&b->text, "}", 1)) {
+        b->text.len = len;
+        if (b->text.p)
+            b->text.p[len] = '\0';
         return false;
     }
     b->calls[b->n++] = c;

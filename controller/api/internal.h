@@ -39,6 +39,16 @@
 
 struct api_call;
 
+/* A growing NUL-terminated text (a batch's SQL parameters, submit.c and
+ * heartbeat_batch.c); zeroed when empty, free p when done. */
+struct tm_api_text {
+    char *p;
+    size_t len, cap;
+};
+
+/* Append n bytes of s; false (t unchanged) when memory runs out. */
+bool tm_api_text_add(struct tm_api_text *t, const char *s, size_t n);
+
 struct api_route {
     const char *method;   /* "GET", "POST", "PATCH" */
     const char *pattern;  /* "/v1/jobs/{id}/cancel": {id} a positive integer, {name} a name */

@@ -295,17 +295,12 @@ void tm_api_jobs_submit(struct api_call *c)
  * tick and the other routes. */
 #define BATCH_INFLIGHT 2
 
-struct bbuf {
-    char *p;
-    size_t len, cap;
-};
-
 struct api_batch {
     struct api_call *calls[BATCH_ROWS];
     unsigned n;
     unsigned inflight;
     size_t bytes;
-    struct bbuf col[BATCH_COLS];
+    struct tm_api_text col[BATCH_COLS];
 };
 
 struct batch_flight {
@@ -353,47 +348,28 @@ void tm_api_submit_state_free(void *state)
     free(b);
 }
 
-static bool bbuf_add(struct bbuf *buf, const char *s, size_t n)
-{
-    if (buf->len + n + 2 > buf->cap) {
-        size_t cap = buf->cap ? buf->cap : 1024;
-        char *p;
-        while (cap < buf->len + n + 2)
-            cap *= 2;
-        p = realloc(buf->p, cap);
-        if (!p)
-            return false;
-        buf->p = p;
-        buf->cap = cap;
-    }
-    memcpy(buf->p + buf->len, s, n);
-    buf->len += n;
-    buf->p[buf->len] = '\0';
-    return true;
-}
-
 /* One array element: NULL, or the value quoted with '"' and '\' escaped. */
-static bool bbuf_elem(struct bbuf *buf, const char *v)
+static bool text_elem(struct tm_api_text *buf, const char *v)
 {
-    if (!bbuf_add(buf, buf->len ? "," : "{", 1))
+    if (!tm_api_text_add(buf, buf->len ? "," : "{", 1))
         return false;
     if (!v)
-        return bbuf_add(buf, "NULL", 4);
-    if (!bbuf_add(buf, "\"", 1))
+        return tm_api_text_add(buf, "NULL", 4);
+    if (!tm_api_text_add(buf, "\"", 1))
         return false;
     for (const char *s = v; *s;) {
         size_t n = strcspn(s, "\"\\");
-        if (!bbuf_add(buf, s, n))
+        if (!tm_api_text_add(buf, s, n))
             return false;
         s += n;
         if (*s) {
             char esc[2] = {'\\', *s};
-            if (!bbuf_add(buf, esc, 2))
+            if (!tm_api_text_add(buf, esc, 2))
                 return false;
             s++;
         }
     }
-    return bbuf_add(buf, "\"", 1);
+    return tm_api_text_add(buf, "\"", 1);
 }
 
 static void batch_send(struct api_batch *b);
@@ -466,7 +442,7 @@ static void batch_send(struct api_batch *b)
     int r = -1;
 
     for (unsigned i = 0; ok && i < BATCH_COLS; i++) {
-        ok = bbuf_add(&b->col[i], "}", 1);
+        ok = tm_api_text_add(&b->col[i], "}", 1);
         params[i] = b->col[i].p;
     }
     if (ok) {
@@ -518,7 +494,7 @@ static bool batch_add(struct api_batch *b, struct api_call *c, const char *const
     for (unsigned i = 0; i < BATCH_COLS; i++)
         len[i] = b->col[i].len;
     for (unsigned i = 0; ok && i < BATCH_COLS; i++)
-        ok = bbuf_elem(&b->col[i], row[i]);
+        ok = text_elem(&b->col[i], row[i]);
     if (!ok) {
         for (unsigned i = 0; i < BATCH_COLS; i++) {
             b->col[i].len = len[i];
