@@ -141,10 +141,22 @@ bad=$(psql_q "SELECT count(*) FROM jobs WHERE checkpointable AND (progress_ms + 
 [ "$bad" = 0 ] || fail "$bad resumed jobs ran other than their runtime: $(psql_q 'SELECT id, progress_ms, finished_ms - started_ms, sim_runtime_ms FROM jobs WHERE checkpointable')"
 
 # Plain preemptible jobs lost the GPU time of the attempts their nodes took.
+# Whether the cloud takes a node while a plain job still runs on it is
+# chance (a plain job outlives its notice often enough that CI once saw
+# none taken); test_reconcile_spot holds the loss itself deterministically,
+# so here every plain attempt that was lost must have lost GPU time.
 plain_lost=$(psql_q "SELECT coalesce(sum(lost_gpu_ms), 0) FROM jobs WHERE NOT checkpointable")
-[ "$plain_lost" -gt 0 ] || fail "no plain job lost anything"
-psql_q "SELECT reason FROM decisions WHERE kind = 'requeue' LIMIT 1" | grep -Eq '^node [0-9]+ interrupted: attempt [0-9]+ lost after [0-9]+ s on 8 GPUs \([0-9.]+ GPU-hours\); requeued for attempt [0-9]+$' \
-    || fail "requeue reason: $(psql_q "SELECT reason FROM decisions WHERE kind = 'requeue' LIMIT 1")"
+plain_taken=$(psql_q "SELECT count(*) FROM job_interruptions i JOIN jobs j ON j.id = i.job_id WHERE NOT j.checkpointable")
+if [ "$plain_taken" -gt 0 ]; then
+    bad=$(psql_q "SELECT count(*) FROM job_interruptions i JOIN jobs j ON j.id = i.job_id
+                   WHERE NOT j.checkpointable AND (i.cause = 'checkpoint' OR i.lost_gpu_ms <= 0)")
+    [ "$bad" = 0 ] || fail "$bad plain attempts taken without GPU time lost: $(psql_q 'SELECT * FROM job_interruptions')"
+    psql_q "SELECT reason FROM decisions WHERE kind = 'requeue' LIMIT 1" | grep -Eq '^node [0-9]+ interrupted: attempt [0-9]+ lost after [0-9]+ s on 8 GPUs \([0-9.]+ GPU-hours\); requeued for attempt [0-9]+$' \
+        || fail "requeue reason: $(psql_q "SELECT reason FROM decisions WHERE kind = 'requeue' LIMIT 1")"
+else
+    [ "$plain_lost" = 0 ] || fail "plain jobs lost $plain_lost GPU-ms without an interruption"
+    echo "no plain attempt was taken by the cloud this run"
+fi
 
 # The notice posted to the API: od-ckpt checkpointed on that on-demand node,
 # nothing lost; od-plain, never preemptible, never moved.
