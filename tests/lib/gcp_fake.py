@@ -233,6 +233,9 @@ class State:
         self.exhaust = {}         # zone -> "spot" | "all"
         self.capacity = {}        # zone -> free slots left (absent: unbounded)
         self.resource_policies = set()  # compact placement policies in the region
+        self.created_in = {}      # zone -> instances ever created there
+        self.bulk_calls = []      # each bulkInsert: zone, count, minCount, names, policies, outcome
+        self.tagged = {}          # "zone/name" -> labels and metadata its updates set (no secrets)
         self.quota = set()
         self.throttle = 0
         self.fail5xx = 0
@@ -310,7 +313,8 @@ class State:
                           "startup_script_len": sum(len(m.get("value", "")) for m in i.get("metadata", {}).get("items", []) if m["key"] == "startup-script"),
                           "guestAccelerators": i.get("guestAccelerators", [])})
         return {"instances": insts, "counts": self.counts, "violations": self.violations,
-                "operations": len(self.ops)}
+                "operations": len(self.ops), "created_in": self.created_in,
+                "bulk_calls": self.bulk_calls, "tagged": self.tagged}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -631,6 +635,7 @@ class Handler(BaseHTTPRequestHandler):
                 fingerprints(inst)
                 st.instances[(zone, name)] = inst
                 st.counts["instances_created"] += 1
+                st.created_in[zone] = st.created_in.get(zone, 0) + 1
                 if zone in st.capacity:
                     st.capacity[zone] -= 1
                 op = st.new_op(zone, "insert", link)
@@ -791,11 +796,16 @@ class Handler(BaseHTTPRequestHandler):
                     st.instances[(zone, n)] = inst
                     st.counts["instances_created"] += 1
                     st.counts["bulk_instances"] += 1
+                    st.created_in[zone] = st.created_in.get(zone, 0) + 1
                     if zone in st.capacity:
                         st.capacity[zone] -= 1
                     op["_target_keys"].append((zone, n))
             if rid:
                 st.request_ids[rid] = (zone, op["name"])
+            st.bulk_calls.append({"zone": zone, "count": count, "minCount": min_count,
+                                  "names": names, "resourcePolicies": props.get("resourcePolicies", []),
+                                  "labels": props.get("labels", {}),
+                                  "error": (op["_error"] or {}).get("code")})
             out = public(op)
         return self.reply(200, out)
 
@@ -872,12 +882,19 @@ class Handler(BaseHTTPRequestHandler):
                 what = "Labels" if kind == "setLabels" else "Metadata"
                 return self.gerror(412, "conditionNotMet", f"Supplied fingerprint does not match "
                                    f"current {what.lower()} fingerprint.", "FAILED_PRECONDITION")
+            rec = st.tagged.setdefault(f"{key[0]}/{key[1]}", {})
             if kind == "setLabels":
                 st.counts["set_labels"] += 1
                 inst["labels"] = dict(body.get("labels", {}))
                 inst["labelFingerprint"] = new_fingerprint()
+                rec["labels"] = inst["labels"]
             else:
                 st.counts["set_metadata"] += 1
+                boot = [i["value"] for i in body.get("items", []) if i.get("key") == "tarmac-bootstrap"]
+                rec["metadata"] = {i["key"]: i["value"] for i in body.get("items", [])
+                                   if i.get("key") not in ("startup-script", "tarmac-bootstrap")}
+                # the head of the node's bootstrap only: its secret stays out
+                rec["bootstrap_head"] = "\n".join(boot[0].splitlines()[:2]) if boot else None
                 inst["metadata"] = {"kind": "compute#metadata", "items": list(body.get("items", [])),
                                     "fingerprint": new_fingerprint()}
             op = st.new_op(key[0], kind, inst["selfLink"])
