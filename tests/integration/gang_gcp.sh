@@ -92,7 +92,48 @@ PY
 if grep -q 'tme_' "$WORK"/*.log "$WORK"/*.out; then fail "an enrollment secret in a log"; fi
 sleep 1
 gcp_check_cloud gang idle
+
+# kill -9 while the set's bulkInsert is answered late (the fake made the
+# instances, untagged, and holds the reply): the next process finds the
+# set by its label, tags each member as its row and runs the gang; no
+# second bulkInsert makes anything, nothing is an orphan.
+GCP_DBS=$DB
+DB=$(new_db itest_gang_gcp_kill)
+GCP_DBS="$GCP_DBS $DB"
+write_gcp_config "$WORK/k.yaml" gangk 3 1s 300ms
+"$TARMAC" migrate --config "$WORK/k.yaml" >/dev/null
+gcp_control '{"capacity": {}, "hold_ms": [0, 4000]}' >/dev/null
+before=$(curl -s "$GCP_BASE/__fake/state" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(d["created_in"].values()), len(d["bulk_calls"]))')
+"$TARMAC" db submit --config "$WORK/k.yaml" --team a --gpus 8 --nodes 2 --runtime 2s >/dev/null
+"$TARMAC" serve --config "$WORK/k.yaml" >"$WORK/kill1.out" 2>"$WORK/kill1.log" &
+PIDS+=("$!")
+SERVE=$!
+wait_for 20 'grep -q "msg=\"gcp launch set\"" "$WORK/kill1.log"' || fail "no bulkInsert started"
+sleep 1
+kill -9 "$SERVE"
+wait "$SERVE" 2>/dev/null || true
+if grep -q 'msg="gcp launch set made"' "$WORK/kill1.log"; then
+    fail "the kill came after the set was made, not during its bulkInsert"
+fi
+[ "$(gcp_instances | awk '$9 == "gangk"' | wc -l)" = 2 ] \
+    || fail "want the killed bulkInsert's 2 instances in the fake: $(gcp_instances)"
+gcp_control '{"hold_ms": [0, 0]}' >/dev/null
+timeout 60 "$TARMAC" serve --config "$WORK/k.yaml" --exit-when-idle --max-wall 40s \
+    >"$WORK/kill2.out" 2>"$WORK/kill2.log" || fail "serve after the kill failed"
+[ "$(psql_q "SELECT state FROM jobs")" = succeeded ] \
+    || fail "gang did not succeed after the kill: $(psql_q 'SELECT id, state, state_reason FROM jobs')"
+grep -q 'msg="gcp launch set found by its label, not launching again"' "$WORK/kill2.log" \
+    || fail "the restarted controller did not find the set by its label"
+after=$(curl -s "$GCP_BASE/__fake/state" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(sum(d["created_in"].values()), len(d["bulk_calls"]))')
+[ "$(( ${after% *} - ${before% *} ))" = 2 ] \
+    || fail "want 2 instances made for the killed set, made $(( ${after% *} - ${before% *} ))"
+[ "$(psql_q "SELECT count(*) FROM nodes WHERE billed_from_ms IS NOT NULL")" = 2 ] \
+    || fail "want the 2 members adopted: $(psql_q 'SELECT id, zone, state, instance_id FROM nodes')"
+[ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'terminate_orphan'")" = 0 ] \
+    || fail "an untagged member was taken for an orphan"
+sleep 1
+gcp_check_cloud gangk idle
 gcp_no_violations
 gcp_no_secrets
-echo "gang of 2 on the GCP fake through bulkInsert: us-central1-a short of minCount, nothing kept (one decision), bought whole in us-central1-b, each member tagged as its node"
+echo "gang of 2 on the GCP fake through bulkInsert: us-central1-a short of minCount, nothing kept (one decision), bought whole in us-central1-b, each member tagged as its node; killed mid-bulkInsert, the set found by its label and adopted whole"
 echo "1 passed, 0 failed"

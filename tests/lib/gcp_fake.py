@@ -27,7 +27,8 @@ requestId idempotency, per-zone capacity exhaustion
 (ZONE_RESOURCE_POOL_EXHAUSTED, for spot or for all), quota
 (QUOTA_EXCEEDED), preemption (a spot VM goes STOPPING, then is deleted with
 a compute.instances.preempted operation), throttling (429) and 5xx, token
-revocation, and a hold before/after each insert (for kill -9 tests).
+revocation, and a hold before/after each insert and bulkInsert (for kill -9
+tests).
 instances.bulkInsert is all or nothing as GCE's is with minCount: a zone
 exhausted, over quota, or with fewer free slots ("capacity") than minCount
 makes nothing and its operation ends DONE with ZONE_RESOURCE_POOL_EXHAUSTED
@@ -739,6 +740,8 @@ class Handler(BaseHTTPRequestHandler):
         names = sorted(body["perInstanceProperties"])
         count = int(body["count"])
         min_count = int(body.get("minCount", count))
+        if st.hold[0]:
+            time.sleep(st.hold[0])
         with st.lock:
             st.counts["bulk_inserts"] += 1
             if rid and rid in st.request_ids:
@@ -807,6 +810,8 @@ class Handler(BaseHTTPRequestHandler):
                                   "labels": props.get("labels", {}),
                                   "error": (op["_error"] or {}).get("code")})
             out = public(op)
+        if st.hold[1]:
+            time.sleep(st.hold[1])
         return self.reply(200, out)
 
     def semantic_bulk(self, zone, body):
