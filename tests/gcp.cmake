@@ -59,3 +59,8 @@ tm_add_c_test(test_gcp_client ${CMAKE_SOURCE_DIR}/tests/integration/test_gcp_cli
 # instances.get answer its tagging reads.
 tm_add_c_test(test_gce_bulk ${CMAKE_SOURCE_DIR}/tests/unit/providers/gcp/test_gce_bulk.c
               LABELS unit gcp TIMEOUT 60)
+# A gang through instances.bulkInsert (providers/gcp/gcp_launch_set.c) on a
+# real loop against the fake: short zone, made, found again, a cloud that
+# breaks minCount, a refused setLabels, an unknown placement policy.
+tm_add_c_test(test_gcp_launch_set ${CMAKE_SOURCE_DIR}/tests/integration/test_gcp_launch_set.c
+              LABELS integration gcp TIMEOUT 120)

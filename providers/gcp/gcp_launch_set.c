@@ -698,7 +698,8 @@ static void on_step(int status, const struct tm_gce_reply *reply, void *data)
 static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
 
 /* Whether every request names the set's pool, type, capacity and zone,
- * and each token, pool and the set key fit a label value. */
+ * tokens are distinct, and each token, pool and the set key fit a label
+ * value. */
 static int check_set(const struct tm_gcp_provider *gp, const struct tm_launch_set *set)
 {
     const struct tm_launch_request *r0 = &set->reqs[0];
@@ -722,6 +723,10 @@ static int check_set(const struct tm_gcp_provider *gp, const struct tm_launch_se
         if (tm_gce_label_encode(r->token, probe, sizeof(probe)) < 0 ||
             tm_gce_label_encode(r->pool, probe, sizeof(probe)) < 0)
             return TM_EINVAL;
+        /* one token, one node: the tags map instances back to rows */
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(set->reqs[k].token, r->token) == 0)
+                return TM_EINVAL;
     }
     return 0;
 }

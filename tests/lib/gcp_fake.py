@@ -40,7 +40,8 @@ Control (no auth): POST /__fake/control with a JSON object, e.g.
    "throttle": 3, "fail5xx": 2, "preempt": ["us-central1-a/tm-1-abc"],
    "preempt_all_spot": true, "revoke_tokens": true, "hold_ms": [250, 250],
    "token_ttl": 3600, "clear_violations": true, "machine_types": {...},
-   "capacity": {"us-central1-a": 1}, "resource_policies": ["tarmac-compact"]}
+   "capacity": {"us-central1-a": 1}, "resource_policies": ["tarmac-compact"],
+   "bulk_make_fewer": 1, "refuse_set_labels": 1}
 GET /__fake/state: instances, operations, counters, violations.
 
 Run: gcp_fake.py --key KEYFILE [--audience URL] [--port 0]
@@ -235,6 +236,8 @@ class State:
         self.capacity = {}        # zone -> free slots left (absent: unbounded)
         self.resource_policies = set()  # compact placement policies in the region
         self.created_in = {}      # zone -> instances ever created there
+        self.bulk_make_fewer = 0  # next bulkInsert makes this many fewer (a cloud breaking minCount)
+        self.refuse_set_labels = 0  # next N setLabels answered 400
         self.bulk_calls = []      # each bulkInsert: zone, count, minCount, names, policies, outcome
         self.tagged = {}          # "zone/name" -> labels and metadata its updates set (no secrets)
         self.quota = set()
@@ -404,6 +407,8 @@ class Handler(BaseHTTPRequestHandler):
                 st.capacity = {z: int(v) for z, v in c["capacity"].items() if v is not None}
             if "resource_policies" in c:
                 st.resource_policies = set(c["resource_policies"])
+            st.bulk_make_fewer = c.get("bulk_make_fewer", st.bulk_make_fewer)
+            st.refuse_set_labels = c.get("refuse_set_labels", st.refuse_set_labels)
             st.throttle = c.get("throttle", st.throttle)
             st.fail5xx = c.get("fail5xx", st.fail5xx)
             if "hold_ms" in c:
@@ -781,7 +786,8 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 op = st.new_op(zone, "bulkInsert", link)
                 op["_target_keys"] = []
-                for n in names[:min(count, free)]:
+                fewer, st.bulk_make_fewer = st.bulk_make_fewer, 0
+                for n in names[:max(0, min(count, free) - fewer)]:
                     inst = json.loads(json.dumps(props))
                     inst.update({"kind": "compute#instance", "id": st.next_id(), "name": n,
                                  "zone": st.zone_url(zone), "status": "PROVISIONING",
@@ -881,6 +887,10 @@ class Handler(BaseHTTPRequestHandler):
             if not inst:
                 return self.gerror(404, "notFound", f"The resource 'projects/{st.project}/zones/"
                                    f"{key[0]}/instances/{key[1]}' was not found", "NOT_FOUND")
+            if kind == "setLabels" and st.refuse_set_labels > 0:
+                st.refuse_set_labels -= 1
+                return self.gerror(400, "invalid", "Invalid value for field 'labels' (fault "
+                                   "injected by the test)", "INVALID_ARGUMENT")
             have = inst["labelFingerprint"] if kind == "setLabels" else inst["metadata"]["fingerprint"]
             if sent != have:
                 st.counts["fingerprint_refused"] += 1
