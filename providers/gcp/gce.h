@@ -2,8 +2,9 @@
  * providers/gcp/gce.h: the Compute Engine v1 REST client.
  *
  * Three layers, like providers/aws/ec2.h:
- *   1. Requests (gce_build.c, pure): URLs, the instances.insert body,
- *      label values, the requestId.
+ *   1. Requests (gce_build.c, pure): URLs, the instances.insert and
+ *      instances.bulkInsert bodies, setLabels / setMetadata bodies, label
+ *      values, the requestIds.
  *   2. Answers (gce_json.c, pure, cJSON): instances (aggregatedList),
  *      operations, machine types, error documents, and what an error
  *      means for the controller.  Anything malformed is TM_EBADREPLY with
