@@ -96,6 +96,9 @@ struct set_op {
     int err;                      /* the failure reported once released */
     char set_zone[TM_ID_MAX];     /* where the set stands */
     enum tm_capacity_type set_capacity;
+    bool zone_known;              /* set_zone read from the listing */
+    unsigned pages;               /* of the listing under way */
+    char *page;                   /* its last page token */
 };
 
 static void op_free(struct set_op *op)
@@ -107,6 +110,7 @@ static void op_free(struct set_op *op)
             free(op->m[i].bootstrap);
         }
     free(op->m);
+    free(op->page);
     free(op);
 }
 
@@ -128,11 +132,14 @@ static void deliver_made(struct set_op *op)
     for (size_t i = 0; i < op->n; i++) {
         struct tm_instance *x = &out[i];
         const struct member *mb = &op->m[i];
+        char id[2 * TM_ID_MAX + 2];
 
         *x = mb->inst;
-        /* zone/name fits: offers were kept only where it does */
-        snprintf(x->id, sizeof(x->id), "%.*s/%.*s", TM_ID_MAX / 2 - 1, op->set_zone,
-                 TM_ID_MAX / 2 - 1, mb->name);
+        /* zone/name fits: offers were kept only where it does, and a
+         * listed instance's id was checked by the parser */
+        snprintf(id, sizeof(id), "%s/%s", op->set_zone, mb->name);
+        memcpy(x->id, id, strnlen(id, TM_ID_MAX - 1));
+        x->id[strnlen(id, TM_ID_MAX - 1)] = '\0';
         snprintf(x->token, sizeof(x->token), "%s", mb->token);
         snprintf(x->pool, sizeof(x->pool), "%s", op->pool);
         snprintf(x->instance_type, sizeof(x->instance_type), "%s", op->type);
@@ -154,7 +161,7 @@ static void deliver_made(struct set_op *op)
 
 static void on_step(int status, const struct tm_gce_reply *reply, void *data);
 
-static int list_set(struct set_op *op)
+static int list_page(struct set_op *op, const char *page_token)
 {
     struct tm_gcp_provider *gp = op->gp;
     const struct tm_gce_kv terms[] = {{TM_GCE_LABEL_CLUSTER, gp->cluster, 0},
@@ -164,14 +171,46 @@ static int list_set(struct set_op *op)
 
     if (tm_gce_label_filter(terms, 2, filter, sizeof(filter)) < 0)
         return TM_EINVAL;
-    /* A set is at most SET_MAX instances: one page of 1000 holds it (a
-     * longer listing is refused below, not paged). */
     url = tm_gce_url_aggregated_list(tm_gce_endpoint(gp->gce), tm_gce_project(gp->gce), filter,
-                                     SET_MAX + 1, NULL);
+                                     gp->page_size, page_token);
     if (!url)
         return TM_ENOMEM;
     return tm_gce_call(gp->gce, TM_GCE_AGGREGATED_LIST, "GET", url, NULL, TM_GCE_RETRY_AMBIGUOUS,
                        on_step, op);
+}
+
+/* A listing of the set label from its first page (every page is read). */
+static int list_set(struct set_op *op)
+{
+    op->pages = 0;
+    free(op->page);
+    op->page = NULL;
+    op->zone_known = false;
+    for (size_t i = 0; i < op->n; i++)
+        op->m[i].found = false;
+    return list_page(op, NULL);
+}
+
+/* The next page when the reply has one: 1 when started, 0 when the
+ * listing is complete, or a negative code (a repeated token is an error,
+ * not a loop). */
+static int list_more(struct set_op *op, const struct tm_gce_reply *reply)
+{
+    const char *next = reply->next_page_token;
+    char *copy;
+    int r;
+
+    if (!next)
+        return 0;
+    if (++op->pages > 2 * SET_MAX || (op->page && strcmp(op->page, next) == 0))
+        return TM_EBADREPLY;
+    copy = strdup(next);
+    if (!copy)
+        return TM_ENOMEM;
+    free(op->page);
+    op->page = copy;
+    r = list_page(op, next);
+    return r < 0 ? r : 1;
 }
 
 static bool alive(const struct tm_instance *x)
@@ -185,14 +224,10 @@ static bool ours(const struct set_op *op, const struct tm_gce_instance *g)
     return strcmp(g->cluster, op->gp->cluster) == 0 && strcmp(g->set_key, op->key) == 0;
 }
 
-/* Mark the members the listing shows alive (in zone, or in the zone of the
- * first one found when zone is NULL); returns how many. */
-static size_t match_members(struct set_op *op, const struct tm_gce_reply *reply, const char *zone)
+/* Mark the members a page shows alive: in zone, or (zone NULL) in the zone
+ * of the first one found, which becomes the set's. */
+static void match_page(struct set_op *op, const struct tm_gce_reply *reply, const char *zone)
 {
-    size_t found = 0;
-
-    for (size_t i = 0; i < op->n; i++)
-        op->m[i].found = false;
     for (size_t k = 0; k < reply->ninstances; k++) {
         const struct tm_gce_instance *g = &reply->instances[k];
 
@@ -200,23 +235,32 @@ static size_t match_members(struct set_op *op, const struct tm_gce_reply *reply,
             continue;
         if (zone && strcmp(g->inst.zone, zone) != 0)
             continue;
+        if (!zone && op->zone_known && strcmp(g->inst.zone, op->set_zone) != 0)
+            continue;
         for (size_t i = 0; i < op->n; i++) {
             struct member *mb = &op->m[i];
 
             if (mb->found || strcmp(mb->name, g->name) != 0)
                 continue;
-            if (!zone) {
-                zone = op->set_zone;
+            if (!zone && !op->zone_known) {
                 snprintf(op->set_zone, sizeof(op->set_zone), "%s", g->inst.zone);
                 op->set_capacity = g->inst.capacity;
+                op->zone_known = true;
             }
             mb->inst = g->inst;
             mb->found = true;
-            found++;
             break;
         }
     }
-    return found;
+}
+
+static size_t members_found(const struct set_op *op)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < op->n; i++)
+        n += op->m[i].found;
+    return n;
 }
 
 /* ---- release: delete what the set label shows, then report err ---------- */
@@ -242,32 +286,24 @@ static void release(struct set_op *op, int err)
         deliver_error(op, err);
         return;
     }
+    tm_log_warn("gcp launch set failed, deleting what it made", "provider=%s set=%s nodes=%zu "
+                "error=%s", op->gp->name, op->key, op->n, tm_err_name(err));
     op->step = SET_RELEASE;
+    op->pending = 1; /* held until the listing ends and every delete started */
     r = list_set(op);
     if (r < 0) {
         tm_log_warn("could not list a failed gcp launch set to delete it, the next pass finds it "
                     "by its cluster label", "provider=%s set=%s error=%s", op->gp->name, op->key,
                     tm_err_name(r));
-        deliver_error(op, err);
+        on_deleted(0, op);
     }
 }
 
-static void release_listed(struct set_op *op, int status, const struct tm_gce_reply *reply)
+static void release_page(struct set_op *op, int status, const struct tm_gce_reply *reply)
 {
     struct tm_provider *p = &op->gp->base;
 
-    if (status < 0) {
-        tm_log_warn("could not list a failed gcp launch set to delete it, the next pass finds it "
-                    "by its cluster label", "provider=%s set=%s error=%s", op->gp->name, op->key,
-                    tm_err_name(status));
-        deliver_error(op, op->err);
-        return;
-    }
-    tm_log_warn("gcp launch set failed, deleting what it made", "provider=%s set=%s nodes=%zu "
-                "listed=%zu error=%s", op->gp->name, op->key, op->n, reply->ninstances,
-                tm_err_name(op->err));
-    op->pending = 1; /* held until every delete is started */
-    for (size_t k = 0; k < reply->ninstances; k++) {
+    for (size_t k = 0; status == 0 && k < reply->ninstances; k++) {
         const struct tm_gce_instance *g = &reply->instances[k];
 
         if (!ours(op, g) || g->inst.state == TM_INSTANCE_TERMINATED ||
@@ -281,6 +317,14 @@ static void release_listed(struct set_op *op, int status, const struct tm_gce_re
             op->pending--;
         }
     }
+    if (status == 0)
+        status = list_more(op, reply);
+    if (status == 1)
+        return;
+    if (status < 0)
+        tm_log_warn("could not list a failed gcp launch set to delete it, the next pass finds it "
+                    "by its cluster label", "provider=%s set=%s error=%s", op->gp->name, op->key,
+                    tm_err_name(status));
     on_deleted(0, op);
 }
 
@@ -577,16 +621,12 @@ static void start_tag(struct set_op *op)
 
 /* ---- the steps ---------------------------------------------------------- */
 
-static void found(struct set_op *op, int status, const struct tm_gce_reply *reply)
+/* The find's listing is complete. */
+static void found(struct set_op *op)
 {
-    size_t have;
+    size_t have = members_found(op);
     int r;
 
-    if (status < 0) {
-        release(op, status);
-        return;
-    }
-    have = match_members(op, reply, NULL);
     if (have == op->n) {
         tm_log_info("gcp launch set found by its label, not launching again",
                     "provider=%s set=%s nodes=%zu zone=%s", op->gp->name, op->key, op->n,
@@ -640,18 +680,14 @@ static void inserted(struct set_op *op, int status, const struct tm_gce_reply *r
     }
 }
 
-static void listed(struct set_op *op, int status, const struct tm_gce_reply *reply)
+/* The listing after a bulkInsert is complete. */
+static void listed(struct set_op *op)
 {
     const struct offer *c = &op->cand[op->cur];
-    size_t have;
+    size_t have = members_found(op);
 
-    if (status < 0) {
-        release(op, status);
-        return;
-    }
     snprintf(op->set_zone, sizeof(op->set_zone), "%s", c->zone);
     op->set_capacity = c->capacity;
-    have = match_members(op, reply, c->zone);
     if (have == op->n) {
         start_tag(op);
         return;
@@ -670,27 +706,34 @@ static void on_step(int status, const struct tm_gce_reply *reply, void *data)
     struct set_op *op = data;
 
     if (op->step == SET_RELEASE) {
-        release_listed(op, status, reply);
+        release_page(op, status, reply);
         return;
     }
     if (status == TM_ECANCELED || op->gp->closing) {
         deliver_error(op, TM_ECANCELED);
         return;
     }
-    switch (op->step) {
-    case SET_FIND:
-        found(op, status, reply);
-        break;
-    case SET_INSERT:
+    if (op->step == SET_INSERT) {
         inserted(op, status, reply);
-        break;
-    case SET_LIST:
-        listed(op, status, reply);
-        break;
-    default:
-        deliver_error(op, TM_EINVAL);
-        break;
+        return;
     }
+    if (op->step != SET_FIND && op->step != SET_LIST) {
+        deliver_error(op, TM_EINVAL);
+        return;
+    }
+    /* a page of the set label's listing */
+    if (status == 0) {
+        match_page(op, reply, op->step == SET_LIST ? op->cand[op->cur].zone : NULL);
+        status = list_more(op, reply);
+        if (status == 1)
+            return;
+    }
+    if (status < 0)
+        release(op, status);
+    else if (op->step == SET_FIND)
+        found(op);
+    else
+        listed(op);
 }
 
 /* ---- entry -------------------------------------------------------------- */

@@ -14,6 +14,7 @@
  *     is refused: the set fails and nothing of it is left;
  *   - a placement policy the region does not have: refused, nothing made;
  *   - requests that do not describe one set are refused before any call.
+ * The provider lists two instances a page, so a set's listing pages.
  * Every request is checked by the fake against the discovery document.
  */
 #include <setjmp.h>
@@ -164,8 +165,10 @@ struct env {
 static void env_open(struct env *e, const char *placement)
 {
     char yaml[4096], err[512] = "";
+    /* two instances a page: a set of three is listed in pages */
     struct tm_gcp_provider_options opts = {.retry = {.max_attempts = 3, .base_delay_ms = 10,
-                                                     .max_total_delay_ms = 500}};
+                                                     .max_total_delay_ms = 500},
+                                           .list_page_size = 2};
     int n;
 
     n = snprintf(yaml, sizeof(yaml),
