@@ -29,7 +29,8 @@
  *               fingerprints), instances.setMetadata (its own launch
  *               token and its bootstrap as tarmac-bootstrap, with the
  *               shared items kept), then instances.setLabels (its node id
- *               and token).  Only then is the set reported.
+ *               and token), each with its fingerprint and a requestId
+ *               from (token, fingerprint).  Only then is the set reported.
  *
  * Until step 4 has run, a member is listed with the set key as its launch
  * token: the reconciler treats such an instance as its set's (not an
@@ -68,6 +69,7 @@ struct member {
     char *bootstrap;
     size_t bootstrap_len;
     enum member_step step;
+    char label_fp[64];            /* from instances.get (setMetadata keeps it) */
     struct tm_instance inst;      /* what the listing showed */
     bool found;
 };
@@ -589,12 +591,14 @@ static void on_member(int status, const struct tm_gce_reply *reply, void *data)
         } else if (strcmp(g->inst.token, mb->token) == 0) {
             r = member_set_labels(mb, g->label_fingerprint);
         } else {
+            snprintf(mb->label_fp, sizeof(mb->label_fp), "%s", g->label_fingerprint);
             r = member_set_metadata(mb, g->metadata_fingerprint);
         }
         break;
     case M_METADATA:
-        /* a new metadata fingerprint; the label one is read afresh */
-        r = member_get(mb);
+        /* setMetadata leaves the labels and their fingerprint as they were
+         * (a 412 would fail the set, never tag it wrongly) */
+        r = member_set_labels(mb, mb->label_fp);
         break;
     case M_LABELS:
         member_done(mb, 0);
