@@ -55,3 +55,12 @@ tm_add_test(itest_gcp_faults LABELS integration gcp FIXTURES pg TIMEOUT 180
 # auth gate) on a real loop against the fake, which the binary starts.
 tm_add_c_test(test_gcp_client ${CMAKE_SOURCE_DIR}/tests/integration/test_gcp_client.c
               LABELS integration gcp TIMEOUT 60)
+# A gang's instances.bulkInsert requests (providers/gcp/gce_build.c) and the
+# instances.get answer its tagging reads.
+tm_add_c_test(test_gce_bulk ${CMAKE_SOURCE_DIR}/tests/unit/providers/gcp/test_gce_bulk.c
+              LABELS unit gcp TIMEOUT 60)
+# A gang through instances.bulkInsert (providers/gcp/gcp_launch_set.c) on a
+# real loop against the fake: short zone, made, found again, a cloud that
+# breaks minCount, a refused setLabels, an unknown placement policy.
+tm_add_c_test(test_gcp_launch_set ${CMAKE_SOURCE_DIR}/tests/integration/test_gcp_launch_set.c
+              LABELS integration gcp TIMEOUT 120)

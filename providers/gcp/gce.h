@@ -2,8 +2,9 @@
  * providers/gcp/gce.h: the Compute Engine v1 REST client.
  *
  * Three layers, like providers/aws/ec2.h:
- *   1. Requests (gce_build.c, pure): URLs, the instances.insert body,
- *      label values, the requestId.
+ *   1. Requests (gce_build.c, pure): URLs, the instances.insert and
+ *      instances.bulkInsert bodies, setLabels / setMetadata bodies, label
+ *      values, the requestIds.
  *   2. Answers (gce_json.c, pure, cJSON): instances (aggregatedList),
  *      operations, machine types, error documents, and what an error
  *      means for the controller.  Anything malformed is TM_EBADREPLY with
@@ -34,11 +35,17 @@
 #define TM_GCE_LABEL_POOL "tarmac-pool"
 #define TM_GCE_LABEL_NODE "tarmac-node-id"
 #define TM_GCE_LABEL_TOKEN "tarmac-launch-token"
+/* A gang's set key (tm_launch_set_key): every member of one bulkInsert
+ * carries it from creation on, and keeps it after its own token is set. */
+#define TM_GCE_LABEL_SET "tarmac-launch-set"
 /* The same three as metadata items, verbatim (labels cannot hold every
  * character of a name). */
 #define TM_GCE_META_CLUSTER "tarmac-cluster"
 #define TM_GCE_META_POOL "tarmac-pool"
 #define TM_GCE_META_TOKEN "tarmac-launch-token"
+/* A set member's own bootstrap, set per instance after bulkInsert; the
+ * shared startup-script waits for it (tm_gce_bulk_startup_script). */
+#define TM_GCE_META_BOOTSTRAP "tarmac-bootstrap"
 
 enum tm_gce_call {
     TM_GCE_INSERT,                /* instances.insert -> Operation */
@@ -49,6 +56,10 @@ enum tm_gce_call {
     TM_GCE_OPERATIONS_LIST,       /* zoneOperations.list */
     TM_GCE_MACHINE_TYPE_GET,      /* machineTypes.get */
     TM_GCE_ZONE_GET,              /* zones.get */
+    TM_GCE_BULK_INSERT,           /* instances.bulkInsert -> Operation */
+    TM_GCE_GET,                   /* instances.get -> Instance */
+    TM_GCE_SET_LABELS,            /* instances.setLabels -> Operation */
+    TM_GCE_SET_METADATA,          /* instances.setMetadata -> Operation */
     TM_GCE_CALL_MAX,
 };
 
@@ -71,6 +82,18 @@ int tm_gce_label_decode(const char *s, char *out, size_t size);
  * request and a fall back to another zone is a new one. */
 void tm_gce_request_id(const char *token, const char *zone, const char *type, bool spot,
                        char out[37]);
+
+/* requestId for a gang's instances.bulkInsert: as above from the set key
+ * (tm_launch_set_key) and the offering, so the call repeated after a crash
+ * is answered with the first one's operation. */
+void tm_gce_bulk_request_id(const char *set_key, const char *zone, const char *type, bool spot,
+                            char out[37]);
+
+/* requestId for a setLabels / setMetadata ("setLabels", "setMetadata") of
+ * one instance: from the member's token and the fingerprint it replaces,
+ * so a retry is the same request and a later change a new one. */
+void tm_gce_update_request_id(const char *what, const char *token, const char *fingerprint,
+                              char out[37]);
 
 /* The instance name for a launch token: "tm-" NODE "-" 10 hex of SHA-256(token). */
 void tm_gce_instance_name(int64_t node_id, const char *token, char out[TM_ID_MAX]);
@@ -107,10 +130,46 @@ struct tm_gce_insert_params {
 /* The JSON body (malloc'd) or NULL; TM_EINVAL when a required field is missing. */
 int tm_gce_build_insert(const struct tm_gce_insert_params *p, char **ret_body);
 
+/*
+ * A gang's instances.bulkInsert body (BulkInsertInstanceResource):
+ * count = minCount = nnames, perInstanceProperties keyed by names (each
+ * with its "name"), and instanceProperties from props as the insert
+ * carries them, except that props.name is unused and the machine and
+ * accelerator types are bare names (InstanceProperties takes names, the
+ * zone is the call's).  resource_policy (NULL or "": none) becomes
+ * instanceProperties.resourcePolicies, a compact placement policy's name.
+ */
+struct tm_gce_bulk_params {
+    struct tm_gce_insert_params props;
+    const char *const *names;     /* required, nnames >= 1, each a valid name */
+    size_t nnames;
+    const char *resource_policy;
+};
+int tm_gce_build_bulk_insert(const struct tm_gce_bulk_params *p, char **ret_body);
+
+/* instances.setLabels ({labels, labelFingerprint}) and instances.setMetadata
+ * (Metadata: {items, fingerprint}) bodies; the fingerprint is the one the
+ * last instances.get returned (required: GCE refuses a change without it). */
+int tm_gce_build_set_labels(const struct tm_gce_kv *labels, size_t n, const char *fingerprint,
+                            char **ret_body);
+int tm_gce_build_set_metadata(const struct tm_gce_kv *items, size_t n, const char *fingerprint,
+                              char **ret_body);
+
+/* The startup-script every member of a set shares: it waits for the
+ * instance's own TM_GCE_META_BOOTSTRAP item on the metadata server and
+ * runs it (a static string; it holds no secret). */
+const char *tm_gce_bulk_startup_script(void);
+
 /* URLs under endpoint ("https://compute.googleapis.com/compute/v1"); each
  * returns a malloc'd string or NULL.  Query values are percent-encoded. */
 char *tm_gce_url_insert(const char *endpoint, const char *project, const char *zone,
                         const char *request_id);
+char *tm_gce_url_bulk_insert(const char *endpoint, const char *project, const char *zone,
+                             const char *request_id);
+/* instances.get (verb NULL) or POST .../instances/NAME/VERB (setLabels,
+ * setMetadata) with an optional requestId. */
+char *tm_gce_url_instance(const char *endpoint, const char *project, const char *zone,
+                          const char *name, const char *verb, const char *request_id);
 char *tm_gce_url_delete(const char *endpoint, const char *project, const char *zone,
                         const char *name);
 char *tm_gce_url_aggregated_list(const char *endpoint, const char *project, const char *filter,
@@ -133,6 +192,10 @@ struct tm_gce_instance {
     char cluster[TM_ID_MAX];
     char name[TM_ID_MAX];
     char status[32];              /* GCE's: PROVISIONING, RUNNING, TERMINATED, ... */
+    char set_key[TM_ID_MAX];      /* TM_GCE_LABEL_SET decoded, "" if absent */
+    char label_token[TM_ID_MAX];  /* TM_GCE_LABEL_TOKEN decoded (inst.token prefers metadata) */
+    char label_fingerprint[64];   /* for setLabels */
+    char metadata_fingerprint[64];/* for setMetadata */
 };
 
 struct tm_gce_operation {
@@ -158,7 +221,7 @@ struct tm_gce_machine_type {
 struct tm_gce_reply {
     enum tm_gce_call call;
     char *next_page_token;        /* NULL on the last page */
-    struct tm_gce_instance *instances;
+    struct tm_gce_instance *instances; /* aggregatedList; instances.get: one */
     size_t ninstances;
     struct tm_gce_operation op;   /* insert, delete, wait, get */
     struct tm_gce_operation *ops; /* operations list */

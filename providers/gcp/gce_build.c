@@ -16,7 +16,8 @@
 static const char *const call_names[TM_GCE_CALL_MAX] = {
     "instances.insert", "instances.delete", "instances.aggregatedList",
     "zoneOperations.wait", "zoneOperations.get", "zoneOperations.list",
-    "machineTypes.get", "zones.get",
+    "machineTypes.get", "zones.get", "instances.bulkInsert", "instances.get",
+    "instances.setLabels", "instances.setMetadata",
 };
 
 const char *tm_gce_call_name(enum tm_gce_call c)
@@ -103,20 +104,46 @@ static void sha256(const char *const *parts, size_t n, unsigned char out[32])
     EVP_MD_CTX_free(ctx);
 }
 
-void tm_gce_request_id(const char *token, const char *zone, const char *type, bool spot,
-                       char out[37])
+/* A UUID in the version 5 layout from SHA-256 of parts. */
+static void uuid_from(const char *const *parts, size_t n, char out[37])
 {
-    const char *parts[] = {"tarmac-gce-insert", token ? token : "", zone ? zone : "",
-                           type ? type : "", spot ? "spot" : "standard"};
     unsigned char h[32];
 
-    sha256(parts, 5, h);
+    sha256(parts, n, h);
     h[6] = (unsigned char)((h[6] & 0x0f) | 0x50); /* version 5 */
     h[8] = (unsigned char)((h[8] & 0x3f) | 0x80); /* RFC 4122 variant */
     snprintf(out, 37,
              "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
              h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9], h[10], h[11], h[12],
              h[13], h[14], h[15]);
+}
+
+void tm_gce_request_id(const char *token, const char *zone, const char *type, bool spot,
+                       char out[37])
+{
+    const char *parts[] = {"tarmac-gce-insert", token ? token : "", zone ? zone : "",
+                           type ? type : "", spot ? "spot" : "standard"};
+
+    uuid_from(parts, 5, out);
+}
+
+void tm_gce_bulk_request_id(const char *set_key, const char *zone, const char *type, bool spot,
+                            char out[37])
+{
+    /* Its own prefix: a set key never collides with a member's insert. */
+    const char *parts[] = {"tarmac-gce-bulk-insert", set_key ? set_key : "", zone ? zone : "",
+                           type ? type : "", spot ? "spot" : "standard"};
+
+    uuid_from(parts, 5, out);
+}
+
+void tm_gce_update_request_id(const char *what, const char *token, const char *fingerprint,
+                              char out[37])
+{
+    const char *parts[] = {"tarmac-gce-update", what ? what : "", token ? token : "",
+                           fingerprint ? fingerprint : ""};
+
+    uuid_from(parts, 4, out);
 }
 
 void tm_gce_instance_name(int64_t node_id, const char *token, char out[TM_ID_MAX])
@@ -162,46 +189,59 @@ static cJSON *kv_object(const struct tm_gce_kv *kv, size_t n)
     return o;
 }
 
-int tm_gce_build_insert(const struct tm_gce_insert_params *p, char **ret_body)
+static cJSON *metadata_object(const struct tm_gce_kv *kv, size_t n, const char *fingerprint)
 {
-    cJSON *root, *o, *arr, *item, *disk, *init, *nic, *ac, *sched;
-    char buf[512];
-    char *body;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *arr = o ? cJSON_AddArrayToObject(o, "items") : NULL;
 
-    if (!p || !p->name || !*p->name || !p->zone || !*p->zone || !p->machine_type ||
-        !*p->machine_type || !p->source_image || !*p->source_image)
-        return TM_EINVAL;
-    root = cJSON_CreateObject();
-    if (!root)
-        return TM_ENOMEM;
-    cJSON_AddStringToObject(root, "name", p->name);
-    snprintf(buf, sizeof(buf), "zones/%s/machineTypes/%s", p->zone, p->machine_type);
-    cJSON_AddStringToObject(root, "machineType", buf);
+    if (!arr) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    if (fingerprint && !cJSON_AddStringToObject(o, "fingerprint", fingerprint)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t vl = kv[i].value_len ? kv[i].value_len : strlen(kv[i].value);
+        cJSON *item = cJSON_CreateObject();
+        char *v = malloc(vl + 1);
+
+        if (!item || !v) {
+            cJSON_Delete(item);
+            free(v);
+            cJSON_Delete(o);
+            return NULL;
+        }
+        memcpy(v, kv[i].value, vl);
+        v[vl] = '\0';
+        cJSON_AddStringToObject(item, "key", kv[i].key);
+        cJSON_AddStringToObject(item, "value", v);
+        /* the value may be a bootstrap with its secret */
+        memset(v, 0, vl);
+        free(v);
+        cJSON_AddItemToArray(arr, item);
+    }
+    return o;
+}
+
+/* What an Instance and an InstanceProperties share.  props: the bulk
+ * form, where machine and accelerator types are names, not zone paths. */
+static int instance_fields(cJSON *root, const struct tm_gce_insert_params *p, bool props)
+{
+    cJSON *arr, *disk, *init, *nic, *ac, *sched;
+    char buf[512];
+
+    if (props)
+        cJSON_AddStringToObject(root, "machineType", p->machine_type);
+    else {
+        snprintf(buf, sizeof(buf), "zones/%s/machineTypes/%s", p->zone, p->machine_type);
+        cJSON_AddStringToObject(root, "machineType", buf);
+    }
     if (p->nlabels)
         cJSON_AddItemToObject(root, "labels", kv_object(p->labels, p->nlabels));
-    if (p->nmetadata) {
-        o = cJSON_AddObjectToObject(root, "metadata");
-        arr = o ? cJSON_AddArrayToObject(o, "items") : NULL;
-        for (size_t i = 0; arr && i < p->nmetadata; i++) {
-            char *v;
-            size_t vl = p->metadata[i].value_len ? p->metadata[i].value_len
-                                                 : strlen(p->metadata[i].value);
-
-            item = cJSON_CreateObject();
-            v = malloc(vl + 1);
-            if (!item || !v) {
-                cJSON_Delete(item);
-                free(v);
-                break;
-            }
-            memcpy(v, p->metadata[i].value, vl);
-            v[vl] = '\0';
-            cJSON_AddStringToObject(item, "key", p->metadata[i].key);
-            cJSON_AddStringToObject(item, "value", v);
-            free(v);
-            cJSON_AddItemToArray(arr, item);
-        }
-    }
+    if (p->nmetadata)
+        cJSON_AddItemToObject(root, "metadata", metadata_object(p->metadata, p->nmetadata, NULL));
     arr = cJSON_AddArrayToObject(root, "disks");
     disk = cJSON_CreateObject();
     if (arr && disk) {
@@ -216,22 +256,31 @@ int tm_gce_build_insert(const struct tm_gce_insert_params *p, char **ret_body)
             }
         }
         cJSON_AddItemToArray(arr, disk);
+    } else {
+        cJSON_Delete(disk);
     }
     arr = cJSON_AddArrayToObject(root, "networkInterfaces");
     nic = cJSON_CreateObject();
     if (arr && nic) {
         cJSON_AddStringToObject(nic, "network", p->network ? p->network : "global/networks/default");
         cJSON_AddItemToArray(arr, nic);
+    } else {
+        cJSON_Delete(nic);
     }
     if (p->accelerator_type && p->accelerator_count > 0) {
         arr = cJSON_AddArrayToObject(root, "guestAccelerators");
         ac = cJSON_CreateObject();
         if (arr && ac) {
-            snprintf(buf, sizeof(buf), "zones/%s/acceleratorTypes/%s", p->zone,
-                     p->accelerator_type);
+            if (props)
+                snprintf(buf, sizeof(buf), "%s", p->accelerator_type);
+            else
+                snprintf(buf, sizeof(buf), "zones/%s/acceleratorTypes/%s", p->zone,
+                         p->accelerator_type);
             cJSON_AddStringToObject(ac, "acceleratorType", buf);
             cJSON_AddNumberToObject(ac, "acceleratorCount", p->accelerator_count);
             cJSON_AddItemToArray(arr, ac);
+        } else {
+            cJSON_Delete(ac);
         }
     }
     /* GPU VMs cannot live-migrate: TERMINATE on host maintenance, always. */
@@ -247,12 +296,165 @@ int tm_gce_build_insert(const struct tm_gce_insert_params *p, char **ret_body)
             cJSON_AddBoolToObject(sched, "automaticRestart", 1);
         }
     }
-    body = cJSON_PrintUnformatted(root);
+    /* Any allocation that failed above left a member out: refuse the
+     * whole body rather than send a partial one. */
+    if (!sched || !cJSON_GetObjectItemCaseSensitive(root, "machineType") ||
+        (p->nlabels && !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "labels"))) ||
+        (p->nmetadata && !cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(root, "metadata"))) ||
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "disks")) != 1 ||
+        cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "networkInterfaces")) != 1)
+        return TM_ENOMEM;
+    return 0;
+}
+
+static int print_body(cJSON *root, int r, char **ret_body)
+{
+    char *body = r == 0 ? cJSON_PrintUnformatted(root) : NULL;
+
     cJSON_Delete(root);
+    if (r < 0)
+        return r;
     if (!body)
         return TM_ENOMEM;
     *ret_body = body;
     return 0;
+}
+
+static bool props_ok(const struct tm_gce_insert_params *p)
+{
+    return p->zone && *p->zone && p->machine_type && *p->machine_type && p->source_image &&
+           *p->source_image;
+}
+
+int tm_gce_build_insert(const struct tm_gce_insert_params *p, char **ret_body)
+{
+    cJSON *root;
+    int r;
+
+    if (!p || !p->name || !*p->name || !props_ok(p) || !ret_body)
+        return TM_EINVAL;
+    root = cJSON_CreateObject();
+    if (!root)
+        return TM_ENOMEM;
+    r = cJSON_AddStringToObject(root, "name", p->name) ? instance_fields(root, p, false)
+                                                       : TM_ENOMEM;
+    return print_body(root, r, ret_body);
+}
+
+int tm_gce_build_bulk_insert(const struct tm_gce_bulk_params *p, char **ret_body)
+{
+    cJSON *root, *props, *per;
+    char count[24];
+    int r = 0;
+
+    if (!p || !props_ok(&p->props) || !p->names || p->nnames == 0 || !ret_body)
+        return TM_EINVAL;
+    for (size_t i = 0; i < p->nnames; i++)
+        if (!p->names[i] || !*p->names[i])
+            return TM_EINVAL;
+    root = cJSON_CreateObject();
+    if (!root)
+        return TM_ENOMEM;
+    /* count = minCount: GCE makes the whole set or deletes what it made. */
+    snprintf(count, sizeof(count), "%zu", p->nnames);
+    if (!cJSON_AddStringToObject(root, "count", count) ||
+        !cJSON_AddStringToObject(root, "minCount", count))
+        r = TM_ENOMEM;
+    per = r == 0 ? cJSON_AddObjectToObject(root, "perInstanceProperties") : NULL;
+    for (size_t i = 0; per && i < p->nnames; i++) {
+        cJSON *one;
+
+        if (cJSON_GetObjectItemCaseSensitive(per, p->names[i])) {
+            r = TM_EINVAL; /* two members with one name */
+            break;
+        }
+        one = cJSON_AddObjectToObject(per, p->names[i]);
+        if (!one || !cJSON_AddStringToObject(one, "name", p->names[i]))
+            r = TM_ENOMEM;
+    }
+    if (!per && r == 0)
+        r = TM_ENOMEM;
+    props = r == 0 ? cJSON_AddObjectToObject(root, "instanceProperties") : NULL;
+    if (r == 0)
+        r = props ? instance_fields(props, &p->props, true) : TM_ENOMEM;
+    if (r == 0 && p->resource_policy && *p->resource_policy) {
+        cJSON *arr = cJSON_AddArrayToObject(props, "resourcePolicies");
+        cJSON *name = cJSON_CreateString(p->resource_policy);
+
+        if (!arr || !name) {
+            cJSON_Delete(name);
+            r = TM_ENOMEM;
+        } else {
+            cJSON_AddItemToArray(arr, name);
+        }
+    }
+    return print_body(root, r, ret_body);
+}
+
+int tm_gce_build_set_labels(const struct tm_gce_kv *labels, size_t n, const char *fingerprint,
+                            char **ret_body)
+{
+    cJSON *root, *l;
+    int r = 0;
+
+    if (!fingerprint || !*fingerprint || (n && !labels) || !ret_body)
+        return TM_EINVAL;
+    root = cJSON_CreateObject();
+    if (!root)
+        return TM_ENOMEM;
+    l = kv_object(labels, n);
+    if (!l)
+        r = TM_ENOMEM;
+    else
+        cJSON_AddItemToObject(root, "labels", l);
+    if (r == 0 && !cJSON_AddStringToObject(root, "labelFingerprint", fingerprint))
+        r = TM_ENOMEM;
+    return print_body(root, r, ret_body);
+}
+
+int tm_gce_build_set_metadata(const struct tm_gce_kv *items, size_t n, const char *fingerprint,
+                              char **ret_body)
+{
+    cJSON *root;
+
+    if (!fingerprint || !*fingerprint || (n && !items) || !ret_body)
+        return TM_EINVAL;
+    root = metadata_object(items, n, fingerprint);
+    return print_body(root, root ? 0 : TM_ENOMEM, ret_body);
+}
+
+/*
+ * bulkInsert gives every member the same metadata, so the shared
+ * startup-script cannot carry a node's enrollment secret.  It waits for
+ * the instance's own tarmac-bootstrap item (set by instances.setMetadata
+ * once the set exists, before the set is reported made) and runs it.  The
+ * metadata server is only reachable from the instance itself.
+ */
+static const char bulk_startup_script[] =
+    "#!/bin/sh\n"
+    "# tarmac: this node's own bootstrap arrives as the instance metadata\n"
+    "# item tarmac-bootstrap once its gang's set exists.\n"
+    "u=http://metadata.google.internal/computeMetadata/v1/instance/attributes/tarmac-bootstrap\n"
+    "f=/run/tarmac-bootstrap\n"
+    "umask 077\n"
+    "i=0\n"
+    "until curl -sf -H 'Metadata-Flavor: Google' -o \"$f\" \"$u\"; do\n"
+    "  i=$((i + 1))\n"
+    "  [ \"$i\" -lt 900 ] || exit 1\n"
+    "  sleep 2\n"
+    "done\n"
+    "chmod 700 \"$f\"\n"
+    "case $(head -c 2 \"$f\") in\n"
+    "'#!') \"$f\" ;;\n"
+    "*) sh \"$f\" ;;\n"
+    "esac\n"
+    "rc=$?\n"
+    "rm -f \"$f\"\n"
+    "exit $rc\n";
+
+const char *tm_gce_bulk_startup_script(void)
+{
+    return bulk_startup_script;
 }
 
 /* ---- URLs ---------------------------------------------------------------- */
@@ -322,6 +524,31 @@ char *tm_gce_url_insert(const char *endpoint, const char *project, const char *z
     if (!seg_ok(project) || !seg_ok(zone))
         return NULL;
     snprintf(path, sizeof(path), "/projects/%s/zones/%s/instances", project, zone);
+    return url_make(endpoint, path, q, 2);
+}
+
+char *tm_gce_url_bulk_insert(const char *endpoint, const char *project, const char *zone,
+                             const char *request_id)
+{
+    char path[TM_GCE_PATH_MAX];
+    const char *q[] = {"requestId", request_id};
+
+    if (!seg_ok(project) || !seg_ok(zone))
+        return NULL;
+    snprintf(path, sizeof(path), "/projects/%s/zones/%s/instances/bulkInsert", project, zone);
+    return url_make(endpoint, path, q, 2);
+}
+
+char *tm_gce_url_instance(const char *endpoint, const char *project, const char *zone,
+                          const char *name, const char *verb, const char *request_id)
+{
+    char path[TM_GCE_PATH_MAX];
+    const char *q[] = {"requestId", request_id};
+
+    if (!seg_ok(project) || !seg_ok(zone) || !seg_ok(name) || (verb && !seg_ok(verb)))
+        return NULL;
+    snprintf(path, sizeof(path), "/projects/%s/zones/%s/instances/%s%s%s", project, zone, name,
+             verb ? "/" : "", verb ? verb : "");
     return url_make(endpoint, path, q, 2);
 }
 

@@ -108,13 +108,23 @@ void tm_gce_get_stats(const struct tm_gce *gce, struct tm_gce_stats *ret)
     *ret = gce->stats;
 }
 
+/* A request body may hold a node's bootstrap and its enrollment secret
+ * (an insert's or a setMetadata's startup items): wiped before it goes. */
+static void body_free(char *body)
+{
+    if (body) {
+        OPENSSL_cleanse(body, strlen(body));
+        free(body);
+    }
+}
+
 static void on_call_closed(uv_handle_t *h)
 {
     struct gce_call *c = (struct gce_call *)h;
 
     free(c->method);
     free(c->url);
-    free(c->body);
+    body_free(c->body);
     tm_gce_reply_release(&c->last);
     free(c);
 }
@@ -213,7 +223,7 @@ static int follow(struct gce_call *c, const struct tm_gce_operation *op)
     }
     free(c->url);
     free(c->method);
-    free(c->body);
+    body_free(c->body);
     c->url = url;
     c->method = method;
     c->body = NULL;

@@ -165,13 +165,30 @@ static int parse_instance(const cJSON *o, struct tm_gce_instance *out, char *why
             (void)tm_gce_label_decode(buf, out->cluster, sizeof(out->cluster));
         if (str_member(labels, TM_GCE_LABEL_POOL, buf, sizeof(buf)) == 0 && buf[0])
             (void)tm_gce_label_decode(buf, out->inst.pool, sizeof(out->inst.pool));
-        if (str_member(labels, TM_GCE_LABEL_TOKEN, buf, sizeof(buf)) == 0 && buf[0])
-            (void)tm_gce_label_decode(buf, out->inst.token, sizeof(out->inst.token));
+        if (str_member(labels, TM_GCE_LABEL_TOKEN, buf, sizeof(buf)) == 0 && buf[0] &&
+            tm_gce_label_decode(buf, out->label_token, sizeof(out->label_token)) == 0)
+            memcpy(out->inst.token, out->label_token, sizeof(out->inst.token));
+        if (str_member(labels, TM_GCE_LABEL_SET, buf, sizeof(buf)) == 0 && buf[0])
+            (void)tm_gce_label_decode(buf, out->set_key, sizeof(out->set_key));
         if (str_member(labels, TM_GCE_LABEL_NODE, buf, sizeof(buf)) == 0 && buf[0])
             out->inst.node_id = strtoll(buf, NULL, 10);
     }
+    if (str_member(o, "labelFingerprint", out->label_fingerprint,
+                   sizeof(out->label_fingerprint)) < 0) {
+        snprintf(why, wsize, "instance %s: bad \"labelFingerprint\"", out->name);
+        return -1;
+    }
     /* The verbatim names, where present, win over the label encodings. */
     meta = get(o, "metadata");
+    if (meta && !cJSON_IsObject(meta)) {
+        snprintf(why, wsize, "instance %s: \"metadata\" is not an object", out->name);
+        return -1;
+    }
+    if (meta && str_member(meta, "fingerprint", out->metadata_fingerprint,
+                           sizeof(out->metadata_fingerprint)) < 0) {
+        snprintf(why, wsize, "instance %s: bad \"metadata.fingerprint\"", out->name);
+        return -1;
+    }
     items = cJSON_IsObject(meta) ? get(meta, "items") : NULL;
     if (items && !cJSON_IsArray(items)) {
         snprintf(why, wsize, "instance %s: \"metadata.items\" is not an array", out->name);
@@ -331,6 +348,9 @@ int tm_gce_parse_reply(enum tm_gce_call call, const char *body, size_t len,
         BAD("not a JSON object (malformed or truncated)");
     switch (call) {
     case TM_GCE_INSERT:
+    case TM_GCE_BULK_INSERT:
+    case TM_GCE_SET_LABELS:
+    case TM_GCE_SET_METADATA:
     case TM_GCE_DELETE:
     case TM_GCE_OPERATION_WAIT:
     case TM_GCE_OPERATION_GET:
@@ -412,6 +432,16 @@ int tm_gce_parse_reply(enum tm_gce_call call, const char *body, size_t len,
         }
         break;
     }
+    case TM_GCE_GET:
+        ret->instances = calloc(1, sizeof(*ret->instances));
+        if (!ret->instances) {
+            r = TM_ENOMEM;
+            BAD("out of memory");
+        }
+        if (parse_instance(root, &ret->instances[0], why, sizeof(why)) < 0)
+            goto bad;
+        ret->ninstances = 1;
+        break;
     case TM_GCE_ZONE_GET:
         if (str_member(root, "status", ret->zone_status, sizeof(ret->zone_status)) < 0)
             BAD("bad \"status\"");

@@ -19,52 +19,12 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/common/settings.h"
+#include "providers/gcp/gcp_internal.h"
 
-#define SHORT_MAX 64
 #define CAND_MAX 64
 #define LIST_MAX_PAGES 10000
 #define DEFAULT_IMAGE "projects/debian-cloud/global/images/family/debian-12"
 #define PREEMPTED_FILTER "operationType = \"compute.instances.preempted\""
-
-struct shortage {
-    char type[TM_ID_MAX];
-    char zone[TM_ID_MAX];
-    enum tm_capacity_type capacity;
-    uint64_t until;
-};
-
-struct gcp_pool {
-    char *name;
-    char **zones;
-    size_t nzones;
-    char **types;
-    size_t ntypes;
-    char *gpu_model;
-    int gpus;
-    bool spot;                    /* spot or spot_then_on_demand */
-};
-
-struct gcp_provider {
-    struct tm_provider base;
-    uv_loop_t *loop;
-    struct tm_gce *gce;
-    char name[TM_ID_MAX];
-    char cluster[TM_ID_MAX];
-    char *image;
-    int page_size;
-    unsigned max_relaunch;
-    uint64_t shortage_ttl_ms;
-    struct gcp_pool *pools;
-    size_t npools;
-    struct tm_config_instance_type *types;
-    size_t ntypes;
-    char **spot_zones;            /* zones whose preemptions the listing reads */
-    size_t nspot_zones;
-    struct shortage shorts[SHORT_MAX];
-    bool closing;
-    void (*close_done)(void *data);
-    void *close_data;
-};
 
 static const struct tm_provider_ops gcp_ops;
 
@@ -83,7 +43,7 @@ struct check_item {               /* validate: one zone or one machine type */
 };
 
 struct gcp_op {
-    struct gcp_provider *gp;
+    struct tm_gcp_provider *gp;
     union {
         tm_launch_cb launch;
         tm_done_cb done;
@@ -113,7 +73,7 @@ struct gcp_op {
     size_t nchecks, check_i;
 };
 
-static struct gcp_provider *impl(struct tm_provider *p) { return p->impl; }
+static struct tm_gcp_provider *impl(struct tm_provider *p) { return p->impl; }
 static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
 
 static void op_free(struct gcp_op *op)
@@ -147,13 +107,13 @@ const char *tm_gcp_gpu_model(const char *acc)
 
 /* ---- shortage memory ---------------------------------------------------- */
 
-static struct shortage *short_find(struct gcp_provider *gp, const char *type, const char *zone,
+static struct tm_gcp_shortage *short_find(struct tm_gcp_provider *gp, const char *type, const char *zone,
                                    enum tm_capacity_type capacity)
 {
     uint64_t now = uv_now(gp->loop);
 
-    for (size_t i = 0; i < SHORT_MAX; i++) {
-        struct shortage *s = &gp->shorts[i];
+    for (size_t i = 0; i < TM_GCP_SHORT_MAX; i++) {
+        struct tm_gcp_shortage *s = &gp->shorts[i];
 
         if (s->until > now && s->capacity == capacity && strcmp(s->type, type) == 0 &&
             strcmp(s->zone, zone) == 0)
@@ -162,15 +122,15 @@ static struct shortage *short_find(struct gcp_provider *gp, const char *type, co
     return NULL;
 }
 
-static void short_note(struct gcp_provider *gp, const char *type, const char *zone,
+static void short_note(struct tm_gcp_provider *gp, const char *type, const char *zone,
                        enum tm_capacity_type capacity, const char *code)
 {
     uint64_t now = uv_now(gp->loop);
-    struct shortage *s = short_find(gp, type, zone, capacity);
+    struct tm_gcp_shortage *s = short_find(gp, type, zone, capacity);
 
     if (!s) {
         s = &gp->shorts[0];
-        for (size_t i = 0; i < SHORT_MAX; i++) {
+        for (size_t i = 0; i < TM_GCP_SHORT_MAX; i++) {
             if (gp->shorts[i].until <= now) {
                 s = &gp->shorts[i];
                 break;
@@ -188,6 +148,18 @@ static void short_note(struct gcp_provider *gp, const char *type, const char *zo
                 code && *code ? code : "-", (unsigned long long)(gp->shortage_ttl_ms / 1000));
 }
 
+bool tm_gcp_short_has(struct tm_gcp_provider *gp, const char *type, const char *zone,
+                      enum tm_capacity_type capacity)
+{
+    return short_find(gp, type, zone, capacity) != NULL;
+}
+
+void tm_gcp_short_note(struct tm_gcp_provider *gp, const char *type, const char *zone,
+                       enum tm_capacity_type capacity, const char *code)
+{
+    short_note(gp, type, zone, capacity, code);
+}
+
 bool tm_gcp_provider_is_short(struct tm_provider *p, const char *type, const char *zone,
                               enum tm_capacity_type capacity)
 {
@@ -201,7 +173,7 @@ struct tm_gce *tm_gcp_provider_gce(struct tm_provider *p)
 
 /* ---- launch ------------------------------------------------------------- */
 
-static const struct gcp_pool *pool_find(const struct gcp_provider *gp, const char *name)
+const struct tm_gcp_pool *tm_gcp_pool_find(const struct tm_gcp_provider *gp, const char *name)
 {
     for (size_t i = 0; i < gp->npools; i++)
         if (strcmp(gp->pools[i].name, name) == 0)
@@ -217,7 +189,7 @@ static void launch_deliver(struct gcp_op *op, int status, const struct tm_instan
 
 static void add_candidates(struct gcp_op *op, enum tm_capacity_type capacity)
 {
-    const struct gcp_pool *pool = pool_find(op->gp, op->pool);
+    const struct tm_gcp_pool *pool = tm_gcp_pool_find(op->gp, op->pool);
     size_t nz = op->zone[0] ? 1 : pool ? pool->nzones : 0;
 
     for (size_t i = 0; i < nz && op->ncand < CAND_MAX; i++) {
@@ -247,7 +219,7 @@ static void on_launch_step(int status, const struct tm_gce_reply *reply, void *d
 
 static int start_find(struct gcp_op *op)
 {
-    struct gcp_provider *gp = op->gp;
+    struct tm_gcp_provider *gp = op->gp;
     const struct tm_gce_kv terms[] = {{TM_GCE_LABEL_CLUSTER, gp->cluster, 0},
                                       {TM_GCE_LABEL_TOKEN, op->token, 0}};
     char filter[512];
@@ -267,8 +239,8 @@ static int start_find(struct gcp_op *op)
 /* 1 when no offering is left. */
 static int start_next(struct gcp_op *op)
 {
-    struct gcp_provider *gp = op->gp;
-    const struct gcp_pool *pool = pool_find(gp, op->pool);
+    struct tm_gcp_provider *gp = op->gp;
+    const struct tm_gcp_pool *pool = tm_gcp_pool_find(gp, op->pool);
     char cl[64], pl[64], tk[64], nd[24], rid[37];
     struct candidate *c = NULL;
     struct tm_gce_kv labels[4], meta[4];
@@ -430,7 +402,7 @@ static void on_launch_step(int status, const struct tm_gce_reply *reply, void *d
 static int gcp_launch(struct tm_provider *p, const struct tm_launch_request *req,
                       tm_launch_cb cb, void *data)
 {
-    struct gcp_provider *gp = impl(p);
+    struct tm_gcp_provider *gp = impl(p);
     struct gcp_op *op;
     char probe[64];
     int r;
@@ -492,7 +464,7 @@ static void on_terminate(int status, const struct tm_gce_reply *reply, void *dat
 static int gcp_terminate(struct tm_provider *p, const char *instance_id, tm_done_cb cb,
                          void *data)
 {
-    struct gcp_provider *gp = impl(p);
+    struct tm_gcp_provider *gp = impl(p);
     const char *slash = instance_id ? strchr(instance_id, '/') : NULL;
     char zone[TM_ID_MAX];
     struct gcp_op *op;
@@ -627,7 +599,7 @@ static void on_preempted(int status, const struct tm_gce_reply *reply, void *dat
 /* 1 when every spot zone has been read. */
 static int preempted_next(struct gcp_op *op, const char *page_token)
 {
-    struct gcp_provider *gp = op->gp;
+    struct tm_gcp_provider *gp = op->gp;
     char *url;
 
     if (op->zone_i >= gp->nspot_zones)
@@ -685,7 +657,7 @@ static void on_list(int status, const struct tm_gce_reply *reply, void *data)
 
 static int list_page(struct gcp_op *op, const char *page_token)
 {
-    struct gcp_provider *gp = op->gp;
+    struct tm_gcp_provider *gp = op->gp;
     const struct tm_gce_kv terms[] = {{TM_GCE_LABEL_CLUSTER, gp->cluster, 0}};
     char filter[256];
     char *url;
@@ -702,7 +674,7 @@ static int list_page(struct gcp_op *op, const char *page_token)
 
 static int gcp_list(struct tm_provider *p, const char *cluster, tm_list_cb cb, void *data)
 {
-    struct gcp_provider *gp = impl(p);
+    struct tm_gcp_provider *gp = impl(p);
     struct gcp_op *op;
     int r;
 
@@ -727,7 +699,7 @@ static int gcp_list(struct tm_provider *p, const char *cluster, tm_list_cb cb, v
 static int gcp_price(struct tm_provider *p, const char *instance_type, const char *zone,
                      enum tm_capacity_type capacity, int64_t *ret)
 {
-    struct gcp_provider *gp = impl(p);
+    struct tm_gcp_provider *gp = impl(p);
 
     (void)zone;
     if (!instance_type || !ret)
@@ -765,7 +737,7 @@ static void on_validate(int status, const struct tm_gce_reply *reply, void *data
 {
     struct gcp_op *op = data;
     const struct check_item *ck = &op->checks[op->check_i];
-    const struct gcp_pool *pool = &op->gp->pools[ck->pool];
+    const struct tm_gcp_pool *pool = &op->gp->pools[ck->pool];
     char reason[512];
     int r;
 
@@ -833,7 +805,7 @@ static int validate_next(struct gcp_op *op)
 
 int tm_gcp_validate_pools(struct tm_provider *p, tm_gcp_validate_cb cb, void *data)
 {
-    struct gcp_provider *gp;
+    struct tm_gcp_provider *gp;
     struct gcp_op *op;
     size_t n = 0;
     int r;
@@ -858,7 +830,7 @@ int tm_gcp_validate_pools(struct tm_provider *p, tm_gcp_validate_cb cb, void *da
     op->cb.validate = cb;
     op->data = data;
     for (size_t i = 0; i < gp->npools; i++) {
-        const struct gcp_pool *pl = &gp->pools[i];
+        const struct tm_gcp_pool *pl = &gp->pools[i];
 
         for (size_t z = 0; z < pl->nzones; z++)
             op->checks[op->nchecks++] = (struct check_item){i, pl->zones[z], NULL};
@@ -882,7 +854,7 @@ static void strv_free(char **v, size_t n)
     free(v);
 }
 
-static void provider_free(struct gcp_provider *gp)
+static void provider_free(struct tm_gcp_provider *gp)
 {
     for (size_t i = 0; i < gp->npools; i++) {
         strv_free(gp->pools[i].zones, gp->pools[i].nzones);
@@ -913,7 +885,20 @@ static char **strv_dup(char *const *v, size_t n)
     return out;
 }
 
-static int copy_config(struct gcp_provider *gp, const struct tm_config *cfg,
+/* A GCE resource name: [a-z]([-a-z0-9]{0,61}[a-z0-9])?. */
+static bool resource_name_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > 63 || s[0] < 'a' || s[0] > 'z' || s[n - 1] == '-')
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-'))
+            return false;
+    return true;
+}
+
+static int copy_config(struct tm_gcp_provider *gp, const struct tm_config *cfg,
                        const struct tm_config_provider *prov)
 {
     size_t n = 0, nz = 0;
@@ -930,10 +915,22 @@ static int copy_config(struct gcp_provider *gp, const struct tm_config *cfg,
         return TM_ENOMEM;
     for (size_t i = 0; i < cfg->npools; i++) {
         const struct tm_config_pool *src = &cfg->pools[i];
-        struct gcp_pool *dst;
+        struct tm_gcp_pool *dst;
 
         if (!src->provider || strcmp(src->provider, prov->name) != 0)
             continue;
+        /* On GCP placement_group names a compact resource policy
+         * (groupPlacementPolicy COLLOCATED) in the region, which a gang's
+         * bulkInsert lists in resourcePolicies by name.  Whether it exists
+         * only the cloud can say (at the first set); its form is checked
+         * here. */
+        if (src->placement_group && *src->placement_group &&
+            !resource_name_ok(src->placement_group)) {
+            tm_log_error("could not create gcp provider: pools[].placement_group is not a "
+                         "resource policy name ([a-z]([-a-z0-9]{0,61}[a-z0-9])?)",
+                         "provider=%s field=pools[%zu].placement_group", prov->name, i);
+            return TM_EINVAL;
+        }
         dst = &gp->pools[gp->npools++];
         dst->name = strdup(src->name);
         dst->gpu_model = strdup(src->gpu_model ? src->gpu_model : "");
@@ -1016,7 +1013,7 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     struct tm_gcp_provider_options dflt = {0};
     struct tm_gce_options go = {0};
     struct tm_gcp_key key;
-    struct gcp_provider *gp;
+    struct tm_gcp_provider *gp;
     size_t index = 0;
     char err[512] = "";
     const char *image;
@@ -1095,7 +1092,7 @@ int tm_gcp_provider_create(uv_loop_t *loop, const struct tm_config *cfg,
 
 static void on_gce_closed(void *data)
 {
-    struct gcp_provider *gp = data;
+    struct tm_gcp_provider *gp = data;
     void (*done)(void *data) = gp->close_done;
     void *done_data = gp->close_data;
 
@@ -1106,7 +1103,7 @@ static void on_gce_closed(void *data)
 
 static void gcp_close(struct tm_provider *p, void (*done)(void *data), void *data)
 {
-    struct gcp_provider *gp = impl(p);
+    struct tm_gcp_provider *gp = impl(p);
 
     if (gp->closing)
         return;
@@ -1123,9 +1120,6 @@ static const struct tm_provider_ops gcp_ops = {
     .list = gcp_list,
     .price = gcp_price,
     .close = gcp_close,
-    /* instances.bulkInsert (count = minCount) is not built yet: its
-     * labels are shared by the whole set, so each node's token would need
-     * a setLabels after it.  Until then one insert per node, in the first
-     * one's zone, the set deleted whole if one fails. */
-    .launch_set = tm_provider_launch_set_each,
+    /* instances.bulkInsert with minCount = count (gcp_launch_set.c). */
+    .launch_set = tm_gcp_launch_set,
 };

@@ -24,6 +24,12 @@
  *          deleted is listed TERMINATED with interrupted = true, and a
  *          spot VM that is STOPPING/TERMINATED is interrupted too.
  * price    From the provider's configured instance_types.
+ * launch_set  A gang: instances.bulkInsert with count = minCount = N in
+ *          one zone (the pool's placement_group as a compact resource
+ *          policy), found again by the set label after a crash, then each
+ *          member tagged with its own token, node id and bootstrap
+ *          (setMetadata, setLabels) before the set is reported; any
+ *          failure deletes what the set label shows (gcp_launch_set.c).
  *
  * Instance ids are "ZONE/NAME": a delete needs the zone, and names are
  * unique within one.

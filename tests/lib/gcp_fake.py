@@ -27,13 +27,21 @@ requestId idempotency, per-zone capacity exhaustion
 (ZONE_RESOURCE_POOL_EXHAUSTED, for spot or for all), quota
 (QUOTA_EXCEEDED), preemption (a spot VM goes STOPPING, then is deleted with
 a compute.instances.preempted operation), throttling (429) and 5xx, token
-revocation, and a hold before/after each insert (for kill -9 tests).
+revocation, and a hold before/after each insert and bulkInsert (for kill -9
+tests).
+instances.bulkInsert is all or nothing as GCE's is with minCount: a zone
+exhausted, over quota, or with fewer free slots ("capacity") than minCount
+makes nothing and its operation ends DONE with ZONE_RESOURCE_POOL_EXHAUSTED
+(or QUOTA_EXCEEDED).  setLabels / setMetadata check the fingerprint the way
+the real API does (412 conditionNotMet when it is not the current one).
 
 Control (no auth): POST /__fake/control with a JSON object, e.g.
   {"exhaust": {"us-central1-a": "spot"}, "quota": ["us-central1-b"],
    "throttle": 3, "fail5xx": 2, "preempt": ["us-central1-a/tm-1-abc"],
    "preempt_all_spot": true, "revoke_tokens": true, "hold_ms": [250, 250],
-   "token_ttl": 3600, "clear_violations": true, "machine_types": {...}}
+   "token_ttl": 3600, "clear_violations": true, "machine_types": {...},
+   "capacity": {"us-central1-a": 1}, "resource_policies": ["tarmac-compact"],
+   "bulk_make_fewer": 1, "refuse_set_labels": 1}
 GET /__fake/state: instances, operations, counters, violations.
 
 Run: gcp_fake.py --key KEYFILE [--audience URL] [--port 0]
@@ -225,6 +233,13 @@ class State:
         self.ops = {}             # (zone, name) -> dict
         self.request_ids = {}     # requestId -> (zone, op name)
         self.exhaust = {}         # zone -> "spot" | "all"
+        self.capacity = {}        # zone -> free slots left (absent: unbounded)
+        self.resource_policies = set()  # compact placement policies in the region
+        self.created_in = {}      # zone -> instances ever created there
+        self.bulk_make_fewer = 0  # next bulkInsert makes this many fewer (a cloud breaking minCount)
+        self.refuse_set_labels = 0  # next N setLabels answered 400
+        self.bulk_calls = []      # each bulkInsert: zone, count, minCount, names, policies, outcome
+        self.tagged = {}          # "zone/name" -> labels and metadata its updates set (no secrets)
         self.quota = set()
         self.throttle = 0
         self.fail5xx = 0
@@ -232,7 +247,9 @@ class State:
         self.violations = []
         self.counts = {"requests": 0, "inserts": 0, "instances_created": 0, "deletes": 0,
                        "tokens": 0, "throttled": 0, "failed5xx": 0, "exhausted": 0,
-                       "preempted": 0, "auth_refused": 0, "request_id_replays": 0}
+                       "preempted": 0, "auth_refused": 0, "request_id_replays": 0,
+                       "bulk_inserts": 0, "bulk_instances": 0, "bulk_refused": 0,
+                       "set_labels": 0, "set_metadata": 0, "fingerprint_refused": 0}
         self.mtypes = dict(MACHINE_TYPES)
         self.zones = set(args.zones.split(","))
         self.seq = 0
@@ -266,10 +283,14 @@ class State:
                 if op["_error"]:
                     op["error"] = {"errors": [op["_error"]]}
                     op["httpErrorStatusCode"] = 503 if "EXHAUSTED" in op["_error"]["code"] else 403
-                key = tuple(op.get("_target_key") or ())
-                inst = self.instances.get(key) if key else None
-                if inst is not None:
-                    if op["operationType"] == "insert" and not op["_error"]:
+                keys = [tuple(k) for k in op.get("_target_keys") or []]
+                if op.get("_target_key"):
+                    keys.append(tuple(op["_target_key"]))
+                for key in keys:
+                    inst = self.instances.get(key)
+                    if inst is None:
+                        continue
+                    if op["operationType"] in ("insert", "bulkInsert") and not op["_error"]:
                         inst["status"] = "RUNNING"
                         inst["lastStartTimestamp"] = rfc3339()
                     elif op["operationType"] in ("delete", "compute.instances.preempted"):
@@ -290,11 +311,14 @@ class State:
                           "instanceTerminationAction": i.get("scheduling", {}).get("instanceTerminationAction"),
                           "metadata_keys": [m["key"] for m in i.get("metadata", {}).get("items", [])],
                           "metadata": {m["key"]: m.get("value", "") for m in i.get("metadata", {}).get("items", [])
-                                       if m["key"] != "startup-script"},
+                                       if m["key"] not in ("startup-script", "tarmac-bootstrap")},
+                          "bootstrap_len": sum(len(m.get("value", "")) for m in i.get("metadata", {}).get("items", []) if m["key"] == "tarmac-bootstrap"),
+                          "resourcePolicies": i.get("resourcePolicies", []),
                           "startup_script_len": sum(len(m.get("value", "")) for m in i.get("metadata", {}).get("items", []) if m["key"] == "startup-script"),
                           "guestAccelerators": i.get("guestAccelerators", [])})
         return {"instances": insts, "counts": self.counts, "violations": self.violations,
-                "operations": len(self.ops)}
+                "operations": len(self.ops), "created_in": self.created_in,
+                "bulk_calls": self.bulk_calls, "tagged": self.tagged}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -379,6 +403,12 @@ class Handler(BaseHTTPRequestHandler):
                 st.exhaust = {z: v for z, v in c["exhaust"].items() if v}
             if "quota" in c:
                 st.quota = set(c["quota"])
+            if "capacity" in c:
+                st.capacity = {z: int(v) for z, v in c["capacity"].items() if v is not None}
+            if "resource_policies" in c:
+                st.resource_policies = set(c["resource_policies"])
+            st.bulk_make_fewer = c.get("bulk_make_fewer", st.bulk_make_fewer)
+            st.refuse_set_labels = c.get("refuse_set_labels", st.refuse_set_labels)
             st.throttle = c.get("throttle", st.throttle)
             st.fail5xx = c.get("fail5xx", st.fail5xx)
             if "hold_ms" in c:
@@ -590,7 +620,7 @@ class Handler(BaseHTTPRequestHandler):
             spot = body.get("scheduling", {}).get("provisioningModel") == "SPOT"
             link = f"{st.zone_url(zone)}/instances/{name}"
             ex = st.exhaust.get(zone)
-            if ex == "all" or (ex == "spot" and spot):
+            if ex == "all" or (ex == "spot" and spot) or st.capacity.get(zone, 1) < 1:
                 st.counts["exhausted"] += 1
                 code = "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" if spot else \
                     "ZONE_RESOURCE_POOL_EXHAUSTED"
@@ -608,8 +638,12 @@ class Handler(BaseHTTPRequestHandler):
                              "status": "PROVISIONING", "creationTimestamp": rfc3339(),
                              "selfLink": link, "_running_at": time.time() + st.args.op_delay_ms / 1000.0})
                 inst["machineType"] = f"{st.zone_url(zone)}/machineTypes/{body['machineType'].rsplit('/', 1)[-1]}"
+                fingerprints(inst)
                 st.instances[(zone, name)] = inst
                 st.counts["instances_created"] += 1
+                st.created_in[zone] = st.created_in.get(zone, 0) + 1
+                if zone in st.capacity:
+                    st.capacity[zone] -= 1
                 op = st.new_op(zone, "insert", link)
                 op["_target_key"] = (zone, name)
                 op["targetId"] = inst["id"]
@@ -622,12 +656,18 @@ class Handler(BaseHTTPRequestHandler):
 
     def semantic_insert(self, zone, body):
         """What the real API refuses beyond the schema."""
-        st = self.server.state
         name = body.get("name", "")
         if not NAME.match(name):
             return f"instance name {name!r} is not a valid resource name"
+        return self.semantic_props(zone, body, False)
+
+    def semantic_props(self, zone, body, bulk):
+        """An Instance's (insert) or InstanceProperties' (bulkInsert) fields."""
+        st = self.server.state
         mt = body.get("machineType", "")
         mname = mt.rsplit("/", 1)[-1]
+        if bulk and "/" in mt:
+            return f"instanceProperties.machineType {mt!r}: InstanceProperties takes a machine type name"
         if mt not in (mname, f"zones/{zone}/machineTypes/{mname}") and \
                 not mt.endswith(f"/zones/{zone}/machineTypes/{mname}"):
             return f"machineType {mt!r} is not in zone {zone}"
@@ -676,7 +716,213 @@ class Handler(BaseHTTPRequestHandler):
                 return f"unknown accelerator type {a.get('acceleratorType')!r}"
             if not a.get("acceleratorCount"):
                 return "acceleratorCount missing"
+        for rp in body.get("resourcePolicies", []):
+            if bulk and "/" in rp:
+                return f"resourcePolicies {rp!r}: InstanceProperties takes names, not URLs"
         return None
+
+    def check_request_id(self, q):
+        rid = (q.get("requestId") or [None])[0]
+        if rid is not None:
+            try:
+                u = uuid.UUID(rid)
+                if str(u) != rid.lower() or u.int == 0:
+                    raise ValueError
+            except ValueError:
+                return rid, f"requestId {rid!r} is not a UUID"
+        return rid, None
+
+    def m_instances_bulkInsert(self, pp, q, body):
+        st = self.server.state
+        zone = pp["zone"]
+        rid, why = self.check_request_id(q)
+        if why:
+            return self.violation(why)
+        why = self.semantic_bulk(zone, body)
+        if why:
+            return self.violation(why)
+        props = body["instanceProperties"]
+        names = sorted(body["perInstanceProperties"])
+        count = int(body["count"])
+        min_count = int(body.get("minCount", count))
+        if st.hold[0]:
+            time.sleep(st.hold[0])
+        with st.lock:
+            st.counts["bulk_inserts"] += 1
+            if rid and rid in st.request_ids:
+                st.counts["request_id_replays"] += 1
+                op = st.ops[st.request_ids[rid]]
+                st.tick()
+                return self.reply(200, public(op))
+            for rp in props.get("resourcePolicies", []):
+                if rp not in st.resource_policies:
+                    return self.gerror(400, "invalid", "Invalid value for field 'resource."
+                                       f"instanceProperties.resourcePolicies[0]': '{rp}'. The "
+                                       "referenced resource policy does not exist.", "INVALID_ARGUMENT")
+            for n in names:
+                if (zone, n) in st.instances:
+                    return self.gerror(409, "alreadyExists", f"The resource 'projects/{st.project}/"
+                                       f"zones/{zone}/instances/{n}' already exists", "ALREADY_EXISTS")
+            spot = props.get("scheduling", {}).get("provisioningModel") == "SPOT"
+            link = f"{st.zone_url(zone)}/instances"
+            ex = st.exhaust.get(zone)
+            free = st.capacity.get(zone, len(names))
+            if ex == "all" or (ex == "spot" and spot) or free < min_count:
+                # minCount not reachable: nothing is made (GCE deletes what
+                # it made before it ends the operation).
+                st.counts["exhausted"] += 1
+                st.counts["bulk_refused"] += 1
+                code = "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS" if spot else \
+                    "ZONE_RESOURCE_POOL_EXHAUSTED"
+                op = st.new_op(zone, "bulkInsert", link, error={
+                    "code": code, "message": f"The zone '{st.zone_url(zone)}' does not have "
+                    f"enough resources available to fulfill the request ({min_count} wanted, "
+                    f"{max(free, 0) if ex is None else 0} free)."})
+            elif zone in st.quota:
+                st.counts["bulk_refused"] += 1
+                op = st.new_op(zone, "bulkInsert", link, error={
+                    "code": "QUOTA_EXCEEDED",
+                    "message": "Quota 'NVIDIA_A100_GPUS' exceeded. Limit: 0.0 in region."})
+            else:
+                op = st.new_op(zone, "bulkInsert", link)
+                op["_target_keys"] = []
+                fewer, st.bulk_make_fewer = st.bulk_make_fewer, 0
+                for n in names[:max(0, min(count, free) - fewer)]:
+                    inst = json.loads(json.dumps(props))
+                    inst.update({"kind": "compute#instance", "id": st.next_id(), "name": n,
+                                 "zone": st.zone_url(zone), "status": "PROVISIONING",
+                                 "creationTimestamp": rfc3339(),
+                                 "selfLink": f"{link}/{n}",
+                                 "_running_at": time.time() + st.args.op_delay_ms / 1000.0})
+                    inst["machineType"] = f"{st.zone_url(zone)}/machineTypes/{props['machineType']}"
+                    inst["guestAccelerators"] = [
+                        dict(a, acceleratorType=f"{st.zone_url(zone)}/acceleratorTypes/"
+                             f"{a['acceleratorType'].rsplit('/', 1)[-1]}")
+                        for a in props.get("guestAccelerators", [])]
+                    if not inst["guestAccelerators"]:
+                        del inst["guestAccelerators"]
+                    fingerprints(inst)
+                    st.instances[(zone, n)] = inst
+                    st.counts["instances_created"] += 1
+                    st.counts["bulk_instances"] += 1
+                    st.created_in[zone] = st.created_in.get(zone, 0) + 1
+                    if zone in st.capacity:
+                        st.capacity[zone] -= 1
+                    op["_target_keys"].append((zone, n))
+            if rid:
+                st.request_ids[rid] = (zone, op["name"])
+            st.bulk_calls.append({"zone": zone, "count": count, "minCount": min_count,
+                                  "names": names, "resourcePolicies": props.get("resourcePolicies", []),
+                                  "labels": props.get("labels", {}),
+                                  "error": (op["_error"] or {}).get("code")})
+            out = public(op)
+        if st.hold[1]:
+            time.sleep(st.hold[1])
+        return self.reply(200, out)
+
+    def semantic_bulk(self, zone, body):
+        if body.get("sourceInstanceTemplate"):
+            return "fake policy: sourceInstanceTemplate is not simulated (tarmac sends instanceProperties)"
+        props = body.get("instanceProperties")
+        if not isinstance(props, dict):
+            return "instanceProperties is required without sourceInstanceTemplate"
+        per = body.get("perInstanceProperties") or {}
+        if not per and not body.get("namePattern"):
+            return "either namePattern or perInstanceProperties must be set"
+        if body.get("namePattern"):
+            return "fake policy: namePattern is not simulated (tarmac names each instance)"
+        if "count" not in body:
+            return "count is required"
+        count = int(body["count"])
+        min_count = int(body.get("minCount", count))
+        if count < 1 or min_count < 1 or min_count > count:
+            return f"count {count} / minCount {min_count} out of range"
+        if len(per) != count:
+            return f"perInstanceProperties names {len(per)} instances, count is {count}"
+        for n, v in per.items():
+            if not NAME.match(n):
+                return f"perInstanceProperties key {n!r} is not a valid instance name"
+            if v.get("name") not in (None, n):
+                return f"perInstanceProperties[{n!r}].name is {v.get('name')!r}"
+        return self.semantic_props(zone, props, True)
+
+    def check_labels(self, labels):
+        if len(labels) > 64:
+            return "more than 64 labels"
+        for k, v in labels.items():
+            if not LABEL_KEY.match(k):
+                return f"label key {k!r} is invalid"
+            if not LABEL_VALUE.match(v):
+                return f"label value {v!r} of {k!r} is invalid"
+        return None
+
+    def instance_update(self, pp, q, body, kind):
+        """setLabels / setMetadata: the fingerprint must be the current one."""
+        st = self.server.state
+        rid, why = self.check_request_id(q)
+        if why:
+            return self.violation(why)
+        if kind == "setLabels":
+            why = self.check_labels(body.get("labels", {}))
+            sent = body.get("labelFingerprint")
+        else:
+            items = body.get("items", [])
+            why = None
+            if sum(len(i.get("key", "")) + len(i.get("value", "")) for i in items) > 512 * 1024:
+                why = "metadata larger than 512 KB"
+            elif len({i.get("key") for i in items}) != len(items):
+                why = "duplicate metadata keys"
+            elif any("value" not in i or "key" not in i for i in items):
+                why = "a metadata item without key or value"
+            sent = body.get("fingerprint")
+        if why:
+            return self.violation(why)
+        key = (pp["zone"], pp["instance"])
+        with st.lock:
+            st.tick()
+            if rid and rid in st.request_ids:
+                st.counts["request_id_replays"] += 1
+                return self.reply(200, public(st.ops[st.request_ids[rid]]))
+            inst = st.instances.get(key)
+            if not inst:
+                return self.gerror(404, "notFound", f"The resource 'projects/{st.project}/zones/"
+                                   f"{key[0]}/instances/{key[1]}' was not found", "NOT_FOUND")
+            if kind == "setLabels" and st.refuse_set_labels > 0:
+                st.refuse_set_labels -= 1
+                return self.gerror(400, "invalid", "Invalid value for field 'labels' (fault "
+                                   "injected by the test)", "INVALID_ARGUMENT")
+            have = inst["labelFingerprint"] if kind == "setLabels" else inst["metadata"]["fingerprint"]
+            if sent != have:
+                st.counts["fingerprint_refused"] += 1
+                what = "Labels" if kind == "setLabels" else "Metadata"
+                return self.gerror(412, "conditionNotMet", f"Supplied fingerprint does not match "
+                                   f"current {what.lower()} fingerprint.", "FAILED_PRECONDITION")
+            rec = st.tagged.setdefault(f"{key[0]}/{key[1]}", {})
+            if kind == "setLabels":
+                st.counts["set_labels"] += 1
+                inst["labels"] = dict(body.get("labels", {}))
+                inst["labelFingerprint"] = new_fingerprint()
+                rec["labels"] = inst["labels"]
+            else:
+                st.counts["set_metadata"] += 1
+                boot = [i["value"] for i in body.get("items", []) if i.get("key") == "tarmac-bootstrap"]
+                rec["metadata"] = {i["key"]: i["value"] for i in body.get("items", [])
+                                   if i.get("key") not in ("startup-script", "tarmac-bootstrap")}
+                # the head of the node's bootstrap only: its secret stays out
+                rec["bootstrap_head"] = "\n".join(boot[0].splitlines()[:2]) if boot else None
+                inst["metadata"] = {"kind": "compute#metadata", "items": list(body.get("items", [])),
+                                    "fingerprint": new_fingerprint()}
+            op = st.new_op(key[0], kind, inst["selfLink"])
+            op["targetId"] = inst["id"]
+            if rid:
+                st.request_ids[rid] = (key[0], op["name"])
+            return self.reply(200, public(op))
+
+    def m_instances_setLabels(self, pp, q, body):
+        return self.instance_update(pp, q, body, "setLabels")
+
+    def m_instances_setMetadata(self, pp, q, body):
+        return self.instance_update(pp, q, body, "setMetadata")
 
     def m_instances_delete(self, pp, q, body):
         st = self.server.state
@@ -783,6 +1029,19 @@ class Handler(BaseHTTPRequestHandler):
         if start + mr < len(hits):
             out["nextPageToken"] = encode_page(start + mr)
         return self.reply(200, out)
+
+
+def new_fingerprint():
+    return base64.b64encode(secrets.token_bytes(8)).decode()
+
+
+def fingerprints(inst):
+    """What GCE adds to a new instance: the label and metadata fingerprints."""
+    inst["labelFingerprint"] = new_fingerprint()
+    md = dict(inst.get("metadata") or {})
+    md.update({"kind": "compute#metadata", "fingerprint": new_fingerprint()})
+    md.setdefault("items", [])
+    inst["metadata"] = md
 
 
 def public(obj):
