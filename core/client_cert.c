@@ -19,7 +19,6 @@
 
 #include "core/err.h"
 #include "core/file.h"
-#include "core/log.h"
 
 #define MAX_CERTS 16
 
@@ -27,10 +26,8 @@ void tm_client_cert_release(struct tm_client_cert *cert)
 {
     if (!cert)
         return;
-    if (cert->key_pem) {
-        tm_log_remove_secret(cert->key_pem);
+    if (cert->key_pem)
         OPENSSL_clear_free(cert->key_pem, strlen(cert->key_pem));
-    }
     memset(cert, 0, sizeof(*cert));
 }
 
@@ -229,7 +226,6 @@ int tm_client_cert_parse(const char *text, size_t len, struct tm_client_cert *re
     }
     if (r < 0)
         goto out;
-    tm_log_add_secret(c.key_pem);
     *ret = c;
 out:
     blocks_release(&b);

@@ -28,7 +28,9 @@
 
 struct tm_client_cert {
     /* The private key re-encoded as unencrypted PKCS#8 PEM: a secret,
-     * registered with tm_log_add_secret() and wiped by release. */
+     * wiped by release.  Not registered with tm_log_add_secret() here:
+     * the log's registry holds each string once, so whoever keeps a copy
+     * for long (the ARM client) registers and removes its own. */
     char *key_pem;
     unsigned char sha1[20];       /* SHA-1 of the certificate's DER (JWT x5t) */
     unsigned char sha256[32];     /* SHA-256 of it (x5t#S256) */

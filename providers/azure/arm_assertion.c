@@ -52,8 +52,8 @@ static cJSON *header_of(const struct tm_arm_assertion *a)
     char *x5t256 = a->sha256 ? tm_jwt_b64url(a->sha256, 32) : NULL;
     bool ok = h && x5t && (!a->sha256 || x5t256);
 
-    ok = ok && cJSON_AddStringToObject(h, "alg", "RS256") && cJSON_AddStringToObject(h, "typ", "JWT") &&
-         cJSON_AddStringToObject(h, "x5t", x5t);
+    ok = ok && cJSON_AddStringToObject(h, "alg", "RS256") &&
+         cJSON_AddStringToObject(h, "typ", "JWT") && cJSON_AddStringToObject(h, "x5t", x5t);
     if (ok && x5t256)
         ok = cJSON_AddStringToObject(h, "x5t#S256", x5t256) != NULL;
     free(x5t);

@@ -14,11 +14,12 @@
  * openid-configuration, once), proven by the client secret or by a client
  * assertion signed with the certificate's key (a new one, with a new jti,
  * for each fetch: its aud is the discovered token endpoint), or the
- * managed identity endpoint of the instance metadata service.  The token is cached and fetched again when
- * less than min(5 min, half its lifetime) is left, so a call never carries
- * one that expires in flight.  Every token and the client secret are
- * registered with tm_log_add_secret(), so no log line can show them; so is
- * the certificate's private key (core/client_cert.c registers it).
+ * managed identity endpoint of the instance metadata service.  The token
+ * is cached and fetched again when less than min(5 min, half its
+ * lifetime) is left, so a call never carries one that expires in flight.
+ * Every token and the client secret are registered with
+ * tm_log_add_secret(), so no log line can show them; so is the client's
+ * copy of the certificate's private key.
  *
  * The auth gate: a 401 is retried once with a fresh token; a second 401, a
  * 403, or a token endpoint refusing the client closes the gate for
@@ -318,8 +319,8 @@ static void token_failed(struct tm_arm *arm, const struct tm_http_response *resp
             gate_close(arm, why);
         }
     }
-    tm_log_warn("could not get an azure token", "step=\"%s\" http=%ld err=%s code=%s detail=\"%.160s\"",
-                what, resp ? resp->http_status : 0L, tm_err_name(status), code[0] ? code : "-",
+    tm_log_warn("could not get an azure token",
+                "step=\"%s\" http=%ld err=%s code=%s detail=\"%.160s\"", what, resp ? resp->http_status : 0L, tm_err_name(status), code[0] ? code : "-",
                 msg);
     token_waiters_why(arm, status, code, msg);
 }

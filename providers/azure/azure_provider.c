@@ -859,14 +859,14 @@ static void log_certificate(const char *provider, const struct tm_client_cert *c
     char *x5t = tm_jwt_b64url(cert->sha1, sizeof(cert->sha1));
     int64_t now = (int64_t)time(NULL);
 
-    tm_log_info("azure client certificate loaded", "provider=%s subject=\"%s\" x5t=%s not_after=%lld",
-                provider, cert->subject, x5t ? x5t : "-", (long long)cert->not_after);
+    tm_log_info("azure client certificate loaded",
+                "provider=%s subject=\"%s\" x5t=%s not_after=%lld", provider, cert->subject, x5t ? x5t : "-", (long long)cert->not_after);
     if (cert->not_after && cert->not_after < now)
         tm_log_warn("azure client certificate has expired; the identity platform will refuse it",
                     "provider=%s subject=\"%s\"", provider, cert->subject);
     else if (cert->not_after && cert->not_after < now + 14 * 86400)
-        tm_log_warn("azure client certificate expires within 14 days", "provider=%s subject=\"%s\" days_left=%lld",
-                    provider, cert->subject, (long long)((cert->not_after - now) / 86400));
+        tm_log_warn("azure client certificate expires within 14 days",
+                    "provider=%s subject=\"%s\" days_left=%lld", provider, cert->subject, (long long)((cert->not_after - now) / 86400));
     free(x5t);
 }
 

@@ -22,6 +22,7 @@
 
 #include "core/client_cert.h"
 #include "core/err.h"
+#include "core/log.h"
 #include "providers/azure/arm.h"
 
 static char url[256], ca[512], secret[128], pid[32], dir[256], client_pem[512], other_pem[512];
@@ -274,6 +275,22 @@ static void test_certificate(void **state)
     assert_true(client_pem[0] != '\0');
     uv_loop_init(&loop);
     arm = make_cert(&loop, client_pem);
+    /* The client's copy of the key stays registered with the log after the
+     * caller's copy is released (the registry holds each string once). */
+    {
+        struct tm_client_cert cert;
+        char err[512], *line;
+        size_t n;
+
+        assert_int_equal(tm_client_cert_load(client_pem, &cert, err, sizeof(err)), 0);
+        n = strlen(cert.key_pem) + 16;
+        line = malloc(n);
+        snprintf(line, n, "key=%s", cert.key_pem);
+        tm_client_cert_release(&cert);
+        tm_log_redact(line, n);
+        assert_null(strstr(line, "BEGIN PRIVATE KEY"));
+        free(line);
+    }
     run_calls(&loop, arm, r, 2);
     assert_int_equal(r[0].status, 0);
     assert_int_equal(r[1].status, 0);
