@@ -68,6 +68,8 @@ static const struct cfg_field cfg_azure_fields[] = {
     {.key = "authority", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, authority)},
     {.key = "imds_endpoint", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, imds_endpoint)},
     {.key = "ca_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, ca_file)},
+    {.key = "client_certificate", .type = CFG_STR,
+     .offset = CFG_OFF(tm_config_azure, client_certificate)},
 };
 static const struct cfg_section cfg_azure_section = {
     cfg_azure_fields, CFG_NFIELDS(cfg_azure_fields), sizeof(struct tm_config_azure)};

@@ -51,7 +51,8 @@ struct tm_config_credentials {
 /* azure: where the VMs go and who tarmac is to Azure (providers/azure/).
  * The client secret itself never lives in the file: credentials.source
  * "env" reads $AZURE_CLIENT_SECRET, "file" reads credentials.file, and
- * "instance_role" uses the VM's managed identity. */
+ * "instance_role" uses the VM's managed identity; or client_certificate
+ * names a key and certificate file. */
 struct tm_config_azure {
     char *tenant_id;              /* required for kind azure */
     char *subscription_id;        /* required */
@@ -64,6 +65,11 @@ struct tm_config_azure {
     char *authority;              /* identity platform, default https://login.microsoftonline.com */
     char *imds_endpoint;          /* instance metadata, default http://169.254.169.254 */
     char *ca_file;                /* extra CA bundle (tests' loopback fakes), may be NULL */
+    /* A PEM file with the app's RSA private key and its certificate (core/
+     * client_cert.h): tokens are asked for with a signed client assertion
+     * instead of a secret.  May be NULL; when set, credentials.source must
+     * name no secret ("none", the default).  Checked at load. */
+    char *client_certificate;
 };
 
 struct tm_config_provider {

@@ -15,6 +15,7 @@
 #include <openssl/crypto.h>
 
 #include "core/bootstrap.h"
+#include "core/client_cert.h"
 #include "core/err.h"
 #include "core/file.h"
 #include "core/log.h"
@@ -305,6 +306,32 @@ static int cfg_validate_providers(struct cfg_ctx *c, const struct tm_config *cfg
 
 /* ---- kind azure: what Azure needs before a first call (providers/azure/) --- */
 
+/* azure.client_certificate: exactly one credential, and a file the
+ * provider will be able to sign with (read now, checked, wiped). */
+static int cfg_check_client_cert(struct cfg_ctx *c, const struct tm_config_provider *p,
+                                 const yaml_node_t *an, size_t i)
+{
+    struct tm_client_cert cert;
+    char why[512];
+    int r;
+
+    tm_cfg_path_set(c, "providers[%zu].azure.client_certificate", i);
+    if (strcmp(p->credentials.source, "none") != 0)
+        return tm_cfg_fail(c, cfg_at(c, an, "client_certificate"),
+                           "exactly one credential: credentials.source \"%s\" names %s as well "
+                           "(remove credentials, or this key)",
+                           p->credentials.source,
+                           strcmp(p->credentials.source, "instance_role") == 0
+                               ? "the managed identity" : "a client secret");
+    r = tm_client_cert_load(p->azure.client_certificate, &cert, why, sizeof(why));
+    if (r == TM_ENOMEM)
+        return tm_cfg_nomem(c);
+    if (r < 0)
+        return tm_cfg_fail(c, cfg_at(c, an, "client_certificate"), "%s", why);
+    tm_client_cert_release(&cert);
+    return 0;
+}
+
 static int cfg_validate_azure(struct cfg_ctx *c, const struct tm_config *cfg)
 {
     const yaml_node_t *plist = cfg_map_get(c, c->root, "providers");
@@ -337,6 +364,8 @@ static int cfg_validate_azure(struct cfg_ctx *c, const struct tm_config *cfg)
                 tm_cfg_path_set(c, "providers[%zu].azure.%s", i, req[k].key);
                 return tm_cfg_fail(c, an ? an : pn, "missing required key (kind is azure)");
             }
+        if (az->client_certificate && cfg_check_client_cert(c, p, an, i) < 0)
+            return TM_EINVAL;
         if (strncmp(az->subnet_id, "/subscriptions/", 15) != 0 || !strstr(az->subnet_id, "/subnets/")) {
             tm_cfg_path_set(c, "providers[%zu].azure.subnet_id", i);
             return tm_cfg_fail(c, cfg_at(c, an, "subnet_id"),

@@ -24,3 +24,9 @@ tm_add_test(itest_azure_kill9 LABELS integration azure slow FIXTURES pg TIMEOUT 
 # pinned; npm-installed into a temporary folder, or TM_AZURE_NPM_DIR).
 tm_add_test(itest_azure_sdk LABELS integration azure slow FIXTURES pg TIMEOUT 300
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_sdk.sh)
+
+# The certificate credential (azure.client_certificate, no secret anywhere):
+# check azure 0/3/1, a forged assertion refused by the fake, jobs run on VMs
+# bought with assertion tokens, no line of the private key in any log.
+tm_add_test(itest_azure_cert LABELS integration azure FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/azure_cert.sh)

@@ -5,6 +5,12 @@ tm_add_c_test(test_azure_arm_json ${CMAKE_SOURCE_DIR}/tests/unit/providers/azure
               LABELS unit azure TIMEOUT 60)
 tm_add_c_test(test_azure_config ${CMAKE_SOURCE_DIR}/tests/unit/providers/azure/test_azure_config.c
               LABELS unit azure TIMEOUT 60)
+# The client certificate credential: the PEM file (core, linked alone), the
+# signed assertion (header, claims, signature checked with OpenSSL).
+tm_add_c_test(test_client_cert ${CMAKE_SOURCE_DIR}/tests/unit/core/test_client_cert.c
+              LABELS unit azure TIMEOUT 60 LINK tarmac_core)
+tm_add_c_test(test_azure_arm_assertion ${CMAKE_SOURCE_DIR}/tests/unit/providers/azure/test_arm_assertion.c
+              LABELS unit azure TIMEOUT 60)
 tm_add_c_test(test_azure_arm_client ${CMAKE_SOURCE_DIR}/tests/unit/providers/azure/test_arm_client.c
               LABELS unit azure TIMEOUT 60)
 

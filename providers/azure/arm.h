@@ -6,7 +6,8 @@
  *
  *   1. Requests (arm_json.c, pure): the VM name a node gets, the VM PUT body
  *      (spot fields, tags, customData, the NIC and OS disk created with the VM
- *      and deleted with it), the token request form bodies.
+ *      and deleted with it), the token request form bodies, and the client
+ *      assertion of a certificate credential (arm_assertion.c).
  *
  *   2. Answers (arm_json.c, pure, cJSON): a VM, a page of a VM list (value[],
  *      nextLink), an async operation's status, a CloudError, a token and the
@@ -15,7 +16,8 @@
  *      tm_arm_error_map() says what the controller must do with an error.
  *
  *   3. Calls (arm_client.c, on the libuv loop): struct tm_arm owns a tm_http
- *      and the token source (azure_auth.c), sends each attempt with a fresh
+ *      and the token source (a client secret, a client certificate's signed
+ *      assertion, or the managed identity), sends each attempt with a fresh
  *      bearer token, honours Retry-After on 429, retries 5xx and transport
  *      failures with capped exponential backoff and full jitter inside a
  *      budget, and closes a gate after a 401/403 so that no further request
@@ -83,6 +85,41 @@ int tm_arm_build_vm(const struct tm_arm_vm_params *p, char **ret_body);
 /* Form bodies for the token endpoint (client credentials), URL-encoded. */
 int tm_arm_build_token_form(const char *client_id, const char *client_secret,
                             const char *scope, char **ret_body);
+
+/* The same with a certificate: client_assertion_type TM_ARM_ASSERTION_TYPE
+ * and client_assertion (tm_arm_build_assertion()) instead of the secret. */
+int tm_arm_build_assertion_form(const char *client_id, const char *assertion, const char *scope,
+                                char **ret_body);
+
+/*
+ * The client assertion of the certificate credential (arm_assertion.c): a
+ * JWT signed RS256 with the certificate's private key.
+ *   header {"alg":"RS256","typ":"JWT","x5t":b64url(SHA-1 of the DER),
+ *           "x5t#S256":b64url(SHA-256 of it)}
+ *   claims {"aud":token endpoint,"exp":now+600,"iss":client id,"sub":client id,
+ *           "nbf":now,"jti":jti,"iat":now}
+ * (MSAL's claim order; it signs PS256 when it sends x5t#S256, the identity
+ * platform takes both).  *ret_jwt is malloc'd; the caller wipes and frees
+ * it.  0, TM_EINVAL (a field missing, an unusable key), TM_ENOMEM.
+ */
+#define TM_ARM_ASSERTION_TYPE "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+#define TM_ARM_ASSERTION_LIFETIME_S 600
+
+struct tm_arm_assertion {
+    const char *client_id;
+    const char *audience;        /* the token endpoint URL */
+    const char *jti;             /* unique per assertion (tm_arm_new_jti()) */
+    int64_t now;                 /* Unix seconds */
+    const unsigned char *sha1;   /* 20 bytes: the certificate's thumbprint */
+    const unsigned char *sha256; /* 32 bytes, or NULL: no x5t#S256 */
+    const char *key_pem;         /* the certificate's RSA private key */
+};
+
+int tm_arm_build_assertion(const struct tm_arm_assertion *a, char **ret_jwt);
+
+/* A random UUID (version 4, OpenSSL's RAND_bytes) into buf[37]; 0 or
+ * TM_EUNAVAIL when the generator fails. */
+int tm_arm_new_jti(char buf[37]);
 
 /* ---- 2. answers --------------------------------------------------------- */
 
@@ -174,7 +211,17 @@ struct tm_arm_retry {
     uint64_t max_delay_ms;       /* cap of one backoff sleep; 0 = 5 s */
 };
 
-enum tm_arm_auth_mode { TM_ARM_AUTH_SECRET, TM_ARM_AUTH_MANAGED_IDENTITY };
+enum tm_arm_auth_mode {
+    TM_ARM_AUTH_SECRET,          /* client_secret */
+    TM_ARM_AUTH_MANAGED_IDENTITY,/* IMDS */
+    TM_ARM_AUTH_CERTIFICATE,     /* client_assertion signed with client_cert */
+    TM_ARM_AUTH_MAX,
+};
+
+/* For logs: "client_secret", "managed_identity", "client_certificate". */
+const char *tm_arm_auth_name(enum tm_arm_auth_mode auth);
+
+struct tm_client_cert;
 
 struct tm_arm_options {
     const char *endpoint;        /* ARM, "https://management.azure.com" */
@@ -183,6 +230,8 @@ struct tm_arm_options {
     const char *tenant;
     const char *client_id;
     const char *client_secret;   /* copied, registered as a log secret */
+    const struct tm_client_cert *client_cert; /* TM_ARM_AUTH_CERTIFICATE: key and
+                                                 thumbprints copied (core/client_cert.h) */
     enum tm_arm_auth_mode auth;
     const char *ca_file;         /* extra CA for loopback fakes; NULL */
     struct tm_arm_retry retry;

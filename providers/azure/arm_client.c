@@ -11,11 +11,15 @@
  *
  * Tokens: client credentials against the identity platform (the token
  * endpoint discovered from {authority}/{tenant}/v2.0/.well-known/
- * openid-configuration, once), or the managed identity endpoint of the
- * instance metadata service.  The token is cached and fetched again when
- * less than min(5 min, half its lifetime) is left, so a call never carries
- * one that expires in flight.  Every token and the client secret are
- * registered with tm_log_add_secret(), so no log line can show them.
+ * openid-configuration, once), proven by the client secret or by a client
+ * assertion signed with the certificate's key (a new one, with a new jti,
+ * for each fetch: its aud is the discovered token endpoint), or the
+ * managed identity endpoint of the instance metadata service.  The token
+ * is cached and fetched again when less than min(5 min, half its
+ * lifetime) is left, so a call never carries one that expires in flight.
+ * Every token and the client secret are registered with
+ * tm_log_add_secret(), so no log line can show them; so is the client's
+ * copy of the certificate's private key.
  *
  * The auth gate: a 401 is retried once with a fresh token; a second 401, a
  * 403, or a token endpoint refusing the client closes the gate for
@@ -33,6 +37,7 @@
 #include <openssl/crypto.h>
 
 #include "controller/io/http_uv.h"
+#include "core/client_cert.h"
 #include "core/err.h"
 #include "core/log.h"
 
@@ -69,6 +74,8 @@ struct tm_arm {
     uv_loop_t *loop;
     struct tm_http *http;
     char *endpoint, *authority, *imds, *tenant, *client_id, *client_secret, *ca_file;
+    char *cert_key_pem;           /* TM_ARM_AUTH_CERTIFICATE: a log secret */
+    unsigned char cert_sha1[20], cert_sha256[32];
     enum tm_arm_auth_mode auth;
     struct tm_arm_retry retry;
     long timeout_ms;
@@ -266,7 +273,10 @@ static void retry_or_fail(struct arm_call *c, int status, long http_status, uint
 
 /* ---- tokens ------------------------------------------------------------- */
 
-static void token_waiters(struct tm_arm *arm, int status)
+/* Every call waiting for the token goes on, or fails with status; code and
+ * msg (may be NULL) are the identity platform's error ("invalid_client",
+ * "AADSTS700027: ..."), which names no secret, so the caller can say why. */
+static void token_waiters_why(struct tm_arm *arm, int status, const char *code, const char *msg)
 {
     struct arm_call *c = arm->calls, *next;
 
@@ -274,11 +284,20 @@ static void token_waiters(struct tm_arm *arm, int status)
         next = c->next;
         if (c->state != CALL_TOKEN)
             continue;
-        if (status < 0)
+        if (status < 0) {
+            snprintf(c->last.error_code, sizeof(c->last.error_code), "%s", code ? code : "");
+            snprintf(c->last.error_message, sizeof(c->last.error_message), "%s", msg ? msg : "");
+            tm_log_redact(c->last.error_message, sizeof(c->last.error_message));
             deliver(c, status, 0, NULL, 0);
-        else
+        } else {
             call_send(c);
+        }
     }
+}
+
+static void token_waiters(struct tm_arm *arm, int status)
+{
+    token_waiters_why(arm, status, NULL, NULL);
 }
 
 static void token_failed(struct tm_arm *arm, const struct tm_http_response *resp, int status,
@@ -300,9 +319,10 @@ static void token_failed(struct tm_arm *arm, const struct tm_http_response *resp
             gate_close(arm, why);
         }
     }
-    tm_log_warn("could not get an azure token", "step=\"%s\" http=%ld err=%s code=%s", what,
-                resp ? resp->http_status : 0L, tm_err_name(status), code[0] ? code : "-");
-    token_waiters(arm, status);
+    tm_log_warn("could not get an azure token",
+                "step=\"%s\" http=%ld err=%s code=%s detail=\"%.160s\"", what, resp ? resp->http_status : 0L, tm_err_name(status), code[0] ? code : "-",
+                msg);
+    token_waiters_why(arm, status, code, msg);
 }
 
 static void on_token(const struct tm_http_response *resp, void *data)
@@ -343,10 +363,33 @@ static void on_token(const struct tm_http_response *resp, void *data)
     arm->token_expires = arm->token_got + (uint64_t)exp * 1000;
     arm->token_state = TOKEN_NONE;
     arm->stats.tokens_fetched++;
-    tm_log_info("azure token obtained", "via=%s expires_in_s=%lld",
-                arm->auth == TM_ARM_AUTH_SECRET ? "client_credentials" : "managed_identity",
+    tm_log_info("azure token obtained", "via=%s expires_in_s=%lld", tm_arm_auth_name(arm->auth),
                 (long long)exp);
     token_waiters(arm, 0);
+}
+
+/* A fresh assertion for this fetch, its audience the token endpoint the
+ * form is posted to, and the form around it. */
+static int assertion_form(struct tm_arm *arm, char **ret_body)
+{
+    char jti[37];
+    char *jwt = NULL;
+    struct tm_arm_assertion a = {
+        .client_id = arm->client_id, .audience = arm->token_endpoint, .jti = jti,
+        .now = (int64_t)time(NULL), .sha1 = arm->cert_sha1, .sha256 = arm->cert_sha256,
+        .key_pem = arm->cert_key_pem,
+    };
+    int r = tm_arm_new_jti(jti);
+
+    if (r == 0)
+        r = tm_arm_build_assertion(&a, &jwt);
+    if (r == 0) {
+        r = tm_arm_build_assertion_form(arm->client_id, jwt, TM_ARM_SCOPE, ret_body);
+        OPENSSL_clear_free(jwt, strlen(jwt));
+    }
+    if (r < 0)
+        tm_log_error("could not sign the azure client assertion", "err=%s", tm_err_name(r));
+    return r;
 }
 
 static void token_fetch(struct tm_arm *arm)
@@ -373,7 +416,9 @@ static void token_fetch(struct tm_arm *arm)
         req.url = url;
         req.headers = imds_headers;
     } else {
-        r = tm_arm_build_token_form(arm->client_id, arm->client_secret, TM_ARM_SCOPE, &body);
+        r = arm->auth == TM_ARM_AUTH_CERTIFICATE
+                ? assertion_form(arm, &body)
+                : tm_arm_build_token_form(arm->client_id, arm->client_secret, TM_ARM_SCOPE, &body);
         if (r < 0) {
             arm->token_state = TOKEN_NONE;
             token_waiters(arm, r == TM_EINVAL ? TM_EAUTH : r);
@@ -745,6 +790,10 @@ static void arm_free(struct tm_arm *arm)
         tm_log_remove_secret(arm->token);
         OPENSSL_cleanse(arm->token, strlen(arm->token));
     }
+    if (arm->cert_key_pem) {
+        tm_log_remove_secret(arm->cert_key_pem);
+        OPENSSL_clear_free(arm->cert_key_pem, strlen(arm->cert_key_pem));
+    }
     free(arm->token);
     free(arm->endpoint);
     free(arm->authority);
@@ -763,8 +812,11 @@ int tm_arm_create(uv_loop_t *loop, const struct tm_arm_options *opts, struct tm_
 
     if (!loop || !opts || !ret)
         return TM_EINVAL;
-    if (opts->auth == TM_ARM_AUTH_SECRET &&
+    if (opts->auth != TM_ARM_AUTH_MANAGED_IDENTITY &&
         (!opts->tenant || !*opts->tenant || !opts->client_id || !*opts->client_id))
+        return TM_EINVAL;
+    if (opts->auth == TM_ARM_AUTH_CERTIFICATE &&
+        (!opts->client_cert || !opts->client_cert->key_pem))
         return TM_EINVAL;
     arm = calloc(1, sizeof(*arm));
     if (!arm)
@@ -785,6 +837,16 @@ int tm_arm_create(uv_loop_t *loop, const struct tm_arm_options *opts, struct tm_
     }
     if (*arm->client_secret)
         tm_log_add_secret(arm->client_secret);
+    if (arm->auth == TM_ARM_AUTH_CERTIFICATE) {
+        arm->cert_key_pem = strdup(opts->client_cert->key_pem);
+        if (!arm->cert_key_pem) {
+            arm_free(arm);
+            return TM_ENOMEM;
+        }
+        tm_log_add_secret(arm->cert_key_pem);
+        memcpy(arm->cert_sha1, opts->client_cert->sha1, sizeof(arm->cert_sha1));
+        memcpy(arm->cert_sha256, opts->client_cert->sha256, sizeof(arm->cert_sha256));
+    }
     arm->retry = opts->retry;
     arm->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 30000;
     arm->auth_cooldown_ms = opts->auth_cooldown_ms ? opts->auth_cooldown_ms : 5 * 60 * 1000;

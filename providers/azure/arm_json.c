@@ -247,22 +247,18 @@ static size_t form_escape(char *dst, const char *s)
     return n;
 }
 
-int tm_arm_build_token_form(const char *client_id, const char *client_secret, const char *scope,
-                            char **ret_body)
+static int build_form(const char *const *keys, const char *const *vals, int nkeys,
+                      char **ret_body)
 {
-    const char *keys[] = {"client_id", "scope", "grant_type", "client_secret"};
-    const char *vals[] = {client_id, scope, "client_credentials", client_secret};
     size_t n = 0, at = 0;
     char *out;
 
-    if (!set(client_id) || !set(client_secret) || !set(scope) || !ret_body)
-        return TM_EINVAL;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < nkeys; i++)
         n += strlen(keys[i]) + 2 + form_escape(NULL, vals[i]);
     out = malloc(n + 1);
     if (!out)
         return TM_ENOMEM;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < nkeys; i++) {
         if (i)
             out[at++] = '&';
         memcpy(out + at, keys[i], strlen(keys[i]));
@@ -273,6 +269,30 @@ int tm_arm_build_token_form(const char *client_id, const char *client_secret, co
     out[at] = '\0';
     *ret_body = out;
     return 0;
+}
+
+int tm_arm_build_token_form(const char *client_id, const char *client_secret, const char *scope,
+                            char **ret_body)
+{
+    const char *keys[] = {"client_id", "scope", "grant_type", "client_secret"};
+    const char *vals[] = {client_id, scope, "client_credentials", client_secret};
+
+    if (!set(client_id) || !set(client_secret) || !set(scope) || !ret_body)
+        return TM_EINVAL;
+    return build_form(keys, vals, 4, ret_body);
+}
+
+int tm_arm_build_assertion_form(const char *client_id, const char *assertion, const char *scope,
+                                char **ret_body)
+{
+    const char *keys[] = {"client_id", "scope", "grant_type", "client_assertion_type",
+                          "client_assertion"};
+    const char *vals[] = {client_id, scope, "client_credentials", TM_ARM_ASSERTION_TYPE,
+                          assertion};
+
+    if (!set(client_id) || !set(assertion) || !set(scope) || !ret_body)
+        return TM_EINVAL;
+    return build_form(keys, vals, 5, ret_body);
 }
 
 /* ---- answers ------------------------------------------------------------ */

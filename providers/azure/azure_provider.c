@@ -19,6 +19,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "providers/common/jwt.h"
 #include "providers/common/settings.h"
 
 #define SHORT_MAX 64
@@ -851,6 +852,61 @@ int tm_azure_read_secret(const struct tm_config_credentials *creds, char **ret, 
     return TM_EAUTH;
 }
 
+/* Which certificate, and a warning when Azure will refuse it for its age
+ * (the file is not refused: a clock may be wrong, a renewal under way). */
+static void log_certificate(const char *provider, const struct tm_client_cert *cert)
+{
+    char *x5t = tm_jwt_b64url(cert->sha1, sizeof(cert->sha1));
+    int64_t now = (int64_t)time(NULL);
+
+    tm_log_info("azure client certificate loaded",
+                "provider=%s subject=\"%s\" x5t=%s not_after=%lld", provider, cert->subject, x5t ? x5t : "-", (long long)cert->not_after);
+    if (cert->not_after && cert->not_after < now)
+        tm_log_warn("azure client certificate has expired; the identity platform will refuse it",
+                    "provider=%s subject=\"%s\"", provider, cert->subject);
+    else if (cert->not_after && cert->not_after < now + 14 * 86400)
+        tm_log_warn("azure client certificate expires within 14 days",
+                    "provider=%s subject=\"%s\" days_left=%lld", provider, cert->subject, (long long)((cert->not_after - now) / 86400));
+    free(x5t);
+}
+
+int tm_azure_credential_read(const struct tm_config_provider *prov,
+                             struct tm_azure_credential *ret, char *why, size_t whysize)
+{
+    const char *path = prov->azure.client_certificate;
+    int r;
+
+    memset(ret, 0, sizeof(*ret));
+    if (path && *path) {
+        char err[512];
+
+        r = tm_client_cert_load(path, &ret->cert, err, sizeof(err));
+        if (r < 0) {
+            snprintf(why, whysize, "azure.client_certificate: %s", err);
+            return r == TM_ENOMEM ? r : TM_EAUTH;
+        }
+        ret->auth = TM_ARM_AUTH_CERTIFICATE;
+        return 0;
+    }
+    r = tm_azure_read_secret(&prov->credentials, &ret->secret, why, whysize);
+    if (r < 0)
+        return r;
+    ret->auth = ret->secret ? TM_ARM_AUTH_SECRET : TM_ARM_AUTH_MANAGED_IDENTITY;
+    return 0;
+}
+
+void tm_azure_credential_release(struct tm_azure_credential *cred)
+{
+    if (!cred)
+        return;
+    if (cred->secret) {
+        OPENSSL_cleanse(cred->secret, strlen(cred->secret));
+        free(cred->secret);
+    }
+    tm_client_cert_release(&cred->cert);
+    memset(cred, 0, sizeof(*cred));
+}
+
 int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
                                 const struct tm_config_provider *prov,
                                 const struct tm_azure_provider_options *opts,
@@ -860,8 +916,8 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     const struct tm_config_azure *az;
     struct tm_arm_options ao = {0};
     struct az_provider *ap;
-    char *secret = NULL;
-    char why[256] = "";
+    struct tm_azure_credential cred = {0};
+    char why[600] = "";
     const char *endpoint;
     int r;
 
@@ -882,7 +938,7 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
         dflt.poll_ms = tm_provider_env_u64("TARMAC_AZURE_POLL_MS", 0);
         opts = &dflt;
     }
-    r = tm_azure_read_secret(&prov->credentials, &secret, why, sizeof(why));
+    r = tm_azure_credential_read(prov, &cred, why, sizeof(why));
     if (r < 0) {
         tm_log_error("could not create azure provider", "provider=%s reason=\"%s\"", prov->name,
                      why);
@@ -890,7 +946,7 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     }
     ap = calloc(1, sizeof(*ap));
     if (!ap) {
-        free(secret);
+        tm_azure_credential_release(&cred);
         return TM_ENOMEM;
     }
     ap->base.ops = &azure_ops;
@@ -918,15 +974,16 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     ao.imds = az->imds_endpoint;
     ao.tenant = az->tenant_id;
     ao.client_id = az->client_id ? az->client_id : getenv("AZURE_CLIENT_ID");
-    ao.client_secret = secret;
-    ao.auth = secret ? TM_ARM_AUTH_SECRET : TM_ARM_AUTH_MANAGED_IDENTITY;
+    ao.client_secret = cred.secret;
+    ao.client_cert = cred.auth == TM_ARM_AUTH_CERTIFICATE ? &cred.cert : NULL;
+    ao.auth = cred.auth;
     ao.ca_file = az->ca_file;
     ao.retry = opts->retry;
     ao.timeout_ms = opts->timeout_ms;
     ao.auth_cooldown_ms = opts->auth_cooldown_ms;
     ao.poll_ms = opts->poll_ms;
     ao.seed = opts->seed;
-    if (ao.auth == TM_ARM_AUTH_SECRET && (!ao.client_id || !*ao.client_id)) {
+    if (ao.auth != TM_ARM_AUTH_MANAGED_IDENTITY && (!ao.client_id || !*ao.client_id)) {
         tm_log_error("could not create azure provider: no client id",
                      "provider=%s hint=\"set azure.client_id or AZURE_CLIENT_ID\"", prov->name);
         r = TM_EINVAL;
@@ -935,20 +992,16 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     r = tm_arm_create(loop, &ao, &ap->arm);
     if (r < 0)
         goto fail;
-    if (secret) {
-        OPENSSL_cleanse(secret, strlen(secret));
-        free(secret);
-    }
+    if (cred.auth == TM_ARM_AUTH_CERTIFICATE)
+        log_certificate(ap->name, &cred.cert);
+    tm_azure_credential_release(&cred);
     tm_log_info("azure provider ready", "provider=%s location=%s endpoint=%s auth=%s pools=%zu",
-                ap->name, ap->location, tm_arm_endpoint(ap->arm),
-                ao.auth == TM_ARM_AUTH_SECRET ? "client_secret" : "managed_identity", ap->npools);
+                ap->name, ap->location, tm_arm_endpoint(ap->arm), tm_arm_auth_name(ao.auth),
+                ap->npools);
     *ret = &ap->base;
     return 0;
 fail:
-    if (secret) {
-        OPENSSL_cleanse(secret, strlen(secret));
-        free(secret);
-    }
+    tm_azure_credential_release(&cred);
     provider_free(ap);
     return r;
 }

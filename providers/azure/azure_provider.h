@@ -35,6 +35,7 @@
 
 #include <uv.h>
 
+#include "core/client_cert.h"
 #include "core/config.h"
 #include "providers/azure/arm.h"
 #include "providers/provider.h"
@@ -49,9 +50,10 @@ struct tm_azure_provider_options {
 };
 
 /*
- * Create the provider for prov (kind "azure") of cfg on loop.  The secret
- * comes from prov->credentials: "env" $AZURE_CLIENT_SECRET, "file" the
- * file's first line, "instance_role" the managed identity (no secret).
+ * Create the provider for prov (kind "azure") of cfg on loop.  Credentials:
+ * azure.client_certificate (a PEM key and certificate: a signed client
+ * assertion), else prov->credentials: "env" $AZURE_CLIENT_SECRET, "file"
+ * the file's first line, "instance_role" the managed identity (no secret).
  * Endpoint: prov->endpoint, else $TARMAC_AZURE_ENDPOINT, else ARM's.  Retry
  * budget from TARMAC_AZURE_MAX_ATTEMPTS / _MAX_RETRY_DELAY_MS / _TIMEOUT_MS /
  * _POLL_MS when set.  Returns 0 and *ret, or TM_EINVAL / TM_EAUTH (no
@@ -75,6 +77,23 @@ struct tm_arm *tm_azure_provider_arm(struct tm_provider *p);
  * string (*ret, NULL for instance_role).  0, or TM_EAUTH with why. */
 int tm_azure_read_secret(const struct tm_config_credentials *creds, char **ret, char *why,
                          size_t whysize);
+
+/* Who tarmac is to Azure, as the provider and `tarmac check azure` read it. */
+struct tm_azure_credential {
+    enum tm_arm_auth_mode auth;
+    char *secret;                 /* TM_ARM_AUTH_SECRET: wiped by release */
+    struct tm_client_cert cert;   /* TM_ARM_AUTH_CERTIFICATE */
+};
+
+/*
+ * azure.client_certificate when set (the PEM file read again and checked
+ * as at config load: key, certificate, their match), else the secret of
+ * prov->credentials, else the managed identity.  0, or TM_EAUTH with why
+ * (naming the key or variable, never the secret), TM_ENOMEM.
+ */
+int tm_azure_credential_read(const struct tm_config_provider *prov,
+                             struct tm_azure_credential *ret, char *why, size_t whysize);
+void tm_azure_credential_release(struct tm_azure_credential *cred);
 
 /*
  * `tarmac check azure --config FILE [--provider NAME] [--vm-sizes S1,S2]`

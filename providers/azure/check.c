@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/crypto.h>
 #include <uv.h>
@@ -19,6 +20,7 @@
 #include "core/log.h"
 #include "providers/azure/arm.h"
 #include "providers/azure/azure_provider.h"
+#include "providers/common/jwt.h"
 
 #define CHECK_MAX_SIZES 64
 #define CHECK_MAX_PAGES 100
@@ -184,8 +186,8 @@ int tm_azure_check_main(int argc, char **argv)
     struct tm_config cfg = {0};
     struct tm_arm_options ao = {0};
     struct check ck = {0};
-    char err[512] = "", why[256] = "", path[512];
-    char *secret = NULL;
+    char err[512] = "", why[600] = "", path[512];
+    struct tm_azure_credential cred = {0};
     uv_loop_t loop;
     int rc = 1, r;
 
@@ -251,7 +253,7 @@ int tm_azure_check_main(int argc, char **argv)
                 want_add(&ck, pl->instance_types[t], zones);
         }
     }
-    r = tm_azure_read_secret(&ck.prov->credentials, &secret, why, sizeof(why));
+    r = tm_azure_credential_read(ck.prov, &cred, why, sizeof(why));
     if (r < 0) {
         fprintf(stderr, "azure check: authentication failed: %s\n", why);
         tm_config_release(&cfg);
@@ -262,23 +264,31 @@ int tm_azure_check_main(int argc, char **argv)
     ao.imds = ck.prov->azure.imds_endpoint;
     ao.tenant = ck.prov->azure.tenant_id;
     ao.client_id = ck.prov->azure.client_id ? ck.prov->azure.client_id : getenv("AZURE_CLIENT_ID");
-    ao.client_secret = secret;
-    ao.auth = secret ? TM_ARM_AUTH_SECRET : TM_ARM_AUTH_MANAGED_IDENTITY;
+    ao.client_secret = cred.secret;
+    ao.client_cert = cred.auth == TM_ARM_AUTH_CERTIFICATE ? &cred.cert : NULL;
+    ao.auth = cred.auth;
     ao.ca_file = ck.prov->azure.ca_file;
     /* An interactive check should answer quickly, not after a long backoff. */
     ao.retry.max_attempts = 3;
     ao.retry.max_total_delay_ms = 3000;
     ao.timeout_ms = 15000;
+    if (cred.auth == TM_ARM_AUTH_CERTIFICATE) {
+        char *x5t = tm_jwt_b64url(cred.cert.sha1, sizeof(cred.cert.sha1));
+
+        /* Which certificate Azure must have registered for the app. */
+        fprintf(stderr, "azure check: client certificate %s, x5t %s%s\n", cred.cert.subject,
+                x5t ? x5t : "-",
+                cred.cert.not_after && cred.cert.not_after < (int64_t)time(NULL)
+                    ? " (expired: the identity platform will refuse it)" : "");
+        free(x5t);
+    }
     if (uv_loop_init(&loop) != 0) {
         tm_config_release(&cfg);
-        free(secret);
+        tm_azure_credential_release(&cred);
         return 1;
     }
     r = tm_arm_create(&loop, &ao, &ck.arm);
-    if (secret) {
-        OPENSSL_cleanse(secret, strlen(secret));
-        free(secret);
-    }
+    tm_azure_credential_release(&cred);
     if (r == 0) {
         r = tm_arm_vms_path(ck.prov->azure.subscription_id, ck.prov->azure.resource_group, path,
                             sizeof(path) - 32);

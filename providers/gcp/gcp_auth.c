@@ -12,15 +12,13 @@
 #include <time.h>
 
 #include <cjson/cJSON.h>
-#include <openssl/bio.h>
 #include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/pem.h>
 
 #include "controller/io/http_uv.h"
 #include "core/err.h"
 #include "core/file.h"
 #include "core/log.h"
+#include "providers/common/jwt.h"
 
 #define KEY_FILE_MAX (64 * 1024)
 
@@ -41,15 +39,6 @@ void tm_gcp_key_release(struct tm_gcp_key *key)
     free(key->private_key_id);
     free(key->project_id);
     memset(key, 0, sizeof(*key));
-}
-
-static EVP_PKEY *load_pem(const char *pem)
-{
-    BIO *bio = BIO_new_mem_buf(pem, -1);
-    EVP_PKEY *k = bio ? PEM_read_bio_PrivateKey(bio, NULL, NULL, NULL) : NULL;
-
-    BIO_free(bio);
-    return k;
 }
 
 /* A string member, or NULL; *bad when present but not a non-empty string. */
@@ -73,7 +62,6 @@ int tm_gcp_key_parse(const char *json, size_t len, struct tm_gcp_key *ret, char 
     cJSON *root;
     const char *type, *email, *pem, *kid, *project;
     bool bad;
-    EVP_PKEY *pk;
     int r = TM_EINVAL;
 
     memset(ret, 0, sizeof(*ret));
@@ -104,13 +92,10 @@ int tm_gcp_key_parse(const char *json, size_t len, struct tm_gcp_key *ret, char 
         snprintf(err, errsize, "\"private_key\": %s", bad ? "not a string" : "missing");
         goto out;
     }
-    pk = load_pem(pem);
-    if (!pk || EVP_PKEY_base_id(pk) != EVP_PKEY_RSA) {
-        EVP_PKEY_free(pk);
+    if (!tm_jwt_rs256_key_ok(pem)) {
         snprintf(err, errsize, "\"private_key\": not a PEM RSA private key (truncated?)");
         goto out;
     }
-    EVP_PKEY_free(pk);
     kid = member(root, "private_key_id", &bad);
     project = member(root, "project_id", &bad);
     ret->client_email = strdup(email);
@@ -155,87 +140,31 @@ int tm_gcp_key_load(const char *path, struct tm_gcp_key *ret, char *err, size_t 
     return r;
 }
 
-char *tm_gcp_b64url(const unsigned char *data, size_t len)
-{
-    size_t cap = 4 * ((len + 2) / 3) + 1;
-    char *out = malloc(cap);
-    int n;
-
-    if (!out)
-        return NULL;
-    n = EVP_EncodeBlock((unsigned char *)out, data, (int)len);
-    while (n > 0 && out[n - 1] == '=')
-        n--;
-    out[n] = '\0';
-    for (char *p = out; *p; p++)
-        *p = *p == '+' ? '-' : *p == '/' ? '_' : *p;
-    return out;
-}
-
 int tm_gcp_jwt_sign(const char *pem, const char *iss, const char *scope, const char *aud,
                     int64_t iat, char **ret_jwt)
 {
+    /* google-auth-library's header: no "typ". */
     static const char header[] = "{\"alg\":\"RS256\"}";
-    cJSON *claims = cJSON_CreateObject();
-    char *payload = NULL, *h64 = NULL, *p64 = NULL, *s64 = NULL, *input = NULL, *jwt = NULL;
-    unsigned char *sig = NULL;
-    size_t siglen = 0, inlen;
-    EVP_PKEY *pk = NULL;
-    EVP_MD_CTX *ctx = NULL;
+    cJSON *claims;
+    char *payload = NULL;
     int r = TM_ENOMEM;
 
+    if (!pem || !iss || !scope || !aud)
+        return TM_EINVAL;
+    claims = cJSON_CreateObject();
     if (!claims)
         return TM_ENOMEM;
-    if (!pem || !iss || !scope || !aud) {
-        cJSON_Delete(claims);
-        return TM_EINVAL;
-    }
     /* Key order and number formatting as JSON.stringify writes them. */
-    if (!cJSON_AddStringToObject(claims, "iss", iss) ||
-        !cJSON_AddStringToObject(claims, "scope", scope) ||
-        !cJSON_AddStringToObject(claims, "aud", aud) ||
-        !cJSON_AddNumberToObject(claims, "exp", (double)(iat + 3600)) ||
-        !cJSON_AddNumberToObject(claims, "iat", (double)iat))
-        goto out;
-    payload = cJSON_PrintUnformatted(claims);
-    h64 = tm_gcp_b64url((const unsigned char *)header, strlen(header));
-    p64 = payload ? tm_gcp_b64url((const unsigned char *)payload, strlen(payload)) : NULL;
-    if (!h64 || !p64)
-        goto out;
-    inlen = strlen(h64) + 1 + strlen(p64);
-    input = malloc(inlen + 1);
-    if (!input)
-        goto out;
-    snprintf(input, inlen + 1, "%s.%s", h64, p64);
-    r = TM_EINVAL;
-    pk = load_pem(pem);
-    ctx = EVP_MD_CTX_new();
-    if (!pk || !ctx || EVP_DigestSignInit(ctx, NULL, EVP_sha256(), NULL, pk) != 1 ||
-        EVP_DigestSign(ctx, NULL, &siglen, (const unsigned char *)input, inlen) != 1)
-        goto out;
-    sig = malloc(siglen);
-    if (!sig || EVP_DigestSign(ctx, sig, &siglen, (const unsigned char *)input, inlen) != 1)
-        goto out;
-    r = TM_ENOMEM;
-    s64 = tm_gcp_b64url(sig, siglen);
-    if (!s64)
-        goto out;
-    jwt = malloc(inlen + 1 + strlen(s64) + 1);
-    if (!jwt)
-        goto out;
-    sprintf(jwt, "%s.%s", input, s64);
-    *ret_jwt = jwt;
-    r = 0;
-out:
+    if (cJSON_AddStringToObject(claims, "iss", iss) &&
+        cJSON_AddStringToObject(claims, "scope", scope) &&
+        cJSON_AddStringToObject(claims, "aud", aud) &&
+        cJSON_AddNumberToObject(claims, "exp", (double)(iat + 3600)) &&
+        cJSON_AddNumberToObject(claims, "iat", (double)iat))
+        payload = cJSON_PrintUnformatted(claims);
+    if (payload)
+        r = tm_jwt_sign_rs256(pem, header, payload, ret_jwt);
     cJSON_Delete(claims);
     free(payload);
-    free(h64);
-    free(p64);
-    free(input);
-    free(sig);
-    free(s64);
-    EVP_MD_CTX_free(ctx);
-    EVP_PKEY_free(pk);
     return r;
 }
 

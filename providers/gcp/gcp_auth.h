@@ -5,7 +5,8 @@
  *   file (or none with GOOGLE_APPLICATION_CREDENTIALS set): a service-account
  *        JSON key file.  A JWT signed RS256 (OpenSSL EVP) with claims
  *        {"iss","scope","aud","exp","iat"} in that order, header
- *        {"alg":"RS256"}, exactly as google-auth-library builds it, is
+ *        {"alg":"RS256"}, exactly as google-auth-library builds it
+ *        (signed by providers/common/jwt.c), is
  *        exchanged at the token endpoint (grant_type jwt-bearer).  The
  *        endpoint is configurable (tests); the JWT's aud stays the real
  *        token URL unless token_audience is set.
@@ -62,9 +63,6 @@ void tm_gcp_key_release(struct tm_gcp_key *key);
  */
 int tm_gcp_jwt_sign(const char *pem, const char *iss, const char *scope, const char *aud,
                     int64_t iat, char **ret_jwt);
-
-/* base64url without padding of len bytes into a malloc'd string. */
-char *tm_gcp_b64url(const unsigned char *data, size_t len);
 
 /*
  * Parse a token endpoint's or metadata server's answer

@@ -4,6 +4,7 @@ Microsoft identity platform, over HTTPS, strict about what it accepts.
 
 Usage: azure_fake.py --cert CERT --key KEY [--state-dir DIR] [--tenant T]
                      [--client-id ID] [--secret-env NAME] [--location L]
+                     [--client-cert PEM ...]
 
 Binds 127.0.0.1 on a free port, prints "AZURE_FAKE_PORT=N" then
 "AZURE_FAKE_READY" on stdout, and serves until killed.
@@ -29,7 +30,12 @@ from GET /__fake/violations):
     call (401 InvalidAuthenticationToken otherwise).
 
 What it simulates: client-credentials tokens (OpenID discovery, token
-endpoint, wrong secret -> 401 invalid_client), managed identity (IMDS route),
+endpoint, wrong secret -> 401 invalid_client; or a certificate's client
+assertion, verified against the --client-cert certificates: RS256/PS256
+signature, x5t / x5t#S256, aud = the token endpoint, iss = sub = client id,
+exp/nbf, a fresh jti; a certificate not registered or a signature another key
+made -> 401 invalid_client AADSTS700027, see azure_fake_assertion.py),
+managed identity (IMDS route),
 long-running PUT and DELETE (201/202 + Azure-AsyncOperation + Location, the
 operation InProgress for --op-delay seconds), per (size, zone, priority)
 capacity (short -> ZonalAllocationFailed / SkuNotAvailable, sync or from the
@@ -43,7 +49,8 @@ Control (no auth, test only): POST /__fake/control with JSON, e.g.
    "throttle": 2, "fail5xx": 1, "op_delay": 0.3, "token_ttl": 3600,
    "page_size": 2, "put_hold": [0.25, 0.25], "delete_delay": 0.3}
 GET /__fake/state: {"vms": {...}, "nics": [...], "disks": [...], "tokens": N,
-  "requests": [...counts...]}; GET /__fake/violations: [...].
+  "requests": [...counts...]}; GET /__fake/violations: [...];
+GET /__fake/assertions: the header and claim names of each client assertion.
 """
 import argparse
 import base64
@@ -57,6 +64,8 @@ import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import azure_fake_assertion as assertion
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXTRACT = None
@@ -85,6 +94,8 @@ STATE = {
     "violations": [],
     "counts": {},
     "tokens_issued": 0,
+    "jtis": set(),      # every client assertion's jti (a replay is refused)
+    "assertions": [],   # {"client", "accepted", "shape"} per assertion received
 }
 CTL = {
     "capacity": {},     # "size/zone/Priority" -> remaining count (absent: unlimited)
@@ -458,6 +469,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.reply(200, raw=body)
             if path == "/__fake/puts":  # every VM PUT body as received
                 return self.reply(200, STATE.get("puts", []))
+            if path == "/__fake/assertions":  # the shape of every client assertion received
+                return self.reply(200, STATE["assertions"])
             if path == "/__fake/violations":
                 return self.reply(200, STATE["violations"])
             if path == "/__fake/expire_tokens" and self.command == "POST":
@@ -508,11 +521,39 @@ class Handler(BaseHTTPRequestHandler):
         if tenant != ARGS.tenant:
             return self.reply(400, {"error": "invalid_request",
                                     "error_description": "AADSTS90002: Tenant not found."})
+        if "client_assertion" in f or "client_assertion_type" in f:
+            return self.token_assertion(tenant, f)
         if f["client_id"] != ARGS.client_id or f.get("client_secret") != SECRET:
             return self.reply(401, {"error": "invalid_client",
                                     "error_description": "AADSTS7000215: Invalid client secret provided."})
         with LOCK:
             count("token")
+        self.reply(200, self.issue({"ext_expires_in": CTL["token_ttl"]}))
+
+    def token_assertion(self, tenant, f):
+        """A certificate credential: the assertion verified against the
+        certificates registered with --client-cert (azure_fake_assertion.py)."""
+        audience = f"{self.base()}/{tenant}/oauth2/v2.0/token"
+        client = "msal" if any(k.lower().startswith("x-client-") for k in list(f) + list(self.headers)) \
+            else "other"
+        with LOCK:
+            bad = assertion.verify(f, CLIENT_CERTS, ARGS.client_id, audience, STATE["jtis"])
+            try:
+                d = assertion.describe(f.get("client_assertion", ""))
+            except (ValueError, json.JSONDecodeError):
+                d = None
+            STATE["assertions"].append({"client": client, "accepted": bad is None, "shape": d})
+        if bad:
+            status, error, desc, violation = bad
+            if violation:
+                with LOCK:
+                    STATE["violations"].append(f"POST {self.path_only}: {desc}")
+            code = int(desc.split(":")[0][6:]) if desc.startswith("AADSTS") else 0
+            return self.reply(status, {"error": error, "error_description": desc,
+                                       "error_codes": [code]})
+        with LOCK:
+            count("token")
+            count("token_assertion")
         self.reply(200, self.issue({"ext_expires_in": CTL["token_ttl"]}))
 
     def imds_token(self):
@@ -760,6 +801,7 @@ class Handler(BaseHTTPRequestHandler):
 
 
 SECRET = None
+CLIENT_CERTS = assertion.Registry()
 
 
 def main():
@@ -777,8 +819,14 @@ def main():
     ap.add_argument("--resource-group", default="rg-1")
     ap.add_argument("--location", default="eastus")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--client-cert", action="append", default=[],
+                    help="a PEM certificate registered on the app (repeatable); its key signs "
+                         "client assertions the fake accepts")
     ARGS = ap.parse_args()
     SECRET = os.environ.get(ARGS.secret_env, "")
+    for path in ARGS.client_cert:
+        with open(path, "rb") as fh:
+            CLIENT_CERTS.add_pem(fh.read())
     with open(ARGS.spec) as f:
         EXTRACT = json.load(f)
     SCHEMA = build_schema()

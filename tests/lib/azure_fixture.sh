@@ -4,6 +4,8 @@
 # it.  Prints, for the caller to source:
 #   AZURE_FAKE_PORT=N AZURE_FAKE_URL=https://127.0.0.1:N AZURE_FAKE_CA=DIR/cert.pem
 #   AZURE_FAKE_PID=P  AZURE_FAKE_SECRET=... (the client secret the fake accepts)
+#   AZURE_FAKE_CLIENT_CERT=DIR/client.pem (key + certificate, registered on the app)
+#   AZURE_FAKE_OTHER_CERT=DIR/other.pem   (key + certificate the app does not know)
 # The caller kills AZURE_FAKE_PID when done.
 set -euo pipefail
 cmd=${1:?start}; dir=${2:?dir}
@@ -13,8 +15,18 @@ mkdir -p "$dir"
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=127.0.0.1" \
     -addext "subjectAltName=IP:127.0.0.1" -keyout "$dir/key.pem" -out "$dir/cert.pem" \
     >/dev/null 2>&1
+# The app's client certificate (key and certificate in one PEM file, as
+# az cli and ClientCertificateCredential take it), registered with the
+# fake; and another that is not, for the refusal (AADSTS700027).
+for c in client other; do
+    openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=tarmac-test-$c" \
+        -keyout "$dir/$c-key.pem" -out "$dir/$c-cert.pem" >/dev/null 2>&1
+    cat "$dir/$c-key.pem" "$dir/$c-cert.pem" >"$dir/$c.pem"
+    rm -f "$dir/$c-key.pem"
+done
 secret="s3cr3t-$(openssl rand -hex 12)"
 AZURE_FAKE_SECRET=$secret python3 "$here/azure_fake.py" --cert "$dir/cert.pem" \
+    --client-cert "$dir/client-cert.pem" \
     --key "$dir/key.pem" --spec "${TM_AZURE_SPEC:-$here/../../../shared/specs/azure-compute/compute-2024-07-01.autoscaler-extract.json}" \
     >"$dir/fake.out" 2>"$dir/fake.err" </dev/null &
 pid=$!
@@ -30,3 +42,5 @@ echo "AZURE_FAKE_URL=https://127.0.0.1:$port"
 echo "AZURE_FAKE_CA=$dir/cert.pem"
 echo "AZURE_FAKE_PID=$pid"
 echo "AZURE_FAKE_SECRET=$secret"
+echo "AZURE_FAKE_CLIENT_CERT=$dir/client.pem"
+echo "AZURE_FAKE_OTHER_CERT=$dir/other.pem"

@@ -1,10 +1,19 @@
 // tests/lib/azure_sdk_check.js: the official clients against the Azure fake,
 // so the fake is held to what the real SDKs send and accept.
 //
-//   NODE_PATH=DIR/node_modules NODE_EXTRA_CA_CERTS=CA node azure_sdk_check.js URL SECRET PUTS.json
+//   NODE_PATH=DIR/node_modules NODE_EXTRA_CA_CERTS=CA node azure_sdk_check.js URL SECRET PUTS.json \
+//       CLIENT.pem OTHER.pem
 //
 // 1. @azure/identity ClientSecretCredential gets a token from the fake
 //    (OpenID discovery + token endpoint); a wrong secret is refused.
+//    ClientCertificateCredential with CLIENT.pem (key + certificate, the
+//    one registered on the fake's app) gets a token: the fake verifies the
+//    assertion MSAL signs; OTHER.pem (not registered) is refused with
+//    AADSTS700027.  Then the header and claim names of MSAL's assertion are
+//    compared with those of tarmac's (the fake records both; the caller ran
+//    `tarmac check azure` with the certificate first): the claims must be
+//    the same names, every header name MSAL sends (x5c aside, sent only with
+//    sendCertificateChain) must be in ours; alg and lifetime are printed.
 // 2. @azure/arm-compute: every VM PUT body the C provider sent (PUTS.json,
 //    from the fake) is sent again through the SDK's serializer under another
 //    name; the body the fake then receives must equal ours key for key, or
@@ -15,11 +24,11 @@
 // 3. A body the real API refuses (evictionPolicy on a Regular VM) must be
 //    refused by the fake too.
 // Prints "SDK CHECK OK" and one line per step; exits 1 on any mismatch.
-const { ClientSecretCredential } = require("@azure/identity");
+const { ClientSecretCredential, ClientCertificateCredential } = require("@azure/identity");
 const { ComputeManagementClient } = require("@azure/arm-compute");
 const fs = require("fs");
 
-const [url, secret, putsFile] = process.argv.slice(2);
+const [url, secret, putsFile, clientPem, otherPem] = process.argv.slice(2);
 let failed = 0;
 function fail(msg) { console.log("FAIL: " + msg); failed++; }
 function ok(msg) { console.log("ok: " + msg); }
@@ -54,6 +63,38 @@ async function fakeGet(path) {
   return r.json();
 }
 
+// ClientCertificateCredential against the fake, then MSAL's assertion beside ours.
+async function certificateFlow(opts) {
+  const scope = "https://management.azure.com/.default";
+  const cc = new ClientCertificateCredential("tenant-1", "client-1", { certificatePath: clientPem }, opts);
+  const t = await cc.getToken(scope);
+  if (!t || !t.token) fail("ClientCertificateCredential: no token");
+  else ok("ClientCertificateCredential token from the fake (the fake verified MSAL's assertion)");
+  try {
+    await new ClientCertificateCredential("tenant-1", "client-1", { certificatePath: otherPem }, opts)
+      .getToken(scope);
+    fail("an unregistered certificate got a token");
+  } catch (e) {
+    const m = String(e.message);
+    if (!m.includes("AADSTS700027")) fail("unregistered certificate refused, but not with AADSTS700027: " + m.slice(0, 200));
+    else ok("unregistered certificate refused: AADSTS700027");
+  }
+  const seen = await fakeGet("/__fake/assertions");
+  const sdk = seen.filter((a) => a.client === "msal" && a.accepted).pop();
+  const ours = seen.filter((a) => a.client !== "msal" && a.accepted).pop();
+  if (!sdk) { fail("no accepted assertion from MSAL recorded"); return; }
+  if (!ours) { fail("no accepted assertion from tarmac recorded (run tarmac check azure first)"); return; }
+  const sa = sdk.shape, oa = ours.shape;
+  console.log(`   sdk  alg=${sa.alg} header=${sa.header.join(",")} claims=${sa.claims.join(",")} lifetime=${sa.lifetime}s`);
+  console.log(`   ours alg=${oa.alg} header=${oa.header.join(",")} claims=${oa.claims.join(",")} lifetime=${oa.lifetime}s`);
+  if (JSON.stringify(sa.claims) !== JSON.stringify(oa.claims))
+    fail(`claim names differ: sdk ${sa.claims} ours ${oa.claims}`);
+  else ok("assertion claim names equal the SDK's");
+  const missing = sa.header.filter((k) => k !== "x5c" && !oa.header.includes(k));
+  if (missing.length) fail(`header names the SDK sends and we do not: ${missing}`);
+  else ok(`assertion header carries every name the SDK's does (${sa.header.join(",")})`);
+}
+
 async function main() {
   const opts = { authorityHost: url, disableInstanceDiscovery: true };
   const cred = new ClientSecretCredential("tenant-1", "client-1", secret, opts);
@@ -64,6 +105,8 @@ async function main() {
       .getToken("https://management.azure.com/.default");
     fail("a wrong secret got a token");
   } catch (e) { ok("wrong secret refused: " + String(e.message).split("\n")[0].slice(0, 80)); }
+
+  await certificateFlow(opts);
 
   const client = new ComputeManagementClient(cred, "sub-1", { endpoint: url });
   const ours = JSON.parse(fs.readFileSync(putsFile, "utf8"))

@@ -4,7 +4,9 @@
  * fetched once and shared by concurrent calls, fetched again after the
  * cloud refuses it, 429 + Retry-After honoured, 5xx retried within the
  * budget and then reported, a wrong secret closing the auth gate so that
- * no further request is sent.
+ * no further request is sent; a client certificate's assertion accepted
+ * (and a fresh one after a 401), an unregistered certificate refused with
+ * AADSTS700027 and the gate closed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -18,10 +20,12 @@
 #include <cmocka.h>
 #include <uv.h>
 
+#include "core/client_cert.h"
 #include "core/err.h"
+#include "core/log.h"
 #include "providers/azure/arm.h"
 
-static char url[256], ca[512], secret[128], pid[32], dir[256];
+static char url[256], ca[512], secret[128], pid[32], dir[256], client_pem[512], other_pem[512];
 
 static int setup(void **state)
 {
@@ -42,6 +46,10 @@ static int setup(void **state)
             snprintf(ca, sizeof(ca), "%.*s", (int)sizeof(ca) - 1, line + 14);
         else if (!strncmp(line, "AZURE_FAKE_SECRET=", 18))
             snprintf(secret, sizeof(secret), "%.*s", (int)sizeof(secret) - 1, line + 18);
+        else if (!strncmp(line, "AZURE_FAKE_CLIENT_CERT=", 23))
+            snprintf(client_pem, sizeof(client_pem), "%.*s", (int)sizeof(client_pem) - 1, line + 23);
+        else if (!strncmp(line, "AZURE_FAKE_OTHER_CERT=", 22))
+            snprintf(other_pem, sizeof(other_pem), "%.*s", (int)sizeof(other_pem) - 1, line + 22);
         else if (!strncmp(line, "AZURE_FAKE_PID=", 15))
             snprintf(pid, sizeof(pid), "%.*s", (int)sizeof(pid) - 1, line + 15);
     }
@@ -72,6 +80,7 @@ struct result {
     unsigned attempts;
     int done;
     char code[64];
+    char message[256];
 };
 
 static void on_done(int status, const struct tm_arm_reply *reply, void *data)
@@ -82,6 +91,7 @@ static void on_done(int status, const struct tm_arm_reply *reply, void *data)
     r->http = reply->http_status;
     r->attempts = reply->attempts;
     snprintf(r->code, sizeof(r->code), "%s", reply->error_code);
+    snprintf(r->message, sizeof(r->message), "%s", reply->error_message);
     r->done++;
 }
 
@@ -231,6 +241,95 @@ static void test_wrong_secret_stops_calls(void **state)
     uv_loop_close(&loop);
 }
 
+/* A certificate credential: the client assertion the fake verifies (its
+ * signature against the registered certificate, x5t, aud, iss/sub, exp, a
+ * fresh jti each fetch). */
+static struct tm_arm *make_cert(uv_loop_t *loop, const char *pem_path)
+{
+    struct tm_client_cert cert;
+    char err[512];
+    struct tm_arm_options o = {
+        .endpoint = url, .authority = url, .tenant = "tenant-1", .client_id = "client-1",
+        .auth = TM_ARM_AUTH_CERTIFICATE, .client_cert = &cert, .ca_file = ca,
+        .retry = {.max_attempts = 4, .max_total_delay_ms = 5000, .base_delay_ms = 10,
+                  .max_delay_ms = 50},
+        .poll_ms = 50, .seed = 5,
+    };
+    struct tm_arm *arm = NULL;
+
+    if (tm_client_cert_load(pem_path, &cert, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(tm_arm_create(loop, &o, &arm), 0);
+    tm_client_cert_release(&cert);  /* the client keeps its own copy */
+    return arm;
+}
+
+static void test_certificate(void **state)
+{
+    uv_loop_t loop;
+    struct tm_arm *arm;
+    struct tm_arm_stats st;
+    struct result r[2];
+
+    (void)state;
+    assert_true(client_pem[0] != '\0');
+    uv_loop_init(&loop);
+    arm = make_cert(&loop, client_pem);
+    /* The client's copy of the key stays registered with the log after the
+     * caller's copy is released (the registry holds each string once). */
+    {
+        struct tm_client_cert cert;
+        char err[512], *line;
+        size_t n;
+
+        assert_int_equal(tm_client_cert_load(client_pem, &cert, err, sizeof(err)), 0);
+        n = strlen(cert.key_pem) + 16;
+        line = malloc(n);
+        snprintf(line, n, "key=%s", cert.key_pem);
+        tm_client_cert_release(&cert);
+        tm_log_redact(line, n);
+        assert_null(strstr(line, "BEGIN PRIVATE KEY"));
+        free(line);
+    }
+    run_calls(&loop, arm, r, 2);
+    assert_int_equal(r[0].status, 0);
+    assert_int_equal(r[1].status, 0);
+    /* The token refused by ARM: a new assertion (a new jti, or the fake
+     * would refuse the replay) gets a new token. */
+    ctl("expire_tokens", "{}");
+    run_calls(&loop, arm, r, 1);
+    assert_int_equal(r[0].status, 0);
+    tm_arm_get_stats(arm, &st);
+    assert_int_equal(st.tokens_fetched, 2);
+    assert_false(tm_arm_auth_blocked(arm));
+    close_arm(&loop, arm);
+    uv_loop_close(&loop);
+}
+
+static void test_unregistered_certificate_stops_calls(void **state)
+{
+    uv_loop_t loop;
+    struct tm_arm *arm;
+    struct tm_arm_stats st;
+    struct result r[1];
+
+    (void)state;
+    uv_loop_init(&loop);
+    arm = make_cert(&loop, other_pem);
+    run_calls(&loop, arm, r, 1);
+    assert_int_equal(r[0].status, TM_EAUTH);
+    assert_string_equal(r[0].code, "invalid_client");
+    assert_non_null(strstr(r[0].message, "AADSTS700027"));
+    assert_true(tm_arm_auth_blocked(arm));
+    run_calls(&loop, arm, r, 1);
+    assert_int_equal(r[0].status, TM_EAUTH);
+    tm_arm_get_stats(arm, &st);
+    assert_int_equal(st.requests, 0);
+    assert_int_equal(st.tokens_fetched, 0);
+    close_arm(&loop, arm);
+    uv_loop_close(&loop);
+}
+
 static void test_managed_identity(void **state)
 {
     struct tm_arm_options o = {
@@ -326,6 +425,8 @@ int main(void)
         cmocka_unit_test(test_short_lived_token_refreshed),
         cmocka_unit_test(test_throttle_and_5xx),
         cmocka_unit_test(test_wrong_secret_stops_calls),
+        cmocka_unit_test(test_certificate),
+        cmocka_unit_test(test_unregistered_certificate_stops_calls),
         cmocka_unit_test(test_managed_identity),
         cmocka_unit_test(test_put_capacity_errors),
     };

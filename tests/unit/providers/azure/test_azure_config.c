@@ -3,7 +3,10 @@
  * section refused at config load, the message naming the field: a missing
  * tenant, subscription, resource group, subnet, image or SSH key; a VM size
  * the file does not describe or that is not an Azure size; a zone that is
- * not 1, 2 or 3; the azure section on another kind.
+ * not 1, 2 or 3; the azure section on another kind; a client_certificate
+ * beside a secret or managed identity source, or whose file is not PEM,
+ * truncated, without a certificate, with a key that does not match or is
+ * password-protected, or missing (the reason never quoting the key).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,8 +14,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
+
+#include "../../core/cert_pem.h"
 
 #include "core/config.h"
 #include "core/err.h"
@@ -164,6 +171,131 @@ static void test_azure_section_on_other_kind(void **state)
     assert_non_null(strstr(err, "only for kind azure"));
 }
 
+/* ---- azure.client_certificate -------------------------------------------- */
+
+/* An azure provider with client_certificate: path and the given
+ * credentials block ("" for none). */
+static int load_cert(const char *credentials, const char *path, char *err, size_t errsize)
+{
+    char text[4096];
+    struct tm_config cfg = {0};
+    int r;
+
+    snprintf(text, sizeof(text),
+             "database:\n  url: postgresql://x@127.0.0.1/x\ncluster: c1\nproviders:\n"
+             "  - name: az\n    kind: azure\n    region: eastus\n%s%s"
+             "      client_id: app-1\n      client_certificate: \"%s\"\n%s"
+             "pools:\n  - name: gpu\n    provider: az\n    zones: [\"1\"]\n"
+             "    instance_types: [Standard_NC24ads_A100_v4]\n    gpu_model: A100\n"
+             "    gpus_per_node: 1\n    capacity_type: spot\n    min_nodes: 0\n    max_nodes: 2\n",
+             credentials, azure_ok, path, types);
+    err[0] = '\0';
+    r = tm_config_load_string(text, strlen(text), "t.yaml", &cfg, err, errsize);
+    if (r == 0) {
+        assert_string_equal(cfg.providers[0].azure.client_certificate, path);
+        tm_config_release(&cfg);
+    }
+    return r;
+}
+
+struct certfx {
+    char dir[128], good[160], path[160];
+    char *key, *cert, *other_cert, *line;
+};
+
+static void certfx_init(struct certfx *f)
+{
+    EVP_PKEY *k = tp_key(0), *o = tp_key(0);
+    X509 *c = tp_cert(k, "app", 30), *oc = tp_cert(o, "other", 30);
+    char line[128], *t;
+
+    snprintf(f->dir, sizeof(f->dir), "/tmp/tm-azure-config.%d", (int)getpid());
+    assert_int_equal(mkdir(f->dir, 0700), 0);
+    snprintf(f->good, sizeof(f->good), "%s/good.pem", f->dir);
+    snprintf(f->path, sizeof(f->path), "%s/test.pem", f->dir);
+    f->key = tp_key_pem(k, 0, NULL);
+    f->cert = tp_cert_pem(c);
+    f->other_cert = tp_cert_pem(oc);
+    tp_key_line(f->key, line, sizeof(line));
+    f->line = strdup(line);
+    t = tp_cat(f->key, f->cert, NULL);
+    assert_int_equal(tp_write(f->good, t), 0);
+    free(t);
+    X509_free(c);
+    X509_free(oc);
+    EVP_PKEY_free(k);
+    EVP_PKEY_free(o);
+}
+
+static void certfx_release(struct certfx *f)
+{
+    unlink(f->good);
+    unlink(f->path);
+    rmdir(f->dir);
+    free(f->key);
+    free(f->cert);
+    free(f->other_cert);
+    free(f->line);
+}
+
+/* The file holding text is refused under the key, saying want. */
+static void expect_cert_refused(struct certfx *f, const char *text, const char *want)
+{
+    char err[1024];
+
+    if (text)
+        assert_int_equal(tp_write(f->path, text), 0);
+    else
+        unlink(f->path);
+    assert_int_equal(load_cert("", f->path, err, sizeof(err)), TM_EINVAL);
+    if (!strstr(err, "providers[0].azure.client_certificate") || !strstr(err, want))
+        fail_msg("want the key and \"%s\": %s", want, err);
+    assert_null(strstr(err, f->line));
+}
+
+static void test_client_certificate(void **state)
+{
+    struct certfx f;
+    char err[1024], *t;
+
+    (void)state;
+    certfx_init(&f);
+    assert_int_equal(load_cert("", f.good, err, sizeof(err)), 0);
+    assert_int_equal(load_cert("    credentials:\n      source: none\n", f.good, err, sizeof(err)), 0);
+    /* Exactly one credential. */
+    assert_int_equal(load_cert("    credentials:\n      source: env\n", f.good, err, sizeof(err)),
+                     TM_EINVAL);
+    assert_non_null(strstr(err, "providers[0].azure.client_certificate"));
+    assert_non_null(strstr(err, "exactly one credential"));
+    assert_non_null(strstr(err, "a client secret"));
+    assert_int_equal(load_cert("    credentials:\n      source: instance_role\n", f.good, err,
+                               sizeof(err)), TM_EINVAL);
+    assert_non_null(strstr(err, "the managed identity"));
+    assert_int_equal(load_cert("    credentials:\n      source: file\n      file: /x\n", f.good,
+                               err, sizeof(err)), TM_EINVAL);
+    assert_non_null(strstr(err, "exactly one credential"));
+
+    expect_cert_refused(&f, "not a PEM file\n", "no private key");
+    expect_cert_refused(&f, f.key, "no certificate in the file");
+    t = tp_cat(f.key, f.other_cert, NULL);
+    expect_cert_refused(&f, t, "does not match the certificate");
+    t[strlen(f.key) + strlen(f.other_cert) / 2] = '\0';
+    expect_cert_refused(&f, t, "truncated");
+    free(t);
+    {
+        EVP_PKEY *k = tp_key(0);
+        char *enc = tp_key_pem(k, 0, "pw-1234");
+
+        t = tp_cat(enc, f.cert, NULL);
+        expect_cert_refused(&f, t, "password-protected");
+        free(t);
+        free(enc);
+        EVP_PKEY_free(k);
+    }
+    expect_cert_refused(&f, NULL, "could not open");
+    certfx_release(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -174,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_unknown_zone),
         cmocka_unit_test(test_bad_subnet),
         cmocka_unit_test(test_azure_section_on_other_kind),
+        cmocka_unit_test(test_client_certificate),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
