@@ -289,6 +289,9 @@ static void ctx_release(struct ctx *c)
     free(c->pbits);
     free(c->astart);
     free(c->aorder);
+    free(c->aend);
+    free(c->asorted);
+    free(c->gend);
     free(c->plhead);
     free(c->plnext);
     free(c->rn);
