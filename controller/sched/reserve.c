@@ -524,10 +524,13 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
     size_t bcap = 0, ncand = 0, ccap = 0;
     struct cand *cands = NULL;
     int64_t gang_start;
-    /* Without loans a single job takes the earliest node (cmp_cand():
-     * key = t, then the node), so a node that cannot beat the best start
-     * found so far needs no replay past it: ties are still replayed. */
-    bool prune = !c->loans && nd->nodes == 1;
+    /* A single job takes the node of the smallest key (cmp_cand(): key,
+     * then t, then the node; key >= t), or with loans the node it held
+     * (the sticky rule below), so a node other than that one whose start
+     * would come after the smallest key found so far needs no replay past
+     * it: ties are still replayed, and the held node is replayed whole. */
+    bool prune = nd->nodes == 1;
+    int32_t keep = c->loans ? c->in->jobs[j].hold_node - 1 : -1;
     int64_t cutoff = INF_MS;
     int r;
 
@@ -551,7 +554,8 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
                 continue;
         }
         cd.node = (int32_t)i;
-        cd.t = node_earliest(c, (int32_t)i, nd, evict, cutoff, &buf, &bcap, &cd.rel);
+        cd.t = node_earliest(c, (int32_t)i, nd, evict, (int32_t)i == keep ? INF_MS : cutoff, &buf,
+                             &bcap, &cd.rel);
         if (cd.t < 0) {
             r = TM_ENOMEM;
             goto out;
@@ -570,8 +574,8 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
         if (r < 0)
             goto out;
         cands[ncand++] = cd;
-        if (prune && cd.t < cutoff)
-            cutoff = cd.t;
+        if (prune && cd.key < cutoff)
+            cutoff = cd.key;
     }
     r = 0;
     if (ncand < (size_t)nd->nodes)
