@@ -128,8 +128,8 @@ struct ctx {
     int32_t *aorder;   /* by node; within a node sorted by end once asorted */
     int64_t *aend;     /* per alloc: its expected end, never before now */
     uint8_t *asorted;  /* per node */
-    int64_t *gend;     /* per node x TM_NODE_GPUS_MAX: the latest end of the
-                        * GPU's holders (allocs and linked placements) */
+    int64_t *gend;     /* per node: the latest end of its GPU holders
+                        * (allocs and linked placements) */
     int32_t *plhead;   /* per node: placements made in this pass */
     int32_t *plnext;   /* per placement */
     size_t plcap_links;

@@ -66,18 +66,6 @@ static int64_t alloc_end(const struct ctx *c, int32_t a)
     return e < c->in->now_ms ? c->in->now_ms : e;
 }
 
-/* GPUs `mask` of node i are held until `end` at least. */
-static void gend_note(struct ctx *c, int32_t i, uint32_t mask, int64_t end)
-{
-    int64_t *ge = &c->gend[(size_t)i * TM_NODE_GPUS_MAX];
-
-    for (; mask; mask &= mask - 1) {
-        int g = __builtin_ctz(mask);
-        if (end > ge[g])
-            ge[g] = end;
-    }
-}
-
 /* The running jobs by node, in input order within a node (a stable
  * counting sort), and each one's expected end.  node_earliest() sorts a
  * node's releases itself, and only for the nodes whose releases by the
@@ -94,19 +82,19 @@ static int timeline_init(struct ctx *c)
     c->aorder = malloc((na + 1) * sizeof(*c->aorder));
     c->aend = malloc((na + 1) * sizeof(*c->aend));
     c->asorted = calloc(c->nn + 1, sizeof(*c->asorted));
-    c->gend = malloc((c->nn + 1) * TM_NODE_GPUS_MAX * sizeof(*c->gend));
+    c->gend = malloc((c->nn + 1) * sizeof(*c->gend));
     c->plhead = malloc((c->nn + 1) * sizeof(*c->plhead));
     if (!c->astart || !c->aorder || !c->aend || !c->asorted || !c->gend || !c->plhead)
         return TM_ENOMEM;
     memset(c->plhead, 0xff, (c->nn + 1) * sizeof(*c->plhead));
-    for (size_t i = 0; i < c->nn * TM_NODE_GPUS_MAX; i++)
+    for (size_t i = 0; i < c->nn; i++)
         c->gend[i] = INT64_MIN;
     for (size_t a = 0; a < na; a++) {
         const struct tm_sched_alloc *al = &in->allocs[a];
         c->astart[al->node + 1]++;
         c->aend[a] = alloc_end(c, (int32_t)a);
-        if (al->gpu_milli > 0)
-            gend_note(c, al->node, al->gpu_mask, c->aend[a]);
+        if (al->gpu_milli > 0 && al->gpu_mask && c->aend[a] > c->gend[al->node])
+            c->gend[al->node] = c->aend[a];
     }
     for (size_t i = 0; i < c->nn; i++)
         c->astart[i + 1] += c->astart[i];
@@ -157,8 +145,8 @@ static int timeline_sync(struct ctx *c, size_t *linked)
         int32_t n = pl->node;
         c->plnext[p] = c->plhead[n];
         c->plhead[n] = (int32_t)p;
-        if (pl->gpu_milli > 0)
-            gend_note(c, n, pl->gpu_mask, sched_job_end(c, pl->job));
+        if (pl->gpu_milli > 0 && pl->gpu_mask && sched_job_end(c, pl->job) > c->gend[n])
+            c->gend[n] = sched_job_end(c, pl->job);
     }
     *linked = c->r.nplacements;
     return 0;
@@ -203,17 +191,11 @@ static int64_t node_earliest(struct ctx *c, int32_t i, const struct need *nd, bo
     ret_rel->rel_mem = 0;
     if (sched_nst_fits(&s, nd))
         return in->now_ms;
-    /* Whole GPUs, nothing evicted or on loan: the GPUs whose last holder
-     * ends by the cutoff bound the GPUs free by then, without reading the
-     * node's jobs. */
-    if (nd->gpus > 0 && !c->evicted) {
-        const int64_t *ge = &c->gend[(size_t)i * TM_NODE_GPUS_MAX];
-        int n = 0;
-        for (int g = 0; g < s.gpus; g++)
-            n += ge[g] <= cutoff && ge[g] != INF_MS;
-        if (n < nd->gpus)
-            return INF_MS;
-    }
+    /* The whole node, nothing evicted or on loan: some GPU is held past
+     * the cutoff when the node's last GPU holder ends after it, known
+     * without reading the node's jobs. */
+    if (nd->gpus >= s.gpus && !c->evicted && (c->gend[i] > cutoff || c->gend[i] == INF_MS))
+        return INF_MS;
     if (sched_grow((void **)buf, cap, (size_t)(c->astart[i + 1] - c->astart[i]) + 1, sizeof(**buf)) < 0)
         return -1;
     for (int32_t a = c->astart[i]; a < c->astart[i + 1]; a++) {
