@@ -130,6 +130,7 @@ struct ctx {
     uint8_t *asorted;  /* per node */
     int64_t *gend;     /* per node: the latest end of its GPU holders
                         * (allocs and linked placements) */
+    int64_t *gkept;    /* the same but for preemptible allocs on loan */
     int32_t *plhead;   /* per node: placements made in this pass */
     int32_t *plnext;   /* per placement */
     size_t plcap_links;

@@ -83,18 +83,24 @@ static int timeline_init(struct ctx *c)
     c->aend = malloc((na + 1) * sizeof(*c->aend));
     c->asorted = calloc(c->nn + 1, sizeof(*c->asorted));
     c->gend = malloc((c->nn + 1) * sizeof(*c->gend));
+    c->gkept = malloc((c->nn + 1) * sizeof(*c->gkept));
     c->plhead = malloc((c->nn + 1) * sizeof(*c->plhead));
-    if (!c->astart || !c->aorder || !c->aend || !c->asorted || !c->gend || !c->plhead)
+    if (!c->astart || !c->aorder || !c->aend || !c->asorted || !c->gend || !c->gkept ||
+        !c->plhead)
         return TM_ENOMEM;
     memset(c->plhead, 0xff, (c->nn + 1) * sizeof(*c->plhead));
     for (size_t i = 0; i < c->nn; i++)
-        c->gend[i] = INT64_MIN;
+        c->gend[i] = c->gkept[i] = INT64_MIN;
     for (size_t a = 0; a < na; a++) {
         const struct tm_sched_alloc *al = &in->allocs[a];
         c->astart[al->node + 1]++;
         c->aend[a] = alloc_end(c, (int32_t)a);
-        if (al->gpu_milli > 0 && al->gpu_mask && c->aend[a] > c->gend[al->node])
-            c->gend[al->node] = c->aend[a];
+        if (al->gpu_milli > 0 && al->gpu_mask) {
+            if (c->aend[a] > c->gend[al->node])
+                c->gend[al->node] = c->aend[a];
+            if (!(al->loaned && al->preemptible) && c->aend[a] > c->gkept[al->node])
+                c->gkept[al->node] = c->aend[a];
+        }
     }
     for (size_t i = 0; i < c->nn; i++)
         c->astart[i + 1] += c->astart[i];
@@ -145,8 +151,13 @@ static int timeline_sync(struct ctx *c, size_t *linked)
         int32_t n = pl->node;
         c->plnext[p] = c->plhead[n];
         c->plhead[n] = (int32_t)p;
-        if (pl->gpu_milli > 0 && pl->gpu_mask && sched_job_end(c, pl->job) > c->gend[n])
-            c->gend[n] = sched_job_end(c, pl->job);
+        if (pl->gpu_milli > 0 && pl->gpu_mask) {
+            int64_t e = sched_job_end(c, pl->job);
+            if (e > c->gend[n])
+                c->gend[n] = e;
+            if (e > c->gkept[n])
+                c->gkept[n] = e;
+        }
     }
     *linked = c->r.nplacements;
     return 0;
@@ -191,11 +202,16 @@ static int64_t node_earliest(struct ctx *c, int32_t i, const struct need *nd, bo
     ret_rel->rel_mem = 0;
     if (sched_nst_fits(&s, nd))
         return in->now_ms;
-    /* The whole node, nothing evicted or on loan: some GPU is held past
-     * the cutoff when the node's last GPU holder ends after it, known
-     * without reading the node's jobs. */
-    if (nd->gpus >= s.gpus && !c->evicted && (c->gend[i] > cutoff || c->gend[i] == INF_MS))
-        return INF_MS;
+    /* The whole node: some GPU is held past the cutoff when the node's
+     * last GPU holder ends after it, known without reading the node's
+     * jobs.  Loans count as released now for a job that evicts them (the
+     * cutoff is never before now), so then the last holder that is not a
+     * loan; otherwise only while nothing is evicted in this pass. */
+    if (nd->gpus >= s.gpus && (evict || c->r.npreemptions == 0)) {
+        int64_t last = evict ? c->gkept[i] : c->gend[i];
+        if (last > cutoff || last == INF_MS)
+            return INF_MS;
+    }
     if (sched_grow((void **)buf, cap, (size_t)(c->astart[i + 1] - c->astart[i]) + 1, sizeof(**buf)) < 0)
         return -1;
     for (int32_t a = c->astart[i]; a < c->astart[i + 1]; a++) {

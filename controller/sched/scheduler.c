@@ -298,6 +298,7 @@ static void ctx_release(struct ctx *c)
     free(c->aend);
     free(c->asorted);
     free(c->gend);
+    free(c->gkept);
     free(c->plhead);
     free(c->plnext);
     free(c->rn);
