@@ -42,7 +42,7 @@ report() {
             if (ulimit -t "$LIMIT"; exec /usr/bin/time -f "%e %U" -o "$TMP/time" "$BUILD/tarmac" replay \
                 --synthetic "$n" --gpus 4096 --load 1.1 --policy "$p" >"$TMP/out" 2>&1); then
                 set -- $(cat "$TMP/time")
-                eps=$(grep "^| $p " "$TMP/out" | awk -F'|' '{gsub(/ /, "", $(NF-1)); print $(NF-1)}')
+                eps=$(grep -m1 "^| $p " "$TMP/out" | awk -F'|' '{gsub(/ /, "", $(NF-1)); print $(NF-1)}')
                 g=$( [ -n "$prev" ] && awk "BEGIN { printf \"%.2fx\", $2 / $prev }" || echo "-")
                 echo "| $p | $n | $1 | $2 | $g | $eps |"
                 prev=$2

@@ -239,17 +239,6 @@ int64_t tm_estimate_overrun(int64_t elapsed_ms)
     return elapsed_ms > INT64_MAX / 2 ? INT64_MAX / 2 : 2 * elapsed_ms;
 }
 
-int64_t tm_estimate_remaining(int64_t estimate_ms, int64_t elapsed_ms)
-{
-    int64_t left = estimate_ms - elapsed_ms;
-
-    if (elapsed_ms < 0)
-        elapsed_ms = 0;
-    if (left < elapsed_ms)
-        left = elapsed_ms;
-    return left < 1000 ? 1000 : left;
-}
-
 int64_t tm_estimate_left(int64_t estimate_ms, int64_t elapsed_ms, bool known)
 {
     int64_t left = estimate_ms - elapsed_ms;

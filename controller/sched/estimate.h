@@ -108,7 +108,18 @@ int64_t tm_estimate_overrun(int64_t elapsed_ms);
  * that has run an hour is more likely to run another hour than to end in
  * the minutes its estimate has left.  Reservations planned with it pick
  * nodes that really drain soon. */
-int64_t tm_estimate_remaining(int64_t estimate_ms, int64_t elapsed_ms);
+static inline int64_t tm_estimate_remaining(int64_t estimate_ms, int64_t elapsed_ms)
+{
+    /* Inline: the time replay asks it for every running job before each
+     * pass (a few thousand per event at 4,096 GPUs). */
+    int64_t left = estimate_ms - elapsed_ms;
+
+    if (elapsed_ms < 0)
+        elapsed_ms = 0;
+    if (left < elapsed_ms)
+        left = elapsed_ms;
+    return left < 1000 ? 1000 : left;
+}
 
 /* As tm_estimate_remaining, except that an estimate from the job's own
  * earlier runs (known: tm_estimate_level 1) is taken at its word until the

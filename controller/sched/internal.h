@@ -122,10 +122,15 @@ struct ctx {
     uint32_t *mark;
     uint32_t gen;
 
-    /* reservation timelines: running allocs by node, sorted by end */
+    /* reservation timelines: running allocs by node (reserve.c) */
     bool timeline;
     int32_t *astart;   /* nn + 1 */
-    int32_t *aorder;
+    int32_t *aorder;   /* by node; within a node sorted by end once asorted */
+    int64_t *aend;     /* per alloc: its expected end, never before now */
+    uint8_t *asorted;  /* per node */
+    int64_t *gend;     /* per node: the latest end of its GPU holders
+                        * (allocs and linked placements) */
+    int64_t *gkept;    /* the same but for preemptible allocs on loan */
     int32_t *plhead;   /* per node: placements made in this pass */
     int32_t *plnext;   /* per placement */
     size_t plcap_links;

@@ -112,13 +112,67 @@ void sched_order_tarmac(const struct ctx *c, int32_t j, struct okey *k)
     k->k[4] = jb->id;
 }
 
+/* cmp_okey() < 0, inline for the sort below. */
+static inline bool okey_less(const struct okey *x, const struct okey *y)
+{
+    for (int i = 0; i < 5; i++)
+        if (x->k[i] != y->k[i])
+            return x->k[i] < y->k[i];
+    return x->idx < y->idx;
+}
+
+/* Merge sort of v[0..n) by okey_less() with tmp[0..n) as scratch;
+ * insertion sort below 16.  The keys are a total order (idx breaks every
+ * tie), so the result is qsort()'s; with the comparison inline it is
+ * about twice as fast, and tarmac sorts its whole queue at every pass
+ * (a fifth of a deep-queue replay, perf, 125,000 synthetic jobs). */
+static void okey_sort(struct okey *v, struct okey *tmp, size_t n)
+{
+    size_t h, i, a, b;
+
+    if (n < 16) {
+        for (i = 1; i < n; i++) {
+            struct okey key = v[i];
+            size_t y = i;
+            while (y > 0 && okey_less(&key, &v[y - 1])) {
+                v[y] = v[y - 1];
+                y--;
+            }
+            v[y] = key;
+        }
+        return;
+    }
+    h = n / 2;
+    okey_sort(v, tmp, h);
+    okey_sort(v + h, tmp, n - h);
+    if (!okey_less(&v[h], &v[h - 1]))
+        return; /* already in order: most of the queue from pass to pass */
+    memcpy(tmp, v, h * sizeof(*v));
+    for (i = 0, a = 0, b = h; a < h; i++) {
+        if (b < n && okey_less(&v[b], &tmp[a]))
+            v[i] = v[b++];
+        else
+            v[i] = tmp[a++];
+    }
+}
+
 void sched_order(const struct ctx *c, struct okey *keys)
 {
-    for (size_t j = 0; j < c->in->njobs; j++) {
+    size_t n = c->in->njobs;
+    struct okey *tmp;
+
+    for (size_t j = 0; j < n; j++) {
         memset(&keys[j], 0, sizeof(keys[j]));
         keys[j].idx = (int32_t)j;
         c->pol->order(c, (int32_t)j, &keys[j]);
     }
-    if (c->in->njobs > 1)
-        qsort(keys, c->in->njobs, sizeof(*keys), cmp_okey);
+    if (n < 2)
+        return;
+    tmp = malloc((n / 2 + 1) * sizeof(*tmp));
+    if (!tmp) {
+        qsort(keys, n, sizeof(*keys), cmp_okey);
+        return;
+    }
+    okey_sort(keys, tmp, n);
+    free(tmp);
 }

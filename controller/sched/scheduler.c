@@ -210,11 +210,13 @@ int sched_reserve_noted(struct ctx *c, int32_t j, struct sched_pass *ps, const c
 static int blocked(struct ctx *c, int32_t j, struct sched_pass *ps, bool resblocked)
 {
     const struct sched_policy *pol = c->pol;
+    bool tried = false;
     int r;
 
     if (pol->on_blocked && pol->on_blocked(c, j, ps))
         return 0;
     if (pol->may_reserve && ps->nreserved < ps->max_reservations && pol->may_reserve(c, j, ps)) {
+        tried = true;
         r = sched_reserve_noted(c, j, ps, pol->why_reserved(c, j));
         if (r < 0)
             return r;
@@ -223,9 +225,13 @@ static int blocked(struct ctx *c, int32_t j, struct sched_pass *ps, bool resbloc
         if (r > 0)
             return 0;
     }
+    /* A single job that place() found no node for, no reservation
+     * refusing one, fits nowhere: the same scan without the reservations
+     * would find nothing either (unless sched_reserve() moved the
+     * capacity indexes since).  Most of a deep queue ends here. */
     if (resblocked)
         sched_note(c, j, TM_SCHED_WAIT_RESERVATION, -1, 0, "would delay a reserved job");
-    else if (sched_fits_anywhere(c, j))
+    else if ((c->needs[j].nodes > 1 || tried) && sched_fits_anywhere(c, j))
         sched_note(c, j, TM_SCHED_WAIT_RESERVATION, -1, 0, "room only where a reservation needs it");
     else
         sched_note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "no room now on an acceptable node");
@@ -289,6 +295,10 @@ static void ctx_release(struct ctx *c)
     free(c->pbits);
     free(c->astart);
     free(c->aorder);
+    free(c->aend);
+    free(c->asorted);
+    free(c->gend);
+    free(c->gkept);
     free(c->plhead);
     free(c->plnext);
     free(c->rn);
