@@ -5,9 +5,9 @@
  *           starvation bound waited; within a level submit order, short
  *           eval/preprocess/inference work and jobs tied to few models
  *           moved up by at most short_ms; jobs aged past half the bound
- *           first of all: narrow ones (narrow()) first, by submit time
- *           plus 4x their estimate capped at 12 h, then those tied to few
- *           nodes by size (tied()), then the rest, in submit order.
+ *           first of all: those tied to few nodes (tied(): by a model_mask
+ *           or by size) first, by submit time plus 4x their estimate
+ *           capped at 12 h, then the rest, in submit order.
  *  place:   best fit on free whole GPUs (so big nodes stay whole) or on
  *           the tightest partly used GPU for a share; among candidates,
  *           first avoid models that model-constrained queued jobs need,
@@ -26,7 +26,11 @@
  *           an eighth of the GPUs at a time, the first and the drains
  *           already under way always (drains for 8-GPU jobs run one after
  *           another on a small fleet instead of emptying several nodes at
- *           once: heavy_capped()); and,
+ *           once: heavy_capped()), except a job at risk: one that,
+ *           reserving now, would start within bound/16 of the bound
+ *           (at_risk(); also for a job tied to few nodes by its size, not
+ *           yet aged: it then reserves ahead instead of at half the
+ *           bound); and,
  *           when none was made, after everything that fits is placed, for
  *           the first blocked job if its models' free GPUs would hold it in
  *           total but no single node does (see fragmented()).  A
@@ -105,11 +109,28 @@ static int tarmac_prepare(struct ctx *c)
  * the capacity it needs is merely fragmented: a reservation drains a
  * node, and draining for every blocked head when the cluster is full
  * costs the many small jobs more than it gives the few big ones (measured
- * on openb).  Narrow jobs reserve as soon as they are blocked. */
-static bool tarmac_may_reserve(const struct ctx *c, int32_t j, const struct sched_pass *ps)
+ * on openb).  Narrow jobs reserve as soon as they are blocked; a job at
+ * risk of the bound (sched_at_risk()) goes past the drain cap, and a job
+ * tied to few nodes by size reserves as soon as it is at risk.  On
+ * gpuspec33 seed 2 (64 GPUs, load 1.3) a G2-only 8-GPU job waited 15 h
+ * of its aged half behind drains on other models under the cap and
+ * started 0.6 h past the bound. */
+static bool tarmac_may_reserve(struct ctx *c, int32_t j, struct sched_pass *ps)
 {
-    return !sched_heavy_capped(c, j, ps->drain_gpus) &&
-           (sched_is_urgent(c, j) || c->in->jobs[j].hold_node > 0 || sched_narrow(c, j));
+    bool wants = sched_is_urgent(c, j) || c->in->jobs[j].hold_node > 0 || sched_narrow(c, j);
+    bool capped = sched_heavy_capped(c, j, ps->drain_gpus);
+    int r;
+
+    if (wants && !capped)
+        return true;
+    /* A job tied to few nodes, or a heavy one whose turn under the drain
+     * cap would come too late, reserves as soon as waiting for it would
+     * take it to the margin of the bound (sched_at_risk()).  An error
+     * answers yes: sched_reserve() then meets it again and returns it. */
+    if (!wants && !sched_tied(c, j))
+        return false;
+    r = sched_at_risk(c, j, &ps->linked);
+    return r != 0;
 }
 
 static void tarmac_on_reserved(const struct ctx *c, int32_t j, struct sched_pass *ps)
