@@ -46,6 +46,9 @@
  * the bound let every aged heavy job past the drain cap on openb default
  * at 64 GPUs (p95 wait 21,949 -> 29,375 s at load 1.1). */
 #define TM_SCHED_RISK_MARGIN_DIV 16
+/* Reservations one tarmac pass makes for jobs not tied to few nodes, not
+ * counting drains under way and jobs at risk (tarmac_may_reserve()). */
+#define TM_SCHED_FLEXIBLE_RESERVATIONS 1
 
 /* Free capacity of one node during the pass. */
 struct nst {
@@ -158,6 +161,7 @@ struct sched_pass {
     int32_t nreserved;        /* reservations made so far */
     int32_t first_blocked;    /* first job left waiting without one, -1 */
     int64_t drain_gpus;       /* tarmac: GPUs reserved for heavy jobs */
+    int32_t nflexible;        /* tarmac: reservations for jobs not tied to few nodes */
     bool blocked_head;        /* fifo: the queue head did not fit */
     size_t linked;            /* placements linked into the timelines */
 };
