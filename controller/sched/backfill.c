@@ -9,7 +9,7 @@
 #include "controller/sched/internal.h"
 
 /* EASY reserves for the queue head, the only one (max_reservations). */
-static bool backfill_may_reserve(const struct ctx *c, int32_t j, const struct sched_pass *ps)
+static bool backfill_may_reserve(struct ctx *c, int32_t j, struct sched_pass *ps)
 {
     (void)c;
     (void)j;

@@ -39,6 +39,16 @@
  * 1/TM_SCHED_DRAIN_DIV of the GPUs at a time (at least one job). */
 #define TM_SCHED_HEAVY_GPUS 4
 #define TM_SCHED_DRAIN_DIV 8
+/* A blocked job is at risk when, reserving now, it would start later than
+ * its submit time plus the bound less 1/TM_SCHED_RISK_MARGIN_DIV of the
+ * bound (sched_at_risk()): 3 h at the default 48 h, about the p95 slip of
+ * a reservation on gpuspec33 at 64 GPUs (10,764-10,839 s).  A quarter of
+ * the bound let every aged heavy job past the drain cap on openb default
+ * at 64 GPUs (p95 wait 21,949 -> 29,375 s at load 1.1). */
+#define TM_SCHED_RISK_MARGIN_DIV 16
+/* Reservations one tarmac pass makes for jobs not tied to few nodes, not
+ * counting drains under way and jobs at risk (tarmac_may_reserve()). */
+#define TM_SCHED_FLEXIBLE_RESERVATIONS 1
 
 /* Free capacity of one node during the pass. */
 struct nst {
@@ -156,6 +166,7 @@ struct sched_pass {
     int32_t nreserved;        /* reservations made so far */
     int32_t first_blocked;    /* first job left waiting without one, -1 */
     int64_t drain_gpus;       /* tarmac: GPUs reserved for heavy jobs */
+    int32_t nflexible;        /* tarmac: reservations for jobs not tied to few nodes */
     bool blocked_head;        /* fifo: the queue head did not fit */
     size_t linked;            /* placements linked into the timelines */
 };
@@ -197,8 +208,10 @@ struct sched_policy {
      * the pass goes on to the next job (fifo: the head blocks the queue). */
     bool (*on_blocked)(struct ctx *c, int32_t j, struct sched_pass *ps);
     /* Optional (NULL: never reserve).  Whether blocked job j gets a
-     * reservation; asked only while ps->nreserved < ps->max_reservations. */
-    bool (*may_reserve)(const struct ctx *c, int32_t j, const struct sched_pass *ps);
+     * reservation; asked only while ps->nreserved < ps->max_reservations.
+     * Not const: the answer may look at the timelines (tarmac:
+     * sched_at_risk()), which are built on first use. */
+    bool (*may_reserve)(struct ctx *c, int32_t j, struct sched_pass *ps);
     /* Optional.  Job j got a reservation (ps->nreserved counts it). */
     void (*on_reserved)(const struct ctx *c, int32_t j, struct sched_pass *ps);
     /* The note's text for job j placed now; gap: it fills a gap. */
@@ -245,6 +258,8 @@ void sched_reservation_note_gap(struct ctx *c, int32_t i, uint32_t mask, int32_t
 bool sched_tied(const struct ctx *c, int32_t j);
 bool sched_narrow(const struct ctx *c, int32_t j);
 int sched_reserve(struct ctx *c, int32_t j, size_t *linked);
+int64_t sched_projected_start(struct ctx *c, int32_t j, size_t *linked);
+int sched_at_risk(struct ctx *c, int32_t j, size_t *linked);
 bool sched_fragmented(const struct ctx *c, const struct need *nd);
 bool sched_heavy(const struct ctx *c, int32_t j);
 bool sched_heavy_capped(const struct ctx *c, int32_t j, int64_t drain_gpus);

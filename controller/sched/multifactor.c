@@ -73,7 +73,7 @@ static void multifactor_order(const struct ctx *c, int32_t j, struct okey *k)
     k->k[2] = jb->id;
 }
 
-static bool multifactor_may_reserve(const struct ctx *c, int32_t j, const struct sched_pass *ps)
+static bool multifactor_may_reserve(struct ctx *c, int32_t j, struct sched_pass *ps)
 {
     (void)c;
     (void)j;

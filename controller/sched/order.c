@@ -49,25 +49,27 @@ void sched_order_submit(const struct ctx *c, int32_t j, struct okey *k)
     k->k[1] = jb->id;
 }
 
-/* tarmac, a job aged past half the bound: ahead of all.  Narrow jobs
- * first: they have a few nodes, a flexible job has many, and on gpuspec33
- * an aged 8-GPU flexible job placed first on the one G3 node (21 h,
+/* tarmac, a job aged past half the bound: ahead of all.  Jobs tied to
+ * few nodes (sched_tied(): by a model_mask or by their size alone) first:
+ * they have a few nodes, a flexible job has many, and on gpuspec33 an
+ * aged 8-GPU flexible job placed first on the one G3 node (21 h,
  * estimated 7 min) pushed the G3-only jobs behind it past the bound.
- * Among narrow jobs, submit order moved by their estimate
- * (narrow_shift()), so a long one does not hold their node while short
- * ones pass the bound.  Then jobs tied to few nodes by their size
- * (sched_tied()), then the rest: gpuspec33 at 64 GPUs, 12 cells over 2
- * seeds, 6 jobs past the bound with two tiers, 4 with three; counting the
- * size-tied ones as narrow (shift included) gave 8. */
+ * Among them, submit order moved by their estimate (narrow_shift()), so a
+ * long one does not hold their node while short ones pass the bound.
+ * Those tied by size and those tied by a model_mask are one tier: they
+ * queue for the same nodes, and with the model_mask ones ahead, G3-only
+ * jobs submitted later passed a 120-core 8-GPU job on gpuspec33 seed 2
+ * (64 GPUs, load 1.1: started at 53.6 h).  Then the rest, in submit
+ * order. */
 static void order_aged(const struct ctx *c, int32_t j, int64_t dflt, struct okey *k)
 {
     const struct tm_sched_job *jb = &c->in->jobs[j];
-    bool nw = sched_narrow(c, j);
+    bool few = sched_tied(c, j);
     int64_t est = jb->estimate_ms > 0 ? jb->estimate_ms : dflt;
 
     k->k[0] = 0;
-    k->k[1] = nw ? 0 : sched_tied(c, j) ? 1 : 2;
-    k->k[2] = jb->submit_ms + (nw ? narrow_shift(est) : 0);
+    k->k[1] = few ? 0 : 1;
+    k->k[2] = jb->submit_ms + (few ? narrow_shift(est) : 0);
     k->k[3] = jb->id;
 }
 

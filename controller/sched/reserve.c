@@ -502,26 +502,28 @@ bool sched_tied(const struct ctx *c, int32_t j)
  * (64 GPUs: a P100-only task needing 12 of the one big P100 node's 16
  * cores waited behind every small job that took 4 cores there).  Jobs
  * narrowed by size alone (a 120-core 8-GPU task fits only G3 nodes) are
- * left to the aging rule: reserving them at once drained the G3 nodes on
- * openb default and cost the many small jobs more than it gave (measured:
- * p95 wait +45% at 128 GPUs, load 1.1). */
+ * left to the aging rule and to sched_at_risk(): reserving them at once
+ * drained the G3 nodes on openb default and cost the many small jobs more
+ * than it gave (measured: p95 wait +45% at 128 GPUs, load 1.1). */
 bool sched_narrow(const struct ctx *c, int32_t j)
 {
     return c->in->jobs[j].model_mask != 0 && sched_tied(c, j);
 }
 
-/* Reserve the earliest start for job j on nodes without a reservation.
- * With loans (tarmac) and a non-preemptible job, loans count as free now,
- * and when that makes the start now, they are evicted and the job placed.
- * Returns 2 placed, 1 reserved, 0 no start known, < 0 on error. */
-int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
+/* The candidate nodes of job j, those without a reservation, each with
+ * its earliest start, the first nd->nodes of them in the order a
+ * reservation takes (earliest, then off narrow jobs' nodes, then the node
+ * it held), and when the gang could start there (*ret_start).  *ret_cands
+ * is the caller's to free.  Returns the count (fewer than nd->nodes: no
+ * start known), or < 0 on error. */
+static int64_t reserve_cands(struct ctx *c, int32_t j, size_t *linked, struct cand **ret_cands,
+                             int64_t *ret_start)
 {
     const struct need *nd = &c->needs[j];
     bool evict = c->loans && !c->in->jobs[j].preemptible;
     struct release *buf = NULL;
     size_t bcap = 0, ncand = 0, ccap = 0;
     struct cand *cands = NULL;
-    int64_t gang_start;
     /* A single job takes the node of the smallest key (cmp_cand(): key,
      * then t, then the node; key >= t), or with loans the node it held
      * (the sticky rule below), so a node other than that one whose start
@@ -599,8 +601,35 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
         for (int32_t k = 1; k < nd->nodes; k++)
             if (cands[k].t > last)
                 last = cands[k].t;
-        gang_start = last;
+        *ret_start = last;
     }
+out:
+    free(buf);
+    if (r < 0) {
+        free(cands);
+        return r;
+    }
+    *ret_cands = cands;
+    return (int64_t)ncand;
+}
+
+/* Reserve the earliest start for job j on nodes without a reservation.
+ * With loans (tarmac) and a non-preemptible job, loans count as free now,
+ * and when that makes the start now, they are evicted and the job placed.
+ * Returns 2 placed, 1 reserved, 0 no start known, < 0 on error. */
+int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
+{
+    const struct need *nd = &c->needs[j];
+    bool evict = c->loans && !c->in->jobs[j].preemptible;
+    struct cand *cands = NULL;
+    int64_t gang_start = INF_MS, n = reserve_cands(c, j, linked, &cands, &gang_start);
+    int r;
+
+    if (n < 0)
+        return (int)n;
+    r = 0;
+    if (n < nd->nodes)
+        goto out;
     if (evict && gang_start <= c->in->now_ms) {
         r = evict_for(c, j, cands);
         if (r != 0) {
@@ -642,9 +671,21 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
         r = 1;
     }
 out:
-    free(buf);
     free(cands);
     return r;
+}
+
+/* When job j could start if it reserved now (sched_reserve()'s start,
+ * nothing taken); INF_MS if no start is known, < 0 on error. */
+int64_t sched_projected_start(struct ctx *c, int32_t j, size_t *linked)
+{
+    struct cand *cands = NULL;
+    int64_t start = INF_MS, n = reserve_cands(c, j, linked, &cands, &start);
+
+    free(cands);
+    if (n < 0)
+        return n;
+    return n < c->needs[j].nodes ? INF_MS : start;
 }
 
 
@@ -689,4 +730,23 @@ bool sched_heavy_capped(const struct ctx *c, int32_t j, int64_t drain_gpus)
     if (!sched_heavy(c, j) || drain_gpus == 0 || c->in->jobs[j].hold_node > 0)
         return false;
     return (drain_gpus + (int64_t)c->needs[j].gpus * c->needs[j].nodes) * TM_SCHED_DRAIN_DIV > c->all_gpus;
+}
+
+/* Whether job j, if it reserved now, would start within a margin of the
+ * bound (later than submit + bound - bound/TM_SCHED_RISK_MARGIN_DIV): the
+ * start is computed from expected ends that are often short, so a job
+ * that waits for its turn to reserve until then passes the bound when
+ * they overrun.  1 at risk, 0 not (or no start known: it cannot reserve
+ * anyway), < 0 on error. */
+int sched_at_risk(struct ctx *c, int32_t j, size_t *linked)
+{
+    const struct tm_sched_input *in = c->in;
+    int64_t bound = in->params.starvation_ms > 0 ? in->params.starvation_ms
+                                                 : TM_SCHED_STARVATION_DEFAULT_MS;
+    int64_t deadline = in->jobs[j].submit_ms + bound - bound / TM_SCHED_RISK_MARGIN_DIV;
+    int64_t start = sched_projected_start(c, j, linked);
+
+    if (start < 0)
+        return (int)start;
+    return start != INF_MS && start > deadline;
 }

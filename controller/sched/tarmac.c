@@ -5,9 +5,9 @@
  *           starvation bound waited; within a level submit order, short
  *           eval/preprocess/inference work and jobs tied to few models
  *           moved up by at most short_ms; jobs aged past half the bound
- *           first of all: narrow ones (narrow()) first, by submit time
- *           plus 4x their estimate capped at 12 h, then those tied to few
- *           nodes by size (tied()), then the rest, in submit order.
+ *           first of all: those tied to few nodes (tied(): by a model_mask
+ *           or by size) first, by submit time plus 4x their estimate
+ *           capped at 12 h, then the rest, in submit order.
  *  place:   best fit on free whole GPUs (so big nodes stay whole) or on
  *           the tightest partly used GPU for a share; among candidates,
  *           first avoid models that model-constrained queued jobs need,
@@ -16,7 +16,9 @@
  *           smallest share asked), then the tightest fit, then CPU.  A job
  *           too big for every node of a model counts as constrained away
  *           from it.
- *  reserve: for jobs aged past half the bound, jobs that held one in
+ *  reserve: for jobs aged past half the bound (one a pass among those
+ *           that many nodes can hold, not counting drains under way and
+ *           jobs at risk), jobs that held one in
  *           the previous pass (hold_node) and narrow jobs (a model_mask
  *           whose nodes hold at most a quarter of the GPUs: narrow()) as
  *           soon as they are blocked, up to max_reservations; a flexible
@@ -26,7 +28,11 @@
  *           an eighth of the GPUs at a time, the first and the drains
  *           already under way always (drains for 8-GPU jobs run one after
  *           another on a small fleet instead of emptying several nodes at
- *           once: heavy_capped()); and,
+ *           once: heavy_capped()), except a job at risk: one that,
+ *           reserving now, would start within bound/16 of the bound
+ *           (at_risk(); also for a job tied to few nodes by its size, not
+ *           yet aged: it then reserves ahead instead of at half the
+ *           bound); and,
  *           when none was made, after everything that fits is placed, for
  *           the first blocked job if its models' free GPUs would hold it in
  *           total but no single node does (see fragmented()).  A
@@ -105,11 +111,43 @@ static int tarmac_prepare(struct ctx *c)
  * the capacity it needs is merely fragmented: a reservation drains a
  * node, and draining for every blocked head when the cluster is full
  * costs the many small jobs more than it gives the few big ones (measured
- * on openb).  Narrow jobs reserve as soon as they are blocked. */
-static bool tarmac_may_reserve(const struct ctx *c, int32_t j, const struct sched_pass *ps)
+ * on openb).  Narrow jobs reserve as soon as they are blocked; a job at
+ * risk of the bound (sched_at_risk()) goes past the drain cap, and a job
+ * tied to few nodes by size reserves as soon as it is at risk.  On
+ * gpuspec33 seed 2 (64 GPUs, load 1.3) a G2-only 8-GPU job waited 15 h
+ * of its aged half behind drains on other models under the cap and
+ * started 0.6 h past the bound. */
+static bool tarmac_may_reserve(struct ctx *c, int32_t j, struct sched_pass *ps)
 {
-    return !sched_heavy_capped(c, j, ps->drain_gpus) &&
-           (sched_is_urgent(c, j) || c->in->jobs[j].hold_node > 0 || sched_narrow(c, j));
+    bool wants = sched_is_urgent(c, j) || c->in->jobs[j].hold_node > 0 || sched_narrow(c, j);
+    bool capped = sched_heavy_capped(c, j, ps->drain_gpus);
+    bool flexible = !sched_tied(c, j);
+    int r;
+
+    /* A job that many nodes can hold starts on the first room that opens
+     * in any of them, and aged it is first in the order: it needs a
+     * reservation only against later jobs that fit where it does not.
+     * One such reservation a pass, as EASY backfill holds, plus drains
+     * under way and jobs at risk: on openb default at 64 GPUs, load 1.3,
+     * aged flexible jobs holding several closed drains at once cost the
+     * small jobs (mean wait 17,181 -> 16,648 s, p95 49,830 -> 47,258 s
+     * with one). */
+    if (flexible && c->in->jobs[j].hold_node == 0 && ps->nflexible >= TM_SCHED_FLEXIBLE_RESERVATIONS) {
+        if (!wants)
+            return false;
+        r = sched_at_risk(c, j, &ps->linked);
+        return r != 0;
+    }
+    if (wants && !capped)
+        return true;
+    /* A job tied to few nodes, or a heavy one whose turn under the drain
+     * cap would come too late, reserves as soon as waiting for it would
+     * take it to the margin of the bound (sched_at_risk()).  An error
+     * answers yes: sched_reserve() then meets it again and returns it. */
+    if (!wants && flexible)
+        return false;
+    r = sched_at_risk(c, j, &ps->linked);
+    return r != 0;
 }
 
 static void tarmac_on_reserved(const struct ctx *c, int32_t j, struct sched_pass *ps)
@@ -118,6 +156,8 @@ static void tarmac_on_reserved(const struct ctx *c, int32_t j, struct sched_pass
 
     if (sched_heavy(c, j))
         ps->drain_gpus += (int64_t)nd->gpus * nd->nodes;
+    if (!sched_tied(c, j))
+        ps->nflexible++;
 }
 
 static const char *tarmac_why_placed(const struct ctx *c, int32_t j, const struct sched_pass *ps, bool gap)
