@@ -232,20 +232,12 @@ out:
     return r;
 }
 
+static int parse_any(const char *buf, size_t len, void *ret, char *why, size_t whylen)
+{
+    return tm_client_cert_parse(buf, len, ret, why, whylen);
+}
+
 int tm_client_cert_load(const char *path, struct tm_client_cert *ret, char *err, size_t errsize)
 {
-    char *buf = NULL, why[256];
-    size_t len = 0;
-    int r = tm_file_read(path, TM_CLIENT_CERT_FILE_MAX, &buf, &len, why, sizeof(why));
-
-    if (r < 0) {
-        snprintf(err, errsize, "%s", why);
-        return r == TM_ENOMEM ? r : TM_EINVAL;
-    }
-    r = tm_client_cert_parse(buf, len, ret, why, sizeof(why));
-    OPENSSL_cleanse(buf, len);
-    free(buf);
-    if (r < 0)
-        snprintf(err, errsize, "%s: %s", path, why);
-    return r;
+    return tm_file_parse_secret(path, TM_CLIENT_CERT_FILE_MAX, parse_any, ret, err, errsize);
 }

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "core/err.h"
 
 int tm_file_read(const char *path, size_t max, char **ret, size_t *ret_len, char *err,
@@ -66,5 +68,24 @@ int tm_file_read(const char *path, size_t max, char **ret, size_t *ret_len, char
 out:
     free(buf);
     fclose(f);
+    return r;
+}
+
+int tm_file_parse_secret(const char *path, size_t max, tm_secret_parse_fn parse, void *ret,
+                         char *err, size_t errlen)
+{
+    char *buf = NULL, why[256];
+    size_t len = 0;
+    int r = tm_file_read(path, max, &buf, &len, why, sizeof(why));
+
+    if (r < 0) {
+        snprintf(err, errlen, "%s", why);
+        return r == TM_ENOMEM ? r : TM_EINVAL;
+    }
+    r = parse(buf, len, ret, why, sizeof(why));
+    OPENSSL_cleanse(buf, len);
+    free(buf);
+    if (r < 0)
+        snprintf(err, errlen, "%s: %s", path, why);
     return r;
 }

@@ -122,22 +122,14 @@ out:
     return r;
 }
 
+static int key_parse_any(const char *buf, size_t len, void *ret, char *why, size_t whylen)
+{
+    return tm_gcp_key_parse(buf, len, ret, why, whylen);
+}
+
 int tm_gcp_key_load(const char *path, struct tm_gcp_key *ret, char *err, size_t errsize)
 {
-    char *buf = NULL, why[256];
-    size_t len = 0;
-    int r = tm_file_read(path, KEY_FILE_MAX, &buf, &len, why, sizeof(why));
-
-    if (r < 0) {
-        snprintf(err, errsize, "%s", why);
-        return r == TM_ENOMEM ? r : TM_EINVAL;
-    }
-    r = tm_gcp_key_parse(buf, len, ret, why, sizeof(why));
-    OPENSSL_cleanse(buf, len);
-    free(buf);
-    if (r < 0)
-        snprintf(err, errsize, "%s: %s", path, why);
-    return r;
+    return tm_file_parse_secret(path, KEY_FILE_MAX, key_parse_any, ret, err, errsize);
 }
 
 int tm_gcp_jwt_sign(const char *pem, const char *iss, const char *scope, const char *aud,
