@@ -5,6 +5,12 @@ tm_add_c_test(test_planner_gang ${CMAKE_SOURCE_DIR}/tests/unit/fleet/test_planne
               LABELS unit elastic TIMEOUT 60 LINK tarmac_fleet)
 tm_add_c_test(test_launch_set ${CMAKE_SOURCE_DIR}/tests/unit/providers/common/test_launch_set.c
               LABELS unit elastic TIMEOUT 60 LINK tarmac_provider_common)
+# The shortage memory the three clouds share (providers/common/shortage.c).
+tm_add_c_test(test_shortage ${CMAKE_SOURCE_DIR}/tests/unit/providers/common/test_shortage.c
+              LABELS unit elastic TIMEOUT 60 LINK tarmac_provider_common)
+# A provider's copy of its pools and instance types (providers/common/pools.c).
+tm_add_c_test(test_provider_pools ${CMAKE_SOURCE_DIR}/tests/unit/providers/common/test_pools.c
+              LABELS unit elastic TIMEOUT 60 LINK tarmac_provider_common)
 # A gang bought whole against the Azure fake, with a zone short mid-set.
 tm_add_test(itest_gang_azure LABELS integration azure FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_azure.sh)

@@ -30,36 +30,20 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/aws/credentials.h"
+#include "providers/common/pools.h"
 #include "providers/common/settings.h"
+#include "providers/common/shortage.h"
 
-#define SHORT_MAX 64
 #define CAND_MAX 64
 #define PRICE_MAX 256
 #define PRICE_REFRESH_MS (10 * 60 * 1000)
 #define LIST_MAX_PAGES 10000
-
-struct shortage {
-    char type[TM_ID_MAX];
-    char zone[TM_ID_MAX];
-    enum tm_capacity_type capacity;
-    uint64_t until;               /* uv_now() ms */
-};
 
 struct spot_price {
     char type[TM_ID_MAX];
     char zone[TM_ID_MAX];
     int64_t uusd;
     int64_t at_ms;
-};
-
-struct aws_pool {                 /* a copy of the config pools naming us */
-    char *name;
-    char **zones;
-    size_t nzones;
-    char **types;
-    size_t ntypes;
-    char *gpu_model;
-    int gpus;
 };
 
 struct aws_provider {
@@ -74,12 +58,11 @@ struct aws_provider {
     bool template_ready;
     int page_size;
     unsigned max_relaunch;
-    uint64_t shortage_ttl_ms;
-    struct aws_pool *pools;
+    struct tm_provider_pool *pools;
     size_t npools;
     struct tm_config_instance_type *types; /* configured prices */
     size_t ntypes;
-    struct shortage shorts[SHORT_MAX];
+    struct tm_shortages shorts;
     struct spot_price prices[PRICE_MAX];
     size_t nprices;
     uint64_t prices_at;           /* uv_now() of the last refresh start, 0 never */
@@ -155,55 +138,22 @@ static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
 
 /* ---- shortage memory ---------------------------------------------------- */
 
-static struct shortage *short_find(struct aws_provider *ap, const char *type, const char *zone,
-                                   enum tm_capacity_type capacity)
+static bool short_find(struct aws_provider *ap, const char *type, const char *zone,
+                       enum tm_capacity_type capacity)
 {
-    uint64_t now = uv_now(ap->loop);
-
-    for (size_t i = 0; i < SHORT_MAX; i++) {
-        struct shortage *s = &ap->shorts[i];
-
-        if (s->until > now && s->capacity == capacity && strcmp(s->type, type) == 0 &&
-            strcmp(s->zone, zone ? zone : "") == 0)
-            return s;
-    }
-    return NULL;
+    return tm_shortages_has(&ap->shorts, uv_now(ap->loop), type, zone, capacity);
 }
 
 static void short_note(struct aws_provider *ap, const char *type, const char *zone,
                        enum tm_capacity_type capacity, const char *code)
 {
-    uint64_t now = uv_now(ap->loop);
-    struct shortage *s = short_find(ap, type, zone, capacity);
-
-    if (!fits(type) || !fits(zone ? zone : ""))
-        return;
-    if (!s) {
-        /* An expired slot, else the one that expires first. */
-        s = &ap->shorts[0];
-        for (size_t i = 0; i < SHORT_MAX; i++) {
-            if (ap->shorts[i].until <= now) {
-                s = &ap->shorts[i];
-                break;
-            }
-            if (ap->shorts[i].until < s->until)
-                s = &ap->shorts[i];
-        }
-        snprintf(s->type, sizeof(s->type), "%s", type);
-        snprintf(s->zone, sizeof(s->zone), "%s", zone ? zone : "");
-        s->capacity = capacity;
-    }
-    s->until = now + ap->shortage_ttl_ms;
-    tm_log_info("aws capacity short, remembered", "provider=%s type=%s zone=%s market=%s code=%s "
-                "for_s=%llu", ap->name, type, zone && *zone ? zone : "-",
-                tm_capacity_type_name(capacity), code ? code : "-",
-                (unsigned long long)(ap->shortage_ttl_ms / 1000));
+    tm_shortages_note(&ap->shorts, uv_now(ap->loop), type, zone, capacity, code);
 }
 
 bool tm_aws_provider_is_short(struct tm_provider *p, const char *instance_type, const char *zone,
                               enum tm_capacity_type capacity)
 {
-    return short_find(impl(p), instance_type, zone, capacity) != NULL;
+    return short_find(impl(p), instance_type, zone, capacity);
 }
 
 void tm_aws_provider_note_short(struct tm_provider *p, const char *instance_type,
@@ -232,17 +182,14 @@ static int launch_call(struct aws_op *op, enum tm_ec2_action action, char *body,
     return tm_ec2_call(op->ap->ec2, action, body, flags, on_launch_step, op);
 }
 
-static const struct aws_pool *pool_find(const struct aws_provider *ap, const char *name)
+static const struct tm_provider_pool *pool_find(const struct aws_provider *ap, const char *name)
 {
-    for (size_t i = 0; i < ap->npools; i++)
-        if (strcmp(ap->pools[i].name, name) == 0)
-            return &ap->pools[i];
-    return NULL;
+    return tm_provider_pool_find(ap->pools, ap->npools, name);
 }
 
 static void add_candidates(struct aws_op *op, enum tm_capacity_type capacity)
 {
-    const struct aws_pool *pool = pool_find(op->ap, op->pool);
+    const struct tm_provider_pool *pool = pool_find(op->ap, op->pool);
     const char *only = op->zone;
     size_t nz = only[0] ? 1 : pool ? pool->nzones : 0;
 
@@ -689,7 +636,7 @@ static int set_find(struct aws_set *s)
 static int set_fleet(struct aws_set *s)
 {
     struct aws_provider *ap = s->ap;
-    const struct aws_pool *pool = pool_find(ap, s->pool);
+    const struct tm_provider_pool *pool = pool_find(ap, s->pool);
     struct tm_ec2_fleet_override ov[CAND_MAX];
     struct tm_ec2_tag tags[4] = {
         {TM_EC2_TAG_CLUSTER, ap->cluster}, {TM_EC2_TAG_POOL, s->pool},
@@ -1261,7 +1208,7 @@ static void validate_deliver(struct aws_op *op, int status, const char *reason)
 static void on_validate(int status, const struct tm_ec2_reply *reply, void *data)
 {
     struct aws_op *op = data;
-    const struct aws_pool *pool;
+    const struct tm_provider_pool *pool;
     char reason[512];
     int r;
 
@@ -1322,7 +1269,7 @@ static void on_validate(int status, const struct tm_ec2_reply *reply, void *data
 /* 1 when every pool has been checked. */
 static int validate_next(struct aws_op *op)
 {
-    const struct aws_pool *pool;
+    const struct tm_provider_pool *pool;
     char *body = NULL;
     int r;
 
@@ -1377,93 +1324,20 @@ int tm_aws_validate_pools(struct tm_provider *p, tm_aws_validate_cb cb, void *da
 
 /* ---- create / close ----------------------------------------------------- */
 
-static void pools_free(struct aws_provider *ap)
-{
-    for (size_t i = 0; i < ap->npools; i++) {
-        struct aws_pool *pl = &ap->pools[i];
-
-        for (size_t j = 0; j < pl->nzones; j++)
-            free(pl->zones[j]);
-        for (size_t j = 0; j < pl->ntypes; j++)
-            free(pl->types[j]);
-        free(pl->zones);
-        free(pl->types);
-        free(pl->name);
-        free(pl->gpu_model);
-    }
-    free(ap->pools);
-    for (size_t i = 0; i < ap->ntypes; i++) {
-        free(ap->types[i].name);
-        free(ap->types[i].gpu_model);
-    }
-    free(ap->types);
-}
-
 static void provider_free(struct aws_provider *ap)
 {
-    pools_free(ap);
+    tm_provider_pools_free(ap->pools, ap->npools);
+    tm_provider_types_free(ap->types, ap->ntypes);
     free(ap->image_id);
     free(ap);
-}
-
-static char **strv_dup(char *const *v, size_t n)
-{
-    char **out = calloc(n ? n : 1, sizeof(*out));
-
-    if (!out)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
-        out[i] = strdup(v[i]);
-        if (!out[i]) {
-            for (size_t j = 0; j < i; j++)
-                free(out[j]);
-            free(out);
-            return NULL;
-        }
-    }
-    return out;
 }
 
 static int copy_config(struct aws_provider *ap, const struct tm_config *cfg,
                        const struct tm_config_provider *prov)
 {
-    size_t n = 0;
+    int r = tm_provider_pools_copy(cfg, prov->name, &ap->pools, &ap->npools);
 
-    for (size_t i = 0; i < cfg->npools; i++)
-        if (cfg->pools[i].provider && strcmp(cfg->pools[i].provider, prov->name) == 0)
-            n++;
-    ap->pools = calloc(n ? n : 1, sizeof(*ap->pools));
-    if (!ap->pools)
-        return TM_ENOMEM;
-    for (size_t i = 0; i < cfg->npools; i++) {
-        const struct tm_config_pool *src = &cfg->pools[i];
-        struct aws_pool *dst;
-
-        if (!src->provider || strcmp(src->provider, prov->name) != 0)
-            continue;
-        dst = &ap->pools[ap->npools++];
-        dst->name = strdup(src->name);
-        dst->gpu_model = strdup(src->gpu_model ? src->gpu_model : "");
-        dst->gpus = src->gpus_per_node;
-        dst->zones = strv_dup(src->zones, src->nzones);
-        dst->nzones = dst->zones ? src->nzones : 0;
-        dst->types = strv_dup(src->instance_types, src->ninstance_types);
-        dst->ntypes = dst->types ? src->ninstance_types : 0;
-        if (!dst->name || !dst->gpu_model || !dst->zones || !dst->types)
-            return TM_ENOMEM;
-    }
-    ap->types = calloc(prov->ntypes ? prov->ntypes : 1, sizeof(*ap->types));
-    if (!ap->types)
-        return TM_ENOMEM;
-    for (size_t i = 0; i < prov->ntypes; i++) {
-        ap->types[i] = prov->types[i];
-        ap->types[i].name = strdup(prov->types[i].name);
-        ap->types[i].gpu_model = strdup(prov->types[i].gpu_model ? prov->types[i].gpu_model : "");
-        ap->ntypes++;
-        if (!ap->types[i].name || !ap->types[i].gpu_model)
-            return TM_ENOMEM;
-    }
-    return 0;
+    return r < 0 ? r : tm_provider_types_copy(prov, &ap->types, &ap->ntypes);
 }
 
 int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
@@ -1498,7 +1372,7 @@ int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     snprintf(ap->cluster, sizeof(ap->cluster), "%s", cfg->cluster);
     snprintf(ap->template_name, sizeof(ap->template_name), "tarmac-%s", cfg->cluster);
     ap->page_size = opts->list_page_size > 0 ? opts->list_page_size : 1000;
-    ap->shortage_ttl_ms = opts->shortage_ttl_ms ? opts->shortage_ttl_ms : 10 * 60 * 1000;
+    tm_shortages_init(&ap->shorts, "aws", "type", ap->name, opts->shortage_ttl_ms);
     ap->max_relaunch = opts->retry.max_attempts ? opts->retry.max_attempts : 5;
     ap->no_price_refresh = opts->no_price_refresh;
     /* The config's image, else the environment (tests, one-off runs). */

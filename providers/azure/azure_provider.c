@@ -20,20 +20,14 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/common/jwt.h"
+#include "providers/common/pools.h"
 #include "providers/common/settings.h"
+#include "providers/common/shortage.h"
 
-#define SHORT_MAX 64
 #define CAND_MAX 32
 #define SEEN_MAX 1024
 #define LIST_MAX_PAGES 1000
 #define GONE_KEEP_MS (10 * 60 * 1000)
-
-struct shortage {
-    char size[TM_ID_MAX];
-    char zone[TM_ID_MAX];
-    enum tm_capacity_type capacity;
-    uint64_t until;
-};
 
 /* A spot VM the last listing showed, or one tarmac asked to delete. */
 struct seen {
@@ -41,12 +35,6 @@ struct seen {
     bool deleting_by_us;
     bool gone;                    /* vanished without our DELETE: evicted */
     uint64_t at;                  /* uv_now() of the last sighting / of the DELETE */
-};
-
-struct az_pool {
-    char *name;
-    char **zones;
-    size_t nzones;
 };
 
 struct az_provider {
@@ -58,12 +46,11 @@ struct az_provider {
     char location[TM_ID_MAX];
     char vms_path[512];
     char *subnet_id, *image, *admin_username, *ssh_public_key;
-    uint64_t shortage_ttl_ms;
-    struct az_pool *pools;
+    struct tm_provider_pool *pools;
     size_t npools;
     struct tm_config_instance_type *types;
     size_t ntypes;
-    struct shortage shorts[SHORT_MAX];
+    struct tm_shortages shorts;
     struct seen seen[SEEN_MAX];
     size_t nseen;
     struct az_op *launching;      /* launch ops in flight (their VM names) */
@@ -132,52 +119,22 @@ struct tm_arm *tm_azure_provider_arm(struct tm_provider *p) { return impl(p)->ar
 
 /* ---- shortage memory ---------------------------------------------------- */
 
-static struct shortage *short_find(struct az_provider *ap, const char *size, const char *zone,
-                                   enum tm_capacity_type capacity)
+static bool short_find(struct az_provider *ap, const char *size, const char *zone,
+                       enum tm_capacity_type capacity)
 {
-    uint64_t now = uv_now(ap->loop);
-
-    for (size_t i = 0; i < SHORT_MAX; i++) {
-        struct shortage *s = &ap->shorts[i];
-
-        if (s->until > now && s->capacity == capacity && strcmp(s->size, size) == 0 &&
-            strcmp(s->zone, zone) == 0)
-            return s;
-    }
-    return NULL;
+    return tm_shortages_has(&ap->shorts, uv_now(ap->loop), size, zone, capacity);
 }
 
 static void short_note(struct az_provider *ap, const char *size, const char *zone,
                        enum tm_capacity_type capacity, const char *code)
 {
-    uint64_t now = uv_now(ap->loop);
-    struct shortage *s = short_find(ap, size, zone, capacity);
-
-    if (!s) {
-        s = &ap->shorts[0];
-        for (size_t i = 0; i < SHORT_MAX; i++) {
-            if (ap->shorts[i].until <= now) {
-                s = &ap->shorts[i];
-                break;
-            }
-            if (ap->shorts[i].until < s->until)
-                s = &ap->shorts[i];
-        }
-        snprintf(s->size, sizeof(s->size), "%s", size);
-        snprintf(s->zone, sizeof(s->zone), "%s", zone);
-        s->capacity = capacity;
-    }
-    s->until = now + ap->shortage_ttl_ms;
-    tm_log_info("azure capacity short, remembered", "provider=%s size=%s zone=%s market=%s "
-                "code=%s for_s=%llu", ap->name, size, *zone ? zone : "-",
-                tm_capacity_type_name(capacity), code && *code ? code : "-",
-                (unsigned long long)(ap->shortage_ttl_ms / 1000));
+    tm_shortages_note(&ap->shorts, uv_now(ap->loop), size, zone, capacity, code);
 }
 
 bool tm_azure_provider_is_short(struct tm_provider *p, const char *vm_size, const char *zone,
                                 enum tm_capacity_type capacity)
 {
-    return short_find(impl(p), vm_size, zone ? zone : "", capacity) != NULL;
+    return short_find(impl(p), vm_size, zone, capacity);
 }
 
 /* ---- what tarmac deleted, what the cloud took --------------------------- */
@@ -224,17 +181,14 @@ static void seen_mark_deleting(struct az_provider *ap, const char *id)
 
 /* ---- launch ------------------------------------------------------------- */
 
-static const struct az_pool *pool_find(const struct az_provider *ap, const char *name)
+static const struct tm_provider_pool *pool_find(const struct az_provider *ap, const char *name)
 {
-    for (size_t i = 0; i < ap->npools; i++)
-        if (strcmp(ap->pools[i].name, name) == 0)
-            return &ap->pools[i];
-    return NULL;
+    return tm_provider_pool_find(ap->pools, ap->npools, name);
 }
 
 static void add_candidates(struct az_op *op, enum tm_capacity_type capacity)
 {
-    const struct az_pool *pool = pool_find(op->ap, op->pool);
+    const struct tm_provider_pool *pool = pool_find(op->ap, op->pool);
     size_t nz = op->zone[0] ? 1 : pool && pool->nzones ? pool->nzones : 1;
 
     for (size_t i = 0; i < nz && op->ncand < CAND_MAX; i++) {
@@ -752,18 +706,8 @@ static int azure_price(struct tm_provider *p, const char *instance_type, const c
 
 static void provider_free(struct az_provider *ap)
 {
-    for (size_t i = 0; i < ap->npools; i++) {
-        for (size_t j = 0; j < ap->pools[i].nzones; j++)
-            free(ap->pools[i].zones[j]);
-        free(ap->pools[i].zones);
-        free(ap->pools[i].name);
-    }
-    free(ap->pools);
-    for (size_t i = 0; i < ap->ntypes; i++) {
-        free(ap->types[i].name);
-        free(ap->types[i].gpu_model);
-    }
-    free(ap->types);
+    tm_provider_pools_free(ap->pools, ap->npools);
+    tm_provider_types_free(ap->types, ap->ntypes);
     free(ap->subnet_id);
     free(ap->image);
     free(ap->admin_username);
@@ -774,37 +718,9 @@ static void provider_free(struct az_provider *ap)
 static int copy_config(struct az_provider *ap, const struct tm_config *cfg,
                        const struct tm_config_provider *prov)
 {
-    ap->pools = calloc(cfg->npools + 1, sizeof(*ap->pools));
-    ap->types = calloc(prov->ntypes + 1, sizeof(*ap->types));
-    if (!ap->pools || !ap->types)
-        return TM_ENOMEM;
-    for (size_t i = 0; i < cfg->npools; i++) {
-        const struct tm_config_pool *src = &cfg->pools[i];
-        struct az_pool *dst;
+    int r = tm_provider_pools_copy(cfg, prov->name, &ap->pools, &ap->npools);
 
-        if (!src->provider || strcmp(src->provider, prov->name) != 0)
-            continue;
-        dst = &ap->pools[ap->npools++];
-        dst->name = strdup(src->name);
-        dst->zones = calloc(src->nzones + 1, sizeof(char *));
-        if (!dst->name || !dst->zones)
-            return TM_ENOMEM;
-        for (size_t z = 0; z < src->nzones; z++) {
-            dst->zones[z] = strdup(src->zones[z]);
-            if (!dst->zones[z])
-                return TM_ENOMEM;
-            dst->nzones++;
-        }
-    }
-    for (size_t i = 0; i < prov->ntypes; i++) {
-        ap->types[i] = prov->types[i];
-        ap->types[i].name = strdup(prov->types[i].name);
-        ap->types[i].gpu_model = strdup(prov->types[i].gpu_model ? prov->types[i].gpu_model : "");
-        ap->ntypes++;
-        if (!ap->types[i].name || !ap->types[i].gpu_model)
-            return TM_ENOMEM;
-    }
-    return 0;
+    return r < 0 ? r : tm_provider_types_copy(prov, &ap->types, &ap->ntypes);
 }
 
 int tm_azure_read_secret(const struct tm_config_credentials *creds, char **ret, char *why,
@@ -955,7 +871,7 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     snprintf(ap->name, sizeof(ap->name), "%s", prov->name);
     snprintf(ap->cluster, sizeof(ap->cluster), "%s", cfg->cluster);
     snprintf(ap->location, sizeof(ap->location), "%s", prov->region);
-    ap->shortage_ttl_ms = opts->shortage_ttl_ms ? opts->shortage_ttl_ms : 10 * 60 * 1000;
+    tm_shortages_init(&ap->shorts, "azure", "size", ap->name, opts->shortage_ttl_ms);
     ap->subnet_id = strdup(az->subnet_id);
     ap->image = strdup(az->image);
     ap->admin_username = strdup(az->admin_username ? az->admin_username : "tarmac");

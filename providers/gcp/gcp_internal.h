@@ -14,28 +14,10 @@
 #include <uv.h>
 
 #include "core/config.h"
+#include "providers/common/pools.h"
+#include "providers/common/shortage.h"
 #include "providers/gcp/gce.h"
 #include "providers/provider.h"
-
-#define TM_GCP_SHORT_MAX 64
-
-struct tm_gcp_shortage {
-    char type[TM_ID_MAX];
-    char zone[TM_ID_MAX];
-    enum tm_capacity_type capacity;
-    uint64_t until;
-};
-
-struct tm_gcp_pool {
-    char *name;
-    char **zones;
-    size_t nzones;
-    char **types;
-    size_t ntypes;
-    char *gpu_model;
-    int gpus;
-    bool spot;                    /* spot or spot_then_on_demand */
-};
 
 struct tm_gcp_provider {
     struct tm_provider base;
@@ -46,20 +28,39 @@ struct tm_gcp_provider {
     char *image;
     int page_size;
     unsigned max_relaunch;
-    uint64_t shortage_ttl_ms;
-    struct tm_gcp_pool *pools;
+    struct tm_provider_pool *pools;
     size_t npools;
     struct tm_config_instance_type *types;
     size_t ntypes;
     char **spot_zones;            /* zones whose preemptions the listing reads */
     size_t nspot_zones;
-    struct tm_gcp_shortage shorts[TM_GCP_SHORT_MAX];
+    struct tm_shortages shorts;
     bool closing;
     void (*close_done)(void *data);
     void *close_data;
 };
 
-const struct tm_gcp_pool *tm_gcp_pool_find(const struct tm_gcp_provider *gp, const char *name);
+const struct tm_provider_pool *tm_gcp_pool_find(const struct tm_gcp_provider *gp, const char *name);
+
+#define TM_GCP_OFFER_MAX 64
+
+/* A zone and market a launch may try. */
+struct tm_gcp_offer {
+    char zone[TM_ID_MAX];
+    enum tm_capacity_type capacity;
+    bool tried;
+};
+
+/* The offers of a launch into pool, or into zone alone when zone is not
+ * empty: every zone on spot first, as capacity allows, then every zone on
+ * demand.  A zone is left out when "zone/name" would not fit TM_ID_MAX
+ * (name_len: the longest instance name the launch makes), since the
+ * instance's URL path names it.  Zones remembered short stay in: the
+ * launch skips them when it comes to them, so a shortage that expires in
+ * between is tried.  Returns how many, at most TM_GCP_OFFER_MAX. */
+size_t tm_gcp_plan_offers(const struct tm_gcp_provider *gp, const char *pool, const char *zone,
+                          enum tm_capacity_type capacity, size_t name_len,
+                          struct tm_gcp_offer out[TM_GCP_OFFER_MAX]);
 /* Whether (type, zone, capacity) is remembered short now. */
 bool tm_gcp_short_has(struct tm_gcp_provider *gp, const char *type, const char *zone,
                       enum tm_capacity_type capacity);

@@ -53,7 +53,6 @@
 #include "providers/gcp/gcp_internal.h"
 
 #define SET_MAX 1000              /* bulkInsert's own limit on count */
-#define CAND_MAX 64
 
 enum set_step { SET_FIND, SET_INSERT, SET_LIST, SET_TAG, SET_RELEASE };
 
@@ -74,12 +73,6 @@ struct member {
     bool found;
 };
 
-struct offer {
-    char zone[TM_ID_MAX];
-    enum tm_capacity_type capacity;
-    bool tried;
-};
-
 struct set_op {
     struct tm_gcp_provider *gp;
     tm_launch_set_cb cb;
@@ -90,7 +83,7 @@ struct set_op {
     enum tm_capacity_type capacity;
     struct member *m;
     size_t n;
-    struct offer cand[CAND_MAX];
+    struct tm_gcp_offer cand[TM_GCP_OFFER_MAX];
     size_t ncand, cur;
     bool inserted;                /* a bulkInsert went out: a failure releases */
     unsigned relaunches;
@@ -332,42 +325,11 @@ static void release_page(struct set_op *op, int status, const struct tm_gce_repl
 
 /* ---- insert ------------------------------------------------------------- */
 
-static void add_offers(struct set_op *op, enum tm_capacity_type capacity)
-{
-    const struct tm_gcp_pool *pool = tm_gcp_pool_find(op->gp, op->pool);
-    size_t nz = op->zone[0] ? 1 : pool ? pool->nzones : 0;
-    size_t longest = 0;
-
-    for (size_t i = 0; i < op->n; i++)
-        if (strlen(op->m[i].name) > longest)
-            longest = strlen(op->m[i].name);
-    for (size_t i = 0; i < nz && op->ncand < CAND_MAX; i++) {
-        const char *zone = op->zone[0] ? op->zone : pool->zones[i];
-        struct offer *c = &op->cand[op->ncand];
-
-        if (strlen(zone) + 1 + longest >= TM_ID_MAX)
-            continue;
-        snprintf(c->zone, sizeof(c->zone), "%s", zone);
-        c->capacity = capacity;
-        c->tried = false;
-        op->ncand++;
-    }
-}
-
-static void plan_offers(struct set_op *op)
-{
-    op->ncand = 0;
-    if (op->capacity != TM_CAPACITY_ON_DEMAND)
-        add_offers(op, TM_CAPACITY_SPOT);
-    if (op->capacity != TM_CAPACITY_SPOT)
-        add_offers(op, TM_CAPACITY_ON_DEMAND);
-}
-
 /* The bulkInsert for offer c; 0 once sent. */
-static int send_insert(struct set_op *op, const struct offer *c)
+static int send_insert(struct set_op *op, const struct tm_gcp_offer *c)
 {
     struct tm_gcp_provider *gp = op->gp;
-    const struct tm_gcp_pool *pool = tm_gcp_pool_find(gp, op->pool);
+    const struct tm_provider_pool *pool = tm_gcp_pool_find(gp, op->pool);
     char cl[64], pl[64], sk[64], rid[37];
     const char **names;
     struct tm_gce_kv labels[4], meta[4];
@@ -435,7 +397,7 @@ static int send_insert(struct set_op *op, const struct offer *c)
 static int next_insert(struct set_op *op)
 {
     for (size_t i = 0; i < op->ncand; i++) {
-        struct offer *c = &op->cand[i];
+        struct tm_gcp_offer *c = &op->cand[i];
 
         if (c->tried || tm_gcp_short_has(op->gp, op->type, c->zone, c->capacity))
             continue;
@@ -628,7 +590,7 @@ static void start_tag(struct set_op *op)
 /* The find's listing is complete. */
 static void found(struct set_op *op)
 {
-    size_t have = members_found(op);
+    size_t have = members_found(op), longest = 0;
     int r;
 
     if (have == op->n) {
@@ -653,13 +615,16 @@ static void found(struct set_op *op)
             release(op, r);
         return;
     }
-    plan_offers(op);
+    for (size_t i = 0; i < op->n; i++)
+        if (strlen(op->m[i].name) > longest)
+            longest = strlen(op->m[i].name);
+    op->ncand = tm_gcp_plan_offers(op->gp, op->pool, op->zone, op->capacity, longest, op->cand);
     insert_or_fail(op, TM_EQUOTA);
 }
 
 static void inserted(struct set_op *op, int status, const struct tm_gce_reply *reply)
 {
-    const struct offer *c = &op->cand[op->cur];
+    const struct tm_gcp_offer *c = &op->cand[op->cur];
     int r;
 
     if (status == 0 || status == TM_ECONFLICT) {
@@ -687,7 +652,7 @@ static void inserted(struct set_op *op, int status, const struct tm_gce_reply *r
 /* The listing after a bulkInsert is complete. */
 static void listed(struct set_op *op)
 {
-    const struct offer *c = &op->cand[op->cur];
+    const struct tm_gcp_offer *c = &op->cand[op->cur];
     size_t have = members_found(op);
 
     snprintf(op->set_zone, sizeof(op->set_zone), "%s", c->zone);

@@ -21,7 +21,6 @@
 #include "providers/common/settings.h"
 #include "providers/gcp/gcp_internal.h"
 
-#define CAND_MAX 64
 #define LIST_MAX_PAGES 10000
 #define DEFAULT_IMAGE "projects/debian-cloud/global/images/family/debian-12"
 #define PREEMPTED_FILTER "operationType = \"compute.instances.preempted\""
@@ -29,12 +28,6 @@
 static const struct tm_provider_ops gcp_ops;
 
 enum launch_step { STEP_FIND, STEP_INSERT };
-
-struct candidate {
-    char zone[TM_ID_MAX];
-    enum tm_capacity_type capacity;
-    bool tried;
-};
 
 struct check_item {               /* validate: one zone or one machine type */
     size_t pool;
@@ -59,7 +52,7 @@ struct gcp_op {
     enum tm_capacity_type capacity;
     char *bootstrap;
     size_t bootstrap_len;
-    struct candidate cand[CAND_MAX];
+    struct tm_gcp_offer cand[TM_GCP_OFFER_MAX];
     size_t ncand, cur;
     unsigned relaunches;
     /* list */
@@ -107,51 +100,22 @@ const char *tm_gcp_gpu_model(const char *acc)
 
 /* ---- shortage memory ---------------------------------------------------- */
 
-static struct tm_gcp_shortage *short_find(struct tm_gcp_provider *gp, const char *type, const char *zone,
-                                   enum tm_capacity_type capacity)
+static bool short_find(struct tm_gcp_provider *gp, const char *type, const char *zone,
+                       enum tm_capacity_type capacity)
 {
-    uint64_t now = uv_now(gp->loop);
-
-    for (size_t i = 0; i < TM_GCP_SHORT_MAX; i++) {
-        struct tm_gcp_shortage *s = &gp->shorts[i];
-
-        if (s->until > now && s->capacity == capacity && strcmp(s->type, type) == 0 &&
-            strcmp(s->zone, zone) == 0)
-            return s;
-    }
-    return NULL;
+    return tm_shortages_has(&gp->shorts, uv_now(gp->loop), type, zone, capacity);
 }
 
 static void short_note(struct tm_gcp_provider *gp, const char *type, const char *zone,
                        enum tm_capacity_type capacity, const char *code)
 {
-    uint64_t now = uv_now(gp->loop);
-    struct tm_gcp_shortage *s = short_find(gp, type, zone, capacity);
-
-    if (!s) {
-        s = &gp->shorts[0];
-        for (size_t i = 0; i < TM_GCP_SHORT_MAX; i++) {
-            if (gp->shorts[i].until <= now) {
-                s = &gp->shorts[i];
-                break;
-            }
-            if (gp->shorts[i].until < s->until)
-                s = &gp->shorts[i];
-        }
-        snprintf(s->type, sizeof(s->type), "%s", type);
-        snprintf(s->zone, sizeof(s->zone), "%s", zone);
-        s->capacity = capacity;
-    }
-    s->until = now + gp->shortage_ttl_ms;
-    tm_log_info("gcp capacity short, remembered", "provider=%s type=%s zone=%s market=%s code=%s "
-                "for_s=%llu", gp->name, type, zone, tm_capacity_type_name(capacity),
-                code && *code ? code : "-", (unsigned long long)(gp->shortage_ttl_ms / 1000));
+    tm_shortages_note(&gp->shorts, uv_now(gp->loop), type, zone, capacity, code);
 }
 
 bool tm_gcp_short_has(struct tm_gcp_provider *gp, const char *type, const char *zone,
                       enum tm_capacity_type capacity)
 {
-    return short_find(gp, type, zone, capacity) != NULL;
+    return short_find(gp, type, zone, capacity);
 }
 
 void tm_gcp_short_note(struct tm_gcp_provider *gp, const char *type, const char *zone,
@@ -163,7 +127,7 @@ void tm_gcp_short_note(struct tm_gcp_provider *gp, const char *type, const char 
 bool tm_gcp_provider_is_short(struct tm_provider *p, const char *type, const char *zone,
                               enum tm_capacity_type capacity)
 {
-    return short_find(impl(p), type, zone, capacity) != NULL;
+    return short_find(impl(p), type, zone, capacity);
 }
 
 struct tm_gce *tm_gcp_provider_gce(struct tm_provider *p)
@@ -173,12 +137,9 @@ struct tm_gce *tm_gcp_provider_gce(struct tm_provider *p)
 
 /* ---- launch ------------------------------------------------------------- */
 
-const struct tm_gcp_pool *tm_gcp_pool_find(const struct tm_gcp_provider *gp, const char *name)
+const struct tm_provider_pool *tm_gcp_pool_find(const struct tm_gcp_provider *gp, const char *name)
 {
-    for (size_t i = 0; i < gp->npools; i++)
-        if (strcmp(gp->pools[i].name, name) == 0)
-            return &gp->pools[i];
-    return NULL;
+    return tm_provider_pool_find(gp->pools, gp->npools, name);
 }
 
 static void launch_deliver(struct gcp_op *op, int status, const struct tm_instance *inst)
@@ -187,32 +148,37 @@ static void launch_deliver(struct gcp_op *op, int status, const struct tm_instan
     op_free(op);
 }
 
-static void add_candidates(struct gcp_op *op, enum tm_capacity_type capacity)
+static size_t add_offers(const struct tm_provider_pool *pool, const char *zone,
+                         enum tm_capacity_type capacity, size_t name_len, struct tm_gcp_offer *out,
+                         size_t n)
 {
-    const struct tm_gcp_pool *pool = tm_gcp_pool_find(op->gp, op->pool);
-    size_t nz = op->zone[0] ? 1 : pool ? pool->nzones : 0;
+    size_t nz = zone[0] ? 1 : pool ? pool->nzones : 0;
 
-    for (size_t i = 0; i < nz && op->ncand < CAND_MAX; i++) {
-        const char *zone = op->zone[0] ? op->zone : pool->zones[i];
-        struct candidate *c = &op->cand[op->ncand];
+    for (size_t i = 0; i < nz && n < TM_GCP_OFFER_MAX; i++) {
+        const char *z = zone[0] ? zone : pool->zones[i];
 
-        if (strlen(zone) + 1 + strlen(op->name) >= TM_ID_MAX ||
-            short_find(op->gp, op->type, zone, capacity))
+        if (strlen(z) + 1 + name_len >= TM_ID_MAX)
             continue;
-        snprintf(c->zone, sizeof(c->zone), "%s", zone);
-        c->capacity = capacity;
-        c->tried = false;
-        op->ncand++;
+        snprintf(out[n].zone, sizeof(out[n].zone), "%s", z);
+        out[n].capacity = capacity;
+        out[n].tried = false;
+        n++;
     }
+    return n;
 }
 
-static void plan_candidates(struct gcp_op *op)
+size_t tm_gcp_plan_offers(const struct tm_gcp_provider *gp, const char *pool, const char *zone,
+                          enum tm_capacity_type capacity, size_t name_len,
+                          struct tm_gcp_offer out[TM_GCP_OFFER_MAX])
 {
-    op->ncand = 0;
-    if (op->capacity != TM_CAPACITY_ON_DEMAND)
-        add_candidates(op, TM_CAPACITY_SPOT);
-    if (op->capacity != TM_CAPACITY_SPOT)
-        add_candidates(op, TM_CAPACITY_ON_DEMAND);
+    const struct tm_provider_pool *p = tm_gcp_pool_find(gp, pool);
+    size_t n = 0;
+
+    if (capacity != TM_CAPACITY_ON_DEMAND)
+        n = add_offers(p, zone, TM_CAPACITY_SPOT, name_len, out, n);
+    if (capacity != TM_CAPACITY_SPOT)
+        n = add_offers(p, zone, TM_CAPACITY_ON_DEMAND, name_len, out, n);
+    return n;
 }
 
 static void on_launch_step(int status, const struct tm_gce_reply *reply, void *data);
@@ -240,9 +206,9 @@ static int start_find(struct gcp_op *op)
 static int start_next(struct gcp_op *op)
 {
     struct tm_gcp_provider *gp = op->gp;
-    const struct tm_gcp_pool *pool = tm_gcp_pool_find(gp, op->pool);
+    const struct tm_provider_pool *pool = tm_gcp_pool_find(gp, op->pool);
     char cl[64], pl[64], tk[64], nd[24], rid[37];
-    struct candidate *c = NULL;
+    struct tm_gcp_offer *c = NULL;
     struct tm_gce_kv labels[4], meta[4];
     size_t nmeta = 0;
     char *body = NULL, *url;
@@ -318,12 +284,12 @@ static void continue_or_fail(struct gcp_op *op, int status)
 
 static void made(struct gcp_op *op, struct tm_instance *inst)
 {
-    const struct candidate *c = &op->cand[op->cur];
+    const struct tm_gcp_offer *c = &op->cand[op->cur];
 
     char id[2 * TM_ID_MAX + 2];
 
     memset(inst, 0, sizeof(*inst));
-    /* add_candidates() kept only zones for which zone/name fits. */
+    /* tm_gcp_plan_offers() kept only zones for which zone/name fits. */
     snprintf(id, sizeof(id), "%s/%s", c->zone, op->name);
     memcpy(inst->id, id, strnlen(id, TM_ID_MAX - 1));
     snprintf(inst->token, sizeof(inst->token), "%s", op->token);
@@ -373,7 +339,8 @@ static void on_launch_step(int status, const struct tm_gce_reply *reply, void *d
             launch_deliver(op, 0, found);
             return;
         }
-        plan_candidates(op);
+        op->ncand = tm_gcp_plan_offers(op->gp, op->pool, op->zone, op->capacity, strlen(op->name),
+                                       op->cand);
         continue_or_fail(op, TM_EQUOTA);
         return;
     }
@@ -737,7 +704,7 @@ static void on_validate(int status, const struct tm_gce_reply *reply, void *data
 {
     struct gcp_op *op = data;
     const struct check_item *ck = &op->checks[op->check_i];
-    const struct tm_gcp_pool *pool = &op->gp->pools[ck->pool];
+    const struct tm_provider_pool *pool = &op->gp->pools[ck->pool];
     char reason[512];
     int r;
 
@@ -830,7 +797,7 @@ int tm_gcp_validate_pools(struct tm_provider *p, tm_gcp_validate_cb cb, void *da
     op->cb.validate = cb;
     op->data = data;
     for (size_t i = 0; i < gp->npools; i++) {
-        const struct tm_gcp_pool *pl = &gp->pools[i];
+        const struct tm_provider_pool *pl = &gp->pools[i];
 
         for (size_t z = 0; z < pl->nzones; z++)
             op->checks[op->nchecks++] = (struct check_item){i, pl->zones[z], NULL};
@@ -856,33 +823,11 @@ static void strv_free(char **v, size_t n)
 
 static void provider_free(struct tm_gcp_provider *gp)
 {
-    for (size_t i = 0; i < gp->npools; i++) {
-        strv_free(gp->pools[i].zones, gp->pools[i].nzones);
-        strv_free(gp->pools[i].types, gp->pools[i].ntypes);
-        free(gp->pools[i].name);
-        free(gp->pools[i].gpu_model);
-    }
-    free(gp->pools);
-    for (size_t i = 0; i < gp->ntypes; i++) {
-        free(gp->types[i].name);
-        free(gp->types[i].gpu_model);
-    }
-    free(gp->types);
+    tm_provider_pools_free(gp->pools, gp->npools);
+    tm_provider_types_free(gp->types, gp->ntypes);
     strv_free(gp->spot_zones, gp->nspot_zones);
     free(gp->image);
     free(gp);
-}
-
-static char **strv_dup(char *const *v, size_t n)
-{
-    char **out = calloc(n ? n : 1, sizeof(*out));
-
-    for (size_t i = 0; out && i < n; i++)
-        if (!(out[i] = strdup(v[i]))) {
-            strv_free(out, i);
-            return NULL;
-        }
-    return out;
 }
 
 /* A GCE resource name: [a-z]([-a-z0-9]{0,61}[a-z0-9])?. */
@@ -901,24 +846,14 @@ static bool resource_name_ok(const char *s)
 static int copy_config(struct tm_gcp_provider *gp, const struct tm_config *cfg,
                        const struct tm_config_provider *prov)
 {
-    size_t n = 0, nz = 0;
+    size_t nz = 0;
+    int r = tm_provider_pools_copy(cfg, prov->name, &gp->pools, &gp->npools);
 
-    for (size_t i = 0; i < cfg->npools; i++)
-        if (cfg->pools[i].provider && strcmp(cfg->pools[i].provider, prov->name) == 0) {
-            n++;
-            nz += cfg->pools[i].nzones;
-        }
-    gp->pools = calloc(n ? n : 1, sizeof(*gp->pools));
-    gp->spot_zones = calloc(nz ? nz : 1, sizeof(*gp->spot_zones));
-    gp->types = calloc(prov->ntypes ? prov->ntypes : 1, sizeof(*gp->types));
-    if (!gp->pools || !gp->spot_zones || !gp->types)
-        return TM_ENOMEM;
-    for (size_t i = 0; i < cfg->npools; i++) {
-        const struct tm_config_pool *src = &cfg->pools[i];
-        struct tm_gcp_pool *dst;
+    if (r < 0 || (r = tm_provider_types_copy(prov, &gp->types, &gp->ntypes)) < 0)
+        return r;
+    for (size_t i = 0; i < gp->npools; i++) {
+        const struct tm_config_pool *src = &cfg->pools[gp->pools[i].index];
 
-        if (!src->provider || strcmp(src->provider, prov->name) != 0)
-            continue;
         /* On GCP placement_group names a compact resource policy
          * (groupPlacementPolicy COLLOCATED) in the region, which a gang's
          * bulkInsert lists in resourcePolicies by name.  Whether it exists
@@ -928,36 +863,27 @@ static int copy_config(struct tm_gcp_provider *gp, const struct tm_config *cfg,
             !resource_name_ok(src->placement_group)) {
             tm_log_error("could not create gcp provider: pools[].placement_group is not a "
                          "resource policy name ([a-z]([-a-z0-9]{0,61}[a-z0-9])?)",
-                         "provider=%s field=pools[%zu].placement_group", prov->name, i);
+                         "provider=%s field=pools[%zu].placement_group", prov->name,
+                         gp->pools[i].index);
             return TM_EINVAL;
         }
-        dst = &gp->pools[gp->npools++];
-        dst->name = strdup(src->name);
-        dst->gpu_model = strdup(src->gpu_model ? src->gpu_model : "");
-        dst->gpus = src->gpus_per_node;
-        dst->zones = strv_dup(src->zones, src->nzones);
-        dst->nzones = dst->zones ? src->nzones : 0;
-        dst->types = strv_dup(src->instance_types, src->ninstance_types);
-        dst->ntypes = dst->types ? src->ninstance_types : 0;
-        dst->spot = src->capacity_type && strcmp(src->capacity_type, "on_demand") != 0;
-        if (!dst->name || !dst->gpu_model || !dst->zones || !dst->types)
-            return TM_ENOMEM;
-        for (size_t z = 0; dst->spot && z < dst->nzones; z++) {
+        nz += gp->pools[i].nzones;
+    }
+    /* The zones whose preemptions the listing reads: every spot pool's. */
+    gp->spot_zones = calloc(nz ? nz : 1, sizeof(*gp->spot_zones));
+    if (!gp->spot_zones)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < gp->npools; i++) {
+        const struct tm_provider_pool *pl = &gp->pools[i];
+
+        for (size_t z = 0; pl->spot && z < pl->nzones; z++) {
             bool have = false;
 
             for (size_t k = 0; k < gp->nspot_zones; k++)
-                have = have || strcmp(gp->spot_zones[k], dst->zones[z]) == 0;
-            if (!have && !(gp->spot_zones[gp->nspot_zones++] = strdup(dst->zones[z])))
+                have = have || strcmp(gp->spot_zones[k], pl->zones[z]) == 0;
+            if (!have && !(gp->spot_zones[gp->nspot_zones++] = strdup(pl->zones[z])))
                 return TM_ENOMEM;
         }
-    }
-    for (size_t i = 0; i < prov->ntypes; i++) {
-        gp->types[i] = prov->types[i];
-        gp->types[i].name = strdup(prov->types[i].name);
-        gp->types[i].gpu_model = strdup(prov->types[i].gpu_model ? prov->types[i].gpu_model : "");
-        gp->ntypes++;
-        if (!gp->types[i].name || !gp->types[i].gpu_model)
-            return TM_ENOMEM;
     }
     return 0;
 }
@@ -1055,7 +981,7 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     snprintf(gp->name, sizeof(gp->name), "%s", prov->name);
     snprintf(gp->cluster, sizeof(gp->cluster), "%s", cfg->cluster);
     gp->page_size = opts->list_page_size > 0 ? opts->list_page_size : 500;
-    gp->shortage_ttl_ms = opts->shortage_ttl_ms ? opts->shortage_ttl_ms : 10 * 60 * 1000;
+    tm_shortages_init(&gp->shorts, "gcp", "type", gp->name, opts->shortage_ttl_ms);
     gp->max_relaunch = 3;
     image = opts->image ? opts->image : prov->image_id ? prov->image_id : getenv("TARMAC_GCP_IMAGE");
     gp->image = strdup(image && *image ? image : DEFAULT_IMAGE);
