@@ -1161,20 +1161,10 @@ static int aws_price(struct tm_provider *p, const char *instance_type, const cha
 
     if (!instance_type || !ret_uusd_per_hour)
         return TM_EINVAL;
-    for (size_t i = 0; i < ap->ntypes; i++) {
-        const struct tm_config_instance_type *t = &ap->types[i];
-
-        if (strcmp(t->name, instance_type) != 0)
-            continue;
-        if (capacity == TM_CAPACITY_ON_DEMAND && t->on_demand_uusd_per_hour > 0) {
-            *ret_uusd_per_hour = t->on_demand_uusd_per_hour;
-            return 0;
-        }
-        if (capacity == TM_CAPACITY_SPOT && t->spot_uusd_per_hour > 0) {
-            *ret_uusd_per_hour = t->spot_uusd_per_hour;
-            return 0;
-        }
-    }
+    if (tm_provider_types_price(ap->types, ap->ntypes, instance_type, capacity,
+                                ret_uusd_per_hour) == 0)
+        return 0;
+    /* No configured spot price: the latest spot price history read. */
     if (capacity != TM_CAPACITY_SPOT)
         return TM_ENOTFOUND;
     for (size_t i = 0; i < ap->nprices; i++) {

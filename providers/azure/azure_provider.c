@@ -685,21 +685,8 @@ static int azure_price(struct tm_provider *p, const char *instance_type, const c
     (void)zone;
     if (!instance_type || !ret_uusd_per_hour)
         return TM_EINVAL;
-    for (size_t i = 0; i < ap->ntypes; i++) {
-        const struct tm_config_instance_type *t = &ap->types[i];
-
-        if (strcmp(t->name, instance_type) != 0)
-            continue;
-        if (capacity == TM_CAPACITY_SPOT && t->spot_uusd_per_hour > 0) {
-            *ret_uusd_per_hour = t->spot_uusd_per_hour;
-            return 0;
-        }
-        if (capacity != TM_CAPACITY_SPOT && t->on_demand_uusd_per_hour > 0) {
-            *ret_uusd_per_hour = t->on_demand_uusd_per_hour;
-            return 0;
-        }
-    }
-    return TM_ENOTFOUND;
+    return tm_provider_types_price(ap->types, ap->ntypes, instance_type, capacity,
+                                   ret_uusd_per_hour);
 }
 
 /* ---- create / close ----------------------------------------------------- */

@@ -109,3 +109,20 @@ int tm_provider_types_copy(const struct tm_config_provider *prov,
     }
     return 0;
 }
+
+int tm_provider_types_price(const struct tm_config_instance_type *types, size_t n,
+                            const char *type, enum tm_capacity_type capacity, int64_t *ret)
+{
+    for (size_t i = 0; type && i < n; i++) {
+        const struct tm_config_instance_type *t = &types[i];
+        int64_t uusd = capacity == TM_CAPACITY_ON_DEMAND ? t->on_demand_uusd_per_hour
+                       : capacity == TM_CAPACITY_SPOT    ? t->spot_uusd_per_hour
+                                                         : 0;
+
+        if (strcmp(t->name, type) == 0 && uusd > 0) {
+            *ret = uusd;
+            return 0;
+        }
+    }
+    return TM_ENOTFOUND;
+}

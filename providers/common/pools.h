@@ -9,8 +9,10 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "core/config.h"
+#include "core/model.h"
 
 /* A config pool that names this provider. */
 struct tm_provider_pool {
@@ -40,5 +42,12 @@ const struct tm_provider_pool *tm_provider_pool_find(const struct tm_provider_po
 int tm_provider_types_copy(const struct tm_config_provider *prov,
                            struct tm_config_instance_type **ret, size_t *ret_n);
 void tm_provider_types_free(struct tm_config_instance_type *types, size_t n);
+
+/* The configured price of type on demand or on spot, in micro-dollars per
+ * hour: 0 and *ret, or TM_ENOTFOUND when the type is not configured, has no
+ * price on that market, or capacity is neither (spot_then_on_demand has
+ * two prices). */
+int tm_provider_types_price(const struct tm_config_instance_type *types, size_t n,
+                            const char *type, enum tm_capacity_type capacity, int64_t *ret);
 
 #endif

@@ -671,21 +671,7 @@ static int gcp_price(struct tm_provider *p, const char *instance_type, const cha
     (void)zone;
     if (!instance_type || !ret)
         return TM_EINVAL;
-    for (size_t i = 0; i < gp->ntypes; i++) {
-        const struct tm_config_instance_type *t = &gp->types[i];
-
-        if (strcmp(t->name, instance_type) != 0)
-            continue;
-        if (capacity == TM_CAPACITY_ON_DEMAND && t->on_demand_uusd_per_hour > 0) {
-            *ret = t->on_demand_uusd_per_hour;
-            return 0;
-        }
-        if (capacity == TM_CAPACITY_SPOT && t->spot_uusd_per_hour > 0) {
-            *ret = t->spot_uusd_per_hour;
-            return 0;
-        }
-    }
-    return TM_ENOTFOUND;
+    return tm_provider_types_price(gp->types, gp->ntypes, instance_type, capacity, ret);
 }
 
 /* ---- validate ----------------------------------------------------------- */

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "core/err.h"
 #include "providers/common/pools.h"
 
 static void copies_own_pools_only(void **state)
@@ -75,6 +76,20 @@ static void copies_types(void **state)
     assert_int_equal(out[0].on_demand_uusd_per_hour, 32770000);
     assert_int_equal(out[0].memory_mib, 1152 * 1024);
     assert_string_equal(out[1].gpu_model, "");
+
+    int64_t uusd = 0;
+    assert_int_equal(tm_provider_types_price(out, n, "p4d.24xlarge", TM_CAPACITY_ON_DEMAND, &uusd), 0);
+    assert_int_equal(uusd, 32770000);
+    /* No spot price configured, a type not configured, two markets. */
+    assert_int_equal(tm_provider_types_price(out, n, "p4d.24xlarge", TM_CAPACITY_SPOT, &uusd),
+                     TM_ENOTFOUND);
+    assert_int_equal(tm_provider_types_price(out, n, "p5.48xlarge", TM_CAPACITY_ON_DEMAND, &uusd),
+                     TM_ENOTFOUND);
+    assert_int_equal(tm_provider_types_price(out, n, "p4d.24xlarge", TM_CAPACITY_SPOT_THEN_ON_DEMAND,
+                                             &uusd), TM_ENOTFOUND);
+    out[0].spot_uusd_per_hour = 9831000;
+    assert_int_equal(tm_provider_types_price(out, n, "p4d.24xlarge", TM_CAPACITY_SPOT, &uusd), 0);
+    assert_int_equal(uusd, 9831000);
     tm_provider_types_free(out, n);
 }
 
