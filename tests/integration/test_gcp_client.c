@@ -29,10 +29,9 @@
 #include "core/err.h"
 #include "providers/gcp/gce.h"
 #include "providers/gcp/gcp_auth.h"
+#include "tests/lib/gcp_fake_proc.h"
 
-static pid_t fake_pid;
-static int fake_port;
-static char dir[256], key_path[300], other_path[300];
+static char other_path[300];
 
 static void sh(const char *cmd)
 {
@@ -45,53 +44,23 @@ static void control(const char *json)
     char cmd[1024];
 
     snprintf(cmd, sizeof(cmd), "curl -s -o /dev/null -X POST --data '%s' "
-             "http://127.0.0.1:%d/__fake/control", json, fake_port);
+             "http://127.0.0.1:%d/__fake/control", json, gcp_fake.port);
     sh(cmd);
 }
 
 static int setup(void **state)
 {
-    char cmd[4096], line[128];
-    FILE *f;
-
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/tarmac-gcpclient.%d", (int)getpid());
-    snprintf(key_path, sizeof(key_path), "%s/key.json", dir);
-    snprintf(other_path, sizeof(other_path), "%s/other.json", dir);
-    snprintf(cmd, sizeof(cmd), "mkdir -p %s && python3 %s/tests/lib/gcp_fake.py make-key %s "
-             "c@tarmac-test.iam.gserviceaccount.com tarmac-test && python3 %s/tests/lib/gcp_fake.py "
-             "make-key %s c@tarmac-test.iam.gserviceaccount.com tarmac-test", dir, TM_SOURCE_DIR,
-             key_path, TM_SOURCE_DIR, other_path);
-    sh(cmd);
-    snprintf(cmd, sizeof(cmd), "python3 %s/tests/lib/gcp_fake.py --key %s --token-ttl 3 "
-             ">%s/fake.out 2>%s/fake.err & echo $!", TM_SOURCE_DIR, key_path, dir, dir);
-    f = popen(cmd, "r");
-    if (!f || !fgets(line, sizeof(line), f))
+    if (gcp_fake_start("gcpclient", "--token-ttl 3") < 0)
         return -1;
-    pclose(f);
-    fake_pid = (pid_t)atoi(line);
-    for (int i = 0; i < 100 && !fake_port; i++) {
-        snprintf(cmd, sizeof(cmd), "%s/fake.out", dir);
-        f = fopen(cmd, "r");
-        while (f && fgets(line, sizeof(line), f))
-            if (strncmp(line, "GCP_FAKE_PORT=", 14) == 0)
-                fake_port = atoi(line + 14);
-        if (f)
-            fclose(f);
-        usleep(100000);
-    }
-    return fake_port ? 0 : -1;
+    /* Another key of the same account, which the fake does not know. */
+    return gcp_fake_make_key("other.json", other_path, sizeof(other_path));
 }
 
 static int teardown(void **state)
 {
-    char cmd[512];
-
     (void)state;
-    if (fake_pid > 0)
-        kill(fake_pid, SIGKILL);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    (void)system(cmd);
+    gcp_fake_stop();
     return 0;
 }
 
@@ -157,9 +126,9 @@ static void test_tokens(void **state)
     bool closed = false;
 
     (void)state;
-    assert_int_equal(tm_gcp_key_load(key_path, &key, err, sizeof(err)), 0);
+    assert_int_equal(tm_gcp_key_load(gcp_fake.key_path, &key, err, sizeof(err)), 0);
     assert_int_equal(tm_gcp_key_load(other_path, &other, err, sizeof(err)), 0);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/token", fake_port);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/token", gcp_fake.port);
     o.token_url = url;
     o.key = &key;
     uv_loop_init(&loop);
@@ -201,7 +170,7 @@ static void test_tokens(void **state)
         char md[128];
         struct tm_gcp_token_options mo = {.source = TM_GCP_TOKEN_METADATA};
 
-        snprintf(md, sizeof(md), "http://127.0.0.1:%d", fake_port);
+        snprintf(md, sizeof(md), "http://127.0.0.1:%d", gcp_fake.port);
         mo.metadata_url = md;
         closed = false;
         assert_int_equal(tm_http_create(&loop, &http), 0);
@@ -264,9 +233,9 @@ static void test_client(void **state)
     bool closed = false;
 
     (void)state;
-    assert_int_equal(tm_gcp_key_load(key_path, &key, err, sizeof(err)), 0);
-    snprintf(url, sizeof(url), "http://127.0.0.1:%d/token", fake_port);
-    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d/compute/v1", fake_port);
+    assert_int_equal(tm_gcp_key_load(gcp_fake.key_path, &key, err, sizeof(err)), 0);
+    snprintf(url, sizeof(url), "http://127.0.0.1:%d/token", gcp_fake.port);
+    snprintf(ep, sizeof(ep), "http://127.0.0.1:%d/compute/v1", gcp_fake.port);
     o.endpoint = ep;
     o.project = "tarmac-test";
     o.auth = (struct tm_gcp_token_options){.source = TM_GCP_TOKEN_KEY, .key = &key,

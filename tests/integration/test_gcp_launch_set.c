@@ -34,12 +34,9 @@
 #include "core/err.h"
 #include "providers/gcp/gcp_provider.h"
 #include "providers/provider.h"
+#include "tests/lib/gcp_fake_proc.h"
 
 #define TYPE "a2-highgpu-8g"
-
-static pid_t fake_pid;
-static int fake_port;
-static char dir[256], key_path[300];
 
 static void sh(const char *cmd)
 {
@@ -52,7 +49,7 @@ static void control(const char *json)
     char cmd[1024];
 
     snprintf(cmd, sizeof(cmd), "curl -s -o /dev/null -X POST --data '%s' "
-             "http://127.0.0.1:%d/__fake/control", json, fake_port);
+             "http://127.0.0.1:%d/__fake/control", json, gcp_fake.port);
     sh(cmd);
 }
 
@@ -63,7 +60,7 @@ static long fake_value(const char *expr)
     FILE *f;
 
     snprintf(cmd, sizeof(cmd), "curl -s http://127.0.0.1:%d/__fake/state | python3 -c '"
-             "import json, sys; d = json.load(sys.stdin); print(int(%s))'", fake_port, expr);
+             "import json, sys; d = json.load(sys.stdin); print(int(%s))'", gcp_fake.port, expr);
     f = popen(cmd, "r");
     assert_non_null(f);
     if (!fgets(line, sizeof(line), f))
@@ -76,44 +73,14 @@ static long fake_value(const char *expr)
 
 static int setup(void **state)
 {
-    char cmd[4096], line[128];
-    FILE *f;
-
     (void)state;
-    snprintf(dir, sizeof(dir), "/tmp/tarmac-gcpset.%d", (int)getpid());
-    snprintf(key_path, sizeof(key_path), "%s/key.json", dir);
-    snprintf(cmd, sizeof(cmd), "mkdir -p %s && python3 %s/tests/lib/gcp_fake.py make-key %s "
-             "c@tarmac-test.iam.gserviceaccount.com tarmac-test", dir, TM_SOURCE_DIR, key_path);
-    sh(cmd);
-    snprintf(cmd, sizeof(cmd), "python3 %s/tests/lib/gcp_fake.py --key %s --op-delay-ms 50 "
-             ">%s/fake.out 2>%s/fake.err & echo $!", TM_SOURCE_DIR, key_path, dir, dir);
-    f = popen(cmd, "r");
-    if (!f || !fgets(line, sizeof(line), f))
-        return -1;
-    pclose(f);
-    fake_pid = (pid_t)atoi(line);
-    for (int i = 0; i < 100 && !fake_port; i++) {
-        snprintf(cmd, sizeof(cmd), "%s/fake.out", dir);
-        f = fopen(cmd, "r");
-        while (f && fgets(line, sizeof(line), f))
-            if (strncmp(line, "GCP_FAKE_PORT=", 14) == 0)
-                fake_port = atoi(line + 14);
-        if (f)
-            fclose(f);
-        usleep(100000);
-    }
-    return fake_port ? 0 : -1;
+    return gcp_fake_start("gcpset", "--op-delay-ms 50");
 }
 
 static int teardown(void **state)
 {
-    char cmd[512];
-
     (void)state;
-    if (fake_pid > 0)
-        kill(fake_pid, SIGKILL);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    (void)system(cmd);
+    gcp_fake_stop();
     return 0;
 }
 
@@ -182,7 +149,7 @@ static void env_open(struct env *e, const char *placement)
         "  - {name: od, provider: g, zones: [us-central1-a, us-central1-b],"
         " instance_types: [" TYPE "], gpu_model: A100, gpus_per_node: 8,"
         " capacity_type: on_demand, max_nodes: 8, placement_group: %s}\n",
-        fake_port, fake_port, key_path, placement);
+        gcp_fake.port, gcp_fake.port, gcp_fake.key_path, placement);
     assert_true(n > 0 && (size_t)n < sizeof(yaml));
     assert_int_equal(uv_loop_init(&e->loop), 0);
     if (tm_config_load_string(yaml, strlen(yaml), "set.yaml", &e->cfg, err, sizeof(err)) != 0)
@@ -383,7 +350,7 @@ static void test_placement_checked_at_load(void **state)
         "pools:\n"
         "  - {name: od, provider: g, zones: [us-central1-a], instance_types: [" TYPE "],"
         " gpu_model: A100, gpus_per_node: 8, max_nodes: 2, placement_group: Compact_1}\n",
-        fake_port, key_path);
+        gcp_fake.port, gcp_fake.key_path);
     assert_int_equal(uv_loop_init(&loop), 0);
     assert_int_equal(tm_config_load_string(yaml, strlen(yaml), "bad.yaml", &cfg, err, sizeof(err)),
                      0);
