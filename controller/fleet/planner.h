@@ -212,6 +212,10 @@ struct tm_planner_params {
     /* A job that has started this many attempts is not restarted again
      * (0: TM_PLANNER_RESTART_ATTEMPTS_MAX), so nothing restarts forever. */
     int32_t restart_attempts_max;
+    /* A queued job (without a deadline) that fits the room running work
+     * is expected to free within boot_ms waits for it instead of a
+     * launch: a new node would not start it sooner. */
+    bool wait_for_ends;
 };
 
 #define TM_PLANNER_RESTART_ATTEMPTS_MAX 3
