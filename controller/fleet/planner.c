@@ -1267,7 +1267,6 @@ static void run_releases(struct run *r)
         if (!x)
             break;
         x->node = best;
-        r->rooms[best].usable = false; /* no restart moves work onto it */
         r->pool_count[p]--;
         if (!n->cordoned)
             r->pool_gpus[p] -= g;
@@ -1323,18 +1322,13 @@ int tm_planner_run(const struct tm_planner_input *in, struct tm_planner_result *
         r.a.err = err;
         goto out;
     }
-    /* Idle releases before restarts: when the disruption budget binds,
-     * it goes first to the sure saving (an empty node's price, nothing
-     * redone) over the estimated one (openb sizes 1-8, C: 1.2492 ->
-     * 1.2485 x lower bound, 8-GPU nodes B unchanged;
-     * bench/results/elastic-2026-12-02-c.md). */
-    run_releases(&r);
     err = run_restart(&r);
     if (err < 0) {
         r.a.err = err;
         goto out;
     }
     run_drain_oversized(&r);
+    run_releases(&r);
 
 out:
     free(r.rooms);

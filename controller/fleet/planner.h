@@ -91,7 +91,7 @@
  * restart when saved > redone.  Its jobs must fit the free room of other
  * ready nodes, none may have reached params.restart_attempts_max attempts,
  * the node must allow it (no_restart false), and it takes one from the
- * disruption budget, what the pass's idle releases left of it.  The node that saves most net of the work redone
+ * disruption budget.  The node that saves most net of the work redone
  * goes first, then the next on the room and ends that leaves, while the
  * budget lasts (at most 4 a pass, each the best of at most 64 candidates
  * fitted, taken by their most possible saving); none in a pass that moved

@@ -200,28 +200,6 @@ static void test_disruption_budget(void **state)
     tm_planner_result_release(&w.r);
 }
 
-/* The budget goes to idle releases first: with one disruption left, an
- * empty node past its grace is released and node 1 is not restarted (an
- * empty node's price is a sure saving, nothing redone).  Two left:
- * both. */
-static void test_release_before_restart(void **state)
-{
-    struct world w;
-    (void)state;
-    world(&w, H, 4 * H);
-    w.n[2] = (struct tm_planner_node){.type = 0, .ready = true, .free_whole = 8,
-                                      .idle_since_ms = NOW - H};
-    w.in.nnodes = 3;
-    w.in.params.disruption_nodes = 1;
-    assert_int_equal(restarts(&w), 0);
-    assert_int_equal(count(&w.r, TM_PLANNER_TERMINATE), 1);
-    assert_int_equal(first(&w.r, TM_PLANNER_TERMINATE)->node, 2);
-    w.in.params.disruption_nodes = 2;
-    assert_int_equal(restarts(&w), 1);
-    assert_int_equal(count(&w.r, TM_PLANNER_TERMINATE), 1);
-    tm_planner_result_release(&w.r);
-}
-
 /* The attempt counter: a job at TM_PLANNER_RESTART_ATTEMPTS_MAX attempts
  * (or the caller's cap) is not restarted again. */
 static void test_attempt_cap(void **state)
@@ -273,7 +251,6 @@ int main(void)
         cmocka_unit_test(test_target_running_longer_counts),
         cmocka_unit_test(test_no_restart_when_forbidden),
         cmocka_unit_test(test_disruption_budget),
-        cmocka_unit_test(test_release_before_restart),
         cmocka_unit_test(test_attempt_cap),
         cmocka_unit_test(test_mixed_node),
     };
