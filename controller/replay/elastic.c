@@ -656,9 +656,17 @@ static void plan_tarmac_params(struct sim *s, struct tm_planner_input *in)
      * elsewhere when that saves more than it redoes (planner.h). */
     in->params.consolidate_restart = c->consolidate_restart;
     /* Queued work that fits room expected to free within a boot waits
-     * for it instead of a launch (planner.h wait_for_ends).  Measured
-     * with the zero grace: openb B 1.1213 -> 1.1183 x floor; C
-     * 1.2468 -> 1.2492 x lower bound (bench/results/elastic-2026-12-02-c.md). */
+     * for it instead of a launch (planner.h wait_for_ends).  A bet on
+     * the estimates with a bounded loss: a running job counts as ending
+     * only while its expected time left is under a boot, and the
+     * heavy-tail rule makes that at least its time run so far, so one
+     * that overruns stops counting within a boot of run time and the
+     * launch follows.  Measured with the zero grace, tarmac: openb B
+     * 1.1213 -> 1.1183 x floor, C 1.2468 -> 1.2492 x lower bound (the
+     * one shape of eight it did not help: gpushare20/40/100, B and C,
+     * all cheaper), Helios E $83,580 -> $82,875 but its wait p99 180 ->
+     * 390 s (5% of jobs wait longer than a boot);
+     * bench/results/elastic-2026-12-02-c.md. */
     in->params.wait_for_ends = true;
     /* The forecast keeps an idle node for at most a boot: keeping it
      * longer costs more than launching again when the demand comes
