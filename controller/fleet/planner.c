@@ -554,7 +554,9 @@ static int run_backlog(struct run *r)
      * live tick has queues of 100k jobs over 10k nodes). */
     struct ask failed[2][FAILED_ASKS_MAX];
     size_t nfailed[2] = {0, 0};
-    struct room *soon = NULL;
+    struct ask failed_soon[2][FAILED_ASKS_MAX];
+    size_t nfailed_soon[2] = {0, 0};
+    struct room *soon = NULL;  /* wait_for_ends: the rooms once work ending within a boot ends */
     if (pp->wait_for_ends) {
         soon = malloc((in->nnodes + 1) * sizeof(*soon));
         if (!soon) {
@@ -616,12 +618,17 @@ static int run_backlog(struct run *r)
             /* wait_for_ends: room that running work frees within a boot
              * starts the job no later than a new node would (a deadline
              * job or a gang does not bet on estimates) */
-            bool waits = false;
-            for (int pass = od_only ? 1 : 0; pass < passes && !waits; pass++)
+            bool waits = false, hopeless = false;
+            /* these rooms only shrink too: the same shortcut */
+            for (size_t f = 0; f < nfailed_soon[od_only] && !hopeless; f++)
+                hopeless = ask_at_least(&all[k].ask, &failed_soon[od_only][f]);
+            for (int pass = od_only ? 1 : 0; pass < passes && !waits && !hopeless; pass++)
                 for (size_t i = 0; i < in->nnodes && !waits; i++)
                     if (soon[i].pool == (pass == 0 ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD) &&
                         room_fit(&soon[i], &all[k].ask, true))
                         waits = true;
+            if (!waits && !hopeless && nfailed_soon[od_only] < FAILED_ASKS_MAX)
+                failed_soon[od_only][nfailed_soon[od_only]++] = all[k].ask;
             if (waits) {
                 /* counted as held, as a launch for it would be: the
                  * forecast's headroom is not bought for it again */
