@@ -363,7 +363,12 @@ static void launch_pool(const struct tm_planner_input *in, struct acts *a, struc
             else if (z0 != zone)
                 why_fb = ", fallback: other zone (short)";
         }
-        if (type < 0 && spot && preemptible_only && pp->od_fallback) {
+        /* On-demand stands in for short spot only for queued work, not
+         * for forecast headroom: nodes bought ahead for spot demand sat
+         * idle on on-demand while spot stayed short (config I of
+         * bench/run-elastic.sh: tarmac $36,572 -> $36,189, H $37,066 ->
+         * $36,466; bench/results/elastic-2026-12-02-c.md). */
+        if (type < 0 && spot && preemptible_only && pp->od_fallback && left > 0) {
             type = tm_planner_choose_type(pr, in->spot_zone_hazard, false, total, largest, in->shortages, in->nshortages,
                                           in->now_ms, &zone);
             if (type >= 0) {
@@ -549,28 +554,88 @@ static int run_backlog(struct run *r)
      * live tick has queues of 100k jobs over 10k nodes). */
     struct ask failed[2][FAILED_ASKS_MAX];
     size_t nfailed[2] = {0, 0};
+    struct ask failed_soon[2][FAILED_ASKS_MAX];
+    size_t nfailed_soon[2] = {0, 0};
+    struct room *soon = NULL;  /* wait_for_ends: the rooms once work ending within a boot ends */
+    if (pp->wait_for_ends) {
+        soon = malloc((in->nnodes + 1) * sizeof(*soon));
+        if (!soon) {
+            free(all);
+            return TM_ENOMEM;
+        }
+        memcpy(soon, r->rooms, in->nnodes * sizeof(*soon));
+        for (size_t j = 0; j < in->njobs; j++) {
+            const struct tm_planner_job *jb = &in->jobs[j];
+            struct room *rm;
+            if (!jb->running || jb->remaining_ms > pp->boot_ms || !in->nodes[jb->node].ready)
+                continue;
+            rm = &soon[jb->node];
+            if (rm->free_cpu != INT64_MAX)
+                rm->free_cpu += jb->cpu_milli;
+            if (rm->free_mem != INT64_MAX)
+                rm->free_mem += jb->memory_mib;
+            rm->free_milli += jb->milli;
+            if (jb->gpus > 0)
+                rm->free_whole += jb->gpus;
+            else if (jb->milli > rm->free_share)
+                rm->free_share = jb->milli; /* its GPU has at least its share free */
+        }
+    }
     qsort(all, nall, sizeof(*all), cmp_item);
     for (size_t k = 0; k < nall; k++) {
         const struct tm_planner_job *jb = &in->jobs[all[k].job];
         bool od_only = !jb->preemptible || r->force_od[all[k].job] || !pp->spot;
         bool placed = false, known = false;
+        size_t placed_at = 0;
         int pool;
+        int passes = od_only || pp->od_room_for_preemptible ? 2 : 1;
         for (size_t f = 0; f < nfailed[od_only] && !known; f++)
             known = ask_at_least(&all[k].ask, &failed[od_only][f]);
         if (known)
             goto backlog;
         /* spot rooms first for preemptible work, then paid on-demand room */
-        int passes = od_only || pp->od_room_for_preemptible ? 2 : 1;
         for (int pass = od_only ? 1 : 0; pass < passes && !placed; pass++)
             for (size_t i = 0; i < in->nnodes && !placed; i++)
                 if (r->rooms[i].pool == (pass == 0 ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD) &&
-                    room_fit(&r->rooms[i], &all[k].ask, true))
+                    room_fit(&r->rooms[i], &all[k].ask, true)) {
                     placed = true;
-        if (placed)
+                    placed_at = i;
+                    /* an idle node queued work is counted on is not
+                     * released under it (the scheduler places the job
+                     * after this pass; released, it would wait a boot) */
+                    if (in->nodes[i].jobs == 0)
+                        r->skip_idle[i] = true;
+                }
+        if (placed) {
+            if (soon) /* the room taken now is not free later either */
+                (void)room_fit(&soon[placed_at], &all[k].ask, true);
             continue;
+        }
         if (nfailed[od_only] < FAILED_ASKS_MAX)
             failed[od_only][nfailed[od_only]++] = all[k].ask;
     backlog:
+        if (soon && !jb->deadline_ms && jb->gang <= 1) {
+            /* wait_for_ends: room that running work frees within a boot
+             * starts the job no later than a new node would (a deadline
+             * job or a gang does not bet on estimates) */
+            bool waits = false, hopeless = false;
+            /* these rooms only shrink too: the same shortcut */
+            for (size_t f = 0; f < nfailed_soon[od_only] && !hopeless; f++)
+                hopeless = ask_at_least(&all[k].ask, &failed_soon[od_only][f]);
+            for (int pass = od_only ? 1 : 0; pass < passes && !waits && !hopeless; pass++)
+                for (size_t i = 0; i < in->nnodes && !waits; i++)
+                    if (soon[i].pool == (pass == 0 ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD) &&
+                        room_fit(&soon[i], &all[k].ask, true))
+                        waits = true;
+            if (!waits && !hopeless && nfailed_soon[od_only] < FAILED_ASKS_MAX)
+                failed_soon[od_only][nfailed_soon[od_only]++] = all[k].ask;
+            if (waits) {
+                /* counted as held, as a launch for it would be: the
+                 * forecast's headroom is not bought for it again */
+                r->backlog_milli[od_only ? TM_PLANNER_POOL_OD : TM_PLANNER_POOL_SPOT] += all[k].milli;
+                continue;
+            }
+        }
         pool = od_only ? TM_PLANNER_POOL_OD : TM_PLANNER_POOL_SPOT;
         if (jb->gang > 1) {
             /* bought as one set by run_gang_launches, never packed */
@@ -581,6 +646,7 @@ static int run_backlog(struct run *r)
         r->items[pool][r->nitems[pool]++] = all[k];
         r->backlog_milli[pool] += all[k].milli;
     }
+    free(soon);
     free(all);
     return 0;
 }
@@ -832,7 +898,13 @@ static int run_consolidate(struct run *r)
     if (fits) {
         int64_t horizon = n->busy_until_ms - in->now_ms;
         int64_t price = type_price(t, n->spot);
-        int64_t saving = cost_of(price, horizon < pp->idle_grace_ms ? horizon : pp->idle_grace_ms);
+        /* Credited at most the grace, and at least a tick: a node left
+         * alone is released no sooner than the next pass, so a zero
+         * grace (the forecast alone keeping idle nodes) does not make
+         * every move worthless (openb G with grace 0: 1.119 -> 1.170 x
+         * floor without this; the tick, 30 s, is the grace it had). */
+        int64_t credit = pp->idle_grace_ms > pp->tick_ms ? pp->idle_grace_ms : pp->tick_ms;
+        int64_t saving = cost_of(price, horizon < credit ? horizon : credit);
         int64_t move = cost_of(price * n->used_milli / 1000 / t->gpus, pp->move_cost_ms) +
                        cost_of(price / t->gpus, n->lost_if_moved_milli_ms / 1000);
         if (horizon > pp->move_cost_ms && saving > move) {

@@ -27,8 +27,14 @@
  * 1-GPU instance when that is cheaper than an idle share of an 8-GPU one).
  * Fallback when capacity is short (tm_planner_shortage entries, remembered by
  * the caller for shortage_memory_ms): the same type in another zone, then
- * another type, then, for preemptible work only and only if od_fallback,
- * on-demand.
+ * another type, then, for queued preemptible work only and only if
+ * od_fallback, on-demand (never for the forecast's headroom alone: a node
+ * bought ahead of spot demand would idle on on-demand while spot stays
+ * short).  With wait_for_ends, a queued job (no deadline, no gang) that
+ * fits the room running work is expected to free within boot_ms (the
+ * jobs' remaining_ms) waits for it instead: a new node would not start it
+ * sooner.  That room is counted once, and the job counts as held for the
+ * headroom.
  *
  * Drain (drain_oversized).  A node whose work would fit a type of at most
  * an eighth of its GPUs gets TM_PLANNER_DRAIN: no new work, released as soon
@@ -37,7 +43,8 @@
  * large job then goes when that job ends instead of living on for a
  * stream of small ones.
  *
- * Terminate.  A node empty for idle_grace_ms is released unless the
+ * Terminate.  A node empty for idle_grace_ms is released unless queued
+ * work the backlog step fitted into its room is waiting for it, or the
  * forecast's upper quantile still needs its GPUs (hysteresis: a node is
  * launched for the upper quantile and released only below it, so demand
  * oscillating within a grace period never flaps), and never below the
@@ -212,6 +219,10 @@ struct tm_planner_params {
     /* A job that has started this many attempts is not restarted again
      * (0: TM_PLANNER_RESTART_ATTEMPTS_MAX), so nothing restarts forever. */
     int32_t restart_attempts_max;
+    /* A queued job (without a deadline) that fits the room running work
+     * is expected to free within boot_ms waits for it instead of a
+     * launch: a new node would not start it sooner. */
+    bool wait_for_ends;
 };
 
 #define TM_PLANNER_RESTART_ATTEMPTS_MAX 3

@@ -215,6 +215,9 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
      * moves and substitutions pay for themselves only past it. */
     in->params.move_cost_ms = TM_RC_MOVE_COST_MS;
     in->params.launch_use_ms = TM_RC_DEFAULT_USE_MS;
+    /* As the elastic replay's tarmac: queued work waits for room running
+     * work frees within a boot instead of a launch (planner.h). */
+    in->params.wait_for_ends = true;
 
     /* Nodes: every live node of the model's pools. */
     for (size_t ni = 0; ni < s->nnodes; ni++) {

@@ -33,9 +33,14 @@
 #define DAY_MS (24 * HOUR_MS)
 #define MONTH_MS (30 * DAY_MS)
 #define NEVER INT64_MAX
-/* tarmac's idle grace: short, because the forecast keeps the nodes demand
- * will want again (hysteresis) */
-#define TARMAC_GRACE_MS (30 * 1000)
+/* tarmac's idle grace: none, because the forecast's upper quantile keeps
+ * the nodes demand will want again (hysteresis, for at most a boot:
+ * keep_max_ms), and queued work the planner counts on an idle node keeps
+ * it (planner.c run_backlog).  30 s -> 0 measured: openb B 1.1234 ->
+ * 1.1213 x floor, C 1.2529 -> 1.2468 x lower bound (an emptied node went
+ * at the second tick, now at the first); bench/results/elastic-2026-12-02-c.md.
+ * The moves' credit stays a tick (planner.c run_consolidate). */
+#define TARMAC_GRACE_MS 0
 /* tarmac keeps a preemptible, non-checkpointable job off spot when its
  * expected loss to interruptions, hazard x estimate / 2, passes this share
  * of its work */
@@ -650,6 +655,19 @@ static void plan_tarmac_params(struct sim *s, struct tm_planner_input *in)
     /* Preemptible work that cannot checkpoint may be started over
      * elsewhere when that saves more than it redoes (planner.h). */
     in->params.consolidate_restart = c->consolidate_restart;
+    /* Queued work that fits room expected to free within a boot waits
+     * for it instead of a launch (planner.h wait_for_ends).  A bet on
+     * the estimates with a bounded loss: a running job counts as ending
+     * only while its expected time left is under a boot, and the
+     * heavy-tail rule makes that at least its time run so far, so one
+     * that overruns stops counting within a boot of run time and the
+     * launch follows.  Measured with the zero grace, tarmac: openb B
+     * 1.1213 -> 1.1183 x floor, C 1.2468 -> 1.2492 x lower bound (the
+     * one shape of eight it did not help: gpushare20/40/100, B and C,
+     * all cheaper), Helios E $83,580 -> $82,875 but its wait p99 180 ->
+     * 390 s (5% of jobs wait longer than a boot);
+     * bench/results/elastic-2026-12-02-c.md. */
+    in->params.wait_for_ends = true;
     /* The forecast keeps an idle node for at most a boot: keeping it
      * longer costs more than launching again when the demand comes
      * (ski rental).  Measured, tarmac, unlimited -> a boot: openb B
