@@ -144,15 +144,57 @@ static char *next_line(char **p)
     return s;
 }
 
+/* The rows of a trace file after its header, each with every named column. */
+struct rows {
+    char *p;                      /* the rest of the file */
+    size_t lineno;                /* of the row just read; 0 before the first */
+    struct cols c;
+    const char *path;
+};
+
+/* The next data row: 1 with its fields in f (*nf of them), 0 at the end,
+ * or < 0 with err naming the line and column.  The header row is read into
+ * rw->c on the way; quoted fields are refused (the traces have none, and a
+ * quote would be a sign of another format). */
+static int next_row(struct rows *rw, char **f, int *nf, char *err, size_t errlen)
+{
+    char *line;
+    int r;
+
+    while ((line = next_line(&rw->p))) {
+        rw->lineno++;
+        if (!*line && !*rw->p)
+            return 0;
+        if (strchr(line, '"'))
+            return fail(err, errlen, rw->path, rw->lineno, 1, "quoted fields are not supported");
+        *nf = split(line, f);
+        if (*nf < 0)
+            return fail(err, errlen, rw->path, rw->lineno, FIELDS_MAX + 1, "too many fields");
+        if (rw->lineno == 1) {
+            r = header(&rw->c, f, *nf, rw->path, err, errlen);
+            if (r < 0)
+                return r;
+            continue;
+        }
+        for (int i = 0; i < rw->c.n; i++)
+            if (rw->c.at[i] >= *nf)
+                return fail(err, errlen, rw->path, rw->lineno, *nf + 1, "missing field \"%s\"",
+                            rw->c.names[i]);
+        return 1;
+    }
+    return 0;
+}
+
 static const char *const node_cols[] = {"sn", "cpu_milli", "memory_mib", "gpu", "model"};
 enum { NC_SN, NC_CPU, NC_MEM, NC_GPU, NC_MODEL, NC_MAX };
 
 int tm_trace_load_nodes(struct tm_trace *t, const char *path, char *err, size_t errlen)
 {
-    char *buf = NULL, *p, *line, *f[FIELDS_MAX];
-    size_t len, lineno = 0, n = 0, cap = 0;
+    char *buf = NULL, *f[FIELDS_MAX];
+    size_t len, n = 0, cap = 0;
     struct tm_trace_node *nodes = NULL;
-    struct cols c = {.names = node_cols, .n = NC_MAX};
+    struct rows rw = {.c = {.names = node_cols, .n = NC_MAX}, .path = path};
+    const int *at = rw.c.at;
     struct tm_trace saved_models = {0};
     int r, nf;
 
@@ -161,63 +203,41 @@ int tm_trace_load_nodes(struct tm_trace *t, const char *path, char *err, size_t 
     r = tm_file_read(path, TRACE_FILE_MAX, &buf, &len, err, errlen);
     if (r < 0)
         return r;
-    p = buf;
-    while ((line = next_line(&p))) {
+    rw.p = buf;
+    while ((r = next_row(&rw, f, &nf, err, errlen)) > 0) {
         struct tm_trace_node nd = {0};
         int64_t v;
-        lineno++;
-        if (!*line && !*p)
-            break;
-        if (strchr(line, '"')) {
-            r = fail(err, errlen, path, lineno, 1, "quoted fields are not supported");
+
+        if (strlen(f[at[NC_SN]]) >= TM_TRACE_NAME_MAX) {
+            r = fail(err, errlen, path, rw.lineno, at[NC_SN] + 1, "name too long");
             goto out;
         }
-        nf = split(line, f);
-        if (nf < 0) {
-            r = fail(err, errlen, path, lineno, FIELDS_MAX + 1, "too many fields");
+        snprintf(nd.name, sizeof(nd.name), "%s", f[at[NC_SN]]);
+        if (!parse_i64(f[at[NC_CPU]], &nd.cpu_milli) || nd.cpu_milli < 0) {
+            r = fail(err, errlen, path, rw.lineno, at[NC_CPU] + 1, "bad number \"%s\" for cpu_milli",
+                     f[at[NC_CPU]]);
             goto out;
         }
-        if (lineno == 1) {
-            r = header(&c, f, nf, path, err, errlen);
-            if (r < 0)
-                goto out;
-            continue;
-        }
-        for (int i = 0; i < NC_MAX; i++)
-            if (c.at[i] >= nf) {
-                r = fail(err, errlen, path, lineno, nf + 1, "missing field \"%s\"", node_cols[i]);
-                goto out;
-            }
-        if (strlen(f[c.at[NC_SN]]) >= TM_TRACE_NAME_MAX) {
-            r = fail(err, errlen, path, lineno, c.at[NC_SN] + 1, "name too long");
+        if (!parse_i64(f[at[NC_MEM]], &nd.memory_mib) || nd.memory_mib < 0) {
+            r = fail(err, errlen, path, rw.lineno, at[NC_MEM] + 1, "bad number \"%s\" for memory_mib",
+                     f[at[NC_MEM]]);
             goto out;
         }
-        snprintf(nd.name, sizeof(nd.name), "%s", f[c.at[NC_SN]]);
-        if (!parse_i64(f[c.at[NC_CPU]], &nd.cpu_milli) || nd.cpu_milli < 0) {
-            r = fail(err, errlen, path, lineno, c.at[NC_CPU] + 1, "bad number \"%s\" for cpu_milli",
-                     f[c.at[NC_CPU]]);
-            goto out;
-        }
-        if (!parse_i64(f[c.at[NC_MEM]], &nd.memory_mib) || nd.memory_mib < 0) {
-            r = fail(err, errlen, path, lineno, c.at[NC_MEM] + 1, "bad number \"%s\" for memory_mib",
-                     f[c.at[NC_MEM]]);
-            goto out;
-        }
-        if (!parse_i64(f[c.at[NC_GPU]], &v) || v < 0 || v > 16) {
-            r = fail(err, errlen, path, lineno, c.at[NC_GPU] + 1, "bad GPU count \"%s\" (0..16)",
-                     f[c.at[NC_GPU]]);
+        if (!parse_i64(f[at[NC_GPU]], &v) || v < 0 || v > 16) {
+            r = fail(err, errlen, path, rw.lineno, at[NC_GPU] + 1, "bad GPU count \"%s\" (0..16)",
+                     f[at[NC_GPU]]);
             goto out;
         }
         nd.gpus = (int32_t)v;
         nd.model = -1;
         if (nd.gpus > 0) {
-            if (!*f[c.at[NC_MODEL]]) {
-                r = fail(err, errlen, path, lineno, c.at[NC_MODEL] + 1, "GPU node without a model");
+            if (!*f[at[NC_MODEL]]) {
+                r = fail(err, errlen, path, rw.lineno, at[NC_MODEL] + 1, "GPU node without a model");
                 goto out;
             }
-            nd.model = tm_trace_model(t, f[c.at[NC_MODEL]]);
+            nd.model = tm_trace_model(t, f[at[NC_MODEL]]);
             if (nd.model < 0) {
-                r = fail(err, errlen, path, lineno, c.at[NC_MODEL] + 1, "too many GPU models");
+                r = fail(err, errlen, path, rw.lineno, at[NC_MODEL] + 1, "too many GPU models");
                 goto out;
             }
         }
@@ -233,7 +253,9 @@ int tm_trace_load_nodes(struct tm_trace *t, const char *path, char *err, size_t 
         }
         nodes[n++] = nd;
     }
-    if (lineno == 0) {
+    if (r < 0)
+        goto out;
+    if (rw.lineno == 0) {
         r = fail(err, errlen, path, 1, 1, "empty file");
         goto out;
     }
@@ -284,10 +306,11 @@ static int parse_spec(struct tm_trace *t, char *spec, uint64_t *ret)
 
 int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t errlen)
 {
-    char *buf = NULL, *p, *line, *f[FIELDS_MAX];
-    size_t len, lineno = 0, n = 0, cap = 0;
+    char *buf = NULL, *f[FIELDS_MAX];
+    size_t len, n = 0, cap = 0;
     struct tm_trace_job *jobs = NULL;
-    struct cols c = {.names = pod_cols, .n = PC_MAX};
+    struct rows rw = {.c = {.names = pod_cols, .n = PC_MAX}, .path = path};
+    const int *at = rw.c.at;
     char saved[TM_TRACE_MODELS_MAX][TM_TRACE_NAME_MAX];
     int saved_n = t->nmodels;
     int r, nf;
@@ -296,74 +319,51 @@ int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t e
     r = tm_file_read(path, TRACE_FILE_MAX, &buf, &len, err, errlen);
     if (r < 0)
         return r;
-    p = buf;
-    while ((line = next_line(&p))) {
+    rw.p = buf;
+    while ((r = next_row(&rw, f, &nf, err, errlen)) > 0) {
         struct tm_trace_job jb = {0};
         int64_t ngpu, milli, create, del, sched = -1;
         int q;
-        lineno++;
-        if (!*line && !*p)
-            break;
-        if (strchr(line, '"')) {
-            r = fail(err, errlen, path, lineno, 1, "quoted fields are not supported");
-            goto out;
-        }
-        nf = split(line, f);
-        if (nf < 0) {
-            r = fail(err, errlen, path, lineno, FIELDS_MAX + 1, "too many fields");
-            goto out;
-        }
-        if (lineno == 1) {
-            r = header(&c, f, nf, path, err, errlen);
-            if (r < 0)
-                goto out;
-            continue;
-        }
-        for (int i = 0; i < PC_MAX; i++)
-            if (c.at[i] >= nf) {
-                r = fail(err, errlen, path, lineno, nf + 1, "missing field \"%s\"", pod_cols[i]);
-                goto out;
-            }
 #define NUM(col, var, what)                                                                          \
     do {                                                                                             \
-        if (!parse_i64(f[c.at[col]], &(var)) || (var) < 0) {                                         \
-            r = fail(err, errlen, path, lineno, c.at[col] + 1, "bad number \"%s\" for %s",           \
-                     f[c.at[col]], what);                                                            \
+        if (!parse_i64(f[at[col]], &(var)) || (var) < 0) {                                           \
+            r = fail(err, errlen, path, rw.lineno, at[col] + 1, "bad number \"%s\" for %s",          \
+                     f[at[col]], what);                                                              \
             goto out;                                                                                \
         }                                                                                            \
     } while (0)
-        if (strlen(f[c.at[PC_NAME]]) >= TM_TRACE_NAME_MAX) {
-            r = fail(err, errlen, path, lineno, c.at[PC_NAME] + 1, "name too long");
+        if (strlen(f[at[PC_NAME]]) >= TM_TRACE_NAME_MAX) {
+            r = fail(err, errlen, path, rw.lineno, at[PC_NAME] + 1, "name too long");
             goto out;
         }
-        snprintf(jb.name, sizeof(jb.name), "%s", f[c.at[PC_NAME]]);
+        snprintf(jb.name, sizeof(jb.name), "%s", f[at[PC_NAME]]);
         NUM(PC_CPU, jb.cpu_milli, "cpu_milli");
         NUM(PC_MEM, jb.memory_mib, "memory_mib");
         NUM(PC_NGPU, ngpu, "num_gpu");
         NUM(PC_MILLI, milli, "gpu_milli");
         NUM(PC_CREATE, create, "creation_time");
         NUM(PC_DELETE, del, "deletion_time");
-        if (*f[c.at[PC_SCHED]])
+        if (*f[at[PC_SCHED]])
             NUM(PC_SCHED, sched, "scheduled_time");
 #undef NUM
         if (ngpu > 16) {
-            r = fail(err, errlen, path, lineno, c.at[PC_NGPU] + 1, "num_gpu %lld above 16",
+            r = fail(err, errlen, path, rw.lineno, at[PC_NGPU] + 1, "num_gpu %lld above 16",
                      (long long)ngpu);
             goto out;
         }
         if (milli > 1000 || (ngpu == 1 && milli == 0)) {
-            r = fail(err, errlen, path, lineno, c.at[PC_MILLI] + 1,
+            r = fail(err, errlen, path, rw.lineno, at[PC_MILLI] + 1,
                      "gpu_milli %lld out of range for num_gpu %lld", (long long)milli, (long long)ngpu);
             goto out;
         }
         if (del < create) {
-            r = fail(err, errlen, path, lineno, c.at[PC_DELETE] + 1,
+            r = fail(err, errlen, path, rw.lineno, at[PC_DELETE] + 1,
                      "negative duration: deletion_time %lld before creation_time %lld",
                      (long long)del, (long long)create);
             goto out;
         }
         if (sched >= 0 && (del < sched || sched < create)) {
-            r = fail(err, errlen, path, lineno, c.at[del < sched ? PC_DELETE : PC_SCHED] + 1,
+            r = fail(err, errlen, path, rw.lineno, at[del < sched ? PC_DELETE : PC_SCHED] + 1,
                      "negative duration: scheduled_time %lld outside creation %lld .. deletion %lld",
                      (long long)sched, (long long)create, (long long)del);
             goto out;
@@ -379,17 +379,17 @@ int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t e
             jb.gpus = 0;
             jb.gpu_milli = 0;
         }
-        if (*f[c.at[PC_SPEC]] && parse_spec(t, f[c.at[PC_SPEC]], &jb.model_mask) < 0) {
-            r = fail(err, errlen, path, lineno, c.at[PC_SPEC] + 1, "bad gpu_spec");
+        if (*f[at[PC_SPEC]] && parse_spec(t, f[at[PC_SPEC]], &jb.model_mask) < 0) {
+            r = fail(err, errlen, path, rw.lineno, at[PC_SPEC] + 1, "bad gpu_spec");
             goto out;
         }
         q = -1;
         for (int k = 0; k < TM_QOS_MAX; k++)
-            if (strcmp(f[c.at[PC_QOS]], qos_names[k]) == 0)
+            if (strcmp(f[at[PC_QOS]], qos_names[k]) == 0)
                 q = k;
         if (q < 0) {
-            r = fail(err, errlen, path, lineno, c.at[PC_QOS] + 1,
-                     "unrecognized qos \"%s\" (LS, BE, Burstable, Guaranteed)", f[c.at[PC_QOS]]);
+            r = fail(err, errlen, path, rw.lineno, at[PC_QOS] + 1,
+                     "unrecognized qos \"%s\" (LS, BE, Burstable, Guaranteed)", f[at[PC_QOS]]);
             goto out;
         }
         jb.qos = (enum tm_trace_qos)q;
@@ -414,7 +414,9 @@ int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t e
         }
         jobs[n++] = jb;
     }
-    if (lineno == 0) {
+    if (r < 0)
+        goto out;
+    if (rw.lineno == 0) {
         r = fail(err, errlen, path, 1, 1, "empty file");
         goto out;
     }

@@ -117,6 +117,10 @@ static void test_load_bad(void **state)
         {"sn,cpu_milli,memory_mib,gpu,model\nn0,1,2,99,G2\n", ":2:4:", "GPU count"},
         {"sn,cpu_milli,memory_mib,gpu,model\nn0,1,2,8,\n", ":2:5:", "without a model"},
         {"sn,cpu_milli,memory_mib,gpu,model\nn0,1,abc,8,G2\n", ":2:3:", "bad number"},
+        /* the row reader both loaders share */
+        {"sn,cpu_milli,memory_mib,gpu,model\nn0,1,2\n", ":2:4:", "missing field \"gpu\""},
+        {"sn,cpu_milli,memory_mib,gpu,model\n\"n0\",1,2,8,G2\n", ":2:1:", "quoted"},
+        {"", ":1:1:", "empty"},
     };
     char err[512];
 
