@@ -87,6 +87,13 @@ const char *tm_cli_jtext(const cJSON *o, const char *key, char *buf, size_t size
     return "-";
 }
 
+void tm_cli_jcell(struct tm_table *t, const cJSON *o, const char *key)
+{
+    char buf[32];
+
+    tm_table_cell(t, "%s", tm_cli_jtext(o, key, buf, sizeof(buf)));
+}
+
 bool tm_cli_jnum(const cJSON *o, const char *key, int64_t *ret)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);

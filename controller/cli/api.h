@@ -55,6 +55,8 @@ int tm_cli_print_table(struct tm_table *t);
 /* o[key] as cell text: a string as is, a whole number without a fraction,
  * true/false as yes/no, null or missing as "-".  buf holds numbers. */
 const char *tm_cli_jtext(const cJSON *o, const char *key, char *buf, size_t size);
+/* o[key] as the next cell of t, in tm_cli_jtext()'s words. */
+void tm_cli_jcell(struct tm_table *t, const cJSON *o, const char *key);
 bool tm_cli_jnum(const cJSON *o, const char *key, int64_t *ret);
 /* o[key], ms since the epoch, as "YYYY-MM-DD HH:MM:SS" (UTC), or "-". */
 const char *tm_cli_fmt_ms(const cJSON *o, const char *key, char *buf, size_t size);

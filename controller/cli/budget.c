@@ -110,12 +110,12 @@ static int budget_set(int argc, char **argv)
             struct tm_table t;
             char b[6][32];
             tm_table_init(&t, 6, cols);
-            tm_table_cell(&t, "%s", tm_cli_jtext(budget, "scope", b[0], sizeof(b[0])));
-            tm_table_cell(&t, "%s", tm_cli_jtext(budget, "scope_kind", b[1], sizeof(b[1])));
-            tm_table_cell(&t, "%s", tm_cli_jtext(budget, "period", b[2], sizeof(b[2])));
+            tm_cli_jcell(&t, budget, "scope");
+            tm_cli_jcell(&t, budget, "scope_kind");
+            tm_cli_jcell(&t, budget, "period");
             tm_table_cell(&t, "%s", tm_cli_fmt_cents(budget, "cap_cents", b[3], sizeof(b[3])));
-            tm_table_cell(&t, "%s", tm_cli_jtext(budget, "hard", b[4], sizeof(b[4])));
-            tm_table_cell(&t, "%s", tm_cli_jtext(budget, "warn_percent", b[5], sizeof(b[5])));
+            tm_cli_jcell(&t, budget, "hard");
+            tm_cli_jcell(&t, budget, "warn_percent");
             r = tm_cli_print_table(&t);
         }
     }
@@ -158,17 +158,17 @@ static int budget_show(int argc, char **argv)
             cJSON_ArrayForEach(bu, cJSON_GetObjectItemCaseSensitive(list, "items")) {
                 char b[8][32];
                 int64_t cap = 0, spent = 0;
-                tm_table_cell(&t, "%s", tm_cli_jtext(bu, "scope", b[0], sizeof(b[0])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(bu, "scope_kind", b[1], sizeof(b[1])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(list, "period", b[2], sizeof(b[2])));
+                tm_cli_jcell(&t, bu, "scope");
+                tm_cli_jcell(&t, bu, "scope_kind");
+                tm_cli_jcell(&t, list, "period");
                 tm_table_cell(&t, "%s", tm_cli_fmt_cents(bu, "cap_cents", b[3], sizeof(b[3])));
                 tm_table_cell(&t, "%s", tm_cli_fmt_cents(bu, "spent_cents", b[4], sizeof(b[4])));
                 if (tm_cli_jnum(bu, "cap_cents", &cap) && tm_cli_jnum(bu, "spent_cents", &spent) && cap > 0)
                     tm_table_cell(&t, "%.1f%%", 100.0 * (double)spent / (double)cap);
                 else
                     tm_table_cell(&t, "-");
-                tm_table_cell(&t, "%s", tm_cli_jtext(bu, "hard", b[6], sizeof(b[6])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(bu, "warn_percent", b[7], sizeof(b[7])));
+                tm_cli_jcell(&t, bu, "hard");
+                tm_cli_jcell(&t, bu, "warn_percent");
             }
             r = tm_cli_print_table(&t);
         }

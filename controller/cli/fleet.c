@@ -96,21 +96,20 @@ int tm_cli_api_nodes(int argc, char **argv)
             const cJSON *n;
             tm_table_init(&t, 12, cols);
             cJSON_ArrayForEach(n, cJSON_GetObjectItemCaseSensitive(page, "items")) {
-                char b[12][32];
                 int64_t price = 0;
-                tm_table_cell(&t, "%s", tm_cli_jtext(n, "id", b[0], sizeof(b[0])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(n, "pool", b[1], sizeof(b[1])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(n, "state", b[2], sizeof(b[2])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(n, "instance_type", b[3], sizeof(b[3])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(n, "zone", b[4], sizeof(b[4])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(n, "gpus", b[5], sizeof(b[5])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(n, "gpu_model", b[6], sizeof(b[6])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(n, "capacity_type", b[7], sizeof(b[7])));
+                tm_cli_jcell(&t, n, "id");
+                tm_cli_jcell(&t, n, "pool");
+                tm_cli_jcell(&t, n, "state");
+                tm_cli_jcell(&t, n, "instance_type");
+                tm_cli_jcell(&t, n, "zone");
+                tm_cli_jcell(&t, n, "gpus");
+                tm_cli_jcell(&t, n, "gpu_model");
+                tm_cli_jcell(&t, n, "capacity_type");
                 tm_cli_jnum(n, "price_uusd_per_hour", &price);
                 tm_table_cell(&t, "%.4f", (double)price / 1e6);
-                tm_table_cell(&t, "%s", tm_cli_jtext(n, "cordoned", b[9], sizeof(b[9])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(n, "instance_id", b[10], sizeof(b[10])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(n, "state_reason", b[11], sizeof(b[11])));
+                tm_cli_jcell(&t, n, "cordoned");
+                tm_cli_jcell(&t, n, "instance_id");
+                tm_cli_jcell(&t, n, "state_reason");
             }
             r = tm_cli_print_table(&t);
         }
@@ -150,17 +149,17 @@ int tm_cli_api_pools(int argc, char **argv)
             const cJSON *p;
             tm_table_init(&t, 10, cols);
             cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(page, "items")) {
-                char b[10][32], types[256] = "";
+                char types[256] = "";
                 int64_t grace = 0;
                 const cJSON *ty;
-                tm_table_cell(&t, "%s", tm_cli_jtext(p, "name", b[0], sizeof(b[0])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(p, "provider", b[1], sizeof(b[1])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(p, "gpu_model", b[2], sizeof(b[2])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(p, "gpus_per_node", b[3], sizeof(b[3])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(p, "capacity_type", b[4], sizeof(b[4])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(p, "min_nodes", b[5], sizeof(b[5])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(p, "max_nodes", b[6], sizeof(b[6])));
-                tm_table_cell(&t, "%s", tm_cli_jtext(p, "live_nodes", b[7], sizeof(b[7])));
+                tm_cli_jcell(&t, p, "name");
+                tm_cli_jcell(&t, p, "provider");
+                tm_cli_jcell(&t, p, "gpu_model");
+                tm_cli_jcell(&t, p, "gpus_per_node");
+                tm_cli_jcell(&t, p, "capacity_type");
+                tm_cli_jcell(&t, p, "min_nodes");
+                tm_cli_jcell(&t, p, "max_nodes");
+                tm_cli_jcell(&t, p, "live_nodes");
                 tm_cli_jnum(p, "idle_grace_ms", &grace);
                 tm_table_cell(&t, "%" PRId64, grace / 1000);
                 cJSON_ArrayForEach(ty, cJSON_GetObjectItemCaseSensitive(p, "instance_types")) {
@@ -201,12 +200,12 @@ static int print_decisions_table(const cJSON *items)
     tm_table_init(&t, 5, cols);
     cJSON_ArrayForEach(d, items) {
         char b[6][32];
-        tm_table_cell(&t, "%s", tm_cli_jtext(d, "id", b[0], sizeof(b[0])));
+        tm_cli_jcell(&t, d, "id");
         tm_table_cell(&t, "%s", tm_cli_fmt_ms(d, "at_ms", b[1], sizeof(b[1])));
-        tm_table_cell(&t, "%s", tm_cli_jtext(d, "kind", b[2], sizeof(b[2])));
+        tm_cli_jcell(&t, d, "kind");
         tm_table_cell(&t, "%s:%s", tm_cli_jtext(d, "subject_kind", b[3], sizeof(b[3])),
                       tm_cli_jtext(d, "subject_id", b[4], sizeof(b[4])));
-        tm_table_cell(&t, "%s", tm_cli_jtext(d, "reason", b[5], sizeof(b[5])));
+        tm_cli_jcell(&t, d, "reason");
     }
     return tm_cli_print_table(&t);
 }
