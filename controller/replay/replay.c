@@ -79,6 +79,15 @@ struct sim {
      * that the expected ends are refreshed without touching the jobs */
     int64_t *alloc_est, *alloc_start;
     size_t nallocs;
+    /* What the running jobs hold, node by node, handed to each pass
+     * (struct tm_sched_footprint; not with full_pass, the reference):
+     * per node its allocs (a list through alloc_next/alloc_prev) and,
+     * refreshed before a pass with the ends, the latest end of its GPU
+     * holders (gpu_end; gpu_end_kept without preemptible loans). */
+    bool use_fp;
+    struct tm_sched_footprint fp;
+    int32_t *node_nallocs, *alloc_head, *alloc_next, *alloc_prev;
+    int64_t *gpu_end, *gpu_end_kept;
     struct heapent *heap;
     size_t nheap, heapcap;
     /* queue */
@@ -499,6 +508,48 @@ static void gpu_use(struct sim *s, int32_t node, uint32_t mask, int32_t d)
     }
 }
 
+/* The per-node lists of allocs (sim.fp): alloc p put on its node's list,
+ * taken off it, and the entry at `from` moved to `to` (the swap of a
+ * removal), before allocs[] itself moves. */
+static void alloc_link(struct sim *s, int32_t p)
+{
+    int32_t n = s->allocs[p].node;
+
+    s->alloc_prev[p] = -1;
+    s->alloc_next[p] = s->alloc_head[n];
+    if (s->alloc_head[n] >= 0)
+        s->alloc_prev[s->alloc_head[n]] = p;
+    s->alloc_head[n] = p;
+    s->node_nallocs[n]++;
+}
+
+static void alloc_unlink(struct sim *s, int32_t p)
+{
+    int32_t n = s->allocs[p].node;
+
+    if (s->alloc_prev[p] >= 0)
+        s->alloc_next[s->alloc_prev[p]] = s->alloc_next[p];
+    else
+        s->alloc_head[n] = s->alloc_next[p];
+    if (s->alloc_next[p] >= 0)
+        s->alloc_prev[s->alloc_next[p]] = s->alloc_prev[p];
+    s->node_nallocs[n]--;
+}
+
+static void alloc_move(struct sim *s, int32_t from, int32_t to)
+{
+    int32_t n = s->allocs[from].node;
+
+    s->alloc_next[to] = s->alloc_next[from];
+    s->alloc_prev[to] = s->alloc_prev[from];
+    if (s->alloc_prev[to] >= 0)
+        s->alloc_next[s->alloc_prev[to]] = to;
+    else
+        s->alloc_head[n] = to;
+    if (s->alloc_next[to] >= 0)
+        s->alloc_prev[s->alloc_next[to]] = to;
+}
+
 static void alloc_remove(struct sim *s, int32_t j)
 {
     struct rjob *rj = &s->jobs[j];
@@ -511,6 +562,9 @@ static void alloc_remove(struct sim *s, int32_t j)
     s->alloc_milli -= (int64_t)__builtin_popcount(a->gpu_mask) * a->gpu_milli;
     s->node_cpu_free[a->node] += a->cpu_milli;
     s->node_mem_free[a->node] += a->memory_mib;
+    alloc_unlink(s, (int32_t)p);
+    if (p != last)
+        alloc_move(s, (int32_t)last, (int32_t)p);
     if (p != last) {
         s->allocs[p] = s->allocs[last];
         s->alloc_job[p] = s->alloc_job[last];
@@ -586,6 +640,7 @@ static int sched_once(const struct sim *s, int64_t now, const struct tm_sched_jo
     in.now_ms = now;
     in.policy = s->cfg->policy;
     in.params = s->cfg->params;
+    in.footprint = s->use_fp ? &s->fp : NULL;
     return tm_sched_run(&in, r);
 }
 
@@ -636,6 +691,9 @@ static int pass_apply(struct sim *s, int64_t now, struct tm_replay_stats *st,
             log_note(s, now, rj, nt);
         rj->verdict = (int8_t)nt->verdict;
     }
+    /* The allocs change below: the latest ends are stale until the next
+     * refresh (a pass without them reads the allocs). */
+    s->fp.gpu_end = s->fp.gpu_end_kept = NULL;
     /* Evictions first: the placements below use the room they free. */
     if (r.npreemptions) {
         int32_t *vj = malloc(r.npreemptions * sizeof(*vj));
@@ -685,6 +743,7 @@ static int pass_apply(struct sim *s, int64_t now, struct tm_replay_stats *st,
             s->alloc_est[s->nallocs] = rj->estimate;
             s->alloc_start[s->nallocs] = now;
             rj->alloc = (int32_t)s->nallocs++;
+            alloc_link(s, rj->alloc);
             s->free_milli[model] -= held;
             gpu_use(s, pl->node, pl->gpu_mask, pl->gpu_milli);
             s->alloc_milli += held;
@@ -1100,6 +1159,21 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t n
             int64_t est = s->alloc_est[a] > 0 ? s->alloc_est[a] : TM_SCHED_DEFAULT_ESTIMATE_MS;
             s->allocs[a].end_ms = now + tm_estimate_remaining(est, now - s->alloc_start[a]);
         }
+    if (s->use_fp) {
+        for (size_t i = 0; i < s->nnodes; i++)
+            s->gpu_end[i] = s->gpu_end_kept[i] = INT64_MIN;
+        for (size_t a = 0; a < s->nallocs; a++) {
+            const struct tm_sched_alloc *al = &s->allocs[a];
+            if (al->gpu_milli <= 0 || !al->gpu_mask)
+                continue;
+            if (al->end_ms > s->gpu_end[al->node])
+                s->gpu_end[al->node] = al->end_ms;
+            if (!(al->loaned && al->preemptible) && al->end_ms > s->gpu_end_kept[al->node])
+                s->gpu_end_kept[al->node] = al->end_ms;
+        }
+        s->fp.gpu_end = s->gpu_end;
+        s->fp.gpu_end_kept = s->gpu_end_kept;
+    }
     if (s->bf)
         return pass_backfill(s, now, st);
     return pass_once(s, now, st, s->q, s->nq, NULL, &blocked);
@@ -1271,6 +1345,19 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     s.pq = malloc(FIFO_PREFIX * sizeof(*s.pq));
     s.pqpos = malloc(FIFO_PREFIX * sizeof(*s.pqpos));
     s.arr = arr;
+    s.use_fp = !cfg->full_pass;
+    s.node_nallocs = calloc(s.nnodes + 1, sizeof(*s.node_nallocs));
+    s.alloc_head = malloc((s.nnodes + 1) * sizeof(*s.alloc_head));
+    s.gpu_end = malloc((s.nnodes + 1) * sizeof(*s.gpu_end));
+    s.gpu_end_kept = malloc((s.nnodes + 1) * sizeof(*s.gpu_end_kept));
+    s.alloc_next = malloc((s.njobs + 1) * sizeof(*s.alloc_next));
+    s.alloc_prev = malloc((s.njobs + 1) * sizeof(*s.alloc_prev));
+    if (!s.node_nallocs || !s.alloc_head || !s.gpu_end || !s.gpu_end_kept || !s.alloc_next || !s.alloc_prev)
+        goto out;
+    memset(s.alloc_head, 0xff, (s.nnodes + 1) * sizeof(*s.alloc_head));
+    s.fp = (struct tm_sched_footprint){.cpu_free = s.node_cpu_free, .mem_free = s.node_mem_free,
+                                       .gpu_used = s.gpu_used, .node_nallocs = s.node_nallocs,
+                                       .alloc_head = s.alloc_head, .alloc_next = s.alloc_next};
     s.slips = malloc((s.njobs + 1) * sizeof(*s.slips));
     if (!s.slips || !arr || !waits || !s.allocs || !s.alloc_job || !s.alloc_est || !s.alloc_start || !s.heap || !s.q || !s.qjob || !s.pq || !s.pqpos)
         goto out;
@@ -1414,6 +1501,12 @@ out:
     free(s.pqpos);
     free(s.node_fit);
     free(s.node_dirty);
+    free(s.node_nallocs);
+    free(s.alloc_head);
+    free(s.alloc_next);
+    free(s.alloc_prev);
+    free(s.gpu_end);
+    free(s.gpu_end_kept);
     free(s.dirty);
     bf_release(&s);
     tm_estimator_free(s.est);

@@ -138,6 +138,7 @@ struct ctx {
     int32_t *aorder;   /* by node; within a node sorted by end once asorted */
     int64_t *aend;     /* per alloc: its expected end, never before now */
     uint8_t *asorted;  /* per node */
+    uint8_t *aloaded;  /* per node, with a footprint: its aorder segment read */
     int64_t *gend;     /* per node: the latest end of its GPU holders
                         * (allocs and linked placements) */
     int64_t *gkept;    /* the same but for preemptible allocs on loan */

@@ -105,20 +105,34 @@ static int validate_and_load(struct ctx *c)
             s->mslot = c->model_slot[n->model];
         }
     }
-    for (size_t a = 0; a < in->nallocs; a++) {
-        const struct tm_sched_alloc *al = &in->allocs[a];
-        struct nst *s;
-        if (al->node < 0 || (size_t)al->node >= c->nn || al->gpu_milli < 0 || al->gpu_milli > MILLI)
-            return TM_EINVAL;
-        s = &c->ns[al->node];
-        if (al->gpu_mask >> s->gpus)
-            return TM_EINVAL;
-        for (uint32_t m = al->gpu_mask; m; m &= m - 1) {
-            int g = __builtin_ctz(m);
-            s->free[g] = (int16_t)(s->free[g] - al->gpu_milli);
+    if (in->footprint) {
+        /* The caller's sums (struct tm_sched_footprint), trusted. */
+        const struct tm_sched_footprint *fp = in->footprint;
+        for (size_t i = 0; i < c->nn; i++) {
+            struct nst *s = &c->ns[i];
+            const int16_t *used = &fp->gpu_used[i * TM_NODE_GPUS_MAX];
+            s->cpu = fp->cpu_free[i];
+            s->mem = fp->mem_free[i];
+            for (int g = 0; g < s->gpus; g++)
+                s->free[g] = (int16_t)(MILLI - used[g]);
         }
-        s->cpu -= al->cpu_milli;
-        s->mem -= al->memory_mib;
+    } else {
+        for (size_t a = 0; a < in->nallocs; a++) {
+            const struct tm_sched_alloc *al = &in->allocs[a];
+            struct nst *s;
+            if (al->node < 0 || (size_t)al->node >= c->nn || al->gpu_milli < 0 ||
+                al->gpu_milli > MILLI)
+                return TM_EINVAL;
+            s = &c->ns[al->node];
+            if (al->gpu_mask >> s->gpus)
+                return TM_EINVAL;
+            for (uint32_t m = al->gpu_mask; m; m &= m - 1) {
+                int g = __builtin_ctz(m);
+                s->free[g] = (int16_t)(s->free[g] - al->gpu_milli);
+            }
+            s->cpu -= al->cpu_milli;
+            s->mem -= al->memory_mib;
+        }
     }
     for (size_t i = 0; i < c->nn; i++) {
         struct nst *s = &c->ns[i];
@@ -297,6 +311,7 @@ static void ctx_release(struct ctx *c)
     free(c->aorder);
     free(c->aend);
     free(c->asorted);
+    free(c->aloaded);
     free(c->gend);
     free(c->gkept);
     free(c->plhead);
