@@ -88,6 +88,17 @@ struct sim {
     struct tm_sched_footprint fp;
     int32_t *node_nallocs, *alloc_head, *alloc_next, *alloc_prev;
     int64_t *gpu_end, *gpu_end_kept;
+    /* Per node, over its allocs holding GPU milli (and the same without
+     * preemptible loans, _kept): how many, the latest start + estimate
+     * and the earliest start.  An alloc's expected end is
+     * max(start + estimate, 2 now - start, now + 1 s)
+     * (tm_estimate_remaining()), so the node's latest is
+     * max(latest start + estimate, 2 now - earliest start, now + 1 s):
+     * O(nodes) a pass instead of every running job. */
+    struct node_ends {
+        int32_t n, n_kept;
+        int64_t fix, fix_kept, first, first_kept;
+    } *nends;
     struct heapent *heap;
     size_t nheap, heapcap;
     /* queue */
@@ -508,6 +519,37 @@ static void gpu_use(struct sim *s, int32_t node, uint32_t mask, int32_t d)
     }
 }
 
+static bool alloc_kept(const struct tm_sched_alloc *al)
+{
+    return !(al->loaned && al->preemptible);
+}
+
+static void node_ends_add(struct node_ends *e, const struct tm_sched_alloc *al, int64_t est, int64_t start)
+{
+    if (al->gpu_milli <= 0 || !al->gpu_mask)
+        return;
+    if (e->n++ == 0 || start + est > e->fix)
+        e->fix = start + est;
+    if (e->n == 1 || start < e->first)
+        e->first = start;
+    if (!alloc_kept(al))
+        return;
+    if (e->n_kept++ == 0 || start + est > e->fix_kept)
+        e->fix_kept = start + est;
+    if (e->n_kept == 1 || start < e->first_kept)
+        e->first_kept = start;
+}
+
+/* Node n's ends from its list (after a removal: a node runs a few). */
+static void node_ends_redo(struct sim *s, int32_t n)
+{
+    struct node_ends *e = &s->nends[n];
+
+    *e = (struct node_ends){0};
+    for (int32_t a = s->alloc_head[n]; a >= 0; a = s->alloc_next[a])
+        node_ends_add(e, &s->allocs[a], s->alloc_est[a], s->alloc_start[a]);
+}
+
 /* The per-node lists of allocs (sim.fp): alloc p put on its node's list,
  * taken off it, and the entry at `from` moved to `to` (the swap of a
  * removal), before allocs[] itself moves. */
@@ -521,6 +563,7 @@ static void alloc_link(struct sim *s, int32_t p)
         s->alloc_prev[s->alloc_head[n]] = p;
     s->alloc_head[n] = p;
     s->node_nallocs[n]++;
+    node_ends_add(&s->nends[n], &s->allocs[p], s->alloc_est[p], s->alloc_start[p]);
 }
 
 static void alloc_unlink(struct sim *s, int32_t p)
@@ -534,6 +577,7 @@ static void alloc_unlink(struct sim *s, int32_t p)
     if (s->alloc_next[p] >= 0)
         s->alloc_prev[s->alloc_next[p]] = s->alloc_prev[p];
     s->node_nallocs[n]--;
+    node_ends_redo(s, n);
 }
 
 static void alloc_move(struct sim *s, int32_t from, int32_t to)
@@ -740,7 +784,7 @@ static int pass_apply(struct sim *s, int64_t now, struct tm_replay_stats *st,
                 .end_ms = now + (rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS),
                 .preemptible = rj->tj->preemptible, .loaned = pl->loaned};
             s->alloc_job[s->nallocs] = j;
-            s->alloc_est[s->nallocs] = rj->estimate;
+            s->alloc_est[s->nallocs] = rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
             s->alloc_start[s->nallocs] = now;
             rj->alloc = (int32_t)s->nallocs++;
             alloc_link(s, rj->alloc);
@@ -1143,6 +1187,12 @@ subset:
     return pass_apply(s, now, st, s->bq, n, s->bqpos, &r, &blocked);
 }
 
+static int64_t max3(int64_t a, int64_t b, int64_t c)
+{
+    int64_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
 static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t narrived)
 {
     bool blocked;
@@ -1154,22 +1204,23 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t n
     /* Expected ends of running jobs, from what the scheduler may know:
      * with exact estimates the true end; otherwise the estimate, corrected
      * by tm_estimate_remaining() as the job ages (never in the past). */
-    if (!s->cfg->exact_estimates)
-        for (size_t a = 0; a < s->nallocs; a++) {
-            int64_t est = s->alloc_est[a] > 0 ? s->alloc_est[a] : TM_SCHED_DEFAULT_ESTIMATE_MS;
-            s->allocs[a].end_ms = now + tm_estimate_remaining(est, now - s->alloc_start[a]);
-        }
+    if (!s->cfg->exact_estimates && !s->use_fp)
+        for (size_t a = 0; a < s->nallocs; a++)
+            s->allocs[a].end_ms = now + tm_estimate_remaining(s->alloc_est[a], now - s->alloc_start[a]);
     if (s->use_fp) {
-        for (size_t i = 0; i < s->nnodes; i++)
+        /* The same ends, worked out by the pass for the allocs it reads
+         * (with exact estimates end_ms is the true end, never changed). */
+        bool rule = !s->cfg->exact_estimates;
+        s->fp.alloc_estimate = rule ? s->alloc_est : NULL;
+        s->fp.alloc_start = s->alloc_start;
+        for (size_t i = 0; i < s->nnodes; i++) {
+            const struct node_ends *e = &s->nends[i];
             s->gpu_end[i] = s->gpu_end_kept[i] = INT64_MIN;
-        for (size_t a = 0; a < s->nallocs; a++) {
-            const struct tm_sched_alloc *al = &s->allocs[a];
-            if (al->gpu_milli <= 0 || !al->gpu_mask)
-                continue;
-            if (al->end_ms > s->gpu_end[al->node])
-                s->gpu_end[al->node] = al->end_ms;
-            if (!(al->loaned && al->preemptible) && al->end_ms > s->gpu_end_kept[al->node])
-                s->gpu_end_kept[al->node] = al->end_ms;
+            if (e->n > 0)
+                s->gpu_end[i] = rule ? max3(e->fix, 2 * now - e->first, now + 1000) : e->fix;
+            if (e->n_kept > 0)
+                s->gpu_end_kept[i] =
+                    rule ? max3(e->fix_kept, 2 * now - e->first_kept, now + 1000) : e->fix_kept;
         }
         s->fp.gpu_end = s->gpu_end;
         s->fp.gpu_end_kept = s->gpu_end_kept;
@@ -1352,7 +1403,8 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     s.gpu_end_kept = malloc((s.nnodes + 1) * sizeof(*s.gpu_end_kept));
     s.alloc_next = malloc((s.njobs + 1) * sizeof(*s.alloc_next));
     s.alloc_prev = malloc((s.njobs + 1) * sizeof(*s.alloc_prev));
-    if (!s.node_nallocs || !s.alloc_head || !s.gpu_end || !s.gpu_end_kept || !s.alloc_next || !s.alloc_prev)
+    s.nends = calloc(s.nnodes + 1, sizeof(*s.nends));
+    if (!s.node_nallocs || !s.alloc_head || !s.gpu_end || !s.gpu_end_kept || !s.alloc_next || !s.alloc_prev || !s.nends)
         goto out;
     memset(s.alloc_head, 0xff, (s.nnodes + 1) * sizeof(*s.alloc_head));
     s.fp = (struct tm_sched_footprint){.cpu_free = s.node_cpu_free, .mem_free = s.node_mem_free,
@@ -1507,6 +1559,7 @@ out:
     free(s.alloc_prev);
     free(s.gpu_end);
     free(s.gpu_end_kept);
+    free(s.nends);
     free(s.dirty);
     bf_release(&s);
     tm_estimator_free(s.est);

@@ -250,6 +250,9 @@ int sched_add_placement(struct ctx *c, int32_t job, int32_t node, uint32_t mask,
 
 /* Timelines, reservations and loans (reserve.c). */
 bool sched_is_urgent(const struct ctx *c, int32_t j);
+/* Alloc a's expected end as the input gives it: end_ms, or the footprint's
+ * estimate rule (struct tm_sched_footprint); not clamped to now. */
+int64_t sched_alloc_end_given(const struct ctx *c, int32_t a);
 int64_t sched_job_end(const struct ctx *c, int32_t j);
 int64_t sched_job_end_safe(const struct ctx *c, int32_t j);
 bool sched_reservation_permits(const struct ctx *c, int32_t j, int32_t i, uint32_t mask,

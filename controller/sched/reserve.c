@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/sched/estimate.h"
 #include "controller/sched/internal.h"
 #include "core/err.h"
 
@@ -57,9 +58,21 @@ int64_t sched_job_end_safe(const struct ctx *c, int32_t j)
     return c->in->now_ms + e * TM_SCHED_GAP_SAFETY;
 }
 
+/* Alloc a's expected end as given: its end_ms, or by the footprint's
+ * estimate rule. */
+int64_t sched_alloc_end_given(const struct ctx *c, int32_t a)
+{
+    const struct tm_sched_footprint *fp = c->in->footprint;
+    int64_t now = c->in->now_ms;
+
+    if (fp && fp->alloc_estimate)
+        return now + tm_estimate_remaining(fp->alloc_estimate[a], now - fp->alloc_start[a]);
+    return c->in->allocs[a].end_ms;
+}
+
 static int64_t alloc_end(const struct ctx *c, int32_t a)
 {
-    int64_t e = c->in->allocs[a].end_ms;
+    int64_t e = sched_alloc_end_given(c, a);
 
     /* An overdue job is expected to end any moment: the caller corrects
      * its estimate, we only refuse to plan in the past. */
@@ -498,7 +511,7 @@ static int evict_for(struct ctx *c, int32_t j, const struct cand *cands)
                 const struct tm_sched_alloc *al = &in->allocs[ai];
                 if (c->evicted[ai] || !al->loaned || !al->preemptible)
                     continue;
-                if (pick < 0 || al->end_ms > in->allocs[pick].end_ms)
+                if (pick < 0 || sched_alloc_end_given(c, ai) > sched_alloc_end_given(c, pick))
                     pick = ai;
             }
             if (pick < 0)

@@ -154,9 +154,16 @@ struct tm_sched_footprint {
     const int32_t *node_nallocs; /* per node: allocs on it */
     const int32_t *alloc_head;   /* per node: an alloc on it, -1 none */
     const int32_t *alloc_next;   /* per alloc: the next on its node, -1 none */
-    /* Optional (NULL: read from the allocs): per node, the latest end_ms
-     * of its allocs holding GPU milli, and the same without preemptible
-     * allocs on loan; INT64_MIN for none. */
+    /* Optional (NULL: the allocs' end_ms): each alloc's expected end is
+     * now + tm_estimate_remaining(alloc_estimate[a], now - alloc_start[a])
+     * (estimate.h), worked out by the pass for the allocs it reads; the
+     * replay refreshing every end_ms before each pass was a fifth of a
+     * backfill replay once the pass's own load was gone. */
+    const int64_t *alloc_estimate; /* > 0 */
+    const int64_t *alloc_start;
+    /* Optional (NULL: read from the allocs): per node, the latest
+     * expected end (as above) of its allocs holding GPU milli, and the
+     * same without preemptible allocs on loan; INT64_MIN for none. */
     const int64_t *gpu_end;
     const int64_t *gpu_end_kept;
 };
