@@ -1042,23 +1042,26 @@ static int bf_subset(struct sim *s, size_t *n, size_t last, int64_t now, int32_t
         gap = TM_SEQ_MAX - 1;
     for (size_t g = 0; g < s->qgrp.ngroups; g++) {
         size_t sh = g / 2;
-        int64_t u = s->ucap[sh], p = (int64_t)last + 1;
+        int64_t u = s->ucap[sh];
         /* A preemptible reservation never holds non-preemptible work off
          * R: that group's first failure means no room on R either. */
         int32_t ur = rpre && !(g & 1) ? 0 : s->ufit[sh * s->nnodes + (size_t)node];
-        for (int64_t k = 0; k < u; k++) {
-            p = tm_seqindex_next(&s->qgrp, g, (size_t)p, TM_SEQ_MAX);
-            if (p < 0)
+        /* By slot within the group: a search per step was a tenth of the
+         * replay at 250,000 jobs. */
+        int32_t k = u > 0 || ur > 0 ? tm_seqindex_slot_at(&s->qgrp, g, last + 1) : -1;
+        for (int64_t c = 0; k >= 0 && c < u; c++) {
+            k = tm_seqindex_next_slot(&s->qgrp, g, k, TM_SEQ_MAX);
+            if (k < 0)
                 break;
-            rc = bq_add(s, n, (size_t)p++);
+            rc = bq_add(s, n, (size_t)tm_seqindex_pos(&s->qgrp, g, k++));
             if (rc < 0)
                 return rc;
         }
-        for (int32_t k = 0; p >= 0 && k < ur; k++) {
-            p = tm_seqindex_next(&s->qgrp, g, (size_t)p, gap);
-            if (p < 0)
+        for (int32_t c = 0; k >= 0 && c < ur; c++) {
+            k = tm_seqindex_next_slot(&s->qgrp, g, k, gap);
+            if (k < 0)
                 break;
-            rc = bq_add(s, n, (size_t)p++);
+            rc = bq_add(s, n, (size_t)tm_seqindex_pos(&s->qgrp, g, k++));
             if (rc < 0)
                 return rc;
         }
