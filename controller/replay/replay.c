@@ -87,6 +87,9 @@ struct sim {
     bool use_fp;
     struct tm_sched_footprint fp;
     int32_t *node_nallocs, *alloc_head, *alloc_next, *alloc_prev;
+    int8_t *gpus_full;                         /* per node, see the footprint */
+    int16_t *gpu_free_max;
+    int32_t *gpu_free_sum;
     int64_t *gpu_end, *gpu_end_kept;
     /* Per node, over its allocs holding GPU milli (and the same without
      * preemptible loans, _kept): how many, the latest start + estimate
@@ -156,7 +159,13 @@ struct sim {
      * for the nodes touched since: udirty), and their sum (ucap). */
     bool bf;
     int32_t *rank;                             /* per job: index in arr */
-    struct tm_seqindex qall, qgrp;
+    struct tm_seqindex qgrp;
+    /* The same queue as lists by arrival rank, all of it (lall) and per
+     * group (lgrp): the first jobs of each walked without a search; the
+     * min-trees' walks and searches over a million-job order were a sixth
+     * of the replay at 500,000 jobs (cache misses, growing with the
+     * trace). */
+    struct ranklist { int32_t *next, *prev, *head, *tail; } lall, lgrp;
     int32_t *ufit;                             /* nshapes x nnodes */
     int64_t *ucap;                             /* per shape */
     uint8_t *udirty;
@@ -495,6 +504,59 @@ static void q_compact(struct sim *s)
     s->qlen = w;
 }
 
+/* Rank r into list g, in rank order (arrivals come in rank order: the
+ * walk back is empty unless a job is requeued). */
+static void rl_insert(struct ranklist *l, int32_t g, int32_t r)
+{
+    int32_t a = l->tail[g];
+
+    while (a >= 0 && a > r)
+        a = l->prev[a];
+    l->prev[r] = a;
+    l->next[r] = a >= 0 ? l->next[a] : l->head[g];
+    if (a >= 0)
+        l->next[a] = r;
+    else
+        l->head[g] = r;
+    if (l->next[r] >= 0)
+        l->prev[l->next[r]] = r;
+    else
+        l->tail[g] = r;
+}
+
+static void rl_remove(struct ranklist *l, int32_t g, int32_t r)
+{
+    if (l->prev[r] >= 0)
+        l->next[l->prev[r]] = l->next[r];
+    else
+        l->head[g] = l->next[r];
+    if (l->next[r] >= 0)
+        l->prev[l->next[r]] = l->prev[r];
+    else
+        l->tail[g] = l->prev[r];
+}
+
+static int rl_init(struct ranklist *l, size_t n, size_t ngroups)
+{
+    l->next = malloc((n + 1) * sizeof(*l->next));
+    l->prev = malloc((n + 1) * sizeof(*l->prev));
+    l->head = malloc((ngroups + 1) * sizeof(*l->head));
+    l->tail = malloc((ngroups + 1) * sizeof(*l->tail));
+    if (!l->next || !l->prev || !l->head || !l->tail)
+        return TM_ENOMEM;
+    memset(l->head, 0xff, (ngroups + 1) * sizeof(*l->head));
+    memset(l->tail, 0xff, (ngroups + 1) * sizeof(*l->tail));
+    return 0;
+}
+
+static void rl_release(struct ranklist *l)
+{
+    free(l->next);
+    free(l->prev);
+    free(l->head);
+    free(l->tail);
+}
+
 static void enqueue(struct sim *s, int32_t j)
 {
     struct rjob *rj = &s->jobs[j];
@@ -512,8 +574,9 @@ static void enqueue(struct sim *s, int32_t j)
     s->nq++;
     if (s->bf) {
         int64_t v = rj->estimate > 0 ? rj->estimate : TM_SEQ_MAX;
-        tm_seqindex_set(&s->qall, (size_t)s->rank[j], v);
         tm_seqindex_set(&s->qgrp, (size_t)s->rank[j], v);
+        rl_insert(&s->lall, 0, s->rank[j]);
+        rl_insert(&s->lgrp, s->qgrp.group[s->rank[j]], s->rank[j]);
     }
     waiting_add(s, rj, 1);
     shape_count(s, rj->shape, 1);
@@ -526,14 +589,34 @@ static void dequeue(struct sim *s, int32_t j)
     s->nq--;
     rj->qpos = -1;
     if (s->bf) {
-        tm_seqindex_set(&s->qall, (size_t)s->rank[j], TM_SEQ_ABSENT);
         tm_seqindex_set(&s->qgrp, (size_t)s->rank[j], TM_SEQ_ABSENT);
+        rl_remove(&s->lall, 0, s->rank[j]);
+        rl_remove(&s->lgrp, s->qgrp.group[s->rank[j]], s->rank[j]);
     }
     waiting_add(s, rj, -1);
     shape_count(s, rj->shape, -1);
 }
 
 /* Account a change of `d` milli used on the GPUs of `mask` on a node. */
+/* Node i's GPU summary for the footprint (gpus_full, gpu_free_max,
+ * gpu_free_sum) from gpu_used, after each change: a placement or a
+ * removal here instead of a sweep of every node in every pass. */
+static void gpu_summary(struct sim *s, int32_t i)
+{
+    const int16_t *used = &s->gpu_used[i * TM_NODE_GPUS_MAX];
+    int full = 0, mx = 0, sum = 0;
+
+    for (int g = 0; g < s->nodes[i].gpus; g++) {
+        int f = used[g] > MILLI ? 0 : MILLI - used[g];
+        full += f == MILLI;
+        mx = f > mx ? f : mx;
+        sum += f;
+    }
+    s->gpus_full[i] = (int8_t)full;
+    s->gpu_free_max[i] = (int16_t)mx;
+    s->gpu_free_sum[i] = sum;
+}
+
 static void gpu_use(struct sim *s, int32_t node, uint32_t mask, int32_t d)
 {
     int model = s->nodes[node].model;
@@ -549,6 +632,7 @@ static void gpu_use(struct sim *s, int32_t node, uint32_t mask, int32_t d)
         if (*u > 0 && *u < MILLI)
             s->sliver_milli[model] += MILLI - *u;
     }
+    gpu_summary(s, node);
 }
 
 static bool alloc_kept(const struct tm_sched_alloc *al)
@@ -971,7 +1055,7 @@ static int bf_init(struct sim *s, const size_t *arr)
         free(g);
         return TM_ENOMEM;
     }
-    r = tm_seqindex_init(&s->qall, g, s->njobs, 1);
+    r = 0;
     for (size_t k = 0; k < s->njobs; k++) {
         const struct rjob *rj = &s->jobs[arr[k]];
         s->rank[arr[k]] = (int32_t)k;
@@ -979,6 +1063,10 @@ static int bf_init(struct sim *s, const size_t *arr)
     }
     if (r == 0)
         r = tm_seqindex_init(&s->qgrp, g, s->njobs, s->nshapes * 2);
+    if (r == 0)
+        r = rl_init(&s->lall, s->njobs, 1);
+    if (r == 0)
+        r = rl_init(&s->lgrp, s->njobs, s->nshapes * 2);
     free(g);
     if (r < 0)
         return r;
@@ -999,7 +1087,8 @@ static void bf_release(struct sim *s)
     free(s->bf_mark);
     free(s->bq);
     free(s->bqpos);
-    tm_seqindex_release(&s->qall);
+    rl_release(&s->lall);
+    rl_release(&s->lgrp);
     tm_seqindex_release(&s->qgrp);
 }
 
@@ -1074,15 +1163,24 @@ static int bf_subset(struct sim *s, size_t *n, size_t last, int64_t now, int32_t
         int32_t ur = rpre && !(g & 1) ? 0 : s->ufit[sh * s->nnodes + (size_t)node];
         /* By slot within the group: a search per step was a tenth of the
          * replay at 250,000 jobs. */
-        int32_t k = u > 0 || ur > 0 ? tm_seqindex_slot_at(&s->qgrp, g, last + 1) : -1;
-        for (int64_t c = 0; k >= 0 && c < u; c++) {
-            k = tm_seqindex_next_slot(&s->qgrp, g, k, TM_SEQ_MAX);
-            if (k < 0)
-                break;
-            rc = bq_add(s, n, (size_t)tm_seqindex_pos(&s->qgrp, g, k++));
+        int32_t k = -1, p = s->lgrp.head[g];
+        if (u == 0 && ur == 0)
+            continue;
+        /* The first u queued after the prefix: the group's list past the
+         * prefix's few members of it. */
+        while (p >= 0 && (size_t)p <= last)
+            p = s->lgrp.next[p];
+        for (int64_t c = 0; p >= 0 && c < u; c++) {
+            rc = bq_add(s, n, (size_t)p);
             if (rc < 0)
                 return rc;
+            p = s->lgrp.next[p];
         }
+        /* The gap fillers from there on, by estimate: the min-tree. */
+        if (p >= 0)
+            k = s->qgrp.slot[p];
+        else if (u == 0)
+            k = tm_seqindex_slot_at(&s->qgrp, g, last + 1);
         for (int32_t c = 0; k >= 0 && c < ur; c++) {
             k = tm_seqindex_next_slot(&s->qgrp, g, k, gap);
             if (k < 0)
@@ -1099,12 +1197,11 @@ static int bf_subset(struct sim *s, size_t *n, size_t last, int64_t now, int32_t
  * (*n); *last: the rank of the last, *more: some queued job is left out. */
 static int bf_prefix(struct sim *s, size_t want, size_t *n, size_t *last, bool *more)
 {
-    int64_t p = 0;
     int rc;
 
     *n = 0;
     *more = false;
-    while ((p = tm_seqindex_next(&s->qall, 0, (size_t)p, TM_SEQ_MAX)) >= 0) {
+    for (int32_t p = s->lall.head[0]; p >= 0; p = s->lall.next[p]) {
         if (*n == want) {
             *more = true;
             break;
@@ -1112,7 +1209,7 @@ static int bf_prefix(struct sim *s, size_t want, size_t *n, size_t *last, bool *
         rc = bq_add(s, n, (size_t)p);
         if (rc < 0)
             return rc;
-        *last = (size_t)p++;
+        *last = (size_t)p;
     }
     return 0;
 }
@@ -1496,12 +1593,20 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     s.alloc_next = malloc((s.njobs + 1) * sizeof(*s.alloc_next));
     s.alloc_prev = malloc((s.njobs + 1) * sizeof(*s.alloc_prev));
     s.nends = calloc(s.nnodes + 1, sizeof(*s.nends));
-    if (!s.node_nallocs || !s.alloc_head || !s.gpu_end || !s.gpu_end_kept || !s.alloc_next || !s.alloc_prev || !s.nends)
+    s.gpus_full = malloc((s.nnodes + 1) * sizeof(*s.gpus_full));
+    s.gpu_free_max = malloc((s.nnodes + 1) * sizeof(*s.gpu_free_max));
+    s.gpu_free_sum = malloc((s.nnodes + 1) * sizeof(*s.gpu_free_sum));
+    if (!s.node_nallocs || !s.alloc_head || !s.gpu_end || !s.gpu_end_kept || !s.alloc_next || !s.alloc_prev || !s.nends ||
+        !s.gpus_full || !s.gpu_free_max || !s.gpu_free_sum)
         goto out;
+    for (size_t i = 0; i < s.nnodes; i++)
+        gpu_summary(&s, (int32_t)i);
     memset(s.alloc_head, 0xff, (s.nnodes + 1) * sizeof(*s.alloc_head));
     s.fp = (struct tm_sched_footprint){.cpu_free = s.node_cpu_free, .mem_free = s.node_mem_free,
                                        .gpu_used = s.gpu_used, .node_nallocs = s.node_nallocs,
-                                       .alloc_head = s.alloc_head, .alloc_next = s.alloc_next};
+                                       .alloc_head = s.alloc_head, .alloc_next = s.alloc_next,
+                                       .gpus_full = s.gpus_full, .gpu_free_max = s.gpu_free_max,
+                                       .gpu_free_sum = s.gpu_free_sum};
     s.slips = malloc((s.njobs + 1) * sizeof(*s.slips));
     if (!s.slips || !arr || !waits || !s.allocs || !s.alloc_job || !s.alloc_est || !s.alloc_start || !s.heap || !s.q || !s.qjob || !s.pq || !s.pqpos)
         goto out;
@@ -1653,6 +1758,9 @@ out:
     free(s.gpu_end);
     free(s.gpu_end_kept);
     free(s.nends);
+    free(s.gpus_full);
+    free(s.gpu_free_max);
+    free(s.gpu_free_sum);
     free(s.dirty);
     bf_release(&s);
     tm_estimator_free(s.est);

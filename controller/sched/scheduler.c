@@ -142,6 +142,14 @@ static int validate_and_load(struct ctx *c)
             int full = 0, mx = 0, sum = 0;
             s->cpu = fp->cpu_free[i];
             s->mem = fp->mem_free[i];
+            if (fp->gpus_full) {
+                for (int g = 0; g < s->gpus; g++)
+                    s->free[g] = (int16_t)(used[g] > MILLI ? 0 : MILLI - used[g]);
+                s->full = fp->gpus_full[i];
+                s->maxfree = fp->gpu_free_max[i];
+                node_totals(c, i, fp->gpu_free_sum[i]);
+                continue;
+            }
             /* The clamp, sched_nst_refresh() and the free sum below in
              * one sweep: the three sweeps were a sixth of a backfill
              * replay once the allocs were no longer read. */

@@ -154,6 +154,12 @@ struct tm_sched_footprint {
     const int32_t *node_nallocs; /* per node: allocs on it */
     const int32_t *alloc_head;   /* per node: an alloc on it, -1 none */
     const int32_t *alloc_next;   /* per alloc: the next on its node, -1 none */
+    /* Optional (NULL: worked out from gpu_used): per node, over its GPUs
+     * (one over-committed counts as none free), how many have all 1000
+     * milli free, the most milli free on one, and the free milli in all. */
+    const int8_t *gpus_full;
+    const int16_t *gpu_free_max;
+    const int32_t *gpu_free_sum;
     /* Optional (NULL: the allocs' end_ms): each alloc's expected end is
      * now + tm_estimate_remaining(alloc_estimate[a], now - alloc_start[a])
      * (estimate.h), worked out by the pass for the allocs it reads; the
