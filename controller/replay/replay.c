@@ -842,7 +842,12 @@ static int pass_apply(struct sim *s, int64_t now, struct tm_replay_stats *st,
     /* Notes first: the queue is reordered by the starts below. */
     for (size_t k = 0; k < r.nnotes; k++) {
         const struct tm_sched_note *nt = &r.notes[k];
-        struct rjob *rj = &s->jobs[s->qjob[QPOS(nt->job)]];
+        struct rjob *rj;
+        /* Without a log only a reservation's promise is kept: a pass over
+         * the whole queue (tarmac) notes every queued job. */
+        if (!s->cfg->log && nt->verdict != TM_SCHED_RESERVED)
+            continue;
+        rj = &s->jobs[s->qjob[QPOS(nt->job)]];
         if (nt->verdict == TM_SCHED_RESERVED && rj->promise == 0) {
             rj->promise = nt->start_ms > 0 ? nt->start_ms : 1;
             st->reserved_jobs++;
