@@ -90,14 +90,11 @@ void tm_seqindex_set(struct tm_seqindex *x, size_t pos, int64_t v)
     }
 }
 
-int64_t tm_seqindex_next(const struct tm_seqindex *x, size_t g, size_t from, int64_t t)
+int32_t tm_seqindex_slot_at(const struct tm_seqindex *x, size_t g, size_t from)
 {
     const int32_t *m = x->members + x->moff[g];
-    int32_t cnt = x->moff[g + 1] - x->moff[g], lo = 0, hi = cnt;
-    const int64_t *tr = x->tree + x->toff[g];
-    size_t sz = (size_t)x->tsize[g], i;
+    int32_t lo = 0, hi = x->moff[g + 1] - x->moff[g];
 
-    /* The first member at or after `from`. */
     while (lo < hi) {
         int32_t mid = lo + (hi - lo) / 2;
         if ((size_t)m[mid] < from)
@@ -105,9 +102,18 @@ int64_t tm_seqindex_next(const struct tm_seqindex *x, size_t g, size_t from, int
         else
             hi = mid;
     }
-    if (lo >= cnt)
+    return lo;
+}
+
+int32_t tm_seqindex_next_slot(const struct tm_seqindex *x, size_t g, int32_t slot, int64_t t)
+{
+    int32_t cnt = x->moff[g + 1] - x->moff[g];
+    const int64_t *tr = x->tree + x->toff[g];
+    size_t sz = (size_t)x->tsize[g], i;
+
+    if (slot >= cnt)
         return -1;
-    i = sz + (size_t)lo;
+    i = sz + (size_t)slot;
     if (tr[i] > t) {
         /* Up until a left child whose right sibling qualifies. */
         for (;;) {
@@ -122,5 +128,12 @@ int64_t tm_seqindex_next(const struct tm_seqindex *x, size_t g, size_t from, int
         while (i < sz)
             i = tr[2 * i] <= t ? 2 * i : 2 * i + 1;
     }
-    return m[i - sz];
+    return (int32_t)(i - sz);
+}
+
+int64_t tm_seqindex_next(const struct tm_seqindex *x, size_t g, size_t from, int64_t t)
+{
+    int32_t k = tm_seqindex_next_slot(x, g, tm_seqindex_slot_at(x, g, from), t);
+
+    return k < 0 ? -1 : tm_seqindex_pos(x, g, k);
 }

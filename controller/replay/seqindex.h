@@ -40,5 +40,15 @@ void tm_seqindex_release(struct tm_seqindex *x);
 void tm_seqindex_set(struct tm_seqindex *x, size_t pos, int64_t v);
 /* The first position >= from in group g whose value is <= t, or -1. */
 int64_t tm_seqindex_next(const struct tm_seqindex *x, size_t g, size_t from, int64_t t);
+/* The same by slot (a member's index within its group), for a walk
+ * through one group without a search per step: the first slot of group g
+ * whose position is >= from; the first slot >= slot whose value is <= t,
+ * or -1; a slot's position. */
+int32_t tm_seqindex_slot_at(const struct tm_seqindex *x, size_t g, size_t from);
+int32_t tm_seqindex_next_slot(const struct tm_seqindex *x, size_t g, int32_t slot, int64_t t);
+static inline int64_t tm_seqindex_pos(const struct tm_seqindex *x, size_t g, int32_t slot)
+{
+    return x->members[x->moff[g] + slot];
+}
 
 #endif

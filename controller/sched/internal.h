@@ -138,6 +138,7 @@ struct ctx {
     int32_t *aorder;   /* by node; within a node sorted by end once asorted */
     int64_t *aend;     /* per alloc: its expected end, never before now */
     uint8_t *asorted;  /* per node */
+    uint8_t *aloaded;  /* per node, with a footprint: its aorder segment read */
     int64_t *gend;     /* per node: the latest end of its GPU holders
                         * (allocs and linked placements) */
     int64_t *gkept;    /* the same but for preemptible allocs on loan */
@@ -249,6 +250,9 @@ int sched_add_placement(struct ctx *c, int32_t job, int32_t node, uint32_t mask,
 
 /* Timelines, reservations and loans (reserve.c). */
 bool sched_is_urgent(const struct ctx *c, int32_t j);
+/* Alloc a's expected end as the input gives it: end_ms, or the footprint's
+ * estimate rule (struct tm_sched_footprint); not clamped to now. */
+int64_t sched_alloc_end_given(const struct ctx *c, int32_t a);
 int64_t sched_job_end(const struct ctx *c, int32_t j);
 int64_t sched_job_end_safe(const struct ctx *c, int32_t j);
 bool sched_reservation_permits(const struct ctx *c, int32_t j, int32_t i, uint32_t mask,

@@ -24,8 +24,9 @@ int sched_node_end_init(struct ctx *c)
         c->node_end[i] = c->in->now_ms;
     for (size_t a = 0; a < c->in->nallocs; a++) {
         const struct tm_sched_alloc *al = &c->in->allocs[a];
-        if (al->node >= 0 && (size_t)al->node < c->nn && al->end_ms > c->node_end[al->node])
-            c->node_end[al->node] = al->end_ms;
+        int64_t e = sched_alloc_end_given(c, (int32_t)a);
+        if (al->node >= 0 && (size_t)al->node < c->nn && e > c->node_end[al->node])
+            c->node_end[al->node] = e;
     }
     return 0;
 }

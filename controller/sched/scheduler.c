@@ -70,6 +70,33 @@ static bool no_match(const struct ctx *c, const struct need *nd)
 
 /* ---------- the pass ---------- */
 
+/* Node i's part of the per-model totals and maxima; free: its free GPU
+ * milli. */
+static void node_totals(struct ctx *c, size_t i, int64_t free)
+{
+    const struct tm_sched_node *n = &c->in->nodes[i];
+    const struct nst *s = &c->ns[i];
+
+    if (!s->ok)
+        return;
+    if (s->mslot >= 0) {
+        int sl = s->mslot;
+        c->slot_free[sl] += free;
+        c->slot_gpus[sl] += n->gpus;
+        c->all_gpus += n->gpus;
+        if (n->gpus > c->slot_maxg[sl])
+            c->slot_maxg[sl] = n->gpus;
+        if (n->cpu_milli > c->slot_maxcpu[sl])
+            c->slot_maxcpu[sl] = n->cpu_milli;
+        if (n->memory_mib > c->slot_maxmem[sl])
+            c->slot_maxmem[sl] = n->memory_mib;
+    }
+    if (n->cpu_milli > c->any_maxcpu)
+        c->any_maxcpu = n->cpu_milli;
+    if (n->memory_mib > c->any_maxmem)
+        c->any_maxmem = n->memory_mib;
+}
+
 static int validate_and_load(struct ctx *c)
 {
     const struct tm_sched_input *in = c->in;
@@ -97,30 +124,66 @@ static int validate_and_load(struct ctx *c)
         s->ok = n->schedulable;
         s->res = NO_SLOT;
         s->mslot = NO_SLOT;
-        for (int g = 0; g < n->gpus; g++)
-            s->free[g] = MILLI;
+        if (!in->footprint)
+            for (int g = 0; g < n->gpus; g++)
+                s->free[g] = MILLI;
         if (n->gpus > 0) {
             if (c->model_slot[n->model] == NO_SLOT)
                 c->model_slot[n->model] = c->nslots++;
             s->mslot = c->model_slot[n->model];
         }
     }
-    for (size_t a = 0; a < in->nallocs; a++) {
-        const struct tm_sched_alloc *al = &in->allocs[a];
-        struct nst *s;
-        if (al->node < 0 || (size_t)al->node >= c->nn || al->gpu_milli < 0 || al->gpu_milli > MILLI)
-            return TM_EINVAL;
-        s = &c->ns[al->node];
-        if (al->gpu_mask >> s->gpus)
-            return TM_EINVAL;
-        for (uint32_t m = al->gpu_mask; m; m &= m - 1) {
-            int g = __builtin_ctz(m);
-            s->free[g] = (int16_t)(s->free[g] - al->gpu_milli);
+    if (in->footprint) {
+        /* The caller's sums (struct tm_sched_footprint), trusted. */
+        const struct tm_sched_footprint *fp = in->footprint;
+        for (size_t i = 0; i < c->nn; i++) {
+            struct nst *s = &c->ns[i];
+            const int16_t *used = &fp->gpu_used[i * TM_NODE_GPUS_MAX];
+            int full = 0, mx = 0, sum = 0;
+            s->cpu = fp->cpu_free[i];
+            s->mem = fp->mem_free[i];
+            if (fp->gpus_full) {
+                for (int g = 0; g < s->gpus; g++)
+                    s->free[g] = (int16_t)(used[g] > MILLI ? 0 : MILLI - used[g]);
+                s->full = fp->gpus_full[i];
+                s->maxfree = fp->gpu_free_max[i];
+                node_totals(c, i, fp->gpu_free_sum[i]);
+                continue;
+            }
+            /* The clamp, sched_nst_refresh() and the free sum below in
+             * one sweep: the three sweeps were a sixth of a backfill
+             * replay once the allocs were no longer read. */
+            for (int g = 0; g < s->gpus; g++) {
+                int f = MILLI - used[g];
+                f = f < 0 ? 0 : f;
+                s->free[g] = (int16_t)f;
+                full += f == MILLI;
+                mx = f > mx ? f : mx;
+                sum += f;
+            }
+            s->full = (int8_t)full;
+            s->maxfree = (int16_t)mx;
+            node_totals(c, i, sum);
         }
-        s->cpu -= al->cpu_milli;
-        s->mem -= al->memory_mib;
+    } else {
+        for (size_t a = 0; a < in->nallocs; a++) {
+            const struct tm_sched_alloc *al = &in->allocs[a];
+            struct nst *s;
+            if (al->node < 0 || (size_t)al->node >= c->nn || al->gpu_milli < 0 ||
+                al->gpu_milli > MILLI)
+                return TM_EINVAL;
+            s = &c->ns[al->node];
+            if (al->gpu_mask >> s->gpus)
+                return TM_EINVAL;
+            for (uint32_t m = al->gpu_mask; m; m &= m - 1) {
+                int g = __builtin_ctz(m);
+                s->free[g] = (int16_t)(s->free[g] - al->gpu_milli);
+            }
+            s->cpu -= al->cpu_milli;
+            s->mem -= al->memory_mib;
+        }
     }
-    for (size_t i = 0; i < c->nn; i++) {
+    for (size_t i = 0; i < c->nn && !in->footprint; i++) {
         struct nst *s = &c->ns[i];
         /* Over-committed input (a node shrank under its jobs) is not ours
          * to fix: clamp so nothing more goes there. */
@@ -128,25 +191,7 @@ static int validate_and_load(struct ctx *c)
             if (s->free[g] < 0)
                 s->free[g] = 0;
         sched_nst_refresh(s);
-        if (s->ok && s->mslot >= 0) {
-            const struct tm_sched_node *n = &in->nodes[i];
-            int sl = s->mslot;
-            c->slot_free[sl] += sched_nst_free_milli(s);
-            c->slot_gpus[sl] += n->gpus;
-            c->all_gpus += n->gpus;
-            if (n->gpus > c->slot_maxg[sl])
-                c->slot_maxg[sl] = n->gpus;
-            if (n->cpu_milli > c->slot_maxcpu[sl])
-                c->slot_maxcpu[sl] = n->cpu_milli;
-            if (n->memory_mib > c->slot_maxmem[sl])
-                c->slot_maxmem[sl] = n->memory_mib;
-        }
-        if (s->ok) {
-            if (in->nodes[i].cpu_milli > c->any_maxcpu)
-                c->any_maxcpu = in->nodes[i].cpu_milli;
-            if (in->nodes[i].memory_mib > c->any_maxmem)
-                c->any_maxmem = in->nodes[i].memory_mib;
-        }
+        node_totals(c, i, sched_nst_free_milli(s));
     }
     c->all_slots = c->nslots >= 64 ? ~0ull : (1ull << c->nslots) - 1;
     for (size_t j = 0; j < in->njobs; j++) {
@@ -297,6 +342,7 @@ static void ctx_release(struct ctx *c)
     free(c->aorder);
     free(c->aend);
     free(c->asorted);
+    free(c->aloaded);
     free(c->gend);
     free(c->gkept);
     free(c->plhead);

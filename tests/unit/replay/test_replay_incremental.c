@@ -3,7 +3,10 @@
  * incremental passes against the reference (tm_replay_config.full_pass: one
  * tm_sched_run() over the whole queue at every instant), decision for
  * decision, on random inventories and queues: every placement (time, job,
- * node) the same, and every figure; fifo and backfill.
+ * node) the same, and every figure; fifo and backfill, and tarmac and
+ * multifactor, whose passes read the queue whole but take the running
+ * jobs' footprint from the replay (struct tm_sched_footprint) instead of
+ * summing the allocs.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -197,6 +200,20 @@ static void test_backfill_incremental(void **state)
     compare_policy(TM_POLICY_BACKFILL, 40);
 }
 
+/* tarmac: loans, evictions and several reservations, all from the
+ * replay's footprint. */
+static void test_tarmac_footprint(void **state)
+{
+    (void)state;
+    compare_policy(TM_POLICY_TARMAC, 40);
+}
+
+static void test_multifactor_footprint(void **state)
+{
+    (void)state;
+    compare_policy(TM_POLICY_MULTIFACTOR, 20);
+}
+
 static void put_job(struct tm_trace *t, const char *name, int64_t submit_s, int64_t run_s, int32_t gpus)
 {
     struct tm_trace_job *jb = &t->jobs[t->njobs++];
@@ -261,6 +278,8 @@ int main(void)
         cmocka_unit_test(test_fifo_incremental),
         cmocka_unit_test(test_backfill_incremental),
         cmocka_unit_test(test_backfill_gap_deep_queue),
+        cmocka_unit_test(test_tarmac_footprint),
+        cmocka_unit_test(test_multifactor_footprint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
