@@ -1,0 +1,215 @@
+/*
+ * controller/replay/replay_internal.h: the time replay's state (struct sim)
+ * and what its two files share: replay.c (the events, the accounting, the
+ * fifo and whole-queue passes, the figures) and replay_backfill.c (the
+ * incremental EASY backfill pass).  Not for other folders.
+ */
+#ifndef TM_REPLAY_INTERNAL_H
+#define TM_REPLAY_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "controller/replay/replay.h"
+#include "controller/replay/seqindex.h"
+#include "controller/sched/estimate.h"
+#include "controller/sched/scheduler.h"
+
+#define MILLI 1000
+
+struct rjob {
+    const struct tm_trace_job *tj;
+    int64_t submit;
+    int64_t runtime;
+    int64_t estimate;   /* what the scheduler sees; 0 unknown */
+    int64_t start;      /* -1 until started; the latest start */
+    int64_t first_start;/* -1 until started; waits count to here */
+    uint32_t gen;       /* starts so far, to spot stale completions */
+    int64_t promise;    /* first reservation start; 0 none */
+    int32_t milli_total;
+    int32_t alloc;      /* index in allocs while running, else -1 */
+    int32_t qpos;       /* index in the queue while queued, else -1 */
+    int32_t shape;      /* index into sim.shapes */
+    uint64_t usable;    /* trace models with a node that could ever hold it */
+    int8_t verdict;     /* last verdict logged, -1 none */
+};
+
+/* A distinct request (CPU, memory, models, GPUs or share) and how many
+ * queued jobs ask it: the fit-aware idle measure asks, per node, whether
+ * any queued request fits, and openb has about a hundred distinct requests
+ * among thousands of jobs. */
+struct shape {
+    int64_t cpu;
+    int64_t mem;
+    uint64_t mask;      /* trace model bits; 0 any */
+    int32_t gpus;       /* whole GPUs; 0 for a share */
+    int32_t milli;      /* the share when gpus == 0 */
+    int32_t count;      /* queued jobs with this request */
+    int32_t apos;       /* index in sim.active while count > 0, else -1 */
+};
+
+struct heapent {
+    int64_t t;
+    int32_t job;
+    uint32_t gen;       /* the job's start it ends; older ones are stale */
+};
+
+struct sim {
+    const struct tm_replay_config *cfg;
+    struct rjob *jobs;
+    size_t njobs;
+    struct tm_sched_node *nodes;
+    size_t nnodes;
+    int nmodels;
+    const struct tm_trace *trace;
+    /* running */
+    struct tm_sched_alloc *allocs;
+    int32_t *alloc_job;
+    /* per alloc, beside it: the job's estimate (0 unknown) and start, so
+     * that the expected ends are refreshed without touching the jobs */
+    int64_t *alloc_est, *alloc_start;
+    size_t nallocs;
+    /* What the running jobs hold, node by node, handed to each pass
+     * (struct tm_sched_footprint; not with full_pass, the reference):
+     * per node its allocs (a list through alloc_next/alloc_prev) and,
+     * refreshed before a pass with the ends, the latest end of its GPU
+     * holders (gpu_end; gpu_end_kept without preemptible loans). */
+    bool use_fp;
+    struct tm_sched_footprint fp;
+    int32_t *node_nallocs, *alloc_head, *alloc_next, *alloc_prev;
+    int8_t *gpus_full;                         /* per node, see the footprint */
+    int16_t *gpu_free_max;
+    int32_t *gpu_free_sum;
+    int64_t *gpu_end, *gpu_end_kept;
+    /* Per node, over its allocs holding GPU milli (and the same without
+     * preemptible loans, _kept): how many, the latest start + estimate
+     * and the earliest start.  An alloc's expected end is
+     * max(start + estimate, 2 now - start, now + 1 s)
+     * (tm_estimate_remaining()), so the node's latest is
+     * max(latest start + estimate, 2 now - earliest start, now + 1 s):
+     * O(nodes) a pass instead of every running job. */
+    struct node_ends {
+        int32_t n, n_kept;
+        int64_t fix, fix_kept, first, first_kept;
+    } *nends;
+    struct heapent *heap;
+    size_t nheap, heapcap;
+    /* queue */
+    /* In arrival order (requeued jobs at the end), with holes where jobs
+     * left (qjob -1) until q_compact(): q[0..qlen), nq of them queued.
+     * tarmac sorts its whole queue at every pass, and a queue that comes
+     * nearly in order sorts in about linear time (okey_sort() skips
+     * merging runs already in order): a swap-removed queue's sort was a
+     * quarter of a tarmac replay at 125,000 jobs. */
+    struct tm_sched_job *q;
+    int32_t *qjob;
+    size_t nq, qlen;
+    /* accounting */
+    int64_t free_milli[TM_TRACE_MODELS_MAX];
+    int64_t sliver_milli[TM_TRACE_MODELS_MAX]; /* free milli on partly used GPUs */
+    int16_t *gpu_used;                         /* per node x TM_NODE_GPUS_MAX */
+    /* Queued jobs that could have used each model (DESIGN.md): the model
+     * is accepted and some node of it could ever hold the job. */
+    int64_t waiting[TM_TRACE_MODELS_MAX];
+    /* Queued jobs that accept each model, whatever its node sizes. */
+    int64_t waiting_accepts[TM_TRACE_MODELS_MAX];
+    int64_t alloc_milli;
+    double busy, busy_window, idle_wait, idle_sliver, idle_accepts; /* milli x ms */
+    /* fit-aware idle: free milli on GPUs some queued request fits now */
+    struct shape *shapes;
+    size_t nshapes;
+    int32_t *active;                           /* shapes with count > 0 */
+    size_t nactive;
+    int64_t *node_cpu_free, *node_mem_free;
+    int64_t fit_milli;
+    double idle_fit;                           /* milli x ms */
+    /* fit_milli per node, and the nodes whose capacity changed since it
+     * was computed: only they are recomputed, unless the set of queued
+     * requests changed (then every node is). */
+    int64_t *node_fit;
+    uint8_t *node_dirty;
+    int32_t *dirty;
+    size_t ndirty;
+    bool shapes_changed;
+    /* fifo, incremental: the queue in arrival order from fhead on (fifo
+     * starts jobs in that order), and whether the last pass left the head
+     * blocked with nothing ended since (then an arrival changes nothing). */
+    const size_t *arr;
+    size_t fhead;
+    bool fifo_blocked;
+    struct tm_sched_job *pq;                   /* the prefix handed to the pass */
+    int32_t *pqpos;                            /* its queue positions */
+    int64_t window_lo, window_hi;
+    struct tm_estimator *est;
+    int64_t *slips;                            /* ms, one per job that slipped */
+    /* backfill, incremental (pass_backfill()): the queue indexed by
+     * arrival rank, all of it (queued) and by group (shape x 2 +
+     * preemptible), valued by estimate; per shape and node how many jobs
+     * of the shape the node's free capacity could hold (ufit, refreshed
+     * for the nodes touched since: udirty), and their sum (ucap). */
+    bool bf;
+    int32_t *rank;                             /* per job: index in arr */
+    struct tm_seqindex qgrp;
+    /* The same queue as lists by arrival rank, all of it (lall) and per
+     * group (lgrp): the first jobs of each walked without a search; the
+     * min-trees' walks and searches over a million-job order were a sixth
+     * of the replay at 500,000 jobs (cache misses, growing with the
+     * trace). */
+    struct ranklist { int32_t *next, *prev, *head, *tail; } lall, lgrp;
+    int32_t *ufit;                             /* nshapes x nnodes */
+    int64_t *ucap;                             /* per shape */
+    uint8_t *udirty;
+    int32_t *udlist;
+    size_t nudirty;
+    uint32_t *bf_mark, bf_gen;                 /* per rank: in the subset of pass bf_gen */
+    int32_t bf_gjob, bf_gnode;                 /* the last reservation: job, node, start */
+    int64_t bf_gstart;
+    /* Since the last pass run (bf_unchanged()): some job ended; arrivals
+     * before arr[bf_seen] fit no node; that pass started a job of unknown
+     * estimate. */
+    bool bf_ended, bf_unknown;
+    size_t bf_seen;
+    int64_t bf_t0;
+    struct tm_sched_job *bq;                   /* the jobs handed to the pass */
+    int32_t *bqpos;
+    size_t bqcap;
+};
+
+/* Jobs fifo hands one pass at a time: the head and a few behind it. */
+#define FIFO_PREFIX 32
+
+static inline int64_t max3(int64_t a, int64_t b, int64_t c)
+{
+    int64_t m = a > b ? a : b;
+    return m > c ? m : c;
+}
+
+/* replay.c */
+
+/* tm_sched_run() over jobs[0..nj) and what runs now. */
+int replay_sched_once(const struct sim *s, int64_t now, const struct tm_sched_job *jobs, size_t nj,
+                      struct tm_sched_result *r);
+/* What replay_sched_once() decided (*rp, released here), applied to the
+ * queue and the running jobs: jobs[k] is the queued job at s->q position
+ * qmap[k] (qmap NULL: jobs is s->q itself).  *ret_blocked: some job was
+ * neither placed nor found to fit no node (fifo: the head is blocked). */
+int replay_pass_apply(struct sim *s, int64_t now, struct tm_replay_stats *st,
+                      const struct tm_sched_job *jobs, size_t nj, const int32_t *qmap,
+                      struct tm_sched_result *rp, bool *ret_blocked);
+/* The distinct requests of the trace's jobs (struct shape). */
+int replay_shapes_build(struct sim *s);
+/* Lists by arrival rank: n ranks, ngroups heads. */
+int replay_rl_init(struct ranklist *l, size_t n, size_t ngroups);
+void replay_rl_release(struct ranklist *l);
+
+/* replay_backfill.c */
+
+/* The incremental backfill's indexes over arr (jobs by arrival); 0 or
+ * TM_ENOMEM.  Does nothing unless s->bf. */
+int replay_bf_init(struct sim *s, const size_t *arr);
+void replay_bf_release(struct sim *s);
+/* One backfill pass on the part of the queue it can act on. */
+int replay_pass_backfill(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t narrived);
+
+#endif
