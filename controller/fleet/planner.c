@@ -10,6 +10,7 @@
 
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -228,6 +229,41 @@ static bool ask_at_least(const struct ask *a, const struct ask *b)
 {
     return (a->gpus > 0) == (b->gpus > 0) && a->gpus >= b->gpus && a->milli >= b->milli &&
            a->cpu >= b->cpu && a->mem >= b->mem;
+}
+
+/* A few asks that fit no room of a set of rooms that only shrink: an ask
+ * at least as large as one of them fits none either, unscanned. */
+struct failed_asks {
+    struct ask v[FAILED_ASKS_MAX];
+    size_t n;
+};
+
+static bool asks_failed(const struct failed_asks *f, const struct ask *a)
+{
+    for (size_t i = 0; i < f->n; i++)
+        if (ask_at_least(a, &f->v[i]))
+            return true;
+    return false;
+}
+
+static void asks_note_failed(struct failed_asks *f, const struct ask *a)
+{
+    if (f->n < FAILED_ASKS_MAX)
+        f->v[f->n++] = *a;
+}
+
+/* The first of rooms[0..n) to hold ask, which it takes: spot rooms first
+ * (unless od_only), then on-demand ones (passes 2; passes 1: spot only).
+ * -1 when none holds it. */
+static ptrdiff_t room_take(struct room *rooms, size_t n, bool od_only, int passes,
+                           const struct ask *ask)
+{
+    for (int pass = od_only ? 1 : 0; pass < passes; pass++)
+        for (size_t i = 0; i < n; i++)
+            if (rooms[i].pool == (pass == 0 ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD) &&
+                room_fit(&rooms[i], ask, true))
+                return (ptrdiff_t)i;
+    return -1;
 }
 
 static int32_t smallest_type_gpus(const struct tm_price_table *pr)
@@ -552,10 +588,8 @@ static int run_backlog(struct run *r)
      * fitting nowhere, and so does any ask at least as large: remember
      * a few (per od_only) and skip the scan of every node for them (the
      * live tick has queues of 100k jobs over 10k nodes). */
-    struct ask failed[2][FAILED_ASKS_MAX];
-    size_t nfailed[2] = {0, 0};
-    struct ask failed_soon[2][FAILED_ASKS_MAX];
-    size_t nfailed_soon[2] = {0, 0};
+    struct failed_asks failed[2] = {{.n = 0}, {.n = 0}};
+    struct failed_asks failed_soon[2] = {{.n = 0}, {.n = 0}};
     struct room *soon = NULL;  /* wait_for_ends: the rooms once work ending within a boot ends */
     if (pp->wait_for_ends) {
         soon = malloc((in->nnodes + 1) * sizeof(*soon));
@@ -585,50 +619,37 @@ static int run_backlog(struct run *r)
     for (size_t k = 0; k < nall; k++) {
         const struct tm_planner_job *jb = &in->jobs[all[k].job];
         bool od_only = !jb->preemptible || r->force_od[all[k].job] || !pp->spot;
-        bool placed = false, known = false;
-        size_t placed_at = 0;
+        const struct ask *ask = &all[k].ask;
+        ptrdiff_t at;
         int pool;
         int passes = od_only || pp->od_room_for_preemptible ? 2 : 1;
-        for (size_t f = 0; f < nfailed[od_only] && !known; f++)
-            known = ask_at_least(&all[k].ask, &failed[od_only][f]);
-        if (known)
+        if (asks_failed(&failed[od_only], ask))
             goto backlog;
         /* spot rooms first for preemptible work, then paid on-demand room */
-        for (int pass = od_only ? 1 : 0; pass < passes && !placed; pass++)
-            for (size_t i = 0; i < in->nnodes && !placed; i++)
-                if (r->rooms[i].pool == (pass == 0 ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD) &&
-                    room_fit(&r->rooms[i], &all[k].ask, true)) {
-                    placed = true;
-                    placed_at = i;
-                    /* an idle node queued work is counted on is not
-                     * released under it (the scheduler places the job
-                     * after this pass; released, it would wait a boot) */
-                    if (in->nodes[i].jobs == 0)
-                        r->skip_idle[i] = true;
-                }
-        if (placed) {
+        at = room_take(r->rooms, in->nnodes, od_only, passes, ask);
+        if (at >= 0) {
+            /* an idle node queued work is counted on is not released
+             * under it (the scheduler places the job after this pass;
+             * released, it would wait a boot) */
+            if (in->nodes[at].jobs == 0)
+                r->skip_idle[at] = true;
             if (soon) /* the room taken now is not free later either */
-                (void)room_fit(&soon[placed_at], &all[k].ask, true);
+                (void)room_fit(&soon[at], ask, true);
             continue;
         }
-        if (nfailed[od_only] < FAILED_ASKS_MAX)
-            failed[od_only][nfailed[od_only]++] = all[k].ask;
+        asks_note_failed(&failed[od_only], ask);
     backlog:
         if (soon && !jb->deadline_ms && jb->gang <= 1) {
             /* wait_for_ends: room that running work frees within a boot
              * starts the job no later than a new node would (a deadline
-             * job or a gang does not bet on estimates) */
-            bool waits = false, hopeless = false;
-            /* these rooms only shrink too: the same shortcut */
-            for (size_t f = 0; f < nfailed_soon[od_only] && !hopeless; f++)
-                hopeless = ask_at_least(&all[k].ask, &failed_soon[od_only][f]);
-            for (int pass = od_only ? 1 : 0; pass < passes && !waits && !hopeless; pass++)
-                for (size_t i = 0; i < in->nnodes && !waits; i++)
-                    if (soon[i].pool == (pass == 0 ? TM_PLANNER_POOL_SPOT : TM_PLANNER_POOL_OD) &&
-                        room_fit(&soon[i], &all[k].ask, true))
-                        waits = true;
-            if (!waits && !hopeless && nfailed_soon[od_only] < FAILED_ASKS_MAX)
-                failed_soon[od_only][nfailed_soon[od_only]++] = all[k].ask;
+             * job or a gang does not bet on estimates); these rooms only
+             * shrink too: the same shortcut */
+            bool waits = false;
+            if (!asks_failed(&failed_soon[od_only], ask)) {
+                waits = room_take(soon, in->nnodes, od_only, passes, ask) >= 0;
+                if (!waits)
+                    asks_note_failed(&failed_soon[od_only], ask);
+            }
             if (waits) {
                 /* counted as held, as a launch for it would be: the
                  * forecast's headroom is not bought for it again */
