@@ -139,31 +139,10 @@ static int validate_and_load(struct ctx *c)
         for (size_t i = 0; i < c->nn; i++) {
             struct nst *s = &c->ns[i];
             const int16_t *used = &fp->gpu_used[i * TM_NODE_GPUS_MAX];
-            int full = 0, mx = 0, sum = 0;
             s->cpu = fp->cpu_free[i];
             s->mem = fp->mem_free[i];
-            if (fp->gpus_full) {
-                for (int g = 0; g < s->gpus; g++)
-                    s->free[g] = (int16_t)(used[g] > MILLI ? 0 : MILLI - used[g]);
-                s->full = fp->gpus_full[i];
-                s->maxfree = fp->gpu_free_max[i];
-                node_totals(c, i, fp->gpu_free_sum[i]);
-                continue;
-            }
-            /* The clamp, sched_nst_refresh() and the free sum below in
-             * one sweep: the three sweeps were a sixth of a backfill
-             * replay once the allocs were no longer read. */
-            for (int g = 0; g < s->gpus; g++) {
-                int f = MILLI - used[g];
-                f = f < 0 ? 0 : f;
-                s->free[g] = (int16_t)f;
-                full += f == MILLI;
-                mx = f > mx ? f : mx;
-                sum += f;
-            }
-            s->full = (int8_t)full;
-            s->maxfree = (int16_t)mx;
-            node_totals(c, i, sum);
+            for (int g = 0; g < s->gpus; g++)
+                s->free[g] = (int16_t)(used[g] > MILLI ? 0 : MILLI - used[g]);
         }
     } else {
         for (size_t a = 0; a < in->nallocs; a++) {
@@ -183,8 +162,16 @@ static int validate_and_load(struct ctx *c)
             s->mem -= al->memory_mib;
         }
     }
-    for (size_t i = 0; i < c->nn && !in->footprint; i++) {
+    for (size_t i = 0; i < c->nn; i++) {
+        const struct tm_sched_footprint *fp = in->footprint;
         struct nst *s = &c->ns[i];
+        if (fp && fp->gpus_full) {
+            /* The caller's GPU summaries: no sweep of the GPUs at all. */
+            s->full = fp->gpus_full[i];
+            s->maxfree = fp->gpu_free_max[i];
+            node_totals(c, i, fp->gpu_free_sum[i]);
+            continue;
+        }
         /* Over-committed input (a node shrank under its jobs) is not ours
          * to fix: clamp so nothing more goes there. */
         for (int g = 0; g < s->gpus; g++)
