@@ -110,8 +110,8 @@ int64_t tm_estimate_overrun(int64_t elapsed_ms);
  * nodes that really drain soon. */
 static inline int64_t tm_estimate_remaining(int64_t estimate_ms, int64_t elapsed_ms)
 {
-    /* Inline: the time replay asks it for every running job before each
-     * pass (a few thousand per event at 4,096 GPUs). */
+    /* Inline: a pass asks it for every running job it reads (a few
+     * thousand per event at 4,096 GPUs in the time replay's full pass). */
     int64_t left = estimate_ms - elapsed_ms;
 
     if (elapsed_ms < 0)
