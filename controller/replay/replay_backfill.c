@@ -306,8 +306,8 @@ static bool bf_unchanged(struct sim *s, int64_t now, size_t narrived)
     for (int32_t a = s->alloc_head[r]; a >= 0; a = s->alloc_next[a]) {
         int64_t b = s->alloc_start[a], e = s->alloc_est[a], t0 = s->bf_t0;
         /* its end as t0's pass saw it: a job it started by its estimate */
-        int64_t e0 = b == t0 ? b + e : max3(b + e, 2 * t0 - b, t0 + 1000);
-        if (e0 <= s->bf_gstart && max3(b + e, 2 * now - b, now + 1000) > s->bf_gstart)
+        int64_t e0 = b == t0 ? b + e : t0 + tm_estimate_remaining(e, t0 - b);
+        if (e0 <= s->bf_gstart && now + tm_estimate_remaining(e, now - b) > s->bf_gstart)
             return false;
     }
     return true;
