@@ -261,6 +261,7 @@ void sched_reservation_note_gap(struct ctx *c, int32_t i, uint32_t mask, int32_t
                                 const struct need *nd);
 bool sched_tied(const struct ctx *c, int32_t j);
 bool sched_narrow(const struct ctx *c, int32_t j);
+bool sched_constrained(const struct ctx *c, int32_t j);
 int sched_reserve(struct ctx *c, int32_t j, size_t *linked);
 int64_t sched_projected_start(struct ctx *c, int32_t j, size_t *linked);
 int sched_at_risk(struct ctx *c, int32_t j, size_t *linked);

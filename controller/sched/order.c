@@ -73,16 +73,51 @@ static void order_aged(const struct ctx *c, int32_t j, int64_t dflt, struct okey
     k->k[3] = jb->id;
 }
 
+int64_t tm_sched_starvation_ms(const struct tm_sched_params *p)
+{
+    return p->starvation_ms > 0 ? p->starvation_ms : TM_SCHED_STARVATION_DEFAULT_MS;
+}
+
+/* Half the bound: a job promoted then still has the other half to get
+ * through its reservation, which covers the longest estimate we trust. */
+int64_t tm_sched_tarmac_urgent_ms(const struct tm_sched_params *p)
+{
+    return tm_sched_starvation_ms(p) / 2;
+}
+
+/* One level per quarter of the bound waited. */
+int64_t tm_sched_tarmac_level_ms(const struct tm_sched_params *p)
+{
+    int64_t q = tm_sched_starvation_ms(p) / 4;
+
+    return q > 0 ? q : 1;
+}
+
+/* Short gap-filling work and jobs tied to few models move up by at most
+ * short_ms: enough to go first among jobs of about the same age, never
+ * enough to pass a job by hours. */
+int64_t tm_sched_tarmac_lead_ms(const struct tm_sched_params *p, const struct tm_sched_job *jb,
+                                bool constrained)
+{
+    int64_t short_ms = p->short_ms > 0 ? p->short_ms : TM_SCHED_SHORT_DEFAULT_MS;
+    int64_t dflt = p->default_estimate_ms > 0 ? p->default_estimate_ms : TM_SCHED_DEFAULT_ESTIMATE_MS;
+    int64_t est = jb->estimate_ms > 0 ? jb->estimate_ms : dflt;
+    bool gapfill = est < short_ms && (jb->klass == TM_CLASS_EVAL || jb->klass == TM_CLASS_PREPROCESS ||
+                                      jb->klass == TM_CLASS_INFERENCE);
+
+    return (gapfill ? short_ms : 0) + (constrained ? short_ms / 2 : 0);
+}
+
 /* tarmac: aged jobs first (order_aged()), then priority classes, each
  * lifted one level per quarter of the starvation bound waited; within a
  * level submit order, short eval/preprocess/inference work and jobs tied
- * to few models moved up by at most short_ms; less work first last. */
+ * to few models moved up (tm_sched_tarmac_lead_ms()); less work first
+ * last. */
 void sched_order_tarmac(const struct ctx *c, int32_t j, struct okey *k)
 {
     const struct tm_sched_input *in = c->in;
     const struct tm_sched_job *jb = &in->jobs[j];
     const struct need *nd = &c->needs[j];
-    int64_t short_ms = in->params.short_ms > 0 ? in->params.short_ms : TM_SCHED_SHORT_DEFAULT_MS;
     int64_t dflt = in->params.default_estimate_ms > 0 ? in->params.default_estimate_ms
                                                       : TM_SCHED_DEFAULT_ESTIMATE_MS;
 
@@ -92,24 +127,15 @@ void sched_order_tarmac(const struct ctx *c, int32_t j, struct okey *k)
     }
     int64_t est = jb->estimate_ms > 0 ? jb->estimate_ms : dflt;
     int64_t gpu_milli = (int64_t)(nd->gpus > 0 ? nd->gpus * MILLI : nd->milli) * nd->nodes;
-    bool gapfill = est < short_ms && (jb->klass == TM_CLASS_EVAL || jb->klass == TM_CLASS_PREPROCESS ||
-                                      jb->klass == TM_CLASS_INFERENCE);
-    bool constrained = popcount64(nd->slots) < popcount64(c->all_slots);
     /* Work in GPU-seconds, at least a tenth of a GPU so CPU-heavy
      * shares are not free: the last tie-break, less work first. */
     if (gpu_milli < 100)
         gpu_milli = 100;
-    int64_t bound = in->params.starvation_ms > 0 ? in->params.starvation_ms
-                                                 : TM_SCHED_STARVATION_DEFAULT_MS;
     int64_t age = in->now_ms - jb->submit_ms;
-    int64_t level = age > 0 ? age / (bound / 4 > 0 ? bound / 4 : 1) : 0;
-    /* Short gap-filling work and jobs tied to few models move up by at
-     * most short_ms: enough to go first among jobs of about the same age,
-     * never enough to pass a job by hours. */
-    int64_t bonus = (gapfill ? short_ms : 0) + (constrained ? short_ms / 2 : 0);
+    int64_t level = age > 0 ? age / tm_sched_tarmac_level_ms(&in->params) : 0;
     k->k[0] = 1;
     k->k[1] = -((int64_t)jb->priority + level);
-    k->k[2] = jb->submit_ms - bonus;
+    k->k[2] = jb->submit_ms - tm_sched_tarmac_lead_ms(&in->params, jb, sched_constrained(c, j));
     k->k[3] = (est / 1000) * gpu_milli;
     k->k[4] = jb->id;
 }

@@ -25,12 +25,8 @@
 bool sched_is_urgent(const struct ctx *c, int32_t j)
 {
     const struct tm_sched_input *in = c->in;
-    int64_t bound = in->params.starvation_ms > 0 ? in->params.starvation_ms
-                                                 : TM_SCHED_STARVATION_DEFAULT_MS;
 
-    /* Half the bound: a job promoted then still has the other half to get
-     * through its reservation, which covers the longest estimate we trust. */
-    return in->now_ms - in->jobs[j].submit_ms >= bound / 2;
+    return in->now_ms - in->jobs[j].submit_ms >= tm_sched_tarmac_urgent_ms(&in->params);
 }
 
 /* A job's estimate as an end time for reservations; unknown is never. */
@@ -579,6 +575,12 @@ bool sched_narrow(const struct ctx *c, int32_t j)
     return c->in->jobs[j].model_mask != 0 && sched_tied(c, j);
 }
 
+/* Whether the job accepts fewer models than the nodes have. */
+bool sched_constrained(const struct ctx *c, int32_t j)
+{
+    return popcount64(c->needs[j].slots) < popcount64(c->all_slots);
+}
+
 /* The candidate nodes of job j, those without a reservation, each with
  * its earliest start, the first nd->nodes of them in the order a
  * reservation takes (earliest, then off narrow jobs' nodes, then the node
@@ -810,8 +812,7 @@ bool sched_heavy_capped(const struct ctx *c, int32_t j, int64_t drain_gpus)
 int sched_at_risk(struct ctx *c, int32_t j, size_t *linked)
 {
     const struct tm_sched_input *in = c->in;
-    int64_t bound = in->params.starvation_ms > 0 ? in->params.starvation_ms
-                                                 : TM_SCHED_STARVATION_DEFAULT_MS;
+    int64_t bound = tm_sched_starvation_ms(&in->params);
     int64_t deadline = in->jobs[j].submit_ms + bound - bound / TM_SCHED_RISK_MARGIN_DIV;
     int64_t start = sched_projected_start(c, j, linked);
 

@@ -272,6 +272,15 @@ static int blocked(struct ctx *c, int32_t j, struct sched_pass *ps, bool resbloc
     return 0;
 }
 
+int32_t tm_sched_max_reservations(const struct tm_sched_input *in)
+{
+    const struct sched_policy *pol = sched_policy_of(in->policy);
+
+    return pol && pol->max_reservations > 0 ? pol->max_reservations
+           : in->params.max_reservations > 0 ? in->params.max_reservations
+                                              : TM_SCHED_MAX_RESERVATIONS_DEFAULT;
+}
+
 static int run_pass(struct ctx *c, const struct okey *keys)
 {
     const struct tm_sched_input *in = c->in;
@@ -279,9 +288,7 @@ static int run_pass(struct ctx *c, const struct okey *keys)
     struct sched_pass ps = {.first_blocked = -1};
     int r;
 
-    ps.max_reservations = pol->max_reservations > 0       ? pol->max_reservations
-                          : in->params.max_reservations > 0 ? in->params.max_reservations
-                                                            : TM_SCHED_MAX_RESERVATIONS_DEFAULT;
+    ps.max_reservations = tm_sched_max_reservations(in);
     for (size_t o = 0; o < in->njobs; o++) {
         int32_t j = keys[o].idx;
         bool gap = false, resblocked = false;
@@ -374,6 +381,29 @@ out:
     tm_sched_result_release(&c.r);
     ctx_release(&c);
     free(keys);
+    return r;
+}
+
+int tm_sched_job_traits(const struct tm_sched_input *in, struct tm_sched_traits *out)
+{
+    struct tm_sched_input own;
+    struct ctx c = {0};
+    int r;
+
+    if (!in || !out || (in->njobs && !in->jobs) || (in->nnodes && !in->nodes))
+        return TM_EINVAL;
+    /* The nodes' sizes alone: no allocs, no footprint. */
+    own = *in;
+    own.allocs = NULL;
+    own.nallocs = 0;
+    own.footprint = NULL;
+    c.in = &own;
+    r = validate_and_load(&c);
+    for (size_t j = 0; r == 0 && j < in->njobs; j++) {
+        out[j].tied = sched_tied(&c, (int32_t)j);
+        out[j].constrained = sched_constrained(&c, (int32_t)j);
+    }
+    ctx_release(&c);
     return r;
 }
 

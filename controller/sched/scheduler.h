@@ -247,6 +247,32 @@ struct tm_sched_result {
     size_t npreemptions;
 };
 
+/*
+ * For a caller that keeps its queue in tarmac's order between passes and
+ * hands a pass only the part of it that can act (the time replay,
+ * controller/replay/replay_tarmac.c): what it needs to know of that order
+ * without a copy of its rules.  tarmac considers first the jobs aged
+ * tm_sched_tarmac_urgent_ms() or more (those tied to few nodes, then the
+ * rest by submit time), then by level, age / tm_sched_tarmac_level_ms(),
+ * highest first, and within a level by submit time less
+ * tm_sched_tarmac_lead_ms() (order.c).
+ */
+struct tm_sched_traits {
+    bool tied;        /* the models able to hold it have few of the GPUs */
+    bool constrained; /* it accepts fewer models than the nodes have */
+};
+
+/* Per job of in->jobs (nodes as in a pass; allocs unread).  0, or
+ * TM_EINVAL / TM_ENOMEM as tm_sched_run(). */
+int tm_sched_job_traits(const struct tm_sched_input *in, struct tm_sched_traits *out);
+int64_t tm_sched_starvation_ms(const struct tm_sched_params *p);
+int64_t tm_sched_tarmac_urgent_ms(const struct tm_sched_params *p);
+int64_t tm_sched_tarmac_level_ms(const struct tm_sched_params *p);
+int64_t tm_sched_tarmac_lead_ms(const struct tm_sched_params *p, const struct tm_sched_job *jb,
+                                bool constrained);
+/* Blocked jobs one pass of in->policy may reserve for. */
+int32_t tm_sched_max_reservations(const struct tm_sched_input *in);
+
 /* Run one scheduling pass.  *ret is filled only on success (0); release it
  * with tm_sched_result_release().  Returns TM_EINVAL for malformed input
  * (a node index out of range, gpus above TM_NODE_GPUS_MAX) or TM_ENOMEM. */
