@@ -358,6 +358,7 @@ void sched_node_take(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, con
 {
     struct nst *s = &c->ns[i];
 
+    c->version++;
     index_del(c, i);
     for (int g = 0; g < s->gpus; g++)
         if (mask >> g & 1) {
@@ -375,6 +376,7 @@ void sched_node_give(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, con
 {
     struct nst *s = &c->ns[i];
 
+    c->version++;
     index_del(c, i);
     for (int g = 0; g < s->gpus; g++)
         if (mask >> g & 1) {
@@ -397,6 +399,7 @@ int sched_add_placement(struct ctx *c, int32_t job, int32_t node, uint32_t mask,
 
     if (r < 0)
         return r;
+    c->version++;
     p = &c->r.placements[c->r.nplacements++];
     memset(p, 0, sizeof(*p)); /* padding too: callers may compare bytes */
     p->job = job;

@@ -24,6 +24,8 @@
 #define SCAN_MAX 256
 /* Candidates tarmac scores per (model, free-GPU) bucket. */
 #define CAND_PER_BUCKET 4
+/* sched_projected_start()'s answers kept per pass (distinct requests). */
+#define PROJ_CACHE 32
 #define TM_SCHED_GAP_SAFETY 2
 /* A job whose models hold at most this fraction (1/N) of the GPUs is
  * narrow: tarmac reserves for it as soon as it is blocked. */
@@ -131,6 +133,22 @@ struct ctx {
     /* gang bookkeeping: nodes used by the gang being placed */
     uint32_t *mark;
     uint32_t gen;
+    /* best fit: a search for a node stopped at SCAN_MAX with candidates
+     * left unread (tm_sched_note.partial) */
+    bool scan_cut;
+    /* Bumped by every change of what an earliest start reads (capacity,
+     * placements, reservations, gaps): sched_projected_start()'s answers
+     * keep while it stays. */
+    uint64_t version;
+    struct proj {
+        uint64_t version;   /* 0: empty */
+        struct need nd;
+        uint64_t model_mask;
+        int32_t hold_node;
+        bool preemptible;
+        int64_t start;
+    } proj[PROJ_CACHE];
+    int proj_next;
 
     /* reservation timelines: running allocs by node (reserve.c) */
     bool timeline;

@@ -288,7 +288,8 @@ static int32_t best_node(struct ctx *c, int32_t j, bool respect, uint32_t *ret_m
             /* A share: the tightest partially used GPU first. */
             int scanned = 0;
             bool got = false;
-            for (int f = sched_pbits_next(c, s, nd->milli); f > 0 && !got && scanned < SCAN_MAX;
+            int f;
+            for (f = sched_pbits_next(c, s, nd->milli); f > 0 && !got && scanned < SCAN_MAX;
                  f = sched_pbits_next(c, s, f + 1)) {
                 for (int32_t id = c->phead[s * MILLI + f]; id >= 0 && scanned < SCAN_MAX;
                      id = c->pnext[id]) {
@@ -312,12 +313,15 @@ static int32_t best_node(struct ctx *c, int32_t j, bool respect, uint32_t *ret_m
                     break;
                 }
             }
+            if (!got && f > 0 && scanned >= SCAN_MAX)
+                c->scan_cut = true;
         }
         /* Whole GPUs (or a share on a whole free GPU): the node with the
          * fewest free GPUs that still fits, so big nodes stay whole. */
         for (int k = nd->gpus > 0 ? nd->gpus : 1; k <= TM_NODE_GPUS_MAX && found_levels < 2; k++) {
             int scanned = 0, took = 0;
-            for (int32_t i = c->whead[s * (TM_NODE_GPUS_MAX + 1) + k];
+            int32_t i;
+            for (i = c->whead[s * (TM_NODE_GPUS_MAX + 1) + k];
                  i >= 0 && scanned < SCAN_MAX && took < CAND_PER_BUCKET; i = c->wnext[i]) {
                 uint32_t mask;
                 bool gap, loan;
@@ -340,6 +344,8 @@ static int32_t best_node(struct ctx *c, int32_t j, bool respect, uint32_t *ret_m
                     bmask = mask;
                 }
             }
+            if (i >= 0 && scanned >= SCAN_MAX && took < CAND_PER_BUCKET)
+                c->scan_cut = true;
             if (took)
                 found_levels++;
         }

@@ -291,7 +291,7 @@ static int run_pass(struct ctx *c, const struct okey *keys)
     ps.max_reservations = tm_sched_max_reservations(in);
     for (size_t o = 0; o < in->njobs; o++) {
         int32_t j = keys[o].idx;
-        bool gap = false, resblocked = false;
+        bool gap = false, resblocked = false, partial;
         int placed;
 
         if (no_match(c, &c->needs[j])) {
@@ -300,7 +300,9 @@ static int run_pass(struct ctx *c, const struct okey *keys)
         }
         if (pol->holds_back && pol->holds_back(c, j, &ps))
             continue;
+        c->scan_cut = false;
         placed = pol->place(c, j, ps.nreserved > 0, &gap, &resblocked);
+        partial = c->scan_cut;
         if (placed < 0)
             return placed;
         if (placed) {
@@ -311,7 +313,9 @@ static int run_pass(struct ctx *c, const struct okey *keys)
         r = blocked(c, j, &ps, resblocked);
         if (r < 0)
             return r;
+        c->r.notes[j].partial = partial && c->r.notes[j].verdict != TM_SCHED_PLACED;
     }
+    c->r.first_blocked = ps.first_blocked;
     return pol->finish ? pol->finish(c, &ps) : 0;
 }
 

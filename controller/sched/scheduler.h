@@ -225,6 +225,9 @@ struct tm_sched_note {
     int32_t node;      /* node placed on or reserved, -1 if none */
     int64_t start_ms;  /* reservation start, 0 if none */
     const char *why;   /* static text, e.g. "best fit, strands 0 GPUs" */
+    /* Not placed, and tarmac's search for a node stopped at its bound
+     * with nodes unread: another node might have held it. */
+    bool partial;
 };
 
 /* A blocked job's claim on one node from start_ms on (a gang has one per
@@ -245,6 +248,10 @@ struct tm_sched_result {
     size_t nreservations;
     struct tm_sched_preemption *preemptions;   /* tarmac only */
     size_t npreemptions;
+    /* The first job in the pass's order that was neither placed nor
+     * reserved for nor matched no node, -1 none (tarmac may reserve for it
+     * at the end: tarmac_finish()). */
+    int32_t first_blocked;
 };
 
 /*
