@@ -350,7 +350,7 @@ static void q_compact(struct sim *s)
 
 /* Rank r into list g, in rank order (arrivals come in rank order: the
  * walk back is empty unless a job is requeued). */
-static void rl_insert(struct ranklist *l, int32_t g, int32_t r)
+void replay_rl_insert(struct ranklist *l, int32_t g, int32_t r)
 {
     int32_t a = l->tail[g];
 
@@ -368,7 +368,7 @@ static void rl_insert(struct ranklist *l, int32_t g, int32_t r)
         l->tail[g] = r;
 }
 
-static void rl_remove(struct ranklist *l, int32_t g, int32_t r)
+void replay_rl_remove(struct ranklist *l, int32_t g, int32_t r)
 {
     if (l->prev[r] >= 0)
         l->next[l->prev[r]] = l->next[r];
@@ -409,7 +409,7 @@ static void enqueue(struct sim *s, int32_t j)
     if (s->qlen == s->njobs)
         q_compact(s); /* unreached (above); never inside replay_pass_apply() */
     s->q[s->qlen] = (struct tm_sched_job){
-        .id = j, .submit_ms = rj->submit, .estimate_ms = rj->estimate, .cpu_milli = tj->cpu_milli,
+        .id = 2 * (int64_t)j, .submit_ms = rj->submit, .estimate_ms = rj->estimate, .cpu_milli = tj->cpu_milli,
         .memory_mib = tj->memory_mib, .model_mask = tj->model_mask, .gpus = tj->gpus,
         .gpu_milli = tj->gpus > 0 ? MILLI : tj->gpu_milli, .nodes = 1, .priority = 0,
         .klass = tj->klass, .preemptible = tj->preemptible};
@@ -419,9 +419,11 @@ static void enqueue(struct sim *s, int32_t j)
     if (s->bf) {
         int64_t v = rj->estimate > 0 ? rj->estimate : TM_SEQ_MAX;
         tm_seqindex_set(&s->qgrp, (size_t)s->rank[j], v);
-        rl_insert(&s->lall, 0, s->rank[j]);
-        rl_insert(&s->lgrp, s->qgrp.group[s->rank[j]], s->rank[j]);
+        replay_rl_insert(&s->lall, 0, s->rank[j]);
+        replay_rl_insert(&s->lgrp, s->qgrp.group[s->rank[j]], s->rank[j]);
     }
+    if (s->tq)
+        replay_tq_add(s, j);
     waiting_add(s, rj, 1);
     shape_count(s, rj->shape, 1);
 }
@@ -434,9 +436,11 @@ static void dequeue(struct sim *s, int32_t j)
     rj->qpos = -1;
     if (s->bf) {
         tm_seqindex_set(&s->qgrp, (size_t)s->rank[j], TM_SEQ_ABSENT);
-        rl_remove(&s->lall, 0, s->rank[j]);
-        rl_remove(&s->lgrp, s->qgrp.group[s->rank[j]], s->rank[j]);
+        replay_rl_remove(&s->lall, 0, s->rank[j]);
+        replay_rl_remove(&s->lgrp, s->qgrp.group[s->rank[j]], s->rank[j]);
     }
+    if (s->tq)
+        replay_tq_remove(s, j);
     waiting_add(s, rj, -1);
     shape_count(s, rj->shape, -1);
 }
@@ -672,11 +676,22 @@ int replay_pass_apply(struct sim *s, int64_t now, struct tm_replay_stats *st,
     /* Reservations stick to their node from one pass to the next. */
     for (size_t k = 0; k < nj; k++)
         s->q[QPOS(k)].hold_node = 0;
+    if (r.nreservations > s->heldcap) {
+        int32_t *h = realloc(s->held, r.nreservations * sizeof(*h));
+        if (!h) {
+            tm_sched_result_release(&r);
+            return TM_ENOMEM;
+        }
+        s->held = h;
+        s->heldcap = r.nreservations;
+    }
+    s->nheld = 0;
     for (size_t k = 0; k < r.nreservations; k++) {
         struct tm_sched_job *qj = &s->q[QPOS(r.reservations[k].job)];
         qj->hold_node = r.reservations[k].node + 1;
         if (qj->hold_start_ms == 0)
             qj->hold_start_ms = r.reservations[k].start_ms;
+        s->held[s->nheld++] = s->qjob[QPOS(r.reservations[k].job)];
     }
     /* Notes first: the queue is reordered by the starts below. */
     for (size_t k = 0; k < r.nnotes; k++) {
@@ -825,8 +840,6 @@ static int pass_fifo(struct sim *s, int64_t now, struct tm_replay_stats *st, siz
 
 static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t narrived)
 {
-    bool blocked;
-
     st->passes++;
     /* fifo reads no expected end (no reservations, no align_ends). */
     if (s->cfg->policy == TM_POLICY_FIFO && !s->cfg->full_pass && !s->cfg->params.align_ends)
@@ -857,6 +870,15 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t n
     }
     if (s->bf)
         return replay_pass_backfill(s, now, st, narrived);
+    if (s->tq)
+        return replay_pass_tarmac(s, now, st);
+    return replay_pass_whole(s, now, st);
+}
+
+int replay_pass_whole(struct sim *s, int64_t now, struct tm_replay_stats *st)
+{
+    bool blocked;
+
     q_compact(s);
     return pass_once(s, now, st, s->q, s->nq, NULL, &blocked);
 }
@@ -1066,6 +1088,8 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
         free(keys);
     }
     r = replay_bf_init(&s, arr);
+    if (r == 0)
+        r = replay_tq_init(&s, arr);
     if (r < 0)
         goto out;
     r = TM_ENOMEM;
@@ -1205,6 +1229,8 @@ out:
     free(s.gpu_free_sum);
     free(s.dirty);
     replay_bf_release(&s);
+    replay_tq_release(&s);
+    free(s.held);
     tm_estimator_free(s.est);
     free(s.slips);
     return r;

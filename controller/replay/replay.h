@@ -62,10 +62,15 @@ struct tm_replay_config {
     FILE *log;                    /* replay log: placements and verdict changes */
     /* The reference: one tm_sched_run() over the whole queue after every
      * instant's events.  Off, fifo passes the head and a few behind it
-     * (see pass_fifo() in replay.c): the same placements, decision for
-     * decision (test_replay_incremental); the log then notes only the jobs
-     * a pass looked at. */
+     * (see pass_fifo() in replay.c), backfill and tarmac the part of the
+     * queue that can act (replay_backfill.c, replay_tarmac.c): the same
+     * placements, decision for decision (test_replay_incremental); the log
+     * then notes only the jobs a pass looked at. */
     bool full_pass;
+    /* tarmac without full_pass: the queue's head handed to a pass at
+     * first, 0 for 128 (tests take a short one, so that small queues
+     * exercise the incremental pass). */
+    size_t tarmac_head;
     /* Where the predictor's fallback model stands in (issue 17 item 6):
      * 0 or -1 never (the keys alone, the default), 3 or 4 the first key
      * level it replaces (TM_ESTIMATE_FALLBACK_FROM is 4). */

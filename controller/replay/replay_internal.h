@@ -17,6 +17,12 @@
 #include "controller/sched/scheduler.h"
 
 #define MILLI 1000
+/* Order groups the incremental tarmac pass keeps apart: tied or not by
+ * each lead tarmac gives (two or four values); more turn it off. */
+#define TQ_GROUPS 16
+/* Distinct leads (tm_sched_tarmac_lead_ms(): 0, half short_ms, short_ms,
+ * one and a half). */
+#define TQ_LEADS 4
 
 struct rjob {
     const struct tm_trace_job *tj;
@@ -174,6 +180,44 @@ struct sim {
     struct tm_sched_job *bq;                   /* the jobs handed to the pass */
     int32_t *bqpos;
     size_t bqcap;
+    /* The jobs the last pass applied reserved for (hold_node > 0 while
+     * they wait). */
+    int32_t *held;
+    size_t nheld, heldcap;
+    /* tarmac, incremental (replay_tarmac.c): the queue as lists by
+     * arrival rank, one per order group (tied or not, lead), with per
+     * list the first job not aged past half the bound (tq_cu) and the
+     * first below level 1 (tq_cl); rank and qgrp as for backfill; per
+     * group of qgrp its queued jobs. */
+    bool tq, tq_off;
+    struct tm_sched_traits *tq_traits;         /* per shape */
+    int32_t *tq_og;                            /* per job: order group, -1 none */
+    struct ranklist tq_lists;
+    int tq_ngroups;
+    bool tq_tied[TQ_GROUPS];
+    int64_t tq_lead[TQ_GROUPS];
+    int32_t tq_cu[TQ_GROUPS], tq_cl[TQ_GROUPS];
+    int32_t *tq_count;                         /* per qgrp group */
+    size_t tq_ntied;                           /* queued tied jobs */
+    uint32_t *tq_mark, tq_gen;                 /* per job: in the pass of tq_gen */
+    int32_t *tq_gin;                           /* per qgrp group: in the pass */
+    uint32_t *tq_ggen;
+    int64_t tq_maxlead;
+    /* per qgrp group, in pass tq_pass (tq_rgen): how far in the order its
+     * part of the pass's input reaches */
+    uint32_t tq_pass, *tq_rgen;
+    struct tq_pos { int tier; int64_t key; } *tq_reach;
+    int32_t *tq_e;                             /* per qgrp group: jobs reached for */
+    int32_t *tq_new;                           /* jobs queued since the last pass */
+    size_t tq_nnew;
+    /* qgrp's groups again, one index per lead, each holding only the
+     * queued jobs of that lead (value 0): each group's first job left out
+     * in the order is among their first ones */
+    int32_t *tq_gfix;                          /* per rank: qgrp group */
+    int tq_nleads;
+    int64_t tq_leads[TQ_LEADS];
+    int tq_lidx[TQ_GROUPS];                    /* per order group: its lead's index */
+    struct tm_seqindex tq_bylead[TQ_LEADS];
 };
 
 /* Jobs fifo hands one pass at a time: the head and a few behind it. */
@@ -202,6 +246,23 @@ int replay_shapes_build(struct sim *s);
 /* Lists by arrival rank: n ranks, ngroups heads. */
 int replay_rl_init(struct ranklist *l, size_t n, size_t ngroups);
 void replay_rl_release(struct ranklist *l);
+
+void replay_rl_insert(struct ranklist *l, int32_t g, int32_t r);
+void replay_rl_remove(struct ranklist *l, int32_t g, int32_t r);
+/* One pass over the whole queue, applied. */
+int replay_pass_whole(struct sim *s, int64_t now, struct tm_replay_stats *st);
+
+/* replay_tarmac.c */
+
+/* The incremental tarmac pass's indexes; after replay_shapes_build() and
+ * arr.  0 or TM_ENOMEM; leaves s->tq false when not used. */
+int replay_tq_init(struct sim *s, const size_t *arr);
+void replay_tq_release(struct sim *s);
+/* A job joins or leaves the queue (s->q[qpos] already filled on join). */
+void replay_tq_add(struct sim *s, int32_t j);
+void replay_tq_remove(struct sim *s, int32_t j);
+/* One tarmac pass on the part of the queue that can act, applied. */
+int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st);
 
 /* replay_backfill.c */
 

@@ -46,6 +46,11 @@ int64_t tm_seqindex_next(const struct tm_seqindex *x, size_t g, size_t from, int
  * or -1; a slot's position. */
 int32_t tm_seqindex_slot_at(const struct tm_seqindex *x, size_t g, size_t from);
 int32_t tm_seqindex_next_slot(const struct tm_seqindex *x, size_t g, int32_t slot, int64_t t);
+/* The least value in group g (TM_SEQ_ABSENT when it has none present). */
+static inline int64_t tm_seqindex_min(const struct tm_seqindex *x, size_t g)
+{
+    return x->tree[x->toff[g] + 1];
+}
 static inline int64_t tm_seqindex_pos(const struct tm_seqindex *x, size_t g, int32_t slot)
 {
     return x->members[x->moff[g] + slot];

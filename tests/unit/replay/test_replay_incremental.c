@@ -171,16 +171,20 @@ static void compare_trace(const struct tm_trace *t, struct tm_replay_config cfg,
     free(li);
 }
 
+static struct tm_replay_config case_config(enum tm_sched_policy p, int c)
+{
+    return (struct tm_replay_config){.policy = p, .since_ms = -1, .max_runtime_ms = -1,
+                                     .seed = (uint64_t)c, .load = 0.8 + 0.1 * (c % 7),
+                                     .exact_estimates = c % 3 == 0};
+}
+
 static void compare_policy(enum tm_sched_policy p, int cases)
 {
     for (int c = 1; c <= cases; c++) {
         struct tm_trace t;
-        struct tm_replay_config cfg = {.policy = p, .since_ms = -1, .max_runtime_ms = -1,
-                                       .seed = (uint64_t)c, .load = 0.8 + 0.1 * (c % 7),
-                                       .exact_estimates = c % 3 == 0};
 
         random_trace(&t, (uint64_t)c + 1000u * (uint64_t)p);
-        compare_trace(&t, cfg, NULL);
+        compare_trace(&t, case_config(p, c), NULL);
         tm_trace_release(&t);
     }
 }
@@ -201,11 +205,35 @@ static void test_backfill_incremental(void **state)
 }
 
 /* tarmac: loans, evictions and several reservations, all from the
- * replay's footprint. */
+ * replay's footprint; the pass handed a head of the queue and probes for
+ * the rest at the default head length (most of these queues are
+ * shorter: the whole queue). */
 static void test_tarmac_footprint(void **state)
 {
     (void)state;
     compare_policy(TM_POLICY_TARMAC, 40);
+}
+
+/* tarmac's incremental pass (replay_tarmac.c) with heads of 2-16 jobs,
+ * so that these queues of tens to hundreds of jobs take it at almost
+ * every pass: the head grows, groups reach past it and probes stand for
+ * the rest; bounds of 4 and 8 h as well as 48 h, so that jobs age past
+ * half the bound and the aged tiers and the reservation cap are crossed. */
+static void test_tarmac_incremental(void **state)
+{
+    static const int64_t bound_h[] = {48, 4, 8};
+
+    (void)state;
+    for (int c = 1; c <= 60; c++) {
+        struct tm_trace t;
+        struct tm_replay_config cfg = case_config(TM_POLICY_TARMAC, c);
+
+        cfg.tarmac_head = (size_t)2 << (c % 4);
+        cfg.params.starvation_ms = bound_h[c % 3] * 3600 * 1000;
+        random_trace(&t, (uint64_t)c + 7000u);
+        compare_trace(&t, cfg, NULL);
+        tm_trace_release(&t);
+    }
 }
 
 static void test_multifactor_footprint(void **state)
@@ -279,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_backfill_incremental),
         cmocka_unit_test(test_backfill_gap_deep_queue),
         cmocka_unit_test(test_tarmac_footprint),
+        cmocka_unit_test(test_tarmac_incremental),
         cmocka_unit_test(test_multifactor_footprint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
