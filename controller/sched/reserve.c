@@ -839,11 +839,17 @@ bool sched_heavy_capped(const struct ctx *c, int32_t j, int64_t drain_gpus)
  * that waits for its turn to reserve until then passes the bound when
  * they overrun.  1 at risk, 0 not (or no start known: it cannot reserve
  * anyway), < 0 on error. */
+int64_t tm_sched_tarmac_risk_deadline(const struct tm_sched_params *p, int64_t submit_ms)
+{
+    int64_t bound = tm_sched_starvation_ms(p);
+
+    return submit_ms + bound - bound / TM_SCHED_RISK_MARGIN_DIV;
+}
+
 int sched_at_risk(struct ctx *c, int32_t j, size_t *linked)
 {
     const struct tm_sched_input *in = c->in;
-    int64_t bound = tm_sched_starvation_ms(&in->params);
-    int64_t deadline = in->jobs[j].submit_ms + bound - bound / TM_SCHED_RISK_MARGIN_DIV;
+    int64_t deadline = tm_sched_tarmac_risk_deadline(&in->params, in->jobs[j].submit_ms);
     int64_t start = sched_projected_start(c, j, linked);
 
     if (start < 0)

@@ -277,6 +277,9 @@ int64_t tm_sched_tarmac_urgent_ms(const struct tm_sched_params *p);
 int64_t tm_sched_tarmac_level_ms(const struct tm_sched_params *p);
 int64_t tm_sched_tarmac_lead_ms(const struct tm_sched_params *p, const struct tm_sched_job *jb,
                                 bool constrained);
+/* tarmac reserves for a job past its turn when the start it would get
+ * comes after this (sched_at_risk()). */
+int64_t tm_sched_tarmac_risk_deadline(const struct tm_sched_params *p, int64_t submit_ms);
 /* Blocked jobs one pass of in->policy may reserve for. */
 int32_t tm_sched_max_reservations(const struct tm_sched_input *in);
 
