@@ -23,6 +23,9 @@
 /* Distinct leads (tm_sched_tarmac_lead_ms(): 0, half short_ms, short_ms,
  * one and a half). */
 #define TQ_LEADS 4
+/* The most reservations a pass may make for tq_aged_quiet() to reason
+ * about them (tarmac's default is 8). */
+#define TQ_RES_MAX 64
 
 struct rjob {
     const struct tm_trace_job *tj;
@@ -218,6 +221,8 @@ struct sim {
     int64_t tq_leads[TQ_LEADS];
     int tq_lidx[TQ_GROUPS];                    /* per order group: its lead's index */
     struct tm_seqindex tq_bylead[TQ_LEADS];
+    size_t tq_nnarrow;                         /* queued narrow jobs (tied, a model_mask) */
+    int64_t *tq_soon;                          /* per node x 2: when it empties (tq_aged_quiet()) */
 };
 
 /* Jobs fifo hands one pass at a time: the head and a few behind it. */

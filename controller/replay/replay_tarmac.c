@@ -85,11 +85,12 @@ int replay_tq_init(struct sim *s, const size_t *arr)
     s->tq_reach = calloc(2 * s->nshapes + 1, sizeof(*s->tq_reach));
     s->tq_e = calloc(2 * s->nshapes + 1, sizeof(*s->tq_e));
     s->tq_new = malloc((s->njobs + 1) * sizeof(*s->tq_new));
+    s->tq_soon = malloc((2 * s->nnodes + 1) * sizeof(*s->tq_soon));
     if (!s->rank)
         s->rank = malloc((s->njobs + 1) * sizeof(*s->rank));
     g = malloc((s->njobs + 1) * sizeof(*g));
     if (!s->tq_traits || !rep || !s->tq_og || !s->tq_mark || !s->tq_count || !s->tq_gin || !s->tq_ggen ||
-        !s->tq_rgen || !s->tq_reach || !s->tq_e || !s->tq_new || !s->rank || !g)
+        !s->tq_rgen || !s->tq_reach || !s->tq_e || !s->tq_new || !s->tq_soon || !s->rank || !g)
         goto out;
     /* Tied and constrained are the request's and the nodes' (fixed in
      * this replay): one job per shape asks the scheduler. */
@@ -142,6 +143,7 @@ void replay_tq_release(struct sim *s)
     free(s->tq_reach);
     free(s->tq_e);
     free(s->tq_new);
+    free(s->tq_soon);
     free(s->tq_gfix);
     for (int l = 0; l < s->tq_nleads; l++)
         tm_seqindex_release(&s->tq_bylead[l]);
@@ -172,6 +174,8 @@ void replay_tq_add(struct sim *s, int32_t j)
     s->tq_new[s->tq_nnew++] = j;
     if (tr->tied)
         s->tq_ntied++;
+    if (tr->tied && rj->tj->model_mask)
+        s->tq_nnarrow++;
     if (s->tq_off)
         return;
     lead = tm_sched_tarmac_lead_ms(&s->cfg->params, &s->q[rj->qpos], tr->constrained);
@@ -221,6 +225,8 @@ void replay_tq_remove(struct sim *s, int32_t j)
     s->tq_count[s->qgrp.group[r]]--;
     if (s->tq_traits[rj->shape].tied)
         s->tq_ntied--;
+    if (s->tq_traits[rj->shape].tied && rj->tj->model_mask)
+        s->tq_nnarrow--;
     if (og < 0)
         return;
     if (s->tq_cu[og] == r)
@@ -501,13 +507,82 @@ static int tq_probe(struct sim *s, size_t *n, size_t g, int32_t r, struct tq_pos
     return 0;
 }
 
+/* Whether no aged job left out would reserve though the pass's
+ * reservations are below the most: each is flexible (no tied job is left
+ * out) and held none, so once the head made a flexible reservation
+ * tarmac_may_reserve() asks only whether it is at risk, its start later
+ * than tm_sched_tarmac_risk_deadline().  That start is no later than when
+ * one of the maxres nodes able to hold its request that empty first
+ * (their jobs, and this pass's placements, ended by their expected ends;
+ * loans count as ended for non-preemptible work) is empty: fewer than
+ * maxres nodes are reserved.  The start may move past a node narrow jobs
+ * want (a penalty of hours): not with narrow jobs queued.  The earliest
+ * submitted aged job of each group left out has the earliest deadline. */
+static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const struct tq_input *in,
+                          int32_t from, int32_t maxres, int64_t now)
+{
+    bool flexible = false;
+    int64_t *soon = s->tq_soon;
+
+    if (s->tq_nnarrow > 0 || maxres > TQ_RES_MAX)
+        return false;
+    for (size_t k = 0; k < r->nreservations && !flexible; k++)
+        if ((size_t)r->reservations[k].job < in->nhead)
+            flexible = !s->tq_traits[s->jobs[s->qjob[s->bqpos[r->reservations[k].job]]].shape].tied;
+    if (!flexible)
+        return false;
+    /* When each node empties, with and without its loans. */
+    for (size_t i = 0; i < s->nnodes; i++) {
+        soon[2 * i] = s->gpu_end[i] > now ? s->gpu_end[i] : now;
+        soon[2 * i + 1] = s->gpu_end_kept[i] > now ? s->gpu_end_kept[i] : now;
+    }
+    for (size_t k = 0; k < r->nplacements; k++) {
+        const struct tm_sched_placement *pl = &r->placements[k];
+        int64_t est = s->bq[pl->job].estimate_ms, e = est > 0 ? now + est : INT64_MAX;
+        for (int w = 0; w < 2; w++)
+            if (e > soon[2 * pl->node + w])
+                soon[2 * pl->node + w] = e;
+    }
+    for (size_t x = 0; x < s->nactive; x++)
+        for (int pre = 0; pre < 2; pre++) {
+            size_t g = (size_t)s->active[x] * 2 + (size_t)pre;
+            const struct shape *sh = &s->shapes[s->active[x]];
+            int32_t slot = -1, m = tq_next_out(s, g, from, &slot);
+            int64_t best[TQ_RES_MAX];
+            int nb = 0;
+            if (m < 0 || rank_submit(s, m) > now - tm_sched_tarmac_urgent_ms(&s->cfg->params))
+                continue; /* none of g aged is left out: they go by arrival */
+            for (size_t i = 0; i < s->nnodes; i++) {
+                const struct tm_sched_node *n = &s->nodes[i];
+                int64_t t = soon[2 * i + (pre ? 0 : 1)];
+                int b;
+                if (!n->schedulable || n->gpus < (sh->gpus > 0 ? sh->gpus : 1) || n->cpu_milli < sh->cpu ||
+                    n->memory_mib < sh->mem || (sh->mask && !(sh->mask >> n->model & 1)))
+                    continue;
+                /* the maxres least, in order */
+                if (nb == maxres && t >= best[nb - 1])
+                    continue;
+                b = nb < maxres ? nb++ : nb - 1;
+                while (b > 0 && best[b - 1] > t) {
+                    best[b] = best[b - 1];
+                    b--;
+                }
+                best[b] = t;
+            }
+            if (nb < maxres ||
+                best[maxres - 1] > tm_sched_tarmac_risk_deadline(&s->cfg->params, rank_submit(s, m)))
+                return false;
+        }
+    return true;
+}
+
 /* Whether the pass over the input (real jobs first, then probes) decided
  * what the pass over the whole queue would; see the proof above.
  * *ret_grow: the groups whose probe was placed or reserved for get a
  * longer reach (1), or the head a longer length (0), or neither helps
  * (-1). */
-static bool tq_proved(const struct sim *s, const struct tm_sched_result *r, const struct tq_input *in,
-                      int32_t maxres, int *ret_grow)
+static bool tq_proved(struct sim *s, const struct tm_sched_result *r, const struct tq_input *in,
+                      int32_t maxres, int32_t from, int64_t now, int *ret_grow)
 {
     size_t nres = 0;
 
@@ -534,7 +609,9 @@ static bool tq_proved(const struct sim *s, const struct tm_sched_result *r, cons
         return false;
     if (nres >= (size_t)maxres && nres >= 2)
         return true;
-    return in->all_aged && in->ntied == s->tq_ntied;
+    if (in->ntied != s->tq_ntied)
+        return false;
+    return in->all_aged || tq_aged_quiet(s, r, in, from, maxres, now);
 }
 
 /* Walk each list's cursors forward to now's ages. */
@@ -639,7 +716,7 @@ int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
         rc = replay_sched_once(s, now, s->bq, n, &r);
         if (rc < 0)
             return rc;
-        if (tq_proved(s, &r, &in, maxres, &grow)) {
+        if (tq_proved(s, &r, &in, maxres, from, now, &grow)) {
             r.nnotes = in.n;
             return replay_pass_apply(s, now, st, s->bq, in.n, s->bqpos, &r, &blocked);
         }
