@@ -875,6 +875,24 @@ static int pass(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t n
     return replay_pass_whole(s, now, st);
 }
 
+int replay_bq_room(struct sim *s, size_t n)
+{
+    if (n == s->bqcap) {
+        size_t cap = s->bqcap ? 2 * s->bqcap : 256;
+        struct tm_sched_job *q = realloc(s->bq, cap * sizeof(*q));
+        int32_t *qp;
+        if (!q)
+            return TM_ENOMEM;
+        s->bq = q;
+        qp = realloc(s->bqpos, cap * sizeof(*qp));
+        if (!qp)
+            return TM_ENOMEM;
+        s->bqpos = qp;
+        s->bqcap = cap;
+    }
+    return 0;
+}
+
 int replay_pass_whole(struct sim *s, int64_t now, struct tm_replay_stats *st)
 {
     bool blocked;

@@ -128,19 +128,8 @@ static int bq_add(struct sim *s, size_t *n, size_t p)
 {
     const struct rjob *rj = &s->jobs[s->arr[p]];
 
-    if (*n == s->bqcap) {
-        size_t cap = s->bqcap ? 2 * s->bqcap : 256;
-        struct tm_sched_job *q = realloc(s->bq, cap * sizeof(*q));
-        int32_t *qp;
-        if (!q)
-            return TM_ENOMEM;
-        s->bq = q;
-        qp = realloc(s->bqpos, cap * sizeof(*qp));
-        if (!qp)
-            return TM_ENOMEM;
-        s->bqpos = qp;
-        s->bqcap = cap;
-    }
+    if (replay_bq_room(s, *n) < 0)
+        return TM_ENOMEM;
     s->bq[*n] = s->q[rj->qpos];
     s->bqpos[(*n)++] = rj->qpos;
     return 0;

@@ -254,6 +254,9 @@ void replay_rl_release(struct ranklist *l);
 
 void replay_rl_insert(struct ranklist *l, int32_t g, int32_t r);
 void replay_rl_remove(struct ranklist *l, int32_t g, int32_t r);
+/* Room in s->bq (and s->bqpos) for an (n + 1)-th job handed to a pass.
+ * 0 or TM_ENOMEM. */
+int replay_bq_room(struct sim *s, size_t n);
 /* One pass over the whole queue, applied. */
 int replay_pass_whole(struct sim *s, int64_t now, struct tm_replay_stats *st);
 

@@ -238,25 +238,6 @@ void replay_tq_remove(struct sim *s, int32_t j)
     s->tq_og[j] = -1;
 }
 
-/* Room in the pass's input for one more job.  0 or TM_ENOMEM. */
-static int tq_room(struct sim *s, size_t n)
-{
-    if (n == s->bqcap) {
-        size_t cap = s->bqcap ? 2 * s->bqcap : 256;
-        struct tm_sched_job *q = realloc(s->bq, cap * sizeof(*q));
-        int32_t *qp;
-        if (!q)
-            return TM_ENOMEM;
-        s->bq = q;
-        qp = realloc(s->bqpos, cap * sizeof(*qp));
-        if (!qp)
-            return TM_ENOMEM;
-        s->bqpos = qp;
-        s->bqcap = cap;
-    }
-    return 0;
-}
-
 /* What the pass's input holds. */
 struct tq_input {
     size_t n;           /* real jobs */
@@ -272,7 +253,7 @@ static int tq_take(struct sim *s, struct tq_input *in, int32_t r)
     const struct rjob *rj = &s->jobs[j];
     int32_t g = s->qgrp.group[r];
 
-    if (tq_room(s, in->n) < 0)
+    if (replay_bq_room(s, in->n) < 0)
         return TM_ENOMEM;
     s->bq[in->n] = s->q[rj->qpos];
     s->bqpos[in->n++] = rj->qpos;
@@ -485,7 +466,7 @@ static int tq_probe(struct sim *s, size_t *n, size_t g, int32_t r, struct tq_pos
     const struct rjob *rj = &s->jobs[s->arr[r]];
     struct tm_sched_job *p;
     int64_t est;
-    int rc = tq_room(s, *n);
+    int rc = replay_bq_room(s, *n);
 
     if (rc < 0)
         return rc;
