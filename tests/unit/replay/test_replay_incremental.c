@@ -217,19 +217,19 @@ static void test_tarmac_footprint(void **state)
 /* tarmac's incremental pass (replay_tarmac.c) with heads of 2-16 jobs,
  * so that these queues of tens to hundreds of jobs take it at almost
  * every pass: the head grows, groups reach past it and probes stand for
- * the rest; bounds of 4 and 8 h as well as 48 h, so that jobs age past
+ * the rest; bounds of 2, 4 and 8 h as well as 48 h, so that jobs age past
  * half the bound and the aged tiers and the reservation cap are crossed. */
 static void test_tarmac_incremental(void **state)
 {
-    static const int64_t bound_h[] = {48, 4, 8};
+    static const int64_t bound_h[] = {48, 4, 8, 2};
 
     (void)state;
-    for (int c = 1; c <= 60; c++) {
+    for (int c = 1; c <= 80; c++) {
         struct tm_trace t;
         struct tm_replay_config cfg = case_config(TM_POLICY_TARMAC, c);
 
         cfg.tarmac_head = (size_t)2 << (c % 4);
-        cfg.params.starvation_ms = bound_h[c % 3] * 3600 * 1000;
+        cfg.params.starvation_ms = bound_h[c % 4] * 3600 * 1000;
         random_trace(&t, (uint64_t)c + 7000u);
         compare_trace(&t, cfg, NULL);
         tm_trace_release(&t);
