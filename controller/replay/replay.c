@@ -1049,8 +1049,7 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
         st.load = last > first ? work / ((double)cap_milli * (double)(last - first)) : 0;
     }
     st.jobs = s.njobs;
-    st.starvation_ms = cfg->params.starvation_ms > 0 ? cfg->params.starvation_ms
-                                                     : TM_SCHED_STARVATION_DEFAULT_MS;
+    st.starvation_ms = tm_sched_starvation_ms(&cfg->params);
     s.window_lo = first;
     s.window_hi = last;
     /* Arrival order. */

@@ -216,7 +216,6 @@ struct sim {
     /* qgrp's groups again, one index per lead, each holding only the
      * queued jobs of that lead (value 0): each group's first job left out
      * in the order is among their first ones */
-    int32_t *tq_gfix;                          /* per rank: qgrp group */
     int tq_nleads;
     int64_t tq_leads[TQ_LEADS];
     int tq_lidx[TQ_GROUPS];                    /* per order group: its lead's index */

@@ -116,8 +116,6 @@ int replay_tq_init(struct sim *s, const size_t *arr)
         g[k] = rj->shape * 2 + (rj->tj->preemptible ? 1 : 0);
     }
     r = tm_seqindex_init(&s->qgrp, g, s->njobs, s->nshapes * 2);
-    s->tq_gfix = g;
-    g = NULL;
     if (r == 0)
         r = replay_rl_init(&s->tq_lists, s->njobs, TQ_GROUPS);
     if (r < 0)
@@ -144,7 +142,6 @@ void replay_tq_release(struct sim *s)
     free(s->tq_e);
     free(s->tq_new);
     free(s->tq_soon);
-    free(s->tq_gfix);
     for (int l = 0; l < s->tq_nleads; l++)
         tm_seqindex_release(&s->tq_bylead[l]);
     if (s->tq)
@@ -191,7 +188,7 @@ void replay_tq_add(struct sim *s, int32_t j)
         while (l < s->tq_nleads && s->tq_leads[l] != lead)
             l++;
         if (l == s->tq_nleads) {
-            if (l == TQ_LEADS || tm_seqindex_init(&s->tq_bylead[l], s->tq_gfix, s->njobs, s->nshapes * 2) < 0) {
+            if (l == TQ_LEADS || tm_seqindex_init(&s->tq_bylead[l], s->qgrp.group, s->njobs, s->nshapes * 2) < 0) {
                 s->tq_off = true; /* whole-queue passes from now on */
                 return;
             }
@@ -281,7 +278,7 @@ struct tq_ages {
     int64_t aged, level1; /* submitted at or before: aged, level 1 or more */
 };
 
-static int tq_tier(const struct sim *s, int64_t submit, bool tied, const struct tq_ages *a)
+static int tq_tier(int64_t submit, bool tied, const struct tq_ages *a)
 {
     if (submit <= a->aged)
         return tied ? 0 : 1;
@@ -292,7 +289,7 @@ static struct tq_pos tq_pos_of(const struct sim *s, int32_t r, const struct tq_a
 {
     int32_t j = (int32_t)s->arr[r];
     const struct rjob *rj = &s->jobs[j];
-    struct tq_pos p = {tq_tier(s, rj->submit, s->tq_traits[rj->shape].tied, a), r};
+    struct tq_pos p = {tq_tier(rj->submit, s->tq_traits[rj->shape].tied, a), r};
 
     if (p.tier >= 2)
         p.key = rj->submit - s->tq_lead[s->tq_og[j]];
@@ -631,7 +628,6 @@ int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
     struct tq_ages a = {now - tm_sched_tarmac_urgent_ms(&s->cfg->params),
                         now - tm_sched_tarmac_level_ms(&s->cfg->params)};
     size_t want = s->cfg->tarmac_head > 0 ? s->cfg->tarmac_head : TQ_HEAD;
-
     size_t nnew = s->tq_nnew;
 
     /* Jobs queued from here on (evictions the pass makes) are the next
