@@ -570,6 +570,8 @@ static void alloc_remove(struct sim *s, int32_t j)
     s->alloc_milli -= (int64_t)__builtin_popcount(a->gpu_mask) * a->gpu_milli;
     s->node_cpu_free[a->node] += a->cpu_milli;
     s->node_mem_free[a->node] += a->memory_mib;
+    if (s->tq)
+        replay_tq_freed(s, a->node);
     alloc_unlink(s, (int32_t)p);
     if (p != last)
         alloc_move(s, (int32_t)last, (int32_t)p);

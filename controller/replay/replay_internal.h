@@ -213,15 +213,24 @@ struct sim {
     int32_t *tq_e;                             /* per qgrp group: jobs reached for */
     int32_t *tq_new;                           /* jobs queued since the last pass */
     size_t tq_nnew;
-    /* qgrp's groups again, one index per lead, each holding only the
-     * queued jobs of that lead (value 0): each group's first job left out
-     * in the order is among their first ones */
+    /* qgrp's groups split by lead: list g * TQ_LEADS + l holds group g's
+     * queued jobs of lead l by arrival, which within it is tarmac's order;
+     * per list, in the pass's try tq_lfgen, a rank no later than its
+     * first job left out (tq_lf) */
     int tq_nleads;
     int64_t tq_leads[TQ_LEADS];
     int tq_lidx[TQ_GROUPS];                    /* per order group: its lead's index */
-    struct tm_seqindex tq_bylead[TQ_LEADS];
+    struct ranklist tq_gl;
+    bool tq_glinit;
+    int32_t *tq_lf;
+    uint32_t *tq_lfgen;
     size_t tq_nnarrow;                         /* queued narrow jobs (tied, a model_mask) */
     int64_t *tq_soon;                          /* per node x 2: when it empties (tq_aged_quiet()) */
+    /* Nodes where a job ended or was evicted since the last pass, once
+     * each (tq_freed_at: the pass that listed them) */
+    int32_t *tq_freed;
+    uint32_t *tq_freed_at;
+    size_t tq_nfreed;
 };
 
 /* Jobs fifo hands one pass at a time: the head and a few behind it. */
@@ -268,6 +277,8 @@ void replay_tq_release(struct sim *s);
 /* A job joins or leaves the queue (s->q[qpos] already filled on join). */
 void replay_tq_add(struct sim *s, int32_t j);
 void replay_tq_remove(struct sim *s, int32_t j);
+/* Node i lost a running job (an end or an eviction). */
+void replay_tq_freed(struct sim *s, int32_t i);
 /* One tarmac pass on the part of the queue that can act, applied. */
 int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st);
 

@@ -45,10 +45,14 @@
  * across the lists: order.c says the order, scheduler.h exports its
  * parts; at a cut every job with the same key is taken, so the head is
  * closed under the order's last tie-breaks), the jobs queued since the
- * last pass, and for each group whose probe was placed or reserved for
- * in an earlier try of this pass its next jobs left out (one, then four
- * times more each try).  A try that fails for another reason quadruples
- * the head.
+ * last pass, and for some groups their next jobs left out: from the
+ * first try, as many as the nodes freed since the last pass could hold
+ * (at most TQ_FREED_REACH), and for each group whose probe was placed or
+ * reserved for in an earlier try of this pass, one (or the first try's
+ * number), then four times more each try.  A try that fails for another
+ * reason quadruples the head.  Each group's jobs left out are found on
+ * lists by arrival, one per lead, where the order is arrival's: the walk
+ * passes only the input's jobs.
  */
 #include "controller/replay/replay_internal.h"
 
@@ -59,6 +63,11 @@
 
 /* The head's first length (tm_replay_config.tarmac_head). */
 #define TQ_HEAD 128
+/* The most jobs of a group the nodes freed since the last pass add to
+ * its first try (tq_seed()). */
+#ifndef TQ_FREED_REACH
+#define TQ_FREED_REACH 8
+#endif
 
 int replay_tq_init(struct sim *s, const size_t *arr)
 {
@@ -86,11 +95,16 @@ int replay_tq_init(struct sim *s, const size_t *arr)
     s->tq_e = calloc(2 * s->nshapes + 1, sizeof(*s->tq_e));
     s->tq_new = malloc((s->njobs + 1) * sizeof(*s->tq_new));
     s->tq_soon = malloc((2 * s->nnodes + 1) * sizeof(*s->tq_soon));
+    s->tq_freed = malloc((s->nnodes + 1) * sizeof(*s->tq_freed));
+    s->tq_freed_at = calloc(s->nnodes + 1, sizeof(*s->tq_freed_at));
+    s->tq_lf = malloc((2 * s->nshapes * TQ_LEADS + 1) * sizeof(*s->tq_lf));
+    s->tq_lfgen = calloc(2 * s->nshapes * TQ_LEADS + 1, sizeof(*s->tq_lfgen));
     if (!s->rank)
         s->rank = malloc((s->njobs + 1) * sizeof(*s->rank));
     g = malloc((s->njobs + 1) * sizeof(*g));
     if (!s->tq_traits || !rep || !s->tq_og || !s->tq_mark || !s->tq_count || !s->tq_gin || !s->tq_ggen ||
-        !s->tq_rgen || !s->tq_reach || !s->tq_e || !s->tq_new || !s->tq_soon || !s->rank || !g)
+        !s->tq_rgen || !s->tq_reach || !s->tq_e || !s->tq_new || !s->tq_soon || !s->tq_freed ||
+        !s->tq_freed_at || !s->tq_lf || !s->tq_lfgen || !s->rank || !g)
         goto out;
     /* Tied and constrained are the request's and the nodes' (fixed in
      * this replay): one job per shape asks the scheduler. */
@@ -118,8 +132,11 @@ int replay_tq_init(struct sim *s, const size_t *arr)
     r = tm_seqindex_init(&s->qgrp, g, s->njobs, s->nshapes * 2);
     if (r == 0)
         r = replay_rl_init(&s->tq_lists, s->njobs, TQ_GROUPS);
+    if (r == 0)
+        r = replay_rl_init(&s->tq_gl, s->njobs, 2 * s->nshapes * TQ_LEADS);
     if (r < 0)
         goto out;
+    s->tq_glinit = true;
     for (int k = 0; k < TQ_GROUPS; k++)
         s->tq_cu[k] = s->tq_cl[k] = -1;
     s->tq = true;
@@ -142,10 +159,14 @@ void replay_tq_release(struct sim *s)
     free(s->tq_e);
     free(s->tq_new);
     free(s->tq_soon);
-    for (int l = 0; l < s->tq_nleads; l++)
-        tm_seqindex_release(&s->tq_bylead[l]);
+    free(s->tq_freed);
+    free(s->tq_freed_at);
+    free(s->tq_lf);
+    free(s->tq_lfgen);
     if (s->tq)
         replay_rl_release(&s->tq_lists);
+    if (s->tq_glinit)
+        replay_rl_release(&s->tq_gl);
 }
 
 /* A rank's place in a list walk: the end (-1) after every rank. */
@@ -188,7 +209,7 @@ void replay_tq_add(struct sim *s, int32_t j)
         while (l < s->tq_nleads && s->tq_leads[l] != lead)
             l++;
         if (l == s->tq_nleads) {
-            if (l == TQ_LEADS || tm_seqindex_init(&s->tq_bylead[l], s->qgrp.group, s->njobs, s->nshapes * 2) < 0) {
+            if (l == TQ_LEADS) {
                 s->tq_off = true; /* whole-queue passes from now on */
                 return;
             }
@@ -202,7 +223,7 @@ void replay_tq_add(struct sim *s, int32_t j)
             s->tq_maxlead = lead;
     }
     s->tq_og[j] = og;
-    tm_seqindex_set(&s->tq_bylead[s->tq_lidx[og]], (size_t)r, 0);
+    replay_rl_insert(&s->tq_gl, s->qgrp.group[r] * TQ_LEADS + s->tq_lidx[og], r);
     replay_rl_insert(&s->tq_lists, og, r);
     /* A job older than a cursor's: the cursor steps back to it and the
      * next pass walks it forward again (a requeued job; arrivals are the
@@ -230,9 +251,38 @@ void replay_tq_remove(struct sim *s, int32_t j)
         s->tq_cu[og] = s->tq_lists.next[r];
     if (s->tq_cl[og] == r)
         s->tq_cl[og] = s->tq_lists.next[r];
-    tm_seqindex_set(&s->tq_bylead[s->tq_lidx[og]], (size_t)r, TM_SEQ_ABSENT);
+    replay_rl_remove(&s->tq_gl, s->qgrp.group[r] * TQ_LEADS + s->tq_lidx[og], r);
     replay_rl_remove(&s->tq_lists, og, r);
     s->tq_og[j] = -1;
+}
+
+void replay_tq_freed(struct sim *s, int32_t i)
+{
+    /* tq_pass + 1: the next pass's list (the pass counts itself first). */
+    if (s->tq_freed_at[i] != s->tq_pass + 1) {
+        s->tq_freed_at[i] = s->tq_pass + 1;
+        s->tq_freed[s->tq_nfreed++] = i;
+    }
+}
+
+/* How many jobs of request sh node i could hold now, each beside the
+ * others, reservations aside. */
+static int64_t tq_room(const struct sim *s, const struct shape *sh, int32_t i)
+{
+    const struct tm_sched_node *n = &s->nodes[i];
+    int64_t c = INT32_MAX;
+
+    if (!n->schedulable || (sh->mask && !(sh->mask >> n->model & 1)))
+        return 0;
+    if (sh->cpu > 0 && s->node_cpu_free[i] / sh->cpu < c)
+        c = s->node_cpu_free[i] / sh->cpu;
+    if (sh->mem > 0 && s->node_mem_free[i] / sh->mem < c)
+        c = s->node_mem_free[i] / sh->mem;
+    if (sh->gpus > 0 && s->gpus_full[i] / sh->gpus < c)
+        c = s->gpus_full[i] / sh->gpus;
+    if (sh->gpus == 0 && sh->milli > 0)
+        c = s->gpu_free_max[i] < sh->milli ? 0 : s->gpu_free_sum[i] / sh->milli < c ? s->gpu_free_sum[i] / sh->milli : c;
+    return c > 0 ? c : 0;
 }
 
 /* What the pass's input holds. */
@@ -340,6 +390,7 @@ static int tq_head(struct sim *s, size_t want, struct tq_input *in, struct tq_po
     int rc = 1;
 
     memset(in, 0, sizeof(*in));
+    *cut = (struct tq_pos){0, -1}; /* before every job: none taken */
     s->tq_gen++;
     for (int tier = 0; tier < 4 && rc == 1; tier++) {
         for (int og = 0; og < s->tq_ngroups; og++) {
@@ -354,71 +405,89 @@ static int tq_head(struct sim *s, size_t want, struct tq_input *in, struct tq_po
     return rc < 0 ? rc : 0;
 }
 
-/* Group g's jobs (request x preemptible) the input does not hold, by
- * arrival rank from rank `from` on (none before it is left out): the
- * first, then each next (*slot: -1 to start). */
-static int32_t tq_next_out(const struct sim *s, size_t g, int32_t from, int32_t *slot)
+static bool tq_marked(const struct sim *s, int32_t r)
 {
-    *slot = *slot < 0 ? tm_seqindex_slot_at(&s->qgrp, g, (size_t)from) : *slot + 1;
-    for (*slot = tm_seqindex_next_slot(&s->qgrp, g, *slot, TM_SEQ_MAX); *slot >= 0;
-         *slot = tm_seqindex_next_slot(&s->qgrp, g, *slot + 1, TM_SEQ_MAX)) {
-        int32_t r = (int32_t)tm_seqindex_pos(&s->qgrp, g, *slot);
-        if (s->tq_mark[s->arr[r]] != s->tq_gen)
-            return r;
-    }
-    return -1;
+    return s->tq_mark[s->arr[r]] == s->tq_gen;
 }
 
-/* The first arrival rank the head may leave out: after the aged job it
- * ends at, or the first submitted after its key (a job submitted by then
- * has a key no later, so the head holds it). */
-static int32_t tq_out_from(const struct sim *s, struct tq_pos cut)
+/* List gl's first job left out (-1 none).  The walk past the input's
+ * jobs is kept for the rest of the try: within a try the input only
+ * grows. */
+static int32_t tq_lfirst(struct sim *s, size_t gl)
 {
-    size_t lo = 0, hi = s->njobs;
+    int32_t r = s->tq_lfgen[gl] == s->tq_gen ? s->tq_lf[gl] : s->tq_gl.head[gl];
 
-    if (cut.tier <= 1)
-        return (int32_t)cut.key + 1;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->jobs[s->arr[mid]].submit <= cut.key)
-            lo = mid + 1;
-        else
-            hi = mid;
+    while (r >= 0 && tq_marked(s, r))
+        r = s->tq_gl.next[r];
+    s->tq_lfgen[gl] = s->tq_gen;
+    s->tq_lf[gl] = r;
+    return r;
+}
+
+/* The job left out after rank r in r's list (-1 none). */
+static int32_t tq_lnext(const struct sim *s, int32_t r)
+{
+    for (r = s->tq_gl.next[r]; r >= 0 && tq_marked(s, r);)
+        r = s->tq_gl.next[r];
+    return r;
+}
+
+/* Group g's jobs (request x preemptible) the input does not hold, by
+ * arrival rank: a merge of its lists, one per lead. */
+struct tq_walk {
+    int32_t at[TQ_LEADS];
+};
+
+static void tq_walk_init(struct sim *s, size_t g, struct tq_walk *w)
+{
+    for (int l = 0; l < s->tq_nleads; l++)
+        w->at[l] = tq_lfirst(s, g * TQ_LEADS + (size_t)l);
+}
+
+/* The walk's next job left out (-1 none). */
+static int32_t tq_walk_next(const struct sim *s, struct tq_walk *w)
+{
+    int best = -1;
+
+    for (int l = 0; l < s->tq_nleads; l++)
+        if (w->at[l] >= 0 && (best < 0 || w->at[l] < w->at[best]))
+            best = l;
+    if (best < 0)
+        return -1;
+    {
+        int32_t r = w->at[best];
+        w->at[best] = tq_lnext(s, r);
+        return r;
     }
-    return (int32_t)lo;
 }
 
 /* Add group g's jobs left out up to `upto` in the order (ties
- * included).  Taken by arrival: ranks only grow with submit time, and a
- * job's key is at least its submit time less the largest lead. */
-static int tq_extras(struct sim *s, size_t g, int32_t from, struct tq_pos upto, const struct tq_ages *a,
-                     struct tq_input *in)
+ * included): within a lead's list the order is arrival's, so each list
+ * is walked up to its first job past `upto`. */
+static int tq_extras(struct sim *s, size_t g, struct tq_pos upto, const struct tq_ages *a, struct tq_input *in)
 {
-    int32_t slot = -1, r;
-    int rc;
-
-    while ((r = tq_next_out(s, g, from, &slot)) >= 0) {
-        struct tq_pos p = tq_pos_of(s, r, a);
-        if (p.tier > upto.tier || (upto.tier == 1 && p.key > upto.key) ||
-            (upto.tier >= 2 && p.tier == upto.tier && rank_submit(s, r) - s->tq_maxlead > upto.key))
-            break;
-        if (!pos_le(p, upto))
-            continue;
-        rc = tq_take(s, in, r);
-        if (rc < 0)
-            return rc;
+    for (int l = 0; l < s->tq_nleads; l++) {
+        int32_t r = tq_lfirst(s, g * TQ_LEADS + (size_t)l);
+        while (r >= 0 && pos_le(tq_pos_of(s, r, a), upto)) {
+            int32_t next = tq_lnext(s, r);
+            int rc = tq_take(s, in, r);
+            if (rc < 0)
+                return rc;
+            r = next;
+        }
     }
     return 0;
 }
 
 /* Where group g must reach to hold its e-th job left out (by arrival):
  * that job's place, or *at if further already. */
-static void tq_extend(const struct sim *s, size_t g, int32_t from, int32_t e, const struct tq_ages *a,
-                      struct tq_pos *at)
+static void tq_extend(struct sim *s, size_t g, int32_t e, const struct tq_ages *a, struct tq_pos *at)
 {
-    int32_t slot = -1, r, m = -1;
+    struct tq_walk w;
+    int32_t r, m = -1;
 
-    while (e-- > 0 && (r = tq_next_out(s, g, from, &slot)) >= 0)
+    tq_walk_init(s, g, &w);
+    while (e-- > 0 && (r = tq_walk_next(s, &w)) >= 0)
         m = r;
     if (m >= 0) {
         struct tq_pos p = tq_pos_of(s, m, a);
@@ -428,29 +497,31 @@ static void tq_extend(const struct sim *s, size_t g, int32_t from, int32_t e, co
 }
 
 /* Group g's first job in the order that the input leaves out and its
- * place: the least key among the first left out by arrival of each lead
- * (within a lead, arrival order is the order).  -1 none. */
-static int32_t tq_first_out(const struct sim *s, size_t g, int32_t from, const struct tq_ages *a,
-                            struct tq_pos *ret)
+ * place: the least among its lists' first ones.  -1 none. */
+static int32_t tq_first_out(struct sim *s, size_t g, const struct tq_ages *a, struct tq_pos *ret)
 {
     int32_t best = -1;
 
     for (int l = 0; l < s->tq_nleads; l++) {
-        const struct tm_seqindex *x = &s->tq_bylead[l];
-        int32_t slot = tm_seqindex_next_slot(x, g, tm_seqindex_slot_at(x, g, (size_t)from), 0);
-        for (; slot >= 0; slot = tm_seqindex_next_slot(x, g, slot + 1, 0)) {
-            int32_t r = (int32_t)tm_seqindex_pos(x, g, slot);
-            if (s->tq_mark[s->arr[r]] != s->tq_gen) {
-                struct tq_pos p = tq_pos_of(s, r, a);
-                if (best < 0 || !pos_le(*ret, p)) {
-                    *ret = p;
-                    best = r;
-                }
-                break;
+        int32_t r = tq_lfirst(s, g * TQ_LEADS + (size_t)l);
+        if (r >= 0) {
+            struct tq_pos p = tq_pos_of(s, r, a);
+            if (best < 0 || !pos_le(*ret, p)) {
+                *ret = p;
+                best = r;
             }
         }
     }
     return best;
+}
+
+/* Group g's first job left out by arrival (-1 none). */
+static int32_t tq_first_arrived_out(struct sim *s, size_t g)
+{
+    struct tq_walk w;
+
+    tq_walk_init(s, g, &w);
+    return tq_walk_next(s, &w);
 }
 
 /* The probe of group g, just before its first job left out (rank r at
@@ -497,7 +568,7 @@ static int tq_probe(struct sim *s, size_t *n, size_t g, int32_t r, struct tq_pos
  * want (a penalty of hours): not with narrow jobs queued.  The earliest
  * submitted aged job of each group left out has the earliest deadline. */
 static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const struct tq_input *in,
-                          int32_t from, int32_t maxres, int64_t now)
+                          int32_t maxres, int64_t now)
 {
     bool flexible = false;
     int64_t *soon = s->tq_soon;
@@ -525,7 +596,7 @@ static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const 
         for (int pre = 0; pre < 2; pre++) {
             size_t g = (size_t)s->active[x] * 2 + (size_t)pre;
             const struct shape *sh = &s->shapes[s->active[x]];
-            int32_t slot = -1, m = tq_next_out(s, g, from, &slot);
+            int32_t m = tq_first_arrived_out(s, g);
             int64_t best[TQ_RES_MAX];
             int nb = 0;
             if (m < 0 || rank_submit(s, m) > now - tm_sched_tarmac_urgent_ms(&s->cfg->params))
@@ -560,7 +631,7 @@ static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const 
  * longer reach (1), or the head a longer length (0), or neither helps
  * (-1). */
 static bool tq_proved(struct sim *s, const struct tm_sched_result *r, const struct tq_input *in,
-                      int32_t maxres, int32_t from, int64_t now, int *ret_grow)
+                      int32_t maxres, int64_t now, int *ret_grow)
 {
     size_t nres = 0;
 
@@ -589,7 +660,7 @@ static bool tq_proved(struct sim *s, const struct tm_sched_result *r, const stru
         return true;
     if (in->ntied != s->tq_ntied)
         return false;
-    return in->all_aged || tq_aged_quiet(s, r, in, from, maxres, now);
+    return in->all_aged || tq_aged_quiet(s, r, in, maxres, now);
 }
 
 /* Walk each list's cursors forward to now's ages. */
@@ -609,7 +680,7 @@ static void tq_cursors(struct sim *s, const struct tq_ages *a)
 /* Group g's probe was placed or reserved for: the group's part of the
  * input reaches over its next e jobs left out, e = 1 at first in a pass
  * and four times more at each time after. */
-static void tq_reach(struct sim *s, size_t g, int32_t from, const struct tq_ages *a, struct tq_pos cut)
+static void tq_reach(struct sim *s, size_t g, const struct tq_ages *a, struct tq_pos cut)
 {
     if (s->tq_rgen[g] != s->tq_pass) {
         s->tq_rgen[g] = s->tq_pass;
@@ -618,7 +689,33 @@ static void tq_reach(struct sim *s, size_t g, int32_t from, const struct tq_ages
     } else if (s->tq_e[g] < INT32_MAX / 4) {
         s->tq_e[g] *= 4;
     }
-    tq_extend(s, g, from, s->tq_e[g], a, &s->tq_reach[g]);
+    tq_extend(s, g, s->tq_e[g], a, &s->tq_reach[g]);
+}
+
+/* Each group with jobs left out that the nodes freed since the last pass
+ * could hold reaches over as many of them (at most TQ_FREED_REACH) from
+ * the first try on: without, its probe would be placed and the pass run
+ * again. */
+static void tq_seed(struct sim *s, size_t nfreed, const struct tq_ages *a, struct tq_pos cut)
+{
+    for (size_t x = 0; x < s->nactive; x++) {
+        const struct shape *sh = &s->shapes[s->active[x]];
+        int64_t k = 0;
+        for (size_t f = 0; f < nfreed && k < TQ_FREED_REACH; f++)
+            k += tq_room(s, sh, s->tq_freed[f]);
+        if (k == 0)
+            continue;
+        for (int pre = 0; pre < 2; pre++) {
+            size_t g = (size_t)s->active[x] * 2 + (size_t)pre;
+            int32_t inside = s->tq_ggen[g] == s->tq_gen ? s->tq_gin[g] : 0;
+            if (s->tq_count[g] <= inside)
+                continue;
+            s->tq_rgen[g] = s->tq_pass;
+            s->tq_reach[g] = cut;
+            s->tq_e[g] = k < TQ_FREED_REACH ? (int32_t)k : TQ_FREED_REACH;
+            tq_extend(s, g, s->tq_e[g], a, &s->tq_reach[g]);
+        }
+    }
 }
 
 int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
@@ -628,15 +725,17 @@ int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
     struct tq_ages a = {now - tm_sched_tarmac_urgent_ms(&s->cfg->params),
                         now - tm_sched_tarmac_level_ms(&s->cfg->params)};
     size_t want = s->cfg->tarmac_head > 0 ? s->cfg->tarmac_head : TQ_HEAD;
-    size_t nnew = s->tq_nnew;
+    size_t nnew = s->tq_nnew, nfreed = s->tq_nfreed;
+    bool first = true;
 
-    /* Jobs queued from here on (evictions the pass makes) are the next
-     * pass's new ones. */
+    /* Jobs queued and nodes freed from here on (evictions the pass makes)
+     * are the next pass's. */
     s->tq_nnew = 0;
+    s->tq_nfreed = 0;
+    s->tq_pass++;
     if (s->tq_off)
         return replay_pass_whole(s, now, st);
     tq_cursors(s, &a);
-    s->tq_pass++;
     for (;;) {
         struct tm_sched_result r = {0};
         struct tq_input in;
@@ -644,18 +743,19 @@ int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
         size_t n;
         bool held = true, blocked;
         int grow, rc = tq_head(s, want, &in, &cut);
-        int32_t from;
         if (rc < 0)
             return rc;
         if (in.n >= s->nq)
             break;
-        from = tq_out_from(s, cut);
+        if (first)
+            tq_seed(s, nfreed, &a, cut);
+        first = false;
         /* Groups that reach past the head, their jobs up to there. */
         for (size_t x = 0; x < s->nactive && rc == 0; x++)
             for (int pre = 0; pre < 2 && rc == 0; pre++) {
                 size_t g = (size_t)s->active[x] * 2 + (size_t)pre;
                 if (s->tq_rgen[g] == s->tq_pass && !pos_le(s->tq_reach[g], cut))
-                    rc = tq_extras(s, g, from, s->tq_reach[g], &a, &in);
+                    rc = tq_extras(s, g, s->tq_reach[g], &a, &in);
             }
         /* The jobs queued since the last pass: an arrival that fits is
          * started by the pass, and with it in the input one run proves it
@@ -685,7 +785,7 @@ int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
                 struct tq_pos at;
                 if (s->tq_count[g] <= inside)
                     continue;
-                m = tq_first_out(s, g, from, &a, &at);
+                m = tq_first_out(s, g, &a, &at);
                 rc = m < 0 ? TM_EINVAL /* counted but absent: a bug */ : tq_probe(s, &n, g, m, at);
             }
         if (rc < 0)
@@ -693,7 +793,7 @@ int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
         rc = replay_sched_once(s, now, s->bq, n, &r);
         if (rc < 0)
             return rc;
-        if (tq_proved(s, &r, &in, maxres, from, now, &grow)) {
+        if (tq_proved(s, &r, &in, maxres, now, &grow)) {
             r.nnotes = in.n;
             return replay_pass_apply(s, now, st, s->bq, in.n, s->bqpos, &r, &blocked);
         }
@@ -703,10 +803,10 @@ int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
         if (grow > 0) {
             for (size_t k = 0; k < r.nplacements; k++)
                 if ((size_t)r.placements[k].job >= in.n)
-                    tq_reach(s, (size_t)(-1 - s->bqpos[r.placements[k].job]), from, &a, cut);
+                    tq_reach(s, (size_t)(-1 - s->bqpos[r.placements[k].job]), &a, cut);
             for (size_t k = 0; k < r.nreservations; k++)
                 if ((size_t)r.reservations[k].job >= in.n)
-                    tq_reach(s, (size_t)(-1 - s->bqpos[r.reservations[k].job]), from, &a, cut);
+                    tq_reach(s, (size_t)(-1 - s->bqpos[r.reservations[k].job]), &a, cut);
         } else {
             want *= 4;
         }
