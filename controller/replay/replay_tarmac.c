@@ -448,17 +448,16 @@ static void tq_walk_init(struct sim *s, size_t g, struct tq_walk *w)
 static int32_t tq_walk_next(const struct sim *s, struct tq_walk *w)
 {
     int best = -1;
+    int32_t r;
 
     for (int l = 0; l < s->tq_nleads; l++)
         if (w->at[l] >= 0 && (best < 0 || w->at[l] < w->at[best]))
             best = l;
     if (best < 0)
         return -1;
-    {
-        int32_t r = w->at[best];
-        w->at[best] = tq_lnext(s, r);
-        return r;
-    }
+    r = w->at[best];
+    w->at[best] = tq_lnext(s, r);
+    return r;
 }
 
 /* Add group g's jobs left out up to `upto` in the order (ties
