@@ -253,6 +253,8 @@ static void test_tarmac_incremental(void **state)
         struct tm_trace t;
         struct tm_replay_config cfg = case_config(TM_POLICY_TARMAC, c);
 
+        if (soak_factor() > 1)
+            fprintf(stderr, "case %d of the tarmac heads\n", c);
         cfg.tarmac_head = (size_t)2 << (c % 4);
         cfg.params.starvation_ms = bound_h[c % 4] * 3600 * 1000;
         random_trace(&t, (uint64_t)c + 7000u);
