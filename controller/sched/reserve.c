@@ -602,6 +602,7 @@ static int64_t reserve_cands(struct ctx *c, int32_t j, size_t *linked, struct ca
      * would come after the smallest key found so far needs no replay past
      * it: ties are still replayed, and the held node is replayed whole. */
     bool prune = nd->nodes == 1;
+    bool flexible = popcount64(nd->slots) > 1;
     int32_t keep = c->loans ? c->in->jobs[j].hold_node - 1 : -1;
     int64_t cutoff = INF_MS;
     int r;
@@ -639,7 +640,7 @@ static int64_t reserve_cands(struct ctx *c, int32_t j, size_t *linked, struct ca
          * aged flexible job drains the one node a narrow job can use. */
         cd.key = cd.t;
         if (c->loans && c->any_narrow && !sched_narrow(c, j) && s->mslot >= 0 &&
-            (c->narrow_wants[s->mslot] || (popcount64(nd->slots) > 1 && c->pressure[s->mslot] > 0)) &&
+            (c->narrow_wants[s->mslot] || (flexible && c->pressure[s->mslot] > 0)) &&
             cd.t < INF_MS - TM_SCHED_PRESSURE_PENALTY_MS)
             cd.key = cd.t + TM_SCHED_PRESSURE_PENALTY_MS;
         r = sched_grow((void **)&cands, &ccap, ncand + 1, sizeof(*cands));

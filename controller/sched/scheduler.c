@@ -100,6 +100,7 @@ static void node_totals(struct ctx *c, size_t i, int64_t free)
 static int validate_and_load(struct ctx *c)
 {
     const struct tm_sched_input *in = c->in;
+    bool fast = in->footprint && in->footprint->gpus_full;
 
     if (in->nnodes > INT32_MAX / TM_NODE_GPUS_MAX || in->njobs > INT32_MAX / 2)
         return TM_EINVAL;
@@ -132,8 +133,23 @@ static int validate_and_load(struct ctx *c)
                 c->model_slot[n->model] = c->nslots++;
             s->mslot = c->model_slot[n->model];
         }
+        if (fast) {
+            /* The caller's sums and GPU summaries (struct
+             * tm_sched_footprint), trusted: the node in one visit. */
+            const struct tm_sched_footprint *fp = in->footprint;
+            const int16_t *used = &fp->gpu_used[i * TM_NODE_GPUS_MAX];
+            s->cpu = fp->cpu_free[i];
+            s->mem = fp->mem_free[i];
+            for (int g = 0; g < s->gpus; g++)
+                s->free[g] = (int16_t)(used[g] > MILLI ? 0 : MILLI - used[g]);
+            s->full = fp->gpus_full[i];
+            s->maxfree = fp->gpu_free_max[i];
+            node_totals(c, i, fp->gpu_free_sum[i]);
+        }
     }
-    if (in->footprint) {
+    if (fast) {
+        /* loaded above */
+    } else if (in->footprint) {
         /* The caller's sums (struct tm_sched_footprint), trusted. */
         const struct tm_sched_footprint *fp = in->footprint;
         for (size_t i = 0; i < c->nn; i++) {
@@ -162,16 +178,8 @@ static int validate_and_load(struct ctx *c)
             s->mem -= al->memory_mib;
         }
     }
-    for (size_t i = 0; i < c->nn; i++) {
-        const struct tm_sched_footprint *fp = in->footprint;
+    for (size_t i = 0; !fast && i < c->nn; i++) {
         struct nst *s = &c->ns[i];
-        if (fp && fp->gpus_full) {
-            /* The caller's GPU summaries: no sweep of the GPUs at all. */
-            s->full = fp->gpus_full[i];
-            s->maxfree = fp->gpu_free_max[i];
-            node_totals(c, i, fp->gpu_free_sum[i]);
-            continue;
-        }
         /* Over-committed input (a node shrank under its jobs) is not ours
          * to fix: clamp so nothing more goes there. */
         for (int g = 0; g < s->gpus; g++)
