@@ -29,8 +29,11 @@ static uint64_t rnd(uint64_t *x)
 
 /* 3-10 nodes of 1-8 GPUs over two models, CPU and memory tight enough to
  * matter; 200-900 jobs: shares, whole GPUs, some tied to a model, some
- * asking much CPU, a few fitting no node (dropped by the replay). */
-static void random_trace(struct tm_trace *t, uint64_t seed)
+ * asking much CPU, a few fitting no node (dropped by the replay).  With
+ * batch_pct, that percentage of the jobs arrive at the same instant as
+ * the one before (array jobs, a sweep submitted at once): ties in the
+ * orders, which the incremental passes break as the full pass does. */
+static void random_trace_batched(struct tm_trace *t, uint64_t seed, unsigned batch_pct)
 {
     uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
     size_t nn = 3 + rnd(&x) % 8, nj = 200 + rnd(&x) % 700;
@@ -58,7 +61,8 @@ static void random_trace(struct tm_trace *t, uint64_t seed)
         struct tm_trace_job *jb = &t->jobs[j];
         uint64_t u = rnd(&x) % 100;
         snprintf(jb->name, sizeof(jb->name), "j%zu", j);
-        clock += (int64_t)(rnd(&x) % 600000);
+        if (batch_pct == 0 || rnd(&x) % 100 >= batch_pct)
+            clock += (int64_t)(rnd(&x) % 600000);
         jb->submit_ms = clock;
         jb->start_ms = clock;
         jb->end_ms = clock + 1000 + (int64_t)(rnd(&x) % (u < 80 ? 1800000 : 14400000));
@@ -188,23 +192,23 @@ static struct tm_replay_config case_config(enum tm_sched_policy p, int c)
                                      .exact_estimates = c % 3 == 0};
 }
 
-static void compare_case(enum tm_sched_policy p, int c)
+static void compare_case(enum tm_sched_policy p, int c, unsigned batch_pct)
 {
     struct tm_trace t;
 
     /* A soak names each case, so a failure's is the last line before it. */
     if (soak_factor() > 1)
         fprintf(stderr, "case %d of policy %d\n", c, (int)p);
-    random_trace(&t, (uint64_t)c + 1000u * (uint64_t)p);
+    random_trace_batched(&t, (uint64_t)c + 1000u * (uint64_t)p, batch_pct);
     compare_trace(&t, case_config(p, c), NULL);
     tm_trace_release(&t);
 }
 
 static void compare_policy(enum tm_sched_policy p, int cases)
 {
-    cases *= soak_factor();
-    for (int c = 1; c <= cases; c++)
-        compare_case(p, c);
+    /* the soak's odd cases have batches */
+    for (int c = 1; c <= cases * soak_factor(); c++)
+        compare_case(p, c, c > cases && c % 2 ? 40 : 0);
 }
 
 static void test_fifo_incremental(void **state)
@@ -225,8 +229,8 @@ static void test_backfill_incremental(void **state)
      * work its own pass started on its node; 720, a job started on the
      * reserved node as leaving the reservation intact that ends before it
      * (room there by the reserved start grew by its end). */
-    compare_case(TM_POLICY_BACKFILL, 48);
-    compare_case(TM_POLICY_BACKFILL, 720);
+    compare_case(TM_POLICY_BACKFILL, 48, 0);
+    compare_case(TM_POLICY_BACKFILL, 720, 0);
 }
 
 /* tarmac: loans, evictions and several reservations, all from the
@@ -244,23 +248,45 @@ static void test_tarmac_footprint(void **state)
  * every pass: the head grows, groups reach past it and probes stand for
  * the rest; bounds of 2, 4 and 8 h as well as 48 h, so that jobs age past
  * half the bound and the aged tiers and the reservation cap are crossed. */
-static void test_tarmac_incremental(void **state)
+/* tarmac's incremental pass against the full one on random trace c
+ * (seed base + c), batch_pct of its jobs in batches. */
+static void tarmac_case(int c, uint64_t base, unsigned batch_pct)
 {
     static const int64_t bound_h[] = {48, 4, 8, 2};
+    struct tm_trace t;
+    struct tm_replay_config cfg = case_config(TM_POLICY_TARMAC, c);
 
+    if (soak_factor() > 1)
+        fprintf(stderr, "case %d of the tarmac heads from seed %llu\n", c, (unsigned long long)base);
+    cfg.tarmac_head = (size_t)2 << (c % 4);
+    cfg.params.starvation_ms = bound_h[c % 4] * 3600 * 1000;
+    random_trace_batched(&t, (uint64_t)c + base, batch_pct);
+    compare_trace(&t, cfg, NULL);
+    tm_trace_release(&t);
+}
+
+static void tarmac_heads(int cases, uint64_t base, unsigned batch_pct)
+{
+    for (int c = 1; c <= cases * soak_factor(); c++)
+        tarmac_case(c, base, batch_pct);
+}
+
+static void test_tarmac_incremental(void **state)
+{
     (void)state;
-    for (int c = 1; c <= 80 * soak_factor(); c++) {
-        struct tm_trace t;
-        struct tm_replay_config cfg = case_config(TM_POLICY_TARMAC, c);
+    tarmac_heads(80, 7000, 0);
+}
 
-        if (soak_factor() > 1)
-            fprintf(stderr, "case %d of the tarmac heads\n", c);
-        cfg.tarmac_head = (size_t)2 << (c % 4);
-        cfg.params.starvation_ms = bound_h[c % 4] * 3600 * 1000;
-        random_trace(&t, (uint64_t)c + 7000u);
-        compare_trace(&t, cfg, NULL);
-        tm_trace_release(&t);
-    }
+/* The same with two jobs in five arriving with the one before: equal
+ * keys, so the probes' places among other groups' jobs left out (the
+ * same key, an earlier tier) and the first blocked job's are crossed. */
+static void test_tarmac_incremental_batches(void **state)
+{
+    (void)state;
+    tarmac_heads(40, 9000, 40);
+    /* Found by the soak: this case fails without tq_proved()'s test
+     * that the first blocked job is one of the head's. */
+    tarmac_case(353, 9000, 40);
 }
 
 static void test_multifactor_footprint(void **state)
@@ -335,6 +361,7 @@ int main(void)
         cmocka_unit_test(test_backfill_gap_deep_queue),
         cmocka_unit_test(test_tarmac_footprint),
         cmocka_unit_test(test_tarmac_incremental),
+        cmocka_unit_test(test_tarmac_incremental_batches),
         cmocka_unit_test(test_multifactor_footprint),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
