@@ -346,6 +346,12 @@ static struct tq_pos tq_pos_of(const struct sim *s, int32_t r, const struct tq_a
     return p;
 }
 
+/* The key of rank r, first of group og's segment of tier `tier`. */
+static int64_t tq_seg_key(const struct sim *s, int32_t r, int og, int tier)
+{
+    return tier <= 1 ? r : rank_submit(s, r) - s->tq_lead[og];
+}
+
 /* Merge the lists' segments [from[og], to[og]) by key, taking jobs until
  * the input holds `want` and then those with the key of the last one
  * taken (*last).  Returns 1 when the segments are exhausted, 0 when cut,
@@ -354,21 +360,23 @@ static int tq_merge(struct sim *s, int32_t *from, const int32_t *to, int tier, s
                     struct tq_input *in, struct tq_pos *last)
 {
     bool any = false;
+    int64_t key[TQ_GROUPS]; /* each segment's first key; INT64_MAX: none */
     int rc;
 
+    /* Each segment's key is read once per job it gives, not once per job
+     * taken from any (its job's submit time is a load that misses). */
+    for (int og = 0; og < s->tq_ngroups; og++)
+        key[og] = from[og] == to[og] || (tier == 0 && !s->tq_tied[og]) || (tier == 1 && s->tq_tied[og])
+                      ? INT64_MAX
+                      : tq_seg_key(s, from[og], og, tier);
     for (;;) {
         int best = -1;
         int64_t bk = 0;
-        for (int og = 0; og < s->tq_ngroups; og++) {
-            int64_t k;
-            if (from[og] == to[og] || (tier == 0 && !s->tq_tied[og]) || (tier == 1 && s->tq_tied[og]))
-                continue;
-            k = tier <= 1 ? from[og] : rank_submit(s, from[og]) - s->tq_lead[og];
-            if (best < 0 || k < bk) {
+        for (int og = 0; og < s->tq_ngroups; og++)
+            if (key[og] != INT64_MAX && (best < 0 || key[og] < bk)) {
                 best = og;
-                bk = k;
+                bk = key[og];
             }
-        }
         if (best < 0)
             return 1;
         if (tier > 0 && in->n >= want && any && (tier == 1 || bk != last->key))
@@ -377,6 +385,7 @@ static int tq_merge(struct sim *s, int32_t *from, const int32_t *to, int tier, s
         if (rc < 0)
             return rc;
         from[best] = s->tq_lists.next[from[best]];
+        key[best] = from[best] == to[best] ? INT64_MAX : tq_seg_key(s, from[best], best, tier);
         *last = (struct tq_pos){tier, bk};
         any = true;
     }
