@@ -206,6 +206,8 @@ static int64_t node_fit_milli(const struct sim *s, size_t i)
 
 static void node_touch(struct sim *s, int32_t i)
 {
+    if (s->ncache)
+        tm_sched_node_cache_touch(s->ncache, (size_t)i);
     if (s->bf && !s->udirty[i]) {
         s->udirty[i] = 1;
         s->udlist[s->nudirty++] = i;
@@ -1090,6 +1092,9 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
                                        .alloc_head = s.alloc_head, .alloc_next = s.alloc_next,
                                        .gpus_full = s.gpus_full, .gpu_free_max = s.gpu_free_max,
                                        .gpu_free_sum = s.gpu_free_sum};
+    if (tm_sched_node_cache_new(s.nnodes, &s.ncache) < 0)
+        goto out;
+    s.fp.cache = s.ncache;
     s.slips = malloc((s.njobs + 1) * sizeof(*s.slips));
     if (!s.slips || !arr || !waits || !s.allocs || !s.alloc_job || !s.alloc_est || !s.alloc_start || !s.heap || !s.q || !s.qjob || !s.pq || !s.pqpos)
         goto out;
@@ -1243,6 +1248,7 @@ out:
     free(s.gpu_end);
     free(s.gpu_end_kept);
     free(s.nends);
+    tm_sched_node_cache_free(s.ncache);
     free(s.gpus_full);
     free(s.gpu_free_max);
     free(s.gpu_free_sum);

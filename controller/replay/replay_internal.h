@@ -86,6 +86,7 @@ struct sim {
      * holders (gpu_end; gpu_end_kept without preemptible loans). */
     bool use_fp;
     struct tm_sched_footprint fp;
+    struct tm_sched_node_cache *ncache; /* fp.cache: touched by node_touch() */
     int32_t *node_nallocs, *alloc_head, *alloc_next, *alloc_prev;
     int8_t *gpus_full;                         /* per node, see the footprint */
     int16_t *gpu_free_max;

@@ -322,7 +322,7 @@ static void index_add(struct ctx *c, int32_t i)
 
 int sched_buckets_init(struct ctx *c)
 {
-    size_t ns = (size_t)(c->nslots > 0 ? c->nslots : 1);
+    size_t ns = (size_t)(c->t.nslots > 0 ? c->t.nslots : 1);
 
     c->whead = malloc(ns * (TM_NODE_GPUS_MAX + 1) * sizeof(*c->whead));
     c->phead = malloc(ns * MILLI * sizeof(*c->phead));
@@ -375,7 +375,7 @@ void sched_node_take(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, con
         if (mask >> g & 1) {
             s->free[g] = (int16_t)(s->free[g] - milli);
             if (s->ok && s->mslot >= 0)
-                c->slot_free[s->mslot] -= milli;
+                c->t.slot_free[s->mslot] -= milli;
         }
     s->cpu -= nd->cpu;
     s->mem -= nd->mem;
@@ -393,7 +393,7 @@ void sched_node_give(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, con
         if (mask >> g & 1) {
             s->free[g] = (int16_t)(s->free[g] + milli);
             if (s->ok && s->mslot >= 0)
-                c->slot_free[s->mslot] += milli;
+                c->t.slot_free[s->mslot] += milli;
         }
     s->cpu += nd->cpu;
     s->mem += nd->mem;

@@ -89,14 +89,8 @@ struct rnode {
     int64_t rel_mem;
 };
 
-struct sched_policy;
-
-struct ctx {
-    const struct tm_sched_input *in;
-    const struct sched_policy *pol; /* the row of in->policy */
-    size_t nn;
-    struct nst *ns;
-    struct need *needs;
+/* What the load makes of the nodes as a whole (node_cache.c keeps it). */
+struct sched_node_totals {
     uint64_t all_slots;
     int nslots;
     int32_t model_slot[TM_GPU_MODELS_MAX];
@@ -108,6 +102,17 @@ struct ctx {
     int64_t slot_maxmem[TM_GPU_MODELS_MAX];
     int64_t any_maxcpu, any_maxmem;
     int64_t slot_free[TM_GPU_MODELS_MAX]; /* free GPU milli per model, kept current */
+};
+
+struct sched_policy;
+
+struct ctx {
+    const struct tm_sched_input *in;
+    const struct sched_policy *pol; /* the row of in->policy */
+    size_t nn;
+    struct nst *ns;
+    struct need *needs;
+    struct sched_node_totals t;
 
     /* first-fit tree (fifo, backfill) */
     size_t tsize;
@@ -253,6 +258,11 @@ static inline int popcount64(uint64_t v)
 
 /* Free capacity and its indexes (capacity.c). */
 int sched_grow(void **p, size_t *cap, size_t need, size_t size);
+
+/* The footprint's node cache (node_cache.c): restore fills c->ns and c->t
+ * from it (false: not usable, load afresh); store keeps a fresh load. */
+bool sched_node_cache_restore(struct ctx *c);
+void sched_node_cache_store(const struct ctx *c);
 void sched_nst_refresh(struct nst *s);
 int64_t sched_nst_free_milli(const struct nst *s);
 bool sched_nst_fits(const struct nst *s, const struct need *nd);

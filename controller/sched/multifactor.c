@@ -54,8 +54,8 @@ int64_t sched_multifactor_priority(const struct ctx *c, int32_t j)
     if (age < 0)
         age = 0;
     age_ppm = age >= MF_MAX_AGE_MS ? MF_PPM : age * MF_PPM / MF_MAX_AGE_MS;
-    if (c->all_gpus > 0) {
-        size_ppm = milli * MF_PPM / (c->all_gpus * MILLI);
+    if (c->t.all_gpus > 0) {
+        size_ppm = milli * MF_PPM / (c->t.all_gpus * MILLI);
         if (size_ppm > MF_PPM)
             size_ppm = MF_PPM;
     }

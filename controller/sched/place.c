@@ -280,7 +280,7 @@ static int32_t best_node(struct ctx *c, int32_t j, bool respect, uint32_t *ret_m
         *ret_mask = 0;
         return bnode;
     }
-    for (int s = 0; s < c->nslots; s++) {
+    for (int s = 0; s < c->t.nslots; s++) {
         int found_levels = 0;
         if (!(nd->slots >> s & 1))
             continue;

@@ -555,10 +555,10 @@ bool sched_tied(const struct ctx *c, int32_t j)
 
     if (nd->gpus == 0 && nd->milli == 0)
         return false;
-    for (int s = 0; s < c->nslots; s++)
+    for (int s = 0; s < c->t.nslots; s++)
         if (nd->slots >> s & 1)
-            have += c->slot_gpus[s];
-    return have * TM_SCHED_NARROW_DIV <= c->all_gpus;
+            have += c->t.slot_gpus[s];
+    return have * TM_SCHED_NARROW_DIV <= c->t.all_gpus;
 }
 
 /* Whether the job asks for GPU models (model_mask) and those models' nodes
@@ -579,7 +579,7 @@ bool sched_narrow(const struct ctx *c, int32_t j)
 /* Whether the job accepts fewer models than the nodes have. */
 bool sched_constrained(const struct ctx *c, int32_t j)
 {
-    return popcount64(c->needs[j].slots) < popcount64(c->all_slots);
+    return popcount64(c->needs[j].slots) < popcount64(c->t.all_slots);
 }
 
 /* The candidate nodes of job j, those without a reservation, each with
@@ -812,9 +812,9 @@ bool sched_fragmented(const struct ctx *c, const struct need *nd)
 
     if (want == 0)
         return false;
-    for (int s = 0; s < c->nslots; s++)
+    for (int s = 0; s < c->t.nslots; s++)
         if (nd->slots >> s & 1)
-            have += c->slot_free[s];
+            have += c->t.slot_free[s];
     return have >= want;
 }
 
@@ -842,7 +842,7 @@ bool sched_heavy_capped(const struct ctx *c, int32_t j, int64_t drain_gpus)
      * 24 h of age, dropped twice, started at 48.5 h). */
     if (!sched_heavy(c, j) || drain_gpus == 0 || c->in->jobs[j].hold_node > 0)
         return false;
-    return (drain_gpus + (int64_t)c->needs[j].gpus * c->needs[j].nodes) * TM_SCHED_DRAIN_DIV > c->all_gpus;
+    return (drain_gpus + (int64_t)c->needs[j].gpus * c->needs[j].nodes) * TM_SCHED_DRAIN_DIV > c->t.all_gpus;
 }
 
 int64_t tm_sched_tarmac_risk_deadline(const struct tm_sched_params *p, int64_t submit_ms)

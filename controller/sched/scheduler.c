@@ -22,6 +22,7 @@
  */
 #include "controller/sched/scheduler.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,12 +58,12 @@ static bool no_match(const struct ctx *c, const struct need *nd)
     if (nd->nomatch)
         return true;
     if (nd->gpus == 0 && nd->milli == 0)
-        return nd->cpu > c->any_maxcpu || nd->mem > c->any_maxmem;
-    for (int s = 0; s < c->nslots; s++) {
+        return nd->cpu > c->t.any_maxcpu || nd->mem > c->t.any_maxmem;
+    for (int s = 0; s < c->t.nslots; s++) {
         if (!(nd->slots >> s & 1))
             continue;
-        if (c->slot_maxg[s] >= (nd->gpus > 0 ? nd->gpus : 1) && c->slot_maxcpu[s] >= nd->cpu &&
-            c->slot_maxmem[s] >= nd->mem)
+        if (c->t.slot_maxg[s] >= (nd->gpus > 0 ? nd->gpus : 1) && c->t.slot_maxcpu[s] >= nd->cpu &&
+            c->t.slot_maxmem[s] >= nd->mem)
             return false;
     }
     return true;
@@ -81,37 +82,31 @@ static void node_totals(struct ctx *c, size_t i, int64_t free)
         return;
     if (s->mslot >= 0) {
         int sl = s->mslot;
-        c->slot_free[sl] += free;
-        c->slot_gpus[sl] += n->gpus;
-        c->all_gpus += n->gpus;
-        if (n->gpus > c->slot_maxg[sl])
-            c->slot_maxg[sl] = n->gpus;
-        if (n->cpu_milli > c->slot_maxcpu[sl])
-            c->slot_maxcpu[sl] = n->cpu_milli;
-        if (n->memory_mib > c->slot_maxmem[sl])
-            c->slot_maxmem[sl] = n->memory_mib;
+        c->t.slot_free[sl] += free;
+        c->t.slot_gpus[sl] += n->gpus;
+        c->t.all_gpus += n->gpus;
+        if (n->gpus > c->t.slot_maxg[sl])
+            c->t.slot_maxg[sl] = n->gpus;
+        if (n->cpu_milli > c->t.slot_maxcpu[sl])
+            c->t.slot_maxcpu[sl] = n->cpu_milli;
+        if (n->memory_mib > c->t.slot_maxmem[sl])
+            c->t.slot_maxmem[sl] = n->memory_mib;
     }
-    if (n->cpu_milli > c->any_maxcpu)
-        c->any_maxcpu = n->cpu_milli;
-    if (n->memory_mib > c->any_maxmem)
-        c->any_maxmem = n->memory_mib;
+    if (n->cpu_milli > c->t.any_maxcpu)
+        c->t.any_maxcpu = n->cpu_milli;
+    if (n->memory_mib > c->t.any_maxmem)
+        c->t.any_maxmem = n->memory_mib;
 }
 
-static int validate_and_load(struct ctx *c)
+/* The nodes into c->ns and c->t, from the footprint if given, else from
+ * the allocs.  0 or TM_EINVAL. */
+static int load_nodes(struct ctx *c)
 {
     const struct tm_sched_input *in = c->in;
     bool fast = in->footprint && in->footprint->gpus_full;
 
-    if (in->nnodes > INT32_MAX / TM_NODE_GPUS_MAX || in->njobs > INT32_MAX / 2)
-        return TM_EINVAL;
-    c->nn = in->nnodes;
-    c->ns = calloc(c->nn + 1, sizeof(*c->ns));
-    c->needs = calloc(in->njobs + 1, sizeof(*c->needs));
-    c->mark = calloc(c->nn + 1, sizeof(*c->mark));
-    if (!c->ns || !c->needs || !c->mark)
-        return TM_ENOMEM;
     for (int m = 0; m < TM_GPU_MODELS_MAX; m++)
-        c->model_slot[m] = NO_SLOT;
+        c->t.model_slot[m] = NO_SLOT;
     for (size_t i = 0; i < c->nn; i++) {
         const struct tm_sched_node *n = &in->nodes[i];
         struct nst *s = &c->ns[i];
@@ -129,9 +124,9 @@ static int validate_and_load(struct ctx *c)
             for (int g = 0; g < n->gpus; g++)
                 s->free[g] = MILLI;
         if (n->gpus > 0) {
-            if (c->model_slot[n->model] == NO_SLOT)
-                c->model_slot[n->model] = c->nslots++;
-            s->mslot = c->model_slot[n->model];
+            if (c->t.model_slot[n->model] == NO_SLOT)
+                c->t.model_slot[n->model] = c->t.nslots++;
+            s->mslot = c->t.model_slot[n->model];
         }
         if (fast) {
             /* The caller's sums and GPU summaries (struct
@@ -188,7 +183,51 @@ static int validate_and_load(struct ctx *c)
         sched_nst_refresh(s);
         node_totals(c, i, sched_nst_free_milli(s));
     }
-    c->all_slots = c->nslots >= 64 ? ~0ull : (1ull << c->nslots) - 1;
+    c->t.all_slots = c->t.nslots >= 64 ? ~0ull : (1ull << c->t.nslots) - 1;
+    return 0;
+}
+
+#ifndef NDEBUG
+/* Debug builds: a load from the cache must be what a fresh load gives. */
+static void check_cached(const struct ctx *c)
+{
+    struct ctx f = {.in = c->in, .nn = c->nn};
+
+    f.ns = calloc(c->nn + 1, sizeof(*f.ns));
+    if (!f.ns)
+        return;
+    if (load_nodes(&f) != 0 || memcmp(f.ns, c->ns, c->nn * sizeof(*c->ns)) != 0 ||
+        memcmp(&f.t, &c->t, sizeof(c->t)) != 0) {
+        fprintf(stderr, "tm_sched_run: the node cache differs from the footprint (a touch missed)\n");
+        abort();
+    }
+    free(f.ns);
+}
+#endif
+
+static int validate_and_load(struct ctx *c)
+{
+    const struct tm_sched_input *in = c->in;
+    int r;
+
+    if (in->nnodes > INT32_MAX / TM_NODE_GPUS_MAX || in->njobs > INT32_MAX / 2)
+        return TM_EINVAL;
+    c->nn = in->nnodes;
+    c->ns = calloc(c->nn + 1, sizeof(*c->ns));
+    c->needs = calloc(in->njobs + 1, sizeof(*c->needs));
+    c->mark = calloc(c->nn + 1, sizeof(*c->mark));
+    if (!c->ns || !c->needs || !c->mark)
+        return TM_ENOMEM;
+    if (sched_node_cache_restore(c)) {
+#ifndef NDEBUG
+        check_cached(c);
+#endif
+    } else {
+        r = load_nodes(c);
+        if (r < 0)
+            return r;
+        sched_node_cache_store(c);
+    }
     for (size_t j = 0; j < in->njobs; j++) {
         const struct tm_sched_job *jb = &in->jobs[j];
         struct need *nd = &c->needs[j];
@@ -208,20 +247,20 @@ static int validate_and_load(struct ctx *c)
             nd->milli = 0;
         nd->slots = 0;
         if (jb->model_mask == 0) {
-            nd->slots = c->all_slots;
+            nd->slots = c->t.all_slots;
         } else {
             for (int m = 0; m < TM_GPU_MODELS_MAX; m++)
-                if ((jb->model_mask >> m & 1) && c->model_slot[m] != NO_SLOT)
-                    nd->slots |= 1ull << c->model_slot[m];
+                if ((jb->model_mask >> m & 1) && c->t.model_slot[m] != NO_SLOT)
+                    nd->slots |= 1ull << c->t.model_slot[m];
         }
         /* A job too big for every node of a model cannot use that model
          * either: a 120-core 8-GPU task is tied to the one model whose
          * nodes have 128 cores as surely as by a gpu_spec.  Knowing it
          * lets tarmac keep those nodes for it. */
-        for (int sl = 0; sl < c->nslots; sl++)
+        for (int sl = 0; sl < c->t.nslots; sl++)
             if ((nd->slots >> sl & 1) &&
-                (c->slot_maxg[sl] < (nd->gpus > 0 ? nd->gpus : 1) || c->slot_maxcpu[sl] < nd->cpu ||
-                 c->slot_maxmem[sl] < nd->mem))
+                (c->t.slot_maxg[sl] < (nd->gpus > 0 ? nd->gpus : 1) || c->t.slot_maxcpu[sl] < nd->cpu ||
+                 c->t.slot_maxmem[sl] < nd->mem))
                 nd->slots &= ~(1ull << sl);
         if (nd->slots == 0 && (nd->gpus > 0 || nd->milli > 0))
             nd->nomatch = true;

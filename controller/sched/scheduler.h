@@ -172,7 +172,22 @@ struct tm_sched_footprint {
      * same without preemptible allocs on loan; INT64_MIN for none. */
     const int64_t *gpu_end;
     const int64_t *gpu_end_kept;
+    /* Optional (NULL: every node loaded each pass): the nodes as the
+     * last pass loaded them, kept by the caller from pass to pass with
+     * tm_sched_node_cache_touch() for each node whose line above changed;
+     * the pass then loads only those.  Needs gpus_full and the same nodes
+     * (array and contents) at every pass; other nodes load it afresh. */
+    struct tm_sched_node_cache *cache;
 };
+
+/* The nodes of a footprint as loaded by a pass, kept between passes (the
+ * time replay: loading all 512 nodes of 4,096 GPUs at each of its
+ * millions of passes was a sixth of a tarmac replay, perf). */
+struct tm_sched_node_cache;
+int tm_sched_node_cache_new(size_t nnodes, struct tm_sched_node_cache **ret);
+/* Node i's free capacity (the footprint's line) changed since the pass. */
+void tm_sched_node_cache_touch(struct tm_sched_node_cache *nc, size_t i);
+void tm_sched_node_cache_free(struct tm_sched_node_cache *nc);
 
 struct tm_sched_input {
     const struct tm_sched_job *jobs;     /* queued jobs, any order */

@@ -80,7 +80,7 @@ static void tarmac_queue_inputs(struct ctx *c)
         if (nd->gpus == 0 && nd->milli < c->strand_share)
             c->strand_share = nd->milli;
         if (sched_narrow(c, (int32_t)j))
-            for (int sl = 0; sl < c->nslots; sl++)
+            for (int sl = 0; sl < c->t.nslots; sl++)
                 if (nd->slots >> sl & 1)
                     c->narrow_wants[sl] = c->any_narrow = true;
         if (popcount64(nd->slots) == 1)

@@ -1,0 +1,127 @@
+/*
+ * controller/sched/node_cache.c: the nodes as a pass loaded them, kept by
+ * the caller between passes (struct tm_sched_footprint.cache), so that a
+ * pass loads only the nodes whose free capacity changed since the last.
+ *
+ * What a node's load reads that never changes (its size, model, the
+ * model slots and their maxima) is kept as loaded; what changes (free
+ * CPU, memory and GPU milli, and each slot's free total) is read again
+ * from the footprint for the nodes touched.  Debug builds check every
+ * cached load against a fresh one (scheduler.c), so a caller that misses
+ * a touch fails its tests instead of scheduling on stale capacity.
+ */
+#include "controller/sched/scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "controller/sched/internal.h"
+#include "core/err.h"
+
+struct tm_sched_node_cache {
+    const struct tm_sched_node *nodes; /* what it was loaded from */
+    size_t nn;
+    bool loaded;
+    struct nst *ns;  /* as the load leaves them (before the pass) */
+    int32_t *sum;    /* each node's gpu_free_sum as loaded */
+    uint8_t *touched;
+    int32_t *tlist;
+    size_t ntouched;
+    struct sched_node_totals t;
+};
+
+int tm_sched_node_cache_new(size_t nnodes, struct tm_sched_node_cache **ret)
+{
+    struct tm_sched_node_cache *nc = calloc(1, sizeof(*nc));
+
+    *ret = NULL;
+    if (!nc)
+        return TM_ENOMEM;
+    nc->nn = nnodes;
+    nc->ns = calloc(nnodes + 1, sizeof(*nc->ns));
+    nc->sum = calloc(nnodes + 1, sizeof(*nc->sum));
+    nc->touched = calloc(nnodes + 1, sizeof(*nc->touched));
+    nc->tlist = malloc((nnodes + 1) * sizeof(*nc->tlist));
+    if (!nc->ns || !nc->sum || !nc->touched || !nc->tlist) {
+        tm_sched_node_cache_free(nc);
+        return TM_ENOMEM;
+    }
+    *ret = nc;
+    return 0;
+}
+
+void tm_sched_node_cache_touch(struct tm_sched_node_cache *nc, size_t i)
+{
+    if (i < nc->nn && !nc->touched[i]) {
+        nc->touched[i] = 1;
+        nc->tlist[nc->ntouched++] = (int32_t)i;
+    }
+}
+
+void tm_sched_node_cache_free(struct tm_sched_node_cache *nc)
+{
+    if (!nc)
+        return;
+    free(nc->ns);
+    free(nc->sum);
+    free(nc->touched);
+    free(nc->tlist);
+    free(nc);
+}
+
+static void untouch_all(struct tm_sched_node_cache *nc)
+{
+    for (size_t k = 0; k < nc->ntouched; k++)
+        nc->touched[nc->tlist[k]] = 0;
+    nc->ntouched = 0;
+}
+
+/* Node i's changing part, read again from the footprint. */
+static void refresh(struct tm_sched_node_cache *nc, const struct tm_sched_footprint *fp, size_t i)
+{
+    struct nst *s = &nc->ns[i];
+    const int16_t *used = &fp->gpu_used[i * TM_NODE_GPUS_MAX];
+
+    s->cpu = fp->cpu_free[i];
+    s->mem = fp->mem_free[i];
+    for (int g = 0; g < s->gpus; g++)
+        s->free[g] = (int16_t)(used[g] > MILLI ? 0 : MILLI - used[g]);
+    s->full = fp->gpus_full[i];
+    s->maxfree = fp->gpu_free_max[i];
+    if (s->ok && s->mslot >= 0)
+        nc->t.slot_free[s->mslot] += fp->gpu_free_sum[i] - nc->sum[i];
+    nc->sum[i] = fp->gpu_free_sum[i];
+}
+
+bool sched_node_cache_restore(struct ctx *c)
+{
+    const struct tm_sched_input *in = c->in;
+    const struct tm_sched_footprint *fp = in->footprint;
+    struct tm_sched_node_cache *nc = fp ? fp->cache : NULL;
+
+    if (!nc || !nc->loaded || !fp->gpus_full || nc->nodes != in->nodes || nc->nn != in->nnodes)
+        return false;
+    for (size_t k = 0; k < nc->ntouched; k++)
+        refresh(nc, fp, (size_t)nc->tlist[k]);
+    untouch_all(nc);
+    memcpy(c->ns, nc->ns, nc->nn * sizeof(*c->ns));
+    c->t = nc->t;
+    return true;
+}
+
+void sched_node_cache_store(const struct ctx *c)
+{
+    const struct tm_sched_input *in = c->in;
+    const struct tm_sched_footprint *fp = in->footprint;
+    struct tm_sched_node_cache *nc = fp ? fp->cache : NULL;
+
+    if (!nc || !fp->gpus_full || nc->nn != in->nnodes)
+        return;
+    memcpy(nc->ns, c->ns, nc->nn * sizeof(*nc->ns));
+    for (size_t i = 0; i < nc->nn; i++)
+        nc->sum[i] = fp->gpu_free_sum[i];
+    nc->t = c->t;
+    nc->nodes = in->nodes;
+    nc->loaded = true;
+    untouch_all(nc);
+}
