@@ -222,12 +222,15 @@ int64_t sched_tree_find(const struct ctx *c, size_t from, const struct need *nd)
 
 /* ---------- best-fit buckets ---------- */
 
+/* Bucket 0 (no whole GPU free) is never read (best_node() starts at one
+ * free GPU): a node there is in no list.  wbits[slot] has bit k set while
+ * bucket k is not empty, so that a search skips the empty ones. */
 static void wlist_add(struct ctx *c, int32_t i)
 {
     const struct nst *s = &c->ns[i];
     int32_t *head;
 
-    if (!s->ok || s->mslot < 0)
+    if (!s->ok || s->mslot < 0 || s->full == 0)
         return;
     head = &c->whead[s->mslot * (TM_NODE_GPUS_MAX + 1) + s->full];
     c->wprev[i] = -1;
@@ -235,18 +238,19 @@ static void wlist_add(struct ctx *c, int32_t i)
     if (*head >= 0)
         c->wprev[*head] = i;
     *head = i;
+    c->wbits[s->mslot] |= 1u << s->full;
 }
 
 static void wlist_del(struct ctx *c, int32_t i)
 {
     const struct nst *s = &c->ns[i];
 
-    if (!s->ok || s->mslot < 0)
+    if (!s->ok || s->mslot < 0 || s->full == 0)
         return;
     if (c->wprev[i] >= 0)
         c->wnext[c->wprev[i]] = c->wnext[i];
-    else
-        c->whead[s->mslot * (TM_NODE_GPUS_MAX + 1) + s->full] = c->wnext[i];
+    else if ((c->whead[s->mslot * (TM_NODE_GPUS_MAX + 1) + s->full] = c->wnext[i]) < 0)
+        c->wbits[s->mslot] &= ~(1u << s->full);
     if (c->wnext[i] >= 0)
         c->wprev[c->wnext[i]] = c->wprev[i];
 }
@@ -325,13 +329,14 @@ int sched_buckets_init(struct ctx *c)
     size_t ns = (size_t)(c->t.nslots > 0 ? c->t.nslots : 1);
 
     c->whead = malloc(ns * (TM_NODE_GPUS_MAX + 1) * sizeof(*c->whead));
+    c->wbits = calloc(ns, sizeof(*c->wbits));
     c->phead = malloc(ns * MILLI * sizeof(*c->phead));
     c->pbits = calloc(ns * 16, sizeof(*c->pbits));
     c->wnext = malloc((c->nn + 1) * sizeof(*c->wnext));
     c->wprev = malloc((c->nn + 1) * sizeof(*c->wprev));
     c->pnext = malloc((c->nn + 1) * TM_NODE_GPUS_MAX * sizeof(*c->pnext));
     c->pprev = malloc((c->nn + 1) * TM_NODE_GPUS_MAX * sizeof(*c->pprev));
-    if (!c->whead || !c->phead || !c->pbits || !c->wnext || !c->wprev || !c->pnext || !c->pprev)
+    if (!c->whead || !c->wbits || !c->phead || !c->pbits || !c->wnext || !c->wprev || !c->pnext || !c->pprev)
         return TM_ENOMEM;
     memset(c->whead, 0xff, ns * (TM_NODE_GPUS_MAX + 1) * sizeof(*c->whead));
     memset(c->phead, 0xff, ns * MILLI * sizeof(*c->phead));

@@ -125,6 +125,7 @@ struct ctx {
     /* best-fit buckets (tarmac) */
     bool buckets;
     int32_t *whead; /* nslots * (TM_NODE_GPUS_MAX + 1) */
+    uint32_t *wbits; /* nslots: bit k while whead[slot][k] is not empty */
     int32_t *wnext, *wprev;
     int32_t *phead; /* nslots * MILLI */
     int32_t *pnext, *pprev; /* per node * TM_NODE_GPUS_MAX */

@@ -318,8 +318,9 @@ static int32_t best_node(struct ctx *c, int32_t j, bool respect, uint32_t *ret_m
         }
         /* Whole GPUs (or a share on a whole free GPU): the node with the
          * fewest free GPUs that still fits, so big nodes stay whole. */
-        for (int k = nd->gpus > 0 ? nd->gpus : 1; k <= TM_NODE_GPUS_MAX && found_levels < 2; k++) {
-            int scanned = 0, took = 0;
+        for (uint32_t kb = c->wbits[s] & (~0u << (nd->gpus > 0 ? nd->gpus : 1)); kb && found_levels < 2;
+             kb &= kb - 1) {
+            int k = __builtin_ctz(kb), scanned = 0, took = 0;
             int32_t i;
             for (i = c->whead[s * (TM_NODE_GPUS_MAX + 1) + k];
                  i >= 0 && scanned < SCAN_MAX && took < CAND_PER_BUCKET; i = c->wnext[i]) {

@@ -377,6 +377,7 @@ static void ctx_release(struct ctx *c)
     free(c->tmem);
     free(c->tmod);
     free(c->whead);
+    free(c->wbits);
     free(c->wnext);
     free(c->wprev);
     free(c->phead);
