@@ -605,6 +605,7 @@ static int64_t reserve_cands(struct ctx *c, int32_t j, size_t *linked, struct ca
     bool flexible = popcount64(nd->slots) > 1;
     int32_t keep = c->loans ? c->in->jobs[j].hold_node - 1 : -1;
     int64_t cutoff = INF_MS;
+    bool whole = false;
     int r;
 
     if (!c->timeline) {
@@ -615,9 +616,24 @@ static int64_t reserve_cands(struct ctx *c, int32_t j, size_t *linked, struct ca
     r = timeline_sync(c, linked);
     if (r < 0)
         return r;
+    /* A job that needs all the GPUs of any node it accepts takes the
+     * whole-node test below on every node: then the test comes first,
+     * on the ends alone, and most nodes are passed without reading their
+     * state (3.2 million reservations of 8-GPU jobs walked 1.6 billion
+     * nodes in a saturated tarmac replay of 1,000,000 jobs). */
+    if (c->r.npreemptions == 0 && nd->gpus > 0) {
+        int32_t most = 0;
+        for (int sl = 0; sl < c->t.nslots; sl++)
+            if ((nd->slots >> sl & 1) && c->t.slot_maxg[sl] > most)
+                most = c->t.slot_maxg[sl];
+        whole = nd->gpus >= most;
+    }
     for (size_t i = 0; i < c->nn; i++) {
-        const struct nst *s = &c->ns[i];
+        const struct nst *s;
         struct cand cd;
+        if (whole && (evict ? c->gkept : c->gend)[i] > cutoff && (int32_t)i != keep)
+            continue;
+        s = &c->ns[i];
         if (!s->ok || s->res != NO_SLOT)
             continue;
         if (nd->gpus > 0 || nd->milli > 0) {
