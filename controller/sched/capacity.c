@@ -374,6 +374,7 @@ void sched_node_take(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, con
 {
     struct nst *s = &c->ns[i];
 
+    sched_node_save(c, i);
     c->version++;
     index_del(c, i);
     for (int g = 0; g < s->gpus; g++)
@@ -392,6 +393,7 @@ void sched_node_give(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, con
 {
     struct nst *s = &c->ns[i];
 
+    sched_node_save(c, i);
     c->version++;
     index_del(c, i);
     for (int g = 0; g < s->gpus; g++)

@@ -111,6 +111,7 @@ struct ctx {
     const struct sched_policy *pol; /* the row of in->policy */
     size_t nn;
     struct nst *ns;
+    struct tm_sched_node_cache *ns_cache; /* ns is its (node_cache.c), or NULL */
     struct need *needs;
     struct sched_node_totals t;
 
@@ -264,6 +265,10 @@ int sched_grow(void **p, size_t *cap, size_t need, size_t size);
  * from it (false: not usable, load afresh); store keeps a fresh load. */
 bool sched_node_cache_restore(struct ctx *c);
 void sched_node_cache_store(const struct ctx *c);
+/* Before the pass changes node i's state: kept to be put back when c's
+ * nodes are the cache's (c->ns_cache); return puts them back. */
+void sched_node_save(struct ctx *c, int32_t i);
+void sched_node_cache_return(struct ctx *c);
 void sched_nst_refresh(struct nst *s);
 int64_t sched_nst_free_milli(const struct nst *s);
 bool sched_nst_fits(const struct nst *s, const struct need *nd);

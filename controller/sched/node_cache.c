@@ -28,6 +28,12 @@ struct tm_sched_node_cache {
     int32_t *tlist;
     size_t ntouched;
     struct sched_node_totals t;
+    /* A pass works on ns itself: what it changes is put back after it
+     * (sched_node_cache_return()) from the first state it changed. */
+    uint32_t gen, *saved; /* saved[i] == gen: node i's state is in undo */
+    int32_t *undo_node;
+    struct nst *undo;
+    size_t nundo;
 };
 
 int tm_sched_node_cache_new(size_t nnodes, struct tm_sched_node_cache **ret)
@@ -42,7 +48,10 @@ int tm_sched_node_cache_new(size_t nnodes, struct tm_sched_node_cache **ret)
     nc->sum = calloc(nnodes + 1, sizeof(*nc->sum));
     nc->touched = calloc(nnodes + 1, sizeof(*nc->touched));
     nc->tlist = malloc((nnodes + 1) * sizeof(*nc->tlist));
-    if (!nc->ns || !nc->sum || !nc->touched || !nc->tlist) {
+    nc->saved = calloc(nnodes + 1, sizeof(*nc->saved));
+    nc->undo_node = malloc((nnodes + 1) * sizeof(*nc->undo_node));
+    nc->undo = malloc((nnodes + 1) * sizeof(*nc->undo));
+    if (!nc->ns || !nc->sum || !nc->touched || !nc->tlist || !nc->saved || !nc->undo_node || !nc->undo) {
         tm_sched_node_cache_free(nc);
         return TM_ENOMEM;
     }
@@ -66,6 +75,9 @@ void tm_sched_node_cache_free(struct tm_sched_node_cache *nc)
     free(nc->sum);
     free(nc->touched);
     free(nc->tlist);
+    free(nc->saved);
+    free(nc->undo_node);
+    free(nc->undo);
     free(nc);
 }
 
@@ -104,9 +116,38 @@ bool sched_node_cache_restore(struct ctx *c)
     for (size_t k = 0; k < nc->ntouched; k++)
         refresh(nc, fp, (size_t)nc->tlist[k]);
     untouch_all(nc);
-    memcpy(c->ns, nc->ns, nc->nn * sizeof(*c->ns));
+    if (++nc->gen == 0) {
+        memset(nc->saved, 0, nc->nn * sizeof(*nc->saved));
+        nc->gen = 1;
+    }
+    nc->nundo = 0;
+    c->ns = nc->ns;
+    c->ns_cache = nc;
     c->t = nc->t;
     return true;
+}
+
+void sched_node_save(struct ctx *c, int32_t i)
+{
+    struct tm_sched_node_cache *nc = c->ns_cache;
+
+    if (!nc || nc->saved[i] == nc->gen)
+        return;
+    /* each node at most once a pass: nn entries suffice */
+    nc->saved[i] = nc->gen;
+    nc->undo_node[nc->nundo] = i;
+    nc->undo[nc->nundo++] = nc->ns[i];
+}
+
+void sched_node_cache_return(struct ctx *c)
+{
+    struct tm_sched_node_cache *nc = c->ns_cache;
+
+    for (size_t k = 0; k < nc->nundo; k++)
+        nc->ns[nc->undo_node[k]] = nc->undo[k];
+    nc->nundo = 0;
+    c->ns = NULL;
+    c->ns_cache = NULL;
 }
 
 void sched_node_cache_store(const struct ctx *c)

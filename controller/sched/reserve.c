@@ -762,6 +762,7 @@ int sched_reserve(struct ctx *c, int32_t j, size_t *linked)
             if (r < 0)
                 goto out;
             c->rn[c->nrn] = rv;
+            sched_node_save(c, cands[k].node);
             c->ns[cands[k].node].res = (int32_t)c->nrn++;
             c->version++;
             res = &c->r.reservations[c->r.nreservations++];

@@ -213,16 +213,18 @@ static int validate_and_load(struct ctx *c)
     if (in->nnodes > INT32_MAX / TM_NODE_GPUS_MAX || in->njobs > INT32_MAX / 2)
         return TM_EINVAL;
     c->nn = in->nnodes;
-    c->ns = calloc(c->nn + 1, sizeof(*c->ns));
     c->needs = calloc(in->njobs + 1, sizeof(*c->needs));
     c->mark = calloc(c->nn + 1, sizeof(*c->mark));
-    if (!c->ns || !c->needs || !c->mark)
+    if (!c->needs || !c->mark)
         return TM_ENOMEM;
     if (sched_node_cache_restore(c)) {
 #ifndef NDEBUG
         check_cached(c);
 #endif
     } else {
+        c->ns = calloc(c->nn + 1, sizeof(*c->ns));
+        if (!c->ns)
+            return TM_ENOMEM;
         r = load_nodes(c);
         if (r < 0)
             return r;
@@ -368,6 +370,8 @@ static int run_pass(struct ctx *c, const struct okey *keys)
 
 static void ctx_release(struct ctx *c)
 {
+    if (c->ns_cache)
+        sched_node_cache_return(c);
     free(c->ns);
     free(c->needs);
     free(c->mark);
