@@ -6,9 +6,13 @@
  * What a node's load reads that never changes (its size, model, the
  * model slots and their maxima) is kept as loaded; what changes (free
  * CPU, memory and GPU milli, and each slot's free total) is read again
- * from the footprint for the nodes touched.  Debug builds check every
- * cached load against a fresh one (scheduler.c), so a caller that misses
- * a touch fails its tests instead of scheduling on stale capacity.
+ * from the footprint for the nodes touched.  The pass then works on the
+ * cache's nodes in place: the first change to a node in a pass saves its
+ * state (sched_node_save()) and the end of the pass puts it back, so the
+ * cache again holds the nodes as loaded.  Debug builds check every cached
+ * load against a fresh one (scheduler.c), so a caller that misses a touch,
+ * or a change the pass does not save, fails its tests instead of
+ * scheduling on stale capacity.
  */
 #include "controller/sched/scheduler.h"
 
