@@ -129,7 +129,8 @@ bad=$(psql_q "SELECT count(*) FROM jobs j WHERE lost_gpu_ms <> (SELECT coalesce(
 # runtime adds up across attempts: progress kept plus the last attempt is
 # the simulated runtime, plus the wait for the tick that sees it done: a
 # tick is 4 s of simulated time, and one that runs late by 200 ms on a
-# loaded machine is 4 s more (CI saw 12.4 s once), so up to 20 s.  A job
+# loaded machine is 4 s more (CI saw 12.4 s once, and 20.8 s on
+# 2026-12-03 in the second pass of a 2-core run), so up to 30 s.  A job
 # whose progress was not credited runs its whole runtime again, 80 s and
 # more over here, and lost_gpu_ms = 0 above holds it too.
 ckpts=$(psql_q "SELECT count(*) FROM job_interruptions i JOIN jobs j ON j.id = i.job_id WHERE j.checkpointable AND i.cause = 'checkpoint'")
@@ -137,7 +138,7 @@ ckpts=$(psql_q "SELECT count(*) FROM job_interruptions i JOIN jobs j ON j.id = i
 ckpt_lost=$(psql_q "SELECT coalesce(sum(lost_gpu_ms), 0) FROM jobs WHERE checkpointable")
 [ "$ckpt_lost" = 0 ] || fail "checkpointable jobs lost $ckpt_lost GPU-ms: $(psql_q 'SELECT * FROM job_interruptions WHERE lost_gpu_ms > 0')"
 bad=$(psql_q "SELECT count(*) FROM jobs WHERE checkpointable AND (progress_ms + finished_ms - started_ms < sim_runtime_ms
-                                                            OR progress_ms + finished_ms - started_ms > sim_runtime_ms + 20000)")
+                                                            OR progress_ms + finished_ms - started_ms > sim_runtime_ms + 30000)")
 [ "$bad" = 0 ] || fail "$bad resumed jobs ran other than their runtime: $(psql_q 'SELECT id, progress_ms, finished_ms - started_ms, sim_runtime_ms FROM jobs WHERE checkpointable')"
 
 # Plain preemptible jobs lost the GPU time of the attempts their nodes took.
