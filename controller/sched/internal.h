@@ -270,6 +270,7 @@ void sched_node_cache_store(const struct ctx *c);
 void sched_node_save(struct ctx *c, int32_t i);
 void sched_node_cache_return(struct ctx *c);
 void sched_nst_refresh(struct nst *s);
+void sched_nst_from_footprint(struct nst *s, const struct tm_sched_footprint *fp, size_t i);
 int64_t sched_nst_free_milli(const struct nst *s);
 bool sched_nst_fits(const struct nst *s, const struct need *nd);
 uint32_t sched_pick_gpus(const struct nst *s, const struct need *nd, bool tight);

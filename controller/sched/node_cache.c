@@ -96,14 +96,8 @@ static void untouch_all(struct tm_sched_node_cache *nc)
 static void refresh(struct tm_sched_node_cache *nc, const struct tm_sched_footprint *fp, size_t i)
 {
     struct nst *s = &nc->ns[i];
-    const int16_t *used = &fp->gpu_used[i * TM_NODE_GPUS_MAX];
 
-    s->cpu = fp->cpu_free[i];
-    s->mem = fp->mem_free[i];
-    for (int g = 0; g < s->gpus; g++)
-        s->free[g] = (int16_t)(used[g] > MILLI ? 0 : MILLI - used[g]);
-    s->full = fp->gpus_full[i];
-    s->maxfree = fp->gpu_free_max[i];
+    sched_nst_from_footprint(s, fp, i);
     if (s->ok && s->mslot >= 0)
         nc->t.slot_free[s->mslot] += fp->gpu_free_sum[i] - nc->sum[i];
     nc->sum[i] = fp->gpu_free_sum[i];

@@ -128,34 +128,14 @@ static int load_nodes(struct ctx *c)
                 c->t.model_slot[n->model] = c->t.nslots++;
             s->mslot = c->t.model_slot[n->model];
         }
-        if (fast) {
-            /* The caller's sums and GPU summaries (struct
-             * tm_sched_footprint), trusted: the node in one visit. */
-            const struct tm_sched_footprint *fp = in->footprint;
-            const int16_t *used = &fp->gpu_used[i * TM_NODE_GPUS_MAX];
-            s->cpu = fp->cpu_free[i];
-            s->mem = fp->mem_free[i];
-            for (int g = 0; g < s->gpus; g++)
-                s->free[g] = (int16_t)(used[g] > MILLI ? 0 : MILLI - used[g]);
-            s->full = fp->gpus_full[i];
-            s->maxfree = fp->gpu_free_max[i];
-            node_totals(c, i, fp->gpu_free_sum[i]);
-        }
+        /* The caller's sums (struct tm_sched_footprint), trusted; with
+         * its GPU summaries the node is done in this one visit. */
+        if (in->footprint)
+            sched_nst_from_footprint(s, in->footprint, i);
+        if (fast)
+            node_totals(c, i, in->footprint->gpu_free_sum[i]);
     }
-    if (fast) {
-        /* loaded above */
-    } else if (in->footprint) {
-        /* The caller's sums (struct tm_sched_footprint), trusted. */
-        const struct tm_sched_footprint *fp = in->footprint;
-        for (size_t i = 0; i < c->nn; i++) {
-            struct nst *s = &c->ns[i];
-            const int16_t *used = &fp->gpu_used[i * TM_NODE_GPUS_MAX];
-            s->cpu = fp->cpu_free[i];
-            s->mem = fp->mem_free[i];
-            for (int g = 0; g < s->gpus; g++)
-                s->free[g] = (int16_t)(used[g] > MILLI ? 0 : MILLI - used[g]);
-        }
-    } else {
+    if (!in->footprint) {
         for (size_t a = 0; a < in->nallocs; a++) {
             const struct tm_sched_alloc *al = &in->allocs[a];
             struct nst *s;
