@@ -113,6 +113,18 @@ unsigned tm_calls_inflight(const struct tm_calls *calls)
 
 /* ---- cloud calls after the plan committed ------------------------------ */
 
+/* A launch call ends once its outcome is recorded, not when the cloud
+ * answers: until the row says launched or failed it still reads
+ * requested, and a pass in between (a tick, or the follow-up pass another
+ * node's shortage starts) would send the same launch again.  Idempotent by
+ * its token, but a refusal then counts twice (itest_metrics saw three
+ * quota errors for two failed rows, the ASan pass on a loaded machine). */
+static void launch_end(struct tm_call *c)
+{
+    launching_del(c->calls, c->node_id);
+    tm_call_done(c);
+}
+
 static void on_launch_recorded(int status, const char *err, void *data)
 {
     struct tm_call *c = data;
@@ -120,13 +132,14 @@ static void on_launch_recorded(int status, const char *err, void *data)
         tm_log_warn("could not record launched instance, the next tick adopts it by token",
                     "node=%" PRId64 " instance=%s error=\"%s\"", c->node_id, c->instance_id,
                     err ? err : tm_strerror(status));
-    tm_call_done(c);
+    launch_end(c);
 }
 
 static void on_launch_failed_recorded(int status, const cJSON *result, const char *err,
                                       const char *sqlstate, void *data)
 {
     struct tm_call *c = data;
+    launching_del(c->calls, c->node_id);
     if (status < 0 && status != TM_ECANCELED)
         tm_log_warn("could not record failed launch", "node=%" PRId64 " error=\"%s\"", c->node_id,
                     err ? err : tm_strerror(status));
@@ -169,7 +182,6 @@ static void on_launch(int status, const struct tm_instance *inst, void *data)
     struct tm_calls *calls = c->calls;
     const char *pname = calls->cfg->providers[c->provider].name;
 
-    launching_del(calls, c->node_id);
     tm_fleet_stats_call(calls->fleet, (size_t)c->provider, TM_FLEET_OP_LAUNCH, status);
     if (status == 0 && !*calls->closing) {
         tm_crash_point("after_launch");
@@ -211,7 +223,7 @@ static void on_launch(int status, const struct tm_instance *inst, void *data)
                "could not launch instance, will retry next tick",
                "node=%" PRId64 " provider=%s error=%s", c->node_id, pname, tm_err_name(status));
     }
-    tm_call_done(c);
+    launch_end(c);
 }
 
 static void on_terminate(int status, void *data)
@@ -452,7 +464,6 @@ static void on_set(int status, const struct tm_instance *insts, size_t n, void *
         tm_crash_point("after_launch");
         for (size_t k = 0; k < sc->n; k++) {
             struct tm_call *c = sc->m[k];
-            launching_del(calls, c->node_id);
             snprintf(c->instance_id, sizeof(c->instance_id), "%s", insts[k].id);
             tm_log_info("instance launched", "node=%" PRId64 " instance=%s provider=%s type=%s zone=%s "
                         "set=%s", c->node_id, insts[k].id, pname, insts[k].instance_type, insts[k].zone,
@@ -461,7 +472,7 @@ static void on_set(int status, const struct tm_instance *insts, size_t n, void *
             c->set = NULL; /* on its own from here: the set goes below */
             if (tm_store_node_launched(*calls->pool, c->node_id, insts[k].id,
                                        tm_clock_now_ms(calls->clock), on_launch_recorded, c) < 0)
-                tm_call_done(c);
+                launch_end(c);
         }
         set_free(sc);
         return;
