@@ -33,7 +33,7 @@ void tm_crash_point(const char *name)
 static bool launching_has(struct tm_calls *calls, int64_t node)
 {
     for (size_t i = 0; i < calls->nlaunching; i++)
-        if (calls->launching[i] == node)
+        if (calls->launching[i].node == node)
             return true;
     return false;
 }
@@ -48,17 +48,36 @@ static int launching_add(struct tm_calls *calls, int64_t node)
         calls->launching = m;
         calls->launching_cap = cap;
     }
-    calls->launching[calls->nlaunching++] = node;
+    calls->launching[calls->nlaunching++] = (struct tm_launching){.node = node};
     return 0;
 }
 
+/* Nothing was asked of the cloud, or nothing recorded: the row stays
+ * requested and the next pass may launch it. */
 static void launching_del(struct tm_calls *calls, int64_t node)
 {
     for (size_t i = 0; i < calls->nlaunching; i++)
-        if (calls->launching[i] == node) {
+        if (calls->launching[i].node == node) {
             calls->launching[i] = calls->launching[--calls->nlaunching];
             return;
         }
+}
+
+/* The outcome is recorded: in flight until the next snapshot is read. */
+static void launching_settle(struct tm_calls *calls, int64_t node)
+{
+    for (size_t i = 0; i < calls->nlaunching; i++)
+        if (calls->launching[i].node == node)
+            calls->launching[i].settled = true;
+}
+
+void tm_calls_snapshot_taken(struct tm_calls *calls)
+{
+    for (size_t i = 0; i < calls->nlaunching;)
+        if (calls->launching[i].settled)
+            calls->launching[i] = calls->launching[--calls->nlaunching];
+        else
+            i++;
 }
 
 static bool terminating_has(struct tm_calls *calls, const char *id)
@@ -113,15 +132,16 @@ unsigned tm_calls_inflight(const struct tm_calls *calls)
 
 /* ---- cloud calls after the plan committed ------------------------------ */
 
-/* A launch call ends once its outcome is recorded, not when the cloud
- * answers: until the row says launched or failed it still reads
- * requested, and a pass in between (a tick, or the follow-up pass another
- * node's shortage starts) would send the same launch again.  Idempotent by
- * its token, but a refusal then counts twice (itest_metrics saw three
- * quota errors for two failed rows, the ASan pass on a loaded machine). */
+/* A launch stays in flight past the cloud's answer: until its outcome is
+ * recorded and then read by a snapshot (tm_calls_snapshot_taken()).  A
+ * pass whose snapshot came before the record still reads the row
+ * requested and would send the same launch again: idempotent by its
+ * token, but a refusal then counted twice (itest_metrics: three quota
+ * errors for two failed rows) and a launch wrote a second enrollment
+ * (itest_agent_bootstrap), both in the ASan pass on a loaded machine. */
 static void launch_end(struct tm_call *c)
 {
-    launching_del(c->calls, c->node_id);
+    launching_settle(c->calls, c->node_id);
     tm_call_done(c);
 }
 
@@ -139,7 +159,7 @@ static void on_launch_failed_recorded(int status, const cJSON *result, const cha
                                       const char *sqlstate, void *data)
 {
     struct tm_call *c = data;
-    launching_del(c->calls, c->node_id);
+    launching_settle(c->calls, c->node_id);
     if (status < 0 && status != TM_ECANCELED)
         tm_log_warn("could not record failed launch", "node=%" PRId64 " error=\"%s\"", c->node_id,
                     err ? err : tm_strerror(status));
@@ -382,11 +402,15 @@ static void set_free(struct set_call *sc)
     free(sc);
 }
 
-/* End every member's call (nothing launched, or the outcome recorded). */
-static void set_end(struct set_call *sc)
+/* End every member's call: nothing launched (the rows stay requested),
+ * or the outcome recorded (settled: see launch_end()). */
+static void set_end(struct set_call *sc, bool recorded)
 {
     for (size_t k = 0; k < sc->n; k++) {
-        launching_del(sc->calls, sc->m[k]->node_id);
+        if (recorded)
+            launching_settle(sc->calls, sc->m[k]->node_id);
+        else
+            launching_del(sc->calls, sc->m[k]->node_id);
         tm_call_done(sc->m[k]);
     }
     set_free(sc);
@@ -401,7 +425,7 @@ static void on_set_failed_recorded(int status, const cJSON *result, const char *
     if (status < 0 && status != TM_ECANCELED)
         tm_log_warn("could not record failed launch set", "set=%s error=\"%s\"", sc->key,
                     err ? err : tm_strerror(status));
-    set_end(sc);
+    set_end(sc, true);
 }
 
 /* The cloud refused the set for capacity and released what it made: every
@@ -450,7 +474,7 @@ static void set_short(struct set_call *sc, int status)
         return;
     }
     cJSON_Delete(actions);
-    set_end(sc);
+    set_end(sc, false);
 }
 
 static void on_set(int status, const struct tm_instance *insts, size_t n, void *data)
@@ -487,7 +511,7 @@ static void on_set(int status, const struct tm_instance *insts, size_t n, void *
                "could not launch set, will retry next tick", "set=%s nodes=%zu provider=%s error=%s",
                sc->key, sc->n, pname, tm_err_name(status));
     }
-    set_end(sc);
+    set_end(sc, false);
 }
 
 /* Every member prepared: one call for the whole set (the provider's own
@@ -499,7 +523,7 @@ static void set_go(struct set_call *sc)
 
     if (sc->failed || *sc->calls->closing) {
         /* nothing asked of the cloud; the rows stay requested for the next pass */
-        set_end(sc);
+        set_end(sc, false);
         return;
     }
     reqs = calloc(sc->n, sizeof(*reqs));
@@ -532,7 +556,7 @@ static void set_go(struct set_call *sc)
     if (r < 0) {
         tm_log_warn("could not start launch set", "set=%s error=%s", sc->key, tm_err_name(r));
         tm_fleet_stats_call(sc->calls->fleet, (size_t)sc->provider, TM_FLEET_OP_LAUNCH, r);
-        set_end(sc);
+        set_end(sc, false);
     }
 }
 

@@ -74,7 +74,10 @@ struct tm_calls {
 
     /* Owned by calls.c: read through the functions below. */
     unsigned inflight;
-    int64_t *launching;
+    struct tm_launching {
+        int64_t node;
+        bool settled; /* outcome recorded, not yet in a snapshot */
+    } *launching;
     size_t nlaunching, launching_cap;
     char (*terminating)[TM_ID_MAX];
     size_t nterminating, terminating_cap;
@@ -93,6 +96,12 @@ void tm_call_done(struct tm_call *c);
 
 /* How many calls are in flight. */
 unsigned tm_calls_inflight(const struct tm_calls *calls);
+
+/* The pass is about to read its snapshot: launches whose outcome is
+ * recorded by now are in it, so they stop counting as in flight.  Until
+ * then a pass whose snapshot was read before the record still sees the
+ * node requested, and tm_calls_start() must not launch it again. */
+void tm_calls_snapshot_taken(struct tm_calls *calls);
 
 /* Start the launches and terminates of plan, which the database applied
  * (applied: tarmac_apply's result with the new nodes' ids and the

@@ -320,7 +320,11 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
 
 static void take_snapshot(struct tm_controller *ctl)
 {
-    int r = tm_store_snapshot(ctl->pool, ctl->cfg, on_snapshot, ctl);
+    int r;
+
+    /* Launches recorded by now are in this snapshot (calls.h). */
+    tm_calls_snapshot_taken(&ctl->calls);
+    r = tm_store_snapshot(ctl->pool, ctl->cfg, on_snapshot, ctl);
     if (r < 0) {
         tm_log_error("could not ask for snapshot", "error=%s", tm_err_name(r));
         end_pass(ctl);
