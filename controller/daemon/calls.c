@@ -52,8 +52,8 @@ static int launching_add(struct tm_calls *calls, int64_t node)
     return 0;
 }
 
-/* Nothing was asked of the cloud, or nothing recorded: the row stays
- * requested and the next pass may launch it. */
+/* Nothing was asked of the cloud: the row stays requested and the next
+ * pass may launch it. */
 static void launching_del(struct tm_calls *calls, int64_t node)
 {
     for (size_t i = 0; i < calls->nlaunching; i++)
@@ -63,12 +63,14 @@ static void launching_del(struct tm_calls *calls, int64_t node)
         }
 }
 
-/* The outcome is recorded: in flight until the next snapshot is read. */
+/* The cloud answered: in flight until the next snapshot is read. */
 static void launching_settle(struct tm_calls *calls, int64_t node)
 {
     for (size_t i = 0; i < calls->nlaunching; i++)
-        if (calls->launching[i].node == node)
+        if (calls->launching[i].node == node) {
             calls->launching[i].settled = true;
+            return;
+        }
 }
 
 void tm_calls_snapshot_taken(struct tm_calls *calls)
@@ -132,13 +134,14 @@ unsigned tm_calls_inflight(const struct tm_calls *calls)
 
 /* ---- cloud calls after the plan committed ------------------------------ */
 
-/* A launch stays in flight past the cloud's answer: until its outcome is
- * recorded and then read by a snapshot (tm_calls_snapshot_taken()).  A
- * pass whose snapshot came before the record still reads the row
- * requested and would send the same launch again: idempotent by its
- * token, but a refusal then counted twice (itest_metrics: three quota
- * errors for two failed rows) and a launch wrote a second enrollment
- * (itest_agent_bootstrap), both in the ASan pass on a loaded machine. */
+/* A node the cloud was asked to launch stays in flight past the answer,
+ * until a snapshot read after the call ended (and after its outcome, if
+ * any, was recorded: tm_calls_snapshot_taken()).  A pass whose snapshot
+ * came before the record still reads the row requested and would send the
+ * same launch again: idempotent by its token, but a refusal then counted
+ * twice (itest_metrics: three quota errors for two failed rows) and a
+ * launch wrote a second enrollment (itest_agent_bootstrap), both in the
+ * ASan pass on a loaded machine. */
 static void launch_end(struct tm_call *c)
 {
     launching_settle(c->calls, c->node_id);
@@ -402,12 +405,12 @@ static void set_free(struct set_call *sc)
     free(sc);
 }
 
-/* End every member's call: nothing launched (the rows stay requested),
- * or the outcome recorded (settled: see launch_end()). */
-static void set_end(struct set_call *sc, bool recorded)
+/* End every member's call: asked of the cloud (settled, as launch_end()),
+ * or not (the rows stay requested for the next pass). */
+static void set_end(struct set_call *sc, bool asked)
 {
     for (size_t k = 0; k < sc->n; k++) {
-        if (recorded)
+        if (asked)
             launching_settle(sc->calls, sc->m[k]->node_id);
         else
             launching_del(sc->calls, sc->m[k]->node_id);
@@ -474,7 +477,7 @@ static void set_short(struct set_call *sc, int status)
         return;
     }
     cJSON_Delete(actions);
-    set_end(sc, false);
+    set_end(sc, true);
 }
 
 static void on_set(int status, const struct tm_instance *insts, size_t n, void *data)
@@ -511,7 +514,7 @@ static void on_set(int status, const struct tm_instance *insts, size_t n, void *
                "could not launch set, will retry next tick", "set=%s nodes=%zu provider=%s error=%s",
                sc->key, sc->n, pname, tm_err_name(status));
     }
-    set_end(sc, false);
+    set_end(sc, true);
 }
 
 /* Every member prepared: one call for the whole set (the provider's own
