@@ -10,6 +10,15 @@
 # multifactor's and over backfill's, and the cells where tarmac's mean or
 # p95 is above multifactor's.
 #
+# Then synthetic rows (tarmac replay --synthetic, the generator of
+# controller/replay/trace.c) at load 1.1 held for the whole trace: a
+# sustained overload, which no openb window is.  Under it the queue grows
+# for as long as jobs arrive, so some jobs pass the bound under any policy
+# once the trace is long enough; the rows show where tarmac's policy puts
+# that backlog.  A policy that favours one class of job passes the openb
+# rows and starves that class here (bench/results/scheduler-targets-
+# 2026-12-04.md: heavy jobs last starved 1,964 8-GPU jobs at 4,096 GPUs).
+#
 # The cpu* traces are not here: the replay leaves CPU-only pods out, and
 # their GPU pods are default's, row for row.  Nor are multigpu*: they have
 # no times (traces/README.md).
@@ -17,12 +26,14 @@
 #   bench/run-sched-heldout.sh [REPORT.md]
 #
 # Environment: BUILD (default build-bench), TRACES, HELDOUT (the trace
-# names, default below).  Needs python3.  About 40 s on 2 cores (Release).
+# names, default below), SYNTHETIC (GPUS:JOBS pairs, default below; empty
+# for none).  Needs python3.  About 90 s on 2 cores (Release).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build-bench}
 TRACES=${TRACES:-$ROOT/../shared/traces/alibaba-gpu-v2023-openb}
 HELDOUT=${HELDOUT:-gpuspec25 gpuspec20 gpuspec10 gpuspec05 gpushare20 gpushare40 gpushare60 gpushare80 gpushare100}
+SYNTHETIC=${SYNTHETIC-512:100000 4096:500000}
 OUT=${1:-}
 cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 make -C "$BUILD" -j2 tarmac_replay >/dev/null
@@ -38,12 +49,20 @@ for trace in $HELDOUT; do
     n=$((n + 1))
     [ $((n % 2)) -ne 0 ] || wait
 done
+for case in $SYNTHETIC; do
+    gpus=${case%%:*} jobs=${case#*:}
+    "$BUILD/bench/tarmac_replay" --synthetic "$jobs" --gpus "$gpus" --load 1.1 \
+        --policy tarmac,backfill --json >"$TMP/synthetic-$gpus-$jobs.json" ||
+        echo "synthetic $case" >>"$TMP/failed" &
+    n=$((n + 1))
+    [ $((n % 2)) -ne 0 ] || wait
+done
 wait
 if [ -s "$TMP/failed" ]; then
     echo "run-sched-heldout: replay failed on: $(cat "$TMP/failed")" >&2
     exit 1
 fi
-python3 - "$TMP" "$ROOT" $HELDOUT <<'PY' | { if [ -n "$OUT" ]; then tee "$OUT"; else cat; fi; }
+SYNTHETIC="$SYNTHETIC" python3 - "$TMP" "$ROOT" $HELDOUT <<'PY' | { if [ -n "$OUT" ]; then tee "$OUT"; else cat; fi; }
 import json, math, os, subprocess, sys
 tmp, root, traces = sys.argv[1], sys.argv[2], sys.argv[3:]
 commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
@@ -72,4 +91,17 @@ for tr in traces:
     print("| %s | %d / %d / %d | %.3f | %.3f | %.3f | %.3f | %d of %d |" % (
         tr, st[0], st[1], st[2], g(lm), g(lp), g(bm), g(bp), worse, len(cells)))
 print("\nstarved in all: tarmac %d, backfill %d, multifactor %d" % tuple(tot))
+syn = os.environ.get("SYNTHETIC", "").split()
+if syn:
+    print("\nSynthetic, load 1.1 for the whole trace (a sustained overload), seed 1; waits in s, "
+          "tarmac / backfill (multifactor's whole-queue passes take minutes at these sizes):\n")
+    print("| GPUs | jobs | starved t / b | mean wait t / b | p95 wait t / b | p99 wait t / b | max wait t / b |")
+    print("|---:|---:|---|---|---|---|---|")
+    for case in syn:
+        gpus, jobs = case.split(":")
+        rs = {r["policy"]: r for r in json.load(open(os.path.join(tmp, "synthetic-%s-%s.json" % (gpus, jobs))))["results"]}
+        t, b = rs["tarmac"], rs["backfill"]
+        print("| %s | %s | %d / %d | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f |" % (
+            gpus, jobs, t["starved"], b["starved"], t["wait_mean_s"], b["wait_mean_s"], t["wait_p95_s"],
+            b["wait_p95_s"], t["wait_p99_s"], b["wait_p99_s"], t["wait_max_s"], b["wait_max_s"]))
 PY
