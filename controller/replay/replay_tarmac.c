@@ -124,6 +124,15 @@ int replay_tq_init(struct sim *s, const size_t *arr)
     r = tm_sched_job_traits(&in, s->tq_traits);
     if (r < 0)
         goto out;
+    {
+        /* The time replay's nodes are fixed, schedulable and have GPUs:
+         * the GPUs the scheduler counts (all_gpus). */
+        int64_t gpus = 0;
+        for (size_t i = 0; i < s->nnodes; i++)
+            if (s->nodes[i].schedulable && s->nodes[i].gpus > 0)
+                gpus += s->nodes[i].gpus;
+        s->tq_flexible_limit = tm_sched_tarmac_flexible_limit(gpus);
+    }
     for (size_t k = 0; k < s->njobs; k++) {
         const struct rjob *rj = &s->jobs[arr[k]];
         s->rank[arr[k]] = (int32_t)k;
@@ -567,6 +576,7 @@ static int tq_probe(struct sim *s, size_t *n, size_t g, int32_t r, struct tq_pos
 /* Whether no aged job left out would reserve though the pass's
  * reservations are below the most: each is flexible (no tied job is left
  * out) and held none, so once the head made a flexible reservation
+ * (tm_sched_tarmac_flexible_limit() of them, for a heavy job)
  * tarmac_may_reserve() asks only whether it is at risk, its start later
  * than tm_sched_tarmac_risk_deadline().  That start is no later than when
  * one of the maxres nodes able to hold its request that empty first
@@ -578,15 +588,16 @@ static int tq_probe(struct sim *s, size_t *n, size_t g, int32_t r, struct tq_pos
 static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const struct tq_input *in,
                           int32_t maxres, int64_t now)
 {
-    bool flexible = false;
+    int32_t flexible = 0;
     int64_t *soon = s->tq_soon;
 
     if (s->tq_nnarrow > 0 || maxres > TQ_RES_MAX)
         return false;
-    for (size_t k = 0; k < r->nreservations && !flexible; k++)
-        if ((size_t)r->reservations[k].job < in->nhead)
-            flexible = !s->tq_traits[s->jobs[s->qjob[s->bqpos[r->reservations[k].job]]].shape].tied;
-    if (!flexible)
+    for (size_t k = 0; k < r->nreservations; k++)
+        if ((size_t)r->reservations[k].job < in->nhead &&
+            !s->tq_traits[s->jobs[s->qjob[s->bqpos[r->reservations[k].job]]].shape].tied)
+            flexible++;
+    if (flexible < 1)
         return false;
     /* When each node empties, with and without its loans. */
     for (size_t i = 0; i < s->nnodes; i++) {
@@ -609,6 +620,8 @@ static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const 
             int nb = 0;
             if (m < 0 || rank_submit(s, m) > now - tm_sched_tarmac_urgent_ms(&s->cfg->params))
                 continue; /* none of g aged is left out: they go by arrival */
+            if (s->tq_traits[s->active[x]].heavy && flexible < s->tq_flexible_limit)
+                return false; /* a heavy job may reserve still */
             for (size_t i = 0; i < s->nnodes; i++) {
                 const struct tm_sched_node *n = &s->nodes[i];
                 int64_t t = soon[2 * i + (pre ? 0 : 1)];

@@ -48,9 +48,11 @@
  * the bound let every aged heavy job past the drain cap on openb default
  * at 64 GPUs (p95 wait 21,949 -> 29,375 s at load 1.1). */
 #define TM_SCHED_RISK_MARGIN_DIV 16
-/* Reservations one tarmac pass makes for jobs not tied to few nodes, not
- * counting drains under way and jobs at risk (tarmac_may_reserve()). */
-#define TM_SCHED_FLEXIBLE_RESERVATIONS 1
+/* Reservations one tarmac pass holds for heavy jobs not tied to few
+ * nodes, jobs at risk aside: one per TM_SCHED_FLEXIBLE_GPUS schedulable
+ * GPUs, at least one (tm_sched_tarmac_flexible_limit()); for the other
+ * flexible jobs one (tarmac_may_reserve()). */
+#define TM_SCHED_FLEXIBLE_GPUS 64
 
 /* Free capacity of one node during the pass. */
 struct nst {

@@ -282,6 +282,9 @@ struct tm_sched_result {
 struct tm_sched_traits {
     bool tied;        /* the models able to hold it have few of the GPUs */
     bool constrained; /* it accepts fewer models than the nodes have */
+    bool heavy;       /* 4+ whole GPUs a node and not narrow: its flexible
+                       * reservations are limited per fleet size
+                       * (tm_sched_tarmac_flexible_limit()) */
 };
 
 /* Per job of in->jobs (nodes as in a pass; allocs unread).  0, or
@@ -292,6 +295,11 @@ int64_t tm_sched_tarmac_urgent_ms(const struct tm_sched_params *p);
 int64_t tm_sched_tarmac_level_ms(const struct tm_sched_params *p);
 int64_t tm_sched_tarmac_lead_ms(const struct tm_sched_params *p, const struct tm_sched_job *jb,
                                 bool constrained);
+/* Reservations for jobs not tied to few nodes that one tarmac pass holds
+ * on a fleet of `gpus` schedulable GPUs before it asks of a heavy one (4+
+ * whole GPUs a node) only whether it is at risk (tarmac_may_reserve()):
+ * one per 64 GPUs, at least 1.  For the others the limit is 1. */
+int32_t tm_sched_tarmac_flexible_limit(int64_t gpus);
 /* tarmac reserves for a job past its turn when the start it would get
  * comes after this (sched_at_risk()). */
 int64_t tm_sched_tarmac_risk_deadline(const struct tm_sched_params *p, int64_t submit_ms);

@@ -638,9 +638,9 @@ static void test_reserve_avoids_narrow_nodes(void **state)
 
 /* Heavy jobs (4+ whole GPUs, not narrow) drain at most an eighth of the
  * GPUs at a time, the first always, and jobs that many nodes can hold get
- * one reservation a pass: three aged 8-GPU jobs get one reservation on 16
- * GPUs and on 128 (two there under the cap alone, before the one-a-pass
- * rule); fifo and backfill are unchanged. */
+ * one reservation per 64 GPUs (test_flexible_limit): three aged 8-GPU
+ * jobs get one reservation on 16 GPUs and two on 128; fifo and backfill
+ * are unchanged. */
 static void test_drain_cap(void **state)
 {
     int64_t now = 100 * H;
@@ -649,7 +649,7 @@ static void test_drain_cap(void **state)
     struct tm_sched_job j[3] = {job(1, now - 30 * H, 8, H), job(2, now - 29 * H, 8, H), job(3, now - 28 * H, 8, H)};
     struct tm_sched_result r = {0};
     size_t sizes[2] = {2, 16};
-    int want[2] = {1, 1};
+    int want[2] = {1, 2};
 
     (void)state;
     for (int i = 0; i < 16; i++) {
@@ -676,6 +676,58 @@ static void test_drain_cap(void **state)
     assert_int_equal(run(TM_POLICY_TARMAC, j, 3, n, 2, a, 2, now, &r), 0);
     assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
     assert_int_equal(r.notes[0].node, 0);
+    assert_int_equal(r.notes[1].verdict, TM_SCHED_RESERVED);
+    assert_int_equal(r.notes[1].node, 1);
+    assert_int_not_equal(r.notes[2].verdict, TM_SCHED_RESERVED);
+    tm_sched_result_release(&r);
+}
+
+/* Aged heavy jobs that many nodes can hold get one reservation per 64
+ * GPUs at a time (drains under way count, jobs at risk aside); lighter
+ * flexible jobs one on any fleet.  4-GPU jobs, two drains on 64 GPUs
+ * under the drain cap, get one there and two on 128; 2-GPU jobs one on
+ * both; the third waits. */
+static void test_flexible_limit(void **state)
+{
+    int64_t now = 100 * H;
+    struct tm_sched_node n[16];
+    struct tm_sched_alloc a[16];
+    struct tm_sched_job j[3] = {job(1, now - 30 * H, 4, H), job(2, now - 29 * H, 4, H), job(3, now - 28 * H, 4, H)};
+    struct tm_sched_result r = {0};
+    size_t sizes[2] = {8, 16};
+    int want[2][2] = {{1, 2}, {1, 1}}; /* [4-GPU, 2-GPU][64, 128 GPUs] */
+
+    (void)state;
+    assert_int_equal(tm_sched_tarmac_flexible_limit(0), 1);
+    assert_int_equal(tm_sched_tarmac_flexible_limit(64), 1);
+    assert_int_equal(tm_sched_tarmac_flexible_limit(127), 1);
+    assert_int_equal(tm_sched_tarmac_flexible_limit(128), 2);
+    assert_int_equal(tm_sched_tarmac_flexible_limit(4096), 64);
+    for (int i = 0; i < 16; i++) {
+        n[i] = node8(i + 1, 0);
+        a[i] = hold(i, 0xff, now + (i + 1) * H);
+    }
+    for (int g = 0; g < 2; g++) {
+        for (int x = 0; x < 3; x++)
+            j[x].gpus = g == 0 ? 4 : 2;
+        for (int k = 0; k < 2; k++) {
+            int reserved = 0;
+            assert_int_equal(run(TM_POLICY_TARMAC, j, 3, n, sizes[k], a, sizes[k], now, &r), 0);
+            for (int x = 0; x < 3; x++)
+                reserved += r.notes[x].verdict == TM_SCHED_RESERVED;
+            assert_int_equal(reserved, want[g][k]);
+            assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED); /* the oldest first */
+            assert_int_not_equal(r.notes[2].verdict, TM_SCHED_RESERVED);
+            tm_sched_result_release(&r);
+        }
+    }
+    /* A drain under way counts: 4-GPU job 2 held node 1; on 64 GPUs it
+     * keeps it and job 3 still waits; job 1, older, reserves as before. */
+    for (int x = 0; x < 3; x++)
+        j[x].gpus = 4;
+    j[1].hold_node = 2;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 3, n, 8, a, 8, now, &r), 0);
+    assert_int_equal(r.notes[0].verdict, TM_SCHED_RESERVED);
     assert_int_equal(r.notes[1].verdict, TM_SCHED_RESERVED);
     assert_int_equal(r.notes[1].node, 1);
     assert_int_not_equal(r.notes[2].verdict, TM_SCHED_RESERVED);
@@ -1034,6 +1086,7 @@ int main(void)
         cmocka_unit_test(test_narrow_reserved_at_once),
         cmocka_unit_test(test_reserve_avoids_narrow_nodes),
         cmocka_unit_test(test_drain_cap),
+        cmocka_unit_test(test_flexible_limit),
         cmocka_unit_test(test_aged_narrow_order),
         cmocka_unit_test(test_aged_tied_order),
         cmocka_unit_test(test_align_ends),
