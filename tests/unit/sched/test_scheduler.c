@@ -641,21 +641,31 @@ static void test_reserve_avoids_narrow_nodes(void **state)
  * one reservation per 64 GPUs (test_flexible_limit): three aged 8-GPU
  * jobs get one reservation on 16 GPUs and two on 128; fifo and backfill
  * are unchanged. */
+/* Sixteen 8-GPU nodes, node i's `mask` GPUs held until now + (i + 1) h,
+ * and three jobs of `gpus` GPUs aged 30, 29 and 28 h. */
+static void aged_trio(struct tm_sched_node n[16], struct tm_sched_alloc a[16], uint32_t mask,
+                      struct tm_sched_job j[3], int32_t gpus, int64_t now)
+{
+    for (int i = 0; i < 16; i++) {
+        n[i] = node8(i + 1, 0);
+        a[i] = hold(i, mask, now + (i + 1) * H);
+    }
+    for (int x = 0; x < 3; x++)
+        j[x] = job(x + 1, now - (30 - x) * H, gpus, H);
+}
+
 static void test_drain_cap(void **state)
 {
     int64_t now = 100 * H;
     struct tm_sched_node n[16];
     struct tm_sched_alloc a[16];
-    struct tm_sched_job j[3] = {job(1, now - 30 * H, 8, H), job(2, now - 29 * H, 8, H), job(3, now - 28 * H, 8, H)};
+    struct tm_sched_job j[3];
     struct tm_sched_result r = {0};
     size_t sizes[2] = {2, 16};
     int want[2] = {1, 2};
 
     (void)state;
-    for (int i = 0; i < 16; i++) {
-        n[i] = node8(i + 1, 0);
-        a[i] = hold(i, 0x0f, now + (i + 1) * H);
-    }
+    aged_trio(n, a, 0x0f, j, 8, now);
     for (int k = 0; k < 2; k++) {
         int reserved = 0;
         assert_int_equal(run(TM_POLICY_TARMAC, j, 3, n, sizes[k], a, sizes[k], now, &r), 0);
@@ -692,7 +702,7 @@ static void test_flexible_limit(void **state)
     int64_t now = 100 * H;
     struct tm_sched_node n[16];
     struct tm_sched_alloc a[16];
-    struct tm_sched_job j[3] = {job(1, now - 30 * H, 4, H), job(2, now - 29 * H, 4, H), job(3, now - 28 * H, 4, H)};
+    struct tm_sched_job j[3];
     struct tm_sched_result r = {0};
     size_t sizes[2] = {8, 16};
     int want[2][2] = {{1, 2}, {1, 1}}; /* [4-GPU, 2-GPU][64, 128 GPUs] */
@@ -703,10 +713,7 @@ static void test_flexible_limit(void **state)
     assert_int_equal(tm_sched_tarmac_flexible_limit(127), 1);
     assert_int_equal(tm_sched_tarmac_flexible_limit(128), 2);
     assert_int_equal(tm_sched_tarmac_flexible_limit(4096), 64);
-    for (int i = 0; i < 16; i++) {
-        n[i] = node8(i + 1, 0);
-        a[i] = hold(i, 0xff, now + (i + 1) * H);
-    }
+    aged_trio(n, a, 0xff, j, 4, now);
     for (int g = 0; g < 2; g++) {
         for (int x = 0; x < 3; x++)
             j[x].gpus = g == 0 ? 4 : 2;
