@@ -335,9 +335,18 @@ static int64_t node_earliest(struct ctx *c, int32_t i, const struct need *nd, bo
         const struct release *rl = &(*buf)[x];
         if (rl->end == INF_MS || rl->end > cutoff)
             break;
+        /* s.full and s.maxfree kept as sched_nst_refresh() would have them
+         * (s is a copy of a refreshed node): releases only add, so the
+         * largest free GPU is the old one or a GPU just released.  A full
+         * refresh at every step was a tenth of a saturated tarmac replay
+         * (perf, 1,000,000 synthetic jobs on 4,096 GPUs). */
         for (int g = 0; g < s.gpus; g++)
             if (rl->mask >> g & 1) {
+                bool was = s.free[g] == MILLI;
                 s.free[g] = (int16_t)(s.free[g] + rl->milli);
+                s.full = (int8_t)(s.full + (s.free[g] == MILLI) - was);
+                if (s.free[g] > s.maxfree)
+                    s.maxfree = s.free[g];
                 ret_rel->rel[g] += rl->milli;
             }
         s.cpu += rl->cpu;
@@ -347,7 +356,6 @@ static int64_t node_earliest(struct ctx *c, int32_t i, const struct need *nd, bo
         /* Releases at the same instant go together. */
         if (x + 1 < k && (*buf)[x + 1].end == rl->end)
             continue;
-        sched_nst_refresh(&s);
         if (sched_nst_fits(&s, nd)) {
             t = rl->end;
             break;
