@@ -199,7 +199,6 @@ struct sim {
     struct ranklist tq_lists;
     int tq_ngroups;
     bool tq_tied[TQ_GROUPS];
-    int32_t tq_flexible_limit; /* tm_sched_tarmac_flexible_limit() of the nodes */
     int64_t tq_lead[TQ_GROUPS];
     int32_t tq_cu[TQ_GROUPS], tq_cl[TQ_GROUPS];
     int32_t *tq_count;                         /* per qgrp group */

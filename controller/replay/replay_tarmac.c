@@ -124,15 +124,6 @@ int replay_tq_init(struct sim *s, const size_t *arr)
     r = tm_sched_job_traits(&in, s->tq_traits);
     if (r < 0)
         goto out;
-    {
-        /* The time replay's nodes are fixed, schedulable and have GPUs:
-         * the GPUs the scheduler counts (all_gpus). */
-        int64_t gpus = 0;
-        for (size_t i = 0; i < s->nnodes; i++)
-            if (s->nodes[i].schedulable && s->nodes[i].gpus > 0)
-                gpus += s->nodes[i].gpus;
-        s->tq_flexible_limit = tm_sched_tarmac_flexible_limit(gpus);
-    }
     for (size_t k = 0; k < s->njobs; k++) {
         const struct rjob *rj = &s->jobs[arr[k]];
         s->rank[arr[k]] = (int32_t)k;
@@ -576,7 +567,7 @@ static int tq_probe(struct sim *s, size_t *n, size_t g, int32_t r, struct tq_pos
 /* Whether no aged job left out would reserve though the pass's
  * reservations are below the most: each is flexible (no tied job is left
  * out) and held none, so once the head made a flexible reservation
- * (tm_sched_tarmac_flexible_limit() of them, for a heavy job)
+ * (the job's tm_sched_traits.flexible_limit of them)
  * tarmac_may_reserve() asks only whether it is at risk, its start later
  * than tm_sched_tarmac_risk_deadline().  That start is no later than when
  * one of the maxres nodes able to hold its request that empty first
@@ -620,8 +611,8 @@ static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const 
             int nb = 0;
             if (m < 0 || rank_submit(s, m) > now - tm_sched_tarmac_urgent_ms(&s->cfg->params))
                 continue; /* none of g aged is left out: they go by arrival */
-            if (s->tq_traits[s->active[x]].heavy && flexible < s->tq_flexible_limit)
-                return false; /* a heavy job may reserve still */
+            if (flexible < s->tq_traits[s->active[x]].flexible_limit)
+                return false; /* a job of g may reserve still */
             for (size_t i = 0; i < s->nnodes; i++) {
                 const struct tm_sched_node *n = &s->nodes[i];
                 int64_t t = soon[2 * i + (pre ? 0 : 1)];

@@ -305,6 +305,9 @@ int sched_at_risk(struct ctx *c, int32_t j, size_t *linked);
 bool sched_fragmented(const struct ctx *c, const struct need *nd);
 bool sched_heavy(const struct ctx *c, int32_t j);
 bool sched_heavy_capped(const struct ctx *c, int32_t j, int64_t drain_gpus);
+/* Flexible reservations a tarmac pass holds before job j, flexible and
+ * holding none, reserves only at risk (tarmac.c). */
+int32_t sched_flexible_limit(const struct ctx *c, int32_t j);
 
 /* Placement (place.c). */
 int sched_node_end_init(struct ctx *c);

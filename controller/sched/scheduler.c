@@ -438,7 +438,7 @@ int tm_sched_job_traits(const struct tm_sched_input *in, struct tm_sched_traits 
     for (size_t j = 0; r == 0 && j < in->njobs; j++) {
         out[j].tied = sched_tied(&c, (int32_t)j);
         out[j].constrained = sched_constrained(&c, (int32_t)j);
-        out[j].heavy = sched_heavy(&c, (int32_t)j);
+        out[j].flexible_limit = sched_flexible_limit(&c, (int32_t)j);
     }
     ctx_release(&c);
     return r;

@@ -282,9 +282,9 @@ struct tm_sched_result {
 struct tm_sched_traits {
     bool tied;        /* the models able to hold it have few of the GPUs */
     bool constrained; /* it accepts fewer models than the nodes have */
-    bool heavy;       /* 4+ whole GPUs a node and not narrow: its flexible
-                       * reservations are limited per fleet size
-                       * (tm_sched_tarmac_flexible_limit()) */
+    int32_t flexible_limit; /* flexible reservations a pass holds before
+                             * tarmac asks of it only whether it is at
+                             * risk (tarmac_may_reserve()) */
 };
 
 /* Per job of in->jobs (nodes as in a pass; allocs unread).  0, or

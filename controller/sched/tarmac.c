@@ -140,8 +140,7 @@ static bool tarmac_may_reserve(struct ctx *c, int32_t j, struct sched_pass *ps)
      * with 100,000 jobs, 3,616 with 200,000; none with the limit), and the
      * openb grid and held-out traces are the same to the job
      * (scheduler-targets-2026-12-04.md). */
-    if (flexible && c->in->jobs[j].hold_node == 0 &&
-        ps->nflexible >= (sched_heavy(c, j) ? tm_sched_tarmac_flexible_limit(c->t.all_gpus) : 1)) {
+    if (flexible && c->in->jobs[j].hold_node == 0 && ps->nflexible >= sched_flexible_limit(c, j)) {
         if (!wants)
             return false;
         r = sched_at_risk(c, j, &ps->linked);
@@ -162,6 +161,12 @@ static bool tarmac_may_reserve(struct ctx *c, int32_t j, struct sched_pass *ps)
 int32_t tm_sched_tarmac_flexible_limit(int64_t gpus)
 {
     return gpus >= 2 * TM_SCHED_FLEXIBLE_GPUS ? (int32_t)(gpus / TM_SCHED_FLEXIBLE_GPUS) : 1;
+}
+
+/* One, and for a heavy job one per 64 GPUs (tarmac_may_reserve()). */
+int32_t sched_flexible_limit(const struct ctx *c, int32_t j)
+{
+    return sched_heavy(c, j) ? tm_sched_tarmac_flexible_limit(c->t.all_gpus) : 1;
 }
 
 static void tarmac_on_reserved(const struct ctx *c, int32_t j, struct sched_pass *ps)

@@ -636,11 +636,6 @@ static void test_reserve_avoids_narrow_nodes(void **state)
     tm_sched_result_release(&r);
 }
 
-/* Heavy jobs (4+ whole GPUs, not narrow) drain at most an eighth of the
- * GPUs at a time, the first always, and jobs that many nodes can hold get
- * one reservation per 64 GPUs (test_flexible_limit): three aged 8-GPU
- * jobs get one reservation on 16 GPUs and two on 128; fifo and backfill
- * are unchanged. */
 /* Sixteen 8-GPU nodes, node i's `mask` GPUs held until now + (i + 1) h,
  * and three jobs of `gpus` GPUs aged 30, 29 and 28 h. */
 static void aged_trio(struct tm_sched_node n[16], struct tm_sched_alloc a[16], uint32_t mask,
@@ -654,6 +649,11 @@ static void aged_trio(struct tm_sched_node n[16], struct tm_sched_alloc a[16], u
         j[x] = job(x + 1, now - (30 - x) * H, gpus, H);
 }
 
+/* Heavy jobs (4+ whole GPUs, not narrow) drain at most an eighth of the
+ * GPUs at a time, the first always, and jobs that many nodes can hold get
+ * one reservation per 64 GPUs (test_flexible_limit): three aged 8-GPU
+ * jobs get one reservation on 16 GPUs and two on 128; fifo and backfill
+ * are unchanged. */
 static void test_drain_cap(void **state)
 {
     int64_t now = 100 * H;
