@@ -636,9 +636,18 @@ static int64_t reserve_cands(struct ctx *c, int32_t j, size_t *linked, struct ca
                 most = c->t.slot_maxg[sl];
         whole = nd->gpus >= most;
     }
-    for (size_t i = 0; i < c->nn; i++) {
+    /* A single job's held node goes first: its key is then the cutoff
+     * for all the others from the start, instead of only once the walk
+     * reaches a node as early.  A saturated tarmac replay (1,000,000
+     * synthetic jobs, 4,096 GPUs) re-reserved held 8-GPU drains 6.8
+     * million times, and replayed 62 million other nodes for them. */
+    size_t lead = prune && keep >= 0 && (size_t)keep < c->nn ? 1 : 0;
+    for (size_t x = 0; x < c->nn + lead; x++) {
+        size_t i = lead ? (x == 0 ? (size_t)keep : x - 1) : x;
         const struct nst *s;
         struct cand cd;
+        if (lead && x > 0 && i == (size_t)keep)
+            continue;
         if (whole && (evict ? c->gkept : c->gend)[i] > cutoff && (int32_t)i != keep)
             continue;
         s = &c->ns[i];
