@@ -19,9 +19,15 @@
 
 #define KEY_MAX 256
 
+/* Most keys of level 1 (a job's own name) are seen once: a run ID or a
+ * generated name is never submitted again.  So a key's first runtime
+ * lives in the slot and its ring is allocated at the second: with the
+ * ring inline, 1,000,000 uniquely named jobs took over half a gigabyte,
+ * and every probe of the table read a 272-byte slot. */
 struct slot {
     char *key;
-    int64_t ring[TM_ESTIMATE_WINDOW];
+    int64_t *ring;  /* TM_ESTIMATE_WINDOW of them; NULL while n <= 1 */
+    int64_t first;  /* the only runtime while ring is NULL */
     uint32_t n;     /* runtimes seen, capped at the window for reading */
     uint32_t next;  /* ring write position */
 };
@@ -72,8 +78,10 @@ void tm_estimator_free(struct tm_estimator *e)
 {
     if (!e)
         return;
-    for (size_t i = 0; i < e->cap; i++)
+    for (size_t i = 0; i < e->cap; i++) {
         free(e->slots[i].key);
+        free(e->slots[i].ring);
+    }
     free(e->slots);
     free(e);
 }
@@ -156,6 +164,18 @@ int tm_estimator_observe(struct tm_estimator *e, const struct tm_estimate_key *k
                 return TM_ENOMEM;
             e->used++;
         }
+        if (s->n == 0) {
+            s->first = runtime_ms;
+            s->n = 1;
+            continue;
+        }
+        if (!s->ring) {
+            s->ring = malloc(TM_ESTIMATE_WINDOW * sizeof(*s->ring));
+            if (!s->ring)
+                return TM_ENOMEM;
+            s->ring[0] = s->first;
+            s->next = 1;
+        }
         s->ring[s->next] = runtime_ms;
         s->next = (s->next + 1) % TM_ESTIMATE_WINDOW;
         if (s->n < TM_ESTIMATE_WINDOW)
@@ -213,7 +233,7 @@ static int64_t answer(const struct tm_estimator *e, const struct tm_estimate_key
         s = find(e, key);
         if (!s->key || s->n < TM_ESTIMATE_MIN_SAMPLES)
             continue;
-        memcpy(v, s->ring, s->n * sizeof(v[0]));
+        memcpy(v, s->ring ? s->ring : &s->first, s->n * sizeof(v[0]));
         qsort(v, s->n, sizeof(v[0]), cmp_i64);
         if (ret_level)
             *ret_level = level;
