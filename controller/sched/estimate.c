@@ -195,11 +195,21 @@ int64_t tm_estimate_model(const struct tm_estimator *e, const struct tm_estimate
     return tm_emodel_predict(&e->model, k);
 }
 
-static int cmp_i64(const void *a, const void *b)
+/* The median of v[0..n), n at most the window: sorted in place by
+ * insertion, inline (qsort()'s callback was a twentieth of a saturated
+ * replay, which asks two estimates of every job at its arrival). */
+static int64_t median(int64_t *v, uint32_t n)
 {
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-
-    return x < y ? -1 : x > y;
+    for (uint32_t i = 1; i < n; i++) {
+        int64_t x = v[i];
+        uint32_t y = i;
+        while (y > 0 && v[y - 1] > x) {
+            v[y] = v[y - 1];
+            y--;
+        }
+        v[y] = x;
+    }
+    return v[n / 2];
 }
 
 int64_t tm_estimate(const struct tm_estimator *e, const struct tm_estimate_key *k)
@@ -234,10 +244,12 @@ static int64_t answer(const struct tm_estimator *e, const struct tm_estimate_key
         if (!s->key || s->n < TM_ESTIMATE_MIN_SAMPLES)
             continue;
         memcpy(v, s->ring ? s->ring : &s->first, s->n * sizeof(v[0]));
-        qsort(v, s->n, sizeof(v[0]), cmp_i64);
         if (ret_level)
             *ret_level = level;
-        return v[s->n / 2] > 0 ? v[s->n / 2] : 1;
+        {
+            int64_t m = median(v, s->n);
+            return m > 0 ? m : 1;
+        }
     }
     return 0;
 }
