@@ -621,7 +621,8 @@ static void log_note(const struct sim *s, int64_t now, const struct rjob *rj,
         return;
     fprintf(s->cfg->log, "t=%.3f policy=%s job=%s verdict=%s", (double)now / 1000.0,
             tm_sched_policy_name(s->cfg->policy), rj->tj->name, tm_sched_verdict_name(nt->verdict));
-    fprintf(s->cfg->log, " est=%.0f", (double)rj->estimate / 1000.0);
+    fprintf(s->cfg->log, " sub=%.3f est=%.0f", (double)rj->submit / 1000.0,
+            (double)rj->estimate / 1000.0);
     if (nt->node >= 0)
         fprintf(s->cfg->log, " node=%d", (int)nt->node);
     if (nt->verdict == TM_SCHED_RESERVED)

@@ -59,7 +59,9 @@ struct tm_replay_config {
     int32_t gpus;                 /* sample the inventory to this; 0: all */
     double load;                  /* scale arrivals to this offered load; 0: as is */
     uint64_t seed;                /* inventory sampling and packing draws */
-    FILE *log;                    /* replay log: placements and verdict changes */
+    FILE *log;                    /* replay log: placements and verdict changes, one line
+                                   * each: t= policy= job= verdict= sub= (submit time, so a
+                                   * line gives the wait) est= [node=] [start=] why= */
     /* The reference: one tm_sched_run() over the whole queue after every
      * instant's events.  Off, fifo passes the head and a few behind it
      * (see pass_fifo() in replay.c), backfill and tarmac the part of the
