@@ -60,4 +60,22 @@ print("| tarmac idle-while-waiting (fit-aware) <= 5%% of fifo's in every cell | 
 print("| tarmac mean and p95 wait <= multifactor's in every cell | %s |" % yes(ok["mf"]))
 print("| tarmac mean and p95 wait <= backfill's where backfill starves nobody | %s |" % yes(ok["bf"]))
 print("| utilisation gain over fifo >= 33 pp at 64 GPUs, loads 1.1 and 1.3 | %s |" % yes(ok["gain"]))
+# Where the gain cells' arrival window went: the free GPU-hours that
+# utilisation_arrival leaves out, in parts that sum to them.
+print("\nThe gain cells' arrival window: utilisation and the free GPU-h in parts that sum to it "
+      "(nothing waits = no queued job could use the model; fit = placeable by a queued job, drains "
+      "included; packing = the rest; slivers = the free milli of partly used GPUs, within fit and "
+      "packing).\n")
+print("| trace | load | seed | policy | util % | free GPU-h | nothing waits | fit | packing (slivers) |")
+print("|---|---:|---:|---|---:|---:|---:|---:|---|")
+for k in sorted(cells):
+    if k[1] != 64 or k[2] not in (1.1, 1.3):
+        continue
+    for p in ("fifo", "backfill", "multifactor", "tarmac", "oracle"):
+        r = cells[k][p]
+        free = r["gpus"] * r["arrival_window_s"] / 3600 * (1 - r["utilisation_arrival"])
+        print("| %s | %.1f | %d | %s | %.1f | %.1f | %.1f | %.1f | %.1f (%.1f) |" % (
+            k[0], k[2], k[3], p, 100 * r["utilisation_arrival"], free,
+            r["window_idle_nothing_waits_gpu_hours"], r["window_idle_fit_gpu_hours"],
+            r["window_idle_packing_gpu_hours"], r["window_idle_sliver_gpu_hours"]))
 PY

@@ -700,6 +700,11 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                     cJSON_AddNullToObject(obj, "allocation");
                     add_num(obj, "idle_while_waiting_gpu_hours", st.idle_while_waiting_gpu_hours);
                     add_num(obj, "idle_sliver_gpu_hours", st.idle_sliver_gpu_hours);
+                    add_num(obj, "window_idle_nothing_waits_gpu_hours",
+                            st.window_idle_nothing_waits_gpu_hours);
+                    add_num(obj, "window_idle_fit_gpu_hours", st.window_idle_fit_gpu_hours);
+                    add_num(obj, "window_idle_packing_gpu_hours", st.window_idle_packing_gpu_hours);
+                    add_num(obj, "window_idle_sliver_gpu_hours", st.window_idle_sliver_gpu_hours);
                     add_num(obj, "idle_while_waiting_fit_gpu_hours", st.idle_while_waiting_fit_gpu_hours);
                     add_num(obj, "idle_while_waiting_model_gpu_hours", st.idle_while_waiting_model_gpu_hours);
                     add_num(obj, "idle_while_waiting_accepts_gpu_hours",

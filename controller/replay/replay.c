@@ -142,17 +142,24 @@ static void integrate(struct sim *s, int64_t from, int64_t to)
 
     if (to <= from)
         return;
+    double dw = hi > lo ? (double)(hi - lo) : 0;
+
     s->busy += (double)s->alloc_milli * dt;
-    if (hi > lo)
-        s->busy_window += (double)s->alloc_milli * (double)(hi - lo);
+    s->busy_window += (double)s->alloc_milli * dw;
     for (int m = 0; m < s->nmodels; m++) {
-        if (s->waiting[m] > 0)
-            s->idle_wait += (double)s->free_milli[m] * dt,
+        if (s->waiting[m] > 0) {
+            s->idle_wait += (double)s->free_milli[m] * dt;
             s->idle_sliver += (double)s->sliver_milli[m] * dt;
+            s->win_waitfree += (double)s->free_milli[m] * dw;
+            s->win_sliver += (double)s->sliver_milli[m] * dw;
+        } else {
+            s->win_nowait += (double)s->free_milli[m] * dw;
+        }
         if (s->waiting_accepts[m] > 0)
             s->idle_accepts += (double)s->free_milli[m] * dt;
     }
     s->idle_fit += (double)s->fit_milli * dt;
+    s->win_fit += (double)s->fit_milli * dw;
 }
 
 /* Idle-while-waiting as DESIGN.md defines it (the fit-aware reading): a
@@ -1212,6 +1219,10 @@ int tm_replay_time(const struct tm_trace *t, const struct tm_replay_config *cfg,
     st.idle_while_waiting_accepts_gpu_hours = s.idle_accepts / 1000.0 / 3600000.0;
     st.idle_while_waiting_fit_gpu_hours = s.idle_fit / 1000.0 / 3600000.0;
     st.idle_while_waiting_gpu_hours = st.idle_while_waiting_fit_gpu_hours;
+    st.window_idle_nothing_waits_gpu_hours = s.win_nowait / 1000.0 / 3600000.0;
+    st.window_idle_fit_gpu_hours = s.win_fit / 1000.0 / 3600000.0;
+    st.window_idle_packing_gpu_hours = (s.win_waitfree - s.win_fit) / 1000.0 / 3600000.0;
+    st.window_idle_sliver_gpu_hours = s.win_sliver / 1000.0 / 3600000.0;
     if (st.reservation_slips)
         st.slip_mean_s /= (double)st.reservation_slips;
     qsort(s.slips, st.reservation_slips, sizeof(*s.slips), cmp_i64);

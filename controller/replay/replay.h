@@ -112,6 +112,17 @@ struct tm_replay_stats {
      * nodes.  Always >= the model reading. */
     double idle_while_waiting_accepts_gpu_hours;
     double idle_sliver_gpu_hours; /* of the model reading, the part on partly used GPUs */
+    /* The arrival window's free GPU-hours (what utilisation_arrival leaves
+     * out), in parts that sum to it: on models that no queued job could
+     * use (nothing waits for them), placeable now by a queued job (the
+     * fit-aware idle, drains included), and the rest on models queued jobs
+     * wait for (packing loss: slivers, nodes out of CPU or memory, too few
+     * whole GPUs on one node), with the part of it and of the fit-aware
+     * idle on partly used GPUs beside. */
+    double window_idle_nothing_waits_gpu_hours;
+    double window_idle_fit_gpu_hours;
+    double window_idle_packing_gpu_hours;
+    double window_idle_sliver_gpu_hours;
     double wait_mean_s, wait_p50_s, wait_p95_s, wait_p99_s, wait_max_s;
     double jct_mean_s;
     double makespan_s;

@@ -134,6 +134,12 @@ struct sim {
     int64_t *node_cpu_free, *node_mem_free;
     int64_t fit_milli;
     double idle_fit;                           /* milli x ms */
+    /* Where the arrival window's free capacity went (milli x ms, inside
+     * [window_lo, window_hi] only, as busy_window): on models no queued
+     * job could use, placeable by a queued job (fit-aware), and the rest
+     * of the models some queued job could use (packing loss), of which
+     * the part on partly used GPUs. */
+    double win_nowait, win_fit, win_waitfree, win_sliver;
     /* fit_milli per node, and the nodes whose capacity changed since it
      * was computed: only they are recomputed, unless the set of queued
      * requests changed (then every node is). */

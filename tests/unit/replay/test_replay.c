@@ -209,6 +209,83 @@ static void test_replay_idle_fit(void **state)
     t.jobs = NULL;
 }
 
+/* Where the arrival window's free capacity goes: the parts sum to what
+ * utilisation_arrival leaves out.  One 2-GPU node, window [0, 3 h]: A
+ * holds an 810-milli share on one GPU from 0 to 4 h; B (two whole GPUs,
+ * at 1 s) heads fifo's queue all window; C (a 500-milli share, at 1 h)
+ * waits behind it; D (at 3 h) closes the window.  Under fifo: from 1 h
+ * the free GPU is placeable by C (fit-aware idle, 2 GPU-h) and the
+ * 190-milli sliver is not (packing); before C, B fits nothing (packing:
+ * 1.19 GPUs for 1 h).  Backfill places C at 1 h: no fit-aware idle. */
+static void test_replay_window_idle(void **state)
+{
+    struct tm_trace t = {0};
+    struct tm_replay_stats st;
+    struct tm_trace_job jobs[4];
+    struct tm_trace_node node = {.name = "n0", .cpu_milli = 16000, .memory_mib = 65536, .gpus = 2,
+                                 .model = 0};
+    struct tm_replay_config cfg = {.policy = TM_POLICY_FIFO, .exact_estimates = true,
+                                   .since_ms = -1, .max_runtime_ms = -1, .seed = 1};
+    const int64_t h = 3600000;
+
+    (void)state;
+    memset(jobs, 0, sizeof(jobs));
+    snprintf(t.models[0], sizeof(t.models[0]), "G2");
+    t.nmodels = 1;
+    t.nodes = &node;
+    t.nnodes = 1;
+    for (int i = 0; i < 4; i++) {
+        struct tm_trace_job *j = &jobs[i];
+        snprintf(j->name, sizeof(j->name), "j%d", i);
+        j->cpu_milli = 1000;
+        j->memory_mib = 1024;
+        j->qos = TM_QOS_LS;
+        j->klass = TM_CLASS_INFERENCE;
+        j->gpu_milli = 100;
+    }
+    jobs[0].gpu_milli = 810;
+    jobs[0].end_ms = 4 * h;
+    jobs[1].submit_ms = 1000;
+    jobs[1].gpus = 2;
+    jobs[1].gpu_milli = 1000;
+    jobs[2].submit_ms = h;
+    jobs[2].gpu_milli = 500;
+    jobs[3].submit_ms = 3 * h;
+    for (int i = 0; i < 4; i++) {
+        jobs[i].start_ms = jobs[i].submit_ms;
+        if (i > 0)
+            jobs[i].end_ms = jobs[i].start_ms + h / 6;
+    }
+    t.jobs = jobs;
+    t.njobs = 4;
+    for (int p = 0; p < 2; p++) {
+        double idle, sum;
+        cfg.policy = p == 0 ? TM_POLICY_FIFO : TM_POLICY_BACKFILL;
+        assert_int_equal(tm_replay_time(&t, &cfg, &st), 0);
+        assert_int_equal(st.unfinished, 0);
+        assert_true(st.arrival_window_s > 10799.9 && st.arrival_window_s < 10800.1);
+        idle = (1 - st.utilisation_arrival) * 2 * 3;
+        sum = st.window_idle_nothing_waits_gpu_hours + st.window_idle_fit_gpu_hours +
+              st.window_idle_packing_gpu_hours;
+        assert_true(sum > idle - 1e-6 && sum < idle + 1e-6);
+        assert_true(st.window_idle_nothing_waits_gpu_hours < 0.001); /* B waits from 1 s */
+        if (p == 0) {
+            /* the 190-milli sliver from 1 s to 3 h */
+            assert_true(st.window_idle_sliver_gpu_hours > 0.569 && st.window_idle_sliver_gpu_hours < 0.571);
+            assert_true(st.window_idle_fit_gpu_hours > 1.999 && st.window_idle_fit_gpu_hours < 2.001);
+            assert_true(st.window_idle_packing_gpu_hours > 1.568 && st.window_idle_packing_gpu_hours < 1.571);
+        } else {
+            assert_true(st.window_idle_fit_gpu_hours < 0.001);
+            /* and C's 500 milli left free for its 10 minutes */
+            assert_true(st.window_idle_sliver_gpu_hours > 0.652 && st.window_idle_sliver_gpu_hours < 0.655);
+            /* C's 10 minutes on the free GPU are the only busy time besides A */
+            assert_true(idle > 3.57 - 0.5 / 6 - 0.001 && idle < 3.57 - 0.5 / 6 + 0.001);
+        }
+    }
+    t.nodes = NULL;
+    t.jobs = NULL;
+}
+
 /* "Could have used that GPU model" (DESIGN.md): a queued 8-GPU job could
  * not have used a model whose only node has 2 GPUs.  A holds the 8-GPU
  * node for 2 h; B (8 GPUs, any model) waits for it while the 2-GPU node
@@ -408,6 +485,7 @@ int main(void)
         cmocka_unit_test(test_estimator),
         cmocka_unit_test(test_replay_hand),
         cmocka_unit_test(test_replay_idle_fit),
+        cmocka_unit_test(test_replay_window_idle),
         cmocka_unit_test(test_replay_idle_could_use),
         cmocka_unit_test(test_replay_openb_slice),
         cmocka_unit_test(test_packing_openb),
