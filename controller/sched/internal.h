@@ -178,6 +178,7 @@ struct ctx {
     struct tm_sched_result r;
     size_t capplace, capres, capprm;
     int64_t *node_end; /* align_ends: latest expected end of each node's work */
+    uint8_t *late;     /* tarmac: aged tied jobs late anyway (late.c); NULL: none */
     bool loans;        /* tarmac: preemptible work may borrow reserved room */
     bool *evicted;     /* per input alloc, once preempted in this pass */
 };
@@ -314,6 +315,10 @@ int sched_node_end_init(struct ctx *c);
 int sched_place_firstfit(struct ctx *c, int32_t j, bool respect, bool *ret_gap, bool *ret_blocked);
 int sched_place_best(struct ctx *c, int32_t j, bool respect, bool *ret_gap, bool *ret_blocked);
 bool sched_fits_anywhere(struct ctx *c, int32_t j);
+
+/* tarmac: marks c->late for the aged jobs tied to few nodes that pass the
+ * bound whatever the order (late.c).  0 or TM_ENOMEM. */
+int sched_late_init(struct ctx *c);
 
 /* Order keys (order.c): sched_order() fills keys[0..njobs) with the
  * policy's order hook and sorts them. */

@@ -54,8 +54,11 @@ void sched_order_submit(const struct ctx *c, int32_t j, struct okey *k)
  * they have a few nodes, a flexible job has many, and on gpuspec33 an
  * aged 8-GPU flexible job placed first on the one G3 node (21 h,
  * estimated 7 min) pushed the G3-only jobs behind it past the bound.
- * Among them, submit order moved by their estimate (narrow_shift()), so a
- * long one does not hold their node while short ones pass the bound.
+ * Among them, those that can still start within the bound before those
+ * that cannot (c->late, late.c: Moore-Hodgson over the jobs that queue
+ * for the same nodes), and within each, submit order moved by their
+ * estimate (narrow_shift()), so a long one does not hold their node while
+ * short ones pass the bound.
  * Those tied by size and those tied by a model_mask are one tier: they
  * queue for the same nodes, and with the model_mask ones ahead, G3-only
  * jobs submitted later passed a 120-core 8-GPU job on gpuspec33 seed 2
@@ -69,8 +72,9 @@ static void order_aged(const struct ctx *c, int32_t j, int64_t dflt, struct okey
 
     k->k[0] = 0;
     k->k[1] = few ? 0 : 1;
-    k->k[2] = jb->submit_ms + (few ? narrow_shift(est) : 0);
-    k->k[3] = jb->id;
+    k->k[2] = few && c->late ? c->late[j] : 0;
+    k->k[3] = jb->submit_ms + (few ? narrow_shift(est) : 0);
+    k->k[4] = jb->id;
 }
 
 int64_t tm_sched_starvation_ms(const struct tm_sched_params *p)

@@ -380,6 +380,7 @@ static void ctx_release(struct ctx *c)
     free(c->rn);
     free(c->evicted);
     free(c->node_end);
+    free(c->late);
 }
 
 int tm_sched_run(const struct tm_sched_input *in, struct tm_sched_result *ret)

@@ -6,7 +6,9 @@
  *           eval/preprocess/inference work and jobs tied to few models
  *           moved up by at most short_ms; jobs aged past half the bound
  *           first of all: those tied to few nodes (tied(): by a model_mask
- *           or by size) first, by submit time plus 4x their estimate
+ *           or by size) first, those that can still start within the
+ *           bound ahead of those that cannot (late.c: Moore-Hodgson per
+ *           set of nodes), each by submit time plus 4x their estimate
  *           capped at 12 h, then the rest, in submit order.
  *  place:   best fit on free whole GPUs (so big nodes stay whole) or on
  *           the tightest partly used GPU for a share; among candidates,
@@ -103,6 +105,8 @@ static int tarmac_prepare(struct ctx *c)
     if (!c->evicted)
         return TM_ENOMEM;
     tarmac_queue_inputs(c);
+    if (sched_late_init(c) < 0)
+        return TM_ENOMEM;
     return sched_buckets_init(c);
 }
 

@@ -788,6 +788,43 @@ static void test_aged_narrow_order(void **state)
     tm_sched_result_release(&r);
 }
 
+/* Aged narrow jobs that one node serves one at a time, bound 48 h: A
+ * (47.5 h old, 20 h) can still start now, but B and C (36 and 35 h old,
+ * 2 h each) would then both start past the bound; in submit order moved
+ * by estimate A is first (moved by the 12 h cap, B and C by 8 h).
+ * Moore-Hodgson (late.c) marks A late anyway: B first, then C, and A at
+ * 4 h: one job past the bound instead of two. */
+static void test_aged_late_anyway(void **state)
+{
+    int64_t now = 100 * H;
+    struct tm_sched_node n[2] = {{.id = 1, .cpu_milli = 16000, .memory_mib = 65536, .gpus = 1, .model = 0,
+                                  .schedulable = true},
+                                 node8(2, 1)};
+    struct tm_sched_alloc a[1] = {hold(1, 0xff, now + 10 * H)};
+    struct tm_sched_job j[3] = {job(1, now - 47 * H - H / 2, 1, 20 * H), job(2, now - 36 * H, 1, 2 * H),
+                                job(3, now - 35 * H, 1, 2 * H)};
+    struct tm_sched_result r = {0};
+
+    (void)state;
+    for (int k = 0; k < 3; k++) {
+        j[k].cpu_milli = 12000;
+        j[k].model_mask = 1u << 0;
+    }
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 3, n, 2, a, 1, now, &r), 0);
+    assert_int_equal(placed_node(&r, 1), 0);
+    assert_int_equal(placed_node(&r, 0), -1);
+    assert_int_equal(placed_node(&r, 2), -1);
+    tm_sched_result_release(&r);
+    /* With only a younger job (26 h old, due to start by 22 h) nobody
+     * passes the bound with A first: A is not marked, and goes first. */
+    j[1] = j[2];
+    j[1].submit_ms = now - 26 * H;
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 2, n, 2, a, 1, now, &r), 0);
+    assert_int_equal(placed_node(&r, 0), 0);
+    assert_int_equal(placed_node(&r, 1), -1);
+    tm_sched_result_release(&r);
+}
+
 /* Aged jobs tied to few nodes by size alone (no model_mask: 120 cores fit
  * only the 128-core node, 8 of 40 GPUs) go before aged flexible ones. */
 static void test_aged_tied_order(void **state)
@@ -1095,6 +1132,7 @@ int main(void)
         cmocka_unit_test(test_drain_cap),
         cmocka_unit_test(test_flexible_limit),
         cmocka_unit_test(test_aged_narrow_order),
+        cmocka_unit_test(test_aged_late_anyway),
         cmocka_unit_test(test_aged_tied_order),
         cmocka_unit_test(test_align_ends),
         cmocka_unit_test(test_elastic_prefers_rank),
