@@ -151,6 +151,28 @@ static void test_replay_hand(void **state)
     t.jobs = NULL;
 }
 
+/* A trace of one G2 node and n small inference jobs named j0..: 1 core,
+ * 1 GiB each, the rest (GPUs, times) left to the test. */
+static void one_node_trace(struct tm_trace *t, struct tm_trace_node *node, struct tm_trace_job *jobs,
+                           int n)
+{
+    memset(jobs, 0, (size_t)n * sizeof(*jobs));
+    snprintf(t->models[0], sizeof(t->models[0]), "G2");
+    t->nmodels = 1;
+    t->nodes = node;
+    t->nnodes = 1;
+    for (int i = 0; i < n; i++) {
+        struct tm_trace_job *j = &jobs[i];
+        snprintf(j->name, sizeof(j->name), "j%d", i);
+        j->cpu_milli = 1000;
+        j->memory_mib = 1024;
+        j->qos = TM_QOS_LS;
+        j->klass = TM_CLASS_INFERENCE;
+    }
+    t->jobs = jobs;
+    t->njobs = (size_t)n;
+}
+
 /* The two readings of idle-while-waiting.  One 2-GPU node.  A runs 2 h on
  * one GPU as an 810-milli share; B (two whole GPUs) and C (an 810-milli
  * share) then wait for it under fifo (B heads the queue).  The model
@@ -168,18 +190,9 @@ static void test_replay_idle_fit(void **state)
                                    .since_ms = -1, .max_runtime_ms = -1, .seed = 1};
 
     (void)state;
-    memset(jobs, 0, sizeof(jobs));
-    snprintf(t.models[0], sizeof(t.models[0]), "G2");
-    t.nmodels = 1;
-    t.nodes = &node;
-    t.nnodes = 1;
+    one_node_trace(&t, &node, jobs, 3);
     for (int i = 0; i < 3; i++) {
         struct tm_trace_job *j = &jobs[i];
-        snprintf(j->name, sizeof(j->name), "j%d", i);
-        j->cpu_milli = 1000;
-        j->memory_mib = 1024;
-        j->qos = TM_QOS_LS;
-        j->klass = TM_CLASS_INFERENCE;
         j->submit_ms = i * 1000;
         j->start_ms = j->submit_ms;
         j->end_ms = j->start_ms + 600000;
@@ -189,8 +202,6 @@ static void test_replay_idle_fit(void **state)
     jobs[1].gpus = 2;
     jobs[1].gpu_milli = 1000;
     jobs[2].gpu_milli = 810;
-    t.jobs = jobs;
-    t.njobs = 3;
     assert_int_equal(tm_replay_time(&t, &cfg, &st), 0);
     assert_int_equal(st.unfinished, 0);
     /* model reading: 1.19 GPUs free for ~2 h while B waits */
@@ -229,20 +240,9 @@ static void test_replay_window_idle(void **state)
     const int64_t h = 3600000;
 
     (void)state;
-    memset(jobs, 0, sizeof(jobs));
-    snprintf(t.models[0], sizeof(t.models[0]), "G2");
-    t.nmodels = 1;
-    t.nodes = &node;
-    t.nnodes = 1;
-    for (int i = 0; i < 4; i++) {
-        struct tm_trace_job *j = &jobs[i];
-        snprintf(j->name, sizeof(j->name), "j%d", i);
-        j->cpu_milli = 1000;
-        j->memory_mib = 1024;
-        j->qos = TM_QOS_LS;
-        j->klass = TM_CLASS_INFERENCE;
-        j->gpu_milli = 100;
-    }
+    one_node_trace(&t, &node, jobs, 4);
+    for (int i = 0; i < 4; i++)
+        jobs[i].gpu_milli = 100;
     jobs[0].gpu_milli = 810;
     jobs[0].end_ms = 4 * h;
     jobs[1].submit_ms = 1000;
@@ -256,8 +256,6 @@ static void test_replay_window_idle(void **state)
         if (i > 0)
             jobs[i].end_ms = jobs[i].start_ms + h / 6;
     }
-    t.jobs = jobs;
-    t.njobs = 4;
     for (int p = 0; p < 2; p++) {
         double idle, sum;
         cfg.policy = p == 0 ? TM_POLICY_FIFO : TM_POLICY_BACKFILL;

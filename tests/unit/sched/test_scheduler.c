@@ -24,6 +24,13 @@ static struct tm_sched_node node8(int64_t id, int32_t model)
                                   .model = model, .schedulable = true};
 }
 
+/* One GPU of model 0 and 16 cores, like openb's small P100 nodes. */
+static struct tm_sched_node p100_like(int64_t id)
+{
+    return (struct tm_sched_node){.id = id, .cpu_milli = 16000, .memory_mib = 65536, .gpus = 1,
+                                  .model = 0, .schedulable = true};
+}
+
 static struct tm_sched_job job(int64_t id, int64_t submit, int32_t gpus, int64_t est)
 {
     return (struct tm_sched_job){.id = id, .submit_ms = submit, .estimate_ms = est, .cpu_milli = 1000,
@@ -581,9 +588,7 @@ static void random_case(uint64_t seed, struct tm_sched_job **ret_j, size_t *nj,
 static void test_narrow_reserved_at_once(void **state)
 {
     int64_t now = 100 * H;
-    struct tm_sched_node n[2] = {{.id = 1, .cpu_milli = 16000, .memory_mib = 65536, .gpus = 1, .model = 0,
-                                  .schedulable = true},
-                                 node8(2, 1)};
+    struct tm_sched_node n[2] = {p100_like(1), node8(2, 1)};
     struct tm_sched_alloc a[2] = {{.job_id = 900, .node = 0, .gpu_mask = 1, .gpu_milli = 500, .cpu_milli = 4000,
                                    .memory_mib = 1024, .end_ms = now + H},
                                   hold(1, 0xff, now + 10 * H)};
@@ -747,9 +752,7 @@ static void test_flexible_limit(void **state)
 static void test_aged_narrow_order(void **state)
 {
     int64_t now = 100 * H;
-    struct tm_sched_node n[2] = {{.id = 1, .cpu_milli = 16000, .memory_mib = 65536, .gpus = 1, .model = 0,
-                                  .schedulable = true},
-                                 node8(2, 1)};
+    struct tm_sched_node n[2] = {p100_like(1), node8(2, 1)};
     struct tm_sched_alloc a[1] = {hold(1, 0xff, now + 10 * H)};
     struct tm_sched_job j[2] = {job(1, now - 30 * H, 1, H), job(2, now - 25 * H, 1, H)};
     struct tm_sched_result r = {0};
@@ -797,9 +800,7 @@ static void test_aged_narrow_order(void **state)
 static void test_aged_late_anyway(void **state)
 {
     int64_t now = 100 * H;
-    struct tm_sched_node n[2] = {{.id = 1, .cpu_milli = 16000, .memory_mib = 65536, .gpus = 1, .model = 0,
-                                  .schedulable = true},
-                                 node8(2, 1)};
+    struct tm_sched_node n[2] = {p100_like(1), node8(2, 1)};
     struct tm_sched_alloc a[1] = {hold(1, 0xff, now + 10 * H)};
     struct tm_sched_job j[3] = {job(1, now - 47 * H - H / 2, 1, 20 * H), job(2, now - 36 * H, 1, 2 * H),
                                 job(3, now - 35 * H, 1, 2 * H)};
