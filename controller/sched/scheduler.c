@@ -290,12 +290,21 @@ static int blocked(struct ctx *c, int32_t j, struct sched_pass *ps, bool resbloc
      * refusing one, fits nowhere: the same scan without the reservations
      * would find nothing either (unless sched_reserve() moved the
      * capacity indexes since).  Most of a deep queue ends here. */
-    if (resblocked)
-        sched_note(c, j, TM_SCHED_WAIT_RESERVATION, -1, 0, "would delay a reserved job");
-    else if ((c->needs[j].nodes > 1 || tried) && sched_fits_anywhere(c, j))
-        sched_note(c, j, TM_SCHED_WAIT_RESERVATION, -1, 0, "room only where a reservation needs it");
-    else
-        sched_note(c, j, TM_SCHED_WAIT_CAPACITY, -1, 0, "no room now on an acceptable node");
+    {
+        enum tm_sched_verdict v = TM_SCHED_WAIT_CAPACITY;
+        const char *why = "no room now on an acceptable node";
+        if (resblocked) {
+            v = TM_SCHED_WAIT_RESERVATION;
+            why = "would delay a reserved job";
+        } else if ((c->needs[j].nodes > 1 || tried) && sched_fits_anywhere(c, j)) {
+            v = TM_SCHED_WAIT_RESERVATION;
+            why = "room only where a reservation needs it";
+        }
+        if (c->late && c->late[j]) /* tarmac (late.c): say why an aged job is not first */
+            why = "aged, past the bound whatever the order: waits behind the jobs of its nodes that can "
+                  "still make it";
+        sched_note(c, j, v, -1, 0, why);
+    }
     if (ps->first_blocked < 0)
         ps->first_blocked = j;
     return 0;

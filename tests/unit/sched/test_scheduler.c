@@ -815,6 +815,9 @@ static void test_aged_late_anyway(void **state)
     assert_int_equal(placed_node(&r, 1), 0);
     assert_int_equal(placed_node(&r, 0), -1);
     assert_int_equal(placed_node(&r, 2), -1);
+    /* the decision says why the oldest job is not first */
+    assert_non_null(strstr(r.notes[0].why, "past the bound whatever the order"));
+    assert_null(strstr(r.notes[2].why, "whatever the order"));
     tm_sched_result_release(&r);
     /* With only a younger job (26 h old, due to start by 22 h) nobody
      * passes the bound with A first: A is not marked, and goes first. */
