@@ -180,8 +180,8 @@ int sched_late_init(struct ctx *c)
             const struct tm_sched_job *jb = &in->jobs[v[b].j];
             int64_t est = jb->estimate_ms > 0 ? jb->estimate_ms : dflt;
             v[b].set = set;
-            /* no node holds it: sched_tied() said so on the models' sizes;
-             * it never starts, so it is never late for the others */
+            /* no node holds it (need.nomatch): it never starts, so it
+             * takes no time from the others */
             v[b].work = copies > 0 ? (double)est * (double)v[b].nd.nodes / copies : 0;
         }
     }
