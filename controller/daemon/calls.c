@@ -28,6 +28,18 @@ void tm_crash_point(const char *name)
     }
 }
 
+void tm_stall_point(const char *name)
+{
+    const char *want = getenv("TARMAC_STALL_POINT"), *ms = getenv("TARMAC_STALL_MS");
+    if (want && strcmp(want, name) == 0) {
+        long n = ms ? strtol(ms, NULL, 10) : 0;
+        tm_log_warn("stall point reached: sleeping", "point=%s ms=%ld", name, n);
+        unsetenv("TARMAC_STALL_POINT"); /* once */
+        if (n > 0)
+            uv_sleep((unsigned)n);
+    }
+}
+
 /* ---- in-flight sets ---------------------------------------------------- */
 
 static bool launching_has(struct tm_calls *calls, int64_t node)

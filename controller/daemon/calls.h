@@ -120,5 +120,9 @@ size_t tm_calls_shortages(struct tm_calls *calls, int64_t now_ms, struct tm_live
  *   after_launch  the cloud made the instance, its id not yet recorded
  * Unset in production: getenv is the whole cost. */
 void tm_crash_point(const char *name);
+/* The same for a stall: TARMAC_STALL_POINT=NAME blocks the loop thread
+ * TARMAC_STALL_MS milliseconds there, once (a SIGSTOP at a chosen place):
+ *   apply_reply   the plan committed and its reply read, nothing done yet */
+void tm_stall_point(const char *name);
 
 #endif

@@ -83,6 +83,7 @@ struct tm_controller {
     bool tick_running;
     int64_t tick_started_real;
     uint64_t tick_started_ns;       /* uv_hrtime() at the tick's start */
+    uint64_t apply_sent_ns;         /* uv_hrtime() when the plan's write was sent */
     bool pass_begun;                /* this tick led: its duration is observed */
     uint64_t started_real;
     unsigned validations_pending;   /* provider checks before the first tick */
@@ -145,6 +146,21 @@ static void on_applied(int status, const cJSON *result, const char *err, const c
             tm_log_error("could not apply plan, will retry next tick", "error=\"%s\"",
                          err ? err : tm_strerror(status));
         }
+        end_pass(ctl);
+        return;
+    }
+    /* The database commits a plan whether or not the process that sent it
+     * is still running: a leader stopped (SIGSTOP, a stall) between the
+     * write and its reply reads the reply after its lease ran out, when a
+     * standby may lead and carry out the same rows.  Past half the lease
+     * since the write was sent, the lease may have lapsed by now: the
+     * committed plan is left to the next pass, ours if we still lead, as
+     * after a crash at after_apply (its launch tokens are in the rows). */
+    tm_stall_point("apply_reply");
+    uint64_t waited_ms = (uv_hrtime() - ctl->apply_sent_ns) / 1000000u;
+    if ((int64_t)waited_ms >= ctl->lease_ms / 2) {
+        tm_log_warn("plan committed, its reply came late: carried out by the next pass",
+                    "waited_ms=%" PRIu64 " lease_ms=%" PRId64, waited_ms, ctl->lease_ms);
         end_pass(ctl);
         return;
     }
@@ -233,6 +249,7 @@ static void reconcile_done(uv_work_t *w, int status)
         end_pass(ctl);
         return;
     }
+    ctl->apply_sent_ns = uv_hrtime();
     r = tm_store_apply_renew(ctl->pool, ctl->epoch, ctl->now_ms, ctl->lease_ms, ctl->plan.actions,
                              on_applied, ctl);
     if (r < 0) {
