@@ -319,6 +319,10 @@ bool sched_fits_anywhere(struct ctx *c, int32_t j);
 /* tarmac: marks c->late for the aged jobs tied to few nodes that pass the
  * bound whatever the order (late.c).  0 or TM_ENOMEM. */
 int sched_late_init(struct ctx *c);
+/* Whether sched_late_init() marked job j (an aged tied job) late anyway. */
+bool sched_late(const struct ctx *c, int32_t j);
+/* The estimate a job without one is read as (params.default_estimate_ms). */
+int64_t sched_default_estimate_ms(const struct tm_sched_params *p);
 
 /* Order keys (order.c): sched_order() fills keys[0..njobs) with the
  * policy's order hook and sorts them. */

@@ -148,8 +148,7 @@ static int32_t heap_pop(int32_t *hp, size_t *n, const struct lj *v)
 int sched_late_init(struct ctx *c)
 {
     const struct tm_sched_input *in = c->in;
-    int64_t dflt = in->params.default_estimate_ms > 0 ? in->params.default_estimate_ms
-                                                      : TM_SCHED_DEFAULT_ESTIMATE_MS;
+    int64_t dflt = sched_default_estimate_ms(&in->params);
     int64_t bound = tm_sched_starvation_ms(&in->params);
     struct lj *v = NULL;
     int32_t *hp = NULL;
@@ -204,4 +203,9 @@ out:
     free(v);
     free(hp);
     return r;
+}
+
+bool sched_late(const struct ctx *c, int32_t j)
+{
+    return c->late && c->late[j];
 }

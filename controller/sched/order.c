@@ -72,9 +72,14 @@ static void order_aged(const struct ctx *c, int32_t j, int64_t dflt, struct okey
 
     k->k[0] = 0;
     k->k[1] = few ? 0 : 1;
-    k->k[2] = few && c->late ? c->late[j] : 0;
+    k->k[2] = sched_late(c, j);
     k->k[3] = jb->submit_ms + (few ? narrow_shift(est) : 0);
     k->k[4] = jb->id;
+}
+
+int64_t sched_default_estimate_ms(const struct tm_sched_params *p)
+{
+    return p->default_estimate_ms > 0 ? p->default_estimate_ms : TM_SCHED_DEFAULT_ESTIMATE_MS;
 }
 
 int64_t tm_sched_starvation_ms(const struct tm_sched_params *p)
@@ -104,7 +109,7 @@ int64_t tm_sched_tarmac_lead_ms(const struct tm_sched_params *p, const struct tm
                                 bool constrained)
 {
     int64_t short_ms = p->short_ms > 0 ? p->short_ms : TM_SCHED_SHORT_DEFAULT_MS;
-    int64_t dflt = p->default_estimate_ms > 0 ? p->default_estimate_ms : TM_SCHED_DEFAULT_ESTIMATE_MS;
+    int64_t dflt = sched_default_estimate_ms(p);
     int64_t est = jb->estimate_ms > 0 ? jb->estimate_ms : dflt;
     bool gapfill = est < short_ms && (jb->klass == TM_CLASS_EVAL || jb->klass == TM_CLASS_PREPROCESS ||
                                       jb->klass == TM_CLASS_INFERENCE);
@@ -122,8 +127,7 @@ void sched_order_tarmac(const struct ctx *c, int32_t j, struct okey *k)
     const struct tm_sched_input *in = c->in;
     const struct tm_sched_job *jb = &in->jobs[j];
     const struct need *nd = &c->needs[j];
-    int64_t dflt = in->params.default_estimate_ms > 0 ? in->params.default_estimate_ms
-                                                      : TM_SCHED_DEFAULT_ESTIMATE_MS;
+    int64_t dflt = sched_default_estimate_ms(&in->params);
 
     if (sched_is_urgent(c, j)) {
         order_aged(c, j, dflt, k);

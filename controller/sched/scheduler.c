@@ -300,7 +300,7 @@ static int blocked(struct ctx *c, int32_t j, struct sched_pass *ps, bool resbloc
             v = TM_SCHED_WAIT_RESERVATION;
             why = "room only where a reservation needs it";
         }
-        if (c->late && c->late[j]) /* tarmac (late.c): say why an aged job is not first */
+        if (sched_late(c, j)) /* tarmac (late.c): say why an aged job is not first */
             why = "aged, past the bound whatever the order: waits behind the jobs of its nodes that can "
                   "still make it";
         sched_note(c, j, v, -1, 0, why);

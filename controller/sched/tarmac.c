@@ -188,7 +188,7 @@ static const char *tarmac_why_placed(const struct ctx *c, int32_t j, const struc
     const struct need *nd = &c->needs[j];
 
     (void)ps;
-    if (sched_is_urgent(c, j) && c->late && c->late[j])
+    if (sched_late(c, j))
         return "aged, past the bound whatever the order: placed after the jobs of its nodes that can still make it";
     if (sched_is_urgent(c, j))
         return "aged past half the starvation bound, placed first";
@@ -203,7 +203,7 @@ static const char *tarmac_why_placed(const struct ctx *c, int32_t j, const struc
 
 static const char *tarmac_why_reserved(const struct ctx *c, int32_t j)
 {
-    if (sched_is_urgent(c, j) && c->late && c->late[j])
+    if (sched_late(c, j))
         return "aged, past the bound whatever the order: reserved after the jobs of its nodes that can "
                "still make it";
     return sched_is_urgent(c, j) ? "aged: reserved at the earliest expected start"
