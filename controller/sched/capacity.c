@@ -10,10 +10,10 @@
  *    largest free share, CPU, memory, OR of model bits per subtree) finds
  *    that node in O(log N) in the common case: a subtree whose maxima
  *    cannot hold the job is skipped whole.
- *  - best fit (tarmac) keeps nodes in intrusive lists by (GPU model, free
- *    whole GPUs), and GPUs with a partial share free in lists by (model,
- *    free milli) with a bitmap of the non-empty ones, so the tightest fit
- *    is a few word scans away.
+ *  - best fit (tarmac) keeps nodes by (GPU model, free whole GPUs), and
+ *    GPUs with a partial share free by (model, free milli) with a bitmap
+ *    of the non-empty ones, so the tightest fit is a few word scans away
+ *    (buckets.c).
  */
 #include "controller/sched/scheduler.h"
 
@@ -237,152 +237,22 @@ void sched_nst_from_footprint(struct nst *s, const struct tm_sched_footprint *fp
     }
 }
 
-/* ---------- best-fit buckets ---------- */
+/* ---------- the policy's index ---------- */
 
-/* Bucket 0 (no whole GPU free) is never read (best_node() starts at one
- * free GPU): a node there is in no list.  wbits[slot] has bit k set while
- * bucket k is not empty, so that a search skips the empty ones. */
-static void wlist_add(struct ctx *c, int32_t i)
-{
-    const struct nst *s = &c->ns[i];
-    int32_t *head;
-
-    if (!s->ok || s->mslot < 0 || s->full == 0)
-        return;
-    head = &c->whead[s->mslot * (TM_NODE_GPUS_MAX + 1) + s->full];
-    c->wprev[i] = -1;
-    c->wnext[i] = *head;
-    if (*head >= 0)
-        c->wprev[*head] = i;
-    *head = i;
-    c->wbits[s->mslot] |= 1u << s->full;
-}
-
-static void wlist_del(struct ctx *c, int32_t i)
-{
-    const struct nst *s = &c->ns[i];
-
-    if (!s->ok || s->mslot < 0 || s->full == 0)
-        return;
-    if (c->wprev[i] >= 0)
-        c->wnext[c->wprev[i]] = c->wnext[i];
-    else if ((c->whead[s->mslot * (TM_NODE_GPUS_MAX + 1) + s->full] = c->wnext[i]) < 0)
-        c->wbits[s->mslot] &= ~(1u << s->full);
-    if (c->wnext[i] >= 0)
-        c->wprev[c->wnext[i]] = c->wprev[i];
-}
-
-static void plist_add(struct ctx *c, int32_t i, int g)
-{
-    const struct nst *s = &c->ns[i];
-    int32_t id = i * TM_NODE_GPUS_MAX + g;
-    int f = s->free[g];
-    int32_t *head;
-
-    if (!s->ok || s->mslot < 0 || f <= 0 || f >= MILLI)
-        return;
-    head = &c->phead[s->mslot * MILLI + f];
-    c->pprev[id] = -1;
-    c->pnext[id] = *head;
-    if (*head >= 0)
-        c->pprev[*head] = id;
-    *head = id;
-    c->pbits[s->mslot * 16 + f / 64] |= 1ull << (f % 64);
-}
-
-static void plist_del(struct ctx *c, int32_t i, int g)
-{
-    const struct nst *s = &c->ns[i];
-    int32_t id = i * TM_NODE_GPUS_MAX + g;
-    int f = s->free[g];
-    int32_t *head;
-
-    if (!s->ok || s->mslot < 0 || f <= 0 || f >= MILLI)
-        return;
-    head = &c->phead[s->mslot * MILLI + f];
-    if (c->pprev[id] >= 0)
-        c->pnext[c->pprev[id]] = c->pnext[id];
-    else
-        *head = c->pnext[id];
-    if (c->pnext[id] >= 0)
-        c->pprev[c->pnext[id]] = c->pprev[id];
-    if (*head < 0)
-        c->pbits[s->mslot * 16 + f / 64] &= ~(1ull << (f % 64));
-}
-
-/* Whether node i has a GPU partly used (only those are in the share
- * lists): not when none is free or all are.  Most nodes of a busy fleet
- * are one or the other, and the lists were rebuilt GPU by GPU at every
- * pass (an eighth of a tarmac replay at 1,000,000 jobs, perf). */
-static bool has_partial(const struct nst *s)
-{
-    return s->maxfree > 0 && s->full < s->gpus;
-}
-
+/* The index of the policy in step with node i's state (best-fit buckets:
+ * buckets.c; else the first-fit tree, once changed). */
 static void index_del(struct ctx *c, int32_t i)
 {
-    if (!c->buckets)
-        return;
-    wlist_del(c, i);
-    if (has_partial(&c->ns[i]))
-        for (int g = 0; g < c->ns[i].gpus; g++)
-            plist_del(c, i, g);
+    if (c->buckets)
+        sched_buckets_del(c, i);
 }
 
 static void index_add(struct ctx *c, int32_t i)
 {
-    if (c->buckets) {
-        wlist_add(c, i);
-        if (has_partial(&c->ns[i]))
-            for (int g = 0; g < c->ns[i].gpus; g++)
-                plist_add(c, i, g);
-    } else {
+    if (c->buckets)
+        sched_buckets_add(c, i);
+    else
         tree_update(c, (size_t)i);
-    }
-}
-
-int sched_buckets_init(struct ctx *c)
-{
-    size_t ns = (size_t)(c->t.nslots > 0 ? c->t.nslots : 1);
-
-    c->whead = malloc(ns * (TM_NODE_GPUS_MAX + 1) * sizeof(*c->whead));
-    c->wbits = calloc(ns, sizeof(*c->wbits));
-    c->phead = malloc(ns * MILLI * sizeof(*c->phead));
-    c->pbits = calloc(ns * 16, sizeof(*c->pbits));
-    c->wnext = malloc((c->nn + 1) * sizeof(*c->wnext));
-    c->wprev = malloc((c->nn + 1) * sizeof(*c->wprev));
-    c->pnext = malloc((c->nn + 1) * TM_NODE_GPUS_MAX * sizeof(*c->pnext));
-    c->pprev = malloc((c->nn + 1) * TM_NODE_GPUS_MAX * sizeof(*c->pprev));
-    if (!c->whead || !c->wbits || !c->phead || !c->pbits || !c->wnext || !c->wprev || !c->pnext || !c->pprev)
-        return TM_ENOMEM;
-    memset(c->whead, 0xff, ns * (TM_NODE_GPUS_MAX + 1) * sizeof(*c->whead));
-    memset(c->phead, 0xff, ns * MILLI * sizeof(*c->phead));
-    c->buckets = true;
-    /* Insert in reverse so that each list starts with the lowest index:
-     * ties then go to the lowest node, which keeps the pass deterministic
-     * and easy to read in a test. */
-    for (size_t i = c->nn; i-- > 0;)
-        index_add(c, (int32_t)i);
-    return 0;
-}
-
-/* First set bit at or above `from` in a model slot's 1000-bit map, or -1. */
-int sched_pbits_next(const struct ctx *c, int slot, int from)
-{
-    const uint64_t *b = &c->pbits[slot * 16];
-
-    if (from < 1)
-        from = 1;
-    for (int w = from / 64; w < 16; w++) {
-        uint64_t v = b[w];
-        if (w == from / 64)
-            v &= ~0ull << (from % 64);
-        if (v) {
-            int f = w * 64 + __builtin_ctzll(v);
-            return f < MILLI ? f : -1;
-        }
-    }
-    return -1;
 }
 
 /* ---------- applying placements ---------- */

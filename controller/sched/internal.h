@@ -125,10 +125,16 @@ struct ctx {
     int64_t *tmem;
     uint64_t *tmod;
 
-    /* best-fit buckets (tarmac) */
+    /* best-fit buckets (tarmac, buckets.c): with a node cache the nodes as
+     * loaded in bk and those the pass changed in front lists (whead,
+     * phead); without one every node in the lists */
     bool buckets;
+    struct sched_buckets *bk; /* the node cache's; NULL: all in the lists */
+    uint8_t *fronted;        /* per node: changed in this pass, out of bk */
+    int32_t *front;          /* those nodes, nfront of them */
+    size_t nfront;
     int32_t *whead; /* nslots * (TM_NODE_GPUS_MAX + 1) */
-    uint32_t *wbits; /* nslots: bit k while whead[slot][k] is not empty */
+    uint32_t *wbits; /* nslots: bit k while bucket [slot][k] is not empty */
     int32_t *wnext, *wprev;
     int32_t *phead; /* nslots * MILLI */
     int32_t *pnext, *pprev; /* per node * TM_NODE_GPUS_MAX */
@@ -279,7 +285,37 @@ bool sched_nst_fits(const struct nst *s, const struct need *nd);
 uint32_t sched_pick_gpus(const struct nst *s, const struct need *nd, bool tight);
 int sched_tree_init(struct ctx *c);
 int64_t sched_tree_find(const struct ctx *c, size_t from, const struct need *nd);
+
+/* The best-fit buckets (buckets.c).  init builds them for the pass, or
+ * takes the node cache's; del and add keep them in step around a change
+ * of node i (capacity.c); return, at the end of a pass on the cache's
+ * nodes once their states are back, puts the changed nodes back. */
+struct sched_buckets;
+struct bvec;
 int sched_buckets_init(struct ctx *c);
+void sched_buckets_del(struct ctx *c, int32_t i);
+void sched_buckets_add(struct ctx *c, int32_t i);
+void sched_buckets_return(struct ctx *c);
+void sched_buckets_release(struct ctx *c);
+void sched_buckets_free(struct sched_buckets *b);
+/* Node i (state s) out of, or into, a cache's buckets (node_cache.c). */
+void sched_buckets_node_out(struct sched_buckets *b, const struct nst *s, int32_t i);
+void sched_buckets_node_in(struct sched_buckets *b, const struct nst *s, int32_t i);
+bool sched_buckets_equal(const struct sched_buckets *a, const struct nst *ns, size_t nn);
+/* The node cache's slot for its buckets, NULL without one. */
+struct sched_buckets **sched_node_cache_buckets(struct ctx *c);
+/* A bucket in its order: the nodes (whole GPUs) or GPU ids, node *
+ * TM_NODE_GPUS_MAX + GPU (shares), that the pass changed, the last first,
+ * then the rest ascending; -1 at the end. */
+struct sched_biter {
+    const struct ctx *c;
+    const struct bvec *vec;
+    int32_t cur, at;
+    bool front, gpus;
+};
+int32_t sched_witer_first(const struct ctx *c, int slot, int k, struct sched_biter *it);
+int32_t sched_piter_first(const struct ctx *c, int slot, int f, struct sched_biter *it);
+int32_t sched_biter_next(struct sched_biter *it);
 int sched_pbits_next(const struct ctx *c, int slot, int from);
 void sched_node_take(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, const struct need *nd);
 void sched_node_give(struct ctx *c, int32_t i, uint32_t mask, int32_t milli, const struct need *nd);

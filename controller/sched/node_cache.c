@@ -13,6 +13,11 @@
  * load against a fresh one (scheduler.c), so a caller that misses a touch,
  * or a change the pass does not save, fails its tests instead of
  * scheduling on stale capacity.
+ *
+ * Beside the nodes it keeps their best-fit buckets (buckets.c) as loaded:
+ * a touched node moves between them when it is read again, and a node the
+ * pass changed goes back into them when its state does.  Debug builds
+ * check those against a fresh build as well (sched_buckets_init()).
  */
 #include "controller/sched/scheduler.h"
 
@@ -38,6 +43,9 @@ struct tm_sched_node_cache {
     int32_t *undo_node;
     struct nst *undo;
     size_t nundo;
+    /* The best-fit buckets of ns as loaded (buckets.c), once a pass
+     * built them; NULL until then. */
+    struct sched_buckets *bk;
 };
 
 int tm_sched_node_cache_new(size_t nnodes, struct tm_sched_node_cache **ret)
@@ -82,6 +90,7 @@ void tm_sched_node_cache_free(struct tm_sched_node_cache *nc)
     free(nc->saved);
     free(nc->undo_node);
     free(nc->undo);
+    sched_buckets_free(nc->bk);
     free(nc);
 }
 
@@ -97,7 +106,9 @@ static void refresh(struct tm_sched_node_cache *nc, const struct tm_sched_footpr
 {
     struct nst *s = &nc->ns[i];
 
+    sched_buckets_node_out(nc->bk, s, (int32_t)i);
     sched_nst_from_footprint(s, fp, i);
+    sched_buckets_node_in(nc->bk, s, (int32_t)i);
     if (s->ok && s->mslot >= 0)
         nc->t.slot_free[s->mslot] += fp->gpu_free_sum[i] - nc->sum[i];
     nc->sum[i] = fp->gpu_free_sum[i];
@@ -137,6 +148,11 @@ void sched_node_save(struct ctx *c, int32_t i)
     nc->undo[nc->nundo++] = nc->ns[i];
 }
 
+struct sched_buckets **sched_node_cache_buckets(struct ctx *c)
+{
+    return c->ns_cache ? &c->ns_cache->bk : NULL;
+}
+
 void sched_node_cache_return(struct ctx *c)
 {
     struct tm_sched_node_cache *nc = c->ns_cache;
@@ -144,6 +160,7 @@ void sched_node_cache_return(struct ctx *c)
     for (size_t k = 0; k < nc->nundo; k++)
         nc->ns[nc->undo_node[k]] = nc->undo[k];
     nc->nundo = 0;
+    sched_buckets_return(c);
     c->ns = NULL;
     c->ns_cache = NULL;
 }
@@ -157,6 +174,8 @@ void sched_node_cache_store(const struct ctx *c)
     if (!nc || !fp->gpus_full || nc->nn != in->nnodes)
         return;
     memcpy(nc->ns, c->ns, nc->nn * sizeof(*nc->ns));
+    sched_buckets_free(nc->bk); /* of the nodes as they were */
+    nc->bk = NULL;
     for (size_t i = 0; i < nc->nn; i++)
         nc->sum[i] = fp->gpu_free_sum[i];
     nc->t = c->t;

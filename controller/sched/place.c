@@ -291,8 +291,9 @@ static int32_t best_node(struct ctx *c, int32_t j, bool respect, uint32_t *ret_m
             int f;
             for (f = sched_pbits_next(c, s, nd->milli); f > 0 && !got && scanned < SCAN_MAX;
                  f = sched_pbits_next(c, s, f + 1)) {
-                for (int32_t id = c->phead[s * MILLI + f]; id >= 0 && scanned < SCAN_MAX;
-                     id = c->pnext[id]) {
+                struct sched_biter it;
+                for (int32_t id = sched_piter_first(c, s, f, &it); id >= 0 && scanned < SCAN_MAX;
+                     id = sched_biter_next(&it)) {
                     int32_t i = id / TM_NODE_GPUS_MAX;
                     uint32_t mask = 1u << (id % TM_NODE_GPUS_MAX);
                     bool gap, loan;
@@ -321,9 +322,10 @@ static int32_t best_node(struct ctx *c, int32_t j, bool respect, uint32_t *ret_m
         for (uint32_t kb = c->wbits[s] & (~0u << (nd->gpus > 0 ? nd->gpus : 1)); kb && found_levels < 2;
              kb &= kb - 1) {
             int k = __builtin_ctz(kb), scanned = 0, took = 0;
+            struct sched_biter it;
             int32_t i;
-            for (i = c->whead[s * (TM_NODE_GPUS_MAX + 1) + k];
-                 i >= 0 && scanned < SCAN_MAX && took < CAND_PER_BUCKET; i = c->wnext[i]) {
+            for (i = sched_witer_first(c, s, k, &it); i >= 0 && scanned < SCAN_MAX && took < CAND_PER_BUCKET;
+                 i = sched_biter_next(&it)) {
                 uint32_t mask;
                 bool gap, loan;
                 scanned++;

@@ -369,14 +369,7 @@ static void ctx_release(struct ctx *c)
     free(c->tcpu);
     free(c->tmem);
     free(c->tmod);
-    free(c->whead);
-    free(c->wbits);
-    free(c->wnext);
-    free(c->wprev);
-    free(c->phead);
-    free(c->pnext);
-    free(c->pprev);
-    free(c->pbits);
+    sched_buckets_release(c);
     free(c->astart);
     free(c->aorder);
     free(c->aend);

@@ -47,6 +47,8 @@ struct snap {
     int64_t gend[NODES_MAX], gkept[NODES_MAX];
 };
 
+static void derive(struct snap *s);
+
 /* Nodes of 1-8 GPUs over two models; running jobs placed into their free
  * room (shares and whole GPUs, some preemptible on loan); queued jobs of
  * every kind, some held on a node from an earlier pass. */
@@ -113,6 +115,31 @@ static void random_snap(struct snap *s, uint64_t seed)
         jb->preemptible = rnd(&x) % 3 == 0;
         jb->hold_node = rnd(&x) % 8 == 0 ? 1 + (int32_t)(rnd(&x) % s->nn) : 0;
         jb->hold_start_ms = jb->hold_node ? s->now + (int64_t)(rnd(&x) % 3600000) : 0;
+    }
+    derive(s);
+}
+
+/* The footprint's arrays from the nodes and allocs. */
+static void derive(struct snap *s)
+{
+    memset(s->used, 0, sizeof(s->used));
+    memset(s->nallocs, 0, sizeof(s->nallocs));
+    memset(s->full, 0, sizeof(s->full));
+    memset(s->maxfree, 0, sizeof(s->maxfree));
+    memset(s->freesum, 0, sizeof(s->freesum));
+    for (size_t i = 0; i < s->nn; i++) {
+        s->cpu_free[i] = s->nodes[i].cpu_milli;
+        s->mem_free[i] = s->nodes[i].memory_mib;
+        s->head[i] = -1;
+    }
+    for (size_t a = 0; a < s->na; a++) {
+        const struct tm_sched_alloc *al = &s->allocs[a];
+        int16_t *u = &s->used[al->node * TM_NODE_GPUS_MAX];
+        for (int g = 0; g < TM_NODE_GPUS_MAX; g++)
+            if (al->gpu_mask >> g & 1)
+                u[g] = (int16_t)(u[g] + al->gpu_milli);
+        s->cpu_free[al->node] -= al->cpu_milli;
+        s->mem_free[al->node] -= al->memory_mib;
     }
     /* The lists in an order of their own (the pass must not care). */
     for (size_t a = 0; a < s->na; a++) {
@@ -215,6 +242,93 @@ static void compare(enum tm_sched_policy p, int cases)
         assert_true(reserved > 0);
 }
 
+/* The node cache (struct tm_sched_footprint.cache) over a run of passes,
+ * as the time replay uses it: after each pass its placements start, some
+ * running jobs end and the clock moves; the nodes that changed are
+ * touched.  Every pass decides what a pass without the footprint decides
+ * (debug builds also check the cached nodes and tarmac's kept buckets
+ * against fresh ones at every pass). */
+static void cache_over_passes(enum tm_sched_policy p, int cases, int passes)
+{
+    static struct snap s;
+
+    for (int c = 1; c <= cases; c++) {
+        struct tm_sched_node_cache *nc;
+        uint64_t x = (uint64_t)c * 2654435761u + (uint64_t)p;
+        random_snap(&s, (uint64_t)c + 104729u * (uint64_t)p);
+        assert_int_equal(tm_sched_node_cache_new(s.nn, &nc), 0);
+        for (int pass = 0; pass < passes; pass++) {
+            struct tm_sched_input in = {.jobs = s.jobs, .njobs = s.nj, .nodes = s.nodes, .nnodes = s.nn,
+                                        .allocs = s.allocs, .nallocs = s.na, .now_ms = s.now, .policy = p};
+            struct tm_sched_footprint fp = {.cpu_free = s.cpu_free, .mem_free = s.mem_free,
+                                            .gpu_used = s.used, .node_nallocs = s.nallocs,
+                                            .alloc_head = s.head, .alloc_next = s.next,
+                                            .gpus_full = s.full, .gpu_free_max = s.maxfree,
+                                            .gpu_free_sum = s.freesum, .gpu_end = s.gend,
+                                            .gpu_end_kept = s.gkept, .cache = nc};
+            struct tm_sched_result ref, got;
+            bool gone[JOBS_MAX] = {0};
+            size_t nj = 0;
+            assert_int_equal(tm_sched_run(&in, &ref), 0);
+            in.footprint = &fp;
+            assert_int_equal(tm_sched_run(&in, &got), 0);
+            same_result(&ref, &got);
+            /* The evicted and some others end (from the last: moving the
+             * last alloc into a freed place leaves those before it), then
+             * the placements start. */
+            bool ends[ALLOCS_MAX] = {0};
+            for (size_t k = 0; k < ref.npreemptions; k++)
+                ends[ref.preemptions[k].alloc] = true;
+            for (size_t a = s.na; a-- > 0;)
+                if (ends[a] || rnd(&x) % 6 == 0) {
+                    tm_sched_node_cache_touch(nc, (size_t)s.allocs[a].node);
+                    s.allocs[a] = s.allocs[--s.na];
+                    s.est[a] = s.est[s.na];
+                    s.start[a] = s.start[s.na];
+                }
+            for (size_t k = 0; k < ref.nplacements && s.na < ALLOCS_MAX; k++) {
+                const struct tm_sched_placement *pl = &ref.placements[k];
+                const struct tm_sched_job *jb = &s.jobs[pl->job];
+                s.allocs[s.na] = (struct tm_sched_alloc){
+                    .job_id = 5000 + (int64_t)pass * 100 + (int64_t)k, .node = pl->node,
+                    .gpu_mask = pl->gpu_mask, .gpu_milli = pl->gpu_milli, .cpu_milli = jb->cpu_milli,
+                    .memory_mib = jb->memory_mib, .preemptible = jb->preemptible, .loaned = pl->loaned,
+                    .end_ms = s.now + (jb->estimate_ms > 0 ? jb->estimate_ms : 3600000)};
+                s.est[s.na] = jb->estimate_ms > 0 ? jb->estimate_ms : 3600000;
+                s.start[s.na] = s.now;
+                s.na++;
+                gone[pl->job] = true;
+                tm_sched_node_cache_touch(nc, (size_t)pl->node);
+            }
+            for (size_t j = 0; j < s.nj; j++)
+                if (!gone[j])
+                    s.jobs[nj++] = s.jobs[j];
+            s.nj = nj;
+            s.now += 60000 + (int64_t)(rnd(&x) % 600000);
+            for (size_t a = 0; a < s.na; a++)
+                s.allocs[a].end_ms = s.now + tm_estimate_remaining(s.est[a], s.now - s.start[a]);
+            derive(&s);
+            tm_sched_result_release(&ref);
+            tm_sched_result_release(&got);
+            if (s.nj == 0)
+                break;
+        }
+        tm_sched_node_cache_free(nc);
+    }
+}
+
+static void test_cache_tarmac(void **state)
+{
+    (void)state;
+    cache_over_passes(TM_POLICY_TARMAC, 60, 25);
+}
+
+static void test_cache_backfill(void **state)
+{
+    (void)state;
+    cache_over_passes(TM_POLICY_BACKFILL, 30, 25);
+}
+
 static void test_fifo(void **state)
 {
     (void)state;
@@ -246,6 +360,8 @@ int main(void)
         cmocka_unit_test(test_backfill),
         cmocka_unit_test(test_tarmac),
         cmocka_unit_test(test_multifactor),
+        cmocka_unit_test(test_cache_tarmac),
+        cmocka_unit_test(test_cache_backfill),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

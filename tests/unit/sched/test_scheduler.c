@@ -278,6 +278,42 @@ static void test_fractional_share(void **state)
     }
 }
 
+/* tarmac's ties between equal GPUs: the lowest node first, except that a
+ * node changed earlier in the pass comes before the others (the order of
+ * the best-fit buckets, buckets.c; the replays' results rest on it).
+ * Three one-GPU nodes, each GPU half used; node 2 has one core free.
+ * Shares of 300 milli: the first two ask 4 cores, so node 2 is out: node
+ * 0 (the lowest), then node 1 (node 0 has 200 left).  The third asks 1
+ * core: node 2, the one with 500 left.  A fourth of 150 milli: nodes 0
+ * and 1 have 200 left, both changed in the pass, node 1 last: node 1. */
+static void test_share_ties(void **state)
+{
+    struct tm_sched_node n[3];
+    struct tm_sched_alloc a[3];
+    struct tm_sched_job j[4];
+    struct tm_sched_result r = {0};
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        n[i] = (struct tm_sched_node){.id = 10 + i, .cpu_milli = 16000, .memory_mib = 65536, .gpus = 1,
+                                      .model = 0, .schedulable = true};
+        a[i] = (struct tm_sched_alloc){.job_id = 100 + i, .node = i, .gpu_mask = 0x1, .gpu_milli = 500,
+                                       .cpu_milli = i == 2 ? 15000 : 1000, .memory_mib = 1, .end_ms = 10 * H};
+    }
+    for (int k = 0; k < 4; k++) {
+        j[k] = job(20 + k, k, 0, H);
+        j[k].gpu_milli = k < 3 ? 300 : 150;
+        j[k].cpu_milli = k < 2 ? 4000 : 1000;
+    }
+    assert_int_equal(run(TM_POLICY_TARMAC, j, 4, n, 3, a, 3, 10, &r), 0);
+    assert_int_equal(r.nplacements, 4);
+    assert_int_equal(placed_node(&r, 0), 0);
+    assert_int_equal(placed_node(&r, 1), 1);
+    assert_int_equal(placed_node(&r, 2), 2);
+    assert_int_equal(placed_node(&r, 3), 1);
+    tm_sched_result_release(&r);
+}
+
 /* Gang: two members of 4 GPUs on distinct nodes, or nothing. */
 static void test_gang_all_or_nothing(void **state)
 {
@@ -1125,6 +1161,7 @@ int main(void)
         cmocka_unit_test(test_backfill_must_not_delay),
         cmocka_unit_test(test_fragmentation_keeps_node_whole),
         cmocka_unit_test(test_fractional_share),
+        cmocka_unit_test(test_share_ties),
         cmocka_unit_test(test_gang_all_or_nothing),
         cmocka_unit_test(test_model_constraint),
         cmocka_unit_test(test_starvation_bound),
