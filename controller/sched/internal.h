@@ -175,6 +175,8 @@ struct ctx {
     int64_t *gend;     /* per node: the latest end of its GPU holders
                         * (allocs and linked placements) */
     int64_t *gkept;    /* the same but for preemptible allocs on loan */
+    int32_t *freenow;  /* nodes with no GPU work but loans past now, as */
+    size_t nfreenow;   /* timeline_init() found them (gkept only rises) */
     int32_t *plhead;   /* per node: placements made in this pass */
     int32_t *plnext;   /* per placement */
     size_t plcap_links;

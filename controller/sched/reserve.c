@@ -13,6 +13,7 @@
  */
 #include "controller/sched/scheduler.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -105,6 +106,16 @@ static void timeline_node(struct ctx *c, int32_t i)
     c->aloaded[i] = 1;
 }
 
+/* The nodes whose GPUs hold nothing past now but loans: the only ones
+ * where a job needing a whole node could start now (reserve_cands()). */
+static void note_freenow(struct ctx *c)
+{
+    c->nfreenow = 0;
+    for (size_t i = 0; i < c->nn; i++)
+        if (c->gkept[i] <= c->in->now_ms)
+            c->freenow[c->nfreenow++] = (int32_t)i;
+}
+
 /* The running jobs by node, in input order within a node (a stable
  * counting sort), and each one's expected end.  node_earliest() sorts a
  * node's releases itself, and only for the nodes whose releases by the
@@ -133,8 +144,9 @@ static int timeline_init(struct ctx *c)
     c->gend = malloc((c->nn + 1) * sizeof(*c->gend));
     c->gkept = malloc((c->nn + 1) * sizeof(*c->gkept));
     c->plhead = malloc((c->nn + 1) * sizeof(*c->plhead));
+    c->freenow = malloc((c->nn + 1) * sizeof(*c->freenow));
     if (!c->astart || !c->aorder || !c->aend || !c->asorted || !c->gend || !c->gkept ||
-        !c->plhead)
+        !c->plhead || !c->freenow)
         return TM_ENOMEM;
     memset(c->plhead, 0xff, (c->nn + 1) * sizeof(*c->plhead));
     for (size_t i = 0; i < c->nn; i++)
@@ -157,6 +169,7 @@ static int timeline_init(struct ctx *c)
                 timeline_node(c, (int32_t)i);
             }
         }
+        note_freenow(c);
         return 0;
     }
     for (size_t a = 0; a < na; a++) {
@@ -177,6 +190,7 @@ static int timeline_init(struct ctx *c)
         free(pos);
     }
     c->timeline = true;
+    note_freenow(c);
     return 0;
 }
 
@@ -596,8 +610,8 @@ bool sched_constrained(const struct ctx *c, int32_t j)
  * it held), and when the gang could start there (*ret_start).  *ret_cands
  * is the caller's to free.  Returns the count (fewer than nd->nodes: no
  * start known), or < 0 on error. */
-static int64_t reserve_cands(struct ctx *c, int32_t j, size_t *linked, struct cand **ret_cands,
-                             int64_t *ret_start)
+static int64_t reserve_cands_read(struct ctx *c, int32_t j, size_t *linked, struct cand **ret_cands,
+                                  int64_t *ret_start, bool may_skip, bool *ret_skipped)
 {
     const struct need *nd = &c->needs[j];
     bool evict = c->loans && !c->in->jobs[j].preemptible;
@@ -642,10 +656,28 @@ static int64_t reserve_cands(struct ctx *c, int32_t j, size_t *linked, struct ca
      * synthetic jobs, 4,096 GPUs) re-reserved held 8-GPU drains 6.8
      * million times, and replayed 62 million other nodes for them. */
     size_t lead = prune && keep >= 0 && (size_t)keep < c->nn ? 1 : 0;
+    /* Such a job, needing whole nodes, where no node's key carries the
+     * narrow penalty (key = t): by the sticky rule below it keeps its
+     * node unless another can take it now, and only a node with no GPU
+     * work past now but loans can (c->freenow).  So once its node is a
+     * candidate, only those are read: the same choice, without a walk of
+     * every node at every pass for every held drain (3.5 a pass, 6.8
+     * million walks of 512 nodes in a tarmac replay of 1,000,000
+     * synthetic jobs at load 1.1, a tenth of the run). */
+    bool fast = may_skip && lead && whole && !c->any_narrow;
     for (size_t x = 0; x < c->nn + lead; x++) {
-        size_t i = lead ? (x == 0 ? (size_t)keep : x - 1) : x;
+        size_t i;
         const struct nst *s;
         struct cand cd;
+        if (fast && x == 1 && ncand == 0)
+            fast = false; /* its node cannot hold it: walk them all */
+        if (fast && x > 0) {
+            if (x - 1 >= c->nfreenow)
+                break;
+            i = (size_t)c->freenow[x - 1];
+        } else {
+            i = lead ? (x == 0 ? (size_t)keep : x - 1) : x;
+        }
         if (lead && x > 0 && i == (size_t)keep)
             continue;
         if (whole && (evict ? c->gkept : c->gend)[i] > cutoff && (int32_t)i != keep)
@@ -695,6 +727,7 @@ static int64_t reserve_cands(struct ctx *c, int32_t j, size_t *linked, struct ca
             cutoff = cd.key;
     }
     r = 0;
+    *ret_skipped = fast;
     if (ncand < (size_t)nd->nodes)
         goto out;
     if (ncand > 1)
@@ -728,6 +761,30 @@ out:
     }
     *ret_cands = cands;
     return (int64_t)ncand;
+}
+
+static int64_t reserve_cands(struct ctx *c, int32_t j, size_t *linked, struct cand **ret_cands,
+                             int64_t *ret_start)
+{
+    bool skipped = false;
+    int64_t n = reserve_cands_read(c, j, linked, ret_cands, ret_start, true, &skipped);
+
+#ifndef NDEBUG
+    /* The nodes left unread must not have changed the choice: debug
+     * builds read them all as well and compare. */
+    if (n >= 0 && skipped) {
+        struct cand *all = NULL;
+        int64_t start = INF_MS, m = reserve_cands_read(c, j, linked, &all, &start, false, &skipped);
+        bool some = n >= c->needs[j].nodes, some_all = m >= c->needs[j].nodes;
+        if (m >= 0 && (some != some_all || (some && (start != *ret_start || all[0].node != (*ret_cands)[0].node ||
+                                                     all[0].t != (*ret_cands)[0].t)))) {
+            fprintf(stderr, "reserve_cands: the nodes skipped changed the choice\n");
+            abort();
+        }
+        free(all);
+    }
+#endif
+    return n;
 }
 
 /* Reserve the earliest start for job j on nodes without a reservation.

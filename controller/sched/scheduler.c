@@ -377,6 +377,7 @@ static void ctx_release(struct ctx *c)
     free(c->aloaded);
     free(c->gend);
     free(c->gkept);
+    free(c->freenow);
     free(c->plhead);
     free(c->plnext);
     free(c->rn);
