@@ -461,26 +461,21 @@ void sched_buckets_release(struct ctx *c)
 
 /* ---------- reading a bucket in order ---------- */
 
+static int32_t iter_start(const struct ctx *c, int32_t head, const struct bvec *vec, bool gpus,
+                          struct sched_biter *it)
+{
+    *it = (struct sched_biter){.c = c, .vec = vec, .cur = head, .front = true, .gpus = gpus};
+    return head >= 0 ? head : sched_biter_next(it);
+}
+
 int32_t sched_witer_first(const struct ctx *c, int slot, int k, struct sched_biter *it)
 {
-    it->c = c;
-    it->front = true;
-    it->cur = c->whead[slot * WB + k];
-    it->vec = c->bk ? &c->bk->w[slot * WB + k] : NULL;
-    it->at = 0;
-    it->gpus = false;
-    return it->cur >= 0 ? it->cur : sched_biter_next(it);
+    return iter_start(c, c->whead[slot * WB + k], c->bk ? &c->bk->w[slot * WB + k] : NULL, false, it);
 }
 
 int32_t sched_piter_first(const struct ctx *c, int slot, int f, struct sched_biter *it)
 {
-    it->c = c;
-    it->front = true;
-    it->cur = c->phead[slot * MILLI + f];
-    it->vec = c->bk ? &c->bk->p[slot * MILLI + f] : NULL;
-    it->at = 0;
-    it->gpus = true;
-    return it->cur >= 0 ? it->cur : sched_biter_next(it);
+    return iter_start(c, c->phead[slot * MILLI + f], c->bk ? &c->bk->p[slot * MILLI + f] : NULL, true, it);
 }
 
 /* The next node (whole buckets) or GPU id, node * G + GPU (shares), -1
