@@ -125,6 +125,13 @@ static void pbit_set(struct sched_buckets *b, int slot, int f)
         b->pbits[slot * 16 + f / 64] &= ~(1ull << (f % 64));
 }
 
+/* Whether node i has a GPU partly used (only those are in the share
+ * lists): not when none is free or all are. */
+static bool has_partial(const struct nst *s)
+{
+    return s->maxfree > 0 && s->full < s->gpus;
+}
+
 /* Node i, in state s, into its vectors (add) or out of them. */
 static void vec_node(struct sched_buckets *b, const struct nst *s, int32_t i, bool add)
 {
@@ -138,7 +145,7 @@ static void vec_node(struct sched_buckets *b, const struct nst *s, int32_t i, bo
             b->failed = true;
         wbit_set(b, s->mslot, s->full);
     }
-    if (s->maxfree == 0 || s->full == s->gpus)
+    if (!has_partial(s))
         return;
     for (int g = 0; g < s->gpus; g++) {
         int f = s->free[g];
@@ -195,6 +202,7 @@ static int buckets_build(const struct nst *ns, size_t nn, int nslots, struct sch
     return 0;
 }
 
+#ifndef NDEBUG
 static bool bvec_has(const struct bvec *b, int32_t x)
 {
     int32_t at = bvec_find(b, x);
@@ -206,7 +214,7 @@ static bool bvec_has(const struct bvec *b, int32_t x)
  * their bits right (debug builds check the cache's at every pass): every
  * entry the nodes call for is in its vector, each vector is strictly
  * ascending, and there are no more entries than called for. */
-bool sched_buckets_equal(const struct sched_buckets *a, const struct nst *ns, size_t nn)
+static bool buckets_equal(const struct sched_buckets *a, const struct nst *ns, size_t nn)
 {
     size_t want = 0, have = 0;
 
@@ -219,7 +227,7 @@ bool sched_buckets_equal(const struct sched_buckets *a, const struct nst *ns, si
             if (!bvec_has(&a->w[s->mslot * WB + s->full], (int32_t)i))
                 return false;
         }
-        for (int g = 0; g < s->gpus && s->maxfree > 0 && s->full < s->gpus; g++)
+        for (int g = 0; g < s->gpus && has_partial(s); g++)
             if (s->free[g] > 0 && s->free[g] < MILLI) {
                 want++;
                 if (!bvec_has(&a->p[s->mslot * MILLI + s->free[g]], (int32_t)i * G + (G - 1 - g)))
@@ -248,6 +256,7 @@ bool sched_buckets_equal(const struct sched_buckets *a, const struct nst *ns, si
     }
     return want == have;
 }
+#endif
 
 /* ---------- the pass's front lists ---------- */
 
@@ -336,13 +345,6 @@ static void plist_del(struct ctx *c, int32_t i, int g)
     psync(c, s->mslot, f);
 }
 
-/* Whether node i has a GPU partly used (only those are in the share
- * lists): not when none is free or all are. */
-static bool has_partial(const struct nst *s)
-{
-    return s->maxfree > 0 && s->full < s->gpus;
-}
-
 /* Before node i changes: out of its vectors at its first change in the
  * pass (the cache puts it back with its state), else out of its lists. */
 void sched_buckets_del(struct ctx *c, int32_t i)
@@ -412,7 +414,7 @@ int sched_buckets_init(struct ctx *c)
 #ifndef NDEBUG
         /* A touch missed, or a change the pass did not put back, would
          * leave the kept buckets unlike the nodes: fail the tests. */
-        if (!sched_buckets_equal(*kept, c->ns, c->nn)) {
+        if (!buckets_equal(*kept, c->ns, c->nn)) {
             fprintf(stderr, "tm_sched_run: the kept buckets differ from the nodes\n");
             abort();
         }

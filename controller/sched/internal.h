@@ -303,7 +303,6 @@ void sched_buckets_free(struct sched_buckets *b);
 /* Node i (state s) out of, or into, a cache's buckets (node_cache.c). */
 void sched_buckets_node_out(struct sched_buckets *b, const struct nst *s, int32_t i);
 void sched_buckets_node_in(struct sched_buckets *b, const struct nst *s, int32_t i);
-bool sched_buckets_equal(const struct sched_buckets *a, const struct nst *ns, size_t nn);
 /* The node cache's slot for its buckets, NULL without one. */
 struct sched_buckets **sched_node_cache_buckets(struct ctx *c);
 /* A bucket in its order: the nodes (whole GPUs) or GPU ids, node *
