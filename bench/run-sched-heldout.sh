@@ -10,8 +10,9 @@
 # multifactor's and over backfill's, and the cells where tarmac's mean or
 # p95 is above multifactor's, and above backfill's where backfill starves
 # nobody, each count split by cause as run-sched-targets.sh splits them
-# (trade: the baseline passed jobs over the bound in that cell; estimates:
-# the oracle meets the baseline there; policy: the oracle misses too).
+# (bench/sched_causes.py: trade, the baseline passed jobs over the bound in
+# that cell; estimates, the oracle meets the baseline there; policy, the
+# oracle misses too).
 #
 # Then synthetic rows (tarmac replay --synthetic, the generator of
 # controller/replay/trace.c) at load 1.1 held for the whole trace: a
@@ -68,6 +69,9 @@ fi
 SYNTHETIC="$SYNTHETIC" python3 - "$TMP" "$ROOT" $HELDOUT <<'PY' | { if [ -n "$OUT" ]; then tee "$OUT"; else cat; fi; }
 import json, math, os, subprocess, sys
 tmp, root, traces = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.path.insert(0, os.path.join(root, "bench"))
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+from sched_causes import CAUSES, above, cause
 commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 print("# Scheduler on held-out openb traces, commit %s\n" % commit)
 print("Each row: 12 cells (64/128 GPUs x loads 0.9/1.1/1.3 x inventory seeds 1-2), openb dense part, "
@@ -79,11 +83,6 @@ print("Cells t > m and t > b (the latter where backfill starves nobody): tarmac'
       "misses too).\n")
 print("| trace | starved t / b / m / o | gm mean t/m | gm p95 t/m | gm mean t/b | gm p95 t/b | cells t > m | cells t > b |")
 print("|---|---|---:|---:|---:|---:|---|---|")
-above = lambda p, base: p["wait_mean_s"] > base["wait_mean_s"] or p["wait_p95_s"] > base["wait_p95_s"]
-def cause(c, base):
-    if base["starved"] > 0:
-        return 0
-    return 2 if above(c["oracle"], base) else 1
 tot = [0, 0, 0, 0]
 for tr in traces:
     cells = {}
@@ -98,9 +97,9 @@ for tr in traces:
         lm.append(ln(t["wait_mean_s"], m["wait_mean_s"])); lp.append(ln(t["wait_p95_s"], m["wait_p95_s"]))
         bm.append(ln(t["wait_mean_s"], b["wait_mean_s"])); bp.append(ln(t["wait_p95_s"], b["wait_p95_s"]))
         if above(t, m):
-            wm[cause(c, m)] += 1
+            wm[CAUSES.index(cause(c, "multifactor"))] += 1
         if b["starved"] == 0 and above(t, b):
-            wb[cause(c, b)] += 1
+            wb[CAUSES.index(cause(c, "backfill"))] += 1
     g = lambda v: math.exp(sum(v) / len(v))
     tot = [a + s for a, s in zip(tot, st)]
     print("| %s | %d / %d / %d / %d | %.3f | %.3f | %.3f | %.3f | %d of %d: %d / %d / %d | %d: %d / %d / %d |" % (

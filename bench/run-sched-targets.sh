@@ -28,6 +28,9 @@ done
 python3 - "$TMP" "$ROOT" <<'PY' | { if [ -n "$OUT" ]; then tee "$OUT"; else cat; fi; }
 import json, os, subprocess, sys
 tmp, root = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(root, "bench"))
+sys.dont_write_bytecode = True  # no __pycache__ in the checkout
+from sched_causes import CAUSES, above, cause
 commit = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
 cells = {}
 for tr in ("default", "gpuspec33"):
@@ -46,9 +49,9 @@ for k in sorted(cells):
     gain = 100 * (t["utilisation_arrival"] - f["utilisation_arrival"])
     ok["starve"] &= t["starved"] == 0
     ok["idle"] &= idle_pct <= 5
-    ok["mf"] &= t["wait_mean_s"] <= m["wait_mean_s"] and t["wait_p95_s"] <= m["wait_p95_s"]
+    ok["mf"] &= not above(t, m)
     if b["starved"] == 0:
-        ok["bf"] &= t["wait_mean_s"] <= b["wait_mean_s"] and t["wait_p95_s"] <= b["wait_p95_s"]
+        ok["bf"] &= not above(t, b)
     if k[1] == 64 and k[2] in (1.1, 1.3):
         ok["gain"] &= gain >= 33
     print("| %s | %d | %.1f | %d | %d/%d/%d/%d/%d | %.1f / %.1f (%.1f%%) | %.0f / %.0f / %.0f / %.0f | %.0f / %.0f / %.0f / %.0f | %+.1f |" % (
@@ -63,19 +66,9 @@ print("| tarmac idle-while-waiting (fit-aware) <= 5%% of fifo's in every cell | 
 print("| tarmac mean and p95 wait <= multifactor's in every cell | %s |" % yes(ok["mf"]))
 print("| tarmac mean and p95 wait <= backfill's where backfill starves nobody | %s |" % yes(ok["bf"]))
 print("| utilisation gain over fifo >= 33 pp at 64 GPUs, loads 1.1 and 1.3 | %s |" % yes(ok["gain"]))
-# Each missed wait cell by what the miss is made of, read from the same
-# run: the baseline kept its waits by passing jobs over the bound (the
-# trade starvation-first decides, DESIGN.md "Measuring"); tarmac's own
-# policy told every true runtime (the oracle) meets the baseline, so the
-# miss is the estimates'; or neither, so it is the policy's.  The rules are
-# checked in that order.
-def cause(c, name):
-    base, o = c[name], c["oracle"]
-    if base["starved"] > 0:
-        return "trade", "%s passes %d over the bound" % (name, base["starved"])
-    if o["wait_mean_s"] <= base["wait_mean_s"] and o["wait_p95_s"] <= base["wait_p95_s"]:
-        return "estimates", "estimates: the oracle meets it"
-    return "policy", "policy: the oracle misses too"
+# Each missed wait cell by what the miss is made of (sched_causes.py).
+WHY = {"trade": "%s passes %d over the bound", "estimates": "estimates: the oracle meets it",
+       "policy": "policy: the oracle misses too"}
 def over(t, base):
     return "%+.1f%% / %+.1f%%" % (100 * (t["wait_mean_s"] / base["wait_mean_s"] - 1),
                                   100 * (t["wait_p95_s"] / base["wait_p95_s"] - 1))
@@ -92,16 +85,16 @@ for k in sorted(cells):
         base = c[name]
         if name == "backfill" and base["starved"] > 0:
             continue
-        if t["wait_mean_s"] <= base["wait_mean_s"] and t["wait_p95_s"] <= base["wait_p95_s"]:
+        if not above(t, base):
             continue
-        kind, why = cause(c, name)
+        kind = cause(c, name)
+        why = WHY[kind] % (name, base["starved"]) if kind == "trade" else WHY[kind]
         tally[(name, kind)] = tally.get((name, kind), 0) + 1
         print("| %s | %d | %.1f | %d | %s | %s | %s | %s |" % (k[0], k[1], k[2], k[3], name,
               over(t, base), over(c["oracle"], base), why))
 print("\n| baseline | trade | estimates | policy |\n|---|---:|---:|---:|")
 for name in ("multifactor", "backfill"):
-    print("| %s | %d | %d | %d |" % (name, tally.get((name, "trade"), 0),
-          tally.get((name, "estimates"), 0), tally.get((name, "policy"), 0)))
+    print("| %s | %s |" % (name, " | ".join("%d" % tally.get((name, kind), 0) for kind in CAUSES)))
 # A gain cell under 33 pp beside every policy's gain there and what each
 # starved for it.
 print("\nThe gain cells under 33 pp, every policy's gain over fifo there (jobs past the bound).\n")
