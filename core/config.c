@@ -221,6 +221,11 @@ static const struct cfg_field cfg_api_fields[] = {
     /* docs/ha.md: past it a request answers 503 and its statement is dropped. */
     {.key = "request_timeout", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_api, request_timeout_ms),
      .def = "5s", .min = 100, .max = 10 * CFG_MIN},
+    /* Enrollment's bucket per client address (controller/api/auth.c). */
+    {.key = "enroll_rate_per_address", .type = CFG_DOUBLE,
+     .offset = CFG_OFF(tm_config_api, enroll_rate_per_s), .def = "2", .dmin = 0.01, .dmax = 1e6},
+    {.key = "enroll_burst", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_api, enroll_burst),
+     .def = "50", .dmin = 1, .dmax = 1e7},
 };
 static const struct cfg_section cfg_api_section = {
     cfg_api_fields, CFG_NFIELDS(cfg_api_fields), sizeof(struct tm_config_api)};
@@ -281,6 +286,15 @@ static const struct cfg_field cfg_agent_fields[] = {
     {.key = "sample_retention", .type = CFG_DURATION,
      .offset = CFG_OFF(tm_config_agent, sample_retention_ms), .def = "7d", .min = CFG_MIN,
      .max = 365 * CFG_DAY},
+    /* Bounded telemetry (controller/api/nodes.c). */
+    {.key = "clock_skew", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_agent, clock_skew_ms),
+     .def = "2m", .min = 1000, .max = CFG_HOUR},
+    {.key = "sample_max_age", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, sample_max_age_ms), .def = "6h", .min = CFG_MIN,
+     .max = 365 * CFG_DAY},
+    {.key = "min_sample_period", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, min_sample_period_ms), .def = "1s", .min = 100,
+     .max = CFG_HOUR},
 };
 static const struct cfg_section cfg_agent_section = {
     cfg_agent_fields, CFG_NFIELDS(cfg_agent_fields), sizeof(struct tm_config_agent)};

@@ -169,6 +169,16 @@ struct tm_config_agent {
     int64_t terminate_after_ms;   /* ... its instance terminated, default 15 min */
     int64_t boot_allowance_ms;    /* a node never heard from: counted from its request, default 10 min */
     int64_t sample_retention_ms;  /* gpu_samples older than this are pruned, default 7 d */
+    /* Bounded telemetry: what a node's clock may differ from ours (sample
+     * times ahead of now, an interruption deadline behind it), default
+     * 2 min; how old a sample may be when it arrives, default 6 h (the
+     * agent's backlog after an outage). */
+    int64_t clock_skew_ms;
+    int64_t sample_max_age_ms;
+    /* The shortest --sample-period the fleet's agents run with, default
+     * 1 s: a node may store one sample per GPU per period, beyond a burst
+     * that holds an agent's whole backlog (controller/api/sample_budget.c). */
+    int64_t min_sample_period_ms;
 };
 
 /* idle_gpu: allocated GPUs whose samples stay below threshold for window. */
@@ -187,6 +197,10 @@ struct tm_config_api {
     double rate_per_s;            /* key rate_per_token: requests/s per token, default 100 */
     double burst;                 /* token bucket size, default 200 */
     int64_t request_timeout_ms;   /* a request's deadline, default 5 s (docs/ha.md) */
+    /* Enrollment (POST /v1/agent/enroll, no token yet): a bucket per
+     * client address, defaults 2/s and 50. */
+    double enroll_rate_per_s;
+    double enroll_burst;
 };
 
 /* alerts: conditions and where they go (controller/reconcile/alerts.h).  A threshold

@@ -431,6 +431,20 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
     /* 200 or 400: the samples sent are done with (a 400 would refuse them again) */
     if (ag->hb_sent_to > ag->ring_head)
         ag->ring_head = ag->hb_sent_to;
+    if (resp->http_status == 400 && resp->body && strstr(resp->body, ".at_ms\"")) {
+        /* A clock off by more than the controller allows: every sample
+         * would be refused, and with it the heartbeat.  Drop them and
+         * send a bare heartbeat now, so that the node is not taken for
+         * silent; each later one tries samples again. */
+        if (!ag->clock_said)
+            tm_log_error("the controller refused the GPU samples' times: is this node's clock off?",
+                         "body=\"%.300s\"", resp->body);
+        ag->clock_said = true;
+        ag->ring_head = ag->ring_tail;
+        ag->hb_bare = true;
+        hb_again(ag, 200);
+        return;
+    }
     if (resp->http_status != 200) {
         tm_log_error("heartbeat refused", "http=%ld body=\"%.300s\"", resp->http_status,
                      resp->body ? resp->body : "");
@@ -465,6 +479,23 @@ static void heartbeat(struct tm_agent *ag)
 
     if (ag->hb_inflight || ag->shutting_down || ag->terminated)
         return;
+    if (ag->hb_bare) {
+        nb = 0;
+        ag->hb_bare = false;
+    } else {
+        /* The oldest of a long outage's backlog are past what the
+         * controller stores: dropped here, not refused there. */
+        struct timespec ts;
+        int64_t now;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        while (ag->ring_head < ag->ring_tail &&
+               ag->ring[ag->ring_head % TM_AGENT_SAMPLE_CAP].at_ms < now - TM_AGENT_SAMPLE_MAX_AGE_MS)
+            ag->ring_head++;
+        nb = (size_t)(ag->ring_tail - ag->ring_head);
+        if (nb > TM_AGENT_BATCH_MAX)
+            nb = TM_AGENT_BATCH_MAX;
+    }
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
         nr++;
     batch = nb ? malloc(nb * sizeof(*batch)) : NULL;

@@ -20,6 +20,10 @@
 #define TM_AGENT_BATCH_MAX 512     /* samples per heartbeat: ~100 KB, well under the
                                     * API's default 256 KB body limit */
 #define TM_AGENT_DONE_CAP 256      /* finished (job, attempt) pairs remembered */
+/* Samples older than this are dropped, not sent: the controller refuses
+ * samples older than its agent.sample_max_age (default 6 h), and one
+ * refused sample would refuse the whole heartbeat. */
+#define TM_AGENT_SAMPLE_MAX_AGE_MS (5 * 3600 * 1000LL)
 
 struct tm_agent;
 struct tm_md_watch;
@@ -72,6 +76,11 @@ struct tm_agent {
     uint64_t ring_head, ring_tail;   /* sequence numbers: [head, tail) kept */
     uint64_t samples_dropped;
     bool gpu_error_said;
+    /* The controller refused the samples' times (this node's clock is off
+     * by more than agent.clock_skew): the next heartbeat goes without
+     * samples, so that the node stays heard of. */
+    bool hb_bare;
+    bool clock_said;
 
     bool hb_inflight;
     uint64_t hb_sent_to;             /* ring_tail when the heartbeat left */

@@ -54,6 +54,7 @@ static void on_enroll(const struct tm_pg_reply *reply, void *data)
     res = reply->results[0];
     if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0)) {
         /* One message for a bad, used or expired secret: nothing to learn. */
+        tm_api_enroll_failed(c, c->id);
         tm_api_fail(c, 401, "secret", "invalid, used or expired enrollment secret");
         return;
     }
@@ -75,6 +76,12 @@ void tm_api_agent_enroll(struct api_call *c)
         tm_api_call_free(c);
         return;
     }
+    /* No token yet to limit by: each client address has its own bucket,
+     * before the body is even read. */
+    if (!tm_api_enroll_take(c)) {
+        tm_api_fail(c, 429, NULL, "too many enrollment attempts from this address; retry later");
+        return;
+    }
     if (tm_api_parse_enroll(body, len, &node, &secret, &root, &err) < 0) {
         tm_api_fail_spec(c, &err);
         return;
@@ -88,6 +95,7 @@ void tm_api_agent_enroll(struct api_call *c)
         tm_api_fail(c, 500, NULL, "could not make a token");
         return;
     }
+    c->id = node; /* for the log line of a refused secret */
     fmt_i64(id, sizeof(id), node);
     fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     snprintf(c->secret, sizeof(c->secret), "{\"node_id\":%s,\"token\":\"%s\"}", id, token);

@@ -58,6 +58,104 @@ bool tm_api_rate_take_hash(struct tm_api *api, const char *hash)
     return true;
 }
 
+/* ---- enrollment: a bucket per client address ----------------------------- */
+
+/* The client's address as the key: IPv6 by its /64, which one host
+ * usually holds whole; "unknown" when the connection cannot say. */
+static void peer_key(const struct api_call *c, char *out, size_t size)
+{
+    struct sockaddr_storage ss;
+    socklen_t n = 0;
+
+    snprintf(out, size, "unknown");
+    if (!c->req || !c->req->conn || !c->req->conn->callbacks->get_peername)
+        return;
+    n = c->req->conn->callbacks->get_peername(c->req->conn, (struct sockaddr *)&ss);
+    if (n == 0)
+        return;
+    if (ss.ss_family == AF_INET) {
+        uv_ip4_name((const struct sockaddr_in *)&ss, out, size);
+    } else if (ss.ss_family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&ss;
+        bool mapped = IN6_IS_ADDR_V4MAPPED(&a->sin6_addr);
+        if (!mapped)
+            memset(&a->sin6_addr.s6_addr[8], 0, 8);
+        uv_ip6_name(a, out, size);
+        if (!mapped && strlen(out) + 4 < size)
+            strcat(out, "/64");
+    }
+}
+
+static struct enroll_slot *enroll_slot(struct tm_api *api, const char *key, uint64_t now)
+{
+    uint64_t h = 1469598103934665603ull;
+    struct enroll_slot *oldest = NULL;
+
+    for (const char *p = key; *p; p++)
+        h = (h ^ (unsigned char)*p) * 1099511628211ull;
+    for (unsigned i = 0; i < ENROLL_PROBE; i++) {
+        struct enroll_slot *s = &api->enroll[(h + i) % ENROLL_SLOTS];
+        if (strcmp(s->addr, key) == 0)
+            return s;
+        if (!oldest || s->addr[0] == '\0' || (oldest->addr[0] != '\0' && s->last_ms < oldest->last_ms))
+            oldest = s;
+    }
+    /* A full window forgets its least recently used address: that can
+     * only make a limit more generous. */
+    *oldest = (struct enroll_slot){.tokens = api->limits.enroll_burst, .last_ms = now};
+    snprintf(oldest->addr, sizeof(oldest->addr), "%s", key);
+    return oldest;
+}
+
+/* One line per address per ENROLL_LOG_MS: an attack of thousands of
+ * attempts is one line a minute, with its counts. */
+static void enroll_log(struct enroll_slot *s, int64_t node, uint64_t now)
+{
+    if (s->logged_ms != 0 && now - s->logged_ms < ENROLL_LOG_MS)
+        return;
+    tm_log_warn("api refused enrollment attempts",
+                "addr=%s node=%" PRId64 " wrong_secret=%" PRIu64 " rate_limited=%" PRIu64 " period_s=%d",
+                s->addr, node, s->failed, s->throttled, ENROLL_LOG_MS / 1000);
+    s->logged_ms = now;
+    s->failed = 0;
+    s->throttled = 0;
+}
+
+bool tm_api_enroll_take(struct api_call *c)
+{
+    struct tm_api *api = c->api;
+    uint64_t now = uv_now(api->loop);
+    char key[64];
+    struct enroll_slot *s;
+
+    peer_key(c, key, sizeof(key));
+    s = enroll_slot(api, key, now);
+    s->tokens += (double)(now - s->last_ms) * api->limits.enroll_rate_per_s / 1000.0;
+    if (s->tokens > api->limits.enroll_burst)
+        s->tokens = api->limits.enroll_burst;
+    s->last_ms = now;
+    if (s->tokens >= 1.0) {
+        s->tokens -= 1.0;
+        return true;
+    }
+    s->throttled++;
+    enroll_log(s, 0, now);
+    return false;
+}
+
+void tm_api_enroll_failed(struct api_call *c, int64_t node)
+{
+    struct tm_api *api = c->api;
+    uint64_t now = uv_now(api->loop);
+    char key[64];
+    struct enroll_slot *s;
+
+    peer_key(c, key, sizeof(key));
+    s = enroll_slot(api, key, now);
+    s->failed++;
+    enroll_log(s, node, now);
+}
+
 /* ---- authentication ----------------------------------------------------- */
 
 /*

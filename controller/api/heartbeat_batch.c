@@ -109,6 +109,7 @@ static void answer_row(struct api_call *c, PGresult *res, int r)
     }
     if (err) {
         const char *msg = col(res, r, 7);
+        tm_api_samples_give_back(c); /* its savepoint was rolled back */
         if (strcmp(err, "TM003") == 0) {
             tm_api_fail(c, 404, NULL, "no such node");
             return;
@@ -134,6 +135,7 @@ static void on_batch(const struct tm_pg_reply *reply, void *data)
                     reply->sqlstate ? reply->sqlstate : "-");
     if (reply->status < 0 && reply->status != TM_EDB) {
         for (unsigned i = 0; i < f->n; i++) {
+            tm_api_samples_give_back(f->calls[i]);
             if (f->calls[i]->req)
                 tm_api_fail_db(f->calls[i], reply);
             else
@@ -180,7 +182,9 @@ static void batch_send(struct hb_batch *b)
             if (l < left)
                 left = l;
         }
-        r = left == 0 ? -ETIMEDOUT
+        /* A database the pool knows is gone: 503 now, not at the deadline. */
+        r = left == 0                                   ? -ETIMEDOUT
+            : tm_pg_pool_down(tm_api_pool(b->calls[0])) ? TM_EUNAVAIL
                       : tm_pg_pool_query_until(tm_api_pool(b->calls[0]), batch_sql, 1, params, left,
                                                on_batch, f);
     }
@@ -188,8 +192,10 @@ static void batch_send(struct hb_batch *b)
         tm_log_warn("api could not queue a statement",
                     "route=\"/v1/nodes/{id}/heartbeat\" items=%u error=\"%s\"", b->n,
                     ok ? tm_strerror(r) : "out of memory");
-        for (unsigned i = 0; i < b->n; i++)
+        for (unsigned i = 0; i < b->n; i++) {
+            tm_api_samples_give_back(b->calls[i]);
             tm_api_fail(b->calls[i], 503, NULL, "database unavailable");
+        }
         free(f);
     } else {
         b->inflight++;

@@ -98,6 +98,9 @@ struct api_call {
     unsigned limit;
     bool flag;
     uint64_t deadline;        /* uv_now() past which it answers 503 (api.request_timeout) */
+    /* GPU samples this call took from its node's budget (sample_budget.c),
+     * given back if they are not stored. */
+    unsigned samples_taken;
 };
 
 void tm_api_reply(struct api_call *c, int status, const char *json, size_t len);
@@ -149,6 +152,13 @@ bool tm_api_parse_pos(const char *s, int64_t max, int64_t *ret);
 void tm_api_authenticate(struct api_call *c);
 /* Take one request from the token's rate bucket; false when it is empty. */
 bool tm_api_rate_take(struct api_call *c);
+/* Enrollment (a public route, no token yet): take one attempt from the
+ * client address's bucket (api.enroll_rate_per_address, api.enroll_burst);
+ * false when it is empty (the caller answers 429).  enroll_failed counts
+ * a refused secret.  Both log once per address per minute, with counts
+ * and the node asked for, never the secret. */
+bool tm_api_enroll_take(struct api_call *c);
+void tm_api_enroll_failed(struct api_call *c, int64_t node);
 /* Forget a cached authentication (the token failed a check). */
 void tm_api_auth_forget(struct api_call *c);
 /* The state the server's routes keep (their tm_api_routes.state_new()'s). */

@@ -16,10 +16,15 @@
 #include "controller/api/rows.h"
 #include "controller/spec/api_body.h"
 #include "controller/spec/json_body.h"
+#include "core/config.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/model.h"
 
+/* agent.clock_skew and agent.sample_max_age when the server was started
+ * without a configuration (the unit tests). */
+#define SAMPLE_SKEW_DEFAULT_MS (2 * 60 * 1000)
+#define SAMPLE_MAX_AGE_DEFAULT_MS (6 * 3600 * 1000)
 
 /* ---- pools and nodes ------------------------------------------------------ */
 
@@ -164,27 +169,37 @@ void tm_api_nodes_cordon(struct api_call *c)
     node_verb(c, false);
 }
 
+/* $6: the notice's deadline (0: none given).  A notice naming the
+ * deadline already recorded (within 2 s: in_s counts whole seconds) is
+ * the same notice repeated: the node's reason is refreshed, no second
+ * decision is written (0018). */
 static const char interruption_sql[] =
-    "WITH b AS (SELECT id, state FROM nodes WHERE id = $1 FOR UPDATE),"
-    " u AS (UPDATE nodes SET cordoned = true, state_reason = $3"
+    "WITH b AS (SELECT id, state, notice_deadline_ms FROM nodes WHERE id = $1 FOR UPDATE),"
+    " u AS (UPDATE nodes SET cordoned = true, state_reason = $3, notice_deadline_ms = $6"
     "   WHERE id = $1 AND state NOT IN ('terminated', 'interrupted') RETURNING *),"
     " dec AS (SELECT tarmac_decide($2, 'interruption_notice', 'node', u.id::text, $3,"
-    "   jsonb_build_object('by', $4::text, 'in_s', $5::bigint)) FROM u)"
+    "   jsonb_build_object('by', $4::text, 'in_s', $5::bigint,"
+    "     'deadline_ms', nullif($6::bigint, 0))) FROM u, b"
+    "   WHERE b.notice_deadline_ms IS NULL OR abs(b.notice_deadline_ms - $6::bigint) > 2000)"
     " SELECT (SELECT state FROM b), (SELECT " NODE_JSON " FROM u n), (SELECT count(*) FROM dec)";
 
 void tm_api_nodes_interruption(struct api_call *c)
 {
     struct tm_spec_error err = {0};
+    const struct tm_config *cfg = tm_api_config(c);
     char reason[TM_API_REASON_MAX + 128], why[TM_API_REASON_MAX + 1], id[24], now[24], in[24];
+    char deadline_s[24];
     const char *body;
     size_t len;
-    int64_t in_s = -1;
+    int64_t in_s = -1, deadline = 0;
+    int64_t skew = cfg && cfg->agent.clock_skew_ms > 0 ? cfg->agent.clock_skew_ms : SAMPLE_SKEW_DEFAULT_MS;
 
     if (!tm_api_body(c, &body, &len)) {
         tm_api_call_free(c);
         return;
     }
-    if (tm_api_parse_notice(body, len, tm_api_now_ms(c), why, sizeof(why), &in_s, &err) < 0) {
+    if (tm_api_parse_notice(body, len, tm_api_now_ms(c), skew, why, sizeof(why), &in_s, &deadline,
+                            &err) < 0) {
         tm_api_fail_spec(c, &err);
         return;
     }
@@ -192,8 +207,9 @@ void tm_api_nodes_interruption(struct api_call *c)
     fmt_i64(id, sizeof(id), c->id);
     fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     fmt_i64(in, sizeof(in), in_s);
-    const char *params[] = {id, now, reason, c->token_name, in_s >= 0 ? in : NULL};
-    tm_api_query(c, interruption_sql, 5, params, on_node_change);
+    fmt_i64(deadline_s, sizeof(deadline_s), deadline);
+    const char *params[] = {id, now, reason, c->token_name, in_s >= 0 ? in : NULL, deadline_s};
+    tm_api_query(c, interruption_sql, 6, params, on_node_change);
 }
 
 /* The node agent path: tarmac_agent_report() (the same function the sim
@@ -253,6 +269,8 @@ static const char heartbeat_sql[] =
 void tm_api_heartbeat_answer(struct api_call *c, bool tok_ok, const char *state, const char *bad,
                              const char *gpus, const char *answer, size_t answer_len)
 {
+    if (!answer)
+        tm_api_samples_give_back(c); /* nothing of it was stored */
     if (!tok_ok) {
         /* The fast path's cached token no longer holds: the normal path
          * answers (401 for a revoked token, 403 for another node). */
@@ -277,6 +295,7 @@ void tm_api_heartbeat_answer(struct api_call *c, bool tok_ok, const char *state,
         tm_api_fail(c, 409, "id", msg);
         return;
     }
+    tm_api_samples_gpus(c, gpus);
     tm_api_reply(c, 200, answer, answer_len);
 }
 
@@ -290,6 +309,7 @@ static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
         return;
     }
     if (reply->status < 0) {
+        tm_api_samples_give_back(c);
         if (reply->sqlstate && strcmp(reply->sqlstate, "TM003") == 0)
             tm_api_fail(c, 404, NULL, "no such node");
         else
@@ -307,12 +327,30 @@ static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
 #undef COL
 }
 
+/* The sample times a heartbeat may carry: agent.sample_max_age before the
+ * API's clock (an agent's backlog after an outage) to agent.clock_skew
+ * after it (a node's clock a little ahead).  Rows dated outside would
+ * escape pruning by age or skew every window that reads them. */
+
+static void sample_window(const struct api_call *c, struct tm_api_sample_window *win)
+{
+    const struct tm_config *cfg = tm_api_config(c);
+    int64_t now = tm_api_now_ms(c);
+    int64_t skew = cfg && cfg->agent.clock_skew_ms > 0 ? cfg->agent.clock_skew_ms : SAMPLE_SKEW_DEFAULT_MS;
+    int64_t age = cfg && cfg->agent.sample_max_age_ms > 0 ? cfg->agent.sample_max_age_ms
+                                                          : SAMPLE_MAX_AGE_DEFAULT_MS;
+
+    win->min_ms = now - age;
+    win->max_ms = now + skew;
+}
+
 /* The normal path (authenticated by the lookup statement): one statement;
  * $6 and $7 NULL, the token was checked already. */
 void tm_api_nodes_heartbeat(struct api_call *c)
 {
     struct tm_spec_error err = {0};
     struct tm_api_heartbeat hb = {0};
+    struct tm_api_sample_window win;
     const char *body;
     size_t len;
     char id[24], now[24];
@@ -321,14 +359,26 @@ void tm_api_nodes_heartbeat(struct api_call *c)
         tm_api_call_free(c);
         return;
     }
-    if (tm_api_parse_heartbeat(body, len, &hb, &err) < 0) {
+    sample_window(c, &win);
+    if (tm_api_parse_heartbeat(body, len, &win, &hb, &err) < 0) {
+        tm_api_samples_give_back(c);
         tm_api_fail_spec(c, &err);
+        return;
+    }
+    if (!tm_api_samples_take(c, hb.nsamples)) {
+        char msg[160];
+        snprintf(msg, sizeof(msg),
+                 "node %" PRId64 " sent more GPU samples than its budget (one per GPU per"
+                 " agent.min_sample_period, beyond a backlog); retry later", c->id);
+        tm_api_heartbeat_release(&hb);
+        tm_api_fail(c, 429, "samples", msg);
         return;
     }
     fmt_i64(id, sizeof(id), c->id);
     fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     const char *params[] = {id, now, hb.report, hb.samples, hb.gpus, NULL, NULL};
-    tm_api_query(c, heartbeat_sql, 7, params, on_heartbeat);
+    if (tm_api_query(c, heartbeat_sql, 7, params, on_heartbeat) < 0)
+        tm_api_samples_give_back(c);
     tm_api_heartbeat_release(&hb);
 }
 
@@ -341,6 +391,7 @@ void tm_api_nodes_heartbeat_fast(struct api_call *c)
 {
     struct tm_spec_error err = {0};
     struct tm_api_heartbeat hb = {0};
+    struct tm_api_sample_window win;
     const char *body;
     size_t len;
 
@@ -352,8 +403,12 @@ void tm_api_nodes_heartbeat_fast(struct api_call *c)
         tm_api_call_free(c);
         return;
     }
-    if (tm_api_parse_heartbeat(body, len, &hb, &err) < 0) {
-        tm_api_authenticate(c); /* errors after authentication, as always */
+    sample_window(c, &win);
+    /* Errors, and a budget exceeded, answer after authentication, as always. */
+    if (tm_api_parse_heartbeat(body, len, &win, &hb, &err) < 0 ||
+        !tm_api_samples_take(c, hb.nsamples)) {
+        tm_api_heartbeat_release(&hb);
+        tm_api_authenticate(c);
         return;
     }
     tm_api_heartbeat_batch_add(c, tm_api_now_ms(c), hb.report, hb.samples, hb.gpus);

@@ -45,10 +45,23 @@ void tm_api_heartbeat_batch_add(struct api_call *c, int64_t now_ms, const char *
 void *tm_api_heartbeat_state_new(void);
 void tm_api_heartbeat_state_free(void *state);
 
+/* sample_budget.c: the GPU samples a node may store per period, a token
+ * bucket per node (the charge kept in c->samples_taken).  take: false
+ * when n is over the budget (nothing taken; logged once per node per
+ * minute), after giving back what c took before; give_back: the samples
+ * were not stored; gpus: the node's GPU count from an answer (the
+ * budget's rate is one sample per GPU per agent.min_sample_period). */
+void *tm_api_sample_budget_new(void);
+void tm_api_sample_budget_free(void *state);
+bool tm_api_samples_take(struct api_call *c, size_t n);
+void tm_api_samples_give_back(struct api_call *c);
+void tm_api_samples_gpus(struct api_call *c, const char *gpus);
+
 /* routes.c: the routes' state, one part per batcher. */
 struct tm_api_route_states {
     void *submit;
     void *heartbeat;
+    void *samples; /* sample_budget.c */
 };
 
 /* agent.c: the node agent's enrollment and job reports. */

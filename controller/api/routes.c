@@ -26,17 +26,41 @@ static void r_healthz(struct api_call *c)
     tm_api_reply(c, 200, ok, sizeof(ok) - 1);
 }
 
-static void r_readyz(struct api_call *c)
+/* A real round trip, bounded well below a probe's usual timeout: a
+ * database that accepts connections but answers nothing (hung, stopped,
+ * its disk full) must read as not ready, which a count of open
+ * connections cannot tell.  A busy pool whose queue holds the probe past
+ * the bound reads not ready too: this replica cannot answer in time. */
+#define READYZ_TIMEOUT_MS 1000
+
+static void on_readyz(const struct tm_pg_reply *reply, void *data)
 {
     static const char ready[] = "{\"status\":\"ready\"}";
+    struct api_call *c = data;
+
+    if (!c->req)
+        tm_api_call_free(c);
+    else if (reply->status < 0)
+        tm_api_fail(c, 503, NULL, "database unavailable");
+    else
+        tm_api_reply(c, 200, ready, sizeof(ready) - 1);
+}
+
+static void r_readyz(struct api_call *c)
+{
+    uint64_t left = tm_api_time_left(c);
 
     if (tm_api_closing(c)) {
         tm_api_fail(c, 503, NULL, "shutting down");
-    } else if (tm_api_pool_connected(c) == 0) {
-        tm_api_fail(c, 503, NULL, "database unavailable");
-    } else {
-        tm_api_reply(c, 200, ready, sizeof(ready) - 1);
+        return;
     }
+    if (tm_api_pool_connected(c) == 0 || left == 0) {
+        tm_api_fail(c, 503, NULL, "database unavailable");
+        return;
+    }
+    if (tm_pg_pool_query_until(tm_api_pool(c), "SELECT 1", 0, NULL,
+                               left < READYZ_TIMEOUT_MS ? left : READYZ_TIMEOUT_MS, on_readyz, c) < 0)
+        tm_api_fail(c, 503, NULL, "database unavailable");
 }
 
 /* ---- the table ------------------------------------------------------------ */
@@ -83,10 +107,12 @@ static void routes_state_free(void *state)
         return;
     tm_api_submit_state_free(s->submit);
     tm_api_heartbeat_state_free(s->heartbeat);
+    tm_api_sample_budget_free(s->samples);
     free(s);
 }
 
-/* Each batcher's state (submit.c, heartbeat_batch.c), all or none. */
+/* Each batcher's state (submit.c, heartbeat_batch.c) and the sample
+ * budget (sample_budget.c), all or none. */
 static void *routes_state_new(void)
 {
     struct tm_api_route_states *s = calloc(1, sizeof(*s));
@@ -95,7 +121,8 @@ static void *routes_state_new(void)
         return NULL;
     s->submit = tm_api_submit_state_new();
     s->heartbeat = tm_api_heartbeat_state_new();
-    if (!s->submit || !s->heartbeat) {
+    s->samples = tm_api_sample_budget_new();
+    if (!s->submit || !s->heartbeat || !s->samples) {
         routes_state_free(s);
         return NULL;
     }

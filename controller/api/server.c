@@ -56,6 +56,8 @@ void tm_api_limits_default(struct tm_api_limits *limits)
         .rate_per_s = 100,
         .burst = 200,
         .request_timeout_ms = 5000,
+        .enroll_rate_per_s = 2,
+        .enroll_burst = 50,
     };
 }
 
@@ -262,9 +264,18 @@ int tm_api_query(struct api_call *c, const char *sql, int nparams, const char *c
                  tm_pg_cb cb)
 {
     uint64_t left = tm_api_time_left(c);
-    int r = left == 0 ? -ETIMEDOUT
-                      : tm_pg_pool_query_until(c->api->pool, sql, nparams, params, left, cb, c);
+    int r;
 
+    /* The pool knows the database is gone (every connection failed since
+     * it was last up): waiting for api.request_timeout would only hold the
+     * client longer for the same 503.  Not logged per request: the pool
+     * logs its own connect failures. */
+    if (tm_pg_pool_down(c->api->pool)) {
+        tm_api_fail(c, 503, NULL, "database unavailable");
+        return TM_EUNAVAIL;
+    }
+    r = left == 0 ? -ETIMEDOUT
+                  : tm_pg_pool_query_until(c->api->pool, sql, nparams, params, left, cb, c);
     if (r == -ETIMEDOUT) {
         tm_log_warn("api request past its deadline", "route=\"%s\"", c->route->pattern);
         tm_api_fail(c, 503, NULL, "the database did not answer within api.request_timeout; retry later");
@@ -562,6 +573,10 @@ static void limits_from_config(const struct tm_config_api *c, struct tm_api_limi
         limits->burst = c->burst;
     if (c->request_timeout_ms > 0)
         limits->request_timeout_ms = (unsigned)c->request_timeout_ms;
+    if (c->enroll_rate_per_s > 0)
+        limits->enroll_rate_per_s = c->enroll_rate_per_s;
+    if (c->enroll_burst > 0)
+        limits->enroll_burst = c->enroll_burst;
 }
 
 int tm_api_start(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_api_routes *routes,

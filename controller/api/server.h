@@ -42,6 +42,8 @@ struct tm_api_limits {
     double rate_per_s;      /* requests per second per token, refilled; default 100 */
     double burst;           /* bucket size; default 200 */
     unsigned request_timeout_ms; /* a request's deadline: then 503 + Retry-After; default 5 s */
+    double enroll_rate_per_s;    /* enrollments per second per client address; default 2 */
+    double enroll_burst;         /* their bucket size; default 50 */
 };
 
 /* The defaults above. */

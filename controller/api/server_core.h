@@ -46,6 +46,19 @@ struct rate_slot {
     uint64_t last_ms;
 };
 
+/* Enrollment's bucket per client address (auth.c), with what its log
+ * line has still to say: one line per address per ENROLL_LOG_MS. */
+#define ENROLL_SLOTS 1024
+#define ENROLL_PROBE 8
+#define ENROLL_LOG_MS 60000
+struct enroll_slot {
+    char addr[48];        /* "" when empty */
+    double tokens;
+    uint64_t last_ms;
+    uint64_t logged_ms;   /* 0: nothing logged yet */
+    uint64_t failed, throttled; /* since the last line */
+};
+
 struct auth_slot {
     char hash[TM_TOKEN_HASH_LEN + 1]; /* "" when empty */
     enum tm_role role;
@@ -85,6 +98,7 @@ struct tm_api {
     const struct tm_fleet_stats *fleet; /* the controller's, borrowed; NULL when none */
     struct rate_slot rate[RATE_SLOTS];
     struct auth_slot auth[AUTH_SLOTS];
+    struct enroll_slot enroll[ENROLL_SLOTS];
     const struct tm_api_routes *routes;   /* the daemon's: the server names no route */
     void *route_state;                    /* routes->state_new()'s, one per server */
 };

@@ -456,7 +456,9 @@ static void batch_send(struct api_batch *b)
             if (l < left)
                 left = l;
         }
-        r = left == 0 ? -ETIMEDOUT
+        /* A database the pool knows is gone: 503 now, not at the deadline. */
+        r = left == 0                                   ? -ETIMEDOUT
+            : tm_pg_pool_down(tm_api_pool(b->calls[0])) ? TM_EUNAVAIL
                       : tm_pg_pool_query_until(tm_api_pool(b->calls[0]), batch_sql, BATCH_COLS,
                                                params, left, on_batch, f);
     }

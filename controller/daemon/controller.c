@@ -207,14 +207,19 @@ static void on_pruned(int status, const char *err, void *data)
 }
 
 /* gpu_samples stay bounded: each leader tick deletes one batch of rows
- * older than agent.sample_retention (oldest first), so a backlog drains
- * over a few ticks without one long delete. */
+ * older than agent.sample_retention (oldest first) and one of rows dated
+ * past agent.clock_skew ahead (never stored today, but a table may hold
+ * them from before the API refused them), so a backlog drains over a few
+ * ticks without one long delete. */
 #define TM_PRUNE_BATCH 10000
 static void prune_samples(struct tm_controller *ctl)
 {
     struct tm_call *c = tm_calls_new(&ctl->calls, -1, 0);
     if (c && tm_store_prune_samples(ctl->pool, ctl->now_ms - ctl->cfg->agent.sample_retention_ms,
-                                    TM_PRUNE_BATCH, on_pruned, c) < 0)
+                                    ctl->now_ms + (ctl->cfg->agent.clock_skew_ms > 0
+                                                       ? ctl->cfg->agent.clock_skew_ms : 120000),
+                                    TM_PRUNE_BATCH,
+                                    on_pruned, c) < 0)
         tm_call_done(c);
 }
 

@@ -1279,6 +1279,19 @@ int tm_pg_pool_exec(struct tm_pg_pool *pool, const char *script, tm_pg_cb cb, vo
     return pool_enqueue(pool, script, true, 0, NULL, 0, cb, data);
 }
 
+bool tm_pg_pool_down(const struct tm_pg_pool *pool)
+{
+    if (!pool || pool->created == 0)
+        return false;
+    /* attempt counts connects that failed since the member's last success
+     * (a lost connection counts as one): every member at zero is a pool
+     * still starting, not one that found the database gone. */
+    for (unsigned i = 0; i < pool->created; i++)
+        if (tm_pg_connected(pool->conns[i]) || pool->conns[i]->attempt == 0)
+            return false;
+    return true;
+}
+
 unsigned tm_pg_pool_connected(const struct tm_pg_pool *pool)
 {
     unsigned n = 0;

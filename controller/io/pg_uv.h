@@ -34,6 +34,7 @@
 #ifndef TM_PG_UV_H
 #define TM_PG_UV_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -88,6 +89,10 @@ int tm_pg_pool_query_until(struct tm_pg_pool *pool, const char *sql, int nparams
                            const char *const *params, uint64_t timeout_ms, tm_pg_cb cb, void *data);
 /* Number of connections up now. */
 unsigned tm_pg_pool_connected(const struct tm_pg_pool *pool);
+/* Whether the pool knows the database is gone: no member is connected and
+ * each has failed to connect (or lost its connection) since it was last
+ * up.  A pool that has not yet tried is not down. */
+bool tm_pg_pool_down(const struct tm_pg_pool *pool);
 void tm_pg_pool_close(struct tm_pg_pool *pool, void (*done)(void *data), void *data);
 
 /* Copy conninfo into buf with any password replaced by "***", for messages. */

@@ -7,6 +7,7 @@
  */
 #include "controller/spec/api_body.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,14 @@ static bool json_num(const cJSON *m, double min, double max, double *ret)
     return true;
 }
 
+/* A value for a PostgreSQL real column (4 bytes): one closer to zero than
+ * the smallest normal float (1e-320, 1e-50) would underflow there and
+ * fail the whole statement; it reads as 0, which it is to a float. */
+static double as_real(double v)
+{
+    return fabs(v) < FLT_MIN ? 0.0 : v;
+}
+
 /* The processes on one GPU: [{"pid": 123, "used_memory_mib": 900}]. */
 static int check_processes(const cJSON *list, const char *prefix, cJSON **ret,
                            struct tm_spec_error *err)
@@ -151,9 +160,10 @@ static int check_processes(const cJSON *list, const char *prefix, cJSON **ret,
             return tm_spec_fail(err, field, i >= 256 ? "at most 256 processes" : "must be an object");
         }
         for (const cJSON *m = e->child; m; m = m->next) {
-            char f[128];
-            snprintf(f, sizeof(f), "%s.", field);
-            tm_spec_field_name(f, sizeof(f), f, m->string);
+            char f[128], at[104];
+            /* Two buffers: the prefix must not be the output it is copied into. */
+            snprintf(at, sizeof(at), "%s.", field);
+            tm_spec_field_name(f, sizeof(f), at, m->string);
             if (strcmp(m->string, "pid") == 0 && json_int(m, 0, INT32_MAX, &pid))
                 continue;
             if (strcmp(m->string, "used_memory_mib") == 0 && json_int(m, 0, TM_JOB_MEMORY_MIB_MAX, &mem))
@@ -183,8 +193,8 @@ static int check_processes(const cJSON *list, const char *prefix, cJSON **ret,
  * ({"index", "util_percent", "memory_used_mib", "at_ms"}).  The checked
  * sample goes to out with "f", the field its index came from, so that the
  * statement that knows the node's GPU count can name it. */
-static int check_sample(const cJSON *s, const char *list, size_t i, cJSON *out,
-                        struct tm_spec_error *err)
+static int check_sample(const cJSON *s, const char *list, size_t i,
+                        const struct tm_api_sample_window *win, cJSON *out, struct tm_spec_error *err)
 {
     char field[96], prefix[48], index_field[64];
     bool legacy = strcmp(list, "gpus") == 0;
@@ -218,6 +228,12 @@ static int check_sample(const cJSON *s, const char *list, size_t i, cJSON *out,
         } else if (strcmp(m->string, "at_ms") == 0) {
             if (!json_int(m, 1, INT64_C(9007199254740991), &at))
                 r = tm_spec_fail(err, field, "must be a positive integer (ms since the epoch)");
+            else if (win && at > win->max_ms)
+                r = tm_spec_fail(err, field,
+                                 "is in the future (more than agent.clock_skew after the controller's clock)");
+            else if (win && at < win->min_ms)
+                r = tm_spec_fail(err, field,
+                                 "is too old (more than agent.sample_max_age before the controller's clock)");
         } else if (!legacy && strcmp(m->string, "memory_total_mib") == 0) {
             if (!json_int(m, 0, TM_JOB_MEMORY_MIB_MAX, &total))
                 r = tm_spec_fail(err, field, "must be a non-negative integer up to 1073741824");
@@ -257,11 +273,11 @@ static int check_sample(const cJSON *s, const char *list, size_t i, cJSON *out,
         cJSON_AddItemToObject(o, "processes", procs);
     if (!cJSON_AddNumberToObject(o, "gpu_index", (double)index) ||
         !cJSON_AddStringToObject(o, "f", index_field) ||
-        !cJSON_AddNumberToObject(o, "util_percent", util) ||
+        !cJSON_AddNumberToObject(o, "util_percent", as_real(util)) ||
         !cJSON_AddNumberToObject(o, "memory_used_mib", (double)mem) ||
         (total >= 0 && !cJSON_AddNumberToObject(o, "memory_total_mib", (double)total)) ||
-        (have_temp && !cJSON_AddNumberToObject(o, "temperature_c", temp)) ||
-        (have_power && !cJSON_AddNumberToObject(o, "power_w", power)) ||
+        (have_temp && !cJSON_AddNumberToObject(o, "temperature_c", as_real(temp))) ||
+        (have_power && !cJSON_AddNumberToObject(o, "power_w", as_real(power))) ||
         (at > 0 && !cJSON_AddNumberToObject(o, "at_ms", (double)at)))
         return TM_ENOMEM;
     return 0;
@@ -349,8 +365,8 @@ static int check_running(const cJSON *e, size_t i, struct tm_spec_error *err)
     return 0;
 }
 
-int tm_api_parse_heartbeat(const char *body, size_t len, struct tm_api_heartbeat *ret,
-                           struct tm_spec_error *err)
+int tm_api_parse_heartbeat(const char *body, size_t len, const struct tm_api_sample_window *win,
+                           struct tm_api_heartbeat *ret, struct tm_spec_error *err)
 {
     struct tm_api_heartbeat hb = {0};
     cJSON *root = NULL, *report = NULL, *jobs = NULL, *samples = NULL, *gpus = NULL;
@@ -399,13 +415,13 @@ int tm_api_parse_heartbeat(const char *body, size_t len, struct tm_api_heartbeat
                 else if (is_running)
                     r = check_running(e, i, err);
                 else if (is_samples)
-                    r = check_sample(e, "samples", i, samples, err);
+                    r = check_sample(e, "samples", i, win, samples, err);
                 else if (cJSON_IsObject(e) && cJSON_GetObjectItemCaseSensitive(e, "util_percent"))
-                    r = check_sample(e, "gpus", i, samples, err); /* the older spelling */
+                    r = check_sample(e, "gpus", i, win, samples, err); /* the older spelling */
                 else if (cJSON_IsObject(e))
                     r = check_gpu(e, i, gpus, err);
                 else
-                    r = check_sample(e, "gpus", i, samples, err); /* names the bad entry */
+                    r = check_sample(e, "gpus", i, win, samples, err); /* names the bad entry */
                 if (r < 0)
                     goto out;
                 i++;
@@ -499,26 +515,30 @@ out:
     return r;
 }
 
-static int parse_verb(const char *body, size_t len, bool allow_in, int64_t now_ms, char *reason,
-                      size_t size, int64_t *ret_in_s, struct tm_spec_error *err);
+static int parse_verb(const char *body, size_t len, bool allow_in, int64_t now_ms, int64_t skew_ms,
+                      char *reason, size_t size, int64_t *ret_in_s, int64_t *ret_deadline_ms,
+                      struct tm_spec_error *err);
 
 int tm_api_parse_verb(const char *body, size_t len, bool allow_in, char *reason, size_t size,
                       int64_t *ret_in_s, struct tm_spec_error *err)
 {
-    return parse_verb(body, len, allow_in, -1, reason, size, ret_in_s, err);
+    return parse_verb(body, len, allow_in, -1, 0, reason, size, ret_in_s, NULL, err);
 }
 
-int tm_api_parse_notice(const char *body, size_t len, int64_t now_ms, char *reason, size_t size,
-                        int64_t *ret_in_s, struct tm_spec_error *err)
+int tm_api_parse_notice(const char *body, size_t len, int64_t now_ms, int64_t skew_ms, char *reason,
+                        size_t size, int64_t *ret_in_s, int64_t *ret_deadline_ms,
+                        struct tm_spec_error *err)
 {
-    return parse_verb(body, len, true, now_ms, reason, size, ret_in_s, err);
+    return parse_verb(body, len, true, now_ms < 0 ? 0 : now_ms, skew_ms, reason, size, ret_in_s,
+                      ret_deadline_ms, err);
 }
 
-static int parse_verb(const char *body, size_t len, bool allow_in, int64_t now_ms, char *reason,
-                      size_t size, int64_t *ret_in_s, struct tm_spec_error *err)
+static int parse_verb(const char *body, size_t len, bool allow_in, int64_t now_ms, int64_t skew_ms,
+                      char *reason, size_t size, int64_t *ret_in_s, int64_t *ret_deadline_ms,
+                      struct tm_spec_error *err)
 {
     cJSON *root = NULL;
-    int64_t in_s = -1;
+    int64_t in_s = -1, deadline = 0;
     int r;
 
     if (size)
@@ -543,14 +563,24 @@ static int parse_verb(const char *body, size_t len, bool allow_in, int64_t now_m
                 r = tm_spec_fail(err, "in_s", "must be a whole number of seconds from 0 to 86400");
                 goto out;
             }
+            if (now_ms >= 0)
+                deadline = (now_ms + in_s * 1000 + 500) / 1000 * 1000;
         } else if (now_ms >= 0 && strcmp(m->string, "deadline_ms") == 0) {
             int64_t at;
             if (!json_int(m, 1, INT64_C(9007199254740991), &at)) {
                 r = tm_spec_fail(err, "deadline_ms", "must be a positive integer (ms since the epoch)");
                 goto out;
             }
+            /* Past beyond what clocks may differ by: no notice, a replay
+             * or a broken clock, and it would take the node at once. */
+            if (at < now_ms - skew_ms) {
+                r = tm_spec_fail(err, "deadline_ms",
+                                 "is in the past (more than agent.clock_skew before the controller's clock)");
+                goto out;
+            }
             /* The node's clock, not ours: only what is left counts. */
             in_s = at <= now_ms ? 0 : (at - now_ms) / 1000 > 86400 ? 86400 : (at - now_ms) / 1000;
+            deadline = (at + 500) / 1000 * 1000;
         } else {
             char field[64];
             tm_spec_field_name(field, sizeof(field), "", m->string);
@@ -562,6 +592,8 @@ static int parse_verb(const char *body, size_t len, bool allow_in, int64_t now_m
 out:
     if (r == 0 && ret_in_s)
         *ret_in_s = in_s;
+    if (r == 0 && ret_deadline_ms)
+        *ret_deadline_ms = deadline;
     cJSON_Delete(root);
     return r;
 }

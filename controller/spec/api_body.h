@@ -42,8 +42,14 @@ struct tm_api_heartbeat {
     char *gpus;      /* the inventory: [{"gpu_index", "f", "uuid", "name", "memory_total_mib"}] */
     size_t njobs, nsamples;
 };
-int tm_api_parse_heartbeat(const char *body, size_t len, struct tm_api_heartbeat *ret,
-                           struct tm_spec_error *err);
+/* The sample times a heartbeat may carry (ms since the epoch, both
+ * inclusive): a sample's "at_ms" outside them is refused naming it
+ * ("samples[3].at_ms").  NULL: any time (the fuzzer, the unit tests). */
+struct tm_api_sample_window {
+    int64_t min_ms, max_ms;
+};
+int tm_api_parse_heartbeat(const char *body, size_t len, const struct tm_api_sample_window *win,
+                           struct tm_api_heartbeat *ret, struct tm_spec_error *err);
 void tm_api_heartbeat_release(struct tm_api_heartbeat *hb);
 
 /* POST /v1/agent/enroll: {"node_id": N, "secret": "tme_..."}, both
@@ -79,9 +85,14 @@ int tm_api_parse_verb(const char *body, size_t len, bool allow_in, char *reason,
 
 /* POST /v1/nodes/{id}/interruption: the verb's body with "in_s", or the
  * node agent's "deadline_ms" (when the cloud takes the node, ms since the
- * epoch), turned into in_s against now_ms. */
-int tm_api_parse_notice(const char *body, size_t len, int64_t now_ms, char *reason, size_t size,
-                        int64_t *ret_in_s, struct tm_spec_error *err);
+ * epoch), turned into in_s against now_ms.  A deadline more than skew_ms
+ * before now_ms is refused naming "deadline_ms" (a node's clock may be a
+ * little behind ours; 1970 is no notice).  *ret_deadline_ms is when the
+ * cloud takes the node, to the second (now_ms + in_s when in_s was
+ * given): the same notice repeated names the same deadline. */
+int tm_api_parse_notice(const char *body, size_t len, int64_t now_ms, int64_t skew_ms, char *reason,
+                        size_t size, int64_t *ret_in_s, int64_t *ret_deadline_ms,
+                        struct tm_spec_error *err);
 
 /* PUT /v1/budgets/{name}: {"cap_cents": 500000, "period": "month",
  * "hard": true, "warn_percent": 80} plus, optionally, "scope_kind": "team"

@@ -426,15 +426,16 @@ int tm_store_enrollment_add(struct tm_pg_pool *pool, int64_t node_id, const char
                       4, params, cb, data);
 }
 
-int tm_store_prune_samples(struct tm_pg_pool *pool, int64_t before_ms, int batch,
+int tm_store_prune_samples(struct tm_pg_pool *pool, int64_t before_ms, int64_t after_ms, int batch,
                            tm_store_done_cb cb, void *data)
 {
-    char before_s[24], batch_s[16];
+    char before_s[24], after_s[24], batch_s[16];
 
     snprintf(before_s, sizeof(before_s), "%" PRId64, before_ms);
+    snprintf(after_s, sizeof(after_s), "%" PRId64, after_ms);
     snprintf(batch_s, sizeof(batch_s), "%d", batch);
-    const char *params[2] = {before_s, batch_s};
-    return query_done(pool, "SELECT tarmac_prune_samples($1, $2)", 2, params, cb, data);
+    const char *params[3] = {before_s, batch_s, after_s};
+    return query_done(pool, "SELECT tarmac_prune_samples($1, $2::int, $3)", 3, params, cb, data);
 }
 
 int tm_store_accrue(struct tm_pg_pool *pool, int64_t epoch, int64_t now_ms, tm_store_done_cb cb,

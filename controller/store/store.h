@@ -56,9 +56,10 @@ int tm_store_node_launched(struct tm_pg_pool *pool, int64_t node_id, const char 
 int tm_store_enrollment_add(struct tm_pg_pool *pool, int64_t node_id, const char *hash,
                             int64_t now_ms, int64_t expires_ms, tm_store_done_cb cb, void *data);
 
-/* Delete at most batch gpu_samples rows older than before_ms
- * (tarmac_prune_samples): the leader's tick bounds their retention. */
-int tm_store_prune_samples(struct tm_pg_pool *pool, int64_t before_ms, int batch,
+/* Delete at most batch gpu_samples rows older than before_ms and at most
+ * batch dated after after_ms (tarmac_prune_samples, 0018): the leader's
+ * tick bounds their retention whatever their date. */
+int tm_store_prune_samples(struct tm_pg_pool *pool, int64_t before_ms, int64_t after_ms, int batch,
                            tm_store_done_cb cb, void *data);
 
 /* The demand each pool saw lately, read back so that a new leader's

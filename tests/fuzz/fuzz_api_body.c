@@ -61,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cJSON_Delete(root);
 
     memset(&err, 0, sizeof(err));
-    r = tm_api_parse_heartbeat(body, size, &hb, &err);
+    r = tm_api_parse_heartbeat(body, size, NULL, &hb, &err);
     check_err(r, &err);
     if (r == 0) {
         cJSON *a = cJSON_Parse(hb.report), *b = cJSON_Parse(hb.samples);

@@ -100,7 +100,7 @@ static void check_body(const struct tm_config *cfg, const char *body, size_t siz
     }
     cJSON_Delete(root);
     memset(&err, 0, sizeof(err));
-    r = tm_api_parse_heartbeat(body, size, &hb, &err);
+    r = tm_api_parse_heartbeat(body, size, NULL, &hb, &err);
     check_err(r, &err);
     if (r == 0 && (!text_ok(hb.report) || !text_ok(hb.samples)))
         abort();

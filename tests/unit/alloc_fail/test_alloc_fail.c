@@ -133,7 +133,7 @@ static int heartbeat_step(void *data, char *err, size_t errsize)
     struct tm_api_heartbeat hb = {0};
     struct tm_spec_error e;
     memset(&e, 0, sizeof(e));
-    int r = tm_api_parse_heartbeat(body, strlen(body), &hb, &e);
+    int r = tm_api_parse_heartbeat(body, strlen(body), NULL, &hb, &e);
     tm_api_heartbeat_release(&hb);
     if (r != 0)
         snprintf(err, errsize, "%s: %s", e.field, e.message);

@@ -210,12 +210,12 @@ static void test_heartbeat(void **state)
                      "\"gpus\":[{\"index\":3,\"util_percent\":12.5,\"memory_used_mib\":10}]}";
     (void)state;
 
-    assert_int_equal(tm_api_parse_heartbeat(ok, strlen(ok), &hb, &err), 0);
+    assert_int_equal(tm_api_parse_heartbeat(ok, strlen(ok), NULL, &hb, &err), 0);
     assert_int_equal(hb.njobs, 1);
     assert_int_equal(hb.nsamples, 1);
     assert_string_equal(hb.report, "{\"jobs\":[{\"id\":7,\"state\":\"failed\",\"reason\":\"oom\"}]}");
     tm_api_heartbeat_release(&hb);
-    assert_int_equal(tm_api_parse_heartbeat(NULL, 0, &hb, &err), 0);
+    assert_int_equal(tm_api_parse_heartbeat(NULL, 0, NULL, &hb, &err), 0);
     assert_string_equal(hb.report, "{\"jobs\":[]}");
     assert_string_equal(hb.samples, "[]");
     tm_api_heartbeat_release(&hb);
@@ -235,7 +235,7 @@ static void test_heartbeat(void **state)
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         memset(&err, 0, sizeof(err));
-        if (tm_api_parse_heartbeat(bad[i].body, strlen(bad[i].body), &hb, &err) != TM_EINVAL ||
+        if (tm_api_parse_heartbeat(bad[i].body, strlen(bad[i].body), NULL, &hb, &err) != TM_EINVAL ||
             strcmp(err.field, bad[i].field) != 0)
             fail_msg("%s: field \"%s\", expected \"%s\"", bad[i].body, err.field, bad[i].field);
     }
