@@ -106,19 +106,38 @@ expect 200 "$(req POST "/v1/nodes/$N2/heartbeat" "$ADMIN" '{}')" "an admin heart
 
 # ---- samples ----
 HB='{"gpus":[{"index":0,"uuid":"GPU-fake-0","name":"Fake A100","memory_total_mib":81920}],
- "samples":[{"gpu_index":0,"at_ms":1700000000000,"util_percent":37.5,"memory_used_mib":1024,
+ "samples":[{"gpu_index":0,"at_ms":'"$NOW"',"util_percent":37.5,"memory_used_mib":1024,
   "memory_total_mib":81920,"temperature_c":41,"power_w":180.5,"processes":[{"pid":123,"used_memory_mib":900}]}],
  "running":[]}'
 expect 200 "$(req POST "/v1/nodes/$N1/heartbeat" "$T1" "$HB")" "a heartbeat with samples"
 [ "$(psql_q "SELECT uuid || ' ' || temperature_c || ' ' || power_w || ' ' || (processes -> 0 ->> 'pid')
              FROM gpu_samples WHERE node_id = $N1")" = "GPU-fake-0 41 180.5 123" ] \
     || fail "the sample was not stored with its uuid, temperature, power and processes"
-BAD='{"samples":[{"gpu_index":1,"at_ms":1700000001000,"util_percent":1,"memory_used_mib":1},
- {"gpu_index":9,"at_ms":1700000001000,"util_percent":1,"memory_used_mib":1}]}'
+BAD='{"samples":[{"gpu_index":1,"at_ms":'$((NOW + 1000))',"util_percent":1,"memory_used_mib":1},
+ {"gpu_index":9,"at_ms":'$((NOW + 1000))',"util_percent":1,"memory_used_mib":1}]}'
 R=$(req POST "/v1/nodes/$N1/heartbeat" "$T1" "$BAD")
 expect 400 "$R" "a sample for a GPU the node lacks"
 [ "$(field_of "$R")" = "samples[1].gpu_index" ] || fail "the bad sample was not named: $R"
 [ "$(psql_q "SELECT count(*) FROM gpu_samples WHERE node_id = $N1")" = 1 ] || fail "a refused heartbeat stored samples"
+# Sample times: from 2100 or 1970 refused naming the sample's at_ms
+# (agent.clock_skew ahead, agent.sample_max_age behind); nothing stored.
+ok_sample='{"gpu_index":1,"at_ms":'$((NOW + 2000))',"util_percent":1,"memory_used_mib":1}'
+for at in 4102444800000 253402300799000 1000 $((NOW - 7 * 3600 * 1000)) $((NOW + 3600 * 1000)); do
+    R=$(req POST "/v1/nodes/$N1/heartbeat" "$T1" '{"samples":['"$ok_sample"',{"gpu_index":0,"at_ms":'$at',"util_percent":1,"memory_used_mib":1}]}')
+    expect 400 "$R" "a sample dated $at"
+    [ "$(field_of "$R")" = "samples[1].at_ms" ] || fail "the sample dated $at was not named: $R"
+done
+[ "$(psql_q "SELECT count(*) FROM gpu_samples WHERE node_id = $N1")" = 1 ] || fail "a sample out of its time was stored"
+# Floats inside the ranges that PostgreSQL's real cannot hold: stored as 0, never 500.
+R=$(req POST "/v1/nodes/$N1/heartbeat" "$T1" '{"samples":[{"gpu_index":1,"at_ms":'$((NOW + 3000))',"util_percent":1e-320,
+ "memory_used_mib":1,"temperature_c":1e-50,"power_w":1e-310}]}')
+expect 200 "$R" "samples with floats that underflow a real"
+[ "$(psql_q "SELECT util_percent || ' ' || temperature_c || ' ' || power_w FROM gpu_samples
+             WHERE node_id = $N1 AND at_ms = $((NOW + 3000))")" = "0 0 0" ] || fail "the underflowing floats were not stored as 0"
+# A nested field is named in full.
+R=$(req POST "/v1/nodes/$N1/heartbeat" "$T1" '{"samples":[{"gpu_index":0,"util_percent":1,"memory_used_mib":1,"processes":[{"pid":"x"}]}]}')
+expect 400 "$R" "a process with a bad pid"
+[ "$(field_of "$R")" = "samples[0].processes[0].pid" ] || fail "the nested field was not named in full: $R"
 
 # ---- assignments, start and exit ----
 job() { # job NODE ATTEMPTS MASK: a running job on NODE; prints its id
@@ -170,6 +189,22 @@ expect 200 "$(req POST "/v1/nodes/$N1/jobs/$J3/exit" "$T1" '{"attempt":1,"exit_c
 # ---- the notice from the agent ----
 expect 200 "$(req POST "/v1/nodes/$N1/interruption" "$T1" \
     "{\"reason\":\"aws spot instance-action terminate\",\"deadline_ms\":$((NOW + 120000))}")" "the agent's notice"
+# The agent repeats its notice until answered, the cloud keeps announcing
+# it: the same deadline is one decision.  A deadline in the past (1970,
+# or beyond agent.clock_skew) is refused naming it.
+for i in 1 2 3; do
+    expect 200 "$(req POST "/v1/nodes/$N1/interruption" "$T1" \
+        "{\"reason\":\"aws spot instance-action terminate\",\"deadline_ms\":$((NOW + 120000))}")" "a repeated notice"
+done
+[ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'interruption_notice' AND subject_id = '$N1'")" = 1 ] \
+    || fail "a repeated notice wrote $(psql_q "SELECT count(*) FROM decisions WHERE kind = 'interruption_notice' AND subject_id = '$N1'") decisions"
+for at in 1000 $((NOW - 600000)); do
+    R=$(req POST "/v1/nodes/$N1/interruption" "$T1" "{\"deadline_ms\":$at}")
+    expect 400 "$R" "a notice with a deadline in the past ($at)"
+    [ "$(field_of "$R")" = deadline_ms ] || fail "the past deadline was not named: $R"
+done
+[ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'interruption_notice' AND subject_id = '$N1'")" = 1 ] \
+    || fail "a refused notice wrote a decision"
 
 # ---- the job spec's env and image ----
 R=$(req POST /v1/jobs "$ADMIN" '{"team":"vision","gpus":1,"env":{"A":"1","B_2":"x y"},"image":"nvcr.io/nvidia/pytorch:24.01-py3"}')
@@ -195,6 +230,38 @@ expect 409 "$(req POST "/v1/nodes/$N1/jobs/$J1/start" "$T1" '{"attempt":2}')" "a
 expect 200 "$(req POST "/v1/nodes/$N2/heartbeat" "$T2" '{}')" "node 2's agent heartbeat"
 psql_q "UPDATE api_tokens SET revoked = true WHERE node_id = $N2" >/dev/null
 expect 401 "$(req POST "/v1/nodes/$N2/heartbeat" "$T2" '{}')" "a revoked agent token"
+
+# ---- enrollment by brute force ----
+# 300 wrong secrets from one address as fast as answers come: past the
+# address's bucket (api.enroll_burst, then api.enroll_rate_per_address)
+# they get 429 without a statement; the refusals are logged once for the
+# address in the minute, with their counts, and no secret.
+WRONG=tme_$(openssl rand -hex 32)
+L0=$(grep -c 'api refused enrollment attempts' "$WORK/serve.log")
+python3 - "$PORT" "$N2" "$WRONG" >"$WORK/brute" 2>"$WORK/brute.log" <<'PY' || fail "the brute force: $(tail -n 5 "$WORK/brute.log")"
+import http.client, json, sys
+port, node, wrong = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+codes = {}
+for i in range(300):
+    conn.request("POST", "/v1/agent/enroll", json.dumps({"node_id": node, "secret": wrong[:-4] + "%04d" % i}),
+                 {"Content-Type": "application/json"})
+    r = conn.getresponse()
+    r.read()
+    codes[r.status] = codes.get(r.status, 0) + 1
+print(codes.get(401, 0), codes.get(429, 0), sum(codes.values()))
+PY
+read -r B401 B429 BALL <"$WORK/brute"
+[ "$B429" -ge 200 ] && [ "$B401" -ge 1 ] && [ $((B401 + B429)) = "$BALL" ] \
+    || fail "enrollment brute force: $B401 answers 401 and $B429 answers 429 of $BALL"
+# The secrets refused earlier in this script may have logged the
+# minute's line already: at most one more, and one at least in all.
+L1=$(grep -c 'api refused enrollment attempts' "$WORK/serve.log")
+[ "$L1" -ge 1 ] && [ $((L1 - L0)) -le 1 ] \
+    || fail "the refused enrollments were not logged once a minute: $L0 lines before, $L1 after"
+grep 'api refused enrollment attempts' "$WORK/serve.log" | grep -q 'addr=127.0.0.1 ' \
+    || fail "the enrollment line does not name the address: $(grep 'api refused enrollment' "$WORK/serve.log")"
+grep -qF -- "${WRONG:0:40}" "$WORK/serve.log" && fail "a tried secret reached the log"
 
 # ---- no secret anywhere ----
 for s in "$S1" "$S2" "$S2B" "$S3" "$T1" "$T2"; do

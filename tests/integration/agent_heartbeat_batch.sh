@@ -11,7 +11,8 @@
 # refused alone while every other heartbeat, its batch-mates included, is
 # stored.  The stored sample count is exact for every node: 8 per 200.
 # The batch function must have run, fewer times than there were
-# heartbeats (pg_stat_user_functions).
+# heartbeats (pg_stat_user_functions).  Then one node's token floods
+# samples: 429 past the node's budget, bounded rows, one log line.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 
 DB=$(new_db itest_agent_hb_batch)
@@ -88,11 +89,15 @@ SERVE=$!
 PIDS+=("$SERVE")
 wait_for 20 "curl -fsS http://127.0.0.1:$PORT/readyz >/dev/null 2>&1" || fail "the API never became ready"
 
+# Sample times within the window the API accepts (agent.sample_max_age
+# before its clock, agent.clock_skew after): ten minutes ago, a second apart.
+export T0=$(( $(date +%s%3N) - 600000 ))
 # The burst: prints, per node, "NODE count200 count400 count409 count500".
 python3 - "$PORT" "$WORK/tokens" "$BADGPU" "$STALE" "$ENDED" "$FAULT" "$J" "$J2" "$DB" \
     >"$WORK/answers" 2>"$WORK/burst.log" <<'PY' || fail "the burst: $(tail -n 20 "$WORK/burst.log")"
-import http.client, json, subprocess, sys, threading
+import http.client, json, os, subprocess, sys, threading
 port, tokfile = int(sys.argv[1]), sys.argv[2]
+t0 = int(os.environ["T0"])
 badgpu, stale, ended, fault, job, job2 = (int(x) for x in sys.argv[3:9])
 db = sys.argv[9]
 tokens = [l.split() for l in open(tokfile)]
@@ -100,7 +105,7 @@ start = threading.Barrier(len(tokens))
 counts, errors = {}, []
 
 def body(node, k):
-    samples = [{"gpu_index": g, "at_ms": 1700000000000 + k * 1000, "util_percent": 37.5,
+    samples = [{"gpu_index": g, "at_ms": t0 + k * 1000, "util_percent": 37.5,
                 "memory_used_mib": 1024, "memory_total_mib": 81920, "temperature_c": 41,
                 "power_w": 180.5} for g in range(8)]
     doc = {"samples": samples}
@@ -180,7 +185,7 @@ done <"$WORK/answers"
 # The faulty heartbeats changed nothing of their node; the last good one
 # (k = 19) set its heartbeat time.
 [ "$(psql_q "SELECT count(*) FROM gpu_samples WHERE node_id = $FAULT AND at_ms IN
-             (1700000002000, 1700000007000, 1700000012000, 1700000017000)")" = 0 ] \
+             ($((T0 + 2000)), $((T0 + 7000)), $((T0 + 12000)), $((T0 + 17000)))")" = 0 ] \
     || fail "a failed heartbeat stored samples"
 # Heartbeats shared statements: the batch function ran, and fewer times
 # than the heartbeats that reached it (the first of each token goes the
@@ -191,4 +196,39 @@ CALLS=$(calls)
 [ "$CALLS" -lt 900 ] || fail "tarmac_heartbeat_batch ran $CALLS times for 1000 heartbeats: no batching"
 grep -q "heartbeat refused in its batch" "$WORK/serve.log" \
     || fail "the faulty items were not refused in their batch"
-echo "ok: 1000 heartbeats from 50 nodes, $CALLS batch statements"
+
+# ---- a flood from one node's token ----
+# Twelve heartbeats of 2,048 samples each, as fast as answers come: the
+# node's budget (one sample per GPU per agent.min_sample_period, beyond a
+# burst of 4,096 that holds an agent's whole backlog) stores two, then
+# answers 429 naming samples with Retry-After, stores nothing of those,
+# and logs the refusals once for the node, not once per request.
+read -r FLOOD FTOK < <(sed -n 8p "$WORK/tokens")
+BEFORE=$(psql_q "SELECT count(*) FROM gpu_samples WHERE node_id = $FLOOD")
+python3 - "$PORT" "$FLOOD" "$FTOK" >"$WORK/flood" 2>"$WORK/flood.log" <<'PY' || fail "the flood: $(tail -n 5 "$WORK/flood.log")"
+import http.client, json, os, sys
+port, node, tok = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+t0 = int(os.environ["T0"]) + 100000
+conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+codes = []
+for k in range(12):
+    samples = [{"gpu_index": g, "at_ms": t0 + (k * 256 + i) * 10, "util_percent": 1,
+                "memory_used_mib": 1} for i in range(256) for g in range(8)]
+    conn.request("POST", f"/v1/nodes/{node}/heartbeat", json.dumps({"samples": samples}),
+                 {"Authorization": "Bearer " + tok, "Content-Type": "application/json"})
+    r = conn.getresponse()
+    doc = json.loads(r.read().decode() or "{}")
+    if r.status == 429 and (doc.get("field") != "samples" or not r.getheader("Retry-After")):
+        sys.exit(f"a 429 without field samples or Retry-After: {doc}")
+    codes.append(r.status)
+print(codes.count(200), codes.count(429), len(codes))
+PY
+read -r F200 F429 FALL <"$WORK/flood"
+[ "$F429" -ge 6 ] && [ $((F200 + F429)) = "$FALL" ] \
+    || fail "the flood: $F200 answers 200 and $F429 answers 429 of $FALL, expected mostly 429"
+FSTORED=$(( $(psql_q "SELECT count(*) FROM gpu_samples WHERE node_id = $FLOOD") - BEFORE ))
+[ "$FSTORED" = $((F200 * 2048)) ] && [ "$FSTORED" -le $((3 * 2048)) ] \
+    || fail "the flood stored $FSTORED samples for $F200 answers 200 (bounded: at most $((3 * 2048)))"
+[ "$(grep -c "over the node's budget.*node=$FLOOD " "$WORK/serve.log")" = 1 ] \
+    || fail "the refusals were not logged exactly once: $(grep -c "over the node's budget" "$WORK/serve.log") lines"
+echo "ok: 1000 heartbeats from 50 nodes, $CALLS batch statements; a flood of $FALL: $F200 stored, $F429 refused"
