@@ -8,8 +8,9 @@
 #     `tarmac nodes` output or the API;
 #   - a template that could pass EC2's 16 KB of user data is refused at
 #     config load, naming the key;
-#   - gpu_samples older than agent.sample_retention are pruned by the
-#     leader's tick (fresh ones stay).
+#   - gpu_samples older than agent.sample_retention, or dated past
+#     agent.clock_skew ahead, are pruned by the leader's tick (fresh ones
+#     stay).
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 
 DB=$(new_db itest_agent_bootstrap)
@@ -51,9 +52,14 @@ NODE=$(psql_q "SELECT id FROM nodes WHERE pool = 'od' ORDER BY id LIMIT 1")
              AND expires_ms - created_ms = 1800000 AND hash ~ '^[0-9a-f]{64}$'")" = 1 ] \
     || fail "no enrollment row for node $NODE: $(psql_q "SELECT * FROM agent_enrollments")"
 
-# Pruning: 25,000 samples of long ago go in a few ticks; the fresh one stays.
+# Pruning: 25,000 samples of long ago, and 12,000 dated in 2100 and 9999
+# (stored before the API refused such times), go in a few ticks; the
+# fresh one stays.
 psql_q "INSERT INTO gpu_samples (node_id, gpu_index, at_ms, util_percent, memory_used_mib)
         SELECT $NODE, g % 8, 1000 + g, 50, 1 FROM generate_series(1, 25000) g" >/dev/null
+psql_q "INSERT INTO gpu_samples (node_id, gpu_index, at_ms, util_percent, memory_used_mib)
+        SELECT $NODE, g % 8, CASE WHEN g % 2 = 0 THEN 4102444800000 ELSE 253402300799000 END + g, 50, 1
+        FROM generate_series(1, 12000) g" >/dev/null
 psql_q "INSERT INTO gpu_samples (node_id, gpu_index, at_ms, util_percent, memory_used_mib)
         VALUES ($NODE, 0, $(date +%s%3N), 10, 1)" >/dev/null
 wait_for 20 '[ "$(psql_q "SELECT count(*) FROM gpu_samples")" = 1 ]' \

@@ -868,11 +868,12 @@ static void test_heartbeat(void **state)
              " AND last_heartbeat_ms IS NOT NULL", g.node_id);
     assert_int_equal(sql_count(sql), 0);
 
+    /* An hour ago: within agent.sample_max_age, outside /metrics' window. */
     snprintf(body, sizeof(body),
              "{\"jobs\":[{\"id\":%" PRId64 ",\"state\":\"succeeded\",\"reason\":\"exit 0\"}],"
-             "\"gpus\":[{\"index\":0,\"util_percent\":97.5,\"memory_used_mib\":70000,\"at_ms\":1000},"
+             "\"gpus\":[{\"index\":0,\"util_percent\":97.5,\"memory_used_mib\":70000,\"at_ms\":%lld},"
              "{\"index\":1,\"util_percent\":0,\"memory_used_mib\":0}]}",
-             job);
+             job, ((long long)time(NULL) - 3600) * 1000);
     assert_int_equal(http("POST", path, T_ENGINEER, body, &b), 403);
     free(b);
     assert_int_equal(http("POST", path, T_ADMIN, body, &b), 200);

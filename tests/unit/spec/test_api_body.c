@@ -241,6 +241,74 @@ static void test_heartbeat(void **state)
     }
 }
 
+/* The agent's samples: times within the window, floats a real can hold,
+ * nested fields named in full. */
+static void test_heartbeat_bounds(void **state)
+{
+    const struct tm_api_sample_window win = {.min_ms = 1000000, .max_ms = 2000000};
+    struct tm_api_heartbeat hb;
+    struct tm_spec_error err;
+    const char *tiny = "{\"samples\":[{\"gpu_index\":0,\"at_ms\":1500000,\"util_percent\":1e-320,"
+                       "\"memory_used_mib\":1,\"temperature_c\":1e-50,\"power_w\":1e-39}]}";
+    (void)state;
+
+    assert_int_equal(tm_api_parse_heartbeat(tiny, strlen(tiny), &win, &hb, &err), 0);
+    assert_non_null(strstr(hb.samples, "\"util_percent\":0,"));
+    assert_non_null(strstr(hb.samples, "\"temperature_c\":0,"));
+    assert_non_null(strstr(hb.samples, "\"power_w\":0,"));
+    tm_api_heartbeat_release(&hb);
+
+    static const struct { const char *body, *field; } bad[] = {
+        {"{\"samples\":[{\"gpu_index\":0,\"at_ms\":1500000,\"util_percent\":1,\"memory_used_mib\":1},"
+         "{\"gpu_index\":0,\"at_ms\":2000001,\"util_percent\":1,\"memory_used_mib\":1}]}", "samples[1].at_ms"},
+        {"{\"samples\":[{\"gpu_index\":0,\"at_ms\":999999,\"util_percent\":1,\"memory_used_mib\":1}]}",
+         "samples[0].at_ms"},
+        {"{\"gpus\":[{\"index\":0,\"at_ms\":253402300799000,\"util_percent\":1,\"memory_used_mib\":1}]}",
+         "gpus[0].at_ms"},
+        {"{\"samples\":[{\"gpu_index\":0,\"util_percent\":1,\"memory_used_mib\":1,"
+         "\"processes\":[{\"pid\":1},{\"pid\":\"x\"}]}]}", "samples[0].processes[1].pid"},
+        {"{\"samples\":[{\"gpu_index\":0,\"util_percent\":1,\"memory_used_mib\":1,"
+         "\"processes\":[{\"who\":1}]}]}", "samples[0].processes[0].who"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        memset(&err, 0, sizeof(err));
+        if (tm_api_parse_heartbeat(bad[i].body, strlen(bad[i].body), &win, &hb, &err) != TM_EINVAL ||
+            strcmp(err.field, bad[i].field) != 0)
+            fail_msg("%s: field \"%s\", expected \"%s\"", bad[i].body, err.field, bad[i].field);
+    }
+}
+
+/* An interruption notice: a deadline past the skew refused, the deadline
+ * handed back to the second so that a repeat names the same one. */
+static void test_notice(void **state)
+{
+    struct tm_spec_error err;
+    char reason[64];
+    int64_t in_s, deadline;
+    const char *ok = "{\"deadline_ms\":1120400}", *late = "{\"deadline_ms\":1000}";
+    const char *skewed = "{\"deadline_ms\":970000}", *rel = "{\"in_s\":30}";
+    (void)state;
+
+    assert_int_equal(tm_api_parse_notice(ok, strlen(ok), 1000000, 60000, reason, sizeof(reason), &in_s,
+                                         &deadline, &err), 0);
+    assert_int_equal(in_s, 120);
+    assert_int_equal(deadline, 1120000);
+    /* A node clock a little behind ours: taken, with nothing left. */
+    assert_int_equal(tm_api_parse_notice(skewed, strlen(skewed), 1000000, 60000, reason, sizeof(reason),
+                                         &in_s, &deadline, &err), 0);
+    assert_int_equal(in_s, 0);
+    memset(&err, 0, sizeof(err));
+    assert_int_equal(tm_api_parse_notice(late, strlen(late), 1000000, 60000, reason, sizeof(reason), &in_s,
+                                         &deadline, &err), TM_EINVAL);
+    assert_string_equal(err.field, "deadline_ms");
+    assert_int_equal(tm_api_parse_notice(rel, strlen(rel), 1000400, 60000, reason, sizeof(reason), &in_s,
+                                         &deadline, &err), 0);
+    assert_int_equal(deadline, 1030000);
+    assert_int_equal(tm_api_parse_notice("", 0, 1000000, 60000, reason, sizeof(reason), &in_s, &deadline,
+                                         &err), 0);
+    assert_int_equal(deadline, 0);
+}
+
 static void test_retag_verb(void **state)
 {
     struct tm_spec_error err;
@@ -322,6 +390,8 @@ int main(void)
         cmocka_unit_test(test_job_fit),
         cmocka_unit_test(test_job_text),
         cmocka_unit_test(test_heartbeat),
+        cmocka_unit_test(test_heartbeat_bounds),
+        cmocka_unit_test(test_notice),
         cmocka_unit_test(test_retag_verb),
         cmocka_unit_test(test_budget),
     };
