@@ -9,7 +9,9 @@ agent-local's).  Every request is appended to --record as one JSON line
 heartbeat, so a test changes it while the agent runs).  Files named by
 --fail-heartbeats (a count in a file) make that many heartbeats answer 503;
 --terminated makes every heartbeat answer 409; --stale-starts answers 409
-to starts.  Prints the port it listens on to --port-file.
+to starts; --refuse-sample-times answers a heartbeat carrying samples 400
+naming samples[0].at_ms, as the controller does to a node whose clock is
+off.  Prints the port it listens on to --port-file.
 """
 import argparse
 import json
@@ -30,6 +32,7 @@ def main():
     ap.add_argument("--secret", default="enroll-secret-xyz")
     ap.add_argument("--terminated", action="store_true")
     ap.add_argument("--stale-starts", action="store_true")
+    ap.add_argument("--refuse-sample-times", action="store_true")
     ap.add_argument("--quiet-record", action="store_true", help="record only the paths")
     ap.add_argument("--heartbeat-record", help="heartbeats go here instead of --record")
     ap.add_argument("--tls-cert", help="serve https with this certificate (PEM) ...")
@@ -78,6 +81,9 @@ def main():
             if p.endswith("/heartbeat"):
                 if args.terminated:
                     return self.reply(409, {"error": "node is terminated", "field": "node"})
+                if args.refuse_sample_times and body and body.get("samples"):
+                    return self.reply(400, {"error": "is in the future (more than agent.clock_skew after"
+                                            " the controller's clock)", "field": "samples[0].at_ms"})
                 assignments = []
                 if args.assignments and os.path.exists(args.assignments):
                     try:

@@ -332,3 +332,25 @@ set -e
 [ "$rc" = 2 ] && grep -q "in the clear" "$T/agent9.log" || fail "plain http to a remote host not refused (rc $rc)"
 [ -e "$T/w9" ] && fail "a refused start created its work directory"
 echo "[$SECONDS s] ok 7 https with --ca-file, unknown certificate refused, remote plain http refused"
+
+# 8. A clock the controller refuses (400 naming samples[0].at_ms): the
+# agent logs it once, drops those samples and sends a bare heartbeat at
+# once, so that the node stays heard of.
+stop_stub
+echo '[]' >"$T/asg.json"
+: >"$T/hb.jsonl"
+start_stub --refuse-sample-times
+rm -rf "$T/w"
+start_agent agent10.log --enroll-secret-file "$T/secret"
+sleep 3
+stop_agent
+stop_stub
+"$PY" - "$T/hb.jsonl" <<'PY' || fail "refused sample times: heartbeats were not followed by bare ones"
+import json, sys
+hbs = [bool(json.loads(l)["body"].get("samples")) for l in open(sys.argv[1])]
+refused = [i for i, s in enumerate(hbs) if s]
+assert len(refused) >= 2 and len(hbs) - len(refused) >= 2, hbs
+assert all(i + 1 == len(hbs) or not hbs[i + 1] for i in refused), hbs
+PY
+[ "$(grep -c "is this node's clock off" "$T/agent10.log")" = 1 ] || fail "the refused clock was not logged once"
+echo "[$SECONDS s] ok 8 refused sample times: bare heartbeats in between, logged once"
