@@ -45,6 +45,7 @@ TOOK=$(( $(date +%s%3N) - START ))
 [ "$CODE" = 503 ] && grep -qi '^retry-after:' "$WORK/down.h" \
     || fail "a data route during the outage answered $CODE: $(cat "$WORK/down.h" "$WORK/down.json")"
 [ "$TOOK" -lt 10000 ] || fail "the 503 took $TOOK ms: it waited for api.request_timeout"
+echo "the outage's 503 came in $TOOK ms (api.request_timeout 20 s)"
 [ "$(curl -s -o /dev/null -w '%{http_code}' -m 30 "$BASE/readyz")" = 503 ] || fail "/readyz ready during the outage"
 start_proxy                            # and back
 
@@ -68,6 +69,7 @@ TOOK=$(( $(date +%s%3N) - START ))
 kill -CONT $BACKENDS
 [ "$CODE" = 503 ] || fail "/readyz answered $CODE while the database was stopped"
 [ "$TOOK" -lt 10000 ] || fail "/readyz took $TOOK ms while the database was stopped"
+echo "/readyz said not ready in $TOOK ms with the database stopped"
 wait_for 20 "curl -fsS $BASE/readyz >/dev/null 2>&1" || fail "/readyz not ready once the database went on"
 kill -TERM "$serve"
 wait "$serve" || fail "unclean stop after the outage"
