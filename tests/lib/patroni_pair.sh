@@ -11,6 +11,8 @@
 #                          leader key, from Patroni's REST API; empty if none
 #   ppair_sync             the name of the synchronous standby; empty if none
 #   ppair_kill_postgres N  kill -9 member N's postmaster (Patroni lives on)
+#   ppair_kill_node N      kill -9 member N's Patroni and postmaster
+#   ppair_start_member N   start member N's Patroni (again)
 #   ppair_stop             stop both Patronis (and their postgres) and etcd
 # PPAIR_PG[0..1], PPAIR_API[0..1] (Patroni's REST ports) and PPAIR_URL (a
 # two-host URL, target_session_attrs=read-write) are set by ppair_init.
@@ -24,14 +26,14 @@
 PPAIR_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 ppair_as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
 ppair_free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-PPAIR_PIDS=()
-# ppair_spawn NAME CMD...: CMD in the background as the postgres user, its
+PPAIR_PIDS=()   # Patroni's pid by member
+# ppair_spawn NAME CMD...: CMD in the background as the postgres user; its
 # own pid (not runuser's, which would not pass a kill -9 on) in NAME.pid.
 ppair_spawn() {
     local name=$1; shift
+    rm -f "$PPAIR_DIR/$name.pid"
     ppair_as_pg sh -c 'echo $$ >"$0"; exec "$@"' "$PPAIR_DIR/$name.pid" "$@" >>"$PPAIR_DIR/$name.log" 2>&1 &
     wait_for 10 '[ -s "$PPAIR_DIR/$name.pid" ]' || fail "$name did not start"
-    PPAIR_PIDS+=("$(cat "$PPAIR_DIR/$name.pid")")
 }
 
 # ppair_api N PATH: GET on member N's REST API, the body on stdout.
@@ -76,8 +78,9 @@ bootstrap:
       use_pg_rewind: true
       use_slots: true
       parameters:
+        # fsync off: a test's speed; full_page_writes stays on, as
+        # pg_rewind (the old primary's way back) needs it.
         fsync: "off"
-        full_page_writes: "off"
         max_connections: 100
         wal_keep_size: 64MB
         log_min_messages: warning
@@ -111,7 +114,10 @@ tags:
 YAML
 }
 
-ppair_start_member() { ppair_spawn "patroni-n$1" patroni "$PPAIR_DIR/n$1.yml"; } # N
+ppair_start_member() { # N
+    ppair_spawn "patroni-n$1" patroni "$PPAIR_DIR/n$1.yml"
+    PPAIR_PIDS[$1]=$(cat "$PPAIR_DIR/patroni-n$1.pid")
+}
 
 ppair_init() {
     PPAIR_DIR=$1; mkdir -p "$PPAIR_DIR"; chmod 755 "$PPAIR_DIR"
@@ -128,7 +134,7 @@ ppair_init() {
         --listen-client-urls "http://127.0.0.1:$PPAIR_ETCD" --advertise-client-urls "http://127.0.0.1:$PPAIR_ETCD" \
         --listen-peer-urls "http://127.0.0.1:$peer" --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
         --initial-cluster "e0=http://127.0.0.1:$peer" --initial-cluster-state new
-    PPAIR_ETCD_PID=${PPAIR_PIDS[0]}; PPAIR_PIDS=()
+    PPAIR_ETCD_PID=$(cat "$PPAIR_DIR/etcd.pid")
     wait_for 20 'curl -sf --max-time 1 "http://127.0.0.1:$PPAIR_ETCD/health" | grep -q true' \
         || fail "etcd did not start: $(tail -n 5 "$PPAIR_DIR/etcd.log")"
     ppair_write_config 0; ppair_write_config 1
@@ -142,6 +148,13 @@ ppair_init() {
 # The member's postmaster pid, from its data directory.
 ppair_postmaster() { head -n 1 "$PPAIR_DIR/n$1/postmaster.pid" 2>/dev/null; }
 ppair_kill_postgres() { kill -9 "$(ppair_postmaster "$1")"; }
+# The member's whole server dies: Patroni and its postmaster, both -9; its
+# leader key then lives on in etcd until its ttl runs out.
+ppair_kill_node() {
+    local pm; pm=$(ppair_postmaster "$1")
+    kill -9 "${PPAIR_PIDS[$1]}"
+    kill -9 "$pm"
+}
 
 # Everything this file started, even half started: Patroni stops its
 # postgres when it is stopped (SIGTERM); what outlives it is stopped
