@@ -167,7 +167,7 @@ ppair_stop() {
         kill -9 "$p" 2>/dev/null || true
     done
     for n in 0 1; do
-        if [ -f "$PPAIR_DIR/n$n/postmaster.pid" ]; then
+        if [ -n "${PPAIR_DIR:-}" ] && [ -f "$PPAIR_DIR/n$n/postmaster.pid" ]; then
             ppair_as_pg "$PPAIR_BIN/pg_ctl" -D "$PPAIR_DIR/n$n" -m immediate -w -t 20 stop >/dev/null 2>&1 || true
         fi
     done
