@@ -13,6 +13,9 @@ SRC=${TM_SOURCE_DIR:?}
 # the system interpreter starts in a tenth of the time of a version-manager shim
 PY=$(command -v /usr/bin/python3 || command -v python3)
 T=$(mktemp -d /tmp/tm-agent-stub.XXXXXX)
+# jobs run under users of their own (UIDs without a passwd entry), who
+# must pass through the folders above their own
+chmod 711 "$T"
 STUB_PID=""
 AGENT_PID=""
 cleanup() {
@@ -80,7 +83,8 @@ cat >"$T/asg.json" <<'J'
  {"job_id":2,"attempt":1,"command":"no-such-command-tm"}]
 J
 start_stub
-start_agent agent1.log --enroll-secret-file "$T/secret"
+# a PATH the jobs' users may search (a folder under /root answers EACCES)
+PATH=/usr/local/bin:/usr/bin:/bin start_agent agent1.log --enroll-secret-file "$T/secret"
 wait_for 10 'len(exits(1)) == 1 and len(exits(2)) == 1'
 py 'exits(1)[0]["exit_code"] == 3 and exits(1)[0]["reason"] == "exited"' || fail "exit 3 not reported"
 py 'exits(1)[0]["output_tail"] == "out-GPU-bbb-1\n0\n"' || fail "tail/env wrong: $(tail -c 300 "$T/rec.jsonl")"
@@ -223,30 +227,52 @@ stop_agent
 
 # 5b. a job with an image: the default template through a fake docker; a
 # stopped container job gets `docker kill NAME` (its client may die first).
-mkdir -p "$T/bin"
+# The job's variables reach the container only, through the env file: its
+# PATH, LD_PRELOAD and DOCKER_HOST never steer the host side (an attacker's
+# `docker` first on the job's PATH is never run), and the fake records
+# what the client itself was given.
+mkdir -p "$T/bin" "$T/evil"
 cat >"$T/bin/docker" <<'D'
 #!/bin/sh
 printf '%s|' "$@" >>"$DOCKER_LOG"; echo >>"$DOCKER_LOG"
+echo "hostenv|PATH=$PATH|LD_PRELOAD=${LD_PRELOAD-unset}|DOCKER_HOST=${DOCKER_HOST-unset}|" >>"$DOCKER_LOG"
 [ "$1" = run ] || exit 0
+envfile=
+prev=
+for a; do [ "$prev" = --env-file ] && envfile=$a; prev=$a; done
 for last; do :; done
-exec /bin/sh -c "$last"
+# the "container": a shell with the env file's variables (not LD_*: this
+# container is the host's own /bin/sh)
+[ -z "$envfile" ] || cat "$envfile" >>"$DOCKER_LOG"
+exec env -i sh -c 'while IFS= read -r l; do case $l in LD_*) ;; *) export "$l" ;; esac; done <"$1"; exec /bin/sh -c "$2"' \
+    sh "${envfile:-/dev/null}" "$last"
 D
-chmod +x "$T/bin/docker"
-cat >"$T/asg.json" <<'J'
-[{"job_id":10,"attempt":1,"command":"echo in-container $LR $CUDA_VISIBLE_DEVICES","image":"reg/img:1","gpu_indices":[1],"env":{"LR":"0.5"}},
- {"job_id":11,"attempt":1,"command":"trap '' TERM; sleep 300","image":"reg/img:2"}]
+printf '#!/bin/sh\ntouch "%s/pwned"\n' "$T" >"$T/evil/docker"
+chmod +x "$T/bin/docker" "$T/evil/docker"
+cat >"$T/asg.json" <<J
+[{"job_id":10,"attempt":1,"command":"echo in-container \$LR \$CUDA_VISIBLE_DEVICES","image":"reg/img:1","gpu_indices":[1],"env":{"LR":"0.5"}},
+ {"job_id":11,"attempt":1,"command":"trap '' TERM; sleep 300","image":"reg/img:2"},
+ {"job_id":20,"attempt":1,"command":"echo inside \$PATH","image":"reg/img:3","env":{"PATH":"$T/evil","LD_PRELOAD":"$T/evil/x.so","DOCKER_HOST":"tcp://evil:1"}}]
 J
 PATH="$T/bin:$PATH" DOCKER_LOG="$T/docker.log" start_agent agent6c.log
-wait_for 10 'len(exits(10)) == 1 and len(starts(11)) == 1'
+wait_for 10 'len(exits(10)) == 1 and len(starts(11)) == 1 and len(exits(20)) == 1'
 note_jobs
 py 'exits(10)[0]["exit_code"] == 0 and exits(10)[0]["output_tail"] == "in-container 0.5 GPU-bbb\n"' \
     || fail "container job: $(cat "$T/docker.log")"
-grep -qF 'run|--rm|--name|tarmac-10-1|--gpus|"device=GPU-bbb"|-e|LR|-e|CUDA_VISIBLE_DEVICES|' "$T/docker.log" \
+grep -qE '^run\|--rm\|--name\|tarmac-10-1\|--gpus\|"device=GPU-bbb"\|--env-file\|[^|]*/env/10-1.env\|--\|reg/img:1\|' "$T/docker.log" \
     || fail "docker arguments: $(cat "$T/docker.log")"
+py 'exits(20)[0]["exit_code"] == 0 and exits(20)[0]["output_tail"] == "inside '"$T"'/evil\n"' \
+    || fail "the job's PATH did not reach its container: $(cat "$T/docker.log")"
+[ ! -e "$T/pwned" ] || fail "the job's PATH ran its own docker on the host"
+grep -qxF "LD_PRELOAD=$T/evil/x.so" "$T/docker.log" || fail "LD_PRELOAD did not reach the env file"
+! grep '^hostenv|' "$T/docker.log" | grep -qE "evil|LD_PRELOAD=[^u]|DOCKER_HOST=[^u]" \
+    || fail "the job's env reached the docker client: $(grep '^hostenv|' "$T/docker.log")"
+[ "$(stat -c %a "$T/w/env")" = 700 ] || fail "env/ is not the agent's alone"
 echo '[]' >"$T/asg.json"
 wait_for 10 'len(exits(11)) == 1'
 for _ in $(seq 30); do grep -q '^kill|tarmac-11-1|' "$T/docker.log" && break; sleep 0.1; done
 grep -q '^kill|tarmac-11-1|' "$T/docker.log" || fail "no docker kill after the stop: $(cat "$T/docker.log")"
+[ -z "$(ls -A "$T/w/env")" ] || fail "env files left after their jobs: $(ls "$T/w/env")"
 echo "[$SECONDS s] ok 5 container template, docker kill on a stop"
 stop_agent
 
