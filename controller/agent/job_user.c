@@ -121,6 +121,9 @@ int tm_agent_job_user_init(struct tm_agent *ag)
         return TM_EINVAL;
     }
     ag->switch_users = true;
+    /* Jobs inherit it: what one job writes (in /tmp, a shared folder) is
+     * its own unless it says otherwise. */
+    umask(077);
     /* Start the search somewhere else on each start, so a UID is seldom
      * given again soon after an agent restart. */
     ag->uid_next = o->job_uid_first +

@@ -271,7 +271,10 @@ static int checkpoint_dir_own(const char *path, uint32_t uid, uint32_t gid)
         if (*p != '/')
             continue;
         *p = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        /* chmod too: the agent's umask (077 from the bootstrap) applies */
+        if (mkdir(buf, 0755) == 0)
+            chmod(buf, 0755);
+        else if (errno != EEXIST)
             return -errno;
         *p = '/';
     }
