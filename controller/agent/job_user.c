@@ -36,8 +36,41 @@ static bool uid_in_range(const struct tm_agent *ag, uint32_t uid)
     return ag->switch_users && uid >= ag->o.job_uid_first && uid <= ag->o.job_uid_last;
 }
 
-/* Call fn for every process whose /proc entry (its effective user) is
- * uid; stops at the first nonzero return, which it returns. */
+/* A process's real and effective user and real group, from its status
+ * file ("Uid:\treal\teffective\tsaved\tfs"), which a process cannot hide
+ * as it can the owner of its /proc folder (one that is not dumpable shows
+ * root's there).  dirfd: /proc's, or AT_FDCWD with pid "/proc/N". */
+static bool proc_ids(int dirfd, const char *pid, unsigned long *uid, unsigned long *euid,
+                     unsigned long *gid)
+{
+    char path[64], buf[2048];
+    const char *u, *g;
+    ssize_t n;
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/status", pid);
+    fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return false;
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return false;
+    buf[n] = '\0';
+    u = strstr(buf, "\nUid:");
+    g = strstr(buf, "\nGid:");
+    return u && g && sscanf(u + 5, "%lu %lu", uid, euid) == 2 && sscanf(g + 5, "%lu", gid) == 1;
+}
+
+static bool process_of(int dirfd, const char *pid, uint32_t uid)
+{
+    unsigned long real, eff, gid;
+
+    return proc_ids(dirfd, pid, &real, &eff, &gid) && (real == uid || eff == uid);
+}
+
+/* Call fn for every process of uid (real or effective); stops at the
+ * first nonzero return, which it returns. */
 static int each_process_of(uint32_t uid, int (*fn)(int pid, void *arg), void *arg)
 {
     DIR *d = opendir("/proc");
@@ -47,13 +80,12 @@ static int each_process_of(uint32_t uid, int (*fn)(int pid, void *arg), void *ar
     if (!d)
         return 0;
     while (r == 0 && (e = readdir(d)) != NULL) {
-        struct stat st;
         char *end;
         long pid = strtol(e->d_name, &end, 10);
 
         if (*end || pid <= 1)
             continue;
-        if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_uid == uid)
+        if (process_of(dirfd(d), e->d_name, uid))
             r = fn((int)pid, arg);
     }
     closedir(d);
@@ -188,12 +220,13 @@ void tm_agent_job_dir_close(struct tm_agent_job *j)
 void tm_agent_job_uid_adopt(struct tm_agent_job *j)
 {
     char path[64];
-    struct stat st;
+    unsigned long uid, euid, gid;
 
     snprintf(path, sizeof(path), "/proc/%d", j->pid);
-    if (stat(path, &st) == 0 && uid_in_range(j->agent, st.st_uid)) {
-        j->uid = st.st_uid;
-        j->gid = st.st_gid;
+    if (proc_ids(AT_FDCWD, path, &uid, &euid, &gid) && uid <= UINT32_MAX &&
+        uid_in_range(j->agent, (uint32_t)uid)) {
+        j->uid = (uint32_t)uid;
+        j->gid = (uint32_t)gid;
     }
 }
 

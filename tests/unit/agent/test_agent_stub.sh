@@ -52,8 +52,15 @@ note_jobs() {
     "$PY" -c 'import json,sys; print("\n".join(str(j["pid"]) for j in json.load(open(sys.argv[1]))["jobs"]))' \
         "$T/w/state.json" >>"$T/pgids" 2>/dev/null || true
 }
-# Whether a job's wrapper still runs (its status path names this test's dir).
-job_alive() { pgrep -f "$T/w/jobs/$1.status" >/dev/null; }
+# Whether a process of the job still runs: one whose working directory is
+# the job's folder (the wrapper's, and its command's unless it moved).
+job_alive() {
+    local c
+    for c in /proc/[0-9]*/cwd; do
+        [ "$(readlink "$c" 2>/dev/null)" = "$T/w/jobs/$1" ] && return 0
+    done
+    return 1
+}
 
 # py EXPR: evaluate a Python expression over recs (the recorded requests).
 py() {
