@@ -9,14 +9,57 @@
 # victim's processes.  Everything it could read goes into files it owns
 # and its output: none of the secrets may appear there, no read and no
 # signal may succeed, and the victim ends as it would have.
+# Then the container side through the API: images that are runtime options
+# or not ASCII and env names that steer the host's runtime answer 400
+# naming the field; a container job whose env sets PATH (to a folder
+# holding an attacker's `docker`) and LD_PRELOAD runs through a recording
+# fake docker on the agents' PATH that sees neither, while its container
+# does.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
 
 SERVE_SECRET=serve-secret-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
 VICTIM_SECRET=victim-secret-$(od -An -N8 -tx8 /dev/urandom | tr -d ' ')
+# The fake docker (the agents' PATH is serve's): it records its arguments
+# and its own environment, then runs the command with the env file's
+# variables as the "container" would (not LD_*: this container is the
+# host's own /bin/sh).
+mkdir -p "$WORK/bin" "$WORK/evil"
+cat >"$WORK/bin/docker" <<D
+#!/bin/sh
+printf '%s|' "\$@" >>"$WORK/docker.log"; echo >>"$WORK/docker.log"
+echo "hostenv|PATH=\$PATH|LD_PRELOAD=\${LD_PRELOAD-unset}|" >>"$WORK/docker.log"
+[ "\$1" = run ] || exit 0
+envfile=; prev=
+for a; do [ "\$prev" = --env-file ] && envfile=\$a; prev=\$a; done
+for last; do :; done
+cat "\$envfile" >>"$WORK/docker.log"
+exec env -i sh -c 'while IFS= read -r l; do case \$l in LD_*) ;; *) export "\$l" ;; esac; done <"\$1"; exec /bin/sh -c "\$2"' \
+    sh "\$envfile" "\$last"
+D
+printf '#!/bin/sh\ntouch "%s/pwned"\n' "$WORK" >"$WORK/evil/docker"
+chmod 755 "$WORK/bin/docker" "$WORK/evil/docker" "$WORK/bin" "$WORK/evil"
 export TM_ISOLATION_SERVE_SECRET=$SERVE_SECRET # `tarmac serve` inherits it
-E2E_IDLE_GRACE=30s e2e_start itest_agent_isolation
+PATH="$WORK/bin:$PATH" E2E_IDLE_GRACE=30s e2e_start itest_agent_isolation
 unset TM_ISOLATION_SERVE_SECRET
+
+# The API refuses images that are options or not ASCII, and env names that
+# steer the host's runtime, naming the field; nothing is stored.
+refused() { # BODY FIELD
+    local code
+    code=$(curl -sS -o "$WORK/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $ADMIN" \
+        -H 'Content-Type: application/json' --data "$1" "$BASE/v1/jobs")
+    [ "$code" = 400 ] || fail "$1: answered $code, expected 400"
+    [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("field"))' "$WORK/body")" = "$2" ] \
+        || fail "$1: $(cat "$WORK/body"), expected the field $2"
+}
+refused '{"team":"vision","gpus":1,"image":"--privileged","command":"id"}' image
+refused '{"team":"vision","gpus":1,"image":"-v/:/host","command":"id"}' image
+refused '{"team":"vision","gpus":1,"image":"--entrypoint=/bin/sh","command":"id"}' image
+refused '{"team":"vision","gpus":1,"image":"im\u00e4ge","command":"id"}' image
+refused '{"team":"vision","gpus":1,"image":"reg/img","env":{"NVIDIA_VISIBLE_DEVICES":"all"},"command":"id"}' \
+    env.NVIDIA_VISIBLE_DEVICES
+[ "$(psql_q "SELECT count(*) FROM jobs")" = 0 ] || fail "a refused job was stored"
 
 V=$(submit '{"team":"vision","gpus":1,"pool":"od","env":{"WANDB_API_KEY":"'"$VICTIM_SECRET"'"},"command":"echo victim-up; for i in $(seq 40); do sleep 0.5; done; echo victim-marker-done"}')
 wait_job "$V" running 40
@@ -71,5 +114,18 @@ done
 # The victim ran on untouched (a SIGSTOP would have held it past its end).
 wait_job "$V" succeeded 40
 psql_q "SELECT output_tail FROM jobs WHERE id = $V" | grep -q victim-marker-done || fail "the victim's tail"
+
+# A container job's PATH and LD_PRELOAD reach its container only.
+C=$(submit '{"team":"vision","gpus":1,"pool":"od","image":"reg.example/team/img:1","env":{"PATH":"'"$WORK/evil"'","LD_PRELOAD":"'"$WORK/evil/x.so"'"},"command":"echo inside $PATH"}')
+wait_job "$C" 'succeeded|failed' 40
+[ ! -e "$WORK/pwned" ] || fail "the job's PATH ran its own docker on the host"
+grep -q '^run|' "$WORK/docker.log" || fail "the fake docker never ran: $(psql_q "SELECT output_tail FROM jobs WHERE id = $C")"
+! grep '^hostenv|' "$WORK/docker.log" | grep -qE "evil|LD_PRELOAD=[^u]" \
+    || fail "the job's env reached the docker client: $(grep '^hostenv|' "$WORK/docker.log")"
+grep -qxF "LD_PRELOAD=$WORK/evil/x.so" "$WORK/docker.log" || fail "LD_PRELOAD did not reach the container's env file"
+grep -qE '^run\|.*\|--env-file\|[^|]*/work/env/'"$C"'-1\.env\|--\|reg\.example/team/img:1\|' "$WORK/docker.log" \
+    || fail "docker arguments: $(cat "$WORK/docker.log")"
+psql_q "SELECT output_tail FROM jobs WHERE id = $C" | grep -qx "inside $WORK/evil" \
+    || fail "the container did not get the job's PATH: $(psql_q "SELECT output_tail FROM jobs WHERE id = $C")"
 secrets_absent
 echo "1 passed, 0 failed"

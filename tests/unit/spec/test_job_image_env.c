@@ -116,6 +116,25 @@ static void test_refused_fields(void **state)
     }
 }
 
+/* The CLI's path (--image, --env NAME=VALUE) refuses the same. */
+static void test_cli_text(void **state)
+{
+    struct tm_job_spec s;
+    struct tm_spec_error err;
+    (void)state;
+
+    tm_job_spec_init(&s);
+    assert_int_not_equal(tm_job_spec_set_text(&s, "image", "--privileged", &err), 0);
+    assert_string_equal(err.field, "image");
+    assert_int_not_equal(tm_job_spec_set_text(&s, "image", "-v/:/host", &err), 0);
+    assert_string_equal(err.field, "image");
+    assert_int_equal(tm_job_spec_set_text(&s, "image", "reg.io/team/img:1", &err), 0);
+    assert_int_not_equal(tm_job_spec_set_text(&s, "env", "NVIDIA_VISIBLE_DEVICES=all", &err), 0);
+    assert_string_equal(err.field, "env.NVIDIA_VISIBLE_DEVICES");
+    assert_int_equal(tm_job_spec_set_text(&s, "env", "LD_PRELOAD=/x.so", &err), 0);
+    tm_job_spec_release(&s);
+}
+
 /* Names that steer a shell, a loader or a runtime client reach only the
  * job's own processes (the agent confines them), so they are accepted,
  * and a host job's value may hold a line break. */
@@ -138,6 +157,7 @@ int main(void)
         cmocka_unit_test(test_image_refs),
         cmocka_unit_test(test_refused_fields),
         cmocka_unit_test(test_confined_names),
+        cmocka_unit_test(test_cli_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
