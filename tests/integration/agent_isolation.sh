@@ -37,7 +37,7 @@ cat "\$envfile" >>"$WORK/docker.log"
 exec env -i sh -c 'while IFS= read -r l; do case \$l in LD_*) ;; *) export "\$l" ;; esac; done <"\$1"; exec /bin/sh -c "\$2"' \
     sh "\$envfile" "\$last"
 D
-printf '#!/bin/sh\ntouch "%s/pwned"\n' "$WORK" >"$WORK/evil/docker"
+printf '#!/bin/sh\n: >"%s/pwned"\n' "$WORK" >"$WORK/evil/docker"
 chmod 755 "$WORK/bin/docker" "$WORK/evil/docker" "$WORK/bin" "$WORK/evil"
 export TM_ISOLATION_SERVE_SECRET=$SERVE_SECRET # `tarmac serve` inherits it
 PATH="$WORK/bin:$PATH" E2E_IDLE_GRACE=30s e2e_start itest_agent_isolation

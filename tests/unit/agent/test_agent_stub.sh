@@ -254,7 +254,7 @@ for last; do :; done
 exec env -i sh -c 'while IFS= read -r l; do case $l in LD_*) ;; *) export "$l" ;; esac; done <"$1"; exec /bin/sh -c "$2"' \
     sh "${envfile:-/dev/null}" "$last"
 D
-printf '#!/bin/sh\ntouch "%s/pwned"\n' "$T" >"$T/evil/docker"
+printf '#!/bin/sh\n: >"%s/pwned"\n' "$T" >"$T/evil/docker"
 chmod +x "$T/bin/docker" "$T/evil/docker"
 cat >"$T/asg.json" <<J
 [{"job_id":10,"attempt":1,"command":"echo in-container \$LR \$CUDA_VISIBLE_DEVICES","image":"reg/img:1","gpu_indices":[1],"env":{"LR":"0.5"}},
