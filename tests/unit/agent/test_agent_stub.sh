@@ -4,7 +4,9 @@
 # tails, a command that does not exist, a process tree that ignores SIGTERM
 # killed whole after the grace, kill -9 and re-adoption (finished once,
 # started once), a stale attempt killed, a malformed answer, the log cap,
-# a 409 for a terminated node, a metadata notice, and https with --ca-file.
+# a 409 for a terminated node, a metadata notice, and https with --ca-file;
+# a container job's env kept from the docker client (env file only); an
+# agent that is not root refusing host jobs unless --jobs-as-agent-user.
 # Real processes; no database.
 set -euo pipefail
 SECONDS=0
@@ -282,6 +284,42 @@ grep -q '^kill|tarmac-11-1|' "$T/docker.log" || fail "no docker kill after the s
 [ -z "$(ls -A "$T/w/env")" ] || fail "env files left after their jobs: $(ls "$T/w/env")"
 echo "[$SECONDS s] ok 5 container template, docker kill on a stop"
 stop_agent
+
+# 5d. an agent that is not root cannot give jobs users of their own: a job
+# on the host is refused (127, saying why) unless --jobs-as-agent-user,
+# which runs it as the agent's own user and says so loudly at start.
+# (Skipped where this test is not root or the binary is closed to nobody.)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+    setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$BIN"; then
+    mkdir -p "$T/wn"
+    cp "$T/secret" "$T/wn/secret"
+    chown -R 65534:65534 "$T/wn"
+    chmod 644 "$T/fake.json"
+    start_nobody() { # log-name extra-args
+        local log=$1; shift
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" agent --controller "$URL" --node-id 1 \
+            --work-dir "$T/wn/w" --enroll-secret-file "$T/wn/secret" --gpu-fake "$T/fake.json" \
+            --heartbeat-period 300ms --sample-period 200ms --kill-grace 1s "$@" >"$T/$log" 2>&1 &
+        AGENT_PID=$!
+    }
+    echo '[{"job_id":30,"attempt":1,"command":"id -u"},{"job_id":31,"attempt":1,"command":"id -u","image":"reg/img:1"}]' \
+        >"$T/asg.json"
+    PATH="$T/bin:$PATH" DOCKER_LOG="$T/docker.log" start_nobody agent5d.log
+    wait_for 10 'len(exits(30)) == 1 and len(exits(31)) == 1'
+    py 'exits(30)[0]["exit_code"] == 127 and "user of its own" in exits(30)[0]["output_tail"]' \
+        || fail "a host job ran under a non-root agent: $(grep '/jobs/30/exit' "$T/rec.jsonl")"
+    py 'exits(31)[0]["exit_code"] == 0' || fail "a container job refused under a non-root agent"
+    grep -q "cannot run jobs under users of their own" "$T/agent5d.log" || fail "no warning at start"
+    stop_agent
+    echo '[{"job_id":32,"attempt":1,"command":"id -u"}]' >"$T/asg.json"
+    start_nobody agent5d2.log --jobs-as-agent-user
+    wait_for 10 'len(exits(32)) == 1'
+    py 'exits(32)[0]["exit_code"] == 0 and exits(32)[0]["output_tail"] == "65534\n"' \
+        || fail "--jobs-as-agent-user: $(grep '/jobs/32/exit' "$T/rec.jsonl")"
+    grep -q "JOBS ARE NOT ISOLATED" "$T/agent5d2.log" || fail "--jobs-as-agent-user said nothing at start"
+    stop_agent
+    echo "[$SECONDS s] ok 5d not root: host jobs refused, or run as the agent's user when told"
+fi
 
 # 5c. a notice from the (local) metadata service: the interruption posted at
 # once, the checkpointable job gets the configured signal with its
