@@ -72,6 +72,7 @@ SECRET=$(cat "$D/work/enroll.secret")
 # The attacker: each attempt prints "denied WHAT" or "READ WHAT"; what it
 # reads is kept in ./loot (its own folder) and printed at the end.
 read -r -d '' ATTACK <<SH || true
+echo "ids: \$(id -u) \$(id -G) home=\$HOME"
 w=\$TM_LOCAL_NODE_DIR/work
 for f in ../token ../../token \$w/token \$w/state.json \$w/enroll.secret ../$V-1.log ../$V-1/.status; do
   if cat "\$f" >>loot 2>/dev/null; then echo "READ \$f"; else echo "denied \$f"; fi
@@ -99,6 +100,9 @@ wait_job "$A" 'succeeded|failed' 40
 LOG=$D/work/jobs/$A-1.log
 cat "$LOG" >"$WORK/attacker.out" 2>/dev/null || true
 grep -q attack-done "$LOG" || fail "the attacker did not finish: $(cat "$LOG")"
+# its own user and group, no other group (root's 0 dropped), HOME its folder
+grep -qE "^ids: ([0-9]+) \1 home=$D/work/jobs/$A-1\$" "$LOG" || fail "the attacker's ids: $(grep '^ids' "$LOG")"
+! grep -qE '^ids: 0 ' "$LOG" || fail "the attacker ran as root"
 ! grep -q '^READ' "$LOG" || fail "the attacker read what it must not: $(grep '^READ' "$LOG")"
 ! grep -q '^SIGNALLED' "$LOG" || fail "the attacker signalled the victim: $(grep '^SIGNALLED' "$LOG")"
 grep -q '^denied ../token$' "$LOG" && grep -q "^denied .*/work/token$" "$LOG" || fail "no token attempt: $(cat "$LOG")"
