@@ -67,6 +67,11 @@ NV=$(node_of_job "$V")
 D=$(node_dir "$NV")
 wait_for 10 "[ -s $D/work/token ]" || fail "node $NV's agent stored no token"
 TOKEN=$(cat "$D/work/token")
+# The node's agent did not inherit serve's environment (the provider gives
+# it PATH, HOME, LANG, TMPDIR, TZ and its own variables only).
+AP=$(agent_pid "$NV")
+[ "$AP" != 0 ] || fail "no agent for node $NV"
+! tr '\0' '\n' <"/proc/$AP/environ" | grep -qF "$SERVE_SECRET" || fail "serve's environment reached the agent"
 SECRET=$(cat "$D/work/enroll.secret")
 
 # The attacker: each attempt prints "denied WHAT" or "READ WHAT"; what it
