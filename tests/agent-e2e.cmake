@@ -16,3 +16,8 @@ foreach(cloud aws gcp azure)
   tm_add_test(itest_agent_notice_${cloud} LABELS integration agent FIXTURES pg TIMEOUT 120
               COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_notice.sh ${cloud})
 endforeach()
+# A job on a shared node tries to read the agent's token and state, another
+# job's environment and log, `tarmac serve`'s environment, and to signal
+# another job: every attempt fails and no secret reaches its files.
+tm_add_test(itest_agent_isolation LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_isolation.sh)

@@ -763,6 +763,20 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+/* DIR and DIR/jobs 0711 (a job's user passes through to its own folder
+ * and can list neither), DIR/env 0700; modes set again on every start, as
+ * an older agent made them 0700 and a bootstrap may have made DIR. */
+static int work_dirs(struct tm_agent *ag)
+{
+    const char *dirs[] = {ag->o.work_dir, ag->jobs_dir, ag->env_dir};
+    const mode_t modes[] = {0711, 0711, 0700};
+
+    for (size_t i = 0; i < 3; i++)
+        if ((mkdir(dirs[i], modes[i]) != 0 && errno != EEXIST) || chmod(dirs[i], modes[i]) != 0)
+            return -1;
+    return 0;
+}
+
 int tm_agent_run(const struct tm_agent_options *o)
 {
     struct tm_agent *ag = calloc(1, sizeof(*ag));
@@ -784,9 +798,13 @@ int tm_agent_run(const struct tm_agent_options *o)
     ag->base_env = environ;
     snprintf(ag->state_path, sizeof(ag->state_path), "%s/state.json", o->work_dir);
     snprintf(ag->jobs_dir, sizeof(ag->jobs_dir), "%s/jobs", o->work_dir);
-    if ((mkdir(o->work_dir, 0700) != 0 && errno != EEXIST) ||
-        (mkdir(ag->jobs_dir, 0700) != 0 && errno != EEXIST)) {
+    snprintf(ag->env_dir, sizeof(ag->env_dir), "%s/env", o->work_dir);
+    if (work_dirs(ag) != 0) {
         tm_log_error("could not create the work directory", "dir=%s err=%s", o->work_dir, strerror(errno));
+        code = 1;
+        goto out_loop;
+    }
+    if (tm_agent_job_user_init(ag) < 0) {
         code = 1;
         goto out_loop;
     }

@@ -23,6 +23,9 @@ E2E_AGENT_ARGS=${E2E_AGENT_ARGS:---heartbeat-period 1s --sample-period 1s --kill
 e2e_start() {
     local name=$1 md=${2:-local} mdurl=${3:-} util=${4:-50} extra=${5:-} mdline=
     DB=$(new_db "$name")
+    # the nodes' jobs run under users of their own, who pass through the
+    # folders above their own (and the pools' checkpoint_dir)
+    chmod 711 "$WORK"
     STATE=$WORK/local
     PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     BASE=http://127.0.0.1:$PORT
