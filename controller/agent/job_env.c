@@ -124,6 +124,8 @@ int tm_agent_job_env(const char *const *base, const struct tm_agent_assignment *
     strv_push(&s, kv("TARMAC_ATTEMPT", num));
     if (a->checkpoint_dir)
         strv_push(&s, kv("TARMAC_CHECKPOINT_DIR", a->checkpoint_dir));
+    if (a->checkpoint_dir && a->resume_dir)
+        strv_push(&s, kv("TARMAC_RESUME_DIR", a->resume_dir));
     if (a->gpu_count == 1 && a->gpu_milli > 0 && a->gpu_milli < 1000) {
         int pct = a->gpu_milli / 10;
         snprintf(num, sizeof(num), "%d", a->gpu_milli);
@@ -221,6 +223,8 @@ static void env_flags(struct buf *b, const struct tm_agent_assignment *a)
     }
     if (a->checkpoint_dir)
         buf_str(b, " -e TARMAC_CHECKPOINT_DIR");
+    if (a->checkpoint_dir && a->resume_dir)
+        buf_str(b, " -e TARMAC_RESUME_DIR");
     if (a->gpu_count == 1 && a->gpu_milli > 0 && a->gpu_milli < 1000)
         buf_str(b, " -e TARMAC_GPU_MILLI -e CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
 }
@@ -281,6 +285,9 @@ int tm_agent_container_command(const char *tmpl, const struct tm_agent_assignmen
         } else if (strcmp(name, "checkpoint_dir") == 0) {
             if (a->checkpoint_dir)
                 buf_quoted(&b, a->checkpoint_dir);
+        } else if (strcmp(name, "resume_dir") == 0) {
+            if (a->checkpoint_dir && a->resume_dir)
+                buf_quoted(&b, a->resume_dir);
         } else {
             free(b.p);
             return TM_EINVAL;

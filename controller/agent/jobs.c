@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "controller/agent/checkpoint.h"
 #include "controller/agent/internal.h"
 #include "controller/agent/job_env.h"
 #include "controller/agent/logtail.h"
@@ -275,6 +276,20 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
     char why[256];
     int fd = -1, r;
 
+    /* Each attempt checkpoints into a folder of its own and resumes from
+     * the newest complete checkpoint of an earlier one, looked for now on
+     * the pool's shared storage (checkpoint.h). */
+    struct tm_agent_assignment own = *a;
+    char attempt_dir[4096], resume[4096];
+    own.resume_dir = NULL;
+    if (a->checkpoint_dir) {
+        if (tm_agent_attempt_dir(a->checkpoint_dir, a->attempt, attempt_dir, sizeof(attempt_dir)) < 0)
+            return TM_EINVAL;
+        own.checkpoint_dir = attempt_dir;
+        if (tm_agent_resume_dir(a->checkpoint_dir, a->attempt, resume, sizeof(resume)) == 1)
+            own.resume_dir = resume;
+    }
+    a = &own;
     r = tm_agent_job_env((const char *const *)ag->base_env, a, ag->last.info, ag->last.count, &env);
     if (r < 0)
         return r;
