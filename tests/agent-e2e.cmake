@@ -16,3 +16,12 @@ foreach(cloud aws gcp azure)
   tm_add_test(itest_agent_notice_${cloud} LABELS integration agent FIXTURES pg TIMEOUT 120
               COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_notice.sh ${cloud})
 endforeach()
+# Fencing a silent node before its jobs run again (controller/reconcile/
+# staleness.c): a gang whose member's agent is killed -9 is requeued whole
+# only once that member's process is gone, each attempt in its own
+# checkpoint folder; a node that cannot be fenced waits agent.fence_after,
+# and its returning agent kills the stale job before starting anything.
+tm_add_test(itest_fence_gang LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/fence_gang.sh)
+tm_add_test(itest_fence_return LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/fence_return.sh)
