@@ -19,6 +19,11 @@ alive() {
     [ -n "$s" ] && [ "$s" != Z ] && [ "$s" != X ]
 }
 
+# A third node stands ready, so the next attempt has room at once; empty
+# nodes are not released for a minute: only fencing may stop the old
+# member's process, not the silent node's idle release.
+E2E_OD_MIN=3
+E2E_IDLE_GRACE=60s
 e2e_start itest_fence_gang
 T=$WORK/gang
 mkdir -p "$T"
@@ -35,6 +40,7 @@ if [ "\$TARMAC_ATTEMPT" = 1 ]; then
 fi
 while :; do sleep 0.2; done
 SH
+wait_for 40 "[ \"\$(psql_q \"SELECT count(*) FROM nodes WHERE state = 'ready'\")\" = 3 ]" || fail "the pool's 3 nodes never came up"
 J=$(submit "{\"team\":\"vision\",\"gpus\":2,\"nodes\":2,\"pool\":\"od\",\"checkpointable\":true,\"command\":\"sh $T/job.sh\"}")
 wait_job "$J" running 60
 wait_for 30 "[ \"\$(grep -c '^1 ' $T/starts 2>/dev/null)\" = 2 ]" || fail "the gang's 2 members never started: $(cat "$T/starts" 2>/dev/null)"

@@ -9,8 +9,8 @@
 #       a database, the config, `tarmac migrate`, `tarmac serve`, an admin
 #       token: sets DB, BASE, ADMIN, STATE (the provider's state_dir), SERVE.
 #       E2E_AGENT_YAML and E2E_PROVIDER_YAML: more lines for the agent
-#       section (2 spaces in) and the provider (4 spaces); E2E_OD_MAX: the
-#       od pool's max_nodes (3)
+#       section (2 spaces in) and the provider (4 spaces); E2E_OD_MIN and
+#       E2E_OD_MAX: the od pool's min_nodes (0) and max_nodes (3)
 #   submit JSON            POST /v1/jobs as admin; prints the job id
 #   job_field ID FIELD     a field of GET /v1/jobs/ID
 #   wait_job ID STATES [S] until the job's state matches STATES (an ERE such
@@ -74,7 +74,7 @@ pools:
     zones: [local-a]
     instance_types: [local.2x]
     capacity_type: on_demand
-    min_nodes: 0
+    min_nodes: ${E2E_OD_MIN:-0}
     max_nodes: ${E2E_OD_MAX:-3}
     idle_grace: ${E2E_IDLE_GRACE:-2s}
     bootstrap: "$TM_SOURCE_DIR/config/bootstrap-local.sh"
