@@ -164,8 +164,8 @@ void tm_rc_staleness(struct pass *p);
 void tm_rc_fence_mark(struct pass *p);
 /* Whether a running job on node index ni also runs on another node whose
  * processes may still run (p->node_unfenced): a gang is requeued whole
- * only once every silent member is fenced.  *ret_node: that node's id. */
-bool tm_rc_gang_waits(const struct pass *p, size_t ni, int64_t *ret_node);
+ * only once every silent member is fenced. */
+bool tm_rc_gang_waits(const struct pass *p, size_t ni);
 void tm_rc_idle_gpus(struct pass *p);
 void tm_rc_drain_checkpoints(struct pass *p);
 /* Spent and committed spend against every cap; fills p->teams, p->org and

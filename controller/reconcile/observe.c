@@ -47,11 +47,10 @@ static void spot_notice(struct pass *p, size_t ni, int64_t notice_ms, const char
 static void node_gone(struct pass *p, size_t ni, const char *state, const char *reason)
 {
     const struct tm_snap_node *n = &p->in->snap->nodes[ni];
-    int64_t other;
     /* A gang's attempt may still run on a silent member nobody has
      * stopped yet: this member stays as it is (taking no work) until that
      * one is fenced too, then the gang leaves whole. */
-    if (tm_rc_gang_waits(p, ni, &other)) {
+    if (tm_rc_gang_waits(p, ni)) {
         p->node_ready[ni] = false;
         return;
     }

@@ -91,7 +91,7 @@ void tm_rc_fence_mark(struct pass *p)
     }
 }
 
-bool tm_rc_gang_waits(const struct pass *p, size_t ni, int64_t *ret_node)
+bool tm_rc_gang_waits(const struct pass *p, size_t ni)
 {
     const struct tm_snapshot *s = p->in->snap;
     size_t lo, hi;
@@ -106,10 +106,8 @@ bool tm_rc_gang_waits(const struct pass *p, size_t ni, int64_t *ret_node)
             if (al->job_id != s->jobs[ji].id || al->node_id == s->nodes[ni].id)
                 continue;
             int other = tm_rc_node_index(p, al->node_id);
-            if (other >= 0 && p->node_unfenced[other]) {
-                *ret_node = al->node_id;
+            if (other >= 0 && p->node_unfenced[other])
                 return true;
-            }
         }
     }
     return false;
@@ -121,10 +119,9 @@ static void requeue_stale_jobs(struct pass *p, size_t ni, int64_t silent)
     const struct tm_snapshot *s = p->in->snap;
     const struct tm_snap_node *n = &s->nodes[ni];
     size_t lo, hi;
-    int64_t other;
     char why[320];
 
-    if (tm_rc_gang_waits(p, ni, &other))
+    if (tm_rc_gang_waits(p, ni))
         return; /* another member still runs the attempt: not yet */
     tm_rc_allocs_on_node(p, n->id, &lo, &hi);
     for (size_t k = lo; k < hi; k++) {
