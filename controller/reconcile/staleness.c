@@ -30,7 +30,7 @@
  * bound (tm_rc_gang_waits), so no member of the old attempt runs beside
  * the next one.  Past agent.terminate_after an empty silent node is
  * terminated through its provider (op terminate).
-
+ *
  * Idle GPUs: tm_reconcile_idle_jobs() (reconcile.h).  The pass files a
  * gpu_idle decision per job attempt (op gpu_idle, recorded once) and, as
  * the pool's idle_job_action says, requeues (idle_requeue) or cancels
