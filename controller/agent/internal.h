@@ -37,6 +37,7 @@ struct tm_agent_job {
     bool start_reported;
     bool start_inflight;
     bool stale;                /* the controller refused the attempt (409) */
+    bool fenced;               /* killed as stale by a returning agent (agent.c) */
     char stopping[16];         /* "" or the reason to report */
     int64_t log_dropped;
     int closing;               /* handles whose close callback is due */
@@ -84,6 +85,8 @@ struct tm_agent {
     uint64_t hb_sent_to;             /* ring_tail when the heartbeat left */
     int64_t backoff_ms;
     bool away_said, auth_said, answer_said;
+    bool answered;                   /* an answer was applied since the agent started */
+    bool returning;                  /* the controller was away: the next answer fences */
 
     struct tm_agent_job *jobs;
     struct tm_agent_report *reports;

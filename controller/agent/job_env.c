@@ -123,6 +123,8 @@ static void job_vars(struct strv *s, const struct tm_agent_assignment *a, const 
     strv_push(s, kv("TARMAC_ATTEMPT", num));
     if (a->checkpoint_dir)
         strv_push(s, kv("TARMAC_CHECKPOINT_DIR", a->checkpoint_dir));
+    if (a->checkpoint_dir && a->resume_dir)
+        strv_push(s, kv("TARMAC_RESUME_DIR", a->resume_dir));
     if (a->gpu_count == 1 && a->gpu_milli > 0 && a->gpu_milli < 1000) {
         int pct = a->gpu_milli / 10;
         snprintf(num, sizeof(num), "%d", a->gpu_milli);
@@ -359,6 +361,9 @@ int tm_agent_container_command(const char *tmpl, const struct tm_agent_assignmen
         } else if (strcmp(name, "checkpoint_dir") == 0) {
             if (a->checkpoint_dir)
                 buf_quoted(&b, a->checkpoint_dir);
+        } else if (strcmp(name, "resume_dir") == 0) {
+            if (a->checkpoint_dir && a->resume_dir)
+                buf_quoted(&b, a->resume_dir);
         } else {
             free(b.p);
             return TM_EINVAL;

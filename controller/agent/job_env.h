@@ -9,7 +9,10 @@
  *   CUDA_VISIBLE_DEVICES   the UUIDs of gpu_indices, comma-separated ("" for
  *                          a job placed on no GPU, so it sees none)
  *   TARMAC_JOB_ID, TARMAC_ATTEMPT
- *   TARMAC_CHECKPOINT_DIR  when checkpoint_dir is given
+ *   TARMAC_CHECKPOINT_DIR  when checkpoint_dir is given (jobs.c sets it to
+ *                          the attempt's own folder, checkpoint.h)
+ *   TARMAC_RESUME_DIR      with it, when resume_dir is set: the newest
+ *                          complete checkpoint of an earlier attempt
  *   TARMAC_GPU_MILLI and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (= milli / 10,
  *                          at least 1) for a fractional share (one GPU,
  *                          gpu_milli below 1000)
@@ -69,7 +72,7 @@ void tm_agent_gpu_list(const struct tm_agent_assignment *a, const struct tm_gpu_
  * {docker_gpus} (--gpus '"device=U1,U2"' or nothing), {cdi_gpus}
  * (--device nvidia.com/gpu=U per GPU, podman), {env} ("--env-file
  * 'ENV_FILE'", or nothing when env_file is NULL), {checkpoint_dir}
- * (quoted, or "").  An unknown {placeholder} -> TM_EINVAL.  *ret is a
+ * and {resume_dir} (quoted, or "").  An unknown {placeholder} -> TM_EINVAL.  *ret is a
  * heap string. */
 int tm_agent_container_command(const char *tmpl, const struct tm_agent_assignment *a,
                                const struct tm_gpu_info *gpus, int ngpus, const char *env_file,

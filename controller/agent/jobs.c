@@ -19,6 +19,7 @@
 
 #include <openssl/crypto.h>
 
+#include "controller/agent/checkpoint.h"
 #include "controller/agent/internal.h"
 #include "controller/agent/job_env.h"
 #include "controller/agent/logtail.h"
@@ -374,6 +375,16 @@ static int job_prepare(struct tm_agent *ag, struct tm_agent_job *j, const struct
                 return -1;
             }
         }
+        /* the earlier attempt's checkpoint, written under its own UID, is
+         * read by this one's; its leftovers can no longer change it */
+        if (j->uid && a->resume_dir) {
+            r = tm_agent_tree_own(a->resume_dir, j->uid, j->gid);
+            if (r < 0) {
+                snprintf(why, whylen, "could not give the checkpoint %.160s to the job's user: %s",
+                         a->resume_dir, uv_strerror(r));
+                return -1;
+            }
+        }
     }
     r = tm_agent_job_dir_open(j);
     if (r < 0) {
@@ -394,6 +405,20 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
     char why[256];
     int fd = -1, r;
 
+    /* Each attempt checkpoints into a folder of its own and resumes from
+     * the newest complete checkpoint of an earlier one, looked for now on
+     * the pool's shared storage (checkpoint.h). */
+    struct tm_agent_assignment own = *a;
+    char attempt_dir[4096], resume[4096];
+    own.resume_dir = NULL;
+    if (a->checkpoint_dir) {
+        if (tm_agent_attempt_dir(a->checkpoint_dir, a->attempt, attempt_dir, sizeof(attempt_dir)) < 0)
+            return TM_EINVAL;
+        own.checkpoint_dir = attempt_dir;
+        if (tm_agent_resume_dir(a->checkpoint_dir, a->attempt, resume, sizeof(resume)) == 1)
+            own.resume_dir = resume;
+    }
+    a = &own;
     j = job_new(ag, a->job_id, a->attempt);
     if (!j)
         return TM_ENOMEM;

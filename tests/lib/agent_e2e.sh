@@ -7,7 +7,10 @@
 #
 #   e2e_start NAME [METADATA] [METADATA_URL] [GPU_UTIL] [EXTRA_YAML]
 #       a database, the config, `tarmac migrate`, `tarmac serve`, an admin
-#       token: sets DB, BASE, ADMIN, STATE (the provider's state_dir), SERVE
+#       token: sets DB, BASE, ADMIN, STATE (the provider's state_dir), SERVE.
+#       E2E_AGENT_YAML and E2E_PROVIDER_YAML: more lines for the agent
+#       section (2 spaces in) and the provider (4 spaces); E2E_OD_MIN and
+#       E2E_OD_MAX: the od pool's min_nodes (0) and max_nodes (3)
 #   submit JSON            POST /v1/jobs as admin; prints the job id
 #   job_field ID FIELD     a field of GET /v1/jobs/ID
 #   wait_job ID STATES [S] until the job's state matches STATES (an ERE such
@@ -49,6 +52,7 @@ agent:
   requeue_after: 5s
   terminate_after: 30s
   boot_allowance: 20s
+${E2E_AGENT_YAML:-}
 providers:
   - name: here
     kind: local
@@ -58,6 +62,7 @@ providers:
 $mdline
     gpu_util_percent: $util
     agent_args: "$E2E_AGENT_ARGS"
+${E2E_PROVIDER_YAML:-}
     instance_types:
       - name: local.2x
         gpus: 2
@@ -72,8 +77,8 @@ pools:
     zones: [local-a]
     instance_types: [local.2x]
     capacity_type: on_demand
-    min_nodes: 0
-    max_nodes: 3
+    min_nodes: ${E2E_OD_MIN:-0}
+    max_nodes: ${E2E_OD_MAX:-3}
     idle_grace: ${E2E_IDLE_GRACE:-2s}
     bootstrap: "$TM_SOURCE_DIR/config/bootstrap-local.sh"
     checkpoint_dir: "$WORK/ckpt"

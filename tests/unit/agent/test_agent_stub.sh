@@ -336,7 +336,7 @@ note_jobs
 echo '{"action":"terminate","event_id":"ev-12"}' >"$T/notice.json"
 wait_for 10 'len(exits(12)) == 1'
 py 'any(r["path"] == "/v1/nodes/1/interruption" for r in recs)' || fail "interruption not posted"
-py 'exits(12)[0]["reason"] == "stopped" and exits(12)[0]["output_tail"].endswith("/ck 3\n")' \
+py 'exits(12)[0]["reason"] == "stopped" and exits(12)[0]["output_tail"].endswith("/ck/attempt-3 3\n")' \
     || fail "checkpoint signal: $(grep '/12/exit' "$T/rec.jsonl")"
 py 'len(exits(13)) == 0' || fail "the plain job was stopped by the notice itself"
 echo '[]' >"$T/asg.json"
