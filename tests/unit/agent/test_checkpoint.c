@@ -110,15 +110,19 @@ static void test_env_and_template(void **state)
                                     .checkpoint_dir = "/ck/job-7/attempt-3",
                                     .resume_dir = "/ck/job-7/attempt-2"};
     const char *base[] = {"PATH=/usr/bin", NULL};
-    char **env = NULL, *cmd = NULL;
+    char **env = NULL, *cmd = NULL, *text = NULL;
+    size_t len = 0;
 
     assert_int_equal(tm_agent_job_env(base, &a, NULL, 0, &env), 0);
     assert_string_equal(env_get(env, "TARMAC_CHECKPOINT_DIR"), "/ck/job-7/attempt-3");
     assert_string_equal(env_get(env, "TARMAC_RESUME_DIR"), "/ck/job-7/attempt-2");
     tm_strv_free(env);
+    assert_int_equal(tm_agent_container_env_file(&a, NULL, 0, &text, &len), 0);
+    assert_non_null(strstr(text, "TARMAC_RESUME_DIR=/ck/job-7/attempt-2\n"));
+    free(text);
     assert_int_equal(tm_agent_container_command("run {env} -v {resume_dir}:/r:ro {image}", &a, NULL, 0,
-                                                &cmd), 0);
-    assert_non_null(strstr(cmd, "-e TARMAC_RESUME_DIR"));
+                                                "/e/7-3.env", &cmd), 0);
+    assert_non_null(strstr(cmd, "--env-file '/e/7-3.env'"));
     assert_non_null(strstr(cmd, "-v '/ck/job-7/attempt-2':/r:ro"));
     free(cmd);
 
@@ -127,8 +131,10 @@ static void test_env_and_template(void **state)
     assert_int_equal(tm_agent_job_env(base, &a, NULL, 0, &env), 0);
     assert_null(env_get(env, "TARMAC_RESUME_DIR"));
     tm_strv_free(env);
-    assert_int_equal(tm_agent_container_command("run {env} [{resume_dir}] {image}", &a, NULL, 0, &cmd), 0);
-    assert_null(strstr(cmd, "TARMAC_RESUME_DIR"));
+    assert_int_equal(tm_agent_container_env_file(&a, NULL, 0, &text, &len), 0);
+    assert_null(strstr(text, "TARMAC_RESUME_DIR"));
+    free(text);
+    assert_int_equal(tm_agent_container_command("run {env} [{resume_dir}] {image}", &a, NULL, 0, NULL, &cmd), 0);
     assert_non_null(strstr(cmd, "[]"));
     free(cmd);
 }
