@@ -5,6 +5,9 @@
  * (controller/daemon/calls.c); config load checks that no filling can pass
  * EC2's user data limit once base64-encoded.  The filled text carries the
  * enrollment secret: callers wipe it (OPENSSL_cleanse) and never log it.
+ * A bootstrap starts `tarmac agent` as root, with a work folder whose
+ * parents others may search: the agent runs each job under a user of its
+ * own and sets up their folders itself (docs/isolation.md).
  */
 #ifndef TM_BOOTSTRAP_H
 #define TM_BOOTSTRAP_H

@@ -115,6 +115,10 @@ static const struct cfg_field cfg_provider_fields[] = {
     {.key = "gpu_util_percent", .type = CFG_DOUBLE,
      .offset = CFG_OFF(tm_config_provider, gpu_util_percent), .def = "0", .dmin = 0, .dmax = 100},
     {.key = "agent_args", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, agent_args)},
+    /* Fencing: whether terminating an instance through this provider, once
+     * its listing confirms it, guarantees the node's processes are gone
+     * (controller/reconcile/staleness.c); false: agent.fence_after. */
+    {.key = "fence", .type = CFG_BOOL, .offset = CFG_OFF(tm_config_provider, fence), .def = "true"},
 };
 static const struct cfg_section cfg_provider_section = {
     cfg_provider_fields, CFG_NFIELDS(cfg_provider_fields), sizeof(struct tm_config_provider)};
@@ -286,6 +290,10 @@ static const struct cfg_field cfg_agent_fields[] = {
     {.key = "sample_retention", .type = CFG_DURATION,
      .offset = CFG_OFF(tm_config_agent, sample_retention_ms), .def = "7d", .min = CFG_MIN,
      .max = 365 * CFG_DAY},
+    /* fencing: an unfenceable silent node's jobs wait this long */
+    {.key = "fence_after", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, fence_after_ms), .def = "30m", .min = 1000,
+     .max = 7 * CFG_DAY},
     /* Bounded telemetry (controller/api/nodes.c). */
     {.key = "clock_skew", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_agent, clock_skew_ms),
      .def = "2m", .min = 1000, .max = CFG_HOUR},

@@ -108,6 +108,9 @@ struct tm_config_provider {
                                    * "aws", "gcp", "azure" (a fake at metadata_url) or "none" */
     double gpu_util_percent;      /* local: the fake GPUs' utilisation, default 0 */
     char *agent_args;             /* local: extra `tarmac agent` flags ($TARMAC_AGENT_ARGS) */
+    /* Fencing: a confirmed terminate stops every process of the node
+     * (default true); false: its silent nodes wait agent.fence_after. */
+    bool fence;
 };
 
 struct tm_config_pool {
@@ -169,6 +172,10 @@ struct tm_config_agent {
     int64_t terminate_after_ms;   /* ... its instance terminated, default 15 min */
     int64_t boot_allowance_ms;    /* a node never heard from: counted from its request, default 10 min */
     int64_t sample_retention_ms;  /* gpu_samples older than this are pruned, default 7 d */
+    /* Fencing (controller/reconcile/staleness.c): a silent node whose
+     * instance cannot be terminated through a provider has its jobs
+     * requeued only after this long, default 30 min, at least requeue_after. */
+    int64_t fence_after_ms;
     /* Bounded telemetry: what a node's clock may differ from ours (sample
      * times ahead of now, an interruption deadline behind it), default
      * 2 min; how old a sample may be when it arrives, default 6 h (the

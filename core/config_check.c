@@ -584,6 +584,23 @@ static int cfg_load_spot_hazards(struct cfg_ctx *c, struct tm_config *cfg)
     return 0;
 }
 
+/* The bound for nodes that cannot be fenced is a stronger wait than the
+ * requeue of fenced ones: below it, an unfenceable node's jobs would be
+ * placed again sooner than a cloud node's, whose instance is gone first. */
+static int cfg_validate_fence(struct cfg_ctx *c, const struct tm_config *cfg)
+{
+    const struct tm_config_agent *ag = &cfg->agent;
+
+    if (ag->fence_after_ms < ag->requeue_after_ms) {
+        const yaml_node_t *an = cfg_map_get(c, c->root, "agent");
+        tm_cfg_path_set(c, "agent.fence_after");
+        return tm_cfg_fail(c, an ? cfg_at(c, an, "fence_after") : c->root,
+                           "must be at least agent.requeue_after (%lld s)",
+                           (long long)(ag->requeue_after_ms / 1000));
+    }
+    return 0;
+}
+
 int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
 {
     const char *env_url = getenv("TARMAC_DATABASE_URL");
@@ -626,6 +643,9 @@ int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
         if (cfg_add_secret(u, strlen(u)) < 0)
             return tm_cfg_nomem(c);
     }
+    r = cfg_validate_fence(c, cfg);
+    if (r < 0)
+        return r;
     r = cfg_validate_providers(c, cfg);
     if (r < 0)
         return r;

@@ -9,11 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # python3-cryptography: the GCP fake verifies our RS256 JWTs (tests/lib/gcp_fake.py).
+# patroni, etcd-server: the failover under a real failover tool
+# (tests/integration/ha_patroni.sh runs its own etcd and Patronis on free
+# loopback ports in a temporary folder).  On a machine with systemd the
+# etcd package also starts etcd.service on 127.0.0.1:2379; no test uses it
+# (`systemctl disable --now etcd` if it is not wanted).
 packages=(build-essential cmake pkg-config git ca-certificates
           libuv1-dev libpq-dev libcurl4-openssl-dev libssl-dev libcjson-dev libjansson-dev libh2o-dev
           libexpat1-dev libyaml-dev libcmocka-dev
           postgresql postgresql-contrib python3 python3-yaml python3-jsonschema python3-cryptography curl
-          openssl chromium fonts-liberation nodejs)
+          openssl chromium fonts-liberation nodejs patroni etcd-server)
 # npm (openapi_lint installs the pinned @redocly/cli with it) only when
 # there is none: a nodejs from another repository (NodeSource) bundles its
 # own, which Debian's npm package would conflict with.

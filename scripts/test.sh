@@ -29,8 +29,9 @@ echo "== ctest under ASan+UBSan (build-asan/)"
 # Tests labelled slow ran above and are left out here: the reference
 # clients and the OpenAPI lint (npm, little of tarmac's C), the demo's
 # cluster setup, the GCP and Azure kill soaks (the AWS one, on the same
-# reconcile code, stays) and the asynchronous failover (the synchronous
-# one stays); every other test runs again under the sanitizers.
+# reconcile code, stays), the asynchronous failover and the failovers under
+# Patroni (the synchronous pg_ctl one, on the same tarmac code, stays);
+# every other test runs again under the sanitizers.
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j $jobs -LE slow
 

@@ -16,3 +16,20 @@ foreach(cloud aws gcp azure)
   tm_add_test(itest_agent_notice_${cloud} LABELS integration agent FIXTURES pg TIMEOUT 120
               COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_notice.sh ${cloud})
 endforeach()
+# A job on a shared node tries to read the agent's token and state, another
+# job's environment and log, `tarmac serve`'s environment, and to signal
+# another job: every attempt fails and no secret reaches its files.
+tm_add_test(itest_agent_isolation LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_isolation.sh)
+# Fencing a silent node before its jobs run again (controller/reconcile/
+# staleness.c): a gang whose member's agent is killed -9 is requeued whole
+# only once that member's process is gone, each attempt in its own
+# checkpoint folder; a node that cannot be fenced waits agent.fence_after,
+# and its returning agent kills the stale job before starting anything;
+# tarmac_apply's fence op on its own (guards, kept, replay).
+tm_add_test(itest_fence_apply LABELS integration agent FIXTURES pg TIMEOUT 60
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/fence_apply.sh)
+tm_add_test(itest_fence_gang LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/fence_gang.sh)
+tm_add_test(itest_fence_return LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/fence_return.sh)

@@ -3,6 +3,10 @@
 # The pure parts with known answers, linked with the pure library alone.
 tm_add_c_test(test_agent_pure ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_agent_pure.c
               LABELS unit agent TIMEOUT 30 LINK tarmac_agent_pure)
+# Each attempt's checkpoint folder, the newest complete checkpoint of an
+# earlier attempt (a real temporary folder) and the variables naming them.
+tm_add_c_test(test_agent_checkpoint ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_checkpoint.c
+              LABELS unit agent TIMEOUT 30 LINK tarmac_agent_pure)
 
 # The whole agent against a loopback stub of the contract's routes
 # (tests/unit/agent/stub_controller.py): real processes, no database; about

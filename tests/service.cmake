@@ -89,3 +89,7 @@ tm_add_test(itest_cli_api LABELS integration service FIXTURES pg TIMEOUT 240
 # client file and its permissions), and its escaping and tables.
 tm_add_c_test(test_cli_client ${CMAKE_SOURCE_DIR}/tests/unit/cli/test_cli_client.c LABELS unit service
               TIMEOUT 60)
+# `image` by the OCI distribution grammar and the refused `env` names, as
+# the CLI and the API check them (controller/spec/image_ref.c, job_spec.c).
+tm_add_c_test(test_job_image_env ${CMAKE_SOURCE_DIR}/tests/unit/spec/test_job_image_env.c LABELS unit service
+              TIMEOUT 30 LINK tarmac_spec)

@@ -360,18 +360,37 @@ void tm_agent_job_gone(struct tm_agent *ag)
     }
 }
 
-static void apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a)
+/* returning: the first answer since this agent started (jobs re-adopted
+ * from state.json) or since the controller was away.  What such an answer
+ * no longer lists may have been placed again elsewhere while this node was
+ * silent (controller/agent/README.md, "Fencing"): it is killed at once, no
+ * checkpoint signal and no grace, and nothing new starts here until every
+ * such job is gone. */
+static void apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, bool returning)
 {
+    bool fencing = false;
+
     /* Stop what is no longer placed here (another attempt counts as not). */
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next) {
-        if (j->exited || j->stopping[0])
+        if (j->exited || tm_agent_answer_find(a, j->job_id, j->attempt) >= 0)
             continue;
-        if (tm_agent_answer_find(a, j->job_id, j->attempt) < 0) {
-            tm_log_info("job no longer assigned here, stopping it", "job=%lld attempt=%lld",
-                        (long long)j->job_id, (long long)j->attempt);
-            tm_agent_job_stop(j, j->checkpointable ? ag->o.checkpoint_signal : SIGTERM, "stopped");
+        if (returning && !j->fenced) {
+            tm_log_warn("stale job from before this node fell silent, killing it before anything else",
+                        "job=%lld attempt=%lld pid=%d", (long long)j->job_id, (long long)j->attempt, j->pid);
+            j->fenced = true;
+            tm_agent_job_stop(j, SIGKILL, "stopped");
+            continue;
         }
+        if (j->stopping[0])
+            continue;
+        tm_log_info("job no longer assigned here, stopping it", "job=%lld attempt=%lld",
+                    (long long)j->job_id, (long long)j->attempt);
+        tm_agent_job_stop(j, j->checkpointable ? ag->o.checkpoint_signal : SIGTERM, "stopped");
     }
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
+        fencing |= j->fenced && !j->exited;
+    if (fencing)
+        return; /* the next answer starts the new work */
     /* Start what does not run, once: never an attempt that ran here
      * already, never while an older attempt of the same job still lives. */
     for (size_t i = 0; i < a->count; i++) {
@@ -413,6 +432,8 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
     }
     if (ag->away_said)
         tm_log_info("controller reachable again", "http=%ld", resp->http_status);
+    if (ag->away_said)
+        ag->returning = true;
     ag->away_said = false;
     ag->backoff_ms = 0;
     if (resp->http_status == 409) {
@@ -459,7 +480,9 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
         ag->answer_said = true;
     } else {
         ag->answer_said = false;
-        apply_answer(ag, &ans);
+        apply_answer(ag, &ans, ag->returning || !ag->answered);
+        ag->answered = true;
+        ag->returning = false;
         tm_agent_answer_release(&ans);
     }
     /* A backlog from an outage drains in quick batches, not one per period. */
@@ -794,6 +817,20 @@ static void close_walk(uv_handle_t *h, void *arg)
         uv_close(h, NULL);
 }
 
+/* DIR and DIR/jobs 0711 (a job's user passes through to its own folder
+ * and can list neither), DIR/env 0700; modes set again on every start, as
+ * an older agent made them 0700 and a bootstrap may have made DIR. */
+static int work_dirs(struct tm_agent *ag)
+{
+    const char *dirs[] = {ag->o.work_dir, ag->jobs_dir, ag->env_dir};
+    const mode_t modes[] = {0711, 0711, 0700};
+
+    for (size_t i = 0; i < 3; i++)
+        if ((mkdir(dirs[i], modes[i]) != 0 && errno != EEXIST) || chmod(dirs[i], modes[i]) != 0)
+            return -1;
+    return 0;
+}
+
 int tm_agent_run(const struct tm_agent_options *o)
 {
     struct tm_agent *ag = calloc(1, sizeof(*ag));
@@ -815,9 +852,13 @@ int tm_agent_run(const struct tm_agent_options *o)
     ag->base_env = environ;
     snprintf(ag->state_path, sizeof(ag->state_path), "%s/state.json", o->work_dir);
     snprintf(ag->jobs_dir, sizeof(ag->jobs_dir), "%s/jobs", o->work_dir);
-    if ((mkdir(o->work_dir, 0700) != 0 && errno != EEXIST) ||
-        (mkdir(ag->jobs_dir, 0700) != 0 && errno != EEXIST)) {
+    snprintf(ag->env_dir, sizeof(ag->env_dir), "%s/env", o->work_dir);
+    if (work_dirs(ag) != 0) {
         tm_log_error("could not create the work directory", "dir=%s err=%s", o->work_dir, strerror(errno));
+        code = 1;
+        goto out_loop;
+    }
+    if (tm_agent_job_user_init(ag) < 0) {
         code = 1;
         goto out_loop;
     }

@@ -15,8 +15,13 @@
  *     -> on a metadata notice: POST the interruption at once, give
  *        checkpointable jobs their signal, acknowledge once none runs.
  *
- * Files under the work directory: token (0600), state.json (see state.h),
- * jobs/<job>-<attempt>.log and .status (the wrapper's exit status).
+ * Files under the work directory (0711: a job's user may pass through to
+ * its own folder, and may list nothing): token and state.json (0600, see
+ * state.h), jobs/ (0711), jobs/<job>-<attempt>.log (0600, the agent's: the
+ * job writes it through the descriptor it was given), jobs/<job>-<attempt>/
+ * (the job's folder and working directory, its user's while it runs; the
+ * wrapper's exit status file, .status, is there), env/ (0700: container
+ * jobs' env files).
  */
 #ifndef TM_AGENT_H
 #define TM_AGENT_H
@@ -42,7 +47,22 @@ struct tm_agent_options {
     int checkpoint_signal;
     int64_t kill_grace_ms;
     int64_t log_cap_bytes;
+    /* Who runs a job (docs/isolation.md).  An agent running as root runs
+     * each job on the host under a user of its own: a UID from
+     * [job_uid_first, job_uid_last] that no other job and no process
+     * holds, with no passwd entry, GID job_gid (or the UID's number when
+     * job_gid < 0) and no supplementary groups.  An agent not running as
+     * root refuses host jobs unless jobs_as_agent_user. */
+    uint32_t job_uid_first, job_uid_last;
+    int64_t job_gid;
+    bool jobs_as_agent_user;
 };
+
+/* The default --job-uids: above the 16-bit range that passwd files and
+ * systemd's dynamic users (61184-65519) use, below the subordinate ranges
+ * that user namespaces are given (100000 and up, by useradd's default). */
+#define TM_AGENT_JOB_UID_FIRST 70000
+#define TM_AGENT_JOB_UID_LAST 79999
 
 /* Run until the controller says the node is gone (409: every job stopped,
  * exit 0), SIGTERM/SIGINT (jobs keep running for the next agent, exit 0),

@@ -40,7 +40,11 @@ struct tm_agent_assignment {
     int64_t cpu_milli;                 /* 0: not given */
     int64_t memory_mib;                /* 0: not given */
     bool checkpointable;
-    char *checkpoint_dir;              /* NULL when not given */
+    char *checkpoint_dir;              /* NULL when not given: the job's folder (checkpoint.h) */
+    /* Not in the answer, not owned: the agent's find, when it starts the
+     * attempt, of the newest complete checkpoint of an earlier one
+     * (checkpoint.h, jobs.c); NULL when none. */
+    char *resume_dir;
 };
 
 struct tm_agent_answer {

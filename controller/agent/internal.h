@@ -41,14 +41,19 @@ struct tm_agent_job {
     bool start_reported;
     bool start_inflight;
     bool stale;                /* the controller refused the attempt (409) */
+    bool fenced;               /* killed as stale by a returning agent (agent.c) */
     char stopping[16];         /* "" or the reason to report */
     int64_t log_dropped;
     int closing;               /* handles whose close callback is due */
     uv_process_t proc;
     uv_timer_t grace;
     bool grace_armed;
+    uint32_t uid;              /* the job's own user, 0 when it runs as the agent's */
+    uint32_t gid;
+    char dir[PATH_MAX];        /* its folder and working directory */
     char log_path[PATH_MAX];
     char status_path[PATH_MAX];
+    char env_file[PATH_MAX];   /* a container job's env file ("" for none) */
     char cgroup[PATH_MAX];     /* "" when not in a cgroup of its own */
     char *container_kill;      /* the filled --container-stop-template, or NULL */
 };
@@ -61,7 +66,10 @@ struct tm_agent {
     char auth[700];
     char state_path[PATH_MAX];
     char jobs_dir[PATH_MAX];
+    char env_dir[PATH_MAX];
     char **base_env;
+    bool switch_users;         /* root: each host job under a user of its own */
+    uint32_t uid_next;         /* where the search for a free job UID starts */
 
     uv_timer_t hb_timer, sample_timer, tick_timer, enroll_timer;
     uv_signal_t sigterm, sigint;
@@ -86,6 +94,8 @@ struct tm_agent {
     uint64_t hb_sent_to;             /* ring_tail when the heartbeat left */
     int64_t backoff_ms;
     bool away_said, auth_said, answer_said;
+    bool answered;                   /* an answer was applied since the agent started */
+    bool returning;                  /* the controller was away: the next answer fences */
 
     struct tm_agent_job *jobs;
     struct tm_agent_report *reports;
@@ -122,6 +132,14 @@ void tm_agent_add_report(struct tm_agent *ag, const struct tm_agent_report *r);
 void tm_agent_report_start(struct tm_agent *ag, struct tm_agent_job *j);
 void tm_agent_remember_done(struct tm_agent *ag, int64_t job_id, int64_t attempt);
 void tm_agent_job_gone(struct tm_agent *ag);
+
+/* job_user.c: a job's user and folder (docs/isolation.md) */
+int tm_agent_job_user_init(struct tm_agent *ag);
+int tm_agent_job_uid_pick(struct tm_agent *ag, uint32_t *ret);
+int tm_agent_job_dir_open(struct tm_agent_job *j);
+void tm_agent_job_dir_close(struct tm_agent_job *j);
+void tm_agent_job_uid_adopt(struct tm_agent_job *j);
+int tm_agent_tree_own(const char *path, uint32_t uid, uint32_t gid);
 
 /* cgroup.c */
 void tm_agent_cgroup_init(struct tm_agent *ag);

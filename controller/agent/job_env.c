@@ -104,38 +104,133 @@ void tm_agent_gpu_list(const struct tm_agent_assignment *a, const struct tm_gpu_
     }
 }
 
+/* The job's own variables, then the ones the agent sets, last so they win
+ * over the base: one line each, and the same list goes to a host job's
+ * environment and to a container job's env file. */
+static void job_vars(struct strv *s, const struct tm_agent_assignment *a, const struct tm_gpu_info *gpus,
+                     int ngpus)
+{
+    char list[TM_AGENT_MAX_GPUS * 100];
+    char num[32];
+
+    for (size_t i = 0; i < a->env_count; i++)
+        strv_push(s, kv(a->env_names[i], a->env_values[i]));
+    tm_agent_gpu_list(a, gpus, ngpus, list, sizeof(list));
+    strv_push(s, kv("CUDA_VISIBLE_DEVICES", list));
+    snprintf(num, sizeof(num), "%lld", (long long)a->job_id);
+    strv_push(s, kv("TARMAC_JOB_ID", num));
+    snprintf(num, sizeof(num), "%lld", (long long)a->attempt);
+    strv_push(s, kv("TARMAC_ATTEMPT", num));
+    if (a->checkpoint_dir)
+        strv_push(s, kv("TARMAC_CHECKPOINT_DIR", a->checkpoint_dir));
+    if (a->checkpoint_dir && a->resume_dir)
+        strv_push(s, kv("TARMAC_RESUME_DIR", a->resume_dir));
+    if (a->gpu_count == 1 && a->gpu_milli > 0 && a->gpu_milli < 1000) {
+        int pct = a->gpu_milli / 10;
+        snprintf(num, sizeof(num), "%d", a->gpu_milli);
+        strv_push(s, kv("TARMAC_GPU_MILLI", num));
+        snprintf(num, sizeof(num), "%d", pct < 1 ? 1 : pct);
+        strv_push(s, kv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", num));
+    }
+}
+
+/* base without the reserved names and (given a) those the job sets. */
+static void base_vars(struct strv *s, const char *const *base, const struct tm_agent_assignment *a)
+{
+    for (const char *const *p = base; p && *p; p++)
+        if (!reserved(*p) && (!a || !overridden(*p, a)))
+            strv_push(s, strdup(*p));
+}
+
+static int strv_done(struct strv *s, char ***ret)
+{
+    if (!s->oom && !s->v)
+        s->v = calloc(1, sizeof(char *)); /* an empty list */
+    if (s->oom || !s->v) {
+        tm_strv_free(s->v);
+        return TM_ENOMEM;
+    }
+    *ret = s->v;
+    return 0;
+}
+
 int tm_agent_job_env(const char *const *base, const struct tm_agent_assignment *a,
                      const struct tm_gpu_info *gpus, int ngpus, char ***ret_env)
 {
     struct strv s = {0};
-    char list[TM_AGENT_MAX_GPUS * 100];
-    char num[32];
 
-    for (const char *const *p = base; p && *p; p++)
-        if (!reserved(*p) && !overridden(*p, a))
-            strv_push(&s, strdup(*p));
-    for (size_t i = 0; i < a->env_count; i++)
-        strv_push(&s, kv(a->env_names[i], a->env_values[i]));
-    tm_agent_gpu_list(a, gpus, ngpus, list, sizeof(list));
-    strv_push(&s, kv("CUDA_VISIBLE_DEVICES", list));
-    snprintf(num, sizeof(num), "%lld", (long long)a->job_id);
-    strv_push(&s, kv("TARMAC_JOB_ID", num));
-    snprintf(num, sizeof(num), "%lld", (long long)a->attempt);
-    strv_push(&s, kv("TARMAC_ATTEMPT", num));
-    if (a->checkpoint_dir)
-        strv_push(&s, kv("TARMAC_CHECKPOINT_DIR", a->checkpoint_dir));
-    if (a->gpu_count == 1 && a->gpu_milli > 0 && a->gpu_milli < 1000) {
-        int pct = a->gpu_milli / 10;
-        snprintf(num, sizeof(num), "%d", a->gpu_milli);
-        strv_push(&s, kv("TARMAC_GPU_MILLI", num));
-        snprintf(num, sizeof(num), "%d", pct < 1 ? 1 : pct);
-        strv_push(&s, kv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", num));
+    base_vars(&s, base, a);
+    job_vars(&s, a, gpus, ngpus);
+    return strv_done(&s, ret_env);
+}
+
+int tm_agent_host_env(const char *const *base, char ***ret_env)
+{
+    struct strv s = {0};
+
+    base_vars(&s, base, NULL);
+    return strv_done(&s, ret_env);
+}
+
+int tm_agent_container_env_file(const struct tm_agent_assignment *a, const struct tm_gpu_info *gpus,
+                                int ngpus, char **ret, size_t *ret_len)
+{
+    struct strv s = {0};
+    char **v = NULL;
+    size_t n = 0, off = 0;
+    char *text;
+    int r;
+
+    job_vars(&s, a, gpus, ngpus);
+    r = strv_done(&s, &v);
+    if (r < 0)
+        return r;
+    for (char **p = v; *p; p++) {
+        if (strpbrk(*p, "\r\n")) {
+            tm_strv_free(v);
+            return TM_EINVAL;
+        }
+        n += strlen(*p) + 1;
     }
-    if (s.oom || !s.v) {
-        tm_strv_free(s.v);
+    text = malloc(n + 1);
+    if (!text) {
+        tm_strv_free(v);
         return TM_ENOMEM;
     }
-    *ret_env = s.v;
+    for (char **p = v; *p; p++) {
+        size_t len = strlen(*p);
+        memcpy(text + off, *p, len);
+        off += len;
+        text[off++] = '\n';
+    }
+    text[off] = '\0';
+    tm_strv_free(v);
+    *ret = text;
+    *ret_len = off;
+    return 0;
+}
+
+int tm_strv_set(char ***v, const char *name, const char *value)
+{
+    size_t n = strlen(name), count = 0;
+    char *entry = kv(name, value), **nv;
+
+    if (!entry)
+        return TM_ENOMEM;
+    for (char **p = *v; *p; p++, count++)
+        if (strncmp(*p, name, n) == 0 && (*p)[n] == '=') {
+            free(*p);
+            *p = entry;
+            return 0;
+        }
+    nv = realloc(*v, (count + 2) * sizeof(char *));
+    if (!nv) {
+        free(entry);
+        return TM_ENOMEM;
+    }
+    nv[count] = entry;
+    nv[count + 1] = NULL;
+    *v = nv;
     return 0;
 }
 
@@ -207,26 +302,8 @@ static void buf_quoted(struct buf *b, const char *s)
     free(q);
 }
 
-static void env_flags(struct buf *b, const struct tm_agent_assignment *a)
-{
-    static const char *const ours[] = {"CUDA_VISIBLE_DEVICES", "TARMAC_JOB_ID", "TARMAC_ATTEMPT"};
-
-    for (size_t i = 0; i < a->env_count; i++) {
-        buf_str(b, b->n && b->p[b->n - 1] != ' ' ? " -e " : "-e ");
-        buf_str(b, a->env_names[i]);
-    }
-    for (size_t i = 0; i < sizeof(ours) / sizeof(ours[0]); i++) {
-        buf_str(b, b->n && b->p[b->n - 1] != ' ' ? " -e " : "-e ");
-        buf_str(b, ours[i]);
-    }
-    if (a->checkpoint_dir)
-        buf_str(b, " -e TARMAC_CHECKPOINT_DIR");
-    if (a->gpu_count == 1 && a->gpu_milli > 0 && a->gpu_milli < 1000)
-        buf_str(b, " -e TARMAC_GPU_MILLI -e CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
-}
-
 int tm_agent_container_command(const char *tmpl, const struct tm_agent_assignment *a,
-                               const struct tm_gpu_info *gpus, int ngpus, char **ret)
+                               const struct tm_gpu_info *gpus, int ngpus, const char *env_file, char **ret)
 {
     struct buf b = {0};
     char list[TM_AGENT_MAX_GPUS * 100];
@@ -277,10 +354,16 @@ int tm_agent_container_command(const char *tmpl, const struct tm_agent_assignmen
                 q += len + (comma ? 1 : 0);
             }
         } else if (strcmp(name, "env") == 0) {
-            env_flags(&b, a);
+            if (env_file) {
+                buf_str(&b, "--env-file ");
+                buf_quoted(&b, env_file);
+            }
         } else if (strcmp(name, "checkpoint_dir") == 0) {
             if (a->checkpoint_dir)
                 buf_quoted(&b, a->checkpoint_dir);
+        } else if (strcmp(name, "resume_dir") == 0) {
+            if (a->checkpoint_dir && a->resume_dir)
+                buf_quoted(&b, a->resume_dir);
         } else {
             free(b.p);
             return TM_EINVAL;

@@ -3,13 +3,16 @@
  * functions from an assignment and the node's GPUs (no I/O, no loop), so
  * the unit tests check each variable with known answers.
  *
- * Environment: the agent's own environment without TARMAC_* (the
- * enrollment secret must never reach a job) and without the CUDA variables
- * set below, then the job's env, then
+ * Environment of a job run on the host: the agent's own environment
+ * without TARMAC_* (the enrollment secret must never reach a job) and
+ * without the CUDA variables set below, then the job's env, then
  *   CUDA_VISIBLE_DEVICES   the UUIDs of gpu_indices, comma-separated ("" for
  *                          a job placed on no GPU, so it sees none)
  *   TARMAC_JOB_ID, TARMAC_ATTEMPT
- *   TARMAC_CHECKPOINT_DIR  when checkpoint_dir is given
+ *   TARMAC_CHECKPOINT_DIR  when checkpoint_dir is given (jobs.c sets it to
+ *                          the attempt's own folder, checkpoint.h)
+ *   TARMAC_RESUME_DIR      with it, when resume_dir is set: the newest
+ *                          complete checkpoint of an earlier attempt
  *   TARMAC_GPU_MILLI and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (= milli / 10,
  *                          at least 1) for a fractional share (one GPU,
  *                          gpu_milli below 1000)
@@ -30,9 +33,11 @@
 #include "controller/agent/answer.h"
 #include "controller/agent/gpu.h"
 
-/* The default --container-template (docker with the NVIDIA toolkit). */
+/* The default --container-template (docker with the NVIDIA toolkit).  The
+ * image comes after "--" (docker and podman end their options there), and
+ * the spec admits only image references, which never start with '-'. */
 #define TM_AGENT_CONTAINER_DEFAULT                                                                 \
-    "docker run --rm --name {name} {docker_gpus} {env} {image} /bin/sh -c {command}"
+    "docker run --rm --name {name} {docker_gpus} {env} -- {image} /bin/sh -c {command}"
 
 /* Build the environment into *ret_env, a NULL-terminated heap array of
  * "K=V" strings (free with tm_strv_free).  base is the agent's environ.
@@ -41,6 +46,23 @@
 int tm_agent_job_env(const char *const *base, const struct tm_agent_assignment *a,
                      const struct tm_gpu_info *gpus, int ngpus, char ***ret_env);
 
+/* The host side of a container job (the wrapper shell and the runtime's
+ * client): base without the reserved names, none of the job's variables,
+ * which reach the container only, through its env file.  0 or TM_ENOMEM. */
+int tm_agent_host_env(const char *const *base, char ***ret_env);
+
+/* A container job's env file: the job's variables and the agent's (the
+ * list above, without the base), one NAME=VALUE a line, as docker's and
+ * podman's --env-file read it (no quoting: a value holding a line break
+ * cannot be written -> TM_EINVAL; the spec refuses those).  *ret is a heap
+ * string of *ret_len bytes. */
+int tm_agent_container_env_file(const struct tm_agent_assignment *a, const struct tm_gpu_info *gpus,
+                                int ngpus, char **ret, size_t *ret_len);
+
+/* Set NAME=VALUE in a heap list built above, replacing an entry of that
+ * name.  0 or TM_ENOMEM. */
+int tm_strv_set(char ***v, const char *name, const char *value);
+
 /* The UUIDs of a's GPUs, comma-separated, into out ("" with none). */
 void tm_agent_gpu_list(const struct tm_agent_assignment *a, const struct tm_gpu_info *gpus, int ngpus,
                        char *out, size_t outlen);
@@ -48,12 +70,13 @@ void tm_agent_gpu_list(const struct tm_agent_assignment *a, const struct tm_gpu_
 /* Fill the container template for a (a->image set): {image} and {command}
  * shell-quoted, {name} (tarmac-JOB-ATTEMPT), {gpus} (the UUID list),
  * {docker_gpus} (--gpus '"device=U1,U2"' or nothing), {cdi_gpus}
- * (--device nvidia.com/gpu=U per GPU, podman), {env} (-e NAME for every
- * job and tarmac variable: the value comes from the environment built
- * above), {checkpoint_dir} (quoted, or "").  An unknown {placeholder}
- * -> TM_EINVAL.  *ret is a heap string. */
+ * (--device nvidia.com/gpu=U per GPU, podman), {env} ("--env-file
+ * 'ENV_FILE'", or nothing when env_file is NULL), {checkpoint_dir}
+ * and {resume_dir} (quoted, or "").  An unknown {placeholder} -> TM_EINVAL.  *ret is a
+ * heap string. */
 int tm_agent_container_command(const char *tmpl, const struct tm_agent_assignment *a,
-                               const struct tm_gpu_info *gpus, int ngpus, char **ret);
+                               const struct tm_gpu_info *gpus, int ngpus, const char *env_file,
+                               char **ret);
 
 /* Single-quote s for /bin/sh into a heap string. */
 char *tm_shell_quote(const char *s);

@@ -14,8 +14,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
+#include "controller/agent/checkpoint.h"
 #include "controller/agent/internal.h"
 #include "controller/agent/job_env.h"
 #include "controller/agent/logtail.h"
@@ -112,7 +116,8 @@ static int read_status(const char *path, int *ret)
 {
     char buf[32];
     ssize_t n;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* the job's user owns the folder: never follow a link it left */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 
     if (fd < 0)
         return 0;
@@ -176,6 +181,7 @@ static void job_ended(struct tm_agent_job *j, bool known, int status, int term_s
     uv_timer_stop(&j->grace);
     tm_agent_cgroup_remove(j);
     unlink(j->status_path);
+    tm_agent_job_dir_close(j);
     tm_log_info("job ended", "job=%lld attempt=%lld reason=%s exit_code=%d signal=%d",
                 (long long)j->job_id, (long long)j->attempt, r.reason, r.has_code ? r.exit_code : -1,
                 r.signal);
@@ -231,15 +237,51 @@ static struct tm_agent_job *job_new(struct tm_agent *ag, int64_t job_id, int64_t
     j->agent = ag;
     j->job_id = job_id;
     j->attempt = attempt;
-    snprintf(j->log_path, sizeof(j->log_path), "%.3800s/%lld-%lld.log", ag->jobs_dir, (long long)job_id,
+    snprintf(j->dir, sizeof(j->dir), "%.3800s/%lld-%lld", ag->jobs_dir, (long long)job_id, (long long)attempt);
+    snprintf(j->log_path, sizeof(j->log_path), "%.3800s.log", j->dir);
+    /* in the job's folder: the wrapper writes it as the job's user */
+    snprintf(j->status_path, sizeof(j->status_path), "%.3800s/.status", j->dir);
+    snprintf(j->env_file, sizeof(j->env_file), "%.3800s/%lld-%lld.env", ag->env_dir, (long long)job_id,
              (long long)attempt);
-    snprintf(j->status_path, sizeof(j->status_path), "%.3800s/%lld-%lld.status", ag->jobs_dir,
-             (long long)job_id, (long long)attempt);
     uv_timer_init(ag->loop, &j->grace);
     j->grace.data = j;
     j->next = ag->jobs;
     ag->jobs = j;
     return j;
+}
+
+static bool job_sets(const struct tm_agent_assignment *a, const char *name)
+{
+    for (size_t i = 0; i < a->env_count; i++)
+        if (strcmp(a->env_names[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* The checkpoint folder (made with its parents when missing) and what is
+ * in it become the job's user's: an attempt resumes from what an earlier
+ * one, under another UID, wrote there, and the earlier one's leftovers can
+ * no longer write into it. */
+static int checkpoint_dir_own(const char *path, uint32_t uid, uint32_t gid)
+{
+    char buf[PATH_MAX];
+
+    if (snprintf(buf, sizeof(buf), "%s", path) >= (int)sizeof(buf) || buf[0] != '/')
+        return UV_EINVAL;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        /* chmod too: the agent's umask (077 from the bootstrap) applies */
+        if (mkdir(buf, 0755) == 0)
+            chmod(buf, 0755);
+        else if (errno != EEXIST)
+            return -errno;
+        *p = '/';
+    }
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+        return -errno;
+    return tm_agent_tree_own(buf, uid, gid);
 }
 
 /* A job that could not be started: report exit 127 with why as its tail,
@@ -263,9 +305,97 @@ static void report_unstartable(struct tm_agent *ag, const struct tm_agent_assign
     tm_agent_save_state(ag);
 }
 
-int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
+/* The host side of a container job: the env file (0600, in the agent's
+ * env/ folder) and the filled template; a job on the host: its user, its
+ * environment with HOME in its folder, its checkpoint folder made its
+ * own.  0, or -1 with why said. */
+static int job_prepare(struct tm_agent *ag, struct tm_agent_job *j, const struct tm_agent_assignment *a,
+                       char ***env, char **cmd, char *why, size_t whylen)
 {
     const char *tmpl = ag->o.container_template ? ag->o.container_template : TM_AGENT_CONTAINER_DEFAULT;
+    char *text = NULL;
+    size_t len = 0;
+    int fd, r;
+
+    if (a->image) {
+        j->uid = 0;
+        if (tm_agent_container_env_file(a, ag->last.info, ag->last.count, &text, &len) < 0) {
+            snprintf(why, whylen, "a container job's variables cannot be written to an env file "
+                                  "(a value holds a line break)");
+            return -1;
+        }
+        fd = open(j->env_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        r = fd < 0 ? -errno : 0;
+        for (size_t off = 0; r == 0 && off < len;) {
+            ssize_t w = write(fd, text + off, len - off);
+            if (w < 0 && errno != EINTR)
+                r = -errno;
+            else if (w > 0)
+                off += (size_t)w;
+        }
+        if (fd >= 0 && close(fd) != 0 && r == 0)
+            r = -errno;
+        OPENSSL_cleanse(text, len);
+        free(text);
+        if (r < 0) {
+            snprintf(why, whylen, "could not write the env file %.160s: %s", j->env_file, uv_strerror(r));
+            return -1;
+        }
+        if (tm_agent_container_command(tmpl, a, ag->last.info, ag->last.count, j->env_file, cmd) < 0) {
+            snprintf(why, whylen, "the container template has an unknown {placeholder}");
+            return -1;
+        }
+        if (tm_agent_host_env((const char *const *)ag->base_env, env) < 0) {
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+    } else {
+        if (ag->switch_users) {
+            if (tm_agent_job_uid_pick(ag, &j->uid) < 0) {
+                snprintf(why, whylen, "no free UID in --job-uids %u-%u", (unsigned)ag->o.job_uid_first,
+                         (unsigned)ag->o.job_uid_last);
+                return -1;
+            }
+            j->gid = ag->o.job_gid >= 0 ? (uint32_t)ag->o.job_gid : j->uid;
+        } else if (!ag->o.jobs_as_agent_user) {
+            snprintf(why, whylen, "the agent does not run as root, so it cannot run the job under a user "
+                                  "of its own (see --jobs-as-agent-user)");
+            return -1;
+        }
+        if (tm_agent_job_env((const char *const *)ag->base_env, a, ag->last.info, ag->last.count, env) < 0 ||
+            (!job_sets(a, "HOME") && tm_strv_set(env, "HOME", j->dir) < 0)) {
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+        if (j->uid && a->checkpoint_dir) {
+            r = checkpoint_dir_own(a->checkpoint_dir, j->uid, j->gid);
+            if (r < 0) {
+                snprintf(why, whylen, "could not give the checkpoint folder %.160s to the job's user: %s",
+                         a->checkpoint_dir, uv_strerror(r));
+                return -1;
+            }
+        }
+        /* the earlier attempt's checkpoint, written under its own UID, is
+         * read by this one's; its leftovers can no longer change it */
+        if (j->uid && a->resume_dir) {
+            r = tm_agent_tree_own(a->resume_dir, j->uid, j->gid);
+            if (r < 0) {
+                snprintf(why, whylen, "could not give the checkpoint %.160s to the job's user: %s",
+                         a->resume_dir, uv_strerror(r));
+                return -1;
+            }
+        }
+    }
+    r = tm_agent_job_dir_open(j);
+    if (r < 0) {
+        snprintf(why, whylen, "could not make the job's folder %.160s: %s", j->dir, uv_strerror(r));
+        return -1;
+    }
+    return 0;
+}
+
+int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
+{
     uv_process_options_t po;
     uv_stdio_container_t stdio[3];
     struct tm_agent_job *j;
@@ -275,34 +405,38 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
     char why[256];
     int fd = -1, r;
 
-    r = tm_agent_job_env((const char *const *)ag->base_env, a, ag->last.info, ag->last.count, &env);
-    if (r < 0)
-        return r;
-    if (a->image) {
-        r = tm_agent_container_command(tmpl, a, ag->last.info, ag->last.count, &cmd);
-        if (r < 0) {
-            tm_strv_free(env);
-            report_unstartable(ag, a, "the container template has an unknown {placeholder}");
-            return 0;
-        }
+    /* Each attempt checkpoints into a folder of its own and resumes from
+     * the newest complete checkpoint of an earlier one, looked for now on
+     * the pool's shared storage (checkpoint.h). */
+    struct tm_agent_assignment own = *a;
+    char attempt_dir[4096], resume[4096];
+    own.resume_dir = NULL;
+    if (a->checkpoint_dir) {
+        if (tm_agent_attempt_dir(a->checkpoint_dir, a->attempt, attempt_dir, sizeof(attempt_dir)) < 0)
+            return TM_EINVAL;
+        own.checkpoint_dir = attempt_dir;
+        if (tm_agent_resume_dir(a->checkpoint_dir, a->attempt, resume, sizeof(resume)) == 1)
+            own.resume_dir = resume;
     }
+    a = &own;
     j = job_new(ag, a->job_id, a->attempt);
-    if (!j) {
-        tm_strv_free(env);
-        free(cmd);
+    if (!j)
         return TM_ENOMEM;
-    }
     j->checkpointable = a->checkpointable;
     if (a->image) {
         const char *stop = ag->o.container_stop;
         if (!stop && !ag->o.container_template)
             stop = "docker kill {name}";
-        if (stop && stop[0] && tm_agent_container_command(stop, a, ag->last.info, ag->last.count,
+        if (stop && stop[0] && tm_agent_container_command(stop, a, ag->last.info, ag->last.count, NULL,
                                                           &j->container_kill) < 0)
             j->container_kill = NULL;
     }
+    if (job_prepare(ag, j, a, &env, &cmd, why, sizeof(why)) < 0)
+        goto unstartable;
     unlink(j->status_path);
-    fd = open(j->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+    /* The agent's file (0600): the job writes it only through this
+     * descriptor, and cannot open its own log or any other by name. */
+    fd = open(j->log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         snprintf(why, sizeof(why), "could not open log %.160s: %s", j->log_path, strerror(errno));
         goto unstartable;
@@ -312,7 +446,10 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
     args[2] = (char *)tm_agent_wrapper_script;
     args[3] = "tarmac-job";
     args[4] = cmd ? cmd : a->command;
-    args[5] = j->status_path;
+    /* relative to its folder, the wrapper's working directory (entered
+     * before the user switch), so it is written even where a folder above
+     * is closed to the job's user */
+    args[5] = ".status";
     args[6] = NULL;
     memset(&po, 0, sizeof(po));
     memset(stdio, 0, sizeof(stdio));
@@ -324,8 +461,15 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
     po.file = args[0];
     po.args = args;
     po.env = env;
-    po.cwd = ag->jobs_dir;
+    po.cwd = j->dir;
     po.flags = UV_PROCESS_DETACHED;
+    if (j->uid) {
+        /* libuv drops the supplementary groups (setgroups(0)) before
+         * setgid and setuid in the child. */
+        po.flags |= UV_PROCESS_SETUID | UV_PROCESS_SETGID;
+        po.uid = (uv_uid_t)j->uid;
+        po.gid = (uv_gid_t)j->gid;
+    }
     po.stdio_count = 3;
     po.stdio = stdio;
     po.exit_cb = on_exit_cb;
@@ -345,8 +489,9 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
     close(fd);
     tm_strv_free(env);
     free(cmd);
-    tm_log_info("job started", "job=%lld attempt=%lld pid=%d gpus=%zu%s", (long long)a->job_id,
-                (long long)a->attempt, j->pid, a->gpu_count, a->image ? " container=yes" : "");
+    tm_log_info("job started", "job=%lld attempt=%lld pid=%d uid=%u gpus=%zu%s", (long long)a->job_id,
+                (long long)a->attempt, j->pid, (unsigned)(j->uid ? j->uid : geteuid()), a->gpu_count,
+                a->image ? " container=yes" : "");
     tm_agent_save_state(ag);
     tm_agent_report_start(ag, j);
     return 0;
@@ -356,6 +501,7 @@ unstartable:
         close(fd);
     tm_strv_free(env);
     free(cmd);
+    tm_agent_job_dir_close(j);
     j->exited = true;
     job_release(j);
     report_unstartable(ag, a, why);
@@ -379,6 +525,7 @@ int tm_agent_jobs_adopt(struct tm_agent *ag, const struct tm_agent_state *st)
         j->start_reported = sj->start_reported; /* else the tick sends it (idempotent) */
         snprintf(j->stopping, sizeof(j->stopping), "%s", sj->stopping);
         if (tm_agent_adopt_decide(sj, alive, now_start) == TM_ADOPT_KEEP) {
+            tm_agent_job_uid_adopt(j);
             tm_log_info("job re-adopted", "job=%lld attempt=%lld pid=%d", (long long)j->job_id,
                         (long long)j->attempt, j->pid);
             continue;

@@ -4,6 +4,7 @@
  */
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,9 @@ static const char agent_help[] =
     "  --checkpoint-signal SIG   default TERM\n"
     "  --kill-grace D            default 30s\n"
     "  --log-cap BYTES           per-job log cap (default 64 MiB)\n"
+    "  --job-uids FIRST-LAST     UIDs for jobs' own users (default 70000-79999; root only)\n"
+    "  --job-gid GID             one group for every job (default: a group per job, its UID)\n"
+    "  --jobs-as-agent-user      without root: run jobs as the agent's user, unisolated\n"
     "  --log-level LEVEL         debug|info|warn|error\n";
 
 enum {
@@ -61,6 +65,9 @@ enum {
     OPT_GRACE,
     OPT_LOGCAP,
     OPT_LOGLEVEL,
+    OPT_JOB_UIDS,
+    OPT_JOB_GID,
+    OPT_AS_AGENT,
     OPT_HELP,
 };
 
@@ -71,6 +78,24 @@ static const struct {
     {"TERM", SIGTERM}, {"INT", SIGINT}, {"HUP", SIGHUP}, {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
     {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
 };
+
+/* FIRST-LAST: UIDs above 0 (never root) and below (uid_t)-1. */
+static int parse_uid_range(const char *s, uint32_t *first, uint32_t *last)
+{
+    char *end;
+    long long a, b;
+
+    a = strtoll(s, &end, 10);
+    if (end == s || *end != '-')
+        return -1;
+    s = end + 1;
+    b = strtoll(s, &end, 10);
+    if (end == s || *end || a < 1 || b < a || b >= 4294967295LL)
+        return -1;
+    *first = (uint32_t)a;
+    *last = (uint32_t)b;
+    return 0;
+}
 
 static int parse_signal(const char *s)
 {
@@ -125,6 +150,9 @@ int tm_cli_agent(int argc, char **argv)
         {"kill-grace", required_argument, NULL, OPT_GRACE},
         {"log-cap", required_argument, NULL, OPT_LOGCAP},
         {"log-level", required_argument, NULL, OPT_LOGLEVEL},
+        {"job-uids", required_argument, NULL, OPT_JOB_UIDS},
+        {"job-gid", required_argument, NULL, OPT_JOB_GID},
+        {"jobs-as-agent-user", no_argument, NULL, OPT_AS_AGENT},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -135,6 +163,9 @@ int tm_cli_agent(int argc, char **argv)
         .checkpoint_signal = SIGTERM,
         .kill_grace_ms = 30000,
         .log_cap_bytes = TM_AGENT_LOG_CAP_DEFAULT,
+        .job_uid_first = TM_AGENT_JOB_UID_FIRST,
+        .job_uid_last = TM_AGENT_JOB_UID_LAST,
+        .job_gid = -1,
     };
     const char *secret_file = NULL;
     char *secret = NULL;
@@ -193,6 +224,17 @@ int tm_cli_agent(int argc, char **argv)
                 return usage_error("--log-level: expected debug|info|warn|error, got \"%s\"", optarg);
             tm_log_set_level((enum tm_log_level)tm_log_level_parse(optarg));
             break;
+        case OPT_JOB_UIDS:
+            if (parse_uid_range(optarg, &o.job_uid_first, &o.job_uid_last) != 0)
+                return usage_error("--job-uids: expected FIRST-LAST, UIDs from 1 to 4294967294 with "
+                                   "FIRST <= LAST, got \"%s\"", optarg);
+            break;
+        case OPT_JOB_GID:
+            o.job_gid = strtoll(optarg, &end, 10);
+            if (!*optarg || *end || o.job_gid <= 0 || o.job_gid >= 4294967295LL)
+                return usage_error("--job-gid: must be a GID from 1 to 4294967294, got \"%s\"", optarg);
+            break;
+        case OPT_AS_AGENT: o.jobs_as_agent_user = true; break;
         case OPT_HELP:
         case 'h': fputs(agent_help, stdout); return TM_EXIT_OK;
         case ':': return usage_error("%s needs a value", argv[optind - 1]);

@@ -72,6 +72,10 @@ struct pass {
     bool *job_switched;         /* job index -> switched to on-demand this pass */
     int *disrupt_left;          /* pool index -> disruptions its budget still allows (INT_MAX: no budget) */
     int *disrupt_recent;        /* pool index -> disruptions in its current interval */
+    /* Fencing (staleness.c): whether a node's old processes can still run. */
+    bool *node_fenced;          /* node index -> its listing confirms the instance gone */
+    bool *node_unfenced;        /* node index -> its agent is silent and nothing has
+                                 * stopped its processes yet */
 };
 
 /* What one model's planner pass is given, and where its entries came from. */
@@ -155,6 +159,13 @@ int64_t tm_rc_pool_boot_ms(const struct tm_config *cfg, const struct tm_config_p
 void tm_rc_observe(struct pass *p, bool **ret_matched);
 /* staleness.c: silent nodes (after observe, before scheduling) and idle GPUs. */
 void tm_rc_staleness(struct pass *p);
+/* Fill p->node_unfenced from p->node_fenced (observe.c fills that first,
+ * before any node_gone). */
+void tm_rc_fence_mark(struct pass *p);
+/* Whether a running job on node index ni also runs on another node whose
+ * processes may still run (p->node_unfenced): a gang is requeued whole
+ * only once every silent member is fenced. */
+bool tm_rc_gang_waits(const struct pass *p, size_t ni);
 void tm_rc_idle_gpus(struct pass *p);
 void tm_rc_drain_checkpoints(struct pass *p);
 /* Spent and committed spend against every cap; fills p->teams, p->org and

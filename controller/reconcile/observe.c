@@ -47,6 +47,13 @@ static void spot_notice(struct pass *p, size_t ni, int64_t notice_ms, const char
 static void node_gone(struct pass *p, size_t ni, const char *state, const char *reason)
 {
     const struct tm_snap_node *n = &p->in->snap->nodes[ni];
+    /* A gang's attempt may still run on a silent member nobody has
+     * stopped yet: this member stays as it is (taking no work) until that
+     * one is fenced too, then the gang leaves whole. */
+    if (tm_rc_gang_waits(p, ni)) {
+        p->node_ready[ni] = false;
+        return;
+    }
     /* Its jobs first, each with the numbers of the attempt it loses. */
     requeue_jobs_of_gone_node(p, ni, state);
     cJSON *a = tm_rc_action(p, "node_gone", reason);
@@ -107,6 +114,27 @@ out:
     return partial;
 }
 
+/* p->node_fenced: the provider's listing confirms the node's instance
+ * terminated, or a complete listing no longer has it.  Filled for every
+ * node before any is given up, so that a gang's member knows whether the
+ * others are fenced (tm_rc_gang_waits). */
+static void fenced_scan(struct pass *p, struct inst_index **by_id, struct inst_index **by_token)
+{
+    const struct tm_snapshot *s = p->in->snap;
+
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        int prov = n->pool >= 0 ? p->pool_provider[n->pool] : -1;
+        const struct tm_observed *obs = observed_for(p, prov);
+        if (!obs)
+            continue;
+        int hit = inst_index_find(by_id[prov], obs->n, n->instance_id);
+        if (hit < 0)
+            hit = inst_index_find(by_token[prov], obs->n, n->token);
+        p->node_fenced[ni] = hit >= 0 ? obs->instances[hit].state == TM_INSTANCE_TERMINATED : obs->complete;
+    }
+}
+
 /* Whether token is the stem of a set some requested row belongs to: an
  * instance a set launch made and has not yet tagged with its member's own
  * token (EC2 CreateFleet tags the whole set with the stem first).  It is
@@ -164,6 +192,8 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
         p->err = TM_ENOMEM;
         goto out;
     }
+    fenced_scan(p, by_id, by_token);
+    tm_rc_fence_mark(p);
 
     for (size_t ni = 0; ni < s->nnodes; ni++) {
         const struct tm_snap_node *n = &s->nodes[ni];
@@ -259,9 +289,15 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
             break;
         case TM_NODE_TERMINATING:
             if (dead && inst->state == TM_INSTANCE_TERMINATED) {
-                node_gone(p, ni, gone_state, "terminated as asked");
+                node_gone(p, ni, gone_state,
+                          n->unreachable_ms > 0 ? "fenced: the provider confirms its instance terminated, "
+                                                  "so its jobs can run elsewhere"
+                                                : "terminated as asked");
             } else if (absent) {
-                node_gone(p, ni, "terminated", "terminated as asked (no longer listed)");
+                node_gone(p, ni, "terminated",
+                          n->unreachable_ms > 0 ? "fenced: the provider no longer lists its instance, "
+                                                  "so its jobs can run elsewhere"
+                                                : "terminated as asked (no longer listed)");
             } else if (!dead || inst->state == TM_INSTANCE_STOPPED) {
                 tm_rc_add_terminate(p, prov, n->id, p->node_instance[ni]);
             }

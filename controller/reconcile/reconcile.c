@@ -75,8 +75,11 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_rc_plan *ret)
     p.job_switched = calloc(s->njobs + 1, sizeof(bool));
     p.disrupt_left = calloc(np + 1, sizeof(int));
     p.disrupt_recent = calloc(np + 1, sizeof(int));
+    p.node_fenced = calloc(s->nnodes + 1, sizeof(bool));
+    p.node_unfenced = calloc(s->nnodes + 1, sizeof(bool));
     if (!p.node_ids || !p.job_ids || !p.job_held || !p.pool_use_ms || !p.node_placed ||
-        !p.node_replaced || !p.job_switched || !p.disrupt_left || !p.disrupt_recent) {
+        !p.node_replaced || !p.job_switched || !p.disrupt_left || !p.disrupt_recent ||
+        !p.node_fenced || !p.node_unfenced) {
         p.err = TM_ENOMEM;
         goto out;
     }
@@ -128,6 +131,8 @@ out:
     free(p.job_switched);
     free(p.disrupt_left);
     free(p.disrupt_recent);
+    free(p.node_fenced);
+    free(p.node_unfenced);
     free(p.alloc_nodes);
     free(p.node_instance);
     free(p.node_ids);

@@ -199,6 +199,7 @@ struct tm_rc_plan {
     /* The planner's other actions (reconcile/moves.c). */
     unsigned drained, moved, substituted, switched, refused;
     unsigned unreachable, stale_requeued, stale_terminated; /* staleness.c */
+    unsigned stale_fenced;                                  /* staleness.c: fence ops */
     unsigned gpu_idle;                                      /* idle.c */
 };
 

@@ -8,13 +8,28 @@
  * the node's request plus agent.boot_allowance.  Past
  * agent.unreachable_after the node is marked unreachable (op
  * node_unreachable, once: nodes.unreachable_ms) and takes no new work this
- * pass; past agent.requeue_after its running jobs are requeued (op
- * unreachable_requeue, guarded on the attempt and on the node still being
- * silent, so each attempt is requeued once and its counter rises at the
- * next start); past agent.terminate_after the empty node is terminated
- * through its provider (op terminate).  A node that comes back has no
- * allocations for the requeued jobs, so its agent, seeing no assignment
- * for them, kills what is left.
+ * pass.  Its running jobs are placed again only once their old processes
+ * cannot run any more (fencing):
+ *   - a node whose provider can fence (providers[].fence, the default:
+ *     terminating the instance stops every process of the node) is fenced
+ *     past agent.requeue_after: op fence makes it terminating, guarded on
+ *     no heartbeat since the plan, and the daemon terminates its instance.
+ *     Its jobs stay allocated to it until the provider's listing confirms
+ *     the instance terminated (or no longer lists it, on a complete
+ *     listing); observe.c then gives the node up (node_gone) and requeues
+ *     them.  Each step is level-triggered: a terminating node whose
+ *     instance still runs is terminated again by every pass, so a crash
+ *     anywhere in between is repaired by the next one.
+ *   - a node that cannot be fenced (its provider says fence: false, or no
+ *     instance is known) has its jobs requeued past agent.fence_after, a
+ *     longer bound (op unreachable_requeue, guarded on the attempt and on
+ *     the node still being silent, so each attempt is requeued once); its
+ *     agent, if it returns, kills what it still runs before anything else
+ *     (controller/agent/README.md).
+ * A gang's job leaves only when every silent member is fenced or past the
+ * bound (tm_rc_gang_waits), so no member of the old attempt runs beside
+ * the next one.  Past agent.terminate_after an empty silent node is
+ * terminated through its provider (op terminate).
  *
  * Idle GPUs: tm_reconcile_idle_jobs() (reconcile.h).  The pass files a
  * gpu_idle decision per job attempt (op gpu_idle, recorded once) and, as
@@ -43,13 +58,71 @@ int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap
     return now_ms > from ? now_ms - from : 0;
 }
 
+/* Terminating the node's instance stops its processes, and the listing
+ * says when that is done. */
+static bool node_fenceable(const struct pass *p, size_t ni)
+{
+    const struct tm_snap_node *n = &p->in->snap->nodes[ni];
+    int prov = n->pool >= 0 ? p->pool_provider[n->pool] : -1;
+
+    return prov >= 0 && (size_t)prov < p->cfg->nproviders && p->cfg->providers[prov].fence &&
+           (n->instance_id[0] || n->token[0]);
+}
+
+void tm_rc_fence_mark(struct pass *p)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_config_agent *ag = &p->cfg->agent;
+
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        if (p->node_fenced[ni])
+            continue;
+        if (n->state == TM_NODE_TERMINATING) {
+            /* asked to go, not yet confirmed gone */
+            p->node_unfenced[ni] = true;
+            continue;
+        }
+        if (!node_watched(p, n))
+            continue;
+        int64_t silent = tm_reconcile_silent_ms(p->cfg, n, p->in->now_ms);
+        p->node_unfenced[ni] = silent >= ag->unreachable_after_ms &&
+                               (node_fenceable(p, ni) || silent < ag->fence_after_ms);
+    }
+}
+
+bool tm_rc_gang_waits(const struct pass *p, size_t ni)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    size_t lo, hi;
+
+    tm_rc_allocs_on_node(p, s->nodes[ni].id, &lo, &hi);
+    for (size_t k = lo; k < hi; k++) {
+        int ji = tm_rc_running_job_at(p, k);
+        if (ji < 0 || s->jobs[ji].nodes <= 1)
+            continue;
+        for (size_t x = 0; x < s->nallocs; x++) {
+            const struct tm_snap_alloc *al = &s->allocs[x];
+            if (al->job_id != s->jobs[ji].id || al->node_id == s->nodes[ni].id)
+                continue;
+            int other = tm_rc_node_index(p, al->node_id);
+            if (other >= 0 && p->node_unfenced[other])
+                return true;
+        }
+    }
+    return false;
+}
+
+/* A node that cannot be fenced, past agent.fence_after. */
 static void requeue_stale_jobs(struct pass *p, size_t ni, int64_t silent)
 {
     const struct tm_snapshot *s = p->in->snap;
     const struct tm_snap_node *n = &s->nodes[ni];
     size_t lo, hi;
-    char why[256];
+    char why[320];
 
+    if (tm_rc_gang_waits(p, ni))
+        return; /* another member still runs the attempt: not yet */
     tm_rc_allocs_on_node(p, n->id, &lo, &hi);
     for (size_t k = lo; k < hi; k++) {
         int ji = tm_rc_running_job_at(p, k);
@@ -57,9 +130,12 @@ static void requeue_stale_jobs(struct pass *p, size_t ni, int64_t silent)
             continue;
         const struct tm_snap_job *j = &s->jobs[ji];
         snprintf(why, sizeof(why),
-                 "node %" PRId64 " unreachable (no heartbeat for %" PRId64 " s, past agent.requeue_after "
-                 "of %" PRId64 " s): attempt %d requeued for attempt %d",
-                 n->id, silent / 1000, p->cfg->agent.requeue_after_ms / 1000, j->attempts, j->attempts + 1);
+                 "node %" PRId64 " unreachable (no heartbeat for %" PRId64 " s) and cannot be fenced "
+                 "(%s): past agent.fence_after of %" PRId64 " s its processes are taken as gone; "
+                 "attempt %d requeued for attempt %d",
+                 n->id, silent / 1000,
+                 n->instance_id[0] || n->token[0] ? "its provider has fence: false" : "no instance known",
+                 p->cfg->agent.fence_after_ms / 1000, j->attempts, j->attempts + 1);
         cJSON *a = tm_rc_action(p, "unreachable_requeue", why);
         tm_rc_put_num(p, a, "job", (double)j->id);
         tm_rc_put_num(p, a, "node", (double)n->id);
@@ -67,11 +143,53 @@ static void requeue_stale_jobs(struct pass *p, size_t ni, int64_t silent)
         tm_rc_put_num(p, a, "last_heartbeat_ms", (double)n->last_heartbeat_ms);
         cJSON *in = tm_rc_inputs(p, a);
         tm_rc_put_num(p, in, "silent_ms", (double)silent);
+        tm_rc_put_num(p, in, "fence_after_ms", (double)p->cfg->agent.fence_after_ms);
+        tm_rc_put_str(p, in, "fencing", "bound");
         tm_rc_put_num(p, in, "attempt", j->attempts);
         tm_rc_put_num(p, in, "next_attempt", j->attempts + 1);
         p->job_leaving[ji] = true;
         p->plan.stale_requeued++;
     }
+}
+
+/* How many running jobs are allocated on node index ni. */
+static int running_jobs_on(const struct pass *p, size_t ni)
+{
+    size_t lo, hi;
+    int count = 0;
+
+    tm_rc_allocs_on_node(p, p->in->snap->nodes[ni].id, &lo, &hi);
+    for (size_t k = lo; k < hi; k++)
+        count += tm_rc_running_job_at(p, k) >= 0;
+    return count;
+}
+
+/* A node whose provider can fence, past agent.requeue_after with jobs on
+ * it: terminate it first; its jobs follow once the listing confirms. */
+static void fence_node(struct pass *p, size_t ni, int64_t silent, int njobs)
+{
+    const struct tm_snap_node *n = &p->in->snap->nodes[ni];
+    char why[320];
+
+    snprintf(why, sizeof(why),
+             "unreachable for %" PRId64 " s, past agent.requeue_after of %" PRId64 " s: fenced, its "
+             "instance %s is terminated; its %d running jobs are requeued once the provider "
+             "confirms the instance terminated",
+             silent / 1000, p->cfg->agent.requeue_after_ms / 1000, p->node_instance[ni], njobs);
+    cJSON *a = tm_rc_action(p, "fence", why);
+    tm_rc_put_num(p, a, "node", (double)n->id);
+    tm_rc_put_num(p, a, "last_heartbeat_ms", (double)n->last_heartbeat_ms);
+    cJSON *in = tm_rc_inputs(p, a);
+    tm_rc_put_str(p, in, "instance_id", p->node_instance[ni]);
+    tm_rc_put_num(p, in, "silent_ms", (double)silent);
+    tm_rc_put_num(p, in, "requeue_after_ms", (double)p->cfg->agent.requeue_after_ms);
+    tm_rc_put_num(p, in, "running_jobs", njobs);
+    if (p->node_instance[ni][0])
+        tm_rc_add_terminate(p, p->pool_provider[n->pool], n->id, p->node_instance[ni]);
+    p->node_gone[ni] = true;
+    if (p->live[n->pool] > 0)
+        p->live[n->pool]--;
+    p->plan.stale_fenced++;
 }
 
 void tm_rc_staleness(struct pass *p)
@@ -101,9 +219,15 @@ void tm_rc_staleness(struct pass *p)
             tm_rc_put_num(p, in, "unreachable_after_ms", (double)ag->unreachable_after_ms);
             p->plan.unreachable++;
         }
-        if (silent >= ag->requeue_after_ms)
+        int njobs = running_jobs_on(p, ni);
+        bool fenceable = node_fenceable(p, ni);
+        if (njobs > 0 && fenceable && silent >= ag->requeue_after_ms) {
+            fence_node(p, ni, silent, njobs);
+            continue;
+        }
+        if (njobs > 0 && !fenceable && silent >= ag->fence_after_ms)
             requeue_stale_jobs(p, ni, silent);
-        if (silent >= ag->terminate_after_ms && p->node_instance[ni][0]) {
+        if (njobs == 0 && silent >= ag->terminate_after_ms && p->node_instance[ni][0]) {
             snprintf(why, sizeof(why), "unreachable for %" PRId64 " s, past agent.terminate_after of "
                      "%" PRId64 " s: its instance is terminated",
                      silent / 1000, ag->terminate_after_ms / 1000);
@@ -126,7 +250,8 @@ void tm_rc_staleness(struct pass *p)
 /* A draining node of a pool with real agents: its checkpointable jobs
  * checkpoint now and requeue (op checkpoint: the agent sends the
  * checkpoint signal when the job leaves its assignments, and the next
- * attempt resumes from PATH/job-<id>); the others run to their end.
+ * attempt resumes from the newest complete checkpoint under
+ * PATH/job-<id>); the others run to their end.
  * Simulated pools keep draining by waiting, as the sim agent cannot
  * checkpoint. */
 void tm_rc_drain_checkpoints(struct pass *p)

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/spec/image_ref.h"
 #include "controller/spec/json_body.h"
 #include "core/model.h"
 #include "core/err.h"
@@ -84,6 +85,37 @@ static bool env_name_ok(const char *s)
     return strlen(s) <= 255;
 }
 
+/* Names a job may not set, and why.  Each steers something that is not
+ * the job's own: the node agent's variables, the GPU share it sets, or the
+ * NVIDIA container runtime, whose privileged hook reads NVIDIA_* from the
+ * container's environment (NVIDIA_VISIBLE_DEVICES=all would hand the job
+ * every GPU of the node).  Names that steer a shell, a loader or a runtime
+ * client (PATH, LD_*, DOCKER_*, other CUDA_*) are not refused: the agent
+ * gives them only to the job's own processes (under the job's own user, or
+ * inside its container through an env file), never to its own processes
+ * or to the runtime's client (docs/isolation.md). */
+static const struct {
+    const char *name;
+    bool prefix;
+    const char *why;
+} env_refused_names[] = {
+    {"TARMAC_", true, "set by the node agent itself: a job may not set it"},
+    {"CUDA_VISIBLE_DEVICES", false, "set by the node agent itself: a job may not set it"},
+    {"CUDA_MPS_", true, "steers the GPU share the node agent sets: a job may not set it"},
+    {"NVIDIA_", true, "steers the NVIDIA container runtime on the host: a job may not set it"},
+};
+
+static const char *env_refused(const char *name)
+{
+    for (size_t i = 0; i < sizeof(env_refused_names) / sizeof(env_refused_names[0]); i++) {
+        size_t n = strlen(env_refused_names[i].name);
+        if (env_refused_names[i].prefix ? strncmp(name, env_refused_names[i].name, n) == 0
+                                        : strcmp(name, env_refused_names[i].name) == 0)
+            return env_refused_names[i].why;
+    }
+    return NULL;
+}
+
 /* The name echoed in a field: only a checked name, else "env". */
 static int env_fail(struct tm_spec_error *err, const char *name, const char *msg)
 {
@@ -104,10 +136,12 @@ int tm_job_spec_set_env(struct tm_job_spec *spec, cJSON *env, struct tm_spec_err
         return tm_spec_fail(err, "env", "must be an object of string values");
     for (const cJSON *a = env->child; a; a = a->next) {
         const char *name = a->string ? a->string : "";
+        const char *why;
         if (!env_name_ok(name))
             return env_fail(err, NULL, "names must match ^[A-Za-z_][A-Za-z0-9_]*$ (at most 255 bytes)");
-        if (strncmp(name, "TARMAC_", 7) == 0 || strcmp(name, "CUDA_VISIBLE_DEVICES") == 0)
-            return env_fail(err, name, "set by the node agent itself: a job may not set it");
+        why = env_refused(name);
+        if (why)
+            return env_fail(err, name, why);
         if (!cJSON_IsString(a) || !a->valuestring)
             return env_fail(err, name, "must be a string");
         for (const cJSON *b = a->next; b; b = b->next)
@@ -159,18 +193,6 @@ static int env_add_text(struct tm_job_spec *spec, const char *text, struct tm_sp
     }
     spec->env_owned = true;
     return 0;
-}
-
-static bool image_ok(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > TM_JOB_IMAGE_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] <= ' ' || s[i] == 127)
-            return false;
-    return true;
 }
 
 bool tm_job_spec_name_ok(const char *s)
@@ -259,8 +281,13 @@ int tm_job_spec_set_text(struct tm_job_spec *spec, const char *field, const char
             return tm_spec_fail(err, field, "must be at most %d bytes", TM_JOB_COMMAND_MAX);
         spec->command = text;
     } else if (strcmp(field, "image") == 0) {
-        if (!image_ok(text))
-            return tm_spec_fail(err, field, "must be 1-%d bytes without spaces or control characters",
+        int ok = strlen(text) <= TM_JOB_IMAGE_MAX ? tm_image_ref_check(text) : 0;
+        if (ok < 0)
+            return tm_spec_fail_nomem(err);
+        if (ok == 0)
+            return tm_spec_fail(err, field,
+                                "must be an image reference such as registry.example:5000/team/image:tag "
+                                "or team/image@sha256:<hex> (ASCII, lower-case path, at most %d bytes)",
                                 TM_JOB_IMAGE_MAX);
         spec->image = text;
     } else if (strcmp(field, "env") == 0) {
@@ -320,6 +347,12 @@ int tm_job_spec_finish(struct tm_job_spec *spec, struct tm_spec_error *err)
 {
     if (!spec->team)
         return tm_spec_fail(err, "team", "required");
+    /* A container job's variables travel in an env file, one NAME=VALUE a
+     * line, which docker and podman read without any quoting. */
+    if (spec->image && spec->env)
+        for (const cJSON *a = spec->env->child; a; a = a->next)
+            if (cJSON_IsString(a) && a->valuestring && strpbrk(a->valuestring, "\r\n"))
+                return env_fail(err, a->string, "a container job's value cannot hold a line break");
     if (spec->gpus < 0 && spec->gpu_milli < 0)
         return tm_spec_fail(err, "gpus", "gpus or gpu_milli: one is required");
     /* Even gpus with gpu_milli 1000, which a job read back shows: two ways

@@ -33,8 +33,10 @@
 #define TM_JOB_COMMAND_MAX 8192         /* bytes */
 /* A job's environment (what the node agent adds to the command's): at most
  * TM_JOB_ENV_MAX entries of names ^[A-Za-z_][A-Za-z0-9_]*$ and string
- * values, TM_JOB_ENV_BYTES in all (names and values); TARMAC_* and
- * CUDA_VISIBLE_DEVICES are the agent's own and refused. */
+ * values, TM_JOB_ENV_BYTES in all (names and values); TARMAC_*,
+ * CUDA_VISIBLE_DEVICES, CUDA_MPS_* and NVIDIA_* are refused (job_spec.c
+ * says why), and a container job's values hold no line break.  `image`
+ * must be an image reference (image_ref.h). */
 #define TM_JOB_ENV_MAX 64
 #define TM_JOB_ENV_BYTES 32768
 #define TM_JOB_IMAGE_MAX 512            /* bytes of a container image reference */

@@ -209,7 +209,10 @@ static int node_env(const struct local_provider *lp, const struct tm_local_recor
     else
         snprintf(env[n++], sizeof(env[0]), "TARMAC_METADATA_URL=%s/n/%lld", lp->metadata_url,
                  (long long)rec->inst.node_id);
-    snprintf(env[n++], sizeof(env[0]), "TARMAC_AGENT_ARGS=%s", lp->agent_args);
+    /* Without root the agents cannot switch users: say so (at create) and
+     * let them run jobs as this user, as a laptop's local fleet must. */
+    snprintf(env[n++], sizeof(env[0]), "TARMAC_AGENT_ARGS=%s%s", lp->agent_args,
+             geteuid() == 0 ? "" : " --jobs-as-agent-user");
     snprintf(env[n++], sizeof(env[0]), "TM_LOCAL_NODE_DIR=%s", dir);
     snprintf(env[n++], sizeof(env[0]), "TARMAC_NODE_ID=%lld", (long long)rec->inst.node_id);
     *ret_n = n;
@@ -363,10 +366,13 @@ static int do_launch(struct local_provider *lp, const struct tm_launch_request *
         return TM_EINVAL;
     }
     r = tm_local_path(lp->state_dir, id, NULL, dir, sizeof(dir));
+    /* 0711 down to the agent's work folder: its jobs run under users of
+     * their own (controller/agent/job_user.c), who pass through to their
+     * folders and may list none; the files here are the owner's (0600). */
     if (r == 0)
-        r = mkdir_p(dir, 0700);
+        r = mkdir_p(dir, 0711);
     if (r == 0 && snprintf(path, sizeof(path), "%s/work", dir) < (int)sizeof(path))
-        r = mkdir_p(path, 0700);
+        r = mkdir_p(path, 0711);
     if (r < 0)
         goto fail;
     /* The bootstrap carries the enrollment secret: owner only, never logged. */
@@ -742,9 +748,13 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
         lp->ntypes++;
     }
     lp->tail = &lp->head;
+    if (geteuid() != 0)
+        tm_log_warn("the local provider does not run as root: its nodes run jobs as this user, "
+                    "not isolated from the agents, from each other or from this process",
+                    "provider=%s uid=%u", p->name, (unsigned)geteuid());
     r = tm_local_path(lp->state_dir, NULL, NULL, nodes, sizeof(nodes));
     if (r == 0)
-        r = mkdir_p(nodes, 0700);
+        r = mkdir_p(nodes, 0711);
     if (r < 0) {
         tm_log_error("cannot use the local provider's state folder",
                      "provider=%s state_dir=\"%s\" error=\"%s\"", p->name, p->state_dir,

@@ -14,6 +14,7 @@ e2e_start itest_agent_kill local "" 0 "idle_gpu:
   window: 2s"
 T=$WORK/tree
 mkdir -p "$T"
+chmod 1777 "$T" # the jobs run under users of their own
 # A child that forks a grandchild, each recording its pid, all waiting.
 TREE=$(submit "{\"team\":\"vision\",\"gpus\":1,\"pool\":\"od\",\"command\":\"sh -c 'sleep 300 & echo \$! > $T/grandchild; wait' & echo \$! > $T/child; wait\"}")
 STUBBORN=$(submit "{\"team\":\"vision\",\"gpus\":1,\"pool\":\"od\",\"command\":\"trap '' TERM; echo \$\$ > $T/stubborn; while :; do sleep 0.2; done\"}")

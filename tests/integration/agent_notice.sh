@@ -7,8 +7,8 @@
 # checkpointable job writes a checkpoint and runs on; the fake announces
 # the interruption for its node; the agent posts the notice, the node is
 # drained, the job gets its checkpoint signal and is requeued, and the next
-# attempt, on another node, resumes from the checkpoint (same
-# TARMAC_CHECKPOINT_DIR).  Azure's event is acknowledged once drained.
+# attempt, on another node, resumes from the checkpoint (the first
+# attempt's complete folder, given as TARMAC_RESUME_DIR).  Azure's event is acknowledged once drained.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
 
@@ -23,11 +23,11 @@ if [ "$CLOUD" != local ]; then
 fi
 e2e_start "itest_agent_notice_$CLOUD" "$CLOUD" "$MD"
 
-J=$(submit '{"team":"vision","gpus":2,"pool":"spot","preemptible":true,"checkpointable":true,"command":"d=$TARMAC_CHECKPOINT_DIR; mkdir -p \"$d\"; if [ -f \"$d/ckpt\" ]; then echo resumed from $(cat \"$d/ckpt\") at attempt $TARMAC_ATTEMPT; exit 0; fi; trap \"echo checkpointed; exit 143\" TERM; echo step-1 > \"$d/ckpt\"; while :; do sleep 0.2; done"}')
+J=$(submit '{"team":"vision","gpus":2,"pool":"spot","preemptible":true,"checkpointable":true,"command":"d=$TARMAC_CHECKPOINT_DIR; mkdir -p \"$d\"; if [ -n \"$TARMAC_RESUME_DIR\" ]; then echo resumed from $(cat \"$TARMAC_RESUME_DIR/ckpt\") at attempt $TARMAC_ATTEMPT; exit 0; fi; trap \"echo checkpointed; exit 143\" TERM; echo step-1 > \"$d/ckpt\"; echo ok > \"$d/.c\" && mv \"$d/.c\" \"$d/COMPLETE\"; while :; do sleep 0.2; done"}')
 wait_job "$J" running 40
 N=$(node_of_job "$J")
 CK=$(psql_q "SELECT count(*) FROM jobs WHERE id = $J")
-wait_for 10 "ls $WORK/ckpt/*/ckpt >/dev/null 2>&1" || fail "the job wrote no checkpoint under the pool's checkpoint_dir"
+wait_for 10 "ls $WORK/ckpt/job-$J/attempt-1/COMPLETE >/dev/null 2>&1" || fail "the job wrote no complete checkpoint in its attempt's folder under the pool's checkpoint_dir"
 
 case $CLOUD in
 local)

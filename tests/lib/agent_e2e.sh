@@ -7,7 +7,10 @@
 #
 #   e2e_start NAME [METADATA] [METADATA_URL] [GPU_UTIL] [EXTRA_YAML]
 #       a database, the config, `tarmac migrate`, `tarmac serve`, an admin
-#       token: sets DB, BASE, ADMIN, STATE (the provider's state_dir), SERVE
+#       token: sets DB, BASE, ADMIN, STATE (the provider's state_dir), SERVE.
+#       E2E_AGENT_YAML and E2E_PROVIDER_YAML: more lines for the agent
+#       section (2 spaces in) and the provider (4 spaces); E2E_OD_MIN and
+#       E2E_OD_MAX: the od pool's min_nodes (0) and max_nodes (3)
 #   submit JSON            POST /v1/jobs as admin; prints the job id
 #   job_field ID FIELD     a field of GET /v1/jobs/ID
 #   wait_job ID STATES [S] until the job's state matches STATES (an ERE such
@@ -23,6 +26,9 @@ E2E_AGENT_ARGS=${E2E_AGENT_ARGS:---heartbeat-period 1s --sample-period 1s --kill
 e2e_start() {
     local name=$1 md=${2:-local} mdurl=${3:-} util=${4:-50} extra=${5:-} mdline=
     DB=$(new_db "$name")
+    # the nodes' jobs run under users of their own, who pass through the
+    # folders above their own (and the pools' checkpoint_dir)
+    chmod 711 "$WORK"
     STATE=$WORK/local
     PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     BASE=http://127.0.0.1:$PORT
@@ -46,6 +52,7 @@ agent:
   requeue_after: 5s
   terminate_after: 30s
   boot_allowance: 20s
+${E2E_AGENT_YAML:-}
 providers:
   - name: here
     kind: local
@@ -55,6 +62,7 @@ providers:
 $mdline
     gpu_util_percent: $util
     agent_args: "$E2E_AGENT_ARGS"
+${E2E_PROVIDER_YAML:-}
     instance_types:
       - name: local.2x
         gpus: 2
@@ -69,8 +77,8 @@ pools:
     zones: [local-a]
     instance_types: [local.2x]
     capacity_type: on_demand
-    min_nodes: 0
-    max_nodes: 3
+    min_nodes: ${E2E_OD_MIN:-0}
+    max_nodes: ${E2E_OD_MAX:-3}
     idle_grace: ${E2E_IDLE_GRACE:-2s}
     bootstrap: "$TM_SOURCE_DIR/config/bootstrap-local.sh"
     checkpoint_dir: "$WORK/ckpt"

@@ -227,22 +227,72 @@ static void test_container(void **state)
                                            &a, err, sizeof(err)),
                      0);
     assert_int_equal(tm_agent_container_command(TM_AGENT_CONTAINER_DEFAULT, &a.assignments[0], g.info,
-                                                g.count, &cmd),
+                                                g.count, "/w/env/7-2.env", &cmd),
                      0);
+    /* the job's variables go through the env file only; "--" ends the
+     * runtime's options before the image */
     assert_string_equal(cmd, "docker run --rm --name tarmac-7-2 --gpus '\"device=GPU-aaa,GPU-ccc\"' "
-                             "-e LR -e CUDA_VISIBLE_DEVICES -e TARMAC_JOB_ID -e TARMAC_ATTEMPT "
+                             "--env-file '/w/env/7-2.env' -- "
                              "'reg/img:1' /bin/sh -c 'echo '\\''hi'\\'''");
     free(cmd);
-    assert_int_equal(tm_agent_container_command("podman run {cdi_gpus} {image}", &a.assignments[0],
-                                                g.info, g.count, &cmd),
+    assert_int_equal(tm_agent_container_command("podman run {cdi_gpus} {env} {image}", &a.assignments[0],
+                                                g.info, g.count, NULL, &cmd),
                      0);
     assert_string_equal(cmd, "podman run --device nvidia.com/gpu=GPU-aaa --device nvidia.com/gpu=GPU-ccc "
-                             "'reg/img:1'");
+                             " 'reg/img:1'");
     free(cmd);
-    assert_int_equal(tm_agent_container_command("docker {nope}", &a.assignments[0], g.info, g.count, &cmd),
+    assert_int_equal(tm_agent_container_command("docker {nope}", &a.assignments[0], g.info, g.count, NULL,
+                                                &cmd),
                      TM_EINVAL);
-    assert_int_equal(tm_agent_container_command("docker {image", &a.assignments[0], g.info, g.count, &cmd),
+    assert_int_equal(tm_agent_container_command("docker {image", &a.assignments[0], g.info, g.count, NULL,
+                                                &cmd),
                      TM_EINVAL);
+    tm_agent_answer_release(&a);
+}
+
+/* A container job's variables: the env file holds the job's and the
+ * agent's, nothing of the agent's own environment; the host side gets the
+ * agent's environment and none of the job's. */
+static void test_container_env(void **state)
+{
+    const char *base[] = {"PATH=/usr/bin", "TARMAC_ENROLL_SECRET=s3cret", "LANG=C", NULL};
+    struct tm_gpu_reading g;
+    struct tm_agent_answer a;
+    char err[256];
+    char *text = NULL;
+    char **env = NULL;
+    size_t len = 0;
+    (void)state;
+
+    fake_gpus(&g);
+    assert_int_equal(tm_agent_answer_parse(S("{\"assignments\":[{\"job_id\":7,\"attempt\":2,"
+                                             "\"command\":\"x\",\"image\":\"reg/img:1\","
+                                             "\"env\":{\"PATH\":\"/evil\",\"LD_PRELOAD\":\"/evil.so\","
+                                             "\"DOCKER_HOST\":\"tcp://x\",\"K\":\"a b=c 'q'\"},"
+                                             "\"gpu_indices\":[1]},"
+                                             "{\"job_id\":8,\"attempt\":1,\"command\":\"y\",\"image\":\"i\","
+                                             "\"env\":{\"BAD\":\"two\\nlines\"}}]}"),
+                                           &a, err, sizeof(err)),
+                     0);
+    assert_int_equal(tm_agent_container_env_file(&a.assignments[0], g.info, g.count, &text, &len), 0);
+    assert_string_equal(text, "PATH=/evil\nLD_PRELOAD=/evil.so\nDOCKER_HOST=tcp://x\nK=a b=c 'q'\n"
+                              "CUDA_VISIBLE_DEVICES=GPU-bbb\nTARMAC_JOB_ID=7\nTARMAC_ATTEMPT=2\n");
+    assert_int_equal(len, strlen(text));
+    free(text);
+    assert_int_equal(tm_agent_container_env_file(&a.assignments[1], g.info, g.count, &text, &len),
+                     TM_EINVAL);
+
+    assert_int_equal(tm_agent_host_env(base, &env), 0);
+    assert_string_equal(env_get(env, "PATH"), "/usr/bin");
+    assert_string_equal(env_get(env, "LANG"), "C");
+    assert_null(env_get(env, "LD_PRELOAD"));
+    assert_null(env_get(env, "DOCKER_HOST"));
+    assert_null(env_get(env, "TARMAC_ENROLL_SECRET"));
+    assert_int_equal(tm_strv_set(&env, "HOME", "/w/jobs/7-2"), 0);
+    assert_int_equal(tm_strv_set(&env, "PATH", "/bin"), 0);
+    assert_string_equal(env_get(env, "HOME"), "/w/jobs/7-2");
+    assert_string_equal(env_get(env, "PATH"), "/bin");
+    tm_strv_free(env);
     tm_agent_answer_release(&a);
 }
 
@@ -457,7 +507,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_answer_full),  cmocka_unit_test(test_answer_bad),
         cmocka_unit_test(test_enroll_answer), cmocka_unit_test(test_env),
-        cmocka_unit_test(test_container),    cmocka_unit_test(test_fake_gpus),
+        cmocka_unit_test(test_container),
+        cmocka_unit_test(test_container_env),    cmocka_unit_test(test_fake_gpus),
         cmocka_unit_test(test_tail),         cmocka_unit_test(test_log_cap),
         cmocka_unit_test(test_state_round_trip), cmocka_unit_test(test_proc_and_adopt),
         cmocka_unit_test(test_bodies),

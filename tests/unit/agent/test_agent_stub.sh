@@ -4,7 +4,9 @@
 # tails, a command that does not exist, a process tree that ignores SIGTERM
 # killed whole after the grace, kill -9 and re-adoption (finished once,
 # started once), a stale attempt killed, a malformed answer, the log cap,
-# a 409 for a terminated node, a metadata notice, and https with --ca-file.
+# a 409 for a terminated node, a metadata notice, and https with --ca-file;
+# a container job's env kept from the docker client (env file only); an
+# agent that is not root refusing host jobs unless --jobs-as-agent-user.
 # Real processes; no database.
 set -euo pipefail
 SECONDS=0
@@ -13,6 +15,9 @@ SRC=${TM_SOURCE_DIR:?}
 # the system interpreter starts in a tenth of the time of a version-manager shim
 PY=$(command -v /usr/bin/python3 || command -v python3)
 T=$(mktemp -d /tmp/tm-agent-stub.XXXXXX)
+# jobs run under users of their own (UIDs without a passwd entry), who
+# must pass through the folders above their own
+chmod 711 "$T"
 STUB_PID=""
 AGENT_PID=""
 cleanup() {
@@ -49,8 +54,15 @@ note_jobs() {
     "$PY" -c 'import json,sys; print("\n".join(str(j["pid"]) for j in json.load(open(sys.argv[1]))["jobs"]))' \
         "$T/w/state.json" >>"$T/pgids" 2>/dev/null || true
 }
-# Whether a job's wrapper still runs (its status path names this test's dir).
-job_alive() { pgrep -f "$T/w/jobs/$1.status" >/dev/null; }
+# Whether a process of the job still runs: one whose working directory is
+# the job's folder (the wrapper's, and its command's unless it moved).
+job_alive() {
+    local c
+    for c in /proc/[0-9]*/cwd; do
+        [ "$(readlink "$c" 2>/dev/null)" = "$T/w/jobs/$1" ] && return 0
+    done
+    return 1
+}
 
 # py EXPR: evaluate a Python expression over recs (the recorded requests).
 py() {
@@ -80,7 +92,8 @@ cat >"$T/asg.json" <<'J'
  {"job_id":2,"attempt":1,"command":"no-such-command-tm"}]
 J
 start_stub
-start_agent agent1.log --enroll-secret-file "$T/secret"
+# a PATH the jobs' users may search (a folder under /root answers EACCES)
+PATH=/usr/local/bin:/usr/bin:/bin start_agent agent1.log --enroll-secret-file "$T/secret"
 wait_for 10 'len(exits(1)) == 1 and len(exits(2)) == 1'
 py 'exits(1)[0]["exit_code"] == 3 and exits(1)[0]["reason"] == "exited"' || fail "exit 3 not reported"
 py 'exits(1)[0]["output_tail"] == "out-GPU-bbb-1\n0\n"' || fail "tail/env wrong: $(tail -c 300 "$T/rec.jsonl")"
@@ -223,32 +236,90 @@ stop_agent
 
 # 5b. a job with an image: the default template through a fake docker; a
 # stopped container job gets `docker kill NAME` (its client may die first).
-mkdir -p "$T/bin"
+# The job's variables reach the container only, through the env file: its
+# PATH, LD_PRELOAD and DOCKER_HOST never steer the host side (an attacker's
+# `docker` first on the job's PATH is never run), and the fake records
+# what the client itself was given.
+mkdir -p "$T/bin" "$T/evil"
 cat >"$T/bin/docker" <<'D'
 #!/bin/sh
 printf '%s|' "$@" >>"$DOCKER_LOG"; echo >>"$DOCKER_LOG"
+echo "hostenv|PATH=$PATH|LD_PRELOAD=${LD_PRELOAD-unset}|DOCKER_HOST=${DOCKER_HOST-unset}|" >>"$DOCKER_LOG"
 [ "$1" = run ] || exit 0
+envfile=
+prev=
+for a; do [ "$prev" = --env-file ] && envfile=$a; prev=$a; done
 for last; do :; done
-exec /bin/sh -c "$last"
+# the "container": a shell with the env file's variables (not LD_*: this
+# container is the host's own /bin/sh)
+[ -z "$envfile" ] || cat "$envfile" >>"$DOCKER_LOG"
+exec env -i sh -c 'while IFS= read -r l; do case $l in LD_*) ;; *) export "$l" ;; esac; done <"$1"; exec /bin/sh -c "$2"' \
+    sh "${envfile:-/dev/null}" "$last"
 D
-chmod +x "$T/bin/docker"
-cat >"$T/asg.json" <<'J'
-[{"job_id":10,"attempt":1,"command":"echo in-container $LR $CUDA_VISIBLE_DEVICES","image":"reg/img:1","gpu_indices":[1],"env":{"LR":"0.5"}},
- {"job_id":11,"attempt":1,"command":"trap '' TERM; sleep 300","image":"reg/img:2"}]
+printf '#!/bin/sh\n: >"%s/pwned"\n' "$T" >"$T/evil/docker"
+chmod +x "$T/bin/docker" "$T/evil/docker"
+cat >"$T/asg.json" <<J
+[{"job_id":10,"attempt":1,"command":"echo in-container \$LR \$CUDA_VISIBLE_DEVICES","image":"reg/img:1","gpu_indices":[1],"env":{"LR":"0.5"}},
+ {"job_id":11,"attempt":1,"command":"trap '' TERM; sleep 300","image":"reg/img:2"},
+ {"job_id":20,"attempt":1,"command":"echo inside \$PATH","image":"reg/img:3","env":{"PATH":"$T/evil","LD_PRELOAD":"$T/evil/x.so","DOCKER_HOST":"tcp://evil:1"}}]
 J
 PATH="$T/bin:$PATH" DOCKER_LOG="$T/docker.log" start_agent agent6c.log
-wait_for 10 'len(exits(10)) == 1 and len(starts(11)) == 1'
+wait_for 10 'len(exits(10)) == 1 and len(starts(11)) == 1 and len(exits(20)) == 1'
 note_jobs
 py 'exits(10)[0]["exit_code"] == 0 and exits(10)[0]["output_tail"] == "in-container 0.5 GPU-bbb\n"' \
     || fail "container job: $(cat "$T/docker.log")"
-grep -qF 'run|--rm|--name|tarmac-10-1|--gpus|"device=GPU-bbb"|-e|LR|-e|CUDA_VISIBLE_DEVICES|' "$T/docker.log" \
+grep -qE '^run\|--rm\|--name\|tarmac-10-1\|--gpus\|"device=GPU-bbb"\|--env-file\|[^|]*/env/10-1.env\|--\|reg/img:1\|' "$T/docker.log" \
     || fail "docker arguments: $(cat "$T/docker.log")"
+py 'exits(20)[0]["exit_code"] == 0 and exits(20)[0]["output_tail"] == "inside '"$T"'/evil\n"' \
+    || fail "the job's PATH did not reach its container: $(cat "$T/docker.log")"
+[ ! -e "$T/pwned" ] || fail "the job's PATH ran its own docker on the host"
+grep -qxF "LD_PRELOAD=$T/evil/x.so" "$T/docker.log" || fail "LD_PRELOAD did not reach the env file"
+! grep '^hostenv|' "$T/docker.log" | grep -qE "evil|LD_PRELOAD=[^u]|DOCKER_HOST=[^u]" \
+    || fail "the job's env reached the docker client: $(grep '^hostenv|' "$T/docker.log")"
+[ "$(stat -c %a "$T/w/env")" = 700 ] || fail "env/ is not the agent's alone"
 echo '[]' >"$T/asg.json"
 wait_for 10 'len(exits(11)) == 1'
 for _ in $(seq 30); do grep -q '^kill|tarmac-11-1|' "$T/docker.log" && break; sleep 0.1; done
 grep -q '^kill|tarmac-11-1|' "$T/docker.log" || fail "no docker kill after the stop: $(cat "$T/docker.log")"
+[ -z "$(ls -A "$T/w/env")" ] || fail "env files left after their jobs: $(ls "$T/w/env")"
 echo "[$SECONDS s] ok 5 container template, docker kill on a stop"
 stop_agent
+
+# 5d. an agent that is not root cannot give jobs users of their own: a job
+# on the host is refused (127, saying why) unless --jobs-as-agent-user,
+# which runs it as the agent's own user and says so loudly at start.
+# (Skipped where this test is not root or the binary is closed to nobody.)
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null &&
+    setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$BIN"; then
+    mkdir -p "$T/wn"
+    cp "$T/secret" "$T/wn/secret"
+    chown -R 65534:65534 "$T/wn"
+    chmod 644 "$T/fake.json"
+    start_nobody() { # log-name extra-args
+        local log=$1; shift
+        setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" agent --controller "$URL" --node-id 1 \
+            --work-dir "$T/wn/w" --enroll-secret-file "$T/wn/secret" --gpu-fake "$T/fake.json" \
+            --heartbeat-period 300ms --sample-period 200ms --kill-grace 1s "$@" >"$T/$log" 2>&1 &
+        AGENT_PID=$!
+    }
+    echo '[{"job_id":30,"attempt":1,"command":"id -u"},{"job_id":31,"attempt":1,"command":"id -u","image":"reg/img:1"}]' \
+        >"$T/asg.json"
+    PATH="$T/bin:$PATH" DOCKER_LOG="$T/docker.log" start_nobody agent5d.log
+    wait_for 10 'len(exits(30)) == 1 and len(exits(31)) == 1'
+    py 'exits(30)[0]["exit_code"] == 127 and "user of its own" in exits(30)[0]["output_tail"]' \
+        || fail "a host job ran under a non-root agent: $(grep '/jobs/30/exit' "$T/rec.jsonl")"
+    py 'exits(31)[0]["exit_code"] == 0' || fail "a container job refused under a non-root agent"
+    grep -q "cannot run jobs under users of their own" "$T/agent5d.log" || fail "no warning at start"
+    stop_agent
+    echo '[{"job_id":32,"attempt":1,"command":"id -u"}]' >"$T/asg.json"
+    start_nobody agent5d2.log --jobs-as-agent-user
+    wait_for 10 'len(exits(32)) == 1'
+    py 'exits(32)[0]["exit_code"] == 0 and exits(32)[0]["output_tail"] == "65534\n"' \
+        || fail "--jobs-as-agent-user: $(grep '/jobs/32/exit' "$T/rec.jsonl")"
+    grep -q "JOBS ARE NOT ISOLATED" "$T/agent5d2.log" || fail "--jobs-as-agent-user said nothing at start"
+    stop_agent
+    echo "[$SECONDS s] ok 5d not root: host jobs refused, or run as the agent's user when told"
+fi
 
 # 5c. a notice from the (local) metadata service: the interruption posted at
 # once, the checkpointable job gets the configured signal with its
@@ -265,7 +336,7 @@ note_jobs
 echo '{"action":"terminate","event_id":"ev-12"}' >"$T/notice.json"
 wait_for 10 'len(exits(12)) == 1'
 py 'any(r["path"] == "/v1/nodes/1/interruption" for r in recs)' || fail "interruption not posted"
-py 'exits(12)[0]["reason"] == "stopped" and exits(12)[0]["output_tail"].endswith("/ck 3\n")' \
+py 'exits(12)[0]["reason"] == "stopped" and exits(12)[0]["output_tail"].endswith("/ck/attempt-3 3\n")' \
     || fail "checkpoint signal: $(grep '/12/exit' "$T/rec.jsonl")"
 py 'len(exits(13)) == 0' || fail "the plain job was stopped by the notice itself"
 echo '[]' >"$T/asg.json"

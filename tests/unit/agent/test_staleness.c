@@ -21,7 +21,8 @@
 
 static const char config_yaml[] =
     SNAP_FIXTURE_YAML_HEAD("unit")
-    "agent: {unreachable_after: 2m, requeue_after: 5m, terminate_after: 15m, boot_allowance: 10m}\n"
+    "agent: {unreachable_after: 2m, requeue_after: 5m, terminate_after: 15m, boot_allowance: 10m,"
+    " fence_after: 20m}\n"
     "idle_gpu: {threshold: 5, window: 30m}\n"
     "providers:\n"
     SNAP_FIXTURE_YAML_SIM("sim", "r1")
@@ -120,8 +121,18 @@ static int count(const struct fixture *f, const char *op, double node)
     return n;
 }
 
-/* 1 min silent: nothing; 3 min: unreachable; 6 min: its job requeued;
- * 16 min: terminated through the provider. */
+static const cJSON *first_op(const struct fixture *f, const char *op)
+{
+    const cJSON *a;
+    cJSON_ArrayForEach(a, f->plan.actions)
+        if (strcmp(cJSON_GetObjectItemCaseSensitive(a, "op")->valuestring, op) == 0)
+            return a;
+    return NULL;
+}
+
+/* 1 min silent: nothing; 3 min: unreachable; 6 min: fenced (its instance
+ * terminated, its job still allocated); requeued only once the listing
+ * says the instance is terminated. */
 static void test_silent_node_transitions(void **state)
 {
     struct fixture *f = *state;
@@ -140,25 +151,144 @@ static void test_silent_node_transitions(void **state)
     f->nodes[0].unreachable_ms = NOW + 2 * MIN; /* recorded */
     run(f, NOW + 5 * MIN);
     assert_int_equal(count(f, "node_unreachable", 1), 0); /* once */
-    assert_int_equal(count(f, "unreachable_requeue", 1), 1);
-    const cJSON *a = cJSON_GetArrayItem(f->plan.actions, 0);
-    assert_int_equal((int)cJSON_GetObjectItemCaseSensitive(a, "job")->valuedouble, 10);
-    assert_int_equal((int)cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(a, "inputs"),
-                                                           "next_attempt")->valuedouble, 3);
-    assert_int_equal(count(f, "terminate", 1), 0);
-    assert_int_equal((int)f->plan.nterminates, 0);
-
-    /* The requeue applied: the job is queued, the node empty. */
-    f->jobs[0].state = TM_JOB_QUEUED;
-    f->jobs[0].node_id = 0;
-    f->snap.nallocs = 0;
-    run(f, NOW + 15 * MIN);
+    /* Fenced, not requeued: the old process may still run. */
     assert_int_equal(count(f, "unreachable_requeue", 1), 0);
-    assert_int_equal(count(f, "terminate", 1), 1);
+    assert_int_equal(count(f, "requeue", 1), 0);
+    assert_int_equal(count(f, "fence", 1), 1);
+    const cJSON *a = first_op(f, "fence");
+    assert_int_equal((int)cJSON_GetObjectItemCaseSensitive(a, "last_heartbeat_ms")->valuedouble,
+                     NOW - MIN);
     assert_int_equal((int)f->plan.nterminates, 1);
     assert_string_equal(f->plan.terminates[0].instance_id, "i-1");
-    /* No new placement on the silent node. */
     assert_int_equal(count(f, "place", -1), 0);
+
+    /* The fence applied but the controller died before the cloud call:
+     * the next pass asks again; nothing is requeued. */
+    f->nodes[0].state = TM_NODE_TERMINATING;
+    run(f, NOW + 6 * MIN);
+    assert_int_equal((int)f->plan.nterminates, 1);
+    assert_int_equal(count(f, "requeue", -1), 0);
+    assert_int_equal(count(f, "unreachable_requeue", -1), 0);
+
+    /* The cloud is shutting it down. */
+    f->inst[0].state = TM_INSTANCE_STOPPING;
+    run(f, NOW + 7 * MIN);
+    assert_int_equal(count(f, "requeue", -1), 0);
+    assert_int_equal(count(f, "unreachable_requeue", -1), 0);
+    assert_int_equal(count(f, "node_gone", 1), 0);
+    assert_int_equal(count(f, "place", -1), 0);
+
+    /* Long past every bound, still not confirmed: still nothing requeued. */
+    run(f, NOW + 90 * MIN);
+    assert_int_equal(count(f, "requeue", -1), 0);
+    assert_int_equal(count(f, "unreachable_requeue", -1), 0);
+
+    /* Confirmed terminated: the node goes, its job is requeued. */
+    f->inst[0].state = TM_INSTANCE_TERMINATED;
+    run(f, NOW + 91 * MIN);
+    assert_int_equal(count(f, "node_gone", 1), 1);
+    assert_int_equal(count(f, "requeue", 1), 1);
+    a = first_op(f, "node_gone");
+    assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(a, "reason")->valuestring, "fenced"));
+}
+
+/* An empty silent node is not fenced: it is terminated past
+ * agent.terminate_after, as before. */
+static void test_silent_empty_node_terminated(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 0, NOW)->unreachable_ms = NOW + 2 * MIN;
+    run(f, NOW + 6 * MIN);
+    assert_int_equal(count(f, "fence", 1), 0);
+    assert_int_equal(count(f, "terminate", 1), 0);
+    run(f, NOW + 15 * MIN);
+    assert_int_equal(count(f, "terminate", 1), 1);
+    assert_int_equal((int)f->plan.nterminates, 1);
+}
+
+/* A provider that cannot fence (fence: false): the node is never
+ * terminated for its jobs' sake; they are requeued past agent.fence_after
+ * (20 min here), not at requeue_after. */
+static void test_unfenceable_waits_for_bound(void **state)
+{
+    struct fixture *f = *state;
+    f->cfg.providers[0].fence = false;
+    add_node(f, 1, 0, NOW)->unreachable_ms = NOW + 2 * MIN;
+    add_running(f, 10, 1, 0x3, 1);
+
+    run(f, NOW + 6 * MIN);
+    assert_int_equal(count(f, "fence", -1), 0);
+    assert_int_equal(count(f, "unreachable_requeue", -1), 0);
+    run(f, NOW + 19 * MIN);
+    assert_int_equal(count(f, "unreachable_requeue", -1), 0);
+    assert_int_equal((int)f->plan.nterminates, 0);
+
+    run(f, NOW + 20 * MIN);
+    assert_int_equal(count(f, "unreachable_requeue", 1), 1);
+    const cJSON *a = first_op(f, "unreachable_requeue");
+    const cJSON *in = cJSON_GetObjectItemCaseSensitive(a, "inputs");
+    assert_int_equal((int)cJSON_GetObjectItemCaseSensitive(in, "fence_after_ms")->valuedouble, 20 * MIN);
+    assert_non_null(strstr(cJSON_GetObjectItemCaseSensitive(a, "reason")->valuestring, "agent.fence_after"));
+    assert_int_equal((int)f->plan.nterminates, 0);
+}
+
+static struct tm_snap_job *add_gang(struct fixture *f, int64_t id, int64_t n1, int64_t n2)
+{
+    struct tm_snap_job *j = add_running(f, id, n1, 0x3, 1);
+    j->nodes = 2;
+    f->allocs[f->snap.nallocs++] = (struct tm_snap_alloc){.job_id = id, .node_id = n2,
+                                                          .gpu_mask = 0x3, .gpu_milli = 1000};
+    return j;
+}
+
+/* A gang on two silent nodes: both fenced; one confirmed terminated first
+ * does not requeue the gang while the other may still run its part. */
+static void test_gang_waits_for_every_member(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 0, NOW)->unreachable_ms = NOW + 2 * MIN;
+    add_node(f, 2, 0, NOW)->unreachable_ms = NOW + 2 * MIN;
+    add_gang(f, 20, 1, 2);
+
+    run(f, NOW + 6 * MIN);
+    assert_int_equal(count(f, "fence", 1), 1);
+    assert_int_equal(count(f, "fence", 2), 1);
+    assert_int_equal(count(f, "requeue", -1), 0);
+
+    f->nodes[0].state = f->nodes[1].state = TM_NODE_TERMINATING;
+    f->inst[0].state = TM_INSTANCE_TERMINATED;
+    f->inst[1].state = TM_INSTANCE_STOPPING;
+    run(f, NOW + 7 * MIN);
+    assert_int_equal(count(f, "requeue", -1), 0);
+    assert_int_equal(count(f, "node_gone", -1), 0);
+    assert_int_equal(count(f, "place", -1), 0);
+
+    f->inst[1].state = TM_INSTANCE_TERMINATED;
+    run(f, NOW + 8 * MIN);
+    assert_int_equal(count(f, "node_gone", -1), 2);
+    assert_int_equal(count(f, "requeue", -1), 1); /* the gang, once, whole */
+}
+
+/* A gang with one member whose instance the cloud took and one member
+ * whose agent is silent but not fenced: the gang waits for the fence; a
+ * member whose agent still answers does not hold it back. */
+static void test_gang_waits_for_silent_member(void **state)
+{
+    struct fixture *f = *state;
+    add_node(f, 1, 0, NOW + 3 * MIN);
+    add_node(f, 2, 0, NOW)->unreachable_ms = NOW + 2 * MIN;
+    add_gang(f, 20, 1, 2);
+    f->inst[0].state = TM_INSTANCE_TERMINATED;
+    run(f, NOW + 4 * MIN);
+    assert_int_equal(count(f, "node_gone", 1), 0);
+    assert_int_equal(count(f, "requeue", -1), 0);
+
+    /* The silent member answers again: nothing holds the gang. */
+    f->nodes[1].last_heartbeat_ms = NOW + 4 * MIN;
+    f->nodes[1].unreachable_ms = 0;
+    run(f, NOW + 4 * MIN);
+    assert_int_equal(count(f, "node_gone", 1), 1);
+    assert_int_equal(count(f, "requeue", -1), 1);
 }
 
 /* A simulated pool (pool_real_agent false) never goes stale. */
@@ -252,6 +382,10 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_silent_node_transitions, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_silent_empty_node_terminated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unfenceable_waits_for_bound, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gang_waits_for_every_member, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_gang_waits_for_silent_member, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sim_pool_never_stale, setup, teardown),
         cmocka_unit_test_setup_teardown(test_boot_allowance, setup, teardown),
         cmocka_unit_test_setup_teardown(test_gpu_idle, setup, teardown),

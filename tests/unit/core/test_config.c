@@ -609,6 +609,28 @@ static void test_errors(void **state)
                  "t.yaml:16: more than one YAML document");
 }
 
+/* Fencing: agent.fence_after defaults to 30m and may not be shorter than
+ * agent.requeue_after; providers fence unless they say fence: false. */
+static void test_fence_keys(void **state)
+{
+    struct tm_config cfg = {0};
+    char err[512];
+
+    (void)state;
+    assert_int_equal(load(HEAD PROV POOL, &cfg, err, sizeof(err)), 0);
+    assert_int_equal(cfg.agent.fence_after_ms, 30 * 60000);
+    assert_true(cfg.providers[0].fence);
+    tm_config_release(&cfg);
+    assert_int_equal(load(HEAD "agent: {requeue_after: 10s, fence_after: 10s}\n" PROV POOL, &cfg, err,
+                          sizeof(err)),
+                     0);
+    assert_int_equal(cfg.agent.fence_after_ms, 10000);
+    tm_config_release(&cfg);
+    expect_error(HEAD "agent: {requeue_after: 10m, fence_after: 5m}\n" PROV POOL,
+                 "t.yaml:3: key \"agent.fence_after\": must be at least agent.requeue_after (600 s)");
+    expect_error(HEAD "agent: {fence_after: 0s}\n" PROV POOL, "t.yaml:3: key \"agent.fence_after\": must be");
+}
+
 static void test_syntax_errors(void **state)
 {
     (void)state;
@@ -876,6 +898,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_io_errors, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_cloud_provider_pool, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_pool_disruption_budget, setup_env, teardown_env),
+        cmocka_unit_test_setup_teardown(test_fence_keys, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_allocation_failures, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_spot_hazards_table, setup_table_dir, teardown_table_dir),
         cmocka_unit_test_setup_teardown(test_spot_hazards_errors, setup_table_dir, teardown_table_dir),
