@@ -23,13 +23,16 @@ E2E_IDLE_GRACE=60s
 e2e_start "bench_fence_$KIND" >/dev/null
 T=$WORK/b
 mkdir -p "$T"
-echo "echo \"\$TARMAC_ATTEMPT \$\$ \$(date +%s%3N)\" >>$T/starts; while :; do sleep 0.2; done" >"$T/job.sh"
+chmod 1777 "$T" # the jobs run under users of their own: a file per process
+starts() { cat "$T"/start.* 2>/dev/null; }
+echo "echo \"\$TARMAC_ATTEMPT \$\$ \$(date +%s%3N)\" >$T/start.\$\$; while :; do sleep 0.2; done" >"$T/job.sh"
 wait_for 60 "[ \"\$(psql_q \"SELECT count(*) FROM nodes WHERE state = 'ready'\")\" = 3 ]" || fail "3 nodes never ready"
 N=1; [ "$KIND" = gang ] && N=2
 J=$(submit "{\"team\":\"b\",\"gpus\":2,\"nodes\":$N,\"pool\":\"od\",\"command\":\"sh $T/job.sh\"}")
-wait_for 60 "[ \"\$(grep -c '^1 ' $T/starts 2>/dev/null)\" = $N ]" || fail "attempt 1 never ran"
+wait_for 60 "[ \"\$(starts | grep -c '^1 ')\" = $N ]" || fail "attempt 1 never ran"
 A=$(psql_q "SELECT min(node_id) FROM job_allocations WHERE job_id = $J")
 AD=$(node_dir "$A")
+starts >"$T/starts"
 P=$(python3 - "$AD" "$T/starts" <<'PY'
 import sys
 mark = ("TM_LOCAL_NODE_DIR=" + sys.argv[1]).encode()
@@ -46,8 +49,8 @@ kill -9 "$(agent_pid "$A")"
 KILLED=$(date +%s%3N)
 ( while alive "$P"; do sleep 0.05; done; date +%s%3N >"$T/dead" ) &
 PIDS+=($!)
-wait_for 120 "grep -q '^2 ' $T/starts 2>/dev/null" || fail "attempt 2 never ran"
-AGAIN=$(awk '$1 == 2 {print $3}' "$T/starts" | sort -n | head -1)
+wait_for 120 "starts | grep -q '^2 '" || fail "attempt 2 never ran"
+AGAIN=$(starts | awk '$1 == 2 {print $3}' | sort -n | head -1)
 wait_for 60 "[ -s $T/dead ]" || true
 if [ -s "$T/dead" ]; then
     DEAD=$(cat "$T/dead")

@@ -25,15 +25,18 @@ alive() {
 E2E_OD_MIN=3
 E2E_IDLE_GRACE=60s
 e2e_start itest_fence_gang
+starts() { cat "$T"/start.* 2>/dev/null; }
 T=$WORK/gang
 mkdir -p "$T"
-# Each member: a line "attempt pid start_ms checkpoint_dir resume_dir"; the
+chmod 1777 "$T" # the jobs run under users of their own: a file per process
+# Each member: a file start.PID holding "attempt pid start_ms
+# checkpoint_dir resume_dir" (starts() reads them all); the
 # first attempt writes a complete checkpoint (marker renamed in last); then
 # it runs until stopped.
 cat >"$T/job.sh" <<SH
 d="\$TARMAC_CHECKPOINT_DIR"
 mkdir -p "\$d"
-echo "\$TARMAC_ATTEMPT \$\$ \$(date +%s%3N) \$d \${TARMAC_RESUME_DIR:-none}" >>"$T/starts"
+echo "\$TARMAC_ATTEMPT \$\$ \$(date +%s%3N) \$d \${TARMAC_RESUME_DIR:-none}" >"$T/start.\$\$"
 if [ "\$TARMAC_ATTEMPT" = 1 ]; then
     echo step-100 >"\$d/state.\$\$"
     echo ok >"\$d/.complete.\$\$" && mv "\$d/.complete.\$\$" "\$d/COMPLETE"
@@ -43,14 +46,15 @@ SH
 wait_for 40 "[ \"\$(psql_q \"SELECT count(*) FROM nodes WHERE state = 'ready'\")\" = 3 ]" || fail "the pool's 3 nodes never came up"
 J=$(submit "{\"team\":\"vision\",\"gpus\":2,\"nodes\":2,\"pool\":\"od\",\"checkpointable\":true,\"command\":\"sh $T/job.sh\"}")
 wait_job "$J" running 60
-wait_for 30 "[ \"\$(grep -c '^1 ' $T/starts 2>/dev/null)\" = 2 ]" || fail "the gang's 2 members never started: $(cat "$T/starts" 2>/dev/null)"
+wait_for 30 "[ \"\$(starts | grep -c '^1 ')\" = 2 ]" || fail "the gang's 2 members never started: $(starts)"
 
 # The member on the first node of the gang: its agent and its process.
 A=$(psql_q "SELECT min(node_id) FROM job_allocations WHERE job_id = $J")
 AD=$(node_dir "$A")
 AGENT=$(agent_pid "$A")
 [ "$AGENT" -gt 0 ] || fail "node $A has no agent"
-P=$(python3 - "$AD" "$T/starts" <<'PY'
+starts >"$WORK/starts.now"
+P=$(python3 - "$AD" "$WORK/starts.now" <<'PY'
 import sys
 mark = ("TM_LOCAL_NODE_DIR=" + sys.argv[1]).encode()
 for line in open(sys.argv[2]):
@@ -71,9 +75,9 @@ alive "$P" || fail "the job process $P died with its agent: nothing left to fenc
 ( while alive "$P"; do sleep 0.05; done; date +%s%3N >"$T/dead" ) &
 PIDS+=($!)
 
-wait_for 60 "[ \"\$(grep -c '^2 ' $T/starts 2>/dev/null)\" = 2 ]" \
-    || fail "the gang's next attempt never started on 2 members: $(cat "$T/starts"); $(psql_q "SELECT kind, subject_id, reason FROM decisions WHERE kind IN ('fence', 'requeue', 'node_unreachable') ORDER BY id")"
-FIRST2=$(awk '$1 == 2 {print $3}' "$T/starts" | sort -n | head -1)
+wait_for 60 "[ \"\$(starts | grep -c '^2 ')\" = 2 ]" \
+    || fail "the gang's next attempt never started on 2 members: $(starts); $(psql_q "SELECT kind, subject_id, reason FROM decisions WHERE kind IN ('fence', 'requeue', 'node_unreachable') ORDER BY id")"
+FIRST2=$(starts | awk '$1 == 2 {print $3}' | sort -n | head -1)
 [ -s "$T/dead" ] || fail "attempt 2 started at $FIRST2 while attempt 1's process $P on node $A still runs"
 DEAD=$(cat "$T/dead")
 [ "$DEAD" -le "$FIRST2" ] || fail "attempt 2 started at $FIRST2, before attempt 1's process $P died at $DEAD"
@@ -89,10 +93,10 @@ psql_q "SELECT reason FROM decisions WHERE kind = 'fence' AND subject_id = '$A'"
 
 # A checkpoint folder per attempt; attempt 2 resumes from attempt 1's.
 CK=$WORK/ckpt/job-$J
-awk '$1 == 1 {print $4, $5}' "$T/starts" | sort -u | grep -qx "$CK/attempt-1 none" \
-    || fail "attempt 1's folders: $(cat "$T/starts")"
-[ "$(awk '$1 == 2 {print $4, $5}' "$T/starts" | sort -u)" = "$CK/attempt-2 $CK/attempt-1" ] \
-    || fail "attempt 2 should checkpoint into $CK/attempt-2 and resume from $CK/attempt-1: $(cat "$T/starts")"
+starts | awk '$1 == 1 {print $4, $5}' | sort -u | grep -qx "$CK/attempt-1 none" \
+    || fail "attempt 1's folders: $(starts)"
+[ "$(starts | awk '$1 == 2 {print $4, $5}' | sort -u)" = "$CK/attempt-2 $CK/attempt-1" ] \
+    || fail "attempt 2 should checkpoint into $CK/attempt-2 and resume from $CK/attempt-1: $(starts)"
 [ -f "$CK/attempt-1/COMPLETE" ] || fail "attempt 1's checkpoint is not complete"
 
 echo "figure: gang running again $((FIRST2 - KILLED)) ms after kill -9 of a member's agent (attempt 1 process gone $((DEAD - KILLED)) ms after)"

@@ -26,6 +26,7 @@ E2E_AGENT_ARGS="--heartbeat-period 1s --sample-period 1s --kill-grace 60s"
 e2e_start itest_fence_return
 T=$WORK/ret
 mkdir -p "$T"
+chmod 1777 "$T" # the jobs run under users of their own
 X=$(submit "{\"team\":\"vision\",\"gpus\":1,\"pool\":\"od\",\"command\":\"trap '' TERM; date +%s%3N > $T/x.\$TARMAC_ATTEMPT.start; echo \$\$ > $T/x.\$TARMAC_ATTEMPT; while :; do sleep 0.2; done\"}")
 wait_job "$X" running 40
 wait_for 10 "[ -s $T/x.1 ]" || fail "job $X never started its process"
