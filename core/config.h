@@ -169,6 +169,13 @@ struct tm_config_agent {
     int64_t terminate_after_ms;   /* ... its instance terminated, default 15 min */
     int64_t boot_allowance_ms;    /* a node never heard from: counted from its request, default 10 min */
     int64_t sample_retention_ms;  /* gpu_samples older than this are pruned, default 7 d */
+    /* Pools whose launched nodes never enroll (controller/reconcile/no_show.c):
+     * after k such nodes in a row, the pool's next launch waits
+     * no_show_backoff x 2^(k-1), at most no_show_backoff_max; after
+     * no_show_alert_after in a row, alert pool_no_show.  0 turns each off. */
+    int64_t no_show_backoff_ms;     /* default 1 min */
+    int64_t no_show_backoff_max_ms; /* default 1 h, at least no_show_backoff */
+    int no_show_alert_after;        /* default 3 */
 };
 
 /* idle_gpu: allocated GPUs whose samples stay below threshold for window. */

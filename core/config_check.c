@@ -626,6 +626,11 @@ int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
         if (cfg_add_secret(u, strlen(u)) < 0)
             return tm_cfg_nomem(c);
     }
+    if (cfg->agent.no_show_backoff_max_ms < cfg->agent.no_show_backoff_ms) {
+        tm_cfg_path_set(c, "agent.no_show_backoff_max");
+        return tm_cfg_fail(c, cfg_at(c, cfg_map_get(c, c->root, "agent"), "no_show_backoff_max"),
+                           "shorter than agent.no_show_backoff");
+    }
     r = cfg_validate_providers(c, cfg);
     if (r < 0)
         return r;
