@@ -10,14 +10,19 @@
 # and `tarmac why job N` names the hold.  Without the backoff the same
 # window launches a node per job about every 5 s.
 #
-# NOSHOW_SECONDS, NOSHOW_BOOT_ALLOWANCE, NOSHOW_BACKOFF, NOSHOW_BACKOFF_MAX
-# and NOSHOW_MAX_NODES (the most nodes allowed in the window) change the
-# timings, e.g. to measure with longer ones; the count is printed.
+# NOSHOW_SECONDS, NOSHOW_BOOT_ALLOWANCE, NOSHOW_UNREACHABLE, NOSHOW_REQUEUE,
+# NOSHOW_TERMINATE, NOSHOW_BACKOFF, NOSHOW_BACKOFF_MAX and NOSHOW_MAX_NODES
+# (the most nodes allowed in the window) change the timings, e.g. to
+# measure with longer ones; the count is printed first.  NOSHOW_KEYS=0
+# leaves the agent.no_show_* keys out of the config (a build without them).
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
 
 SECONDS_WINDOW=${NOSHOW_SECONDS:-30}
 BOOT=${NOSHOW_BOOT_ALLOWANCE:-2s}
+UNREACHABLE=${NOSHOW_UNREACHABLE:-1s}
+REQUEUE=${NOSHOW_REQUEUE:-2s}
+TERMINATE=${NOSHOW_TERMINATE:-4s}
 BACKOFF=${NOSHOW_BACKOFF:-3s}
 BACKOFF_MAX=${NOSHOW_BACKOFF_MAX:-12s}
 LIMIT=${NOSHOW_MAX_NODES:-7}
@@ -44,13 +49,11 @@ api:
   burst: 1000000
 agent:
   controller_url: "http://127.0.0.1:$WRONG"
-  unreachable_after: 1s
-  requeue_after: 2s
-  terminate_after: 4s
+  unreachable_after: $UNREACHABLE
+  requeue_after: $REQUEUE
+  terminate_after: $TERMINATE
   boot_allowance: $BOOT
-  no_show_backoff: $BACKOFF
-  no_show_backoff_max: $BACKOFF_MAX
-  no_show_alert_after: 3
+$([ "${NOSHOW_KEYS:-1}" = 0 ] || printf '  no_show_backoff: %s\n  no_show_backoff_max: %s\n  no_show_alert_after: 3' "$BACKOFF" "$BACKOFF_MAX")
 providers:
   - name: here
     kind: local
@@ -118,6 +121,6 @@ wait_for 20 "psql_q \"SELECT state_reason FROM jobs WHERE id IN ($A, $B) AND sta
     || fail "no queued job names the hold: $(psql_q "SELECT id, state, state_reason FROM jobs")"
 J=$(psql_q "SELECT id FROM jobs WHERE id IN ($A, $B) AND state_reason LIKE '%never enrolled%' LIMIT 1")
 WHY=$(TARMAC_URL=$BASE TARMAC_TOKEN=$ADMIN "$TARMAC" why job "$J") || fail "tarmac why job $J"
-echo "$WHY" | grep -Eq 'pool od: [0-9]+ nodes launched in a row never enrolled .*next launch held until [0-9:]+ UTC \(backoff [0-9]+ s\)' \
+echo "$WHY" | grep -Eq 'pool od: [0-9]+ nodes launched in a row never enrolled .*next launch held until [0-9:]+ UTC \(backoff [0-9]+ (s|min)\)' \
     || fail "tarmac why job $J does not name the hold: $WHY"
 echo "1 passed, 0 failed"
