@@ -7,8 +7,10 @@
 # terminated; the pool backs off, so in NOSHOW_SECONDS (default 30) it
 # launches a bounded number of nodes (counted from the nodes table), the
 # pool_no_show alert fires once, each hold is one launch_held decision,
-# and `tarmac why job N` names the hold.  Without the backoff the same
-# window launches a node per job about every 5 s.
+# and `tarmac why job N` names the hold; a controller restarted during a
+# hold launches nothing before the hold's end (the run is read from the
+# database, not remembered).  Without the backoff the same window
+# launches a node per job about every 5 s.
 #
 # NOSHOW_SECONDS, NOSHOW_BOOT_ALLOWANCE, NOSHOW_UNREACHABLE, NOSHOW_REQUEUE,
 # NOSHOW_TERMINATE, NOSHOW_BACKOFF, NOSHOW_BACKOFF_MAX and NOSHOW_MAX_NODES
@@ -123,4 +125,22 @@ J=$(psql_q "SELECT id FROM jobs WHERE id IN ($A, $B) AND state_reason LIKE '%nev
 WHY=$(TARMAC_URL=$BASE TARMAC_TOKEN=$ADMIN "$TARMAC" why job "$J") || fail "tarmac why job $J"
 echo "$WHY" | grep -Eq 'pool od: [0-9]+ nodes launched in a row never enrolled .*next launch held until [0-9:]+ UTC \(backoff [0-9]+ (s|min)\)' \
     || fail "tarmac why job $J does not name the hold: $WHY"
+
+# A restart during a hold continues it: nothing is launched before its end.
+now_ms() { date +%s%3N; }
+wait_for 30 "[ \"\$(psql_q \"SELECT coalesce(max((inputs ->> 'until_ms')::bigint), 0) FROM decisions WHERE kind = 'launch_held'\")\" -gt \$((\$(now_ms) + 2000)) ]" \
+    || fail "no hold of 2 s or more ahead to restart in"
+UNTIL=$(psql_q "SELECT max((inputs ->> 'until_ms')::bigint) FROM decisions WHERE kind = 'launch_held'")
+kill "$SERVE"
+wait "$SERVE" 2>/dev/null || true
+RESTART=$(now_ms)
+"$TARMAC" serve --config "$WORK/c.yaml" >>"$WORK/serve.out" 2>>"$WORK/serve.log" &
+SERVE=$!
+PIDS+=("$SERVE")
+wait_for 30 "[ \$(grep -c 'became leader' $WORK/serve.log) -ge 2 ]" || fail "the restarted controller never became leader"
+wait_for $(( (UNTIL - RESTART) / 1000 + 10 )) "[ \"\$(psql_q 'SELECT count(*) FROM nodes WHERE requested_ms > $RESTART')\" -ge 1 ]" \
+    || fail "nothing launched after the hold's end"
+EARLY=$(psql_q "SELECT count(*) FROM nodes WHERE requested_ms > $RESTART AND requested_ms < $UNTIL")
+echo "restarted $((UNTIL - RESTART)) ms before the hold's end; first launch after it $(( $(psql_q "SELECT min(requested_ms) FROM nodes WHERE requested_ms > $RESTART") - UNTIL )) ms after the end"
+[ "$EARLY" = 0 ] || fail "$EARLY nodes launched after the restart before the hold's end ($((UNTIL - RESTART)) ms after it)"
 echo "1 passed, 0 failed"
