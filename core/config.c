@@ -303,6 +303,14 @@ static const struct cfg_field cfg_agent_fields[] = {
     {.key = "min_sample_period", .type = CFG_DURATION,
      .offset = CFG_OFF(tm_config_agent, min_sample_period_ms), .def = "1s", .min = 100,
      .max = CFG_HOUR},
+    /* Nodes that never enroll (controller/reconcile/no_show.c). */
+    {.key = "no_show_backoff", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, no_show_backoff_ms), .def = "1m", .min = 0, .max = CFG_DAY},
+    {.key = "no_show_backoff_max", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, no_show_backoff_max_ms), .def = "1h", .min = 0,
+     .max = 7 * CFG_DAY},
+    {.key = "no_show_alert_after", .type = CFG_INT,
+     .offset = CFG_OFF(tm_config_agent, no_show_alert_after), .def = "3", .min = 0, .max = 1000},
 };
 static const struct cfg_section cfg_agent_section = {
     cfg_agent_fields, CFG_NFIELDS(cfg_agent_fields), sizeof(struct tm_config_agent)};

@@ -186,6 +186,13 @@ struct tm_config_agent {
      * 1 s: a node may store one sample per GPU per period, beyond a burst
      * that holds an agent's whole backlog (controller/api/sample_budget.c). */
     int64_t min_sample_period_ms;
+    /* Pools whose launched nodes never enroll (controller/reconcile/no_show.c):
+     * after k such nodes in a row, the pool's next launch waits
+     * no_show_backoff x 2^(k-1), at most no_show_backoff_max; after
+     * no_show_alert_after in a row, alert pool_no_show.  0 turns each off. */
+    int64_t no_show_backoff_ms;     /* default 1 min */
+    int64_t no_show_backoff_max_ms; /* default 1 h, at least no_show_backoff */
+    int no_show_alert_after;        /* default 3 */
 };
 
 /* idle_gpu: allocated GPUs whose samples stay below threshold for window. */

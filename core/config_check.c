@@ -646,6 +646,11 @@ int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
     r = cfg_validate_fence(c, cfg);
     if (r < 0)
         return r;
+    if (cfg->agent.no_show_backoff_max_ms < cfg->agent.no_show_backoff_ms) {
+        tm_cfg_path_set(c, "agent.no_show_backoff_max");
+        return tm_cfg_fail(c, cfg_at(c, cfg_map_get(c, c->root, "agent"), "no_show_backoff_max"),
+                           "shorter than agent.no_show_backoff");
+    }
     r = cfg_validate_providers(c, cfg);
     if (r < 0)
         return r;

@@ -5,6 +5,12 @@ tm_add_test(itest_agent_api LABELS integration agent FIXTURES pg TIMEOUT 120
 # The pure pass's known answers: staleness transitions and idle GPUs.
 tm_add_c_test(test_agent_staleness ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_staleness.c
               LABELS unit agent LINK tarmac_reconcile)
+# A pool whose nodes never enroll: the backoff, its decisions and the alert
+# in the pure pass, then end to end with agents given a wrong controller URL.
+tm_add_c_test(test_agent_no_show ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_no_show.c
+              LABELS unit agent LINK tarmac_reconcile)
+tm_add_test(itest_agent_no_show LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_no_show.sh)
 # The daemon's bootstrap (enrollment rows before the launch, no secret in
 # any log, decision or listing, the 16 KB user data limit at config load)
 # and gpu_samples pruning.

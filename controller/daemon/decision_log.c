@@ -15,7 +15,8 @@
 
 static bool standing(const char *op)
 {
-    return strcmp(op, "wait") == 0 || strcmp(op, "budget") == 0 || strcmp(op, "launch_refused") == 0;
+    return strcmp(op, "wait") == 0 || strcmp(op, "budget") == 0 || strcmp(op, "launch_refused") == 0 ||
+           strcmp(op, "launch_held") == 0;
 }
 
 static const char *str_of(const cJSON *a, const char *name)

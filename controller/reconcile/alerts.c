@@ -15,7 +15,7 @@
 #include "core/err.h"
 
 static const char *const kind_names[TM_ALERT_KIND_MAX] = {
-    "pool_idle", "queue_age", "soft_cap", "provider_auth", "gpu_idle",
+    "pool_idle", "queue_age", "soft_cap", "provider_auth", "gpu_idle", "pool_no_show",
 };
 
 const char *tm_alert_kind_name(enum tm_alert_kind kind)
@@ -319,6 +319,40 @@ static void gpu_idle(struct eval *e)
     free(idle);
 }
 
+/* pool_no_show: the pool's run of launches that never enrolled (no_show.c). */
+static void pool_no_show(struct eval *e)
+{
+    const struct tm_config *cfg = e->in->cfg;
+    int after = cfg->agent.no_show_alert_after;
+
+    if (after <= 0 || e->in->snap->nno_shows == 0)
+        return;
+    for (size_t p = 0; p < cfg->npools; p++) {
+        struct tm_no_show_hold h;
+        tm_reconcile_no_show(cfg, e->in->snap, (int)p, &h);
+        if (h.streak < after)
+            continue;
+        const char *name = cfg->pools[p].name;
+        struct tm_alert *a = add(e, TM_ALERT_POOL_NO_SHOW, name, "pool", name);
+        if (!a)
+            return;
+        char backoff[32];
+        fmt_duration(h.delay_ms, backoff, sizeof(backoff));
+        snprintf(a->message, sizeof(a->message),
+                 "pool %s: %d nodes launched in a row never enrolled (no heartbeat before the boot "
+                 "allowance ran out; newest node %lld); launches back off (now %s). Check "
+                 "agent.controller_url, the firewall between nodes and the controller, and the "
+                 "pool's bootstrap", name, h.streak, (long long)h.last_node_id, backoff);
+        str(e, a, "pool", name);
+        num(e, a, "no_shows", h.streak);
+        num(e, a, "alert_after", after);
+        num(e, a, "last_node", (double)h.last_node_id);
+        num(e, a, "last_given_up_ms", (double)h.last_given_up_ms);
+        num(e, a, "backoff_ms", (double)h.delay_ms);
+        num(e, a, "held_until_ms", (double)h.until_ms);
+    }
+}
+
 int tm_alerts_evaluate(const struct tm_alert_input *in, const struct tm_alert_state *prev,
                        struct tm_alert_set *ret_set, struct tm_alert_state *ret_next)
 {
@@ -335,6 +369,7 @@ int tm_alerts_evaluate(const struct tm_alert_input *in, const struct tm_alert_st
     soft_cap(&e);
     provider_auth(&e);
     gpu_idle(&e);
+    pool_no_show(&e);
     if (e.err) {
         tm_alert_set_release(&e.set);
         tm_alert_state_release(&next);

@@ -33,6 +33,12 @@
  *   gpu_idle:<job>         a running job's allocated GPUs all stayed below
  *                          idle_gpu.threshold for idle_gpu.window, from
  *                          the node agents' samples (tm_reconcile_idle_jobs).
+ *   pool_no_show:<pool>    agent.no_show_alert_after or more nodes of the
+ *                          pool in a row were given up on without ever
+ *                          sending a heartbeat (tm_reconcile_no_show: a
+ *                          wrong agent.controller_url, a firewall, a
+ *                          broken bootstrap).  Holds until a node of the
+ *                          pool heartbeats, so it fires once per episode.
  *
  * A threshold of 0 (or false) turns its condition off.
  */
@@ -54,6 +60,7 @@ enum tm_alert_kind {
     TM_ALERT_SOFT_CAP,
     TM_ALERT_PROVIDER_AUTH,
     TM_ALERT_GPU_IDLE,
+    TM_ALERT_POOL_NO_SHOW,
     TM_ALERT_KIND_MAX,
 };
 

@@ -525,6 +525,8 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
                 tm_rc_refuse(p, in_model, x->spot, "max_nodes", why);
                 continue;
             }
+            if (tm_rc_launch_held(p, pi))
+                continue; /* the pool's nodes never enrolled: backing off (no_show.c) */
             const struct tm_config_pool *pool = &cfg->pools[pi];
             const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
             const struct tm_config_instance_type *t = prov ? tm_config_type_find(prov, type) : NULL;
@@ -661,7 +663,7 @@ void tm_rc_run_planner(struct pass *p, const bool *job_placed)
         enum tm_capacity_type cap = tm_rc_pool_is_od(pool) ? TM_CAPACITY_ON_DEMAND : TM_CAPACITY_SPOT;
         const struct tm_config_instance_type *t = tm_rc_pool_type(cfg, pool, cap);
         while (t && p->live[pi] < pool->min_nodes && !p->err) {
-            if (!tm_rc_launch_admitted(p, (int)pi, t, cap))
+            if (tm_rc_launch_held(p, (int)pi) || !tm_rc_launch_admitted(p, (int)pi, t, cap))
                 break;
             snprintf(why, sizeof(why), "pool %s is below min_nodes %d", pool->name, pool->min_nodes);
             tm_rc_request_node(p, (int)pi, t, pool->zones[(size_t)p->live[pi] % pool->nzones], cap, why,

@@ -32,6 +32,8 @@ void tm_rc_request_gang(struct pass *p, const bool *in_model, const char *provid
         tm_rc_refuse(p, in_model, spot, "max_nodes", why);
         return;
     }
+    if (tm_rc_launch_held(p, pi))
+        return; /* the pool's nodes never enrolled: backing off (no_show.c) */
     const struct tm_config_pool *pool = &cfg->pools[pi];
     const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
     const struct tm_config_instance_type *t = prov ? tm_config_type_find(prov, type) : NULL;

@@ -76,6 +76,9 @@ struct pass {
     bool *node_fenced;          /* node index -> its listing confirms the instance gone */
     bool *node_unfenced;        /* node index -> its agent is silent and nothing has
                                  * stopped its processes yet */
+    /* Pools whose launched nodes never enrolled (no_show.c). */
+    struct tm_no_show_hold *no_show; /* pool index -> its run and hold */
+    bool *no_show_said;         /* pool index -> its hold recorded this pass */
 };
 
 /* What one model's planner pass is given, and where its entries came from. */
@@ -221,6 +224,19 @@ void tm_rc_request_gang(struct pass *p, const bool *in_model, const char *provid
                         const char *zone,
                         bool spot, bool od_fallback, int32_t count, const char *planner_why,
                         double forecast_gpus, unsigned *seq);
+
+/* ---- nodes that never enroll (no_show.c) ------------------------------- */
+
+/* Each pool's run of nodes that never enrolled and its hold, from the
+ * snapshot; once per pass, before scheduling. */
+void tm_rc_no_show_init(struct pass *p);
+/* Whether pool pi's launches wait out its backoff now; when they do, the
+ * launch avoided is recorded (op launch_held, once per pass and pool; the
+ * apply keeps one decision per hold). */
+bool tm_rc_launch_held(struct pass *p, int pi);
+/* A queued job routed to a held pool: why (size bytes) becomes the hold,
+ * then what it said before. */
+void tm_rc_no_show_why(const struct pass *p, const struct tm_snap_job *j, char *why, size_t size);
 
 /* ---- the planner's other actions (moves.c) ----------------------------- */
 

@@ -107,6 +107,8 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_rc_plan *ret)
     if (!p.err)
         tm_rc_budgets(&p);
     if (!p.err)
+        tm_rc_no_show_init(&p);
+    if (!p.err)
         tm_rc_schedule(&p, job_placed);
     if (!p.err)
         tm_rc_run_planner(&p, job_placed);
@@ -140,6 +142,8 @@ out:
     free(p.job_held);
     free(p.pool_use_ms);
     free(p.teams);
+    free(p.no_show);
+    free(p.no_show_said);
     tm_estimator_free(p.est);
     if (r < 0) {
         tm_rc_plan_release(&p.plan);

@@ -139,6 +139,18 @@ struct tm_snap_gpu_use {
     int64_t nsamples;          /* in the window */
 };
 
+/* A node of a pool that runs a real agent, given up on (marked
+ * unreachable) without ever sending a heartbeat: a launch that never
+ * enrolled.  The snapshot holds those newer than the newest node of their
+ * pool that did heartbeat, live or ended, newest first per pool (a bounded
+ * number per pool): the pool's current run of them (no_show.c). */
+struct tm_snap_no_show {
+    int pool;                  /* index into cfg->pools, -1 if it left the config */
+    int64_t node_id;
+    int64_t requested_ms;
+    int64_t given_up_ms;       /* nodes.unreachable_ms */
+};
+
 struct tm_snapshot {
     int64_t epoch;
     struct tm_snap_node *nodes;      /* sorted by id */
@@ -158,6 +170,8 @@ struct tm_snapshot {
     struct tm_snap_gpu_use *gpu_use;  /* sorted by (node_id, gpu_index) */
     size_t ngpu_use;
     int64_t samples_end_ms;           /* the newest GPU sample, 0 when none */
+    struct tm_snap_no_show *no_shows; /* by pool, newest first */
+    size_t nno_shows;
 };
 
 /* What one provider listed this pass. */
@@ -262,6 +276,22 @@ void tm_reconcile_pool_demand(const struct tm_config *cfg, const struct tm_snaps
  * heartbeat, or before the first since its request plus
  * agent.boot_allowance (staleness.c). */
 int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n, int64_t now_ms);
+
+/* A pool's run of launched nodes that never enrolled, and the backoff it
+ * puts on the pool's next launch (no_show.c): after `streak` such nodes
+ * in a row, no launch before the newest was given up on plus
+ * agent.no_show_backoff x 2^(streak-1), at most agent.no_show_backoff_max.
+ * A node of the pool that heartbeats ends the run. */
+struct tm_no_show_hold {
+    int streak;                /* 0: none, no hold */
+    int64_t last_node_id;      /* the newest of them */
+    int64_t last_given_up_ms;
+    int64_t first_given_up_ms; /* the oldest of them the snapshot holds */
+    int64_t delay_ms;          /* the backoff for this streak */
+    int64_t until_ms;          /* no launch before this (0 when streak is 0) */
+};
+void tm_reconcile_no_show(const struct tm_config *cfg, const struct tm_snapshot *snap, int pool,
+                          struct tm_no_show_hold *out);
 
 /* A running job whose every allocated GPU stayed below
  * idle_gpu.threshold for the whole idle_gpu.window (the samples cover it

@@ -154,6 +154,7 @@ static void emit_holds_and_waits(struct pass *p, const struct tm_sched_result *r
         const struct tm_snap_job *j = &s->jobs[job_of[note->job]];
         snprintf(why, sizeof(why), "%s: %s", tm_sched_verdict_name(note->verdict),
                  note->why ? note->why : "");
+        tm_rc_no_show_why(p, j, why, sizeof(why));
         p->plan.waiting++;
         /* A reason is recorded when it changes, not every pass: a queue of
          * 100k jobs must not rewrite 100k rows per tick. */

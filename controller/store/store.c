@@ -13,6 +13,8 @@
 
 /* Finished jobs read per snapshot for runtime estimates. */
 #define TM_STORE_HISTORY_MAX "5000"
+/* Nodes per pool in its current run of launches that never enrolled. */
+#define TM_STORE_NO_SHOW_MAX "64"
 
 /* The leader lock's key, x'746d6c656164' ("tmlead"), shared by every
  * replica of every cluster in this database, lives in tarmac_lead and
@@ -65,6 +67,17 @@ static const char gpu_use_sql[] =
     " min(s.at_ms), count(*) FILTER (WHERE s.at_ms > e.end_ms - %lld), e.end_ms"
     " FROM gpu_samples s JOIN nodes n ON n.id = s.node_id AND n.state IN ('ready', 'draining'), e"
     " WHERE s.at_ms > e.end_ms - 2 * %lld::bigint GROUP BY 1, 2, e.end_ms ORDER BY 1, 2;"
+    /* Launches that never enrolled (controller/reconcile/no_show.c): per
+     * pool, the nodes given up on without a heartbeat that are newer than
+     * its newest node with one, newest first, at most TM_STORE_NO_SHOW_MAX
+     * (the backoff reaches its cap long before); indexes in
+     * migrations/0019_no_show.sql. */
+    "SELECT pool, id, requested_ms, unreachable_ms FROM (SELECT n.pool, n.id, n.requested_ms,"
+    " n.unreachable_ms, row_number() OVER (PARTITION BY n.pool ORDER BY n.id DESC) AS k FROM nodes n"
+    " WHERE n.unreachable_ms IS NOT NULL AND n.last_heartbeat_ms IS NULL"
+    " AND n.id > coalesce((SELECT max(e.id) FROM nodes e WHERE e.pool = n.pool"
+    " AND e.last_heartbeat_ms IS NOT NULL), 0)) x"
+    " WHERE k <= " TM_STORE_NO_SHOW_MAX " ORDER BY pool, id DESC;"
     "COMMIT";
 
 static int64_t col_i64(const PGresult *r, int row, int col)
@@ -102,6 +115,7 @@ void tm_snapshot_release(struct tm_snapshot *snap)
     free(snap->spend);
     free(snap->disruptions);
     free(snap->gpu_use);
+    free(snap->no_shows);
     free(snap);
 }
 
@@ -112,7 +126,7 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     const PGresult *lr, *nr, *jr, *ar, *hr;
     char buf[TM_ID_MAX];
 
-    if (reply->nresults != 11)
+    if (reply->nresults != 12)
         return TM_EBADREPLY;
     lr = reply->results[1];
     nr = reply->results[2];
@@ -120,7 +134,7 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     ar = reply->results[4];
     hr = reply->results[5];
     const PGresult *br = reply->results[6], *sr = reply->results[7], *dr = reply->results[8];
-    const PGresult *gr = reply->results[9];
+    const PGresult *gr = reply->results[9], *xr = reply->results[10];
     s = calloc(1, sizeof(*s));
     if (!s)
         return TM_ENOMEM;
@@ -141,7 +155,9 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     s->disruptions = calloc(s->ndisruptions + 1, sizeof(*s->disruptions));
     s->ngpu_use = (size_t)PQntuples(gr);
     s->gpu_use = calloc(s->ngpu_use + 1, sizeof(*s->gpu_use));
-    if (!s->gpu_use) {
+    s->nno_shows = (size_t)PQntuples(xr);
+    s->no_shows = calloc(s->nno_shows + 1, sizeof(*s->no_shows));
+    if (!s->gpu_use || !s->no_shows) {
         tm_snapshot_release(s);
         return TM_ENOMEM;
     }
@@ -253,6 +269,13 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     for (int i = 0; i < (int)s->ndisruptions; i++) {
         s->disruptions[i].pool = pool_index(cfg, PQgetvalue(dr, i, 0));
         s->disruptions[i].at_ms = col_i64(dr, i, 1);
+    }
+    for (int i = 0; i < (int)s->nno_shows; i++) {
+        struct tm_snap_no_show *x = &s->no_shows[i];
+        x->pool = pool_index(cfg, PQgetvalue(xr, i, 0));
+        x->node_id = col_i64(xr, i, 1);
+        x->requested_ms = col_i64(xr, i, 2);
+        x->given_up_ms = col_i64(xr, i, 3);
     }
     *ret = s;
     return 0;
