@@ -169,6 +169,14 @@ struct tm_config_agent {
     int64_t terminate_after_ms;   /* ... its instance terminated, default 15 min */
     int64_t boot_allowance_ms;    /* a node never heard from: counted from its request, default 10 min */
     int64_t sample_retention_ms;  /* gpu_samples older than this are pruned, default 7 d */
+    /* Mass silence (controller/reconcile/staleness.c): when at least
+     * mass_silence_min_nodes of a provider's nodes that have spoken, and at
+     * least mass_silence_share of them, are silent at once, the silence is
+     * taken for the controller's or the network's, not the nodes': none of
+     * them is marked unreachable, requeued or terminated for it.
+     * min_nodes 0 turns the guard off. */
+    double mass_silence_share;    /* default 0.55, 0.05 .. 1 */
+    int mass_silence_min_nodes;   /* default 3, 0 .. 100000 */
 };
 
 /* idle_gpu: allocated GPUs whose samples stay below threshold for window. */

@@ -15,3 +15,8 @@ tm_add_c_test(test_agent_bootstrap ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_boo
 # tarmac_apply's node agent ops and sample pruning on a real database.
 tm_add_test(itest_agent_apply LABELS integration agent FIXTURES pg TIMEOUT 60
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_apply.sh)
+# Silence the controller could not hear (its database away, a new leader)
+# is not held against the nodes; many nodes silent at once are held back
+# (mass silence), one silent node among many is still handled.
+tm_add_c_test(test_reconcile_silence ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_silence.c
+              LABELS unit agent LINK tarmac_reconcile)

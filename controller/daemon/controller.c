@@ -95,6 +95,15 @@ struct tm_controller {
     bool *pool_real_agent;
     char exit_reason[512];
 
+    /* Since when this leader could hear heartbeats without a break (the
+     * pure pass counts no silence from before it): set by the first
+     * snapshot read as leader, and again by the first one after a gap of
+     * more than TM_HEARING_GAP_TICKS ticks (the database away, a stall),
+     * during which no heartbeat could be stored either.  last_snap_ms: the
+     * previous snapshot read as leader, 0 when not leading. */
+    int64_t hearing_since_ms;
+    int64_t last_snap_ms;
+
     /* The pass in progress. */
     int64_t now_ms;
     struct observed_list *obs;
@@ -218,6 +227,24 @@ static void prune_samples(struct tm_controller *ctl)
         tm_call_done(c);
 }
 
+/* A gap this many ticks long between two snapshot reads means heartbeats
+ * could not be stored for a while (the database away, this process
+ * stalled): silence is counted again from the read that ends it.  Three
+ * ticks let one slow or failed read pass. */
+#define TM_HEARING_GAP_TICKS 3
+static void note_hearing(struct tm_controller *ctl)
+{
+    int64_t gap = ctl->now_ms - ctl->last_snap_ms;
+
+    if (ctl->last_snap_ms == 0 || gap > TM_HEARING_GAP_TICKS * ctl->cfg->tick_interval_ms) {
+        if (ctl->last_snap_ms != 0)
+            tm_log_info("database readable again: node silence counted from now",
+                        "gap_ms=%" PRId64, gap);
+        ctl->hearing_since_ms = ctl->now_ms;
+    }
+    ctl->last_snap_ms = ctl->now_ms;
+}
+
 static void reconcile_work(uv_work_t *w)
 {
     struct tm_controller *ctl = w->data;
@@ -226,7 +253,7 @@ static void reconcile_work(uv_work_t *w)
         .nobserved = ctl->cfg->nproviders, .now_ms = ctl->now_ms, .policy = ctl->policy,
         .forecast = ctl->pool_forecast,
         .shortages = ctl->pass_shortages, .nshortages = ctl->npass_shortages,
-        .pool_real_agent = ctl->pool_real_agent,
+        .pool_real_agent = ctl->pool_real_agent, .hearing_since_ms = ctl->hearing_since_ms,
     };
     ctl->work_status = tm_reconcile(&in, &ctl->plan);
 }
@@ -277,6 +304,7 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
         end_pass(ctl);
         return;
     }
+    note_hearing(ctl);
     /* Idle: no queued or running job and no live node (a restart may find
      * only nodes to release, or nothing at all).  The ledger is still
      * brought up to date first: stopping waits for that call. */
@@ -561,6 +589,7 @@ static void on_lead(int status, int64_t epoch, int64_t latest_ms, const char *er
     }
     ctl->leader = true;
     ctl->epoch = epoch;
+    ctl->last_snap_ms = 0; /* silence counts from this leadership's first read */
     if (tm_clock_advance_to(&ctl->clock, latest_ms + 1)) {
         tm_log_info("clock moved up to the latest time stored", "behind_ms=%" PRId64,
                     latest_ms + 1 - ctl->now_ms);

@@ -199,6 +199,7 @@ struct tm_rc_plan {
     /* The planner's other actions (reconcile/moves.c). */
     unsigned drained, moved, substituted, switched, refused;
     unsigned unreachable, stale_requeued, stale_terminated; /* staleness.c */
+    unsigned silence_held;     /* silent nodes spared by the mass-silence guard (staleness.c) */
     unsigned gpu_idle;                                      /* idle.c */
 };
 
@@ -238,6 +239,12 @@ struct tm_reconcile_input {
     /* Per config pool: its nodes run a real node agent (not the sim
      * agent), so a silent one goes stale (staleness.c).  NULL: none do. */
     const bool *pool_real_agent;
+    /* Since when the leader could hear heartbeats without a break: the
+     * latest of its leadership start and the end of its last gap in
+     * reading the database (the daemon keeps it).  A node's silence is
+     * counted from this at the earliest: silence the controller could
+     * not hear is not held against the nodes.  0: always could. */
+    int64_t hearing_since_ms;
 };
 
 /* The config pool a queued job is routed to (as the planner routes it),
@@ -257,10 +264,23 @@ bool tm_reconcile_pool_gets_preemptible(const struct tm_config *cfg, size_t pi);
 void tm_reconcile_pool_demand(const struct tm_config *cfg, const struct tm_snapshot *snap,
                               double *out);
 
-/* How long node n's agent has been silent at now_ms: since its last
- * heartbeat, or before the first since its request plus
- * agent.boot_allowance (staleness.c). */
-int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n, int64_t now_ms);
+/* Where a node's silence is counted from (tm_reconcile_silence). */
+enum tm_silence_from {
+    TM_SILENCE_FROM_HEARTBEAT,  /* its last heartbeat */
+    TM_SILENCE_FROM_REQUEST,    /* never heard: its request plus agent.boot_allowance */
+    TM_SILENCE_FROM_HEARING,    /* the controller could hear again (hearing_since_ms) */
+};
+
+/* How long node n's agent has been silent at now_ms, counting only while
+ * the controller could hear: from the latest of its last heartbeat (or,
+ * before the first, its request plus agent.boot_allowance) and
+ * hearing_since_ms (0: no limit).  *ret_from and *ret_from_ms (either may
+ * be NULL) say which and when (staleness.c). */
+int64_t tm_reconcile_silence(const struct tm_config *cfg, const struct tm_snap_node *n,
+                             int64_t hearing_since_ms, int64_t now_ms, enum tm_silence_from *ret_from,
+                             int64_t *ret_from_ms);
+int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n,
+                               int64_t hearing_since_ms, int64_t now_ms);
 
 /* A running job whose every allocated GPU stayed below
  * idle_gpu.threshold for the whole idle_gpu.window (the samples cover it

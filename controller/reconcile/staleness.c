@@ -16,6 +16,12 @@
  * allocations for the requeued jobs, so its agent, seeing no assignment
  * for them, kills what is left.
  *
+ * Silence is counted only while the controller could hear: never from
+ * before tm_reconcile_input.hearing_since_ms (the leader's start, the end
+ * of its last database gap), so an outage of the database or of the
+ * controller itself is not held against the nodes.  Many nodes silent at
+ * once hold all of this back (mass_silence below).
+ *
  * Idle GPUs: tm_reconcile_idle_jobs() (reconcile.h).  The pass files a
  * gpu_idle decision per job attempt (op gpu_idle, recorded once) and, as
  * the pool's idle_job_action says, requeues (idle_requeue) or cancels
@@ -36,11 +42,163 @@ static bool node_watched(const struct pass *p, const struct tm_snap_node *n)
            (n->state == TM_NODE_BOOTING || n->state == TM_NODE_READY || n->state == TM_NODE_DRAINING);
 }
 
-int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n, int64_t now_ms)
+int64_t tm_reconcile_silence(const struct tm_config *cfg, const struct tm_snap_node *n,
+                             int64_t hearing_since_ms, int64_t now_ms, enum tm_silence_from *ret_from,
+                             int64_t *ret_from_ms)
 {
+    enum tm_silence_from what = n->last_heartbeat_ms > 0 ? TM_SILENCE_FROM_HEARTBEAT : TM_SILENCE_FROM_REQUEST;
     int64_t from = n->last_heartbeat_ms > 0 ? n->last_heartbeat_ms
                                             : n->requested_ms + cfg->agent.boot_allowance_ms;
+    /* A heartbeat sent while the controller could not store it (its
+     * database away, no leader) was not missed by the node. */
+    if (hearing_since_ms > from) {
+        from = hearing_since_ms;
+        what = TM_SILENCE_FROM_HEARING;
+    }
+    if (ret_from)
+        *ret_from = what;
+    if (ret_from_ms)
+        *ret_from_ms = from;
     return now_ms > from ? now_ms - from : 0;
+}
+
+int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n,
+                               int64_t hearing_since_ms, int64_t now_ms)
+{
+    return tm_reconcile_silence(cfg, n, hearing_since_ms, now_ms, NULL, NULL);
+}
+
+/* ---- mass silence --------------------------------------------------------- */
+
+/* Many nodes silent at once is far likelier the controller's or the
+ * network's fault than as many nodes failing together (the node lifecycle
+ * controller of Kubernetes stops evicting from a zone wholly disrupted for
+ * the same reason).  Per provider (a cloud region, an owned site: what a
+ * partition cuts off), over its watched nodes that have spoken at least
+ * once: when at least agent.mass_silence_min_nodes of them, and at least
+ * agent.mass_silence_share of them, are past agent.unreachable_after, none
+ * of its silent nodes is marked unreachable, requeued or terminated for
+ * silence; they take no new work until they speak.  Nodes never heard from
+ * are left out on both sides: a pool whose nodes never enroll is not a
+ * partition, and holding those back would keep paying for them.  Fewer
+ * silent nodes than min_nodes are handled one by one, so a small fleet's
+ * dead node is still replaced (a one-node fleet cannot tell a dead node
+ * from a cut link, and its jobs would otherwise never run again).
+ *
+ * The pass writes op silence_hold per held provider while it holds (the
+ * decision is recorded once per episode: migrations/0016_silence.sql).
+ * Returns, per provider index, whether it holds (NULL on p->err). */
+static bool *mass_silence(struct pass *p)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_config_agent *ag = &p->cfg->agent;
+    size_t np = p->cfg->nproviders;
+    bool *held = calloc(np + 1, sizeof(*held));
+    int *heard = calloc(np + 1, sizeof(*heard));
+    int *silent = calloc(np + 1, sizeof(*silent));
+    int64_t *since = calloc(np + 1, sizeof(*since));
+    char why[384];
+
+    if (!held || !heard || !silent || !since) {
+        p->err = TM_ENOMEM;
+        free(held);
+        held = NULL;
+        goto out;
+    }
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        if (!node_watched(p, n) || p->node_gone[ni] || n->last_heartbeat_ms <= 0)
+            continue;
+        int pr = p->pool_provider[n->pool];
+        if (pr < 0 || (size_t)pr >= np)
+            continue;
+        int64_t from_ms;
+        heard[pr]++;
+        if (tm_reconcile_silence(p->cfg, n, p->in->hearing_since_ms, p->in->now_ms, NULL, &from_ms) >=
+            ag->unreachable_after_ms) {
+            silent[pr]++;
+            if (since[pr] == 0 || from_ms < since[pr])
+                since[pr] = from_ms;
+        }
+    }
+    for (size_t pr = 0; pr < np && !p->err; pr++) {
+        double share = heard[pr] > 0 ? (double)silent[pr] / heard[pr] : 0;
+        if (ag->mass_silence_min_nodes <= 0 || silent[pr] < ag->mass_silence_min_nodes ||
+            share < ag->mass_silence_share)
+            continue;
+        held[pr] = true;
+        snprintf(why, sizeof(why),
+                 "%d of the %d nodes of provider %s that have spoken are silent at once (%.0f%%, at "
+                 "least agent.mass_silence_share of %.0f%% and agent.mass_silence_min_nodes of %d): "
+                 "taken for the controller's or the network's problem, none is marked unreachable, "
+                 "requeued or terminated for silence; they take no new work until they speak",
+                 silent[pr], heard[pr], p->cfg->providers[pr].name, share * 100,
+                 ag->mass_silence_share * 100, ag->mass_silence_min_nodes);
+        cJSON *a = tm_rc_action(p, "silence_hold", why);
+        tm_rc_put_str(p, a, "provider", p->cfg->providers[pr].name);
+        /* The episode: from the earliest silence counted among the held
+         * nodes; one decision per episode. */
+        tm_rc_put_num(p, a, "since_ms", (double)since[pr]);
+        cJSON *in = tm_rc_inputs(p, a);
+        tm_rc_put_num(p, in, "silent_nodes", silent[pr]);
+        tm_rc_put_num(p, in, "watched_nodes", heard[pr]);
+        tm_rc_put_num(p, in, "mass_silence_share", ag->mass_silence_share);
+        tm_rc_put_num(p, in, "mass_silence_min_nodes", ag->mass_silence_min_nodes);
+        tm_rc_put_num(p, in, "unreachable_after_ms", (double)ag->unreachable_after_ms);
+        tm_rc_put_num(p, in, "hearing_since_ms", (double)p->in->hearing_since_ms);
+    }
+out:
+    free(heard);
+    free(silent);
+    free(since);
+    return held;
+}
+
+static const char *silence_from_text(enum tm_silence_from from)
+{
+    switch (from) {
+    case TM_SILENCE_FROM_HEARTBEAT:
+        return "its last heartbeat";
+    case TM_SILENCE_FROM_REQUEST:
+        return "its request plus agent.boot_allowance, never heard from";
+    default:
+        return "when the controller could hear again (leadership taken or database back)";
+    }
+}
+
+static const char *silence_from_name(enum tm_silence_from from)
+{
+    switch (from) {
+    case TM_SILENCE_FROM_HEARTBEAT:
+        return "last_heartbeat";
+    case TM_SILENCE_FROM_REQUEST:
+        return "boot_allowance";
+    default:
+        return "hearing_since";
+    }
+}
+
+/* op node_unreachable: the silence counted and where it was counted from. */
+static void mark_unreachable(struct pass *p, const struct tm_snap_node *n, int64_t silent,
+                             enum tm_silence_from from, int64_t from_ms)
+{
+    const struct tm_config_agent *ag = &p->cfg->agent;
+    char why[320];
+
+    snprintf(why, sizeof(why),
+             "no heartbeat from its agent for %" PRId64 ".%01" PRId64 " s counted since %s, past "
+             "agent.unreachable_after of %" PRId64 " s",
+             silent / 1000, silent % 1000 / 100, silence_from_text(from), ag->unreachable_after_ms / 1000);
+    cJSON *a = tm_rc_action(p, "node_unreachable", why);
+    tm_rc_put_num(p, a, "node", (double)n->id);
+    tm_rc_put_num(p, a, "last_heartbeat_ms", (double)n->last_heartbeat_ms);
+    cJSON *in = tm_rc_inputs(p, a);
+    tm_rc_put_num(p, in, "silent_ms", (double)silent);
+    tm_rc_put_str(p, in, "counted_from", silence_from_name(from));
+    tm_rc_put_num(p, in, "counted_from_ms", (double)from_ms);
+    tm_rc_put_num(p, in, "hearing_since_ms", (double)p->in->hearing_since_ms);
+    tm_rc_put_num(p, in, "unreachable_after_ms", (double)ag->unreachable_after_ms);
+    p->plan.unreachable++;
 }
 
 static void requeue_stale_jobs(struct pass *p, size_t ni, int64_t silent)
@@ -80,27 +238,26 @@ void tm_rc_staleness(struct pass *p)
     const struct tm_config_agent *ag = &p->cfg->agent;
     char why[256];
 
-    for (size_t ni = 0; ni < s->nnodes && !p->err; ni++) {
+    bool *held = mass_silence(p);
+
+    for (size_t ni = 0; ni < s->nnodes && held && !p->err; ni++) {
         const struct tm_snap_node *n = &s->nodes[ni];
         if (!node_watched(p, n) || p->node_gone[ni])
             continue;
-        int64_t silent = tm_reconcile_silent_ms(p->cfg, n, p->in->now_ms);
+        enum tm_silence_from from;
+        int64_t from_ms;
+        int64_t silent = tm_reconcile_silence(p->cfg, n, p->in->hearing_since_ms, p->in->now_ms, &from,
+                                              &from_ms);
         if (silent < ag->unreachable_after_ms)
             continue;
         p->node_ready[ni] = false; /* no new work while it is silent */
-        if (n->unreachable_ms == 0) {
-            snprintf(why, sizeof(why), "no heartbeat from its agent for %" PRId64 " s (%s), past "
-                     "agent.unreachable_after of %" PRId64 " s",
-                     silent / 1000, n->last_heartbeat_ms > 0 ? "since its last" : "since it was requested",
-                     ag->unreachable_after_ms / 1000);
-            cJSON *a = tm_rc_action(p, "node_unreachable", why);
-            tm_rc_put_num(p, a, "node", (double)n->id);
-            tm_rc_put_num(p, a, "last_heartbeat_ms", (double)n->last_heartbeat_ms);
-            cJSON *in = tm_rc_inputs(p, a);
-            tm_rc_put_num(p, in, "silent_ms", (double)silent);
-            tm_rc_put_num(p, in, "unreachable_after_ms", (double)ag->unreachable_after_ms);
-            p->plan.unreachable++;
+        int pr = p->pool_provider[n->pool];
+        if (n->last_heartbeat_ms > 0 && pr >= 0 && held[pr]) {
+            p->plan.silence_held++; /* mass silence: not the node's fault (mass_silence) */
+            continue;
         }
+        if (n->unreachable_ms == 0)
+            mark_unreachable(p, n, silent, from, from_ms);
         if (silent >= ag->requeue_after_ms)
             requeue_stale_jobs(p, ni, silent);
         if (silent >= ag->terminate_after_ms && p->node_instance[ni][0]) {
@@ -119,6 +276,7 @@ void tm_rc_staleness(struct pass *p)
             p->plan.stale_terminated++;
         }
     }
+    free(held);
 }
 
 /* ---- drains --------------------------------------------------------------- */
