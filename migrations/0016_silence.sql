@@ -6,10 +6,17 @@
 --                  plan's since_ms (the earliest silence counted among the
 --                  held nodes, which stays put while the episode lasts).
 --
+-- The alert kind 'mass_silence' (controller/reconcile/alerts.c,
+-- mass_silence:<provider>) fires while a provider is held back.
+--
 -- tarmac_apply is wrapped once more, as 0007, 0010 and 0015 did: the
 -- function the migrations before this one made is renamed
 -- tarmac_apply_before_silence and applies every op it knew.  One
 -- transaction as before, fenced on the epoch.
+
+ALTER TABLE alerts DROP CONSTRAINT alerts_kind_check;
+ALTER TABLE alerts ADD CONSTRAINT alerts_kind_check
+    CHECK (kind IN ('pool_idle', 'queue_age', 'soft_cap', 'provider_auth', 'gpu_idle', 'mass_silence'));
 
 ALTER FUNCTION tarmac_apply(bigint, bigint, jsonb) RENAME TO tarmac_apply_before_silence;
 

@@ -114,7 +114,7 @@ static const char metrics_sql[] =
     " UNION ALL SELECT 8, scope_kind, scope, NULL, CASE WHEN cap > 0 THEN spent / cap"
     "   WHEN spent > 0 THEN 'Infinity'::float8 ELSE 0 END FROM bs"
     " UNION ALL SELECT 9, k.kind, NULL, NULL, count(al.id)::float8 FROM (VALUES ('pool_idle'),"
-    "   ('queue_age'), ('soft_cap'), ('provider_auth'), ('gpu_idle')) k (kind)"
+    "   ('queue_age'), ('soft_cap'), ('provider_auth'), ('gpu_idle'), ('mass_silence')) k (kind)"
     "   LEFT JOIN alerts al ON al.kind = k.kind AND al.resolved_ms IS NULL GROUP BY 2"
     " UNION ALL SELECT 10, pm.pool, pm.model, NULL, coalesce(u.ratio, 'NaN'::float8)"
     "   FROM pm LEFT JOIN u ON u.pool = pm.pool AND u.model = pm.model"

@@ -319,6 +319,7 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
         tm_sim_agent_run(&agent);
         accrue(ctl);
         prune_samples(ctl);
+        tm_alerter_silence(ctl->alerter, ctl->pool_real_agent, ctl->hearing_since_ms);
         tm_alerter_tick(ctl->alerter, snap, ctl->epoch, ctl->now_ms);
     }
     if (idle) {

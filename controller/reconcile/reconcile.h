@@ -282,6 +282,23 @@ int64_t tm_reconcile_silence(const struct tm_config *cfg, const struct tm_snap_n
 int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n,
                                int64_t hearing_since_ms, int64_t now_ms);
 
+/* Many nodes of one provider silent at once (staleness.c): among its
+ * watched nodes (pools with a real agent, booting, ready or draining) that
+ * have sent a heartbeat, how many are past agent.unreachable_after, and
+ * whether that is at least agent.mass_silence_min_nodes and
+ * agent.mass_silence_share of them (held: none is marked unreachable,
+ * requeued or terminated for silence). */
+struct tm_mass_silence {
+    int silent, heard;
+    int64_t since_ms;          /* the earliest silence counted among the silent, 0 if none */
+    bool held;
+};
+/* Fill out[0..cfg->nproviders).  skip (per snapshot node, may be NULL):
+ * nodes leaving this pass, left out. */
+void tm_reconcile_mass_silence(const struct tm_config *cfg, const struct tm_snapshot *snap,
+                               const bool *pool_real_agent, const bool *skip, int64_t hearing_since_ms,
+                               int64_t now_ms, struct tm_mass_silence *out);
+
 /* A running job whose every allocated GPU stayed below
  * idle_gpu.threshold for the whole idle_gpu.window (the samples cover it
  * and the job ran through it), the window ending at the newest sample. */

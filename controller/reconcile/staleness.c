@@ -86,45 +86,66 @@ int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap
  * from a cut link, and its jobs would otherwise never run again).
  *
  * The pass writes op silence_hold per held provider while it holds (the
- * decision is recorded once per episode: migrations/0016_silence.sql).
- * Returns, per provider index, whether it holds (NULL on p->err). */
+ * decision is recorded once per episode: migrations/0016_silence.sql), and
+ * alerts.c raises mass_silence:<provider> from the same count.
+ * mass_silence() returns, per provider index, whether it holds (NULL on
+ * p->err). */
+static int provider_of_pool(const struct tm_config *cfg, int pool)
+{
+    for (size_t i = 0; pool >= 0 && (size_t)pool < cfg->npools && i < cfg->nproviders; i++)
+        if (strcmp(cfg->pools[pool].provider, cfg->providers[i].name) == 0)
+            return (int)i;
+    return -1;
+}
+
+void tm_reconcile_mass_silence(const struct tm_config *cfg, const struct tm_snapshot *snap,
+                               const bool *pool_real_agent, const bool *skip, int64_t hearing_since_ms,
+                               int64_t now_ms, struct tm_mass_silence *out)
+{
+    const struct tm_config_agent *ag = &cfg->agent;
+
+    memset(out, 0, cfg->nproviders * sizeof(*out));
+    for (size_t ni = 0; pool_real_agent && ni < snap->nnodes; ni++) {
+        const struct tm_snap_node *n = &snap->nodes[ni];
+        if (n->pool < 0 || !pool_real_agent[n->pool] || (skip && skip[ni]) || n->last_heartbeat_ms <= 0 ||
+            !(n->state == TM_NODE_BOOTING || n->state == TM_NODE_READY || n->state == TM_NODE_DRAINING))
+            continue;
+        int pr = provider_of_pool(cfg, n->pool);
+        if (pr < 0)
+            continue;
+        int64_t from_ms;
+        out[pr].heard++;
+        if (tm_reconcile_silence(cfg, n, hearing_since_ms, now_ms, NULL, &from_ms) >= ag->unreachable_after_ms) {
+            out[pr].silent++;
+            if (out[pr].since_ms == 0 || from_ms < out[pr].since_ms)
+                out[pr].since_ms = from_ms;
+        }
+    }
+    for (size_t pr = 0; pr < cfg->nproviders; pr++) {
+        double share = out[pr].heard > 0 ? (double)out[pr].silent / out[pr].heard : 0;
+        out[pr].held = ag->mass_silence_min_nodes > 0 && out[pr].silent >= ag->mass_silence_min_nodes &&
+                       share >= ag->mass_silence_share;
+    }
+}
+
 static bool *mass_silence(struct pass *p)
 {
-    const struct tm_snapshot *s = p->in->snap;
     const struct tm_config_agent *ag = &p->cfg->agent;
     size_t np = p->cfg->nproviders;
     bool *held = calloc(np + 1, sizeof(*held));
-    int *heard = calloc(np + 1, sizeof(*heard));
-    int *silent = calloc(np + 1, sizeof(*silent));
-    int64_t *since = calloc(np + 1, sizeof(*since));
+    struct tm_mass_silence *ms = calloc(np + 1, sizeof(*ms));
     char why[384];
 
-    if (!held || !heard || !silent || !since) {
+    if (!held || !ms) {
         p->err = TM_ENOMEM;
         free(held);
-        held = NULL;
-        goto out;
+        free(ms);
+        return NULL;
     }
-    for (size_t ni = 0; ni < s->nnodes; ni++) {
-        const struct tm_snap_node *n = &s->nodes[ni];
-        if (!node_watched(p, n) || p->node_gone[ni] || n->last_heartbeat_ms <= 0)
-            continue;
-        int pr = p->pool_provider[n->pool];
-        if (pr < 0 || (size_t)pr >= np)
-            continue;
-        int64_t from_ms;
-        heard[pr]++;
-        if (tm_reconcile_silence(p->cfg, n, p->in->hearing_since_ms, p->in->now_ms, NULL, &from_ms) >=
-            ag->unreachable_after_ms) {
-            silent[pr]++;
-            if (since[pr] == 0 || from_ms < since[pr])
-                since[pr] = from_ms;
-        }
-    }
+    tm_reconcile_mass_silence(p->cfg, p->in->snap, p->in->pool_real_agent, p->node_gone,
+                              p->in->hearing_since_ms, p->in->now_ms, ms);
     for (size_t pr = 0; pr < np && !p->err; pr++) {
-        double share = heard[pr] > 0 ? (double)silent[pr] / heard[pr] : 0;
-        if (ag->mass_silence_min_nodes <= 0 || silent[pr] < ag->mass_silence_min_nodes ||
-            share < ag->mass_silence_share)
+        if (!ms[pr].held)
             continue;
         held[pr] = true;
         snprintf(why, sizeof(why),
@@ -132,25 +153,22 @@ static bool *mass_silence(struct pass *p)
                  "least agent.mass_silence_share of %.0f%% and agent.mass_silence_min_nodes of %d): "
                  "taken for the controller's or the network's problem, none is marked unreachable, "
                  "requeued or terminated for silence; they take no new work until they speak",
-                 silent[pr], heard[pr], p->cfg->providers[pr].name, share * 100,
-                 ag->mass_silence_share * 100, ag->mass_silence_min_nodes);
+                 ms[pr].silent, ms[pr].heard, p->cfg->providers[pr].name,
+                 100.0 * ms[pr].silent / ms[pr].heard, ag->mass_silence_share * 100, ag->mass_silence_min_nodes);
         cJSON *a = tm_rc_action(p, "silence_hold", why);
         tm_rc_put_str(p, a, "provider", p->cfg->providers[pr].name);
         /* The episode: from the earliest silence counted among the held
          * nodes; one decision per episode. */
-        tm_rc_put_num(p, a, "since_ms", (double)since[pr]);
+        tm_rc_put_num(p, a, "since_ms", (double)ms[pr].since_ms);
         cJSON *in = tm_rc_inputs(p, a);
-        tm_rc_put_num(p, in, "silent_nodes", silent[pr]);
-        tm_rc_put_num(p, in, "watched_nodes", heard[pr]);
+        tm_rc_put_num(p, in, "silent_nodes", ms[pr].silent);
+        tm_rc_put_num(p, in, "watched_nodes", ms[pr].heard);
         tm_rc_put_num(p, in, "mass_silence_share", ag->mass_silence_share);
         tm_rc_put_num(p, in, "mass_silence_min_nodes", ag->mass_silence_min_nodes);
         tm_rc_put_num(p, in, "unreachable_after_ms", (double)ag->unreachable_after_ms);
         tm_rc_put_num(p, in, "hearing_since_ms", (double)p->in->hearing_since_ms);
     }
-out:
-    free(heard);
-    free(silent);
-    free(since);
+    free(ms);
     return held;
 }
 

@@ -9,8 +9,9 @@
  * with at least agent.mass_silence_min_nodes and agent.mass_silence_share
  * of its nodes silent holds them all back (no node_unreachable, no
  * requeue, no terminate, no new work; one silence_hold action naming the
- * provider); a single silent node among many, and a small fleet's dead
- * node, are still handled; nodes never heard from are never held.
+ * provider, and the alert mass_silence:<provider>); a single silent node
+ * among many, and a small fleet's dead node, are still handled; nodes
+ * never heard from are never held.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +22,7 @@
 
 #include <cmocka.h>
 
+#include "controller/reconcile/alerts.h"
 #include "controller/reconcile/reconcile.h"
 #include "core/config.h"
 #include "tests/lib/snap_fixture.h"
@@ -309,6 +311,38 @@ static void test_never_heard_not_held(void **state)
                            "counted since its request plus agent.boot_allowance"));
 }
 
+/* The alert: mass_silence:sim holds with the pass's hold, and not for a
+ * single silent node. */
+static void test_alert(void **state)
+{
+    struct fixture *f = *state;
+    for (int i = 1; i <= 10; i++)
+        add_node(f, i, i <= 8 ? NOW - 20 * MIN : NOW - 10000);
+    struct tm_alert_input in = {.cfg = &f->cfg, .snap = &f->snap, .now_ms = NOW,
+                                .pool_real_agent = f->real};
+    struct tm_alert_set set = {0};
+    struct tm_alert_state next = {0};
+    assert_int_equal(tm_alerts_evaluate(&in, NULL, &set, &next), 0);
+    int found = 0;
+    for (size_t i = 0; i < set.n; i++)
+        if (strcmp(set.items[i].key, "mass_silence:sim") == 0) {
+            found++;
+            assert_string_equal(set.items[i].decision_subject_kind, "provider");
+            assert_non_null(strstr(set.items[i].message, "8 of the 10 nodes of provider sim"));
+        }
+    assert_int_equal(found, 1);
+    tm_alert_set_release(&set);
+    tm_alert_state_release(&next);
+
+    /* After a gap the silence starts again: nothing holds. */
+    in.hearing_since_ms = NOW - MIN;
+    assert_int_equal(tm_alerts_evaluate(&in, NULL, &set, &next), 0);
+    for (size_t i = 0; i < set.n; i++)
+        assert_null(strstr(set.items[i].key, "mass_silence"));
+    tm_alert_set_release(&set);
+    tm_alert_state_release(&next);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -319,6 +353,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_single_silent_among_many, setup, teardown),
         cmocka_unit_test_setup_teardown(test_small_fleet, setup, teardown),
         cmocka_unit_test_setup_teardown(test_never_heard_not_held, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alert, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
