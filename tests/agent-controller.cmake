@@ -27,3 +27,6 @@ tm_add_test(itest_silence_db_outage LABELS integration agent FIXTURES pg TIMEOUT
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/silence_outage.sh db)
 tm_add_test(itest_silence_restart LABELS integration agent FIXTURES pg TIMEOUT 150
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/silence_outage.sh restart)
+# tarmac_apply's silence_hold: one decision per episode.
+tm_add_test(itest_silence_apply LABELS integration agent FIXTURES pg TIMEOUT 60
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/silence_apply.sh)
