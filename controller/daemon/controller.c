@@ -99,10 +99,12 @@ struct tm_controller {
      * pure pass counts no silence from before it): set by the first
      * snapshot read as leader, and again by the first one after a gap of
      * more than TM_HEARING_GAP_TICKS ticks (the database away, a stall),
-     * during which no heartbeat could be stored either.  last_snap_ms: the
-     * previous snapshot read as leader, 0 when not leading. */
+     * during which no heartbeat could be stored either.  last_snap_real:
+     * the loop's time (uv_now, real ms even when the controller's clock is
+     * accelerated) at the previous snapshot read as leader, 0 when not
+     * leading. */
     int64_t hearing_since_ms;
-    int64_t last_snap_ms;
+    int64_t last_snap_real;
 
     /* The pass in progress. */
     int64_t now_ms;
@@ -234,15 +236,16 @@ static void prune_samples(struct tm_controller *ctl)
 #define TM_HEARING_GAP_TICKS 3
 static void note_hearing(struct tm_controller *ctl)
 {
-    int64_t gap = ctl->now_ms - ctl->last_snap_ms;
+    int64_t real = ctl->tick_started_real;
+    int64_t gap = real - ctl->last_snap_real;
 
-    if (ctl->last_snap_ms == 0 || gap > TM_HEARING_GAP_TICKS * ctl->cfg->tick_interval_ms) {
-        if (ctl->last_snap_ms != 0)
+    if (ctl->last_snap_real == 0 || gap > TM_HEARING_GAP_TICKS * ctl->cfg->tick_interval_ms) {
+        if (ctl->last_snap_real != 0)
             tm_log_info("database readable again: node silence counted from now",
                         "gap_ms=%" PRId64, gap);
         ctl->hearing_since_ms = ctl->now_ms;
     }
-    ctl->last_snap_ms = ctl->now_ms;
+    ctl->last_snap_real = real > 0 ? real : 1;
 }
 
 static void reconcile_work(uv_work_t *w)
@@ -590,7 +593,7 @@ static void on_lead(int status, int64_t epoch, int64_t latest_ms, const char *er
     }
     ctl->leader = true;
     ctl->epoch = epoch;
-    ctl->last_snap_ms = 0; /* silence counts from this leadership's first read */
+    ctl->last_snap_real = 0; /* silence counts from this leadership's first read */
     if (tm_clock_advance_to(&ctl->clock, latest_ms + 1)) {
         tm_log_info("clock moved up to the latest time stored", "behind_ms=%" PRId64,
                     latest_ms + 1 - ctl->now_ms);
