@@ -97,14 +97,15 @@ struct tm_controller {
 
     /* Since when this leader could hear heartbeats without a break (the
      * pure pass counts no silence from before it): set by the first
-     * snapshot read as leader, and again by the first one after a gap of
-     * more than TM_HEARING_GAP_TICKS ticks (the database away, a stall),
-     * during which no heartbeat could be stored either.  last_snap_real:
-     * the loop's time (uv_now, real ms even when the controller's clock is
-     * accelerated) at the previous snapshot read as leader, 0 when not
-     * leading. */
+     * snapshot read of a leadership, and by the first read after the
+     * controller was deaf: a database connection lost, a snapshot read
+     * failed, or the loop stalled (the tick timer fired more than
+     * TM_HEARING_GAP_TICKS intervals late), during which heartbeats could
+     * not be stored (the API shares this process and the database).  A
+     * slow tick is not deafness: the API goes on storing heartbeats. */
     int64_t hearing_since_ms;
-    int64_t last_snap_real;
+    bool deaf;
+    int64_t last_timer_real;        /* uv_now at the tick timer's last firing */
 
     /* The pass in progress. */
     int64_t now_ms;
@@ -229,23 +230,22 @@ static void prune_samples(struct tm_controller *ctl)
         tm_call_done(c);
 }
 
-/* A gap this many ticks long between two snapshot reads means heartbeats
- * could not be stored for a while (the database away, this process
- * stalled): silence is counted again from the read that ends it.  Three
- * ticks let one slow or failed read pass. */
+/* The tick timer firing this many intervals after its previous firing
+ * means the loop stood still (a stopped or starved process): nothing was
+ * heard meanwhile. */
 #define TM_HEARING_GAP_TICKS 3
+
+/* A snapshot was read as leader: silence counts from now if the controller
+ * was deaf until now. */
 static void note_hearing(struct tm_controller *ctl)
 {
-    int64_t real = ctl->tick_started_real;
-    int64_t gap = real - ctl->last_snap_real;
-
-    if (ctl->last_snap_real == 0 || gap > TM_HEARING_GAP_TICKS * ctl->cfg->tick_interval_ms) {
-        if (ctl->last_snap_real != 0)
-            tm_log_info("database readable again: node silence counted from now",
-                        "gap_ms=%" PRId64, gap);
-        ctl->hearing_since_ms = ctl->now_ms;
-    }
-    ctl->last_snap_real = real > 0 ? real : 1;
+    if (!ctl->deaf)
+        return;
+    if (ctl->hearing_since_ms > 0)
+        tm_log_info("hearing heartbeats again: node silence counted from now", "now_ms=%" PRId64,
+                    ctl->now_ms);
+    ctl->hearing_since_ms = ctl->now_ms;
+    ctl->deaf = false;
 }
 
 static void reconcile_work(uv_work_t *w)
@@ -293,9 +293,11 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
     struct tm_controller *ctl = data;
 
     if (status < 0) {
-        if (status != TM_ECANCELED)
+        if (status != TM_ECANCELED) {
+            ctl->deaf = true;
             tm_log_error("could not read snapshot, will retry next tick", "error=\"%s\"",
                          err ? err : tm_strerror(status));
+        }
         end_pass(ctl);
         return;
     }
@@ -593,7 +595,8 @@ static void on_lead(int status, int64_t epoch, int64_t latest_ms, const char *er
     }
     ctl->leader = true;
     ctl->epoch = epoch;
-    ctl->last_snap_real = 0; /* silence counts from this leadership's first read */
+    ctl->deaf = true; /* silence counts from this leadership's first read */
+    ctl->hearing_since_ms = 0;
     if (tm_clock_advance_to(&ctl->clock, latest_ms + 1)) {
         tm_log_info("clock moved up to the latest time stored", "behind_ms=%" PRId64,
                     latest_ms + 1 - ctl->now_ms);
@@ -613,6 +616,14 @@ static void start_pass(struct tm_controller *ctl, bool followup);
 static void on_tick(uv_timer_t *t)
 {
     struct tm_controller *ctl = t->data;
+    int64_t real = (int64_t)uv_now(&ctl->loop);
+
+    if (ctl->last_timer_real > 0 && real - ctl->last_timer_real > TM_HEARING_GAP_TICKS * ctl->cfg->tick_interval_ms) {
+        tm_log_warn("the loop stood still: node silence counted again from the next read",
+                    "stalled_ms=%" PRId64, real - ctl->last_timer_real);
+        ctl->deaf = true;
+    }
+    ctl->last_timer_real = real;
 
     if (ctl->tick_running || ctl->stopping || ctl->validations_pending > 0)
         return;
@@ -794,9 +805,13 @@ static void on_signal(uv_signal_t *s, int signum)
 
 static void on_pool_state(int status, const char *error, void *data)
 {
-    if (status < 0)
+    struct tm_controller *ctl = data;
+
+    if (status < 0) {
+        ctl->deaf = true; /* heartbeats cannot be stored: silence counts again from the next read */
         tm_log_warn("database connection lost or refused, retrying with backoff", "error=\"%s\"",
                     error ? error : tm_strerror(status));
+    }
 }
 
 static void on_leader_conn_state(int status, const char *error, void *data)

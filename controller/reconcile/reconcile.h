@@ -240,8 +240,9 @@ struct tm_reconcile_input {
      * agent), so a silent one goes stale (staleness.c).  NULL: none do. */
     const bool *pool_real_agent;
     /* Since when the leader could hear heartbeats without a break: the
-     * latest of its leadership start and the end of its last gap in
-     * reading the database (the daemon keeps it).  A node's silence is
+     * latest of its leadership start and the end of its last spell of
+     * deafness (database lost, a failed read, a stalled loop; the daemon
+     * keeps it).  A node's silence is
      * counted from this at the earliest: silence the controller could
      * not hear is not held against the nodes.  0: always could. */
     int64_t hearing_since_ms;

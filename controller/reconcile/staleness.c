@@ -18,7 +18,7 @@
  *
  * Silence is counted only while the controller could hear: never from
  * before tm_reconcile_input.hearing_since_ms (the leader's start, the end
- * of its last database gap), so an outage of the database or of the
+ * of its last spell of deafness), so an outage of the database or of the
  * controller itself is not held against the nodes.  Many nodes silent at
  * once hold all of this back (mass_silence below).
  *
