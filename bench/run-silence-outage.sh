@@ -29,7 +29,7 @@ JOBS=${JOBS:-3}
 SETTLE=${SETTLE:-10}
 HEARTBEAT=${HEARTBEAT:-10s}
 [ -x "$BUILD/tarmac" ] || { echo "run-silence-outage: build first ($BUILD/tarmac missing)" >&2; exit 2; }
-[ "$JOBS" -ge 1 ] && [ "$JOBS" -le 3 ] || { echo "run-silence-outage: JOBS is 1 to 3" >&2; exit 2; }
+{ [ "$JOBS" -ge 1 ] && [ "$JOBS" -le 3 ]; } || { echo "run-silence-outage: JOBS is 1 to 3" >&2; exit 2; }
 
 PGDIR=$(mktemp -d /tmp/tarmac-bench-silence-pg.XXXXXX)
 chmod 755 "$PGDIR"
@@ -69,9 +69,10 @@ for k in $(seq "$JOBS"); do
     ids+=("$(submit "{\"team\":\"bench\",\"gpus\":2,\"pool\":\"od\",\"command\":\"echo run \$TARMAC_ATTEMPT >> $T/$k; echo \$\$ > $T/$k.pid; sleep 100000\"}")")
 done
 for J in "${ids[@]}"; do wait_job "$J" running 120; done
+pids=()
 for k in $(seq "$JOBS"); do
     wait_for 30 "[ -s $T/$k.pid ]" || fail "job $k never ran"
-    eval "P_$k=\$(cat $T/$k.pid)"
+    pids+=("$(cat "$T/$k.pid")")
 done
 sleep 2
 
@@ -97,8 +98,7 @@ lost=0
 k=0
 for J in "${ids[@]}"; do
     k=$((k + 1))
-    eval "p=\$P_$k"
-    if ! kill -0 "$p" 2>/dev/null || [ "$(wc -l <"$T/$k")" != 1 ] ||
+    if ! kill -0 "${pids[$((k - 1))]}" 2>/dev/null || [ "$(wc -l <"$T/$k")" != 1 ] ||
         [ "$(psql_q "SELECT state || ' ' || attempts FROM jobs WHERE id = $J")" != "running 1" ]; then
         lost=$((lost + 1))
     fi

@@ -37,13 +37,14 @@ e2e_start "$name"
 T=$WORK/marks
 mkdir -p "$T"
 # Two jobs on two nodes; each run appends its attempt and keeps its pid.
+declare -A JOB PID
 for k in a b; do
-    eval "J_$k=\$(submit '{\"team\":\"vision\",\"gpus\":2,\"pool\":\"od\",\"command\":\"echo run \$TARMAC_ATTEMPT >> $T/$k; echo \$\$ > $T/$k.pid; sleep 600\"}')"
+    JOB[$k]=$(submit "{\"team\":\"vision\",\"gpus\":2,\"pool\":\"od\",\"command\":\"echo run \$TARMAC_ATTEMPT >> $T/$k; echo \$\$ > $T/$k.pid; sleep 600\"}")
 done
-for J in "$J_a" "$J_b"; do wait_job "$J" running 60; done
+for k in a b; do wait_job "${JOB[$k]}" running 60; done
 wait_for 15 "[ -s $T/a.pid ] && [ -s $T/b.pid ]" || fail "the jobs never ran"
 sleep 2
-P_a=$(cat "$T/a.pid") P_b=$(cat "$T/b.pid")
+for k in a b; do PID[$k]=$(cat "$T/$k.pid"); done
 
 before=$(date +%s)
 if [ "$MODE" = db ]; then
@@ -66,11 +67,10 @@ wait_for 40 "[ \"\$(psql_q \"SELECT count(*) FROM nodes WHERE last_heartbeat_ms 
     || fail "the agents were not heard again: $(psql_q 'SELECT id, state, last_heartbeat_ms FROM nodes')"
 sleep 3
 for k in a b; do
-    eval "p=\$P_$k"
-    kill -0 "$p" 2>/dev/null || fail "job $k's process (pid $p) was stopped"
+    kill -0 "${PID[$k]}" 2>/dev/null || fail "job $k's process (pid ${PID[$k]}) was stopped"
     [ "$(wc -l <"$T/$k")" = 1 ] || fail "job $k ran again: $(tr '\n' ' ' <"$T/$k")"
 done
-for J in "$J_a" "$J_b"; do
+for J in "${JOB[@]}"; do
     [ "$(psql_q "SELECT state || ' ' || attempts FROM jobs WHERE id = $J")" = "running 1" ] \
         || fail "job $J: $(psql_q "SELECT state, attempts, state_reason FROM jobs WHERE id = $J")"
 done
@@ -81,5 +81,5 @@ n=$(psql_q "SELECT count(*) FROM decisions WHERE kind IN ('unreachable_requeue',
 [ "$(psql_q "SELECT count(*) FROM nodes WHERE unreachable_ms IS NOT NULL")" = 0 ] \
     || fail "a node is still unreachable"
 grep -q 'became leader' "$WORK/serve.log" || fail "no leader"
-for J in "$J_a" "$J_b"; do api POST "/v1/jobs/$J/cancel" '{}' >/dev/null; done
+for J in "${JOB[@]}"; do api POST "/v1/jobs/$J/cancel" '{}' >/dev/null; done
 echo "1 passed, 0 failed"
