@@ -311,6 +311,12 @@ static const struct cfg_field cfg_agent_fields[] = {
      .max = 7 * CFG_DAY},
     {.key = "no_show_alert_after", .type = CFG_INT,
      .offset = CFG_OFF(tm_config_agent, no_show_alert_after), .def = "3", .min = 0, .max = 1000},
+    /* Mass silence: many nodes silent at once is the controller's or the
+     * network's problem (controller/reconcile/staleness.c). */
+    {.key = "mass_silence_share", .type = CFG_DOUBLE,
+     .offset = CFG_OFF(tm_config_agent, mass_silence_share), .def = "0.55", .dmin = 0.05, .dmax = 1},
+    {.key = "mass_silence_min_nodes", .type = CFG_INT,
+     .offset = CFG_OFF(tm_config_agent, mass_silence_min_nodes), .def = "3", .min = 0, .max = 100000},
 };
 static const struct cfg_section cfg_agent_section = {
     cfg_agent_fields, CFG_NFIELDS(cfg_agent_fields), sizeof(struct tm_config_agent)};

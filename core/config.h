@@ -193,6 +193,14 @@ struct tm_config_agent {
     int64_t no_show_backoff_ms;     /* default 1 min */
     int64_t no_show_backoff_max_ms; /* default 1 h, at least no_show_backoff */
     int no_show_alert_after;        /* default 3 */
+    /* Mass silence (controller/reconcile/staleness.c): when at least
+     * mass_silence_min_nodes of a provider's nodes that have spoken, and at
+     * least mass_silence_share of them, are silent at once, the silence is
+     * taken for the controller's or the network's, not the nodes': none of
+     * them is marked unreachable, requeued or terminated for it.
+     * min_nodes 0 turns the guard off. */
+    double mass_silence_share;    /* default 0.55, 0.05 .. 1 */
+    int mass_silence_min_nodes;   /* default 3, 0 .. 100000 */
 };
 
 /* idle_gpu: allocated GPUs whose samples stay below threshold for window. */

@@ -27,7 +27,8 @@ CREATE INDEX nodes_heard ON nodes (pool, id) WHERE last_heartbeat_ms IS NOT NULL
 
 ALTER TABLE alerts DROP CONSTRAINT alerts_kind_check;
 ALTER TABLE alerts ADD CONSTRAINT alerts_kind_check
-    CHECK (kind IN ('pool_idle', 'queue_age', 'soft_cap', 'provider_auth', 'gpu_idle', 'pool_no_show'));
+    CHECK (kind IN ('pool_idle', 'queue_age', 'soft_cap', 'provider_auth', 'gpu_idle', 'mass_silence',
+                    'pool_no_show'));
 
 ALTER FUNCTION tarmac_apply(bigint, bigint, jsonb) RENAME TO tarmac_apply_before_no_show;
 

@@ -21,3 +21,18 @@ tm_add_c_test(test_agent_bootstrap ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_boo
 # tarmac_apply's node agent ops and sample pruning on a real database.
 tm_add_test(itest_agent_apply LABELS integration agent FIXTURES pg TIMEOUT 60
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_apply.sh)
+# Silence the controller could not hear (its database away, a new leader)
+# is not held against the nodes; many nodes silent at once are held back
+# (mass silence), one silent node among many is still handled.
+tm_add_c_test(test_reconcile_silence ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_silence.c
+              LABELS unit agent LINK tarmac_reconcile)
+# The control plane goes away for longer than agent.requeue_after (the
+# database cut off; `tarmac serve` stopped) and comes back: with real
+# agents, no job is requeued and no job process stopped.
+tm_add_test(itest_silence_db_outage LABELS integration agent FIXTURES pg TIMEOUT 150
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/silence_outage.sh db)
+tm_add_test(itest_silence_restart LABELS integration agent FIXTURES pg TIMEOUT 150
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/silence_outage.sh restart)
+# tarmac_apply's silence_hold: one decision per episode.
+tm_add_test(itest_silence_apply LABELS integration agent FIXTURES pg TIMEOUT 60
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/silence_apply.sh)

@@ -63,6 +63,8 @@ struct tm_alerter {
     void *now_data;
     struct tm_http *http;
     int *provider_status;        /* one per cfg->providers */
+    const bool *pool_real_agent; /* tm_alerter_silence */
+    int64_t hearing_since_ms;
     struct tm_alert_state state; /* windows carried between ticks */
     struct notice *notices;
     size_t nnotices;
@@ -434,6 +436,8 @@ void tm_alerter_tick(struct tm_alerter *al, const struct tm_snapshot *snap, int6
         return;
     in.cfg = al->cfg;
     in.provider_status = al->provider_status;
+    in.pool_real_agent = al->pool_real_agent;
+    in.hearing_since_ms = al->hearing_since_ms;
     r = tm_alerts_evaluate(&in, &al->state, &set, &next);
     if (r < 0) {
         tm_log_warn("could not evaluate alerts, will retry next tick", "error=%s", tm_err_name(r));
@@ -473,6 +477,14 @@ out:
 }
 
 /* ---- start and stop ------------------------------------------------------- */
+
+void tm_alerter_silence(struct tm_alerter *al, const bool *pool_real_agent, int64_t hearing_since_ms)
+{
+    if (!al)
+        return;
+    al->pool_real_agent = pool_real_agent;
+    al->hearing_since_ms = hearing_since_ms;
+}
 
 void tm_alerter_provider_status(struct tm_alerter *al, size_t provider, int status)
 {

@@ -56,6 +56,11 @@ int tm_alerter_create(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_
  * a negative code.  TM_ECANCELED (a stop) is ignored. */
 void tm_alerter_provider_status(struct tm_alerter *al, size_t provider, int status);
 
+/* What the reconcile pass is given about node agents, for mass_silence:
+ * pool_real_agent (per config pool, must outlive the alerter; NULL: none)
+ * and since when the leader could hear (controller.c). */
+void tm_alerter_silence(struct tm_alerter *al, const bool *pool_real_agent, int64_t hearing_since_ms);
+
 /* One leader tick: evaluate on snap (read during the call only), record
  * under epoch, deliver what is pending.  A tick that finds the previous
  * tick's record still in flight evaluates (keeping its windows) but does

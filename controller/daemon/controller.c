@@ -95,6 +95,18 @@ struct tm_controller {
     bool *pool_real_agent;
     char exit_reason[512];
 
+    /* Since when this leader could hear heartbeats without a break (the
+     * pure pass counts no silence from before it): set by the first
+     * snapshot read of a leadership, and by the first read after the
+     * controller was deaf: a database connection lost, a snapshot read
+     * failed, or the loop stalled (the tick timer fired more than
+     * TM_HEARING_GAP_TICKS intervals late), during which heartbeats could
+     * not be stored (the API shares this process and the database).  A
+     * slow tick is not deafness: the API goes on storing heartbeats. */
+    int64_t hearing_since_ms;
+    bool deaf;
+    int64_t last_timer_real;        /* uv_now at the tick timer's last firing */
+
     /* The pass in progress. */
     int64_t now_ms;
     struct observed_list *obs;
@@ -223,6 +235,24 @@ static void prune_samples(struct tm_controller *ctl)
         tm_call_done(c);
 }
 
+/* The tick timer firing this many intervals after its previous firing
+ * means the loop stood still (a stopped or starved process): nothing was
+ * heard meanwhile. */
+#define TM_HEARING_GAP_TICKS 3
+
+/* A snapshot was read as leader: silence counts from now if the controller
+ * was deaf until now. */
+static void note_hearing(struct tm_controller *ctl)
+{
+    if (!ctl->deaf)
+        return;
+    if (ctl->hearing_since_ms > 0)
+        tm_log_info("hearing heartbeats again: node silence counted from now", "now_ms=%" PRId64,
+                    ctl->now_ms);
+    ctl->hearing_since_ms = ctl->now_ms;
+    ctl->deaf = false;
+}
+
 static void reconcile_work(uv_work_t *w)
 {
     struct tm_controller *ctl = w->data;
@@ -231,7 +261,7 @@ static void reconcile_work(uv_work_t *w)
         .nobserved = ctl->cfg->nproviders, .now_ms = ctl->now_ms, .policy = ctl->policy,
         .forecast = ctl->pool_forecast,
         .shortages = ctl->pass_shortages, .nshortages = ctl->npass_shortages,
-        .pool_real_agent = ctl->pool_real_agent,
+        .pool_real_agent = ctl->pool_real_agent, .hearing_since_ms = ctl->hearing_since_ms,
     };
     ctl->work_status = tm_reconcile(&in, &ctl->plan);
 }
@@ -268,9 +298,11 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
     struct tm_controller *ctl = data;
 
     if (status < 0) {
-        if (status != TM_ECANCELED)
+        if (status != TM_ECANCELED) {
+            ctl->deaf = true;
             tm_log_error("could not read snapshot, will retry next tick", "error=\"%s\"",
                          err ? err : tm_strerror(status));
+        }
         end_pass(ctl);
         return;
     }
@@ -282,6 +314,7 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
         end_pass(ctl);
         return;
     }
+    note_hearing(ctl);
     /* Idle: no queued or running job and no live node (a restart may find
      * only nodes to release, or nothing at all).  The ledger is still
      * brought up to date first: stopping waits for that call. */
@@ -296,6 +329,7 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
         tm_sim_agent_run(&agent);
         accrue(ctl);
         prune_samples(ctl);
+        tm_alerter_silence(ctl->alerter, ctl->pool_real_agent, ctl->hearing_since_ms);
         tm_alerter_tick(ctl->alerter, snap, ctl->epoch, ctl->now_ms);
     }
     if (idle) {
@@ -566,6 +600,8 @@ static void on_lead(int status, int64_t epoch, int64_t latest_ms, const char *er
     }
     ctl->leader = true;
     ctl->epoch = epoch;
+    ctl->deaf = true; /* silence counts from this leadership's first read */
+    ctl->hearing_since_ms = 0;
     if (tm_clock_advance_to(&ctl->clock, latest_ms + 1)) {
         tm_log_info("clock moved up to the latest time stored", "behind_ms=%" PRId64,
                     latest_ms + 1 - ctl->now_ms);
@@ -585,6 +621,14 @@ static void start_pass(struct tm_controller *ctl, bool followup);
 static void on_tick(uv_timer_t *t)
 {
     struct tm_controller *ctl = t->data;
+    int64_t real = (int64_t)uv_now(&ctl->loop);
+
+    if (ctl->last_timer_real > 0 && real - ctl->last_timer_real > TM_HEARING_GAP_TICKS * ctl->cfg->tick_interval_ms) {
+        tm_log_warn("the loop stood still: node silence counted again from the next read",
+                    "stalled_ms=%" PRId64, real - ctl->last_timer_real);
+        ctl->deaf = true;
+    }
+    ctl->last_timer_real = real;
 
     if (ctl->tick_running || ctl->stopping || ctl->validations_pending > 0)
         return;
@@ -766,9 +810,13 @@ static void on_signal(uv_signal_t *s, int signum)
 
 static void on_pool_state(int status, const char *error, void *data)
 {
-    if (status < 0)
+    struct tm_controller *ctl = data;
+
+    if (status < 0) {
+        ctl->deaf = true; /* heartbeats cannot be stored: silence counts again from the next read */
         tm_log_warn("database connection lost or refused, retrying with backoff", "error=\"%s\"",
                     error ? error : tm_strerror(status));
+    }
 }
 
 static void on_leader_conn_state(int status, const char *error, void *data)

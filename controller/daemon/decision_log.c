@@ -16,7 +16,8 @@
 static bool standing(const char *op)
 {
     return strcmp(op, "wait") == 0 || strcmp(op, "budget") == 0 || strcmp(op, "launch_refused") == 0 ||
-           strcmp(op, "launch_held") == 0;
+           strcmp(op, "launch_held") == 0 ||
+           strcmp(op, "silence_hold") == 0;
 }
 
 static const char *str_of(const cJSON *a, const char *name)
@@ -29,7 +30,7 @@ static const char *str_of(const cJSON *a, const char *name)
  * its pool, or an instance nobody owns; kind and id out. */
 static void subject_of(const cJSON *a, const char **kind, char *id, size_t size)
 {
-    static const char *const subjects[] = {"job", "node", "pool", "instance_id", "subject", "scope"};
+    static const char *const subjects[] = {"job", "node", "pool", "instance_id", "subject", "scope", "provider"};
 
     *kind = "subject";
     snprintf(id, size, "?");

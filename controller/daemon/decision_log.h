@@ -2,11 +2,12 @@
  * controller/daemon/decision_log.h: the log lines of a pass's plan, one per action,
  * written so that a standing state is said once.
  *
- * Most actions happen once (a placement, a launch).  Three describe a state
+ * Most actions happen once (a placement, a launch).  Four describe a state
  * that lasts over many passes: "wait" (a job held), "budget" (a launch or
- * job refused by a cap) and "launch_refused" (a pool at its maximum, no
- * capacity).  With thousands of jobs held by a hard cap, a line for each on
- * every tick filled 80 MB of log in three minutes.  So a standing action is
+ * job refused by a cap), "launch_refused" (a pool at its maximum, no
+ * capacity) and "silence_hold" (a provider's nodes silent at once).  With
+ * thousands of jobs held by a hard cap, a line for each on every tick
+ * filled 80 MB of log in three minutes.  So a standing action is
  * logged at info only when it was not in the previous pass's plan (the same
  * op, kind, key and subject), at debug otherwise; the decisions table keeps
  * its own rules (tarmac_apply).

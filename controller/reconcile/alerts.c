@@ -15,7 +15,7 @@
 #include "core/err.h"
 
 static const char *const kind_names[TM_ALERT_KIND_MAX] = {
-    "pool_idle", "queue_age", "soft_cap", "provider_auth", "gpu_idle", "pool_no_show",
+    "pool_idle", "queue_age", "soft_cap", "provider_auth", "gpu_idle", "pool_no_show", "mass_silence",
 };
 
 const char *tm_alert_kind_name(enum tm_alert_kind kind)
@@ -353,6 +353,39 @@ static void pool_no_show(struct eval *e)
     }
 }
 
+/* mass_silence: the providers whose silent nodes the pass holds back. */
+static void mass_silence(struct eval *e)
+{
+    const struct tm_config *cfg = e->in->cfg;
+    struct tm_mass_silence *ms;
+
+    if (!e->in->pool_real_agent || e->err)
+        return;
+    ms = calloc(cfg->nproviders + 1, sizeof(*ms));
+    if (!ms) {
+        e->err = TM_ENOMEM;
+        return;
+    }
+    tm_reconcile_mass_silence(cfg, e->in->snap, e->in->pool_real_agent, NULL, e->in->hearing_since_ms,
+                              e->in->now_ms, ms);
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        if (!ms[i].held)
+            continue;
+        const char *name = cfg->providers[i].name;
+        struct tm_alert *a = add(e, TM_ALERT_MASS_SILENCE, name, "provider", name);
+        if (!a)
+            break;
+        snprintf(a->message, sizeof(a->message),
+                 "%d of the %d nodes of provider %s that have spoken are silent at once: held back "
+                 "(none marked unreachable, requeued or terminated); check the network and the API",
+                 ms[i].silent, ms[i].heard, name);
+        num(e, a, "silent_nodes", ms[i].silent);
+        num(e, a, "watched_nodes", ms[i].heard);
+        num(e, a, "since_ms", (double)ms[i].since_ms);
+    }
+    free(ms);
+}
+
 int tm_alerts_evaluate(const struct tm_alert_input *in, const struct tm_alert_state *prev,
                        struct tm_alert_set *ret_set, struct tm_alert_state *ret_next)
 {
@@ -370,6 +403,7 @@ int tm_alerts_evaluate(const struct tm_alert_input *in, const struct tm_alert_st
     provider_auth(&e);
     gpu_idle(&e);
     pool_no_show(&e);
+    mass_silence(&e);
     if (e.err) {
         tm_alert_set_release(&e.set);
         tm_alert_state_release(&next);

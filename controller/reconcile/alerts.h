@@ -39,6 +39,10 @@
  *                          wrong agent.controller_url, a firewall, a
  *                          broken bootstrap).  Holds until a node of the
  *                          pool heartbeats, so it fires once per episode.
+ *   mass_silence:<provider>  so many of the provider's nodes are silent at
+ *                          once that the pass holds them back
+ *                          (tm_reconcile_mass_silence; needs
+ *                          pool_real_agent and hearing_since_ms below).
  *
  * A threshold of 0 (or false) turns its condition off.
  */
@@ -61,6 +65,7 @@ enum tm_alert_kind {
     TM_ALERT_PROVIDER_AUTH,
     TM_ALERT_GPU_IDLE,
     TM_ALERT_POOL_NO_SHOW,
+    TM_ALERT_MASS_SILENCE,
     TM_ALERT_KIND_MAX,
 };
 
@@ -100,6 +105,10 @@ struct tm_alert_input {
      * negative TM_E* code); NULL when none is known. */
     const int *provider_status;
     int64_t now_ms;
+    /* As the reconcile pass is given them (reconcile.h): mass_silence
+     * holds only with pool_real_agent set. */
+    const bool *pool_real_agent;
+    int64_t hearing_since_ms;
 };
 
 /* Evaluate.  prev may be NULL or zeroed (first tick).  On success fills
@@ -112,7 +121,7 @@ int tm_alerts_evaluate(const struct tm_alert_input *in, const struct tm_alert_st
 void tm_alert_set_release(struct tm_alert_set *set);
 void tm_alert_state_release(struct tm_alert_state *state);
 
-/* "pool_idle", "queue_age", "soft_cap", "provider_auth". */
+/* "pool_idle", "queue_age", "soft_cap", "provider_auth", "gpu_idle", "mass_silence". */
 const char *tm_alert_kind_name(enum tm_alert_kind kind);
 
 /* The set as tarmac_alerts' p_holding array (migrations/0004_alerts.sql);

@@ -214,6 +214,7 @@ struct tm_rc_plan {
     unsigned drained, moved, substituted, switched, refused;
     unsigned unreachable, stale_requeued, stale_terminated; /* staleness.c */
     unsigned stale_fenced;                                  /* staleness.c: fence ops */
+    unsigned silence_held;     /* silent nodes spared by the mass-silence guard (staleness.c) */
     unsigned gpu_idle;                                      /* idle.c */
 };
 
@@ -253,6 +254,13 @@ struct tm_reconcile_input {
     /* Per config pool: its nodes run a real node agent (not the sim
      * agent), so a silent one goes stale (staleness.c).  NULL: none do. */
     const bool *pool_real_agent;
+    /* Since when the leader could hear heartbeats without a break: the
+     * latest of its leadership start and the end of its last spell of
+     * deafness (database lost, a failed read, a stalled loop; the daemon
+     * keeps it).  A node's silence is
+     * counted from this at the earliest: silence the controller could
+     * not hear is not held against the nodes.  0: always could. */
+    int64_t hearing_since_ms;
 };
 
 /* The config pool a queued job is routed to (as the planner routes it),
@@ -272,10 +280,40 @@ bool tm_reconcile_pool_gets_preemptible(const struct tm_config *cfg, size_t pi);
 void tm_reconcile_pool_demand(const struct tm_config *cfg, const struct tm_snapshot *snap,
                               double *out);
 
-/* How long node n's agent has been silent at now_ms: since its last
- * heartbeat, or before the first since its request plus
- * agent.boot_allowance (staleness.c). */
-int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n, int64_t now_ms);
+/* Where a node's silence is counted from (tm_reconcile_silence). */
+enum tm_silence_from {
+    TM_SILENCE_FROM_HEARTBEAT,  /* its last heartbeat */
+    TM_SILENCE_FROM_REQUEST,    /* never heard: its request plus agent.boot_allowance */
+    TM_SILENCE_FROM_HEARING,    /* the controller could hear again (hearing_since_ms) */
+};
+
+/* How long node n's agent has been silent at now_ms, counting only while
+ * the controller could hear: from the latest of its last heartbeat (or,
+ * before the first, its request plus agent.boot_allowance) and
+ * hearing_since_ms (0: no limit).  *ret_from and *ret_from_ms (either may
+ * be NULL) say which and when (staleness.c). */
+int64_t tm_reconcile_silence(const struct tm_config *cfg, const struct tm_snap_node *n,
+                             int64_t hearing_since_ms, int64_t now_ms, enum tm_silence_from *ret_from,
+                             int64_t *ret_from_ms);
+int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n,
+                               int64_t hearing_since_ms, int64_t now_ms);
+
+/* Many nodes of one provider silent at once (staleness.c): among its
+ * watched nodes (pools with a real agent, booting, ready or draining) that
+ * have sent a heartbeat, how many are past agent.unreachable_after, and
+ * whether that is at least agent.mass_silence_min_nodes and
+ * agent.mass_silence_share of them (held: none is marked unreachable,
+ * requeued or terminated for silence). */
+struct tm_mass_silence {
+    int silent, heard;
+    int64_t since_ms;          /* the earliest silence counted among the silent, 0 if none */
+    bool held;
+};
+/* Fill out[0..cfg->nproviders).  skip (per snapshot node, may be NULL):
+ * nodes leaving this pass, left out. */
+void tm_reconcile_mass_silence(const struct tm_config *cfg, const struct tm_snapshot *snap,
+                               const bool *pool_real_agent, const bool *skip, int64_t hearing_since_ms,
+                               int64_t now_ms, struct tm_mass_silence *out);
 
 /* A pool's run of launched nodes that never enrolled, and the backoff it
  * puts on the pool's next launch (no_show.c): after `streak` such nodes

@@ -31,6 +31,12 @@
  * the next one.  Past agent.terminate_after an empty silent node is
  * terminated through its provider (op terminate).
  *
+ * Silence is counted only while the controller could hear: never from
+ * before tm_reconcile_input.hearing_since_ms (the leader's start, the end
+ * of its last spell of deafness), so an outage of the database or of the
+ * controller itself is not held against the nodes.  Many nodes silent at
+ * once hold all of this back (mass_silence below).
+ *
  * Idle GPUs: tm_reconcile_idle_jobs() (reconcile.h).  The pass files a
  * gpu_idle decision per job attempt (op gpu_idle, recorded once) and, as
  * the pool's idle_job_action says, requeues (idle_requeue) or cancels
@@ -51,10 +57,23 @@ static bool node_watched(const struct pass *p, const struct tm_snap_node *n)
            (n->state == TM_NODE_BOOTING || n->state == TM_NODE_READY || n->state == TM_NODE_DRAINING);
 }
 
-int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n, int64_t now_ms)
+int64_t tm_reconcile_silence(const struct tm_config *cfg, const struct tm_snap_node *n,
+                             int64_t hearing_since_ms, int64_t now_ms, enum tm_silence_from *ret_from,
+                             int64_t *ret_from_ms)
 {
+    enum tm_silence_from what = n->last_heartbeat_ms > 0 ? TM_SILENCE_FROM_HEARTBEAT : TM_SILENCE_FROM_REQUEST;
     int64_t from = n->last_heartbeat_ms > 0 ? n->last_heartbeat_ms
                                             : n->requested_ms + cfg->agent.boot_allowance_ms;
+    /* A heartbeat sent while the controller could not store it (its
+     * database away, no leader) was not missed by the node. */
+    if (hearing_since_ms > from) {
+        from = hearing_since_ms;
+        what = TM_SILENCE_FROM_HEARING;
+    }
+    if (ret_from)
+        *ret_from = what;
+    if (ret_from_ms)
+        *ret_from_ms = from;
     return now_ms > from ? now_ms - from : 0;
 }
 
@@ -85,7 +104,7 @@ void tm_rc_fence_mark(struct pass *p)
         }
         if (!node_watched(p, n))
             continue;
-        int64_t silent = tm_reconcile_silent_ms(p->cfg, n, p->in->now_ms);
+        int64_t silent = tm_reconcile_silent_ms(p->cfg, n, p->in->hearing_since_ms, p->in->now_ms);
         p->node_unfenced[ni] = silent >= ag->unreachable_after_ms &&
                                (node_fenceable(p, ni) || silent < ag->fence_after_ms);
     }
@@ -114,6 +133,163 @@ bool tm_rc_gang_waits(const struct pass *p, size_t ni)
 }
 
 /* A node that cannot be fenced, past agent.fence_after. */
+int64_t tm_reconcile_silent_ms(const struct tm_config *cfg, const struct tm_snap_node *n,
+                               int64_t hearing_since_ms, int64_t now_ms)
+{
+    return tm_reconcile_silence(cfg, n, hearing_since_ms, now_ms, NULL, NULL);
+}
+
+/* ---- mass silence --------------------------------------------------------- */
+
+/* Many nodes silent at once is far likelier the controller's or the
+ * network's fault than as many nodes failing together (the node lifecycle
+ * controller of Kubernetes stops evicting from a zone wholly disrupted for
+ * the same reason).  Per provider (a cloud region, an owned site: what a
+ * partition cuts off), over its watched nodes that have spoken at least
+ * once: when at least agent.mass_silence_min_nodes of them, and at least
+ * agent.mass_silence_share of them, are past agent.unreachable_after, none
+ * of its silent nodes is marked unreachable, requeued or terminated for
+ * silence; they take no new work until they speak.  Nodes never heard from
+ * are left out on both sides: a pool whose nodes never enroll is not a
+ * partition, and holding those back would keep paying for them.  Fewer
+ * silent nodes than min_nodes are handled one by one, so a small fleet's
+ * dead node is still replaced (a one-node fleet cannot tell a dead node
+ * from a cut link, and its jobs would otherwise never run again).
+ *
+ * The pass writes op silence_hold per held provider while it holds (the
+ * decision is recorded once per episode: migrations/0016_silence.sql), and
+ * alerts.c raises mass_silence:<provider> from the same count.
+ * mass_silence() returns, per provider index, whether it holds (NULL on
+ * p->err). */
+static int provider_of_pool(const struct tm_config *cfg, int pool)
+{
+    for (size_t i = 0; pool >= 0 && (size_t)pool < cfg->npools && i < cfg->nproviders; i++)
+        if (strcmp(cfg->pools[pool].provider, cfg->providers[i].name) == 0)
+            return (int)i;
+    return -1;
+}
+
+void tm_reconcile_mass_silence(const struct tm_config *cfg, const struct tm_snapshot *snap,
+                               const bool *pool_real_agent, const bool *skip, int64_t hearing_since_ms,
+                               int64_t now_ms, struct tm_mass_silence *out)
+{
+    const struct tm_config_agent *ag = &cfg->agent;
+
+    memset(out, 0, cfg->nproviders * sizeof(*out));
+    for (size_t ni = 0; pool_real_agent && ni < snap->nnodes; ni++) {
+        const struct tm_snap_node *n = &snap->nodes[ni];
+        if (n->pool < 0 || !pool_real_agent[n->pool] || (skip && skip[ni]) || n->last_heartbeat_ms <= 0 ||
+            !(n->state == TM_NODE_BOOTING || n->state == TM_NODE_READY || n->state == TM_NODE_DRAINING))
+            continue;
+        int pr = provider_of_pool(cfg, n->pool);
+        if (pr < 0)
+            continue;
+        int64_t from_ms;
+        out[pr].heard++;
+        if (tm_reconcile_silence(cfg, n, hearing_since_ms, now_ms, NULL, &from_ms) >= ag->unreachable_after_ms) {
+            out[pr].silent++;
+            if (out[pr].since_ms == 0 || from_ms < out[pr].since_ms)
+                out[pr].since_ms = from_ms;
+        }
+    }
+    for (size_t pr = 0; pr < cfg->nproviders; pr++) {
+        double share = out[pr].heard > 0 ? (double)out[pr].silent / out[pr].heard : 0;
+        out[pr].held = ag->mass_silence_min_nodes > 0 && out[pr].silent >= ag->mass_silence_min_nodes &&
+                       share >= ag->mass_silence_share;
+    }
+}
+
+static bool *mass_silence(struct pass *p)
+{
+    const struct tm_config_agent *ag = &p->cfg->agent;
+    size_t np = p->cfg->nproviders;
+    bool *held = calloc(np + 1, sizeof(*held));
+    struct tm_mass_silence *ms = calloc(np + 1, sizeof(*ms));
+    char why[384];
+
+    if (!held || !ms) {
+        p->err = TM_ENOMEM;
+        free(held);
+        free(ms);
+        return NULL;
+    }
+    tm_reconcile_mass_silence(p->cfg, p->in->snap, p->in->pool_real_agent, p->node_gone,
+                              p->in->hearing_since_ms, p->in->now_ms, ms);
+    for (size_t pr = 0; pr < np && !p->err; pr++) {
+        if (!ms[pr].held)
+            continue;
+        held[pr] = true;
+        snprintf(why, sizeof(why),
+                 "%d of the %d nodes of provider %s that have spoken are silent at once (%.0f%%, at "
+                 "least agent.mass_silence_share of %.0f%% and agent.mass_silence_min_nodes of %d): "
+                 "taken for the controller's or the network's problem, none is marked unreachable, "
+                 "requeued or terminated for silence; they take no new work until they speak",
+                 ms[pr].silent, ms[pr].heard, p->cfg->providers[pr].name,
+                 100.0 * ms[pr].silent / ms[pr].heard, ag->mass_silence_share * 100, ag->mass_silence_min_nodes);
+        cJSON *a = tm_rc_action(p, "silence_hold", why);
+        tm_rc_put_str(p, a, "provider", p->cfg->providers[pr].name);
+        /* The episode: from the earliest silence counted among the held
+         * nodes; one decision per episode. */
+        tm_rc_put_num(p, a, "since_ms", (double)ms[pr].since_ms);
+        cJSON *in = tm_rc_inputs(p, a);
+        tm_rc_put_num(p, in, "silent_nodes", ms[pr].silent);
+        tm_rc_put_num(p, in, "watched_nodes", ms[pr].heard);
+        tm_rc_put_num(p, in, "mass_silence_share", ag->mass_silence_share);
+        tm_rc_put_num(p, in, "mass_silence_min_nodes", ag->mass_silence_min_nodes);
+        tm_rc_put_num(p, in, "unreachable_after_ms", (double)ag->unreachable_after_ms);
+        tm_rc_put_num(p, in, "hearing_since_ms", (double)p->in->hearing_since_ms);
+    }
+    free(ms);
+    return held;
+}
+
+static const char *silence_from_text(enum tm_silence_from from)
+{
+    switch (from) {
+    case TM_SILENCE_FROM_HEARTBEAT:
+        return "its last heartbeat";
+    case TM_SILENCE_FROM_REQUEST:
+        return "its request plus agent.boot_allowance, never heard from";
+    default:
+        return "when the controller could hear again (leadership taken or database back)";
+    }
+}
+
+static const char *silence_from_name(enum tm_silence_from from)
+{
+    switch (from) {
+    case TM_SILENCE_FROM_HEARTBEAT:
+        return "last_heartbeat";
+    case TM_SILENCE_FROM_REQUEST:
+        return "boot_allowance";
+    default:
+        return "hearing_since";
+    }
+}
+
+/* op node_unreachable: the silence counted and where it was counted from. */
+static void mark_unreachable(struct pass *p, const struct tm_snap_node *n, int64_t silent,
+                             enum tm_silence_from from, int64_t from_ms)
+{
+    const struct tm_config_agent *ag = &p->cfg->agent;
+    char why[320];
+
+    snprintf(why, sizeof(why),
+             "no heartbeat from its agent for %" PRId64 ".%01" PRId64 " s counted since %s, past "
+             "agent.unreachable_after of %" PRId64 " s",
+             silent / 1000, silent % 1000 / 100, silence_from_text(from), ag->unreachable_after_ms / 1000);
+    cJSON *a = tm_rc_action(p, "node_unreachable", why);
+    tm_rc_put_num(p, a, "node", (double)n->id);
+    tm_rc_put_num(p, a, "last_heartbeat_ms", (double)n->last_heartbeat_ms);
+    cJSON *in = tm_rc_inputs(p, a);
+    tm_rc_put_num(p, in, "silent_ms", (double)silent);
+    tm_rc_put_str(p, in, "counted_from", silence_from_name(from));
+    tm_rc_put_num(p, in, "counted_from_ms", (double)from_ms);
+    tm_rc_put_num(p, in, "hearing_since_ms", (double)p->in->hearing_since_ms);
+    tm_rc_put_num(p, in, "unreachable_after_ms", (double)ag->unreachable_after_ms);
+    p->plan.unreachable++;
+}
+
 static void requeue_stale_jobs(struct pass *p, size_t ni, int64_t silent)
 {
     const struct tm_snapshot *s = p->in->snap;
@@ -198,27 +374,26 @@ void tm_rc_staleness(struct pass *p)
     const struct tm_config_agent *ag = &p->cfg->agent;
     char why[256];
 
-    for (size_t ni = 0; ni < s->nnodes && !p->err; ni++) {
+    bool *held = mass_silence(p);
+
+    for (size_t ni = 0; ni < s->nnodes && held && !p->err; ni++) {
         const struct tm_snap_node *n = &s->nodes[ni];
         if (!node_watched(p, n) || p->node_gone[ni])
             continue;
-        int64_t silent = tm_reconcile_silent_ms(p->cfg, n, p->in->now_ms);
+        enum tm_silence_from from;
+        int64_t from_ms;
+        int64_t silent = tm_reconcile_silence(p->cfg, n, p->in->hearing_since_ms, p->in->now_ms, &from,
+                                              &from_ms);
         if (silent < ag->unreachable_after_ms)
             continue;
         p->node_ready[ni] = false; /* no new work while it is silent */
-        if (n->unreachable_ms == 0) {
-            snprintf(why, sizeof(why), "no heartbeat from its agent for %" PRId64 " s (%s), past "
-                     "agent.unreachable_after of %" PRId64 " s",
-                     silent / 1000, n->last_heartbeat_ms > 0 ? "since its last" : "since it was requested",
-                     ag->unreachable_after_ms / 1000);
-            cJSON *a = tm_rc_action(p, "node_unreachable", why);
-            tm_rc_put_num(p, a, "node", (double)n->id);
-            tm_rc_put_num(p, a, "last_heartbeat_ms", (double)n->last_heartbeat_ms);
-            cJSON *in = tm_rc_inputs(p, a);
-            tm_rc_put_num(p, in, "silent_ms", (double)silent);
-            tm_rc_put_num(p, in, "unreachable_after_ms", (double)ag->unreachable_after_ms);
-            p->plan.unreachable++;
+        int pr = p->pool_provider[n->pool];
+        if (n->last_heartbeat_ms > 0 && pr >= 0 && held[pr]) {
+            p->plan.silence_held++; /* mass silence: not the node's fault (mass_silence) */
+            continue;
         }
+        if (n->unreachable_ms == 0)
+            mark_unreachable(p, n, silent, from, from_ms);
         int njobs = running_jobs_on(p, ni);
         bool fenceable = node_fenceable(p, ni);
         if (njobs > 0 && fenceable && silent >= ag->requeue_after_ms) {
@@ -243,6 +418,7 @@ void tm_rc_staleness(struct pass *p)
             p->plan.stale_terminated++;
         }
     }
+    free(held);
 }
 
 /* ---- drains --------------------------------------------------------------- */

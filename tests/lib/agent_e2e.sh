@@ -11,6 +11,10 @@
 #       E2E_AGENT_YAML and E2E_PROVIDER_YAML: more lines for the agent
 #       section (2 spaces in) and the provider (4 spaces); E2E_OD_MIN and
 #       E2E_OD_MAX: the od pool's min_nodes (0) and max_nodes (3)
+#       E2E_UNREACHABLE_AFTER, E2E_REQUEUE_AFTER and E2E_TERMINATE_AFTER
+#       change the agent timings (3s, 5s, 30s); E2E_SERVE_ARGS is added to
+#       `tarmac serve` (e.g. a --database-url through a proxy)
+#   e2e_serve              start `tarmac serve` again (after a stop): sets SERVE
 #   submit JSON            POST /v1/jobs as admin; prints the job id
 #   job_field ID FIELD     a field of GET /v1/jobs/ID
 #   wait_job ID STATES [S] until the job's state matches STATES (an ERE such
@@ -48,9 +52,9 @@ api:
   burst: 1000000
 agent:
   controller_url: "$BASE"
-  unreachable_after: 3s
-  requeue_after: 5s
-  terminate_after: 30s
+  unreachable_after: ${E2E_UNREACHABLE_AFTER:-3s}
+  requeue_after: ${E2E_REQUEUE_AFTER:-5s}
+  terminate_after: ${E2E_TERMINATE_AFTER:-30s}
   boot_allowance: 20s
 ${E2E_AGENT_YAML:-}
 providers:
@@ -97,13 +101,21 @@ YAML
     "$TARMAC" migrate --config "$WORK/c.yaml" >/dev/null 2>"$WORK/migrate.log" || fail "migrate"
     ADMIN=$("$TARMAC" token create --config "$WORK/c.yaml" --name e2e-admin --role admin 2>>"$WORK/token.log") \
         || fail "token create"
-    "$TARMAC" serve --config "$WORK/c.yaml" >"$WORK/serve.out" 2>"$WORK/serve.log" &
+    e2e_serve
+    trap 'e2e_cleanup; cleanup' EXIT
+    trap 'exit 143' TERM INT HUP
+}
+
+e2e_serve() {
+    local led
+    led=$(grep -c 'became leader' "$WORK/serve.log" 2>/dev/null || true)
+    # shellcheck disable=SC2086
+    "$TARMAC" serve --config "$WORK/c.yaml" ${E2E_SERVE_ARGS:-} >>"$WORK/serve.out" 2>>"$WORK/serve.log" &
     SERVE=$!
     PIDS+=("$SERVE")
     wait_for 20 "curl -fsS $BASE/readyz >/dev/null 2>&1" || fail "the API never became ready"
-    wait_for 30 "grep -q 'became leader' $WORK/serve.log" || fail "the controller never became leader"
-    trap 'e2e_cleanup; cleanup' EXIT
-    trap 'exit 143' TERM INT HUP
+    wait_for 30 "[ \"\$(grep -c 'became leader' $WORK/serve.log)\" -gt ${led:-0} ]" \
+        || fail "the controller never became leader"
 }
 
 # Every process of every local node goes with the test, by the marker the
