@@ -241,15 +241,20 @@ static void prune_samples(struct tm_controller *ctl)
 #define TM_HEARING_GAP_TICKS 3
 
 /* A snapshot was read as leader: silence counts from now if the controller
- * was deaf until now. */
+ * was deaf until now.  Now is when the snapshot arrived, not when the pass
+ * began: a pass begun before or during an outage (its leadership check or
+ * its read queued until the database came back) carries a time from
+ * before the outage, which would count the whole outage as silence. */
 static void note_hearing(struct tm_controller *ctl)
 {
     if (!ctl->deaf)
         return;
+    int64_t now = tm_clock_now_ms(&ctl->clock);
+    if (now < ctl->now_ms)
+        now = ctl->now_ms;
     if (ctl->hearing_since_ms > 0)
-        tm_log_info("hearing heartbeats again: node silence counted from now", "now_ms=%" PRId64,
-                    ctl->now_ms);
-    ctl->hearing_since_ms = ctl->now_ms;
+        tm_log_info("hearing heartbeats again: node silence counted from now", "now_ms=%" PRId64, now);
+    ctl->hearing_since_ms = now;
     ctl->deaf = false;
 }
 

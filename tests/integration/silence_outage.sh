@@ -36,6 +36,7 @@ fi
 e2e_start "$name"
 T=$WORK/marks
 mkdir -p "$T"
+chmod 1777 "$T" # the jobs run under users of their own
 # Two jobs on two nodes; each run appends its attempt and keeps its pid.
 declare -A JOB PID
 for k in a b; do
