@@ -64,6 +64,7 @@ fi
 e2e_start "$name"
 T=$WORK/marks
 mkdir -p "$T"
+chmod 1777 "$T" # the jobs run under users of their own
 ids=()
 for k in $(seq "$JOBS"); do
     ids+=("$(submit "{\"team\":\"bench\",\"gpus\":2,\"pool\":\"od\",\"command\":\"echo run \$TARMAC_ATTEMPT >> $T/$k; echo \$\$ > $T/$k.pid; sleep 100000\"}")")
