@@ -50,7 +50,9 @@ echo "Patroni pair up in $(( $(date +%s%3N) - t0 )) ms: $(ppair_members | tr '\n
 
 DB=$PPAIR_URL
 NEW="postgresql://postgres@127.0.0.1:${PPAIR_PG[1]}/tarmac"   # n1 once promoted
-SIMDB=$(new_db itest_ha_patroni_cloud)
+# A database of this mode's own: the two modes run side by side under
+# ctest -j, and a cloud they shared would hold both fleets' node ids.
+SIMDB=$(new_db "itest_ha_patroni_${mode}_cloud")
 export TARMAC_SIMCLOUD_URL=$SIMDB
 write_config "$WORK/c.yaml" 6 3s 1s 300ms
 sed -i 's/^  pool_size: 3$/  pool_size: 3\n  leader_lease: 2s/' "$WORK/c.yaml"
@@ -124,6 +126,12 @@ live=$(psql_q "SELECT coalesce(string_agg(id || ' ' || token, ','), '') FROM sim
                AND terminate_requested_ms IS NULL")
 twice=$(psql_q "SELECT count(*) FROM (SELECT node_id FROM simcloud.instances WHERE cluster = 'itest'
                 GROUP BY node_id HAVING count(*) > 1) d")
+# For the message: the first doubled nodes' tokens, whose times say which
+# controller (and which pass) asked for each instance.
+doubled=$(psql_q "SELECT coalesce(string_agg(node_id || ': ' || tokens, '; '), '') FROM (
+                    SELECT node_id, string_agg(token || ' at ' || launched_ms, ', ' ORDER BY launched_ms) AS tokens
+                      FROM simcloud.instances WHERE cluster = 'itest'
+                     GROUP BY node_id HAVING count(*) > 1 ORDER BY node_id LIMIT 3) d")
 DB=$NEW
 unknown=0
 IFS=, read -ra insts <<<"$live"
@@ -132,7 +140,7 @@ for it in "${insts[@]}"; do
     set -- $it
     [ "$(psql_q "SELECT count(*) FROM nodes WHERE instance_id = '$1' OR launch_token = '$2'")" -ge 1 ] || unknown=$((unknown + 1))
 done
-[ "$twice" = 0 ] || fail "$twice nodes were launched twice"
+[ "$twice" = 0 ] || fail "$twice nodes were launched twice (node: token at launched_ms) $doubled"
 [ "$unknown" = 0 ] || fail "$unknown live instances are unknown to the database (orphans)"
 for u in "${urls[@]}"; do
     curl -sf -o /dev/null --max-time 5 "$u/metrics" || fail "/metrics does not answer at $u"
