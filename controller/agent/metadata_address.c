@@ -1,5 +1,5 @@
 /*
- * controller/agent/address.c: the node's address from the cloud's metadata
+ * controller/agent/metadata_address.c: the node's address from the cloud's metadata
  * service (address.h).
  */
 #include <ctype.h>
