@@ -4,7 +4,7 @@
 # controller fills the {{...}} placeholders, the local provider writes the
 # result to STATE_DIR/nodes/ID/bootstrap.sh (mode 0600) and runs it with
 # /bin/sh in a session of its own, with TARMAC_BIN, TARMAC_AGENT_WORK_DIR,
-# TARMAC_GPU_FAKE, TARMAC_METADATA, TARMAC_METADATA_URL and TARMAC_AGENT_ARGS
+# TARMAC_GPU_FAKE, TARMAC_METADATA, TARMAC_METADATA_URL, TARMAC_ADVERTISE_ADDR and TARMAC_AGENT_ARGS
 # set.  The enrollment secret goes to a file only the agent's user can read,
 # never to the command line or the environment (both are readable by other
 # processes); it is single use and expires, see README.md.  Run as root,
@@ -33,4 +33,4 @@ fi
 exec "$TARMAC_BIN" agent --controller '{{controller_url}}' --node-id '{{node_id}}' \
     --work-dir "$TARMAC_AGENT_WORK_DIR" --enroll-secret-file "$TARMAC_AGENT_WORK_DIR/enroll.secret" \
     --gpu-fake "$TARMAC_GPU_FAKE" --metadata "${TARMAC_METADATA:-none}" $url $ca \
-    ${TARMAC_AGENT_ARGS:-}
+    ${TARMAC_ADVERTISE_ADDR:+--advertise-addr "$TARMAC_ADVERTISE_ADDR"} ${TARMAC_AGENT_ARGS:-}

@@ -317,6 +317,11 @@ static const struct cfg_field cfg_agent_fields[] = {
      .offset = CFG_OFF(tm_config_agent, mass_silence_share), .def = "0.55", .dmin = 0.05, .dmax = 1},
     {.key = "mass_silence_min_nodes", .type = CFG_INT,
      .offset = CFG_OFF(tm_config_agent, mass_silence_min_nodes), .def = "3", .min = 0, .max = 100000},
+    /* Multi-node rendezvous: the master ports (migrations/0020). */
+    {.key = "rendezvous_port_min", .type = CFG_INT,
+     .offset = CFG_OFF(tm_config_agent, rendezvous_port_min), .def = "29500", .min = 1024, .max = 65535},
+    {.key = "rendezvous_port_max", .type = CFG_INT,
+     .offset = CFG_OFF(tm_config_agent, rendezvous_port_max), .def = "29999", .min = 1024, .max = 65535},
 };
 static const struct cfg_section cfg_agent_section = {
     cfg_agent_fields, CFG_NFIELDS(cfg_agent_fields), sizeof(struct tm_config_agent)};

@@ -201,6 +201,11 @@ struct tm_config_agent {
      * min_nodes 0 turns the guard off. */
     double mass_silence_share;    /* default 0.55, 0.05 .. 1 */
     int mass_silence_min_nodes;   /* default 3, 0 .. 100000 */
+    /* Multi-node rendezvous (docs/multi-node.md, migrations/0020): the
+     * ports a job's rank-0 node may be given as TARMAC_MASTER_PORT, never
+     * one port to two running jobs on one node. */
+    int rendezvous_port_min;      /* default 29500, 1024 .. 65535 */
+    int rendezvous_port_max;      /* default 29999, at least the min */
 };
 
 /* idle_gpu: allocated GPUs whose samples stay below threshold for window. */

@@ -601,6 +601,20 @@ static int cfg_validate_fence(struct cfg_ctx *c, const struct tm_config *cfg)
     return 0;
 }
 
+/* The rendezvous ports: a range of at least one port. */
+static int cfg_validate_rendezvous(struct cfg_ctx *c, const struct tm_config *cfg)
+{
+    const struct tm_config_agent *ag = &cfg->agent;
+
+    if (ag->rendezvous_port_max < ag->rendezvous_port_min) {
+        const yaml_node_t *an = cfg_map_get(c, c->root, "agent");
+        tm_cfg_path_set(c, "agent.rendezvous_port_max");
+        return tm_cfg_fail(c, an ? cfg_at(c, an, "rendezvous_port_max") : c->root,
+                           "must be at least agent.rendezvous_port_min (%d)", ag->rendezvous_port_min);
+    }
+    return 0;
+}
+
 int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
 {
     const char *env_url = getenv("TARMAC_DATABASE_URL");
@@ -644,6 +658,8 @@ int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
             return tm_cfg_nomem(c);
     }
     r = cfg_validate_fence(c, cfg);
+    if (r == 0)
+        r = cfg_validate_rendezvous(c, cfg);
     if (r < 0)
         return r;
     if (cfg->agent.no_show_backoff_max_ms < cfg->agent.no_show_backoff_ms) {

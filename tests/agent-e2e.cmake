@@ -33,3 +33,11 @@ tm_add_test(itest_fence_gang LABELS integration agent FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/fence_gang.sh)
 tm_add_test(itest_fence_return LABELS integration agent FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/fence_return.sh)
+# Multi-node rendezvous (docs/multi-node.md): a 3-node job's ranks meet
+# through TARMAC_MASTER_ADDR and TARMAC_MASTER_PORT, a job of one node is
+# rank 0 of 1; tarmac_rendezvous's ranks and port choice on their own
+# (range full, never a port twice on a node, freed when the job ends).
+tm_add_test(itest_agent_rendezvous LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_rendezvous.sh)
+tm_add_test(itest_rendezvous_ports LABELS integration agent FIXTURES pg TIMEOUT 60
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/rendezvous_ports.sh)

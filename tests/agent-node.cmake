@@ -3,6 +3,11 @@
 # The pure parts with known answers, linked with the pure library alone.
 tm_add_c_test(test_agent_pure ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_agent_pure.c
               LABELS unit agent TIMEOUT 30 LINK tarmac_agent_pure)
+# A multi-node job's rendezvous on the agent's side: the answer's fields
+# (bad values refused naming them), the variables, the hostfile and
+# {hostfile}, the node address check shared with the API's enrollment.
+tm_add_c_test(test_agent_rendezvous ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_rendezvous.c
+              LABELS unit agent TIMEOUT 30 LINK tarmac_agent_pure tarmac_spec)
 # Each attempt's checkpoint folder, the newest complete checkpoint of an
 # earlier attempt (a real temporary folder) and the variables naming them.
 tm_add_c_test(test_agent_checkpoint ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_checkpoint.c
@@ -26,7 +31,8 @@ if(TM_FUZZ)
     message(WARNING "TM_FUZZ needs clang; fuzz_agent_answer is not built")
   else()
     add_executable(fuzz_agent_answer ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_agent_answer.c
-                   ${CMAKE_SOURCE_DIR}/controller/agent/answer.c ${CMAKE_SOURCE_DIR}/core/err.c)
+                   ${CMAKE_SOURCE_DIR}/controller/agent/answer.c ${CMAKE_SOURCE_DIR}/core/address.c
+                   ${CMAKE_SOURCE_DIR}/core/err.c)
     target_include_directories(fuzz_agent_answer PRIVATE ${CMAKE_SOURCE_DIR})
     target_compile_options(fuzz_agent_answer PRIVATE -fsanitize=fuzzer,address,undefined
                            -fno-omit-frame-pointer)

@@ -15,6 +15,7 @@
 
 #include <openssl/crypto.h>
 
+#include "controller/agent/address.h"
 #include "controller/agent/body.h"
 #include "controller/agent/internal.h"
 #include "controller/agent/metadata.h"
@@ -404,6 +405,14 @@ static void apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, b
             busy |= j->job_id == as->job_id && !j->exited;
         if (busy || ag->terminated)
             continue;
+        /* A member of a job whose rendezvous is not ready (no port free on
+         * rank 0's node, an address unknown) waits: the controller said
+         * why, as a decision on the job (tarmac why). */
+        if (as->rdv.given && as->rdv.wait) {
+            tm_log_debug("job waits for its rendezvous", "job=%lld reason=\"%s\"", (long long)as->job_id,
+                         as->rdv.wait);
+            continue;
+        }
         r = tm_agent_job_start(ag, as);
         if (r < 0)
             tm_log_error("could not start job", "job=%lld err=%s", (long long)as->job_id, tm_strerror(r));
@@ -743,10 +752,39 @@ static void on_enroll(const struct tm_http_response *resp, void *data)
     uv_timer_start(&ag->enroll_timer, on_enroll_timer, (uint64_t)ag->backoff_ms, 0);
 }
 
+static void on_address(void *data, const char *address)
+{
+    struct tm_agent *ag = data;
+
+    if (address)
+        snprintf(ag->address, sizeof(ag->address), "%s", address);
+    if (ag->address[0])
+        tm_log_info("this node's address for its jobs' peers", "address=%s", ag->address);
+    if (!ag->shutting_down)
+        enroll(ag);
+}
+
+/* The node's address first (address.h), then the enrollment that carries it. */
+static void enroll_with_address(struct tm_agent *ag)
+{
+    const char *kind = ag->o.metadata_kind ? ag->o.metadata_kind : "none";
+
+    if (ag->o.advertise_addr) {
+        on_address(ag, ag->o.advertise_addr);
+    } else if (strcmp(kind, "local") == 0) {
+        on_address(ag, "127.0.0.1");
+    } else if (strcmp(kind, "aws") == 0 || strcmp(kind, "gcp") == 0 || strcmp(kind, "azure") == 0) {
+        if (tm_agent_address_lookup(ag->http, kind, ag->o.metadata_url, on_address, ag) < 0)
+            on_address(ag, NULL);
+    } else {
+        on_address(ag, NULL);
+    }
+}
+
 static void enroll(struct tm_agent *ag)
 {
     char url[1024];
-    char *body = tm_agent_body_enroll(ag->o.node_id, ag->o.enroll_secret);
+    char *body = tm_agent_body_enroll(ag->o.node_id, ag->o.enroll_secret, ag->address[0] ? ag->address : NULL);
 
     if (!body) {
         agent_shutdown(ag, 1);
@@ -902,7 +940,7 @@ int tm_agent_run(const struct tm_agent_options *o)
                      o->work_dir);
         agent_shutdown(ag, 1);
     } else {
-        enroll(ag);
+        enroll_with_address(ag);
     }
     if (!ag->shutting_down)
         uv_run(&loop, UV_RUN_DEFAULT);

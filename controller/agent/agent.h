@@ -56,6 +56,10 @@ struct tm_agent_options {
     uint32_t job_uid_first, job_uid_last;
     int64_t job_gid;
     bool jobs_as_agent_user;
+    /* The node's address for its jobs' peers, sent at enrollment: NULL
+     * takes 127.0.0.1 with the local metadata, the cloud's private IPv4
+     * from its metadata service with aws, gcp or azure (tm_agent_address). */
+    const char *advertise_addr;
 };
 
 /* The default --job-uids: above the 16-bit range that passwd files and

@@ -11,6 +11,7 @@
 #include <cjson/cJSON.h>
 
 #include "controller/agent/answer.h"
+#include "core/address.h"
 #include "core/err.h"
 
 static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -73,6 +74,8 @@ static void assignment_release(struct tm_agent_assignment *a)
     free(a->env_values);
     free(a->image);
     free(a->checkpoint_dir);
+    free(a->rdv.addrs);
+    free(a->rdv.wait);
     memset(a, 0, sizeof(*a));
 }
 
@@ -168,6 +171,62 @@ static int opt_int(const cJSON *obj, const char *key, size_t i, double hi, int64
     return 0;
 }
 
+/* The assignment's rendezvous (answer.h); absent or null: none. */
+static int parse_rendezvous(const cJSON *o, size_t i, struct tm_agent_rendezvous *rdv, char *err,
+                            size_t errlen)
+{
+    const cJSON *v, *e;
+    int64_t rank, nodes, gpus, port = 0;
+    size_t k = 0;
+
+    if (!o || cJSON_IsNull(o))
+        return 0;
+    if (!cJSON_IsObject(o))
+        return fail(err, errlen, "assignments[%zu].rendezvous: must be an object", i);
+    if (!int_in(cJSON_GetObjectItemCaseSensitive(o, "nodes"), 1, TM_AGENT_MAX_NODES, &nodes))
+        return fail(err, errlen, "assignments[%zu].rendezvous.nodes: must be an integer 1..%d", i,
+                    TM_AGENT_MAX_NODES);
+    if (!int_in(cJSON_GetObjectItemCaseSensitive(o, "rank"), 0, (double)nodes - 1, &rank))
+        return fail(err, errlen, "assignments[%zu].rendezvous.rank: must be an integer 0..%lld", i,
+                    (long long)nodes - 1);
+    if (!int_in(cJSON_GetObjectItemCaseSensitive(o, "gpus_per_node"), 0, TM_AGENT_MAX_GPUS, &gpus))
+        return fail(err, errlen, "assignments[%zu].rendezvous.gpus_per_node: must be an integer 0..%d", i,
+                    TM_AGENT_MAX_GPUS);
+    v = cJSON_GetObjectItemCaseSensitive(o, "wait");
+    if (v && !cJSON_IsNull(v)) {
+        if (!cJSON_IsString(v) || !v->valuestring || strlen(v->valuestring) > 1024)
+            return fail(err, errlen, "assignments[%zu].rendezvous.wait: must be a string of at most 1024 bytes or null",
+                        i);
+        rdv->wait = dup_str(v->valuestring);
+        if (!rdv->wait)
+            return TM_ENOMEM;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(o, "master_port");
+    if (v && !cJSON_IsNull(v) && !int_in(v, 1, 65535, &port))
+        return fail(err, errlen, "assignments[%zu].rendezvous.master_port: must be an integer 1..65535", i);
+    if (!port && !rdv->wait)
+        return fail(err, errlen, "assignments[%zu].rendezvous.master_port: required unless wait is given", i);
+    v = cJSON_GetObjectItemCaseSensitive(o, "addrs");
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != nodes)
+        return fail(err, errlen, "assignments[%zu].rendezvous.addrs: must be an array of %lld addresses", i,
+                    (long long)nodes);
+    rdv->addrs = calloc((size_t)nodes, sizeof(*rdv->addrs));
+    if (!rdv->addrs)
+        return TM_ENOMEM;
+    cJSON_ArrayForEach(e, v)
+    {
+        if (!cJSON_IsString(e) || !tm_ip_address_ok(e->valuestring))
+            return fail(err, errlen, "assignments[%zu].rendezvous.addrs[%zu]: must be an IP address", i, k);
+        snprintf(rdv->addrs[k++], TM_AGENT_ADDR_MAX, "%s", e->valuestring);
+    }
+    rdv->given = true;
+    rdv->rank = (int)rank;
+    rdv->nodes = (int)nodes;
+    rdv->gpus_per_node = (int)gpus;
+    rdv->master_port = (int)port;
+    return 0;
+}
+
 static int parse_assignment(const cJSON *o, size_t i, struct tm_agent_assignment *a, char *err,
                             size_t errlen)
 {
@@ -203,6 +262,8 @@ static int parse_assignment(const cJSON *o, size_t i, struct tm_agent_assignment
         r = opt_int(o, "cpu_milli", i, 1e9, &a->cpu_milli, err, errlen);
     if (r == 0)
         r = opt_int(o, "memory_mib", i, 1e12, &a->memory_mib, err, errlen);
+    if (r == 0)
+        r = parse_rendezvous(cJSON_GetObjectItemCaseSensitive(o, "rendezvous"), i, &a->rdv, err, errlen);
     if (r < 0)
         return r;
     a->gpu_milli = (int)milli;

@@ -8,7 +8,15 @@
  *   {"node":{"id":N,"state":"ready","draining":false},
  *    "assignments":[{"job_id":7,"attempt":2,"command":"...","env":{"K":"V"},
  *      "image":null,"gpu_indices":[0,1],"gpu_milli":1000,"cpu_milli":4000,
- *      "memory_mib":16384,"checkpointable":true,"checkpoint_dir":null}]}
+ *      "memory_mib":16384,"checkpointable":true,"checkpoint_dir":null,
+ *      "rendezvous":{"rank":0,"nodes":2,"gpus_per_node":2,
+ *                    "addrs":["10.0.0.5","10.0.0.6"],"master_port":29500,"wait":null}}]}
+ *
+ * rendezvous (migrations/0020): the job's rank among its nodes, their
+ * count, the GPUs it has on each, the nodes' addresses in rank order (IP
+ * addresses, exactly nodes of them), rank 0's port, and "wait": a reason
+ * its members must not start yet (no port free, an address unknown), with
+ * master_port null.  Absent from an older controller: no rendezvous.
  *
  * Unknown keys are ignored (a newer controller may add some); a known key
  * of the wrong type, a value out of range or a missing job_id, attempt or
@@ -25,6 +33,18 @@
 #define TM_AGENT_MAX_ASSIGNMENTS 1024
 #define TM_AGENT_MAX_ENV 64
 #define TM_AGENT_MAX_COMMAND (256 * 1024)
+#define TM_AGENT_MAX_NODES 4096       /* members of one job */
+#define TM_AGENT_ADDR_MAX 46          /* INET6_ADDRSTRLEN */
+
+struct tm_agent_rendezvous {
+    bool given;                        /* false: the answer had none */
+    int rank;                          /* 0 .. nodes-1 */
+    int nodes;                         /* 1 .. TM_AGENT_MAX_NODES */
+    int gpus_per_node;                 /* 0 .. TM_AGENT_MAX_GPUS */
+    char (*addrs)[TM_AGENT_ADDR_MAX];  /* nodes entries, rank order */
+    int master_port;                   /* 1 .. 65535; 0 while wait is set */
+    char *wait;                        /* NULL, or why the job may not start yet */
+};
 
 struct tm_agent_assignment {
     int64_t job_id;
@@ -45,6 +65,10 @@ struct tm_agent_assignment {
      * attempt, of the newest complete checkpoint of an earlier one
      * (checkpoint.h, jobs.c); NULL when none. */
     char *resume_dir;
+    struct tm_agent_rendezvous rdv;
+    /* Not in the answer, not owned: the hostfile the agent wrote in the
+     * job's folder for this attempt (jobs.c), NULL when none. */
+    const char *hostfile;
 };
 
 struct tm_agent_answer {

@@ -77,11 +77,12 @@ char *tm_agent_body_heartbeat(const struct tm_gpu_info *gpus, int ngpus,
     return finish(root, ok);
 }
 
-char *tm_agent_body_enroll(int64_t node_id, const char *secret)
+char *tm_agent_body_enroll(int64_t node_id, const char *secret, const char *address)
 {
     cJSON *root = cJSON_CreateObject();
     int ok = root && cJSON_AddNumberToObject(root, "node_id", (double)node_id) &&
-             cJSON_AddStringToObject(root, "secret", secret);
+             cJSON_AddStringToObject(root, "secret", secret) &&
+             (!address || cJSON_AddStringToObject(root, "address", address));
 
     return finish(root, ok);
 }

@@ -22,7 +22,9 @@ struct tm_agent_running {
 char *tm_agent_body_heartbeat(const struct tm_gpu_info *gpus, int ngpus,
                               const struct tm_gpu_sample *samples, size_t nsamples,
                               const struct tm_agent_running *running, size_t nrunning);
-char *tm_agent_body_enroll(int64_t node_id, const char *secret);
+/* The node's address (core/address.h) goes with the secret when known;
+ * NULL leaves it out. */
+char *tm_agent_body_enroll(int64_t node_id, const char *secret, const char *address);
 char *tm_agent_body_start(int64_t attempt, int pid);
 char *tm_agent_body_exit(const struct tm_agent_report *r);
 char *tm_agent_body_interruption(const char *reason, int64_t deadline_ms);

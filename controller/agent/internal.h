@@ -70,6 +70,7 @@ struct tm_agent {
     char **base_env;
     bool switch_users;         /* root: each host job under a user of its own */
     uint32_t uid_next;         /* where the search for a free job UID starts */
+    char address[64];          /* sent at enrollment (address.h); "" none */
 
     uv_timer_t hb_timer, sample_timer, tick_timer, enroll_timer;
     uv_signal_t sigterm, sigint;

@@ -63,7 +63,8 @@ static char *kv(const char *k, const char *v)
 static bool reserved(const char *entry)
 {
     return strncmp(entry, "TARMAC_", 7) == 0 || strncmp(entry, "CUDA_VISIBLE_DEVICES=", 21) == 0 ||
-           strncmp(entry, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=", 34) == 0;
+           strncmp(entry, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=", 34) == 0 ||
+           strncmp(entry, "MASTER_ADDR=", 12) == 0 || strncmp(entry, "MASTER_PORT=", 12) == 0;
 }
 
 /* Whether the job's env names the variable of a base entry "K=V". */
@@ -104,6 +105,88 @@ void tm_agent_gpu_list(const struct tm_agent_assignment *a, const struct tm_gpu_
     }
 }
 
+/* The addresses of a's nodes in rank order, comma-separated, into a heap
+ * string. */
+static char *addr_list(const struct tm_agent_rendezvous *r)
+{
+    size_t n = 1;
+    char *out;
+
+    for (int i = 0; i < r->nodes; i++)
+        n += strlen(r->addrs[i]) + 1;
+    out = malloc(n);
+    if (!out)
+        return NULL;
+    out[0] = '\0';
+    for (int i = 0; i < r->nodes; i++) {
+        if (i)
+            strcat(out, ",");
+        strcat(out, r->addrs[i]);
+    }
+    return out;
+}
+
+static bool job_names(const struct tm_agent_assignment *a, const char *name)
+{
+    for (size_t i = 0; i < a->env_count; i++)
+        if (strcmp(a->env_names[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* The multi-node variables (job_env.h); MASTER_ADDR and MASTER_PORT are
+ * PyTorch's env:// names for the same two values. */
+static void rendezvous_vars(struct strv *s, const struct tm_agent_assignment *a)
+{
+    const struct tm_agent_rendezvous *r = &a->rdv;
+    char num[32], *list;
+
+    if (!r->given || !r->master_port)
+        return;
+    snprintf(num, sizeof(num), "%d", r->rank);
+    strv_push(s, kv("TARMAC_NODE_RANK", num));
+    snprintf(num, sizeof(num), "%d", r->nodes);
+    strv_push(s, kv("TARMAC_NUM_NODES", num));
+    snprintf(num, sizeof(num), "%d", r->gpus_per_node);
+    strv_push(s, kv("TARMAC_GPUS_PER_NODE", num));
+    list = addr_list(r);
+    if (!list) {
+        s->oom = true;
+        return;
+    }
+    strv_push(s, kv("TARMAC_NODE_ADDRS", list));
+    free(list);
+    strv_push(s, kv("TARMAC_MASTER_ADDR", r->addrs[0]));
+    snprintf(num, sizeof(num), "%d", r->master_port);
+    strv_push(s, kv("TARMAC_MASTER_PORT", num));
+    if (a->hostfile)
+        strv_push(s, kv("TARMAC_HOSTFILE", a->hostfile));
+    /* a job that names its own keeps them (its env comes first and wins) */
+    if (!job_names(a, "MASTER_ADDR"))
+        strv_push(s, kv("MASTER_ADDR", r->addrs[0]));
+    if (!job_names(a, "MASTER_PORT"))
+        strv_push(s, kv("MASTER_PORT", num));
+}
+
+int tm_agent_hostfile_text(const struct tm_agent_rendezvous *r, char **ret, size_t *ret_len)
+{
+    size_t cap = 1, off = 0;
+    char *text;
+
+    if (!r->given || r->nodes < 1)
+        return TM_EINVAL;
+    for (int i = 0; i < r->nodes; i++)
+        cap += strlen(r->addrs[i]) + 32;
+    text = malloc(cap);
+    if (!text)
+        return TM_ENOMEM;
+    for (int i = 0; i < r->nodes; i++)
+        off += (size_t)snprintf(text + off, cap - off, "%s slots=%d\n", r->addrs[i], r->gpus_per_node);
+    *ret = text;
+    *ret_len = off;
+    return 0;
+}
+
 /* The job's own variables, then the ones the agent sets, last so they win
  * over the base: one line each, and the same list goes to a host job's
  * environment and to a container job's env file. */
@@ -125,6 +208,7 @@ static void job_vars(struct strv *s, const struct tm_agent_assignment *a, const 
         strv_push(s, kv("TARMAC_CHECKPOINT_DIR", a->checkpoint_dir));
     if (a->checkpoint_dir && a->resume_dir)
         strv_push(s, kv("TARMAC_RESUME_DIR", a->resume_dir));
+    rendezvous_vars(s, a);
     if (a->gpu_count == 1 && a->gpu_milli > 0 && a->gpu_milli < 1000) {
         int pct = a->gpu_milli / 10;
         snprintf(num, sizeof(num), "%d", a->gpu_milli);
@@ -361,6 +445,9 @@ int tm_agent_container_command(const char *tmpl, const struct tm_agent_assignmen
         } else if (strcmp(name, "checkpoint_dir") == 0) {
             if (a->checkpoint_dir)
                 buf_quoted(&b, a->checkpoint_dir);
+        } else if (strcmp(name, "hostfile") == 0) {
+            if (a->hostfile)
+                buf_quoted(&b, a->hostfile);
         } else if (strcmp(name, "resume_dir") == 0) {
             if (a->checkpoint_dir && a->resume_dir)
                 buf_quoted(&b, a->resume_dir);

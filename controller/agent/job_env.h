@@ -5,7 +5,7 @@
  *
  * Environment of a job run on the host: the agent's own environment
  * without TARMAC_* (the enrollment secret must never reach a job) and
- * without the CUDA variables set below, then the job's env, then
+ * without the CUDA and MASTER_ variables set below, then the job's env, then
  *   CUDA_VISIBLE_DEVICES   the UUIDs of gpu_indices, comma-separated ("" for
  *                          a job placed on no GPU, so it sees none)
  *   TARMAC_JOB_ID, TARMAC_ATTEMPT
@@ -13,6 +13,14 @@
  *                          the attempt's own folder, checkpoint.h)
  *   TARMAC_RESUME_DIR      with it, when resume_dir is set: the newest
  *                          complete checkpoint of an earlier attempt
+ *   with the answer's rendezvous (answer.h), for a job of any number of
+ *   nodes, one included:
+ *   TARMAC_NODE_RANK, TARMAC_NUM_NODES, TARMAC_GPUS_PER_NODE
+ *   TARMAC_NODE_ADDRS      the nodes' addresses in rank order, comma-separated
+ *   TARMAC_MASTER_ADDR, TARMAC_MASTER_PORT  rank 0's address and port
+ *   TARMAC_HOSTFILE        when the agent wrote one (a->hostfile): one
+ *                          "ADDR slots=G" line per node (tm_agent_hostfile_text)
+ *   MASTER_ADDR, MASTER_PORT  the same two values, for PyTorch's env://
  *   TARMAC_GPU_MILLI and CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (= milli / 10,
  *                          at least 1) for a fractional share (one GPU,
  *                          gpu_milli below 1000)
@@ -71,12 +79,17 @@ void tm_agent_gpu_list(const struct tm_agent_assignment *a, const struct tm_gpu_
  * shell-quoted, {name} (tarmac-JOB-ATTEMPT), {gpus} (the UUID list),
  * {docker_gpus} (--gpus '"device=U1,U2"' or nothing), {cdi_gpus}
  * (--device nvidia.com/gpu=U per GPU, podman), {env} ("--env-file
- * 'ENV_FILE'", or nothing when env_file is NULL), {checkpoint_dir}
- * and {resume_dir} (quoted, or "").  An unknown {placeholder} -> TM_EINVAL.  *ret is a
+ * 'ENV_FILE'", or nothing when env_file is NULL), {checkpoint_dir},
+ * {resume_dir} and {hostfile} (quoted, or "").  An unknown {placeholder} -> TM_EINVAL.  *ret is a
  * heap string. */
 int tm_agent_container_command(const char *tmpl, const struct tm_agent_assignment *a,
                                const struct tm_gpu_info *gpus, int ngpus, const char *env_file,
                                char **ret);
+
+/* The hostfile of a rendezvous, as MPI's and DeepSpeed's launchers read
+ * it: "ADDR slots=GPUS_PER_NODE\n" per node in rank order.  *ret is a heap
+ * string of *ret_len bytes.  0, TM_EINVAL (no rendezvous), TM_ENOMEM. */
+int tm_agent_hostfile_text(const struct tm_agent_rendezvous *r, char **ret, size_t *ret_len);
 
 /* Single-quote s for /bin/sh into a heap string. */
 char *tm_shell_quote(const char *s);

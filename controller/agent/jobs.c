@@ -305,6 +305,36 @@ static void report_unstartable(struct tm_agent *ag, const struct tm_agent_assign
     tm_agent_save_state(ag);
 }
 
+/* The rendezvous hostfile in the job's folder (the agent's file, 0644:
+ * the job's user reads it; a container job's template mounts it with
+ * {hostfile}).  0 or -errno. */
+static int write_hostfile(const struct tm_agent_assignment *a)
+{
+    char *text = NULL;
+    size_t len = 0;
+    int fd, r;
+
+    r = tm_agent_hostfile_text(&a->rdv, &text, &len);
+    if (r < 0)
+        return r == TM_ENOMEM ? -ENOMEM : -EINVAL;
+    (void)unlink(a->hostfile);
+    fd = open(a->hostfile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    r = fd < 0 ? -errno : 0;
+    for (size_t off = 0; r == 0 && off < len;) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno != EINTR)
+            r = -errno;
+        else if (w > 0)
+            off += (size_t)w;
+    }
+    if (fd >= 0 && fchmod(fd, 0644) != 0 && r == 0)
+        r = -errno;
+    if (fd >= 0 && close(fd) != 0 && r == 0)
+        r = -errno;
+    free(text);
+    return r;
+}
+
 /* The host side of a container job: the env file (0600, in the agent's
  * env/ folder) and the filled template; a job on the host: its user, its
  * environment with HOME in its folder, its checkpoint folder made its
@@ -391,6 +421,13 @@ static int job_prepare(struct tm_agent *ag, struct tm_agent_job *j, const struct
         snprintf(why, whylen, "could not make the job's folder %.160s: %s", j->dir, uv_strerror(r));
         return -1;
     }
+    if (a->hostfile) {
+        r = write_hostfile(a);
+        if (r < 0) {
+            snprintf(why, whylen, "could not write the hostfile %.160s: %s", a->hostfile, uv_strerror(r));
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -409,7 +446,7 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
      * the newest complete checkpoint of an earlier one, looked for now on
      * the pool's shared storage (checkpoint.h). */
     struct tm_agent_assignment own = *a;
-    char attempt_dir[4096], resume[4096];
+    char attempt_dir[4096], resume[4096], hostfile[PATH_MAX + 16];
     own.resume_dir = NULL;
     if (a->checkpoint_dir) {
         if (tm_agent_attempt_dir(a->checkpoint_dir, a->attempt, attempt_dir, sizeof(attempt_dir)) < 0)
@@ -422,6 +459,11 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
     j = job_new(ag, a->job_id, a->attempt);
     if (!j)
         return TM_ENOMEM;
+    /* a job of any number of nodes has one (job_env.h) */
+    if (a->rdv.given && a->rdv.master_port) {
+        snprintf(hostfile, sizeof(hostfile), "%s/hostfile", j->dir);
+        own.hostfile = hostfile;
+    }
     j->checkpointable = a->checkpointable;
     if (a->image) {
         const char *stop = ag->o.container_stop;

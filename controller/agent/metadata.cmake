@@ -3,7 +3,8 @@
 # links them:
 #   tm_agent_metadata_parse  the pure parsers (cJSON, core): the fuzz target
 #                            and the parser unit test link this alone
-#   tm_agent_metadata        the watches on the loop (http_uv)
+#   tm_agent_metadata        the watches on the loop (http_uv), and the
+#                            node's address lookup (address.h)
 # The agent's own library must leave metadata*.c out of its glob (or list
 # its sources with ONLY), or these objects would be built twice.
 set(TM_MD_DIR ${CMAKE_CURRENT_LIST_DIR})
@@ -12,4 +13,5 @@ tm_layer(tm_agent_metadata_parse ONLY SOURCES ${TM_MD_DIR}/metadata_parse.c
 tm_layer(tm_agent_metadata ONLY
          SOURCES ${TM_MD_DIR}/metadata.c ${TM_MD_DIR}/metadata_aws.c ${TM_MD_DIR}/metadata_gcp.c
                  ${TM_MD_DIR}/metadata_azure.c ${TM_MD_DIR}/metadata_local.c
+                 ${TM_MD_DIR}/metadata_address.c
          LINKS tm_agent_metadata_parse tarmac_io tarmac_core PkgConfig::UV)

@@ -31,7 +31,8 @@
 /* ---- enrollment ----------------------------------------------------------- */
 
 /* One statement: the secret is used (unused, unexpired, its node live) and
- * the token stored, or neither. */
+ * the token stored, with the node's address when the agent gave one ($5),
+ * or none of it. */
 static const char enroll_sql[] =
     "WITH e AS (UPDATE agent_enrollments SET used_ms = $3"
     "   WHERE node_id = $1 AND hash = $2 AND used_ms IS NULL AND expires_ms > $3"
@@ -40,9 +41,11 @@ static const char enroll_sql[] =
     "   RETURNING id, node_id),"
     " t AS (INSERT INTO api_tokens (name, role, hash, created_ms, node_id)"
     "   SELECT 'agent-' || node_id || '-' || id, 'agent', $4, $3, node_id FROM e RETURNING node_id),"
+    " a AS (UPDATE nodes SET address = $5 FROM t WHERE nodes.id = t.node_id AND $5::text IS NOT NULL"
+    "   RETURNING 1),"
     " d AS (SELECT tarmac_decide($3, 'agent_enrolled', 'node', node_id::text,"
     "   'the node agent enrolled', '{}'::jsonb) FROM t)"
-    " SELECT (SELECT node_id FROM t), (SELECT count(*) FROM d)";
+    " SELECT (SELECT node_id FROM t), (SELECT count(*) FROM d), (SELECT count(*) FROM a)";
 
 static void on_enroll(const struct tm_pg_reply *reply, void *data)
 {
@@ -64,7 +67,8 @@ static void on_enroll(const struct tm_pg_reply *reply, void *data)
 void tm_api_agent_enroll(struct api_call *c)
 {
     struct tm_spec_error err = {0};
-    const char *body, *secret = NULL;
+    const char *body, *secret = NULL, *address = NULL;
+    char addr[64];
     size_t len;
     cJSON *root = NULL;
     int64_t node = 0;
@@ -82,10 +86,11 @@ void tm_api_agent_enroll(struct api_call *c)
         tm_api_fail(c, 429, NULL, "too many enrollment attempts from this address; retry later");
         return;
     }
-    if (tm_api_parse_enroll(body, len, &node, &secret, &root, &err) < 0) {
+    if (tm_api_parse_enroll(body, len, &node, &secret, &address, &root, &err) < 0) {
         tm_api_fail_spec(c, &err);
         return;
     }
+    snprintf(addr, sizeof(addr), "%s", address ? address : "");
     /* The secret is the caller's proof: only its hash goes further. */
     r = tm_token_hash(secret, strlen(secret), hash);
     OPENSSL_cleanse((char *)secret, strlen(secret));
@@ -100,8 +105,8 @@ void tm_api_agent_enroll(struct api_call *c)
     fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     snprintf(c->secret, sizeof(c->secret), "{\"node_id\":%s,\"token\":\"%s\"}", id, token);
     OPENSSL_cleanse(token, sizeof(token));
-    const char *params[] = {id, hash, now, token_hash};
-    tm_api_query(c, enroll_sql, 4, params, on_enroll);
+    const char *params[] = {id, hash, now, token_hash, addr[0] ? addr : NULL};
+    tm_api_query(c, enroll_sql, 5, params, on_enroll);
     OPENSSL_cleanse(hash, sizeof(hash));
 }
 

@@ -208,18 +208,19 @@ static void batch_send(struct hb_batch *b)
 static bool batch_add(struct hb_batch *b, struct api_call *c, int64_t now_ms, const char *report,
                       const char *samples, const char *gpus)
 {
-    char head[256];
+    char head[320], lo[16], hi[16];
     size_t len = b->text.len, nr = strlen(report), ns = strlen(samples), ng = strlen(gpus);
     int n;
 
     if (b->n >= HB_ROWS)
         return false;
+    tm_api_rendezvous_ports(c, lo, sizeof(lo), hi, sizeof(hi));
     /* The hash is hex and the role a fixed name: nothing to escape; the
      * rest is JSON as the parser wrote it. */
     n = snprintf(head, sizeof(head),
                  "%s{\"i\":%u,\"node\":%" PRId64 ",\"now\":%" PRId64
-                 ",\"hash\":\"%s\",\"role\":\"%s\",\"report\":",
-                 b->n ? "," : "[", b->n + 1, c->id, now_ms, c->hash, tm_role_name(c->role));
+                 ",\"hash\":\"%s\",\"role\":\"%s\",\"port_lo\":%s,\"port_hi\":%s,\"report\":",
+                 b->n ? "," : "[", b->n + 1, c->id, now_ms, c->hash, tm_role_name(c->role), lo, hi);
     if (n < 0 || (size_t)n >= sizeof(head) || b->text.len + (size_t)n + nr + ns + ng + 32 > HB_BYTES)
         return false;
     if (!tm_api_text_add(&b->text, head, (size_t)n) || !tm_api_text_add(&b->text, report, nr) ||

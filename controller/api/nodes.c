@@ -25,6 +25,9 @@
  * without a configuration (the unit tests). */
 #define SAMPLE_SKEW_DEFAULT_MS (2 * 60 * 1000)
 #define SAMPLE_MAX_AGE_DEFAULT_MS (6 * 3600 * 1000)
+/* agent.rendezvous_port_min and _max likewise. */
+#define RENDEZVOUS_PORT_MIN_DEFAULT 29500
+#define RENDEZVOUS_PORT_MAX_DEFAULT 29999
 
 /* ---- pools and nodes ------------------------------------------------------ */
 
@@ -221,7 +224,9 @@ void tm_api_nodes_interruption(struct api_call *c)
  * first one is named (column 2).  Columns: the node's state (NULL: no such
  * node), the bad field, the node's GPUs, then the answer when it was live:
  * the node and its assignments (every job placed on it now, with its
- * current attempt; jobs this very report ended are left out). */
+ * current attempt and its rendezvous, migrations/0020: $8 and $9 are
+ * agent.rendezvous_port_min and _max; jobs this very report ended are left
+ * out). */
 static const char heartbeat_sql[] =
     "WITH n AS (SELECT id, state, gpus, cordoned, pool FROM nodes WHERE id = $1),"
     " bad AS (SELECT x ->> 'f' AS f FROM (SELECT x, i FROM jsonb_array_elements($4::jsonb)"
@@ -256,7 +261,9 @@ static const char heartbeat_sql[] =
     "    'gpu_milli', a.gpu_milli, 'cpu_milli', a.cpu_milli, 'memory_mib', a.memory_mib,"
     "    'checkpointable', j.checkpointable,"
     "    'checkpoint_dir', CASE WHEN j.checkpointable AND p.checkpoint_dir IS NOT NULL"
-    "      THEN p.checkpoint_dir || '/job-' || j.id END) ORDER BY j.id), '[]'::json)"
+    "      THEN p.checkpoint_dir || '/job-' || j.id END,"
+    "    'rendezvous', tarmac_rendezvous(j.id, j.attempts, $1, $2, $8::int, $9::int))"
+    "    ORDER BY j.id), '[]'::json)"
     "   FROM job_allocations a JOIN jobs j ON j.id = a.job_id AND j.state = 'running'"
     "   JOIN n ON true LEFT JOIN pools p ON p.name = n.pool"
     "   WHERE a.node_id = $1 AND (SELECT finished FROM rep) IS NOT NULL"
@@ -344,6 +351,16 @@ static void sample_window(const struct api_call *c, struct tm_api_sample_window 
     win->max_ms = now + skew;
 }
 
+void tm_api_rendezvous_ports(const struct api_call *c, char *lo, size_t lolen, char *hi, size_t hilen)
+{
+    const struct tm_config *cfg = tm_api_config(c);
+
+    snprintf(lo, lolen, "%d", cfg && cfg->agent.rendezvous_port_min > 0 ? cfg->agent.rendezvous_port_min
+                                                                         : RENDEZVOUS_PORT_MIN_DEFAULT);
+    snprintf(hi, hilen, "%d", cfg && cfg->agent.rendezvous_port_max > 0 ? cfg->agent.rendezvous_port_max
+                                                                         : RENDEZVOUS_PORT_MAX_DEFAULT);
+}
+
 /* The normal path (authenticated by the lookup statement): one statement;
  * $6 and $7 NULL, the token was checked already. */
 void tm_api_nodes_heartbeat(struct api_call *c)
@@ -353,7 +370,7 @@ void tm_api_nodes_heartbeat(struct api_call *c)
     struct tm_api_sample_window win;
     const char *body;
     size_t len;
-    char id[24], now[24];
+    char id[24], now[24], lo[16], hi[16];
 
     if (!tm_api_body(c, &body, &len)) {
         tm_api_call_free(c);
@@ -376,8 +393,9 @@ void tm_api_nodes_heartbeat(struct api_call *c)
     }
     fmt_i64(id, sizeof(id), c->id);
     fmt_i64(now, sizeof(now), tm_api_now_ms(c));
-    const char *params[] = {id, now, hb.report, hb.samples, hb.gpus, NULL, NULL};
-    if (tm_api_query(c, heartbeat_sql, 7, params, on_heartbeat) < 0)
+    tm_api_rendezvous_ports(c, lo, sizeof(lo), hi, sizeof(hi));
+    const char *params[] = {id, now, hb.report, hb.samples, hb.gpus, NULL, NULL, lo, hi};
+    if (tm_api_query(c, heartbeat_sql, 9, params, on_heartbeat) < 0)
         tm_api_samples_give_back(c);
     tm_api_heartbeat_release(&hb);
 }

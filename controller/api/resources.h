@@ -37,6 +37,9 @@ void tm_api_nodes_heartbeat_fast(struct api_call *c);
  * (nodes.c): tok_ok false sends it through the normal path. */
 void tm_api_heartbeat_answer(struct api_call *c, bool tok_ok, const char *state, const char *bad,
                              const char *gpus, const char *answer, size_t answer_len);
+/* agent.rendezvous_port_min and _max as text (their defaults without a
+ * configuration), for the heartbeat's rendezvous (migrations/0020). */
+void tm_api_rendezvous_ports(const struct api_call *c, char *lo, size_t lolen, char *hi, size_t hilen);
 
 /* heartbeat_batch.c: the heartbeat's group commit (fast path).  add takes
  * the parsed heartbeat (JSON texts, copied) and ends the call exactly once. */

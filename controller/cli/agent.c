@@ -14,6 +14,7 @@
 #include "controller/agent/agent.h"
 #include "controller/agent/logtail.h"
 #include "controller/cli/cli.h"
+#include "core/address.h"
 #include "core/err.h"
 #include "core/file.h"
 #include "core/log.h"
@@ -43,6 +44,8 @@ static const char agent_help[] =
     "  --kill-grace D            default 30s\n"
     "  --log-cap BYTES           per-job log cap (default 64 MiB)\n"
     "  --job-uids FIRST-LAST     UIDs for jobs' own users (default 70000-79999; root only)\n"
+    "  --advertise-addr IP       this node's address for its jobs' peers (default: the cloud's\n"
+    "                            private IPv4 from --metadata, 127.0.0.1 with local)\n"
     "  --job-gid GID             one group for every job (default: a group per job, its UID)\n"
     "  --jobs-as-agent-user      without root: run jobs as the agent's user, unisolated\n"
     "  --log-level LEVEL         debug|info|warn|error\n";
@@ -68,6 +71,7 @@ enum {
     OPT_JOB_UIDS,
     OPT_JOB_GID,
     OPT_AS_AGENT,
+    OPT_ADVERTISE,
     OPT_HELP,
 };
 
@@ -153,6 +157,7 @@ int tm_cli_agent(int argc, char **argv)
         {"job-uids", required_argument, NULL, OPT_JOB_UIDS},
         {"job-gid", required_argument, NULL, OPT_JOB_GID},
         {"jobs-as-agent-user", no_argument, NULL, OPT_AS_AGENT},
+        {"advertise-addr", required_argument, NULL, OPT_ADVERTISE},
         {"help", no_argument, NULL, OPT_HELP},
         {NULL, 0, NULL, 0},
     };
@@ -235,6 +240,12 @@ int tm_cli_agent(int argc, char **argv)
                 return usage_error("--job-gid: must be a GID from 1 to 4294967294, got \"%s\"", optarg);
             break;
         case OPT_AS_AGENT: o.jobs_as_agent_user = true; break;
+        case OPT_ADVERTISE:
+            if (!tm_ip_address_ok(optarg))
+                return usage_error("--advertise-addr: must be an IPv4 or IPv6 address, not a host name, got \"%s\"",
+                                   optarg);
+            o.advertise_addr = optarg;
+            break;
         case OPT_HELP:
         case 'h': fputs(agent_help, stdout); return TM_EXIT_OK;
         case ':': return usage_error("%s needs a value", argv[optind - 1]);

@@ -36,7 +36,7 @@ int tm_cli_api_nodes(int argc, char **argv)
         {"limit", required_argument, NULL, O_LIMIT}, {"all", no_argument, NULL, O_ALL}, {0},
     };
     static const char *const cols[] = {"ID", "POOL", "STATE", "TYPE", "ZONE", "GPUS", "MODEL",
-                                       "CAPACITY", "USD/H", "CORDONED", "INSTANCE", "REASON"};
+                                       "CAPACITY", "USD/H", "CORDONED", "INSTANCE", "ADDRESS", "REASON"};
     struct tm_cli_cmd a = {.c = {.cmd = "nodes", .api = true}};
     const char *pool = NULL, *state = NULL;
     char path[TM_CLI_PATH_MAX] = "/v1/nodes";
@@ -94,7 +94,7 @@ int tm_cli_api_nodes(int argc, char **argv)
         } else {
             struct tm_table t;
             const cJSON *n;
-            tm_table_init(&t, 12, cols);
+            tm_table_init(&t, 13, cols);
             cJSON_ArrayForEach(n, cJSON_GetObjectItemCaseSensitive(page, "items")) {
                 int64_t price = 0;
                 tm_cli_jcell(&t, n, "id");
@@ -109,6 +109,7 @@ int tm_cli_api_nodes(int argc, char **argv)
                 tm_table_cell(&t, "%.4f", (double)price / 1e6);
                 tm_cli_jcell(&t, n, "cordoned");
                 tm_cli_jcell(&t, n, "instance_id");
+                tm_cli_jcell(&t, n, "address");
                 tm_cli_jcell(&t, n, "state_reason");
             }
             r = tm_cli_print_table(&t);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "controller/spec/json_body.h"
+#include "core/address.h"
 #include "core/err.h"
 
 static bool json_int(const cJSON *item, int64_t min, int64_t max, int64_t *ret)
@@ -687,11 +688,11 @@ out:
 /* ---- the node agent's bodies ------------------------------------------ */
 
 int tm_api_parse_enroll(const char *body, size_t len, int64_t *ret_node, const char **ret_secret,
-                        cJSON **ret_root, struct tm_spec_error *err)
+                        const char **ret_address, cJSON **ret_root, struct tm_spec_error *err)
 {
     cJSON *root = NULL;
     int64_t node = 0;
-    const char *secret = NULL;
+    const char *secret = NULL, *address = NULL;
     int r;
 
     *ret_root = NULL;
@@ -711,6 +712,11 @@ int tm_api_parse_enroll(const char *body, size_t len, int64_t *ret_node, const c
                 r = tm_spec_fail(err, "secret", "must be a string of 1-256 bytes");
             else
                 secret = m->valuestring;
+        } else if (strcmp(m->string, "address") == 0) {
+            if (!cJSON_IsString(m) || !tm_ip_address_ok(m->valuestring))
+                r = tm_spec_fail(err, "address", "must be an IPv4 or IPv6 address, not a host name");
+            else
+                address = m->valuestring;
         } else {
             r = tm_spec_fail(err, field, "unrecognized field");
         }
@@ -725,6 +731,7 @@ int tm_api_parse_enroll(const char *body, size_t len, int64_t *ret_node, const c
     }
     *ret_node = node;
     *ret_secret = secret;
+    *ret_address = address;
     *ret_root = root;
     return 0;
 }

@@ -52,11 +52,13 @@ int tm_api_parse_heartbeat(const char *body, size_t len, const struct tm_api_sam
                            struct tm_api_heartbeat *ret, struct tm_spec_error *err);
 void tm_api_heartbeat_release(struct tm_api_heartbeat *hb);
 
-/* POST /v1/agent/enroll: {"node_id": N, "secret": "tme_..."}, both
- * required.  *ret_secret points into *ret_root (cJSON_Delete it; the
- * secret is wiped by the caller). */
+/* POST /v1/agent/enroll: {"node_id": N, "secret": "tme_...", "address":
+ * "10.0.0.5"}, node_id and secret required; address, the node's address
+ * for its jobs' peers, is an IPv4 or IPv6 address (core/address.h),
+ * *ret_address NULL without one.  *ret_secret and *ret_address point into
+ * *ret_root (cJSON_Delete it; the secret is wiped by the caller). */
 int tm_api_parse_enroll(const char *body, size_t len, int64_t *ret_node, const char **ret_secret,
-                        cJSON **ret_root, struct tm_spec_error *err);
+                        const char **ret_address, cJSON **ret_root, struct tm_spec_error *err);
 
 /* POST /v1/nodes/{id}/jobs/{job}/start: {"attempt": 2, "pid": 4242}
  * (attempt required; pid -1 when absent). */

@@ -196,7 +196,7 @@ static int node_env(const struct local_provider *lp, const struct tm_local_recor
         if (v && strlen(v) < TM_LOCAL_PATH_MAX)
             snprintf(env[n++], sizeof(env[0]), "%s=%s", keep[i], v);
     }
-    if (n + 8 > max)
+    if (n + 9 > max)
         return TM_EINVAL;
     snprintf(env[n++], sizeof(env[0]), "TARMAC_BIN=%s", exe);
     snprintf(env[n++], sizeof(env[0]), "TARMAC_AGENT_WORK_DIR=%s/work", dir);
@@ -213,6 +213,10 @@ static int node_env(const struct local_provider *lp, const struct tm_local_recor
      * let them run jobs as this user, as a laptop's local fleet must. */
     snprintf(env[n++], sizeof(env[0]), "TARMAC_AGENT_ARGS=%s%s", lp->agent_args,
              geteuid() == 0 ? "" : " --jobs-as-agent-user");
+    /* Every node is this host, whatever metadata fake it polls: its jobs'
+     * peers reach it on loopback (bootstrap-local.sh passes it before
+     * agent_args, so an --advertise-addr there wins). */
+    snprintf(env[n++], sizeof(env[0]), "TARMAC_ADVERTISE_ADDR=127.0.0.1");
     snprintf(env[n++], sizeof(env[0]), "TM_LOCAL_NODE_DIR=%s", dir);
     snprintf(env[n++], sizeof(env[0]), "TARMAC_NODE_ID=%lld", (long long)rec->inst.node_id);
     *ret_n = n;

@@ -58,6 +58,14 @@ COND = threading.Condition()
 NODES = {}
 TOKENS = {}
 
+# The node's private IPv4 (the agent's address, controller/agent/address.h):
+# aws GET /latest/meta-data/local-ipv4, gcp GET
+# /computeMetadata/v1/instance/network-interfaces/0/ip, azure GET
+# AZURE_ADDRESS_PATH?api-version=V&format=text; POST
+# /_fixture/address?node=N&body=TEXT makes it answer TEXT instead.
+PRIVATE_IPV4 = {"aws": "172.31.5.17", "gcp": "10.128.0.7", "azure": "10.0.0.4"}
+AZURE_ADDRESS_PATH = "/metadata/instance/network/interface/0/ipv4/ipAddress/0/privateIpAddress"
+
 NOT_FOUND_XHTML = (
     '<?xml version="1.0" encoding="iso-8859-1"?>\n'
     '<!DOCTYPE html PUBLIC "-//W3C//DTD XHTML 1.0 Transitional//EN"\n'
@@ -73,7 +81,7 @@ def node_state(name):
         st = {"requests": 0, "bad_headers": 0, "acks": [], "garbage": None,
               "action": None, "time": None, "rebalance": None,
               "preempted": False, "maintenance": False, "gen": 0,
-              "events": [], "incarnation": 0}
+              "events": [], "incarnation": 0, "address": PRIVATE_IPV4[ARGS.cloud]}
         NODES[name] = st
     return st
 
@@ -133,6 +141,8 @@ class Handler(BaseHTTPRequestHandler):
             elif path == "/_fixture/garbage":
                 st["garbage"] = q.get("body", [""])[0]
                 st["gen"] += 1
+            elif path == "/_fixture/address":
+                st["address"] = q.get("body", [""])[0]
             elif path == "/_fixture/interrupt":
                 action = q.get("action", [""])[0]
                 now = time.time()
@@ -173,6 +183,8 @@ class Handler(BaseHTTPRequestHandler):
         if TOKENS.get(tok, 0) <= time.time():
             st["bad_headers"] += 1
             return self.reply(401, "")
+        if path == "/latest/meta-data/local-ipv4":
+            return self.reply(200, st["address"])
         if path == "/latest/meta-data/spot/instance-action":
             if st["garbage"] is not None:
                 return self.reply(200, st["garbage"])
@@ -198,6 +210,8 @@ class Handler(BaseHTTPRequestHandler):
             st["bad_headers"] += 1
             return self.reply(403, "Missing Metadata-Flavor:Google header.")
         prefix = "/computeMetadata/v1/instance/"
+        if path == prefix + "network-interfaces/0/ip":
+            return self.reply(200, st["address"], "application/text", {"Metadata-Flavor": "Google"})
         item = path[len(prefix):] if path.startswith(prefix) else None
         if item not in ("preempted", "maintenance-event"):
             return self.reply(404, "not found")
@@ -227,7 +241,7 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(400, json.dumps({"error": "Bad request. Required metadata header not specified"}),
                        "application/json")
             return False
-        if path != "/metadata/scheduledevents":
+        if path not in ("/metadata/scheduledevents", AZURE_ADDRESS_PATH):
             self.reply(404, "not found")
             return False
         if not q.get("api-version"):
@@ -255,6 +269,10 @@ class Handler(BaseHTTPRequestHandler):
             if ARGS.cloud == "gcp":
                 return self.gcp_get(node, st, path, q)
             if self.azure_check(st, path, q):
+                if path == AZURE_ADDRESS_PATH:
+                    if q.get("format", [""])[0] != "text":
+                        return self.reply(400, "format=text expected")
+                    return self.reply(200, st["address"], "text/plain")
                 return self.reply(200, self.azure_doc(st), "application/json")
 
     def do_PUT(self):

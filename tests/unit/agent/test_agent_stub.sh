@@ -6,7 +6,8 @@
 # started once), a stale attempt killed, a malformed answer, the log cap,
 # a 409 for a terminated node, a metadata notice, and https with --ca-file;
 # a container job's env kept from the docker client (env file only); an
-# agent that is not root refusing host jobs unless --jobs-as-agent-user.
+# agent that is not root refusing host jobs unless --jobs-as-agent-user;
+# the enrollment's address and a rendezvous held while it waits.
 # Real processes; no database.
 set -euo pipefail
 SECONDS=0
@@ -93,7 +94,7 @@ cat >"$T/asg.json" <<'J'
 J
 start_stub
 # a PATH the jobs' users may search (a folder under /root answers EACCES)
-PATH=/usr/local/bin:/usr/bin:/bin start_agent agent1.log --enroll-secret-file "$T/secret"
+PATH=/usr/local/bin:/usr/bin:/bin start_agent agent1.log --enroll-secret-file "$T/secret" --advertise-addr 10.9.8.7
 wait_for 10 'len(exits(1)) == 1 and len(exits(2)) == 1'
 py 'exits(1)[0]["exit_code"] == 3 and exits(1)[0]["reason"] == "exited"' || fail "exit 3 not reported"
 py 'exits(1)[0]["output_tail"] == "out-GPU-bbb-1\n0\n"' || fail "tail/env wrong: $(tail -c 300 "$T/rec.jsonl")"
@@ -108,7 +109,34 @@ sys.exit(0 if ok else 1)
 PY
 [ "$(stat -c %a "$T/w/token")" = 600 ] || fail "token file not 0600"
 grep -q enroll-secret-xyz "$T/agent1.log" && fail "secret in the log"
+py '[r["body"].get("address") for r in recs if r["path"] == "/v1/agent/enroll"] == ["10.9.8.7"]' \
+    || fail "the enrollment did not carry --advertise-addr"
 echo "[$SECONDS s] ok 1 exit codes, tails, 127, enrollment"
+
+# 1b. rendezvous: a member whose rendezvous says wait is not started until
+# an answer gives the port; then it sees its rank, the nodes and the
+# hostfile.  A host name as --advertise-addr is refused at start.
+cat >"$T/asg.json" <<'J'
+[{"job_id":40,"attempt":1,"command":"echo $TARMAC_NODE_RANK/$TARMAC_NUM_NODES $TARMAC_MASTER_ADDR:$TARMAC_MASTER_PORT $MASTER_PORT; cat $TARMAC_HOSTFILE",
+  "rendezvous":{"rank":1,"nodes":2,"gpus_per_node":1,"addrs":["10.9.8.6","10.9.8.7"],"master_port":null,"wait":"no free rendezvous port on node 6"}}]
+J
+sleep 1.5
+py 'len(starts(40)) == 0' || fail "a member whose rendezvous waits was started"
+cat >"$T/asg.json" <<'J'
+[{"job_id":40,"attempt":1,"command":"echo $TARMAC_NODE_RANK/$TARMAC_NUM_NODES $TARMAC_MASTER_ADDR:$TARMAC_MASTER_PORT $MASTER_PORT; cat $TARMAC_HOSTFILE",
+  "rendezvous":{"rank":1,"nodes":2,"gpus_per_node":1,"addrs":["10.9.8.6","10.9.8.7"],"master_port":29517,"wait":null}}]
+J
+wait_for 10 'len(exits(40)) == 1'
+py 'exits(40)[0]["output_tail"] == "1/2 10.9.8.6:29517 29517\n10.9.8.6 slots=1\n10.9.8.7 slots=1\n"' \
+    || fail "rendezvous variables: $(tail -c 300 "$T/rec.jsonl")"
+echo '[]' >"$T/asg.json"
+set +e
+"$BIN" agent --controller "$URL" --node-id 1 --work-dir "$T/w8" --advertise-addr node-1.example 2>"$T/agent8.log"
+rc=$?
+set -e
+[ "$rc" = 2 ] && grep -q -- "--advertise-addr: must be an IPv4 or IPv6 address" "$T/agent8.log" \
+    || fail "a host name as --advertise-addr not refused (rc $rc): $(cat "$T/agent8.log")"
+echo "[$SECONDS s] ok 1b rendezvous: held while waiting, then the variables and the hostfile"
 
 # 2. a tree that ignores SIGTERM, stopped: SIGKILL to the whole group after the grace.
 cat >"$T/asg.json" <<'J'

@@ -6,7 +6,9 @@
  * refusals); a malformed answer is logged once, naming the field, and
  * gives no notice; a raised notice is reported once with the documented
  * action and deadline; Azure's ack reaches the service as StartRequests.
- * The local watch reads its notice file.
+ * The local watch reads its notice file.  The node's address (address.h):
+ * each cloud's private IPv4 from its fake, none for an answer that is not
+ * an IP address or a service that is not there.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "controller/agent/address.h"
 #include "controller/agent/metadata.h"
 #include "controller/io/http_uv.h"
 #include "core/err.h"
@@ -342,6 +345,92 @@ static void test_local(void **state)
     rmdir(dir);
 }
 
+/* ---- the node's address (address.h) ---------------------------------- */
+
+struct addr_ctx {
+    int calls;
+    char address[64];
+};
+
+static void on_address(void *data, const char *address)
+{
+    struct addr_ctx *a = data;
+
+    a->calls++;
+    snprintf(a->address, sizeof(a->address), "%s", address ? address : "(none)");
+}
+
+/* Look the address up on the running fake; what came back. */
+static void lookup(const char *kind, struct addr_ctx *a)
+{
+    uv_loop_t loop;
+    struct tm_http *http;
+    char base[128];
+    FILE *log = tmpfile();
+
+    assert_non_null(log);
+    tm_log_set_stream(log);
+    memset(a, 0, sizeof(*a));
+    base_url(base, sizeof(base));
+    assert_int_equal(uv_loop_init(&loop), 0);
+    assert_int_equal(tm_http_create(&loop, &http), 0);
+    assert_int_equal(tm_agent_address_lookup(http, kind, base, on_address, a), 0);
+    while (a->calls == 0)
+        uv_run(&loop, UV_RUN_ONCE);
+    tm_http_close(http, NULL, NULL);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    assert_int_equal(uv_loop_close(&loop), 0);
+    tm_log_set_stream(stderr);
+    fclose(log);
+    assert_int_equal(a->calls, 1);
+}
+
+/* Each cloud's private IPv4 with the headers its service insists on; an
+ * answer that is not an IP address gives none. */
+static void test_address(void **state)
+{
+    static const char *const clouds[] = {"aws", "gcp", "azure"};
+    static const char *const want[] = {"172.31.5.17", "10.128.0.7", "10.0.0.4"};
+    struct addr_ctx a;
+    char st[512];
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        fixture_start(clouds[i]);
+        lookup(clouds[i], &a);
+        assert_string_equal(a.address, want[i]);
+        control("state?node=7", st, sizeof(st));
+        assert_non_null(strstr(st, "\"bad_headers\": 0"));
+        control("address?node=7&body=ip-10-0-0-1.internal", NULL, 0);
+        lookup(clouds[i], &a);
+        assert_string_equal(a.address, "(none)");
+        fixture_stop();
+    }
+    /* no service there */
+    fixture_start("gcp");
+    fixture_stop();
+    lookup("gcp", &a);
+    assert_string_equal(a.address, "(none)");
+    assert_int_equal(tm_agent_address_lookup(NULL, "local", NULL, on_address, &a), TM_EINVAL);
+}
+
+static void test_address_parse(void **state)
+{
+    char out[64];
+
+    (void)state;
+    assert_int_equal(tm_agent_address_parse(" 10.1.2.3\n", 10, out, sizeof(out)), 0);
+    assert_string_equal(out, "10.1.2.3");
+    assert_int_equal(tm_agent_address_parse("fd00::1", 7, out, sizeof(out)), 0);
+    assert_string_equal(out, "fd00::1");
+    assert_int_equal(tm_agent_address_parse("", 0, out, sizeof(out)), TM_EBADREPLY);
+    assert_int_equal(tm_agent_address_parse("10.1.2", 6, out, sizeof(out)), TM_EBADREPLY);
+    assert_int_equal(tm_agent_address_parse("10.1.2.3 x", 10, out, sizeof(out)), TM_EBADREPLY);
+    assert_int_equal(tm_agent_address_parse("<html>", 6, out, sizeof(out)), TM_EBADREPLY);
+    assert_int_equal(tm_agent_address_parse("10.1\0.2.3", 9, out, sizeof(out)), TM_EBADREPLY);
+    assert_int_equal(tm_agent_address_parse(NULL, 0, out, sizeof(out)), TM_EBADREPLY);
+}
+
 static void test_bad_kind(void **state)
 {
     uv_loop_t loop;
@@ -360,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_aws),   cmocka_unit_test(test_gcp),
         cmocka_unit_test(test_azure), cmocka_unit_test(test_unreachable_logged_once),
         cmocka_unit_test(test_local), cmocka_unit_test(test_bad_kind),
+        cmocka_unit_test(test_address), cmocka_unit_test(test_address_parse),
     };
     signal(SIGPIPE, SIG_IGN);
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -631,6 +631,29 @@ static void test_fence_keys(void **state)
     expect_error(HEAD "agent: {fence_after: 0s}\n" PROV POOL, "t.yaml:3: key \"agent.fence_after\": must be");
 }
 
+/* Multi-node rendezvous: the master port range, 29500-29999 by default,
+ * at least one port. */
+static void test_rendezvous_keys(void **state)
+{
+    struct tm_config cfg = {0};
+    char err[512];
+
+    (void)state;
+    assert_int_equal(load(HEAD PROV POOL, &cfg, err, sizeof(err)), 0);
+    assert_int_equal(cfg.agent.rendezvous_port_min, 29500);
+    assert_int_equal(cfg.agent.rendezvous_port_max, 29999);
+    tm_config_release(&cfg);
+    assert_int_equal(load(HEAD "agent: {rendezvous_port_min: 40000, rendezvous_port_max: 40000}\n" PROV POOL,
+                          &cfg, err, sizeof(err)),
+                     0);
+    assert_int_equal(cfg.agent.rendezvous_port_max, 40000);
+    tm_config_release(&cfg);
+    expect_error(HEAD "agent: {rendezvous_port_min: 40000, rendezvous_port_max: 39999}\n" PROV POOL,
+                 "t.yaml:3: key \"agent.rendezvous_port_max\": must be at least agent.rendezvous_port_min (40000)");
+    expect_error(HEAD "agent: {rendezvous_port_min: 80}\n" PROV POOL,
+                 "t.yaml:3: key \"agent.rendezvous_port_min\": must be between 1024 and 65535, got 80");
+}
+
 static void test_syntax_errors(void **state)
 {
     (void)state;
@@ -899,6 +922,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cloud_provider_pool, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_pool_disruption_budget, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_fence_keys, setup_env, teardown_env),
+        cmocka_unit_test_setup_teardown(test_rendezvous_keys, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_allocation_failures, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_spot_hazards_table, setup_table_dir, teardown_table_dir),
         cmocka_unit_test_setup_teardown(test_spot_hazards_errors, setup_table_dir, teardown_table_dir),
