@@ -305,6 +305,19 @@ static void report_unstartable(struct tm_agent *ag, const struct tm_agent_assign
     tm_agent_save_state(ag);
 }
 
+/* All of text to fd: 0, or -errno. */
+static int write_all(int fd, const char *text, size_t len)
+{
+    for (size_t off = 0; off < len;) {
+        ssize_t w = write(fd, text + off, len - off);
+        if (w < 0 && errno != EINTR)
+            return -errno;
+        if (w > 0)
+            off += (size_t)w;
+    }
+    return 0;
+}
+
 /* The rendezvous hostfile in the job's folder (the agent's file, 0644:
  * the job's user reads it; a container job's template mounts it with
  * {hostfile}).  0 or -errno. */
@@ -320,13 +333,8 @@ static int write_hostfile(const struct tm_agent_assignment *a)
     (void)unlink(a->hostfile);
     fd = open(a->hostfile, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     r = fd < 0 ? -errno : 0;
-    for (size_t off = 0; r == 0 && off < len;) {
-        ssize_t w = write(fd, text + off, len - off);
-        if (w < 0 && errno != EINTR)
-            r = -errno;
-        else if (w > 0)
-            off += (size_t)w;
-    }
+    if (r == 0)
+        r = write_all(fd, text, len);
     if (fd >= 0 && fchmod(fd, 0644) != 0 && r == 0)
         r = -errno;
     if (fd >= 0 && close(fd) != 0 && r == 0)
@@ -356,13 +364,8 @@ static int job_prepare(struct tm_agent *ag, struct tm_agent_job *j, const struct
         }
         fd = open(j->env_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
         r = fd < 0 ? -errno : 0;
-        for (size_t off = 0; r == 0 && off < len;) {
-            ssize_t w = write(fd, text + off, len - off);
-            if (w < 0 && errno != EINTR)
-                r = -errno;
-            else if (w > 0)
-                off += (size_t)w;
-        }
+        if (r == 0)
+            r = write_all(fd, text, len);
         if (fd >= 0 && close(fd) != 0 && r == 0)
             r = -errno;
         OPENSSL_cleanse(text, len);
