@@ -87,9 +87,11 @@ static int post(struct tm_agent *ag, const char *url, const char *body, bool aut
     return tm_http_request(ag->http, &req, cb, data);
 }
 
-static int64_t next_backoff(int64_t cur)
+static int64_t next_backoff(const struct tm_agent *ag, int64_t cur)
 {
-    return cur <= 0 ? 1000 : (cur * 2 > 60000 ? 60000 : cur * 2);
+    int64_t cap = ag->o.retry_max_ms > 0 ? ag->o.retry_max_ms : 60000;
+
+    return cur <= 0 ? 1000 : (cur * 2 > cap ? cap : cur * 2);
 }
 
 /* ---- state file ------------------------------------------------------- */
@@ -199,7 +201,7 @@ static void on_report(const struct tm_http_response *resp, void *data)
                      (long long)r->job_id, resp->http_status, resp->body ? resp->body : "");
         drop_first_report(ag);
     } else {
-        ag->report_backoff_ms = next_backoff(ag->report_backoff_ms);
+        ag->report_backoff_ms = next_backoff(ag, ag->report_backoff_ms);
         ag->report_next_ms = uv_now(ag->loop) + (uint64_t)ag->report_backoff_ms;
         return;
     }
@@ -430,7 +432,7 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
     if (ag->shutting_down)
         return;
     if (resp->status < 0 || resp->http_status >= 500 || resp->http_status == 429) {
-        ag->backoff_ms = next_backoff(ag->backoff_ms);
+        ag->backoff_ms = next_backoff(ag, ag->backoff_ms);
         if (!ag->away_said)
             tm_log_warn("controller unreachable, retrying with backoff", "err=\"%s\" http=%ld retry_ms=%lld",
                         resp->status < 0 ? tm_strerror(resp->status) : "server error", resp->http_status,
@@ -744,7 +746,7 @@ static void on_enroll(const struct tm_http_response *resp, void *data)
         agent_shutdown(ag, 1);
         return;
     }
-    ag->backoff_ms = next_backoff(ag->backoff_ms);
+    ag->backoff_ms = next_backoff(ag, ag->backoff_ms);
     tm_log(ag->backoff_ms == 1000 ? TM_LOG_WARN : TM_LOG_DEBUG, "could not enroll, retrying with backoff",
            "err=\"%s\" http=%ld retry_ms=%lld",
                 resp->status < 0 ? tm_strerror(resp->status) : "server error", resp->http_status,

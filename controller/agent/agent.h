@@ -46,6 +46,11 @@ struct tm_agent_options {
                                      * template, else nothing */
     int checkpoint_signal;
     int64_t kill_grace_ms;
+    /* While the controller is away, tries double from 1 s up to this
+     * (default 60 s): a fleet of agents does not hammer a recovering
+     * controller, and a node is heard again at most this long (plus a
+     * heartbeat) after it is back. */
+    int64_t retry_max_ms;
     int64_t log_cap_bytes;
     /* Who runs a job (docs/isolation.md).  An agent running as root runs
      * each job on the host under a user of its own: a UID from

@@ -42,6 +42,8 @@ static const char agent_help[] =
     "                            (default \"docker kill {name}\" with the default template)\n"
     "  --checkpoint-signal SIG   default TERM\n"
     "  --kill-grace D            default 30s\n"
+    "  --retry-max D             longest wait between tries while the controller is away\n"
+    "                            (default 60s, 1s .. 10m)\n"
     "  --log-cap BYTES           per-job log cap (default 64 MiB)\n"
     "  --job-uids FIRST-LAST     UIDs for jobs' own users (default 70000-79999; root only)\n"
     "  --advertise-addr IP       this node's address for its jobs' peers (default: the cloud's\n"
@@ -66,6 +68,7 @@ enum {
     OPT_CKPT,
     OPT_STOP_TEMPLATE,
     OPT_GRACE,
+    OPT_RETRY_MAX,
     OPT_LOGCAP,
     OPT_LOGLEVEL,
     OPT_JOB_UIDS,
@@ -152,6 +155,7 @@ int tm_cli_agent(int argc, char **argv)
         {"checkpoint-signal", required_argument, NULL, OPT_CKPT},
         {"container-stop-template", required_argument, NULL, OPT_STOP_TEMPLATE},
         {"kill-grace", required_argument, NULL, OPT_GRACE},
+        {"retry-max", required_argument, NULL, OPT_RETRY_MAX},
         {"log-cap", required_argument, NULL, OPT_LOGCAP},
         {"log-level", required_argument, NULL, OPT_LOGLEVEL},
         {"job-uids", required_argument, NULL, OPT_JOB_UIDS},
@@ -167,6 +171,7 @@ int tm_cli_agent(int argc, char **argv)
         .sample_ms = 10000,
         .checkpoint_signal = SIGTERM,
         .kill_grace_ms = 30000,
+        .retry_max_ms = 60000,
         .log_cap_bytes = TM_AGENT_LOG_CAP_DEFAULT,
         .job_uid_first = TM_AGENT_JOB_UID_FIRST,
         .job_uid_last = TM_AGENT_JOB_UID_LAST,
@@ -218,6 +223,12 @@ int tm_cli_agent(int argc, char **argv)
         case OPT_GRACE:
             if ((r = duration("--kill-grace", optarg, 0, &o.kill_grace_ms)))
                 return r;
+            break;
+        case OPT_RETRY_MAX:
+            if ((r = duration("--retry-max", optarg, 1000, &o.retry_max_ms)))
+                return r;
+            if (o.retry_max_ms > 600000)
+                return usage_error("--retry-max: at most 10m, got \"%s\"", optarg);
             break;
         case OPT_LOGCAP:
             o.log_cap_bytes = strtoll(optarg, &end, 10);
