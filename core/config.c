@@ -322,6 +322,11 @@ static const struct cfg_field cfg_agent_fields[] = {
      .offset = CFG_OFF(tm_config_agent, rendezvous_port_min), .def = "29500", .min = 1024, .max = 65535},
     {.key = "rendezvous_port_max", .type = CFG_INT,
      .offset = CFG_OFF(tm_config_agent, rendezvous_port_max), .def = "29999", .min = 1024, .max = 65535},
+    /* A gang's start barrier: how long its first claim waits for the
+     * others before the gang is requeued whole (migrations/0021). */
+    {.key = "gang_start_timeout", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, gang_start_timeout_ms), .def = "5m", .min = 1000,
+     .max = CFG_DAY},
 };
 static const struct cfg_section cfg_agent_section = {
     cfg_agent_fields, CFG_NFIELDS(cfg_agent_fields), sizeof(struct tm_config_agent)};

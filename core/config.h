@@ -206,6 +206,11 @@ struct tm_config_agent {
      * one port to two running jobs on one node. */
     int rendezvous_port_min;      /* default 29500, 1024 .. 65535 */
     int rendezvous_port_max;      /* default 29999, at least the min */
+    /* A multi-node job's start barrier (docs/multi-node.md, migrations/0021):
+     * no member starts until every member's agent has claimed the
+     * attempt; when one has not this long after the first did, the whole
+     * gang is requeued (controller/reconcile/gang_start.c). */
+    int64_t gang_start_timeout_ms; /* default 5 min, 1 s .. 1 day */
 };
 
 /* idle_gpu: allocated GPUs whose samples stay below threshold for window. */

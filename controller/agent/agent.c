@@ -369,9 +369,9 @@ void tm_agent_job_gone(struct tm_agent *ag)
  * silent (controller/agent/README.md, "Fencing"): it is killed at once, no
  * checkpoint signal and no grace, and nothing new starts here until every
  * such job is gone. */
-static void apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, bool returning)
+static bool apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, bool returning)
 {
-    bool fencing = false;
+    bool fencing = false, barrier = false;
 
     /* Stop what is no longer placed here (another attempt counts as not). */
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next) {
@@ -393,7 +393,7 @@ static void apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, b
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
         fencing |= j->fenced && !j->exited;
     if (fencing)
-        return; /* the next answer starts the new work */
+        return false; /* the next answer starts the new work */
     /* Start what does not run, once: never an attempt that ran here
      * already, never while an older attempt of the same job still lives. */
     for (size_t i = 0; i < a->count; i++) {
@@ -413,12 +413,14 @@ static void apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, b
         if (as->rdv.given && as->rdv.wait) {
             tm_log_debug("job waits for its rendezvous", "job=%lld reason=\"%s\"", (long long)as->job_id,
                          as->rdv.wait);
+            barrier |= as->rdv.barrier;
             continue;
         }
         r = tm_agent_job_start(ag, as);
         if (r < 0)
             tm_log_error("could not start job", "job=%lld err=%s", (long long)as->job_id, tm_strerror(r));
     }
+    return barrier;
 }
 
 static void on_heartbeat(const struct tm_http_response *resp, void *data)
@@ -426,6 +428,7 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
     struct tm_agent *ag = data;
     struct tm_agent_answer ans;
     char err[256];
+    bool barrier = false;
     int r;
 
     ag->hb_inflight = false;
@@ -491,13 +494,19 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
         ag->answer_said = true;
     } else {
         ag->answer_said = false;
-        apply_answer(ag, &ans, ag->returning || !ag->answered);
+        barrier = apply_answer(ag, &ans, ag->returning || !ag->answered);
         ag->answered = true;
         ag->returning = false;
         tm_agent_answer_release(&ans);
     }
-    /* A backlog from an outage drains in quick batches, not one per period. */
-    hb_again(ag, ag->ring_tail - ag->ring_head > TM_AGENT_BATCH_MAX / 2 ? 200 : ag->o.heartbeat_ms);
+    /* A backlog from an outage drains in quick batches, not one per period.
+     * A member held at its gang's start barrier asks again soon: the go
+     * comes with the last member's claim, and the members should start
+     * together, not a heartbeat period apart. */
+    if (barrier && ag->o.heartbeat_ms > TM_AGENT_BARRIER_POLL_MS)
+        hb_again(ag, TM_AGENT_BARRIER_POLL_MS);
+    else
+        hb_again(ag, ag->ring_tail - ag->ring_head > TM_AGENT_BATCH_MAX / 2 ? 200 : ag->o.heartbeat_ms);
 }
 
 static void heartbeat(struct tm_agent *ag)

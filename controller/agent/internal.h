@@ -20,6 +20,9 @@
 #define TM_AGENT_BATCH_MAX 512     /* samples per heartbeat: ~100 KB, well under the
                                     * API's default 256 KB body limit */
 #define TM_AGENT_DONE_CAP 256      /* finished (job, attempt) pairs remembered */
+/* The heartbeat period while a job waits at its gang's start barrier: the
+ * members' starts are at most about this far apart. */
+#define TM_AGENT_BARRIER_POLL_MS 200
 /* Samples older than this are dropped, not sent: the controller refuses
  * samples older than its agent.sample_max_age (default 6 h), and one
  * refused sample would refuse the whole heartbeat. */

@@ -303,6 +303,8 @@ static void print_why_subject(const char *kind, const cJSON *o)
     const cJSON *why = cJSON_GetObjectItemCaseSensitive(o, "state_reason");
     if (cJSON_IsString(why) && why->valuestring[0])
         printf("  now: %s\n", why->valuestring);
+    if (strcmp(kind, "job") == 0)
+        tm_cli_print_members(o, "  ");
 }
 
 int tm_cli_api_why(int argc, char **argv)
