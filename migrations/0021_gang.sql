@@ -10,8 +10,10 @@
 -- signature and answer, plus "barrier": while any node of a job of two or
 -- more nodes has not claimed the current attempt, every member's answer
 -- carries "wait" (naming the nodes not come yet) and "barrier": true, and
--- no agent starts the command; the heartbeat of the last member to claim
--- gets the go itself.  A member's claim takes the job's row FOR SHARE, and
+-- no agent starts the command.  Once the last member has claimed, every
+-- member is told to start 500 ms after that claim ("start_in_ms": how long
+-- from this answer), so that the members start together, not each at its
+-- next heartbeat.  A member's claim takes the job's row FOR SHARE, and
 -- the reconcile pass's timeout (op gang_start_timeout below) takes it FOR
 -- UPDATE, so a gang requeued for a missing node can never hand the go to a
 -- member in the same moment.
@@ -73,6 +75,7 @@ DECLARE
     v_wait text;
     v_absent text;
     v_barrier boolean := false;
+    v_start_in bigint;
     cand int;
 BEGIN
     SELECT array_agg(n.address ORDER BY a.node_id), count(*),
@@ -162,9 +165,24 @@ BEGIN
             END IF;
         END IF;
     END IF;
+    -- Released: the members start together, 500 ms after the last claim
+    -- (a waiting member asks every 200 ms, so each hears of the go before
+    -- then), each told how long to hold from its own answer rather than a
+    -- time on a clock the nodes may not share.
+    IF v_n > 1 AND NOT v_barrier AND v_wait IS NULL THEN
+        SELECT max(m.claimed_ms) + 500 - p_now INTO v_start_in FROM job_members m
+         WHERE m.job_id = p_job AND m.attempt = p_attempt;
+        IF v_start_in > 0 THEN
+            v_barrier := true;
+            v_wait := 'start barrier: every member claimed attempt ' || p_attempt
+                      || '; the gang starts together in ' || v_start_in || ' ms';
+        ELSE
+            v_start_in := NULL;
+        END IF;
+    END IF;
     RETURN json_build_object('rank', v_rank, 'nodes', v_n, 'gpus_per_node', coalesce(v_gpus, 0),
                              'addrs', to_json(v_addrs), 'master_port', v_port, 'wait', v_wait,
-                             'barrier', v_barrier);
+                             'barrier', v_barrier, 'start_in_ms', v_start_in);
 END $$;
 
 -- 0010's report, with the members of a gang ending one by one (above).

@@ -26,6 +26,10 @@ tm_add_test(itest_agent_apply LABELS integration agent FIXTURES pg TIMEOUT 60
 # (mass silence), one silent node among many is still handled.
 tm_add_c_test(test_reconcile_silence ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_silence.c
               LABELS unit agent LINK tarmac_reconcile)
+# A gang's start barrier past agent.gang_start_timeout: the whole gang is
+# requeued, naming the nodes that did not come (gang_start.c).
+tm_add_c_test(test_reconcile_gang_start ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_gang_start.c
+              LABELS unit agent LINK tarmac_reconcile)
 # The control plane goes away for longer than agent.requeue_after (the
 # database cut off; `tarmac serve` stopped) and comes back: with real
 # agents, no job is requeued and no job process stopped.

@@ -369,9 +369,13 @@ void tm_agent_job_gone(struct tm_agent *ag)
  * silent (controller/agent/README.md, "Fencing"): it is killed at once, no
  * checkpoint signal and no grace, and nothing new starts here until every
  * such job is gone. */
-static bool apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, bool returning)
+/* Returns when to ask again for a job held at its gang's start barrier:
+ * the soonest common start an answer gave, else TM_AGENT_BARRIER_POLL_MS;
+ * 0 when no job waits there. */
+static int64_t apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, bool returning)
 {
-    bool fencing = false, barrier = false;
+    bool fencing = false;
+    int64_t barrier = 0;
 
     /* Stop what is no longer placed here (another attempt counts as not). */
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next) {
@@ -393,7 +397,7 @@ static bool apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, b
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
         fencing |= j->fenced && !j->exited;
     if (fencing)
-        return false; /* the next answer starts the new work */
+        return 0; /* the next answer starts the new work */
     /* Start what does not run, once: never an attempt that ran here
      * already, never while an older attempt of the same job still lives. */
     for (size_t i = 0; i < a->count; i++) {
@@ -413,7 +417,11 @@ static bool apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, b
         if (as->rdv.given && as->rdv.wait) {
             tm_log_debug("job waits for its rendezvous", "job=%lld reason=\"%s\"", (long long)as->job_id,
                          as->rdv.wait);
-            barrier |= as->rdv.barrier;
+            if (as->rdv.barrier) {
+                int64_t in = as->rdv.start_in_ms > 0 ? as->rdv.start_in_ms : TM_AGENT_BARRIER_POLL_MS;
+                if (!barrier || in < barrier)
+                    barrier = in;
+            }
             continue;
         }
         r = tm_agent_job_start(ag, as);
@@ -428,7 +436,7 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
     struct tm_agent *ag = data;
     struct tm_agent_answer ans;
     char err[256];
-    bool barrier = false;
+    int64_t barrier = 0;
     int r;
 
     ag->hb_inflight = false;
@@ -502,9 +510,10 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
     /* A backlog from an outage drains in quick batches, not one per period.
      * A member held at its gang's start barrier asks again soon: the go
      * comes with the last member's claim, and the members should start
-     * together, not a heartbeat period apart. */
-    if (barrier && ag->o.heartbeat_ms > TM_AGENT_BARRIER_POLL_MS)
-        hb_again(ag, TM_AGENT_BARRIER_POLL_MS);
+     * together, not a heartbeat period apart; once all have claimed, it
+     * asks again at the gang's common start. */
+    if (barrier > 0 && barrier < ag->o.heartbeat_ms)
+        hb_again(ag, barrier);
     else
         hb_again(ag, ag->ring_tail - ag->ring_head > TM_AGENT_BATCH_MAX / 2 ? 200 : ag->o.heartbeat_ms);
 }

@@ -17,7 +17,9 @@
  * addresses, exactly nodes of them), rank 0's port, and "wait": a reason
  * its members must not start yet (no port free, an address unknown), with
  * master_port null.  "barrier": true when the wait is the start barrier
- * (a member of the job has not claimed it yet; false or absent otherwise).
+ * (a member of the job has not claimed it yet, or all have and the gang
+ * starts together "start_in_ms" from this answer, 0..60000; false or
+ * absent otherwise).
  * Absent from an older controller: no rendezvous.
  *
  * Unknown keys are ignored (a newer controller may add some); a known key
@@ -49,6 +51,9 @@ struct tm_agent_rendezvous {
     /* The wait is the start barrier (migrations/0021): some member of the
      * job has not claimed it yet, and the go may come at any moment. */
     bool barrier;
+    /* With the barrier: every member has claimed, and the gang starts
+     * together this many ms after this answer (0: not given). */
+    int start_in_ms;
 };
 
 struct tm_agent_assignment {

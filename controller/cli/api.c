@@ -268,9 +268,13 @@ void tm_cli_print_members(const cJSON *job, const char *indent)
         return;
     printf("%snodes of attempt %s, by rank:\n", indent,
            tm_cli_jtext(cJSON_GetArrayItem(members, 0), "attempt", b[0], sizeof(b[0])));
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(job, "state");
+    bool running = cJSON_IsString(st) && strcmp(st->valuestring, "running") == 0;
     cJSON_ArrayForEach(m, members)
     {
-        const char *ended = "running";
+        /* a member of an attempt that ended without its own exit recorded
+         * was stopped with the rest of its gang */
+        const char *ended = running ? "running" : "stopped with the gang";
         if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(m, "claimed_ms")))
             ended = "not claimed yet";
         else if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(m, "started_ms")))

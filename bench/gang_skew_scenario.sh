@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# bench/gang_skew_scenario.sh GANGS SIZE: how far apart a gang's members
+# start (run by bench/run-gang-skew.sh, which sets the test environment).
+# The local provider, real agents (heartbeat period $HEARTBEAT), SIZE
+# ready nodes; GANGS jobs of SIZE nodes submitted at once, one running at
+# a time.  Each member writes the time its command started, waits until
+# every rank of its job has started (at most 60 s), and exits 0.  Prints
+# one line per gang:
+#   result job=ID skew_ms=N
+# skew_ms: from the first rank's command start to the last's (-1: a rank
+# never started).
+. "$TM_SOURCE_DIR/tests/lib/itest.sh"
+E2E_AGENT_ARGS="--heartbeat-period ${HEARTBEAT:-10s} --sample-period 10s --kill-grace 2s"
+. "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
+GANGS=${1:?gangs}
+SIZE=${2:?nodes per gang}
+E2E_OD_MIN=$SIZE
+E2E_OD_MAX=$SIZE
+E2E_IDLE_GRACE=600s
+e2e_start "bench_gang_skew" >/dev/null
+T=$WORK/b
+mkdir -p "$T"
+chmod 1777 "$T" # the jobs run under users of their own: a file per process
+cat >"$T/job.sh" <<SH
+echo "\$(date +%s%3N)" >"$T/s.\$TARMAC_JOB_ID.\$TARMAC_NODE_RANK"
+i=0
+while [ "\$(ls $T | grep -c "^s\.\$TARMAC_JOB_ID\.")" -lt $SIZE ] && [ \$i -lt 600 ]; do sleep 0.1; i=\$((i + 1)); done
+SH
+wait_for 120 "[ \"\$(psql_q \"SELECT count(*) FROM nodes WHERE state = 'ready' AND last_heartbeat_ms IS NOT NULL\")\" = $SIZE ]" \
+    || fail "$SIZE nodes never ready"
+JOBS=()
+for _ in $(seq "$GANGS"); do
+    JOBS+=("$(submit "{\"team\":\"b\",\"gpus\":2,\"nodes\":$SIZE,\"pool\":\"od\",\"command\":\"sh $T/job.sh\"}")")
+done
+wait_for $((GANGS * 60)) "[ \"\$(psql_q \"SELECT count(*) FROM jobs WHERE state IN ('queued', 'running')\")\" = 0 ]" \
+    || fail "the gangs never all ended: $(psql_q "SELECT state, count(*) FROM jobs GROUP BY 1")"
+for j in "${JOBS[@]}"; do
+    n=$(ls "$T" | grep -c "^s\.$j\." || true)
+    if [ "$n" != "$SIZE" ]; then
+        echo "result job=$j skew_ms=-1"
+        continue
+    fi
+    echo "result job=$j skew_ms=$(cat "$T"/s."$j".* | sort -n | awk 'NR == 1 {a = $1} {b = $1} END {print b - a}')"
+done
