@@ -9,6 +9,11 @@
 #   result job=ID skew_ms=N
 # skew_ms: from the first rank's command start to the last's (-1: a rank
 # never started).
+# The local provider starts every node's agent at the same moment, so their
+# heartbeats would fall in step, as they never do on a cloud where nodes
+# boot minutes apart: with SPREAD=1 (the default) the agents' heartbeats
+# are spread evenly over the period first (each agent stopped, then let go
+# a period/SIZE after the one before).
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 E2E_AGENT_ARGS="--heartbeat-period ${HEARTBEAT:-10s} --sample-period 10s --kill-grace 2s"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
@@ -17,6 +22,10 @@ SIZE=${2:?nodes per gang}
 E2E_OD_MIN=$SIZE
 E2E_OD_MAX=$SIZE
 E2E_IDLE_GRACE=600s
+# stopped agents must not be taken for silent
+E2E_UNREACHABLE_AFTER=60s
+E2E_REQUEUE_AFTER=90s
+E2E_TERMINATE_AFTER=120s
 e2e_start "bench_gang_skew" >/dev/null
 T=$WORK/b
 mkdir -p "$T"
@@ -28,6 +37,17 @@ while [ "\$(ls $T | grep -c "^s\.\$TARMAC_JOB_ID\.")" -lt $SIZE ] && [ \$i -lt 6
 SH
 wait_for 120 "[ \"\$(psql_q \"SELECT count(*) FROM nodes WHERE state = 'ready' AND last_heartbeat_ms IS NOT NULL\")\" = $SIZE ]" \
     || fail "$SIZE nodes never ready"
+if [ "${SPREAD:-1}" = 1 ]; then
+    HB_MS=$(python3 -c 'import sys; v = sys.argv[1]; print(int(float(v[:-2]) if v.endswith("ms") else float(v.rstrip("s")) * 1000))' "${HEARTBEAT:-10s}")
+    AGENTS=()
+    for n in $(psql_q "SELECT id FROM nodes WHERE state = 'ready' ORDER BY id"); do AGENTS+=("$(agent_pid "$n")"); done
+    kill -STOP "${AGENTS[@]}"
+    for a in "${AGENTS[@]}"; do
+        kill -CONT "$a"
+        sleep "$(python3 -c "print($HB_MS / $SIZE / 1000)")"
+    done
+    sleep 1
+fi
 JOBS=()
 for _ in $(seq "$GANGS"); do
     JOBS+=("$(submit "{\"team\":\"b\",\"gpus\":2,\"nodes\":$SIZE,\"pool\":\"od\",\"command\":\"sh $T/job.sh\"}")")
