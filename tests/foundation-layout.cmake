@@ -2,3 +2,11 @@
 # it may not (scripts/check-includes.sh; scripts/test.sh runs it first too).
 tm_add_test(check_includes LABELS unit foundation TIMEOUT 60
             COMMAND sh ${CMAKE_SOURCE_DIR}/scripts/check-includes.sh ${CMAKE_SOURCE_DIR})
+
+# The banned calls (sprintf, strcpy, strcat, atoi, ...; scripts/check-banned.sh
+# says why each), refused in core/, controller/ and providers/, and the
+# check's own test on a fixture tree (comments and strings are not findings).
+tm_add_test(check_banned LABELS unit foundation TIMEOUT 60
+            COMMAND sh ${CMAKE_SOURCE_DIR}/scripts/check-banned.sh ${CMAKE_SOURCE_DIR})
+tm_add_test(check_banned_selftest LABELS unit foundation TIMEOUT 60
+            COMMAND sh ${CMAKE_SOURCE_DIR}/tests/unit/check_banned_selftest.sh)
