@@ -2,7 +2,7 @@
  * controller/fleet/planner.c: the fleet planner (see planner.h for the rules).
  *
  * tm_planner_run is one function per step (run_deadlines ... run_releases)
- * over one struct run.  The file stays whole at about 900 lines because
+ * over one struct run.  The file stays whole, long as it is, because
  * every step shares the room model (struct room, room_fit) and the budget
  * check; split, they would need a private header for one pure function.
  */

@@ -6,7 +6,7 @@
  * tick every tick_ms.  After the events of an instant the scheduler
  * places the queue; at each tick the fleet policy plans.
  *
- * Why one file of 1.5k lines: every step (the cloud's events, placement,
+ * Why one long file: every step (the cloud's events, placement,
  * the three fleet policies, the bounds, the accounting) reads and writes
  * the one struct sim below through some twenty small helpers (launch,
  * terminate, stop_job, node_end, price_of, ...).  Split, those would
