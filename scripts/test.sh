@@ -2,7 +2,7 @@
 # The whole test suite: install what is missing, build with -Wall -Wextra
 # -Werror, run every ctest test, then build again with AddressSanitizer and
 # UndefinedBehaviorSanitizer and run the suite under them.  First of all,
-# scripts/check-includes.sh checks the layering rule of README.md and
+# scripts/check-includes.sh checks the layering rule of docs/architecture.md and
 # scripts/check-banned.sh the banned calls.
 #
 #   scripts/test.sh
