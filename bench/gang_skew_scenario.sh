@@ -12,8 +12,8 @@
 # The local provider starts every node's agent at the same moment, so their
 # heartbeats would fall in step, as they never do on a cloud where nodes
 # boot minutes apart: with SPREAD=1 (the default) the agents' heartbeats
-# are spread evenly over the period first (each agent stopped, then let go
-# a period/SIZE after the one before).
+# are spread evenly over the period first (every agent stopped for a
+# period, then each let go a period/SIZE after the one before).
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 E2E_AGENT_ARGS="--heartbeat-period ${HEARTBEAT:-10s} --sample-period 10s --kill-grace 2s"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
@@ -41,7 +41,10 @@ if [ "${SPREAD:-1}" = 1 ]; then
     HB_MS=$(python3 -c 'import sys; v = sys.argv[1]; print(int(float(v[:-2]) if v.endswith("ms") else float(v.rstrip("s")) * 1000))' "${HEARTBEAT:-10s}")
     AGENTS=()
     for n in $(psql_q "SELECT id FROM nodes WHERE state = 'ready' ORDER BY id"); do AGENTS+=("$(agent_pid "$n")"); done
+    # Stopped for a whole period first, so that every agent's heartbeat is
+    # due when it is let go and its next one falls where it was let go.
     kill -STOP "${AGENTS[@]}"
+    sleep "$(python3 -c "print($HB_MS / 1000)")"
     for a in "${AGENTS[@]}"; do
         kill -CONT "$a"
         sleep "$(python3 -c "print($HB_MS / $SIZE / 1000)")"
