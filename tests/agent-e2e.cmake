@@ -51,3 +51,12 @@ tm_add_test(itest_gang_lifecycle LABELS integration agent FIXTURES pg TIMEOUT 18
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_lifecycle.sh)
 tm_add_test(itest_gang_barrier LABELS integration agent FIXTURES pg TIMEOUT 150
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_barrier.sh)
+# Every byte of a job's output (docs/logs.md): 20 MB of binary output read
+# back whole after its node was released, --follow to the job's end, an
+# agent killed -9 mid-output and restarted (no gap, no duplicate), another
+# team's engineer refused, and the bad input of the ingest and the read.
+tm_add_test(itest_agent_logs LABELS integration agent FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_logs.sh)
+# The per-job cap (head, tail and a marker) and the retention, with a small cap.
+tm_add_test(itest_agent_logs_cap LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_logs_cap.sh)
