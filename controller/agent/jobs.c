@@ -468,6 +468,7 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
         own.hostfile = hostfile;
     }
     j->checkpointable = a->checkpointable;
+    j->gpu_mask = tm_agent_gpu_mask(a);
     if (a->image) {
         const char *stop = ag->o.container_stop;
         if (!stop && !ag->o.container_template)
