@@ -261,7 +261,8 @@ static bool job_sets(const struct tm_agent_assignment *a, const char *name)
 /* The checkpoint folder (made with its parents when missing) and what is
  * in it become the job's user's: an attempt resumes from what an earlier
  * one, under another UID, wrote there, and the earlier one's leftovers can
- * no longer write into it. */
+ * no longer write into it.  uid 0: the job runs as the agent's own user,
+ * who made the folder and owns it already. */
 static int checkpoint_dir_own(const char *path, uint32_t uid, uint32_t gid)
 {
     char buf[PATH_MAX];
@@ -281,7 +282,7 @@ static int checkpoint_dir_own(const char *path, uint32_t uid, uint32_t gid)
     }
     if (mkdir(buf, 0700) != 0 && errno != EEXIST)
         return -errno;
-    return tm_agent_tree_own(buf, uid, gid);
+    return uid ? tm_agent_tree_own(buf, uid, gid) : 0;
 }
 
 /* A job that could not be started: report exit 127 with why as its tail,
@@ -400,7 +401,7 @@ static int job_prepare(struct tm_agent *ag, struct tm_agent_job *j, const struct
             snprintf(why, whylen, "out of memory");
             return -1;
         }
-        if (j->uid && a->checkpoint_dir) {
+        if (a->checkpoint_dir) {
             r = checkpoint_dir_own(a->checkpoint_dir, j->uid, j->gid);
             if (r < 0) {
                 snprintf(why, whylen, "could not give the checkpoint folder %.160s to the job's user: %s",
