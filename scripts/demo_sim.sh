@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Set tarmac up and show it working, in one to two minutes.
+# The simulated-cloud demo, for the bigger fleet: set tarmac up and show
+# it working, in one to two minutes.
 #
-#   scripts/demo.sh
+#   scripts/demo.sh --sim      (or scripts/demo_sim.sh)
 #
 # Installs what is missing, builds, creates a local PostgreSQL cluster
 # (scripts/demo_db.sh; unless TARMAC_DATABASE_URL is set), migrates, and
