@@ -8,14 +8,35 @@
 # that is revoked at the end; the closing table has its three fleets; and
 # one job's output is shown whole with `tarmac logs` where it exists, else
 # its last lines from `tarmac jobs show`.
+#
+#   demo_local.sh          as the user ctest runs as (root: jobs run under
+#                          users of their own, docs/isolation.md)
+#   demo_local.sh user     as root, the demo as a plain user (nobody) from a
+#                          copy of the tree that user owns: the agents run
+#                          jobs as their own user; exits 77 (skipped) when
+#                          not root, where the first form is that case
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 
-DB=$(new_db itest_demo_local)
+AS=${1:-self}
+DB=$(new_db "itest_demo_local_$AS")
 OUT=$WORK/demo.out
-cd "$WORK"
 rc=0
-TARMAC_DATABASE_URL=$DB TARMAC_DEMO_SHORT=1 TARMAC_DEMO_BIN=$TARMAC \
-    timeout 200 bash "$TM_SOURCE_DIR/scripts/demo.sh" >"$OUT" 2>&1 || rc=$?
+if [ "$AS" = user ]; then
+    [ "$(id -u)" = 0 ] || { echo "not root: itest_demo_local runs the demo as a plain user"; exit 77; }
+    # A tree nobody owns: the demo's scripts, config and the binary under test.
+    chmod 755 "$WORK"
+    mkdir -p "$WORK/home" "$WORK/clone/build"
+    cp -r "$TM_SOURCE_DIR/scripts" "$TM_SOURCE_DIR/config" "$WORK/clone/"
+    cp "$TARMAC" "$WORK/clone/build/tarmac"
+    chown -R nobody "$WORK/home" "$WORK/clone"
+    (cd / && runuser -u nobody -- env HOME="$WORK/home" TARMAC_DATABASE_URL="$DB" TARMAC_DEMO_SHORT=1 \
+        TARMAC_DEMO_BIN="$WORK/clone/build/tarmac" timeout 200 bash "$WORK/clone/scripts/demo.sh") \
+        >"$OUT" 2>&1 || rc=$?
+else
+    cd "$WORK"
+    TARMAC_DATABASE_URL=$DB TARMAC_DEMO_SHORT=1 TARMAC_DEMO_BIN=$TARMAC \
+        timeout 200 bash "$TM_SOURCE_DIR/scripts/demo.sh" >"$OUT" 2>&1 || rc=$?
+fi
 show() { echo "--- the demo's output" >&2; cat "$OUT" >&2; }
 [ "$rc" = 0 ] || { show; fail "the demo exited $rc"; }
 has() { grep -qE "$1" "$OUT" || { show; fail "$2"; }; }
