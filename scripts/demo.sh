@@ -41,7 +41,7 @@ short=${TARMAC_DEMO_SHORT:-}
 if [ -n "$short" ]; then
     t_tok=6 t_eval=4 t_rdv=4 t_infer=4 train_steps=20 wave2=6 wave3=12 grace=4s
 else
-    t_tok=15 t_eval=10 t_rdv=10 t_infer=12 train_steps=50 wave2=20 wave3=45 grace=10s
+    t_tok=20 t_eval=12 t_rdv=15 t_infer=15 train_steps=60 wave2=20 wave3=50 grace=10s
 fi
 
 if [ -z "${TARMAC_DATABASE_URL:-}" ]; then
@@ -98,9 +98,40 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# The first of 32 ports free now: every job holds a rendezvous port on its
+# rank-0 node while it runs (docs/multi-node.md), and every node here is
+# 127.0.0.1, where the two-node job's rank 0 listens on its port.
+free_range() {
+    python3 - <<'PY'
+import socket
+for _ in range(100):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    base = s.getsockname()[1]
+    s.close()
+    if base + 31 > 65535:
+        continue
+    try:
+        held = []
+        for p in range(base, base + 32):
+            t = socket.socket()
+            held.append(t)
+            t.bind(("127.0.0.1", p))
+    except OSError:
+        continue
+    finally:
+        for t in held:
+            t.close()
+    print(base)
+    break
+else:
+    raise SystemExit("demo: no 32 free ports in a row on 127.0.0.1")
+PY
+}
 port=$(free_port)
+rdv_port=$(free_range)
 config=$work/demo-local.yaml
-sed -e "s|@PORT@|$port|g" -e "s|@RDV_PORT@|$(free_port)|g" -e "s|@WORK@|$work|g" \
+sed -e "s|@PORT@|$port|g" -e "s|@RDV_PORT_MIN@|$rdv_port|g" -e "s|@RDV_PORT_MAX@|$((rdv_port + 31))|g" -e "s|@WORK@|$work|g" \
     -e "s|@ROOT@|$root|g" -e "s|@IDLE_GRACE@|$grace|g" config/demo-local.yaml >"$config"
 
 "$tarmac" migrate --config "$config"
@@ -188,7 +219,7 @@ sql "SELECT s.node_id AS node, s.gpu_index AS gpu, round(s.util_percent) AS util
        FROM (SELECT DISTINCT ON (node_id, gpu_index) * FROM gpu_samples
               ORDER BY node_id, gpu_index, at_ms DESC) s
        JOIN nodes n ON n.id = s.node_id AND n.state IN ('ready', 'draining')
-      ORDER BY 1, 2" | sed 's/^/demo:   /'
+      ORDER BY 1, 2" | sed -e '/^$/d' -e 's/^/demo:   /'
 echo
 
 at "$wave3"
