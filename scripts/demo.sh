@@ -187,8 +187,11 @@ submit --team nlp --name eval-suite --class eval --gpus 1 --estimate "${t_eval}s
     --command "python3 $jobs_dir/evaluate.py $t_eval" >/dev/null
 rdv=$(submit --team nlp --name allreduce --class train --nodes 2 --gpus 2 --estimate "${t_rdv}s" \
     --command "python3 $jobs_dir/allreduce.py $t_rdv")
+# exec: Python is the process the agent started (under its wrapper), so
+# the checkpoint signal reaches no shell that would die of it first and
+# have the rest of the job killed while it writes its checkpoint.
 train=$(submit --team vision --name spot-train --class train --gpus 1 --preemptible --checkpointable \
-    --pool a100-spot --estimate "$(( train_steps / 2 ))s" --command "python3 $jobs_dir/train_ckpt.py $train_steps")
+    --pool a100-spot --estimate "$(( train_steps / 2 ))s" --command "exec python3 $jobs_dir/train_ckpt.py $train_steps")
 
 # Interrupt the spot node once the training job has a complete checkpoint.
 wait_state "$train" running 60 || { echo "demo: the training job never started" >&2; exit 1; }
