@@ -44,19 +44,6 @@ else
     t_tok=20 t_eval=12 t_rdv=15 t_infer=15 train_steps=60 wave2=20 wave3=50 grace=10s
 fi
 
-if [ -z "${TARMAC_DATABASE_URL:-}" ]; then
-    # The demo's own cluster lives outside the checkout (scripts/demo_db.sh
-    # says where and why); each run gets a fresh database in it.
-    pgdir=$(bash scripts/demo_db.sh where)
-    echo "demo: PostgreSQL cluster in $pgdir (port ${TARMAC_DEMO_PORT:-55432}; it is kept between runs," \
-         "stopped at the end; remove it with: bash scripts/demo_db.sh remove)"
-    [ -d "$root/.tarmac/pg" ] &&
-        echo "demo: an earlier demo's cluster in $root/.tarmac/pg is no longer used; rm -rf $root/.tarmac removes it"
-    TARMAC_DATABASE_URL=$(bash scripts/demo_db.sh start tarmac_demo)
-    export TARMAC_DATABASE_URL
-    stop_pg='bash "$root/scripts/demo_db.sh" stop'
-fi
-
 # The run's folder: the nodes' folders, the shared checkpoint storage and
 # the jobs' programs.  Jobs run under users of their own when this runs as
 # root (docs/isolation.md): they pass through it (0711) and read the
@@ -96,6 +83,19 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM HUP
+
+if [ -z "${TARMAC_DATABASE_URL:-}" ]; then
+    # The demo's own cluster lives outside the checkout (scripts/demo_db.sh
+    # says where and why); each run gets a fresh database in it.
+    pgdir=$(bash scripts/demo_db.sh where)
+    echo "demo: PostgreSQL cluster in $pgdir (port ${TARMAC_DEMO_PORT:-55432}; it is kept between runs," \
+         "stopped at the end; remove it with: bash scripts/demo_db.sh remove)"
+    [ -d "$root/.tarmac/pg" ] &&
+        echo "demo: an earlier demo's cluster in $root/.tarmac/pg is no longer used; rm -rf $root/.tarmac removes it"
+    TARMAC_DATABASE_URL=$(bash scripts/demo_db.sh start tarmac_demo)
+    export TARMAC_DATABASE_URL
+    stop_pg='bash "$root/scripts/demo_db.sh" stop'
+fi
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # The first of 32 ports free now: every job holds a rendezvous port on its

@@ -33,7 +33,7 @@ if [ "$AS" = user ]; then
         TARMAC_DEMO_BIN="$WORK/clone/build/tarmac" timeout 200 bash "$WORK/clone/scripts/demo.sh") \
         >"$OUT" 2>&1 || rc=$?
 else
-    cd "$WORK"
+    cd "$WORK" || exit 1
     TARMAC_DATABASE_URL=$DB TARMAC_DEMO_SHORT=1 TARMAC_DEMO_BIN=$TARMAC \
         timeout 200 bash "$TM_SOURCE_DIR/scripts/demo.sh" >"$OUT" 2>&1 || rc=$?
 fi
