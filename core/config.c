@@ -114,6 +114,8 @@ static const struct cfg_field cfg_provider_fields[] = {
     /* metadata_url (above, with gcp's): the fake's root for metadata aws|gcp|azure. */
     {.key = "gpu_util_percent", .type = CFG_DOUBLE,
      .offset = CFG_OFF(tm_config_provider, gpu_util_percent), .def = "0", .dmin = 0, .dmax = 100},
+    {.key = "gpu_busy_util_percent", .type = CFG_DOUBLE,
+     .offset = CFG_OFF(tm_config_provider, gpu_busy_util_percent), .def = "0", .dmin = 0, .dmax = 100},
     {.key = "agent_args", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, agent_args)},
     /* Fencing: whether terminating an instance through this provider, once
      * its listing confirms it, guarantees the node's processes are gone

@@ -107,6 +107,9 @@ struct tm_config_provider {
     char *metadata;               /* local: the agents' notice source, "local" (default),
                                    * "aws", "gcp", "azure" (a fake at metadata_url) or "none" */
     double gpu_util_percent;      /* local: the fake GPUs' utilisation, default 0 */
+    /* local: a fake GPU's utilisation while a job holds it; 0 (default):
+     * gpu_util_percent, busy or not. */
+    double gpu_busy_util_percent;
     char *agent_args;             /* local: extra `tarmac agent` flags ($TARMAC_AGENT_ARGS) */
     /* Fencing: a confirmed terminate stops every process of the node
      * (default true); false: its silent nodes wait agent.fence_after. */

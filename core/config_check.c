@@ -205,7 +205,7 @@ static int cfg_validate_local(struct cfg_ctx *c, const yaml_node_t *pn,
                                strcmp(p->metadata, "azure") == 0);
     /* metadata_url is gcp's too (its metadata server), checked below for local. */
     static const char *const local_only[] = {"state_dir", "metadata", "gpu_util_percent",
-                                             "agent_args"};
+                                             "gpu_busy_util_percent", "agent_args"};
 
     if (!local) {
         for (size_t k = 0; k < sizeof(local_only) / sizeof(local_only[0]); k++)

@@ -15,7 +15,9 @@ used: boot, empty nodes and free GPUs on busy ones.
 
 A job's run time is what the simulated node ran it for (sim_runtime_ms) or,
 for real work, its finish less its start; a gang of N nodes becomes N
-one-node jobs (the replay has no gangs).
+one-node jobs (the replay has no gangs).  On the local provider (real
+agents, scripts/demo.sh) the baselines boot a node in the time this run's
+nodes took on average, from request to ready.
 """
 import argparse
 import csv
@@ -79,6 +81,9 @@ POD_COLUMNS = ["name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", "gpu_s
                "pod_phase", "creation_time", "deletion_time", "scheduled_time"]
 
 
+BOOT_SQL = "SELECT coalesce(avg(ready_ms - requested_ms), 0) AS ms FROM nodes WHERE ready_ms IS NOT NULL"
+
+
 def price_table(cfg):
     """One type per instance type a pool uses; spot prices only where a spot
     pool offers the type."""
@@ -119,12 +124,15 @@ def main():
         sys.exit("demo_compare: TARMAC_DATABASE_URL is not set")
     cfg = yaml.safe_load(open(args.config))
     prices, spot = price_table(cfg)
-    sim = next((p for p in cfg.get("providers", []) if p.get("kind") == "sim"), {})
+    sim = next((p for p in cfg.get("providers", []) if p.get("kind") in ("sim", "local")), {})
     pools = cfg.get("pools", [])
     scale = float(cfg.get("time_scale", 1))
     tick_s = duration_ms(cfg.get("tick_interval", "10s"), "tick_interval") * scale / 1000
     grace_s = max(duration_ms(p.get("idle_grace", "10m"), "idle_grace") for p in pools) / 1000
-    boot_s = duration_ms(sim.get("boot_delay", "3m"), "boot_delay") / 1000
+    if sim.get("kind") == "local":
+        boot_s = float(psql_csv(url, BOOT_SQL)[0]["ms"]) / 1000
+    else:
+        boot_s = duration_ms(sim.get("boot_delay", "3m"), "boot_delay") / 1000
 
     jobs = psql_csv(url, JOBS_SQL)
     if not jobs:
@@ -142,7 +150,7 @@ def main():
             yaml.safe_dump(prices, f, sort_keys=False)
         cmd = [args.tarmac, "replay", "--elastic", "--pods", pods, "--prices", table,
                "--policy", "static,reactive", "--json", "--spot", "on" if spot else "off",
-               "--hazard", str(sim.get("spot_hazard", 0)), "--boot-s", "%g" % boot_s,
+               "--hazard", str(sim.get("spot_hazard", 0)), "--boot-s", "%.3f" % boot_s,
                "--grace-s", "%g" % grace_s, "--tick-s", "%g" % max(1, tick_s),
                "--checkpointable", ckpt, "--seed", str(sim.get("seed", 1))]
         if "spot_notice" in sim:
@@ -164,9 +172,11 @@ def main():
     print("demo: the same %d jobs under three fleets (the elastic replay's baselines on this run's"
           " jobs, prices of %s)" % (len(jobs), os.path.basename(args.config)))
     print("  %-31s %10s %10s %10s %12s" % ("fleet", "dollars", "paid GPU-h", "idle GPU-h", "tarmac saves"))
+    # a short run's GPU-hours are fractions: two decimals then
+    hours = "%10.1f" if max(r[2] for r in rows) >= 10 else "%10.2f"
     for name, usd, paid, idle in rows:
         saves = "" if name.startswith("tarmac") else "%.0f%%" % (100 * (1 - tarmac_usd / usd)) if usd else "-"
-        print("  %-31s %10.2f %10.1f %10.1f %12s" % (name, usd, paid, idle, saves))
+        print(("  %-31s %10.2f " + hours + " " + hours + " %12s") % (name, usd, paid, idle, saves))
 
 
 if __name__ == "__main__":

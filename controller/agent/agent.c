@@ -18,6 +18,7 @@
 #include "controller/agent/address.h"
 #include "controller/agent/body.h"
 #include "controller/agent/internal.h"
+#include "controller/agent/job_env.h"
 #include "controller/agent/metadata.h"
 #include "controller/io/http_uv.h"
 #include "core/err.h"
@@ -298,6 +299,7 @@ static void on_sample(uv_timer_t *t)
     struct tm_gpu_reading r;
     char err[256];
     struct timespec ts;
+    uint32_t busy = 0;
     int rc;
 
     clock_gettime(CLOCK_REALTIME, &ts); /* sample times are wall clock: the controller compares nodes */
@@ -310,6 +312,11 @@ static void on_sample(uv_timer_t *t)
         return;
     }
     ag->gpu_error_said = false;
+    /* A fake GPU that a running job holds reports as busy (gpu.h). */
+    for (const struct tm_agent_job *j = ag->jobs; j; j = j->next)
+        if (!j->exited)
+            busy |= j->gpu_mask;
+    tm_gpu_reading_mark_busy(&r, busy);
     ag->last = r;
     for (int i = 0; i < r.count; i++) {
         if (ag->ring_tail - ag->ring_head == TM_AGENT_SAMPLE_CAP) {
@@ -384,7 +391,10 @@ static int64_t apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a
 
     /* Stop what is no longer placed here (another attempt counts as not). */
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next) {
-        if (j->exited || tm_agent_answer_find(a, j->job_id, j->attempt) >= 0)
+        long at = j->exited ? -1 : tm_agent_answer_find(a, j->job_id, j->attempt);
+        if (at >= 0)
+            j->gpu_mask = tm_agent_gpu_mask(&a->assignments[at]); /* a re-adopted job's too */
+        if (j->exited || at >= 0)
             continue;
         if (returning && !j->fenced) {
             tm_log_warn("stale job from before this node fell silent, killing it before anything else",

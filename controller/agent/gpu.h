@@ -10,6 +10,11 @@
  *             "memory_used_mib":0,"memory_total_mib":81920,
  *             "temperature_c":30,"power_w":60}]}
  *
+ * A fake GPU may also give "busy_util_percent": what it reports while a
+ * job of this agent holds it (tm_gpu_reading_mark_busy), so that a fleet
+ * of fake nodes shows utilisation that follows its jobs; without it the
+ * file's util_percent stands, busy or not.
+ *
  * A reading is every GPU at one instant; the agent keeps readings as
  * samples until a heartbeat carries them.
  */
@@ -51,6 +56,9 @@ struct tm_gpu_reading {
     int count;
     struct tm_gpu_info info[TM_GPU_MAX];
     struct tm_gpu_sample sample[TM_GPU_MAX];
+    /* The fake file's busy_util_percent per GPU, where it gives one. */
+    bool busy_given[TM_GPU_MAX];
+    double busy_util_percent[TM_GPU_MAX];
 };
 
 /* Parse the fake file's text into r (all at_ms = now_ms).  Pure.  0, or
@@ -58,6 +66,10 @@ struct tm_gpu_reading {
  * number 0..100"). */
 int tm_gpu_fake_parse(const char *body, size_t len, int64_t now_ms, struct tm_gpu_reading *r,
                       char *err, size_t errlen);
+
+/* The GPUs whose index is set in busy_mask (bit i: index i) and that have
+ * a busy_util_percent report it instead of their idle figures.  Pure. */
+void tm_gpu_reading_mark_busy(struct tm_gpu_reading *r, uint32_t busy_mask);
 
 enum tm_gpu_kind { TM_GPU_NONE, TM_GPU_FAKE, TM_GPU_NVML, TM_GPU_KIND_MAX };
 

@@ -108,6 +108,10 @@ int tm_gpu_fake_parse(const char *body, size_t len, int64_t now_ms, struct tm_gp
             rc = num(g, "temperature_c", i, -50, 200, 30, &temp, err, errlen);
         if (rc == 0)
             rc = num(g, "power_w", i, 0, 1e5, 60, &power, err, errlen);
+        if (rc == 0 && cJSON_GetObjectItemCaseSensitive(g, "busy_util_percent")) {
+            r->busy_given[i] = true;
+            rc = num(g, "busy_util_percent", i, 0, 100, 0, &r->busy_util_percent[i], err, errlen);
+        }
         if (rc < 0)
             goto out;
         for (int j = 0; j < i; j++)
@@ -132,6 +136,24 @@ out:
         memset(r, 0, sizeof(*r));
     cJSON_Delete(root);
     return rc;
+}
+
+void tm_gpu_reading_mark_busy(struct tm_gpu_reading *r, uint32_t busy_mask)
+{
+    for (int i = 0; i < r->count; i++) {
+        struct tm_gpu_sample *s = &r->sample[i];
+        double u = r->busy_util_percent[i];
+
+        if (!r->busy_given[i] || s->gpu_index < 0 || s->gpu_index >= 32 ||
+            !(busy_mask & (UINT32_C(1) << s->gpu_index)))
+            continue;
+        /* a loaded GPU's memory, heat and power, in the fake's own scale */
+        s->util_percent = u;
+        if (s->memory_used_mib < s->memory_total_mib / 4)
+            s->memory_used_mib = s->memory_total_mib / 4;
+        s->temperature_c = 30 + u / 2;
+        s->power_w = 60 + u * 3;
+    }
 }
 
 struct tm_gpu_source {

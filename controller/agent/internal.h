@@ -41,6 +41,7 @@ struct tm_agent_job {
     int pid;                   /* also the process group (a new session) */
     uint64_t start_time;
     bool checkpointable;
+    uint32_t gpu_mask;         /* the GPU indices it holds, bit i for index i (fake busy GPUs) */
     bool child;                /* spawned by this agent: proc is live */
     bool exited;
     bool start_reported;

@@ -79,6 +79,16 @@ static bool overridden(const char *entry, const struct tm_agent_assignment *a)
     return false;
 }
 
+uint32_t tm_agent_gpu_mask(const struct tm_agent_assignment *a)
+{
+    uint32_t m = 0;
+
+    for (size_t i = 0; i < a->gpu_count; i++)
+        if (a->gpu_indices[i] >= 0 && a->gpu_indices[i] < 32)
+            m |= UINT32_C(1) << a->gpu_indices[i];
+    return m;
+}
+
 void tm_agent_gpu_list(const struct tm_agent_assignment *a, const struct tm_gpu_info *gpus, int ngpus,
                        char *out, size_t outlen)
 {

@@ -71,6 +71,9 @@ int tm_agent_container_env_file(const struct tm_agent_assignment *a, const struc
  * name.  0 or TM_ENOMEM. */
 int tm_strv_set(char ***v, const char *name, const char *value);
 
+/* a's GPU indices as a mask, bit i for index i (indices past 31 left out). */
+uint32_t tm_agent_gpu_mask(const struct tm_agent_assignment *a);
+
 /* The UUIDs of a's GPUs, comma-separated, into out ("" with none). */
 void tm_agent_gpu_list(const struct tm_agent_assignment *a, const struct tm_gpu_info *gpus, int ngpus,
                        char *out, size_t outlen);

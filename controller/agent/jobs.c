@@ -262,7 +262,8 @@ static bool job_sets(const struct tm_agent_assignment *a, const char *name)
 /* The checkpoint folder (made with its parents when missing) and what is
  * in it become the job's user's: an attempt resumes from what an earlier
  * one, under another UID, wrote there, and the earlier one's leftovers can
- * no longer write into it. */
+ * no longer write into it.  uid 0: the job runs as the agent's own user,
+ * who made the folder and owns it already. */
 static int checkpoint_dir_own(const char *path, uint32_t uid, uint32_t gid)
 {
     char buf[PATH_MAX];
@@ -282,7 +283,7 @@ static int checkpoint_dir_own(const char *path, uint32_t uid, uint32_t gid)
     }
     if (mkdir(buf, 0700) != 0 && errno != EEXIST)
         return -errno;
-    return tm_agent_tree_own(buf, uid, gid);
+    return uid ? tm_agent_tree_own(buf, uid, gid) : 0;
 }
 
 /* A job that could not be started: report exit 127 with why as its tail,
@@ -401,7 +402,7 @@ static int job_prepare(struct tm_agent *ag, struct tm_agent_job *j, const struct
             snprintf(why, whylen, "out of memory");
             return -1;
         }
-        if (j->uid && a->checkpoint_dir) {
+        if (a->checkpoint_dir) {
             r = checkpoint_dir_own(a->checkpoint_dir, j->uid, j->gid);
             if (r < 0) {
                 snprintf(why, whylen, "could not give the checkpoint folder %.160s to the job's user: %s",
@@ -469,6 +470,7 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
         own.hostfile = hostfile;
     }
     j->checkpointable = a->checkpointable;
+    j->gpu_mask = tm_agent_gpu_mask(a);
     if (a->image) {
         const char *stop = ag->o.container_stop;
         if (!stop && !ag->o.container_template)

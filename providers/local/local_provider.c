@@ -76,6 +76,7 @@ struct local_provider {
     char metadata_url[256];
     char agent_args[512];
     double gpu_util;
+    double gpu_busy_util; /* 0: none */
     struct local_type types[LOCAL_TYPES_MAX];
     size_t ntypes;
     uv_timer_t timer;
@@ -385,7 +386,8 @@ static int do_launch(struct local_provider *lp, const struct tm_launch_request *
     if (r < 0)
         goto fail;
     snprintf(path, sizeof(path), "%s/gpus.json", dir);
-    r = tm_local_write_gpus(path, req->node_id, ty->gpus, ty->gpu_model, lp->gpu_util);
+    r = tm_local_write_gpus(path, req->node_id, ty->gpus, ty->gpu_model, lp->gpu_util,
+                            lp->gpu_busy_util);
     if (r < 0)
         goto fail;
     snprintf(rec.inst.id, sizeof(rec.inst.id), "%s", id);
@@ -738,6 +740,7 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
     snprintf(lp->metadata_url, sizeof(lp->metadata_url), "%s", p->metadata_url ? p->metadata_url : "");
     snprintf(lp->agent_args, sizeof(lp->agent_args), "%s", p->agent_args ? p->agent_args : "");
     lp->gpu_util = p->gpu_util_percent;
+    lp->gpu_busy_util = p->gpu_busy_util_percent;
     for (size_t i = 0; i < p->ntypes; i++) {
         struct local_type *t = &lp->types[lp->ntypes];
 

@@ -179,7 +179,7 @@ out:
 /* ---- gpus.json and notice.json -------------------------------------------- */
 
 int tm_local_write_gpus(const char *path, int64_t node_id, int gpus, const char *model,
-                        double util_percent)
+                        double util_percent, double busy_util_percent)
 {
     cJSON *root = cJSON_CreateObject(), *arr;
     char uuid[64], name[96], *text;
@@ -203,6 +203,9 @@ int tm_local_write_gpus(const char *path, int64_t node_id, int gpus, const char 
             !cJSON_AddNumberToObject(g, "memory_total_mib", 81920) ||
             !cJSON_AddNumberToObject(g, "temperature_c", 30 + util_percent / 2) ||
             !cJSON_AddNumberToObject(g, "power_w", 60 + util_percent * 3))
+            goto out;
+        /* the agent reports it for a GPU that a job of its holds (gpu.h) */
+        if (busy_util_percent > 0 && !cJSON_AddNumberToObject(g, "busy_util_percent", busy_util_percent))
             goto out;
     }
     text = cJSON_PrintUnformatted(root);

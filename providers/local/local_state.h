@@ -53,9 +53,10 @@ int tm_local_record_write(const char *state_dir, const struct tm_local_record *r
 /* Write data to path (mode) whole, through a temporary file and rename. */
 int tm_local_write_file(const char *path, const char *data, size_t len, unsigned mode);
 
-/* The fake GPU source of the agent contract: gpus entries at util percent. */
+/* The fake GPU source of the agent contract: gpus entries at util percent,
+ * and at busy_util_percent while a job holds one (none when 0). */
 int tm_local_write_gpus(const char *path, int64_t node_id, int gpus, const char *model,
-                        double util_percent);
+                        double util_percent, double busy_util_percent);
 
 /* A notice for the node of instance id: notice.json with the action,
  * deadline and event id, as metadata_local.c reads it.  notice_ms is

@@ -317,6 +317,39 @@ static void test_fake_gpus(void **state)
     assert_int_equal(r.count, 0);
 }
 
+/* A fake GPU with busy_util_percent reports it while a job holds it (the
+ * job's GPU indices as a mask), its idle figures otherwise; one without
+ * keeps its util_percent either way. */
+static void test_fake_gpus_busy(void **state)
+{
+    struct tm_gpu_reading r;
+    struct tm_agent_answer a;
+    char err[128];
+
+    (void)state;
+    assert_int_equal(tm_gpu_fake_parse(S("{\"gpus\":[{\"util_percent\":0,\"busy_util_percent\":90},"
+                                         "{\"util_percent\":0,\"busy_util_percent\":90},"
+                                         "{\"util_percent\":20}]}"),
+                                       0, &r, err, sizeof(err)),
+                     0);
+    assert_int_equal(tm_agent_answer_parse(S("{\"assignments\":[{\"job_id\":7,\"attempt\":1,"
+                                             "\"command\":\"x\",\"gpu_indices\":[1,2]}]}"),
+                                           &a, err, sizeof(err)),
+                     0);
+    assert_int_equal(tm_agent_gpu_mask(&a.assignments[0]), 6);
+    tm_gpu_reading_mark_busy(&r, tm_agent_gpu_mask(&a.assignments[0]));
+    assert_true(r.sample[0].util_percent == 0);
+    assert_true(r.sample[1].util_percent == 90);
+    assert_true(r.sample[1].memory_used_mib > 0 && r.sample[1].power_w > 60);
+    assert_true(r.sample[2].util_percent == 20);
+    tm_agent_answer_release(&a);
+
+    assert_int_equal(tm_gpu_fake_parse(S("{\"gpus\":[{\"busy_util_percent\":-1}]}"), 0, &r, err,
+                                       sizeof(err)),
+                     TM_EINVAL);
+    assert_non_null(strstr(err, "gpus[0].busy_util_percent"));
+}
+
 static void test_tail(void **state)
 {
     char big[10000], out[TM_AGENT_TAIL_MAX + 1];
@@ -509,6 +542,7 @@ int main(void)
         cmocka_unit_test(test_enroll_answer), cmocka_unit_test(test_env),
         cmocka_unit_test(test_container),
         cmocka_unit_test(test_container_env),    cmocka_unit_test(test_fake_gpus),
+        cmocka_unit_test(test_fake_gpus_busy),
         cmocka_unit_test(test_tail),         cmocka_unit_test(test_log_cap),
         cmocka_unit_test(test_state_round_trip), cmocka_unit_test(test_proc_and_adopt),
         cmocka_unit_test(test_bodies),

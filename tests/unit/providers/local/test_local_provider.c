@@ -97,7 +97,8 @@ static struct tm_config_provider prov(void)
 {
     struct tm_config_provider p = {
         .name = "local", .kind = "local", .region = "here", .state_dir = state_dir,
-        .metadata = "local", .gpu_util_percent = 37, .agent_args = "--heartbeat-period 1s",
+        .metadata = "local", .gpu_util_percent = 37, .gpu_busy_util_percent = 88,
+        .agent_args = "--heartbeat-period 1s",
         .types = types, .ntypes = 2,
     };
     return p;
@@ -228,6 +229,7 @@ static void test_lifecycle(void **state)
     node_dir(id, "gpus.json", path, sizeof(path));
     assert_int_equal(count_in(path, "\"uuid\":\"GPU-local-7-"), 2);
     assert_int_equal(count_in(path, "\"util_percent\":37"), 2);
+    assert_int_equal(count_in(path, "\"busy_util_percent\":88"), 2);
     node_dir(id, "env.txt", path, sizeof(path));
     for (int i = 0; i < 250 && count_in(path, "TARMAC_NODE_ID=7") != 1; i++)
         usleep(20000);
@@ -383,6 +385,7 @@ static void test_config(void **state)
     assert_string_equal(cfg.providers[0].kind, "local");
     assert_string_equal(cfg.providers[0].metadata, "local");
     assert_true(cfg.providers[0].gpu_util_percent == 0);
+    assert_true(cfg.providers[0].gpu_busy_util_percent == 0);
     tm_config_release(&cfg);
 
     expect_config(LHEAD "    kind: local\n" LPOOL, "\"providers[0].state_dir\": missing required key");
@@ -397,6 +400,8 @@ static void test_config(void **state)
                   "providers[0].metadata");
     expect_config(LHEAD "    kind: local\n    state_dir: /tmp/x\n    gpu_util_percent: 101\n" LPOOL,
                   "providers[0].gpu_util_percent");
+    expect_config(LHEAD "    kind: local\n    state_dir: /tmp/x\n    gpu_busy_util_percent: 101\n" LPOOL,
+                  "providers[0].gpu_busy_util_percent");
     expect_config(LHEAD "    kind: local\n    state_dir: /tmp/x\n    agent_args: \"--x $(id)\"\n" LPOOL,
                   "\"providers[0].agent_args\": plain flags only");
     expect_config(LHEAD "    kind: sim\n    state_dir: /tmp/x\n" LPOOL,
