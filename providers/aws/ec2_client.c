@@ -13,7 +13,8 @@
  * full jitter: sleep uniform [0, min(cap, base * 2^(n-1))], as long as both
  * the attempt budget and the total-delay budget allow; a sleep that would
  * pass the delay budget is cut to what is left, and when nothing is left
- * the last error is returned.  So the budget is a hard ceiling.
+ * the last error is returned.  So the budget is a hard ceiling (the
+ * budget and the jitter are every cloud client's: providers/common/retry.h).
  *
  * The auth gate: an authentication failure closes it for auth_cooldown_ms.
  * While closed, calls fail with TM_EAUTH without a request, unless the
@@ -36,6 +37,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/aws/sigv4.h"
+#include "providers/common/retry.h"
 
 enum call_state {
     CALL_CRED,
@@ -174,6 +176,12 @@ static void on_backoff(uv_timer_t *t)
         start_attempt(c);
 }
 
+uint64_t tm_ec2_backoff_ms(const struct tm_ec2_retry *retry, unsigned n, uint64_t *state)
+{
+    return tm_retry_backoff_ms(retry->base_delay_ms ? retry->base_delay_ms : 100,
+                               retry->max_delay_ms ? retry->max_delay_ms : 5000, n, state);
+}
+
 /*
  * After a failed attempt: sleep and try again if the budget allows,
  * otherwise hand the failure to the caller.
@@ -181,13 +189,16 @@ static void on_backoff(uv_timer_t *t)
 static void retry_or_deliver(struct ec2_call *c, int status)
 {
     struct tm_ec2 *ec2 = c->ec2;
-    unsigned max_attempts = ec2->retry.max_attempts ? ec2->retry.max_attempts : 5;
-    uint64_t max_delay = ec2->retry.max_total_delay_ms ? ec2->retry.max_total_delay_ms : 20000;
-    uint64_t left = max_delay > c->delay_ms ? max_delay - c->delay_ms : 0;
+    struct tm_retry_budget b = {
+        .max_attempts = ec2->retry.max_attempts ? ec2->retry.max_attempts : 5,
+        .max_total_delay_ms = ec2->retry.max_total_delay_ms ? ec2->retry.max_total_delay_ms : 20000,
+    };
     uint64_t wait;
 
     c->last_status = status;
-    if (ec2->closing || c->attempts >= max_attempts || left == 0) {
+    if (ec2->closing ||
+        !tm_retry_next(&b, c->attempts, c->delay_ms, 0,
+                       tm_ec2_backoff_ms(&ec2->retry, c->attempts, &ec2->rng), &wait)) {
         tm_log_warn("ec2 call failed, retry budget spent",
                     "action=%s attempts=%u delay_ms=%llu code=%s err=%s",
                     tm_ec2_action_name(c->action), c->attempts, (unsigned long long)c->delay_ms,
@@ -195,9 +206,6 @@ static void retry_or_deliver(struct ec2_call *c, int status)
         deliver(c, ec2->closing ? TM_ECANCELED : status, NULL);
         return;
     }
-    wait = tm_ec2_backoff_ms(&ec2->retry, c->attempts, &ec2->rng);
-    if (wait > left)
-        wait = left;
     c->delay_ms += wait;
     ec2->stats.delay_ms += wait;
     tm_log_info("ec2 call will be retried",

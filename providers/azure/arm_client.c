@@ -40,6 +40,7 @@
 #include "core/client_cert.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "providers/common/retry.h"
 
 enum call_state { CALL_TOKEN, CALL_HTTP, CALL_WAIT, CALL_DONE };
 enum call_phase { PHASE_MAIN, PHASE_POLL, PHASE_FINAL_GET };
@@ -103,39 +104,13 @@ static void token_need(struct tm_arm *arm);
 
 uint64_t tm_arm_backoff_ms(const struct tm_arm_retry *retry, unsigned n, uint64_t *state)
 {
-    uint64_t base = retry->base_delay_ms ? retry->base_delay_ms : 200;
-    uint64_t cap = retry->max_delay_ms ? retry->max_delay_ms : 5000;
-    uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ULL;
-    uint64_t ceiling = n >= 1 && n < 40 ? base << (n - 1) : cap;
-
-    if (ceiling > cap)
-        ceiling = cap;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *state = x;
-    return x % (ceiling + 1);
+    return tm_retry_backoff_ms(retry->base_delay_ms ? retry->base_delay_ms : 200,
+                               retry->max_delay_ms ? retry->max_delay_ms : 5000, n, state);
 }
 
 uint64_t tm_arm_retry_after_ms(const char *value, int64_t now_s)
 {
-    char *end;
-    long long v;
-    struct tm tmv;
-
-    if (!value || !*value)
-        return 0;
-    errno = 0;
-    v = strtoll(value, &end, 10);
-    if (!errno && end != value && *end == '\0')
-        return v > 0 && v < 86400 ? (uint64_t)v * 1000 : 0;
-    memset(&tmv, 0, sizeof(tmv));
-    if (strptime(value, "%a, %d %b %Y %H:%M:%S GMT", &tmv)) {
-        int64_t at = (int64_t)timegm(&tmv);
-
-        return at > now_s && at - now_s < 86400 ? (uint64_t)(at - now_s) * 1000 : 0;
-    }
-    return 0;
+    return tm_retry_after_ms(value, now_s);
 }
 
 /* Refresh when less than min(5 min, half the lifetime) is left. */
@@ -245,23 +220,17 @@ static void wait_then(struct arm_call *c, uint64_t ms)
 static void retry_or_fail(struct arm_call *c, int status, long http_status, uint64_t after_ms)
 {
     struct tm_arm *arm = c->arm;
-    unsigned max = arm->retry.max_attempts ? arm->retry.max_attempts : 5;
-    uint64_t budget = arm->retry.max_total_delay_ms ? arm->retry.max_total_delay_ms : 30000;
+    struct tm_retry_budget b = {
+        .max_attempts = arm->retry.max_attempts ? arm->retry.max_attempts : 5,
+        .max_total_delay_ms = arm->retry.max_total_delay_ms ? arm->retry.max_total_delay_ms : 30000,
+    };
     uint64_t d;
 
-    if (c->attempts >= max || c->delay_ms >= budget) {
+    if (!tm_retry_next(&b, c->attempts, c->delay_ms, after_ms,
+                       after_ms ? 0 : tm_arm_backoff_ms(&arm->retry, c->attempts, &arm->rng), &d)) {
         deliver(c, status, http_status, NULL, 0);
         return;
     }
-    d = after_ms ? after_ms : tm_arm_backoff_ms(&arm->retry, c->attempts, &arm->rng);
-    if (after_ms && c->delay_ms + after_ms > budget) {
-        /* The server asks for more than the budget has left: say so now
-         * rather than sleep past it. */
-        deliver(c, status, http_status, NULL, 0);
-        return;
-    }
-    if (c->delay_ms + d > budget)
-        d = budget - c->delay_ms;
     c->delay_ms += d;
     arm->stats.retries++;
     arm->stats.delay_ms += d;

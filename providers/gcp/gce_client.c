@@ -32,6 +32,7 @@
 #include "controller/io/http_uv.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "providers/common/retry.h"
 
 enum call_state { CALL_TOKEN, CALL_HTTP, CALL_BACKOFF, CALL_DONE };
 
@@ -80,22 +81,8 @@ struct tm_gce {
 
 uint64_t tm_gce_backoff_ms(const struct tm_gce_retry *retry, unsigned n, uint64_t *state)
 {
-    uint64_t base = retry->base_delay_ms ? retry->base_delay_ms : 100;
-    uint64_t cap = retry->max_delay_ms ? retry->max_delay_ms : 5000;
-    uint64_t ceil = base;
-    uint64_t x;
-
-    for (unsigned i = 1; i < n && ceil < cap; i++)
-        ceil *= 2;
-    if (ceil > cap)
-        ceil = cap;
-    /* xorshift64*: jitter needs no cryptographic quality. */
-    x = *state ? *state : 0x9e3779b97f4a7c15ull;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return (x * 0x2545f4914f6cdd1dull) % (ceil + 1);
+    return tm_retry_backoff_ms(retry->base_delay_ms ? retry->base_delay_ms : 100,
+                               retry->max_delay_ms ? retry->max_delay_ms : 5000, n, state);
 }
 
 const char *tm_gce_endpoint(const struct tm_gce *gce) { return gce->endpoint; }
@@ -168,13 +155,16 @@ static void on_backoff(uv_timer_t *t)
 static void retry_or_deliver(struct gce_call *c, int status)
 {
     struct tm_gce *gce = c->gce;
-    unsigned max_attempts = gce->retry.max_attempts ? gce->retry.max_attempts : 5;
-    uint64_t max_delay = gce->retry.max_total_delay_ms ? gce->retry.max_total_delay_ms : 20000;
-    uint64_t left = max_delay > c->delay_ms ? max_delay - c->delay_ms : 0;
+    struct tm_retry_budget b = {
+        .max_attempts = gce->retry.max_attempts ? gce->retry.max_attempts : 5,
+        .max_total_delay_ms = gce->retry.max_total_delay_ms ? gce->retry.max_total_delay_ms : 20000,
+    };
     uint64_t wait;
 
     c->failures++;
-    if (gce->closing || c->failures >= max_attempts || left == 0) {
+    if (gce->closing ||
+        !tm_retry_next(&b, c->failures, c->delay_ms, 0,
+                       tm_gce_backoff_ms(&gce->retry, c->failures, &gce->rng), &wait)) {
         tm_log_warn("gce call failed, retry budget spent",
                     "call=%s attempts=%u delay_ms=%llu code=%s err=%s",
                     tm_gce_call_name(c->sent), c->attempts, (unsigned long long)c->delay_ms,
@@ -182,9 +172,6 @@ static void retry_or_deliver(struct gce_call *c, int status)
         deliver(c, gce->closing ? TM_ECANCELED : status, NULL);
         return;
     }
-    wait = tm_gce_backoff_ms(&gce->retry, c->failures, &gce->rng);
-    if (wait > left)
-        wait = left;
     c->delay_ms += wait;
     gce->stats.delay_ms += wait;
     tm_log_info("gce call will be retried", "call=%s attempt=%u http=%ld code=%s err=%s wait_ms=%llu",
