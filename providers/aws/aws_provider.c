@@ -71,8 +71,6 @@ struct aws_provider {
     bool prices_inflight;
     bool no_price_refresh;
     bool closing;
-    void (*close_done)(void *data);
-    void *close_data;
 };
 
 static const struct tm_provider_ops aws_ops;
@@ -1213,8 +1211,10 @@ int tm_aws_validate_pools(struct tm_provider *p, tm_aws_validate_cb cb, void *da
 
 /* ---- create / close ----------------------------------------------------- */
 
-static void provider_free(struct aws_provider *ap)
+static void provider_free(void *provider)
 {
+    struct aws_provider *ap = provider;
+
     tm_provider_pools_free(ap->pools, ap->npools);
     tm_provider_types_free(ap->types, ap->ntypes);
     free(ap->image_id);
@@ -1265,6 +1265,7 @@ int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     ap->launch = (struct tm_launch_env){
         .now_ms = loop_now, .clock = loop, .name = ap->name, .cluster = ap->cluster,
         .shorts = &ap->shorts, .closing = &ap->closing,
+        .free_provider = provider_free, .provider = ap,
         .max_relaunch = opts->retry.max_attempts ? opts->retry.max_attempts : 5,
     };
     ap->no_price_refresh = opts->no_price_refresh;
@@ -1327,28 +1328,13 @@ int tm_aws_provider_create(uv_loop_t *loop, const struct tm_config *cfg,
     return tm_aws_provider_create_ex(loop, cfg, prov, NULL, ret);
 }
 
-static void on_ec2_closed(void *data)
-{
-    struct aws_provider *ap = data;
-    void (*done)(void *data) = ap->close_done;
-    void *done_data = ap->close_data;
-
-    provider_free(ap);
-    if (done)
-        done(done_data);
-}
-
 static void aws_close(struct tm_provider *p, void (*done)(void *data), void *data)
 {
     struct aws_provider *ap = impl(p);
 
-    if (ap->closing)
-        return;
-    ap->closing = true;
-    ap->close_done = done;
-    ap->close_data = data;
     /* Calls in flight come back with TM_ECANCELED, from the loop. */
-    tm_ec2_close(ap->ec2, on_ec2_closed, ap);
+    if (tm_launch_env_close(&ap->launch, done, data))
+        tm_ec2_close(ap->ec2, tm_launch_env_closed, &ap->launch);
 }
 
 static const struct tm_provider_ops aws_ops = {

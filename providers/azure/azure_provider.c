@@ -57,8 +57,6 @@ struct az_provider {
     struct tm_launch_env launch;  /* the launch engine's view, and the
                                    * launches in flight (their VM names) */
     bool closing;
-    void (*close_done)(void *data);
-    void *close_data;
 };
 
 static const struct tm_provider_ops azure_ops;
@@ -588,8 +586,10 @@ static int azure_price(struct tm_provider *p, const char *instance_type, const c
 
 /* ---- create / close ----------------------------------------------------- */
 
-static void provider_free(struct az_provider *ap)
+static void provider_free(void *provider)
 {
+    struct az_provider *ap = provider;
+
     tm_provider_pools_free(ap->pools, ap->npools);
     tm_provider_types_free(ap->types, ap->ntypes);
     free(ap->subnet_id);
@@ -771,7 +771,7 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     ap->launch = (struct tm_launch_env){
         .now_ms = loop_now, .clock = loop, .name = ap->name, .cluster = ap->cluster,
         .shorts = &ap->shorts, .pools = ap->pools, .npools = ap->npools,
-        .closing = &ap->closing,
+        .closing = &ap->closing, .free_provider = provider_free, .provider = ap,
     };
     endpoint = prov->endpoint ? prov->endpoint : getenv("TARMAC_AZURE_ENDPOINT");
     ao.endpoint = endpoint;
@@ -817,27 +817,13 @@ int tm_azure_provider_create(uv_loop_t *loop, const struct tm_config *cfg,
     return tm_azure_provider_create_ex(loop, cfg, prov, NULL, ret);
 }
 
-static void on_arm_closed(void *data)
-{
-    struct az_provider *ap = data;
-    void (*done)(void *) = ap->close_done;
-    void *dd = ap->close_data;
-
-    provider_free(ap);
-    if (done)
-        done(dd);
-}
-
 static void azure_close(struct tm_provider *p, void (*done)(void *data), void *data)
 {
     struct az_provider *ap = impl(p);
 
-    if (ap->closing)
-        return;
-    ap->closing = true;
-    ap->close_done = done;
-    ap->close_data = data;
-    tm_arm_close(ap->arm, on_arm_closed, ap);
+    /* Calls in flight come back with TM_ECANCELED, from the loop. */
+    if (tm_launch_env_close(&ap->launch, done, data))
+        tm_arm_close(ap->arm, tm_launch_env_closed, &ap->launch);
 }
 
 static const struct tm_provider_ops azure_ops = {

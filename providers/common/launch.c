@@ -59,6 +59,27 @@ void tm_launch_note_short(struct tm_launch_env *env, const char *type, const cha
     tm_shortages_note(env->shorts, env->now_ms(env->clock), type, zone, capacity, code);
 }
 
+bool tm_launch_env_close(struct tm_launch_env *env, void (*done)(void *data), void *data)
+{
+    if (*env->closing)
+        return false;
+    *env->closing = true;
+    env->close_done = done;
+    env->close_data = data;
+    return true;
+}
+
+void tm_launch_env_closed(void *data)
+{
+    struct tm_launch_env *env = data;
+    void (*done)(void *data) = env->close_done;
+    void *done_data = env->close_data;
+
+    env->free_provider(env->provider);
+    if (done)
+        done(done_data);
+}
+
 /* ---- offers ------------------------------------------------------------- */
 
 static size_t add_offers(const struct tm_launch_env *env, const struct tm_provider_pool *pool,

@@ -93,8 +93,13 @@ struct tm_launch_env {
     const struct tm_provider_pool *pools;
     size_t npools;
     unsigned max_relaunch;         /* finds after lost answers, 0: 5 */
-    const bool *closing;           /* the provider is closing: deliver TM_ECANCELED */
+    bool *closing;                 /* the provider is closing: deliver TM_ECANCELED */
     struct tm_launch *launching;   /* launches in flight */
+    /* The provider, freed by tm_launch_env_closed() once its client is. */
+    void (*free_provider)(void *provider);
+    void *provider;
+    void (*close_done)(void *data);
+    void *close_data;
 };
 
 /* A launch in flight; the cloud reads it, and writes only offers[].tried
@@ -132,6 +137,15 @@ void tm_launch_found(struct tm_launch *l, int status, const struct tm_instance *
  * code for the shortage memory (may be NULL). */
 void tm_launch_made(struct tm_launch *l, enum tm_launch_answer answer, int status,
                     const struct tm_instance *inst, const char *code);
+
+/* ops->close, the same on every cloud: mark the provider closing (launches
+ * in flight end with TM_ECANCELED as their calls come back) and remember
+ * done.  True when the caller should now close its client, with
+ * tm_launch_env_closed(env) as the client's done; false when it was closing
+ * already. */
+bool tm_launch_env_close(struct tm_launch_env *env, void (*done)(void *data), void *data);
+/* The client is closed: free the provider (env with it), then call done. */
+void tm_launch_env_closed(void *env);
 
 /* The shortage memory, on the provider's clock. */
 bool tm_launch_is_short(const struct tm_launch_env *env, const char *type, const char *zone,

@@ -38,8 +38,6 @@ struct tm_gcp_provider {
     struct tm_launch_env launch;  /* the launch engine's view; max_relaunch
                                    * bounds the set's finds too */
     bool closing;
-    void (*close_done)(void *data);
-    void *close_data;
 };
 
 const struct tm_provider_pool *tm_gcp_pool_find(const struct tm_gcp_provider *gp, const char *name);

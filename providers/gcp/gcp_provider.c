@@ -699,8 +699,10 @@ static void strv_free(char **v, size_t n)
     free(v);
 }
 
-static void provider_free(struct tm_gcp_provider *gp)
+static void provider_free(void *provider)
 {
+    struct tm_gcp_provider *gp = provider;
+
     tm_provider_pools_free(gp->pools, gp->npools);
     tm_provider_types_free(gp->types, gp->ntypes);
     strv_free(gp->spot_zones, gp->nspot_zones);
@@ -868,7 +870,7 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     gp->launch = (struct tm_launch_env){
         .now_ms = loop_now, .clock = loop, .name = gp->name, .cluster = gp->cluster,
         .shorts = &gp->shorts, .pools = gp->pools, .npools = gp->npools, .max_relaunch = 3,
-        .closing = &gp->closing,
+        .closing = &gp->closing, .free_provider = provider_free, .provider = gp,
     };
     go.endpoint = prov->endpoint;
     go.project = prov->project;
@@ -898,27 +900,13 @@ int tm_gcp_provider_create(uv_loop_t *loop, const struct tm_config *cfg,
     return tm_gcp_provider_create_ex(loop, cfg, prov, NULL, ret);
 }
 
-static void on_gce_closed(void *data)
-{
-    struct tm_gcp_provider *gp = data;
-    void (*done)(void *data) = gp->close_done;
-    void *done_data = gp->close_data;
-
-    provider_free(gp);
-    if (done)
-        done(done_data);
-}
-
 static void gcp_close(struct tm_provider *p, void (*done)(void *data), void *data)
 {
     struct tm_gcp_provider *gp = impl(p);
 
-    if (gp->closing)
-        return;
-    gp->closing = true;
-    gp->close_done = done;
-    gp->close_data = data;
-    tm_gce_close(gp->gce, on_gce_closed, gp);
+    /* Calls in flight come back with TM_ECANCELED, from the loop. */
+    if (tm_launch_env_close(&gp->launch, done, data))
+        tm_gce_close(gp->gce, tm_launch_env_closed, &gp->launch);
 }
 
 static const struct tm_provider_ops gcp_ops = {

@@ -414,8 +414,23 @@ static void test_retry_budget_retry_after(void **state)
     }
 }
 
+static int close_step, freed_at, done_at;
+
+static void fake_free(void *p)
+{
+    (void)p;
+    freed_at = ++close_step;
+}
+
+static void close_done(void *data)
+{
+    (void)data;
+    done_at = ++close_step;
+}
+
 /* A launch in flight when the provider closes: TM_ECANCELED, and a new
- * launch is refused at once. */
+ * launch is refused at once.  The close is started once; when the client
+ * is closed the provider is freed, then the caller told. */
 static void test_closing(void **state)
 {
     static const struct cell table[] = {{"a", TM_CAPACITY_ON_DEMAND, MAKE, 0}};
@@ -429,6 +444,16 @@ static void test_closing(void **state)
     assert_int_equal(launch("t2", TM_CAPACITY_ON_DEMAND), TM_ECANCELED);
     assert_int_equal(launch("", TM_CAPACITY_ON_DEMAND), TM_EINVAL);
     assert_null(env.launching); /* nothing left in flight */
+
+    closing = false;
+    close_step = freed_at = done_at = 0;
+    env.free_provider = fake_free;
+    assert_true(tm_launch_env_close(&env, close_done, NULL));
+    assert_true(closing);
+    assert_false(tm_launch_env_close(&env, close_done, NULL));
+    tm_launch_env_closed(&env);
+    assert_int_equal(freed_at, 1);
+    assert_int_equal(done_at, 2);
 }
 
 /* ---- gangs: a launch set over the engine, all or nothing ----------------- */
