@@ -555,7 +555,8 @@ static int set_fleet(struct aws_set *s)
             ov[nov++] = (struct tm_ec2_fleet_override){s->type, s->zone};
     } else {
         for (size_t i = 0; pool && i < pool->nzones && nov < CAND_MAX; i++)
-            if (tm_id_fits(pool->zones[i]) && !tm_launch_is_short(&ap->launch, s->type, pool->zones[i], s->capacity))
+            if (tm_id_fits(pool->zones[i]) &&
+                !tm_launch_is_short(&ap->launch, s->type, pool->zones[i], s->capacity))
                 ov[nov++] = (struct tm_ec2_fleet_override){s->type, pool->zones[i]};
         if (!pool || pool->nzones == 0)
             ov[nov++] = (struct tm_ec2_fleet_override){s->type, ""};
@@ -706,7 +707,8 @@ static void set_on_fleet(struct aws_set *s, int status, const struct tm_ec2_repl
     for (size_t i = 0; i < reply->nfleet_errors; i++) {
         const struct tm_ec2_fleet_error *e = &reply->fleet_errors[i];
         if (tm_ec2_error_map(e->code, 0) == TM_EQUOTA)
-            tm_launch_note_short(&ap->launch, e->instance_type[0] ? e->instance_type : s->type, e->zone, s->capacity,
+            tm_launch_note_short(&ap->launch, e->instance_type[0] ? e->instance_type : s->type,
+                                 e->zone, s->capacity,
                        e->code);
     }
     for (size_t i = 0; i < reply->nfleet_instances && n < CAND_MAX; i++) {
@@ -799,20 +801,12 @@ static int aws_launch_set(struct tm_provider *p, const struct tm_launch_set *set
     struct aws_set *s;
     int r;
 
-    if (!set || !cb || !set->reqs || set->n == 0 || set->n > CAND_MAX || !tm_id_fits(set->set_token) ||
-        !set->set_token[0] || (set->placement_group && !tm_id_fits(set->placement_group)))
+    if (!cb || !tm_launch_set_valid(set, ap->cluster, CAND_MAX))
         return TM_EINVAL;
     r0 = &set->reqs[0];
-    for (size_t i = 0; i < set->n; i++) {
-        const struct tm_launch_request *q = &set->reqs[i];
-        if (!tm_id_fits(q->token) || !q->token[0] || !tm_id_fits(q->pool) || !tm_id_fits(q->instance_type) ||
-            !q->instance_type[0] || strcmp(q->instance_type, r0->instance_type) != 0 ||
-            strcmp(q->pool, r0->pool) != 0 || !tm_id_fits(q->zone ? q->zone : "") ||
-            (q->cluster && strcmp(q->cluster, ap->cluster) != 0))
-            return TM_EINVAL;
-        if (q->bootstrap && q->bootstrap_len > 0)
+    for (size_t i = 0; i < set->n; i++)
+        if (set->reqs[i].bootstrap && set->reqs[i].bootstrap_len > 0)
             return tm_provider_launch_set_each(p, set, cb, data);
-    }
     if (ap->closing)
         return TM_ECANCELED;
     if (!ap->image_id) {

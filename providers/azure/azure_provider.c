@@ -498,10 +498,13 @@ static void on_list(int status, const struct tm_arm_reply *reply, void *data)
             continue;
         /* A failed attempt a launch in flight is clearing and retrying in
          * another zone or market is still that launch: pending, not dead. */
-        for (const struct tm_launch *l = ap->launch.launching; l; l = l->next_launch)
-            if (strcmp(((const struct az_launch *)l->priv)->vm, vm->inst.id) == 0 && (vm->inst.state == TM_INSTANCE_TERMINATED ||
-                                                     vm->inst.state == TM_INSTANCE_STOPPING))
+        for (const struct tm_launch *l = ap->launch.launching; l; l = l->next_launch) {
+            const struct az_launch *al = l->priv;
+
+            if (strcmp(al->vm, vm->inst.id) == 0 && (vm->inst.state == TM_INSTANCE_TERMINATED ||
+                                                      vm->inst.state == TM_INSTANCE_STOPPING))
                 vm->inst.state = TM_INSTANCE_PENDING;
+        }
         s = seen_find(ap, vm->inst.id);
         /* Azure deleting a spot VM tarmac did not ask to delete: eviction. */
         if (vm->spot && vm->inst.state == TM_INSTANCE_STOPPING && !(s && s->deleting_by_us))
@@ -722,7 +725,8 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     int r;
 
     if (!loop || !cfg || !prov || !ret || !prov->kind || strcmp(prov->kind, "azure") != 0 ||
-        !tm_id_fits(prov->name) || !cfg->cluster || !tm_id_fits(cfg->cluster) || !tm_id_fits(prov->region))
+        !tm_id_fits(prov->name) || !cfg->cluster || !tm_id_fits(cfg->cluster) ||
+        !tm_id_fits(prov->region))
         return TM_EINVAL;
     az = &prov->azure;
     if (!az->subscription_id || !az->resource_group || !az->subnet_id || !az->image ||

@@ -59,6 +59,27 @@ void tm_launch_note_short(struct tm_launch_env *env, const char *type, const cha
     tm_shortages_note(env->shorts, env->now_ms(env->clock), type, zone, capacity, code);
 }
 
+bool tm_launch_set_valid(const struct tm_launch_set *set, const char *cluster, size_t max)
+{
+    const struct tm_launch_request *r0;
+
+    if (!set || !set->reqs || set->n == 0 || set->n > max || !tm_id_fits(set->set_token) ||
+        !set->set_token[0] || (set->placement_group && !tm_id_fits(set->placement_group)))
+        return false;
+    r0 = &set->reqs[0];
+    for (size_t i = 0; i < set->n; i++) {
+        const struct tm_launch_request *q = &set->reqs[i];
+
+        if (!tm_id_fits(q->token) || !q->token[0] || !tm_id_fits(q->pool) ||
+            !tm_id_fits(q->instance_type) || !q->instance_type[0] ||
+            strcmp(q->instance_type, r0->instance_type) != 0 || strcmp(q->pool, r0->pool) != 0 ||
+            !tm_id_fits(q->zone ? q->zone : "") ||
+            (q->cluster && cluster && strcmp(q->cluster, cluster) != 0))
+            return false;
+    }
+    return true;
+}
+
 bool tm_launch_env_close(struct tm_launch_env *env, void (*done)(void *data), void *data)
 {
     if (*env->closing)

@@ -138,6 +138,13 @@ void tm_launch_found(struct tm_launch *l, int status, const struct tm_instance *
 void tm_launch_made(struct tm_launch *l, enum tm_launch_answer answer, int status,
                     const struct tm_instance *inst, const char *code);
 
+/* Whether a gang's set is one a cloud may launch (struct tm_launch_set):
+ * 1 to max members; the set token set and fitting, the placement group
+ * fitting; each member's token set and fitting, its pool and instance type
+ * the first member's, its zone fitting, its cluster (when named) this
+ * cluster.  A cloud adds its own rules after. */
+bool tm_launch_set_valid(const struct tm_launch_set *set, const char *cluster, size_t max);
+
 /* ops->close, the same on every cloud: mark the provider closing (launches
  * in flight end with TM_ECANCELED as their calls come back) and remember
  * done.  True when the caller should now close its client, with

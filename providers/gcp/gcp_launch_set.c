@@ -720,20 +720,16 @@ static int check_set(const struct tm_gcp_provider *gp, const struct tm_launch_se
     const struct tm_launch_request *r0 = &set->reqs[0];
     char probe[64];
 
-    if (!tm_id_fits(set->set_token) || !set->set_token[0] ||
+    if (!tm_launch_set_valid(set, gp->cluster, SET_MAX) ||
         tm_gce_label_encode(set->set_token, probe, sizeof(probe)) < 0)
         return TM_EINVAL;
-    if (set->placement_group && (!tm_id_fits(set->placement_group) ||
-                                 strchr(set->placement_group, '/')))
+    if (set->placement_group && strchr(set->placement_group, '/'))
         return TM_EINVAL;
     for (size_t i = 0; i < set->n; i++) {
         const struct tm_launch_request *r = &set->reqs[i];
         const char *z = r->zone ? r->zone : "", *z0 = r0->zone ? r0->zone : "";
 
-        if (!tm_id_fits(r->token) || !r->token[0] || !tm_id_fits(r->pool) || !tm_id_fits(r->instance_type) ||
-            !r->instance_type[0] || !tm_id_fits(z) || strcmp(r->pool, r0->pool) != 0 ||
-            strcmp(r->instance_type, r0->instance_type) != 0 || strcmp(z, z0) != 0 ||
-            r->capacity != r0->capacity || (r->cluster && strcmp(r->cluster, gp->cluster) != 0))
+        if (strcmp(z, z0) != 0 || r->capacity != r0->capacity)
             return TM_EINVAL;
         if (tm_gce_label_encode(r->token, probe, sizeof(probe)) < 0 ||
             tm_gce_label_encode(r->pool, probe, sizeof(probe)) < 0)

@@ -419,8 +419,9 @@ static int local_launch(struct tm_provider *p, const struct tm_launch_request *r
     struct local_provider *lp = impl(p);
     struct local_op *op;
 
-    if (!req || !cb || !tm_id_fits(req->cluster) || !tm_id_fits(req->pool) || !tm_id_fits(req->token) ||
-        !req->token[0] || !tm_id_fits(req->instance_type) || (req->zone && !tm_id_fits(req->zone)))
+    if (!req || !cb || !tm_id_fits(req->cluster) || !tm_id_fits(req->pool) ||
+        !tm_id_fits(req->token) || !req->token[0] || !tm_id_fits(req->instance_type) ||
+        (req->zone && !tm_id_fits(req->zone)))
         return TM_EINVAL;
     if (lp->closing)
         return TM_ECANCELED;

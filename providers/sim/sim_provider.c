@@ -583,8 +583,9 @@ static int sim_launch(struct tm_provider *p, const struct tm_launch_request *req
     struct sim_op *op;
     int r;
 
-    if (!req || !cb || !req->token || !req->token[0] || !tm_id_fits(req->token) || !tm_id_fits(req->cluster) ||
-        !tm_id_fits(req->instance_type) || (req->pool && !tm_id_fits(req->pool)) ||
+    if (!req || !cb || !req->token || !req->token[0] || !tm_id_fits(req->token) ||
+        !tm_id_fits(req->cluster) || !tm_id_fits(req->instance_type) ||
+        (req->pool && !tm_id_fits(req->pool)) ||
         (req->zone && !tm_id_fits(req->zone)))
         return TM_EINVAL;
     if (req->capacity != TM_CAPACITY_SPOT && req->capacity != TM_CAPACITY_ON_DEMAND)

@@ -517,6 +517,31 @@ static void test_gang_all_or_nothing(void **state)
     assert_null(strstr(trace, "terminate"));
 }
 
+/* The rules every cloud holds a set to before it launches anything. */
+static void test_set_valid(void **state)
+{
+    struct tm_launch_request r[2] = {
+        {.cluster = "c", .pool = "p", .node_id = 1, .token = "sg000", .instance_type = "g8",
+         .zone = ""},
+        {.cluster = "c", .pool = "p", .node_id = 2, .token = "sg001", .instance_type = "g8",
+         .zone = ""},
+    };
+    struct tm_launch_set set = {.reqs = r, .n = 2, .set_token = "s"};
+    (void)state;
+
+    assert_true(tm_launch_set_valid(&set, "c", 8));
+    assert_false(tm_launch_set_valid(&set, "c", 1));     /* too many */
+    assert_false(tm_launch_set_valid(&set, "other", 8)); /* not this cluster's */
+    r[1].pool = "q";
+    assert_false(tm_launch_set_valid(&set, "c", 8));     /* two pools */
+    r[1].pool = "p";
+    r[1].token = "";
+    assert_false(tm_launch_set_valid(&set, "c", 8));     /* a member without a token */
+    r[1].token = "sg001";
+    set.set_token = "";
+    assert_false(tm_launch_set_valid(&set, "c", 8));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -529,6 +554,7 @@ int main(void)
         cmocka_unit_test_setup(test_retry_budget_retry_after, setup),
         cmocka_unit_test_setup(test_closing, setup),
         cmocka_unit_test_setup(test_gang_all_or_nothing, setup),
+        cmocka_unit_test_setup(test_set_valid, setup),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
