@@ -286,7 +286,8 @@ static void on_put(struct tm_launch *l, int status, const struct tm_arm_reply *r
             return;
         }
         status = TM_EQUOTA; /* the VM exists but could not be placed */
-        code = "ProvisioningFailed";
+        if (!code[0])
+            code = "ProvisioningFailed";
     }
     if (status != TM_EQUOTA) {
         tm_log_warn("azure launch failed", "provider=%s vm=%s err=%s code=%s http=%ld", ap->name,
