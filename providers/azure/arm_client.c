@@ -80,7 +80,7 @@ struct tm_arm {
     enum tm_arm_auth_mode auth;
     struct tm_arm_retry retry;
     long timeout_ms;
-    uint64_t auth_cooldown_ms, poll_ms, poll_budget_ms;
+    uint64_t poll_ms, poll_budget_ms;
     uint64_t rng;
     struct arm_call *calls;
     struct tm_arm_stats stats;
@@ -90,8 +90,7 @@ struct tm_arm {
     uint64_t token_got, token_expires; /* uv_now() ms */
     enum token_state token_state;
     /* the auth gate */
-    bool blocked;
-    uint64_t blocked_until;
+    struct tm_auth_gate gate;     /* on uv_now() */
     bool closing;
     void (*close_done)(void *data);
     void *close_data;
@@ -138,7 +137,7 @@ void tm_arm_get_stats(const struct tm_arm *arm, struct tm_arm_stats *ret) { *ret
 
 bool tm_arm_auth_blocked(const struct tm_arm *arm)
 {
-    return arm->blocked && uv_now(arm->loop) < arm->blocked_until;
+    return tm_auth_gate_holds(&arm->gate, uv_now(arm->loop));
 }
 
 const char *tm_arm_endpoint(const struct tm_arm *arm) { return arm->endpoint; }
@@ -148,9 +147,8 @@ static void gate_close(struct tm_arm *arm, const char *why)
     if (!tm_arm_auth_blocked(arm))
         tm_log_error("azure refused our credentials; no more calls until the cool-down ends",
                      "reason=\"%s\" cooldown_s=%llu", why,
-                     (unsigned long long)(arm->auth_cooldown_ms / 1000));
-    arm->blocked = true;
-    arm->blocked_until = uv_now(arm->loop) + arm->auth_cooldown_ms;
+                     (unsigned long long)(arm->gate.cooldown_ms / 1000));
+    tm_auth_gate_close(&arm->gate, uv_now(arm->loop));
 }
 
 /* ---- delivering --------------------------------------------------------- */
@@ -818,7 +816,7 @@ int tm_arm_create(uv_loop_t *loop, const struct tm_arm_options *opts, struct tm_
     }
     arm->retry = opts->retry;
     arm->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 30000;
-    arm->auth_cooldown_ms = opts->auth_cooldown_ms ? opts->auth_cooldown_ms : 5 * 60 * 1000;
+    arm->gate.cooldown_ms = opts->auth_cooldown_ms ? opts->auth_cooldown_ms : 5 * 60 * 1000;
     arm->poll_ms = opts->poll_ms ? opts->poll_ms : 2000;
     arm->poll_budget_ms = opts->poll_budget_ms ? opts->poll_budget_ms : 15 * 60 * 1000;
     arm->rng = opts->seed ? opts->seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)arm;

@@ -1,6 +1,6 @@
 /*
- * providers/common/retry.c: the retry budget of one cloud call (see
- * retry.h).
+ * providers/common/retry.c: the retry budget of one cloud call and the
+ * auth gate (see retry.h).
  */
 #include "providers/common/retry.h"
 
@@ -68,5 +68,34 @@ bool tm_retry_next(const struct tm_retry_budget *b, unsigned attempts, uint64_t 
         return true;
     }
     *wait_ms = backoff_ms < left ? backoff_ms : left;
+    return true;
+}
+
+bool tm_auth_gate_close(struct tm_auth_gate *g, uint64_t now)
+{
+    bool was_open = !g->closed;
+
+    g->closed = true;
+    g->until = now + g->cooldown_ms;
+    return was_open;
+}
+
+void tm_auth_gate_open(struct tm_auth_gate *g)
+{
+    g->closed = false;
+}
+
+bool tm_auth_gate_holds(const struct tm_auth_gate *g, uint64_t now)
+{
+    return g->closed && now < g->until;
+}
+
+bool tm_auth_gate_pass(struct tm_auth_gate *g, uint64_t now)
+{
+    if (!g->closed)
+        return true;
+    if (now < g->until)
+        return false;
+    g->until = now + g->cooldown_ms;
     return true;
 }

@@ -66,13 +66,11 @@ struct tm_gce {
     char *project;
     struct tm_gce_retry retry;
     long timeout_ms;
-    uint64_t auth_cooldown_ms;
     unsigned max_waits;
     uint64_t rng;
     struct gce_call *calls;
     struct tm_gce_stats stats;
-    bool blocked;
-    uint64_t blocked_until;
+    struct tm_auth_gate gate;     /* on uv_now() */
     bool closing;
     uv_timer_t close_timer;
     void (*close_done)(void *data);
@@ -88,7 +86,7 @@ uint64_t tm_gce_backoff_ms(const struct tm_gce_retry *retry, unsigned n, uint64_
 const char *tm_gce_endpoint(const struct tm_gce *gce) { return gce->endpoint; }
 const char *tm_gce_project(const struct tm_gce *gce) { return gce->project; }
 struct tm_gcp_tokens *tm_gce_tokens(struct tm_gce *gce) { return gce->tokens; }
-bool tm_gce_auth_blocked(const struct tm_gce *gce) { return gce->blocked; }
+bool tm_gce_auth_blocked(const struct tm_gce *gce) { return gce->gate.closed; }
 
 void tm_gce_get_stats(const struct tm_gce *gce, struct tm_gce_stats *ret)
 {
@@ -184,17 +182,15 @@ static void retry_or_deliver(struct gce_call *c, int status)
 
 static void close_gate(struct tm_gce *gce, long http, const char *code)
 {
-    bool was = gce->blocked;
+    bool was_open = tm_auth_gate_close(&gce->gate, uv_now(gce->loop));
 
-    gce->blocked = true;
-    gce->blocked_until = uv_now(gce->loop) + gce->auth_cooldown_ms;
     tm_gcp_tokens_invalidate(gce->tokens);
-    if (!was)
+    if (was_open)
         tm_log_error("gcp refused our credentials: no more gcp calls until the cool-down ends; "
                      "the rest of the controller keeps running",
                      "provider=gcp project=%s http=%ld code=%s cooldown_s=%llu", gce->project,
                      http, code && *code ? code : "-",
-                     (unsigned long long)(gce->auth_cooldown_ms / 1000));
+                     (unsigned long long)(gce->gate.cooldown_ms / 1000));
 }
 
 /* Switch an operation-returning call to waiting on its operation. */
@@ -255,7 +251,7 @@ static void on_http(const struct tm_http_response *resp, void *data)
             deliver(c, status, NULL);
             return;
         }
-        gce->blocked = false;
+        tm_auth_gate_open(&gce->gate);
         if ((c->flags & TM_GCE_FOLLOW) && !reply.op.done) {
             unsigned max = gce->max_waits ? gce->max_waits : 60;
 
@@ -353,8 +349,8 @@ static void on_token(int status, const char *token, const char *error, void *dat
         }
         return;
     }
-    if (gce->blocked) {
-        if (uv_now(gce->loop) < gce->blocked_until) {
+    if (gce->gate.closed) {
+        if (!tm_auth_gate_pass(&gce->gate, uv_now(gce->loop))) {
             gce->stats.auth_refusals++;
             snprintf(c->last.error_code, sizeof(c->last.error_code), "authRefused");
             snprintf(c->last.error_message, sizeof(c->last.error_message),
@@ -362,7 +358,7 @@ static void on_token(int status, const char *token, const char *error, void *dat
             deliver(c, TM_EAUTH, NULL);
             return;
         }
-        gce->blocked_until = uv_now(gce->loop) + gce->auth_cooldown_ms; /* this call probes */
+        /* else the cool-down is over: this call probes, the others wait */
     }
     n = strlen(token) + 32;
     auth = malloc(n);
@@ -468,7 +464,7 @@ int tm_gce_create(uv_loop_t *loop, const struct tm_gce_options *opts, struct tm_
         gce->endpoint[n - 1] = '\0';
     gce->retry = opts->retry;
     gce->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 30000;
-    gce->auth_cooldown_ms = opts->auth_cooldown_ms ? opts->auth_cooldown_ms : 5 * 60 * 1000;
+    gce->gate.cooldown_ms = opts->auth_cooldown_ms ? opts->auth_cooldown_ms : 5 * 60 * 1000;
     gce->max_waits = opts->max_waits;
     gce->rng = opts->seed ? opts->seed : uv_hrtime() | 1;
     r = tm_http_create(loop, &gce->http);

@@ -428,6 +428,26 @@ static void close_done(void *data)
     done_at = ++close_step;
 }
 
+/* The auth gate: closed by a refusal, it holds calls back for the
+ * cool-down; then one call probes and the cool-down restarts for the
+ * others; an answer opens it. */
+static void test_auth_gate(void **state)
+{
+    struct tm_auth_gate g = {.cooldown_ms = 100};
+    (void)state;
+
+    assert_true(tm_auth_gate_pass(&g, 0));
+    assert_true(tm_auth_gate_close(&g, 10));   /* was open: log it */
+    assert_false(tm_auth_gate_close(&g, 20));  /* already closed: once */
+    assert_true(tm_auth_gate_holds(&g, 50));
+    assert_false(tm_auth_gate_pass(&g, 50));
+    assert_false(tm_auth_gate_holds(&g, 120));
+    assert_true(tm_auth_gate_pass(&g, 120));   /* the probe */
+    assert_false(tm_auth_gate_pass(&g, 121));  /* the others wait */
+    tm_auth_gate_open(&g);
+    assert_true(tm_auth_gate_pass(&g, 122));
+}
+
 /* A launch in flight when the provider closes: TM_ECANCELED, and a new
  * launch is refused at once.  The close is started once; when the client
  * is closed the provider is freed, then the caller told. */
@@ -552,6 +572,7 @@ int main(void)
         cmocka_unit_test_setup(test_fatal_fails, setup),
         cmocka_unit_test_setup(test_relaunch_budget, setup),
         cmocka_unit_test_setup(test_retry_budget_retry_after, setup),
+        cmocka_unit_test_setup(test_auth_gate, setup),
         cmocka_unit_test_setup(test_closing, setup),
         cmocka_unit_test_setup(test_gang_all_or_nothing, setup),
         cmocka_unit_test_setup(test_set_valid, setup),
