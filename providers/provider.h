@@ -20,12 +20,27 @@
 #ifndef TM_PROVIDER_H
 #define TM_PROVIDER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include "core/model.h"
 
 #define TM_ID_MAX 64
+
+/* Whether s is set and fits an id field (TM_ID_MAX with its NUL). */
+static inline bool tm_id_fits(const char *s)
+{
+    return s && strlen(s) < TM_ID_MAX;
+}
+
+/* Copy src into an id field, cut to fit ("" for NULL). */
+static inline void tm_id_copy(char dst[TM_ID_MAX], const char *src)
+{
+    snprintf(dst, TM_ID_MAX, "%s", src ? src : "");
+}
 
 enum tm_instance_state {
     TM_INSTANCE_PENDING,

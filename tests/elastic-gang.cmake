@@ -8,6 +8,17 @@ tm_add_c_test(test_launch_set ${CMAKE_SOURCE_DIR}/tests/unit/providers/common/te
 # The shortage memory the three clouds share (providers/common/shortage.c).
 tm_add_c_test(test_shortage ${CMAKE_SOURCE_DIR}/tests/unit/providers/common/test_shortage.c
               LABELS unit elastic TIMEOUT 60 LINK tarmac_provider_common)
+# The launch engine every cloud runs (providers/common/launch.c) against a
+# table-driven fake cloud: shortage then the next offer, a lost answer found
+# by token and adopted, a fatal answer, the relaunch and retry budgets
+# (Retry-After), a gang launch set all or nothing.  Labelled with every
+# cloud it serves, so each cloud's run guards it.
+tm_add_c_test(test_launch_engine ${CMAKE_SOURCE_DIR}/tests/unit/providers/common/test_launch_engine.c
+              LABELS unit aws gcp azure TIMEOUT 60 LINK tarmac_provider_common)
+# One runner for every `tarmac check <cloud>` (providers/common/check.c):
+# --help exits 0 with the usage on stdout, an unknown option exits 2.
+tm_add_test(check_help LABELS unit aws gcp azure TIMEOUT 30
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/unit/providers/common/check_help.sh)
 # A provider's copy of its pools and instance types (providers/common/pools.c).
 tm_add_c_test(test_provider_pools ${CMAKE_SOURCE_DIR}/tests/unit/providers/common/test_pools.c
               LABELS unit elastic TIMEOUT 60 LINK tarmac_provider_common)

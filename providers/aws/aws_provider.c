@@ -8,15 +8,16 @@
  * inside a provider call, because the first step of every op is an EC2
  * call and those never call back from inside tm_ec2_call().
  *
- * One file on purpose: every op (launch, terminate, list, prices,
- * validate) is a step chain over the same struct aws_op and struct
- * aws_provider, whose fields no other file should see; launch alone is a
- * third of it, and its fallback over candidate (type, zone, capacity)
- * cells reads best next to the shortage memory that steers it.
+ * The launch itself (find by token, the walk over offers, the shortage
+ * memory, next-or-fail) is the engine's (providers/common/launch.c); this
+ * file gives it EC2's primitives.  The other ops (launch set, terminate,
+ * list, prices, validate) are step chains over struct aws_op and struct
+ * aws_provider, whose fields no other file should see.
  */
 #include "providers/aws/aws_provider.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +31,12 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/aws/credentials.h"
+#include "providers/common/launch.h"
 #include "providers/common/pools.h"
 #include "providers/common/settings.h"
 #include "providers/common/shortage.h"
 
-#define CAND_MAX 64
+#define CAND_MAX TM_LAUNCH_OFFER_MAX
 #define PRICE_MAX 256
 #define PRICE_REFRESH_MS (10 * 60 * 1000)
 #define LIST_MAX_PAGES 10000
@@ -57,61 +59,36 @@ struct aws_provider {
     char *image_id;
     bool template_ready;
     int page_size;
-    unsigned max_relaunch;
     struct tm_provider_pool *pools;
     size_t npools;
     struct tm_config_instance_type *types; /* configured prices */
     size_t ntypes;
     struct tm_shortages shorts;
+    struct tm_launch_env launch;  /* the engine's view of this provider */
     struct spot_price prices[PRICE_MAX];
     size_t nprices;
     uint64_t prices_at;           /* uv_now() of the last refresh start, 0 never */
     bool prices_inflight;
     bool no_price_refresh;
     bool closing;
-    void (*close_done)(void *data);
-    void *close_data;
 };
 
 static const struct tm_provider_ops aws_ops;
 
-enum op_kind { OP_LAUNCH, OP_TERMINATE, OP_LIST, OP_VALIDATE, OP_PRICES };
+enum op_kind { OP_TERMINATE, OP_LIST, OP_VALIDATE, OP_PRICES };
 
 enum launch_step { STEP_FIND, STEP_TEMPLATE, STEP_RUN, STEP_FLEET, STEP_DESCRIBE_NEW };
-
-struct candidate {
-    char type[TM_ID_MAX];
-    char zone[TM_ID_MAX];
-    enum tm_capacity_type capacity; /* spot or on_demand */
-    bool tried;
-};
 
 struct aws_op {
     struct aws_provider *ap;
     enum op_kind kind;
     union {
-        tm_launch_cb launch;
         tm_done_cb done;
         tm_list_cb list;
         tm_aws_validate_cb validate;
     } cb;
     void *data;
-    /* launch */
-    enum launch_step step;
-    char token[TM_ID_MAX], pool[TM_ID_MAX], type[TM_ID_MAX], zone[TM_ID_MAX];
-    char node[24];
-    int64_t node_id;
-    enum tm_capacity_type capacity;
-    struct candidate cand[CAND_MAX];
-    size_t ncand;
-    size_t cur;                   /* the offering RunInstances is trying */
-    unsigned relaunches;
-    struct tm_instance fleet_inst; /* fallback when describing the new one fails */
-    /* The node's bootstrap, base64 for RunInstances' UserData (it holds
-     * the enrollment secret: wiped in op_free, never logged).  A launch
-     * with user data goes through RunInstances only: CreateFleet takes it
-     * from the shared launch template, which has none per node. */
-    char *user_data;
+    char token[TM_ID_MAX];        /* terminate: the instance id */
     /* list */
     struct tm_instance *list;
     size_t nlist;
@@ -125,41 +102,23 @@ static struct aws_provider *impl(struct tm_provider *p) { return p->impl; }
 
 static void op_free(struct aws_op *op)
 {
-    if (op->user_data) {
-        OPENSSL_cleanse(op->user_data, strlen(op->user_data));
-        free(op->user_data);
-    }
     free(op->list);
     free(op->prev_token);
     free(op);
 }
 
-static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
-
 /* ---- shortage memory ---------------------------------------------------- */
-
-static bool short_find(struct aws_provider *ap, const char *type, const char *zone,
-                       enum tm_capacity_type capacity)
-{
-    return tm_shortages_has(&ap->shorts, uv_now(ap->loop), type, zone, capacity);
-}
-
-static void short_note(struct aws_provider *ap, const char *type, const char *zone,
-                       enum tm_capacity_type capacity, const char *code)
-{
-    tm_shortages_note(&ap->shorts, uv_now(ap->loop), type, zone, capacity, code);
-}
 
 bool tm_aws_provider_is_short(struct tm_provider *p, const char *instance_type, const char *zone,
                               enum tm_capacity_type capacity)
 {
-    return short_find(impl(p), instance_type, zone, capacity);
+    return tm_launch_is_short(&impl(p)->launch, instance_type, zone, capacity);
 }
 
 void tm_aws_provider_note_short(struct tm_provider *p, const char *instance_type,
                                 const char *zone, enum tm_capacity_type capacity)
 {
-    short_note(impl(p), instance_type, zone, capacity, "noted");
+    tm_launch_note_short(&impl(p)->launch, instance_type, zone, capacity, "noted");
 }
 
 struct tm_ec2 *tm_aws_provider_ec2(struct tm_provider *p)
@@ -167,19 +126,31 @@ struct tm_ec2 *tm_aws_provider_ec2(struct tm_provider *p)
     return impl(p)->ec2;
 }
 
-/* ---- launch ------------------------------------------------------------- */
+static uint64_t loop_now(void *loop) { return uv_now(loop); }
 
-static void launch_deliver(struct aws_op *op, int status, const struct tm_instance *inst)
+/* ---- launch: the engine's primitives on EC2 ----------------------------- */
+
+/*
+ * The engine (providers/common/launch.c) walks the offers; these are EC2's
+ * steps for one offer.  Several spot offers still untried go to EC2 as one
+ * CreateFleet of type instant, which picks among them (the shared launch
+ * template made first, once per cluster); one offer, or a launch with user
+ * data, goes through RunInstances.  The fleet's answer lacks the state and
+ * the real zone, so the instance is read back before the engine hears.
+ */
+struct aws_launch {
+    enum launch_step step;
+    struct tm_instance fleet_inst; /* fallback when describing the new one fails */
+    /* The node's bootstrap, base64 for RunInstances' UserData (it holds
+     * the enrollment secret: wiped in cleanup, never logged).  A launch
+     * with user data goes through RunInstances only: CreateFleet takes it
+     * from the shared launch template, which has none per node. */
+    char *user_data;
+};
+
+static struct aws_provider *launch_ap(const struct tm_launch *l)
 {
-    op->cb.launch(status, status == 0 ? inst : NULL, op->data);
-    op_free(op);
-}
-
-static void on_launch_step(int status, const struct tm_ec2_reply *reply, void *data);
-
-static int launch_call(struct aws_op *op, enum tm_ec2_action action, char *body, unsigned flags)
-{
-    return tm_ec2_call(op->ap->ec2, action, body, flags, on_launch_step, op);
+    return (struct aws_provider *)(void *)((char *)l->env - offsetof(struct aws_provider, launch));
 }
 
 static const struct tm_provider_pool *pool_find(const struct aws_provider *ap, const char *name)
@@ -187,57 +158,29 @@ static const struct tm_provider_pool *pool_find(const struct aws_provider *ap, c
     return tm_provider_pool_find(ap->pools, ap->npools, name);
 }
 
-static void add_candidates(struct aws_op *op, enum tm_capacity_type capacity)
+static void on_launch_step(int status, const struct tm_ec2_reply *reply, void *data);
+
+static int launch_call(struct tm_launch *l, enum launch_step step, enum tm_ec2_action action,
+                       char *body, unsigned flags)
 {
-    const struct tm_provider_pool *pool = pool_find(op->ap, op->pool);
-    const char *only = op->zone;
-    size_t nz = only[0] ? 1 : pool ? pool->nzones : 0;
+    struct aws_launch *al = l->priv;
 
-    if (nz == 0)
-        nz = 1; /* no zone known: EC2 picks */
-    for (size_t i = 0; i < nz && op->ncand < CAND_MAX; i++) {
-        const char *zone = only[0] ? only : pool && pool->nzones ? pool->zones[i] : "";
-        struct candidate *c = &op->cand[op->ncand];
-
-        if (!fits(zone))
-            continue;
-        if (short_find(op->ap, op->type, zone, capacity)) {
-            tm_log_debug("aws offering skipped, short", "type=%s zone=%s market=%s", op->type,
-                         zone, tm_capacity_type_name(capacity));
-            continue;
-        }
-        snprintf(c->type, sizeof(c->type), "%s", op->type);
-        snprintf(c->zone, sizeof(c->zone), "%s", zone);
-        c->capacity = capacity;
-        c->tried = false;
-        op->ncand++;
-    }
+    al->step = step;
+    return tm_ec2_call(launch_ap(l)->ec2, action, body, flags, on_launch_step, l);
 }
 
-static void plan_candidates(struct aws_op *op)
+static void make_tags(const struct tm_launch *l, struct tm_ec2_tag tags[4])
 {
-    op->ncand = 0;
-    if (op->capacity == TM_CAPACITY_ON_DEMAND) {
-        add_candidates(op, TM_CAPACITY_ON_DEMAND);
-    } else {
-        add_candidates(op, TM_CAPACITY_SPOT);
-        if (op->capacity == TM_CAPACITY_SPOT_THEN_ON_DEMAND)
-            add_candidates(op, TM_CAPACITY_ON_DEMAND);
-    }
+    tags[0] = (struct tm_ec2_tag){TM_EC2_TAG_CLUSTER, launch_ap(l)->cluster};
+    tags[1] = (struct tm_ec2_tag){TM_EC2_TAG_POOL, l->pool};
+    tags[2] = (struct tm_ec2_tag){TM_EC2_TAG_NODE, l->node};
+    tags[3] = (struct tm_ec2_tag){TM_EC2_TAG_TOKEN, l->token};
 }
 
-static void make_tags(struct aws_op *op, struct tm_ec2_tag tags[4])
+static int aws_launch_find(struct tm_launch *l)
 {
-    tags[0] = (struct tm_ec2_tag){TM_EC2_TAG_CLUSTER, op->ap->cluster};
-    tags[1] = (struct tm_ec2_tag){TM_EC2_TAG_POOL, op->pool};
-    tags[2] = (struct tm_ec2_tag){TM_EC2_TAG_NODE, op->node};
-    tags[3] = (struct tm_ec2_tag){TM_EC2_TAG_TOKEN, op->token};
-}
-
-static int start_find(struct aws_op *op)
-{
-    const char *token[] = {op->token};
-    const char *cluster[] = {op->ap->cluster};
+    const char *token[] = {l->token};
+    const char *cluster[] = {launch_ap(l)->cluster};
     const struct tm_ec2_filter f[] = {
         {"tag:" TM_EC2_TAG_TOKEN, token, 1},
         {"tag:" TM_EC2_TAG_CLUSTER, cluster, 1},
@@ -245,95 +188,77 @@ static int start_find(struct aws_op *op)
     char *body = NULL;
     int r = tm_ec2_build_describe_instances(NULL, 0, f, 2, 0, NULL, &body);
 
-    if (r < 0)
-        return r;
-    op->step = STEP_FIND;
-    return launch_call(op, TM_EC2_DESCRIBE_INSTANCES, body, TM_EC2_RETRY_AMBIGUOUS);
+    return r < 0 ? r : launch_call(l, STEP_FIND, TM_EC2_DESCRIBE_INSTANCES, body,
+                                   TM_EC2_RETRY_AMBIGUOUS);
 }
 
-/* Try the next untried offerings; 1 when none is left. */
-static int start_next(struct aws_op *op)
+/* The offer l->cur and every spot offer after it still untried, when it
+ * is on spot: how many went into ov. */
+static size_t fleet_offers(const struct tm_launch *l, struct tm_ec2_fleet_override *ov)
 {
-    struct aws_provider *ap = op->ap;
+    size_t nov = 0;
+
+    if (l->offers[l->cur].capacity != TM_CAPACITY_SPOT)
+        return 1;
+    for (size_t i = l->cur; i < l->noffers; i++)
+        if ((i == l->cur || !l->offers[i].tried) && l->offers[i].capacity == TM_CAPACITY_SPOT)
+            ov[nov++] = (struct tm_ec2_fleet_override){l->offers[i].type, l->offers[i].zone};
+    return nov;
+}
+
+static int send_fleet(struct tm_launch *l, struct tm_ec2_fleet_override *ov, size_t nov)
+{
+    struct aws_provider *ap = launch_ap(l);
     struct tm_ec2_tag tags[4];
-    struct tm_ec2_fleet_override ov[CAND_MAX];
-    size_t nov = 0, first = op->ncand;
+    struct tm_ec2_fleet_params fp = {
+        .launch_template = ap->template_name, .client_token = l->token, .spot = true,
+        .target = 1, .overrides = ov, .noverrides = nov, .tags = tags, .ntags = 4,
+    };
     char *body = NULL;
     int r;
 
-    for (size_t i = 0; i < op->ncand; i++) {
-        if (!op->cand[i].tried && !short_find(ap, op->cand[i].type, op->cand[i].zone,
-                                              op->cand[i].capacity)) {
-            first = i;
-            break;
-        }
-    }
-    if (first == op->ncand)
-        return 1;
-    make_tags(op, tags);
-    /* Several spot offerings: let EC2 choose among them in one call. */
-    if (op->cand[first].capacity == TM_CAPACITY_SPOT) {
-        for (size_t i = first; i < op->ncand; i++)
-            if (!op->cand[i].tried && op->cand[i].capacity == TM_CAPACITY_SPOT)
-                ov[nov++] = (struct tm_ec2_fleet_override){op->cand[i].type, op->cand[i].zone};
-    }
-    if (nov > 1 && !op->user_data) {
-        struct tm_ec2_fleet_params fp = {
-            .launch_template = ap->template_name, .client_token = op->token, .spot = true,
-            .target = 1, .overrides = ov, .noverrides = nov, .tags = tags, .ntags = 4,
-        };
-
-        if (!ap->template_ready) {
-            r = tm_ec2_build_create_launch_template(ap->template_name, ap->image_id, &body);
-            if (r < 0)
-                return r;
-            op->step = STEP_TEMPLATE;
-            return launch_call(op, TM_EC2_CREATE_LAUNCH_TEMPLATE, body, TM_EC2_RETRY_AMBIGUOUS);
-        }
-        r = tm_ec2_build_create_fleet(&fp, &body);
-        if (r < 0)
-            return r;
-        tm_log_info("aws launch", "provider=%s pool=%s node=%lld token=%s type=%s zones=%zu "
-                    "market=spot via=CreateFleet", ap->name, op->pool, (long long)op->node_id,
-                    op->token, op->type, nov);
-        op->step = STEP_FLEET;
-        return launch_call(op, TM_EC2_CREATE_FLEET, body, 0);
-    }
-    {
-        struct candidate *c = &op->cand[first];
-        struct tm_ec2_run_params rp = {
-            .image_id = ap->image_id, .instance_type = c->type, .zone = c->zone,
-            .client_token = op->token, .spot = c->capacity == TM_CAPACITY_SPOT,
-            .tags = tags, .ntags = 4, .user_data = op->user_data,
-        };
-
-        c->tried = true;
-        op->cur = first;
-        r = tm_ec2_build_run_instances(&rp, &body);
-        if (r < 0)
-            return r;
-        tm_log_info("aws launch", "provider=%s pool=%s node=%lld token=%s type=%s zone=%s "
-                    "market=%s via=RunInstances", ap->name, op->pool, (long long)op->node_id,
-                    op->token, c->type, c->zone[0] ? c->zone : "-",
-                    tm_capacity_type_name(c->capacity));
-        op->step = STEP_RUN;
-        return launch_call(op, TM_EC2_RUN_INSTANCES, body, 0);
-    }
+    make_tags(l, tags);
+    r = tm_ec2_build_create_fleet(&fp, &body);
+    if (r < 0)
+        return r;
+    tm_log_info("aws launch", "provider=%s pool=%s node=%lld token=%s type=%s zones=%zu "
+                "market=spot via=CreateFleet", ap->name, l->pool, (long long)l->node_id,
+                l->token, l->type, nov);
+    return launch_call(l, STEP_FLEET, TM_EC2_CREATE_FLEET, body, 0);
 }
 
-/* Go on with the next offering, or fail the launch. */
-static void continue_or_fail(struct aws_op *op, int status)
+static int aws_launch_create(struct tm_launch *l, size_t i)
 {
-    int r = start_next(op);
+    struct aws_provider *ap = launch_ap(l);
+    struct aws_launch *al = l->priv;
+    const struct tm_launch_offer *c = &l->offers[i];
+    struct tm_ec2_fleet_override ov[TM_LAUNCH_OFFER_MAX];
+    struct tm_ec2_tag tags[4];
+    size_t nov = fleet_offers(l, ov);
+    char *body = NULL;
+    int r;
 
-    if (r == 1) {
-        tm_log_warn("could not launch: no offering left", "provider=%s pool=%s node=%lld "
-                    "type=%s err=%s", op->ap->name, op->pool, (long long)op->node_id, op->type,
-                    tm_err_name(status));
-        launch_deliver(op, status, NULL);
-    } else if (r < 0) {
-        launch_deliver(op, r, NULL);
+    /* Several spot offerings: let EC2 choose among them in one call. */
+    if (nov > 1 && !al->user_data) {
+        if (ap->template_ready)
+            return send_fleet(l, ov, nov);
+        r = tm_ec2_build_create_launch_template(ap->template_name, ap->image_id, &body);
+        return r < 0 ? r : launch_call(l, STEP_TEMPLATE, TM_EC2_CREATE_LAUNCH_TEMPLATE, body,
+                                       TM_EC2_RETRY_AMBIGUOUS);
     }
+    make_tags(l, tags);
+    struct tm_ec2_run_params rp = {
+        .image_id = ap->image_id, .instance_type = c->type, .zone = c->zone,
+        .client_token = l->token, .spot = c->capacity == TM_CAPACITY_SPOT,
+        .tags = tags, .ntags = 4, .user_data = al->user_data,
+    };
+    r = tm_ec2_build_run_instances(&rp, &body);
+    if (r < 0)
+        return r;
+    tm_log_info("aws launch", "provider=%s pool=%s node=%lld token=%s type=%s zone=%s "
+                "market=%s via=RunInstances", ap->name, l->pool, (long long)l->node_id,
+                l->token, c->type, c->zone[0] ? c->zone : "-", tm_capacity_type_name(c->capacity));
+    return launch_call(l, STEP_RUN, TM_EC2_RUN_INSTANCES, body, 0);
 }
 
 /* A reset or timeout while launching: the cloud may have done it. */
@@ -341,21 +266,6 @@ static bool ambiguous(int status, const struct tm_ec2_reply *reply)
 {
     return reply->http_status == 0 && (status == -ECONNRESET || status == -ETIMEDOUT ||
                                        status == TM_EUNAVAIL || status == -ECONNREFUSED);
-}
-
-static void relaunch(struct aws_op *op, int status)
-{
-    int r;
-
-    if (++op->relaunches >= op->ap->max_relaunch) {
-        launch_deliver(op, status, NULL);
-        return;
-    }
-    tm_log_info("aws launch interrupted, checking by tag before trying again",
-                "provider=%s token=%s err=%s", op->ap->name, op->token, tm_err_name(status));
-    r = start_find(op);
-    if (r < 0)
-        launch_deliver(op, r, NULL);
 }
 
 static const struct tm_ec2_instance *pick_found(const struct tm_ec2_reply *reply)
@@ -374,27 +284,33 @@ static const struct tm_ec2_instance *pick_found(const struct tm_ec2_reply *reply
     return best;
 }
 
-static void on_fleet(struct aws_op *op, int status, const struct tm_ec2_reply *reply)
+static void note_spot_short(struct tm_launch *l, const char *code)
 {
-    struct aws_provider *ap = op->ap;
+    for (size_t i = 0; i < l->noffers; i++)
+        if (l->offers[i].capacity == TM_CAPACITY_SPOT)
+            tm_launch_note_short(l->env, l->offers[i].type, l->offers[i].zone, TM_CAPACITY_SPOT,
+                                 code);
+}
+
+static void on_fleet(struct tm_launch *l, int status, const struct tm_ec2_reply *reply)
+{
+    struct aws_launch *al = l->priv;
+    struct tm_instance *fi = &al->fleet_inst;
     char *body = NULL;
     const char *id[1];
     int r;
 
-    for (size_t i = 0; i < op->ncand; i++)
-        if (op->cand[i].capacity == TM_CAPACITY_SPOT)
-            op->cand[i].tried = true;
+    for (size_t i = 0; i < l->noffers; i++)
+        if (l->offers[i].capacity == TM_CAPACITY_SPOT)
+            l->offers[i].tried = true;
     if (status < 0) {
         if (ambiguous(status, reply)) {
-            relaunch(op, status);
+            tm_launch_made(l, TM_LAUNCH_AMBIGUOUS, status, NULL, NULL);
         } else if (status == TM_EQUOTA) {
-            for (size_t i = 0; i < op->ncand; i++)
-                if (op->cand[i].capacity == TM_CAPACITY_SPOT)
-                    short_note(ap, op->cand[i].type, op->cand[i].zone, TM_CAPACITY_SPOT,
-                               reply->error_code);
-            continue_or_fail(op, status);
+            note_spot_short(l, reply->error_code);
+            tm_launch_made(l, TM_LAUNCH_NEXT, status, NULL, NULL);
         } else {
-            launch_deliver(op, status, NULL);
+            tm_launch_made(l, TM_LAUNCH_FATAL, status, NULL, NULL);
         }
         return;
     }
@@ -402,161 +318,142 @@ static void on_fleet(struct aws_op *op, int status, const struct tm_ec2_reply *r
         const struct tm_ec2_fleet_error *e = &reply->fleet_errors[i];
 
         if (tm_ec2_error_map(e->code, 0) == TM_EQUOTA)
-            short_note(ap, e->instance_type[0] ? e->instance_type : op->type, e->zone,
-                       e->spot ? TM_CAPACITY_SPOT : TM_CAPACITY_ON_DEMAND, e->code);
+            tm_launch_note_short(l->env, e->instance_type[0] ? e->instance_type : l->type,
+                                 e->zone, e->spot ? TM_CAPACITY_SPOT : TM_CAPACITY_ON_DEMAND,
+                                 e->code);
     }
     if (reply->nfleet_instances == 0) {
         /* No instance and no reason: treat every spot offering as short. */
         if (reply->nfleet_errors == 0)
-            for (size_t i = 0; i < op->ncand; i++)
-                if (op->cand[i].capacity == TM_CAPACITY_SPOT)
-                    short_note(ap, op->cand[i].type, op->cand[i].zone, TM_CAPACITY_SPOT,
-                               "EmptyFleet");
-        continue_or_fail(op, TM_EQUOTA);
+            note_spot_short(l, "EmptyFleet");
+        tm_launch_made(l, TM_LAUNCH_NEXT, TM_EQUOTA, NULL, NULL);
         return;
     }
-    memset(&op->fleet_inst, 0, sizeof(op->fleet_inst));
-    snprintf(op->fleet_inst.id, sizeof(op->fleet_inst.id), "%s", reply->fleet_instances[0].id);
-    snprintf(op->fleet_inst.token, sizeof(op->fleet_inst.token), "%s", op->token);
-    snprintf(op->fleet_inst.pool, sizeof(op->fleet_inst.pool), "%s", op->pool);
-    snprintf(op->fleet_inst.instance_type, sizeof(op->fleet_inst.instance_type), "%s",
-             reply->fleet_instances[0].instance_type);
-    snprintf(op->fleet_inst.zone, sizeof(op->fleet_inst.zone), "%s",
-             reply->fleet_instances[0].zone);
-    op->fleet_inst.node_id = op->node_id;
-    op->fleet_inst.capacity = TM_CAPACITY_SPOT;
-    op->fleet_inst.state = TM_INSTANCE_PENDING;
-    op->fleet_inst.launched_ms = (int64_t)time(NULL) * 1000;
+    memset(fi, 0, sizeof(*fi));
+    tm_id_copy(fi->id, reply->fleet_instances[0].id);
+    tm_id_copy(fi->token, l->token);
+    tm_id_copy(fi->pool, l->pool);
+    tm_id_copy(fi->instance_type, reply->fleet_instances[0].instance_type);
+    tm_id_copy(fi->zone, reply->fleet_instances[0].zone);
+    fi->node_id = l->node_id;
+    fi->capacity = TM_CAPACITY_SPOT;
+    fi->state = TM_INSTANCE_PENDING;
+    fi->launched_ms = (int64_t)time(NULL) * 1000;
     /* The fleet answer lacks state and the real zone: read the instance. */
-    id[0] = op->fleet_inst.id;
+    id[0] = fi->id;
     r = tm_ec2_build_describe_instances(id, 1, NULL, 0, 0, NULL, &body);
-    if (r == 0) {
-        op->step = STEP_DESCRIBE_NEW;
-        r = launch_call(op, TM_EC2_DESCRIBE_INSTANCES, body, TM_EC2_RETRY_AMBIGUOUS);
-    }
+    if (r == 0)
+        r = launch_call(l, STEP_DESCRIBE_NEW, TM_EC2_DESCRIBE_INSTANCES, body,
+                        TM_EC2_RETRY_AMBIGUOUS);
     if (r < 0)
-        launch_deliver(op, 0, &op->fleet_inst);
+        tm_launch_made(l, TM_LAUNCH_OK, 0, fi, NULL);
 }
 
 static void on_launch_step(int status, const struct tm_ec2_reply *reply, void *data)
 {
-    struct aws_op *op = data;
+    struct tm_launch *l = data;
+    struct aws_launch *al = l->priv;
     const struct tm_ec2_instance *found;
+    struct tm_ec2_fleet_override ov[TM_LAUNCH_OFFER_MAX];
     int r;
 
-    if (status == TM_ECANCELED || op->ap->closing) {
-        launch_deliver(op, TM_ECANCELED, NULL);
+    if (al->step == STEP_FIND) {
+        found = status < 0 ? NULL : pick_found(reply);
+        tm_launch_found(l, status, found ? &found->inst : NULL);
         return;
     }
-    switch (op->step) {
+    if (status == TM_ECANCELED || launch_ap(l)->closing) {
+        tm_launch_made(l, TM_LAUNCH_FATAL, TM_ECANCELED, NULL, NULL);
+        return;
+    }
+    switch (al->step) {
     case STEP_FIND:
-        if (status < 0) {
-            launch_deliver(op, status, NULL);
-            return;
-        }
-        found = pick_found(reply);
-        if (found) {
-            tm_log_info("aws launch found by token, not launching again",
-                        "provider=%s token=%s instance=%s state=%s", op->ap->name, op->token,
-                        found->inst.id, found->state_name);
-            launch_deliver(op, 0, &found->inst);
-            return;
-        }
-        /* Planned anew after an interrupted attempt too: the shortage memory
-         * keeps what was really short. */
-        plan_candidates(op);
-        continue_or_fail(op, TM_EQUOTA);
         return;
     case STEP_TEMPLATE:
         if (status < 0 && status != TM_ECONFLICT) {
-            launch_deliver(op, status, NULL);
+            tm_launch_made(l, TM_LAUNCH_FATAL, status, NULL, NULL);
             return;
         }
-        op->ap->template_ready = true;
-        r = start_next(op);
-        if (r != 0)
-            launch_deliver(op, r < 0 ? r : TM_EQUOTA, NULL);
+        launch_ap(l)->template_ready = true;
+        r = send_fleet(l, ov, fleet_offers(l, ov));
+        if (r < 0)
+            tm_launch_made(l, TM_LAUNCH_FATAL, r, NULL, NULL);
         return;
     case STEP_FLEET:
-        on_fleet(op, status, reply);
+        on_fleet(l, status, reply);
         return;
     case STEP_RUN:
-        if (status == 0 && reply->ninstances >= 1) {
-            launch_deliver(op, 0, &reply->instances[0].inst);
-        } else if (status == 0) {
-            launch_deliver(op, TM_EBADREPLY, NULL);
-        } else if (status == TM_EQUOTA) {
-            short_note(op->ap, op->cand[op->cur].type, op->cand[op->cur].zone,
-                       op->cand[op->cur].capacity, reply->error_code);
-            continue_or_fail(op, status);
-        } else if (ambiguous(status, reply)) {
-            relaunch(op, status);
-        } else {
-            launch_deliver(op, status, NULL);
-        }
+        if (status == 0 && reply->ninstances >= 1)
+            tm_launch_made(l, TM_LAUNCH_OK, 0, &reply->instances[0].inst, NULL);
+        else if (status == 0)
+            tm_launch_made(l, TM_LAUNCH_FATAL, TM_EBADREPLY, NULL, NULL);
+        else if (status == TM_EQUOTA)
+            tm_launch_made(l, TM_LAUNCH_SHORT, status, NULL, reply->error_code);
+        else if (ambiguous(status, reply))
+            tm_launch_made(l, TM_LAUNCH_AMBIGUOUS, status, NULL, NULL);
+        else
+            tm_launch_made(l, TM_LAUNCH_FATAL, status, NULL, NULL);
         return;
     case STEP_DESCRIBE_NEW:
-        if (status == 0 && reply->ninstances >= 1)
-            launch_deliver(op, 0, &reply->instances[0].inst);
-        else
-            launch_deliver(op, 0, &op->fleet_inst);
+        tm_launch_made(l, TM_LAUNCH_OK, 0,
+                       status == 0 && reply->ninstances >= 1 ? &reply->instances[0].inst
+                                                             : &al->fleet_inst, NULL);
         return;
     }
 }
 
-static int aws_launch(struct tm_provider *p, const struct tm_launch_request *req,
-                      tm_launch_cb cb, void *data)
+static int aws_launch_prepare(struct tm_launch *l, const struct tm_launch_request *req)
 {
-    struct aws_provider *ap = impl(p);
-    struct aws_op *op;
-    int r;
+    struct aws_provider *ap = launch_ap(l);
+    struct aws_launch *al = l->priv;
+    size_t n;
 
-    if (!req || !cb || !fits(req->token) || !req->token[0] || !fits(req->pool) ||
-        !fits(req->instance_type) || !req->instance_type[0] ||
-        !fits(req->zone ? req->zone : "") ||
-        (req->cluster && strcmp(req->cluster, ap->cluster) != 0))
-        return TM_EINVAL;
-    if (ap->closing)
-        return TM_ECANCELED;
+    (void)req;
     if (!ap->image_id) {
         tm_log_error("could not launch: no machine image configured for aws",
                      "provider=%s hint=\"set image_id in the provider's configuration\"", ap->name);
         return TM_EINVAL;
     }
-    op = calloc(1, sizeof(*op));
-    if (!op)
-        return TM_ENOMEM;
-    op->ap = ap;
-    op->kind = OP_LAUNCH;
-    op->cb.launch = cb;
-    op->data = data;
-    snprintf(op->token, sizeof(op->token), "%s", req->token);
-    snprintf(op->pool, sizeof(op->pool), "%s", req->pool);
-    snprintf(op->type, sizeof(op->type), "%s", req->instance_type);
-    snprintf(op->zone, sizeof(op->zone), "%s", req->zone ? req->zone : "");
-    snprintf(op->node, sizeof(op->node), "%lld", (long long)req->node_id);
-    op->node_id = req->node_id;
-    op->capacity = req->capacity;
-    if (req->bootstrap && req->bootstrap_len > 0) {
-        size_t n = tm_bootstrap_base64_len(req->bootstrap_len);
-        if (n > TM_BOOTSTRAP_USERDATA_MAX) {
-            op_free(op);
-            tm_log_error("could not launch: the node's user data passes EC2's 16 KB", "provider=%s pool=%s",
-                         ap->name, req->pool);
-            return TM_EINVAL;
-        }
-        op->user_data = malloc(n + 1);
-        if (!op->user_data) {
-            op_free(op);
-            return TM_ENOMEM;
-        }
-        EVP_EncodeBlock((unsigned char *)op->user_data, (const unsigned char *)req->bootstrap,
-                        (int)req->bootstrap_len);
+    if (!l->bootstrap)
+        return 0;
+    n = tm_bootstrap_base64_len(l->bootstrap_len);
+    if (n > TM_BOOTSTRAP_USERDATA_MAX) {
+        tm_log_error("could not launch: the node's user data passes EC2's 16 KB",
+                     "provider=%s pool=%s", ap->name, l->pool);
+        return TM_EINVAL;
     }
-    r = start_find(op);
-    if (r < 0)
-        op_free(op);
-    return r;
+    al->user_data = malloc(n + 1);
+    if (!al->user_data)
+        return TM_ENOMEM;
+    EVP_EncodeBlock((unsigned char *)al->user_data, (const unsigned char *)l->bootstrap,
+                    (int)l->bootstrap_len);
+    return 0;
+}
+
+static void aws_launch_cleanup(struct tm_launch *l)
+{
+    struct aws_launch *al = l->priv;
+
+    if (al && al->user_data) {
+        OPENSSL_cleanse(al->user_data, strlen(al->user_data));
+        free(al->user_data);
+    }
+}
+
+static const struct tm_launch_backend aws_launch_backend = {
+    .cloud = "aws",
+    .priv_size = sizeof(struct aws_launch),
+    .found_by = "token",
+    .prepare = aws_launch_prepare,
+    .find = aws_launch_find,
+    .create = aws_launch_create,
+    .cleanup = aws_launch_cleanup,
+};
+
+static int aws_launch(struct tm_provider *p, const struct tm_launch_request *req,
+                      tm_launch_cb cb, void *data)
+{
+    return tm_launch_start(&impl(p)->launch, &aws_launch_backend, req, cb, data);
 }
 
 /* ---- launch set (a gang, all or none) ----------------------------------- */
@@ -654,11 +551,12 @@ static int set_fleet(struct aws_set *s)
     /* The set's zone, else every zone of the pool not short: EC2 picks
      * one of them for the whole set. */
     if (s->zone[0]) {
-        if (!short_find(ap, s->type, s->zone, s->capacity))
+        if (!tm_launch_is_short(&ap->launch, s->type, s->zone, s->capacity))
             ov[nov++] = (struct tm_ec2_fleet_override){s->type, s->zone};
     } else {
         for (size_t i = 0; pool && i < pool->nzones && nov < CAND_MAX; i++)
-            if (fits(pool->zones[i]) && !short_find(ap, s->type, pool->zones[i], s->capacity))
+            if (tm_id_fits(pool->zones[i]) &&
+                !tm_launch_is_short(&ap->launch, s->type, pool->zones[i], s->capacity))
                 ov[nov++] = (struct tm_ec2_fleet_override){s->type, pool->zones[i]};
         if (!pool || pool->nzones == 0)
             ov[nov++] = (struct tm_ec2_fleet_override){s->type, ""};
@@ -795,21 +693,22 @@ static void set_on_fleet(struct aws_set *s, int status, const struct tm_ec2_repl
     int r;
 
     if (status < 0) {
-        if (ambiguous(status, reply) && ++s->finds < ap->max_relaunch) {
+        if (ambiguous(status, reply) && ++s->finds < ap->launch.max_relaunch) {
             r = set_find(s);
             if (r < 0)
                 set_deliver(s, r);
             return;
         }
         if (status == TM_EQUOTA)
-            short_note(ap, s->type, s->zone, s->capacity, reply->error_code);
+            tm_launch_note_short(&ap->launch, s->type, s->zone, s->capacity, reply->error_code);
         set_deliver(s, status);
         return;
     }
     for (size_t i = 0; i < reply->nfleet_errors; i++) {
         const struct tm_ec2_fleet_error *e = &reply->fleet_errors[i];
         if (tm_ec2_error_map(e->code, 0) == TM_EQUOTA)
-            short_note(ap, e->instance_type[0] ? e->instance_type : s->type, e->zone, s->capacity,
+            tm_launch_note_short(&ap->launch, e->instance_type[0] ? e->instance_type : s->type,
+                                 e->zone, s->capacity,
                        e->code);
     }
     for (size_t i = 0; i < reply->nfleet_instances && n < CAND_MAX; i++) {
@@ -826,13 +725,13 @@ static void set_on_fleet(struct aws_set *s, int status, const struct tm_ec2_repl
     }
     if (n == 0) {
         if (reply->nfleet_errors == 0)
-            short_note(ap, s->type, s->zone, s->capacity, "EmptyFleet");
+            tm_launch_note_short(&ap->launch, s->type, s->zone, s->capacity, "EmptyFleet");
         set_deliver(s, TM_EQUOTA);
         return;
     }
     set_assign(s, found, n);
     if (n < s->n) {
-        short_note(ap, s->type, s->inst[0].zone, s->capacity, "ShortFleet");
+        tm_launch_note_short(&ap->launch, s->type, s->inst[0].zone, s->capacity, "ShortFleet");
         set_release(s, TM_EQUOTA);
         return;
     }
@@ -902,20 +801,12 @@ static int aws_launch_set(struct tm_provider *p, const struct tm_launch_set *set
     struct aws_set *s;
     int r;
 
-    if (!set || !cb || !set->reqs || set->n == 0 || set->n > CAND_MAX || !fits(set->set_token) ||
-        !set->set_token[0] || (set->placement_group && !fits(set->placement_group)))
+    if (!cb || !tm_launch_set_valid(set, ap->cluster, CAND_MAX))
         return TM_EINVAL;
     r0 = &set->reqs[0];
-    for (size_t i = 0; i < set->n; i++) {
-        const struct tm_launch_request *q = &set->reqs[i];
-        if (!fits(q->token) || !q->token[0] || !fits(q->pool) || !fits(q->instance_type) ||
-            !q->instance_type[0] || strcmp(q->instance_type, r0->instance_type) != 0 ||
-            strcmp(q->pool, r0->pool) != 0 || !fits(q->zone ? q->zone : "") ||
-            (q->cluster && strcmp(q->cluster, ap->cluster) != 0))
-            return TM_EINVAL;
-        if (q->bootstrap && q->bootstrap_len > 0)
+    for (size_t i = 0; i < set->n; i++)
+        if (set->reqs[i].bootstrap && set->reqs[i].bootstrap_len > 0)
             return tm_provider_launch_set_each(p, set, cb, data);
-    }
     if (ap->closing)
         return TM_ECANCELED;
     if (!ap->image_id) {
@@ -977,7 +868,7 @@ static int aws_terminate(struct tm_provider *p, const char *instance_id, tm_done
     char *body = NULL;
     int r;
 
-    if (!cb || !fits(instance_id) || !instance_id[0])
+    if (!cb || !tm_id_fits(instance_id) || !instance_id[0])
         return TM_EINVAL;
     if (ap->closing)
         return TM_ECANCELED;
@@ -1314,8 +1205,10 @@ int tm_aws_validate_pools(struct tm_provider *p, tm_aws_validate_cb cb, void *da
 
 /* ---- create / close ----------------------------------------------------- */
 
-static void provider_free(struct aws_provider *ap)
+static void provider_free(void *provider)
 {
+    struct aws_provider *ap = provider;
+
     tm_provider_pools_free(ap->pools, ap->npools);
     tm_provider_types_free(ap->types, ap->ntypes);
     free(ap->image_id);
@@ -1344,7 +1237,7 @@ int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     int r;
 
     if (!loop || !cfg || !prov || !ret || !prov->kind || strcmp(prov->kind, "aws") != 0 ||
-        !fits(prov->name) || !cfg->cluster || !fits(cfg->cluster))
+        !tm_id_fits(prov->name) || !cfg->cluster || !tm_id_fits(cfg->cluster))
         return TM_EINVAL;
     if (!opts) {
         dflt.retry.max_attempts = (unsigned)tm_provider_env_u64("TARMAC_AWS_MAX_ATTEMPTS", 0);
@@ -1363,7 +1256,12 @@ int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     snprintf(ap->template_name, sizeof(ap->template_name), "tarmac-%s", cfg->cluster);
     ap->page_size = opts->list_page_size > 0 ? opts->list_page_size : 1000;
     tm_shortages_init(&ap->shorts, "aws", "type", ap->name, opts->shortage_ttl_ms);
-    ap->max_relaunch = opts->retry.max_attempts ? opts->retry.max_attempts : 5;
+    ap->launch = (struct tm_launch_env){
+        .now_ms = loop_now, .clock = loop, .name = ap->name, .cluster = ap->cluster,
+        .shorts = &ap->shorts, .closing = &ap->closing,
+        .free_provider = provider_free, .provider = ap,
+        .max_relaunch = opts->retry.max_attempts ? opts->retry.max_attempts : 5,
+    };
     ap->no_price_refresh = opts->no_price_refresh;
     /* The config's image, else the environment (tests, one-off runs). */
     image = opts->image_id ? opts->image_id : prov->image_id ? prov->image_id : getenv("TARMAC_AWS_IMAGE_ID");
@@ -1377,6 +1275,8 @@ int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     r = copy_config(ap, cfg, prov);
     if (r < 0)
         goto fail;
+    ap->launch.pools = ap->pools;
+    ap->launch.npools = ap->npools;
     r = tm_aws_credential_options_from_config(&prov->credentials, &eo.cred);
     if (r < 0) {
         tm_log_error("could not create aws provider: unknown credentials source",
@@ -1422,28 +1322,13 @@ int tm_aws_provider_create(uv_loop_t *loop, const struct tm_config *cfg,
     return tm_aws_provider_create_ex(loop, cfg, prov, NULL, ret);
 }
 
-static void on_ec2_closed(void *data)
-{
-    struct aws_provider *ap = data;
-    void (*done)(void *data) = ap->close_done;
-    void *done_data = ap->close_data;
-
-    provider_free(ap);
-    if (done)
-        done(done_data);
-}
-
 static void aws_close(struct tm_provider *p, void (*done)(void *data), void *data)
 {
     struct aws_provider *ap = impl(p);
 
-    if (ap->closing)
-        return;
-    ap->closing = true;
-    ap->close_done = done;
-    ap->close_data = data;
     /* Calls in flight come back with TM_ECANCELED, from the loop. */
-    tm_ec2_close(ap->ec2, on_ec2_closed, ap);
+    if (tm_launch_env_close(&ap->launch, done, data))
+        tm_ec2_close(ap->ec2, tm_launch_env_closed, &ap->launch);
 }
 
 static const struct tm_provider_ops aws_ops = {

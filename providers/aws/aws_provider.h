@@ -18,6 +18,9 @@
  *             tarmac:launch-token; ClientToken = the launch token.
  *          A reset or timeout after RunInstances/CreateFleet was sent goes
  *          back to step 1, so a launch the cloud did carry out is found.
+ *          The walk (1, 2, the shortage memory, next-or-fail, back to 1) is
+ *          the launch engine's (providers/common/launch.h); EC2's calls are
+ *          its primitives in aws_provider.c.
  * launch_set (a gang) 1. DescribeInstances with tag:tarmac:launch-set=SET:
  *             a set found whole is tagged and returned, part of one is
  *             terminated.  2. CreateFleet instant, TotalTargetCapacity =

@@ -13,7 +13,8 @@
  * full jitter: sleep uniform [0, min(cap, base * 2^(n-1))], as long as both
  * the attempt budget and the total-delay budget allow; a sleep that would
  * pass the delay budget is cut to what is left, and when nothing is left
- * the last error is returned.  So the budget is a hard ceiling.
+ * the last error is returned.  So the budget is a hard ceiling (the
+ * budget and the jitter are every cloud client's: providers/common/retry.h).
  *
  * The auth gate: an authentication failure closes it for auth_cooldown_ms.
  * While closed, calls fail with TM_EAUTH without a request, unless the
@@ -36,6 +37,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/aws/sigv4.h"
+#include "providers/common/retry.h"
 
 enum call_state {
     CALL_CRED,
@@ -74,14 +76,12 @@ struct tm_ec2 {
     char *region;
     struct tm_ec2_retry retry;
     long timeout_ms;
-    uint64_t auth_cooldown_ms;
     bool corrupt_signature;
     uint64_t rng;
     struct ec2_call *calls;
     struct tm_ec2_stats stats;
     /* the auth gate */
-    bool blocked;
-    uint64_t blocked_until;       /* uv_now() ms */
+    struct tm_auth_gate gate;     /* on uv_now() */
     unsigned char blocked_fp[32]; /* fingerprint of the refused credentials */
     /* closing */
     bool closing;
@@ -174,6 +174,12 @@ static void on_backoff(uv_timer_t *t)
         start_attempt(c);
 }
 
+uint64_t tm_ec2_backoff_ms(const struct tm_ec2_retry *retry, unsigned n, uint64_t *state)
+{
+    return tm_retry_backoff_ms(retry->base_delay_ms ? retry->base_delay_ms : 100,
+                               retry->max_delay_ms ? retry->max_delay_ms : 5000, n, state);
+}
+
 /*
  * After a failed attempt: sleep and try again if the budget allows,
  * otherwise hand the failure to the caller.
@@ -181,13 +187,16 @@ static void on_backoff(uv_timer_t *t)
 static void retry_or_deliver(struct ec2_call *c, int status)
 {
     struct tm_ec2 *ec2 = c->ec2;
-    unsigned max_attempts = ec2->retry.max_attempts ? ec2->retry.max_attempts : 5;
-    uint64_t max_delay = ec2->retry.max_total_delay_ms ? ec2->retry.max_total_delay_ms : 20000;
-    uint64_t left = max_delay > c->delay_ms ? max_delay - c->delay_ms : 0;
+    struct tm_retry_budget b = {
+        .max_attempts = ec2->retry.max_attempts ? ec2->retry.max_attempts : 5,
+        .max_total_delay_ms = ec2->retry.max_total_delay_ms ? ec2->retry.max_total_delay_ms : 20000,
+    };
     uint64_t wait;
 
     c->last_status = status;
-    if (ec2->closing || c->attempts >= max_attempts || left == 0) {
+    if (ec2->closing ||
+        !tm_retry_next(&b, c->attempts, c->delay_ms, 0,
+                       tm_ec2_backoff_ms(&ec2->retry, c->attempts, &ec2->rng), &wait)) {
         tm_log_warn("ec2 call failed, retry budget spent",
                     "action=%s attempts=%u delay_ms=%llu code=%s err=%s",
                     tm_ec2_action_name(c->action), c->attempts, (unsigned long long)c->delay_ms,
@@ -195,9 +204,6 @@ static void retry_or_deliver(struct ec2_call *c, int status)
         deliver(c, ec2->closing ? TM_ECANCELED : status, NULL);
         return;
     }
-    wait = tm_ec2_backoff_ms(&ec2->retry, c->attempts, &ec2->rng);
-    if (wait > left)
-        wait = left;
     c->delay_ms += wait;
     ec2->stats.delay_ms += wait;
     tm_log_info("ec2 call will be retried",
@@ -221,16 +227,14 @@ static bool transport_retryable(int status)
 
 static void close_gate(struct tm_ec2 *ec2, const unsigned char fp[32], const char *code)
 {
-    bool was = ec2->blocked;
+    bool was_open = tm_auth_gate_close(&ec2->gate, uv_now(ec2->loop));
 
-    ec2->blocked = true;
-    ec2->blocked_until = uv_now(ec2->loop) + ec2->auth_cooldown_ms;
     memcpy(ec2->blocked_fp, fp, 32);
-    if (!was)
+    if (was_open)
         tm_log_error("aws refused our credentials: no more aws calls until the credentials "
                      "change or the cool-down ends; the rest of the controller keeps running",
                      "provider=aws region=%s code=%s cooldown_s=%llu", ec2->region, code,
-                     (unsigned long long)(ec2->auth_cooldown_ms / 1000));
+                     (unsigned long long)(ec2->gate.cooldown_ms / 1000));
 }
 
 static void on_http(const struct tm_http_response *resp, void *data)
@@ -271,7 +275,7 @@ static void on_http(const struct tm_http_response *resp, void *data)
             deliver(c, status, NULL);
             return;
         }
-        ec2->blocked = false;
+        tm_auth_gate_open(&ec2->gate);
         deliver(c, 0, &reply);
         return;
     }
@@ -345,22 +349,20 @@ static void on_creds(int status, const struct tm_aws_credentials *cred, const ch
         return;
     }
     fingerprint(cred, c->fp);
-    if (ec2->blocked) {
+    if (ec2->gate.closed) {
         if (memcmp(c->fp, ec2->blocked_fp, sizeof(c->fp)) != 0) {
-            ec2->blocked = false;
+            tm_auth_gate_open(&ec2->gate);
             tm_log_info("aws credentials changed, calling aws again", "provider=aws source=%s",
                         cred->source);
-        } else if (uv_now(ec2->loop) < ec2->blocked_until) {
+        } else if (!tm_auth_gate_pass(&ec2->gate, uv_now(ec2->loop))) {
             ec2->stats.auth_refusals++;
             snprintf(c->last.error_code, sizeof(c->last.error_code), "AuthFailure");
             snprintf(c->last.error_message, sizeof(c->last.error_message),
                      "not calling aws: credentials were refused and have not changed");
             deliver(c, TM_EAUTH, NULL);
             return;
-        } else {
-            /* Cool-down over: this call probes, the others keep waiting. */
-            ec2->blocked_until = uv_now(ec2->loop) + ec2->auth_cooldown_ms;
         }
+        /* else the cool-down is over: this call probes, the others wait */
     }
     tm_sigv4_format_date((int64_t)time(NULL) * 1000, amz_date);
     r = tm_sigv4_sign_ec2_post(ec2->endpoint, ec2->region, c->body, c->body_len, amz_date, cred,
@@ -453,7 +455,7 @@ void tm_ec2_get_stats(const struct tm_ec2 *ec2, struct tm_ec2_stats *ret_stats)
 
 bool tm_ec2_auth_blocked(const struct tm_ec2 *ec2)
 {
-    return ec2->blocked;
+    return ec2->gate.closed;
 }
 
 int tm_ec2_create(uv_loop_t *loop, const struct tm_ec2_options *opts, struct tm_ec2 **ret_ec2)
@@ -475,7 +477,7 @@ int tm_ec2_create(uv_loop_t *loop, const struct tm_ec2_options *opts, struct tm_
     }
     ec2->retry = opts->retry;
     ec2->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 30000;
-    ec2->auth_cooldown_ms = opts->auth_cooldown_ms ? opts->auth_cooldown_ms : 5 * 60 * 1000;
+    ec2->gate.cooldown_ms = opts->auth_cooldown_ms ? opts->auth_cooldown_ms : 5 * 60 * 1000;
     ec2->corrupt_signature = opts->test_corrupt_signature;
     ec2->rng = opts->seed ? opts->seed : uv_hrtime() | 1;
     r = tm_http_create(loop, &ec2->http);

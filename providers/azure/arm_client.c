@@ -40,6 +40,7 @@
 #include "core/client_cert.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "providers/common/retry.h"
 
 enum call_state { CALL_TOKEN, CALL_HTTP, CALL_WAIT, CALL_DONE };
 enum call_phase { PHASE_MAIN, PHASE_POLL, PHASE_FINAL_GET };
@@ -79,7 +80,7 @@ struct tm_arm {
     enum tm_arm_auth_mode auth;
     struct tm_arm_retry retry;
     long timeout_ms;
-    uint64_t auth_cooldown_ms, poll_ms, poll_budget_ms;
+    uint64_t poll_ms, poll_budget_ms;
     uint64_t rng;
     struct arm_call *calls;
     struct tm_arm_stats stats;
@@ -89,8 +90,7 @@ struct tm_arm {
     uint64_t token_got, token_expires; /* uv_now() ms */
     enum token_state token_state;
     /* the auth gate */
-    bool blocked;
-    uint64_t blocked_until;
+    struct tm_auth_gate gate;     /* on uv_now() */
     bool closing;
     void (*close_done)(void *data);
     void *close_data;
@@ -103,39 +103,13 @@ static void token_need(struct tm_arm *arm);
 
 uint64_t tm_arm_backoff_ms(const struct tm_arm_retry *retry, unsigned n, uint64_t *state)
 {
-    uint64_t base = retry->base_delay_ms ? retry->base_delay_ms : 200;
-    uint64_t cap = retry->max_delay_ms ? retry->max_delay_ms : 5000;
-    uint64_t x = *state ? *state : 0x9e3779b97f4a7c15ULL;
-    uint64_t ceiling = n >= 1 && n < 40 ? base << (n - 1) : cap;
-
-    if (ceiling > cap)
-        ceiling = cap;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *state = x;
-    return x % (ceiling + 1);
+    return tm_retry_backoff_ms(retry->base_delay_ms ? retry->base_delay_ms : 200,
+                               retry->max_delay_ms ? retry->max_delay_ms : 5000, n, state);
 }
 
 uint64_t tm_arm_retry_after_ms(const char *value, int64_t now_s)
 {
-    char *end;
-    long long v;
-    struct tm tmv;
-
-    if (!value || !*value)
-        return 0;
-    errno = 0;
-    v = strtoll(value, &end, 10);
-    if (!errno && end != value && *end == '\0')
-        return v > 0 && v < 86400 ? (uint64_t)v * 1000 : 0;
-    memset(&tmv, 0, sizeof(tmv));
-    if (strptime(value, "%a, %d %b %Y %H:%M:%S GMT", &tmv)) {
-        int64_t at = (int64_t)timegm(&tmv);
-
-        return at > now_s && at - now_s < 86400 ? (uint64_t)(at - now_s) * 1000 : 0;
-    }
-    return 0;
+    return tm_retry_after_ms(value, now_s);
 }
 
 /* Refresh when less than min(5 min, half the lifetime) is left. */
@@ -163,7 +137,7 @@ void tm_arm_get_stats(const struct tm_arm *arm, struct tm_arm_stats *ret) { *ret
 
 bool tm_arm_auth_blocked(const struct tm_arm *arm)
 {
-    return arm->blocked && uv_now(arm->loop) < arm->blocked_until;
+    return tm_auth_gate_holds(&arm->gate, uv_now(arm->loop));
 }
 
 const char *tm_arm_endpoint(const struct tm_arm *arm) { return arm->endpoint; }
@@ -173,9 +147,8 @@ static void gate_close(struct tm_arm *arm, const char *why)
     if (!tm_arm_auth_blocked(arm))
         tm_log_error("azure refused our credentials; no more calls until the cool-down ends",
                      "reason=\"%s\" cooldown_s=%llu", why,
-                     (unsigned long long)(arm->auth_cooldown_ms / 1000));
-    arm->blocked = true;
-    arm->blocked_until = uv_now(arm->loop) + arm->auth_cooldown_ms;
+                     (unsigned long long)(arm->gate.cooldown_ms / 1000));
+    tm_auth_gate_close(&arm->gate, uv_now(arm->loop));
 }
 
 /* ---- delivering --------------------------------------------------------- */
@@ -245,23 +218,17 @@ static void wait_then(struct arm_call *c, uint64_t ms)
 static void retry_or_fail(struct arm_call *c, int status, long http_status, uint64_t after_ms)
 {
     struct tm_arm *arm = c->arm;
-    unsigned max = arm->retry.max_attempts ? arm->retry.max_attempts : 5;
-    uint64_t budget = arm->retry.max_total_delay_ms ? arm->retry.max_total_delay_ms : 30000;
+    struct tm_retry_budget b = {
+        .max_attempts = arm->retry.max_attempts ? arm->retry.max_attempts : 5,
+        .max_total_delay_ms = arm->retry.max_total_delay_ms ? arm->retry.max_total_delay_ms : 30000,
+    };
     uint64_t d;
 
-    if (c->attempts >= max || c->delay_ms >= budget) {
+    if (!tm_retry_next(&b, c->attempts, c->delay_ms, after_ms,
+                       after_ms ? 0 : tm_arm_backoff_ms(&arm->retry, c->attempts, &arm->rng), &d)) {
         deliver(c, status, http_status, NULL, 0);
         return;
     }
-    d = after_ms ? after_ms : tm_arm_backoff_ms(&arm->retry, c->attempts, &arm->rng);
-    if (after_ms && c->delay_ms + after_ms > budget) {
-        /* The server asks for more than the budget has left: say so now
-         * rather than sleep past it. */
-        deliver(c, status, http_status, NULL, 0);
-        return;
-    }
-    if (c->delay_ms + d > budget)
-        d = budget - c->delay_ms;
     c->delay_ms += d;
     arm->stats.retries++;
     arm->stats.delay_ms += d;
@@ -849,7 +816,7 @@ int tm_arm_create(uv_loop_t *loop, const struct tm_arm_options *opts, struct tm_
     }
     arm->retry = opts->retry;
     arm->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 30000;
-    arm->auth_cooldown_ms = opts->auth_cooldown_ms ? opts->auth_cooldown_ms : 5 * 60 * 1000;
+    arm->gate.cooldown_ms = opts->auth_cooldown_ms ? opts->auth_cooldown_ms : 5 * 60 * 1000;
     arm->poll_ms = opts->poll_ms ? opts->poll_ms : 2000;
     arm->poll_budget_ms = opts->poll_budget_ms ? opts->poll_budget_ms : 15 * 60 * 1000;
     arm->rng = opts->seed ? opts->seed : (uint64_t)time(NULL) ^ (uint64_t)(uintptr_t)arm;

@@ -9,6 +9,7 @@
 #include "providers/azure/azure_provider.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,11 +21,11 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/common/jwt.h"
+#include "providers/common/launch.h"
 #include "providers/common/pools.h"
 #include "providers/common/settings.h"
 #include "providers/common/shortage.h"
 
-#define CAND_MAX 32
 #define SEEN_MAX 1024
 #define LIST_MAX_PAGES 1000
 #define GONE_KEEP_MS (10 * 60 * 1000)
@@ -53,44 +54,25 @@ struct az_provider {
     struct tm_shortages shorts;
     struct seen seen[SEEN_MAX];
     size_t nseen;
-    struct az_op *launching;      /* launch ops in flight (their VM names) */
+    struct tm_launch_env launch;  /* the launch engine's view, and the
+                                   * launches in flight (their VM names) */
     bool closing;
-    void (*close_done)(void *data);
-    void *close_data;
 };
 
 static const struct tm_provider_ops azure_ops;
 
-enum op_kind { OP_LAUNCH, OP_TERMINATE, OP_LIST };
+enum op_kind { OP_TERMINATE, OP_LIST };
 enum launch_step { STEP_FIND, STEP_CLEAN, STEP_PUT, STEP_UNDO };
-
-struct candidate {
-    char zone[TM_ID_MAX];
-    enum tm_capacity_type capacity;
-};
 
 struct az_op {
     struct az_provider *ap;
     enum op_kind kind;
     union {
-        tm_launch_cb launch;
         tm_done_cb done;
         tm_list_cb list;
     } cb;
     void *data;
-    /* launch */
-    enum launch_step step;
-    char vm[TM_ID_MAX], token[TM_ID_MAX], pool[TM_ID_MAX], size[TM_ID_MAX], zone[TM_ID_MAX];
-    char node[24];
-    int64_t node_id;
-    enum tm_capacity_type capacity;
-    char *bootstrap;
-    size_t bootstrap_len;
-    struct candidate cand[CAND_MAX];
-    size_t ncand, cur;
-    int last_status;
-    char last_code[TM_ID_MAX];
-    struct az_op *next_launch, **prev_launch;
+    char vm[TM_ID_MAX];           /* terminate */
     /* list */
     struct tm_instance *list;
     size_t nlist, caplist;
@@ -98,19 +80,9 @@ struct az_op {
 };
 
 static struct az_provider *impl(struct tm_provider *p) { return p->impl; }
-static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
 
 static void op_free(struct az_op *op)
 {
-    if (op->prev_launch) {
-        *op->prev_launch = op->next_launch;
-        if (op->next_launch)
-            op->next_launch->prev_launch = op->prev_launch;
-    }
-    if (op->bootstrap) {
-        OPENSSL_cleanse(op->bootstrap, op->bootstrap_len);
-        free(op->bootstrap);
-    }
     free(op->list);
     free(op);
 }
@@ -119,22 +91,10 @@ struct tm_arm *tm_azure_provider_arm(struct tm_provider *p) { return impl(p)->ar
 
 /* ---- shortage memory ---------------------------------------------------- */
 
-static bool short_find(struct az_provider *ap, const char *size, const char *zone,
-                       enum tm_capacity_type capacity)
-{
-    return tm_shortages_has(&ap->shorts, uv_now(ap->loop), size, zone, capacity);
-}
-
-static void short_note(struct az_provider *ap, const char *size, const char *zone,
-                       enum tm_capacity_type capacity, const char *code)
-{
-    tm_shortages_note(&ap->shorts, uv_now(ap->loop), size, zone, capacity, code);
-}
-
 bool tm_azure_provider_is_short(struct tm_provider *p, const char *vm_size, const char *zone,
                                 enum tm_capacity_type capacity)
 {
-    return short_find(impl(p), vm_size, zone, capacity);
+    return tm_launch_is_short(&impl(p)->launch, vm_size, zone, capacity);
 }
 
 /* ---- what tarmac deleted, what the cloud took --------------------------- */
@@ -179,54 +139,28 @@ static void seen_mark_deleting(struct az_provider *ap, const char *id)
     s->at = uv_now(ap->loop);
 }
 
-/* ---- launch ------------------------------------------------------------- */
+static uint64_t loop_now(void *loop) { return uv_now(loop); }
 
-static const struct tm_provider_pool *pool_find(const struct az_provider *ap, const char *name)
+/* ---- launch: the engine's primitives on ARM ----------------------------- */
+
+/*
+ * The engine (providers/common/launch.c) walks the offers.  On ARM the VM's
+ * name is the node's, so the find is a GET by name; a VM found Failed (or
+ * being deleted) holds the name and is deleted before the offers are
+ * walked.  An offer is one PUT; a VM that exists but could not be placed
+ * (provisioning Failed) is a shortage like a refused PUT, and is deleted
+ * before the next offer, so nothing is left and the next PUT may change its
+ * zone or market.
+ */
+struct az_launch {
+    enum launch_step step;
+    char vm[TM_ID_MAX];
+};
+
+static struct az_provider *launch_ap(const struct tm_launch *l)
 {
-    return tm_provider_pool_find(ap->pools, ap->npools, name);
+    return (struct az_provider *)(void *)((char *)l->env - offsetof(struct az_provider, launch));
 }
-
-static void add_candidates(struct az_op *op, enum tm_capacity_type capacity)
-{
-    const struct tm_provider_pool *pool = pool_find(op->ap, op->pool);
-    size_t nz = op->zone[0] ? 1 : pool && pool->nzones ? pool->nzones : 1;
-
-    for (size_t i = 0; i < nz && op->ncand < CAND_MAX; i++) {
-        const char *zone = op->zone[0] ? op->zone : pool && pool->nzones ? pool->zones[i] : "";
-
-        if (!fits(zone))
-            continue;
-        if (short_find(op->ap, op->size, zone, capacity)) {
-            tm_log_debug("azure offering skipped, short", "size=%s zone=%s market=%s", op->size,
-                         zone, tm_capacity_type_name(capacity));
-            continue;
-        }
-        snprintf(op->cand[op->ncand].zone, TM_ID_MAX, "%s", zone);
-        op->cand[op->ncand].capacity = capacity;
-        op->ncand++;
-    }
-}
-
-static void plan_candidates(struct az_op *op)
-{
-    op->ncand = 0;
-    op->cur = 0;
-    if (op->capacity == TM_CAPACITY_ON_DEMAND) {
-        add_candidates(op, TM_CAPACITY_ON_DEMAND);
-    } else {
-        add_candidates(op, TM_CAPACITY_SPOT);
-        if (op->capacity == TM_CAPACITY_SPOT_THEN_ON_DEMAND)
-            add_candidates(op, TM_CAPACITY_ON_DEMAND);
-    }
-}
-
-static void launch_deliver(struct az_op *op, int status, const struct tm_instance *inst)
-{
-    op->cb.launch(status, status == 0 ? inst : NULL, op->data);
-    op_free(op);
-}
-
-static void on_launch_step(int status, const struct tm_arm_reply *reply, void *data);
 
 static char *vm_path(struct az_provider *ap, const char *vm, const char *extra)
 {
@@ -238,37 +172,55 @@ static char *vm_path(struct az_provider *ap, const char *vm, const char *extra)
     return p;
 }
 
-static void seen_mark_deleting(struct az_provider *ap, const char *id);
-
-static int vm_call(struct az_op *op, enum tm_arm_call call, const char *method, const char *body,
-                   tm_arm_cb cb)
+static int vm_call(struct az_provider *ap, const char *vm, enum tm_arm_call call,
+                   const char *method, const char *body, unsigned flags, tm_arm_cb cb, void *data)
 {
-    char *path = vm_path(op->ap, op->vm, "");
+    char *path = vm_path(ap, vm, "");
     int r;
 
     /* Whatever tarmac deletes (a node's VM, a failed attempt) is no eviction. */
     if (strcmp(method, "DELETE") == 0)
-        seen_mark_deleting(op->ap, op->vm);
-
+        seen_mark_deleting(ap, vm);
     if (!path)
         return TM_ENOMEM;
-    r = tm_arm_call(op->ap->arm, call, method, path, body,
-                    TM_ARM_RETRY_AMBIGUOUS | TM_ARM_FOLLOW_ASYNC, cb, op);
+    r = tm_arm_call(ap->arm, call, method, path, body, flags, cb, data);
     free(path);
     return r;
 }
 
-static int start_put(struct az_op *op)
+static void on_launch_step(int status, const struct tm_arm_reply *reply, void *data);
+
+static int launch_call(struct tm_launch *l, enum launch_step step, enum tm_arm_call call,
+                       const char *method, const char *body)
 {
-    struct az_provider *ap = op->ap;
-    const struct candidate *c = &op->cand[op->cur];
+    struct az_launch *al = l->priv;
+
+    al->step = step;
+    return vm_call(launch_ap(l), al->vm, call, method, body,
+                   TM_ARM_RETRY_AMBIGUOUS | TM_ARM_FOLLOW_ASYNC, on_launch_step, l);
+}
+
+static int azure_launch_find(struct tm_launch *l)
+{
+    struct az_launch *al = l->priv;
+
+    al->step = STEP_FIND;
+    return vm_call(launch_ap(l), al->vm, TM_ARM_GET_VM, "GET", NULL, TM_ARM_RETRY_AMBIGUOUS,
+                   on_launch_step, l);
+}
+
+static int azure_launch_create(struct tm_launch *l, size_t i)
+{
+    struct az_provider *ap = launch_ap(l);
+    struct az_launch *al = l->priv;
+    const struct tm_launch_offer *c = &l->offers[i];
     struct tm_arm_vm_params vp = {
-        .name = op->vm, .location = ap->location, .zone = c->zone, .vm_size = op->size,
+        .name = al->vm, .location = ap->location, .zone = c->zone, .vm_size = l->type,
         .spot = c->capacity == TM_CAPACITY_SPOT, .subnet_id = ap->subnet_id,
         .image = ap->image, .admin_username = ap->admin_username,
-        .ssh_public_key = ap->ssh_public_key, .custom_data = op->bootstrap,
-        .custom_data_len = op->bootstrap_len, .cluster = ap->cluster, .pool = op->pool,
-        .node = op->node, .token = op->token,
+        .ssh_public_key = ap->ssh_public_key, .custom_data = l->bootstrap,
+        .custom_data_len = l->bootstrap_len, .cluster = ap->cluster, .pool = l->pool,
+        .node = l->node, .token = l->token,
     };
     char *body = NULL;
     int r = tm_arm_build_vm(&vp, &body);
@@ -276,199 +228,142 @@ static int start_put(struct az_op *op)
     if (r < 0)
         return r;
     tm_log_info("azure launch", "provider=%s pool=%s node=%lld token=%s vm=%s size=%s zone=%s "
-                "market=%s", ap->name, op->pool, (long long)op->node_id, op->token, op->vm,
-                op->size, c->zone[0] ? c->zone : "-", tm_capacity_type_name(c->capacity));
-    op->step = STEP_PUT;
-    r = vm_call(op, TM_ARM_PUT_VM, "PUT", body, on_launch_step);
+                "market=%s", ap->name, l->pool, (long long)l->node_id, l->token, al->vm,
+                l->type, c->zone[0] ? c->zone : "-", tm_capacity_type_name(c->capacity));
+    r = launch_call(l, STEP_PUT, TM_ARM_PUT_VM, "PUT", body);
     OPENSSL_cleanse(body, strlen(body));
     free(body);
     return r;
 }
 
-/* The next offering after a shortage; TM_EQUOTA when none is left. */
-static void next_or_fail(struct az_op *op)
-{
-    int r;
-
-    while (op->cur < op->ncand &&
-           short_find(op->ap, op->size, op->cand[op->cur].zone, op->cand[op->cur].capacity))
-        op->cur++;
-    if (op->cur >= op->ncand) {
-        tm_log_warn("could not launch: no offering left", "provider=%s pool=%s node=%lld "
-                    "size=%s err=%s code=%s", op->ap->name, op->pool, (long long)op->node_id,
-                    op->size, tm_err_name(op->last_status ? op->last_status : TM_EQUOTA),
-                    op->last_code[0] ? op->last_code : "-");
-        launch_deliver(op, op->last_status ? op->last_status : TM_EQUOTA, NULL);
-        return;
-    }
-    r = start_put(op);
-    if (r < 0)
-        launch_deliver(op, r, NULL);
-}
-
-static int parse_vm_reply(struct az_op *op, const struct tm_arm_reply *reply,
+static int parse_vm_reply(struct az_provider *ap, const struct tm_arm_reply *reply,
                           struct tm_arm_vm *vm)
 {
     char err[256];
     int r = tm_arm_parse_vm(reply->body, reply->body_len, vm, err, sizeof(err));
 
     if (r < 0)
-        tm_log_warn("azure answer unreadable", "provider=%s call=%s error=\"%s\"", op->ap->name,
+        tm_log_warn("azure answer unreadable", "provider=%s call=%s error=\"%s\"", ap->name,
                     tm_arm_call_name(reply->call), err);
     return r;
 }
 
-static void on_launch_step(int status, const struct tm_arm_reply *reply, void *data)
+/* A VM found by name: kept unless a failed attempt holds the name. */
+static void on_found(struct tm_launch *l, const struct tm_arm_reply *reply)
 {
-    struct az_op *op = data;
     struct tm_arm_vm vm;
     int r;
 
-    if (status == TM_ECANCELED || op->ap->closing) {
-        launch_deliver(op, TM_ECANCELED, NULL);
+    if (parse_vm_reply(launch_ap(l), reply, &vm) < 0) {
+        tm_launch_found(l, TM_EBADREPLY, NULL);
         return;
     }
-    switch (op->step) {
+    if (strcasecmp(vm.provisioning_state, "Failed") != 0 &&
+        strcasecmp(vm.provisioning_state, "Deleting") != 0) {
+        tm_launch_found(l, 0, &vm.inst);
+        return;
+    }
+    r = launch_call(l, STEP_CLEAN, TM_ARM_DELETE_VM, "DELETE", NULL);
+    if (r < 0)
+        tm_launch_found(l, r, NULL);
+}
+
+static void on_put(struct tm_launch *l, int status, const struct tm_arm_reply *reply)
+{
+    struct az_provider *ap = launch_ap(l);
+    const struct tm_launch_offer *c = &l->offers[l->cur];
+    const char *code = reply->error_code;
+    struct tm_arm_vm vm;
+    int r;
+
+    if (status == 0) {
+        if (parse_vm_reply(ap, reply, &vm) < 0) {
+            tm_launch_made(l, TM_LAUNCH_FATAL, TM_EBADREPLY, NULL, NULL);
+            return;
+        }
+        if (strcasecmp(vm.provisioning_state, "Failed") != 0) {
+            tm_launch_made(l, TM_LAUNCH_OK, 0, &vm.inst, NULL);
+            return;
+        }
+        status = TM_EQUOTA; /* the VM exists but could not be placed */
+        if (!code[0])
+            code = "ProvisioningFailed";
+    }
+    if (status != TM_EQUOTA) {
+        tm_log_warn("azure launch failed", "provider=%s vm=%s err=%s code=%s http=%ld", ap->name,
+                    ((struct az_launch *)l->priv)->vm, tm_err_name(status),
+                    reply->error_code[0] ? reply->error_code : "-", reply->http_status);
+        tm_launch_made(l, TM_LAUNCH_FATAL, status, NULL, NULL);
+        return;
+    }
+    tm_launch_note_short(l->env, c->type, c->zone, c->capacity, code[0] ? code : NULL);
+    /* An asynchronous allocation failure leaves a Failed VM behind that
+     * holds the name and the zone: delete it before the next offering. */
+    r = launch_call(l, STEP_UNDO, TM_ARM_DELETE_VM, "DELETE", NULL);
+    if (r < 0)
+        tm_launch_made(l, TM_LAUNCH_FATAL, r, NULL, NULL);
+}
+
+static void on_launch_step(int status, const struct tm_arm_reply *reply, void *data)
+{
+    struct tm_launch *l = data;
+    struct az_launch *al = l->priv;
+    bool finding = al->step == STEP_FIND || al->step == STEP_CLEAN;
+
+    if (status == TM_ECANCELED || launch_ap(l)->closing) {
+        if (finding)
+            tm_launch_found(l, TM_ECANCELED, NULL);
+        else
+            tm_launch_made(l, TM_LAUNCH_FATAL, TM_ECANCELED, NULL, NULL);
+        return;
+    }
+    switch (al->step) {
     case STEP_FIND:
-        if (status == TM_ENOTFOUND) {
-            plan_candidates(op);
-            next_or_fail(op);
-            return;
-        }
-        if (status < 0) {
-            launch_deliver(op, status, NULL);
-            return;
-        }
-        if (parse_vm_reply(op, reply, &vm) < 0) {
-            launch_deliver(op, TM_EBADREPLY, NULL);
-            return;
-        }
-        if (strcasecmp(vm.provisioning_state, "Failed") != 0 &&
-            strcasecmp(vm.provisioning_state, "Deleting") != 0) {
-            tm_log_info("azure launch found by name, not launching again",
-                        "provider=%s vm=%s token=%s state=%s", op->ap->name, op->vm, op->token,
-                        vm.provisioning_state);
-            launch_deliver(op, 0, &vm.inst);
-            return;
-        }
-        /* A failed attempt (or one being deleted) holds the name: clear it. */
-        op->step = STEP_CLEAN;
-        r = vm_call(op, TM_ARM_DELETE_VM, "DELETE", NULL, on_launch_step);
-        if (r < 0)
-            launch_deliver(op, r, NULL);
+        if (status == TM_ENOTFOUND)
+            tm_launch_found(l, 0, NULL);
+        else if (status < 0)
+            tm_launch_found(l, status, NULL);
+        else
+            on_found(l, reply);
         return;
     case STEP_CLEAN:
-        if (status < 0 && status != TM_ENOTFOUND) {
-            launch_deliver(op, status, NULL);
-            return;
-        }
-        plan_candidates(op);
-        next_or_fail(op);
+        tm_launch_found(l, status < 0 && status != TM_ENOTFOUND ? status : 0, NULL);
         return;
     case STEP_PUT:
-        if (status == 0) {
-            if (parse_vm_reply(op, reply, &vm) < 0) {
-                launch_deliver(op, TM_EBADREPLY, NULL);
-                return;
-            }
-            if (strcasecmp(vm.provisioning_state, "Failed") == 0) {
-                status = TM_EQUOTA; /* the VM exists but could not be placed */
-                snprintf(op->last_code, sizeof(op->last_code), "ProvisioningFailed");
-            } else {
-                launch_deliver(op, 0, &vm.inst);
-                return;
-            }
-        }
-        if (status == TM_EQUOTA) {
-            const struct candidate *c = &op->cand[op->cur];
-
-            if (reply->error_code[0])
-                snprintf(op->last_code, sizeof(op->last_code), "%s", reply->error_code);
-            short_note(op->ap, op->size, c->zone, c->capacity, op->last_code);
-            op->last_status = TM_EQUOTA;
-            op->cur++;
-            /* An asynchronous allocation failure leaves a Failed VM behind
-             * that holds the name and the zone: delete it before the next
-             * offering, so nothing is left and the next PUT may change them. */
-            op->step = STEP_UNDO;
-            r = vm_call(op, TM_ARM_DELETE_VM, "DELETE", NULL, on_launch_step);
-            if (r < 0)
-                launch_deliver(op, r, NULL);
-            return;
-        }
-        tm_log_warn("azure launch failed", "provider=%s vm=%s err=%s code=%s http=%ld",
-                    op->ap->name, op->vm, tm_err_name(status),
-                    reply->error_code[0] ? reply->error_code : "-", reply->http_status);
-        launch_deliver(op, status, NULL);
+        on_put(l, status, reply);
         return;
     case STEP_UNDO:
-        if (status < 0 && status != TM_ENOTFOUND) {
-            launch_deliver(op, status, NULL);
-            return;
-        }
-        next_or_fail(op);
+        if (status < 0 && status != TM_ENOTFOUND)
+            tm_launch_made(l, TM_LAUNCH_FATAL, status, NULL, NULL);
+        else
+            tm_launch_made(l, TM_LAUNCH_NEXT, TM_EQUOTA, NULL, NULL);
         return;
     }
 }
 
+static int azure_launch_prepare(struct tm_launch *l, const struct tm_launch_request *req)
+{
+    struct az_launch *al = l->priv;
+
+    if (req->node_id <= 0)
+        return TM_EINVAL;
+    return tm_arm_vm_name(launch_ap(l)->cluster, req->node_id, al->vm, sizeof(al->vm)) < 0
+               ? TM_EINVAL : 0;
+}
+
+static const struct tm_launch_backend azure_launch_backend = {
+    .cloud = "azure",
+    .priv_size = sizeof(struct az_launch),
+    .found_by = "name",
+    .prepare = azure_launch_prepare,
+    .find = azure_launch_find,
+    .create = azure_launch_create,
+};
+
 static int azure_launch(struct tm_provider *p, const struct tm_launch_request *req,
                         tm_launch_cb cb, void *data)
 {
-    struct az_provider *ap = impl(p);
-    struct az_op *op;
-    int r;
-
-    if (!req || !cb || !fits(req->token) || !req->token[0] || !fits(req->pool) ||
-        !fits(req->instance_type) || !req->instance_type[0] ||
-        !fits(req->zone ? req->zone : "") || req->node_id <= 0 ||
-        (req->cluster && strcmp(req->cluster, ap->cluster) != 0))
-        return TM_EINVAL;
-    if (ap->closing)
-        return TM_ECANCELED;
-    op = calloc(1, sizeof(*op));
-    if (!op)
-        return TM_ENOMEM;
-    op->ap = ap;
-    op->kind = OP_LAUNCH;
-    op->cb.launch = cb;
-    op->data = data;
-    if (tm_arm_vm_name(ap->cluster, req->node_id, op->vm, sizeof(op->vm)) < 0) {
-        free(op);
-        return TM_EINVAL;
-    }
-    snprintf(op->token, sizeof(op->token), "%s", req->token);
-    snprintf(op->pool, sizeof(op->pool), "%s", req->pool);
-    snprintf(op->size, sizeof(op->size), "%s", req->instance_type);
-    snprintf(op->zone, sizeof(op->zone), "%s", req->zone ? req->zone : "");
-    snprintf(op->node, sizeof(op->node), "%lld", (long long)req->node_id);
-    op->node_id = req->node_id;
-    op->capacity = req->capacity;
-    if (req->bootstrap && req->bootstrap_len) {
-        op->bootstrap = malloc(req->bootstrap_len);
-        if (!op->bootstrap) {
-            free(op);
-            return TM_ENOMEM;
-        }
-        memcpy(op->bootstrap, req->bootstrap, req->bootstrap_len);
-        op->bootstrap_len = req->bootstrap_len;
-    }
-    op->step = STEP_FIND;
-    op->next_launch = ap->launching;
-    if (ap->launching)
-        ap->launching->prev_launch = &op->next_launch;
-    ap->launching = op;
-    op->prev_launch = &ap->launching;
-    {
-        char *path = vm_path(ap, op->vm, "");
-
-        r = path ? tm_arm_call(ap->arm, TM_ARM_GET_VM, "GET", path, NULL, TM_ARM_RETRY_AMBIGUOUS,
-                               on_launch_step, op)
-                 : TM_ENOMEM;
-        free(path);
-    }
-    if (r < 0)
-        op_free(op);
-    return r;
+    return tm_launch_start(&impl(p)->launch, &azure_launch_backend, req, cb, data);
 }
 
 /* ---- terminate ---------------------------------------------------------- */
@@ -493,7 +388,7 @@ static int azure_terminate(struct tm_provider *p, const char *instance_id, tm_do
     struct az_op *op;
     int r;
 
-    if (!cb || !fits(instance_id) || !instance_id[0] || strchr(instance_id, '/') ||
+    if (!cb || !tm_id_fits(instance_id) || !instance_id[0] || strchr(instance_id, '/') ||
         strchr(instance_id, '?'))
         return TM_EINVAL;
     if (ap->closing)
@@ -506,7 +401,8 @@ static int azure_terminate(struct tm_provider *p, const char *instance_id, tm_do
     op->cb.done = cb;
     op->data = data;
     snprintf(op->vm, sizeof(op->vm), "%s", instance_id);
-    r = vm_call(op, TM_ARM_DELETE_VM, "DELETE", NULL, on_terminate);
+    r = vm_call(ap, op->vm, TM_ARM_DELETE_VM, "DELETE", NULL,
+                TM_ARM_RETRY_AMBIGUOUS | TM_ARM_FOLLOW_ASYNC, on_terminate, op);
     if (r < 0)
         op_free(op);
     return r;
@@ -603,10 +499,13 @@ static void on_list(int status, const struct tm_arm_reply *reply, void *data)
             continue;
         /* A failed attempt a launch in flight is clearing and retrying in
          * another zone or market is still that launch: pending, not dead. */
-        for (const struct az_op *l = ap->launching; l; l = l->next_launch)
-            if (strcmp(l->vm, vm->inst.id) == 0 && (vm->inst.state == TM_INSTANCE_TERMINATED ||
-                                                     vm->inst.state == TM_INSTANCE_STOPPING))
+        for (const struct tm_launch *l = ap->launch.launching; l; l = l->next_launch) {
+            const struct az_launch *al = l->priv;
+
+            if (strcmp(al->vm, vm->inst.id) == 0 && (vm->inst.state == TM_INSTANCE_TERMINATED ||
+                                                      vm->inst.state == TM_INSTANCE_STOPPING))
                 vm->inst.state = TM_INSTANCE_PENDING;
+        }
         s = seen_find(ap, vm->inst.id);
         /* Azure deleting a spot VM tarmac did not ask to delete: eviction. */
         if (vm->spot && vm->inst.state == TM_INSTANCE_STOPPING && !(s && s->deleting_by_us))
@@ -691,8 +590,10 @@ static int azure_price(struct tm_provider *p, const char *instance_type, const c
 
 /* ---- create / close ----------------------------------------------------- */
 
-static void provider_free(struct az_provider *ap)
+static void provider_free(void *provider)
 {
+    struct az_provider *ap = provider;
+
     tm_provider_pools_free(ap->pools, ap->npools);
     tm_provider_types_free(ap->types, ap->ntypes);
     free(ap->subnet_id);
@@ -825,7 +726,8 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     int r;
 
     if (!loop || !cfg || !prov || !ret || !prov->kind || strcmp(prov->kind, "azure") != 0 ||
-        !fits(prov->name) || !cfg->cluster || !fits(cfg->cluster) || !fits(prov->region))
+        !tm_id_fits(prov->name) || !cfg->cluster || !tm_id_fits(cfg->cluster) ||
+        !tm_id_fits(prov->region))
         return TM_EINVAL;
     az = &prov->azure;
     if (!az->subscription_id || !az->resource_group || !az->subnet_id || !az->image ||
@@ -871,6 +773,11 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
         r = copy_config(ap, cfg, prov);
     if (r < 0)
         goto fail;
+    ap->launch = (struct tm_launch_env){
+        .now_ms = loop_now, .clock = loop, .name = ap->name, .cluster = ap->cluster,
+        .shorts = &ap->shorts, .pools = ap->pools, .npools = ap->npools,
+        .closing = &ap->closing, .free_provider = provider_free, .provider = ap,
+    };
     endpoint = prov->endpoint ? prov->endpoint : getenv("TARMAC_AZURE_ENDPOINT");
     ao.endpoint = endpoint;
     ao.authority = az->authority;
@@ -915,27 +822,13 @@ int tm_azure_provider_create(uv_loop_t *loop, const struct tm_config *cfg,
     return tm_azure_provider_create_ex(loop, cfg, prov, NULL, ret);
 }
 
-static void on_arm_closed(void *data)
-{
-    struct az_provider *ap = data;
-    void (*done)(void *) = ap->close_done;
-    void *dd = ap->close_data;
-
-    provider_free(ap);
-    if (done)
-        done(dd);
-}
-
 static void azure_close(struct tm_provider *p, void (*done)(void *data), void *data)
 {
     struct az_provider *ap = impl(p);
 
-    if (ap->closing)
-        return;
-    ap->closing = true;
-    ap->close_done = done;
-    ap->close_data = data;
-    tm_arm_close(ap->arm, on_arm_closed, ap);
+    /* Calls in flight come back with TM_ECANCELED, from the loop. */
+    if (tm_launch_env_close(&ap->launch, done, data))
+        tm_arm_close(ap->arm, tm_launch_env_closed, &ap->launch);
 }
 
 static const struct tm_provider_ops azure_ops = {

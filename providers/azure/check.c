@@ -4,8 +4,9 @@
  * It reads the provider's section of the configuration file, gets a token
  * exactly as the provider does, lists the resource group's VMs (so the
  * subscription, the group and the role assignment are proven), and looks
- * the pools' VM sizes and zones up in Resource SKUs for the region.  Its own
- * loop: the command is short-lived and has nothing else to do.
+ * the pools' VM sizes and zones up in Resource SKUs for the region.  The
+ * loop, the options and the exit codes are the runner's
+ * (providers/common/check.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,7 @@
 #include "core/log.h"
 #include "providers/azure/arm.h"
 #include "providers/azure/azure_provider.h"
+#include "providers/common/check.h"
 #include "providers/common/jwt.h"
 
 #define CHECK_MAX_SIZES 64
@@ -33,33 +35,22 @@ struct want {
 };
 
 struct check {
+    struct tm_check *run;
     struct tm_arm *arm;
+    struct tm_arm_options ao;
     const struct tm_config_provider *prov;
     struct want want[CHECK_MAX_SIZES];
     size_t nwant;
-    int status;
-    bool done;
     unsigned pages;
     size_t vms;
-    char code[TM_ID_MAX];
-    char message[256];
     char failure[256];
 };
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: tarmac check azure --config FILE [--provider NAME] "
-                    "[--vm-sizes S1,S2,...]\n");
-}
-
 static void finish(struct check *ck, int status, const struct tm_arm_reply *reply)
 {
-    ck->status = status;
-    ck->done = true;
-    if (reply) {
-        snprintf(ck->code, sizeof(ck->code), "%s", reply->error_code);
-        snprintf(ck->message, sizeof(ck->message), "%s", reply->error_message);
-    }
+    tm_check_finish(ck->run, status, reply ? reply->error_code : NULL,
+                    reply ? reply->error_message : NULL);
+    snprintf(ck->run->failure, sizeof(ck->run->failure), "%s", ck->failure);
     tm_arm_close(ck->arm, NULL, NULL);
 }
 
@@ -180,46 +171,71 @@ static void want_add(struct check *ck, const char *size, const char *zones)
     }
 }
 
+static int start(struct tm_check *run, uv_loop_t *loop, void *ctx)
+{
+    struct check *ck = ctx;
+    char path[512];
+    int r = tm_arm_create(loop, &ck->ao, &ck->arm);
+
+    if (r < 0)
+        return r;
+    ck->run = run;
+    r = tm_arm_vms_path(ck->prov->azure.subscription_id, ck->prov->azure.resource_group, path,
+                        sizeof(path) - 32);
+    if (r == 0) {
+        size_t len = strlen(path);
+        snprintf(path + len, sizeof(path) - len, "?api-version=" TM_ARM_API_VERSION);
+        r = tm_arm_call(ck->arm, TM_ARM_LIST_VMS, "GET", path, NULL, TM_ARM_RETRY_AMBIGUOUS,
+                        on_list, ck);
+    }
+    if (r < 0)
+        finish(ck, r, NULL);
+    return 0;
+}
+
+static void ok_line(const struct tm_check *run, void *ctx, FILE *out)
+{
+    const struct check *ck = ctx;
+
+    (void)run;
+    fprintf(out, "subscription %s, resource group %s (%zu VMs), region %s, %zu VM sizes",
+            ck->prov->azure.subscription_id, ck->prov->azure.resource_group, ck->vms,
+            ck->prov->region, ck->nwant);
+}
+
+static const struct tm_check_backend azure_check = {
+    .cloud = "azure",
+    .usage = "--config FILE [--provider NAME] [--vm-sizes S1,S2,...]",
+    .start = start,
+    .ok_line = ok_line,
+};
+
 int tm_azure_check_main(int argc, char **argv)
 {
     const char *config = NULL, *provider = NULL, *sizes = NULL;
+    const struct tm_check_option opts[] = {
+        {"--config", &config}, {"--provider", &provider}, {"--vm-sizes", &sizes},
+    };
     struct tm_config cfg = {0};
-    struct tm_arm_options ao = {0};
     struct check ck = {0};
-    char err[512] = "", why[600] = "", path[512];
+    struct tm_arm_options *ao = &ck.ao;
+    char err[512] = "", why[600] = "";
     struct tm_azure_credential cred = {0};
-    uv_loop_t loop;
-    int rc = 1, r;
+    int rc, r;
 
-    if (argc < 2 || strcmp(argv[0], "check") != 0 || strcmp(argv[1], "azure") != 0) {
-        usage();
-        return 2;
-    }
-    for (int i = 2; i < argc; i++) {
-        const char **dst = NULL;
-
-        if (strcmp(argv[i], "--config") == 0)
-            dst = &config;
-        else if (strcmp(argv[i], "--provider") == 0)
-            dst = &provider;
-        else if (strcmp(argv[i], "--vm-sizes") == 0)
-            dst = &sizes;
-        if (!dst || i + 1 >= argc) {
-            usage();
-            return 2;
-        }
-        *dst = argv[++i];
-    }
+    rc = tm_check_parse(&azure_check, argc, argv, opts, sizeof(opts) / sizeof(opts[0]));
+    if (rc >= 0)
+        return rc;
     if (!config)
         config = getenv("TARMAC_CONFIG");
     if (!config) {
-        usage();
-        return 2;
+        tm_check_usage(&azure_check, stderr);
+        return TM_CHECK_USAGE;
     }
     r = tm_config_load(config, &cfg, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "azure check: %s\n", err[0] ? err : tm_strerror(r));
-        return 1;
+        return TM_CHECK_FAILED;
     }
     for (size_t i = 0; i < cfg.nproviders && !ck.prov; i++)
         if (strcmp(cfg.providers[i].kind, "azure") == 0 &&
@@ -229,7 +245,7 @@ int tm_azure_check_main(int argc, char **argv)
         fprintf(stderr, "azure check: no azure provider%s%s in %s\n", provider ? " named " : "",
                 provider ? provider : "", config);
         tm_config_release(&cfg);
-        return 1;
+        return TM_CHECK_FAILED;
     }
     if (sizes) {
         char *copy = strdup(sizes), *save = NULL;
@@ -257,21 +273,21 @@ int tm_azure_check_main(int argc, char **argv)
     if (r < 0) {
         fprintf(stderr, "azure check: authentication failed: %s\n", why);
         tm_config_release(&cfg);
-        return 3;
+        return TM_CHECK_AUTH;
     }
-    ao.endpoint = ck.prov->endpoint ? ck.prov->endpoint : getenv("TARMAC_AZURE_ENDPOINT");
-    ao.authority = ck.prov->azure.authority;
-    ao.imds = ck.prov->azure.imds_endpoint;
-    ao.tenant = ck.prov->azure.tenant_id;
-    ao.client_id = ck.prov->azure.client_id ? ck.prov->azure.client_id : getenv("AZURE_CLIENT_ID");
-    ao.client_secret = cred.secret;
-    ao.client_cert = cred.auth == TM_ARM_AUTH_CERTIFICATE ? &cred.cert : NULL;
-    ao.auth = cred.auth;
-    ao.ca_file = ck.prov->azure.ca_file;
+    ao->endpoint = ck.prov->endpoint ? ck.prov->endpoint : getenv("TARMAC_AZURE_ENDPOINT");
+    ao->authority = ck.prov->azure.authority;
+    ao->imds = ck.prov->azure.imds_endpoint;
+    ao->tenant = ck.prov->azure.tenant_id;
+    ao->client_id = ck.prov->azure.client_id ? ck.prov->azure.client_id : getenv("AZURE_CLIENT_ID");
+    ao->client_secret = cred.secret;
+    ao->client_cert = cred.auth == TM_ARM_AUTH_CERTIFICATE ? &cred.cert : NULL;
+    ao->auth = cred.auth;
+    ao->ca_file = ck.prov->azure.ca_file;
     /* An interactive check should answer quickly, not after a long backoff. */
-    ao.retry.max_attempts = 3;
-    ao.retry.max_total_delay_ms = 3000;
-    ao.timeout_ms = 15000;
+    ao->retry.max_attempts = 3;
+    ao->retry.max_total_delay_ms = 3000;
+    ao->timeout_ms = 15000;
     if (cred.auth == TM_ARM_AUTH_CERTIFICATE) {
         char *x5t = tm_jwt_b64url(cred.cert.sha1, sizeof(cred.cert.sha1));
 
@@ -282,47 +298,8 @@ int tm_azure_check_main(int argc, char **argv)
                     ? " (expired: the identity platform will refuse it)" : "");
         free(x5t);
     }
-    if (uv_loop_init(&loop) != 0) {
-        tm_config_release(&cfg);
-        tm_azure_credential_release(&cred);
-        return 1;
-    }
-    r = tm_arm_create(&loop, &ao, &ck.arm);
+    rc = tm_check_run(&azure_check, &ck);
     tm_azure_credential_release(&cred);
-    if (r == 0) {
-        r = tm_arm_vms_path(ck.prov->azure.subscription_id, ck.prov->azure.resource_group, path,
-                            sizeof(path) - 32);
-        if (r == 0) {
-            size_t len = strlen(path);
-            snprintf(path + len, sizeof(path) - len, "?api-version=" TM_ARM_API_VERSION);
-            r = tm_arm_call(ck.arm, TM_ARM_LIST_VMS, "GET", path, NULL, TM_ARM_RETRY_AMBIGUOUS,
-                            on_list, &ck);
-        }
-        if (r < 0)
-            finish(&ck, r, NULL);
-        uv_run(&loop, UV_RUN_DEFAULT);
-    }
-    if (r < 0 && !ck.done) {
-        fprintf(stderr, "azure check: could not start: %s\n", tm_strerror(r));
-    } else if (ck.status == 0) {
-        fprintf(stderr, "azure check: ok, subscription %s, resource group %s (%zu VMs), region %s, "
-                "%zu VM sizes\n", ck.prov->azure.subscription_id, ck.prov->azure.resource_group,
-                ck.vms, ck.prov->region, ck.nwant);
-        rc = 0;
-    } else if (ck.status == TM_EAUTH) {
-        /* Codes and Azure's messages never carry the secret or the token. */
-        fprintf(stderr, "azure check: authentication failed%s%s%s: %s\n", ck.code[0] ? " (" : "",
-                ck.code, ck.code[0] ? ")" : "",
-                ck.message[0] ? ck.message : "credentials refused");
-        rc = 3;
-    } else {
-        fprintf(stderr, "azure check: %s%s%s%s%s\n",
-                ck.failure[0] ? ck.failure : tm_strerror(ck.status), ck.code[0] ? ": " : "",
-                ck.code, ck.message[0] ? ": " : "", ck.message);
-        rc = 1;
-    }
-    if (uv_loop_close(&loop) != 0)
-        rc = rc ? rc : 1;
     tm_config_release(&cfg);
     return rc;
 }

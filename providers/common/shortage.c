@@ -8,8 +8,6 @@
 
 #define SHORTAGE_TTL_DEFAULT_MS (10 * 60 * 1000)
 
-static bool fits(const char *s) { return strlen(s) < TM_ID_MAX; }
-
 void tm_shortages_init(struct tm_shortages *m, const char *cloud, const char *type_key,
                        const char *provider, uint64_t ttl_ms)
 {
@@ -47,7 +45,7 @@ void tm_shortages_note(struct tm_shortages *m, uint64_t now, const char *type, c
 
     if (!zone)
         zone = "";
-    if (!type || !fits(type) || !fits(zone))
+    if (!type || !tm_id_fits(type) || !tm_id_fits(zone))
         return;
     s = find(m, now, type, zone, capacity);
     if (!s) {

@@ -32,6 +32,7 @@
 #include "controller/io/http_uv.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "providers/common/retry.h"
 
 enum call_state { CALL_TOKEN, CALL_HTTP, CALL_BACKOFF, CALL_DONE };
 
@@ -65,13 +66,11 @@ struct tm_gce {
     char *project;
     struct tm_gce_retry retry;
     long timeout_ms;
-    uint64_t auth_cooldown_ms;
     unsigned max_waits;
     uint64_t rng;
     struct gce_call *calls;
     struct tm_gce_stats stats;
-    bool blocked;
-    uint64_t blocked_until;
+    struct tm_auth_gate gate;     /* on uv_now() */
     bool closing;
     uv_timer_t close_timer;
     void (*close_done)(void *data);
@@ -80,28 +79,14 @@ struct tm_gce {
 
 uint64_t tm_gce_backoff_ms(const struct tm_gce_retry *retry, unsigned n, uint64_t *state)
 {
-    uint64_t base = retry->base_delay_ms ? retry->base_delay_ms : 100;
-    uint64_t cap = retry->max_delay_ms ? retry->max_delay_ms : 5000;
-    uint64_t ceil = base;
-    uint64_t x;
-
-    for (unsigned i = 1; i < n && ceil < cap; i++)
-        ceil *= 2;
-    if (ceil > cap)
-        ceil = cap;
-    /* xorshift64*: jitter needs no cryptographic quality. */
-    x = *state ? *state : 0x9e3779b97f4a7c15ull;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    *state = x;
-    return (x * 0x2545f4914f6cdd1dull) % (ceil + 1);
+    return tm_retry_backoff_ms(retry->base_delay_ms ? retry->base_delay_ms : 100,
+                               retry->max_delay_ms ? retry->max_delay_ms : 5000, n, state);
 }
 
 const char *tm_gce_endpoint(const struct tm_gce *gce) { return gce->endpoint; }
 const char *tm_gce_project(const struct tm_gce *gce) { return gce->project; }
 struct tm_gcp_tokens *tm_gce_tokens(struct tm_gce *gce) { return gce->tokens; }
-bool tm_gce_auth_blocked(const struct tm_gce *gce) { return gce->blocked; }
+bool tm_gce_auth_blocked(const struct tm_gce *gce) { return gce->gate.closed; }
 
 void tm_gce_get_stats(const struct tm_gce *gce, struct tm_gce_stats *ret)
 {
@@ -168,13 +153,16 @@ static void on_backoff(uv_timer_t *t)
 static void retry_or_deliver(struct gce_call *c, int status)
 {
     struct tm_gce *gce = c->gce;
-    unsigned max_attempts = gce->retry.max_attempts ? gce->retry.max_attempts : 5;
-    uint64_t max_delay = gce->retry.max_total_delay_ms ? gce->retry.max_total_delay_ms : 20000;
-    uint64_t left = max_delay > c->delay_ms ? max_delay - c->delay_ms : 0;
+    struct tm_retry_budget b = {
+        .max_attempts = gce->retry.max_attempts ? gce->retry.max_attempts : 5,
+        .max_total_delay_ms = gce->retry.max_total_delay_ms ? gce->retry.max_total_delay_ms : 20000,
+    };
     uint64_t wait;
 
     c->failures++;
-    if (gce->closing || c->failures >= max_attempts || left == 0) {
+    if (gce->closing ||
+        !tm_retry_next(&b, c->failures, c->delay_ms, 0,
+                       tm_gce_backoff_ms(&gce->retry, c->failures, &gce->rng), &wait)) {
         tm_log_warn("gce call failed, retry budget spent",
                     "call=%s attempts=%u delay_ms=%llu code=%s err=%s",
                     tm_gce_call_name(c->sent), c->attempts, (unsigned long long)c->delay_ms,
@@ -182,9 +170,6 @@ static void retry_or_deliver(struct gce_call *c, int status)
         deliver(c, gce->closing ? TM_ECANCELED : status, NULL);
         return;
     }
-    wait = tm_gce_backoff_ms(&gce->retry, c->failures, &gce->rng);
-    if (wait > left)
-        wait = left;
     c->delay_ms += wait;
     gce->stats.delay_ms += wait;
     tm_log_info("gce call will be retried", "call=%s attempt=%u http=%ld code=%s err=%s wait_ms=%llu",
@@ -197,17 +182,15 @@ static void retry_or_deliver(struct gce_call *c, int status)
 
 static void close_gate(struct tm_gce *gce, long http, const char *code)
 {
-    bool was = gce->blocked;
+    bool was_open = tm_auth_gate_close(&gce->gate, uv_now(gce->loop));
 
-    gce->blocked = true;
-    gce->blocked_until = uv_now(gce->loop) + gce->auth_cooldown_ms;
     tm_gcp_tokens_invalidate(gce->tokens);
-    if (!was)
+    if (was_open)
         tm_log_error("gcp refused our credentials: no more gcp calls until the cool-down ends; "
                      "the rest of the controller keeps running",
                      "provider=gcp project=%s http=%ld code=%s cooldown_s=%llu", gce->project,
                      http, code && *code ? code : "-",
-                     (unsigned long long)(gce->auth_cooldown_ms / 1000));
+                     (unsigned long long)(gce->gate.cooldown_ms / 1000));
 }
 
 /* Switch an operation-returning call to waiting on its operation. */
@@ -268,7 +251,7 @@ static void on_http(const struct tm_http_response *resp, void *data)
             deliver(c, status, NULL);
             return;
         }
-        gce->blocked = false;
+        tm_auth_gate_open(&gce->gate);
         if ((c->flags & TM_GCE_FOLLOW) && !reply.op.done) {
             unsigned max = gce->max_waits ? gce->max_waits : 60;
 
@@ -366,8 +349,8 @@ static void on_token(int status, const char *token, const char *error, void *dat
         }
         return;
     }
-    if (gce->blocked) {
-        if (uv_now(gce->loop) < gce->blocked_until) {
+    if (gce->gate.closed) {
+        if (!tm_auth_gate_pass(&gce->gate, uv_now(gce->loop))) {
             gce->stats.auth_refusals++;
             snprintf(c->last.error_code, sizeof(c->last.error_code), "authRefused");
             snprintf(c->last.error_message, sizeof(c->last.error_message),
@@ -375,7 +358,7 @@ static void on_token(int status, const char *token, const char *error, void *dat
             deliver(c, TM_EAUTH, NULL);
             return;
         }
-        gce->blocked_until = uv_now(gce->loop) + gce->auth_cooldown_ms; /* this call probes */
+        /* else the cool-down is over: this call probes, the others wait */
     }
     n = strlen(token) + 32;
     auth = malloc(n);
@@ -481,7 +464,7 @@ int tm_gce_create(uv_loop_t *loop, const struct tm_gce_options *opts, struct tm_
         gce->endpoint[n - 1] = '\0';
     gce->retry = opts->retry;
     gce->timeout_ms = opts->timeout_ms ? opts->timeout_ms : 30000;
-    gce->auth_cooldown_ms = opts->auth_cooldown_ms ? opts->auth_cooldown_ms : 5 * 60 * 1000;
+    gce->gate.cooldown_ms = opts->auth_cooldown_ms ? opts->auth_cooldown_ms : 5 * 60 * 1000;
     gce->max_waits = opts->max_waits;
     gce->rng = opts->seed ? opts->seed : uv_hrtime() | 1;
     r = tm_http_create(loop, &gce->http);

@@ -83,7 +83,7 @@ struct set_op {
     enum tm_capacity_type capacity;
     struct member *m;
     size_t n;
-    struct tm_gcp_offer cand[TM_GCP_OFFER_MAX];
+    struct tm_launch_offer cand[TM_LAUNCH_OFFER_MAX];
     size_t ncand, cur;
     bool inserted;                /* a bulkInsert went out: a failure releases */
     unsigned relaunches;
@@ -326,7 +326,7 @@ static void release_page(struct set_op *op, int status, const struct tm_gce_repl
 /* ---- insert ------------------------------------------------------------- */
 
 /* The bulkInsert for offer c; 0 once sent. */
-static int send_insert(struct set_op *op, const struct tm_gcp_offer *c)
+static int send_insert(struct set_op *op, const struct tm_launch_offer *c)
 {
     struct tm_gcp_provider *gp = op->gp;
     const struct tm_provider_pool *pool = tm_gcp_pool_find(gp, op->pool);
@@ -397,9 +397,9 @@ static int send_insert(struct set_op *op, const struct tm_gcp_offer *c)
 static int next_insert(struct set_op *op)
 {
     for (size_t i = 0; i < op->ncand; i++) {
-        struct tm_gcp_offer *c = &op->cand[i];
+        struct tm_launch_offer *c = &op->cand[i];
 
-        if (c->tried || tm_gcp_short_has(op->gp, op->type, c->zone, c->capacity))
+        if (c->tried || tm_launch_is_short(&op->gp->launch, op->type, c->zone, c->capacity))
             continue;
         c->tried = true;
         op->cur = i;
@@ -618,13 +618,17 @@ static void found(struct set_op *op)
     for (size_t i = 0; i < op->n; i++)
         if (strlen(op->m[i].name) > longest)
             longest = strlen(op->m[i].name);
-    op->ncand = tm_gcp_plan_offers(op->gp, op->pool, op->zone, op->capacity, longest, op->cand);
+    /* Zones remembered short stay in: the walk skips them when it comes to
+     * them, so a shortage that expires in between is tried. */
+    op->ncand = tm_launch_plan_offers(&op->gp->launch, op->pool, op->type, op->zone, op->capacity,
+                                      true, false, tm_gcp_zone_fits_name, &longest, op->cand,
+                                      TM_LAUNCH_OFFER_MAX);
     insert_or_fail(op, TM_EQUOTA);
 }
 
 static void inserted(struct set_op *op, int status, const struct tm_gce_reply *reply)
 {
-    const struct tm_gcp_offer *c = &op->cand[op->cur];
+    const struct tm_launch_offer *c = &op->cand[op->cur];
     int r;
 
     if (status == 0 || status == TM_ECONFLICT) {
@@ -635,10 +639,10 @@ static void inserted(struct set_op *op, int status, const struct tm_gce_reply *r
         if (r < 0)
             release(op, r);
     } else if (status == TM_EQUOTA) {
-        tm_gcp_short_note(op->gp, op->type, c->zone, c->capacity, reply->error_code);
+        tm_launch_note_short(&op->gp->launch, op->type, c->zone, c->capacity, reply->error_code);
         insert_or_fail(op, status);
     } else if (reply->http_status == 0 && status != TM_EAUTH && status != TM_ENOMEM &&
-               status != TM_EBADREPLY && ++op->relaunches < op->gp->max_relaunch) {
+               status != TM_EBADREPLY && ++op->relaunches < op->gp->launch.max_relaunch) {
         /* Unreachable past the budget: look by the set label again. */
         op->step = SET_FIND;
         r = list_set(op);
@@ -652,7 +656,7 @@ static void inserted(struct set_op *op, int status, const struct tm_gce_reply *r
 /* The listing after a bulkInsert is complete. */
 static void listed(struct set_op *op)
 {
-    const struct tm_gcp_offer *c = &op->cand[op->cur];
+    const struct tm_launch_offer *c = &op->cand[op->cur];
     size_t have = members_found(op);
 
     snprintf(op->set_zone, sizeof(op->set_zone), "%s", c->zone);
@@ -666,7 +670,7 @@ static void listed(struct set_op *op)
      * whole there: short, and what stands is deleted. */
     tm_log_warn("gcp launch set short after bulkInsert", "provider=%s set=%s nodes=%zu "
                 "listed=%zu zone=%s", op->gp->name, op->key, op->n, have, c->zone);
-    tm_gcp_short_note(op->gp, op->type, c->zone, c->capacity, "SET_INCOMPLETE");
+    tm_launch_note_short(&op->gp->launch, op->type, c->zone, c->capacity, "SET_INCOMPLETE");
     release(op, TM_EQUOTA);
 }
 
@@ -707,7 +711,6 @@ static void on_step(int status, const struct tm_gce_reply *reply, void *data)
 
 /* ---- entry -------------------------------------------------------------- */
 
-static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
 
 /* Whether every request names the set's pool, type, capacity and zone,
  * tokens are distinct, and each token, pool and the set key fit a label
@@ -717,20 +720,16 @@ static int check_set(const struct tm_gcp_provider *gp, const struct tm_launch_se
     const struct tm_launch_request *r0 = &set->reqs[0];
     char probe[64];
 
-    if (!fits(set->set_token) || !set->set_token[0] ||
+    if (!tm_launch_set_valid(set, gp->cluster, SET_MAX) ||
         tm_gce_label_encode(set->set_token, probe, sizeof(probe)) < 0)
         return TM_EINVAL;
-    if (set->placement_group && (!fits(set->placement_group) ||
-                                 strchr(set->placement_group, '/')))
+    if (set->placement_group && strchr(set->placement_group, '/'))
         return TM_EINVAL;
     for (size_t i = 0; i < set->n; i++) {
         const struct tm_launch_request *r = &set->reqs[i];
         const char *z = r->zone ? r->zone : "", *z0 = r0->zone ? r0->zone : "";
 
-        if (!fits(r->token) || !r->token[0] || !fits(r->pool) || !fits(r->instance_type) ||
-            !r->instance_type[0] || !fits(z) || strcmp(r->pool, r0->pool) != 0 ||
-            strcmp(r->instance_type, r0->instance_type) != 0 || strcmp(z, z0) != 0 ||
-            r->capacity != r0->capacity || (r->cluster && strcmp(r->cluster, gp->cluster) != 0))
+        if (strcmp(z, z0) != 0 || r->capacity != r0->capacity)
             return TM_EINVAL;
         if (tm_gce_label_encode(r->token, probe, sizeof(probe)) < 0 ||
             tm_gce_label_encode(r->pool, probe, sizeof(probe)) < 0)

@@ -10,6 +10,7 @@
 #include "providers/gcp/gcp_provider.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "providers/common/launch.h"
 #include "providers/common/settings.h"
 #include "providers/gcp/gcp_internal.h"
 
@@ -38,23 +40,12 @@ struct check_item {               /* validate: one zone or one machine type */
 struct gcp_op {
     struct tm_gcp_provider *gp;
     union {
-        tm_launch_cb launch;
         tm_done_cb done;
         tm_list_cb list;
         tm_gcp_validate_cb validate;
     } cb;
     void *data;
-    /* launch */
-    enum launch_step step;
-    char token[TM_ID_MAX], pool[TM_ID_MAX], type[TM_ID_MAX], zone[TM_ID_MAX];
-    char name[TM_ID_MAX];
-    int64_t node_id;
-    enum tm_capacity_type capacity;
-    char *bootstrap;
-    size_t bootstrap_len;
-    struct tm_gcp_offer cand[TM_GCP_OFFER_MAX];
-    size_t ncand, cur;
-    unsigned relaunches;
+    char name[TM_ID_MAX];         /* terminate: the instance */
     /* list */
     struct tm_instance *list;
     size_t nlist;
@@ -67,17 +58,12 @@ struct gcp_op {
 };
 
 static struct tm_gcp_provider *impl(struct tm_provider *p) { return p->impl; }
-static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
 
 static void op_free(struct gcp_op *op)
 {
     free(op->list);
     free(op->prev_token);
     free(op->checks);
-    if (op->bootstrap) {
-        memset(op->bootstrap, 0, op->bootstrap_len);
-        free(op->bootstrap);
-    }
     free(op);
 }
 
@@ -100,34 +86,10 @@ const char *tm_gcp_gpu_model(const char *acc)
 
 /* ---- shortage memory ---------------------------------------------------- */
 
-static bool short_find(struct tm_gcp_provider *gp, const char *type, const char *zone,
-                       enum tm_capacity_type capacity)
-{
-    return tm_shortages_has(&gp->shorts, uv_now(gp->loop), type, zone, capacity);
-}
-
-static void short_note(struct tm_gcp_provider *gp, const char *type, const char *zone,
-                       enum tm_capacity_type capacity, const char *code)
-{
-    tm_shortages_note(&gp->shorts, uv_now(gp->loop), type, zone, capacity, code);
-}
-
-bool tm_gcp_short_has(struct tm_gcp_provider *gp, const char *type, const char *zone,
-                      enum tm_capacity_type capacity)
-{
-    return short_find(gp, type, zone, capacity);
-}
-
-void tm_gcp_short_note(struct tm_gcp_provider *gp, const char *type, const char *zone,
-                       enum tm_capacity_type capacity, const char *code)
-{
-    short_note(gp, type, zone, capacity, code);
-}
-
 bool tm_gcp_provider_is_short(struct tm_provider *p, const char *type, const char *zone,
                               enum tm_capacity_type capacity)
 {
-    return short_find(impl(p), type, zone, capacity);
+    return tm_launch_is_short(&impl(p)->launch, type, zone, capacity);
 }
 
 struct tm_gce *tm_gcp_provider_gce(struct tm_provider *p)
@@ -135,59 +97,55 @@ struct tm_gce *tm_gcp_provider_gce(struct tm_provider *p)
     return impl(p)->gce;
 }
 
-/* ---- launch ------------------------------------------------------------- */
+static uint64_t loop_now(void *loop) { return uv_now(loop); }
+
+/* ---- launch: the engine's primitives on Compute Engine ------------------ */
+
+/*
+ * The engine (providers/common/launch.c) walks the offers; an offer is one
+ * instances.insert named after the token, with a requestId made of the
+ * token and the offer, so a repeated insert is the same insert and an
+ * alreadyExists is our own instance, made by an attempt whose answer was
+ * lost.  The instance's id is "zone/name": a zone is an offer only where
+ * that fits TM_ID_MAX.
+ */
+struct gcp_launch {
+    enum launch_step step;
+    char name[TM_ID_MAX];
+};
+
+static struct tm_gcp_provider *launch_gp(const struct tm_launch *l)
+{
+    return (struct tm_gcp_provider *)(void *)((char *)l->env -
+                                              offsetof(struct tm_gcp_provider, launch));
+}
 
 const struct tm_provider_pool *tm_gcp_pool_find(const struct tm_gcp_provider *gp, const char *name)
 {
     return tm_provider_pool_find(gp->pools, gp->npools, name);
 }
 
-static void launch_deliver(struct gcp_op *op, int status, const struct tm_instance *inst)
+bool tm_gcp_zone_fits_name(const void *name_len, const char *zone)
 {
-    op->cb.launch(status, status == 0 ? inst : NULL, op->data);
-    op_free(op);
+    return strlen(zone) + 1 + *(const size_t *)name_len < TM_ID_MAX;
 }
 
-static size_t add_offers(const struct tm_provider_pool *pool, const char *zone,
-                         enum tm_capacity_type capacity, size_t name_len, struct tm_gcp_offer *out,
-                         size_t n)
+static bool launch_zone_fits(const void *launch, const char *zone)
 {
-    size_t nz = zone[0] ? 1 : pool ? pool->nzones : 0;
+    const struct gcp_launch *gl = ((const struct tm_launch *)launch)->priv;
+    size_t n = strlen(gl->name);
 
-    for (size_t i = 0; i < nz && n < TM_GCP_OFFER_MAX; i++) {
-        const char *z = zone[0] ? zone : pool->zones[i];
-
-        if (strlen(z) + 1 + name_len >= TM_ID_MAX)
-            continue;
-        snprintf(out[n].zone, sizeof(out[n].zone), "%s", z);
-        out[n].capacity = capacity;
-        out[n].tried = false;
-        n++;
-    }
-    return n;
-}
-
-size_t tm_gcp_plan_offers(const struct tm_gcp_provider *gp, const char *pool, const char *zone,
-                          enum tm_capacity_type capacity, size_t name_len,
-                          struct tm_gcp_offer out[TM_GCP_OFFER_MAX])
-{
-    const struct tm_provider_pool *p = tm_gcp_pool_find(gp, pool);
-    size_t n = 0;
-
-    if (capacity != TM_CAPACITY_ON_DEMAND)
-        n = add_offers(p, zone, TM_CAPACITY_SPOT, name_len, out, n);
-    if (capacity != TM_CAPACITY_SPOT)
-        n = add_offers(p, zone, TM_CAPACITY_ON_DEMAND, name_len, out, n);
-    return n;
+    return tm_gcp_zone_fits_name(&n, zone);
 }
 
 static void on_launch_step(int status, const struct tm_gce_reply *reply, void *data);
 
-static int start_find(struct gcp_op *op)
+static int gcp_launch_find(struct tm_launch *l)
 {
-    struct tm_gcp_provider *gp = op->gp;
+    struct tm_gcp_provider *gp = launch_gp(l);
+    struct gcp_launch *gl = l->priv;
     const struct tm_gce_kv terms[] = {{TM_GCE_LABEL_CLUSTER, gp->cluster, 0},
-                                      {TM_GCE_LABEL_TOKEN, op->token, 0}};
+                                      {TM_GCE_LABEL_TOKEN, l->token, 0}};
     char filter[512];
     char *url;
 
@@ -197,55 +155,44 @@ static int start_find(struct gcp_op *op)
                                      0, NULL);
     if (!url)
         return TM_ENOMEM;
-    op->step = STEP_FIND;
+    gl->step = STEP_FIND;
     return tm_gce_call(gp->gce, TM_GCE_AGGREGATED_LIST, "GET", url, NULL,
-                       TM_GCE_RETRY_AMBIGUOUS, on_launch_step, op);
+                       TM_GCE_RETRY_AMBIGUOUS, on_launch_step, l);
 }
 
-/* 1 when no offering is left. */
-static int start_next(struct gcp_op *op)
+static int gcp_launch_create(struct tm_launch *l, size_t i)
 {
-    struct tm_gcp_provider *gp = op->gp;
-    const struct tm_provider_pool *pool = tm_gcp_pool_find(gp, op->pool);
-    char cl[64], pl[64], tk[64], nd[24], rid[37];
-    struct tm_gcp_offer *c = NULL;
+    struct tm_gcp_provider *gp = launch_gp(l);
+    struct gcp_launch *gl = l->priv;
+    const struct tm_provider_pool *pool = tm_gcp_pool_find(gp, l->pool);
+    const struct tm_launch_offer *c = &l->offers[i];
+    char cl[64], pl[64], tk[64], rid[37];
     struct tm_gce_kv labels[4], meta[4];
     size_t nmeta = 0;
     char *body = NULL, *url;
     int r;
 
-    for (size_t i = 0; i < op->ncand; i++)
-        if (!op->cand[i].tried &&
-            !short_find(gp, op->type, op->cand[i].zone, op->cand[i].capacity)) {
-            c = &op->cand[i];
-            op->cur = i;
-            break;
-        }
-    if (!c)
-        return 1;
-    c->tried = true;
     if (tm_gce_label_encode(gp->cluster, cl, sizeof(cl)) < 0 ||
-        tm_gce_label_encode(op->pool, pl, sizeof(pl)) < 0 ||
-        tm_gce_label_encode(op->token, tk, sizeof(tk)) < 0)
+        tm_gce_label_encode(l->pool, pl, sizeof(pl)) < 0 ||
+        tm_gce_label_encode(l->token, tk, sizeof(tk)) < 0)
         return TM_EINVAL;
-    snprintf(nd, sizeof(nd), "%lld", (long long)op->node_id);
     labels[0] = (struct tm_gce_kv){TM_GCE_LABEL_CLUSTER, cl, 0};
     labels[1] = (struct tm_gce_kv){TM_GCE_LABEL_POOL, pl, 0};
-    labels[2] = (struct tm_gce_kv){TM_GCE_LABEL_NODE, nd, 0};
+    labels[2] = (struct tm_gce_kv){TM_GCE_LABEL_NODE, l->node, 0};
     labels[3] = (struct tm_gce_kv){TM_GCE_LABEL_TOKEN, tk, 0};
     meta[nmeta++] = (struct tm_gce_kv){TM_GCE_META_CLUSTER, gp->cluster, 0};
-    meta[nmeta++] = (struct tm_gce_kv){TM_GCE_META_POOL, op->pool, 0};
-    meta[nmeta++] = (struct tm_gce_kv){TM_GCE_META_TOKEN, op->token, 0};
-    if (op->bootstrap)
-        meta[nmeta++] = (struct tm_gce_kv){"startup-script", op->bootstrap, op->bootstrap_len};
+    meta[nmeta++] = (struct tm_gce_kv){TM_GCE_META_POOL, l->pool, 0};
+    meta[nmeta++] = (struct tm_gce_kv){TM_GCE_META_TOKEN, l->token, 0};
+    if (l->bootstrap)
+        meta[nmeta++] = (struct tm_gce_kv){"startup-script", l->bootstrap, l->bootstrap_len};
     {
         struct tm_gce_insert_params ip = {
-            .name = op->name, .zone = c->zone, .machine_type = op->type,
+            .name = gl->name, .zone = c->zone, .machine_type = l->type,
             .source_image = gp->image, .spot = c->capacity == TM_CAPACITY_SPOT,
             .labels = labels, .nlabels = 4, .metadata = meta, .nmetadata = nmeta,
         };
 
-        if (!tm_gce_accelerator_optimized(op->type) && pool && pool->gpus > 0) {
+        if (!tm_gce_accelerator_optimized(l->type) && pool && pool->gpus > 0) {
             ip.accelerator_type = tm_gce_accelerator_for_model(pool->gpu_model);
             ip.accelerator_count = pool->gpus;
         }
@@ -253,50 +200,38 @@ static int start_next(struct gcp_op *op)
         if (r < 0)
             return r;
     }
-    tm_gce_request_id(op->token, c->zone, op->type, c->capacity == TM_CAPACITY_SPOT, rid);
+    tm_gce_request_id(l->token, c->zone, l->type, c->capacity == TM_CAPACITY_SPOT, rid);
     url = tm_gce_url_insert(tm_gce_endpoint(gp->gce), tm_gce_project(gp->gce), c->zone, rid);
     if (!url) {
         free(body);
         return TM_ENOMEM;
     }
     tm_log_info("gcp launch", "provider=%s pool=%s node=%lld token=%s type=%s zone=%s market=%s "
-                "name=%s", gp->name, op->pool, (long long)op->node_id, op->token, op->type,
-                c->zone, tm_capacity_type_name(c->capacity), op->name);
-    op->step = STEP_INSERT;
+                "name=%s", gp->name, l->pool, (long long)l->node_id, l->token, l->type,
+                c->zone, tm_capacity_type_name(c->capacity), gl->name);
+    gl->step = STEP_INSERT;
     /* requestId makes a repeated insert the same insert: resets are retried. */
     return tm_gce_call(gp->gce, TM_GCE_INSERT, "POST", url, body,
-                       TM_GCE_RETRY_AMBIGUOUS | TM_GCE_FOLLOW, on_launch_step, op);
+                       TM_GCE_RETRY_AMBIGUOUS | TM_GCE_FOLLOW, on_launch_step, l);
 }
 
-static void continue_or_fail(struct gcp_op *op, int status)
+/* The instance an insert made (its answer is an operation, not the
+ * instance). */
+static void made(const struct tm_launch *l, struct tm_instance *inst)
 {
-    int r = start_next(op);
-
-    if (r == 1) {
-        tm_log_warn("could not launch: no offering left", "provider=%s pool=%s node=%lld "
-                    "type=%s err=%s", op->gp->name, op->pool, (long long)op->node_id, op->type,
-                    tm_err_name(status));
-        launch_deliver(op, status, NULL);
-    } else if (r < 0) {
-        launch_deliver(op, r, NULL);
-    }
-}
-
-static void made(struct gcp_op *op, struct tm_instance *inst)
-{
-    const struct tm_gcp_offer *c = &op->cand[op->cur];
-
+    const struct gcp_launch *gl = l->priv;
+    const struct tm_launch_offer *c = &l->offers[l->cur];
     char id[2 * TM_ID_MAX + 2];
 
     memset(inst, 0, sizeof(*inst));
-    /* tm_gcp_plan_offers() kept only zones for which zone/name fits. */
-    snprintf(id, sizeof(id), "%s/%s", c->zone, op->name);
+    /* The offers kept only zones for which zone/name fits. */
+    snprintf(id, sizeof(id), "%s/%s", c->zone, gl->name);
     memcpy(inst->id, id, strnlen(id, TM_ID_MAX - 1));
-    snprintf(inst->token, sizeof(inst->token), "%s", op->token);
-    snprintf(inst->pool, sizeof(inst->pool), "%s", op->pool);
-    snprintf(inst->instance_type, sizeof(inst->instance_type), "%s", op->type);
-    snprintf(inst->zone, sizeof(inst->zone), "%s", c->zone);
-    inst->node_id = op->node_id;
+    tm_id_copy(inst->token, l->token);
+    tm_id_copy(inst->pool, l->pool);
+    tm_id_copy(inst->instance_type, l->type);
+    tm_id_copy(inst->zone, c->zone);
+    inst->node_id = l->node_id;
     inst->capacity = c->capacity;
     inst->state = TM_INSTANCE_PENDING;
     inst->launched_ms = (int64_t)time(NULL) * 1000;
@@ -319,100 +254,57 @@ static const struct tm_instance *pick_found(const struct tm_gce_reply *reply)
 
 static void on_launch_step(int status, const struct tm_gce_reply *reply, void *data)
 {
-    struct gcp_op *op = data;
-    const struct tm_instance *found;
+    struct tm_launch *l = data;
+    const struct gcp_launch *gl = l->priv;
     struct tm_instance inst;
 
-    if (status == TM_ECANCELED || op->gp->closing) {
-        launch_deliver(op, TM_ECANCELED, NULL);
-        return;
-    }
-    if (op->step == STEP_FIND) {
-        if (status < 0) {
-            launch_deliver(op, status, NULL);
-            return;
-        }
-        found = pick_found(reply);
-        if (found) {
-            tm_log_info("gcp launch found by token, not launching again",
-                        "provider=%s token=%s instance=%s", op->gp->name, op->token, found->id);
-            launch_deliver(op, 0, found);
-            return;
-        }
-        op->ncand = tm_gcp_plan_offers(op->gp, op->pool, op->zone, op->capacity, strlen(op->name),
-                                       op->cand);
-        continue_or_fail(op, TM_EQUOTA);
-        return;
-    }
-    /* STEP_INSERT */
-    if (status == 0 || status == TM_ECONFLICT) {
-        /* alreadyExists: the name is the token's, so the instance is ours,
-         * made by an attempt whose answer was lost. */
-        made(op, &inst);
-        launch_deliver(op, 0, &inst);
+    if (gl->step == STEP_FIND) {
+        tm_launch_found(l, status, status < 0 ? NULL : pick_found(reply));
+    } else if (status == 0 || status == TM_ECONFLICT) {
+        /* alreadyExists: the name is the token's, so the instance is ours. */
+        made(l, &inst);
+        tm_launch_made(l, TM_LAUNCH_OK, 0, &inst, NULL);
     } else if (status == TM_EQUOTA) {
-        short_note(op->gp, op->type, op->cand[op->cur].zone, op->cand[op->cur].capacity,
-                   reply->error_code);
-        continue_or_fail(op, status);
-    } else if (reply->http_status == 0 && status != TM_EAUTH && status != TM_ENOMEM &&
-               ++op->relaunches < op->gp->max_relaunch) {
-        /* Unreachable past the budget: look by token before trying again. */
-        int r = start_find(op);
-
-        if (r < 0)
-            launch_deliver(op, r, NULL);
+        tm_launch_made(l, TM_LAUNCH_SHORT, status, NULL, reply->error_code);
+    } else if (reply->http_status == 0 && status != TM_EAUTH && status != TM_ENOMEM) {
+        /* Unreachable past the client's budget: look by token before
+         * trying again. */
+        tm_launch_made(l, TM_LAUNCH_AMBIGUOUS, status, NULL, NULL);
     } else {
-        launch_deliver(op, status, NULL);
+        tm_launch_made(l, TM_LAUNCH_FATAL, status, NULL, NULL);
     }
 }
+
+static int gcp_launch_prepare(struct tm_launch *l, const struct tm_launch_request *req)
+{
+    struct gcp_launch *gl = l->priv;
+    char probe[64];
+
+    if (tm_gce_label_encode(l->token, probe, sizeof(probe)) < 0 ||
+        tm_gce_label_encode(l->pool, probe, sizeof(probe)) < 0) {
+        tm_log_error("could not launch: token or pool does not fit a gcp label value",
+                     "provider=%s pool=%s", launch_gp(l)->name, l->pool);
+        return TM_EINVAL;
+    }
+    tm_gce_instance_name(req->node_id, req->token, gl->name);
+    return 0;
+}
+
+static const struct tm_launch_backend gcp_launch_backend = {
+    .cloud = "gcp",
+    .priv_size = sizeof(struct gcp_launch),
+    .zone_required = true,
+    .found_by = "token",
+    .prepare = gcp_launch_prepare,
+    .zone_fits = launch_zone_fits,
+    .find = gcp_launch_find,
+    .create = gcp_launch_create,
+};
 
 static int gcp_launch(struct tm_provider *p, const struct tm_launch_request *req,
                       tm_launch_cb cb, void *data)
 {
-    struct tm_gcp_provider *gp = impl(p);
-    struct gcp_op *op;
-    char probe[64];
-    int r;
-
-    if (!req || !cb || !fits(req->token) || !req->token[0] || !fits(req->pool) ||
-        !fits(req->instance_type) || !req->instance_type[0] || !fits(req->zone ? req->zone : "") ||
-        (req->cluster && strcmp(req->cluster, gp->cluster) != 0))
-        return TM_EINVAL;
-    if (tm_gce_label_encode(req->token, probe, sizeof(probe)) < 0 ||
-        tm_gce_label_encode(req->pool, probe, sizeof(probe)) < 0) {
-        tm_log_error("could not launch: token or pool does not fit a gcp label value",
-                     "provider=%s pool=%s", gp->name, req->pool);
-        return TM_EINVAL;
-    }
-    if (gp->closing)
-        return TM_ECANCELED;
-    op = calloc(1, sizeof(*op));
-    if (!op)
-        return TM_ENOMEM;
-    op->gp = gp;
-    op->cb.launch = cb;
-    op->data = data;
-    snprintf(op->token, sizeof(op->token), "%s", req->token);
-    snprintf(op->pool, sizeof(op->pool), "%s", req->pool);
-    snprintf(op->type, sizeof(op->type), "%s", req->instance_type);
-    snprintf(op->zone, sizeof(op->zone), "%s", req->zone ? req->zone : "");
-    op->node_id = req->node_id;
-    op->capacity = req->capacity;
-    tm_gce_instance_name(req->node_id, req->token, op->name);
-    if (req->bootstrap && req->bootstrap_len) {
-        op->bootstrap = malloc(req->bootstrap_len + 1);
-        if (!op->bootstrap) {
-            free(op);
-            return TM_ENOMEM;
-        }
-        memcpy(op->bootstrap, req->bootstrap, req->bootstrap_len);
-        op->bootstrap[req->bootstrap_len] = '\0';
-        op->bootstrap_len = req->bootstrap_len;
-    }
-    r = start_find(op);
-    if (r < 0)
-        op_free(op);
-    return r;
+    return tm_launch_start(&impl(p)->launch, &gcp_launch_backend, req, cb, data);
 }
 
 /* ---- terminate ---------------------------------------------------------- */
@@ -438,7 +330,7 @@ static int gcp_terminate(struct tm_provider *p, const char *instance_id, tm_done
     char *url;
     int r;
 
-    if (!cb || !fits(instance_id) || !slash || slash == instance_id || !slash[1])
+    if (!cb || !tm_id_fits(instance_id) || !slash || slash == instance_id || !slash[1])
         return TM_EINVAL;
     if (gp->closing)
         return TM_ECANCELED;
@@ -807,8 +699,10 @@ static void strv_free(char **v, size_t n)
     free(v);
 }
 
-static void provider_free(struct tm_gcp_provider *gp)
+static void provider_free(void *provider)
 {
+    struct tm_gcp_provider *gp = provider;
+
     tm_provider_pools_free(gp->pools, gp->npools);
     tm_provider_types_free(gp->types, gp->ntypes);
     strv_free(gp->spot_zones, gp->nspot_zones);
@@ -932,7 +826,7 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     int r;
 
     if (!loop || !cfg || !prov || !ret || !prov->kind || strcmp(prov->kind, "gcp") != 0 ||
-        !fits(prov->name) || !cfg->cluster || !fits(cfg->cluster))
+        !tm_id_fits(prov->name) || !cfg->cluster || !tm_id_fits(cfg->cluster))
         return TM_EINVAL;
     for (size_t i = 0; i < cfg->nproviders; i++)
         if (&cfg->providers[i] == prov)
@@ -968,12 +862,16 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     snprintf(gp->cluster, sizeof(gp->cluster), "%s", cfg->cluster);
     gp->page_size = opts->list_page_size > 0 ? opts->list_page_size : 500;
     tm_shortages_init(&gp->shorts, "gcp", "type", gp->name, opts->shortage_ttl_ms);
-    gp->max_relaunch = 3;
     image = opts->image ? opts->image : prov->image_id ? prov->image_id : getenv("TARMAC_GCP_IMAGE");
     gp->image = strdup(image && *image ? image : DEFAULT_IMAGE);
     r = gp->image ? copy_config(gp, cfg, prov) : TM_ENOMEM;
     if (r < 0)
         goto fail;
+    gp->launch = (struct tm_launch_env){
+        .now_ms = loop_now, .clock = loop, .name = gp->name, .cluster = gp->cluster,
+        .shorts = &gp->shorts, .pools = gp->pools, .npools = gp->npools, .max_relaunch = 3,
+        .closing = &gp->closing, .free_provider = provider_free, .provider = gp,
+    };
     go.endpoint = prov->endpoint;
     go.project = prov->project;
     go.retry = opts->retry;
@@ -1002,27 +900,13 @@ int tm_gcp_provider_create(uv_loop_t *loop, const struct tm_config *cfg,
     return tm_gcp_provider_create_ex(loop, cfg, prov, NULL, ret);
 }
 
-static void on_gce_closed(void *data)
-{
-    struct tm_gcp_provider *gp = data;
-    void (*done)(void *data) = gp->close_done;
-    void *done_data = gp->close_data;
-
-    provider_free(gp);
-    if (done)
-        done(done_data);
-}
-
 static void gcp_close(struct tm_provider *p, void (*done)(void *data), void *data)
 {
     struct tm_gcp_provider *gp = impl(p);
 
-    if (gp->closing)
-        return;
-    gp->closing = true;
-    gp->close_done = done;
-    gp->close_data = data;
-    tm_gce_close(gp->gce, on_gce_closed, gp);
+    /* Calls in flight come back with TM_ECANCELED, from the loop. */
+    if (tm_launch_env_close(&gp->launch, done, data))
+        tm_gce_close(gp->gce, tm_launch_env_closed, &gp->launch);
 }
 
 static const struct tm_provider_ops gcp_ops = {

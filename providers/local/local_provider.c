@@ -111,7 +111,6 @@ static const struct local_type *type_find(const struct local_provider *lp, const
     return NULL;
 }
 
-static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
 
 /* ---- the queue ------------------------------------------------------------ */
 
@@ -422,8 +421,9 @@ static int local_launch(struct tm_provider *p, const struct tm_launch_request *r
     struct local_provider *lp = impl(p);
     struct local_op *op;
 
-    if (!req || !cb || !fits(req->cluster) || !fits(req->pool) || !fits(req->token) ||
-        !req->token[0] || !fits(req->instance_type) || (req->zone && !fits(req->zone)))
+    if (!req || !cb || !tm_id_fits(req->cluster) || !tm_id_fits(req->pool) ||
+        !tm_id_fits(req->token) || !req->token[0] || !tm_id_fits(req->instance_type) ||
+        (req->zone && !tm_id_fits(req->zone)))
         return TM_EINVAL;
     if (lp->closing)
         return TM_ECANCELED;
@@ -608,7 +608,7 @@ static int local_terminate(struct tm_provider *p, const char *instance_id, tm_do
     struct local_provider *lp = impl(p);
     struct local_op *op;
 
-    if (!fits(instance_id) || !cb || strchr(instance_id, '/') || instance_id[0] == '.')
+    if (!tm_id_fits(instance_id) || !cb || strchr(instance_id, '/') || instance_id[0] == '.')
         return TM_EINVAL;
     if (lp->closing)
         return TM_ECANCELED;
@@ -626,7 +626,7 @@ static int local_list(struct tm_provider *p, const char *cluster, tm_list_cb cb,
     struct local_provider *lp = impl(p);
     struct local_op *op;
 
-    if (!fits(cluster) || !cb)
+    if (!tm_id_fits(cluster) || !cb)
         return TM_EINVAL;
     if (lp->closing)
         return TM_ECANCELED;
@@ -744,7 +744,7 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
     for (size_t i = 0; i < p->ntypes; i++) {
         struct local_type *t = &lp->types[lp->ntypes];
 
-        if (!fits(p->types[i].name) || !fits(p->types[i].gpu_model))
+        if (!tm_id_fits(p->types[i].name) || !tm_id_fits(p->types[i].gpu_model))
             continue;
         snprintf(t->name, sizeof(t->name), "%s", p->types[i].name);
         snprintf(t->gpu_model, sizeof(t->gpu_model), "%s", p->types[i].gpu_model);

@@ -235,7 +235,6 @@ static struct sim_provider *impl(struct tm_provider *p) { return p->impl; }
 
 static int64_t now(const struct sim_provider *sp) { return sp->now_ms(sp->clock); }
 
-static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
 
 static void on_timer(uv_timer_t *timer);
 
@@ -584,9 +583,10 @@ static int sim_launch(struct tm_provider *p, const struct tm_launch_request *req
     struct sim_op *op;
     int r;
 
-    if (!req || !cb || !req->token || !req->token[0] || !fits(req->token) || !fits(req->cluster) ||
-        !fits(req->instance_type) || (req->pool && !fits(req->pool)) ||
-        (req->zone && !fits(req->zone)))
+    if (!req || !cb || !req->token || !req->token[0] || !tm_id_fits(req->token) ||
+        !tm_id_fits(req->cluster) || !tm_id_fits(req->instance_type) ||
+        (req->pool && !tm_id_fits(req->pool)) ||
+        (req->zone && !tm_id_fits(req->zone)))
         return TM_EINVAL;
     if (req->capacity != TM_CAPACITY_SPOT && req->capacity != TM_CAPACITY_ON_DEMAND)
         return TM_EINVAL;
@@ -627,9 +627,9 @@ static int sim_launch_set(struct tm_provider *p, const struct tm_launch_set *set
         return tm_provider_launch_set_each(p, set, cb, data);
     for (size_t i = 0; i < set->n; i++) {
         const struct tm_launch_request *req = &set->reqs[i];
-        if (!req->token || !req->token[0] || !fits(req->token) || !fits(req->cluster) ||
-            !fits(req->instance_type) || (req->pool && !fits(req->pool)) ||
-            (req->zone && !fits(req->zone)) ||
+        if (!req->token || !req->token[0] || !tm_id_fits(req->token) || !tm_id_fits(req->cluster) ||
+            !tm_id_fits(req->instance_type) || (req->pool && !tm_id_fits(req->pool)) ||
+            (req->zone && !tm_id_fits(req->zone)) ||
             (req->capacity != TM_CAPACITY_SPOT && req->capacity != TM_CAPACITY_ON_DEMAND))
             return TM_EINVAL;
     }
@@ -669,7 +669,7 @@ static int sim_terminate(struct tm_provider *p, const char *instance_id, tm_done
     const char *params[2];
     int r;
 
-    if (!cb || !fits(instance_id))
+    if (!cb || !tm_id_fits(instance_id))
         return TM_EINVAL;
     if (sp->closing)
         return TM_ECANCELED;
@@ -698,7 +698,7 @@ static int sim_list(struct tm_provider *p, const char *cluster, tm_list_cb cb, v
     const char *params[2];
     int r;
 
-    if (!cb || !fits(cluster))
+    if (!cb || !tm_id_fits(cluster))
         return TM_EINVAL;
     if (sp->closing)
         return TM_ECANCELED;
@@ -920,7 +920,7 @@ struct tm_simcloud *tm_sim_provider_cloud(struct tm_provider *p)
 
 static int copy_name(char dst[TM_ID_MAX], const char *src)
 {
-    if (!src || !fits(src))
+    if (!src || !tm_id_fits(src))
         return TM_EINVAL;
     snprintf(dst, TM_ID_MAX, "%s", src);
     return 0;

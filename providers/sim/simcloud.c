@@ -54,7 +54,6 @@ static uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-static bool fits(const char *s) { return s && strlen(s) < TM_ID_MAX; }
 
 static void copy_id(char dst[TM_ID_MAX], const char *src)
 {
@@ -182,10 +181,10 @@ int tm_sim_instance_plan(const struct tm_simcloud_params *p, const struct tm_lau
     const struct tm_sim_type *type;
     const char *zone = req->zone;
 
-    if (!req->token || !req->token[0] || !fits(req->token) || !req->cluster ||
-        !fits(req->cluster) || !req->instance_type || !fits(req->instance_type))
+    if (!req->token || !req->token[0] || !tm_id_fits(req->token) || !req->cluster ||
+        !tm_id_fits(req->cluster) || !req->instance_type || !tm_id_fits(req->instance_type))
         return TM_EINVAL;
-    if ((req->pool && !fits(req->pool)) || (zone && !fits(zone)))
+    if ((req->pool && !tm_id_fits(req->pool)) || (zone && !tm_id_fits(zone)))
         return TM_EINVAL;
     if (req->capacity != TM_CAPACITY_SPOT && req->capacity != TM_CAPACITY_ON_DEMAND)
         return TM_EINVAL;
@@ -355,7 +354,7 @@ void tm_sim_instance_to_row(const struct tm_sim_instance *row, struct tm_sim_row
 
 static int get_str(char dst[TM_ID_MAX], const char *field)
 {
-    if (!fits(field))
+    if (!tm_id_fits(field))
         return TM_EBADREPLY;
     copy_id(dst, field);
     return 0;

@@ -1,0 +1,314 @@
+/*
+ * providers/common/launch.c: the launch engine (see launch.h).
+ *
+ * A launch is find, then offers one at a time until one is made or none is
+ * left; a lost answer goes back to find.  The engine never calls back from
+ * inside tm_launch_start(): its first step is the cloud's find, whose answer
+ * comes from the loop.
+ */
+#include "providers/common/launch.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/crypto.h>
+
+#include "core/err.h"
+#include "core/log.h"
+
+#define RELAUNCH_DEFAULT 5
+
+static void launch_free(struct tm_launch *l)
+{
+    if (l->be->cleanup)
+        l->be->cleanup(l);
+    if (l->prev_launch) {
+        *l->prev_launch = l->next_launch;
+        if (l->next_launch)
+            l->next_launch->prev_launch = l->prev_launch;
+    }
+    if (l->bootstrap) {
+        OPENSSL_cleanse(l->bootstrap, l->bootstrap_len);
+        free(l->bootstrap);
+    }
+    free(l->priv);
+    free(l);
+}
+
+static void deliver(struct tm_launch *l, int status, const struct tm_instance *inst)
+{
+    l->cb(status, status == 0 ? inst : NULL, l->data);
+    launch_free(l);
+}
+
+static bool closing(const struct tm_launch *l)
+{
+    return l->env->closing && *l->env->closing;
+}
+
+bool tm_launch_is_short(const struct tm_launch_env *env, const char *type, const char *zone,
+                        enum tm_capacity_type capacity)
+{
+    return tm_shortages_has(env->shorts, env->now_ms(env->clock), type, zone, capacity);
+}
+
+void tm_launch_note_short(struct tm_launch_env *env, const char *type, const char *zone,
+                          enum tm_capacity_type capacity, const char *code)
+{
+    tm_shortages_note(env->shorts, env->now_ms(env->clock), type, zone, capacity, code);
+}
+
+bool tm_launch_set_valid(const struct tm_launch_set *set, const char *cluster, size_t max)
+{
+    const struct tm_launch_request *r0;
+
+    if (!set || !set->reqs || set->n == 0 || set->n > max || !tm_id_fits(set->set_token) ||
+        !set->set_token[0] || (set->placement_group && !tm_id_fits(set->placement_group)))
+        return false;
+    r0 = &set->reqs[0];
+    for (size_t i = 0; i < set->n; i++) {
+        const struct tm_launch_request *q = &set->reqs[i];
+
+        if (!tm_id_fits(q->token) || !q->token[0] || !tm_id_fits(q->pool) ||
+            !tm_id_fits(q->instance_type) || !q->instance_type[0] ||
+            strcmp(q->instance_type, r0->instance_type) != 0 || strcmp(q->pool, r0->pool) != 0 ||
+            !tm_id_fits(q->zone ? q->zone : "") ||
+            (q->cluster && cluster && strcmp(q->cluster, cluster) != 0))
+            return false;
+    }
+    return true;
+}
+
+bool tm_launch_env_close(struct tm_launch_env *env, void (*done)(void *data), void *data)
+{
+    if (*env->closing)
+        return false;
+    *env->closing = true;
+    env->close_done = done;
+    env->close_data = data;
+    return true;
+}
+
+void tm_launch_env_closed(void *data)
+{
+    struct tm_launch_env *env = data;
+    void (*done)(void *data) = env->close_done;
+    void *done_data = env->close_data;
+
+    env->free_provider(env->provider);
+    if (done)
+        done(done_data);
+}
+
+/* ---- offers ------------------------------------------------------------- */
+
+static size_t add_offers(const struct tm_launch_env *env, const struct tm_provider_pool *pool,
+                         const char *type, const char *zone, enum tm_capacity_type capacity,
+                         bool zone_required, bool skip_short, tm_launch_zone_fits zone_fits,
+                         const void *ctx, struct tm_launch_offer *out, size_t n, size_t max)
+{
+    size_t nz = zone[0] ? 1 : pool ? pool->nzones : 0;
+    bool any = nz == 0 && !zone_required; /* no zone known: the cloud picks */
+
+    if (any)
+        nz = 1;
+    for (size_t i = 0; i < nz && n < max; i++) {
+        const char *z = zone[0] ? zone : any ? "" : pool->zones[i];
+
+        if (!tm_id_fits(z) || (zone_fits && !zone_fits(ctx, z)))
+            continue;
+        if (skip_short && tm_launch_is_short(env, type, z, capacity)) {
+            tm_log_debug("offering skipped, short", "cloud=%s type=%s zone=%s market=%s",
+                         env->shorts->cloud, type, z, tm_capacity_type_name(capacity));
+            continue;
+        }
+        tm_id_copy(out[n].type, type);
+        tm_id_copy(out[n].zone, z);
+        out[n].capacity = capacity;
+        out[n].tried = false;
+        n++;
+    }
+    return n;
+}
+
+size_t tm_launch_plan_offers(const struct tm_launch_env *env, const char *pool, const char *type,
+                             const char *zone, enum tm_capacity_type capacity, bool zone_required,
+                             bool skip_short, tm_launch_zone_fits zone_fits, const void *ctx,
+                             struct tm_launch_offer *out, size_t max)
+{
+    const struct tm_provider_pool *p = tm_provider_pool_find(env->pools, env->npools, pool);
+    size_t n = 0;
+
+    zone = zone ? zone : "";
+    if (capacity != TM_CAPACITY_ON_DEMAND)
+        n = add_offers(env, p, type, zone, TM_CAPACITY_SPOT, zone_required, skip_short, zone_fits,
+                       ctx, out, n, max);
+    if (capacity != TM_CAPACITY_SPOT)
+        n = add_offers(env, p, type, zone, TM_CAPACITY_ON_DEMAND, zone_required, skip_short,
+                       zone_fits, ctx, out, n, max);
+    return n;
+}
+
+/* ---- the walk ----------------------------------------------------------- */
+
+/* The next untried offer not remembered short, or fail with status. */
+static void next_or_fail(struct tm_launch *l, int status)
+{
+    size_t i;
+    int r;
+
+    for (i = 0; i < l->noffers; i++)
+        if (!l->offers[i].tried && !tm_launch_is_short(l->env, l->offers[i].type,
+                                                       l->offers[i].zone, l->offers[i].capacity))
+            break;
+    if (i == l->noffers) {
+        tm_log_warn("could not launch: no offering left",
+                    "cloud=%s provider=%s pool=%s node=%lld type=%s err=%s", l->be->cloud,
+                    l->env->name, l->pool, (long long)l->node_id, l->type, tm_err_name(status));
+        deliver(l, status, NULL);
+        return;
+    }
+    l->offers[i].tried = true;
+    l->cur = i;
+    r = l->be->create(l, i);
+    if (r < 0)
+        deliver(l, r, NULL);
+}
+
+void tm_launch_found(struct tm_launch *l, int status, const struct tm_instance *inst)
+{
+    if (status == TM_ECANCELED || closing(l)) {
+        deliver(l, TM_ECANCELED, NULL);
+        return;
+    }
+    if (status < 0) {
+        deliver(l, status, NULL);
+        return;
+    }
+    if (inst) {
+        char msg[96];
+
+        snprintf(msg, sizeof(msg), "%s launch found by %s, not launching again", l->be->cloud,
+                 l->be->found_by ? l->be->found_by : "token");
+        tm_log_info(msg, "provider=%s token=%s instance=%s state=%s", l->env->name, l->token,
+                    inst->id, tm_instance_state_name(inst->state));
+        deliver(l, 0, inst);
+        return;
+    }
+    /* Planned anew after a lost answer too: the shortage memory keeps what
+     * was really short. */
+    l->noffers = tm_launch_plan_offers(l->env, l->pool, l->type, l->zone, l->capacity,
+                                       l->be->zone_required, true, l->be->zone_fits, l,
+                                       l->offers, TM_LAUNCH_OFFER_MAX);
+    l->cur = 0;
+    next_or_fail(l, TM_EQUOTA);
+}
+
+void tm_launch_made(struct tm_launch *l, enum tm_launch_answer answer, int status,
+                    const struct tm_instance *inst, const char *code)
+{
+    unsigned max = l->env->max_relaunch ? l->env->max_relaunch : RELAUNCH_DEFAULT;
+    int r;
+
+    if (status == TM_ECANCELED || closing(l)) {
+        deliver(l, TM_ECANCELED, NULL);
+        return;
+    }
+    switch (answer) {
+    case TM_LAUNCH_OK:
+        if (!inst) {
+            deliver(l, TM_EBADREPLY, NULL);
+            return;
+        }
+        deliver(l, 0, inst);
+        return;
+    case TM_LAUNCH_SHORT: {
+        const struct tm_launch_offer *o = &l->offers[l->cur];
+
+        tm_launch_note_short(l->env, o->type, o->zone, o->capacity, code);
+        next_or_fail(l, status < 0 ? status : TM_EQUOTA);
+        return;
+    }
+    case TM_LAUNCH_NEXT:
+        next_or_fail(l, status < 0 ? status : TM_EQUOTA);
+        return;
+    case TM_LAUNCH_AMBIGUOUS:
+        if (++l->relaunches >= max) {
+            deliver(l, status < 0 ? status : TM_EUNAVAIL, NULL);
+            return;
+        }
+        tm_log_info("launch interrupted, looking by token before trying again",
+                    "cloud=%s provider=%s token=%s err=%s", l->be->cloud, l->env->name, l->token,
+                    tm_err_name(status));
+        r = l->be->find(l);
+        if (r < 0)
+            deliver(l, r, NULL);
+        return;
+    case TM_LAUNCH_FATAL:
+        break;
+    }
+    deliver(l, status < 0 ? status : TM_EBADREPLY, NULL);
+}
+
+int tm_launch_start(struct tm_launch_env *env, const struct tm_launch_backend *be,
+                    const struct tm_launch_request *req, tm_launch_cb cb, void *data)
+{
+    struct tm_launch *l;
+    int r;
+
+    if (!env || !be || !req || !cb || !tm_id_fits(req->token) || !req->token[0] ||
+        !tm_id_fits(req->pool) || !tm_id_fits(req->instance_type) || !req->instance_type[0] ||
+        !tm_id_fits(req->zone ? req->zone : "") ||
+        (req->cluster && env->cluster && strcmp(req->cluster, env->cluster) != 0))
+        return TM_EINVAL;
+    if (env->closing && *env->closing)
+        return TM_ECANCELED;
+    l = calloc(1, sizeof(*l));
+    if (!l)
+        return TM_ENOMEM;
+    l->env = env;
+    l->be = be;
+    l->cb = cb;
+    l->data = data;
+    if (be->priv_size) {
+        l->priv = calloc(1, be->priv_size);
+        if (!l->priv) {
+            free(l);
+            return TM_ENOMEM;
+        }
+    }
+    tm_id_copy(l->token, req->token);
+    tm_id_copy(l->pool, req->pool);
+    tm_id_copy(l->type, req->instance_type);
+    tm_id_copy(l->zone, req->zone);
+    snprintf(l->node, sizeof(l->node), "%lld", (long long)req->node_id);
+    l->node_id = req->node_id;
+    l->capacity = req->capacity;
+    if (req->bootstrap && req->bootstrap_len > 0) {
+        l->bootstrap = malloc(req->bootstrap_len + 1);
+        if (!l->bootstrap) {
+            launch_free(l);
+            return TM_ENOMEM;
+        }
+        memcpy(l->bootstrap, req->bootstrap, req->bootstrap_len);
+        l->bootstrap[req->bootstrap_len] = '\0';
+        l->bootstrap_len = req->bootstrap_len;
+    }
+    r = be->prepare ? be->prepare(l, req) : 0;
+    if (r < 0) {
+        launch_free(l);
+        return r;
+    }
+    l->next_launch = env->launching;
+    if (env->launching)
+        env->launching->prev_launch = &l->next_launch;
+    env->launching = l;
+    l->prev_launch = &env->launching;
+    r = be->find(l);
+    if (r < 0) {
+        launch_free(l);
+        return r;
+    }
+    return 0;
+}
