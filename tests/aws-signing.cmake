@@ -1,4 +1,4 @@
-# AWS request signing (providers/aws/sigv4.c) and the credential chain
+# AWS request signing (core/sigv4.c) and the credential chain
 # (providers/aws/credentials.c): unit tests, the botocore cross-check, the
 # IMDSv2 integration tests, corpus replay and the fuzz target.
 
@@ -35,7 +35,7 @@ if(TM_FUZZ)
     # The signer is compiled into the target so it carries the coverage
     # instrumentation, not only the harness.
     add_executable(fuzz_sigv4 ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_sigv4.c
-                   ${CMAKE_SOURCE_DIR}/providers/aws/sigv4.c ${CMAKE_SOURCE_DIR}/core/err.c)
+                   ${CMAKE_SOURCE_DIR}/core/sigv4.c ${CMAKE_SOURCE_DIR}/core/err.c)
     target_include_directories(fuzz_sigv4 PRIVATE ${CMAKE_SOURCE_DIR})
     target_compile_options(fuzz_sigv4 PRIVATE -fsanitize=fuzzer,address,undefined
                            -fno-omit-frame-pointer)

@@ -35,7 +35,7 @@
 
 #include <uv.h>
 
-#include "providers/aws/sigv4.h"
+#include "core/sigv4.h"
 
 struct tm_http;
 struct tm_config_credentials;

@@ -29,7 +29,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
-#include "providers/aws/sigv4.h"
+#include "core/sigv4.h"
 
 #define SUITE_CASES 31
 #define EXAMPLE_AK "AKIDEXAMPLE"

@@ -1,5 +1,5 @@
 /*
- * providers/aws/sigv4.h: AWS Signature Version 4, our own canonicaliser.
+ * core/sigv4.h: AWS Signature Version 4, our own canonicaliser.
  *
  * The canonical request is built here; the hashing and HMAC are OpenSSL's
  * (EVP_Digest SHA-256, HMAC()).  Every stage is exposed on its own so that a
@@ -17,8 +17,8 @@
  * TM_ENOMEM.  Strings handed back through ret_* are malloc'd, NUL-terminated,
  * and belong to the caller (free()); on failure ret_* is not written.
  */
-#ifndef TM_AWS_SIGV4_H
-#define TM_AWS_SIGV4_H
+#ifndef TM_CORE_SIGV4_H
+#define TM_CORE_SIGV4_H
 
 #include <stddef.h>
 #include <stdint.h>

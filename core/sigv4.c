@@ -1,5 +1,5 @@
 /*
- * providers/aws/sigv4.c: AWS Signature Version 4 (see sigv4.h).
+ * core/sigv4.c: AWS Signature Version 4 (see sigv4.h).
  *
  * The canonicaliser is ours; SHA-256 and HMAC are OpenSSL's.  Every string
  * is built in a bounded growable buffer (struct sbuf), so hostile input
@@ -12,7 +12,7 @@
  * specification from top to bottom, and the fuzz target and the botocore
  * cross-check compile it alone.
  */
-#include "providers/aws/sigv4.h"
+#include "core/sigv4.h"
 
 #include <ctype.h>
 #include <errno.h>
