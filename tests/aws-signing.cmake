@@ -12,6 +12,10 @@ if(Python3_Interpreter_FOUND)
   tm_add_test(sigv4_botocore LABELS unit aws TIMEOUT 120
               COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/lib/sigv4_botocore.py
                       $<TARGET_FILE:test_sigv4> 400)
+  # 300 random path-style S3 requests signed by us and by botocore's S3SigV4Auth.
+  tm_add_test(sigv4_s3_botocore LABELS unit aws TIMEOUT 120
+              COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/lib/sigv4_s3_botocore.py
+                      $<TARGET_FILE:test_sigv4> 300)
 endif()
 
 # Environment, shared files, region, endpoint: temporary files only.
