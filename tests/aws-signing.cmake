@@ -1,5 +1,5 @@
 # AWS request signing (core/sigv4.c) and the credential chain
-# (providers/aws/credentials.c): unit tests, the botocore cross-check, the
+# (controller/io/aws_credentials.c): unit tests, the botocore cross-check, the
 # IMDSv2 integration tests, corpus replay and the fuzz target.
 
 # All 31 official SigV4 vectors, stage by stage, plus encoder and hygiene.

@@ -32,7 +32,7 @@
 
 #include <uv.h>
 
-#include "providers/aws/credentials.h"
+#include "controller/io/aws_credentials.h"
 #include "providers/provider.h"
 
 #define TM_EC2_API_VERSION "2016-11-15"
