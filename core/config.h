@@ -214,6 +214,17 @@ struct tm_config_idle_gpu {
     int64_t window_ms;            /* default 30 min */
 };
 
+/* logs: every byte of a job's output (docs/logs.md, controller/api/log_store.h). */
+struct tm_config_logs {
+    char *store;                  /* where the bytes go: "postgres" (default) or "s3" */
+    int64_t max_bytes_per_job;    /* per job, attempt and rank: past it the head and the
+                                   * tail are kept with a marker, default 64 MiB */
+    int64_t retention_ms;         /* output last written longer ago is pruned, default 14 d */
+    int64_t max_chunk;            /* bytes of one chunk an agent sends, default 64 KiB */
+    int64_t follow_limit_ms;      /* a follow request is answered after this at the latest,
+                                   * default 30 s */
+};
+
 /* api: the HTTP server's TLS and limits (controller/api/server.h). */
 struct tm_config_api {
     char *tls_cert_file;          /* PEM chain; with tls_key_file, serve HTTPS; may be NULL */
@@ -268,6 +279,7 @@ struct tm_config {
     struct tm_config_forecast forecast;
     struct tm_config_agent agent;
     struct tm_config_idle_gpu idle_gpu;
+    struct tm_config_logs logs;
     struct tm_config_provider *providers;
     size_t nproviders;            /* >= 1 */
     struct tm_config_pool *pools;

@@ -9,6 +9,8 @@
 
 #include "controller/api/internal.h"
 
+struct tm_log_store;
+
 
 /* submit.c: POST /v1/jobs, with the batcher of the fast path, whose state
  * is the routes' state (tm_api_routes.state_new/state_free). */
@@ -65,7 +67,12 @@ struct tm_api_route_states {
     void *submit;
     void *heartbeat;
     void *samples; /* sample_budget.c */
+    struct tm_log_store *logs; /* logs.c: opened on first use (log_store.h) */
 };
+
+/* logs.c: a job's output, shipped by the agents (docs/logs.md). */
+void tm_api_logs_ingest(struct api_call *c);
+void tm_api_logs_read(struct api_call *c);
 
 /* agent.c: the node agent's enrollment and job reports. */
 void tm_api_agent_enroll(struct api_call *c);
