@@ -30,6 +30,7 @@
 #define S3_MAX_KEY 1024
 #define S3_MAX_DELETE 1000
 #define S3_ERR_MAX 512
+#define S3_ERROR_BODY_MAX (64u << 10)
 
 enum s3_kind { S3_PUT, S3_GET, S3_LIST, S3_DELETE, S3_MKBUCKET };
 
@@ -360,6 +361,11 @@ static void on_answer(const struct tm_http_response *resp, void *data)
         answer_delete(op, resp);
         return;
     case S3_GET:
+        if (resp->body_len > op->max_body) {
+            op_fail(op, TM_EBADREPLY, resp->http_status, "answer of %zu bytes, more than the %zu asked for",
+                    resp->body_len, op->max_body);
+            return;
+        }
         res.body = resp->body;
         res.body_len = resp->body_len;
         break;
@@ -432,7 +438,9 @@ static void on_credentials(int status, const struct tm_aws_credentials *cred, co
             .body = op->body,
             .body_len = op->body_len,
             .timeout_ms = s3->timeout_ms,
-            .max_body = op->max_body,
+            /* Room for S3's error document whatever the caller allows;
+             * the caller's bound is checked on a 2xx below. */
+            .max_body = op->max_body > S3_ERROR_BODY_MAX ? op->max_body : S3_ERROR_BODY_MAX,
             .ca_file = s3->ca_file,
         };
 
