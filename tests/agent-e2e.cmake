@@ -41,3 +41,9 @@ tm_add_test(itest_agent_rendezvous LABELS integration agent FIXTURES pg TIMEOUT 
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_rendezvous.sh)
 tm_add_test(itest_rendezvous_ports LABELS integration agent FIXTURES pg TIMEOUT 60
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/rendezvous_ports.sh)
+# Every byte of a job's output (docs/logs.md): 20 MB of binary output read
+# back whole after its node was released, --follow to the job's end, an
+# agent killed -9 mid-output and restarted (no gap, no duplicate), another
+# team's engineer refused, and the bad input of the ingest and the read.
+tm_add_test(itest_agent_logs LABELS integration agent FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_logs.sh)

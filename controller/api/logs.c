@@ -238,10 +238,10 @@ void tm_api_logs_ingest(struct api_call *c)
                            &too_large, &err);
     if (r < 0) {
         free(in);
-        if (too_large)
-            tm_api_fail(c, 413, err.field, err.message);
-        else
-            tm_api_fail_spec(c, &err);
+        /* A chunk over logs.max_chunk is a 400 like a body over the
+         * server's limit (the core turns every 413 into that answer). */
+        (void)too_large;
+        tm_api_fail_spec(c, &err);
         return;
     }
     in->c = c;
@@ -591,7 +591,10 @@ static void reader_query(struct reader *rd)
                                : 5000);
     const char *params[] = {id, rd->attempt > 0 ? attempt : NULL, rank, rd->offset >= 0 ? offset : "0",
                             rd->tail >= 0 ? tail : NULL, limit};
-    if (tm_api_query(rd->c, read_sql, 6, params, on_read) < 0) {
+    /* Not tm_api_query(): its callback gets the call, this one the reader. */
+    if (tm_api_time_left(rd->c) == 0 ||
+        tm_pg_pool_query_until(tm_api_pool(rd->c), read_sql, 6, params, tm_api_time_left(rd->c), on_read, rd) < 0) {
+        tm_api_fail(rd->c, 503, NULL, "database unavailable");
         rd->c = NULL;
         reader_free(rd);
     }

@@ -40,8 +40,7 @@ struct tm_log_batch {
 
 /* Read a batch.  0 and *ret (release with tm_log_batch_release); TM_EINVAL
  * with err naming the field ("chunks[3].offset"), and *ret_too_large set
- * when that is a chunk over max_chunk bytes ("chunks[3].data": the API
- * answers 413); TM_ENOMEM.  *ret is untouched on failure. */
+ * when that is a chunk over max_chunk bytes ("chunks[3].data"); TM_ENOMEM.  *ret is untouched on failure. */
 int tm_log_batch_parse(const char *body, size_t len, size_t max_chunk, struct tm_log_batch *ret,
                        bool *ret_too_large, struct tm_spec_error *err);
 void tm_log_batch_release(struct tm_log_batch *b);
