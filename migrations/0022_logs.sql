@@ -84,6 +84,11 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
+    IF NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = p_node) THEN
+        i := NULL; field := 'node'; message := 'no such node'; next_offset := 0;
+        RETURN NEXT;
+        RETURN;
+    END IF;
     BEGIN
         FOR c IN SELECT (x ->> 'job')::bigint AS job, (x ->> 'attempt')::int AS att,
                         (x ->> 'rank')::int AS rnk, (x ->> 'offset')::bigint AS off,

@@ -47,3 +47,6 @@ tm_add_test(itest_rendezvous_ports LABELS integration agent FIXTURES pg TIMEOUT 
 # team's engineer refused, and the bad input of the ingest and the read.
 tm_add_test(itest_agent_logs LABELS integration agent FIXTURES pg TIMEOUT 240
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_logs.sh)
+# The per-job cap (head, tail and a marker) and the retention, with a small cap.
+tm_add_test(itest_agent_logs_cap LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_logs_cap.sh)

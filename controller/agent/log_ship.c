@@ -380,8 +380,9 @@ static void batch_done(struct tm_agent_shipper *sh)
     sh->inflight = false;
 }
 
-/* The 409's chunk: which stream, and the offset the controller expects. */
-static void on_refused(struct tm_agent_shipper *sh, const char *body)
+/* The 409's chunk: which stream, and the offset the controller expects.
+ * false when the answer names no chunk of the batch. */
+static bool on_refused(struct tm_agent_shipper *sh, const char *body)
 {
     cJSON *doc = body ? cJSON_Parse(body) : NULL;
     const cJSON *field = cJSON_GetObjectItemCaseSensitive(doc, "field");
@@ -393,10 +394,8 @@ static void on_refused(struct tm_agent_shipper *sh, const char *body)
 
     if (!cJSON_IsString(field) || sscanf(field->valuestring, "chunks[%lu].%31s", &i, what) != 2 ||
         i >= sh->nsent) {
-        tm_log_warn("the controller refused a batch of output without naming a chunk", "body=\"%.200s\"",
-                    body ? body : "");
         cJSON_Delete(doc);
-        return;
+        return false;
     }
     s = sh->sent[i].s;
     if (strcmp(what, "offset") == 0 && cJSON_IsNumber(next) && next->valuedouble >= 0) {
@@ -420,6 +419,7 @@ static void on_refused(struct tm_agent_shipper *sh, const char *body)
     }
     side_save(s);
     cJSON_Delete(doc);
+    return true;
 }
 
 static void on_shipped(const struct tm_http_response *resp, void *data)
@@ -452,9 +452,19 @@ static void on_shipped(const struct tm_http_response *resp, void *data)
             tm_log_info("the controller takes job output again", "node=%" PRId64, ag->o.node_id);
         sh->away_said = sh->refused_said = false;
         again = 0;
-    } else if (resp->status == 0 && (resp->http_status == 409 || resp->http_status == 404)) {
-        on_refused(sh, resp->body);
+    } else if (resp->status == 0 && (resp->http_status == 409 || resp->http_status == 404) &&
+               on_refused(sh, resp->body)) {
         again = 0;
+    } else if (resp->status == 0 && (resp->http_status == 404 || resp->http_status == 405)) {
+        /* A controller without the route (an older version): the output
+         * stays on this node, and exits are not held for it. */
+        if (!sh->refused_said)
+            tm_log_warn("the controller takes no job output (an older version?): it stays in the node's logs",
+                        "http=%ld", resp->http_status);
+        sh->refused_said = true;
+        for (struct ship *s = sh->ships; s; s = s->next)
+            s->dead = true;
+        again = 60000;
     } else if (resp->status == 0 && resp->http_status == 400 && sh->chunk_max > SHIP_CHUNK_MIN &&
                resp->body && strstr(resp->body, "logs.max_chunk")) {
         /* The controller's logs.max_chunk is smaller than ours. */

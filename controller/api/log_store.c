@@ -5,9 +5,13 @@
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <libpq-fe.h>
+
 #include "controller/api/log_store.h"
+#include "controller/io/pg_uv.h"
 #include "core/err.h"
 #include "core/log.h"
 
@@ -39,4 +43,69 @@ int tm_log_object_name(char *buf, size_t size, const char *prefix, const struct 
 {
     return snprintf(buf, size, "%s%" PRId64 "-%" PRId32 "-%" PRId32 "-%020" PRId64, prefix ? prefix : "",
                     key->job, key->attempt, key->rank, key->offset);
+}
+
+/* ---- retention -------------------------------------------------------------- */
+
+struct prune {
+    struct tm_log_store *s;
+    tm_log_done_cb done;
+    void *data;
+    struct tm_log_key *keys;
+    size_t n;
+};
+
+static void on_prune_forgotten(int status, const char *message, void *data)
+{
+    struct prune *p = data;
+
+    p->done(status, message, p->data);
+    free(p->keys);
+    free(p);
+}
+
+static void on_pruned(const struct tm_pg_reply *reply, void *data)
+{
+    struct prune *p = data;
+    PGresult *res = reply->status == 0 && reply->nresults ? reply->results[0] : NULL;
+    int rows = res ? PQntuples(res) : 0;
+
+    if (reply->status < 0 || !res) {
+        p->done(reply->status < 0 ? reply->status : TM_EDB, reply->error, p->data);
+        free(p);
+        return;
+    }
+    /* Rows only for chunks whose bytes an object store holds. */
+    if (rows > 0 && p->s->ops->forget) {
+        p->keys = calloc((size_t)(unsigned)rows, sizeof(*p->keys));
+        for (int r = 0; p->keys && r < rows; r++)
+            p->keys[p->n++] = (struct tm_log_key){strtoll(PQgetvalue(res, r, 0), NULL, 10),
+                                                  (int32_t)atoi(PQgetvalue(res, r, 1)),
+                                                  (int32_t)atoi(PQgetvalue(res, r, 2)),
+                                                  strtoll(PQgetvalue(res, r, 3), NULL, 10)};
+        if (p->keys && p->s->ops->forget(p->s, p->keys, p->n, on_prune_forgotten, p) == 0)
+            return;
+        free(p->keys);
+    }
+    p->done(0, NULL, p->data);
+    free(p);
+}
+
+int tm_log_store_prune(struct tm_log_store *s, int64_t before_ms, int batch, tm_log_done_cb done, void *data)
+{
+    struct prune *p = calloc(1, sizeof(*p));
+    char before[24], n[16];
+    int r;
+
+    if (!p)
+        return TM_ENOMEM;
+    *p = (struct prune){.s = s, .done = done, .data = data};
+    snprintf(before, sizeof(before), "%" PRId64, before_ms);
+    snprintf(n, sizeof(n), "%d", batch);
+    const char *params[] = {before, n};
+    r = tm_pg_pool_query(s->pool, "SELECT job_id, attempt, rank, off FROM tarmac_prune_logs($1, $2::int)", 2,
+                         params, on_pruned, p);
+    if (r < 0)
+        free(p);
+    return r;
 }

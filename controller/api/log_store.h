@@ -116,6 +116,11 @@ int tm_log_store_open(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_
 /* NULL is a no-op. */
 void tm_log_store_free(struct tm_log_store *s);
 
+/* Retention (logs.retention): delete the output of at most batch streams
+ * last written before before_ms, index and bytes (the leader's tick, as
+ * for the GPU samples).  done(status) once; < 0 when nothing was queued. */
+int tm_log_store_prune(struct tm_log_store *s, int64_t before_ms, int batch, tm_log_done_cb done, void *data);
+
 /* The object name of a chunk: PREFIX (as configured, "" for none) then
  * JOB-ATTEMPT-RANK-OFFSET, OFFSET zero-padded to 20 digits so that a
  * listing sorts in output order.  A stream's objects share the prefix

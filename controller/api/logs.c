@@ -91,6 +91,11 @@ static void on_ingest(const struct tm_pg_reply *reply, void *data)
     }
     res = reply->results[0];
     rows = PQntuples(res);
+    if (rows > 0 && !PQgetisnull(res, 0, 5) && strcmp(PQgetvalue(res, 0, 5), "node") == 0) {
+        ingest_free(in);
+        tm_api_fail(c, 404, NULL, "no such node");
+        return;
+    }
     if (rows > 0 && !PQgetisnull(res, 0, 5)) {
         char field[64], body[512];
         cJSON *o = cJSON_CreateObject();
