@@ -13,3 +13,8 @@ tm_add_c_test(test_log_store_s3 ${CMAKE_SOURCE_DIR}/tests/integration/test_log_s
 # gap and no duplicate, no S3 secret in any log.
 tm_add_test(itest_agent_logs_s3 LABELS integration agent FIXTURES pg TIMEOUT 300
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_logs_s3.sh)
+# The cap and the retention through logs.store: s3 against moto: the
+# bucket holds exactly the objects the index names, and the retention
+# takes a stream's objects and what a crash left unnamed.
+tm_add_test(itest_agent_logs_s3_cap LABELS integration agent FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_logs_s3_cap.sh)

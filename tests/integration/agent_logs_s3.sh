@@ -7,49 +7,13 @@
 # the rest with no gap and no byte twice; no S3 secret in any log.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
-
-# moto with an IAM user allowed s3:* (its 3 unchecked requests made it);
-# every request after is checked against that key.
-"$TM_SOURCE_DIR/tests/lib/moto_fixture.sh" start "$WORK/moto" 's3:*' >"$WORK/moto.env" 2>"$WORK/moto-start.log" \
-    || fail "moto did not start: $(cat "$WORK/moto-start.log")"
-PIDS+=("$(cat "$WORK/moto/moto.pid")")
-MOTO_PORT=$(sed -n 's/^MOTO_PORT=//p' "$WORK/moto.env")
-export AWS_ACCESS_KEY_ID=$(sed -n 's/^MOTO_ACCESS_KEY_ID=//p' "$WORK/moto.env")
-export AWS_SECRET_ACCESS_KEY=$(sed -n 's/^MOTO_SECRET_ACCESS_KEY=//p' "$WORK/moto.env")
-unset AWS_SESSION_TOKEN AWS_PROFILE AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3
-export AWS_SHARED_CREDENTIALS_FILE=/nonexistent/tarmac-test AWS_CONFIG_FILE=/nonexistent/tarmac-test
-S3URL=http://127.0.0.1:$MOTO_PORT
-BUCKET=tarmac-itest-logs
-
-# boto3, signed with the same key, as the operator's own tool.
-s3py() {
-    python3 - "$S3URL" "$BUCKET" "$@" <<'PY'
-import sys, boto3
-url, bucket, cmd = sys.argv[1], sys.argv[2], sys.argv[3]
-s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1")
-if cmd == "mb":
-    s3.create_bucket(Bucket=bucket)
-elif cmd == "count":
-    # No '/' in the prefix: moto refuses a signed listing whose prefix has one.
-    n = 0
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=sys.argv[4]):
-        n += page.get("KeyCount", 0)
-    print(n)
-PY
-}
-s3py mb || fail "could not create the bucket"
+. "$TM_SOURCE_DIR/tests/lib/logs_s3.sh"
+logs_s3_start
 
 E2E_IDLE_GRACE=1s
 e2e_start itest_agent_logs_s3 local "" 50 "logs:
-  store: s3
   max_chunk: 65536
-  s3:
-    bucket: $BUCKET
-    endpoint: $S3URL
-    region: us-east-1
-    prefix: itest-
-    credentials:
-      source: env"
+$LOGS_S3_YAML"
 T=$WORK/logs
 mkdir -p "$T"
 chmod 755 "$T"
@@ -107,9 +71,6 @@ seq 1 4000 | sed 's/.*/line & of the output that must arrive once/' >"$T/kill.wa
 cmp "$T/kill" "$T/kill.want" || fail "after kill -9: $(wc -l <"$T/kill") lines, first difference above"
 [ "$(psql_q "SELECT count(*) FROM job_log_streams WHERE job_id = $J3")" = 1 ] || fail "more than one stream"
 
-# No S3 secret in any log of the controller or the nodes.
-grep -rqF -- "$AWS_SECRET_ACCESS_KEY" "$WORK"/*.log "$WORK/serve.out" "$STATE"/nodes/*/agent.log 2>/dev/null \
-    && fail "the S3 secret reached a log"
-grep -q 'log store open.*logs.store=s3' "$WORK/serve.log" || fail "the s3 store never opened"
+logs_s3_secret_absent
 secrets_absent
 echo "1 passed, 0 failed"
