@@ -383,8 +383,8 @@ static void on_gone_streams(const struct tm_pg_reply *reply, void *data)
     int rows;
 
     if (reply->status < 0) {
-        /* The rows' objects go anyway; the leftovers wait for the next
-         * retention pass over the same stream, which will not come: say so. */
+        /* The rows' objects go anyway; objects no row named stay in the
+         * bucket (never served), so say so. */
         tm_log_warn("could not tell which log streams are gone; unindexed objects stay",
                     "err=\"%s\"", reply->error ? reply->error : tm_strerror(reply->status));
         forget_step(f);
