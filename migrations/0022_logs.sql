@@ -44,6 +44,16 @@ CREATE TABLE job_log_chunks (
         ON DELETE CASCADE
 );
 
+-- lz4 where the server has it (PostgreSQL built --with-lz4): output is
+-- mostly text, and lz4 takes bytes that do not compress at a fraction of
+-- pglz's cost.
+DO $$
+BEGIN
+    ALTER TABLE job_log_chunks ALTER COLUMN data SET COMPRESSION lz4;
+EXCEPTION WHEN feature_not_supported OR invalid_parameter_value THEN
+    NULL;
+END $$;
+
 -- One batch of chunks from node p_node, in one transaction.  p_chunks is
 -- [{"job", "attempt", "rank", "offset", "len", "data"?}] in order (data:
 -- base64, absent when an object store took the bytes); p_cap is

@@ -36,21 +36,60 @@
 /* How often a follow looks for more. */
 #define LOGS_FOLLOW_POLL_MS 300
 
-/* The server's store, opened on first use (logs.store). */
-static struct tm_log_store *log_store(struct api_call *c)
+/* Batches stored at once per server: the rest wait here, in order, so
+ * that output never holds every connection of the pool the reconcile
+ * tick and the other routes share (an agent's batch waits, a tick must
+ * not). */
+#define LOGS_INGEST_INFLIGHT 2
+
+struct ingest;
+
+/* Per server (the routes' state): the store, opened on first use
+ * (logs.store), and the batches waiting for their turn. */
+struct logs_state {
+    struct tm_log_store *store;
+    unsigned inflight;
+    struct ingest *head, *tail;
+};
+
+static struct logs_state *logs_state(struct api_call *c)
 {
     struct tm_api_route_states *s = tm_api_route_state(c);
+    struct logs_state *ls;
 
     if (!s)
         return NULL;
-    if (!s->logs && tm_log_store_open(tm_api_loop(c), tm_api_pool(c), tm_api_config(c), &s->logs) < 0)
-        s->logs = NULL;
-    return s->logs;
+    if (!s->logs)
+        s->logs = calloc(1, sizeof(struct logs_state));
+    ls = s->logs;
+    if (ls && !ls->store && tm_log_store_open(tm_api_loop(c), tm_api_pool(c), tm_api_config(c), &ls->store) < 0)
+        ls->store = NULL;
+    return ls;
+}
+
+static struct tm_log_store *log_store(struct api_call *c)
+{
+    struct logs_state *ls = logs_state(c);
+
+    return ls ? ls->store : NULL;
+}
+
+void tm_api_logs_state_free(void *state)
+{
+    struct logs_state *ls = state;
+
+    if (!ls)
+        return;
+    tm_log_store_free(ls->store);
+    free(ls);
 }
 
 /* ---- ingest ---------------------------------------------------------------- */
 
 struct ingest {
+    struct ingest *next;   /* waiting for its turn */
+    struct logs_state *ls;
+    bool counted;          /* holds one of ls->inflight */
     struct api_call *c;
     struct tm_log_store *store;
     struct tm_log_batch b;
@@ -58,8 +97,32 @@ struct ingest {
     size_t ndropped;
 };
 
+static void ingest_run(struct ingest *in);
+
+/* A batch is done with the database: the next waiting ones go. */
+static void ingest_turn_over(struct ingest *in)
+{
+    struct logs_state *ls = in->ls;
+
+    if (!in->counted || !ls)
+        return;
+    in->counted = false;
+    ls->inflight--;
+    while (ls->head && ls->inflight < LOGS_INGEST_INFLIGHT) {
+        struct ingest *next = ls->head;
+        ls->head = next->next;
+        if (!ls->head)
+            ls->tail = NULL;
+        next->next = NULL;
+        ls->inflight++;
+        next->counted = true;
+        ingest_run(next);
+    }
+}
+
 static void ingest_free(struct ingest *in)
 {
+    ingest_turn_over(in);
     tm_log_batch_release(&in->b);
     free(in->dropped);
     free(in);
@@ -89,6 +152,8 @@ static void on_ingest(const struct tm_pg_reply *reply, void *data)
         ingest_free(in);
         return;
     }
+    /* Done with the database: the turn goes on (a forget may follow). */
+    ingest_turn_over(in);
     res = reply->results[0];
     rows = PQntuples(res);
     if (rows > 0 && !PQgetisnull(res, 0, 5) && strcmp(PQgetvalue(res, 0, 5), "node") == 0) {
@@ -250,14 +315,48 @@ void tm_api_logs_ingest(struct api_call *c)
         return;
     }
     in->c = c;
-    in->store = log_store(c);
+    in->ls = logs_state(c);
+    in->store = in->ls ? in->ls->store : NULL;
     if (!in->store) {
         ingest_free(in);
         tm_api_fail(c, 503, NULL, "the log store is not available");
         return;
     }
+    if (in->ls->inflight >= LOGS_INGEST_INFLIGHT) {
+        if (in->ls->tail)
+            in->ls->tail->next = in;
+        else
+            in->ls->head = in;
+        in->ls->tail = in;
+        return;
+    }
+    in->ls->inflight++;
+    in->counted = true;
+    ingest_run(in);
+}
+
+/* A batch's turn: bytes to an object store first, then the index. */
+static void ingest_run(struct ingest *in)
+{
+    struct api_call *c = in->c;
+    int r;
+
+    /* It waited: the client may have gone, or its time run out. */
+    if (!c->req || tm_api_time_left(c) == 0) {
+        if (c->req)
+            tm_api_fail(c, 503, NULL, "the controller is busy storing output; retry later");
+        else
+            tm_api_call_free(c);
+        ingest_free(in);
+        return;
+    }
     if (in->store->ops->inline_bytes) {
         ingest_index(in);
+        return;
+    }
+    if (tm_log_batch_decode(&in->b) < 0) {
+        ingest_free(in);
+        tm_api_fail(c, 503, NULL, "out of memory; try again");
         return;
     }
     {

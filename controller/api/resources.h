@@ -9,8 +9,6 @@
 
 #include "controller/api/internal.h"
 
-struct tm_log_store;
-
 
 /* submit.c: POST /v1/jobs, with the batcher of the fast path, whose state
  * is the routes' state (tm_api_routes.state_new/state_free). */
@@ -67,12 +65,13 @@ struct tm_api_route_states {
     void *submit;
     void *heartbeat;
     void *samples; /* sample_budget.c */
-    struct tm_log_store *logs; /* logs.c: opened on first use (log_store.h) */
+    void *logs;    /* logs.c: its store and ingest queue, made on first use */
 };
 
 /* logs.c: a job's output, shipped by the agents (docs/logs.md). */
 void tm_api_logs_ingest(struct api_call *c);
 void tm_api_logs_read(struct api_call *c);
+void tm_api_logs_state_free(void *state);
 
 /* agent.c: the node agent's enrollment and job reports. */
 void tm_api_agent_enroll(struct api_call *c);

@@ -13,7 +13,6 @@
 #include <stdlib.h>
 
 #include "controller/api/dashboard.h"
-#include "controller/api/log_store.h"
 #include "controller/api/internal.h"
 #include "controller/api/metrics.h"
 #include "controller/api/resources.h"
@@ -111,7 +110,7 @@ static void routes_state_free(void *state)
     tm_api_submit_state_free(s->submit);
     tm_api_heartbeat_state_free(s->heartbeat);
     tm_api_sample_budget_free(s->samples);
-    tm_log_store_free(s->logs);
+    tm_api_logs_state_free(s->logs);
     free(s);
 }
 

@@ -115,13 +115,6 @@ static int read_chunk(const cJSON *o, size_t i, size_t max_chunk, struct tm_log_
         return tm_spec_fail(err, field, "holds %ld bytes, over the limit of %zu (logs.max_chunk)", n,
                             max_chunk);
     }
-    c.data = malloc((size_t)n / 3 * 3 + 3 + 3);
-    if (!c.data)
-        return tm_spec_fail_nomem(err);
-    if (EVP_DecodeBlock(c.data, (const unsigned char *)c.b64, (int)c.b64_len) < 0) {
-        free(c.data);
-        return tm_spec_fail(err, field, "must be base64 (RFC 4648, padded) of 1 byte or more");
-    }
     c.len = (size_t)n;
     *ret = c;
     return 0;
@@ -183,6 +176,22 @@ int tm_log_batch_parse(const char *body, size_t len, size_t max_chunk, struct tm
         return r;
     }
     *ret = b;
+    return 0;
+}
+
+int tm_log_batch_decode(struct tm_log_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        struct tm_log_chunk_in *c = &b->chunks[i];
+        if (c->data)
+            continue;
+        /* EVP_DecodeBlock writes whole groups of 3, padding included. */
+        c->data = malloc(c->b64_len / 4 * 3 + 1);
+        if (!c->data)
+            return TM_ENOMEM;
+        if (EVP_DecodeBlock(c->data, (const unsigned char *)c->b64, (int)c->b64_len) < 0)
+            return TM_EINVAL; /* cannot happen: the text was checked */
+    }
     return 0;
 }
 

@@ -26,7 +26,7 @@ struct tm_log_chunk_in {
     int64_t attempt;
     int64_t rank;
     int64_t offset;
-    unsigned char *data;   /* decoded, owned by the batch */
+    unsigned char *data;   /* decoded (tm_log_batch_decode), owned by the batch; else NULL */
     size_t len;
     const char *b64;       /* the base64 as sent, into the batch's tree */
     size_t b64_len;
@@ -43,6 +43,10 @@ struct tm_log_batch {
  * when that is a chunk over max_chunk bytes ("chunks[3].data"); TM_ENOMEM.  *ret is untouched on failure. */
 int tm_log_batch_parse(const char *body, size_t len, size_t max_chunk, struct tm_log_batch *ret,
                        bool *ret_too_large, struct tm_spec_error *err);
+/* Decode every chunk's base64 into its data: the parse only checks it,
+ * since a store that keeps the text as sent never needs the bytes here.
+ * 0 or TM_ENOMEM. */
+int tm_log_batch_decode(struct tm_log_batch *b);
 void tm_log_batch_release(struct tm_log_batch *b);
 
 /* The base64 text of n bytes (NUL-terminated, malloc'd), or NULL. */

@@ -48,6 +48,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             continue;
         }
         check(b.n >= 1 && b.n <= TM_LOG_BATCH_MAX, "chunk count");
+        if (tm_log_batch_decode(&b) < 0) {
+            tm_log_batch_release(&b);
+            continue;
+        }
         for (size_t i = 0; i < b.n; i++) {
             const struct tm_log_chunk_in *c = &b.chunks[i];
             char *again;

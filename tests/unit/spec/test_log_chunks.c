@@ -22,7 +22,11 @@ static int parse(const char *body, size_t max, struct tm_log_batch *b, bool *too
 {
     memset(err, 0, sizeof(*err));
     *too_large = false;
-    return tm_log_batch_parse(body, strlen(body), max, b, too_large, err);
+    int r = tm_log_batch_parse(body, strlen(body), max, b, too_large, err);
+
+    if (r == 0)
+        assert_int_equal(tm_log_batch_decode(b), 0);
+    return r;
 }
 
 static void test_batch_ok(void **state)
