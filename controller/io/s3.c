@@ -26,6 +26,7 @@
 #include "core/err.h"
 
 #define S3_DEFAULT_TIMEOUT_MS 60000L
+#define S3_DEFAULT_MAX_INFLIGHT 32u
 #define S3_DEFAULT_MAX_GET (64u << 20)
 #define S3_MAX_KEY 1024
 #define S3_MAX_DELETE 1000
@@ -44,11 +45,16 @@ struct tm_s3 {
     struct tm_aws_credentials fixed;
     bool have_fixed;
     bool closing;
-    unsigned inflight;
+    unsigned inflight;     /* ops not yet called back, waiting ones included */
+    unsigned active;       /* ops past the wait: signing or on the wire */
+    unsigned max_active;
+    struct s3_op *wait_head, *wait_tail;
 };
 
 struct s3_op {
     struct tm_s3 *s3;
+    struct s3_op *next;  /* waiting for a slot */
+    bool launched;
     enum s3_kind kind;
     const char *method;
     char *path;     /* wire path: /bucket[/key] */
@@ -83,14 +89,28 @@ static void op_free(struct s3_op *op)
     free(op);
 }
 
-/* Report and release; the client goes with its last op once closed. */
+static void op_launch(struct s3_op *op);
+
+/* Report and release; the next waiting op takes the slot; the client goes
+ * with its last op once closed. */
 static void op_finish(struct s3_op *op, const struct tm_s3_result *res)
 {
     struct tm_s3 *s3 = op->s3;
 
+    if (op->launched)
+        s3->active--;
     op->cb(res, op->data);
     op_free(op);
     s3->inflight--;
+    while (s3->wait_head && s3->active < s3->max_active) {
+        struct s3_op *next = s3->wait_head;
+
+        s3->wait_head = next->next;
+        if (!s3->wait_head)
+            s3->wait_tail = NULL;
+        next->next = NULL;
+        op_launch(next);
+    }
     if (s3->closing && s3->inflight == 0)
         s3_free(s3);
 }
@@ -168,6 +188,7 @@ int tm_s3_create(uv_loop_t *loop, struct tm_http *http, const struct tm_s3_optio
     s3->bucket = strdup(opts->bucket);
     s3->ca_file = opts->ca_file ? strdup(opts->ca_file) : NULL;
     s3->timeout_ms = opts->timeout_ms > 0 ? opts->timeout_ms : S3_DEFAULT_TIMEOUT_MS;
+    s3->max_active = opts->max_inflight > 0 ? opts->max_inflight : S3_DEFAULT_MAX_INFLIGHT;
     if (!s3->endpoint || !s3->region || !s3->bucket || (opts->ca_file && !s3->ca_file)) {
         s3_free(s3);
         return TM_ENOMEM;
@@ -492,8 +513,18 @@ static int fixed_get(void *source, tm_s3_cred_cb cb, void *data)
     return 0;
 }
 
+static int op_get_credentials(struct s3_op *op)
+{
+    struct tm_s3 *s3 = op->s3;
+
+    if (s3->get)
+        return s3->get(s3->source, on_credentials, op);
+    return fixed_get(s3, on_credentials, op);
+}
+
 /* Build an op for bucket-relative key (NULL: the bucket itself) and start
- * it: credentials first, then the signed request. */
+ * it, or queue it while max_inflight ops are out: credentials first, then
+ * the signed request (signed when it leaves, so its date is fresh). */
 static int op_start(struct tm_s3 *s3, struct s3_op *op, const char *key)
 {
     char *enc = NULL;
@@ -514,15 +545,36 @@ static int op_start(struct tm_s3 *s3, struct s3_op *op, const char *key)
     }
     snprintf(op->path, n, "/%s%s%s", s3->bucket, enc ? "/" : "", enc ? enc : "");
     free(enc);
-    if (s3->get)
-        r = s3->get(s3->source, on_credentials, op);
-    else if (s3->have_fixed)
-        r = fixed_get(s3, on_credentials, op);
-    else
-        r = TM_EAUTH;
-    if (r == 0)
+    if (!s3->get && !s3->have_fixed)
+        return TM_EAUTH;
+    if (s3->active >= s3->max_active) {
+        if (s3->wait_tail)
+            s3->wait_tail->next = op;
+        else
+            s3->wait_head = op;
+        s3->wait_tail = op;
         s3->inflight++;
+        return 0;
+    }
+    r = op_get_credentials(op);
+    if (r == 0) {
+        op->launched = true;
+        s3->active++;
+        s3->inflight++;
+    }
     return r;
+}
+
+/* A waiting op's turn (from op_finish: a failure is reported at once). */
+static void op_launch(struct s3_op *op)
+{
+    int r;
+
+    op->launched = true;
+    op->s3->active++;
+    r = op_get_credentials(op);
+    if (r < 0)
+        op_fail(op, r, 0, "no credentials (%s)", tm_strerror(r));
 }
 
 static bool valid_key(const char *key)

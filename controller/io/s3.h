@@ -40,7 +40,9 @@ struct tm_s3_options {
     const char *endpoint;  /* "https://s3.us-east-1.amazonaws.com", "http://127.0.0.1:9000" */
     const char *region;    /* "us-east-1" */
     const char *bucket;    /* a DNS-style bucket name: [a-z0-9.-], 3..63 */
-    long timeout_ms;       /* per request; 0 means 60 s */
+    long timeout_ms;       /* per request, from when it leaves; 0 means 60 s */
+    unsigned max_inflight; /* requests on the wire at once, the rest wait in
+                            * order; 0 means 32 */
     const char *ca_file;   /* may be NULL */
 };
 
