@@ -154,7 +154,16 @@ LP99=$(p99 <"$WORK/ticks.load")
 RATIO=$(awk "BEGIN { if (\"$QP99\" == \"-\" || $QP99 == 0) print \"-\"; else printf \"%.2f\", $LP99 / $QP99 }")
 MET=no
 awk "BEGIN { exit !($MBS >= 50 && \"$RATIO\" != \"-\" && $RATIO <= 1.10) }" && MET=yes
-[ "$STORED" = "$SENT" ] && CHECK="yes ($STORED bytes acknowledged = stored)" || CHECK="NO: $SENT acknowledged, $STORED stored"
+# A batch whose index committed but whose answer came past the request's
+# deadline is stored and not acknowledged: an agent resends it and is told
+# the next offset.  Fewer bytes stored than acknowledged would be a loss.
+if [ "$STORED" = "$SENT" ]; then
+    CHECK="yes ($STORED bytes acknowledged = stored)"
+elif [ "$STORED" -gt "$SENT" ]; then
+    CHECK="yes ($SENT bytes acknowledged, all stored, and $((STORED - SENT)) more whose answer came too late)"
+else
+    CHECK="NO: $SENT acknowledged, $STORED stored"
+fi
 
 {
     echo "# Log ingest benchmark ($JOBS jobs writing at once)"
