@@ -138,13 +138,13 @@ struct tm_config_pool {
     int64_t disruption_interval_ms; /* default 10 min, 1 s .. 1 day */
     bool disruption_limited;      /* disruption_nodes or disruption_pct was given */
     bool drain_oversized;         /* the planner drains oversized nodes; default false */
-    /* The node agent (issue 14). */
+    /* The node agent. */
     char *bootstrap_file;         /* key bootstrap: a template (core/bootstrap.h), may be NULL */
     char *bootstrap;              /* its text, read at load; NULL without a file */
     size_t bootstrap_len;
     char *checkpoint_dir;         /* jobs checkpoint under PATH/job-<id>; may be NULL */
     char *idle_job_action;        /* report | requeue | cancel, default report */
-    /* Consolidation by restart (issue 17): the planner may stop this pool's
+    /* Consolidation by restart: the planner may stop this pool's
      * preemptible jobs that cannot checkpoint and start them elsewhere when
      * the saving exceeds the work redone.  Default true; set it on a pool
      * without preemptible work and it does nothing (said once at start). */

@@ -6,8 +6,8 @@
  * stderr, as written) from offset 0, under the job's rank.  One request at
  * a time carries a batch of chunks from every stream that has more, round
  * robin, at most SHIP_BATCH_BYTES; the answer gives each stream's next
- * offset.  While a stream has more the next batch follows at once, else
- * every SHIP_PERIOD_MS.
+ * offset.  While a stream has more the next batch follows SHIP_GAP_MS
+ * later, else every SHIP_PERIOD_MS.
  *
  * What the controller acknowledged is kept beside the log in
  * DIR/jobs/<job>-<attempt>.ship ({"rank", "offset": bytes acknowledged,
@@ -50,6 +50,11 @@
                                          * base64, under the API's 256 KB body limit */
 #define SHIP_CHUNK_MAX (64 * 1024)      /* the controller's default logs.max_chunk */
 #define SHIP_CHUNK_MIN 1024
+/* Batches leave at most this often (50 a second, 6.4 MB/s of output per
+ * node): the agent's token has one request rate (api.rate_per_token,
+ * default 100 a second) for its heartbeats too, and a chatty job must not
+ * get its node's heartbeats throttled. */
+#define SHIP_GAP_MS 20
 
 struct ship {
     struct ship *next;
@@ -451,7 +456,7 @@ static void on_shipped(const struct tm_http_response *resp, void *data)
         if (sh->away_said)
             tm_log_info("the controller takes job output again", "node=%" PRId64, ag->o.node_id);
         sh->away_said = sh->refused_said = false;
-        again = 0;
+        again = SHIP_GAP_MS;
     } else if (resp->status == 0 && (resp->http_status == 409 || resp->http_status == 404) &&
                on_refused(sh, resp->body)) {
         again = 0;
@@ -471,8 +476,10 @@ static void on_shipped(const struct tm_http_response *resp, void *data)
         sh->chunk_max /= 2;
         tm_log_info("the controller takes smaller log chunks", "chunk=%zu", sh->chunk_max);
         again = 0;
-    } else if (resp->status == 0 && resp->http_status >= 400 && resp->http_status < 500 &&
-               resp->http_status != 429) {
+    } else if (resp->status == 0 && resp->http_status == 429) {
+        /* Past the token's rate: the heartbeats share it, so wait it out. */
+        again = 1000;
+    } else if (resp->status == 0 && resp->http_status >= 400 && resp->http_status < 500) {
         if (!sh->refused_said)
             tm_log_error("the controller refused a batch of job output", "http=%ld body=\"%.200s\"",
                          resp->http_status, resp->body ? resp->body : "");

@@ -80,8 +80,8 @@ static void on_pruned(const struct tm_pg_reply *reply, void *data)
         p->keys = calloc((size_t)(unsigned)rows, sizeof(*p->keys));
         for (int r = 0; p->keys && r < rows; r++)
             p->keys[p->n++] = (struct tm_log_key){strtoll(PQgetvalue(res, r, 0), NULL, 10),
-                                                  (int32_t)atoi(PQgetvalue(res, r, 1)),
-                                                  (int32_t)atoi(PQgetvalue(res, r, 2)),
+                                                  (int32_t)strtol(PQgetvalue(res, r, 1), NULL, 10),
+                                                  (int32_t)strtol(PQgetvalue(res, r, 2), NULL, 10),
                                                   strtoll(PQgetvalue(res, r, 3), NULL, 10)};
         if (p->keys && p->s->ops->forget(p->s, p->keys, p->n, on_prune_forgotten, p) == 0)
             return;

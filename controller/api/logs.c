@@ -196,8 +196,8 @@ static void on_ingest(const struct tm_pg_reply *reply, void *data)
         if (strcmp(PQgetvalue(res, r, 0), "-1") == 0) {
             if (in->dropped)
                 in->dropped[in->ndropped++] = (struct tm_log_key){
-                    strtoll(PQgetvalue(res, r, 1), NULL, 10), (int32_t)atoi(PQgetvalue(res, r, 2)),
-                    (int32_t)atoi(PQgetvalue(res, r, 3)), strtoll(PQgetvalue(res, r, 7), NULL, 10)};
+                    strtoll(PQgetvalue(res, r, 1), NULL, 10), (int32_t)strtol(PQgetvalue(res, r, 2), NULL, 10),
+                    (int32_t)strtol(PQgetvalue(res, r, 3), NULL, 10), strtoll(PQgetvalue(res, r, 7), NULL, 10)};
             continue;
         }
         n = snprintf(row, sizeof(row), "%s{\"job\":%s,\"attempt\":%s,\"rank\":%s,\"next_offset\":%s}",

@@ -2,7 +2,7 @@
 # Every byte of a job's output (docs/logs.md), with the local provider:
 # 20 MB of binary output read back whole with `tarmac logs` after its node
 # was released (sha256); `tarmac logs --follow` follows a running job to
-# its end; an agent killed -9 in the middle of its job's output and
+# its end; a 2-node job's ranks each their own output; an agent killed -9 in the middle of its job's output and
 # restarted ships the rest with no gap and no byte twice; another team's
 # engineer gets 404; --tail and --rank; the bad input of the ingest and
 # the read (another node's job, a stale attempt, an offset that skips
@@ -58,12 +58,21 @@ logs "$J2" --follow >"$T/follow" 2>"$T/follow.err" || fail "tarmac logs --follow
 [ "$(cat "$T/follow")" = "$(printf 'line %s\n' 1 2 3 4 5 6 7 8)" ] || fail "--follow printed: $(cat "$T/follow")"
 [ "$(psql_q "SELECT state FROM jobs WHERE id = $J2")" = succeeded ] || fail "--follow ended before the job did"
 
+# A job of two nodes: one stream per rank, --rank picks it.
+JR=$(submit "{\"team\":\"vision\",\"gpus\":1,\"nodes\":2,\"pool\":\"od\",\"command\":\"echo rank \$TARMAC_NODE_RANK of \$TARMAC_NUM_NODES\"}")
+wait_job "$JR" succeeded 90
+[ "$(logs "$JR")" = "rank 0 of 2" ] && [ "$(logs "$JR" --rank 1)" = "rank 1 of 2" ] \
+    || fail "the ranks' output: $(logs "$JR"; logs "$JR" --rank 1)"
+[ "$(psql_q "SELECT string_agg(rank::text, ',' ORDER BY rank) FROM job_log_streams WHERE job_id = $JR")" = 0,1 ] \
+    || fail "streams of the 2-node job: $(psql_q "SELECT * FROM job_log_streams WHERE job_id = $JR")"
+
 # kill -9 of the agent in the middle of the output, then a restart.
-J3=$(submit "{\"team\":\"vision\",\"gpus\":1,\"pool\":\"od\",\"command\":\"i=0; while [ \$i -lt 4000 ]; do i=\$((i+1)); echo \\\"line \$i of the output that must arrive once\\\"; [ \$((i % 100)) = 0 ] && sleep 0.1; done\"}")
-wait_job "$J3" running 60
-N3=$(node_of_job "$J3")
+J3=$(submit "{\"team\":\"vision\",\"gpus\":1,\"pool\":\"od\",\"command\":\"i=0; while [ \$i -lt 4000 ]; do i=\$((i+1)); echo \\\"line \$i of the output that must arrive once\\\"; [ \$((i % 100)) = 0 ] && sleep 0.25; done\"}")
+wait_job "$J3" 'running|succeeded' 60
 wait_for 20 "[ \"\$(psql_q \"SELECT coalesce(max(next_offset), 0) FROM job_log_streams WHERE job_id = $J3\")\" -gt 20000 ]" \
     || fail "job $J3's output never began to arrive"
+N3=$(psql_q "SELECT node_id FROM job_log_streams WHERE job_id = $J3")
+[ "$(psql_q "SELECT state FROM jobs WHERE id = $J3")" = running ] || fail "job $J3 ended before its agent could be killed"
 P=$(agent_pid "$N3")
 kill -9 "$P"
 sleep 1

@@ -32,7 +32,7 @@ notice for a node that has ended (409).  Every answer's status must be one
 the file lists for the operation and its body must match that status's
 schema: an undocumented status is a failure.
 
-Checks of behaviour the server does not have yet (issue 18) are tagged
+Checks of behaviour the server does not have yet are tagged
 with a name in NEW_BEHAVIOUR; --skip-new leaves them out (also
 TM_OPENAPI_SKIP_NEW=1 in the environment).  Their failures say
 [new: NAME].
@@ -57,7 +57,7 @@ ALLOWED_ALSO = {"agentJobStart": {409}, "agentJobExit": {409}, "agentEnroll": {4
                 "getJobLogs": {404}, "agentLogChunks": {404, 409}}
 failures = []
 
-# Checks of behaviour issue 18 asks of the server and main does not have
+# Checks of behaviour asked of the server and main does not have
 # yet.  --skip-new turns these off.
 NEW_BEHAVIOUR = {
     "415-content-type",      # a body that is not application/json: 415
