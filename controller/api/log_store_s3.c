@@ -143,7 +143,8 @@ static void on_put_offsets(const struct tm_pg_reply *reply, void *data)
 
         for (int k = 0; k < rows && !indexed; k++) {
             if (strtoll(PQgetvalue(res, k, 0), NULL, 10) == pc->key.job &&
-                atoi(PQgetvalue(res, k, 1)) == pc->key.attempt && atoi(PQgetvalue(res, k, 2)) == pc->key.rank &&
+                strtol(PQgetvalue(res, k, 1), NULL, 10) == pc->key.attempt &&
+                strtol(PQgetvalue(res, k, 2), NULL, 10) == pc->key.rank &&
                 pc->key.offset < strtoll(PQgetvalue(res, k, 3), NULL, 10))
                 indexed = true;
         }
