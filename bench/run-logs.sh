@@ -16,8 +16,11 @@
 # next_offset over the load's wall time) and the ticks' p99 under that
 # load.  Aim: at least 50 MB/s with the tick's p99 within 10% of quiet.
 #
-# STORE picks logs.store (postgres; s3 once that store is built, with its
-# own keys in S3_YAML).  Environment: BUILD (build), JOBS (100), TICK
+# STORE picks logs.store: postgres, or s3, which starts moto's S3 server on
+# loopback (tests/lib/moto_fixture.sh: every request's signature checked),
+# makes its bucket and hands serve the key through the environment
+# (logs.s3.credentials.source: env); S3_YAML replaces that logs.s3 block
+# to aim at another bucket.  Environment: BUILD (build), JOBS (100), TICK
 # (500ms), QUIET (20), DURATION (20), CHUNK (65536), BATCH (2), POOL (8).
 # Not a ctest test.
 set -euo pipefail
@@ -42,6 +45,7 @@ chmod 755 "$WORK"
 SERVE=
 cleanup() {
     [ -n "$SERVE" ] && kill "$SERVE" 2>/dev/null && wait "$SERVE" 2>/dev/null || true
+    "$ROOT/tests/lib/moto_fixture.sh" stop "$WORK/moto" >/dev/null 2>&1 || true
     "$ROOT/tests/lib/pg_cluster.sh" stop "$WORK/pg" >/dev/null 2>&1 || true
     if [ -n "${KEEP:-}" ]; then echo "kept $WORK" >&2; else rm -rf "$WORK"; fi
 }
@@ -53,6 +57,26 @@ trap cleanup EXIT
 psql -X -q -d postgres -c "CREATE DATABASE bench_logs" >/dev/null
 DB=$TM_PG_BASE/bench_logs
 psql_q() { psql -X -q -t -A -v ON_ERROR_STOP=1 -d "$DB" -c "$1"; }
+
+S3_NOTE=
+if [ "$STORE" = s3 ] && [ -z "${S3_YAML:-}" ]; then
+    "$ROOT/tests/lib/moto_fixture.sh" start "$WORK/moto" 's3:*' >"$WORK/moto.env" 2>"$WORK/moto.log" \
+        || { cat "$WORK/moto.log" >&2; exit 1; }
+    S3URL=http://127.0.0.1:$(sed -n 's/^MOTO_PORT=//p' "$WORK/moto.env")
+    AWS_ACCESS_KEY_ID=$(sed -n 's/^MOTO_ACCESS_KEY_ID=//p' "$WORK/moto.env")
+    AWS_SECRET_ACCESS_KEY=$(sed -n 's/^MOTO_SECRET_ACCESS_KEY=//p' "$WORK/moto.env")
+    export AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+    unset AWS_SESSION_TOKEN AWS_PROFILE
+    python3 -c 'import sys, boto3; boto3.client("s3", endpoint_url=sys.argv[1],
+        region_name="us-east-1").create_bucket(Bucket="bench-logs")' "$S3URL"
+    S3_YAML="  s3:
+    bucket: bench-logs
+    endpoint: $S3URL
+    region: us-east-1
+    prefix: bench-
+    credentials: {source: env}"
+    S3_NOTE="moto $(python3 -c 'import moto; print(moto.__version__)') S3 server on loopback (one Python process, signature checking on) on the same cores"
+fi
 
 NODES=$(( (JOBS + 7) / 8 ))
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -130,7 +154,16 @@ LP99=$(p99 <"$WORK/ticks.load")
 RATIO=$(awk "BEGIN { if (\"$QP99\" == \"-\" || $QP99 == 0) print \"-\"; else printf \"%.2f\", $LP99 / $QP99 }")
 MET=no
 awk "BEGIN { exit !($MBS >= 50 && \"$RATIO\" != \"-\" && $RATIO <= 1.10) }" && MET=yes
-[ "$STORED" = "$SENT" ] && CHECK="yes ($STORED bytes acknowledged = stored)" || CHECK="NO: $SENT acknowledged, $STORED stored"
+# A batch whose index committed but whose answer came past the request's
+# deadline is stored and not acknowledged: an agent resends it and is told
+# the next offset.  Fewer bytes stored than acknowledged would be a loss.
+if [ "$STORED" = "$SENT" ]; then
+    CHECK="yes ($STORED bytes acknowledged = stored)"
+elif [ "$STORED" -gt "$SENT" ]; then
+    CHECK="yes ($SENT bytes acknowledged, all stored, and $((STORED - SENT)) more whose answer came too late)"
+else
+    CHECK="NO: $SENT acknowledged, $STORED stored"
+fi
 
 {
     echo "# Log ingest benchmark ($JOBS jobs writing at once)"
@@ -141,6 +174,7 @@ awk "BEGIN { exit !($MBS >= 50 && \"$RATIO\" != \"-\" && $RATIO <= 1.10) }" && M
     echo "- command: BUILD=$BUILD JOBS=$JOBS TICK=$TICK QUIET=$QUIET DURATION=$DURATION CHUNK=$CHUNK BATCH=$BATCH POOL=$POOL STORE=$STORE bench/run-logs.sh"
     echo "- PostgreSQL $("$bindir/postgres" --version | awk '{print $3}') from tests/lib/pg_cluster.sh (fsync and synchronous_commit off), serve's pool_size $POOL, everything on loopback and the same cores"
     echo "- load: bench/log_load.py, a thread and a connection per job, batches of $BATCH x $CHUNK random bytes; $(res requests) requests, $(res errors) refused, p50 $(res p50_ms) ms, p99 $(res p99_ms) ms"
+    [ -z "$S3_NOTE" ] || echo "- bucket: $S3_NOTE; $(psql_q "SELECT count(*) FROM job_log_chunks") objects"
     echo "- ticks: leader ticks every $TICK, $(wc -l <"$WORK/ticks.quiet") in the quiet ${QUIET} s, $(wc -l <"$WORK/ticks.load") under load"
     echo
     echo "| store | jobs | MB stored | seconds | MB/s stored | tick p99 quiet ms | tick p99 loaded ms | loaded/quiet | target (>= 50 MB/s, <= 1.10) |"

@@ -342,6 +342,21 @@ static const struct cfg_field cfg_idle_gpu_fields[] = {
 static const struct cfg_section cfg_idle_gpu_section = {
     cfg_idle_gpu_fields, CFG_NFIELDS(cfg_idle_gpu_fields), sizeof(struct tm_config_idle_gpu)};
 
+/* logs.s3: the bucket of logs.store: s3 (docs/logs.md). */
+static const struct cfg_field cfg_logs_s3_fields[] = {
+    {.key = "bucket", .type = CFG_STR, .offset = CFG_OFF(tm_config_logs_s3, bucket)},
+    {.key = "endpoint", .type = CFG_STR, .offset = CFG_OFF(tm_config_logs_s3, endpoint)},
+    {.key = "region", .type = CFG_STR, .offset = CFG_OFF(tm_config_logs_s3, region)},
+    {.key = "prefix", .type = CFG_STR, .offset = CFG_OFF(tm_config_logs_s3, prefix),
+     .def = "tarmac-logs/"},
+    {.key = "credentials", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_logs_s3, credentials),
+     .sub = &cfg_cred_section},
+    {.key = "timeout", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_logs_s3, timeout_ms),
+     .def = "60s", .min = 1000, .max = 10 * CFG_MIN},
+};
+static const struct cfg_section cfg_logs_s3_section = {
+    cfg_logs_s3_fields, CFG_NFIELDS(cfg_logs_s3_fields), sizeof(struct tm_config_logs_s3)};
+
 /* logs: a job's output kept by the controller (docs/logs.md). */
 static const char *const cfg_log_stores[] = {"postgres", "s3", NULL};
 static const struct cfg_field cfg_logs_fields[] = {
@@ -355,6 +370,7 @@ static const struct cfg_field cfg_logs_fields[] = {
      .def = "65536", .min = 1024, .max = 1 << 20},
     {.key = "follow_limit", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_logs, follow_limit_ms),
      .def = "30s", .min = 1000, .max = 10 * CFG_MIN},
+    {.key = "s3", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_logs, s3), .sub = &cfg_logs_s3_section},
 };
 static const struct cfg_section cfg_logs_section = {
     cfg_logs_fields, CFG_NFIELDS(cfg_logs_fields), sizeof(struct tm_config_logs)};

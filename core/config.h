@@ -222,6 +222,19 @@ struct tm_config_idle_gpu {
     int64_t window_ms;            /* default 30 min */
 };
 
+/* logs.s3: the bucket of logs.store: s3 (controller/api/log_store_s3.c).
+ * No key in the file: credentials names where they come from (the aws
+ * provider's chain: env, file, instance_role). */
+struct tm_config_logs_s3 {
+    char *bucket;                 /* required with logs.store: s3 */
+    char *endpoint;               /* scheme://host[:port]; default AWS_ENDPOINT_URL_S3,
+                                   * AWS_ENDPOINT_URL, else https://s3.REGION.amazonaws.com */
+    char *region;                 /* default AWS_REGION, AWS_DEFAULT_REGION, the profile's */
+    char *prefix;                 /* put before every object name, default "tarmac-logs/" */
+    struct tm_config_credentials credentials;
+    int64_t timeout_ms;           /* one request, default 60 s */
+};
+
 /* logs: every byte of a job's output (docs/logs.md, controller/api/log_store.h). */
 struct tm_config_logs {
     char *store;                  /* where the bytes go: "postgres" (default) or "s3" */
@@ -231,6 +244,7 @@ struct tm_config_logs {
     int64_t max_chunk;            /* bytes of one chunk an agent sends, default 64 KiB */
     int64_t follow_limit_ms;      /* a follow request is answered after this at the latest,
                                    * default 30 s */
+    struct tm_config_logs_s3 s3;
 };
 
 /* api: the HTTP server's TLS and limits (controller/api/server.h). */

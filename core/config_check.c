@@ -4,6 +4,7 @@
  */
 #include "core/config_internal.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -615,6 +616,51 @@ static int cfg_validate_rendezvous(struct cfg_ctx *c, const struct tm_config *cf
     return 0;
 }
 
+/* logs.s3: checked when logs.store is s3, so that a bad bucket fails at
+ * load and not at the first chunk.  The prefix and the bucket are kept to
+ * what needs no %-encoding in a path. */
+static int cfg_fail_logs_s3(struct cfg_ctx *c, const char *key, const char *why)
+{
+    const yaml_node_t *ln = cfg_map_get(c, c->root, "logs");
+    const yaml_node_t *sn = ln ? cfg_map_get(c, ln, "s3") : NULL;
+    const yaml_node_t *at = sn ? cfg_map_get(c, sn, key) : NULL;
+
+    tm_cfg_path_set(c, "logs.s3.%s", key);
+    return tm_cfg_fail(c, at ? at : sn ? sn : ln ? ln : c->root, "%s", why);
+}
+
+static int cfg_validate_logs_s3(struct cfg_ctx *c, const struct tm_config *cfg)
+{
+    const struct tm_config_logs_s3 *s3 = &cfg->logs.s3;
+    const char *b = s3->bucket, *e = s3->endpoint, *p = s3->prefix ? s3->prefix : "";
+    size_t n;
+
+    if (!cfg->logs.store || strcmp(cfg->logs.store, "s3") != 0)
+        return 0;
+    if (!b)
+        return cfg_fail_logs_s3(c, "bucket", "missing required key (logs.store is s3)");
+    n = strlen(b);
+    if (n < 3 || n > 63 || strspn(b, "abcdefghijklmnopqrstuvwxyz0123456789.-") != n ||
+        !isalnum((unsigned char)b[0]) || !isalnum((unsigned char)b[n - 1]))
+        return cfg_fail_logs_s3(c, "bucket", "expected 3 to 63 of a-z 0-9 . -, starting and ending "
+                                             "with a letter or digit");
+    if (e) {
+        const char *host = !strncmp(e, "https://", 8) ? e + 8 : !strncmp(e, "http://", 7) ? e + 7 : NULL;
+
+        if (!host || !*host || strpbrk(host, "?#@ ") || (strchr(host, '/') && strchr(host, '/')[1]))
+            return cfg_fail_logs_s3(c, "endpoint", "expected http:// or https:// and a host[:port], "
+                                                   "no path (the bucket goes in the path)");
+    }
+    if (s3->region && (!*s3->region || strlen(s3->region) > 64 ||
+                       strspn(s3->region, "abcdefghijklmnopqrstuvwxyz0123456789-") != strlen(s3->region)))
+        return cfg_fail_logs_s3(c, "region", "expected a region name such as us-east-1");
+    if (strlen(p) > 256 || p[0] == '/' ||
+        strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789/._-") != strlen(p))
+        return cfg_fail_logs_s3(c, "prefix", "expected at most 256 of A-Z a-z 0-9 / . _ -, not "
+                                             "starting with /");
+    return 0;
+}
+
 int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
 {
     const char *env_url = getenv("TARMAC_DATABASE_URL");
@@ -660,6 +706,8 @@ int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
     r = cfg_validate_fence(c, cfg);
     if (r == 0)
         r = cfg_validate_rendezvous(c, cfg);
+    if (r == 0)
+        r = cfg_validate_logs_s3(c, cfg);
     if (r < 0)
         return r;
     if (cfg->agent.no_show_backoff_max_ms < cfg->agent.no_show_backoff_ms) {

@@ -1,5 +1,5 @@
-# AWS request signing (providers/aws/sigv4.c) and the credential chain
-# (providers/aws/credentials.c): unit tests, the botocore cross-check, the
+# AWS request signing (core/sigv4.c) and the credential chain
+# (controller/io/aws_credentials.c): unit tests, the botocore cross-check, the
 # IMDSv2 integration tests, corpus replay and the fuzz target.
 
 # All 31 official SigV4 vectors, stage by stage, plus encoder and hygiene.
@@ -12,6 +12,10 @@ if(Python3_Interpreter_FOUND)
   tm_add_test(sigv4_botocore LABELS unit aws TIMEOUT 120
               COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/lib/sigv4_botocore.py
                       $<TARGET_FILE:test_sigv4> 400)
+  # 300 random path-style S3 requests signed by us and by botocore's S3SigV4Auth.
+  tm_add_test(sigv4_s3_botocore LABELS unit aws TIMEOUT 120
+              COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/tests/lib/sigv4_s3_botocore.py
+                      $<TARGET_FILE:test_sigv4> 300)
 endif()
 
 # Environment, shared files, region, endpoint: temporary files only.
@@ -35,7 +39,7 @@ if(TM_FUZZ)
     # The signer is compiled into the target so it carries the coverage
     # instrumentation, not only the harness.
     add_executable(fuzz_sigv4 ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_sigv4.c
-                   ${CMAKE_SOURCE_DIR}/providers/aws/sigv4.c ${CMAKE_SOURCE_DIR}/core/err.c)
+                   ${CMAKE_SOURCE_DIR}/core/sigv4.c ${CMAKE_SOURCE_DIR}/core/err.c)
     target_include_directories(fuzz_sigv4 PRIVATE ${CMAKE_SOURCE_DIR})
     target_compile_options(fuzz_sigv4 PRIVATE -fsanitize=fuzzer,address,undefined
                            -fno-omit-frame-pointer)

@@ -19,7 +19,7 @@ if(TM_FUZZ)
     # coverage instrumentation, not only the harness.
     add_executable(fuzz_ec2_xml ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_ec2_xml.c
                    ${CMAKE_SOURCE_DIR}/providers/aws/ec2_xml.c
-                   ${CMAKE_SOURCE_DIR}/providers/aws/xml_tree.c
+                   ${CMAKE_SOURCE_DIR}/controller/io/xml_tree.c
                    ${CMAKE_SOURCE_DIR}/core/units.c ${CMAKE_SOURCE_DIR}/core/log.c
                    ${CMAKE_SOURCE_DIR}/core/err.c)
     target_include_directories(fuzz_ec2_xml PRIVATE ${CMAKE_SOURCE_DIR})

@@ -17,6 +17,7 @@
 
 static const struct tm_log_store_kind *const log_stores[] = {
     &tm_log_store_postgres,
+    &tm_log_store_s3,
     NULL,
 };
 
@@ -40,9 +41,8 @@ void tm_log_store_free(struct tm_log_store *s)
 
 int tm_log_object_name(char *buf, size_t size, const char *prefix, const struct tm_log_key *key)
 {
-    return snprintf(buf, size, "%s%s%" PRId64 "/%" PRId32 "/%" PRId32 "/%020" PRId64, prefix ? prefix : "",
-                    prefix && prefix[0] && prefix[strlen(prefix) - 1] != '/' ? "/" : "", key->job,
-                    key->attempt, key->rank, key->offset);
+    return snprintf(buf, size, "%s%" PRId64 "-%" PRId32 "-%" PRId32 "-%020" PRId64, prefix ? prefix : "",
+                    key->job, key->attempt, key->rank, key->offset);
 }
 
 /* ---- retention -------------------------------------------------------------- */

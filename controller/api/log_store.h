@@ -106,6 +106,8 @@ struct tm_log_store_kind {
 
 /* log_store_pg.c */
 extern const struct tm_log_store_kind tm_log_store_postgres;
+/* log_store_s3.c */
+extern const struct tm_log_store_kind tm_log_store_s3;
 
 /* Open the store cfg->logs.store names (postgres when cfg is NULL or
  * names none); < 0 (TM_EINVAL: a store this build lacks) after logging. */
@@ -119,9 +121,13 @@ void tm_log_store_free(struct tm_log_store *s);
  * for the GPU samples).  done(status) once; < 0 when nothing was queued. */
 int tm_log_store_prune(struct tm_log_store *s, int64_t before_ms, int batch, tm_log_done_cb done, void *data);
 
-/* The object name of a chunk under prefix ("" for none):
- * PREFIX/JOB/ATTEMPT/RANK/OFFSET with OFFSET zero-padded to 20 digits, so
- * a listing sorts in output order.  Returns what snprintf returns. */
+/* The object name of a chunk: PREFIX (as configured, "" for none) then
+ * JOB-ATTEMPT-RANK-OFFSET, OFFSET zero-padded to 20 digits so that a
+ * listing sorts in output order.  A stream's objects share the prefix
+ * PREFIX JOB-ATTEMPT-RANK- (the trailing '-' keeps job 12 from matching
+ * job 123); no '/' after the configured prefix, because moto checks the
+ * signature of a listing whose prefix holds one against the decoded query
+ * and refuses it.  Returns what snprintf returns. */
 int tm_log_object_name(char *buf, size_t size, const char *prefix, const struct tm_log_key *key);
 
 #endif

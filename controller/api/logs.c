@@ -98,6 +98,8 @@ struct ingest {
 };
 
 static void ingest_run(struct ingest *in);
+static void ingest_take_turn(struct ingest *in);
+static void ingest_put(struct ingest *in);
 
 /* A batch is done with the database: the next waiting ones go. */
 static void ingest_turn_over(struct ingest *in)
@@ -282,7 +284,7 @@ static void on_put(int status, const char *message, void *data)
         ingest_free(in);
         return;
     }
-    ingest_index(in);
+    ingest_take_turn(in);
 }
 
 void tm_api_logs_ingest(struct api_call *c)
@@ -322,6 +324,20 @@ void tm_api_logs_ingest(struct api_call *c)
         tm_api_fail(c, 503, NULL, "the log store is not available");
         return;
     }
+    /* An object store's bytes go first, outside the turns: a bucket's
+     * latency then overlaps across batches, and a turn is held only for
+     * the index transaction it is there to bound. */
+    if (!in->store->ops->inline_bytes) {
+        ingest_put(in);
+        return;
+    }
+    ingest_take_turn(in);
+}
+
+/* Run now if fewer than LOGS_INGEST_INFLIGHT batches are in the database,
+ * else wait in order. */
+static void ingest_take_turn(struct ingest *in)
+{
     if (in->ls->inflight >= LOGS_INGEST_INFLIGHT) {
         if (in->ls->tail)
             in->ls->tail->next = in;
@@ -335,11 +351,10 @@ void tm_api_logs_ingest(struct api_call *c)
     ingest_run(in);
 }
 
-/* A batch's turn: bytes to an object store first, then the index. */
+/* A batch's turn: its index rows (with the bytes, for an inline store). */
 static void ingest_run(struct ingest *in)
 {
     struct api_call *c = in->c;
-    int r;
 
     /* It waited: the client may have gone, or its time run out. */
     if (!c->req || tm_api_time_left(c) == 0) {
@@ -350,10 +365,15 @@ static void ingest_run(struct ingest *in)
         ingest_free(in);
         return;
     }
-    if (in->store->ops->inline_bytes) {
-        ingest_index(in);
-        return;
-    }
+    ingest_index(in);
+}
+
+/* An object store's bytes, before the index rows that name them. */
+static void ingest_put(struct ingest *in)
+{
+    struct api_call *c = in->c;
+    int r;
+
     if (tm_log_batch_decode(&in->b) < 0) {
         ingest_free(in);
         tm_api_fail(c, 503, NULL, "out of memory; try again");

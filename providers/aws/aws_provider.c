@@ -30,7 +30,7 @@
 #include "core/bootstrap.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "providers/aws/credentials.h"
+#include "controller/io/aws_credentials.h"
 #include "providers/common/launch.h"
 #include "providers/common/pools.h"
 #include "providers/common/settings.h"

@@ -72,8 +72,8 @@ struct tm_aws_provider_options {
  * endpoint are resolved as the AWS tools do (config, then AWS_REGION /
  * AWS_DEFAULT_REGION / profile; AWS_ENDPOINT_URL_EC2 / AWS_ENDPOINT_URL);
  * credentials come from prov->credentials through the chain in
- * credentials.h, fetched on first use.  The pools of cfg that name prov are
- * copied, so cfg may be released afterwards.  Retry budget and the other
+ * controller/io/aws_credentials.h, fetched on first use.  The pools of cfg
+ * that name prov are copied, so cfg may be released afterwards.  Retry budget and the other
  * knobs come from the environment when set (TARMAC_AWS_MAX_ATTEMPTS,
  * TARMAC_AWS_MAX_RETRY_DELAY_MS, TARMAC_AWS_TIMEOUT_MS, TARMAC_AWS_IMAGE_ID),
  * else the defaults above.  Returns 0 and *ret (close it with

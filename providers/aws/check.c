@@ -16,7 +16,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/aws/aws_provider.h"
-#include "providers/aws/credentials.h"
+#include "controller/io/aws_credentials.h"
 #include "providers/aws/ec2.h"
 #include "providers/common/check.h"
 

@@ -18,7 +18,7 @@
  *
  *   3. Calls (ec2_client.c, on the libuv loop): struct tm_ec2 owns a
  *      tm_http and a cached credential provider, signs each attempt with
- *      providers/aws/sigv4.h, retries throttling, 5xx, resets and timeouts
+ *      core/sigv4.h, retries throttling, 5xx, resets and timeouts
  *      with capped exponential backoff and full jitter inside a retry budget,
  *      and closes a gate after an authentication failure so that no further
  *      request reaches AWS until the credentials change or a cool-down ends.
@@ -32,7 +32,7 @@
 
 #include <uv.h>
 
-#include "providers/aws/credentials.h"
+#include "controller/io/aws_credentials.h"
 #include "providers/provider.h"
 
 #define TM_EC2_API_VERSION "2016-11-15"

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 
 #include "core/err.h"
-#include "providers/aws/sigv4.h"
+#include "core/sigv4.h"
 
 struct form {
     char *buf;

@@ -36,7 +36,7 @@
 #include "controller/io/http_uv.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "providers/aws/sigv4.h"
+#include "core/sigv4.h"
 #include "providers/common/retry.h"
 
 enum call_state {

@@ -14,7 +14,7 @@
  * reader per action.
  */
 #include "providers/aws/ec2.h"
-#include "providers/aws/xml_tree.h"
+#include "controller/io/xml_tree.h"
 
 #include <ctype.h>
 #include <errno.h>

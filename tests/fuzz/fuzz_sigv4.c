@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "core/err.h"
-#include "providers/aws/sigv4.h"
+#include "core/sigv4.h"
 
 #define FUZZ_SECRET "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
 #define MAX_LINES 600

@@ -1,8 +1,10 @@
 #!/bin/sh
-# tests/lib/moto_fixture.sh: one moto EC2 emulator with SigV4 checking on.
+# tests/lib/moto_fixture.sh: one moto (EC2 or S3) emulator with SigV4 checking on.
 #
-#   moto_fixture.sh start DIR   start moto on a free loopback port, create an
-#                               IAM user with an ec2:* policy and an access
+#   moto_fixture.sh start DIR [ACTION]
+#                               start moto on a free loopback port, create an
+#                               IAM user with a policy allowing ACTION (default
+#                               ec2:*; s3:* for the S3 log store) and an access
 #                               key (moto's 3 unchecked requests), then print
 #                                 MOTO_PORT=...
 #                                 MOTO_ACCESS_KEY_ID=...
@@ -16,6 +18,7 @@
 set -eu
 cmd=${1:?usage: moto_fixture.sh start|stop DIR}
 dir=${2:?usage: moto_fixture.sh start|stop DIR}
+action=${3:-ec2:*}
 mkdir -p "$dir"
 
 case "$cmd" in
@@ -35,15 +38,15 @@ start)
         fi
         sleep 0.1
     done
-    python3 - "http://127.0.0.1:$port" <<'PY'
+    python3 - "http://127.0.0.1:$port" "$action" <<'PY'
 import json, sys
 import boto3
-ep = sys.argv[1]
+ep, action = sys.argv[1], sys.argv[2]
 iam = boto3.client("iam", region_name="us-east-1", endpoint_url=ep,
                    aws_access_key_id="AKIAIOSFODNN7EXAMPLE", aws_secret_access_key="x")
 iam.create_user(UserName="tarmac")
-iam.put_user_policy(UserName="tarmac", PolicyName="ec2all", PolicyDocument=json.dumps(
-    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "ec2:*", "Resource": "*"}]}))
+iam.put_user_policy(UserName="tarmac", PolicyName="allow", PolicyDocument=json.dumps(
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": action, "Resource": "*"}]}))
 key = iam.create_access_key(UserName="tarmac")["AccessKey"]
 print("MOTO_ACCESS_KEY_ID=" + key["AccessKeyId"])
 print("MOTO_SECRET_ACCESS_KEY=" + key["SecretAccessKey"])

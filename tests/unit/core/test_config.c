@@ -671,6 +671,54 @@ static void test_gang_start_timeout(void **state)
                  "t.yaml:3: key \"agent.gang_start_timeout\": must be");
 }
 
+/* logs.s3: read as written, defaults filled, and checked only when
+ * logs.store is s3 (then the bucket is required), naming the key. */
+static void test_logs_s3_keys(void **state)
+{
+    struct tm_config cfg = {0};
+    char err[512];
+
+    (void)state;
+    assert_int_equal(load(HEAD PROV POOL, &cfg, err, sizeof(err)), 0);
+    assert_string_equal(cfg.logs.s3.prefix, "tarmac-logs/");
+    assert_int_equal(cfg.logs.s3.timeout_ms, 60000);
+    assert_null(cfg.logs.s3.bucket);
+    tm_config_release(&cfg);
+    assert_int_equal(load(HEAD "logs:\n  store: s3\n  s3:\n    bucket: team-logs\n"
+                               "    endpoint: \"http://127.0.0.1:9000/\"\n    region: eu-west-1\n"
+                               "    prefix: a/b-\n    credentials: {source: env}\n    timeout: 5s\n" PROV POOL,
+                          &cfg, err, sizeof(err)),
+                     0);
+    assert_string_equal(cfg.logs.store, "s3");
+    assert_string_equal(cfg.logs.s3.bucket, "team-logs");
+    assert_string_equal(cfg.logs.s3.region, "eu-west-1");
+    assert_string_equal(cfg.logs.s3.prefix, "a/b-");
+    assert_string_equal(cfg.logs.s3.credentials.source, "env");
+    assert_int_equal(cfg.logs.s3.timeout_ms, 5000);
+    tm_config_release(&cfg);
+    /* The bucket of a store that is not s3 is not looked at. */
+    assert_int_equal(load(HEAD "logs: {s3: {bucket: X}}\n" PROV POOL, &cfg, err, sizeof(err)), 0);
+    tm_config_release(&cfg);
+    expect_error(HEAD "logs: {store: s3}\n" PROV POOL,
+                 "t.yaml:3: key \"logs.s3.bucket\": missing required key (logs.store is s3)");
+    expect_error(HEAD "logs: {store: s3, s3: {bucket: Team_Logs}}\n" PROV POOL,
+                 "t.yaml:3: key \"logs.s3.bucket\": expected 3 to 63 of a-z 0-9 . -");
+    expect_error(HEAD "logs: {store: s3, s3: {bucket: ok-bucket, endpoint: \"http://h:9000/sub\"}}\n" PROV POOL,
+                 "t.yaml:3: key \"logs.s3.endpoint\": expected http:// or https://");
+    expect_error(HEAD "logs: {store: s3, s3: {bucket: ok-bucket, endpoint: \"ftp://h\"}}\n" PROV POOL,
+                 "t.yaml:3: key \"logs.s3.endpoint\": ");
+    expect_error(HEAD "logs: {store: s3, s3: {bucket: ok-bucket, region: \"US East\"}}\n" PROV POOL,
+                 "t.yaml:3: key \"logs.s3.region\": ");
+    expect_error(HEAD "logs: {store: s3, s3: {bucket: ok-bucket, prefix: \"/abs\"}}\n" PROV POOL,
+                 "t.yaml:3: key \"logs.s3.prefix\": ");
+    expect_error(HEAD "logs: {store: s3, s3: {bucket: ok-bucket, prefix: \"a b\"}}\n" PROV POOL,
+                 "t.yaml:3: key \"logs.s3.prefix\": ");
+    expect_error(HEAD "logs: {store: s3, s3: {bucket: ok-bucket, credentials: {source: magic}}}\n" PROV POOL,
+                 "t.yaml:3: key \"logs.s3.credentials.source\": ");
+    expect_error(HEAD "logs: {store: s3, s3: {bucket: ok-bucket, secret_key: x}}\n" PROV POOL,
+                 "t.yaml:3: key \"logs.s3.secret_key\": unknown key");
+}
+
 static void test_syntax_errors(void **state)
 {
     (void)state;
@@ -941,6 +989,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fence_keys, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_rendezvous_keys, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_gang_start_timeout, setup_env, teardown_env),
+        cmocka_unit_test_setup_teardown(test_logs_s3_keys, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_allocation_failures, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_spot_hazards_table, setup_table_dir, teardown_table_dir),
         cmocka_unit_test_setup_teardown(test_spot_hazards_errors, setup_table_dir, teardown_table_dir),

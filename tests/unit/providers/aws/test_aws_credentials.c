@@ -33,7 +33,7 @@
 #include "core/config.h"
 #include "core/err.h"
 #include "core/log.h"
-#include "providers/aws/credentials.h"
+#include "controller/io/aws_credentials.h"
 
 extern char **environ;
 

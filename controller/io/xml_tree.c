@@ -1,7 +1,7 @@
 /*
- * providers/aws/xml_tree.c: see xml_tree.h.
+ * controller/io/xml_tree.c: see xml_tree.h.
  */
-#include "providers/aws/xml_tree.h"
+#include "controller/io/xml_tree.h"
 
 #include <stdint.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * providers/aws/sigv4.h: AWS Signature Version 4, our own canonicaliser.
+ * core/sigv4.h: AWS Signature Version 4, our own canonicaliser.
  *
  * The canonical request is built here; the hashing and HMAC are OpenSSL's
  * (EVP_Digest SHA-256, HMAC()).  Every stage is exposed on its own so that a
@@ -17,9 +17,10 @@
  * TM_ENOMEM.  Strings handed back through ret_* are malloc'd, NUL-terminated,
  * and belong to the caller (free()); on failure ret_* is not written.
  */
-#ifndef TM_AWS_SIGV4_H
-#define TM_AWS_SIGV4_H
+#ifndef TM_CORE_SIGV4_H
+#define TM_CORE_SIGV4_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -56,7 +57,10 @@ void tm_aws_credentials_clear(struct tm_aws_credentials *cred);
  * path: the raw (wire) path; it is normalised (".", "..", empty segments
  * removed, a trailing '/' kept) and URI-encoded once more, '/' kept: the
  * "encode twice" rule of every service but S3 (a wire "%20" signs as
- * "%2520"), as the generic vectors and botocore do.  S3 is not supported.
+ * "%2520"), as the generic vectors and botocore do.  With s3 set, the path
+ * is signed as sent (S3 neither normalises nor encodes twice, as botocore's
+ * S3SigV4Auth); it must then hold only unreserved characters, '/' and %XX
+ * escapes, which is what tm_sigv4_uri_encode() makes of an object key.
  * EC2's Query API always signs "/", where all of this is a no-op.
  *
  * query: the raw query without '?'; parameters are percent-decoded,
@@ -72,6 +76,11 @@ struct tm_sigv4_request {
     const char *region;          /* "us-east-1" */
     const char *service;         /* "ec2" */
     const char *amz_date;        /* "20150830T123600Z": must match X-Amz-Date if sent */
+    bool s3;                     /* S3's path rule (above) */
+    /* The payload's hash as X-Amz-Content-Sha256 carries it (64 lower-case
+     * hex, or "UNSIGNED-PAYLOAD"), so that a large body is hashed once;
+     * NULL: hash payload here. */
+    const char *payload_hash;
 };
 
 /* Stage 1: the canonical request (no trailing newline). */
@@ -105,7 +114,41 @@ int tm_sigv4_sign_ec2_post(const char *endpoint_url, const char *region, const v
                            size_t body_len, const char *amz_date,
                            const struct tm_aws_credentials *cred, char ***ret_headers);
 
-/* Wipe and free what tm_sigv4_sign_ec2_post() returned; safe on NULL. */
+/*
+ * Sign an S3 request, path-style (http://host:port/BUCKET/KEY, what MinIO,
+ * moto and S3 itself all take).  endpoint_url is scheme://host[:port] with
+ * no path; path is the wire path ("/bucket/logs/1/0" from
+ * tm_sigv4_uri_encode()), query the wire query without '?' (may be NULL).
+ * extra: "Name:value" lines the caller also sends (Content-Type, Range,
+ * Content-MD5); all are signed.  payload_hash: tm_sigv4_sha256_hex() of the
+ * body.  Returns the lines to send, as tm_sigv4_sign_ec2_post() does:
+ *   Host, X-Amz-Date, X-Amz-Content-Sha256, X-Amz-Security-Token (with a
+ *   session token), each extra line, Authorization.
+ */
+struct tm_sigv4_s3_request {
+    const char *method;
+    const char *endpoint_url;
+    const char *path;
+    const char *query;
+    const char *const *extra;    /* NULL-terminated; may be NULL */
+    const char *payload_hash;
+    const char *region;
+    const char *amz_date;
+};
+
+int tm_sigv4_sign_s3(const struct tm_sigv4_s3_request *req, const struct tm_aws_credentials *cred,
+                     char ***ret_headers);
+
+/* Lower-case hex SHA-256 of n bytes (data may be NULL when n is 0). */
+int tm_sigv4_sha256_hex(const void *data, size_t n, char out[65]);
+
+/* RFC 3986 encoding as SigV4 wants it (unreserved kept, %XX upper case),
+ * '/' kept when keep_slash: an object key becomes its wire path.  *ret is
+ * malloc'd.  Returns 0, TM_EINVAL or TM_ENOMEM. */
+int tm_sigv4_uri_encode(const char *s, bool keep_slash, char **ret);
+
+/* Wipe and free what tm_sigv4_sign_ec2_post() or tm_sigv4_sign_s3()
+ * returned; safe on NULL. */
 void tm_sigv4_headers_free(char **headers);
 
 /* Format epoch milliseconds (wall clock, UTC) as "YYYYMMDDTHHMMSSZ". */

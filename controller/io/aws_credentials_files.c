@@ -1,12 +1,12 @@
 /*
- * providers/aws/credentials_files.c: the synchronous sources of the
- * credential chain (credentials.h): the shared files (~/.aws/credentials
+ * controller/io/aws_credentials_files.c: the synchronous sources of the
+ * credential chain (aws_credentials.h): the shared files (~/.aws/credentials
  * and ~/.aws/config, read by a small strict INI reader), and the region
  * and endpoint resolution.  The environment source and the asynchronous
  * instance-role provider are in credentials.c.
  */
-#include "providers/aws/credentials.h"
-#include "providers/aws/credentials_internal.h"
+#include "controller/io/aws_credentials.h"
+#include "controller/io/aws_credentials_internal.h"
 
 #include <ctype.h>
 #include <errno.h>

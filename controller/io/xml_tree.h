@@ -1,6 +1,9 @@
 /*
- * providers/aws/xml_tree.h: an XML answer as a small tree, for the EC2
- * readers (ec2_xml.c).
+ * controller/io/xml_tree.h: an XML answer as a small tree, for the readers
+ * of AWS answers (providers/aws/ec2_xml.c, io/s3.c).
+ *
+ * It lives in io/ because both the aws provider and the controller's S3
+ * client read it, and core/ does not link expat.
  *
  * expat streams; EC2 answers nest the same element names at several
  * depths, so the readers first build this tree (a flat array of nodes,
@@ -9,8 +12,8 @@
  * any DOCTYPE or entity declaration is refused.  Element names are local
  * names (namespace prefixes dropped).  Node indices are ints, -1 for none.
  */
-#ifndef TM_AWS_XML_TREE_H
-#define TM_AWS_XML_TREE_H
+#ifndef TM_IO_XML_TREE_H
+#define TM_IO_XML_TREE_H
 
 #include <stddef.h>
 

@@ -1,6 +1,6 @@
 /*
- * providers/aws/credentials.c: the AWS credential chain, region and
- * endpoint resolution (see credentials.h); the shared files, region and
+ * controller/io/aws_credentials.c: the AWS credential chain, region and
+ * endpoint resolution (see aws_credentials.h); the shared files, region and
  * endpoint are read in credentials_files.c.
  *
  * Shape: a provider object owns a cache, a list of waiting callers, a
@@ -10,8 +10,8 @@
  * instance-role source is a three-step IMDSv2 exchange through tm_http,
  * driven by one state enum that only set_state() changes.
  */
-#include "providers/aws/credentials.h"
-#include "providers/aws/credentials_internal.h"
+#include "controller/io/aws_credentials.h"
+#include "controller/io/aws_credentials_internal.h"
 
 #include <ctype.h>
 #include <errno.h>

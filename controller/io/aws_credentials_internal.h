@@ -1,6 +1,6 @@
 /*
- * providers/aws/credentials_internal.h: what credentials.c (the
- * environment source, the instance-role provider) and credentials_files.c
+ * controller/io/aws_credentials_internal.h: what aws_credentials.c (the
+ * environment source, the instance-role provider) and aws_credentials_files.c
  * (the shared files, region and endpoint) share.  Not for other files.
  */
 #ifndef TM_AWS_CREDENTIALS_INTERNAL_H
@@ -11,7 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "providers/aws/credentials.h"
+#include "controller/io/aws_credentials.h"
 
 /* A message into err[0..size), when err is given. */
 static inline void set_err(char *err, size_t size, const char *fmt, ...)

@@ -1,5 +1,5 @@
 /*
- * providers/aws/credentials.h: where AWS credentials, region and endpoint
+ * controller/io/aws_credentials.h: where AWS credentials, region and endpoint
  * come from, resolved as the AWS tools do.
  *
  * The chain, in order (config `credentials.source` may restrict it to one):
@@ -35,7 +35,7 @@
 
 #include <uv.h>
 
-#include "providers/aws/sigv4.h"
+#include "core/sigv4.h"
 
 struct tm_http;
 struct tm_config_credentials;

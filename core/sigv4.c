@@ -1,5 +1,5 @@
 /*
- * providers/aws/sigv4.c: AWS Signature Version 4 (see sigv4.h).
+ * core/sigv4.c: AWS Signature Version 4 (see sigv4.h).
  *
  * The canonicaliser is ours; SHA-256 and HMAC are OpenSSL's.  Every string
  * is built in a bounded growable buffer (struct sbuf), so hostile input
@@ -12,7 +12,7 @@
  * specification from top to bottom, and the fuzz target and the botocore
  * cross-check compile it alone.
  */
-#include "providers/aws/sigv4.h"
+#include "core/sigv4.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -226,6 +226,14 @@ static bool valid_request(const struct tm_sigv4_request *req)
         return false;
     if (req->payload_len && !req->payload)
         return false;
+    if (req->payload_hash && strcmp(req->payload_hash, "UNSIGNED-PAYLOAD") != 0) {
+        if (strlen(req->payload_hash) != 64)
+            return false;
+        for (const char *h = req->payload_hash; *h; h++) {
+            if (!isdigit((unsigned char)*h) && (*h < 'a' || *h > 'f'))
+                return false;
+        }
+    }
     for (const char *m = req->method; *m; m++) {
         if (!isupper((unsigned char)*m) && !isdigit((unsigned char)*m) && *m != '-' && *m != '_')
             return false;
@@ -238,8 +246,8 @@ static bool valid_request(const struct tm_sigv4_request *req)
  * vectors in normalize-path/ want "//example//" -> "/example/"), a trailing
  * '/' is kept, and the wire path is URI-encoded once more: that is the
  * "encode twice" rule for services other than S3 (a raw space becomes %20,
- * a wire "%20" becomes %2520), the same as botocore.  S3 is not supported
- * here: it wants neither the normalisation nor the second encoding.
+ * a wire "%20" becomes %2520), the same as botocore.  S3 wants neither the
+ * normalisation nor the second encoding: canonical_uri_s3() below.
  */
 static int canonical_uri(struct sbuf *out, const char *path)
 {
@@ -291,6 +299,33 @@ out:
     free(seg);
     free(seglen);
     return r;
+}
+
+/*
+ * S3's canonical URI: the wire path as sent, no normalisation and no second
+ * encoding.  Only what an encoder makes is taken (unreserved, '/', %XX with
+ * upper-case hex), so that what we sign is exactly what curl sends.
+ */
+static int canonical_uri_s3(struct sbuf *out, const char *path)
+{
+    size_t n = strlen(path);
+
+    if (n == 0 || path[0] != '/')
+        return TM_EINVAL;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)path[i];
+
+        if (c == '%') {
+            if (i + 2 >= n || !isxdigit((unsigned char)path[i + 1]) ||
+                !isxdigit((unsigned char)path[i + 2]) || islower((unsigned char)path[i + 1]) ||
+                islower((unsigned char)path[i + 2]))
+                return TM_EINVAL;
+            i += 2;
+        } else if (!is_unreserved(c) && c != '/') {
+            return TM_EINVAL;
+        }
+    }
+    return sbuf_add(out, path, n);
 }
 
 struct qparam {
@@ -540,7 +575,7 @@ static int build_canonical(const struct tm_sigv4_request *req, struct sbuf *creq
     if (r == 0)
         r = sbuf_addc(creq, '\n');
     if (r == 0)
-        r = canonical_uri(creq, req->path);
+        r = req->s3 ? canonical_uri_s3(creq, req->path) : canonical_uri(creq, req->path);
     if (r == 0)
         r = sbuf_addc(creq, '\n');
     if (r == 0)
@@ -568,10 +603,14 @@ static int build_canonical(const struct tm_sigv4_request *req, struct sbuf *creq
         r = sbuf_add(creq, signed_headers->p, signed_headers->len);
     if (r == 0)
         r = sbuf_addc(creq, '\n');
-    if (r == 0)
-        r = sha256_hex(req->payload, req->payload_len, payload_hash);
-    if (r == 0)
-        r = sbuf_add(creq, payload_hash, 64);
+    if (r == 0 && req->payload_hash) {
+        r = sbuf_adds(creq, req->payload_hash);
+    } else {
+        if (r == 0)
+            r = sha256_hex(req->payload, req->payload_len, payload_hash);
+        if (r == 0)
+            r = sbuf_add(creq, payload_hash, 64);
+    }
     hdrs_free(h, nh);
     return r;
 }
@@ -922,6 +961,143 @@ out:
     }
     free(authz);
     sbuf_wipe_free(&tok);
+    return r;
+}
+
+int tm_sigv4_sign_s3(const struct tm_sigv4_s3_request *req, const struct tm_aws_credentials *cred,
+                     char ***ret_headers)
+{
+    char host[256], base[1024];
+    const char *base_query = NULL;
+    char hostline[300], dateline[40], hashline[100];
+    const char **lines = NULL;
+    char *authz = NULL;
+    char **out = NULL;
+    size_t nextra = 0, n = 0, k = 0;
+    struct sbuf tok = {0};
+    bool has_token;
+    int r;
+
+    if (!req || !req->method || !req->endpoint_url || !req->path || !req->payload_hash ||
+        !ret_headers || !valid_credentials(cred) || !valid_amz_date(req->amz_date))
+        return TM_EINVAL;
+    r = parse_endpoint(req->endpoint_url, host, sizeof(host), base, sizeof(base), &base_query);
+    if (r < 0)
+        return r;
+    /* Path-style: the bucket is the first segment, so the endpoint has no
+     * path or query of its own. */
+    if (strcmp(base, "/") != 0 || base_query)
+        return TM_EINVAL;
+    for (; req->extra && req->extra[nextra]; nextra++) {
+        if (nextra >= 16)
+            return TM_EINVAL;
+    }
+    has_token = cred->session_token[0] != '\0';
+    lines = calloc(nextra + 5, sizeof(*lines));
+    out = calloc(nextra + 6, sizeof(*out));
+    if (!lines || !out) {
+        r = TM_ENOMEM;
+        goto out;
+    }
+    snprintf(hostline, sizeof(hostline), "Host:%s", host);
+    snprintf(dateline, sizeof(dateline), "X-Amz-Date:%s", req->amz_date);
+    snprintf(hashline, sizeof(hashline), "X-Amz-Content-Sha256:%s", req->payload_hash);
+    lines[n++] = hostline;
+    lines[n++] = dateline;
+    lines[n++] = hashline;
+    if (has_token) {
+        r = sbuf_adds(&tok, "X-Amz-Security-Token:");
+        if (r == 0)
+            r = sbuf_adds(&tok, cred->session_token);
+        if (r < 0)
+            goto out;
+        lines[n++] = tok.p;
+    }
+    for (size_t i = 0; i < nextra; i++)
+        lines[n++] = req->extra[i];
+    {
+        struct tm_sigv4_request sreq = {
+            .method = req->method,
+            .path = req->path,
+            .query = req->query,
+            .headers = lines,
+            .region = req->region,
+            .service = "s3",
+            .amz_date = req->amz_date,
+            .s3 = true,
+            .payload_hash = req->payload_hash,
+        };
+
+        r = tm_sigv4_authorization(&sreq, cred, &authz);
+        if (r < 0)
+            goto out;
+    }
+    out[k++] = join_header("Host", host);
+    out[k++] = join_header("X-Amz-Date", req->amz_date);
+    out[k++] = join_header("X-Amz-Content-Sha256", req->payload_hash);
+    if (has_token)
+        out[k++] = join_header("X-Amz-Security-Token", cred->session_token);
+    for (size_t i = 0; i < nextra; i++) {
+        /* The line as curl wants it: "Name: value". */
+        const char *colon = strchr(req->extra[i], ':');
+        const char *v = colon + 1;
+        size_t nl = (size_t)(colon - req->extra[i]);
+        char *line;
+
+        while (*v == ' ' || *v == '\t')
+            v++;
+        line = malloc(nl + 2 + strlen(v) + 1);
+        if (line)
+            snprintf(line, nl + 2 + strlen(v) + 1, "%.*s: %s", (int)nl, req->extra[i], v);
+        out[k++] = line;
+    }
+    out[k++] = join_header("Authorization", authz);
+    for (size_t i = 0; i < k; i++) {
+        if (!out[i]) {
+            r = TM_ENOMEM;
+            goto out;
+        }
+    }
+    *ret_headers = out;
+    out = NULL;
+out:
+    if (out) {
+        size_t w = 0;
+
+        for (size_t i = 0; i < k; i++) {
+            if (out[i])
+                out[w++] = out[i];
+        }
+        out[w] = NULL;
+        tm_sigv4_headers_free(out);
+    }
+    free(lines);
+    free(authz);
+    sbuf_wipe_free(&tok);
+    return r;
+}
+
+int tm_sigv4_sha256_hex(const void *data, size_t n, char out[65])
+{
+    if (!out || (n && !data))
+        return TM_EINVAL;
+    return sha256_hex(data, n, out);
+}
+
+int tm_sigv4_uri_encode(const char *s, bool keep_slash, char **ret)
+{
+    struct sbuf b = {0};
+    int r;
+
+    if (!s || !ret)
+        return TM_EINVAL;
+    r = uri_encode(&b, s, strlen(s), keep_slash);
+    if (r == 0) {
+        *ret = sbuf_take(&b);
+        if (!*ret)
+            r = TM_ENOMEM;
+    }
+    sbuf_wipe_free(&b);
     return r;
 }
 
