@@ -316,6 +316,14 @@ struct tm_pg_pool *tm_api_pool(const struct api_call *c)
     return c->api->pool;
 }
 
+int tm_api_group_add(struct api_call *c, struct tm_gc **slot, const struct tm_gc_kind *kind,
+                     const char *const *values, tm_gc_cb cb)
+{
+    if (!*slot && !(*slot = tm_gc_new(c->api->loop, c->api->pool, kind)))
+        return TM_ENOMEM;
+    return tm_gc_add(*slot, values, c->deadline, cb, c);
+}
+
 const struct tm_api_stats *tm_api_get_stats(const struct api_call *c)
 {
     return &c->api->stats;
