@@ -286,28 +286,17 @@ void tm_api_jobs_submit(struct api_call *c)
  */
 #define BATCH_COLS (SUBMIT_NPARAMS + 4)
 
+/* tarmac_submit_batch() (migrations/0023_submit_batch.sql) inserts the
+ * rows that pass the checks above and returns each with its ordinal; a
+ * PL/pgSQL function, so its statement is planned once per connection.
+ * The row's document is made here, from the same template as every other
+ * route's. */
 static const char batch_sql[] =
-    "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],"
-    "   $6::int[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::int[],"
-    "   $13::boolean[], $14::boolean[], $15::bigint[], $16::bigint[], $17::bigint[], $18::text[],"
-    "   $19::text[], $20::text[], $21::bigint[])"
-    "  WITH ORDINALITY AS r(team, name, command, gpus, gpu_milli, nodes, cpu_milli, memory_mib,"
-    "   gpu_model, pool, class, priority, preemptible, checkpointable, est, dl, now, hash, role,"
-    "   tteam, until, i)),"
-    /* until: each row's deadline (wall-clock ms), as submit_sql's $18. */
-    " ok AS (SELECT nextval('jobs_id_seq'::regclass) AS id, r.* FROM r"
-    "  WHERE clock_timestamp() < to_timestamp(r.until / 1000.0) AND EXISTS (SELECT 1 FROM api_tokens t WHERE t.hash = r.hash AND NOT t.revoked"
-    "    AND t.role = r.role AND coalesce(t.team, '') = r.tteam)"
-    "  AND EXISTS (SELECT 1 FROM pools p WHERE (r.pool IS NULL OR p.name = r.pool)"
-    "    AND (r.gpu_model IS NULL OR p.gpu_model = ANY (string_to_array(r.gpu_model, '|')))"
-    "    AND r.gpus <= p.gpus_per_node)),"
-    " ins AS (INSERT INTO jobs (id, team, name, command, gpus, gpu_milli, nodes, cpu_milli,"
-    "   memory_mib, gpu_model, pool, class, priority, preemptible, checkpointable,"
-    "   runtime_estimate_ms, deadline_ms, submitted_ms)"
-    "  SELECT id, team, name, command, gpus, gpu_milli, nodes, cpu_milli, memory_mib, gpu_model,"
-    "   pool, class, priority, preemptible, checkpointable, nullif(est, 0), nullif(dl, 0), now"
-    "  FROM ok ORDER BY i RETURNING *)"
-    " SELECT ok.i, " JOB_JSON " FROM ok JOIN ins j ON j.id = ok.id";
+    "SELECT b.i, " JOB_JSON " FROM tarmac_submit_batch($1::text[], $2::text[], $3::text[],"
+    " $4::int[], $5::int[], $6::int[], $7::bigint[], $8::bigint[], $9::text[], $10::text[],"
+    " $11::text[], $12::int[], $13::boolean[], $14::boolean[], $15::bigint[], $16::bigint[],"
+    " $17::bigint[], $18::text[], $19::text[], $20::text[], $21::bigint[]) AS b(i, job),"
+    " LATERAL (SELECT (b.job).*) j";
 
 static const struct tm_gc_kind submit_kind = {
     .name = "submit",

@@ -2,7 +2,8 @@
  * controller/io/group_commit.c: the group commit (group_commit.h).
  *
  * Open batches form a FIFO: items go into the last one, the first one is
- * sent when a slot is free.  pg_uv copies a statement's parameters when it
+ * sent when a slot is free, as a prepared statement (each connection plans
+ * the kind's statement once).  pg_uv copies a statement's parameters when it
  * is queued, so a batch's text buffers are reused at once; what waits for
  * the reply is a flight: the items' callbacks and nothing else.  When a
  * flight comes back the next batch is sent before its items are answered,
@@ -55,6 +56,7 @@ struct tm_gc {
     unsigned pending;             /* items added, not yet answered */
     bool freed;                   /* tm_gc_free() ran: free when the last flight is back */
     bool answering;               /* inside on_flight: gc must outlive its loop */
+    char stmt[48];                /* the prepared statement's name */
 };
 
 static bool text_add(struct gc_text *t, const char *s, size_t n)
@@ -295,8 +297,8 @@ static void send_next(struct tm_gc *gc)
             f->gc = gc;
             f->n = b->n;
             memcpy(f->items, b->items, b->n * sizeof(f->items[0]));
-            r = tm_pg_pool_query_until(gc->pool, kind->sql, (int)kind->nparams, params, left,
-                                       on_flight, f);
+            r = tm_pg_pool_query_prepared_until(gc->pool, gc->stmt, kind->sql, (int)kind->nparams,
+                                                params, left, on_flight, f);
         }
         if (r < 0) {
             tm_log_warn("group commit: could not queue a statement", "kind=%s items=%u error=\"%s\"",
@@ -323,6 +325,7 @@ struct tm_gc *tm_gc_new(uv_loop_t *loop, struct tm_pg_pool *pool, const struct t
     gc->loop = loop;
     gc->pool = pool;
     gc->kind = kind;
+    snprintf(gc->stmt, sizeof(gc->stmt), "tm_gc_%.32s", kind->name ? kind->name : "batch");
     return gc;
 }
 

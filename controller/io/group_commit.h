@@ -54,7 +54,7 @@ enum tm_gc_format { TM_GC_ARRAYS, TM_GC_JSON };
 #define TM_GC_MAX_PARAMS 32
 
 struct tm_gc_kind {
-    const char *name;       /* for logs: "submit", "heartbeat" */
+    const char *name;       /* for logs and the prepared statement: "submit"; unique per pool */
     const char *sql;        /* the batch statement, $1..$nparams */
     enum tm_gc_format format;
     unsigned nparams;       /* TM_GC_JSON: 1 */

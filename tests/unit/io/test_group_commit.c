@@ -403,6 +403,42 @@ static void test_not_sent(void **state)
     assert_int_equal(uv_loop_close(&loop), 0);
 }
 
+/* The statement is prepared on each connection the first time: a prepare
+ * the server refuses (its table is missing) answers every item TM_EDB and
+ * is tried again with the next batch, which then runs. */
+static void test_prepare_refused(void **state)
+{
+    struct env e;
+    const struct tm_gc_kind kind = {.name = "late", .sql =
+                                        "SELECT r.i, 0, 0 FROM unnest($1::text[], $2::text[])"
+                                        " WITH ORDINALITY AS r(v, tag, i), gc_late",
+                                    .format = TM_GC_ARRAYS, .nparams = 2, .max_items = 4,
+                                    .max_bytes = 1 << 20, .max_inflight = 1, .max_waiting = 1};
+    struct tm_gc *gc;
+    PGresult *res;
+
+    (void)state;
+    env_open(&e, "gc_prepare", 1);
+    e.rec.check = NULL;
+    gc = tm_gc_new(&e.loop, e.pool, &kind);
+    assert_int_equal(add(&e, gc, 0, "p0"), 0);
+    run_until(&e.loop, &e.rec.answered, 1);
+    assert_int_equal(e.rec.status[0], TM_EDB);
+    assert_true(e.rec.sent[0]);
+    res = PQexec(e.check, "CREATE TABLE gc_late AS SELECT 1 AS x");
+    assert_int_equal(PQresultStatus(res), PGRES_COMMAND_OK);
+    PQclear(res);
+    assert_int_equal(add(&e, gc, 1, "p1"), 0);
+    assert_int_equal(add(&e, gc, 2, "p2"), 0);
+    run_until(&e.loop, &e.rec.answered, 3);
+    assert_int_equal(e.rec.status[1], 0);
+    assert_int_equal(e.rec.status[2], 0);
+    assert_int_equal(e.rec.id[1], 0);
+    assert_int_equal(e.rec.id[2], 0);
+    tm_gc_free(gc);
+    env_close(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -411,6 +447,7 @@ int main(void)
         cmocka_unit_test(test_failure_isolation),
         cmocka_unit_test(test_json_items),
         cmocka_unit_test(test_not_sent),
+        cmocka_unit_test(test_prepare_refused),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
