@@ -27,7 +27,7 @@
  * the role and team for the checks made before any statement, and the
  * route batches the job with others into one statement that checks each
  * row's token again, so revocation still takes effect on the next request
- * (submit.c, "group commit").  Every other route, and a token not in
+ * (submit.c, through io/group_commit.c).  Every other route, and a token not in
  * the cache, takes two statements: the lookup, then the work.
  */
 #include "controller/api/server.h"
