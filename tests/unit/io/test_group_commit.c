@@ -107,6 +107,20 @@ static void run_until(uv_loop_t *loop, const int *count, int want)
     assert_false(expired);
 }
 
+static void run_for(uv_loop_t *loop, uint64_t ms)
+{
+    uv_timer_t t;
+    int expired = 0;
+
+    uv_timer_init(loop, &t);
+    t.data = &expired;
+    uv_timer_start(&t, on_watchdog, ms, 0);
+    while (!expired)
+        uv_run(loop, UV_RUN_ONCE);
+    uv_close((uv_handle_t *)&t, NULL);
+    uv_run(loop, UV_RUN_NOWAIT);
+}
+
 struct env {
     uv_loop_t loop;
     struct tm_pg_pool *pool;
@@ -439,6 +453,47 @@ static void test_prepare_refused(void **state)
     env_close(&e);
 }
 
+/* A session that ends takes its prepared statements along: after the
+ * server drops the pool's connection, the next batches prepare again on
+ * the new one and commit; none is refused for a statement that is gone. */
+static void test_prepared_after_reconnect(void **state)
+{
+    struct env e;
+    const struct tm_gc_kind kind = {.name = "t", .sql = insert_sql, .format = TM_GC_ARRAYS,
+                                    .nparams = 2, .max_items = 4, .max_bytes = 1 << 20,
+                                    .max_inflight = 1, .max_waiting = 1};
+    struct tm_gc *gc;
+    PGresult *res;
+    char v[16];
+    int n = 0;
+
+    (void)state;
+    env_open(&e, "gc_reconnect", 1);
+    gc = tm_gc_new(&e.loop, e.pool, &kind);
+    assert_int_equal(add(&e, gc, n, "r0"), 0);
+    run_until(&e.loop, &e.rec.answered, ++n);
+    assert_int_equal(e.rec.status[0], 0);
+    res = PQexec(e.check, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                          " WHERE datname = current_database() AND pid <> pg_backend_pid()");
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    PQclear(res);
+    for (; n < 40; n++) {
+        snprintf(v, sizeof(v), "r%d", n);
+        assert_int_equal(add(&e, gc, n, v), 0);
+        run_until(&e.loop, &e.rec.answered, n + 1);
+        /* The connection's loss may fail one in flight; never TM_EDB. */
+        assert_int_not_equal(e.rec.status[n], TM_EDB);
+        if (e.rec.status[n] == 0)
+            break;
+        run_for(&e.loop, 100); /* the pool reconnects after its backoff */
+    }
+    assert_true(n < 40);
+    assert_int_equal(e.rec.status[n], 0);
+    assert_true(e.rec.visible[n]);
+    tm_gc_free(gc);
+    env_close(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -448,6 +503,7 @@ int main(void)
         cmocka_unit_test(test_json_items),
         cmocka_unit_test(test_not_sent),
         cmocka_unit_test(test_prepare_refused),
+        cmocka_unit_test(test_prepared_after_reconnect),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
