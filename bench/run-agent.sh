@@ -14,7 +14,7 @@
 # Environment: BUILD (default build), DURATION seconds (300), GPUS (8),
 # SAMPLE (1s), HEARTBEAT (10s).  Not a ctest test.
 # The anchor: NVIDIA's dcgm-exporter samples every 30 s by default; the aim
-# of issue 14 is under 1% of a core and under 20 MB at a 1 s sample period.
+# is under 1% of a core and under 20 MB at a 1 s sample period.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-build}
@@ -111,7 +111,7 @@ n_hb=$(grep -c heartbeat "$T/rec.jsonl" 2>/dev/null || echo 0)
     echo
     cat "$T/table.md"
     echo
-    echo "Aim (issue 14): under 1% of a core and under 20 MB with 8 GPUs sampled every second."
+    echo "Aim: under 1% of a core and under 20 MB with 8 GPUs sampled every second."
     echo "Anchor: dcgm-exporter samples every 30 s by default."
     echo "Agent warnings during the run: $(cat "$T/loaded.log" "$T/idle.log" | grep -vc cgroup || true)."
 } | tee "$OUT"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/run-elastic.sh: the elastic replay (issue 4) on openb default and on
+# bench/run-elastic.sh: the elastic replay on openb default and on
 # a demand series derived from Helios; prints one markdown report and
 # writes it to bench/results/elastic-<date>.md (or to REPORT.md when given).
 #
@@ -9,7 +9,7 @@
 # shared traces folder, default ../shared/traces beside the source tree).
 # Needs python3 (the Helios conversion and the table).  Takes about a minute.
 #
-# Definitions (DESIGN.md "Measuring", as decided in issue 17): the lower
+# Definitions (docs/measuring.md): the lower
 # bound bills each job its runtime at its dominant share (largest of GPU,
 # CPU and memory shares) of the cheapest type that holds it; the floor pays
 # at every instant for the cheapest set of nodes holding the moment's GPUs,
@@ -98,7 +98,7 @@ seeds_a() {
 COMMON="--since 9964972 --max-runtime 1d --boot-s 180 --seed 1"
 run A --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot on --hazard 0.05
 run B --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off
-# B again without consolidation by restart (issue 17 item 4): what it buys.
+# B again without consolidation by restart: what it buys.
 run B0 --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-8gpu.yaml" --spot off \
     --consolidate-restart off --policy tarmac,oracle
 run C --pods "$PODS" $COMMON --prices "$ROOT/bench/prices/uniform-sizes.yaml" --spot off
@@ -146,7 +146,7 @@ import statistics
 seeds = [{r["policy"]: r for r in json.load(open(os.path.join(tmp, "A-seed%d.json" % sd)))["results"]} for sd in range(1, 11)]
 a_med = statistics.median(x["tarmac"]["cost_usd"] / x["reactive"]["cost_usd"] for x in seeds)
 a_ratios = " ".join("%.3f" % (x["tarmac"]["cost_usd"] / x["reactive"]["cost_usd"]) for x in seeds)
-L.append("## Targets (issue 17; definitions: lower bound and floor count CPU and memory)\n")
+L.append("## Targets (definitions: lower bound and floor count CPU and memory)\n")
 L.append("| target | measured | met |")
 L.append("|---|---|---|")
 L.append("| A: tarmac <= 0.90 x reactive's cost, median over seeds 1-10 | %.3f (seeds: %s) | %s |" % (a_med, a_ratios, yes(a_med <= 0.90)))
@@ -168,7 +168,7 @@ L.append("| zero missed feasible deadlines | %d here (deadline replays in tests/
 L.append("")
 L.append("Command: `bench/run-elastic.sh` (driver: `%s`). openb default submitted from 9,964,972 s, "
          "jobs up to a day, boot 180 s, tick 30 s, seed 1. Prices: $4.00/GPU-h on demand, spot 35%% "
-         "(bench/prices/). xLB = cost / lower bound, xfloor = cost / floor (DESIGN.md as decided in issue 17: both count "
+         "(bench/prices/). xLB = cost / lower bound, xfloor = cost / floor (docs/measuring.md: both count "
          "CPU and memory; controller/replay/elastic.h). oracle = tarmac told every true runtime at arrival. "
          "util = useful GPU-hours / paid GPU-hours. lost%% = GPU-hours lost to interruptions / GPU-hours of "
          "preemptible work. Paid GPU-hours that did no work: boot (nodes booting), empty (nodes with no job), "

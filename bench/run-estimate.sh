@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/run-estimate.sh: the runtime predictor before and after its
-# fallback model (issue 17 item 6), on the openb traces: reservation slips
+# fallback model, on the openb traces: reservation slips
 # (how often a reserved job starts after the start it was promised, and by
 # how much) and the estimates' mean absolute log error.  Prints markdown.
 #

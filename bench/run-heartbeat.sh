@@ -11,7 +11,7 @@
 # A throwaway PostgreSQL (tests/lib/pg_cluster.sh), `tarmac migrate`, NODES
 # ready nodes with an agent token each (rows written as enrollment writes
 # them), `tarmac serve` with a sim provider that launches nothing.  Aim
-# (issue 14): 10,000 nodes every 10 s is 1,000 heartbeats/s; at least that
+#: 10,000 nodes every 10 s is 1,000 heartbeats/s; at least that
 # with p99 < 50 ms.
 #
 # Environment: BUILD (default build), CONNS (64), DURATION (20), NODES

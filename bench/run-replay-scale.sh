@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench/run-replay-scale.sh: how the time replay grows with the trace
-# (issue 17 item 7): `tarmac replay --synthetic N --gpus 4096 --load 1.1
+#: `tarmac replay --synthetic N --gpus 4096 --load 1.1
 # --policy P` for N = 125,000, 250,000, 500,000, 1,000,000 and P = fifo,
 # backfill, tarmac, one core each (the replay is single-threaded); prints a
 # markdown table of wall and user CPU seconds and the growth per doubling

@@ -3,7 +3,7 @@
 # loads 0.9, 1.1, 1.3, inventory seeds 1 and 2, the dense part of openb) on
 # the openb traces that run-sched-targets.sh leaves out.  A change to the
 # policy tuned on the targets' two traces is checked here: starvation comes
-# first (DESIGN.md, "Measuring"), so a variant that starves more jobs on any
+# first (docs/measuring.md), so a variant that starves more jobs on any
 # of these traces is worse whatever its waits.  One row per trace: jobs past
 # the bound for tarmac, backfill and multifactor (all 12 cells together),
 # the geometric mean over the cells of tarmac's mean and p95 wait over

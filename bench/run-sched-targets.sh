@@ -1,5 +1,5 @@
 #!/bin/sh
-# bench/run-sched-targets.sh: issue 17's scheduler targets, measured: openb
+# bench/run-sched-targets.sh: the scheduler targets, measured: openb
 # default and gpuspec33, inventory seeds 1 and 2, 64 and 128 GPUs, loads
 # 0.9, 1.1, 1.3 (the dense part: submitted from 9,964,972 s, runtime up to
 # a day), fifo, backfill, multifactor, tarmac and oracle on the same input.
@@ -36,9 +36,9 @@ cells = {}
 for tr in ("default", "gpuspec33"):
     for r in json.load(open(os.path.join(tmp, tr + ".json")))["results"]:
         cells.setdefault((tr, r["gpus"], round(r["load"], 1), r["seed"]), {})[r["policy"]] = r
-print("# Scheduler targets (issue 17), commit %s\n" % commit)
+print("# Scheduler targets, commit %s\n" % commit)
 print("openb dense part, inventory seeds 1-2, 64/128 GPUs, loads 0.9/1.1/1.3; predicted estimates; "
-      "idle = idle-while-waiting GPU-h, fit-aware (DESIGN.md as decided); waits in s; "
+      "idle = idle-while-waiting GPU-h, fit-aware (docs/measuring.md as decided); waits in s; "
       "util = utilisation over the arrival window.\n")
 print("| trace | GPUs | load | seed | starved t/b/m/f/o | idle t / f (%) | mean wait t / m / b / o | p95 wait t / m / b / o | util gain t-f pp |")
 print("|---|---:|---:|---:|---|---|---|---|---:|")

@@ -7,7 +7,7 @@ when its mean or p95 wait is above the baseline's.  The miss is, checked
 in this order:
 
   trade      the baseline passed jobs over the starvation bound in that
-             cell: the waits starvation-first gives up (DESIGN.md,
+             cell: the waits starvation-first gives up (docs/measuring.md,
              "Measuring");
   estimates  the oracle (tarmac's own policy told every true runtime) is
              at or below the baseline on mean and p95: what prediction

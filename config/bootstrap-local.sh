@@ -7,7 +7,7 @@
 # TARMAC_GPU_FAKE, TARMAC_METADATA, TARMAC_METADATA_URL, TARMAC_ADVERTISE_ADDR and TARMAC_AGENT_ARGS
 # set.  The enrollment secret goes to a file only the agent's user can read,
 # never to the command line or the environment (both are readable by other
-# processes); it is single use and expires, see README.md.  Run as root,
+# processes); it is single use and expires, see docs/agents.md.  Run as root,
 # the agent runs each job under a user of its own (docs/isolation.md); the
 # provider makes the folders down to the work folder 0711 for them.
 set -eu

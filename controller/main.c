@@ -28,6 +28,7 @@ static const struct {
     {"nodes", tm_cli_api_nodes, "list nodes"},
     {"pools", tm_cli_api_pools, "list pools"},
     {"decisions", tm_cli_api_decisions, "show decisions and their reasons"},
+    {"logs", tm_cli_api_logs, "a job's output as written (logs ID [--attempt N] [--rank R] [--follow] [--tail N])"},
     {"why", tm_cli_api_why, "why a job waits or runs, why a node exists (why job ID | node ID)"},
     {"budget", tm_cli_api_budget, "set or show monthly budget caps (budget set NAME | show)"},
     {"spend", tm_cli_api_spend, "this month's spend per team, pool and provider, and its projection"},
@@ -46,7 +47,7 @@ static void usage(FILE *out)
     fprintf(out, "Usage: tarmac COMMAND [options]\n\nCommands:\n");
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].what);
-    fprintf(out, "\nsubmit, jobs, nodes, pools, decisions, why, budget and spend talk to the HTTP API\n"
+    fprintf(out, "\nsubmit, jobs, logs, nodes, pools, decisions, why, budget and spend talk to the HTTP API\n"
                  "(--url or TARMAC_URL, a token in TARMAC_TOKEN or ~/.config/tarmac/client.yaml).\n"
                  "\"tarmac db VERB\" does the same straight against PostgreSQL (--config or\n"
                  "--database-url), for operators and while the API is down; summary is only there.\n"

@@ -322,6 +322,11 @@ static const struct cfg_field cfg_agent_fields[] = {
      .offset = CFG_OFF(tm_config_agent, rendezvous_port_min), .def = "29500", .min = 1024, .max = 65535},
     {.key = "rendezvous_port_max", .type = CFG_INT,
      .offset = CFG_OFF(tm_config_agent, rendezvous_port_max), .def = "29999", .min = 1024, .max = 65535},
+    /* A gang's start barrier: how long its first claim waits for the
+     * others before the gang is requeued whole (migrations/0021). */
+    {.key = "gang_start_timeout", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_agent, gang_start_timeout_ms), .def = "5m", .min = 1000,
+     .max = CFG_DAY},
 };
 static const struct cfg_section cfg_agent_section = {
     cfg_agent_fields, CFG_NFIELDS(cfg_agent_fields), sizeof(struct tm_config_agent)};
@@ -334,6 +339,23 @@ static const struct cfg_field cfg_idle_gpu_fields[] = {
 };
 static const struct cfg_section cfg_idle_gpu_section = {
     cfg_idle_gpu_fields, CFG_NFIELDS(cfg_idle_gpu_fields), sizeof(struct tm_config_idle_gpu)};
+
+/* logs: a job's output kept by the controller (docs/logs.md). */
+static const char *const cfg_log_stores[] = {"postgres", "s3", NULL};
+static const struct cfg_field cfg_logs_fields[] = {
+    {.key = "store", .type = CFG_STR, .offset = CFG_OFF(tm_config_logs, store), .def = "postgres",
+     .choices = cfg_log_stores},
+    {.key = "max_bytes_per_job", .type = CFG_I64, .offset = CFG_OFF(tm_config_logs, max_bytes_per_job),
+     .def = "67108864", .min = 65536, .max = 1LL << 40},
+    {.key = "retention", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_logs, retention_ms),
+     .def = "14d", .min = CFG_HOUR, .max = 3650 * CFG_DAY},
+    {.key = "max_chunk", .type = CFG_I64, .offset = CFG_OFF(tm_config_logs, max_chunk),
+     .def = "65536", .min = 1024, .max = 1 << 20},
+    {.key = "follow_limit", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_logs, follow_limit_ms),
+     .def = "30s", .min = 1000, .max = 10 * CFG_MIN},
+};
+static const struct cfg_section cfg_logs_section = {
+    cfg_logs_fields, CFG_NFIELDS(cfg_logs_fields), sizeof(struct tm_config_logs)};
 
 static const struct cfg_field cfg_root_fields[] = {
     {.key = "database", .type = CFG_SECTION, .offset = 0, .sub = &cfg_database_section},
@@ -357,6 +379,7 @@ static const struct cfg_field cfg_root_fields[] = {
      .sub = &cfg_agent_section},
     {.key = "idle_gpu", .type = CFG_SECTION, .offset = CFG_OFF(tm_config, idle_gpu),
      .sub = &cfg_idle_gpu_section},
+    {.key = "logs", .type = CFG_SECTION, .offset = CFG_OFF(tm_config, logs), .sub = &cfg_logs_section},
     {.key = "providers", .type = CFG_LIST, .offset = CFG_OFF(tm_config, providers),
      .count_offset = CFG_OFF(tm_config, nproviders), .min = 1, .max = 64,
      .flags = CFG_REQUIRED, .sub = &cfg_provider_section},

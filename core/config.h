@@ -138,13 +138,13 @@ struct tm_config_pool {
     int64_t disruption_interval_ms; /* default 10 min, 1 s .. 1 day */
     bool disruption_limited;      /* disruption_nodes or disruption_pct was given */
     bool drain_oversized;         /* the planner drains oversized nodes; default false */
-    /* The node agent (issue 14). */
+    /* The node agent. */
     char *bootstrap_file;         /* key bootstrap: a template (core/bootstrap.h), may be NULL */
     char *bootstrap;              /* its text, read at load; NULL without a file */
     size_t bootstrap_len;
     char *checkpoint_dir;         /* jobs checkpoint under PATH/job-<id>; may be NULL */
     char *idle_job_action;        /* report | requeue | cancel, default report */
-    /* Consolidation by restart (issue 17): the planner may stop this pool's
+    /* Consolidation by restart: the planner may stop this pool's
      * preemptible jobs that cannot checkpoint and start them elsewhere when
      * the saving exceeds the work redone.  Default true; set it on a pool
      * without preemptible work and it does nothing (said once at start). */
@@ -206,12 +206,28 @@ struct tm_config_agent {
      * one port to two running jobs on one node. */
     int rendezvous_port_min;      /* default 29500, 1024 .. 65535 */
     int rendezvous_port_max;      /* default 29999, at least the min */
+    /* A multi-node job's start barrier (docs/multi-node.md, migrations/0021):
+     * no member starts until every member's agent has claimed the
+     * attempt; when one has not this long after the first did, the whole
+     * gang is requeued (controller/reconcile/gang_start.c). */
+    int64_t gang_start_timeout_ms; /* default 5 min, 1 s .. 1 day */
 };
 
 /* idle_gpu: allocated GPUs whose samples stay below threshold for window. */
 struct tm_config_idle_gpu {
     double threshold_percent;     /* default 5 */
     int64_t window_ms;            /* default 30 min */
+};
+
+/* logs: every byte of a job's output (docs/logs.md, controller/api/log_store.h). */
+struct tm_config_logs {
+    char *store;                  /* where the bytes go: "postgres" (default) or "s3" */
+    int64_t max_bytes_per_job;    /* per job, attempt and rank: past it the head and the
+                                   * tail are kept with a marker, default 64 MiB */
+    int64_t retention_ms;         /* output last written longer ago is pruned, default 14 d */
+    int64_t max_chunk;            /* bytes of one chunk an agent sends, default 64 KiB */
+    int64_t follow_limit_ms;      /* a follow request is answered after this at the latest,
+                                   * default 30 s */
 };
 
 /* api: the HTTP server's TLS and limits (controller/api/server.h). */
@@ -268,6 +284,7 @@ struct tm_config {
     struct tm_config_forecast forecast;
     struct tm_config_agent agent;
     struct tm_config_idle_gpu idle_gpu;
+    struct tm_config_logs logs;
     struct tm_config_provider *providers;
     size_t nproviders;            /* >= 1 */
     struct tm_config_pool *pools;

@@ -1,8 +1,10 @@
 /*
  * providers/registry.h: the provider kinds this build knows, one row each
  * (providers/registry.c), looked up by the daemon (`tarmac serve`) and by
- * `tarmac check`.  No other file names a kind: a new cloud is a new folder
- * under providers/ and a new row.
+ * `tarmac check`.  A new cloud is a new folder under providers/ and a new
+ * row here, plus, for now, its configuration section in core/config.[ch]
+ * and core/config_check.c, its boot-time default in controller/reconcile/
+ * and its metadata reader in controller/agent/.
  */
 #ifndef TM_PROVIDER_REGISTRY_H
 #define TM_PROVIDER_REGISTRY_H

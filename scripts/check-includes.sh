@@ -1,5 +1,5 @@
 #!/bin/sh
-# scripts/check-includes.sh: the layering rule of README.md ("Architecture"),
+# scripts/check-includes.sh: the layering rule of docs/architecture.md,
 # checked on every #include line of core/, controller/ and providers/
 # (tests and benchmarks may include anything).  Each folder lists the
 # project paths it may include besides its own files; the pure folders may

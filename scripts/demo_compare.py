@@ -7,7 +7,7 @@ replay's two baselines, beside what tarmac spent.
 Reads the finished jobs of the run from PostgreSQL (psql), writes them as a
 pod list (the trace format `tarmac replay --elastic` reads), writes a price
 table from the configuration's instance types, and replays them under a
-static fleet sized for the peak and under a reactive autoscaler (DESIGN.md,
+static fleet sized for the peak and under a reactive autoscaler (docs/measuring.md,
 "Baselines"), with the run's boot delay, idle grace, tick and spot hazard.
 tarmac's own figures come from the run's ledger and nodes (`tarmac db
 summary`). Idle GPU-hours are paid GPU-hours less those that finished jobs

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Chaos soak (issue 16 item 7): for N minutes, faults drawn from a seed while
+# Chaos soak: for N minutes, faults drawn from a seed while
 # jobs are submitted, cancelled and retagged through the API and a budget is
 # raised; then invariants checked against the database and the sim cloud's
 # own tables, printed as tables.  Exit 1 on any violation.

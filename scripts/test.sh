@@ -2,7 +2,8 @@
 # The whole test suite: install what is missing, build with -Wall -Wextra
 # -Werror, run every ctest test, then build again with AddressSanitizer and
 # UndefinedBehaviorSanitizer and run the suite under them.  First of all,
-# scripts/check-includes.sh checks the layering rule of README.md.
+# scripts/check-includes.sh checks the layering rule of docs/architecture.md and
+# scripts/check-banned.sh the banned calls.
 #
 #   scripts/test.sh
 #
@@ -13,6 +14,8 @@ start=$(date +%s)
 
 echo "== include check"
 sh scripts/check-includes.sh
+echo "== banned-call check"
+sh scripts/check-banned.sh
 
 bash scripts/setup.sh --asan
 cores=$(nproc 2>/dev/null || echo 2)

@@ -1,4 +1,4 @@
-# The node agent, controller side (issue 14): enrollment, the agent role,
+# The node agent, controller side: enrollment, the agent role,
 # heartbeats with samples, attempt-fenced start/exit, env and image.
 tm_add_test(itest_agent_api LABELS integration agent FIXTURES pg TIMEOUT 120
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_api.sh)
@@ -25,6 +25,10 @@ tm_add_test(itest_agent_apply LABELS integration agent FIXTURES pg TIMEOUT 60
 # is not held against the nodes; many nodes silent at once are held back
 # (mass silence), one silent node among many is still handled.
 tm_add_c_test(test_reconcile_silence ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_silence.c
+              LABELS unit agent LINK tarmac_reconcile)
+# A gang's start barrier past agent.gang_start_timeout: the whole gang is
+# requeued, naming the nodes that did not come (gang_start.c).
+tm_add_c_test(test_reconcile_gang_start ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_gang_start.c
               LABELS unit agent LINK tarmac_reconcile)
 # The control plane goes away for longer than agent.requeue_after (the
 # database cut off; `tarmac serve` stopped) and comes back: with real

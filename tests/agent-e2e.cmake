@@ -41,3 +41,22 @@ tm_add_test(itest_agent_rendezvous LABELS integration agent FIXTURES pg TIMEOUT 
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_rendezvous.sh)
 tm_add_test(itest_rendezvous_ports LABELS integration agent FIXTURES pg TIMEOUT 60
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/rendezvous_ports.sh)
+# A gang lives and dies whole (docs/multi-node.md, migrations/0021): a
+# member that exits 3 fails the job naming its rank and the others (and
+# their grandchildren) are killed; a member done early waits for the rest;
+# cancel stops every member; a member whose agent never claims the job
+# gets the gang requeued whole past agent.gang_start_timeout, with no
+# member started.
+tm_add_test(itest_gang_lifecycle LABELS integration agent FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_lifecycle.sh)
+tm_add_test(itest_gang_barrier LABELS integration agent FIXTURES pg TIMEOUT 150
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_barrier.sh)
+# Every byte of a job's output (docs/logs.md): 20 MB of binary output read
+# back whole after its node was released, --follow to the job's end, an
+# agent killed -9 mid-output and restarted (no gap, no duplicate), another
+# team's engineer refused, and the bad input of the ingest and the read.
+tm_add_test(itest_agent_logs LABELS integration agent FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_logs.sh)
+# The per-job cap (head, tail and a marker) and the retention, with a small cap.
+tm_add_test(itest_agent_logs_cap LABELS integration agent FIXTURES pg TIMEOUT 120
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_logs_cap.sh)

@@ -40,3 +40,23 @@ if(TM_FUZZ)
     target_link_libraries(fuzz_agent_answer PRIVATE PkgConfig::CJSON m)
   endif()
 endif()
+
+# The reader of the agent's batches of job output (controller/spec/log_chunks.c):
+# known answers, and its fuzz target's corpus replayed.
+tm_add_c_test(test_log_chunks ${CMAKE_SOURCE_DIR}/tests/unit/spec/test_log_chunks.c LABELS unit agent
+              TIMEOUT 60 LINK tarmac_spec)
+add_executable(fuzz_log_chunks_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_log_chunks.c)
+target_compile_definitions(fuzz_log_chunks_replay PRIVATE TM_FUZZ_REPLAY)
+target_link_libraries(fuzz_log_chunks_replay PRIVATE tarmac_spec)
+tm_add_test(fuzz_log_chunks_corpus LABELS unit agent TIMEOUT 60
+            COMMAND fuzz_log_chunks_replay ${CMAKE_SOURCE_DIR}/tests/fuzz/corpus/log_chunks)
+if(TM_FUZZ AND CMAKE_C_COMPILER_ID MATCHES "Clang")
+  add_executable(fuzz_log_chunks ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_log_chunks.c
+                 ${CMAKE_SOURCE_DIR}/controller/spec/log_chunks.c ${CMAKE_SOURCE_DIR}/controller/spec/json_body.c
+                 ${CMAKE_SOURCE_DIR}/controller/spec/job_spec.c ${CMAKE_SOURCE_DIR}/core/model.c
+                 ${CMAKE_SOURCE_DIR}/core/units.c ${CMAKE_SOURCE_DIR}/core/err.c)
+  target_include_directories(fuzz_log_chunks PRIVATE ${CMAKE_SOURCE_DIR})
+  target_compile_options(fuzz_log_chunks PRIVATE -fsanitize=fuzzer,address,undefined -fno-omit-frame-pointer)
+  target_link_options(fuzz_log_chunks PRIVATE -fsanitize=fuzzer,address,undefined)
+  target_link_libraries(fuzz_log_chunks PRIVATE PkgConfig::CJSON PkgConfig::JANSSON PkgConfig::SSL ${MATH_LIB})
+endif()

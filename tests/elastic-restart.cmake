@@ -1,4 +1,4 @@
-# Consolidation by restart (issue 17 item 4): the planner's known answers
+# Consolidation by restart: the planner's known answers
 # (controller/fleet/planner.c run_restart), the live tick's "restart" op
 # (controller/reconcile/moves.c, migrations/0015_restart.sql) and the
 # elastic replay's redone GPU-hours (controller/replay/elastic.c).

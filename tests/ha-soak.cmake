@@ -1,5 +1,5 @@
 # High availability: the chaos soak's short form (scripts/soak.sh; the long
-# form, --minutes 30, is a separate command: README.md).  One fault of each
+# form, --minutes 30, is a separate command: docs/testing.md).  One fault of each
 # kind in an order drawn from a fixed seed, under the API workload; the
 # invariants table is in the test's output.  About a minute and a half, most
 # of it setting up the primary and its synchronous standby, so it runs in

@@ -1,4 +1,4 @@
-# The scheduler's speed work (issue 17 item 7) keeps its decisions: the
+# The scheduler's speed work keeps its decisions: the
 # queue's sort against qsort().
 tm_add_c_test(test_sched_order ${CMAKE_SOURCE_DIR}/tests/unit/sched/test_sched_order.c
               LABELS unit scheduler TIMEOUT 60 LINK tarmac_sched)

@@ -7,6 +7,7 @@
  *   GET /v1/spend       this month's spend, idle spend, the projection
  *   GET /v1/budgets     caps per team and org with what was spent against them
  *   GET /v1/pools       pools and their live nodes
+ *   GET /v1/jobs        running multi-node jobs, every node with its rank
  *   GET /v1/decisions   the latest decisions and their reasons
  * Text goes in with textContent only (decision reasons and team names come
  * from users).  Every figure shown is also kept raw in a data-value
@@ -382,6 +383,30 @@
     }
   }
 
+  /* Running jobs of more than one node: every node of the gang with its
+   * rank (the API's members), so a gang is never shown as one node. */
+  function renderGangs(r) {
+    const body = $('gangs').tBodies[0];
+    body.replaceChildren();
+    if (!r.ok) {
+      body.appendChild(el('tr')).appendChild(el('td', { colspan: '3' }, r.error));
+      return;
+    }
+    const gangs = r.body.items.filter((j) => j.nodes > 1);
+    for (const j of gangs) {
+      const tr = el('tr', { 'data-job': String(j.id) });
+      tr.appendChild(el('td', {}, String(j.id)));
+      tr.appendChild(el('td', {}, j.team));
+      tr.appendChild(el('td', { 'data-value': (j.members || []).map((m) => m.rank + ':' + m.node_id).join(',') },
+        (j.members || []).map((m) => 'rank ' + m.rank + ' node ' + m.node_id +
+          (m.started_ms == null ? ' (waiting)' : '')).join(' · ')));
+      body.appendChild(tr);
+    }
+    if (gangs.length === 0) {
+      body.appendChild(el('tr')).appendChild(el('td', { colspan: '3' }, 'No multi-node job runs.'));
+    }
+  }
+
   function renderDecisions(r) {
     const body = $('decisions').tBodies[0];
     body.replaceChildren();
@@ -408,12 +433,13 @@
     clearTimeout(timer);
     const step = WINDOWS[$('window').value] || 60;
     try {
-      const [ts, spend, budgets, pools, decisions] = await Promise.all([
+      const [ts, spend, budgets, pools, decisions, gangs] = await Promise.all([
         api('/v1/timeseries?step_s=' + step),
         api('/v1/spend'),
         api('/v1/budgets'),
         api('/v1/pools?limit=100'),
         api('/v1/decisions?limit=' + DECISIONS_SHOWN),
+        api('/v1/jobs?state=running&limit=100'),
       ]);
       $('login').hidden = true;
       $('main').hidden = false;
@@ -422,9 +448,10 @@
       renderBudgets(budgets, s);
       renderPools(pools);
       renderDecisions(decisions);
-      const failed = [ts, spend, budgets, pools, decisions].filter((x) => !x.ok);
+      renderGangs(gangs);
+      const failed = [ts, spend, budgets, pools, decisions, gangs].filter((x) => !x.ok);
       const at = ts.ok ? ' (controller clock ' + clock(ts.body.now_ms) + ' UTC)' : '';
-      setStatus(failed.length ? failed.length + ' of 5 reads failed: ' + failed[0].error
+      setStatus(failed.length ? failed.length + ' of 6 reads failed: ' + failed[0].error
         : 'updated ' + new Date().toLocaleTimeString() + at, failed.length > 0);
       $('updated').textContent = 'Refreshes every ' + REFRESH_MS / 1000 + ' s. Times in UTC.';
       document.body.dataset.state = failed.length ? 'partial' : 'ready';

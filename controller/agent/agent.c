@@ -54,21 +54,6 @@ bool tm_agent_url_is_loopback(const char *url)
     return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
 }
 
-static void url_for(const struct tm_agent *ag, char *out, size_t outlen, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static void url_for(const struct tm_agent *ag, char *out, size_t outlen, const char *fmt, ...)
-{
-    va_list ap;
-    size_t n = (size_t)snprintf(out, outlen, "%s", ag->o.controller_url);
-
-    while (n > 0 && out[n - 1] == '/')
-        out[--n] = '\0';
-    va_start(ap, fmt);
-    vsnprintf(out + n, outlen - n, fmt, ap);
-    va_end(ap);
-}
-
 static int post(struct tm_agent *ag, const char *url, const char *body, bool auth, tm_http_cb cb,
                 void *data)
 {
@@ -85,6 +70,23 @@ static int post(struct tm_agent *ag, const char *url, const char *body, bool aut
     };
 
     return tm_http_request(ag->http, &req, cb, data);
+}
+
+void tm_agent_url(const struct tm_agent *ag, char *out, size_t outlen, const char *fmt, ...)
+{
+    va_list ap;
+    size_t n = (size_t)snprintf(out, outlen, "%s", ag->o.controller_url);
+
+    while (n > 0 && out[n - 1] == '/')
+        out[--n] = '\0';
+    va_start(ap, fmt);
+    vsnprintf(out + n, outlen - n, fmt, ap);
+    va_end(ap);
+}
+
+int tm_agent_post(struct tm_agent *ag, const char *url, const char *body, tm_http_cb cb, void *data)
+{
+    return post(ag, url, body, true, cb, data);
 }
 
 static int64_t next_backoff(const struct tm_agent *ag, int64_t cur)
@@ -216,10 +218,13 @@ static void send_reports(struct tm_agent *ag)
     if (ag->report_inflight || ag->nreports == 0 || !ag->started || ag->shutting_down ||
         uv_now(ag->loop) < ag->report_next_ms)
         return;
+    /* An exit goes once the job's output is shipped (log_ship.c). */
+    if (tm_agent_ship_pending(ag, ag->reports[0].job_id, ag->reports[0].attempt))
+        return;
     body = tm_agent_body_exit(&ag->reports[0]);
     if (!body)
         return;
-    url_for(ag, url, sizeof(url), "/v1/nodes/%lld/jobs/%lld/exit", (long long)ag->o.node_id,
+    tm_agent_url(ag, url, sizeof(url), "/v1/nodes/%lld/jobs/%lld/exit", (long long)ag->o.node_id,
             (long long)ag->reports[0].job_id);
     if (post(ag, url, body, true, on_report, ag) == 0)
         ag->report_inflight = true;
@@ -276,7 +281,7 @@ void tm_agent_report_start(struct tm_agent *ag, struct tm_agent_job *j)
         return;
     }
     *c = (struct start_ctx){ag, j->job_id, j->attempt};
-    url_for(ag, url, sizeof(url), "/v1/nodes/%lld/jobs/%lld/start", (long long)ag->o.node_id,
+    tm_agent_url(ag, url, sizeof(url), "/v1/nodes/%lld/jobs/%lld/start", (long long)ag->o.node_id,
             (long long)j->job_id);
     if (post(ag, url, body, true, on_start_report, c) == 0)
         j->start_inflight = true;
@@ -369,9 +374,13 @@ void tm_agent_job_gone(struct tm_agent *ag)
  * silent (controller/agent/README.md, "Fencing"): it is killed at once, no
  * checkpoint signal and no grace, and nothing new starts here until every
  * such job is gone. */
-static void apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, bool returning)
+/* Returns when to ask again for a job held at its gang's start barrier:
+ * the soonest common start an answer gave, else TM_AGENT_BARRIER_POLL_MS;
+ * 0 when no job waits there. */
+static int64_t apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, bool returning)
 {
     bool fencing = false;
+    int64_t barrier = 0;
 
     /* Stop what is no longer placed here (another attempt counts as not). */
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next) {
@@ -393,7 +402,7 @@ static void apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, b
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
         fencing |= j->fenced && !j->exited;
     if (fencing)
-        return; /* the next answer starts the new work */
+        return 0; /* the next answer starts the new work */
     /* Start what does not run, once: never an attempt that ran here
      * already, never while an older attempt of the same job still lives. */
     for (size_t i = 0; i < a->count; i++) {
@@ -413,12 +422,18 @@ static void apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a, b
         if (as->rdv.given && as->rdv.wait) {
             tm_log_debug("job waits for its rendezvous", "job=%lld reason=\"%s\"", (long long)as->job_id,
                          as->rdv.wait);
+            if (as->rdv.barrier) {
+                int64_t in = as->rdv.start_in_ms > 0 ? as->rdv.start_in_ms : TM_AGENT_BARRIER_POLL_MS;
+                if (!barrier || in < barrier)
+                    barrier = in;
+            }
             continue;
         }
         r = tm_agent_job_start(ag, as);
         if (r < 0)
             tm_log_error("could not start job", "job=%lld err=%s", (long long)as->job_id, tm_strerror(r));
     }
+    return barrier;
 }
 
 static void on_heartbeat(const struct tm_http_response *resp, void *data)
@@ -426,6 +441,7 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
     struct tm_agent *ag = data;
     struct tm_agent_answer ans;
     char err[256];
+    int64_t barrier = 0;
     int r;
 
     ag->hb_inflight = false;
@@ -491,13 +507,20 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
         ag->answer_said = true;
     } else {
         ag->answer_said = false;
-        apply_answer(ag, &ans, ag->returning || !ag->answered);
+        barrier = apply_answer(ag, &ans, ag->returning || !ag->answered);
         ag->answered = true;
         ag->returning = false;
         tm_agent_answer_release(&ans);
     }
-    /* A backlog from an outage drains in quick batches, not one per period. */
-    hb_again(ag, ag->ring_tail - ag->ring_head > TM_AGENT_BATCH_MAX / 2 ? 200 : ag->o.heartbeat_ms);
+    /* A backlog from an outage drains in quick batches, not one per period.
+     * A member held at its gang's start barrier asks again soon: the go
+     * comes with the last member's claim, and the members should start
+     * together, not a heartbeat period apart; once all have claimed, it
+     * asks again at the gang's common start. */
+    if (barrier > 0 && barrier < ag->o.heartbeat_ms)
+        hb_again(ag, barrier);
+    else
+        hb_again(ag, ag->ring_tail - ag->ring_head > TM_AGENT_BATCH_MAX / 2 ? 200 : ag->o.heartbeat_ms);
 }
 
 static void heartbeat(struct tm_agent *ag)
@@ -553,7 +576,7 @@ static void heartbeat(struct tm_agent *ag)
         hb_again(ag, 1000);
         return;
     }
-    url_for(ag, url, sizeof(url), "/v1/nodes/%lld/heartbeat", (long long)ag->o.node_id);
+    tm_agent_url(ag, url, sizeof(url), "/v1/nodes/%lld/heartbeat", (long long)ag->o.node_id);
     if (post(ag, url, body, true, on_heartbeat, ag) == 0) {
         ag->hb_inflight = true;
         ag->hb_sent_to = ag->ring_head + nb;
@@ -604,7 +627,7 @@ static void on_notice(const struct tm_md_notice *n, void *data)
     snprintf(reason, sizeof(reason), "%.8s %.32s", n->cloud, n->action);
     body = tm_agent_body_interruption(reason, n->deadline_ms);
     if (body) {
-        url_for(ag, url, sizeof(url), "/v1/nodes/%lld/interruption", (long long)ag->o.node_id);
+        tm_agent_url(ag, url, sizeof(url), "/v1/nodes/%lld/interruption", (long long)ag->o.node_id);
         post(ag, url, body, true, on_interruption_posted, ag);
         free(body);
     }
@@ -659,6 +682,7 @@ static void begin(struct tm_agent *ag)
     ag->started = true;
     for (size_t i = 0; i < st.ndone && i < TM_AGENT_DONE_CAP; i++)
         tm_agent_remember_done(ag, st.done[i].job_id, st.done[i].attempt);
+    tm_agent_ship_start(ag);
     for (size_t i = 0; i < st.nreports; i++)
         tm_agent_add_report(ag, &st.reports[i]);
     r = tm_agent_jobs_adopt(ag, &st);
@@ -792,7 +816,7 @@ static void enroll(struct tm_agent *ag)
         agent_shutdown(ag, 1);
         return;
     }
-    url_for(ag, url, sizeof(url), "/v1/agent/enroll");
+    tm_agent_url(ag, url, sizeof(url), "/v1/agent/enroll");
     if (post(ag, url, body, false, on_enroll, ag) < 0)
         uv_timer_start(&ag->enroll_timer, on_enroll_timer, 1000, 0);
     OPENSSL_cleanse(body, strlen(body));
@@ -814,6 +838,7 @@ static void agent_shutdown(struct tm_agent *ag, int code)
     uv_timer_stop(&ag->sample_timer);
     uv_timer_stop(&ag->tick_timer);
     uv_timer_stop(&ag->enroll_timer);
+    tm_agent_ship_stop(ag);
     uv_signal_stop(&ag->sigterm);
     uv_signal_stop(&ag->sigint);
     uv_stop(ag->loop);
@@ -920,6 +945,11 @@ int tm_agent_run(const struct tm_agent_options *o)
     else
         tm_log_info("GPU telemetry", "source=%s", kind == TM_GPU_FAKE ? "fake" : "nvml");
     tm_agent_cgroup_init(ag);
+    if (tm_agent_ship_init(ag) < 0) {
+        tm_log_error("could not start shipping job output", "err=out-of-memory");
+        code = 1;
+        goto out_http;
+    }
     uv_timer_init(&loop, &ag->hb_timer);
     uv_timer_init(&loop, &ag->sample_timer);
     uv_timer_init(&loop, &ag->tick_timer);
@@ -956,6 +986,7 @@ int tm_agent_run(const struct tm_agent_options *o)
     uv_close((uv_handle_t *)&ag->sample_timer, NULL);
     uv_close((uv_handle_t *)&ag->tick_timer, NULL);
     uv_close((uv_handle_t *)&ag->enroll_timer, NULL);
+    tm_agent_ship_close(ag);
     uv_close((uv_handle_t *)&ag->sigterm, NULL);
     uv_close((uv_handle_t *)&ag->sigint, NULL);
 out_http:
@@ -964,6 +995,7 @@ out_http:
     uv_walk(&loop, close_walk, NULL);
     uv_run(&loop, UV_RUN_DEFAULT);
     tm_gpu_source_close(ag->gpu);
+    tm_agent_ship_free(ag);
 out_loop:
     if (uv_loop_close(&loop) != 0)
         tm_log_warn("loop closed with handles open", "where=agent");

@@ -201,6 +201,19 @@ static int parse_rendezvous(const cJSON *o, size_t i, struct tm_agent_rendezvous
         if (!rdv->wait)
             return TM_ENOMEM;
     }
+    v = cJSON_GetObjectItemCaseSensitive(o, "barrier");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsBool(v))
+        return fail(err, errlen, "assignments[%zu].rendezvous.barrier: must be true, false or null", i);
+    if (cJSON_IsTrue(v) && !rdv->wait)
+        return fail(err, errlen, "assignments[%zu].rendezvous.barrier: true needs a wait", i);
+    rdv->barrier = cJSON_IsTrue(v);
+    v = cJSON_GetObjectItemCaseSensitive(o, "start_in_ms");
+    if (v && !cJSON_IsNull(v)) {
+        int64_t in;
+        if (!int_in(v, 0, 60000, &in))
+            return fail(err, errlen, "assignments[%zu].rendezvous.start_in_ms: must be an integer 0..60000", i);
+        rdv->start_in_ms = (int)in;
+    }
     v = cJSON_GetObjectItemCaseSensitive(o, "master_port");
     if (v && !cJSON_IsNull(v) && !int_in(v, 1, 65535, &port))
         return fail(err, errlen, "assignments[%zu].rendezvous.master_port: must be an integer 1..65535", i);

@@ -16,7 +16,11 @@
  * count, the GPUs it has on each, the nodes' addresses in rank order (IP
  * addresses, exactly nodes of them), rank 0's port, and "wait": a reason
  * its members must not start yet (no port free, an address unknown), with
- * master_port null.  Absent from an older controller: no rendezvous.
+ * master_port null.  "barrier": true when the wait is the start barrier
+ * (a member of the job has not claimed it yet, or all have and the gang
+ * starts together "start_in_ms" from this answer, 0..60000; false or
+ * absent otherwise).
+ * Absent from an older controller: no rendezvous.
  *
  * Unknown keys are ignored (a newer controller may add some); a known key
  * of the wrong type, a value out of range or a missing job_id, attempt or
@@ -44,6 +48,12 @@ struct tm_agent_rendezvous {
     char (*addrs)[TM_AGENT_ADDR_MAX];  /* nodes entries, rank order */
     int master_port;                   /* 1 .. 65535; 0 while wait is set */
     char *wait;                        /* NULL, or why the job may not start yet */
+    /* The wait is the start barrier (migrations/0021): some member of the
+     * job has not claimed it yet, and the go may come at any moment. */
+    bool barrier;
+    /* With the barrier: every member has claimed, and the gang starts
+     * together this many ms after this answer (0: not given). */
+    int start_in_ms;
 };
 
 struct tm_agent_assignment {

@@ -15,11 +15,15 @@
 #include "controller/agent/answer.h"
 #include "controller/agent/gpu.h"
 #include "controller/agent/state.h"
+#include "controller/io/http_uv.h"
 
 #define TM_AGENT_SAMPLE_CAP 2048   /* samples kept while the controller is away */
 #define TM_AGENT_BATCH_MAX 512     /* samples per heartbeat: ~100 KB, well under the
                                     * API's default 256 KB body limit */
 #define TM_AGENT_DONE_CAP 256      /* finished (job, attempt) pairs remembered */
+/* The heartbeat period while a job waits at its gang's start barrier: the
+ * members' starts are at most about this far apart. */
+#define TM_AGENT_BARRIER_POLL_MS 200
 /* Samples older than this are dropped, not sent: the controller refuses
  * samples older than its agent.sample_max_age (default 6 h), and one
  * refused sample would refuse the whole heartbeat. */
@@ -27,6 +31,7 @@
 
 struct tm_agent;
 struct tm_md_watch;
+struct tm_agent_shipper;
 
 struct tm_agent_job {
     struct tm_agent_job *next;
@@ -116,6 +121,9 @@ struct tm_agent {
     /* cgroup v2 */
     bool cg_ok;
     char cg_base[PATH_MAX];
+
+    /* every job's output to the controller (log_ship.c) */
+    struct tm_agent_shipper *shipper;
 };
 
 /* jobs.c */
@@ -133,6 +141,28 @@ void tm_agent_add_report(struct tm_agent *ag, const struct tm_agent_report *r);
 void tm_agent_report_start(struct tm_agent *ag, struct tm_agent_job *j);
 void tm_agent_remember_done(struct tm_agent *ag, int64_t job_id, int64_t attempt);
 void tm_agent_job_gone(struct tm_agent *ag);
+
+/* agent.c, for log_ship.c: the controller's URL of a path, and a POST
+ * of a JSON body with the agent's token. */
+void tm_agent_url(const struct tm_agent *ag, char *out, size_t outlen, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+int tm_agent_post(struct tm_agent *ag, const char *url, const char *body, tm_http_cb cb, void *data);
+
+/* log_ship.c: every job's output to the controller.  init with the loop
+ * (before anything runs), start once the state is read (resumes what the
+ * side files say, before jobs are adopted), stop at shutdown, close with
+ * the other handles, free after the loop ends.  open at a job's start,
+ * end when it ended; pending: its exit waits for its output; cap: the
+ * --log-cap cut, keeping the shipping position with the kept bytes. */
+int tm_agent_ship_init(struct tm_agent *ag);
+void tm_agent_ship_start(struct tm_agent *ag);
+void tm_agent_ship_stop(struct tm_agent *ag);
+void tm_agent_ship_close(struct tm_agent *ag);
+void tm_agent_ship_free(struct tm_agent *ag);
+void tm_agent_ship_open(struct tm_agent *ag, int64_t job, int64_t attempt, int rank);
+void tm_agent_ship_end(struct tm_agent *ag, int64_t job, int64_t attempt);
+bool tm_agent_ship_pending(const struct tm_agent *ag, int64_t job, int64_t attempt);
+int tm_agent_ship_cap(struct tm_agent *ag, struct tm_agent_job *j);
 
 /* job_user.c: a job's user and folder (docs/isolation.md) */
 int tm_agent_job_user_init(struct tm_agent *ag);

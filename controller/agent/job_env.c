@@ -109,7 +109,7 @@ void tm_agent_gpu_list(const struct tm_agent_assignment *a, const struct tm_gpu_
  * string. */
 static char *addr_list(const struct tm_agent_rendezvous *r)
 {
-    size_t n = 1;
+    size_t n = 1, used = 0;
     char *out;
 
     for (int i = 0; i < r->nodes; i++)
@@ -118,11 +118,8 @@ static char *addr_list(const struct tm_agent_rendezvous *r)
     if (!out)
         return NULL;
     out[0] = '\0';
-    for (int i = 0; i < r->nodes; i++) {
-        if (i)
-            strcat(out, ",");
-        strcat(out, r->addrs[i]);
-    }
+    for (int i = 0; i < r->nodes; i++)
+        used += (size_t)snprintf(out + used, n - used, "%s%s", i ? "," : "", r->addrs[i]);
     return out;
 }
 

@@ -167,8 +167,9 @@ static void job_ended(struct tm_agent_job *j, bool known, int status, int term_s
         snprintf(r.reason, sizeof(r.reason), "%s", j->stopping[0] ? j->stopping : "lost");
     }
     if (ag->o.log_cap_bytes > 0)
-        tm_agent_log_cap(j->log_path, ag->o.log_cap_bytes, &j->log_dropped);
+        tm_agent_ship_cap(ag, j);
     tm_agent_log_tail(j->log_path, j->log_dropped, r.tail, sizeof(r.tail));
+    tm_agent_ship_end(ag, j->job_id, j->attempt);
     /* Whatever of the group outlived its leader (a background child) goes too. */
     if (j->pid > 1)
         kill(-j->pid, SIGKILL);
@@ -486,6 +487,8 @@ int tm_agent_job_start(struct tm_agent *ag, const struct tm_agent_assignment *a)
         snprintf(why, sizeof(why), "could not open log %.160s: %s", j->log_path, strerror(errno));
         goto unstartable;
     }
+    /* Its output ships from the start (log_ship.c), under its rank. */
+    tm_agent_ship_open(ag, j->job_id, j->attempt, a->rdv.given ? a->rdv.rank : 0);
     args[0] = "/bin/sh";
     args[1] = "-c";
     args[2] = (char *)tm_agent_wrapper_script;
@@ -594,7 +597,7 @@ void tm_agent_jobs_tick(struct tm_agent *ag)
         if (j->exited)
             continue;
         if (ag->o.log_cap_bytes > 0) {
-            int r = tm_agent_log_cap(j->log_path, ag->o.log_cap_bytes, &j->log_dropped);
+            int r = tm_agent_ship_cap(ag, j);
             if (r == 1)
                 tm_log_warn("job output passed the log cap, older output dropped",
                             "job=%lld attempt=%lld cap=%lld dropped=%lld", (long long)j->job_id,

@@ -50,8 +50,12 @@ void tm_utf8_clean(char *s, size_t len)
     size_t i = 0;
 
     while (i < len) {
+        unsigned char c = (unsigned char)s[i];
         size_t k = utf8_seq((const unsigned char *)s + i, len - i);
-        if (k == 0) {
+        /* The controller refuses control characters but tab, newline and
+         * carriage return in a tail (they would reach terminals): binary
+         * output must not make the exit report unsendable. */
+        if (k == 0 || (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) {
             s[i++] = '?';
             continue;
         }
@@ -107,6 +111,11 @@ size_t tm_agent_log_tail(const char *path, int64_t dropped, char *out, size_t ou
 
 int tm_agent_log_cap(const char *path, int64_t cap, int64_t *dropped)
 {
+    return tm_agent_log_cap_cut(path, cap, dropped, NULL);
+}
+
+int tm_agent_log_cap_cut(const char *path, int64_t cap, int64_t *dropped, struct tm_agent_log_cut *cut)
+{
     char *keep = NULL;
     char note[160];
     struct stat st;
@@ -146,6 +155,8 @@ int tm_agent_log_cap(const char *path, int64_t cap, int64_t *dropped)
         r = -errno;
         goto out;
     }
+    if (cut)
+        *cut = (struct tm_agent_log_cut){st.st_size - got, (int64_t)strlen(note)};
     r = 1;
 out:
     free(keep);

@@ -10,8 +10,9 @@
  * output on the agent's disk.
  *
  * The tail sent with the exit report is the last 4096 bytes, made valid
- * UTF-8 (each bad byte and NUL becomes '?') because the controller reads
- * strict JSON, and prefixed with a note when output was dropped.
+ * UTF-8 (each bad byte and control character but tab, newline and carriage
+ * return becomes '?') because the controller reads strict JSON, and
+ * prefixed with a note when output was dropped.
  */
 #ifndef TM_AGENT_LOGTAIL_H
 #define TM_AGENT_LOGTAIL_H
@@ -27,6 +28,17 @@
  * dropped), 0 when within the cap or absent, or -errno. */
 int tm_agent_log_cap(const char *path, int64_t cap, int64_t *dropped);
 
+/* Where a cut put the bytes it kept: the file's bytes from `from` on
+ * now start at note_len (after the note), those before it are gone. */
+struct tm_agent_log_cut {
+    int64_t from;
+    int64_t note_len;
+};
+
+/* tm_agent_log_cap, saying where the kept bytes went (log_ship.c keeps
+ * its file position with them); cut may be NULL. */
+int tm_agent_log_cap_cut(const char *path, int64_t cap, int64_t *dropped, struct tm_agent_log_cut *cut);
+
 /* Format a tail from the last bytes of a log (data, len: any length, only
  * the end is used).  Pure.  out gets at most TM_AGENT_TAIL_MAX bytes plus
  * a NUL (outlen must be at least TM_AGENT_TAIL_MAX + 1); returns its length. */
@@ -35,7 +47,8 @@ size_t tm_agent_tail_format(const char *data, size_t len, int64_t dropped, char 
 /* The tail of the log at path (empty when absent). */
 size_t tm_agent_log_tail(const char *path, int64_t dropped, char *out, size_t outlen);
 
-/* Replace each byte that is not part of valid UTF-8, and each NUL, by '?'. */
+/* Replace each byte that is not part of valid UTF-8, and each control
+ * character but tab, newline and carriage return (NUL included), by '?'. */
 void tm_utf8_clean(char *s, size_t len);
 
 #endif

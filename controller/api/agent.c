@@ -148,7 +148,10 @@ static void on_attempt(const struct tm_pg_reply *reply, void *data)
 static const char start_sql[] =
     "WITH cur AS (SELECT tarmac_agent_attempt_current($1, $2, $3::int) AS ok),"
     " u AS (UPDATE jobs SET pid = $4::int, agent_started_ms = $5"
-    "   WHERE id = $2 AND (SELECT ok FROM cur) RETURNING id)"
+    "   WHERE id = $2 AND (SELECT ok FROM cur) RETURNING id),"
+    /* each member of a gang keeps its own start (migrations/0021) */
+    " m AS (UPDATE job_members SET started_ms = $5 WHERE job_id = $2 AND attempt = $3::int"
+    "   AND node_id = $1 AND (SELECT ok FROM cur))"
     " SELECT (SELECT state FROM nodes WHERE id = $1), (SELECT ok FROM cur),"
     " json_build_object('job_id', $2::bigint, 'attempt', $3::int, 'started', (SELECT count(*) FROM u) = 1)::text";
 

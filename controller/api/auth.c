@@ -81,8 +81,9 @@ static void peer_key(const struct api_call *c, char *out, size_t size)
         if (!mapped)
             memset(&a->sin6_addr.s6_addr[8], 0, 8);
         uv_ip6_name(a, out, size);
-        if (!mapped && strlen(out) + 4 < size)
-            strcat(out, "/64");
+        size_t len = strlen(out);
+        if (!mapped && len + 4 < size)
+            snprintf(out + len, size - len, "/64");
     }
 }
 

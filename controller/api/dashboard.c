@@ -12,7 +12,7 @@
  * from billed_from_ms to terminated_ms, a job holds its GPUs from
  * started_ms to finished_ms and waits from submitted_ms to its start.
  * Each point is the average over its step (GPU-seconds / seconds), the
- * definition of utilisation in DESIGN.md.  A job that was requeued keeps
+ * definition of utilisation in docs/measuring.md.  A job that was requeued keeps
  * only its latest attempt's start, so its earlier runs count as waiting;
  * the figures are exact for jobs that ran once.
  */

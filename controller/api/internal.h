@@ -124,6 +124,15 @@ uint64_t tm_api_time_left(const struct api_call *c);
  * check), or NULL. */
 const struct tm_config *tm_api_config(const struct api_call *c);
 unsigned tm_api_max_list(const struct api_call *c);
+/* The server's loop (timers of a route that waits: logs.c's follow). */
+uv_loop_t *tm_api_loop(const struct api_call *c);
+/* Move c's deadline to ms from now: a route that holds its request open on
+ * purpose (a follow) keeps its later statements within their bound. */
+void tm_api_hold(struct api_call *c, uint64_t ms);
+/* Answer bytes of any type with extra headers: nheaders (name, value)
+ * pairs in headers[0 .. 2 * nheaders), copied. */
+void tm_api_reply_bytes(struct api_call *c, int status, const char *ctype, const char *body, size_t len,
+                        const char *const *headers, size_t nheaders);
 struct tm_pg_pool *tm_api_pool(const struct api_call *c);
 /* Add c's item to the group commit of kind held in *slot (a route
  * state's, NULL until first use, freed with tm_gc_free), bounded by c's

@@ -65,7 +65,13 @@ struct tm_api_route_states {
     void *submit;
     void *heartbeat;
     void *samples; /* sample_budget.c */
+    void *logs;    /* logs.c: its store and ingest queue, made on first use */
 };
+
+/* logs.c: a job's output, shipped by the agents (docs/logs.md). */
+void tm_api_logs_ingest(struct api_call *c);
+void tm_api_logs_read(struct api_call *c);
+void tm_api_logs_state_free(void *state);
 
 /* agent.c: the node agent's enrollment and job reports. */
 void tm_api_agent_enroll(struct api_call *c);

@@ -76,6 +76,7 @@ static const struct api_route api_routes[] = {
     {"GET", "/v1/jobs/{id}", API_READERS, tm_api_jobs_get, NULL},
     {"PATCH", "/v1/jobs/{id}", API_ADMIN | API_ENGINEER, tm_api_jobs_retag, NULL},
     {"POST", "/v1/jobs/{id}/cancel", API_ADMIN | API_ENGINEER, tm_api_jobs_cancel, NULL},
+    {"GET", "/v1/jobs/{id}/logs", API_READERS, tm_api_logs_read, NULL},
     {"GET", "/v1/pools", API_READERS, tm_api_pools_list, NULL},
     {"GET", "/v1/pools/{name}", API_READERS, tm_api_pools_get, NULL},
     {"GET", "/v1/nodes", API_READERS, tm_api_nodes_list, NULL},
@@ -87,6 +88,7 @@ static const struct api_route api_routes[] = {
     {"POST", "/v1/nodes/{id}/interruption", API_ADMIN | API_AGENT, tm_api_nodes_interruption, NULL},
     {"POST", "/v1/nodes/{id}/jobs/{job}/start", API_ADMIN | API_AGENT, tm_api_agent_job_start, NULL},
     {"POST", "/v1/nodes/{id}/jobs/{job}/exit", API_ADMIN | API_AGENT, tm_api_agent_job_exit, NULL},
+    {"POST", "/v1/nodes/{id}/logs", API_ADMIN | API_AGENT, tm_api_logs_ingest, NULL},
     {"POST", "/v1/agent/enroll", API_PUBLIC, tm_api_agent_enroll, NULL},
     {"GET", "/v1/decisions", API_READERS, tm_api_decisions_list, NULL},
     {"PUT", "/v1/budgets/{name}", API_ADMIN | API_FINANCE, tm_api_budgets_put, NULL},
@@ -108,6 +110,7 @@ static void routes_state_free(void *state)
     tm_api_submit_state_free(s->submit);
     tm_api_heartbeat_state_free(s->heartbeat);
     tm_api_sample_budget_free(s->samples);
+    tm_api_logs_state_free(s->logs);
     free(s);
 }
 

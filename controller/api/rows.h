@@ -17,7 +17,8 @@
     " 'state', j.state, 'state_reason', j.state_reason, 'attempts', j.attempts,"                  \
     " 'node_id', j.node_id, 'submitted_ms', j.submitted_ms, 'started_ms', j.started_ms,"          \
     " 'finished_ms', j.finished_ms, 'env', j.env, 'image', j.image, 'exit_code', j.exit_code,"  \
-    " 'signal', j.exit_signal, 'output_tail', j.output_tail)::text"
+    " 'signal', j.exit_signal, 'output_tail', j.output_tail, 'exit_rank', j.exit_rank,"          \
+    " 'exit_node_id', j.exit_node_id, 'members', tarmac_job_members(j.id))::text"
 
 #define NODE_JSON                                                                                  \
     "json_build_object('id', n.id, 'pool', n.pool, 'instance_id', n.instance_id, 'zone', n.zone," \

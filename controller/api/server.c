@@ -301,6 +301,35 @@ const struct tm_config *tm_api_config(const struct api_call *c)
     return c->api->cfg;
 }
 
+uv_loop_t *tm_api_loop(const struct api_call *c)
+{
+    return c->api->loop;
+}
+
+void tm_api_hold(struct api_call *c, uint64_t ms)
+{
+    c->deadline = uv_now(c->api->loop) + ms;
+}
+
+void tm_api_reply_bytes(struct api_call *c, int status, const char *ctype, const char *body, size_t len,
+                        const char *const *headers, size_t nheaders)
+{
+    h2o_req_t *req = c->req;
+
+    if (req) {
+        /* h2o keeps header pointers: names and values go into the
+         * request's pool. */
+        for (size_t i = 0; i + 1 < nheaders * 2; i += 2) {
+            h2o_iovec_t name = h2o_strdup(&req->pool, headers[i], SIZE_MAX);
+            h2o_iovec_t value = h2o_strdup(&req->pool, headers[i + 1], SIZE_MAX);
+            h2o_add_header_by_str(&req->pool, &req->res.headers, name.base, name.len, 1, NULL,
+                                  value.base, value.len);
+        }
+        send_raw(c->api, req, status, ctype, body, len);
+    }
+    tm_api_call_free(c);
+}
+
 int64_t tm_api_now_ms(const struct api_call *c)
 {
     return tm_clock_now_ms(c->api->clock);

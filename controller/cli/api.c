@@ -258,3 +258,42 @@ int tm_cli_parse_id(struct tm_cli_cmd *a, const char *what, const char *arg, cha
     snprintf(out, size, "%ld", v);
     return 0;
 }
+
+void tm_cli_print_members(const cJSON *job, const char *indent)
+{
+    const cJSON *members = cJSON_GetObjectItemCaseSensitive(job, "members"), *m;
+    char b[8][48];
+
+    if (cJSON_GetArraySize(members) == 0)
+        return;
+    printf("%snodes of attempt %s, by rank:\n", indent,
+           tm_cli_jtext(cJSON_GetArrayItem(members, 0), "attempt", b[0], sizeof(b[0])));
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(job, "state");
+    bool running = cJSON_IsString(st) && strcmp(st->valuestring, "running") == 0;
+    cJSON_ArrayForEach(m, members)
+    {
+        /* a member of an attempt that ended without its own exit recorded
+         * was stopped with the rest of its gang */
+        const char *ended = running ? "running" : "stopped with the gang";
+        if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(m, "claimed_ms")))
+            ended = "not claimed yet";
+        else if (!cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(m, "started_ms")))
+            ended = "claimed, not started";
+        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(m, "exited_ms"))) {
+            if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(m, "signal")))
+                snprintf(b[4], sizeof(b[4]), "killed by signal %s",
+                         tm_cli_jtext(m, "signal", b[5], sizeof(b[5])));
+            else
+                snprintf(b[4], sizeof(b[4]), "exit %s", tm_cli_jtext(m, "exit_code", b[5], sizeof(b[5])));
+            ended = b[4];
+        }
+        printf("%s  rank %s  node %s  %s  %s\n", indent, tm_cli_jtext(m, "rank", b[1], sizeof(b[1])),
+               tm_cli_jtext(m, "node_id", b[2], sizeof(b[2])), tm_cli_jtext(m, "address", b[3], sizeof(b[3])),
+               ended);
+    }
+    if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(job, "exit_rank")))
+        printf("%sfailed by rank %s (node %s): exit %s, signal %s\n", indent,
+               tm_cli_jtext(job, "exit_rank", b[0], sizeof(b[0])),
+               tm_cli_jtext(job, "exit_node_id", b[1], sizeof(b[1])),
+               tm_cli_jtext(job, "exit_code", b[2], sizeof(b[2])), tm_cli_jtext(job, "signal", b[3], sizeof(b[3])));
+}

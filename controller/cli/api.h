@@ -62,6 +62,10 @@ bool tm_cli_jnum(const cJSON *o, const char *key, int64_t *ret);
 const char *tm_cli_fmt_ms(const cJSON *o, const char *key, char *buf, size_t size);
 /* o[key], cents, as dollars "1234.56", or "-". */
 const char *tm_cli_fmt_cents(const cJSON *o, const char *key, char *buf, size_t size);
+/* A job's nodes with their ranks (its "members": the running attempt's,
+ * or the last attempt's), one line each after indent, and the rank whose
+ * exit failed a gang; nothing for a job with no members. */
+void tm_cli_print_members(const cJSON *job, const char *indent);
 /* A job's GPUs: "4", a gang "4x2", a share "0.25". */
 const char *tm_cli_fmt_gpus(const cJSON *job, char *buf, size_t size);
 

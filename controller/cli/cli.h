@@ -40,6 +40,8 @@ int tm_cli_api_nodes(int argc, char **argv);
 int tm_cli_api_pools(int argc, char **argv);
 int tm_cli_api_decisions(int argc, char **argv);
 int tm_cli_api_why(int argc, char **argv);
+/* cli/logs.c: `tarmac logs ID`, a job's output (docs/logs.md). */
+int tm_cli_api_logs(int argc, char **argv);
 int tm_cli_api_budget(int argc, char **argv);
 int tm_cli_api_spend(int argc, char **argv);
 

@@ -170,15 +170,15 @@ int tm_cli_submit(int argc, char **argv)
         rc = TM_EXIT_FAIL;
         goto out;
     }
-    if (pool && atoi(PQgetvalue(res, 0, 0)) == 0) {
+    if (pool && strtol(PQgetvalue(res, 0, 0), NULL, 10) == 0) {
         rc = tm_cli_usage_error(c.cmd, "--pool: unknown pool \"%s\" (known: %s)", pool, PQgetvalue(res, 0, 4));
         goto out;
     }
-    if (model && atoi(PQgetvalue(res, 0, 1)) == 0) {
+    if (model && strtol(PQgetvalue(res, 0, 1), NULL, 10) == 0) {
         rc = tm_cli_usage_error(c.cmd, "--gpu-model: no pool offers \"%s\" (known: %s)", model, PQgetvalue(res, 0, 3));
         goto out;
     }
-    if (spec.gpus > atol(PQgetvalue(res, 0, 2))) {
+    if (spec.gpus > strtol(PQgetvalue(res, 0, 2), NULL, 10)) {
         rc = tm_cli_usage_error(c.cmd, "--gpus: %d GPUs per node is more than any matching pool offers (%s)",
                          spec.gpus, PQgetvalue(res, 0, 2));
         goto out;

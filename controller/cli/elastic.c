@@ -10,7 +10,7 @@
  *          [--log FILE] [--json]
  *
  * --consolidate-restart off keeps tarmac and the oracle from restarting
- * preemptible work that cannot checkpoint (the figures before issue 17's
+ * preemptible work that cannot checkpoint (the figures without
  * consolidation by restart, measured in the same binary).
  *
  * Every policy runs on the same input in the same process; one result each.

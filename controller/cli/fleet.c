@@ -164,11 +164,10 @@ int tm_cli_api_pools(int argc, char **argv)
                 tm_cli_jnum(p, "idle_grace_ms", &grace);
                 tm_table_cell(&t, "%" PRId64, grace / 1000);
                 cJSON_ArrayForEach(ty, cJSON_GetObjectItemCaseSensitive(p, "instance_types")) {
-                    if (cJSON_IsString(ty) && strlen(types) + strlen(ty->valuestring) + 2 < sizeof(types)) {
-                        if (types[0])
-                            strcat(types, ",");
-                        strcat(types, ty->valuestring);
-                    }
+                    size_t len = strlen(types);
+                    if (cJSON_IsString(ty) && len + strlen(ty->valuestring) + 2 < sizeof(types))
+                        snprintf(types + len, sizeof(types) - len, "%s%s", len ? "," : "",
+                                 ty->valuestring);
                 }
                 tm_table_cell(&t, "%s", types);
             }
@@ -303,6 +302,8 @@ static void print_why_subject(const char *kind, const cJSON *o)
     const cJSON *why = cJSON_GetObjectItemCaseSensitive(o, "state_reason");
     if (cJSON_IsString(why) && why->valuestring[0])
         printf("  now: %s\n", why->valuestring);
+    if (strcmp(kind, "job") == 0)
+        tm_cli_print_members(o, "  ");
 }
 
 int tm_cli_api_why(int argc, char **argv)

@@ -273,6 +273,75 @@ int tm_cli_http_call_idem(struct tm_cli_http *h, const char *method, const char 
     return rc;
 }
 
+int tm_cli_http_get_bytes(struct tm_cli_http *h, const char *path, char **ret_body, size_t *ret_len)
+{
+    struct reply_buf b = {0};
+    char errbuf[CURL_ERROR_SIZE] = "";
+    size_t n = strlen(h->ep->url) + strlen(path) + 1;
+    char *url = malloc(n);
+    long status = 0;
+    CURLcode cr;
+    int rc = TM_EXIT_FAIL;
+
+    *ret_body = NULL;
+    *ret_len = 0;
+    if (!url) {
+        fprintf(stderr, "tarmac %s: out of memory\n", h->cmd);
+        return TM_EXIT_FAIL;
+    }
+    snprintf(url, n, "%s%s", h->ep->url, path);
+    curl_easy_setopt(h->curl, CURLOPT_URL, url);
+    curl_easy_setopt(h->curl, CURLOPT_ERRORBUFFER, errbuf);
+    curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h->curl, CURLOPT_HTTPGET, 1L);
+    curl_easy_setopt(h->curl, CURLOPT_CUSTOMREQUEST, NULL);
+    curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, h->headers);
+    for (int attempt = 1;; attempt++) {
+        curl_off_t wait_s = 0;
+        struct timespec ts;
+        if (h->verbose)
+            fprintf(stderr, "> GET %s\n", url);
+        b.len = 0;
+        b.too_big = false;
+        cr = curl_easy_perform(h->curl);
+        status = 0;
+        curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &status);
+        if (h->verbose && cr == CURLE_OK)
+            fprintf(stderr, "< %ld (%zu bytes)\n", status, b.len);
+        if (cr != CURLE_OK || status != 429 || attempt == RATE_RETRIES)
+            break;
+        curl_easy_getinfo(h->curl, CURLINFO_RETRY_AFTER, &wait_s);
+        ts = (struct timespec){.tv_sec = (time_t)(wait_s < 1 || wait_s > 30 ? 1 : wait_s)};
+        nanosleep(&ts, NULL);
+    }
+    if (cr != CURLE_OK)
+        fprintf(stderr, "tarmac %s: could not reach %s: %s\n", h->cmd, h->ep->url,
+                errbuf[0] ? errbuf : curl_easy_strerror(cr));
+    else if (status < 200 || status > 299)
+        print_refusal(status, b.data, b.len);
+    else
+        rc = 0;
+    curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, NULL);
+    curl_easy_setopt(h->curl, CURLOPT_ERRORBUFFER, NULL);
+    free(url);
+    if (rc == 0) {
+        *ret_body = b.data;
+        *ret_len = b.len;
+    } else {
+        free(b.data);
+    }
+    return rc;
+}
+
+const char *tm_cli_http_header(struct tm_cli_http *h, const char *name)
+{
+    struct curl_header *hd = NULL;
+
+    if (curl_easy_header(h->curl, name, 0, CURLH_HEADER, -1, &hd) != CURLHE_OK || !hd)
+        return NULL;
+    return hd->value;
+}
+
 bool tm_cli_http_escape(const char *s, char *out, size_t size)
 {
     static const char hexd[] = "0123456789ABCDEF";

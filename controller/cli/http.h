@@ -50,6 +50,14 @@ int tm_cli_http_call(struct tm_cli_http *h, const char *method, const char *path
 int tm_cli_http_call_idem(struct tm_cli_http *h, const char *method, const char *path,
                           const char *body, const char *idem_key, cJSON **ret_json);
 
+/* GET path as bytes of any type (a job's output): on a 2xx answer
+ * *ret_body (malloc'd, NUL-terminated past *ret_len; caller frees) and 0;
+ * else the problem printed as above and TM_EXIT_FAIL.  The answer's
+ * headers stay readable with tm_cli_http_header() until the next request. */
+int tm_cli_http_get_bytes(struct tm_cli_http *h, const char *path, char **ret_body, size_t *ret_len);
+/* A header of the last answer (name case-insensitive), or NULL. */
+const char *tm_cli_http_header(struct tm_cli_http *h, const char *name);
+
 /* Percent-encode s as one query value into out; false when it does not fit. */
 bool tm_cli_http_escape(const char *s, char *out, size_t size);
 

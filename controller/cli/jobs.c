@@ -264,6 +264,8 @@ static int jobs_one(int argc, char **argv, enum job_verb verb)
         r = tm_cli_http_call(&a.http, job_verbs[verb].method, path, body, &job);
         if (r == 0)
             r = print_jobs(&a, job, false);
+        if (r == 0 && !a.c.json)
+            tm_cli_print_members(job, "");
     }
     cJSON_Delete(job);
     free(body);

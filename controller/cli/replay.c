@@ -365,9 +365,9 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
     arr = cJSON_AddArrayToObject(doc, "comparisons");
     if (!o->json) {
         printf("\ntarmac against the baselines (same input; idle = idle-while-waiting GPU-hours, "
-               "fit = DESIGN.md's definition as decided, the fit-aware reading (free capacity only "
+               "fit = the fit-aware reading of docs/measuring.md (free capacity only "
                "while some queued job could be placed on it then: model, GPUs or share, CPU, memory), "
-               "model = the reading used before issue 17 (any free GPU milli of a model while a "
+               "model = the older, looser reading (any free GPU milli of a model while a "
                "queued job could have used the model: accepts it and fits some node of it), "
                "accepts = the upper bound (a queued job accepts the model, whatever its node sizes); "
                "gain = utilisation over the arrival window, percentage points)\n\n");
@@ -443,7 +443,7 @@ static void compare(const struct opts *o, const struct tm_replay_stats *all, int
 
 /* tarmac beside the fairer baseline (multifactor: EASY on Slurm's
  * multifactor priority) and the oracle (tarmac told every true runtime):
- * waits with starved counts beside them (DESIGN.md: starvation first). */
+ * waits with starved counts beside them (docs/measuring.md: starvation first). */
 static void compare_fair(const struct opts *o, const struct tm_replay_stats *all, int ngpus, int nloads,
                          int seeds, cJSON *doc)
 {
@@ -523,7 +523,7 @@ static void compare_fair(const struct opts *o, const struct tm_replay_stats *all
             }
 }
 
-/* ---------- estimates and reservation slips (issue 17 item 6) ---------- */
+/* ---------- estimates and reservation slips ---------- */
 
 /* Mean |ln(estimate / runtime)| over the jobs of the given key levels. */
 static double male(const struct tm_replay_stats *st, const int *levels, int n, size_t *ret_jobs)
@@ -584,7 +584,7 @@ static void print_estimates(const struct opts *o, const struct tm_replay_stats *
            "unknown estimate read as the default %d s; \"keys could not answer\" = neither the "
            "job's name nor its team had %d runtimes, \"no shape\" = nor anyone's work of its class "
            "and GPUs)\n\n",
-           o->exact ? "exact" : o->keys_only ? "keys (before issue 17)" : "keys, then the model",
+           o->exact ? "exact" : o->keys_only ? "keys alone" : "keys, then the model",
            (int)(TM_SCHED_DEFAULT_ESTIMATE_MS / 1000), TM_ESTIMATE_MIN_SAMPLES);
     printf("| policy | GPUs | load | seed | wait mean / p95 s | starved | held | slipped | "
            "slip p50 / p95 / max s | MALE all (jobs) | MALE keys could not answer (jobs) | "

@@ -5,12 +5,12 @@
  * Pure: no I/O, no clock, no globals.  All memory is allocated in
  * tm_forecast_new() and sized by the parameters.
  *
- * One file on purpose, although it is 900 lines: the seasons, the
+ * One file on purpose, although it is long: the seasons, the
  * parameter bank, the step update and the commit are one state machine
  * over struct tm_forecast, and splitting them would move that struct into
  * a shared header with several owners.  The two pieces that do not touch
- * it are small and serve only this file: the sorted error windows (60
- * lines) and tm_forecast_evaluate() (90 lines, which drives the public API
+ * it are small and serve only this file: the sorted error windows and
+ * tm_forecast_evaluate() (which drives the public API
  * but shares the step arithmetic and the pinball loss with the model).
  */
 #include "controller/fleet/forecast.h"

@@ -2,7 +2,7 @@
  * controller/fleet/planner.c: the fleet planner (see planner.h for the rules).
  *
  * tm_planner_run is one function per step (run_deadlines ... run_releases)
- * over one struct run.  The file stays whole at about 900 lines because
+ * over one struct run.  The file stays whole, long as it is, because
  * every step shares the room model (struct room, room_fit) and the budget
  * check; split, they would need a private header for one pure function.
  */
@@ -401,9 +401,8 @@ static void launch_pool(const struct tm_planner_input *in, struct acts *a, struc
         }
         /* On-demand stands in for short spot only for queued work, not
          * for forecast headroom: nodes bought ahead for spot demand sat
-         * idle on on-demand while spot stayed short (config I of
-         * bench/run-elastic.sh: tarmac $36,572 -> $36,189, H $37,066 ->
-         * $36,466; bench/results/elastic-2026-12-02-c.md). */
+         * idle on on-demand while spot stayed short (configs H and I of
+         * bench/run-elastic.sh; bench/results/elastic-2026-12-02-c.md). */
         if (type < 0 && spot && preemptible_only && pp->od_fallback && left > 0) {
             type = tm_planner_choose_type(pr, in->spot_zone_hazard, false, total, largest, in->shortages, in->nshortages,
                                           in->now_ms, &zone);
@@ -922,8 +921,8 @@ static int run_consolidate(struct run *r)
         /* Credited at most the grace, and at least a tick: a node left
          * alone is released no sooner than the next pass, so a zero
          * grace (the forecast alone keeping idle nodes) does not make
-         * every move worthless (openb G with grace 0: 1.119 -> 1.170 x
-         * floor without this; the tick, 30 s, is the grace it had). */
+         * every move worthless (the tick is the grace it had;
+         * bench/results/elastic-2026-12-02-c.md). */
         int64_t credit = pp->idle_grace_ms > pp->tick_ms ? pp->idle_grace_ms : pp->tick_ms;
         int64_t saving = cost_of(price, horizon < credit ? horizon : credit);
         int64_t move = cost_of(price * n->used_milli / 1000 / t->gpus, pp->move_cost_ms) +

@@ -76,8 +76,8 @@
  * on-demand start takes (boot + one tick); at the latest tick where that
  * would no longer hold it gets TM_PLANNER_DEADLINE_OD: run on on-demand now.
  *
- * Consolidation by restart (params.consolidate_restart; DESIGN.md: a
- * preemptible job is restartable by tarmac).  A node whose jobs are all
+ * Consolidation by restart (params.consolidate_restart: a
+ * preemptible job is one tarmac may restart).  A node whose jobs are all
  * preemptible but not all checkpointable (so no move) is emptied with
  * TM_PLANNER_RESTART when the money saved exceeds the work redone:
  *   saved    the node's price x its expected use left (busy_until_ms - now,

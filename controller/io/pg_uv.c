@@ -69,7 +69,7 @@
  * explicit options= in the conninfo replaces it (the operator decides).
  * jit=off: the daemon's statements are short and planned afresh; LLVM
  * compiling them cost seconds whenever row estimates crossed the JIT
- * threshold (measured on /metrics and /v1/timeseries scrapes: 3.8 s of 5 s). */
+ * threshold (seen on /metrics and /v1/timeseries scrapes: most of their time). */
 #define PG_SESSION_OPTIONS "-c statement_timeout=60000 -c jit=off"
 
 struct pg_req {

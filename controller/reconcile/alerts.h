@@ -16,7 +16,7 @@
  *   pool_idle:<pool>       the pool is paid for (at least one billed node)
  *                          and its GPU utilisation has stayed below
  *                          pool_utilisation_below_percent at every tick for
- *                          pool_utilisation_for.  Utilisation as DESIGN.md
+ *                          pool_utilisation_for.  Utilisation as docs/measuring.md
  *                          defines it, at the instant of the tick: GPU milli
  *                          allocated to jobs on the pool's billed nodes over
  *                          the GPU milli of those nodes (booting nodes are

@@ -170,6 +170,9 @@ void tm_rc_fence_mark(struct pass *p);
  * only once every silent member is fenced. */
 bool tm_rc_gang_waits(const struct pass *p, size_t ni);
 void tm_rc_idle_gpus(struct pass *p);
+/* gang_start.c: a gang whose start barrier waited past
+ * agent.gang_start_timeout for a member is requeued whole. */
+void tm_rc_gang_start(struct pass *p);
 void tm_rc_drain_checkpoints(struct pass *p);
 /* Spent and committed spend against every cap; fills p->teams, p->org and
  * p->job_held. */

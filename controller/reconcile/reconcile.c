@@ -99,6 +99,8 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_rc_plan *ret)
     if (!p.err)
         tm_rc_staleness(&p);
     if (!p.err)
+        tm_rc_gang_start(&p);
+    if (!p.err)
         tm_rc_drain_checkpoints(&p);
     if (!p.err)
         tm_rc_idle_gpus(&p);

@@ -93,6 +93,7 @@ struct tm_snap_alloc {
     int gpu_milli;
     int64_t cpu_milli, memory_mib;
     bool loaned;               /* preemptible work on reserved capacity */
+    int64_t claimed_ms;        /* its agent claimed the job's current attempt, 0 if not yet */
 };
 
 /* A finished job, for runtime estimates of similar ones. */

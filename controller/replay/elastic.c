@@ -6,7 +6,7 @@
  * tick every tick_ms.  After the events of an instant the scheduler
  * places the queue; at each tick the fleet policy plans.
  *
- * Why one file of 1.5k lines: every step (the cloud's events, placement,
+ * Why one long file: every step (the cloud's events, placement,
  * the three fleet policies, the bounds, the accounting) reads and writes
  * the one struct sim below through some twenty small helpers (launch,
  * terminate, stop_job, node_end, price_of, ...).  Split, those would
@@ -36,9 +36,9 @@
 /* tarmac's idle grace: none, because the forecast's upper quantile keeps
  * the nodes demand will want again (hysteresis, for at most a boot:
  * keep_max_ms), and queued work the planner counts on an idle node keeps
- * it (planner.c run_backlog).  30 s -> 0 measured: openb B 1.1234 ->
- * 1.1213 x floor, C 1.2529 -> 1.2468 x lower bound (an emptied node went
- * at the second tick, now at the first); bench/results/elastic-2026-12-02-c.md.
+ * it (planner.c run_backlog).  A grace only added a tick: an emptied
+ * node went at the second tick, now at the first
+ * (bench/results/elastic-2026-12-02-c.md).
  * The moves' credit stays a tick (planner.c run_consolidate). */
 #define TARMAC_GRACE_MS 0
 /* tarmac keeps a preemptible, non-checkpointable job off spot when its
@@ -432,7 +432,7 @@ static int32_t job_mask(struct sim *s, const struct ejob *jb)
  * scheduler's elastic preference: work lands on the smallest, oldest node
  * with room, and a large node launched for a large job is left to empty
  * once that job ends.  A global order by the estimated end of each node's
- * work was measured too: 1% cheaper at 16 copies, 1-1.5% dearer on the
+ * work was tried too: it helps only where jobs recur, and costs on the
  * single trace, where the estimates of unique jobs are too rough; the
  * known ends of recurring tasks are used per job instead (align_ends). */
 static size_t *order_nodes(struct sim *s)
@@ -661,18 +661,13 @@ static void plan_tarmac_params(struct sim *s, struct tm_planner_input *in)
      * only while its expected time left is under a boot, and the
      * heavy-tail rule makes that at least its time run so far, so one
      * that overruns stops counting within a boot of run time and the
-     * launch follows.  Measured with the zero grace, tarmac: openb B
-     * 1.1213 -> 1.1183 x floor, C 1.2468 -> 1.2492 x lower bound (the
-     * one shape of eight it did not help: gpushare20/40/100, B and C,
-     * all cheaper), Helios E $83,580 -> $82,875 but its wait p99 180 ->
-     * 390 s (5% of jobs wait longer than a boot);
-     * bench/results/elastic-2026-12-02-c.md. */
+     * launch follows.  It is cheaper on every shape but one, at the
+     * price of longer waits for the few jobs it holds back
+     * (bench/results/elastic-2026-12-02-c.md). */
     in->params.wait_for_ends = true;
     /* The forecast keeps an idle node for at most a boot: keeping it
      * longer costs more than launching again when the demand comes
-     * (ski rental).  Measured, tarmac, unlimited -> a boot: openb B
-     * 1.193 -> 1.186 x floor, C 1.411 -> 1.406 x lower bound, A
-     * 37580 -> 37528 USD (bench/results/elastic-2026-11-29-c.md). */
+     * (ski rental; bench/results/elastic-2026-11-29-c.md). */
     in->params.keep_max_ms = c->boot_ms;
     {
         int64_t since = s->now - 10 * 60 * 1000;
@@ -689,9 +684,8 @@ static void plan_tarmac_params(struct sim *s, struct tm_planner_input *in)
         {
             /* launch ahead for the expected demand, keep for the
              * upper quantile.  Launching for the upper quantile too
-             * was measured: openb A mean wait 6.4 s instead of 9.6 s
-             * (reactive 9.5 s) but 1.2% dearer, sizes 1-8 3% dearer,
-             * and on the Helios series dearer than reactive. */
+             * shortens waits but costs more than it saves, and on the
+             * Helios series more than the reactive scaler. */
             in->forecast_gpus[p] = mean;
             /* as the live tick (reconcile/fleet.c): an upper quantile
              * below the mean keeps what the mean launched */
@@ -1055,7 +1049,7 @@ static double *cover_table(const struct tm_price_table *pr, bool spot, int dim, 
     return c;
 }
 
-/* Lower bound of one job, micro-dollars (DESIGN.md): its runtime at its
+/* Lower bound of one job, micro-dollars (docs/measuring.md): its runtime at its
  * dominant share (the largest of its GPU, CPU and memory shares) of the
  * cheapest type that holds it, in its pool.  A type holds it when its
  * GPUs, CPU and memory are each at least the job's.  Exported for the
@@ -1306,9 +1300,9 @@ static int load_jobs(struct sim *s, const struct tm_trace *t)
 
 /* The predictor's key: the trace task's own name, then class and GPUs.
  * The CPU and memory request that the scheduler's replay adds between them
- * (tm_trace_estimate_key's team) is left out here: measured on openb it
- * moved nothing in A-C and cost 4% in I (H's hazards, nothing
- * checkpointable), where the spot-loss rule reads the estimates. */
+ * (tm_trace_estimate_key's team) is left out here: on openb it moved
+ * nothing, except where the spot-loss rule reads the estimates (hazards,
+ * nothing checkpointable), and there it cost. */
 static struct tm_estimate_key key_of(const struct ejob *jb, char *buf, size_t len)
 {
     struct tm_estimate_key k = tm_trace_estimate_key(jb->tj, buf, len);
@@ -1718,7 +1712,7 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
         else if (cfg->policy != TM_ELASTIC_STATIC && s.queue_grew && s.nqueued > 0) {
             /* A submission (or a requeue) that found no room starts a pass
              * at once, as in the controller, where it enqueues its pool
-             * (DESIGN.md: NOTIFY enqueues a pool id) instead of waiting
+             * (the live controller: NOTIFY enqueues a pool id) instead of waiting
              * for the next tick. */
             s.queue_grew = false;
             rc = plan_and_schedule(&s);

@@ -11,7 +11,7 @@
  *             preemptible work when spot is on) and releases a node after
  *             an idle grace (600 s)
  *   oracle    tarmac, told every job's true runtime at its arrival (the
- *             estimate is the runtime, and known: DESIGN.md's oracle)
+ *             estimate is the runtime, and known: the oracle of docs/measuring.md)
  *   tarmac    the planner (controller/fleet/planner.h) with the forecaster
  *             (controller/fleet/forecast.h) one boot ahead, spot routing by
  *             expected loss, substitution and consolidation (moves of
@@ -34,8 +34,7 @@
  * fit in launch order, as common schedulers do.  Node GPU model 0 is
  * on-demand capacity, 1 spot; a job's model mask says where it may run.
  *
- * Definitions (DESIGN.md "Measuring", as decided in issue 17: CPU and
- * memory count):
+ * Definitions (docs/measuring.md: CPU and memory count):
  *   lower bound  every job billed only for its own runtime x its dominant
  *                share (largest of its GPU, CPU and memory shares) of the
  *                cheapest type of the table that holds it, spot for
@@ -79,7 +78,7 @@ enum tm_elastic_policy {
     TM_ELASTIC_STATIC,
     TM_ELASTIC_REACTIVE,
     TM_ELASTIC_TARMAC,
-    /* tarmac told every job's true runtime at its arrival (DESIGN.md's
+    /* tarmac told every job's true runtime at its arrival (the
      * oracle): the distance to it is what runtime prediction costs */
     TM_ELASTIC_ORACLE,
     TM_ELASTIC_POLICY_MAX,
@@ -151,7 +150,7 @@ struct tm_elastic_stats {
     double wall_s;
 };
 
-/* The lower bound of one job (DESIGN.md "Measuring"), dollars: its
+/* The lower bound of one job (docs/measuring.md), dollars: its
  * runtime at its dominant share (the largest of its GPU, CPU and memory
  * shares) of the cheapest type of pr that holds it, on spot when `spot`.
  * 0 when no type holds it. */

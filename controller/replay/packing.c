@@ -271,9 +271,9 @@ static int64_t bestfit_score(const struct pnode *n, const struct shape *s)
  * integer points Kubernetes scores use, higher better.  The scale is
  * steep near zero (about 40 milli per point) and flat far out, so all
  * placements that cut (or add) a lot of fragmentation are equals and the
- * tie-break decides among them.  Measured on openb default, 10 seeds: the
- * exact change with best-fit ties 95.08%; this scale with random ties (the
- * artifact's FGD) 95.33%; this scale with best-fit ties (tarmac) 95.52%. */
+ * tie-break decides among them.  On openb default this scale packs more
+ * than the exact change, and best-fit ties (tarmac) more than random ties
+ * (the published FGD's). */
 static int64_t fgd_score(double delta)
 {
     return (int64_t)(100.0 / (1.0 + exp(delta / 1000.0)));

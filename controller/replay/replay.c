@@ -162,7 +162,7 @@ static void integrate(struct sim *s, int64_t from, int64_t to)
     s->win_fit += (double)s->fit_milli * dw;
 }
 
-/* Idle-while-waiting as DESIGN.md defines it (the fit-aware reading): a
+/* Idle-while-waiting as docs/measuring.md defines it (the fit-aware reading): a
  * GPU's free milli counts only while some queued job could be placed on
  * it now, i.e. a share that fits the GPU's free milli, or whole GPUs that
  * fit the node's wholly free GPUs (this GPU among them), on an accepted

@@ -37,7 +37,7 @@ int tm_pack_policy_parse(const char *name);
 const char *tm_pack_policy_list(void);
 
 /* The time replay's policies: the scheduler's rows (TM_SCHED_POLICIES),
- * then the oracle, DESIGN.md's "how far from perfect" baseline: tarmac's
+ * then the oracle, the "how far from perfect" baseline of docs/measuring.md: tarmac's
  * own policy told every job's true runtime at its arrival (exact
  * estimates, and running jobs' true ends), whatever --estimates says. */
 #define TM_REPLAY_ORACLE ((int)TM_POLICY_MAX)
@@ -73,7 +73,7 @@ struct tm_replay_config {
      * first, 0 for 128 (tests take a short one, so that small queues
      * exercise the incremental pass). */
     size_t tarmac_head;
-    /* Where the predictor's fallback model stands in (issue 17 item 6):
+    /* Where the predictor's fallback model stands in:
      * 0 or -1 never (the keys alone, the default), 3 or 4 the first key
      * level it replaces (TM_ESTIMATE_FALLBACK_FROM is 4). */
     int estimate_fallback;
@@ -92,7 +92,7 @@ struct tm_replay_stats {
     /* results */
     double utilisation;           /* over the makespan */
     double utilisation_arrival;   /* over first..last submission */
-    /* DESIGN.md's definition as decided (issue 17): the fit-aware
+    /* docs/measuring.md's definition: the fit-aware
      * reading.  Free milli of a GPU counts only while some queued job
      * could be placed on it then: a share that fits its free milli, or
      * whole GPUs that fit the node's wholly free GPUs (this one among
@@ -100,14 +100,14 @@ struct tm_replay_stats {
      * enough.  Slivers no queued share fits, and nodes out of CPU or
      * memory, are packing loss, not counted here. */
     double idle_while_waiting_gpu_hours;
-    /* The same figure under its older key (reports before issue 17). */
+    /* The same figure under its older key (older reports). */
     double idle_while_waiting_fit_gpu_hours;
-    /* The "could have used the model" reading, the headline figure before
-     * issue 17: free milli of a model (slivers included) while a queued
+    /* The "could have used the model" reading, the older headline
+     * figure: free milli of a model (slivers included) while a queued
      * job accepts the model and fits, empty, some node of it.  Always >=
      * the fit-aware figure. */
     double idle_while_waiting_model_gpu_hours;
-    /* The loosest reading, DESIGN.md's upper bound: free milli of a model
+    /* The loosest reading, the upper bound of docs/measuring.md: free milli of a model
      * while a queued job accepts the model, whatever the size of its
      * nodes.  Always >= the model reading. */
     double idle_while_waiting_accepts_gpu_hours;
@@ -132,7 +132,7 @@ struct tm_replay_stats {
     size_t reserved_jobs;         /* jobs that were given a reservation */
     size_t reservation_slips;     /* of those, started after the first promise */
     double slip_mean_s, slip_max_s;
-    /* Reservation slips in detail (issue 17 item 6): median and p95 of
+    /* Reservation slips in detail: median and p95 of
      * (first start - first promise) over the jobs that slipped. */
     double slip_p50_s, slip_p95_s;
     /* Estimate quality at arrival, by the level the keys alone could

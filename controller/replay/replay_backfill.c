@@ -278,8 +278,8 @@ static bool bf_covered(struct sim *s, size_t nprefix, size_t nr, size_t n)
  *    and a gap must now end by S from a later now;
  *  - the arrivals fit nowhere.
  *
- * Skipping them took a saturated backfill replay (125,000 synthetic jobs
- * on 4,096 GPUs) from 6.8 to 5.3 user s; test_replay_incremental holds
+ * Skipping them is a good part of a saturated backfill replay's time;
+ * test_replay_incremental holds
  * them to the full pass (and fails without the test on R, or without
  * the test on what t0 started there: its soak found both).
  */

@@ -119,7 +119,7 @@ struct sim {
     int64_t free_milli[TM_TRACE_MODELS_MAX];
     int64_t sliver_milli[TM_TRACE_MODELS_MAX]; /* free milli on partly used GPUs */
     int16_t *gpu_used;                         /* per node x TM_NODE_GPUS_MAX */
-    /* Queued jobs that could have used each model (DESIGN.md): the model
+    /* Queued jobs that could have used each model (docs/measuring.md): the model
      * is accepted and some node of it could ever hold the job. */
     int64_t waiting[TM_TRACE_MODELS_MAX];
     /* Queued jobs that accept each model, whatever its node sizes. */

@@ -62,11 +62,9 @@
 #include "core/err.h"
 
 /* The head's first length (tm_replay_config.tarmac_head).  A try costs
- * about its length, and under a deep queue nearly every first try proves
- * (a head of 128 took 1.03 tries a pass at 1,000,000 synthetic jobs, 32
- * took 1.04, 16 took 1.05), so short is cheap: 47 user s there against
- * 57 for 128, and openb's grid 2.1 against 2.2.  Much shorter loses on
- * traces whose held and aged jobs lie deep (16 took 2.4 s on openb). */
+ * about its length, and under a deep queue nearly every first try proves,
+ * however short the head, so a short head is cheap.  Much shorter loses on
+ * traces whose held and aged jobs lie deep (openb): they take more tries. */
 #define TQ_HEAD 32
 /* The most jobs of a group the nodes freed since the last pass add to
  * its first try (tq_seed()). */
@@ -776,9 +774,8 @@ int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
             }
         /* The jobs queued since the last pass: an arrival that fits is
          * started by the pass, and with it in the input one run proves it
-         * (without, 44% of the passes ran twice at 125,000 synthetic jobs;
-         * with, 31%; adding each group's first job left out as well was
-         * slower: 7.1 against 6.5 user s). */
+         * (without, many more passes ran twice; adding each group's first
+         * job left out as well cost more than it saved). */
         for (size_t k = 0; k < nnew && rc == 0; k++) {
             int32_t j = s->tq_new[k];
             if (s->jobs[j].qpos >= 0 && s->tq_mark[j] != s->tq_gen)

@@ -17,9 +17,9 @@
  * goes back when the cache puts its state back.  Without a node cache
  * (the live tick, the elastic replay) there are no vectors: every node is
  * pushed into the lists at the start of the pass, from the last, which
- * gives the same order.  Rebuilding the index of all 512 nodes of 4,096
- * GPUs at every pass was a tenth of a tarmac replay of 1,000,000 jobs
- * (perf: index_add(), 9.6%; 13% at 500,000); a pass changes a few nodes.
+ * gives the same order.  Rebuilding the index of every node at every
+ * pass was a visible share of a long tarmac replay (index_add() in perf;
+ * bench/results/replay-scale-2026-12-04-b.md), and a pass changes a few nodes.
  */
 #include "controller/sched/scheduler.h"
 

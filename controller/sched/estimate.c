@@ -22,8 +22,8 @@
 /* Most keys of level 1 (a job's own name) are seen once: a run ID or a
  * generated name is never submitted again.  So a key's first runtime
  * lives in the slot and its ring is allocated at the second: with the
- * ring inline, 1,000,000 uniquely named jobs took over half a gigabyte,
- * and every probe of the table read a 272-byte slot. */
+ * ring inline, a trace of uniquely named jobs paid a whole ring per job,
+ * and every probe of the table read a slot of that size. */
 struct slot {
     char *key;
     int64_t *ring;  /* TM_ESTIMATE_WINDOW of them; NULL while n <= 1 */
@@ -59,10 +59,10 @@ int tm_estimator_new(struct tm_estimator **ret)
         return TM_ENOMEM;
     e->cap = 256;
     /* The model learns from the start but answers only when asked
-     * (tm_estimator_set_fallback): measured on openb it does not make
-     * reservations slip less, and it moved one gpuspec33 cell from 0 jobs
-     * past the starvation bound to 2 (bench/results/estimate-2026-12-02.md);
-     * starvation comes first (DESIGN.md). */
+     * (tm_estimator_set_fallback): on openb it does not make reservations
+     * slip less, and it passed jobs over the starvation bound in a cell
+     * where the keys alone passed none (bench/results/estimate-2026-12-02.md);
+     * starvation comes first (docs/measuring.md). */
     e->fallback_from = 0;
     tm_emodel_init(&e->model);
     e->slots = calloc(e->cap, sizeof(*e->slots));

@@ -15,7 +15,7 @@
  * of recent runs follows drift and is not pulled by the month-long outliers
  * GPU traces are full of.
  *
- * Fallback (issue 17), off unless tm_estimator_set_fallback() turns it on
+ * Fallback, off unless tm_estimator_set_fallback() turns it on
  * (`tarmac replay --estimator model`): where the keys give nothing close, that is none of
  * the levels before TM_ESTIMATE_FALLBACK_FROM (4: the class alone is not
  * close) has enough runtimes, a
@@ -86,7 +86,7 @@ int64_t tm_estimate(const struct tm_estimator *e, const struct tm_estimate_key *
 int64_t tm_estimate_level(const struct tm_estimator *e, const struct tm_estimate_key *k, int *ret_level);
 
 /* Where the model answers: in place of key levels from_level..4 (1..4),
- * or never (0: the keys alone, the predictor before issue 17).  New
+ * or never (0: the keys alone, the older predictor).  New
  * predictors use TM_ESTIMATE_FALLBACK_FROM.  The model learns either way. */
 void tm_estimator_set_fallback(struct tm_estimator *e, int from_level);
 

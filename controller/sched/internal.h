@@ -44,9 +44,8 @@
 /* A blocked job is at risk when, reserving now, it would start later than
  * its submit time plus the bound less 1/TM_SCHED_RISK_MARGIN_DIV of the
  * bound (sched_at_risk()): 3 h at the default 48 h, about the p95 slip of
- * a reservation on gpuspec33 at 64 GPUs (10,764-10,839 s).  A quarter of
- * the bound let every aged heavy job past the drain cap on openb default
- * at 64 GPUs (p95 wait 21,949 -> 29,375 s at load 1.1). */
+ * a reservation on gpuspec33.  A quarter of the bound let every aged heavy
+ * job past the drain cap on openb default, and the p95 wait grew. */
 #define TM_SCHED_RISK_MARGIN_DIV 16
 /* Reservations one tarmac pass holds for heavy jobs not tied to few
  * nodes, jobs at risk aside: one per TM_SCHED_FLEXIBLE_GPUS schedulable

@@ -27,10 +27,10 @@ static int cmp_okey(const void *a, const void *b)
  * Narrow jobs queue for the same few nodes, often one at a time (a
  * P100-only task needing 12 of the one P100 node's 16 cores): shortest
  * first there passes fewer of them over the bound, and the cap keeps
- * a long one from being passed for ever when estimates are wrong.  Measured
- * on gpuspec33 (64 and 128 GPUs, loads 0.9-1.3, two inventory seeds):
- * 23 jobs past the bound in submit order, 12 with 24x capped at 6 h (the
- * cap then flattens every estimate over 15 min), 6 with 4x capped at 12 h. */
+ * a long one from being passed for ever when estimates are wrong.  On
+ * gpuspec33 a small multiplier with a long cap passed the fewest jobs over
+ * the bound: a large multiplier with a short cap flattens every estimate
+ * past a few minutes, and submit order passes the most. */
 static int64_t narrow_shift(int64_t est)
 {
     if (est <= 0)

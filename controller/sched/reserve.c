@@ -41,7 +41,7 @@ int64_t sched_job_end(const struct ctx *c, int32_t j)
 }
 
 /* The end a gap filler must meet.  Estimates from history are often short
- * (half of them, on the openb trace, by up to 10x at p95): tarmac asks a
+ * (half of them on the openb trace, some by an order of magnitude): tarmac asks a
  * gap filler to fit TM_SCHED_GAP_SAFETY times over, so an overrun rarely
  * delays the reservation; EASY backfill takes the estimate as it is. */
 int64_t sched_job_end_safe(const struct ctx *c, int32_t j)
@@ -592,7 +592,7 @@ bool sched_tied(const struct ctx *c, int32_t j)
  * narrowed by size alone (a 120-core 8-GPU task fits only G3 nodes) are
  * left to the aging rule and to sched_at_risk(): reserving them at once
  * drained the G3 nodes on openb default and cost the many small jobs more
- * than it gave (measured: p95 wait +45% at 128 GPUs, load 1.1). */
+ * than it gave (bench/run-sched-targets.sh shows it in the p95 waits). */
 bool sched_narrow(const struct ctx *c, int32_t j)
 {
     return c->in->jobs[j].model_mask != 0 && sched_tied(c, j);
@@ -694,8 +694,8 @@ static int64_t reserve_cands_read(struct ctx *c, int32_t j, size_t *linked, stru
         /* node_earliest()'s whole-node test, ahead of its set-up: a node
          * whose last GPU holder ends past the cutoff cannot hold a job
          * that needs all its GPUs by then, nor now (the holder is there).
-         * 98% of the calls ended there in a saturated tarmac replay
-         * (125,000 synthetic jobs, 4,096 GPUs).  Not once this pass has
+         * Nearly every call ends there in a saturated tarmac replay.
+         * Not once this pass has
          * evicted: then the ends count what was given back. */
         if (nd->gpus >= s->gpus && c->r.npreemptions == 0) {
             int64_t last = evict ? c->gkept[i] : c->gend[i];
@@ -862,9 +862,9 @@ static bool need_same(const struct need *a, const struct need *b)
  * reads of j is its request, model_mask (narrow or not), hold_node and
  * preemptibility: jobs alike in those get the answer of the first until
  * the state changes (c->version).  A deep queue of aged jobs asks it for
- * each blocked one (sched_at_risk()), a walk of every node each: the
- * answers kept took a tarmac replay with a 2 h bound (125,000 synthetic
- * jobs, 4,096 GPUs, --full-pass) from 30.1 to 16.0 user s, the same decisions. */
+ * each blocked one (sched_at_risk()), a walk of every node each; keeping
+ * the answers roughly halves a replay under a short bound and a deep
+ * queue, with the same decisions. */
 int64_t sched_projected_start(struct ctx *c, int32_t j, size_t *linked)
 {
     const struct tm_sched_job *jb = &c->in->jobs[j];

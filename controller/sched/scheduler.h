@@ -142,8 +142,8 @@ struct tm_sched_params {
  * must be what `allocs` adds up to; the pass then reads it instead of
  * summing and grouping the allocs itself, so the pass's load is
  * O(nodes) plus the nodes a reservation replays, not O(running jobs):
- * the load was about 40% of a saturated backfill replay at 4,096 GPUs
- * (~4,000 running jobs on 512 nodes, perf, 500,000 synthetic jobs).
+ * with thousands of running jobs the load was a large part of a
+ * saturated backfill replay.
  * The allocs are not validated when it is given.  NULL (the live
  * controller): derived from allocs, the same values.
  */

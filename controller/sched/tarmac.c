@@ -117,10 +117,10 @@ static int tarmac_prepare(struct ctx *c)
  * costs the many small jobs more than it gives the few big ones (measured
  * on openb).  Narrow jobs reserve as soon as they are blocked; a job at
  * risk of the bound (sched_at_risk()) goes past the drain cap, and a job
- * tied to few nodes by size reserves as soon as it is at risk.  On
- * gpuspec33 seed 2 (64 GPUs, load 1.3) a G2-only 8-GPU job waited 15 h
- * of its aged half behind drains on other models under the cap and
- * started 0.6 h past the bound. */
+ * tied to few nodes by size reserves as soon as it is at risk: on
+ * gpuspec33 a job only one model's big nodes could hold otherwise spent
+ * its aged half behind drains on other models under the cap and started
+ * past the bound. */
 static bool tarmac_may_reserve(struct ctx *c, int32_t j, struct sched_pass *ps)
 {
     bool wants = sched_is_urgent(c, j) || c->in->jobs[j].hold_node > 0 || sched_narrow(c, j);
@@ -132,10 +132,10 @@ static bool tarmac_may_reserve(struct ctx *c, int32_t j, struct sched_pass *ps)
      * in any of them, and aged it is first in the order: it needs a
      * reservation only against later jobs that fit where it does not.
      * One such reservation at a time (the drains under way count), as EASY
-     * backfill holds, plus jobs at risk: on openb default at 64 GPUs, load
-     * 1.3, aged flexible jobs holding several closed drains at once cost
-     * the small jobs (mean wait 17,181 -> 16,648 s, p95 49,830 -> 47,258 s
-     * with one).  For a heavy job, one per 64 GPUs
+     * backfill holds, plus jobs at risk: on openb default under load,
+     * aged flexible jobs holding several closed drains at once cost
+     * the small jobs more in mean and p95 wait than one at a time.
+     * For a heavy job, one per 64 GPUs
      * (tm_sched_tarmac_flexible_limit()): small jobs take every GPU that
      * frees, so under load an aged 8-GPU job starts only through a drain,
      * and on a larger fleet they come faster than one drain at a time

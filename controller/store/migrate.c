@@ -58,7 +58,7 @@ int tm_migrate_current(PGconn *conn, char *err, size_t errsize)
 
     if (r < 0)
         return r;
-    r = atoi(PQgetvalue(res, 0, 0));
+    r = (int)strtol(PQgetvalue(res, 0, 0), NULL, 10);
     PQclear(res);
     return r;
 }
@@ -103,7 +103,7 @@ int tm_migrate(PGconn *conn, int *ret_applied, char *err, size_t errsize)
     if (r < 0)
         goto out;
     for (int i = 0; i < PQntuples(res); i++) {
-        int v = atoi(PQgetvalue(res, i, 0));
+        int v = (int)strtol(PQgetvalue(res, i, 0), NULL, 10);
         for (size_t m = 0; m < tm_nmigrations; m++) {
             char sum[65];
             if (tm_migrations[m].version != v)

@@ -40,7 +40,12 @@ static const char snapshot_sql[] =
     " left(state_reason, 255), checkpointable, attempts, progress_ms, coalesce(deadline_ms, 0),"
     " coalesce(on_demand_from_ms, 0)"
     " FROM jobs WHERE state IN ('queued', 'running') ORDER BY submitted_ms, id;"
-    "SELECT job_id, node_id, gpu_mask, gpu_milli, cpu_milli, memory_mib, loaned FROM job_allocations;"
+    /* With each member's claim of its job's current attempt (0021), for
+     * the start barrier's timeout (controller/reconcile/gang_start.c). */
+    "SELECT a.job_id, a.node_id, a.gpu_mask, a.gpu_milli, a.cpu_milli, a.memory_mib, a.loaned,"
+    " coalesce((SELECT m.claimed_ms FROM jobs j JOIN job_members m ON m.job_id = j.id"
+    "   AND m.attempt = j.attempts AND m.node_id = a.node_id WHERE j.id = a.job_id), 0)"
+    " FROM job_allocations a;"
     /* History for runtime estimates: the newest finished jobs, oldest first
      * (the estimator keeps the last runs of each kind). */
     "SELECT team, name, class, CASE WHEN gpus > 0 THEN gpus * 1000 * nodes ELSE gpu_milli END,"
@@ -243,6 +248,7 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         a->cpu_milli = col_i64(ar, i, 4);
         a->memory_mib = col_i64(ar, i, 5);
         a->loaned = col_bool(ar, i, 6);
+        a->claimed_ms = col_i64(ar, i, 7);
     }
     for (int i = 0; i < (int)s->nhistory; i++) {
         struct tm_snap_history *h = &s->history[i];

@@ -822,7 +822,7 @@ static int parse_endpoint(const char *url, char *host, size_t hostsize, char *pa
     if (p == ps) {
         if (pathsize < 2)
             return TM_EINVAL;
-        strcpy(path, "/");
+        memcpy(path, "/", 2);
     } else {
         if ((size_t)(p - ps) + 1 > pathsize)
             return TM_EINVAL;

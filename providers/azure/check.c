@@ -293,7 +293,8 @@ int tm_azure_check_main(int argc, char **argv)
         r = tm_arm_vms_path(ck.prov->azure.subscription_id, ck.prov->azure.resource_group, path,
                             sizeof(path) - 32);
         if (r == 0) {
-            strcat(path, "?api-version=" TM_ARM_API_VERSION);
+            size_t len = strlen(path);
+            snprintf(path + len, sizeof(path) - len, "?api-version=" TM_ARM_API_VERSION);
             r = tm_arm_call(ck.arm, TM_ARM_LIST_VMS, "GET", path, NULL, TM_ARM_RETRY_AMBIGUOUS,
                             on_list, &ck);
         }

@@ -490,12 +490,12 @@ static char *url_make(const char *base, const char *path, const char *const *q, 
     url = malloc(cap);
     if (!url)
         return NULL;
-    o = url + sprintf(url, "%s%s", base, path);
+    o = url + snprintf(url, cap, "%s%s", base, path);
     for (size_t i = 0, n = 0; i < nq; i += 2) {
         if (!q[i + 1])
             continue;
         *o++ = n++ ? '&' : '?';
-        o += sprintf(o, "%s=", q[i]);
+        o += snprintf(o, cap - (size_t)(o - url), "%s=", q[i]);
         pct(&o, q[i + 1]);
     }
     return url;

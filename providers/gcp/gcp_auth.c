@@ -378,9 +378,10 @@ static void start_fetch(struct tm_gcp_tokens *t)
         r = tm_gcp_jwt_sign(t->key.private_key, t->key.client_email, t->scope, t->audience,
                             (int64_t)time(NULL), &jwt);
         esc = r == 0 ? form_escape(jwt) : NULL;
-        body = esc ? malloc(sizeof(grant) + strlen(esc)) : NULL;
+        size_t blen = esc ? sizeof(grant) + strlen(esc) : 0;
+        body = esc ? malloc(blen) : NULL;
         if (body)
-            sprintf(body, "%s%s", grant, esc);
+            snprintf(body, blen, "%s%s", grant, esc);
         wipe_free(esc);
         if (!body) {
             struct tm_http_response fake = {.status = r < 0 ? r : TM_ENOMEM};

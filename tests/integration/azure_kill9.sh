@@ -4,7 +4,7 @@
 # and deletes take 0.3 s), then a restart: zero duplicate VMs, zero orphans
 # (VMs, NICs and OS disks), zero lost jobs.
 #
-#   KILLS=50 tests/integration/azure_kill9.sh     # the soak (README)
+#   KILLS=50 tests/integration/azure_kill9.sh     # the soak (docs/benchmarks.md)
 # The suite runs KILLS=6 plus the two fixed crash points.
 set -euo pipefail
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"

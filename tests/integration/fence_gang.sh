@@ -6,8 +6,10 @@
 # attempt never starts while the old member's process runs (asserted on its
 # pid and the times each process started and died).  Each attempt has its
 # own checkpoint folder and the next resumes from the newest complete one
-# (TARMAC_CHECKPOINT_DIR, TARMAC_RESUME_DIR).  Prints the time from the
-# kill to the next attempt running.
+# (TARMAC_CHECKPOINT_DIR, TARMAC_RESUME_DIR).  The other member's attempt-1
+# process is stopped, the gang runs its second attempt once, and the API
+# lists its two nodes by rank.  Prints the time from the kill to the next
+# attempt running.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
 
@@ -98,6 +100,24 @@ starts | awk '$1 == 1 {print $4, $5}' | sort -u | grep -qx "$CK/attempt-1 none" 
 [ "$(starts | awk '$1 == 2 {print $4, $5}' | sort -u)" = "$CK/attempt-2 $CK/attempt-1" ] \
     || fail "attempt 2 should checkpoint into $CK/attempt-2 and resume from $CK/attempt-1: $(starts)"
 [ -f "$CK/attempt-1/COMPLETE" ] || fail "attempt 1's checkpoint is not complete"
+
+# The member that kept its agent was stopped, not left running beside
+# attempt 2; attempt 2 runs once, on two nodes with ranks 0 and 1, node A
+# not among them (GET /v1/jobs/ID lists every node of the gang by rank).
+for pid in $(starts | awk '$1 == 1 {print $2}'); do
+    alive "$pid" && fail "attempt 1's process $pid still runs beside attempt 2"
+done
+sleep 2
+[ "$(psql_q "SELECT state, attempts FROM jobs WHERE id = $J")" = "running|2" ] \
+    || fail "the gang should run its second attempt, once: $(psql_q "SELECT state, attempts FROM jobs WHERE id = $J")"
+[ "$(starts | grep -c '^2 ')" = 2 ] && [ "$(starts | grep -c '^3 ')" = 0 ] || fail "starts: $(starts)"
+api GET "/v1/jobs/$J" | python3 -c '
+import json, sys
+j = json.load(sys.stdin)
+m = j["members"]
+assert [x["rank"] for x in m] == [0, 1] and all(x["attempt"] == 2 and x["started_ms"] for x in m), m
+assert int(sys.argv[1]) not in [x["node_id"] for x in m], m' "$A" \
+    || fail "GET /v1/jobs/$J members: $(api GET "/v1/jobs/$J")"
 
 echo "figure: gang running again $((FIRST2 - KILLED)) ms after kill -9 of a member's agent (attempt 1 process gone $((DEAD - KILLED)) ms after)"
 api POST "/v1/jobs/$J/cancel" '{}' >/dev/null

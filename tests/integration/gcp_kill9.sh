@@ -9,7 +9,7 @@
 # requestId, which GCE answers alreadyExists / with the same operation).
 # Idle grace is 1 s, so later kills land among deletes too.
 #
-#   KILLS=5 (the suite)   KILLS=50 SEED=7 (the soak; README "Soak")
+#   KILLS=5 (the suite)   KILLS=50 SEED=7 (the soak; docs/benchmarks.md)
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/gcp_env.sh"
 

@@ -1,7 +1,8 @@
 /*
  * tests/unit/agent/test_rendezvous.c: a multi-node job's rendezvous on
  * the agent's side, with known answers: the heartbeat answer's rendezvous
- * parsed and checked (a bad value refused naming its field), the
+ * parsed and checked (a bad value refused naming its field; the start
+ * barrier's "barrier" and "start_in_ms"), the
  * variables a member gets (host environment and a container's env file),
  * the hostfile and the {hostfile} placeholder, the enrollment body with
  * the node's address, and the address check the agent's --advertise-addr
@@ -87,6 +88,36 @@ static void test_parse(void **state)
     assert_int_equal(a.assignments[0].rdv.master_port, 0);
     tm_agent_answer_release(&a);
 
+    /* the start barrier: a member not come yet, then the common start */
+    assert_int_equal(tm_agent_answer_parse(S(HEAD "\"rendezvous\":{\"rank\":0,\"nodes\":2,\"gpus_per_node\":1,"
+                                                  "\"addrs\":[\"10.0.0.1\",\"10.0.0.2\"],\"master_port\":29500,"
+                                                  "\"wait\":\"start barrier: waiting for node(s) 5\","
+                                                  "\"barrier\":true,\"start_in_ms\":null}}]}"),
+                                           &a, err, sizeof(err)),
+                     0);
+    assert_true(a.assignments[0].rdv.barrier);
+    assert_int_equal(a.assignments[0].rdv.start_in_ms, 0);
+    assert_int_equal(a.assignments[0].rdv.master_port, 29500);
+    tm_agent_answer_release(&a);
+    assert_int_equal(tm_agent_answer_parse(S(HEAD "\"rendezvous\":{\"rank\":1,\"nodes\":2,\"gpus_per_node\":1,"
+                                                  "\"addrs\":[\"10.0.0.1\",\"10.0.0.2\"],\"master_port\":29500,"
+                                                  "\"wait\":\"start barrier: together in 420 ms\","
+                                                  "\"barrier\":true,\"start_in_ms\":420}}]}"),
+                                           &a, err, sizeof(err)),
+                     0);
+    assert_true(a.assignments[0].rdv.barrier);
+    assert_int_equal(a.assignments[0].rdv.start_in_ms, 420);
+    tm_agent_answer_release(&a);
+    /* released: no wait, barrier false */
+    assert_int_equal(tm_agent_answer_parse(S(HEAD "\"rendezvous\":{\"rank\":1,\"nodes\":2,\"gpus_per_node\":1,"
+                                                  "\"addrs\":[\"10.0.0.1\",\"10.0.0.2\"],\"master_port\":29500,"
+                                                  "\"wait\":null,\"barrier\":false,\"start_in_ms\":null}}]}"),
+                                           &a, err, sizeof(err)),
+                     0);
+    assert_false(a.assignments[0].rdv.barrier);
+    assert_null(a.assignments[0].rdv.wait);
+    tm_agent_answer_release(&a);
+
     /* an older controller: none */
     assert_int_equal(tm_agent_answer_parse(S(HEAD "\"gpu_indices\":[0]}]}"), &a, err, sizeof(err)), 0);
     assert_false(a.assignments[0].rdv.given);
@@ -114,6 +145,15 @@ static void test_parse_bad(void **state)
     expect_bad("{\"rank\":0,\"nodes\":1,\"gpus_per_node\":1,\"addrs\":[\"10.0.0.1\"]}", "rendezvous.master_port");
     expect_bad("{\"rank\":0,\"nodes\":1,\"gpus_per_node\":1,\"addrs\":[\"10.0.0.1\"],\"wait\":5}",
                "rendezvous.wait");
+    expect_bad("{\"rank\":0,\"nodes\":1,\"gpus_per_node\":1,\"addrs\":[\"10.0.0.1\"],\"master_port\":1,"
+               "\"barrier\":\"yes\"}",
+               "rendezvous.barrier");
+    expect_bad("{\"rank\":0,\"nodes\":1,\"gpus_per_node\":1,\"addrs\":[\"10.0.0.1\"],\"master_port\":1,"
+               "\"barrier\":true}",
+               "rendezvous.barrier");
+    expect_bad("{\"rank\":0,\"nodes\":1,\"gpus_per_node\":1,\"addrs\":[\"10.0.0.1\"],\"master_port\":1,"
+               "\"wait\":\"w\",\"barrier\":true,\"start_in_ms\":60001}",
+               "rendezvous.start_in_ms");
     expect_bad("{\"rank\":0,\"nodes\":2,\"gpus_per_node\":1,\"addrs\":[\"10.0.0.1\"],\"master_port\":1}",
                "rendezvous.addrs");
     expect_bad("{\"rank\":0,\"nodes\":2,\"gpus_per_node\":1,\"addrs\":[\"10.0.0.1\",\"node-2\"],\"master_port\":1}",

@@ -654,6 +654,23 @@ static void test_rendezvous_keys(void **state)
                  "t.yaml:3: key \"agent.rendezvous_port_min\": must be between 1024 and 65535, got 80");
 }
 
+/* A gang's start barrier: 5 minutes by default, 1 s at least. */
+static void test_gang_start_timeout(void **state)
+{
+    struct tm_config cfg = {0};
+    char err[512];
+
+    (void)state;
+    assert_int_equal(load(HEAD PROV POOL, &cfg, err, sizeof(err)), 0);
+    assert_int_equal(cfg.agent.gang_start_timeout_ms, 300000);
+    tm_config_release(&cfg);
+    assert_int_equal(load(HEAD "agent: {gang_start_timeout: 3s}\n" PROV POOL, &cfg, err, sizeof(err)), 0);
+    assert_int_equal(cfg.agent.gang_start_timeout_ms, 3000);
+    tm_config_release(&cfg);
+    expect_error(HEAD "agent: {gang_start_timeout: 0s}\n" PROV POOL,
+                 "t.yaml:3: key \"agent.gang_start_timeout\": must be");
+}
+
 static void test_syntax_errors(void **state)
 {
     (void)state;
@@ -923,6 +940,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pool_disruption_budget, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_fence_keys, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_rendezvous_keys, setup_env, teardown_env),
+        cmocka_unit_test_setup_teardown(test_gang_start_timeout, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_allocation_failures, setup_env, teardown_env),
         cmocka_unit_test_setup_teardown(test_spot_hazards_table, setup_table_dir, teardown_table_dir),
         cmocka_unit_test_setup_teardown(test_spot_hazards_errors, setup_table_dir, teardown_table_dir),

@@ -175,7 +175,7 @@ static const char *trace_path(char *buf, size_t n)
 }
 
 /* openb default, 8-GPU nodes, spot off: the calibration.  With CPU and
- * memory counted (issue 17) the floor costs 1.58 x the lower bound and
+ * memory counted the floor costs 1.58 x the lower bound and
  * reactive about 1.90 x (GPUs alone: 1.72 x and 2.09 x). */
 static void test_openb_calibration(void **state)
 {

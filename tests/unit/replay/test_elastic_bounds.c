@@ -1,7 +1,7 @@
 /*
  * tests/unit/replay/test_elastic_bounds.c: known answers for the elastic
- * replay's lower bound and floor under DESIGN.md's definitions as decided
- * in issue 17: CPU and memory count, not GPUs alone.
+ * replay's lower bound and floor under docs/measuring.md's definitions:
+ * CPU and memory count, not GPUs alone.
  */
 #include <setjmp.h>
 #include <stdarg.h>

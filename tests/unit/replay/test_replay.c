@@ -176,8 +176,8 @@ static void one_node_trace(struct tm_trace *t, struct tm_trace_node *node, struc
 /* The two readings of idle-while-waiting.  One 2-GPU node.  A runs 2 h on
  * one GPU as an 810-milli share; B (two whole GPUs) and C (an 810-milli
  * share) then wait for it under fifo (B heads the queue).  The model
- * reading (the headline before issue 17) counts the free GPU and the 190-milli sliver while they wait;
- * the fit-aware one, DESIGN.md's as decided, counts the free GPU only (C fits it; nothing queued
+ * reading (the older headline) counts the free GPU and the 190-milli sliver while they wait;
+ * the fit-aware one, docs/measuring.md's, counts the free GPU only (C fits it; nothing queued
  * fits the sliver). */
 static void test_replay_idle_fit(void **state)
 {
@@ -207,7 +207,7 @@ static void test_replay_idle_fit(void **state)
     /* model reading: 1.19 GPUs free for ~2 h while B waits */
     assert_true(st.idle_while_waiting_model_gpu_hours > 2.3 && st.idle_while_waiting_model_gpu_hours < 2.4);
     assert_true(st.idle_sliver_gpu_hours > 0.37 && st.idle_sliver_gpu_hours < 0.39);
-    /* fit (DESIGN.md, the headline key): the whole free GPU while C
+    /* fit (docs/measuring.md, the headline key): the whole free GPU while C
      * waits (~2 h), not the sliver */
     assert_true(st.idle_while_waiting_gpu_hours > 1.99 && st.idle_while_waiting_gpu_hours < 2.01);
     assert_true(st.idle_while_waiting_fit_gpu_hours == st.idle_while_waiting_gpu_hours);
@@ -284,7 +284,7 @@ static void test_replay_window_idle(void **state)
     t.jobs = NULL;
 }
 
-/* "Could have used that GPU model" (DESIGN.md): a queued 8-GPU job could
+/* "Could have used that GPU model" (docs/measuring.md): a queued 8-GPU job could
  * not have used a model whose only node has 2 GPUs.  A holds the 8-GPU
  * node for 2 h; B (8 GPUs, any model) waits for it while the 2-GPU node
  * is free: the fit-aware and model readings count nothing, the looser "accepts the

@@ -176,7 +176,7 @@ static void compare_trace(const struct tm_trace *t, struct tm_replay_config cfg,
 }
 
 /* TM_INCREMENTAL_SOAK=k runs k times the cases, on other seeds past the
- * default ones (README.md: the soak commands); unset, the default set. */
+ * default ones (docs/benchmarks.md: the soak commands); unset, the default set. */
 static int soak_factor(void)
 {
     const char *v = getenv("TM_INCREMENTAL_SOAK");

@@ -190,7 +190,7 @@ static void test_fallback_only_when_keys_empty(void **state)
     assert_int_equal(got, tm_estimate_model(e, &eval8));
     if (got < 1200000 || got > 4800000)
         fail_msg("8-GPU EVAL: model says %lld ms, want about 2,400,000", (long long)got);
-    /* The keys alone, for measuring, and the predictor before issue 17. */
+    /* The keys alone, for measuring, and the older predictor. */
     assert_int_equal(tm_estimate_keys(e, &eval8, &lvl), 300000);
     assert_int_equal(lvl, 4);
     tm_estimator_set_fallback(e, 0);

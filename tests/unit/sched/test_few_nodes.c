@@ -1,6 +1,6 @@
 /*
  * tests/unit/sched/test_few_nodes.c: known answers for jobs that only a few
- * nodes can hold (issue 17 item 5): they start within the starvation bound
+ * nodes can hold: they start within the starvation bound
  * against a stream of other work for the same nodes, and a job at risk of
  * the bound reserves past tarmac's drain cap.
  */
@@ -36,7 +36,7 @@ static struct tm_sched_job job(int64_t id, int64_t submit, int32_t gpus, int64_t
  * narrow jobs keep queueing for it.  With the bound at 8 h the big job,
  * submitted at 0, must start by 8 h (it starts at 6 h, after the one
  * narrow job submitted before it in the aged order); ordered behind every
- * aged narrow job, as before issue 17 item 5, it had not started at 24 h.
+ * aged narrow job, as the older order did, it had not started at 24 h.
  * Runtimes equal estimates: the loop lets the passes decide. */
 static void test_rare_node_within_bound(void **state)
 {

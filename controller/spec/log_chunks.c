@@ -1,0 +1,217 @@
+/*
+ * controller/spec/log_chunks.c: the agent's batch of output chunks
+ * (log_chunks.h).  JSON through the strict reader (json_body.h), base64
+ * through OpenSSL's decoder, checked first for the alphabet and padding
+ * OpenSSL would otherwise skip or accept.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+#include <openssl/evp.h>
+
+#include "controller/spec/json_body.h"
+#include "controller/spec/log_chunks.h"
+#include "core/err.h"
+
+static bool whole(const cJSON *item, int64_t min, int64_t max, int64_t *ret)
+{
+    double d;
+
+    if (!cJSON_IsNumber(item))
+        return false;
+    d = item->valuedouble;
+    if (!isfinite(d) || d != floor(d) || d < (double)min || d > (double)max || fabs(d) > 9007199254740992.0)
+        return false;
+    *ret = (int64_t)d;
+    return true;
+}
+
+static bool b64_char(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
+}
+
+/* Strict base64: a multiple of 4, the alphabet, '=' only as the last one
+ * or two.  Returns the decoded length, or -1. */
+static long b64_len(const char *s, size_t n)
+{
+    size_t pad = 0;
+
+    if (n == 0 || n % 4 != 0)
+        return -1;
+    if (s[n - 1] == '=')
+        pad++;
+    if (s[n - 2] == '=')
+        pad++;
+    if (pad == 1 && s[n - 2] == '=')
+        return -1;
+    for (size_t i = 0; i < n - pad; i++)
+        if (!b64_char((unsigned char)s[i]))
+            return -1;
+    return (long)(n / 4 * 3 - pad);
+}
+
+static int read_chunk(const cJSON *o, size_t i, size_t max_chunk, struct tm_log_chunk_in *ret,
+                      bool *too_large, struct tm_spec_error *err)
+{
+    static const char *const names[] = {"job", "attempt", "rank", "offset", "data"};
+    const cJSON *m[5] = {0};
+    char field[64];
+    struct tm_log_chunk_in c = {0};
+    long n;
+
+    if (!cJSON_IsObject(o)) {
+        snprintf(field, sizeof(field), "chunks[%zu]", i);
+        return tm_spec_fail(err, field, "must be an object");
+    }
+    for (const cJSON *a = o->child; a; a = a->next) {
+        size_t k = 0;
+        while (k < 5 && strcmp(a->string, names[k]) != 0)
+            k++;
+        if (k == 5) {
+            char prefix[32];
+            snprintf(prefix, sizeof(prefix), "chunks[%zu].", i);
+            tm_spec_field_name(field, sizeof(field), prefix, a->string);
+            return tm_spec_fail(err, field, "unrecognized field");
+        }
+        if (m[k]) {
+            snprintf(field, sizeof(field), "chunks[%zu].%s", i, names[k]);
+            return tm_spec_fail(err, field, "given more than once");
+        }
+        m[k] = a;
+    }
+    for (size_t k = 0; k < 5; k++)
+        if (!m[k]) {
+            snprintf(field, sizeof(field), "chunks[%zu].%s", i, names[k]);
+            return tm_spec_fail(err, field, "required");
+        }
+    snprintf(field, sizeof(field), "chunks[%zu].job", i);
+    if (!whole(m[0], 1, INT64_C(999999999999999999), &c.job))
+        return tm_spec_fail(err, field, "must be a positive whole number");
+    snprintf(field, sizeof(field), "chunks[%zu].attempt", i);
+    if (!whole(m[1], 1, INT32_MAX, &c.attempt))
+        return tm_spec_fail(err, field, "must be a positive whole number");
+    snprintf(field, sizeof(field), "chunks[%zu].rank", i);
+    if (!whole(m[2], 0, 1023, &c.rank))
+        return tm_spec_fail(err, field, "must be a whole number from 0 to 1023");
+    snprintf(field, sizeof(field), "chunks[%zu].offset", i);
+    if (!whole(m[3], 0, INT64_C(1) << 50, &c.offset))
+        return tm_spec_fail(err, field, "must be a whole number from 0 to 2^50");
+    snprintf(field, sizeof(field), "chunks[%zu].data", i);
+    if (!cJSON_IsString(m[4]))
+        return tm_spec_fail(err, field, "must be a base64 string");
+    c.b64 = m[4]->valuestring;
+    c.b64_len = strlen(c.b64);
+    n = b64_len(c.b64, c.b64_len);
+    if (n < 0)
+        return tm_spec_fail(err, field, "must be base64 (RFC 4648, padded) of 1 byte or more");
+    if ((size_t)n > max_chunk) {
+        *too_large = true;
+        return tm_spec_fail(err, field, "holds %ld bytes, over the limit of %zu (logs.max_chunk)", n,
+                            max_chunk);
+    }
+    c.len = (size_t)n;
+    *ret = c;
+    return 0;
+}
+
+int tm_log_batch_parse(const char *body, size_t len, size_t max_chunk, struct tm_log_batch *ret,
+                       bool *ret_too_large, struct tm_spec_error *err)
+{
+    struct tm_log_batch b = {0};
+    cJSON *root = NULL;
+    const cJSON *chunks = NULL;
+    bool too_large = false;
+    size_t n;
+    int r;
+
+    if (!body || len == 0)
+        return tm_spec_fail(err, "body", "a JSON object is required");
+    r = tm_json_body_parse(body, len, &root, err);
+    if (r < 0)
+        return r;
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return tm_spec_fail(err, "body", "must be a JSON object");
+    }
+    for (const cJSON *a = root->child; a; a = a->next) {
+        char field[64];
+        if (strcmp(a->string, "chunks") != 0) {
+            tm_spec_field_name(field, sizeof(field), "", a->string);
+            cJSON_Delete(root);
+            return tm_spec_fail(err, field, "unrecognized field");
+        }
+        if (chunks) {
+            cJSON_Delete(root);
+            return tm_spec_fail(err, "chunks", "given more than once");
+        }
+        chunks = a;
+    }
+    n = cJSON_IsArray(chunks) ? (size_t)cJSON_GetArraySize(chunks) : 0;
+    if (!cJSON_IsArray(chunks) || n == 0 || n > TM_LOG_BATCH_MAX) {
+        cJSON_Delete(root);
+        return tm_spec_fail(err, "chunks", "must be an array of 1 to %d chunks", TM_LOG_BATCH_MAX);
+    }
+    b.root = root;
+    b.chunks = calloc(n, sizeof(*b.chunks));
+    if (!b.chunks) {
+        tm_log_batch_release(&b);
+        return tm_spec_fail_nomem(err);
+    }
+    r = 0;
+    for (const cJSON *o = chunks->child; r == 0 && o; o = o->next) {
+        r = read_chunk(o, b.n, max_chunk, &b.chunks[b.n], &too_large, err);
+        if (r == 0)
+            b.n++;
+    }
+    if (r < 0) {
+        tm_log_batch_release(&b);
+        if (ret_too_large)
+            *ret_too_large = too_large;
+        return r;
+    }
+    *ret = b;
+    return 0;
+}
+
+int tm_log_batch_decode(struct tm_log_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++) {
+        struct tm_log_chunk_in *c = &b->chunks[i];
+        if (c->data)
+            continue;
+        /* EVP_DecodeBlock writes whole groups of 3, padding included. */
+        c->data = malloc(c->b64_len / 4 * 3 + 1);
+        if (!c->data)
+            return TM_ENOMEM;
+        if (EVP_DecodeBlock(c->data, (const unsigned char *)c->b64, (int)c->b64_len) < 0)
+            return TM_EINVAL; /* cannot happen: the text was checked */
+    }
+    return 0;
+}
+
+void tm_log_batch_release(struct tm_log_batch *b)
+{
+    for (size_t i = 0; i < b->n; i++)
+        free(b->chunks[i].data);
+    free(b->chunks);
+    cJSON_Delete(b->root);
+    *b = (struct tm_log_batch){0};
+}
+
+char *tm_log_b64_encode(const unsigned char *data, size_t n)
+{
+    size_t out = (n + 2) / 3 * 4;
+    char *s = malloc(out + 1);
+
+    if (!s)
+        return NULL;
+    EVP_EncodeBlock((unsigned char *)s, data, (int)n);
+    s[out] = '\0';
+    return s;
+}
