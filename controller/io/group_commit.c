@@ -210,7 +210,7 @@ static void on_flight(const struct tm_pg_reply *reply, void *data)
     struct gc_flight *f = data;
     struct tm_gc *gc = f->gc;
     struct tm_gc_result r = {.status = reply->status, .sent = true, .reply = reply, .row = -1};
-    int *rows = NULL;
+    int *rows = NULL; /* per item: its first row, then how many */
 
     gc->inflight--;
     gc->answering = true;
@@ -223,15 +223,20 @@ static void on_flight(const struct tm_pg_reply *reply, void *data)
         send_next(gc);
     if (reply->status == 0 && reply->nresults > 0) {
         r.res = reply->results[reply->nresults - 1];
-        rows = malloc(f->n * sizeof(rows[0]));
+        rows = malloc(2 * f->n * sizeof(rows[0]));
         if (rows) {
-            for (unsigned i = 0; i < f->n; i++)
-                rows[i] = -1;
+            for (unsigned i = 0; i < f->n; i++) {
+                rows[2 * i] = -1;
+                rows[2 * i + 1] = 0;
+            }
             for (int k = 0; k < PQntuples(r.res); k++) {
                 char *end;
                 long i = strtol(PQgetvalue(r.res, k, 0), &end, 10) - 1;
-                if (*end == '\0' && i >= 0 && (unsigned long)i < f->n && rows[i] < 0)
-                    rows[i] = k;
+                if (*end != '\0' || i < 0 || (unsigned long)i >= f->n)
+                    continue;
+                if (rows[2 * i] < 0)
+                    rows[2 * i] = k;
+                rows[2 * i + 1]++;
             }
         } else {
             /* Committed, but no memory to say which row is whose: each item
@@ -240,7 +245,8 @@ static void on_flight(const struct tm_pg_reply *reply, void *data)
         }
     }
     for (unsigned i = 0; i < f->n; i++) {
-        r.row = rows ? rows[i] : -1;
+        r.row = rows ? rows[2 * i] : -1;
+        r.nrows = rows ? rows[2 * i + 1] : 0;
         answer(gc, &f->items[i], &r);
     }
     free(rows);

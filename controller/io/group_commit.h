@@ -3,8 +3,9 @@
  * clients send many of (submissions, heartbeats, log chunks).
  *
  * A kind (struct tm_gc_kind) is one batch statement: it takes every item of
- * a batch in one transaction and answers one row per item it wrote, whose
- * first column is the item's ordinal in the batch (1, 2, ...).  A caller
+ * a batch in one transaction and answers a row per item it wrote (or
+ * several, one after the other), whose first column is the item's ordinal
+ * in the batch (1, 2, ...).  A caller
  * adds an item (its values for each parameter, a deadline, a callback); the
  * item goes into the open batch.  A batch is sent at once while fewer than
  * max_inflight of the kind are in flight, else it fills until one comes
@@ -19,7 +20,9 @@
  * the batch cannot be sent; after tm_gc_add() returns 0 the item's data
  * belongs to its callback:
  *   - status 0, row >= 0: the statement committed and row is the item's
- *     row in res (valid during the callback only);
+ *     row in res (valid during the callback only), the first of nrows when
+ *     the statement answers several for an item (it must return them
+ *     together: ORDER BY the ordinal);
  *   - status 0, row -1: the statement committed but wrote nothing for
  *     this item (a check in the statement refused it);
  *   - status TM_EDB: the database refused the batch as a whole; nothing
@@ -69,7 +72,8 @@ struct tm_gc_result {
     bool sent;
     const struct tm_pg_reply *reply; /* the batch's reply; NULL when not sent */
     PGresult *res;                   /* status 0: the statement's result */
-    int row;                         /* the item's row in res, -1 when none */
+    int row;                         /* the item's (first) row in res, -1 when none */
+    int nrows;                       /* the item's rows in res, from row on */
 };
 
 typedef void (*tm_gc_cb)(const struct tm_gc_result *result, void *data);

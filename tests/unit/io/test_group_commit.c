@@ -45,6 +45,7 @@ struct rec {
     int order[MAX_ITEMS];    /* item numbers in the order answered */
     int status[MAX_ITEMS];
     bool sent[MAX_ITEMS];
+    int row[MAX_ITEMS], nrows[MAX_ITEMS];
     int64_t id[MAX_ITEMS];
     char tx[MAX_ITEMS][24];
     char text[MAX_ITEMS][64];
@@ -71,6 +72,8 @@ static void on_item(const struct tm_gc_result *r, void *data)
     rec->sent[it->n] = r->sent;
     rec->fired_in_add[it->n] = rec->in_add;
     rec->id[it->n] = -1;
+    rec->row[it->n] = r->row;
+    rec->nrows[it->n] = r->nrows;
     if (r->status == 0 && r->row >= 0) {
         rec->id[it->n] = strtoll(PQgetvalue(r->res, r->row, 1), NULL, 10);
         snprintf(rec->tx[it->n], sizeof(rec->tx[0]), "%s", PQgetvalue(r->res, r->row, 2));
@@ -494,6 +497,44 @@ static void test_prepared_after_reconnect(void **state)
     env_close(&e);
 }
 
+/* A statement may answer several rows for an item, together: the item
+ * learns the first and how many; an item with none gets row -1. */
+static void test_rows_per_item(void **state)
+{
+    struct env e;
+    const struct tm_gc_kind kind = {.name = "m", .sql =
+                                        "SELECT (x ->> 'i')::int, g, x::text"
+                                        " FROM jsonb_array_elements($1::jsonb) x,"
+                                        " generate_series(1, (x ->> 'n')::int) g ORDER BY 1, 2",
+                                    .format = TM_GC_JSON, .nparams = 1, .max_items = 8,
+                                    .max_bytes = 1 << 20, .max_inflight = 1, .max_waiting = 1};
+    const char *docs[] = {"{\"n\":1}", "{\"n\":3}", "{\"n\":0}", "{\"n\":2}"};
+    struct tm_gc *gc;
+
+    (void)state;
+    env_open(&e, "gc_rows", 1);
+    e.rec.check = NULL;
+    gc = tm_gc_new(&e.loop, e.pool, &kind);
+    for (int n = 0; n < 4; n++) {
+        const char *values[1] = {docs[n]};
+        items[n] = (struct item){.rec = &e.rec, .n = n};
+        assert_int_equal(tm_gc_add(gc, values, uv_now(&e.loop) + 10000, on_item, &items[n]), 0);
+    }
+    run_until(&e.loop, &e.rec.answered, 4);
+    /* Item 0 alone; items 1..3 in one batch: rows 0-2, none, 3-4. */
+    assert_int_equal(e.rec.row[0], 0);
+    assert_int_equal(e.rec.nrows[0], 1);
+    assert_int_equal(e.rec.row[1], 0);
+    assert_int_equal(e.rec.nrows[1], 3);
+    assert_int_equal(e.rec.row[2], -1);
+    assert_int_equal(e.rec.nrows[2], 0);
+    assert_int_equal(e.rec.status[2], 0);
+    assert_int_equal(e.rec.row[3], 3);
+    assert_int_equal(e.rec.nrows[3], 2);
+    tm_gc_free(gc);
+    env_close(&e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -504,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_not_sent),
         cmocka_unit_test(test_prepare_refused),
         cmocka_unit_test(test_prepared_after_reconnect),
+        cmocka_unit_test(test_rows_per_item),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
