@@ -215,7 +215,7 @@ static void on_flight(const struct tm_pg_reply *reply, void *data)
     gc->inflight--;
     gc->answering = true;
     if (reply->status == TM_EDB)
-        tm_log_warn("group commit: batch refused, its items go one by one",
+        tm_log_warn("group commit: batch refused as a whole",
                     "kind=%s items=%u error=\"%s\" sqlstate=%s", gc->kind->name, f->n,
                     reply->error ? reply->error : "-", reply->sqlstate ? reply->sqlstate : "-");
     /* What waited goes now, before any callback can add more. */
@@ -239,8 +239,8 @@ static void on_flight(const struct tm_pg_reply *reply, void *data)
                 rows[2 * i + 1]++;
             }
         } else {
-            /* Committed, but no memory to say which row is whose: each item
-             * learns it was written, not what was answered. */
+            /* Committed, but no memory to say which row is whose: each
+             * item fails as one whose batch may have been written. */
             r.status = TM_ENOMEM;
         }
     }
