@@ -18,6 +18,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <time.h>
 
 #include "load_driver.h"
 
@@ -39,10 +40,24 @@ __attribute__((format(printf, 3, 4))) static bool append(struct load_request *r,
     return true;
 }
 
-/* 8 samples stamped with fresh times (the samples' key is node, GPU, time). */
+/* Now on the wall clock, never twice the same: the samples' key is node,
+ * GPU and time, and the API refuses samples older than agent.sample_max_age. */
+static int64_t fresh_ms(void)
+{
+    static int64_t last;
+    struct timespec ts;
+    int64_t now;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    last = now > last ? now : last + 1;
+    return last;
+}
+
+/* 8 samples stamped with fresh times. */
 static int heartbeat_prepare(void *ctx, struct load_request *r)
 {
-    int64_t at = 1700000000000LL + (int64_t)r->seq * 10;
+    int64_t at = fresh_ms();
     size_t n = 0;
     bool ok;
 

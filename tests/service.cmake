@@ -7,6 +7,10 @@ tm_add_c_test(test_api_body ${CMAKE_SOURCE_DIR}/tests/unit/spec/test_api_body.c 
 # as clients, the run's PostgreSQL cluster underneath.
 tm_add_c_test(test_api ${CMAKE_SOURCE_DIR}/tests/unit/api/test_api.c LABELS integration service
               FIXTURES pg TIMEOUT 300)
+# The group commit the submissions and heartbeats share (controller/io/),
+# against the run's PostgreSQL cluster.
+tm_add_c_test(test_group_commit ${CMAKE_SOURCE_DIR}/tests/unit/io/test_group_commit.c
+              LABELS integration service FIXTURES pg TIMEOUT 120)
 
 # The strict Prometheus text parser test_api reads /metrics with: it must
 # refuse malformed expositions.

@@ -20,6 +20,7 @@
 #include <h2o.h>
 
 #include "controller/api/server.h"
+#include "controller/io/group_commit.h"
 #include "controller/spec/job_spec.h"
 #include "controller/spec/token.h"
 
@@ -39,8 +40,8 @@
 
 struct api_call;
 
-/* A growing NUL-terminated text (a batch's SQL parameters, submit.c and
- * heartbeat_batch.c); zeroed when empty, free p when done. */
+/* A growing NUL-terminated text (a heartbeat's item for the
+ * group commit); zeroed when empty, free p when done. */
 struct tm_api_text {
     char *p;
     size_t len, cap;
@@ -133,6 +134,12 @@ void tm_api_hold(struct api_call *c, uint64_t ms);
 void tm_api_reply_bytes(struct api_call *c, int status, const char *ctype, const char *body, size_t len,
                         const char *const *headers, size_t nheaders);
 struct tm_pg_pool *tm_api_pool(const struct api_call *c);
+/* Add c's item to the group commit of kind held in *slot (a route
+ * state's, NULL until first use, freed with tm_gc_free), bounded by c's
+ * deadline: 0, and cb (data: c) ends the call; < 0, not queued, and the
+ * caller still owns c (-EAGAIN: every batch is full). */
+int tm_api_group_add(struct api_call *c, struct tm_gc **slot, const struct tm_gc_kind *kind,
+                     const char *const *values, tm_gc_cb cb);
 const struct tm_api_stats *tm_api_get_stats(const struct api_call *c);
 /* The controller's counters (tm_api_set_fleet_stats), or NULL. */
 const struct tm_fleet_stats *tm_api_fleet_stats(const struct api_call *c);

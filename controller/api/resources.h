@@ -10,8 +10,8 @@
 #include "controller/api/internal.h"
 
 
-/* submit.c: POST /v1/jobs, with the batcher of the fast path, whose state
- * is the routes' state (tm_api_routes.state_new/state_free). */
+/* submit.c: POST /v1/jobs, with the fast path through the group commit,
+ * whose state is the routes' state (tm_api_routes.state_new/state_free). */
 void tm_api_jobs_submit(struct api_call *c);
 void tm_api_jobs_submit_fast(struct api_call *c);
 void *tm_api_submit_state_new(void);
@@ -60,7 +60,7 @@ bool tm_api_samples_take(struct api_call *c, size_t n);
 void tm_api_samples_give_back(struct api_call *c);
 void tm_api_samples_gpus(struct api_call *c, const char *gpus);
 
-/* routes.c: the routes' state, one part per batcher. */
+/* routes.c: the routes' state, one part per group-commit user. */
 struct tm_api_route_states {
     void *submit;
     void *heartbeat;

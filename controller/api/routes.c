@@ -114,7 +114,7 @@ static void routes_state_free(void *state)
     free(s);
 }
 
-/* Each batcher's state (submit.c, heartbeat_batch.c) and the sample
+/* Each group-commit user's state (submit.c, heartbeat_batch.c) and the sample
  * budget (sample_budget.c), all or none. */
 static void *routes_state_new(void)
 {

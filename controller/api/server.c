@@ -27,7 +27,7 @@
  * the role and team for the checks made before any statement, and the
  * route batches the job with others into one statement that checks each
  * row's token again, so revocation still takes effect on the next request
- * (submit.c, "group commit").  Every other route, and a token not in
+ * (submit.c, through io/group_commit.c).  Every other route, and a token not in
  * the cache, takes two statements: the lookup, then the work.
  */
 #include "controller/api/server.h"
@@ -343,6 +343,14 @@ unsigned tm_api_max_list(const struct api_call *c)
 struct tm_pg_pool *tm_api_pool(const struct api_call *c)
 {
     return c->api->pool;
+}
+
+int tm_api_group_add(struct api_call *c, struct tm_gc **slot, const struct tm_gc_kind *kind,
+                     const char *const *values, tm_gc_cb cb)
+{
+    if (!*slot && !(*slot = tm_gc_new(c->api->loop, c->api->pool, kind)))
+        return TM_ENOMEM;
+    return tm_gc_add(*slot, values, c->deadline, cb, c);
 }
 
 const struct tm_api_stats *tm_api_get_stats(const struct api_call *c)

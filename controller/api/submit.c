@@ -1,7 +1,7 @@
 /*
  * controller/api/submit.c: POST /v1/jobs: the checked insert of one job, and the
- * batcher of the fast path, which joins concurrent submits into one
- * statement.
+ * fast path, which joins concurrent submits into one statement through the
+ * group commit.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -268,258 +268,98 @@ void tm_api_jobs_submit(struct api_call *c)
 }
 
 /*
- * The fast path of POST /v1/jobs: group commit.  A call whose token is in
- * api.c's authentication cache, whose body parses and whose checks pass
- * here (an engineer's team, the token's rate) becomes one row of a batch;
- * one statement inserts the whole batch (arrays of each column, unnest),
+ * The fast path of POST /v1/jobs, through the group commit
+ * (controller/io/group_commit.h).  A call whose token is in api.c's
+ * authentication cache, whose body parses and whose checks pass here (an
+ * engineer's team, the token's rate) becomes one item of a batch; one
+ * statement inserts the whole batch (arrays of each column, unnest),
  * checking each row's token again (known, not revoked, same role and
- * team) and that some pool takes the job.  A batch is sent at once while
- * fewer than BATCH_INFLIGHT are in flight, else it fills until one comes
- * back, so under load rows share statements and with none there is no
- * wait.  Each row the statement did not insert, and every row of a batch
- * the database refused as a whole, goes back to the normal path
- * (tm_api_authenticate, then tm_api_jobs_submit), which gives that call exactly
- * the answer it would have had: 401, 403, 400 with its reason, or 201 if
- * the refusal was another row's.  Nothing of a refused row was written,
- * so running it again is safe.  A full batch sends its newcomers the
- * normal way.  The column buffers are reused (pg_uv copies parameters),
- * each bounded by BATCH_BYTES in all.  A refused row goes through
- * the token's rate bucket twice (here, then in the normal path).
+ * team) and that some pool takes the job, and answers each call after
+ * its commit.  Each row the statement did not insert, and every row of a
+ * batch the database refused as a whole, goes back to the normal path
+ * (tm_api_authenticate, then tm_api_jobs_submit), which gives that call
+ * exactly the answer it would have had: 401, 403, 400 with its reason, or
+ * 201 if the refusal was another row's.  Nothing of a refused row was
+ * written, so running it again is safe.  When every batch that may wait
+ * is full, newcomers go the normal way.  A refused row goes through the
+ * token's rate bucket twice (here, then in the normal path).
  */
 #define BATCH_COLS (SUBMIT_NPARAMS + 4)
-#define BATCH_ROWS 256
-#define BATCH_BYTES (4u << 20)
-/* Two batches in flight keep both of a small machine's cores on inserts
- * while the next batch fills (bench/run-api.sh: 1, 2 and 3 measured, 2
- * best) and leave the rest of serve's pool (pool_size, default 4) to the
- * tick and the other routes. */
-#define BATCH_INFLIGHT 2
 
-struct api_batch {
-    struct api_call *calls[BATCH_ROWS];
-    unsigned n;
-    unsigned inflight;
-    size_t bytes;
-    struct tm_api_text col[BATCH_COLS];
-};
-
-struct batch_flight {
-    struct api_batch *b;
-    unsigned n;
-    struct api_call *calls[];
-};
-
+/* tarmac_submit_batch() (migrations/0023_submit_batch.sql) inserts the
+ * rows that pass the checks above and returns each with its ordinal; a
+ * PL/pgSQL function, so its statement is planned once per connection.
+ * The row's document is made here, from the same template as every other
+ * route's. */
 static const char batch_sql[] =
-    "WITH r AS (SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[],"
-    "   $6::int[], $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::int[],"
-    "   $13::boolean[], $14::boolean[], $15::bigint[], $16::bigint[], $17::bigint[], $18::text[],"
-    "   $19::text[], $20::text[], $21::bigint[])"
-    "  WITH ORDINALITY AS r(team, name, command, gpus, gpu_milli, nodes, cpu_milli, memory_mib,"
-    "   gpu_model, pool, class, priority, preemptible, checkpointable, est, dl, now, hash, role,"
-    "   tteam, until, i)),"
-    /* until: each row's deadline (wall-clock ms), as submit_sql's $18. */
-    " ok AS (SELECT nextval('jobs_id_seq'::regclass) AS id, r.* FROM r"
-    "  WHERE clock_timestamp() < to_timestamp(r.until / 1000.0) AND EXISTS (SELECT 1 FROM api_tokens t WHERE t.hash = r.hash AND NOT t.revoked"
-    "    AND t.role = r.role AND coalesce(t.team, '') = r.tteam)"
-    "  AND EXISTS (SELECT 1 FROM pools p WHERE (r.pool IS NULL OR p.name = r.pool)"
-    "    AND (r.gpu_model IS NULL OR p.gpu_model = ANY (string_to_array(r.gpu_model, '|')))"
-    "    AND r.gpus <= p.gpus_per_node)),"
-    " ins AS (INSERT INTO jobs (id, team, name, command, gpus, gpu_milli, nodes, cpu_milli,"
-    "   memory_mib, gpu_model, pool, class, priority, preemptible, checkpointable,"
-    "   runtime_estimate_ms, deadline_ms, submitted_ms)"
-    "  SELECT id, team, name, command, gpus, gpu_milli, nodes, cpu_milli, memory_mib, gpu_model,"
-    "   pool, class, priority, preemptible, checkpointable, nullif(est, 0), nullif(dl, 0), now"
-    "  FROM ok ORDER BY i RETURNING *)"
-    " SELECT ok.i, " JOB_JSON " FROM ok JOIN ins j ON j.id = ok.id";
+    "SELECT b.i, " JOB_JSON " FROM tarmac_submit_batch($1::text[], $2::text[], $3::text[],"
+    " $4::int[], $5::int[], $6::int[], $7::bigint[], $8::bigint[], $9::text[], $10::text[],"
+    " $11::text[], $12::int[], $13::boolean[], $14::boolean[], $15::bigint[], $16::bigint[],"
+    " $17::bigint[], $18::text[], $19::text[], $20::text[], $21::bigint[]) AS b(i, job),"
+    " LATERAL (SELECT (b.job).*) j";
+
+static const struct tm_gc_kind submit_kind = {
+    .name = "submit",
+    .sql = batch_sql,
+    .format = TM_GC_ARRAYS,
+    .nparams = BATCH_COLS,
+    .max_items = 256,
+    .max_bytes = 4u << 20,
+    /* Two batches in flight keep both of a small machine's cores on inserts
+     * while the next batch fills, and leave the rest of serve's pool
+     * (pool_size, default 4) to the tick and the other routes. */
+    .max_inflight = 2,
+    .max_waiting = 2,
+};
+
+struct submit_state {
+    struct tm_gc *gc;
+};
 
 void *tm_api_submit_state_new(void)
 {
-    return calloc(1, sizeof(struct api_batch));
+    return calloc(1, sizeof(struct submit_state));
 }
 
 void tm_api_submit_state_free(void *state)
 {
-    struct api_batch *b = state;
+    struct submit_state *s = state;
 
-    if (!b)
+    if (!s)
         return;
-    for (unsigned i = 0; i < BATCH_COLS; i++)
-        free(b->col[i].p);
-    free(b);
+    tm_gc_free(s->gc);
+    free(s);
 }
 
-/* One array element: NULL, or the value quoted with '"' and '\' escaped. */
-static bool text_elem(struct tm_api_text *buf, const char *v)
+static void on_committed(const struct tm_gc_result *r, void *data)
 {
-    if (!tm_api_text_add(buf, buf->len ? "," : "{", 1))
-        return false;
-    if (!v)
-        return tm_api_text_add(buf, "NULL", 4);
-    if (!tm_api_text_add(buf, "\"", 1))
-        return false;
-    for (const char *s = v; *s;) {
-        size_t n = strcspn(s, "\"\\");
-        if (!tm_api_text_add(buf, s, n))
-            return false;
-        s += n;
-        if (*s) {
-            char esc[2] = {'\\', *s};
-            if (!tm_api_text_add(buf, esc, 2))
-                return false;
-            s++;
-        }
-    }
-    return tm_api_text_add(buf, "\"", 1);
-}
+    struct api_call *c = data;
 
-static void batch_send(struct api_batch *b);
-
-static void on_batch(const struct tm_pg_reply *reply, void *data)
-{
-    struct batch_flight *f = data;
-    struct api_batch *b = f->b;
-
-    b->inflight--;
-    if (reply->status == TM_EDB)
-        tm_log_warn("api batch refused, its rows go one by one", "rows=%u error=\"%s\" sqlstate=%s",
-                    f->n, reply->error ? reply->error : "-", reply->sqlstate ? reply->sqlstate : "-");
-    if (reply->status < 0 && reply->status != TM_EDB) {
-        /* It may or may not have committed: no retry, as for one job. */
-        for (unsigned i = 0; i < f->n; i++) {
-            if (f->calls[i]->req)
-                tm_api_fail_db(f->calls[i], reply);
-            else
-                tm_api_call_free(f->calls[i]);
-        }
-    } else {
-        if (reply->status == 0) {
-            PGresult *res = reply->results[0];
-            for (int r = 0; r < PQntuples(res); r++) {
-                long i = strtol(PQgetvalue(res, r, 0), NULL, 10) - 1;
-                struct api_call *c;
-                if (i < 0 || (unsigned long)i >= f->n || !f->calls[i])
-                    continue;
-                c = f->calls[i];
-                f->calls[i] = NULL;
-                if (c->req)
-                    tm_api_reply(c, 201, PQgetvalue(res, r, 1), (size_t)PQgetlength(res, r, 1));
-                else
-                    tm_api_call_free(c);
-            }
-        }
+    if (!c->req) {
+        tm_api_call_free(c);
+    } else if (r->status == 0 && r->row >= 0) {
+        tm_api_reply(c, 201, PQgetvalue(r->res, r->row, 1), (size_t)PQgetlength(r->res, r->row, 1));
+    } else if (r->status == 0 || r->status == TM_EDB) {
         /* Not inserted: the normal path answers (see above). */
-        for (unsigned i = 0; i < f->n; i++) {
-            struct api_call *c = f->calls[i];
-            if (!c)
-                continue;
-            if (c->req)
-                tm_api_authenticate(c);
-            else
-                tm_api_call_free(c);
-        }
-    }
-    free(f);
-    if (b->n > 0 && b->inflight < BATCH_INFLIGHT)
-        batch_send(b);
-}
-
-static void batch_reset(struct api_batch *b)
-{
-    for (unsigned i = 0; i < BATCH_COLS; i++) {
-        b->col[i].len = 0;
-        if (b->col[i].p)
-            b->col[i].p[0] = '\0';
-    }
-    b->n = 0;
-    b->bytes = 0;
-}
-
-static void batch_send(struct api_batch *b)
-{
-    struct batch_flight *f = malloc(sizeof(*f) + b->n * sizeof(f->calls[0]));
-    const char *params[BATCH_COLS];
-    bool ok = f != NULL;
-    int r = -1;
-
-    for (unsigned i = 0; ok && i < BATCH_COLS; i++) {
-        ok = tm_api_text_add(&b->col[i], "}", 1);
-        params[i] = b->col[i].p;
-    }
-    if (ok) {
-        f->b = b;
-        f->n = b->n;
-        memcpy(f->calls, b->calls, b->n * sizeof(f->calls[0]));
-        /* The batch waits no longer than its most pressed row may. */
-        uint64_t left = UINT64_MAX;
-        for (unsigned i = 0; i < b->n; i++) {
-            uint64_t l = tm_api_time_left(b->calls[i]);
-            if (l < left)
-                left = l;
-        }
-        /* A database the pool knows is gone: 503 now, not at the deadline. */
-        r = left == 0                                   ? -ETIMEDOUT
-            : tm_pg_pool_down(tm_api_pool(b->calls[0])) ? TM_EUNAVAIL
-                      : tm_pg_pool_query_until(tm_api_pool(b->calls[0]), batch_sql, BATCH_COLS,
-                                               params, left, on_batch, f);
-    }
-    if (r < 0) {
-        tm_log_warn("api could not queue a statement", "route=\"/v1/jobs\" rows=%u error=\"%s\"",
-                    b->n, ok ? tm_strerror(r) : "out of memory");
-        for (unsigned i = 0; i < b->n; i++)
-            tm_api_fail(b->calls[i], 503, NULL, "database unavailable");
-        free(f);
+        tm_api_authenticate(c);
+    } else if (!r->sent || r->status == TM_ENOMEM) {
+        tm_api_fail(c, 503, NULL, "database unavailable");
     } else {
-        b->inflight++;
+        /* It may or may not have committed: no retry, as for one job. */
+        tm_api_fail_db(c, r->reply);
     }
-    batch_reset(b);
-}
-
-/* Append one row; false (and the batch as it was) when it does not fit. */
-static bool batch_add(struct api_batch *b, struct api_call *c, const char *const *params,
-                      const char *until)
-{
-    size_t len[BATCH_COLS], bytes = 0;
-    const char *row[BATCH_COLS];
-    bool ok = true;
-
-    if (b->n >= BATCH_ROWS)
-        return false;
-    memcpy(row, params, SUBMIT_NPARAMS * sizeof(row[0]));
-    row[SUBMIT_NPARAMS] = c->hash;
-    row[SUBMIT_NPARAMS + 1] = tm_role_name(c->role);
-    row[SUBMIT_NPARAMS + 2] = c->team;
-    row[SUBMIT_NPARAMS + 3] = until;
-    for (unsigned i = 0; i < BATCH_COLS; i++)
-        bytes += row[i] ? 2 * strlen(row[i]) + 4 : 5;
-    if (b->bytes + bytes > BATCH_BYTES)
-        return false;
-    for (unsigned i = 0; i < BATCH_COLS; i++)
-        len[i] = b->col[i].len;
-    for (unsigned i = 0; ok && i < BATCH_COLS; i++)
-        ok = text_elem(&b->col[i], row[i]);
-    if (!ok) {
-        for (unsigned i = 0; i < BATCH_COLS; i++) {
-            b->col[i].len = len[i];
-            if (b->col[i].p)
-                b->col[i].p[len[i]] = '\0';
-        }
-        return false;
-    }
-    b->calls[b->n++] = c;
-    b->bytes += bytes;
-    return true;
 }
 
 void tm_api_jobs_submit_fast(struct api_call *c)
 {
-    struct api_batch *b = ((struct tm_api_route_states *)tm_api_route_state(c))->submit;
+    struct submit_state *s = ((struct tm_api_route_states *)tm_api_route_state(c))->submit;
     struct tm_job_spec spec;
     struct tm_spec_error err = {0};
     cJSON *root = NULL;
     const char *body;
     size_t len;
     struct submit_text text;
-    const char *params[SUBMIT_NPARAMS];
+    const char *params[BATCH_COLS];
 
     if (!tm_api_body(c, &body, &len)) {
         tm_api_call_free(c);
@@ -545,12 +385,12 @@ void tm_api_jobs_submit_fast(struct api_call *c)
     }
     submit_params(&spec, tm_api_now_ms(c), &text, params);
     fmt_i64(text.until, sizeof(text.until), wall_deadline_ms(c));
-    if (!batch_add(b, c, params, text.until)) {
-        cJSON_Delete(root);
+    params[SUBMIT_NPARAMS] = c->hash;
+    params[SUBMIT_NPARAMS + 1] = tm_role_name(c->role);
+    params[SUBMIT_NPARAMS + 2] = c->team;
+    params[SUBMIT_NPARAMS + 3] = text.until;
+    /* The group commit copies the values: the document can go now. */
+    if (tm_api_group_add(c, &s->gc, &submit_kind, params, on_committed) < 0)
         tm_api_authenticate(c);
-        return;
-    }
     cJSON_Delete(root);
-    if (b->inflight < BATCH_INFLIGHT)
-        batch_send(b);
 }

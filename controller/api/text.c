@@ -1,7 +1,6 @@
 /*
- * controller/api/text.c: the growing text buffer of internal.h, which the
- * group-commit batchers (submit.c, heartbeat_batch.c) build their
- * statements' parameters in.
+ * controller/api/text.c: the growing text buffer of internal.h, which
+ * heartbeat_batch.c builds its group-commit items in.
  */
 #include <stdlib.h>
 #include <string.h>

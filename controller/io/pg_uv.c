@@ -61,6 +61,8 @@
 #define PG_HOSTS_MAX 16
 #define PG_POOL_MAX 256
 #define PG_ERR_SIZE 512
+#define PG_PREPARED_MAX 16
+#define PG_PREPARED_NAME 64
 
 /* Passed as the "options" connection parameter: the server then applies it
  * to the session before the first query, with no extra round trip.  An
@@ -82,6 +84,7 @@ struct pg_req {
     bool script;
     int nparams;
     const char *sql;
+    const char *name; /* a prepared statement's (tm_pg_pool_query_prepared_until), else NULL */
     const char **params;
     /* The params array, then sql and the parameter strings, follow in the
      * same allocation, so one free() releases a request. */
@@ -135,6 +138,10 @@ struct tm_pg {
     struct pg_req *inflight;
     bool flushing; /* PQflush() returned 1: output still pending */
     bool rolling_back; /* our ROLLBACK after a failed script is in flight */
+    bool preparing;    /* the in-flight request's PQsendPrepare() runs first */
+    /* Statements this connection has prepared (names; gone with it). */
+    char prepared[PG_PREPARED_MAX][PG_PREPARED_NAME];
+    unsigned nprepared;
     PGresult **results;
     size_t nresults;
     size_t results_cap;
@@ -226,11 +233,11 @@ static void queue_splice(struct pg_queue *dst, struct pg_queue *src)
         queue_push(dst, req);
 }
 
-static struct pg_req *req_new(const char *sql, bool script, int nparams,
+static struct pg_req *req_new(const char *sql, const char *name, bool script, int nparams,
                               const char *const *params, tm_pg_cb cb, void *data)
 {
-    size_t sql_len = strlen(sql) + 1;
-    size_t size = sizeof(struct pg_req) + (size_t)nparams * sizeof(char *) + sql_len;
+    size_t sql_len = strlen(sql) + 1, name_len = name ? strlen(name) + 1 : 0;
+    size_t size = sizeof(struct pg_req) + (size_t)nparams * sizeof(char *) + sql_len + name_len;
     struct pg_req *req;
     char *p;
 
@@ -249,6 +256,11 @@ static struct pg_req *req_new(const char *sql, bool script, int nparams,
     memcpy(p, sql, sql_len);
     req->sql = p;
     p += sql_len;
+    if (name) {
+        memcpy(p, name, name_len);
+        req->name = p;
+        p += name_len;
+    }
     for (int i = 0; i < nparams; i++) {
         if (!params[i]) {
             req->params[i] = NULL; /* SQL NULL */
@@ -465,6 +477,8 @@ static void pg_drop_conn(struct tm_pg *pg)
         pg->conn = NULL;
     }
     pg->flushing = false;
+    pg->preparing = false;
+    pg->nprepared = 0; /* a new session prepares afresh */
 }
 
 /* ---- connecting -------------------------------------------------------- */
@@ -688,6 +702,29 @@ static int pg_flush(struct tm_pg *pg)
     return 0;
 }
 
+static bool pg_prepared(const struct tm_pg *pg, const char *name)
+{
+    for (unsigned i = 0; i < pg->nprepared; i++)
+        if (strcmp(pg->prepared[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* The in-flight request's statement is prepared now: remember it, and
+ * execute it on the same turn. */
+static int pg_prepared_run(struct tm_pg *pg)
+{
+    struct pg_req *req = pg->inflight;
+
+    pg->preparing = false;
+    snprintf(pg->prepared[pg->nprepared++], PG_PREPARED_NAME, "%s", req->name);
+    if (!PQsendQueryPrepared(pg->conn, req->name, req->nparams, req->params, NULL, NULL, 0)) {
+        pg_lost(pg, PQerrorMessage(pg->conn));
+        return -ECONNRESET;
+    }
+    return pg_flush(pg);
+}
+
 static void pg_dispatch(struct tm_pg *pg)
 {
     while (pg->state == PG_READY && !pg->inflight) {
@@ -698,6 +735,10 @@ static void pg_dispatch(struct tm_pg *pg)
             return;
         if (req->script)
             ok = PQsendQuery(pg->conn, req->sql);
+        else if (req->name && pg_prepared(pg, req->name))
+            ok = PQsendQueryPrepared(pg->conn, req->name, req->nparams, req->params, NULL, NULL, 0);
+        else if (req->name && pg->nprepared < PG_PREPARED_MAX)
+            ok = pg->preparing = PQsendPrepare(pg->conn, req->name, req->sql, req->nparams, NULL);
         else
             ok = PQsendQueryParams(pg->conn, req->sql, req->nparams, NULL, req->params, NULL,
                                    NULL, 0);
@@ -827,10 +868,16 @@ static void pg_collect(struct tm_pg *pg)
                 continue;
             }
             pg->rolling_back = false;
+            if (pg->preparing && pg->nresults == 0) {
+                if (pg_prepared_run(pg) < 0 || pg->flushing)
+                    return;
+                continue;
+            }
+            pg->preparing = false;
             pg_complete(pg);
             return;
         }
-        if (pg->rolling_back) {
+        if (pg->rolling_back || (pg->preparing && PQresultStatus(res) == PGRES_COMMAND_OK)) {
             PQclear(res); /* the caller asked for none of these */
             continue;
         }
@@ -927,7 +974,7 @@ static int pg_enqueue(struct tm_pg *pg, const char *sql, bool script, int nparam
         return TM_ECANCELED;
     if (pg->queue.len >= TM_PG_QUEUE_MAX)
         return -EAGAIN;
-    req = req_new(sql, script, nparams, params, cb, data);
+    req = req_new(sql, NULL, script, nparams, params, cb, data);
     if (!req)
         return TM_ENOMEM;
     req->deadline = uv_now(pg->loop) + TM_PG_WAIT_MS;
@@ -1236,8 +1283,9 @@ int tm_pg_pool_create(uv_loop_t *loop, const char *conninfo, unsigned size,
     return 0;
 }
 
-static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, bool script, int nparams,
-                        const char *const *params, uint64_t timeout_ms, tm_pg_cb cb, void *data)
+static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, const char *name, bool script,
+                        int nparams, const char *const *params, uint64_t timeout_ms, tm_pg_cb cb,
+                        void *data)
 {
     struct pg_req *req;
 
@@ -1247,7 +1295,7 @@ static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, bool script, i
         return TM_ECANCELED;
     if (pool->queue.len >= TM_PG_QUEUE_MAX)
         return -EAGAIN;
-    req = req_new(sql, script, nparams, params, cb, data);
+    req = req_new(sql, name, script, nparams, params, cb, data);
     if (!req)
         return TM_ENOMEM;
     req->pool = pool;
@@ -1265,18 +1313,28 @@ static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, bool script, i
 int tm_pg_pool_query(struct tm_pg_pool *pool, const char *sql, int nparams,
                      const char *const *params, tm_pg_cb cb, void *data)
 {
-    return pool_enqueue(pool, sql, false, nparams, params, 0, cb, data);
+    return pool_enqueue(pool, sql, NULL, false, nparams, params, 0, cb, data);
+}
+
+int tm_pg_pool_query_prepared_until(struct tm_pg_pool *pool, const char *name, const char *sql,
+                                    int nparams, const char *const *params, uint64_t timeout_ms,
+                                    tm_pg_cb cb, void *data)
+{
+    if (!name || !*name || strlen(name) >= PG_PREPARED_NAME)
+        return TM_EINVAL;
+    return pool_enqueue(pool, sql, name, false, nparams, params, timeout_ms ? timeout_ms : 1, cb,
+                        data);
 }
 
 int tm_pg_pool_query_until(struct tm_pg_pool *pool, const char *sql, int nparams,
                            const char *const *params, uint64_t timeout_ms, tm_pg_cb cb, void *data)
 {
-    return pool_enqueue(pool, sql, false, nparams, params, timeout_ms ? timeout_ms : 1, cb, data);
+    return pool_enqueue(pool, sql, NULL, false, nparams, params, timeout_ms ? timeout_ms : 1, cb, data);
 }
 
 int tm_pg_pool_exec(struct tm_pg_pool *pool, const char *script, tm_pg_cb cb, void *data)
 {
-    return pool_enqueue(pool, script, true, 0, NULL, 0, cb, data);
+    return pool_enqueue(pool, script, NULL, true, 0, NULL, 0, cb, data);
 }
 
 bool tm_pg_pool_down(const struct tm_pg_pool *pool)

@@ -87,6 +87,16 @@ int tm_pg_pool_exec(struct tm_pg_pool *pool, const char *script, tm_pg_cb cb, vo
  * reconnects it), so nothing of it reaches the server later. */
 int tm_pg_pool_query_until(struct tm_pg_pool *pool, const char *sql, int nparams,
                            const char *const *params, uint64_t timeout_ms, tm_pg_cb cb, void *data);
+/* tm_pg_pool_query_until for a statement sent over and over (a group
+ * commit's): each connection prepares sql under name the first time it
+ * runs it (PQsendPrepare, in the same turn as the execution) and from then
+ * on only binds and executes it (PQsendQueryPrepared), so the server
+ * parses and plans it once per session.  One name, one sql, for the
+ * pool's life; name is at most 63 bytes.  A connection that has prepared
+ * 16 statements sends further ones unprepared. */
+int tm_pg_pool_query_prepared_until(struct tm_pg_pool *pool, const char *name, const char *sql,
+                                    int nparams, const char *const *params, uint64_t timeout_ms,
+                                    tm_pg_cb cb, void *data);
 /* Number of connections up now. */
 unsigned tm_pg_pool_connected(const struct tm_pg_pool *pool);
 /* Whether the pool knows the database is gone: no member is connected and

@@ -1,0 +1,397 @@
+/*
+ * controller/io/group_commit.c: the group commit (group_commit.h).
+ *
+ * Open batches form a FIFO: items go into the last one, the first one is
+ * sent when a slot is free, as a prepared statement (each connection plans
+ * the kind's statement once).  pg_uv copies a statement's parameters when it
+ * is queued, so a batch's text buffers are reused at once; what waits for
+ * the reply is a flight: the items' callbacks and nothing else.  When a
+ * flight comes back the next batch is sent before its items are answered,
+ * so an item a callback adds can never overtake one that was waiting.
+ */
+#include "controller/io/group_commit.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+
+struct gc_item {
+    tm_gc_cb cb;
+    void *data;
+    uint64_t deadline;
+};
+
+struct gc_text {
+    char *p;
+    size_t len, cap;
+};
+
+struct gc_batch {
+    struct gc_batch *next;
+    unsigned n;
+    size_t bytes;
+    struct gc_text *param;   /* kind->nparams */
+    struct gc_item *items;   /* kind->max_items */
+};
+
+struct gc_flight {
+    struct tm_gc *gc;
+    unsigned n;
+    struct gc_item items[];
+};
+
+struct tm_gc {
+    uv_loop_t *loop;
+    struct tm_pg_pool *pool;
+    const struct tm_gc_kind *kind;
+    struct gc_batch *head, *tail; /* open batches, oldest first */
+    struct gc_batch *spare;       /* one emptied batch kept for reuse */
+    unsigned nwaiting;
+    unsigned inflight;
+    unsigned pending;             /* items added, not yet answered */
+    bool freed;                   /* tm_gc_free() ran: free when the last flight is back */
+    bool answering;               /* inside on_flight: gc must outlive its loop */
+    char stmt[48];                /* the prepared statement's name */
+};
+
+static bool text_add(struct gc_text *t, const char *s, size_t n)
+{
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        char *p;
+
+        while (cap < t->len + n + 1)
+            cap *= 2;
+        p = realloc(t->p, cap);
+        if (!p)
+            return false;
+        t->p = p;
+        t->cap = cap;
+    }
+    memcpy(t->p + t->len, s, n);
+    t->len += n;
+    t->p[t->len] = '\0';
+    return true;
+}
+
+static void text_cut(struct gc_text *t, size_t len)
+{
+    t->len = len;
+    if (t->p)
+        t->p[len] = '\0';
+}
+
+static void batch_free(const struct tm_gc_kind *kind, struct gc_batch *b)
+{
+    if (!b)
+        return;
+    for (unsigned k = 0; b->param && k < kind->nparams; k++)
+        free(b->param[k].p);
+    free(b->param);
+    free(b->items);
+    free(b);
+}
+
+static struct gc_batch *batch_new(struct tm_gc *gc)
+{
+    struct gc_batch *b = gc->spare;
+
+    if (b) {
+        gc->spare = NULL;
+        return b;
+    }
+    b = calloc(1, sizeof(*b));
+    if (!b)
+        return NULL;
+    b->param = calloc(gc->kind->nparams, sizeof(b->param[0]));
+    b->items = calloc(gc->kind->max_items, sizeof(b->items[0]));
+    if (!b->param || !b->items) {
+        batch_free(gc->kind, b);
+        return NULL;
+    }
+    return b;
+}
+
+static void batch_recycle(struct tm_gc *gc, struct gc_batch *b)
+{
+    for (unsigned k = 0; k < gc->kind->nparams; k++)
+        text_cut(&b->param[k], 0);
+    b->n = 0;
+    b->bytes = 0;
+    b->next = NULL;
+    if (gc->spare)
+        batch_free(gc->kind, b);
+    else
+        gc->spare = b;
+}
+
+/* One array element: NULL, or the value quoted with '"' and '\' escaped. */
+static bool array_elem(struct gc_text *t, const char *v)
+{
+    if (!text_add(t, t->len ? "," : "{", 1))
+        return false;
+    if (!v)
+        return text_add(t, "NULL", 4);
+    if (!text_add(t, "\"", 1))
+        return false;
+    for (const char *s = v; *s;) {
+        size_t n = strcspn(s, "\"\\");
+        if (!text_add(t, s, n))
+            return false;
+        s += n;
+        if (*s) {
+            char esc[2] = {'\\', *s};
+            if (!text_add(t, esc, 2))
+                return false;
+            s++;
+        }
+    }
+    return text_add(t, "\"", 1);
+}
+
+/* The item's object with "i" first: {"i":N,<rest>. */
+static bool json_elem(struct gc_text *t, unsigned ordinal, const char *v)
+{
+    char head[32];
+    const char *rest = v + 1;
+    int n;
+
+    while (*rest == ' ' || *rest == '\t' || *rest == '\n' || *rest == '\r')
+        rest++;
+    n = snprintf(head, sizeof(head), "%s{\"i\":%u%s", t->len ? "," : "[", ordinal,
+                 *rest == '}' ? "" : ",");
+    return n > 0 && (size_t)n < sizeof(head) && text_add(t, head, (size_t)n) &&
+           text_add(t, rest, strlen(rest));
+}
+
+/* Append the item's values; false (and b as it was) when they do not fit. */
+static bool batch_append(const struct tm_gc_kind *kind, struct gc_batch *b,
+                         const char *const *values)
+{
+    size_t before[TM_GC_MAX_PARAMS], bytes = 0;
+    bool ok = true;
+
+    for (unsigned k = 0; k < kind->nparams; k++)
+        before[k] = b->param[k].len;
+    if (kind->format == TM_GC_JSON)
+        ok = json_elem(&b->param[0], b->n + 1, values[0]);
+    else
+        for (unsigned k = 0; ok && k < kind->nparams; k++)
+            ok = array_elem(&b->param[k], values[k]);
+    for (unsigned k = 0; k < kind->nparams; k++)
+        bytes += b->param[k].len - before[k];
+    /* The first item of a batch always goes: one too big for any batch is
+     * refused by the statement, not starved here. */
+    if (!ok || (b->n > 0 && b->bytes + bytes > kind->max_bytes)) {
+        for (unsigned k = 0; k < kind->nparams; k++)
+            text_cut(&b->param[k], before[k]);
+        return false;
+    }
+    b->bytes += bytes;
+    return true;
+}
+
+static void answer(struct tm_gc *gc, const struct gc_item *it, const struct tm_gc_result *r)
+{
+    gc->pending--;
+    it->cb(r, it->data);
+}
+
+static void gc_release(struct tm_gc *gc);
+static void send_next(struct tm_gc *gc);
+
+static void on_flight(const struct tm_pg_reply *reply, void *data)
+{
+    struct gc_flight *f = data;
+    struct tm_gc *gc = f->gc;
+    struct tm_gc_result r = {.status = reply->status, .sent = true, .reply = reply, .row = -1};
+    int *rows = NULL; /* per item: its first row, then how many */
+
+    gc->inflight--;
+    gc->answering = true;
+    if (reply->status == TM_EDB)
+        tm_log_warn("group commit: batch refused as a whole",
+                    "kind=%s items=%u error=\"%s\" sqlstate=%s", gc->kind->name, f->n,
+                    reply->error ? reply->error : "-", reply->sqlstate ? reply->sqlstate : "-");
+    /* What waited goes now, before any callback can add more. */
+    if (!gc->freed)
+        send_next(gc);
+    if (reply->status == 0 && reply->nresults > 0) {
+        r.res = reply->results[reply->nresults - 1];
+        rows = malloc(2 * f->n * sizeof(rows[0]));
+        if (rows) {
+            for (unsigned i = 0; i < f->n; i++) {
+                rows[2 * i] = -1;
+                rows[2 * i + 1] = 0;
+            }
+            for (int k = 0; k < PQntuples(r.res); k++) {
+                char *end;
+                long i = strtol(PQgetvalue(r.res, k, 0), &end, 10) - 1;
+                if (*end != '\0' || i < 0 || (unsigned long)i >= f->n)
+                    continue;
+                if (rows[2 * i] < 0)
+                    rows[2 * i] = k;
+                rows[2 * i + 1]++;
+            }
+        } else {
+            /* Committed, but no memory to say which row is whose: each
+             * item fails as one whose batch may have been written. */
+            r.status = TM_ENOMEM;
+        }
+    }
+    for (unsigned i = 0; i < f->n; i++) {
+        r.row = rows ? rows[2 * i] : -1;
+        r.nrows = rows ? rows[2 * i + 1] : 0;
+        answer(gc, &f->items[i], &r);
+    }
+    free(rows);
+    free(f);
+    gc->answering = false;
+    if (gc->freed)
+        gc_release(gc);
+}
+
+/* Answer every item of b with status, unsent. */
+static void fail_batch(struct tm_gc *gc, struct gc_batch *b, int status)
+{
+    struct tm_gc_result r = {.status = status, .sent = false, .row = -1};
+
+    for (unsigned i = 0; i < b->n; i++)
+        answer(gc, &b->items[i], &r);
+}
+
+/* Send the oldest open batch while a slot is free. */
+static void send_next(struct tm_gc *gc)
+{
+    while (gc->head && gc->inflight < gc->kind->max_inflight) {
+        struct gc_batch *b = gc->head;
+        const struct tm_gc_kind *kind = gc->kind;
+        struct gc_flight *f;
+        const char *params[TM_GC_MAX_PARAMS];
+        uint64_t now = uv_now(gc->loop), left = UINT64_MAX;
+        int r = 0;
+
+        gc->head = b->next;
+        if (!gc->head)
+            gc->tail = NULL;
+        gc->nwaiting--;
+        f = malloc(sizeof(*f) + b->n * sizeof(f->items[0]));
+        for (unsigned k = 0; f && k < kind->nparams; k++) {
+            if (!text_add(&b->param[k], kind->format == TM_GC_JSON ? "]" : "}", 1))
+                r = TM_ENOMEM;
+            params[k] = b->param[k].p;
+        }
+        if (!f)
+            r = TM_ENOMEM;
+        /* The batch waits no longer than its most pressed item may. */
+        for (unsigned i = 0; i < b->n; i++) {
+            uint64_t l = b->items[i].deadline > now ? b->items[i].deadline - now : 0;
+            if (l < left)
+                left = l;
+        }
+        if (r == 0 && left == 0)
+            r = -ETIMEDOUT;
+        /* A database the pool knows is gone: an answer now, not at the deadline. */
+        if (r == 0 && tm_pg_pool_down(gc->pool))
+            r = TM_EUNAVAIL;
+        if (r == 0) {
+            f->gc = gc;
+            f->n = b->n;
+            memcpy(f->items, b->items, b->n * sizeof(f->items[0]));
+            r = tm_pg_pool_query_prepared_until(gc->pool, gc->stmt, kind->sql, (int)kind->nparams,
+                                                params, left, on_flight, f);
+        }
+        if (r < 0) {
+            tm_log_warn("group commit: could not queue a statement", "kind=%s items=%u error=\"%s\"",
+                        kind->name, b->n, tm_strerror(r));
+            free(f);
+            fail_batch(gc, b, r);
+        } else {
+            gc->inflight++;
+        }
+        batch_recycle(gc, b);
+    }
+}
+
+struct tm_gc *tm_gc_new(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_gc_kind *kind)
+{
+    struct tm_gc *gc;
+
+    if (!loop || !pool || !kind || !kind->sql || kind->nparams == 0 || kind->nparams > TM_GC_MAX_PARAMS || kind->max_items == 0 ||
+        kind->max_inflight == 0 || (kind->format == TM_GC_JSON && kind->nparams != 1))
+        return NULL;
+    gc = calloc(1, sizeof(*gc));
+    if (!gc)
+        return NULL;
+    gc->loop = loop;
+    gc->pool = pool;
+    gc->kind = kind;
+    snprintf(gc->stmt, sizeof(gc->stmt), "tm_gc_%.32s", kind->name ? kind->name : "batch");
+    return gc;
+}
+
+int tm_gc_add(struct tm_gc *gc, const char *const *values, uint64_t deadline, tm_gc_cb cb,
+              void *data)
+{
+    const struct tm_gc_kind *kind = gc->kind;
+    unsigned max_waiting = kind->max_waiting ? kind->max_waiting : 1;
+    struct gc_batch *b = gc->tail;
+
+    if (kind->format == TM_GC_JSON && (!values[0] || values[0][0] != '{'))
+        return TM_EINVAL;
+    if (!b || b->n >= kind->max_items || !batch_append(kind, b, values)) {
+        if (gc->nwaiting >= max_waiting)
+            return -EAGAIN;
+        b = batch_new(gc);
+        if (!b)
+            return TM_ENOMEM;
+        if (!batch_append(kind, b, values)) {
+            batch_recycle(gc, b);
+            return TM_ENOMEM;
+        }
+        if (gc->tail)
+            gc->tail->next = b;
+        else
+            gc->head = b;
+        gc->tail = b;
+        gc->nwaiting++;
+    }
+    b->items[b->n++] = (struct gc_item){.cb = cb, .data = data, .deadline = deadline};
+    gc->pending++;
+    send_next(gc);
+    return 0;
+}
+
+unsigned tm_gc_pending(const struct tm_gc *gc)
+{
+    return gc ? gc->pending : 0;
+}
+
+static void gc_release(struct tm_gc *gc)
+{
+    if (gc->inflight > 0 || gc->answering)
+        return;
+    batch_free(gc->kind, gc->spare);
+    free(gc);
+}
+
+void tm_gc_free(struct tm_gc *gc)
+{
+    if (!gc)
+        return;
+    gc->freed = true;
+    while (gc->head) {
+        struct gc_batch *b = gc->head;
+        gc->head = b->next;
+        fail_batch(gc, b, TM_ECANCELED);
+        batch_free(gc->kind, b);
+    }
+    gc->tail = NULL;
+    gc->nwaiting = 0;
+    gc_release(gc);
+}
