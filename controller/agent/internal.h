@@ -54,6 +54,12 @@ struct tm_agent_job {
     uv_process_t proc;
     uv_timer_t grace;
     bool grace_armed;
+    /* Stopped, and its leader (the wrapper) exited while the rest of its
+     * group still ran: how the leader ended, and until when the agent
+     * waits for the group (the grace) before it reports the end. */
+    bool leader_exited;
+    int leader_status, leader_signal;
+    uint64_t drain_until;
     uint32_t uid;              /* the job's own user, 0 when it runs as the agent's */
     uint32_t gid;
     char dir[PATH_MAX];        /* its folder and working directory */

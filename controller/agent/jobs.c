@@ -194,10 +194,45 @@ static void job_ended(struct tm_agent_job *j, bool known, int status, int term_s
     tm_agent_job_gone(ag);
 }
 
+static bool group_alive(const struct tm_agent_job *j)
+{
+    return j->pid > 1 && kill(-j->pid, 0) == 0;
+}
+
+/* The leader exited during a stop: poll the group until it is empty or
+ * the grace is over, then report the end as the leader gave it. */
+static void on_drain(uv_timer_t *t)
+{
+    struct tm_agent_job *j = t->data;
+
+    if (group_alive(j) && uv_now(j->agent->loop) < j->drain_until)
+        return;
+    uv_timer_stop(t);
+    if (group_alive(j))
+        tm_log_warn("job outlived its grace period, killing its process group",
+                    "job=%lld attempt=%lld pid=%d", (long long)j->job_id, (long long)j->attempt, j->pid);
+    job_ended(j, true, j->leader_status, j->leader_signal);
+}
+
 static void on_exit_cb(uv_process_t *p, int64_t exit_status, int term_signal)
 {
     struct tm_agent_job *j = p->data;
 
+    /* A stop signals the whole group, and the shell that runs the job's
+     * command may die of it at once while the program it started still
+     * writes its checkpoint: give the group what is left of the grace
+     * before the rest of it is killed. */
+    if (j->stopping[0] && j->grace_armed && group_alive(j)) {
+        uint64_t left = uv_timer_get_due_in(&j->grace);
+
+        j->leader_exited = true;
+        j->leader_status = (int)exit_status;
+        j->leader_signal = term_signal;
+        j->drain_until = uv_now(j->agent->loop) + left;
+        uv_timer_stop(&j->grace);
+        uv_timer_start(&j->grace, on_drain, 50, 50);
+        return;
+    }
     job_ended(j, true, (int)exit_status, term_signal);
 }
 
@@ -220,7 +255,11 @@ void tm_agent_job_stop(struct tm_agent_job *j, int sig, const char *reason)
     if (j->pid > 1 && kill(-j->pid, sig) != 0 && errno != ESRCH)
         tm_log_warn("could not signal job", "job=%lld pid=%d err=%s", (long long)j->job_id, j->pid,
                     strerror(errno));
-    if (sig == SIGKILL) {
+    if (j->leader_exited) {
+        /* draining: on_drain reports the end once the group is gone */
+        if (sig == SIGKILL)
+            j->drain_until = 0;
+    } else if (sig == SIGKILL) {
         uv_timer_stop(&j->grace);
     } else if (!j->grace_armed) {
         j->grace_armed = true;

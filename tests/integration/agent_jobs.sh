@@ -39,6 +39,16 @@ psql_q "SELECT output_tail FROM jobs WHERE id = $OK" | grep -qx "hello from $OK"
 psql_q "SELECT output_tail FROM jobs WHERE id = $OK" | grep -q "gpus=GPU-local-" || fail "CUDA_VISIBLE_DEVICES did not carry the fake GPU's uuid"
 psql_q "SELECT output_tail FROM jobs WHERE id = $BAD" | grep -qx "about to fail" || fail "output tail of the failed job"
 N=$(psql_q "SELECT node_id FROM jobs WHERE id = $OK")
+# A stopped job's program gets its grace even though the shell that runs
+# its command dies of the signal at once: a cancelled job that saves for
+# a second after SIGTERM (within the 2 s grace) finishes its save.
+M=$WORK/save
+mkdir -p "$M" && chmod 1777 "$M"
+SAVE=$(submit "{\"team\":\"vision\",\"gpus\":2,\"pool\":\"od\",\"command\":\"python3 -c 'import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: (time.sleep(1), open(\\\"$M/saved\\\", \\\"w\\\").close(), sys.exit(0))); open(\\\"$M/ready\\\", \\\"w\\\").close(); time.sleep(300)'\"}")
+wait_for 40 "[ -e $M/ready ]" || fail "the saving job never started: $(psql_q "SELECT state, state_reason FROM jobs WHERE id = $SAVE")"
+api POST "/v1/jobs/$SAVE/cancel" '{}' >/dev/null
+wait_job "$SAVE" cancelled 15
+wait_for 10 "[ -e $M/saved ]" || fail "the cancelled job was killed in the middle of its save (within its grace)"
 # The fake GPUs' samples (50 % here) reached the database.
 wait_for 10 "[ \"\$(psql_q \"SELECT count(*) FROM gpu_samples WHERE node_id = $N AND util_percent = 50\")\" -ge 1 ]" \
     || fail "no GPU samples from node $N"
