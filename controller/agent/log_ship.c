@@ -44,6 +44,7 @@
 #include "controller/spec/log_chunks.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/text.h"
 
 #define SHIP_PERIOD_MS 500
 #define SHIP_BATCH_BYTES (128 * 1024)   /* raw bytes a batch carries: about 175 KB of
@@ -91,31 +92,6 @@ struct tm_agent_shipper {
 };
 
 static void on_ship_timer(uv_timer_t *t);
-
-/* A batch's body as it grows. */
-struct ship_text {
-    char *p;
-    size_t len, cap;
-};
-
-static bool text_add(struct ship_text *t, const char *s, size_t n)
-{
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 4096;
-        char *p;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        p = realloc(t->p, cap);
-        if (!p)
-            return false;
-        t->p = p;
-        t->cap = cap;
-    }
-    memcpy(t->p + t->len, s, n);
-    t->len += n;
-    t->p[t->len] = '\0';
-    return true;
-}
 
 static void ship_again(struct tm_agent_shipper *sh, uint64_t ms)
 {
@@ -323,7 +299,7 @@ int tm_agent_ship_cap(struct tm_agent *ag, struct tm_agent_job *j)
 
 /* Append up to room bytes of s's output (from its position, past what is
  * in flight) as chunks; returns the bytes added, or -1 when out of memory. */
-static int64_t add_stream(struct tm_agent_shipper *sh, struct ship *s, struct ship_text *body, int64_t room)
+static int64_t add_stream(struct tm_agent_shipper *sh, struct ship *s, struct tm_text *body, int64_t room)
 {
     int64_t size = file_size(s->log_path), added = 0;
     unsigned char *buf;
@@ -359,8 +335,8 @@ static int64_t add_stream(struct tm_agent_shipper *sh, struct ship *s, struct sh
         n = snprintf(head, sizeof(head),
                      "%s{\"job\":%" PRId64 ",\"attempt\":%" PRId64 ",\"rank\":%d,\"offset\":%" PRId64 ",\"data\":\"",
                      sh->nsent ? "," : "", s->job, s->attempt, s->rank, s->offset + added);
-        if (!text_add(body, head, (size_t)n) || !text_add(body, b64, strlen(b64)) ||
-            !text_add(body, "\"}", 2)) {
+        if (!tm_text_add(body, head, (size_t)n) || !tm_text_add(body, b64, strlen(b64)) ||
+            !tm_text_add(body, "\"}", 2)) {
             free(b64);
             added = -1;
             break;
@@ -503,7 +479,7 @@ static void on_shipped(const struct tm_http_response *resp, void *data)
 static void ship_round(struct tm_agent_shipper *sh)
 {
     struct tm_agent *ag = sh->ag;
-    struct ship_text body = {0};
+    struct tm_text body = {0};
     size_t nships = 0, start;
     int64_t room = SHIP_BATCH_BYTES;
     struct ship *s;
@@ -514,7 +490,7 @@ static void ship_round(struct tm_agent_shipper *sh)
     ship_reap(sh);
     for (s = sh->ships; s; s = s->next)
         nships++;
-    if (nships == 0 || !text_add(&body, "{\"chunks\":[", 11)) {
+    if (nships == 0 || !tm_text_add(&body, "{\"chunks\":[", 11)) {
         free(body.p);
         ship_again(sh, SHIP_PERIOD_MS);
         return;
@@ -533,7 +509,7 @@ static void ship_round(struct tm_agent_shipper *sh)
             break;
         room -= added;
     }
-    if (sh->nsent == 0 || !text_add(&body, "]}", 2)) {
+    if (sh->nsent == 0 || !tm_text_add(&body, "]}", 2)) {
         batch_done(sh);
         free(body.p);
         ship_again(sh, SHIP_PERIOD_MS);

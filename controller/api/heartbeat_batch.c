@@ -63,7 +63,7 @@ static const struct tm_gc_kind heartbeat_kind = {
 
 struct hb_state {
     struct tm_gc *gc;
-    struct tm_api_text item; /* the item being built, reused */
+    struct tm_text item; /* the item being built, reused */
 };
 
 void *tm_api_heartbeat_state_new(void)
@@ -143,12 +143,12 @@ static bool build_item(struct hb_state *s, struct api_call *c, int64_t now_ms, c
                  "{\"node\":%" PRId64 ",\"now\":%" PRId64
                  ",\"hash\":\"%s\",\"role\":\"%s\",\"port_lo\":%s,\"port_hi\":%s,\"report\":",
                  c->id, now_ms, c->hash, tm_role_name(c->role), lo, hi);
-    return n > 0 && (size_t)n < sizeof(head) && tm_api_text_add(&s->item, head, (size_t)n) &&
-           tm_api_text_add(&s->item, report, strlen(report)) &&
-           tm_api_text_add(&s->item, ",\"samples\":", 11) &&
-           tm_api_text_add(&s->item, samples, strlen(samples)) &&
-           tm_api_text_add(&s->item, ",\"gpus\":", 8) && tm_api_text_add(&s->item, gpus, strlen(gpus)) &&
-           tm_api_text_add(&s->item, "}", 1);
+    return n > 0 && (size_t)n < sizeof(head) && tm_text_add(&s->item, head, (size_t)n) &&
+           tm_text_add(&s->item, report, strlen(report)) &&
+           tm_text_add(&s->item, ",\"samples\":", 11) &&
+           tm_text_add(&s->item, samples, strlen(samples)) &&
+           tm_text_add(&s->item, ",\"gpus\":", 8) && tm_text_add(&s->item, gpus, strlen(gpus)) &&
+           tm_text_add(&s->item, "}", 1);
 }
 
 void tm_api_heartbeat_batch_add(struct api_call *c, int64_t now_ms, const char *report,

@@ -23,6 +23,7 @@
 #include "controller/io/group_commit.h"
 #include "controller/spec/job_spec.h"
 #include "controller/spec/token.h"
+#include "core/text.h"
 
 /* Role bits of a route (1 << enum tm_role), plus public. */
 #define API_ADMIN (1u << TM_ROLE_ADMIN)
@@ -39,16 +40,6 @@
 #define API_SCRAPE (1u << 9)
 
 struct api_call;
-
-/* A growing NUL-terminated text (a heartbeat's item for the
- * group commit); zeroed when empty, free p when done. */
-struct tm_api_text {
-    char *p;
-    size_t len, cap;
-};
-
-/* Append n bytes of s; false (t unchanged) when memory runs out. */
-bool tm_api_text_add(struct tm_api_text *t, const char *s, size_t n);
 
 struct api_route {
     const char *method;   /* "GET", "POST", "PATCH" */

@@ -144,7 +144,7 @@ static void on_ingest(const struct tm_pg_reply *reply, void *data)
 {
     struct ingest *in = data;
     struct api_call *c = in->c;
-    struct tm_api_text out = {0};
+    struct tm_text out = {0};
     PGresult *res;
     int rows;
     bool ok = true;
@@ -189,7 +189,7 @@ static void on_ingest(const struct tm_pg_reply *reply, void *data)
         return;
     }
     in->dropped = rows > 0 ? calloc((size_t)(unsigned)rows, sizeof(*in->dropped)) : NULL;
-    ok = tm_api_text_add(&out, "{\"chunks\":[", 11);
+    ok = tm_text_add(&out, "{\"chunks\":[", 11);
     for (int r = 0; ok && r < rows; r++) {
         char row[192];
         int n;
@@ -203,9 +203,9 @@ static void on_ingest(const struct tm_pg_reply *reply, void *data)
         n = snprintf(row, sizeof(row), "%s{\"job\":%s,\"attempt\":%s,\"rank\":%s,\"next_offset\":%s}",
                      out.p[out.len - 1] == '[' ? "" : ",", PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
                      PQgetvalue(res, r, 3), PQgetvalue(res, r, 4));
-        ok = tm_api_text_add(&out, row, (size_t)n);
+        ok = tm_text_add(&out, row, (size_t)n);
     }
-    ok = ok && tm_api_text_add(&out, "]}", 2);
+    ok = ok && tm_text_add(&out, "]}", 2);
     if (ok)
         tm_api_reply(c, 200, out.p, out.len);
     else
@@ -219,10 +219,10 @@ static void on_ingest(const struct tm_pg_reply *reply, void *data)
 
 /* The statement's chunks: the body's, with each length, and the base64
  * only when the bytes go in the index rows. */
-static bool ingest_json(const struct ingest *in, struct tm_api_text *t)
+static bool ingest_json(const struct ingest *in, struct tm_text *t)
 {
     bool inline_bytes = in->store->ops->inline_bytes;
-    bool ok = tm_api_text_add(t, "[", 1);
+    bool ok = tm_text_add(t, "[", 1);
 
     for (size_t i = 0; ok && i < in->b.n; i++) {
         const struct tm_log_chunk_in *k = &in->b.chunks[i];
@@ -231,19 +231,19 @@ static bool ingest_json(const struct ingest *in, struct tm_api_text *t)
                          "%s{\"job\":%" PRId64 ",\"attempt\":%" PRId64 ",\"rank\":%" PRId64 ",\"offset\":%" PRId64
                          ",\"len\":%zu",
                          i ? "," : "", k->job, k->attempt, k->rank, k->offset, k->len);
-        ok = tm_api_text_add(t, head, (size_t)n);
+        ok = tm_text_add(t, head, (size_t)n);
         if (ok && inline_bytes)
-            ok = tm_api_text_add(t, ",\"data\":\"", 9) && tm_api_text_add(t, k->b64, k->b64_len) &&
-                 tm_api_text_add(t, "\"", 1);
-        ok = ok && tm_api_text_add(t, "}", 1);
+            ok = tm_text_add(t, ",\"data\":\"", 9) && tm_text_add(t, k->b64, k->b64_len) &&
+                 tm_text_add(t, "\"", 1);
+        ok = ok && tm_text_add(t, "}", 1);
     }
-    return ok && tm_api_text_add(t, "]", 1);
+    return ok && tm_text_add(t, "]", 1);
 }
 
 static void ingest_index(struct ingest *in)
 {
     const struct tm_config *cfg = tm_api_config(in->c);
-    struct tm_api_text t = {0};
+    struct tm_text t = {0};
     char node[24], now[24], cap[24];
 
     if (!ingest_json(in, &t)) {
@@ -456,7 +456,7 @@ static void reader_query(struct reader *rd);
 static void reader_answer(struct reader *rd, bool follow_limit)
 {
     struct api_call *c = rd->c;
-    struct tm_api_text out = {0};
+    struct tm_text out = {0};
     int64_t pos = rd->from, end = rd->from;
     char next[24], dropped[24], attempt[24];
     bool ok = true;
@@ -469,12 +469,12 @@ static void reader_answer(struct reader *rd, bool follow_limit)
             int n = snprintf(marker, sizeof(marker),
                              "\n[tarmac: %" PRId64 " bytes dropped here: the output passed logs.max_bytes_per_job]\n",
                              p->off - pos);
-            ok = tm_api_text_add(&out, marker, (size_t)n);
+            ok = tm_text_add(&out, marker, (size_t)n);
             pos = p->off;
         }
         skip = pos - p->off;
         if (ok && skip < (int64_t)p->len)
-            ok = tm_api_text_add(&out, (const char *)p->data + skip, p->len - (size_t)skip);
+            ok = tm_text_add(&out, (const char *)p->data + skip, p->len - (size_t)skip);
         pos = p->off + (int64_t)p->len;
         end = pos;
     }

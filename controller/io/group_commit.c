@@ -19,6 +19,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/text.h"
 
 struct gc_item {
     tm_gc_cb cb;
@@ -26,16 +27,11 @@ struct gc_item {
     uint64_t deadline;
 };
 
-struct gc_text {
-    char *p;
-    size_t len, cap;
-};
-
 struct gc_batch {
     struct gc_batch *next;
     unsigned n;
     size_t bytes;
-    struct gc_text *param;   /* kind->nparams */
+    struct tm_text *param;   /* kind->nparams */
     struct gc_item *items;   /* kind->max_items */
 };
 
@@ -58,33 +54,6 @@ struct tm_gc {
     bool answering;               /* inside on_flight: gc must outlive its loop */
     char stmt[48];                /* the prepared statement's name */
 };
-
-static bool text_add(struct gc_text *t, const char *s, size_t n)
-{
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        char *p;
-
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        p = realloc(t->p, cap);
-        if (!p)
-            return false;
-        t->p = p;
-        t->cap = cap;
-    }
-    memcpy(t->p + t->len, s, n);
-    t->len += n;
-    t->p[t->len] = '\0';
-    return true;
-}
-
-static void text_cut(struct gc_text *t, size_t len)
-{
-    t->len = len;
-    if (t->p)
-        t->p[len] = '\0';
-}
 
 static void batch_free(const struct tm_gc_kind *kind, struct gc_batch *b)
 {
@@ -120,7 +89,7 @@ static struct gc_batch *batch_new(struct tm_gc *gc)
 static void batch_recycle(struct tm_gc *gc, struct gc_batch *b)
 {
     for (unsigned k = 0; k < gc->kind->nparams; k++)
-        text_cut(&b->param[k], 0);
+        tm_text_cut(&b->param[k], 0);
     b->n = 0;
     b->bytes = 0;
     b->next = NULL;
@@ -131,31 +100,31 @@ static void batch_recycle(struct tm_gc *gc, struct gc_batch *b)
 }
 
 /* One array element: NULL, or the value quoted with '"' and '\' escaped. */
-static bool array_elem(struct gc_text *t, const char *v)
+static bool array_elem(struct tm_text *t, const char *v)
 {
-    if (!text_add(t, t->len ? "," : "{", 1))
+    if (!tm_text_add(t, t->len ? "," : "{", 1))
         return false;
     if (!v)
-        return text_add(t, "NULL", 4);
-    if (!text_add(t, "\"", 1))
+        return tm_text_add(t, "NULL", 4);
+    if (!tm_text_add(t, "\"", 1))
         return false;
     for (const char *s = v; *s;) {
         size_t n = strcspn(s, "\"\\");
-        if (!text_add(t, s, n))
+        if (!tm_text_add(t, s, n))
             return false;
         s += n;
         if (*s) {
             char esc[2] = {'\\', *s};
-            if (!text_add(t, esc, 2))
+            if (!tm_text_add(t, esc, 2))
                 return false;
             s++;
         }
     }
-    return text_add(t, "\"", 1);
+    return tm_text_add(t, "\"", 1);
 }
 
 /* The item's object with "i" first: {"i":N,<rest>. */
-static bool json_elem(struct gc_text *t, unsigned ordinal, const char *v)
+static bool json_elem(struct tm_text *t, unsigned ordinal, const char *v)
 {
     char head[32];
     const char *rest = v + 1;
@@ -165,8 +134,8 @@ static bool json_elem(struct gc_text *t, unsigned ordinal, const char *v)
         rest++;
     n = snprintf(head, sizeof(head), "%s{\"i\":%u%s", t->len ? "," : "[", ordinal,
                  *rest == '}' ? "" : ",");
-    return n > 0 && (size_t)n < sizeof(head) && text_add(t, head, (size_t)n) &&
-           text_add(t, rest, strlen(rest));
+    return n > 0 && (size_t)n < sizeof(head) && tm_text_add(t, head, (size_t)n) &&
+           tm_text_add(t, rest, strlen(rest));
 }
 
 /* Append the item's values; false (and b as it was) when they do not fit. */
@@ -189,7 +158,7 @@ static bool batch_append(const struct tm_gc_kind *kind, struct gc_batch *b,
      * refused by the statement, not starved here. */
     if (!ok || (b->n > 0 && b->bytes + bytes > kind->max_bytes)) {
         for (unsigned k = 0; k < kind->nparams; k++)
-            text_cut(&b->param[k], before[k]);
+            tm_text_cut(&b->param[k], before[k]);
         return false;
     }
     b->bytes += bytes;
@@ -282,7 +251,7 @@ static void send_next(struct tm_gc *gc)
         gc->nwaiting--;
         f = malloc(sizeof(*f) + b->n * sizeof(f->items[0]));
         for (unsigned k = 0; f && k < kind->nparams; k++) {
-            if (!text_add(&b->param[k], kind->format == TM_GC_JSON ? "]" : "}", 1))
+            if (!tm_text_add(&b->param[k], kind->format == TM_GC_JSON ? "]" : "}", 1))
                 r = TM_ENOMEM;
             params[k] = b->param[k].p;
         }
