@@ -264,7 +264,8 @@ void tm_cli_print_members(const cJSON *job, const char *indent)
     const cJSON *members = cJSON_GetObjectItemCaseSensitive(job, "members"), *m;
     char b[8][48];
 
-    if (cJSON_GetArraySize(members) == 0)
+    /* A job of one node has nothing to list: its node is in the job's own line. */
+    if (cJSON_GetArraySize(members) < 2)
         return;
     printf("%snodes of attempt %s, by rank:\n", indent,
            tm_cli_jtext(cJSON_GetArrayItem(members, 0), "attempt", b[0], sizeof(b[0])));
