@@ -43,7 +43,10 @@ has() { grep -qE "$1" "$OUT" || { show; fail "$2"; }; }
 
 [ "$(psql_q "SELECT count(*) FROM jobs")" -ge 10 ] || { show; fail "the demo ran only $(psql_q "SELECT count(*) FROM jobs") jobs"; }
 [ "$(psql_q "SELECT count(*) FROM jobs WHERE state <> 'succeeded'")" = 0 ] \
-    || { show; fail "jobs that did not succeed: $(psql_q "SELECT id, name, state, state_reason FROM jobs WHERE state <> 'succeeded'")"; }
+    || { show; psql_q "SELECT d.subject_id, d.kind, d.reason, d.inputs FROM decisions d JOIN jobs j
+                       ON d.subject_kind = 'job' AND d.subject_id = j.id::text
+                       WHERE j.state <> 'succeeded' ORDER BY d.id" >&2
+         fail "jobs that did not succeed: $(psql_q "SELECT id, name, state, state_reason, node_id FROM jobs WHERE state <> 'succeeded'")"; }
 [ "$(psql_q "SELECT count(*) FROM nodes WHERE state NOT IN ('terminated', 'interrupted')")" = 0 ] \
     || fail "nodes left: $(psql_q "SELECT id, state FROM nodes WHERE state NOT IN ('terminated', 'interrupted')")"
 has 'all work done and every node released after [0-9]+ s' "the demo never saw the fleet empty"
