@@ -13,6 +13,11 @@ tm_add_c_test(test_agent_rendezvous ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_re
 tm_add_c_test(test_agent_checkpoint ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_checkpoint.c
               LABELS unit agent TIMEOUT 30 LINK tarmac_agent_pure)
 
+# Two agents on one host never run two jobs under one UID (job_user.c's
+# locks; root only, skipped otherwise).
+tm_add_c_test(test_agent_job_uid ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_job_uid.c
+              LABELS unit agent TIMEOUT 30 LINK tarmac_agent)
+
 # The whole agent against a loopback stub of the contract's routes
 # (tests/unit/agent/stub_controller.py): real processes, no database; about
 # 30 s on an idle machine, most of it grace periods and backoff.

@@ -61,6 +61,7 @@ struct tm_agent_job {
     int leader_status, leader_signal;
     uint64_t drain_until;
     uint32_t uid;              /* the job's own user, 0 when it runs as the agent's */
+    int uid_lock;              /* the lock that holds uid for this job on this host, or -1 */
     uint32_t gid;
     char dir[PATH_MAX];        /* its folder and working directory */
     char log_path[PATH_MAX];
@@ -173,7 +174,7 @@ int tm_agent_ship_cap(struct tm_agent *ag, struct tm_agent_job *j);
 
 /* job_user.c: a job's user and folder (docs/isolation.md) */
 int tm_agent_job_user_init(struct tm_agent *ag);
-int tm_agent_job_uid_pick(struct tm_agent *ag, uint32_t *ret);
+int tm_agent_job_uid_pick(struct tm_agent *ag, uint32_t *ret, int *ret_lock);
 int tm_agent_job_dir_open(struct tm_agent_job *j);
 void tm_agent_job_dir_close(struct tm_agent_job *j);
 void tm_agent_job_uid_adopt(struct tm_agent_job *j);

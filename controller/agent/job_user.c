@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +31,9 @@
 #include "controller/agent/internal.h"
 #include "core/err.h"
 #include "core/log.h"
+
+/* One folder per host for every agent on it (tm_agent_job_uid_pick). */
+#define TM_AGENT_UID_LOCK_DIR "/run/tarmac/job-uids"
 
 static bool uid_in_range(const struct tm_agent *ag, uint32_t uid)
 {
@@ -153,6 +157,11 @@ int tm_agent_job_user_init(struct tm_agent *ag)
         return TM_EINVAL;
     }
     ag->switch_users = true;
+    if ((mkdir("/run/tarmac", 0755) != 0 && errno != EEXIST) ||
+        (mkdir(TM_AGENT_UID_LOCK_DIR, 0700) != 0 && errno != EEXIST))
+        tm_log_warn("could not make the folder of job UID locks: agents sharing this host may "
+                    "give one UID to two jobs",
+                    "folder=%s err=%s", TM_AGENT_UID_LOCK_DIR, strerror(errno));
     /* Jobs inherit it: what one job writes (in /tmp, a shared folder) is
      * its own unless it says otherwise. */
     umask(077);
@@ -170,7 +179,33 @@ int tm_agent_job_user_init(struct tm_agent *ag)
     return 0;
 }
 
-int tm_agent_job_uid_pick(struct tm_agent *ag, uint32_t *ret)
+/* Hold uid for a job on this host: an exclusive flock on a file named
+ * for it under TM_AGENT_UID_LOCK_DIR.  Several agents share one host (the
+ * local provider runs every node here) and the same --job-uids, and a UID
+ * with no process yet, or none any more, looks free to all of them: the
+ * lock is what keeps two jobs from one UID, where the end of one would
+ * kill the other (tm_agent_job_dir_close).  The kernel drops the lock with
+ * the agent, so a crash leaves nothing held.  -1 when another holds it;
+ * -2 when no lock can be made here (then the check of running processes
+ * alone decides, as on a host with one agent). */
+static int uid_lock(uint32_t uid)
+{
+    char path[sizeof(TM_AGENT_UID_LOCK_DIR) + 16];
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/%u", TM_AGENT_UID_LOCK_DIR, (unsigned)uid);
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0)
+        return -2;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int e = errno;
+        close(fd);
+        return e == EWOULDBLOCK ? -1 : -2;
+    }
+    return fd;
+}
+
+int tm_agent_job_uid_pick(struct tm_agent *ag, uint32_t *ret, int *ret_lock)
 {
     uint64_t range = (uint64_t)ag->o.job_uid_last - ag->o.job_uid_first + 1;
 
@@ -178,13 +213,23 @@ int tm_agent_job_uid_pick(struct tm_agent *ag, uint32_t *ret)
         uint32_t uid = ag->o.job_uid_first +
                        (uint32_t)(((uint64_t)ag->uid_next - ag->o.job_uid_first + i) % range);
         bool taken = false;
+        int lock;
 
         for (const struct tm_agent_job *j = ag->jobs; j && !taken; j = j->next)
             taken = !j->exited && j->uid == uid;
-        if (taken || each_process_of(uid, found, NULL))
+        if (taken)
             continue;
+        lock = uid_lock(uid);
+        if (lock == -1)
+            continue;
+        if (each_process_of(uid, found, NULL)) {
+            if (lock >= 0)
+                close(lock);
+            continue;
+        }
         ag->uid_next = uid == ag->o.job_uid_last ? ag->o.job_uid_first : uid + 1;
         *ret = uid;
+        *ret_lock = lock >= 0 ? lock : -1;
         return 0;
     }
     return TM_EQUOTA;
@@ -211,8 +256,13 @@ void tm_agent_job_dir_close(struct tm_agent_job *j)
     if (!j->uid || !uid_in_range(ag, j->uid))
         return;
     /* What outlived the job under its user (a daemon that left the
-     * process group) goes now, before the UID can be given again. */
+     * process group) goes now, before the UID can be given again; only
+     * then is the UID's lock let go. */
     each_process_of(j->uid, kill_one, NULL);
+    if (j->uid_lock >= 0) {
+        close(j->uid_lock);
+        j->uid_lock = -1;
+    }
     if (j->dir[0] && (lchown(j->dir, 0, 0) != 0 || chmod(j->dir, 0700) != 0) && errno != ENOENT)
         tm_log_warn("could not take back a job's folder", "path=%s err=%s", j->dir, strerror(errno));
 }
@@ -225,8 +275,15 @@ void tm_agent_job_uid_adopt(struct tm_agent_job *j)
     snprintf(path, sizeof(path), "/proc/%d", j->pid);
     if (proc_ids(AT_FDCWD, path, &uid, &euid, &gid) && uid <= UINT32_MAX &&
         uid_in_range(j->agent, (uint32_t)uid)) {
+        int lock = uid_lock((uint32_t)uid);
+
         j->uid = (uint32_t)uid;
         j->gid = (uint32_t)gid;
+        if (lock >= 0)
+            j->uid_lock = lock;
+        else if (lock == -1)
+            tm_log_warn("a re-adopted job's UID is held by another agent on this host", "job=%lld uid=%u",
+                        (long long)j->job_id, (unsigned)uid);
     }
 }
 

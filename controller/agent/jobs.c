@@ -103,6 +103,10 @@ static void job_release(struct tm_agent_job *j)
             *p = j->next;
             break;
         }
+    if (j->uid_lock >= 0) {
+        close(j->uid_lock);
+        j->uid_lock = -1;
+    }
     j->closing = 1; /* the grace timer always exists */
     if (j->child) {
         j->closing++;
@@ -277,6 +281,7 @@ static struct tm_agent_job *job_new(struct tm_agent *ag, int64_t job_id, int64_t
     j->agent = ag;
     j->job_id = job_id;
     j->attempt = attempt;
+    j->uid_lock = -1;
     snprintf(j->dir, sizeof(j->dir), "%.3800s/%lld-%lld", ag->jobs_dir, (long long)job_id, (long long)attempt);
     snprintf(j->log_path, sizeof(j->log_path), "%.3800s.log", j->dir);
     /* in the job's folder: the wrapper writes it as the job's user */
@@ -425,7 +430,7 @@ static int job_prepare(struct tm_agent *ag, struct tm_agent_job *j, const struct
         }
     } else {
         if (ag->switch_users) {
-            if (tm_agent_job_uid_pick(ag, &j->uid) < 0) {
+            if (tm_agent_job_uid_pick(ag, &j->uid, &j->uid_lock) < 0) {
                 snprintf(why, whylen, "no free UID in --job-uids %u-%u", (unsigned)ag->o.job_uid_first,
                          (unsigned)ag->o.job_uid_last);
                 return -1;
