@@ -812,6 +812,25 @@ static char *join_header(const char *name, const char *value)
  * Split "scheme://host[:port][/path][?query]" into the Host header value
  * as curl sends it (default port dropped), the path and the query.
  */
+/* Hand the k header lines of out (calloc'd with room for a NULL after
+ * them) to *ret, or, when one of them could not be made, free them all
+ * and out: TM_ENOMEM. */
+static int headers_hand_over(char **out, size_t k, char ***ret)
+{
+    size_t w = 0;
+
+    for (size_t i = 0; i < k; i++)
+        if (out[i])
+            out[w++] = out[i];
+    out[w] = NULL;
+    if (w < k) {
+        tm_sigv4_headers_free(out);
+        return TM_ENOMEM;
+    }
+    *ret = out;
+    return 0;
+}
+
 static int parse_endpoint(const char *url, char *host, size_t hostsize, char *path,
                           size_t pathsize, const char **ret_query)
 {
@@ -939,26 +958,10 @@ int tm_sigv4_sign_ec2_post(const char *endpoint_url, const char *region, const v
     if (has_token)
         out[k++] = join_header("X-Amz-Security-Token", cred->session_token);
     out[k++] = join_header("Authorization", authz);
-    for (size_t i = 0; i < k; i++) {
-        if (!out[i]) {
-            r = TM_ENOMEM;
-            goto out;
-        }
-    }
-    *ret_headers = out;
+    r = headers_hand_over(out, k, ret_headers);
     out = NULL;
 out:
-    if (out) {
-        /* Compact the NULL holes so the free below walks every string. */
-        size_t w = 0;
-
-        for (size_t i = 0; i < k; i++) {
-            if (out[i])
-                out[w++] = out[i];
-        }
-        out[w] = NULL;
-        tm_sigv4_headers_free(out);
-    }
+    free(out);
     free(authz);
     sbuf_wipe_free(&tok);
     return r;
@@ -1052,25 +1055,10 @@ int tm_sigv4_sign_s3(const struct tm_sigv4_s3_request *req, const struct tm_aws_
         out[k++] = line;
     }
     out[k++] = join_header("Authorization", authz);
-    for (size_t i = 0; i < k; i++) {
-        if (!out[i]) {
-            r = TM_ENOMEM;
-            goto out;
-        }
-    }
-    *ret_headers = out;
+    r = headers_hand_over(out, k, ret_headers);
     out = NULL;
 out:
-    if (out) {
-        size_t w = 0;
-
-        for (size_t i = 0; i < k; i++) {
-            if (out[i])
-                out[w++] = out[i];
-        }
-        out[w] = NULL;
-        tm_sigv4_headers_free(out);
-    }
+    free(out);
     free(lines);
     free(authz);
     sbuf_wipe_free(&tok);
