@@ -142,29 +142,140 @@ static void result_row(const struct tm_elastic_config *c, const struct tm_elasti
     fflush(stdout);
 }
 
-int tm_elastic_main(int argc, char **argv)
-{
+/* What the command line asked for, beside the replay's own settings. */
+struct elastic_args {
     struct tm_elastic_config base;
-    struct tm_price_table prices;
-    struct tm_spot_hazards *hazards = NULL;
-    struct tm_trace trace;
-    const char *pods = NULL, *prices_path = NULL, *policies = "static,reactive,tarmac,oracle";
-    const char *log_path = NULL, *hazards_path = NULL;
-    bool json = false;
-    int pol[TM_ELASTIC_POLICY_MAX], npol = 0;
-    char err[512];
-    cJSON *arr = NULL;
-    int rc = 0;
-    double v;
+    const char *pods, *prices_path, *policies, *log_path, *hazards_path;
+    bool json;
+    int pol[TM_ELASTIC_POLICY_MAX], npol;
+};
 
-    tm_elastic_config_default(&base);
+/* An on/off or named choice: its index in names, or -1. */
+static int choice(const char *val, const char *const *names, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (strcmp(val, names[k]) == 0)
+            return k;
+    return -1;
+}
+
+/* One option that takes a value; 0, or the exit code (message written). */
+static int parse_option(struct elastic_args *ea, const char *a, const char *val)
+{
+    static const char *const offon[] = {"off", "on"};
+    static const char *const ckpt[] = {"none", "be", "all"};
+    struct tm_elastic_config *base = &ea->base;
+    double v;
+    int k;
+
+    if (strcmp(a, "--pods") == 0) {
+        ea->pods = val;
+    } else if (strcmp(a, "--nodes") == 0) {
+        /* accepted for the same inputs as replay; the fleet is elastic */
+    } else if (strcmp(a, "--prices") == 0) {
+        ea->prices_path = val;
+    } else if (strcmp(a, "--log") == 0) {
+        ea->log_path = val;
+    } else if (strcmp(a, "--policy") == 0) {
+        ea->policies = val;
+    } else if (strcmp(a, "--since") == 0 || strcmp(a, "--max-runtime") == 0) {
+        int64_t ms;
+        if (tm_duration_parse(val, &ms) < 0)
+            return bad("bad duration \"%s\" (seconds, or e.g. 30m, 2h, 1d)", val);
+        if (a[2] == 's')
+            base->since_ms = ms;
+        else
+            base->max_runtime_ms = ms;
+    } else if (strcmp(a, "--boot-s") == 0) {
+        if (!num(val, 0, 86400, &v))
+            return bad("bad --boot-s \"%s\" (0..86400)", val);
+        base->boot_ms = (int64_t)(v * 1000);
+    } else if (strcmp(a, "--notice-s") == 0) {
+        if (!num(val, 0, 3600, &v))
+            return bad("bad --notice-s \"%s\" (0..3600)", val);
+        base->notice_ms = (int64_t)(v * 1000);
+    } else if (strcmp(a, "--tick-s") == 0) {
+        if (!num(val, 1, 3600, &v))
+            return bad("bad --tick-s \"%s\" (1..3600)", val);
+        base->tick_ms = (int64_t)(v * 1000);
+    } else if (strcmp(a, "--grace-s") == 0) {
+        if (!num(val, 0, 86400, &v))
+            return bad("bad --grace-s \"%s\" (0..86400)", val);
+        base->idle_grace_ms = (int64_t)(v * 1000);
+    } else if (strcmp(a, "--spot") == 0) {
+        if ((k = choice(val, offon, 2)) < 0)
+            return bad("bad --spot \"%s\" (off, on)", val);
+        base->spot = k == 1;
+    } else if (strcmp(a, "--consolidate-restart") == 0) {
+        if ((k = choice(val, offon, 2)) < 0)
+            return bad("bad --consolidate-restart \"%s\" (off, on)", val);
+        base->consolidate_restart = k == 1;
+    } else if (strcmp(a, "--hazard") == 0) {
+        if (!num(val, 0, 100, &v))
+            return bad("bad --hazard \"%s\" (interruptions per node-hour, 0..100)", val);
+        base->hazard_per_hour = v;
+    } else if (strcmp(a, "--hazards") == 0) {
+        ea->hazards_path = val;
+    } else if (strcmp(a, "--copies") == 0) {
+        if (!num(val, 1, 64, &v) || v != (int)v)
+            return bad("bad --copies \"%s\" (1..64)", val);
+        base->copies = (int)v;
+    } else if (strcmp(a, "--seed") == 0) {
+        if (!num(val, 0, 1e15, &v))
+            return bad("bad --seed \"%s\"", val);
+        base->seed = (uint64_t)v;
+    } else if (strcmp(a, "--deadline-slack") == 0) {
+        if (!num(val, 1, 1000, &v))
+            return bad("bad --deadline-slack \"%s\" (>= 1: deadline = submit + X x runtime)", val);
+        base->deadline_slack = v;
+    } else if (strcmp(a, "--checkpointable") == 0) {
+        static const enum tm_elastic_ckpt kinds[] = {TM_CKPT_NONE, TM_CKPT_BE, TM_CKPT_ALL};
+        if ((k = choice(val, ckpt, 3)) < 0)
+            return bad("bad --checkpointable \"%s\" (none, be, all)", val);
+        base->ckpt = kinds[k];
+    } else {
+        usage(stderr);
+        return bad("unrecognized option \"%s\"", a);
+    }
+    return 0;
+}
+
+/* --policy's comma-separated names into ea->pol; 0 or the exit code. */
+static int parse_policies(struct elastic_args *ea)
+{
+    char buf[128], *p, *c;
+
+    if (strlen(ea->policies) >= sizeof(buf))
+        return bad("bad --policy \"%s\"", ea->policies);
+    memcpy(buf, ea->policies, strlen(ea->policies) + 1);
+    for (p = buf;; p = c + 1) {
+        int k;
+        c = strchr(p, ',');
+        if (c)
+            *c = '\0';
+        k = tm_elastic_policy_parse(p);
+        if (k < 0 || ea->npol >= TM_ELASTIC_POLICY_MAX)
+            return bad("unrecognized policy \"%s\" (static, reactive, tarmac, oracle)", p);
+        ea->pol[ea->npol++] = k;
+        if (!c)
+            return 0;
+    }
+}
+
+/* The command line into ea: -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, struct elastic_args *ea)
+{
+    tm_elastic_config_default(&ea->base);
+    ea->policies = "static,reactive,tarmac,oracle";
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int r;
+
         if (strcmp(a, "--elastic") == 0)
             continue;
         if (strcmp(a, "--json") == 0) {
-            json = true;
+            ea->json = true;
             continue;
         }
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
@@ -174,181 +285,80 @@ int tm_elastic_main(int argc, char **argv)
         if (!val)
             return bad("option %s needs a value", a);
         i++;
-        if (strcmp(a, "--pods") == 0) {
-            pods = val;
-        } else if (strcmp(a, "--nodes") == 0) {
-            /* accepted for the same inputs as replay; the fleet is elastic */
-        } else if (strcmp(a, "--prices") == 0) {
-            prices_path = val;
-        } else if (strcmp(a, "--log") == 0) {
-            log_path = val;
-        } else if (strcmp(a, "--policy") == 0) {
-            policies = val;
-        } else if (strcmp(a, "--since") == 0 || strcmp(a, "--max-runtime") == 0) {
-            int64_t ms;
-            if (tm_duration_parse(val, &ms) < 0)
-                return bad("bad duration \"%s\" (seconds, or e.g. 30m, 2h, 1d)", val);
-            if (a[2] == 's')
-                base.since_ms = ms;
-            else
-                base.max_runtime_ms = ms;
-        } else if (strcmp(a, "--boot-s") == 0) {
-            if (!num(val, 0, 86400, &v))
-                return bad("bad --boot-s \"%s\" (0..86400)", val);
-            base.boot_ms = (int64_t)(v * 1000);
-        } else if (strcmp(a, "--notice-s") == 0) {
-            if (!num(val, 0, 3600, &v))
-                return bad("bad --notice-s \"%s\" (0..3600)", val);
-            base.notice_ms = (int64_t)(v * 1000);
-        } else if (strcmp(a, "--tick-s") == 0) {
-            if (!num(val, 1, 3600, &v))
-                return bad("bad --tick-s \"%s\" (1..3600)", val);
-            base.tick_ms = (int64_t)(v * 1000);
-        } else if (strcmp(a, "--grace-s") == 0) {
-            if (!num(val, 0, 86400, &v))
-                return bad("bad --grace-s \"%s\" (0..86400)", val);
-            base.idle_grace_ms = (int64_t)(v * 1000);
-        } else if (strcmp(a, "--spot") == 0) {
-            if (strcmp(val, "on") == 0)
-                base.spot = true;
-            else if (strcmp(val, "off") == 0)
-                base.spot = false;
-            else
-                return bad("bad --spot \"%s\" (off, on)", val);
-        } else if (strcmp(a, "--consolidate-restart") == 0) {
-            if (strcmp(val, "on") == 0)
-                base.consolidate_restart = true;
-            else if (strcmp(val, "off") == 0)
-                base.consolidate_restart = false;
-            else
-                return bad("bad --consolidate-restart \"%s\" (off, on)", val);
-        } else if (strcmp(a, "--hazard") == 0) {
-            if (!num(val, 0, 100, &v))
-                return bad("bad --hazard \"%s\" (interruptions per node-hour, 0..100)", val);
-            base.hazard_per_hour = v;
-        } else if (strcmp(a, "--hazards") == 0) {
-            hazards_path = val;
-        } else if (strcmp(a, "--copies") == 0) {
-            if (!num(val, 1, 64, &v) || v != (int)v)
-                return bad("bad --copies \"%s\" (1..64)", val);
-            base.copies = (int)v;
-        } else if (strcmp(a, "--seed") == 0) {
-            if (!num(val, 0, 1e15, &v))
-                return bad("bad --seed \"%s\"", val);
-            base.seed = (uint64_t)v;
-        } else if (strcmp(a, "--deadline-slack") == 0) {
-            if (!num(val, 1, 1000, &v))
-                return bad("bad --deadline-slack \"%s\" (>= 1: deadline = submit + X x runtime)", val);
-            base.deadline_slack = v;
-        } else if (strcmp(a, "--checkpointable") == 0) {
-            if (strcmp(val, "none") == 0)
-                base.ckpt = TM_CKPT_NONE;
-            else if (strcmp(val, "be") == 0)
-                base.ckpt = TM_CKPT_BE;
-            else if (strcmp(val, "all") == 0)
-                base.ckpt = TM_CKPT_ALL;
-            else
-                return bad("bad --checkpointable \"%s\" (none, be, all)", val);
-        } else {
-            usage(stderr);
-            return bad("unrecognized option \"%s\"", a);
-        }
+        if ((r = parse_option(ea, a, val)) != 0)
+            return r;
     }
-    if (!pods || !prices_path) {
+    if (!ea->pods || !ea->prices_path) {
         usage(stderr);
         return 2;
     }
-    {
-        char buf[128], *p, *c;
-        if (strlen(policies) >= sizeof(buf))
-            return bad("bad --policy \"%s\"", policies);
-        memcpy(buf, policies, strlen(policies) + 1);
-        p = buf;
-        for (;;) {
-            int k;
-            c = strchr(p, ',');
-            if (c)
-                *c = '\0';
-            k = tm_elastic_policy_parse(p);
-            if (k < 0 || npol >= TM_ELASTIC_POLICY_MAX)
-                return bad("unrecognized policy \"%s\" (static, reactive, tarmac, oracle)", p);
-            pol[npol++] = k;
-            if (!c)
-                break;
-            p = c + 1;
-        }
-    }
-    rc = tm_prices_load(prices_path, &prices, err, sizeof(err));
-    if (rc < 0) {
-        fprintf(stderr, "tarmac replay --elastic: %s\n", err);
-        return 2;
-    }
-    if (hazards_path) {
-        size_t used = 0;
-        hazards = malloc(sizeof(*hazards));
-        if (!hazards)
-            return bad("%s", tm_strerror(TM_ENOMEM));
-        rc = tm_spot_hazards_load(hazards_path, hazards, err, sizeof(err));
-        if (rc < 0) {
-            free(hazards);
-            return bad("%s", err);
-        }
-        for (size_t t = 0; t < prices.ntypes; t++)
-            for (size_t z = 0; z < (prices.nzones ? prices.nzones : 1); z++)
-                if (tm_spot_hazards_find(hazards, prices.types[t].name,
-                                         prices.nzones ? prices.zones[z] : "sim-a"))
-                    used++;
-        if (used == 0) {
-            /* a table for other names is a mistake, not "no change" */
-            free(hazards);
-            fprintf(stderr, "tarmac replay --elastic: %s names no (type, zone) of %s\n", hazards_path,
-                    prices_path);
-            return 2;
-        }
-        base.hazards = hazards;
-    }
-    memset(&trace, 0, sizeof(trace));
-    rc = tm_trace_load_pods(&trace, pods, err, sizeof(err));
-    if (rc < 0) {
-        fprintf(stderr, "tarmac replay --elastic: %s\n", rc == TM_EINVAL ? err : tm_strerror(rc));
-        tm_trace_release(&trace);
+    return parse_policies(ea) ? 2 : -1;
+}
+
+/* --hazards' table, which must name some (type, zone) of the prices: a
+ * table for other names is a mistake, not "no change".  0 or the exit
+ * code; *ret NULL without the option. */
+static int load_hazards(const char *path, const char *prices_path, const struct tm_price_table *prices,
+                        struct tm_spot_hazards **ret)
+{
+    struct tm_spot_hazards *hazards;
+    char err[512];
+    size_t used = 0;
+
+    *ret = NULL;
+    if (!path)
+        return 0;
+    hazards = malloc(sizeof(*hazards));
+    if (!hazards)
+        return bad("%s", tm_strerror(TM_ENOMEM));
+    if (tm_spot_hazards_load(path, hazards, err, sizeof(err)) < 0) {
         free(hazards);
+        return bad("%s", err);
+    }
+    for (size_t t = 0; t < prices->ntypes; t++)
+        for (size_t z = 0; z < (prices->nzones ? prices->nzones : 1); z++)
+            if (tm_spot_hazards_find(hazards, prices->types[t].name, prices->nzones ? prices->zones[z] : "sim-a"))
+                used++;
+    if (used == 0) {
+        free(hazards);
+        fprintf(stderr, "tarmac replay --elastic: %s names no (type, zone) of %s\n", path, prices_path);
         return 2;
     }
-    base.prices = &prices;
-    if (log_path) {
-        base.log = fopen(log_path, "w");
-        if (!base.log) {
-            tm_trace_release(&trace);
-            free(hazards);
-            return bad("could not open log \"%s\"", log_path);
-        }
-    }
-    if (json)
+    *ret = hazards;
+    return 0;
+}
+
+/* Each policy replayed on the trace, as a table or one JSON document
+ * with a "results" array (as `tarmac replay --json`); 0 or 1. */
+static int run_policies(const struct elastic_args *ea, const struct tm_trace *trace,
+                        const struct tm_price_table *prices)
+{
+    cJSON *arr = NULL;
+    int rc = 0;
+
+    if (ea->json)
         arr = cJSON_CreateArray();
     else
         printf("%-9s %10s %9s %6s %6s %6s %7s %8s %8s %6s %5s %8s %8s %5s %6s\n", "policy", "cost_usd",
                "$/useGPUh", "xLB", "xfloor", "util", "wait_s", "p99_s", ">boot%", "intr", "lost%",
                "lost_gh", "redone_gh", "dlmis", "over_c");
-    for (int k = 0; k < npol; k++) {
-        struct tm_elastic_config c = base;
+    for (int k = 0; k < ea->npol; k++) {
+        struct tm_elastic_config c = ea->base;
         struct tm_elastic_stats st;
-        c.policy = (enum tm_elastic_policy)pol[k];
-        rc = tm_elastic_run(&trace, &c, &st);
+        c.policy = (enum tm_elastic_policy)ea->pol[k];
+        rc = tm_elastic_run(trace, &c, &st);
         if (rc < 0) {
             fprintf(stderr, "tarmac replay --elastic: could not replay %s: %s\n",
                     tm_elastic_policy_name(c.policy), tm_strerror(rc));
-            rc = 1;
-            goto out;
+            cJSON_Delete(arr);
+            return 1;
         }
-        if (json) {
-            cJSON_AddItemToArray(arr, result_json(&c, &st, &prices, hazards_path));
-        } else {
+        if (ea->json)
+            cJSON_AddItemToArray(arr, result_json(&c, &st, prices, ea->hazards_path));
+        else
             result_row(&c, &st);
-        }
     }
-    if (json) {
-        /* One document with a "results" array, as `tarmac replay --json`. */
+    if (ea->json) {
         cJSON *doc = cJSON_CreateObject();
         char *s = NULL;
         if (doc && cJSON_AddItemToObject(doc, "results", arr)) {
@@ -361,11 +371,49 @@ int tm_elastic_main(int argc, char **argv)
             free(s);
         }
     }
-    rc = 0;
-out:
     cJSON_Delete(arr);
-    if (base.log)
-        fclose(base.log);
+    return 0;
+}
+
+int tm_elastic_main(int argc, char **argv)
+{
+    struct elastic_args ea = {0};
+    struct tm_price_table prices;
+    struct tm_spot_hazards *hazards = NULL;
+    struct tm_trace trace;
+    char err[512];
+    int rc;
+
+    if ((rc = parse_args(argc, argv, &ea)) >= 0)
+        return rc;
+    rc = tm_prices_load(ea.prices_path, &prices, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "tarmac replay --elastic: %s\n", err);
+        return 2;
+    }
+    if ((rc = load_hazards(ea.hazards_path, ea.prices_path, &prices, &hazards)) != 0)
+        return rc;
+    ea.base.hazards = hazards;
+    memset(&trace, 0, sizeof(trace));
+    rc = tm_trace_load_pods(&trace, ea.pods, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "tarmac replay --elastic: %s\n", rc == TM_EINVAL ? err : tm_strerror(rc));
+        tm_trace_release(&trace);
+        free(hazards);
+        return 2;
+    }
+    ea.base.prices = &prices;
+    if (ea.log_path) {
+        ea.base.log = fopen(ea.log_path, "w");
+        if (!ea.base.log) {
+            tm_trace_release(&trace);
+            free(hazards);
+            return bad("could not open log \"%s\"", ea.log_path);
+        }
+    }
+    rc = run_policies(&ea, &trace, &prices);
+    if (ea.base.log)
+        fclose(ea.base.log);
     tm_trace_release(&trace);
     free(hazards);
     return rc;

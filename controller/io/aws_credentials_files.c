@@ -87,19 +87,15 @@ static char *trim(char *s)
  * section, a repeated section or a repeated key in one section is an error,
  * as in botocore.
  */
-static int ini_load(const char *path, bool required, struct ini *ini, char *err, size_t errsize)
+/* The file's bytes into ini->text, what fstat promised and no more (a
+ * file growing under us is cut).  ini_load's returns. */
+static int ini_read(const char *path, bool required, struct ini *ini, char *err, size_t errsize)
 {
     struct stat st;
-    const char *section = NULL;
-    bool nested_ok = false;
-    char *p, *line;
-    unsigned lineno = 0;
     ssize_t got;
     size_t off = 0;
-    int fd = -1, r = 0;
+    int fd, r = 0;
 
-    memset(ini, 0, sizeof(*ini));
-    snprintf(ini->path, sizeof(ini->path), "%s", path);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         r = -errno;
@@ -127,7 +123,6 @@ static int ini_load(const char *path, bool required, struct ini *ini, char *err,
         goto out;
     }
     ini->size = (size_t)st.st_size + 1;
-    /* Read what fstat promised, no more: a file growing under us is cut. */
     while (off < (size_t)st.st_size) {
         got = read(fd, ini->text + off, (size_t)st.st_size - off);
         if (got < 0 && errno == EINTR)
@@ -145,16 +140,114 @@ static int ini_load(const char *path, bool required, struct ini *ini, char *err,
     if (memchr(ini->text, '\0', off)) {
         set_err(err, errsize, "%s: contains a NUL byte", path);
         r = TM_EINVAL;
-        goto out;
     }
-    for (p = ini->text; p && *p;) {
+out:
+    close(fd);
+    return r;
+}
+
+/* One more entry, or the error at lineno. */
+static int ini_add(struct ini *ini, struct ini_entry e, const char *path, char *err, size_t errsize)
+{
+    if (ini->n == INI_MAX_ENTRIES) {
+        set_err(err, errsize, "%s:%u: too many entries", path, e.line);
+        return TM_EINVAL;
+    }
+    ini->e[ini->n++] = e;
+    return 0;
+}
+
+/* "[name]" at s (trimmed, not indented): a section marker (key NULL). */
+static int ini_section(struct ini *ini, char *s, unsigned lineno, const char *path, const char **section,
+                       char *err, size_t errsize)
+{
+    char *close = strchr(s, ']');
+    char *name;
+
+    if (!close || close[1] != '\0') {
+        set_err(err, errsize, "%s:%u: section header has no closing ']' at its end", path, lineno);
+        return TM_EINVAL;
+    }
+    *close = '\0';
+    name = trim(s + 1);
+    if (!*name) {
+        set_err(err, errsize, "%s:%u: empty section name", path, lineno);
+        return TM_EINVAL;
+    }
+    for (size_t i = 0; i < ini->n; i++) {
+        if (!strcmp(ini->e[i].section, name) && ini->e[i].key == NULL) {
+            set_err(err, errsize, "%s:%u: section \"%s\" repeats the one at line %u", path, lineno, name,
+                    ini->e[i].line);
+            return TM_EINVAL;
+        }
+    }
+    *section = name;
+    return ini_add(ini, (struct ini_entry){.section = name, .line = lineno}, path, err, errsize);
+}
+
+/* "key = value" (or "key: value") at s in section; an indented line is a
+ * nested key, skipped, allowed only after "key =" (*nested_ok). */
+static int ini_key(struct ini *ini, char *s, bool indented, unsigned lineno, const char *path,
+                   const char *section, bool *nested_ok, char *err, size_t errsize)
+{
+    char *sep = strpbrk(s, "=:");
+    char *key, *value;
+
+    if (!sep || sep == s) {
+        set_err(err, errsize, "%s:%u: expected \"key = value\" or \"[section]\"", path, lineno);
+        return TM_EINVAL;
+    }
+    if (!section) {
+        set_err(err, errsize, "%s:%u: key outside of any [section]", path, lineno);
+        return TM_EINVAL;
+    }
+    if (indented) {
+        if (!*nested_ok) {
+            set_err(err, errsize, "%s:%u: indented line that does not follow \"key =\"", path, lineno);
+            return TM_EINVAL;
+        }
+        return 0; /* a nested key: not one we read */
+    }
+    *sep = '\0';
+    key = trim(s);
+    value = trim(sep + 1);
+    for (const char *c = key; *c; c++) {
+        if (!isalnum((unsigned char)*c) && *c != '_' && *c != '-' && *c != '.') {
+            /* Do not quote the key: it may be half a secret. */
+            set_err(err, errsize, "%s:%u: bad character in key name", path, lineno);
+            return TM_EINVAL;
+        }
+    }
+    for (size_t i = 0; i < ini->n; i++) {
+        if (ini->e[i].key && ini->e[i].section == section && !strcasecmp(ini->e[i].key, key)) {
+            set_err(err, errsize, "%s:%u: key \"%s\" repeats the one at line %u", path, lineno, key,
+                    ini->e[i].line);
+            return TM_EINVAL;
+        }
+    }
+    *nested_ok = *value == '\0';
+    return ini_add(ini, (struct ini_entry){.section = section, .key = key, .value = value, .line = lineno},
+                   path, err, errsize);
+}
+
+static int ini_load(const char *path, bool required, struct ini *ini, char *err, size_t errsize)
+{
+    const char *section = NULL;
+    bool nested_ok = false;
+    unsigned lineno = 0;
+    char *p;
+    int r;
+
+    memset(ini, 0, sizeof(*ini));
+    snprintf(ini->path, sizeof(ini->path), "%s", path);
+    r = ini_read(path, required, ini, err, errsize);
+    for (p = ini->text; r == 0 && p && *p;) {
         char *nl = strchr(p, '\n');
+        char *line = p, *s;
         bool indented;
-        char *s;
 
         if (nl)
             *nl = '\0';
-        line = p;
         p = nl ? nl + 1 : NULL;
         lineno++;
         indented = line[0] == ' ' || line[0] == '\t';
@@ -162,96 +255,12 @@ static int ini_load(const char *path, bool required, struct ini *ini, char *err,
         if (*s == '\0' || *s == '#' || *s == ';')
             continue;
         if (!indented && *s == '[') {
-            char *close = strchr(s, ']');
-            char *name;
-
-            if (!close || close[1] != '\0') {
-                set_err(err, errsize, "%s:%u: section header has no closing ']' at its end", path, lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            *close = '\0';
-            name = trim(s + 1);
-            if (!*name) {
-                set_err(err, errsize, "%s:%u: empty section name", path, lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            for (size_t i = 0; i < ini->n; i++) {
-                if (!strcmp(ini->e[i].section, name) && ini->e[i].key == NULL) {
-                    set_err(err, errsize, "%s:%u: section \"%s\" repeats the one at line %u",
-                            path, lineno, name, ini->e[i].line);
-                    r = TM_EINVAL;
-                    goto out;
-                }
-            }
-            if (ini->n == INI_MAX_ENTRIES) {
-                set_err(err, errsize, "%s:%u: too many entries", path, lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            /* A section marker: key NULL. */
-            ini->e[ini->n++] = (struct ini_entry){.section = name, .line = lineno};
-            section = name;
+            r = ini_section(ini, s, lineno, path, &section, err, errsize);
             nested_ok = false;
-            continue;
-        }
-        {
-            char *sep = strpbrk(s, "=:");
-            char *key, *value;
-
-            if (!sep || sep == s) {
-                set_err(err, errsize, "%s:%u: expected \"key = value\" or \"[section]\"", path,
-                        lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            if (!section) {
-                set_err(err, errsize, "%s:%u: key outside of any [section]", path, lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            if (indented) {
-                if (!nested_ok) {
-                    set_err(err, errsize, "%s:%u: indented line that does not follow \"key =\"",
-                            path, lineno);
-                    r = TM_EINVAL;
-                    goto out;
-                }
-                continue;  /* a nested key: not one we read */
-            }
-            *sep = '\0';
-            key = trim(s);
-            value = trim(sep + 1);
-            for (const char *c = key; *c; c++) {
-                if (!isalnum((unsigned char)*c) && *c != '_' && *c != '-' && *c != '.') {
-                    /* Do not quote the key: it may be half a secret. */
-                    set_err(err, errsize, "%s:%u: bad character in key name", path, lineno);
-                    r = TM_EINVAL;
-                    goto out;
-                }
-            }
-            for (size_t i = 0; i < ini->n; i++) {
-                if (ini->e[i].key && ini->e[i].section == section && !strcasecmp(ini->e[i].key, key)) {
-                    set_err(err, errsize, "%s:%u: key \"%s\" repeats the one at line %u", path,
-                            lineno, key, ini->e[i].line);
-                    r = TM_EINVAL;
-                    goto out;
-                }
-            }
-            if (ini->n == INI_MAX_ENTRIES) {
-                set_err(err, errsize, "%s:%u: too many entries", path, lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            ini->e[ini->n++] = (struct ini_entry){
-                .section = section, .key = key, .value = value, .line = lineno};
-            nested_ok = *value == '\0';
+        } else {
+            r = ini_key(ini, s, indented, lineno, path, section, &nested_ok, err, errsize);
         }
     }
-out:
-    if (fd >= 0)
-        close(fd);
     if (r < 0)
         ini_release(ini);
     return r;

@@ -604,6 +604,53 @@ bool sched_constrained(const struct ctx *c, int32_t j)
     return popcount64(c->needs[j].slots) < popcount64(c->t.all_slots);
 }
 
+/* Whether job j needs all the GPUs of any node it accepts: then the
+ * whole-node test of reserve_cands_read() comes first, on the ends alone,
+ * and most nodes are passed without reading their state (in a saturated
+ * replay of 8-GPU jobs nearly every node is). */
+static bool needs_whole_nodes(const struct ctx *c, const struct need *nd)
+{
+    int32_t most = 0;
+
+    if (c->r.npreemptions != 0 || nd->gpus <= 0)
+        return false;
+    for (int sl = 0; sl < c->t.nslots; sl++)
+        if ((nd->slots >> sl & 1) && c->t.slot_maxg[sl] > most)
+            most = c->t.slot_maxg[sl];
+    return nd->gpus >= most;
+}
+
+/* The first nodes of cands (ncand of them, at least job j's count) in
+ * the order a reservation takes them; returns when the gang could start
+ * there. */
+static int64_t cands_take(const struct ctx *c, int32_t j, struct cand *cands, size_t ncand)
+{
+    const struct need *nd = &c->needs[j];
+    int64_t last;
+
+    if (ncand > 1)
+        cands_order(cands, ncand, (size_t)nd->nodes);
+    /* Sticky: a job that held a node keeps it, unless it can start now
+     * elsewhere.  Moving a reservation to whichever node looks earliest
+     * under wrong estimates restarts the drain each time and never ends. */
+    if (c->loans && nd->nodes == 1 && cands[0].t > c->in->now_ms) {
+        int32_t hold = c->in->jobs[j].hold_node - 1;
+        for (size_t k = 1; hold >= 0 && k < ncand; k++)
+            if (cands[k].node == hold) {
+                struct cand tmp = cands[k];
+                cands[k] = cands[0];
+                cands[0] = tmp;
+                break;
+            }
+    }
+    /* Sorted by key, not t: the gang starts when its last member can. */
+    last = cands[0].t;
+    for (int32_t k = 1; k < nd->nodes; k++)
+        if (cands[k].t > last)
+            last = cands[k].t;
+    return last;
+}
+
 /* The candidate nodes of job j, those without a reservation, each with
  * its earliest start, the first nd->nodes of them in the order a
  * reservation takes (earliest, then off narrow jobs' nodes, then the node
@@ -627,7 +674,7 @@ static int64_t reserve_cands_read(struct ctx *c, int32_t j, size_t *linked, stru
     bool flexible = popcount64(nd->slots) > 1;
     int32_t keep = c->loans ? c->in->jobs[j].hold_node - 1 : -1;
     int64_t cutoff = INF_MS;
-    bool whole = false;
+    bool whole;
     int r;
 
     if (!c->timeline) {
@@ -638,32 +685,18 @@ static int64_t reserve_cands_read(struct ctx *c, int32_t j, size_t *linked, stru
     r = timeline_sync(c, linked);
     if (r < 0)
         return r;
-    /* A job that needs all the GPUs of any node it accepts takes the
-     * whole-node test below on every node: then the test comes first,
-     * on the ends alone, and most nodes are passed without reading their
-     * state (3.2 million reservations of 8-GPU jobs walked 1.6 billion
-     * nodes in a saturated tarmac replay of 1,000,000 jobs). */
-    if (c->r.npreemptions == 0 && nd->gpus > 0) {
-        int32_t most = 0;
-        for (int sl = 0; sl < c->t.nslots; sl++)
-            if ((nd->slots >> sl & 1) && c->t.slot_maxg[sl] > most)
-                most = c->t.slot_maxg[sl];
-        whole = nd->gpus >= most;
-    }
+    whole = needs_whole_nodes(c, nd);
     /* A single job's held node goes first: its key is then the cutoff
      * for all the others from the start, instead of only once the walk
-     * reaches a node as early.  A saturated tarmac replay (1,000,000
-     * synthetic jobs, 4,096 GPUs) re-reserved held 8-GPU drains 6.8
-     * million times, and replayed 62 million other nodes for them. */
+     * reaches a node as early.  Held drains are re-reserved at every
+     * pass of a saturated replay, so this walk is the hot one. */
     size_t lead = prune && keep >= 0 && (size_t)keep < c->nn ? 1 : 0;
     /* Such a job, needing whole nodes, where no node's key carries the
      * narrow penalty (key = t): by the sticky rule below it keeps its
      * node unless another can take it now, and only a node with no GPU
      * work past now but loans can (c->freenow).  So once its node is a
      * candidate, only those are read: the same choice, without a walk of
-     * every node at every pass for every held drain (3.5 a pass, 6.8
-     * million walks of 512 nodes in a tarmac replay of 1,000,000
-     * synthetic jobs at load 1.1, a tenth of the run). */
+     * every node at every pass for every held drain. */
     bool fast = may_skip && lead && whole && !c->any_narrow;
     for (size_t x = 0; x < c->nn + lead; x++) {
         size_t i;
@@ -730,29 +763,7 @@ static int64_t reserve_cands_read(struct ctx *c, int32_t j, size_t *linked, stru
     *ret_skipped = fast;
     if (ncand < (size_t)nd->nodes)
         goto out;
-    if (ncand > 1)
-        cands_order(cands, ncand, (size_t)nd->nodes);
-    /* Sticky: a job that held a node keeps it, unless it can start now
-     * elsewhere.  Moving a reservation to whichever node looks earliest
-     * under wrong estimates restarts the drain each time and never ends. */
-    if (c->loans && nd->nodes == 1 && cands[0].t > c->in->now_ms) {
-        int32_t hold = c->in->jobs[j].hold_node - 1;
-        for (size_t k = 1; hold >= 0 && k < ncand; k++)
-            if (cands[k].node == hold) {
-                struct cand tmp = cands[k];
-                cands[k] = cands[0];
-                cands[0] = tmp;
-                break;
-            }
-    }
-    {
-        /* Sorted by key, not t: the gang starts when its last member can. */
-        int64_t last = cands[0].t;
-        for (int32_t k = 1; k < nd->nodes; k++)
-            if (cands[k].t > last)
-                last = cands[k].t;
-        *ret_start = last;
-    }
+    *ret_start = cands_take(c, j, cands, ncand);
 out:
     free(buf);
     if (r < 0) {
