@@ -29,6 +29,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/spot_hazards.h"
+#include "providers/common/launch.h"
 
 enum sim_op_kind {
     SIM_OP_LAUNCH,
@@ -82,6 +83,7 @@ struct sim_provider {
     bool closing, close_started, pg_closed, timer_closing;
     void (*close_done)(void *data);
     void *close_data;
+    struct tm_launch_env launch;  /* the engine's view: launches in flight */
 };
 
 static const struct tm_provider_ops sim_ops;
@@ -234,6 +236,8 @@ static int pools_literal(const struct tm_simcloud_params *p, char *buf, size_t s
 static struct sim_provider *impl(struct tm_provider *p) { return p->impl; }
 
 static int64_t now(const struct sim_provider *sp) { return sp->now_ms(sp->clock); }
+
+static uint64_t launch_now(void *clock) { return (uint64_t)now(clock); }
 
 
 static void on_timer(uv_timer_t *timer);
@@ -576,41 +580,79 @@ static int launch_pg(struct sim_provider *sp, struct sim_op *op, const struct tm
 
 /* ---- the provider ops ----------------------------------------------------- */
 
-static int sim_launch(struct tm_provider *p, const struct tm_launch_request *req,
-                      tm_launch_cb cb, void *data)
+/* The engine's primitives.  The sim's create finds what the token made
+ * (tm_simcloud_launch, simcloud.launch() under its type lock), so it has no
+ * find of its own; it has one offer (no pools: the request's zone, "" lets
+ * the simulated cloud pick) and no shortage memory, and its answers go back
+ * as they are: a refusal is the launch's result. */
+struct sim_launch {
+    char cluster[TM_ID_MAX];
+};
+
+static void on_launch_answer(int status, const struct tm_instance *inst, void *data)
 {
-    struct sim_provider *sp = impl(p);
-    struct sim_op *op;
+    tm_launch_made(data, status == 0 ? TM_LAUNCH_OK : TM_LAUNCH_FATAL, status, inst, NULL);
+}
+
+static int sim_launch_prepare(struct tm_launch *l, const struct tm_launch_request *req)
+{
+    struct sim_launch *sl = l->priv;
+
+    tm_id_copy(sl->cluster, req->cluster);
+    return 0;
+}
+
+static int sim_launch_create(struct tm_launch *l, size_t i)
+{
+    struct sim_provider *sp = l->env->provider;
+    const struct sim_launch *sl = l->priv;
+    const struct tm_launch_offer *o = &l->offers[i];
+    const struct tm_launch_request req = {
+        .cluster = sl->cluster, .pool = l->pool, .node_id = l->node_id, .token = l->token,
+        .instance_type = o->type, .zone = o->zone, .capacity = o->capacity,
+    };
+    struct sim_op *op = op_new(sp, SIM_OP_LAUNCH, l);
     int r;
 
-    if (!req || !cb || !req->token || !req->token[0] || !tm_id_fits(req->token) ||
-        !tm_id_fits(req->cluster) || !tm_id_fits(req->instance_type) ||
-        (req->pool && !tm_id_fits(req->pool)) ||
-        (req->zone && !tm_id_fits(req->zone)))
-        return TM_EINVAL;
-    if (req->capacity != TM_CAPACITY_SPOT && req->capacity != TM_CAPACITY_ON_DEMAND)
-        return TM_EINVAL;
-    if (sp->closing)
-        return TM_ECANCELED;
-    op = op_new(sp, SIM_OP_LAUNCH, data);
     if (!op)
         return TM_ENOMEM;
-    op->cb.launch = cb;
-    snprintf(op->args.token, TM_ID_MAX, "%s", req->token);
-    snprintf(op->args.cluster, TM_ID_MAX, "%s", req->cluster);
-    snprintf(op->args.pool, TM_ID_MAX, "%s", req->pool ? req->pool : "");
-    snprintf(op->args.instance_type, TM_ID_MAX, "%s", req->instance_type);
-    snprintf(op->args.zone, TM_ID_MAX, "%s", req->zone ? req->zone : "");
-    op->args.node_id = req->node_id;
-    op->args.capacity = req->capacity;
+    op->cb.launch = on_launch_answer;
+    tm_id_copy(op->args.token, req.token);
+    tm_id_copy(op->args.cluster, req.cluster);
+    tm_id_copy(op->args.pool, req.pool);
+    tm_id_copy(op->args.instance_type, req.instance_type);
+    tm_id_copy(op->args.zone, req.zone);
+    op->args.node_id = req.node_id;
+    op->args.capacity = req.capacity;
     if (sp->memory) {
         fifo_push(sp, op);
         return 0;
     }
-    r = launch_pg(sp, op, req);
+    r = launch_pg(sp, op, &req);
     if (r < 0)
         free(op);
     return r;
+}
+
+static const struct tm_launch_backend sim_launch_backend = {
+    .cloud = "sim",
+    .priv_size = sizeof(struct sim_launch),
+    .prepare = sim_launch_prepare,
+    .create = sim_launch_create,
+};
+
+static int sim_launch(struct tm_provider *p, const struct tm_launch_request *req,
+                      tm_launch_cb cb, void *data)
+{
+    struct tm_launch_request q;
+
+    /* The sim names the cluster in each request and takes one market. */
+    if (!req || !tm_id_fits(req->cluster) || (req->pool && !tm_id_fits(req->pool)) ||
+        (req->capacity != TM_CAPACITY_SPOT && req->capacity != TM_CAPACITY_ON_DEMAND))
+        return TM_EINVAL;
+    q = *req;
+    q.pool = req->pool ? req->pool : "";
+    return tm_launch_start(&impl(p)->launch, &sim_launch_backend, &q, cb, data);
 }
 
 /* A gang's set: in memory mode one op, run all or none on a later loop
@@ -844,6 +886,9 @@ static int provider_new(uv_loop_t *loop, const struct tm_simcloud_params *params
     sp->now_ms = now_ms;
     sp->clock = clock;
     sp->fifo_tail = &sp->fifo_head;
+    sp->launch = (struct tm_launch_env){
+        .now_ms = launch_now, .clock = sp, .name = "sim", .closing = &sp->closing, .provider = sp,
+    };
     r = uv_timer_init(loop, &sp->timer);
     if (r < 0) {
         provider_free(sp);
