@@ -87,9 +87,7 @@ struct local_provider {
     bool closing;
     bool warned_bootstrap;        /* a launch without a bootstrap was logged */
     unsigned open_handles;
-    void (*close_done)(void *data);
-    void *close_data;
-    struct tm_launch_env launch;  /* the engine's view: launches in flight */
+    struct tm_launch_env launch;  /* the engine's view: launches in flight, close */
 };
 
 static const struct tm_provider_ops local_ops;
@@ -147,14 +145,8 @@ static struct local_op *op_new(enum local_op_kind kind, void *data)
 static void handle_closed(struct local_provider *lp)
 {
     lp->open_handles--;
-    if (lp->closing && lp->open_handles == 0) {
-        void (*done)(void *) = lp->close_done;
-        void *data = lp->close_data;
-
-        free(lp);
-        if (done)
-            done(data);
-    }
+    if (lp->closing && lp->open_handles == 0)
+        tm_launch_env_closed(&lp->launch);
 }
 
 static void on_proc_closed(uv_handle_t *h)
@@ -772,12 +764,8 @@ static void local_close(struct tm_provider *p, void (*done)(void *data), void *d
 {
     struct local_provider *lp = impl(p);
 
-    if (lp->closing)
-        return;
-    lp->closing = true;
-    lp->close_done = done;
-    lp->close_data = data;
-    uv_timer_start(&lp->timer, on_timer, 0, 0);
+    if (tm_launch_env_close(&lp->launch, done, data))
+        uv_timer_start(&lp->timer, on_timer, 0, 0);
 }
 
 static const struct tm_provider_ops local_ops = {
@@ -832,7 +820,8 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
     }
     lp->tail = &lp->head;
     lp->launch = (struct tm_launch_env){
-        .now_ms = launch_now, .clock = lp, .name = lp->name, .closing = &lp->closing, .provider = lp,
+        .now_ms = launch_now, .clock = lp, .name = lp->name, .closing = &lp->closing,
+        .free_provider = free, .provider = lp,
     };
     if (geteuid() != 0)
         tm_log_warn("the local provider does not run as root: its nodes run jobs as this user, "

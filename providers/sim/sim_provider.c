@@ -81,9 +81,7 @@ struct sim_provider {
     unsigned outstanding;     /* requests pg_uv still holds (setup included) */
     /* closing */
     bool closing, close_started, pg_closed, timer_closing;
-    void (*close_done)(void *data);
-    void *close_data;
-    struct tm_launch_env launch;  /* the engine's view: launches in flight */
+    struct tm_launch_env launch;  /* the engine's view: launches in flight, close */
 };
 
 static const struct tm_provider_ops sim_ops;
@@ -778,8 +776,10 @@ static int sim_price(struct tm_provider *p, const char *instance_type, const cha
 
 /* ---- closing --------------------------------------------------------------- */
 
-static void provider_free(struct sim_provider *sp)
+static void provider_free(void *provider)
 {
+    struct sim_provider *sp = provider;
+
     tm_simcloud_free(sp->sc);
     free(sp);
 }
@@ -787,12 +787,8 @@ static void provider_free(struct sim_provider *sp)
 static void on_timer_closed(uv_handle_t *handle)
 {
     struct sim_provider *sp = handle->data;
-    void (*done)(void *data) = sp->close_done;
-    void *data = sp->close_data;
 
-    provider_free(sp);
-    if (done)
-        done(data);
+    tm_launch_env_closed(&sp->launch);
 }
 
 /* The last step: once pg_uv holds nothing of ours, close the timer. */
@@ -842,13 +838,9 @@ static void sim_close(struct tm_provider *p, void (*done)(void *data), void *dat
 {
     struct sim_provider *sp = impl(p);
 
-    if (sp->closing)
-        return;
-    sp->closing = true;
-    sp->close_done = done;
-    sp->close_data = data;
     /* The cancellations and done fire from the loop, not inside close(). */
-    uv_timer_start(&sp->timer, on_timer, 0, 0);
+    if (tm_launch_env_close(&sp->launch, done, data))
+        uv_timer_start(&sp->timer, on_timer, 0, 0);
 }
 
 static const struct tm_provider_ops sim_ops = {
@@ -887,7 +879,8 @@ static int provider_new(uv_loop_t *loop, const struct tm_simcloud_params *params
     sp->clock = clock;
     sp->fifo_tail = &sp->fifo_head;
     sp->launch = (struct tm_launch_env){
-        .now_ms = launch_now, .clock = sp, .name = "sim", .closing = &sp->closing, .provider = sp,
+        .now_ms = launch_now, .clock = sp, .name = "sim", .closing = &sp->closing,
+        .free_provider = provider_free, .provider = sp,
     };
     r = uv_timer_init(loop, &sp->timer);
     if (r < 0) {
