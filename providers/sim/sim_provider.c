@@ -303,6 +303,27 @@ static struct sim_op *op_new(struct sim_provider *sp, enum sim_op_kind kind, voi
     return op;
 }
 
+/* The request an op's copied arguments name, and the copy of a request. */
+static struct tm_launch_request req_of(const struct tm_sim_instance *a)
+{
+    return (struct tm_launch_request){
+        .cluster = a->cluster, .pool = a->pool, .node_id = a->node_id, .token = a->token,
+        .instance_type = a->instance_type, .zone = a->zone, .capacity = a->capacity,
+    };
+}
+
+static void args_of(const struct tm_launch_request *req, const char *zone,
+                    struct tm_sim_instance *a)
+{
+    tm_id_copy(a->token, req->token);
+    tm_id_copy(a->cluster, req->cluster);
+    tm_id_copy(a->pool, req->pool);
+    tm_id_copy(a->instance_type, req->instance_type);
+    tm_id_copy(a->zone, zone);
+    a->node_id = req->node_id;
+    a->capacity = req->capacity;
+}
+
 /* A gang's set against the in-memory cloud, all or none: refused whole
  * (TM_EQUOTA) when the type has no room for every member, and a member
  * refused after others were made (spot capacity) takes them back at once,
@@ -320,10 +341,7 @@ static void run_memory_set(struct sim_provider *sp, struct sim_op *op)
         r = TM_EQUOTA;
     for (; r == 0 && n < op->nset; n++) {
         const struct tm_sim_instance *a = &op->set[n];
-        struct tm_launch_request req = {
-            .cluster = a->cluster, .pool = a->pool, .node_id = a->node_id, .token = a->token,
-            .instance_type = a->instance_type, .zone = a->zone, .capacity = a->capacity,
-        };
+        struct tm_launch_request req = req_of(a);
         r = tm_simcloud_launch(sp->sc, &req, t, &made[n]);
         if (r < 0)
             break;
@@ -348,10 +366,7 @@ static void run_memory(struct sim_provider *sp, struct sim_op *op)
         run_memory_set(sp, op);
         break;
     case SIM_OP_LAUNCH: {
-        struct tm_launch_request req = {
-            .cluster = a->cluster, .pool = a->pool, .node_id = a->node_id, .token = a->token,
-            .instance_type = a->instance_type, .zone = a->zone, .capacity = a->capacity,
-        };
+        struct tm_launch_request req = req_of(a);
 
         r = tm_simcloud_launch(sp->sc, &req, now(sp), &inst);
         deliver(op, r, &inst, NULL, 0);
@@ -615,13 +630,7 @@ static int sim_launch_create(struct tm_launch *l, size_t i)
     if (!op)
         return TM_ENOMEM;
     op->cb.launch = on_launch_answer;
-    tm_id_copy(op->args.token, req.token);
-    tm_id_copy(op->args.cluster, req.cluster);
-    tm_id_copy(op->args.pool, req.pool);
-    tm_id_copy(op->args.instance_type, req.instance_type);
-    tm_id_copy(op->args.zone, req.zone);
-    op->args.node_id = req.node_id;
-    op->args.capacity = req.capacity;
+    args_of(&req, req.zone, &op->args);
     if (sp->memory) {
         fifo_push(sp, op);
         return 0;
@@ -685,18 +694,9 @@ static int sim_launch_set(struct tm_provider *p, const struct tm_launch_set *set
     }
     op->cb.launch_set = cb;
     op->nset = set->n;
-    for (size_t i = 0; i < set->n; i++) {
-        const struct tm_launch_request *req = &set->reqs[i];
-        struct tm_sim_instance *a = &op->set[i];
-        snprintf(a->token, TM_ID_MAX, "%s", req->token);
-        snprintf(a->cluster, TM_ID_MAX, "%s", req->cluster);
-        snprintf(a->pool, TM_ID_MAX, "%s", req->pool ? req->pool : "");
-        snprintf(a->instance_type, TM_ID_MAX, "%s", req->instance_type);
-        /* one zone for the set: the first member's */
-        snprintf(a->zone, TM_ID_MAX, "%s", set->reqs[0].zone ? set->reqs[0].zone : "");
-        a->node_id = req->node_id;
-        a->capacity = req->capacity;
-    }
+    /* one zone for the set: the first member's */
+    for (size_t i = 0; i < set->n; i++)
+        args_of(&set->reqs[i], set->reqs[0].zone, &op->set[i]);
     fifo_push(sp, op);
     return 0;
 }
