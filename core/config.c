@@ -3,6 +3,11 @@
  * section (how the loader uses them: config_internal.h).
  */
 #include "core/config_internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
 #include "core/sched_policies.h"
 
 static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", NULL};
@@ -11,8 +16,6 @@ static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", N
 #define CFG_POLICY_NAME(id, name) #name,
 static const char *const cfg_policies[] = {TM_SCHED_POLICIES(CFG_POLICY_NAME) NULL};
 #undef CFG_POLICY_NAME
-static const char *const cfg_kinds[] = {"sim", "aws", "gcp", "azure", "local", NULL};
-static const char *const cfg_local_metadata[] = {"local", "aws", "gcp", "azure", "none", NULL};
 static const char *const cfg_cred_sources[] = {"none", "env", "file", "instance_role", NULL};
 static const char *const cfg_capacity_types[] = {"on_demand", "spot", "spot_then_on_demand", NULL};
 static const char *const cfg_idle_job_actions[] = {"report", "requeue", "cancel", NULL};
@@ -50,80 +53,88 @@ static const struct cfg_field cfg_cred_fields[] = {
 static const struct cfg_section cfg_cred_section = {
     cfg_cred_fields, CFG_NFIELDS(cfg_cred_fields), sizeof(struct tm_config_credentials)};
 
-/* providers[].azure: kind azure only (config_check.c says which are required). */
-static const struct cfg_field cfg_azure_fields[] = {
-    {.key = "tenant_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, tenant_id),
-     .flags = CFG_NAME},
-    {.key = "subscription_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, subscription_id),
-     .flags = CFG_NAME},
-    {.key = "resource_group", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, resource_group),
-     .flags = CFG_NAME},
-    {.key = "client_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, client_id),
-     .flags = CFG_NAME},
-    {.key = "subnet_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, subnet_id)},
-    {.key = "image", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, image)},
-    {.key = "admin_username", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, admin_username),
-     .def = "tarmac", .flags = CFG_NAME},
-    {.key = "ssh_public_key", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, ssh_public_key)},
-    {.key = "authority", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, authority)},
-    {.key = "imds_endpoint", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, imds_endpoint)},
-    {.key = "ca_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, ca_file)},
-    {.key = "client_certificate", .type = CFG_STR,
-     .offset = CFG_OFF(tm_config_azure, client_certificate)},
-};
-static const struct cfg_section cfg_azure_section = {
-    cfg_azure_fields, CFG_NFIELDS(cfg_azure_fields), sizeof(struct tm_config_azure)};
-
+/* providers[]: the keys every kind has.  Each kind's own come from its
+ * folder (core/config_kind.h); cfg_provider_build() puts them beside these
+ * once, in the kinds' order, and fills kind's choices with their names. */
 static const struct cfg_field cfg_provider_fields[] = {
     {.key = "name", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, name),
      .flags = CFG_REQUIRED | CFG_NAME},
     {.key = "kind", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, kind),
-     .flags = CFG_REQUIRED, .choices = cfg_kinds},
+     .flags = CFG_REQUIRED},
     {.key = "region", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, region),
      .flags = CFG_REQUIRED | CFG_NAME},
     {.key = "endpoint", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, endpoint)},
-    {.key = "image_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, image_id)},
-    {.key = "azure", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_provider, azure),
-     .sub = &cfg_azure_section},
     {.key = "credentials", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_provider, credentials),
      .sub = &cfg_cred_section},
-    {.key = "boot_delay", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_provider, boot_delay_ms),
-     .def = "90s", .min = 0, .max = CFG_DAY},
+    /* The defaults of its pools' keys of the same names. */
     {.key = "spot_hazard", .type = CFG_DOUBLE,
      .offset = CFG_OFF(tm_config_provider, spot_hazard_per_hour), .def = "0", .dmin = 0, .dmax = 100},
     {.key = "spot_notice", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_provider, spot_notice_ms),
      .def = "120s", .min = 0, .max = CFG_HOUR},
-    {.key = "shutdown_delay", .type = CFG_DURATION,
-     .offset = CFG_OFF(tm_config_provider, shutdown_delay_ms), .def = "30s", .min = 0, .max = CFG_HOUR},
-    {.key = "seed", .type = CFG_U64, .offset = CFG_OFF(tm_config_provider, seed), .def = "1"},
     /* A path; cfg_load_spot_hazards() reads the table once validation passed. */
     {.key = "spot_hazards", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, spot_hazards_file)},
-    /* gcp */
-    {.key = "project", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, project)},
-    {.key = "token_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, token_url)},
-    {.key = "token_audience", .type = CFG_STR,
-     .offset = CFG_OFF(tm_config_provider, token_audience)},
-    {.key = "metadata_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, metadata_url)},
     {.key = "instance_types", .type = CFG_LIST, .offset = CFG_OFF(tm_config_provider, types),
      .count_offset = CFG_OFF(tm_config_provider, ntypes), .min = 0, .max = 256,
      .sub = &cfg_type_section},
-    /* kind local (providers/local/README.md); checked in config_check.c. */
-    {.key = "state_dir", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, state_dir)},
-    {.key = "metadata", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, metadata),
-     .def = "local", .choices = cfg_local_metadata},
-    /* metadata_url (above, with gcp's): the fake's root for metadata aws|gcp|azure. */
-    {.key = "gpu_util_percent", .type = CFG_DOUBLE,
-     .offset = CFG_OFF(tm_config_provider, gpu_util_percent), .def = "0", .dmin = 0, .dmax = 100},
-    {.key = "gpu_busy_util_percent", .type = CFG_DOUBLE,
-     .offset = CFG_OFF(tm_config_provider, gpu_busy_util_percent), .def = "0", .dmin = 0, .dmax = 100},
-    {.key = "agent_args", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, agent_args)},
     /* Fencing: whether terminating an instance through this provider, once
      * its listing confirms it, guarantees the node's processes are gone
      * (controller/reconcile/staleness.c); false: agent.fence_after. */
     {.key = "fence", .type = CFG_BOOL, .offset = CFG_OFF(tm_config_provider, fence), .def = "true"},
 };
-static const struct cfg_section cfg_provider_section = {
-    cfg_provider_fields, CFG_NFIELDS(cfg_provider_fields), sizeof(struct tm_config_provider)};
+#define CFG_KINDS_MAX 16
+static struct cfg_field cfg_provider_all[CFG_FIELDS_MAX];
+static const char *cfg_kind_names[CFG_KINDS_MAX + 1];
+static struct cfg_section cfg_provider_section = {cfg_provider_all, 0, sizeof(struct tm_config_provider)};
+static pthread_once_t cfg_provider_once = PTHREAD_ONCE_INIT;
+
+/* The generic rows, then each kind's in table order; a key two kinds
+ * share (one field of struct tm_config_provider) appears once.  Too many
+ * rows is a mistake of the build, not of a file: said, and the rows that
+ * fit kept. */
+static void cfg_provider_build(void)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < CFG_NFIELDS(cfg_provider_fields); i++)
+        cfg_provider_all[n++] = cfg_provider_fields[i];
+    for (size_t k = 0; k < tm_config_nkinds && k < CFG_KINDS_MAX; k++) {
+        const struct tm_config_kind *kind = tm_config_kinds[k];
+
+        cfg_kind_names[k] = kind->name;
+        for (size_t j = 0; j < kind->nkeys; j++) {
+            size_t i = 0;
+
+            while (i < n && strcmp(cfg_provider_all[i].key, kind->keys[j].key) != 0)
+                i++;
+            if (i < n)
+                continue;
+            if (n == CFG_FIELDS_MAX) {
+                fprintf(stderr, "tarmac: too many provider keys (at most %d), %s of kind %s left out\n",
+                        CFG_FIELDS_MAX, kind->keys[j].key, kind->name);
+                continue;
+            }
+            cfg_provider_all[n++] = kind->keys[j];
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(cfg_provider_all[i].key, "kind") == 0)
+            cfg_provider_all[i].choices = cfg_kind_names;
+    cfg_provider_section.nfields = n;
+}
+
+const struct cfg_section *tm_cfg_provider_section(void)
+{
+    pthread_once(&cfg_provider_once, cfg_provider_build);
+    return &cfg_provider_section;
+}
+
+const struct tm_config_kind *tm_config_kind_find(const char *name)
+{
+    for (size_t k = 0; name && k < tm_config_nkinds; k++)
+        if (strcmp(tm_config_kinds[k]->name, name) == 0)
+            return tm_config_kinds[k];
+    return NULL;
+}
 
 static const struct cfg_field cfg_pool_fields[] = {
     {.key = "name", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, name),

@@ -74,10 +74,16 @@ struct tm_config_azure {
 
 struct tm_config_provider {
     char *name;
-    char *kind;                   /* "sim" | "aws" | "gcp" | "azure" | "local" */
+    char *kind;                   /* a kind of core/config_kind.h's table */
     char *region;                 /* required, any name for sim */
     char *endpoint;               /* may be NULL: the provider's default */
     struct tm_config_credentials credentials;
+    /* Launch to running, what the planner assumes for this provider's
+     * nodes: its kind's (struct tm_config_kind's boot_ms), else
+     * TM_CONFIG_BOOT_MS_DEFAULT; filled at load. */
+    int64_t boot_ms;
+    /* The keys below are the kinds' own: their rows and rules live in
+     * providers/KIND/KIND_config.c (core/config_kind.h). */
     int64_t boot_delay_ms;        /* sim: launch to running, default 90 s */
     double spot_hazard_per_hour;  /* sim: interruptions per node-hour, default 0 */
     int64_t spot_notice_ms;       /* sim: notice before interruption, default 120 s */
@@ -115,6 +121,9 @@ struct tm_config_provider {
      * (default true); false: its silent nodes wait agent.fence_after. */
     bool fence;
 };
+
+/* The boot time a kind that says none is taken to have. */
+#define TM_CONFIG_BOOT_MS_DEFAULT 180000
 
 struct tm_config_pool {
     char *name;

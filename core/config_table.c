@@ -96,6 +96,63 @@ int tm_cfg_fail(struct cfg_ctx *c, const yaml_node_t *at, const char *fmt, ...)
     return r;
 }
 
+/* The node the key path c->path names ("providers[0].azure.subnet_id"),
+ * or the deepest one of its enclosing keys that the file has; *ret_whole
+ * says whether the whole path was found. */
+static const yaml_node_t *cfg_path_node(struct cfg_ctx *c, bool *ret_whole)
+{
+    const yaml_node_t *at = c->root;
+    const char *p = c->path;
+
+    *ret_whole = false;
+    while (at && *p) {
+        const yaml_node_t *next = NULL;
+
+        if (*p == '[') {
+            char *end;
+            unsigned long long i = strtoull(p + 1, &end, 10);
+
+            if (*end != ']')
+                return at;
+            if (at->type == YAML_SEQUENCE_NODE && i < tm_cfg_seq_len(at))
+                next = tm_cfg_node(c, at->data.sequence.items.start[i]);
+            p = end + 1;
+        } else {
+            size_t n = strcspn(p, ".[");
+
+            for (yaml_node_pair_t *kv = at->type == YAML_MAPPING_NODE ? at->data.mapping.pairs.start
+                                                                         : NULL;
+                 kv && kv < at->data.mapping.pairs.top && !next; kv++) {
+                const yaml_node_t *k = tm_cfg_node(c, kv->key);
+                if (k->type == YAML_SCALAR_NODE && k->data.scalar.length == n &&
+                    memcmp(k->data.scalar.value, p, n) == 0)
+                    next = tm_cfg_node(c, kv->value);
+            }
+            p += n;
+        }
+        if (*p == '.')
+            p++;
+        if (!next)
+            return at;
+        at = next;
+    }
+    *ret_whole = true;
+    return at;
+}
+
+int tm_cfg_fail_at(struct cfg_ctx *c, const char *fmt, ...)
+{
+    bool whole;
+    const yaml_node_t *at = cfg_path_node(c, &whole);
+    va_list ap;
+    int r;
+
+    va_start(ap, fmt);
+    r = cfg_failv(c, at, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
 int tm_cfg_nomem(struct cfg_ctx *c)
 {
     if (c->err && c->errsize > 0)

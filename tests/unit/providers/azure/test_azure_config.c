@@ -168,7 +168,7 @@ static void test_azure_section_on_other_kind(void **state)
     assert_int_equal(tm_config_load_string(text, strlen(text), "t.yaml", &cfg, err, sizeof(err)),
                      TM_EINVAL);
     assert_non_null(strstr(err, "providers[0].azure"));
-    assert_non_null(strstr(err, "only for kind azure"));
+    assert_non_null(strstr(err, "only used by kind \"azure\", not \"aws\""));
 }
 
 /* ---- azure.client_certificate -------------------------------------------- */
