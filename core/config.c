@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/sched_policies.h"
@@ -41,7 +42,8 @@ static const struct cfg_field cfg_type_fields[] = {
      .def = "0", .min = 0, .max = 1000000},
 };
 static const struct cfg_section cfg_type_section = {
-    cfg_type_fields, CFG_NFIELDS(cfg_type_fields), sizeof(struct tm_config_instance_type)};
+    .fields = cfg_type_fields, .nfields = CFG_NFIELDS(cfg_type_fields),
+    .size = sizeof(struct tm_config_instance_type)};
 
 static const struct cfg_field cfg_cred_fields[] = {
     {.key = "source", .type = CFG_STR, .offset = CFG_OFF(tm_config_credentials, source),
@@ -51,7 +53,8 @@ static const struct cfg_field cfg_cred_fields[] = {
      .flags = CFG_NAME},
 };
 static const struct cfg_section cfg_cred_section = {
-    cfg_cred_fields, CFG_NFIELDS(cfg_cred_fields), sizeof(struct tm_config_credentials)};
+    .fields = cfg_cred_fields, .nfields = CFG_NFIELDS(cfg_cred_fields),
+    .size = sizeof(struct tm_config_credentials)};
 
 /* providers[]: the keys every kind has.  Each kind's own come from its
  * folder (core/config_kind.h); cfg_provider_build() puts them beside these
@@ -84,7 +87,12 @@ static const struct cfg_field cfg_provider_fields[] = {
 #define CFG_KINDS_MAX 16
 static struct cfg_field cfg_provider_all[CFG_FIELDS_MAX];
 static const char *cfg_kind_names[CFG_KINDS_MAX + 1];
-static struct cfg_section cfg_provider_section = {cfg_provider_all, 0, sizeof(struct tm_config_provider)};
+static int cfg_provider_parse(struct cfg_ctx *c, const struct cfg_section *s, void *base,
+                              const struct yaml_node_s *map);
+static void cfg_provider_release(const struct cfg_section *s, void *base);
+static struct cfg_section cfg_provider_section = {
+    .fields = cfg_provider_all, .size = sizeof(struct tm_config_provider),
+    .parse_elem = cfg_provider_parse, .release_elem = cfg_provider_release};
 static pthread_once_t cfg_provider_once = PTHREAD_ONCE_INIT;
 
 /* The generic rows, then each kind's in table order; a key two kinds
@@ -120,6 +128,92 @@ static void cfg_provider_build(void)
         if (strcmp(cfg_provider_all[i].key, "kind") == 0)
             cfg_provider_all[i].choices = cfg_kind_names;
     cfg_provider_section.nfields = n;
+}
+
+/* The value of key in map when it is a plain string, else NULL. */
+static const char *cfg_scalar_of(struct cfg_ctx *c, const yaml_node_t *map, const char *key)
+{
+    for (yaml_node_pair_t *kv = map->data.mapping.pairs.start; kv < map->data.mapping.pairs.top; kv++) {
+        const yaml_node_t *k = tm_cfg_node(c, kv->key), *v = tm_cfg_node(c, kv->value);
+
+        if (k->type == YAML_SCALAR_NODE && strcmp((const char *)k->data.scalar.value, key) == 0)
+            return v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value : NULL;
+    }
+    return NULL;
+}
+
+/* A key of another kind's block: refused under its own name, before the
+ * walk would call it unknown. */
+static int cfg_provider_foreign_block(struct cfg_ctx *c, const struct tm_config_kind *own,
+                                      const yaml_node_t *map)
+{
+    for (yaml_node_pair_t *kv = map->data.mapping.pairs.start; kv < map->data.mapping.pairs.top; kv++) {
+        const yaml_node_t *k = tm_cfg_node(c, kv->key);
+
+        if (k->type != YAML_SCALAR_NODE)
+            continue;
+        for (size_t n = 0; n < tm_config_nkinds; n++) {
+            const struct tm_config_kind *other = tm_config_kinds[n];
+
+            for (size_t j = 0; other != own && other->block && j < other->block->nfields; j++)
+                if (strcmp(other->block->fields[j].key, (const char *)k->data.scalar.value) == 0) {
+                    char at[CFG_PATH_MAX];
+
+                    snprintf(at, sizeof(at), "%s", c->path);
+                    tm_cfg_path_set(c, "%s.%s", at, other->block->fields[j].key);
+                    return tm_cfg_fail(c, k, "only used by kind \"%s\", not \"%s\"", other->name,
+                                       own->name);
+                }
+        }
+    }
+    return 0;
+}
+
+/* One providers[] entry: the generic keys and the legacy kinds' into the
+ * struct, its kind's block keys into a block of the kind's own.  With no
+ * kind or an unknown one there is no block; the walk says what is wrong. */
+static int cfg_provider_parse(struct cfg_ctx *c, const struct cfg_section *s, void *base,
+                              const struct yaml_node_s *node)
+{
+    const yaml_node_t *map = node;
+    struct tm_config_provider *p = base;
+    const struct tm_config_kind *kind = NULL;
+    int r = tm_cfg_apply_defaults(c, s, base);
+
+    if (r < 0)
+        return r;
+    if (map->type == YAML_MAPPING_NODE)
+        kind = tm_config_kind_find(cfg_scalar_of(c, map, "kind"));
+    if (kind) {
+        r = cfg_provider_foreign_block(c, kind, map);
+        if (r < 0)
+            return r;
+    }
+    if (kind && kind->block) {
+        p->kind_row = kind;
+        p->kind_block = tm_cfg_calloc(1, kind->block->size);
+        if (!p->kind_block)
+            return tm_cfg_nomem(c);
+        r = tm_cfg_apply_defaults(c, kind->block, p->kind_block);
+        if (r < 0)
+            return r;
+        return tm_cfg_parse_mapping2(c, s, base, kind->block, p->kind_block, map);
+    }
+    return tm_cfg_parse_mapping(c, s, base, map);
+}
+
+/* The block goes by the kind that made it (p->kind may not have been
+ * parsed yet when a load stops). */
+static void cfg_provider_release(const struct cfg_section *s, void *base)
+{
+    struct tm_config_provider *p = base;
+
+    (void)s;
+    if (p->kind_block && p->kind_row && p->kind_row->block)
+        tm_cfg_release_section(p->kind_row->block, p->kind_block);
+    free(p->kind_block);
+    p->kind_block = NULL;
+    p->kind_row = NULL;
 }
 
 const struct cfg_section *tm_cfg_provider_section(void)
@@ -197,7 +291,8 @@ static const struct cfg_field cfg_pool_fields[] = {
     {.key = "group", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, group), .flags = CFG_NAME},
 };
 static const struct cfg_section cfg_pool_section = {
-    cfg_pool_fields, CFG_NFIELDS(cfg_pool_fields), sizeof(struct tm_config_pool)};
+    .fields = cfg_pool_fields, .nfields = CFG_NFIELDS(cfg_pool_fields),
+    .size = sizeof(struct tm_config_pool)};
 
 /* database: and scheduler: fill fields of struct tm_config itself, so their
  * offsets are relative to it and their sections sit at offset 0. */
@@ -211,7 +306,7 @@ static const struct cfg_field cfg_database_fields[] = {
      .def = "15s", .min = 500, .max = 10 * CFG_MIN},
 };
 static const struct cfg_section cfg_database_section = {
-    cfg_database_fields, CFG_NFIELDS(cfg_database_fields), 0};
+    .fields = cfg_database_fields, .nfields = CFG_NFIELDS(cfg_database_fields), .size = 0};
 
 static const struct cfg_field cfg_scheduler_fields[] = {
     {.key = "policy", .type = CFG_STR, .offset = CFG_OFF(tm_config, scheduler_policy),
@@ -220,7 +315,7 @@ static const struct cfg_field cfg_scheduler_fields[] = {
      .def = "1h", .min = CFG_MIN, .max = 30 * CFG_DAY},
 };
 static const struct cfg_section cfg_scheduler_section = {
-    cfg_scheduler_fields, CFG_NFIELDS(cfg_scheduler_fields), 0};
+    .fields = cfg_scheduler_fields, .nfields = CFG_NFIELDS(cfg_scheduler_fields), .size = 0};
 
 static const struct cfg_field cfg_api_fields[] = {
     {.key = "tls_cert_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_api, tls_cert_file)},
@@ -245,7 +340,8 @@ static const struct cfg_field cfg_api_fields[] = {
      .def = "50", .dmin = 1, .dmax = 1e7},
 };
 static const struct cfg_section cfg_api_section = {
-    cfg_api_fields, CFG_NFIELDS(cfg_api_fields), sizeof(struct tm_config_api)};
+    .fields = cfg_api_fields, .nfields = CFG_NFIELDS(cfg_api_fields),
+    .size = sizeof(struct tm_config_api)};
 
 static const struct cfg_field cfg_alerts_fields[] = {
     {.key = "webhook_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_alerts, webhook_url)},
@@ -272,7 +368,8 @@ static const struct cfg_field cfg_alerts_fields[] = {
      .def = "true"},
 };
 static const struct cfg_section cfg_alerts_section = {
-    cfg_alerts_fields, CFG_NFIELDS(cfg_alerts_fields), sizeof(struct tm_config_alerts)};
+    .fields = cfg_alerts_fields, .nfields = CFG_NFIELDS(cfg_alerts_fields),
+    .size = sizeof(struct tm_config_alerts)};
 
 static const struct cfg_field cfg_forecast_fields[] = {
     {.key = "quantile", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_forecast, quantile),
@@ -281,7 +378,8 @@ static const struct cfg_field cfg_forecast_fields[] = {
      .def = "8d", .min = 0, .max = 35 * CFG_DAY},
 };
 static const struct cfg_section cfg_forecast_section = {
-    cfg_forecast_fields, CFG_NFIELDS(cfg_forecast_fields), sizeof(struct tm_config_forecast)};
+    .fields = cfg_forecast_fields, .nfields = CFG_NFIELDS(cfg_forecast_fields),
+    .size = sizeof(struct tm_config_forecast)};
 
 static const struct cfg_field cfg_agent_fields[] = {
     {.key = "controller_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_agent, controller_url)},
@@ -342,7 +440,8 @@ static const struct cfg_field cfg_agent_fields[] = {
      .max = CFG_DAY},
 };
 static const struct cfg_section cfg_agent_section = {
-    cfg_agent_fields, CFG_NFIELDS(cfg_agent_fields), sizeof(struct tm_config_agent)};
+    .fields = cfg_agent_fields, .nfields = CFG_NFIELDS(cfg_agent_fields),
+    .size = sizeof(struct tm_config_agent)};
 
 static const struct cfg_field cfg_idle_gpu_fields[] = {
     {.key = "threshold", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_idle_gpu, threshold_percent),
@@ -351,7 +450,8 @@ static const struct cfg_field cfg_idle_gpu_fields[] = {
      .def = "30m", .min = 1000, .max = 7 * CFG_DAY},
 };
 static const struct cfg_section cfg_idle_gpu_section = {
-    cfg_idle_gpu_fields, CFG_NFIELDS(cfg_idle_gpu_fields), sizeof(struct tm_config_idle_gpu)};
+    .fields = cfg_idle_gpu_fields, .nfields = CFG_NFIELDS(cfg_idle_gpu_fields),
+    .size = sizeof(struct tm_config_idle_gpu)};
 
 /* logs.s3: the bucket of logs.store: s3 (docs/logs.md). */
 static const struct cfg_field cfg_logs_s3_fields[] = {
@@ -366,7 +466,8 @@ static const struct cfg_field cfg_logs_s3_fields[] = {
      .def = "60s", .min = 1000, .max = 10 * CFG_MIN},
 };
 static const struct cfg_section cfg_logs_s3_section = {
-    cfg_logs_s3_fields, CFG_NFIELDS(cfg_logs_s3_fields), sizeof(struct tm_config_logs_s3)};
+    .fields = cfg_logs_s3_fields, .nfields = CFG_NFIELDS(cfg_logs_s3_fields),
+    .size = sizeof(struct tm_config_logs_s3)};
 
 /* logs: a job's output kept by the controller (docs/logs.md). */
 static const char *const cfg_log_stores[] = {"postgres", "s3", NULL};
@@ -384,7 +485,8 @@ static const struct cfg_field cfg_logs_fields[] = {
     {.key = "s3", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_logs, s3), .sub = &cfg_logs_s3_section},
 };
 static const struct cfg_section cfg_logs_section = {
-    cfg_logs_fields, CFG_NFIELDS(cfg_logs_fields), sizeof(struct tm_config_logs)};
+    .fields = cfg_logs_fields, .nfields = CFG_NFIELDS(cfg_logs_fields),
+    .size = sizeof(struct tm_config_logs)};
 
 static const struct cfg_field cfg_root_fields[] = {
     {.key = "database", .type = CFG_SECTION, .offset = 0, .sub = &cfg_database_section},
@@ -417,4 +519,5 @@ static const struct cfg_field cfg_root_fields[] = {
      .flags = CFG_REQUIRED, .sub = &cfg_pool_section},
 };
 const struct cfg_section tm_cfg_root_section = {
-    cfg_root_fields, CFG_NFIELDS(cfg_root_fields), sizeof(struct tm_config)};
+    .fields = cfg_root_fields, .nfields = CFG_NFIELDS(cfg_root_fields),
+    .size = sizeof(struct tm_config)};

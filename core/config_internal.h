@@ -72,6 +72,8 @@ const yaml_node_t *tm_cfg_node(struct cfg_ctx *c, int index);
 bool tm_cfg_parse_i64(const char *s, int64_t *ret);
 int tm_cfg_parse_mapping(struct cfg_ctx *c, const struct cfg_section *s, void *base,
                          const yaml_node_t *map);
+int tm_cfg_parse_mapping2(struct cfg_ctx *c, const struct cfg_section *s, void *base,
+                          const struct cfg_section *s2, void *base2, const yaml_node_t *map);
 void tm_cfg_release_section(const struct cfg_section *s, void *base);
 size_t tm_cfg_seq_len(const yaml_node_t *seq);
 char *tm_cfg_strdup(const char *s);

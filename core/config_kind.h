@@ -11,8 +11,11 @@
  * and boot time come with its folder.
  *
  * A kind's keys sit beside the generic ones in each providers[] entry.
- * Their offsets are into struct tm_config_provider; a key another kind's
- * provider may not carry is flagged CFG_KIND_ONLY.
+ * Those of `keys` fill fields of struct tm_config_provider (the kinds that
+ * came first keep theirs there); a key another kind's provider may not
+ * carry is flagged CFG_KIND_ONLY.  Those of `block` fill a struct the
+ * kind's folder defines, allocated for each provider of the kind at
+ * p->kind_block: core holds it without knowing what is in it.
  */
 #ifndef TM_CONFIG_KIND_H
 #define TM_CONFIG_KIND_H
@@ -68,22 +71,31 @@ struct cfg_field {
     size_t count_offset;         /* CFG_LIST, CFG_STRLIST */
 };
 
+struct cfg_ctx;
+struct yaml_node_s;
+
 struct cfg_section {
     const struct cfg_field *fields;
     size_t nfields;
     size_t size; /* of one element, for CFG_LIST */
+    /* Optional, for a CFG_LIST's elements: parse one (defaults included)
+     * in place of the walk of fields, and free what it added beyond them
+     * (called before the fields are released). */
+    int (*parse_elem)(struct cfg_ctx *c, const struct cfg_section *s, void *base,
+                      const struct yaml_node_s *map);
+    void (*release_elem)(const struct cfg_section *s, void *base);
 };
 
 #define CFG_NFIELDS(a) (sizeof(a) / sizeof((a)[0]))
 #define CFG_OFF(type, member) offsetof(struct type, member)
 
-/* One load in progress (config_internal.h): where messages go. */
-struct cfg_ctx;
-
 struct tm_config_kind {
     const char *name;                 /* providers[].kind */
     const struct cfg_field *keys;     /* its own keys, beside the generic ones */
     size_t nkeys;
+    /* Optional: its keys kept in a block of its own (block->size bytes at
+     * p->kind_block), refused under any other kind. */
+    const struct cfg_section *block;
     /* It offers only the instance types the file describes: a provider
      * must describe one at least, and a pool may name no other. */
     bool types_closed;

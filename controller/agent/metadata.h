@@ -51,7 +51,7 @@ struct tm_http;
 struct tm_md_watch;
 
 struct tm_md_notice {
-    char cloud[8];          /* "aws", "gcp", "azure", "local" */
+    char cloud[8];          /* the reader's kind (tm_md_kind_known) */
     char action[32];        /* "terminate", "stop", "hibernate", "rebalance", "preempt", ... */
     int64_t deadline_ms;    /* wall clock, ms since the epoch, when the node goes; 0 unknown */
     char event_id[128];     /* unique per notice; what tm_md_watch_ack() takes */
@@ -66,7 +66,7 @@ typedef void (*tm_md_notice_cb)(const struct tm_md_notice *n, void *data);
  * kind, bad URL; logged), TM_ENOMEM.  The first poll runs at once, then
  * every period (tm_md_watch_set_period; 1 s by default).
  */
-/* Whether this build has a reader for kind ("aws", "local", ...), and
+/* Whether this build has a reader for kind, and
  * their names as "aws|gcp|..." into buf (one per metadata_KIND.c). */
 bool tm_md_kind_known(const char *kind);
 void tm_md_kind_names(char *buf, size_t size);

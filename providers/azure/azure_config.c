@@ -3,11 +3,12 @@
  * file (core/config_kind.h): its providers[].azure section, and what Azure
  * needs before a first call (providers/azure/README.md).
  */
-#include "core/config_kind.h"
+#include "providers/azure/azure_config.h"
 
 #include <string.h>
 
 #include "core/client_cert.h"
+#include "core/config_kind.h"
 #include "core/err.h"
 
 /* providers[].azure (which are required: azure_check). */
@@ -32,12 +33,16 @@ static const struct cfg_field azure_fields[] = {
      .offset = CFG_OFF(tm_config_azure, client_certificate)},
 };
 static const struct cfg_section azure_section = {
-    azure_fields, CFG_NFIELDS(azure_fields), sizeof(struct tm_config_azure)};
+    .fields = azure_fields, .nfields = CFG_NFIELDS(azure_fields),
+    .size = sizeof(struct tm_config_azure)};
 
-static const struct cfg_field azure_keys[] = {
-    {.key = "azure", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_provider, azure),
-     .sub = &azure_section, .flags = CFG_KIND_ONLY},
+/* The block: the azure: section is all of it. */
+static const struct cfg_field azure_block_fields[] = {
+    {.key = "azure", .type = CFG_SECTION, .offset = 0, .sub = &azure_section},
 };
+static const struct cfg_section azure_block = {
+    .fields = azure_block_fields, .nfields = CFG_NFIELDS(azure_block_fields),
+    .size = sizeof(struct tm_config_azure)};
 
 /* azure.client_certificate: exactly one credential, and a file the
  * provider will be able to sign with (read now, checked, wiped). */
@@ -55,7 +60,7 @@ static int azure_check_client_cert(struct cfg_ctx *c, const struct tm_config_pro
                               p->credentials.source,
                               strcmp(p->credentials.source, "instance_role") == 0
                                   ? "the managed identity" : "a client secret");
-    r = tm_client_cert_load(p->azure.client_certificate, &cert, why, sizeof(why));
+    r = tm_client_cert_load(tm_azure_config(p)->client_certificate, &cert, why, sizeof(why));
     if (r == TM_ENOMEM)
         return tm_cfg_nomem(c);
     if (r < 0)
@@ -69,7 +74,7 @@ static int azure_check_client_cert(struct cfg_ctx *c, const struct tm_config_pro
 static int azure_check(struct cfg_ctx *c, const struct tm_config *cfg, size_t i)
 {
     const struct tm_config_provider *p = &cfg->providers[i];
-    const struct tm_config_azure *az = &p->azure;
+    const struct tm_config_azure *az = tm_azure_config(p);
     struct { const char *key; const char *val; bool need; } req[] = {
         {"tenant_id", az->tenant_id, strcmp(p->credentials.source, "instance_role") != 0},
         {"subscription_id", az->subscription_id, true},
@@ -127,7 +132,6 @@ static int azure_check(struct cfg_ctx *c, const struct tm_config *cfg, size_t i)
 
 const struct tm_config_kind tm_config_kind_azure = {
     .name = "azure",
-    .keys = azure_keys,
-    .nkeys = CFG_NFIELDS(azure_keys),
+    .block = &azure_block,
     .check_pools = azure_check,
 };
