@@ -3,6 +3,12 @@
  * section (how the loader uses them: config_internal.h).
  */
 #include "core/config_internal.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "core/sched_policies.h"
 
 static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", NULL};
@@ -11,8 +17,6 @@ static const char *const cfg_log_levels[] = {"debug", "info", "warn", "error", N
 #define CFG_POLICY_NAME(id, name) #name,
 static const char *const cfg_policies[] = {TM_SCHED_POLICIES(CFG_POLICY_NAME) NULL};
 #undef CFG_POLICY_NAME
-static const char *const cfg_kinds[] = {"sim", "aws", "gcp", "azure", "local", NULL};
-static const char *const cfg_local_metadata[] = {"local", "aws", "gcp", "azure", "none", NULL};
 static const char *const cfg_cred_sources[] = {"none", "env", "file", "instance_role", NULL};
 static const char *const cfg_capacity_types[] = {"on_demand", "spot", "spot_then_on_demand", NULL};
 static const char *const cfg_idle_job_actions[] = {"report", "requeue", "cancel", NULL};
@@ -38,7 +42,8 @@ static const struct cfg_field cfg_type_fields[] = {
      .def = "0", .min = 0, .max = 1000000},
 };
 static const struct cfg_section cfg_type_section = {
-    cfg_type_fields, CFG_NFIELDS(cfg_type_fields), sizeof(struct tm_config_instance_type)};
+    .fields = cfg_type_fields, .nfields = CFG_NFIELDS(cfg_type_fields),
+    .size = sizeof(struct tm_config_instance_type)};
 
 static const struct cfg_field cfg_cred_fields[] = {
     {.key = "source", .type = CFG_STR, .offset = CFG_OFF(tm_config_credentials, source),
@@ -48,82 +53,182 @@ static const struct cfg_field cfg_cred_fields[] = {
      .flags = CFG_NAME},
 };
 static const struct cfg_section cfg_cred_section = {
-    cfg_cred_fields, CFG_NFIELDS(cfg_cred_fields), sizeof(struct tm_config_credentials)};
+    .fields = cfg_cred_fields, .nfields = CFG_NFIELDS(cfg_cred_fields),
+    .size = sizeof(struct tm_config_credentials)};
 
-/* providers[].azure: kind azure only (config_check.c says which are required). */
-static const struct cfg_field cfg_azure_fields[] = {
-    {.key = "tenant_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, tenant_id),
-     .flags = CFG_NAME},
-    {.key = "subscription_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, subscription_id),
-     .flags = CFG_NAME},
-    {.key = "resource_group", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, resource_group),
-     .flags = CFG_NAME},
-    {.key = "client_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, client_id),
-     .flags = CFG_NAME},
-    {.key = "subnet_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, subnet_id)},
-    {.key = "image", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, image)},
-    {.key = "admin_username", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, admin_username),
-     .def = "tarmac", .flags = CFG_NAME},
-    {.key = "ssh_public_key", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, ssh_public_key)},
-    {.key = "authority", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, authority)},
-    {.key = "imds_endpoint", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, imds_endpoint)},
-    {.key = "ca_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_azure, ca_file)},
-    {.key = "client_certificate", .type = CFG_STR,
-     .offset = CFG_OFF(tm_config_azure, client_certificate)},
-};
-static const struct cfg_section cfg_azure_section = {
-    cfg_azure_fields, CFG_NFIELDS(cfg_azure_fields), sizeof(struct tm_config_azure)};
-
+/* providers[]: the keys every kind has.  Each kind's own come from its
+ * folder (core/config_kind.h); cfg_provider_build() puts them beside these
+ * once, in the kinds' order, and fills kind's choices with their names. */
 static const struct cfg_field cfg_provider_fields[] = {
     {.key = "name", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, name),
      .flags = CFG_REQUIRED | CFG_NAME},
     {.key = "kind", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, kind),
-     .flags = CFG_REQUIRED, .choices = cfg_kinds},
+     .flags = CFG_REQUIRED},
     {.key = "region", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, region),
      .flags = CFG_REQUIRED | CFG_NAME},
     {.key = "endpoint", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, endpoint)},
-    {.key = "image_id", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, image_id)},
-    {.key = "azure", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_provider, azure),
-     .sub = &cfg_azure_section},
     {.key = "credentials", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_provider, credentials),
      .sub = &cfg_cred_section},
-    {.key = "boot_delay", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_provider, boot_delay_ms),
-     .def = "90s", .min = 0, .max = CFG_DAY},
+    /* The defaults of its pools' keys of the same names. */
     {.key = "spot_hazard", .type = CFG_DOUBLE,
      .offset = CFG_OFF(tm_config_provider, spot_hazard_per_hour), .def = "0", .dmin = 0, .dmax = 100},
     {.key = "spot_notice", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_provider, spot_notice_ms),
      .def = "120s", .min = 0, .max = CFG_HOUR},
-    {.key = "shutdown_delay", .type = CFG_DURATION,
-     .offset = CFG_OFF(tm_config_provider, shutdown_delay_ms), .def = "30s", .min = 0, .max = CFG_HOUR},
-    {.key = "seed", .type = CFG_U64, .offset = CFG_OFF(tm_config_provider, seed), .def = "1"},
     /* A path; cfg_load_spot_hazards() reads the table once validation passed. */
     {.key = "spot_hazards", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, spot_hazards_file)},
-    /* gcp */
-    {.key = "project", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, project)},
-    {.key = "token_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, token_url)},
-    {.key = "token_audience", .type = CFG_STR,
-     .offset = CFG_OFF(tm_config_provider, token_audience)},
-    {.key = "metadata_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, metadata_url)},
     {.key = "instance_types", .type = CFG_LIST, .offset = CFG_OFF(tm_config_provider, types),
      .count_offset = CFG_OFF(tm_config_provider, ntypes), .min = 0, .max = 256,
      .sub = &cfg_type_section},
-    /* kind local (providers/local/README.md); checked in config_check.c. */
-    {.key = "state_dir", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, state_dir)},
-    {.key = "metadata", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, metadata),
-     .def = "local", .choices = cfg_local_metadata},
-    /* metadata_url (above, with gcp's): the fake's root for metadata aws|gcp|azure. */
-    {.key = "gpu_util_percent", .type = CFG_DOUBLE,
-     .offset = CFG_OFF(tm_config_provider, gpu_util_percent), .def = "0", .dmin = 0, .dmax = 100},
-    {.key = "gpu_busy_util_percent", .type = CFG_DOUBLE,
-     .offset = CFG_OFF(tm_config_provider, gpu_busy_util_percent), .def = "0", .dmin = 0, .dmax = 100},
-    {.key = "agent_args", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, agent_args)},
     /* Fencing: whether terminating an instance through this provider, once
      * its listing confirms it, guarantees the node's processes are gone
      * (controller/reconcile/staleness.c); false: agent.fence_after. */
     {.key = "fence", .type = CFG_BOOL, .offset = CFG_OFF(tm_config_provider, fence), .def = "true"},
 };
-static const struct cfg_section cfg_provider_section = {
-    cfg_provider_fields, CFG_NFIELDS(cfg_provider_fields), sizeof(struct tm_config_provider)};
+#define CFG_KINDS_MAX 16
+static struct cfg_field cfg_provider_all[CFG_FIELDS_MAX];
+static const char *cfg_kind_names[CFG_KINDS_MAX + 1];
+static int cfg_provider_parse(struct cfg_ctx *c, const struct cfg_section *s, void *base,
+                              const struct yaml_node_s *map);
+static void cfg_provider_release(const struct cfg_section *s, void *base);
+static struct cfg_section cfg_provider_section = {
+    .fields = cfg_provider_all, .size = sizeof(struct tm_config_provider),
+    .parse_elem = cfg_provider_parse, .release_elem = cfg_provider_release};
+static pthread_once_t cfg_provider_once = PTHREAD_ONCE_INIT;
+
+/* The generic rows, then each kind's in table order; a key two kinds
+ * share (one field of struct tm_config_provider) appears once.  Too many
+ * rows is a mistake of the build, not of a file: said, and the rows that
+ * fit kept. */
+static void cfg_provider_build(void)
+{
+    size_t n = 0;
+
+    for (size_t i = 0; i < CFG_NFIELDS(cfg_provider_fields); i++)
+        cfg_provider_all[n++] = cfg_provider_fields[i];
+    for (size_t k = 0; k < tm_config_nkinds && k < CFG_KINDS_MAX; k++) {
+        const struct tm_config_kind *kind = tm_config_kinds[k];
+
+        cfg_kind_names[k] = kind->name;
+        for (size_t j = 0; j < kind->nkeys; j++) {
+            size_t i = 0;
+
+            while (i < n && strcmp(cfg_provider_all[i].key, kind->keys[j].key) != 0)
+                i++;
+            if (i < n)
+                continue;
+            if (n == CFG_FIELDS_MAX) {
+                fprintf(stderr, "tarmac: too many provider keys (at most %d), %s of kind %s left out\n",
+                        CFG_FIELDS_MAX, kind->keys[j].key, kind->name);
+                continue;
+            }
+            cfg_provider_all[n++] = kind->keys[j];
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(cfg_provider_all[i].key, "kind") == 0)
+            cfg_provider_all[i].choices = cfg_kind_names;
+    cfg_provider_section.nfields = n;
+}
+
+/* The value of key in map when it is a plain string, else NULL. */
+static const char *cfg_scalar_of(struct cfg_ctx *c, const yaml_node_t *map, const char *key)
+{
+    for (yaml_node_pair_t *kv = map->data.mapping.pairs.start; kv < map->data.mapping.pairs.top; kv++) {
+        const yaml_node_t *k = tm_cfg_node(c, kv->key), *v = tm_cfg_node(c, kv->value);
+
+        if (k->type == YAML_SCALAR_NODE && strcmp((const char *)k->data.scalar.value, key) == 0)
+            return v->type == YAML_SCALAR_NODE ? (const char *)v->data.scalar.value : NULL;
+    }
+    return NULL;
+}
+
+/* A key of another kind's block: refused under its own name, before the
+ * walk would call it unknown. */
+static int cfg_provider_foreign_block(struct cfg_ctx *c, const struct tm_config_kind *own,
+                                      const yaml_node_t *map)
+{
+    for (yaml_node_pair_t *kv = map->data.mapping.pairs.start; kv < map->data.mapping.pairs.top; kv++) {
+        const yaml_node_t *k = tm_cfg_node(c, kv->key);
+
+        if (k->type != YAML_SCALAR_NODE)
+            continue;
+        for (size_t n = 0; n < tm_config_nkinds; n++) {
+            const struct tm_config_kind *other = tm_config_kinds[n];
+
+            for (size_t j = 0; other != own && other->block && j < other->block->nfields; j++)
+                if (strcmp(other->block->fields[j].key, (const char *)k->data.scalar.value) == 0) {
+                    char at[CFG_PATH_MAX];
+
+                    snprintf(at, sizeof(at), "%s", c->path);
+                    tm_cfg_path_set(c, "%s.%s", at, other->block->fields[j].key);
+                    return tm_cfg_fail(c, k, "only used by kind \"%s\", not \"%s\"", other->name,
+                                       own->name);
+                }
+        }
+    }
+    return 0;
+}
+
+/* One providers[] entry: the generic keys and the legacy kinds' into the
+ * struct, its kind's block keys into a block of the kind's own.  With no
+ * kind or an unknown one there is no block; the walk says what is wrong. */
+static int cfg_provider_parse(struct cfg_ctx *c, const struct cfg_section *s, void *base,
+                              const struct yaml_node_s *node)
+{
+    const yaml_node_t *map = node;
+    struct tm_config_provider *p = base;
+    const struct tm_config_kind *kind = NULL;
+    int r = tm_cfg_apply_defaults(c, s, base);
+
+    if (r < 0)
+        return r;
+    if (map->type == YAML_MAPPING_NODE)
+        kind = tm_config_kind_find(cfg_scalar_of(c, map, "kind"));
+    if (kind) {
+        r = cfg_provider_foreign_block(c, kind, map);
+        if (r < 0)
+            return r;
+    }
+    if (kind && kind->block) {
+        p->kind_row = kind;
+        p->kind_block = tm_cfg_calloc(1, kind->block->size);
+        if (!p->kind_block)
+            return tm_cfg_nomem(c);
+        r = tm_cfg_apply_defaults(c, kind->block, p->kind_block);
+        if (r < 0)
+            return r;
+        return tm_cfg_parse_mapping2(c, s, base, kind->block, p->kind_block, map);
+    }
+    return tm_cfg_parse_mapping(c, s, base, map);
+}
+
+/* The block goes by the kind that made it (p->kind may not have been
+ * parsed yet when a load stops). */
+static void cfg_provider_release(const struct cfg_section *s, void *base)
+{
+    struct tm_config_provider *p = base;
+
+    (void)s;
+    if (p->kind_block && p->kind_row && p->kind_row->block)
+        tm_cfg_release_section(p->kind_row->block, p->kind_block);
+    free(p->kind_block);
+    p->kind_block = NULL;
+    p->kind_row = NULL;
+}
+
+const struct cfg_section *tm_cfg_provider_section(void)
+{
+    pthread_once(&cfg_provider_once, cfg_provider_build);
+    return &cfg_provider_section;
+}
+
+const struct tm_config_kind *tm_config_kind_find(const char *name)
+{
+    for (size_t k = 0; name && k < tm_config_nkinds; k++)
+        if (strcmp(tm_config_kinds[k]->name, name) == 0)
+            return tm_config_kinds[k];
+    return NULL;
+}
 
 static const struct cfg_field cfg_pool_fields[] = {
     {.key = "name", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, name),
@@ -186,7 +291,8 @@ static const struct cfg_field cfg_pool_fields[] = {
     {.key = "group", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, group), .flags = CFG_NAME},
 };
 static const struct cfg_section cfg_pool_section = {
-    cfg_pool_fields, CFG_NFIELDS(cfg_pool_fields), sizeof(struct tm_config_pool)};
+    .fields = cfg_pool_fields, .nfields = CFG_NFIELDS(cfg_pool_fields),
+    .size = sizeof(struct tm_config_pool)};
 
 /* database: and scheduler: fill fields of struct tm_config itself, so their
  * offsets are relative to it and their sections sit at offset 0. */
@@ -200,7 +306,7 @@ static const struct cfg_field cfg_database_fields[] = {
      .def = "15s", .min = 500, .max = 10 * CFG_MIN},
 };
 static const struct cfg_section cfg_database_section = {
-    cfg_database_fields, CFG_NFIELDS(cfg_database_fields), 0};
+    .fields = cfg_database_fields, .nfields = CFG_NFIELDS(cfg_database_fields), .size = 0};
 
 static const struct cfg_field cfg_scheduler_fields[] = {
     {.key = "policy", .type = CFG_STR, .offset = CFG_OFF(tm_config, scheduler_policy),
@@ -209,7 +315,7 @@ static const struct cfg_field cfg_scheduler_fields[] = {
      .def = "1h", .min = CFG_MIN, .max = 30 * CFG_DAY},
 };
 static const struct cfg_section cfg_scheduler_section = {
-    cfg_scheduler_fields, CFG_NFIELDS(cfg_scheduler_fields), 0};
+    .fields = cfg_scheduler_fields, .nfields = CFG_NFIELDS(cfg_scheduler_fields), .size = 0};
 
 static const struct cfg_field cfg_api_fields[] = {
     {.key = "tls_cert_file", .type = CFG_STR, .offset = CFG_OFF(tm_config_api, tls_cert_file)},
@@ -234,7 +340,8 @@ static const struct cfg_field cfg_api_fields[] = {
      .def = "50", .dmin = 1, .dmax = 1e7},
 };
 static const struct cfg_section cfg_api_section = {
-    cfg_api_fields, CFG_NFIELDS(cfg_api_fields), sizeof(struct tm_config_api)};
+    .fields = cfg_api_fields, .nfields = CFG_NFIELDS(cfg_api_fields),
+    .size = sizeof(struct tm_config_api)};
 
 static const struct cfg_field cfg_alerts_fields[] = {
     {.key = "webhook_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_alerts, webhook_url)},
@@ -261,7 +368,8 @@ static const struct cfg_field cfg_alerts_fields[] = {
      .def = "true"},
 };
 static const struct cfg_section cfg_alerts_section = {
-    cfg_alerts_fields, CFG_NFIELDS(cfg_alerts_fields), sizeof(struct tm_config_alerts)};
+    .fields = cfg_alerts_fields, .nfields = CFG_NFIELDS(cfg_alerts_fields),
+    .size = sizeof(struct tm_config_alerts)};
 
 static const struct cfg_field cfg_forecast_fields[] = {
     {.key = "quantile", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_forecast, quantile),
@@ -270,7 +378,8 @@ static const struct cfg_field cfg_forecast_fields[] = {
      .def = "8d", .min = 0, .max = 35 * CFG_DAY},
 };
 static const struct cfg_section cfg_forecast_section = {
-    cfg_forecast_fields, CFG_NFIELDS(cfg_forecast_fields), sizeof(struct tm_config_forecast)};
+    .fields = cfg_forecast_fields, .nfields = CFG_NFIELDS(cfg_forecast_fields),
+    .size = sizeof(struct tm_config_forecast)};
 
 static const struct cfg_field cfg_agent_fields[] = {
     {.key = "controller_url", .type = CFG_STR, .offset = CFG_OFF(tm_config_agent, controller_url)},
@@ -331,7 +440,8 @@ static const struct cfg_field cfg_agent_fields[] = {
      .max = CFG_DAY},
 };
 static const struct cfg_section cfg_agent_section = {
-    cfg_agent_fields, CFG_NFIELDS(cfg_agent_fields), sizeof(struct tm_config_agent)};
+    .fields = cfg_agent_fields, .nfields = CFG_NFIELDS(cfg_agent_fields),
+    .size = sizeof(struct tm_config_agent)};
 
 static const struct cfg_field cfg_idle_gpu_fields[] = {
     {.key = "threshold", .type = CFG_DOUBLE, .offset = CFG_OFF(tm_config_idle_gpu, threshold_percent),
@@ -340,7 +450,8 @@ static const struct cfg_field cfg_idle_gpu_fields[] = {
      .def = "30m", .min = 1000, .max = 7 * CFG_DAY},
 };
 static const struct cfg_section cfg_idle_gpu_section = {
-    cfg_idle_gpu_fields, CFG_NFIELDS(cfg_idle_gpu_fields), sizeof(struct tm_config_idle_gpu)};
+    .fields = cfg_idle_gpu_fields, .nfields = CFG_NFIELDS(cfg_idle_gpu_fields),
+    .size = sizeof(struct tm_config_idle_gpu)};
 
 /* logs.s3: the bucket of logs.store: s3 (docs/logs.md). */
 static const struct cfg_field cfg_logs_s3_fields[] = {
@@ -355,7 +466,8 @@ static const struct cfg_field cfg_logs_s3_fields[] = {
      .def = "60s", .min = 1000, .max = 10 * CFG_MIN},
 };
 static const struct cfg_section cfg_logs_s3_section = {
-    cfg_logs_s3_fields, CFG_NFIELDS(cfg_logs_s3_fields), sizeof(struct tm_config_logs_s3)};
+    .fields = cfg_logs_s3_fields, .nfields = CFG_NFIELDS(cfg_logs_s3_fields),
+    .size = sizeof(struct tm_config_logs_s3)};
 
 /* logs: a job's output kept by the controller (docs/logs.md). */
 static const char *const cfg_log_stores[] = {"postgres", "s3", NULL};
@@ -373,7 +485,8 @@ static const struct cfg_field cfg_logs_fields[] = {
     {.key = "s3", .type = CFG_SECTION, .offset = CFG_OFF(tm_config_logs, s3), .sub = &cfg_logs_s3_section},
 };
 static const struct cfg_section cfg_logs_section = {
-    cfg_logs_fields, CFG_NFIELDS(cfg_logs_fields), sizeof(struct tm_config_logs)};
+    .fields = cfg_logs_fields, .nfields = CFG_NFIELDS(cfg_logs_fields),
+    .size = sizeof(struct tm_config_logs)};
 
 static const struct cfg_field cfg_root_fields[] = {
     {.key = "database", .type = CFG_SECTION, .offset = 0, .sub = &cfg_database_section},
@@ -406,4 +519,5 @@ static const struct cfg_field cfg_root_fields[] = {
      .flags = CFG_REQUIRED, .sub = &cfg_pool_section},
 };
 const struct cfg_section tm_cfg_root_section = {
-    cfg_root_fields, CFG_NFIELDS(cfg_root_fields), sizeof(struct tm_config)};
+    .fields = cfg_root_fields, .nfields = CFG_NFIELDS(cfg_root_fields),
+    .size = sizeof(struct tm_config)};

@@ -30,6 +30,7 @@
 #include <stdint.h>
 
 struct tm_spot_hazards;
+struct tm_config_kind;
 
 struct tm_config_instance_type {  /* an instance type the provider offers */
     char *name;                   /* e.g. "sim.8x-a100" or "p4d.24xlarge" */
@@ -48,42 +49,28 @@ struct tm_config_credentials {
     char *profile;                /* profile name inside it, may be NULL */
 };
 
-/* azure: where the VMs go and who tarmac is to Azure (providers/azure/).
- * The client secret itself never lives in the file: credentials.source
- * "env" reads $AZURE_CLIENT_SECRET, "file" reads credentials.file, and
- * "instance_role" uses the VM's managed identity; or client_certificate
- * names a key and certificate file. */
-struct tm_config_azure {
-    char *tenant_id;              /* required for kind azure */
-    char *subscription_id;        /* required */
-    char *resource_group;         /* required */
-    char *client_id;              /* app (client) id; NULL: $AZURE_CLIENT_ID */
-    char *subnet_id;              /* required: the NIC each VM creates joins it */
-    char *image;                  /* "publisher:offer:sku:version" or an image resource id */
-    char *admin_username;         /* default "tarmac" */
-    char *ssh_public_key;         /* required: Linux VMs take no password */
-    char *authority;              /* identity platform, default https://login.microsoftonline.com */
-    char *imds_endpoint;          /* instance metadata, default http://169.254.169.254 */
-    char *ca_file;                /* extra CA bundle (tests' loopback fakes), may be NULL */
-    /* A PEM file with the app's RSA private key and its certificate (core/
-     * client_cert.h): tokens are asked for with a signed client assertion
-     * instead of a secret.  May be NULL; when set, credentials.source must
-     * name no secret ("none", the default).  Checked at load. */
-    char *client_certificate;
-};
-
 struct tm_config_provider {
     char *name;
-    char *kind;                   /* "sim" | "aws" | "gcp" | "azure" | "local" */
+    char *kind;                   /* a kind of core/config_kind.h's table */
     char *region;                 /* required, any name for sim */
     char *endpoint;               /* may be NULL: the provider's default */
     struct tm_config_credentials credentials;
+    /* Launch to running, what the planner assumes for this provider's
+     * nodes: its kind's (struct tm_config_kind's boot_ms), else
+     * TM_CONFIG_BOOT_MS_DEFAULT; filled at load. */
+    int64_t boot_ms;
+    /* The kind's own block: a struct its folder defines and fills from
+     * the keys of its rows' block (core/config_kind.h); NULL for a kind
+     * without one. */
+    void *kind_block;
+    const struct tm_config_kind *kind_row; /* whose block it is; set before it is made */
+    /* The keys below are kinds' own too, kept here: their rows and rules
+     * live in providers/KIND/KIND_config.c (core/config_kind.h). */
     int64_t boot_delay_ms;        /* sim: launch to running, default 90 s */
     double spot_hazard_per_hour;  /* sim: interruptions per node-hour, default 0 */
     int64_t spot_notice_ms;       /* sim: notice before interruption, default 120 s */
     int64_t shutdown_delay_ms;    /* sim: terminate request to terminated, default 30 s */
     char *image_id;               /* aws: machine image (AMI) for launches, may be NULL */
-    struct tm_config_azure azure; /* kind azure only */
     uint64_t seed;                /* sim: random seed, default 1 */
     struct tm_config_instance_type *types;
     size_t ntypes;
@@ -104,8 +91,8 @@ struct tm_config_provider {
     char *metadata_url;
     /* local (providers/local/): nodes are `tarmac agent` processes here. */
     char *state_dir;              /* local: per-node folders, required */
-    char *metadata;               /* local: the agents' notice source, "local" (default),
-                                   * "aws", "gcp", "azure" (a fake at metadata_url) or "none" */
+    char *metadata;               /* local: the agents' notice source: its own (default), a
+                                   * cloud's (a fake at metadata_url) or none */
     double gpu_util_percent;      /* local: the fake GPUs' utilisation, default 0 */
     /* local: a fake GPU's utilisation while a job holds it; 0 (default):
      * gpu_util_percent, busy or not. */
@@ -115,6 +102,9 @@ struct tm_config_provider {
      * (default true); false: its silent nodes wait agent.fence_after. */
     bool fence;
 };
+
+/* The boot time a kind that says none is taken to have. */
+#define TM_CONFIG_BOOT_MS_DEFAULT 180000
 
 struct tm_config_pool {
     char *name;

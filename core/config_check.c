@@ -16,7 +16,6 @@
 #include <openssl/crypto.h>
 
 #include "core/bootstrap.h"
-#include "core/client_cert.h"
 #include "core/err.h"
 #include "core/file.h"
 #include "core/log.h"
@@ -196,55 +195,30 @@ int tm_cfg_register_db_secret(const char *url)
     return 0;
 }
 
-/* The keys of kind local: required where the provider needs them, refused
- * where another kind would silently ignore them. */
-static int cfg_validate_local(struct cfg_ctx *c, const yaml_node_t *pn,
-                              const struct tm_config_provider *p, size_t i)
+/* A key of another kind that this provider's kind does not share: it
+ * would be ignored here, so it is refused under its own name. */
+static int cfg_validate_foreign_keys(struct cfg_ctx *c, const yaml_node_t *pn,
+                                     const struct tm_config_kind *own, size_t i)
 {
-    bool local = strcmp(p->kind, "local") == 0;
-    bool http_fake = local && (strcmp(p->metadata, "aws") == 0 || strcmp(p->metadata, "gcp") == 0 ||
-                               strcmp(p->metadata, "azure") == 0);
-    /* metadata_url is gcp's too (its metadata server), checked below for local. */
-    static const char *const local_only[] = {"state_dir", "metadata", "gpu_util_percent",
-                                             "gpu_busy_util_percent", "agent_args"};
+    for (size_t k = 0; k < tm_config_nkinds; k++) {
+        const struct tm_config_kind *other = tm_config_kinds[k];
 
-    if (!local) {
-        for (size_t k = 0; k < sizeof(local_only) / sizeof(local_only[0]); k++)
-            if (cfg_map_get(c, pn, local_only[k])) {
-                tm_cfg_path_set(c, "providers[%zu].%s", i, local_only[k]);
-                return tm_cfg_fail(c, cfg_at(c, pn, local_only[k]),
-                                   "only used by kind \"local\", not \"%s\"", p->kind);
-            }
-        return 0;
-    }
-    if (p->ntypes == 0) {
-        tm_cfg_path_set(c, "providers[%zu].instance_types", i);
-        return tm_cfg_fail(c, cfg_at(c, pn, "instance_types"),
-                           "a local provider must describe at least one instance type");
-    }
-    if (!p->state_dir || !p->state_dir[0]) {
-        tm_cfg_path_set(c, "providers[%zu].state_dir", i);
-        return tm_cfg_fail(c, pn, "missing required key (kind is \"local\")");
-    }
-    if (strlen(p->state_dir) > 200) {
-        tm_cfg_path_set(c, "providers[%zu].state_dir", i);
-        return tm_cfg_fail(c, cfg_at(c, pn, "state_dir"), "longer than 200 bytes");
-    }
-    if (http_fake && (!p->metadata_url || strncmp(p->metadata_url, "http", 4) != 0)) {
-        tm_cfg_path_set(c, "providers[%zu].metadata_url", i);
-        return tm_cfg_fail(c, p->metadata_url ? cfg_at(c, pn, "metadata_url") : pn,
-                           "an http(s) URL is required when metadata is \"%s\"", p->metadata);
-    }
-    if (!http_fake && p->metadata_url) {
-        tm_cfg_path_set(c, "providers[%zu].metadata_url", i);
-        return tm_cfg_fail(c, cfg_at(c, pn, "metadata_url"),
-                           "only used when metadata is aws, gcp or azure, not \"%s\"",
-                           p->metadata);
-    }
-    if (p->agent_args && strpbrk(p->agent_args, "'\"`$\\;&|<>()\n")) {
-        tm_cfg_path_set(c, "providers[%zu].agent_args", i);
-        return tm_cfg_fail(c, cfg_at(c, pn, "agent_args"),
-                           "plain flags only: no quotes, $, `, \\, ;, &, |, <, >, ( or )");
+        if (other == own)
+            continue;
+        for (size_t j = 0; j < other->nkeys; j++) {
+            const char *key = other->keys[j].key;
+            bool shared = false;
+
+            if (!(other->keys[j].flags & CFG_KIND_ONLY) || !cfg_map_get(c, pn, key))
+                continue;
+            for (size_t o = 0; o < own->nkeys && !shared; o++)
+                shared = strcmp(own->keys[o].key, key) == 0;
+            if (shared)
+                continue;
+            tm_cfg_path_set(c, "providers[%zu].%s", i, key);
+            return tm_cfg_fail(c, cfg_at(c, pn, key), "only used by kind \"%s\", not \"%s\"",
+                               other->name, own->name);
+        }
     }
     return 0;
 }
@@ -266,16 +240,17 @@ static int cfg_validate_providers(struct cfg_ctx *c, const struct tm_config *cfg
                                    "duplicate provider name \"%s\" (first used by providers[%zu])",
                                    p->name, j);
             }
-        if (strcmp(p->kind, "sim") == 0 && p->ntypes == 0) {
+        /* kind's choices are the table's names: it is there. */
+        const struct tm_config_kind *kind = tm_config_kind_find(p->kind);
+
+        if (kind->types_closed && p->ntypes == 0) {
             tm_cfg_path_set(c, "providers[%zu].instance_types", i);
             return tm_cfg_fail(c, cfg_at(c, pn, "instance_types"),
-                               "a sim provider must describe at least one instance type");
+                               "a %s provider must describe at least one instance type", kind->name);
         }
-        if (strcmp(p->kind, "gcp") == 0 && !p->project) {
-            tm_cfg_path_set(c, "providers[%zu].project", i);
-            return tm_cfg_fail(c, pn, "missing required key (a gcp provider names its project)");
-        }
-        if (cfg_validate_local(c, pn, p, i) < 0)
+        if (cfg_validate_foreign_keys(c, pn, kind, i) < 0)
+            return TM_EINVAL;
+        if (kind->check && kind->check(c, cfg, i) < 0)
             return TM_EINVAL;
         if (strcmp(cr->source, "file") == 0 && !cr->file) {
             tm_cfg_path_set(c, "providers[%zu].credentials.file", i);
@@ -305,106 +280,15 @@ static int cfg_validate_providers(struct cfg_ctx *c, const struct tm_config *cfg
     return 0;
 }
 
-/* ---- kind azure: what Azure needs before a first call (providers/azure/) --- */
-
-/* azure.client_certificate: exactly one credential, and a file the
- * provider will be able to sign with (read now, checked, wiped). */
-static int cfg_check_client_cert(struct cfg_ctx *c, const struct tm_config_provider *p,
-                                 const yaml_node_t *an, size_t i)
+/* The kinds' rules that look at the pools too (their pools' zones and
+ * types), once the pools themselves were checked. */
+static int cfg_validate_kind_pools(struct cfg_ctx *c, const struct tm_config *cfg)
 {
-    struct tm_client_cert cert;
-    char why[512];
-    int r;
-
-    tm_cfg_path_set(c, "providers[%zu].azure.client_certificate", i);
-    if (strcmp(p->credentials.source, "none") != 0)
-        return tm_cfg_fail(c, cfg_at(c, an, "client_certificate"),
-                           "exactly one credential: credentials.source \"%s\" names %s as well "
-                           "(remove credentials, or this key)",
-                           p->credentials.source,
-                           strcmp(p->credentials.source, "instance_role") == 0
-                               ? "the managed identity" : "a client secret");
-    r = tm_client_cert_load(p->azure.client_certificate, &cert, why, sizeof(why));
-    if (r == TM_ENOMEM)
-        return tm_cfg_nomem(c);
-    if (r < 0)
-        return tm_cfg_fail(c, cfg_at(c, an, "client_certificate"), "%s", why);
-    tm_client_cert_release(&cert);
-    return 0;
-}
-
-static int cfg_validate_azure(struct cfg_ctx *c, const struct tm_config *cfg)
-{
-    const yaml_node_t *plist = cfg_map_get(c, c->root, "providers");
-    const yaml_node_t *poollist = cfg_map_get(c, c->root, "pools");
-
     for (size_t i = 0; i < cfg->nproviders; i++) {
-        const struct tm_config_provider *p = &cfg->providers[i];
-        const struct tm_config_azure *az = &p->azure;
-        const yaml_node_t *pn = cfg_seq_get(c, plist, i);
-        const yaml_node_t *an = cfg_map_get(c, pn, "azure");
-        struct { const char *key; const char *val; bool need; } req[] = {
-            {"tenant_id", az->tenant_id, strcmp(p->credentials.source, "instance_role") != 0},
-            {"subscription_id", az->subscription_id, true},
-            {"resource_group", az->resource_group, true},
-            {"subnet_id", az->subnet_id, true},
-            {"image", az->image, true},
-            {"ssh_public_key", az->ssh_public_key, true},
-        };
+        const struct tm_config_kind *kind = tm_config_kind_find(cfg->providers[i].kind);
 
-        if (strcmp(p->kind, "azure") != 0) {
-            if (an) {
-                tm_cfg_path_set(c, "providers[%zu].azure", i);
-                return tm_cfg_fail(c, cfg_at(c, pn, "azure"), "only for kind azure, not \"%s\"",
-                                   p->kind);
-            }
-            continue;
-        }
-        for (size_t k = 0; k < sizeof(req) / sizeof(req[0]); k++)
-            if (req[k].need && (!req[k].val || !*req[k].val)) {
-                tm_cfg_path_set(c, "providers[%zu].azure.%s", i, req[k].key);
-                return tm_cfg_fail(c, an ? an : pn, "missing required key (kind is azure)");
-            }
-        if (az->client_certificate && cfg_check_client_cert(c, p, an, i) < 0)
+        if (kind->check_pools && kind->check_pools(c, cfg, i) < 0)
             return TM_EINVAL;
-        if (strncmp(az->subnet_id, "/subscriptions/", 15) != 0 || !strstr(az->subnet_id, "/subnets/")) {
-            tm_cfg_path_set(c, "providers[%zu].azure.subnet_id", i);
-            return tm_cfg_fail(c, cfg_at(c, an, "subnet_id"),
-                               "must be a subnet resource id (/subscriptions/.../subnets/NAME)");
-        }
-        for (size_t t = 0; t < p->ntypes; t++)
-            if (strncmp(p->types[t].name, "Standard_", 9) != 0) {
-                tm_cfg_path_set(c, "providers[%zu].instance_types[%zu].name", i, t);
-                return tm_cfg_fail(c, cfg_at(c, cfg_seq_get(c, cfg_map_get(c, pn, "instance_types"), t), "name"),
-                                   "\"%s\" is not an Azure VM size (Standard_...)", p->types[t].name);
-            }
-        for (size_t j = 0; j < cfg->npools; j++) {
-            const struct tm_config_pool *pool = &cfg->pools[j];
-            const yaml_node_t *pj = cfg_seq_get(c, poollist, j);
-
-            if (!pool->provider || strcmp(pool->provider, p->name) != 0)
-                continue;
-            /* Prices and GPU facts come from the file: a size it does not
-             * describe is a typo or a size tarmac cannot price. */
-            for (size_t t = 0; t < pool->ninstance_types; t++)
-                if (!tm_config_type_find(p, pool->instance_types[t])) {
-                    tm_cfg_path_set(c, "pools[%zu].instance_types[%zu]", j, t);
-                    return tm_cfg_fail(c, cfg_seq_get(c, cfg_map_get(c, pj, "instance_types"), t),
-                                       "unknown VM size \"%s\" for azure provider \"%s\" (describe it "
-                                       "in the provider's instance_types)", pool->instance_types[t], p->name);
-                }
-            /* Azure availability zones are "1", "2", "3" within the region. */
-            for (size_t z = 0; z < pool->nzones; z++) {
-                const char *zn = pool->zones[z];
-
-                if (!(zn[0] >= '1' && zn[0] <= '3' && zn[1] == '\0')) {
-                    tm_cfg_path_set(c, "pools[%zu].zones[%zu]", j, z);
-                    return tm_cfg_fail(c, cfg_seq_get(c, cfg_map_get(c, pj, "zones"), z),
-                                       "unknown Azure zone \"%s\" (zones are 1, 2 or 3 of region %s)",
-                                       zn, p->region);
-                }
-            }
-        }
     }
     return 0;
 }
@@ -446,8 +330,8 @@ static int cfg_validate_pools(struct cfg_ctx *c, const struct tm_config *cfg)
             tm_cfg_path_set(c, "pools[%zu].instance_types[%zu]", i, t);
             if (!ty) {
                 /* A cloud provider may offer types the file does not
-                 * describe; the simulator knows only what it is told. */
-                if (strcmp(prov->kind, "sim") == 0 || strcmp(prov->kind, "local") == 0)
+                 * describe; a simulated one knows only what it is told. */
+                if (tm_config_kind_find(prov->kind)->types_closed)
                     return tm_cfg_fail(c, tn, "unknown instance type \"%s\" for provider \"%s\"",
                                        tname, prov->name);
                 continue;
@@ -720,7 +604,7 @@ int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
         return r;
     r = cfg_validate_pools(c, cfg);
     if (r == 0)
-        r = cfg_validate_azure(c, cfg);
+        r = cfg_validate_kind_pools(c, cfg);
     if (r < 0)
         return r;
     r = cfg_load_spot_hazards(c, cfg);
@@ -773,10 +657,18 @@ static int cfg_check_groups(struct cfg_ctx *c, const struct tm_config *cfg)
     return 0;
 }
 
-/* Fill what a pool may leave to the instance types its provider describes. */
+/* Fill what a pool may leave to the instance types its provider
+ * describes, and each provider's boot time from its kind. */
 int tm_cfg_normalise(struct cfg_ctx *c, struct tm_config *cfg)
 {
     const yaml_node_t *list = cfg_map_get(c, c->root, "pools");
+
+    for (size_t i = 0; i < cfg->nproviders; i++) {
+        struct tm_config_provider *p = &cfg->providers[i];
+        const struct tm_config_kind *kind = tm_config_kind_find(p->kind);
+
+        p->boot_ms = kind->boot_ms ? kind->boot_ms(p) : TM_CONFIG_BOOT_MS_DEFAULT;
+    }
 
     for (size_t i = 0; i < cfg->npools; i++) {
         struct tm_config_pool *pool = &cfg->pools[i];

@@ -103,6 +103,7 @@ int tm_config_load_string(const char *text, size_t len, const char *name,
         r = tm_cfg_nomem(&c);
         goto out;
     }
+    tm_cfg_provider_section(); /* the kinds' rows, before the first use */
     r = tm_cfg_apply_defaults(&c, &tm_cfg_root_section, &cfg);
     if (r < 0)
         goto out;
@@ -252,6 +253,7 @@ void tm_config_release(struct tm_config *cfg)
     for (size_t i = 0; i < cfg->npools; i++)
         free(cfg->pools[i].bootstrap);
     free(cfg->agent.ca_pem);
+    tm_cfg_provider_section();
     tm_cfg_release_section(&tm_cfg_root_section, cfg);
     free(cfg->path);
     *cfg = (struct tm_config){0};

@@ -96,6 +96,63 @@ int tm_cfg_fail(struct cfg_ctx *c, const yaml_node_t *at, const char *fmt, ...)
     return r;
 }
 
+/* The node the key path c->path names ("providers[0].azure.subnet_id"),
+ * or the deepest one of its enclosing keys that the file has; *ret_whole
+ * says whether the whole path was found. */
+static const yaml_node_t *cfg_path_node(struct cfg_ctx *c, bool *ret_whole)
+{
+    const yaml_node_t *at = c->root;
+    const char *p = c->path;
+
+    *ret_whole = false;
+    while (at && *p) {
+        const yaml_node_t *next = NULL;
+
+        if (*p == '[') {
+            char *end;
+            unsigned long long i = strtoull(p + 1, &end, 10);
+
+            if (*end != ']')
+                return at;
+            if (at->type == YAML_SEQUENCE_NODE && i < tm_cfg_seq_len(at))
+                next = tm_cfg_node(c, at->data.sequence.items.start[i]);
+            p = end + 1;
+        } else {
+            size_t n = strcspn(p, ".[");
+
+            for (yaml_node_pair_t *kv = at->type == YAML_MAPPING_NODE ? at->data.mapping.pairs.start
+                                                                         : NULL;
+                 kv && kv < at->data.mapping.pairs.top && !next; kv++) {
+                const yaml_node_t *k = tm_cfg_node(c, kv->key);
+                if (k->type == YAML_SCALAR_NODE && k->data.scalar.length == n &&
+                    memcmp(k->data.scalar.value, p, n) == 0)
+                    next = tm_cfg_node(c, kv->value);
+            }
+            p += n;
+        }
+        if (*p == '.')
+            p++;
+        if (!next)
+            return at;
+        at = next;
+    }
+    *ret_whole = true;
+    return at;
+}
+
+int tm_cfg_fail_at(struct cfg_ctx *c, const char *fmt, ...)
+{
+    bool whole;
+    const yaml_node_t *at = cfg_path_node(c, &whole);
+    va_list ap;
+    int r;
+
+    va_start(ap, fmt);
+    r = cfg_failv(c, at, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
 int tm_cfg_nomem(struct cfg_ctx *c)
 {
     if (c->err && c->errsize > 0)
@@ -490,8 +547,11 @@ void tm_cfg_release_section(const struct cfg_section *s, void *base)
             char *arr = *(char **)slot;
             size_t *count = (size_t *)((char *)base + f->count_offset);
 
-            for (size_t j = 0; arr && j < *count; j++)
+            for (size_t j = 0; arr && j < *count; j++) {
+                if (f->sub->release_elem)
+                    f->sub->release_elem(f->sub, arr + j * f->sub->size);
                 tm_cfg_release_section(f->sub, arr + j * f->sub->size);
+            }
             free(arr);
             *(char **)slot = NULL;
             *count = 0;
@@ -610,10 +670,13 @@ static int cfg_parse_list(struct cfg_ctx *c, const struct cfg_field *f, void *ba
         void *elem = *slot + i * f->sub->size;
         size_t mark = cfg_path_push_index(c, i);
 
-        r = tm_cfg_apply_defaults(c, f->sub, elem);
-        if (r < 0)
-            return r;
-        r = tm_cfg_parse_mapping(c, f->sub, elem, item);
+        if (f->sub->parse_elem) {
+            r = f->sub->parse_elem(c, f->sub, elem, item);
+        } else {
+            r = tm_cfg_apply_defaults(c, f->sub, elem);
+            if (r == 0)
+                r = tm_cfg_parse_mapping(c, f->sub, elem, item);
+        }
         if (r < 0)
             return r;
         cfg_path_pop(c, mark);
@@ -699,8 +762,20 @@ static int cfg_unknown_key(struct cfg_ctx *c, const struct cfg_section *s, const
 int tm_cfg_parse_mapping(struct cfg_ctx *c, const struct cfg_section *s, void *base,
                          const yaml_node_t *map)
 {
-    bool seen[CFG_FIELDS_MAX] = {false};
-    size_t first_line[CFG_FIELDS_MAX] = {0};
+    return tm_cfg_parse_mapping2(c, s, base, NULL, NULL, map);
+}
+
+/* s's keys into base and, when s2 is not NULL, s2's into base2: one
+ * mapping that two tables describe (a provider's generic keys and its
+ * kind's block). */
+int tm_cfg_parse_mapping2(struct cfg_ctx *c, const struct cfg_section *s, void *base,
+                          const struct cfg_section *s2, void *base2, const yaml_node_t *map)
+{
+    bool seen[2][CFG_FIELDS_MAX] = {{false}};
+    size_t first_line[2][CFG_FIELDS_MAX] = {{0}};
+    const struct cfg_section *part[2] = {s, s2};
+    void *part_base[2] = {base, base2};
+    int r;
 
     if (map->type != YAML_MAPPING_NODE)
         return tm_cfg_fail(c, map, "expected a mapping, got %s", cfg_node_kind(map));
@@ -709,26 +784,33 @@ int tm_cfg_parse_mapping(struct cfg_ctx *c, const struct cfg_section *s, void *b
         const yaml_node_t *key = tm_cfg_node(c, p->key);
         const yaml_node_t *value = tm_cfg_node(c, p->value);
         const char *k;
-        size_t i, mark;
-        int r;
+        size_t i = 0, mark;
+        int w;
 
         if (key->type != YAML_SCALAR_NODE)
             return tm_cfg_fail(c, key, "keys must be strings, got %s", cfg_node_kind(key));
         k = (const char *)key->data.scalar.value;
-        for (i = 0; i < s->nfields; i++)
-            if (strcmp(s->fields[i].key, k) == 0 && strlen(k) == key->data.scalar.length)
+        for (w = 0; w < 2 && part[w]; w++) {
+            for (i = 0; i < part[w]->nfields; i++)
+                if (strcmp(part[w]->fields[i].key, k) == 0 && strlen(k) == key->data.scalar.length)
+                    break;
+            if (i < part[w]->nfields)
                 break;
+        }
         mark = cfg_path_push_key(c, k);
-        if (i == s->nfields)
+        if (w == 2 || !part[w])
             return cfg_unknown_key(c, s, key);
-        if (seen[i])
-            return tm_cfg_fail(c, key, "duplicate key (first set at line %zu)", first_line[i]);
-        seen[i] = true;
-        first_line[i] = cfg_node_line(key);
-        r = cfg_parse_value(c, &s->fields[i], base, value);
+        if (seen[w][i])
+            return tm_cfg_fail(c, key, "duplicate key (first set at line %zu)", first_line[w][i]);
+        seen[w][i] = true;
+        first_line[w][i] = cfg_node_line(key);
+        r = cfg_parse_value(c, &part[w]->fields[i], part_base[w], value);
         if (r < 0)
             return r;
         cfg_path_pop(c, mark);
     }
-    return cfg_check_required(c, s, seen, map);
+    r = cfg_check_required(c, s, seen[0], map);
+    if (r == 0 && s2)
+        r = cfg_check_required(c, s2, seen[1], map);
+    return r;
 }

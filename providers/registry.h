@@ -2,9 +2,11 @@
  * providers/registry.h: the provider kinds this build knows, one row each
  * (providers/registry.c), looked up by the daemon (`tarmac serve`) and by
  * `tarmac check`.  A new cloud is a new folder under providers/ and a new
- * row here, plus, for now, its configuration section in core/config.[ch]
- * and core/config_check.c, its boot-time default in controller/reconcile/
- * and its metadata reader in controller/agent/.
+ * row here: its folder's KIND_config.c gives its configuration keys, their
+ * rules and its boot time (core/config_kind.h, gathered by the build), and
+ * its node-side reader is controller/agent/'s file of its name, listed in
+ * TM_MD_CLOUDS (docs/adding-a-cloud.md).  The row's name is the one its
+ * KIND_config.c gives.
  */
 #ifndef TM_PROVIDER_REGISTRY_H
 #define TM_PROVIDER_REGISTRY_H

@@ -22,7 +22,8 @@ if(TM_FUZZ)
                    ${CMAKE_SOURCE_DIR}/core/config_check.c ${CMAKE_SOURCE_DIR}/core/config_load.c
                    ${CMAKE_SOURCE_DIR}/core/units.c ${CMAKE_SOURCE_DIR}/core/log.c
                    ${CMAKE_SOURCE_DIR}/core/err.c ${CMAKE_SOURCE_DIR}/core/file.c
-                   ${CMAKE_SOURCE_DIR}/core/yaml_table.c ${CMAKE_SOURCE_DIR}/core/spot_hazards.c)
+                   ${CMAKE_SOURCE_DIR}/core/yaml_table.c ${CMAKE_SOURCE_DIR}/core/spot_hazards.c
+                   ${CMAKE_SOURCE_DIR}/core/client_cert.c ${TM_CONFIG_KIND_SOURCES})
     target_include_directories(fuzz_config PRIVATE ${CMAKE_SOURCE_DIR})
     target_compile_options(fuzz_config PRIVATE -fsanitize=fuzzer,address,undefined
                            -fno-omit-frame-pointer)

@@ -30,6 +30,10 @@ struct tm_http;
  * trimmed, then an IP address.  0 and out filled, or TM_EBADREPLY. */
 int tm_agent_address_parse(const char *body, size_t len, char *out, size_t outlen);
 
+/* The address kind's nodes have without asking (the local provider's
+ * share this host), or NULL. */
+const char *tm_agent_address_fixed(const char *kind);
+
 /* Find the address for kind at base_url (NULL or "": the cloud's default
  * root), then call done(data, address) once on the loop, address NULL
  * when none was found.  0, or TM_EINVAL (a kind without a service: done

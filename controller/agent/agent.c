@@ -805,16 +805,13 @@ static void enroll_with_address(struct tm_agent *ag)
 {
     const char *kind = ag->o.metadata_kind ? ag->o.metadata_kind : "none";
 
-    if (ag->o.advertise_addr) {
+    /* A reader without an address (none) enrolls without one. */
+    if (ag->o.advertise_addr)
         on_address(ag, ag->o.advertise_addr);
-    } else if (strcmp(kind, "local") == 0) {
-        on_address(ag, "127.0.0.1");
-    } else if (strcmp(kind, "aws") == 0 || strcmp(kind, "gcp") == 0 || strcmp(kind, "azure") == 0) {
-        if (tm_agent_address_lookup(ag->http, kind, ag->o.metadata_url, on_address, ag) < 0)
-            on_address(ag, NULL);
-    } else {
+    else if (tm_agent_address_fixed(kind))
+        on_address(ag, tm_agent_address_fixed(kind));
+    else if (tm_agent_address_lookup(ag->http, kind, ag->o.metadata_url, on_address, ag) < 0)
         on_address(ag, NULL);
-    }
 }
 
 static void enroll(struct tm_agent *ag)

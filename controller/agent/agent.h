@@ -36,7 +36,7 @@ struct tm_agent_options {
     const char *enroll_secret;      /* needed only when DIR/token is absent */
     const char *ca_file;            /* may be NULL */
     const char *gpu_fake;           /* fake GPU file, or NULL for NVML */
-    const char *metadata_kind;      /* none|aws|gcp|azure|local */
+    const char *metadata_kind;      /* none, or a reader's kind (metadata.h) */
     const char *metadata_url;       /* may be NULL: the provider's default */
     int64_t heartbeat_ms;
     int64_t sample_ms;

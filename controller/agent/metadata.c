@@ -11,6 +11,7 @@
  */
 #include "controller/agent/metadata_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,8 +27,37 @@ struct md_req {
     md_answer_cb on_answer;
 };
 
-static const struct md_service *const services[] = {&tm_md_aws, &tm_md_gcp, &tm_md_azure,
-                                                     &tm_md_local};
+#define TM_MD_ROW(kind) &tm_md_##kind,
+static const struct md_service *const services[] = {TM_MD_CLOUDS(TM_MD_ROW)};
+#undef TM_MD_ROW
+#define NSERVICES (sizeof(services) / sizeof(services[0]))
+
+const struct md_service *md_service_find(const char *kind)
+{
+    for (size_t i = 0; kind && i < NSERVICES; i++)
+        if (strcmp(services[i]->kind, kind) == 0)
+            return services[i];
+    return NULL;
+}
+
+bool tm_md_kind_known(const char *kind)
+{
+    return md_service_find(kind) != NULL;
+}
+
+void tm_md_kind_names(char *buf, size_t size)
+{
+    size_t len = 0;
+
+    if (size)
+        buf[0] = '\0';
+    for (size_t i = 0; i < NSERVICES; i++) {
+        int w = snprintf(buf + len, size > len ? size - len : 0, "%s%s", i ? "|" : "",
+                         services[i]->kind);
+        if (w > 0)
+            len += (size_t)w;
+    }
+}
 
 int64_t md_wall_ms(void)
 {
@@ -50,21 +80,21 @@ int tm_md_watch_start(uv_loop_t *loop, struct tm_http *http, const char *kind,
                       const char *base_url, tm_md_notice_cb cb, void *data,
                       struct tm_md_watch **ret)
 {
-    const struct md_service *svc = NULL;
+    const struct md_service *svc = md_service_find(kind);
     struct tm_md_watch *w;
     const char *base;
     size_t n;
     int r;
 
-    for (size_t i = 0; kind && i < sizeof(services) / sizeof(services[0]); i++)
-        if (strcmp(services[i]->kind, kind) == 0)
-            svc = services[i];
     if (!loop || !cb || !ret || !svc) {
-        tm_log_error("cannot watch the metadata service", "kind=\"%s\" error=\"%s\"",
-                     kind ? kind : "", "kind must be aws, gcp, azure or local");
+        char names[128];
+
+        tm_md_kind_names(names, sizeof(names));
+        tm_log_error("cannot watch the metadata service", "kind=\"%s\" error=\"kind must be one of %s\"",
+                     kind ? kind : "", names);
         return TM_EINVAL;
     }
-    if (!http && svc != &tm_md_local)
+    if (!http && !svc->no_http)
         return TM_EINVAL;
     base = base_url && *base_url ? base_url : svc->default_base;
     if (!base) {

@@ -10,8 +10,10 @@
 set(TM_MD_DIR ${CMAKE_CURRENT_LIST_DIR})
 tm_layer(tm_agent_metadata_parse ONLY SOURCES ${TM_MD_DIR}/metadata_parse.c
          LINKS tarmac_core PkgConfig::CJSON)
-tm_layer(tm_agent_metadata ONLY
-         SOURCES ${TM_MD_DIR}/metadata.c ${TM_MD_DIR}/metadata_aws.c ${TM_MD_DIR}/metadata_gcp.c
-                 ${TM_MD_DIR}/metadata_azure.c ${TM_MD_DIR}/metadata_local.c
-                 ${TM_MD_DIR}/metadata_address.c
+# Every metadata_*.c but the parsers: the watch, the address lookup and
+# one reader per cloud (metadata_KIND.c), so a new cloud's reader needs no
+# line here.
+file(GLOB TM_MD_SOURCES CONFIGURE_DEPENDS ${TM_MD_DIR}/metadata*.c)
+list(FILTER TM_MD_SOURCES EXCLUDE REGEX "/metadata_parse\\.c$")
+tm_layer(tm_agent_metadata ONLY SOURCES ${TM_MD_SOURCES}
          LINKS tm_agent_metadata_parse tarmac_io tarmac_core PkgConfig::UV)

@@ -51,7 +51,7 @@ struct tm_http;
 struct tm_md_watch;
 
 struct tm_md_notice {
-    char cloud[8];          /* "aws", "gcp", "azure", "local" */
+    char cloud[8];          /* the reader's kind (tm_md_kind_known) */
     char action[32];        /* "terminate", "stop", "hibernate", "rebalance", "preempt", ... */
     int64_t deadline_ms;    /* wall clock, ms since the epoch, when the node goes; 0 unknown */
     char event_id[128];     /* unique per notice; what tm_md_watch_ack() takes */
@@ -60,13 +60,17 @@ struct tm_md_notice {
 typedef void (*tm_md_notice_cb)(const struct tm_md_notice *n, void *data);
 
 /*
- * Start watching the metadata service of kind ("aws", "gcp", "azure" or
- * "local") at base_url, with requests on http (which must outlive the
+ * Start watching the metadata service of kind (tm_md_kind_known) at base_url, with requests on http (which must outlive the
  * watch).  cb fires on loop, never inside this call, once per new notice;
  * n is valid only during the call.  0 and *ret, or TM_EINVAL (unknown
  * kind, bad URL; logged), TM_ENOMEM.  The first poll runs at once, then
  * every period (tm_md_watch_set_period; 1 s by default).
  */
+/* Whether this build has a reader for kind, and
+ * their names as "aws|gcp|..." into buf (one per metadata_KIND.c). */
+bool tm_md_kind_known(const char *kind);
+void tm_md_kind_names(char *buf, size_t size);
+
 int tm_md_watch_start(uv_loop_t *loop, struct tm_http *http, const char *kind,
                       const char *base_url,
                       void (*cb)(const struct tm_md_notice *n, void *data), void *data,

@@ -1,6 +1,6 @@
 /*
  * controller/agent/metadata_address.c: the node's address from the cloud's metadata
- * service (address.h).
+ * service (address.h), asked where its reader's row says (struct md_address).
  */
 #include <ctype.h>
 #include <stdio.h>
@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "controller/agent/address.h"
+#include "controller/agent/metadata_internal.h"
 #include "controller/io/http_uv.h"
 #include "core/address.h"
 #include "core/err.h"
@@ -18,7 +19,8 @@
 
 struct lookup {
     struct tm_http *http;
-    char kind[8];
+    const struct md_address *how;
+    char kind[16];
     char base[ADDR_BASE_MAX];
     void (*done)(void *data, const char *address);
     void *data;
@@ -79,45 +81,51 @@ static int get(struct lookup *l, const char *url, const char *header)
     return tm_http_request(l->http, &req, on_address, l);
 }
 
-static void on_aws_token(const struct tm_http_response *resp, void *data)
+/* A session token came back: ask for the address with it. */
+static void on_token(const struct tm_http_response *resp, void *data)
 {
     struct lookup *l = data;
-    char url[ADDR_BASE_MAX + 64], header[400];
+    char url[ADDR_BASE_MAX + 256], header[400];
 
     if (resp->status != 0 || resp->http_status != 200 || !resp->body || resp->body_len == 0 ||
         resp->body_len > 256 || strpbrk(resp->body, "\r\n")) {
         finish(l, NULL);
         return;
     }
-    snprintf(url, sizeof(url), "%s/latest/meta-data/local-ipv4", l->base);
-    snprintf(header, sizeof(header), "X-aws-ec2-metadata-token: %s", resp->body);
+    snprintf(url, sizeof(url), "%s%s", l->base, l->how->path);
+    snprintf(header, sizeof(header), "%s%s", l->how->token_header, resp->body);
     if (get(l, url, header) < 0)
         finish(l, NULL);
+}
+
+const char *tm_agent_address_fixed(const char *kind)
+{
+    const struct md_service *svc = md_service_find(kind);
+
+    return svc ? svc->address.fixed : NULL;
 }
 
 int tm_agent_address_lookup(struct tm_http *http, const char *kind, const char *base_url,
                             void (*done)(void *data, const char *address), void *data)
 {
-    const char *def;
-    char url[ADDR_BASE_MAX + 128];
+    const struct md_service *svc = md_service_find(kind);
+    const struct md_address *how = svc ? &svc->address : NULL;
+    char url[ADDR_BASE_MAX + 256];
     struct lookup *l;
     size_t n;
     int r;
 
-    if (strcmp(kind, "aws") == 0 || strcmp(kind, "azure") == 0)
-        def = "http://169.254.169.254";
-    else if (strcmp(kind, "gcp") == 0)
-        def = "http://metadata.google.internal";
-    else
+    if (!how || !how->path)
         return TM_EINVAL;
     if (!base_url || !base_url[0])
-        base_url = def;
-    if (strlen(base_url) >= ADDR_BASE_MAX)
+        base_url = svc->default_base;
+    if (!base_url || strlen(base_url) >= ADDR_BASE_MAX)
         return TM_EINVAL;
     l = calloc(1, sizeof(*l));
     if (!l)
         return TM_ENOMEM;
     l->http = http;
+    l->how = how;
     l->done = done;
     l->data = data;
     snprintf(l->kind, sizeof(l->kind), "%s", kind);
@@ -125,23 +133,17 @@ int tm_agent_address_lookup(struct tm_http *http, const char *kind, const char *
     n = strlen(l->base);
     while (n && l->base[n - 1] == '/')
         l->base[--n] = '\0';
-    if (strcmp(kind, "aws") == 0) {
-        const char *headers[2] = {"X-aws-ec2-metadata-token-ttl-seconds: 300", NULL};
+    if (how->token_path) {
+        const char *headers[2] = {how->token_ask, NULL};
         struct tm_http_request req = {
             .method = "PUT", .url = url, .headers = headers, .body = "", .body_len = 0,
             .timeout_ms = ADDR_TIMEOUT_MS, .max_body = 4096,
         };
-        snprintf(url, sizeof(url), "%s/latest/api/token", l->base);
-        r = tm_http_request(http, &req, on_aws_token, l);
-    } else if (strcmp(kind, "gcp") == 0) {
-        snprintf(url, sizeof(url), "%s/computeMetadata/v1/instance/network-interfaces/0/ip", l->base);
-        r = get(l, url, "Metadata-Flavor: Google");
+        snprintf(url, sizeof(url), "%s%s", l->base, how->token_path);
+        r = tm_http_request(http, &req, on_token, l);
     } else {
-        snprintf(url, sizeof(url),
-                 "%s/metadata/instance/network/interface/0/ipv4/ipAddress/0/privateIpAddress"
-                 "?api-version=2021-02-01&format=text",
-                 l->base);
-        r = get(l, url, "Metadata: true");
+        snprintf(url, sizeof(url), "%s%s", l->base, how->path);
+        r = get(l, url, how->header);
     }
     if (r < 0)
         free(l);

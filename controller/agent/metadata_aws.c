@@ -129,5 +129,9 @@ static void poll_aws(struct tm_md_watch *w)
 const struct md_service tm_md_aws = {
     .kind = "aws",
     .default_base = "http://169.254.169.254",
+    /* IMDSv2: a session token first. */
+    .address = {.path = "/latest/meta-data/local-ipv4", .token_path = "/latest/api/token",
+                .token_ask = "X-aws-ec2-metadata-token-ttl-seconds: 300",
+                .token_header = "X-aws-ec2-metadata-token: "},
     .poll = poll_aws,
 };

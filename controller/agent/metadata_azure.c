@@ -78,6 +78,9 @@ static int ack_azure(struct tm_md_watch *w, const struct tm_md_notice *n)
 const struct md_service tm_md_azure = {
     .kind = "azure",
     .default_base = "http://169.254.169.254",
+    .address = {.path = "/metadata/instance/network/interface/0/ipv4/ipAddress/0/privateIpAddress"
+                        "?api-version=2021-02-01&format=text",
+                .header = "Metadata: true"},
     .poll = poll_azure,
     .ack = ack_azure,
 };

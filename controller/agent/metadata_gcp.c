@@ -104,5 +104,7 @@ static void poll_gcp(struct tm_md_watch *w)
 const struct md_service tm_md_gcp = {
     .kind = "gcp",
     .default_base = "http://metadata.google.internal",
+    .address = {.path = "/computeMetadata/v1/instance/network-interfaces/0/ip",
+                .header = "Metadata-Flavor: Google"},
     .poll = poll_gcp,
 };

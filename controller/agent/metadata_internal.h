@@ -1,8 +1,8 @@
 /*
  * controller/agent/metadata_internal.h: what metadata.c (the watch: timer,
  * requests in flight, notices already reported, log-once state) shares with
- * the one file per service (metadata_aws.c, _gcp.c, _azure.c, _local.c).
- * Nothing outside those files includes it.
+ * the one file per service (metadata_KIND.c, one per cloud, listed once
+ * in TM_MD_CLOUDS below).  Nothing outside those files includes it.
  */
 #ifndef TM_AGENT_METADATA_INTERNAL_H
 #define TM_AGENT_METADATA_INTERNAL_H
@@ -23,10 +23,24 @@
 
 struct md_req;
 
+/* Where a cloud's metadata service tells the node its address
+ * (metadata_address.c, address.h): GET base + path with header; with
+ * token_path, first PUT base + token_path with token_ask and send the
+ * token it answers as token_header followed by the token.  fixed: no
+ * request, this address. */
+struct md_address {
+    const char *fixed;
+    const char *path;
+    const char *header;
+    const char *token_path, *token_ask, *token_header;
+};
+
 /* One service: how to start a poll round and how to acknowledge. */
 struct md_service {
     const char *kind;
     const char *default_base;   /* NULL: base_url is required */
+    bool no_http;               /* it reads a file: no requests to send */
+    struct md_address address;  /* all NULL: no address from it */
     /* Called by the timer every period: start whatever polls are idle. */
     void (*poll)(struct tm_md_watch *w);
     /* NULL: nothing to send (the ack is a no-op). */
@@ -82,9 +96,15 @@ void md_up(struct tm_md_watch *w);
 /* Wall clock in ms (deadlines are wall clock: they go to the controller). */
 int64_t md_wall_ms(void);
 
-extern const struct md_service tm_md_aws;
-extern const struct md_service tm_md_gcp;
-extern const struct md_service tm_md_azure;
-extern const struct md_service tm_md_local;
+/* The services, one per cloud, each defined as tm_md_KIND in
+ * metadata_KIND.c (metadata.cmake builds every metadata_*.c): a new
+ * cloud's reader is that file and its name here. */
+#define TM_MD_CLOUDS(X) X(aws) X(gcp) X(azure) X(local)
+#define TM_MD_DECLARE(kind) extern const struct md_service tm_md_##kind;
+TM_MD_CLOUDS(TM_MD_DECLARE)
+#undef TM_MD_DECLARE
+
+/* The service of kind, or NULL. */
+const struct md_service *md_service_find(const char *kind);
 
 #endif

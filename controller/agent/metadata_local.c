@@ -86,6 +86,9 @@ static int ack_local(struct tm_md_watch *w, const struct tm_md_notice *n)
 const struct md_service tm_md_local = {
     .kind = "local",
     .default_base = NULL,
+    .no_http = true,
+    /* The local provider's nodes share this host. */
+    .address = {.fixed = "127.0.0.1"},
     .poll = poll_local,
     .ack = ack_local,
 };

@@ -13,6 +13,7 @@
 
 #include "controller/agent/agent.h"
 #include "controller/agent/logtail.h"
+#include "controller/agent/metadata.h"
 #include "controller/cli/cli.h"
 #include "core/address.h"
 #include "core/err.h"
@@ -33,7 +34,7 @@ static const char agent_help[] =
     "  --ca-file PEM             CA bundle for the controller's certificate\n"
     "  --allow-insecure-http     allow plain http to a host that is not loopback\n"
     "  --gpu-fake FILE           read GPUs from a fake file instead of NVML\n"
-    "  --metadata KIND           none|aws|gcp|azure|local (default none)\n"
+    "  --metadata KIND           none, or the cloud whose notices to read (default none)\n"
     "  --metadata-url URL        the metadata service address (tests)\n"
     "  --heartbeat-period D      default 10s\n"
     "  --sample-period D         default 10s\n"
@@ -199,9 +200,13 @@ int tm_cli_agent(int argc, char **argv)
         case OPT_INSECURE: insecure = true; break;
         case OPT_FAKE: o.gpu_fake = optarg; break;
         case OPT_MD:
-            if (strcmp(optarg, "none") && strcmp(optarg, "aws") && strcmp(optarg, "gcp") &&
-                strcmp(optarg, "azure") && strcmp(optarg, "local"))
-                return usage_error("--metadata: expected none|aws|gcp|azure|local, got \"%s\"", optarg);
+            if (strcmp(optarg, "none") != 0 && !tm_md_kind_known(optarg)) {
+                char kinds[128], fmt[192];
+
+                tm_md_kind_names(kinds, sizeof(kinds));
+                snprintf(fmt, sizeof(fmt), "--metadata: expected none|%s, got \"%%s\"", kinds);
+                return usage_error(fmt, optarg);
+            }
             o.metadata_kind = optarg;
             break;
         case OPT_MD_URL: o.metadata_url = optarg; break;

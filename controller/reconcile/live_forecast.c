@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "controller/fleet/forecast.h"
+#include "controller/reconcile/internal.h"
 #include "core/err.h"
-
-#define DEFAULT_BOOT_MS 180000
 
 struct tm_live_forecast {
     const struct tm_config *cfg;
@@ -68,9 +67,7 @@ int tm_live_forecast_new(const struct tm_config *cfg, struct tm_live_forecast **
 /* One boot plus one tick: the soonest a node asked now can take work. */
 static int64_t horizon_ms(const struct tm_config *cfg, const struct tm_config_pool *pool)
 {
-    const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
-    int64_t boot = prov && strcmp(prov->kind, "sim") == 0 ? prov->boot_delay_ms : DEFAULT_BOOT_MS;
-    return boot + cfg->tick_interval_ms;
+    return tm_rc_pool_boot_ms(cfg, pool) + cfg->tick_interval_ms;
 }
 
 const struct tm_pool_forecast *tm_live_forecast_update(struct tm_live_forecast *lf,

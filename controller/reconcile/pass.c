@@ -309,9 +309,10 @@ bool tm_rc_pool_is_od(const struct tm_config_pool *pool)
     return strcmp(pool->capacity_type, "on_demand") == 0;
 }
 
-/* Boot time the planner assumes for a pool: the sim provider's, else 3 min. */
+/* Boot time the planner assumes for a pool: its provider kind's
+ * (core/config_kind.h), kept in the provider at load. */
 int64_t tm_rc_pool_boot_ms(const struct tm_config *cfg, const struct tm_config_pool *pool)
 {
     const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
-    return prov && strcmp(prov->kind, "sim") == 0 ? prov->boot_delay_ms : 180000;
+    return prov ? prov->boot_ms : TM_CONFIG_BOOT_MS_DEFAULT;
 }

@@ -666,7 +666,7 @@ int tm_store_sync_pools(PGconn *conn, const struct tm_config *cfg, int64_t now_m
         snprintf(maxn, sizeof(maxn), "%d", p->max_nodes);
         snprintf(grace, sizeof(grace), "%" PRId64, p->idle_grace_ms);
         snprintf(now_s, sizeof(now_s), "%" PRId64, now_ms);
-        const char *params[] = {p->name, p->provider, prov ? prov->kind : "sim",
+        const char *params[] = {p->name, p->provider, prov ? prov->kind : "",
                                 prov && prov->region ? prov->region : "", zones, types,
                                 p->gpu_model, gpus, p->capacity_type, minn, maxn, grace, now_s,
                                 p->checkpoint_dir};

@@ -20,6 +20,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "providers/azure/azure_config.h"
 #include "providers/common/jwt.h"
 #include "providers/common/launch.h"
 #include "providers/common/pools.h"
@@ -677,7 +678,7 @@ static void log_certificate(const char *provider, const struct tm_client_cert *c
 int tm_azure_credential_read(const struct tm_config_provider *prov,
                              struct tm_azure_credential *ret, char *why, size_t whysize)
 {
-    const char *path = prov->azure.client_certificate;
+    const char *path = tm_azure_config(prov)->client_certificate;
     int r;
 
     memset(ret, 0, sizeof(*ret));
@@ -729,7 +730,7 @@ int tm_azure_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
         !tm_id_fits(prov->name) || !cfg->cluster || !tm_id_fits(cfg->cluster) ||
         !tm_id_fits(prov->region))
         return TM_EINVAL;
-    az = &prov->azure;
+    az = tm_azure_config(prov);
     if (!az->subscription_id || !az->resource_group || !az->subnet_id || !az->image ||
         !az->ssh_public_key) {
         tm_log_error("could not create azure provider: azure section incomplete",

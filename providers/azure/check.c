@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "providers/azure/arm.h"
 #include "providers/azure/azure_provider.h"
+#include "providers/azure/azure_config.h"
 #include "providers/common/check.h"
 #include "providers/common/jwt.h"
 
@@ -123,7 +124,7 @@ static int ask_skus(struct check *ck, const char *next)
                            on_skus, ck);
     snprintf(path, sizeof(path), "/subscriptions/%s/providers/Microsoft.Compute/skus?"
              "api-version=%s&%%24filter=location%%20eq%%20%%27%s%%27",
-             ck->prov->azure.subscription_id, SKU_API_VERSION, ck->prov->region);
+             tm_azure_config(ck->prov)->subscription_id, SKU_API_VERSION, ck->prov->region);
     return tm_arm_call(ck->arm, TM_ARM_LIST_SKUS, "GET", path, NULL, TM_ARM_RETRY_AMBIGUOUS,
                        on_skus, ck);
 }
@@ -180,7 +181,7 @@ static int start(struct tm_check *run, uv_loop_t *loop, void *ctx)
     if (r < 0)
         return r;
     ck->run = run;
-    r = tm_arm_vms_path(ck->prov->azure.subscription_id, ck->prov->azure.resource_group, path,
+    r = tm_arm_vms_path(tm_azure_config(ck->prov)->subscription_id, tm_azure_config(ck->prov)->resource_group, path,
                         sizeof(path) - 32);
     if (r == 0) {
         size_t len = strlen(path);
@@ -199,7 +200,7 @@ static void ok_line(const struct tm_check *run, void *ctx, FILE *out)
 
     (void)run;
     fprintf(out, "subscription %s, resource group %s (%zu VMs), region %s, %zu VM sizes",
-            ck->prov->azure.subscription_id, ck->prov->azure.resource_group, ck->vms,
+            tm_azure_config(ck->prov)->subscription_id, tm_azure_config(ck->prov)->resource_group, ck->vms,
             ck->prov->region, ck->nwant);
 }
 
@@ -276,14 +277,14 @@ int tm_azure_check_main(int argc, char **argv)
         return TM_CHECK_AUTH;
     }
     ao->endpoint = ck.prov->endpoint ? ck.prov->endpoint : getenv("TARMAC_AZURE_ENDPOINT");
-    ao->authority = ck.prov->azure.authority;
-    ao->imds = ck.prov->azure.imds_endpoint;
-    ao->tenant = ck.prov->azure.tenant_id;
-    ao->client_id = ck.prov->azure.client_id ? ck.prov->azure.client_id : getenv("AZURE_CLIENT_ID");
+    ao->authority = tm_azure_config(ck.prov)->authority;
+    ao->imds = tm_azure_config(ck.prov)->imds_endpoint;
+    ao->tenant = tm_azure_config(ck.prov)->tenant_id;
+    ao->client_id = tm_azure_config(ck.prov)->client_id ? tm_azure_config(ck.prov)->client_id : getenv("AZURE_CLIENT_ID");
     ao->client_secret = cred.secret;
     ao->client_cert = cred.auth == TM_ARM_AUTH_CERTIFICATE ? &cred.cert : NULL;
     ao->auth = cred.auth;
-    ao->ca_file = ck.prov->azure.ca_file;
+    ao->ca_file = tm_azure_config(ck.prov)->ca_file;
     /* An interactive check should answer quickly, not after a long backoff. */
     ao->retry.max_attempts = 3;
     ao->retry.max_total_delay_ms = 3000;

@@ -23,6 +23,7 @@
 
 #include "core/config.h"
 #include "core/err.h"
+#include "providers/azure/azure_config.h"
 
 #define PROVIDER_HEAD                                                                            \
     "database:\n  url: postgresql://x@127.0.0.1/x\ncluster: c1\nproviders:\n"                  \
@@ -78,8 +79,8 @@ static void test_example_loads(void **state)
     (void)state;
     snprintf(path, sizeof(path), "%s/config/example-azure.yaml", TM_SOURCE_DIR);
     assert_int_equal(tm_config_load(path, &cfg, err, sizeof(err)), 0);
-    assert_string_equal(cfg.providers[0].azure.resource_group, "tarmac-prod");
-    assert_string_equal(cfg.providers[0].azure.admin_username, "tarmac");
+    assert_string_equal(tm_azure_config(&cfg.providers[0])->resource_group, "tarmac-prod");
+    assert_string_equal(tm_azure_config(&cfg.providers[0])->admin_username, "tarmac");
     tm_config_release(&cfg);
 }
 
@@ -168,7 +169,7 @@ static void test_azure_section_on_other_kind(void **state)
     assert_int_equal(tm_config_load_string(text, strlen(text), "t.yaml", &cfg, err, sizeof(err)),
                      TM_EINVAL);
     assert_non_null(strstr(err, "providers[0].azure"));
-    assert_non_null(strstr(err, "only for kind azure"));
+    assert_non_null(strstr(err, "only used by kind \"azure\", not \"aws\""));
 }
 
 /* ---- azure.client_certificate -------------------------------------------- */
@@ -192,7 +193,7 @@ static int load_cert(const char *credentials, const char *path, char *err, size_
     err[0] = '\0';
     r = tm_config_load_string(text, strlen(text), "t.yaml", &cfg, err, errsize);
     if (r == 0) {
-        assert_string_equal(cfg.providers[0].azure.client_certificate, path);
+        assert_string_equal(tm_azure_config(&cfg.providers[0])->client_certificate, path);
         tm_config_release(&cfg);
     }
     return r;
