@@ -4,11 +4,12 @@
  * event heap and the figures' integrals), what it offers the passes, and
  * the table of hooks (struct replay_pass) through which it runs one.
  *
- * The engine (replay_engine.c) knows a pass only by its table: each pass
+ * The engine (replay_engine.c, its accounting for the figures in
+ * replay_figures.c) knows a pass only by its table: each pass
  * (replay_fifo.c, replay_backfill.c, replay_tarmac.c, replay_whole.c)
  * keeps its own indexes private to its file and is told of the changes
- * it follows through the hooks; replay.c picks the pass.  Not for other
- * folders.
+ * it follows through the hooks (what they share: replay_ranks.c);
+ * replay.c picks the pass.  Not for other folders.
  */
 #ifndef TM_REPLAY_ENGINE_H
 #define TM_REPLAY_ENGINE_H
@@ -219,9 +220,27 @@ int replay_engine_setup(struct replay_engine *s, const struct tm_trace *t, const
                         struct tm_replay_stats *st);
 /* The events in time order, s->pass run after each instant's. */
 int replay_engine_run(struct replay_engine *s, struct tm_replay_stats *st);
-/* The waits, the utilisations, the idle figures and the slips. */
+/* The waits, the utilisations, the idle figures and the slips
+ * (replay_figures.c). */
 int replay_engine_figures(struct replay_engine *s, struct tm_replay_stats *st);
 void replay_engine_release(struct replay_engine *s);
+
+/* replay_figures.c: the accounting the engine keeps for the figures */
+
+/* The integrals over [from, to), the state unchanged in between. */
+void replay_integrate(struct replay_engine *s, int64_t from, int64_t to);
+/* The fit-aware free milli again, from the nodes touched since. */
+void replay_fit_recompute(struct replay_engine *s);
+/* Queued jobs of request sh, d more (+1 a job joins the queue, -1 leaves). */
+void replay_shape_count(struct replay_engine *s, int32_t sh, int d);
+/* The distinct requests of the jobs (struct shape), rjob.shape filled.
+ * 0 or TM_ENOMEM. */
+int replay_shapes_build(struct replay_engine *s);
+/* Queued jobs that could use, or accept, each model: d more. */
+void replay_waiting_add(struct replay_engine *s, const struct rjob *rj, int d);
+/* Job rj's estimate scored at arrival (lvl: the predictor's level). */
+void replay_score_estimate(struct tm_replay_stats *st, const struct tm_estimator *est,
+                           const struct tm_estimate_key *k, const struct rjob *rj, int lvl);
 
 /* replay_engine.c: what the passes use */
 
@@ -243,6 +262,9 @@ int replay_pass_once(struct replay_engine *s, int64_t now, struct tm_replay_stat
 void replay_ends_refresh(struct replay_engine *s, int64_t now);
 /* One pass over the whole queue, applied. */
 int replay_pass_whole(struct replay_engine *s, int64_t now, struct tm_replay_stats *st);
+
+/* replay_ranks.c */
+
 /* Per job its arrival rank (index in s->arr), and the group index over
  * the queue by rank and estimate that backfill and tarmac keep (group:
  * shape x 2 + preemptible).  0 or TM_ENOMEM. */
