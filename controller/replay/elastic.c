@@ -479,7 +479,12 @@ static int64_t time_left(const struct ejob *jb, int64_t est, int64_t now)
     return tm_estimate_remaining(est, now - jb->start);
 }
 
-static int schedule(struct sim *s)
+/* The elastic replay's adapter to the scheduler: the ready nodes (in
+ * order_nodes()'s order), the queue and the running jobs handed to one
+ * tm_sched_run() pass, and its placements and evictions applied to the
+ * jobs and the nodes.  The time replay has its own (replay_engine.c):
+ * its nodes are fixed and its pass incremental, these come and go. */
+static int sched_place_queue(struct sim *s)
 {
     struct tm_sched_node *sn = NULL;
     int32_t *nidx = NULL;
@@ -1584,7 +1589,7 @@ static int plan_and_schedule(struct sim *s)
     int rc = plan(s);
     if (rc < 0)
         return rc;
-    return schedule(s);
+    return sched_place_queue(s);
 }
 
 /* The most nodes alive (not leaving) at once. */
@@ -1692,7 +1697,7 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
             goto out;
         arrivals(&s);
         budget_guard(&s);
-        rc = schedule(&s);
+        rc = sched_place_queue(&s);
         if (rc < 0)
             goto out;
         if (s.now >= next_tick) {
