@@ -604,6 +604,48 @@ bool sched_constrained(const struct ctx *c, int32_t j)
     return popcount64(c->needs[j].slots) < popcount64(c->t.all_slots);
 }
 
+/* Whether job j's need takes all the GPUs of any node it accepts. */
+static bool needs_whole_nodes(const struct ctx *c, const struct need *nd)
+{
+    int32_t most = 0;
+
+    for (int sl = 0; sl < c->t.nslots; sl++)
+        if ((nd->slots >> sl & 1) && c->t.slot_maxg[sl] > most)
+            most = c->t.slot_maxg[sl];
+    return nd->gpus >= most;
+}
+
+/* Job j's ncand candidates (at least its nd->nodes) put in the order a
+ * reservation takes them, the node it held first where the sticky rule
+ * keeps it; returns when the gang could start on the first nd->nodes. */
+static int64_t cands_settle(const struct ctx *c, int32_t j, struct cand *cands, size_t ncand)
+{
+    const struct need *nd = &c->needs[j];
+    int64_t last;
+
+    if (ncand > 1)
+        cands_order(cands, ncand, (size_t)nd->nodes);
+    /* Sticky: a job that held a node keeps it, unless it can start now
+     * elsewhere.  Moving a reservation to whichever node looks earliest
+     * under wrong estimates restarts the drain each time and never ends. */
+    if (c->loans && nd->nodes == 1 && cands[0].t > c->in->now_ms) {
+        int32_t hold = c->in->jobs[j].hold_node - 1;
+        for (size_t k = 1; hold >= 0 && k < ncand; k++)
+            if (cands[k].node == hold) {
+                struct cand tmp = cands[k];
+                cands[k] = cands[0];
+                cands[0] = tmp;
+                break;
+            }
+    }
+    /* Sorted by key, not t: the gang starts when its last member can. */
+    last = cands[0].t;
+    for (int32_t k = 1; k < nd->nodes; k++)
+        if (cands[k].t > last)
+            last = cands[k].t;
+    return last;
+}
+
 /* The candidate nodes of job j, those without a reservation, each with
  * its earliest start, the first nd->nodes of them in the order a
  * reservation takes (earliest, then off narrow jobs' nodes, then the node
@@ -643,13 +685,8 @@ static int64_t reserve_cands_read(struct ctx *c, int32_t j, size_t *linked, stru
      * on the ends alone, and most nodes are passed without reading their
      * state (3.2 million reservations of 8-GPU jobs walked 1.6 billion
      * nodes in a saturated tarmac replay of 1,000,000 jobs). */
-    if (c->r.npreemptions == 0 && nd->gpus > 0) {
-        int32_t most = 0;
-        for (int sl = 0; sl < c->t.nslots; sl++)
-            if ((nd->slots >> sl & 1) && c->t.slot_maxg[sl] > most)
-                most = c->t.slot_maxg[sl];
-        whole = nd->gpus >= most;
-    }
+    if (c->r.npreemptions == 0 && nd->gpus > 0)
+        whole = needs_whole_nodes(c, nd);
     /* A single job's held node goes first: its key is then the cutoff
      * for all the others from the start, instead of only once the walk
      * reaches a node as early.  A saturated tarmac replay (1,000,000
@@ -730,29 +767,7 @@ static int64_t reserve_cands_read(struct ctx *c, int32_t j, size_t *linked, stru
     *ret_skipped = fast;
     if (ncand < (size_t)nd->nodes)
         goto out;
-    if (ncand > 1)
-        cands_order(cands, ncand, (size_t)nd->nodes);
-    /* Sticky: a job that held a node keeps it, unless it can start now
-     * elsewhere.  Moving a reservation to whichever node looks earliest
-     * under wrong estimates restarts the drain each time and never ends. */
-    if (c->loans && nd->nodes == 1 && cands[0].t > c->in->now_ms) {
-        int32_t hold = c->in->jobs[j].hold_node - 1;
-        for (size_t k = 1; hold >= 0 && k < ncand; k++)
-            if (cands[k].node == hold) {
-                struct cand tmp = cands[k];
-                cands[k] = cands[0];
-                cands[0] = tmp;
-                break;
-            }
-    }
-    {
-        /* Sorted by key, not t: the gang starts when its last member can. */
-        int64_t last = cands[0].t;
-        for (int32_t k = 1; k < nd->nodes; k++)
-            if (cands[k].t > last)
-                last = cands[k].t;
-        *ret_start = last;
-    }
+    *ret_start = cands_settle(c, j, cands, ncand);
 out:
     free(buf);
     if (r < 0) {
