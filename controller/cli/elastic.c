@@ -142,173 +142,227 @@ static void result_row(const struct tm_elastic_config *c, const struct tm_elasti
     fflush(stdout);
 }
 
+/* What the command line names beside the replay's configuration. */
+struct elastic_args {
+    const char *pods, *prices, *policies, *log, *hazards;
+    bool json;
+};
+
+/* Option a with its value val, into *base or *o: 0, or the exit status
+ * of a bad value (2), or -1 for an option it does not know. */
+static int option_value(struct tm_elastic_config *base, struct elastic_args *o, const char *a, const char *val)
+{
+    double v;
+
+    if (strcmp(a, "--pods") == 0) {
+        o->pods = val;
+    } else if (strcmp(a, "--nodes") == 0) {
+        /* accepted for the same inputs as replay; the fleet is elastic */
+    } else if (strcmp(a, "--prices") == 0) {
+        o->prices = val;
+    } else if (strcmp(a, "--log") == 0) {
+        o->log = val;
+    } else if (strcmp(a, "--policy") == 0) {
+        o->policies = val;
+    } else if (strcmp(a, "--since") == 0 || strcmp(a, "--max-runtime") == 0) {
+        int64_t ms;
+        if (tm_duration_parse(val, &ms) < 0)
+            return bad("bad duration \"%s\" (seconds, or e.g. 30m, 2h, 1d)", val);
+        if (a[2] == 's')
+            base->since_ms = ms;
+        else
+            base->max_runtime_ms = ms;
+    } else if (strcmp(a, "--boot-s") == 0) {
+        if (!num(val, 0, 86400, &v))
+            return bad("bad --boot-s \"%s\" (0..86400)", val);
+        base->boot_ms = (int64_t)(v * 1000);
+    } else if (strcmp(a, "--notice-s") == 0) {
+        if (!num(val, 0, 3600, &v))
+            return bad("bad --notice-s \"%s\" (0..3600)", val);
+        base->notice_ms = (int64_t)(v * 1000);
+    } else if (strcmp(a, "--tick-s") == 0) {
+        if (!num(val, 1, 3600, &v))
+            return bad("bad --tick-s \"%s\" (1..3600)", val);
+        base->tick_ms = (int64_t)(v * 1000);
+    } else if (strcmp(a, "--grace-s") == 0) {
+        if (!num(val, 0, 86400, &v))
+            return bad("bad --grace-s \"%s\" (0..86400)", val);
+        base->idle_grace_ms = (int64_t)(v * 1000);
+    } else if (strcmp(a, "--spot") == 0) {
+        if (strcmp(val, "on") == 0)
+            base->spot = true;
+        else if (strcmp(val, "off") == 0)
+            base->spot = false;
+        else
+            return bad("bad --spot \"%s\" (off, on)", val);
+    } else if (strcmp(a, "--consolidate-restart") == 0) {
+        if (strcmp(val, "on") == 0)
+            base->consolidate_restart = true;
+        else if (strcmp(val, "off") == 0)
+            base->consolidate_restart = false;
+        else
+            return bad("bad --consolidate-restart \"%s\" (off, on)", val);
+    } else if (strcmp(a, "--hazard") == 0) {
+        if (!num(val, 0, 100, &v))
+            return bad("bad --hazard \"%s\" (interruptions per node-hour, 0..100)", val);
+        base->hazard_per_hour = v;
+    } else if (strcmp(a, "--hazards") == 0) {
+        o->hazards = val;
+    } else if (strcmp(a, "--copies") == 0) {
+        if (!num(val, 1, 64, &v) || v != (int)v)
+            return bad("bad --copies \"%s\" (1..64)", val);
+        base->copies = (int)v;
+    } else if (strcmp(a, "--seed") == 0) {
+        if (!num(val, 0, 1e15, &v))
+            return bad("bad --seed \"%s\"", val);
+        base->seed = (uint64_t)v;
+    } else if (strcmp(a, "--deadline-slack") == 0) {
+        if (!num(val, 1, 1000, &v))
+            return bad("bad --deadline-slack \"%s\" (>= 1: deadline = submit + X x runtime)", val);
+        base->deadline_slack = v;
+    } else if (strcmp(a, "--checkpointable") == 0) {
+        if (strcmp(val, "none") == 0)
+            base->ckpt = TM_CKPT_NONE;
+        else if (strcmp(val, "be") == 0)
+            base->ckpt = TM_CKPT_BE;
+        else if (strcmp(val, "all") == 0)
+            base->ckpt = TM_CKPT_ALL;
+        else
+            return bad("bad --checkpointable \"%s\" (none, be, all)", val);
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+/* --policy's list into pol[0..*npol).  0 or 2 (a bad name). */
+static int policies_parse(const char *policies, int *pol, int *npol)
+{
+    char buf[128], *p, *c;
+
+    if (strlen(policies) >= sizeof(buf))
+        return bad("bad --policy \"%s\"", policies);
+    memcpy(buf, policies, strlen(policies) + 1);
+    p = buf;
+    for (;;) {
+        int k;
+        c = strchr(p, ',');
+        if (c)
+            *c = '\0';
+        k = tm_elastic_policy_parse(p);
+        if (k < 0 || *npol >= TM_ELASTIC_POLICY_MAX)
+            return bad("unrecognized policy \"%s\" (static, reactive, tarmac, oracle)", p);
+        pol[(*npol)++] = k;
+        if (!c)
+            break;
+        p = c + 1;
+    }
+    return 0;
+}
+
+/* --hazards FILE, which must name some (type, zone) of the price table
+ * (a table for other names is a mistake, not "no change").  0 or 2. */
+static int hazards_load(const char *path, const struct tm_price_table *prices, const char *prices_path,
+                        struct tm_spot_hazards **ret)
+{
+    struct tm_spot_hazards *hazards = malloc(sizeof(*hazards));
+    char err[512];
+    size_t used = 0;
+    int rc;
+
+    if (!hazards)
+        return bad("%s", tm_strerror(TM_ENOMEM));
+    rc = tm_spot_hazards_load(path, hazards, err, sizeof(err));
+    if (rc < 0) {
+        free(hazards);
+        return bad("%s", err);
+    }
+    for (size_t t = 0; t < prices->ntypes; t++)
+        for (size_t z = 0; z < (prices->nzones ? prices->nzones : 1); z++)
+            if (tm_spot_hazards_find(hazards, prices->types[t].name, prices->nzones ? prices->zones[z] : "sim-a"))
+                used++;
+    if (used == 0) {
+        free(hazards);
+        fprintf(stderr, "tarmac replay --elastic: %s names no (type, zone) of %s\n", path, prices_path);
+        return 2;
+    }
+    *ret = hazards;
+    return 0;
+}
+
+/* The command line into *base and *o: 0, or the exit status to return
+ * (*done: --help answered). */
+static int args_parse(int argc, char **argv, struct tm_elastic_config *base, struct elastic_args *o, bool *done)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int rc;
+        if (strcmp(a, "--elastic") == 0)
+            continue;
+        if (strcmp(a, "--json") == 0) {
+            o->json = true;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            *done = true;
+            return 0;
+        }
+        if (!val)
+            return bad("option %s needs a value", a);
+        i++;
+        rc = option_value(base, o, a, val);
+        if (rc < 0) {
+            usage(stderr);
+            return bad("unrecognized option \"%s\"", a);
+        }
+        if (rc > 0)
+            return rc;
+    }
+    if (!o->pods || !o->prices) {
+        usage(stderr);
+        return 2;
+    }
+    return 0;
+}
+
 int tm_elastic_main(int argc, char **argv)
 {
     struct tm_elastic_config base;
     struct tm_price_table prices;
     struct tm_spot_hazards *hazards = NULL;
     struct tm_trace trace;
-    const char *pods = NULL, *prices_path = NULL, *policies = "static,reactive,tarmac,oracle";
-    const char *log_path = NULL, *hazards_path = NULL;
-    bool json = false;
+    struct elastic_args o = {.policies = "static,reactive,tarmac,oracle"};
+    const char *hazards_path;
+    bool json, done = false;
     int pol[TM_ELASTIC_POLICY_MAX], npol = 0;
     char err[512];
     cJSON *arr = NULL;
     int rc = 0;
-    double v;
 
     tm_elastic_config_default(&base);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--elastic") == 0)
-            continue;
-        if (strcmp(a, "--json") == 0) {
-            json = true;
-            continue;
-        }
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 0;
-        }
-        if (!val)
-            return bad("option %s needs a value", a);
-        i++;
-        if (strcmp(a, "--pods") == 0) {
-            pods = val;
-        } else if (strcmp(a, "--nodes") == 0) {
-            /* accepted for the same inputs as replay; the fleet is elastic */
-        } else if (strcmp(a, "--prices") == 0) {
-            prices_path = val;
-        } else if (strcmp(a, "--log") == 0) {
-            log_path = val;
-        } else if (strcmp(a, "--policy") == 0) {
-            policies = val;
-        } else if (strcmp(a, "--since") == 0 || strcmp(a, "--max-runtime") == 0) {
-            int64_t ms;
-            if (tm_duration_parse(val, &ms) < 0)
-                return bad("bad duration \"%s\" (seconds, or e.g. 30m, 2h, 1d)", val);
-            if (a[2] == 's')
-                base.since_ms = ms;
-            else
-                base.max_runtime_ms = ms;
-        } else if (strcmp(a, "--boot-s") == 0) {
-            if (!num(val, 0, 86400, &v))
-                return bad("bad --boot-s \"%s\" (0..86400)", val);
-            base.boot_ms = (int64_t)(v * 1000);
-        } else if (strcmp(a, "--notice-s") == 0) {
-            if (!num(val, 0, 3600, &v))
-                return bad("bad --notice-s \"%s\" (0..3600)", val);
-            base.notice_ms = (int64_t)(v * 1000);
-        } else if (strcmp(a, "--tick-s") == 0) {
-            if (!num(val, 1, 3600, &v))
-                return bad("bad --tick-s \"%s\" (1..3600)", val);
-            base.tick_ms = (int64_t)(v * 1000);
-        } else if (strcmp(a, "--grace-s") == 0) {
-            if (!num(val, 0, 86400, &v))
-                return bad("bad --grace-s \"%s\" (0..86400)", val);
-            base.idle_grace_ms = (int64_t)(v * 1000);
-        } else if (strcmp(a, "--spot") == 0) {
-            if (strcmp(val, "on") == 0)
-                base.spot = true;
-            else if (strcmp(val, "off") == 0)
-                base.spot = false;
-            else
-                return bad("bad --spot \"%s\" (off, on)", val);
-        } else if (strcmp(a, "--consolidate-restart") == 0) {
-            if (strcmp(val, "on") == 0)
-                base.consolidate_restart = true;
-            else if (strcmp(val, "off") == 0)
-                base.consolidate_restart = false;
-            else
-                return bad("bad --consolidate-restart \"%s\" (off, on)", val);
-        } else if (strcmp(a, "--hazard") == 0) {
-            if (!num(val, 0, 100, &v))
-                return bad("bad --hazard \"%s\" (interruptions per node-hour, 0..100)", val);
-            base.hazard_per_hour = v;
-        } else if (strcmp(a, "--hazards") == 0) {
-            hazards_path = val;
-        } else if (strcmp(a, "--copies") == 0) {
-            if (!num(val, 1, 64, &v) || v != (int)v)
-                return bad("bad --copies \"%s\" (1..64)", val);
-            base.copies = (int)v;
-        } else if (strcmp(a, "--seed") == 0) {
-            if (!num(val, 0, 1e15, &v))
-                return bad("bad --seed \"%s\"", val);
-            base.seed = (uint64_t)v;
-        } else if (strcmp(a, "--deadline-slack") == 0) {
-            if (!num(val, 1, 1000, &v))
-                return bad("bad --deadline-slack \"%s\" (>= 1: deadline = submit + X x runtime)", val);
-            base.deadline_slack = v;
-        } else if (strcmp(a, "--checkpointable") == 0) {
-            if (strcmp(val, "none") == 0)
-                base.ckpt = TM_CKPT_NONE;
-            else if (strcmp(val, "be") == 0)
-                base.ckpt = TM_CKPT_BE;
-            else if (strcmp(val, "all") == 0)
-                base.ckpt = TM_CKPT_ALL;
-            else
-                return bad("bad --checkpointable \"%s\" (none, be, all)", val);
-        } else {
-            usage(stderr);
-            return bad("unrecognized option \"%s\"", a);
-        }
-    }
-    if (!pods || !prices_path) {
-        usage(stderr);
-        return 2;
-    }
-    {
-        char buf[128], *p, *c;
-        if (strlen(policies) >= sizeof(buf))
-            return bad("bad --policy \"%s\"", policies);
-        memcpy(buf, policies, strlen(policies) + 1);
-        p = buf;
-        for (;;) {
-            int k;
-            c = strchr(p, ',');
-            if (c)
-                *c = '\0';
-            k = tm_elastic_policy_parse(p);
-            if (k < 0 || npol >= TM_ELASTIC_POLICY_MAX)
-                return bad("unrecognized policy \"%s\" (static, reactive, tarmac, oracle)", p);
-            pol[npol++] = k;
-            if (!c)
-                break;
-            p = c + 1;
-        }
-    }
-    rc = tm_prices_load(prices_path, &prices, err, sizeof(err));
+    rc = args_parse(argc, argv, &base, &o, &done);
+    if (rc != 0 || done)
+        return rc;
+    json = o.json;
+    hazards_path = o.hazards;
+    rc = policies_parse(o.policies, pol, &npol);
+    if (rc != 0)
+        return rc;
+    rc = tm_prices_load(o.prices, &prices, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "tarmac replay --elastic: %s\n", err);
         return 2;
     }
     if (hazards_path) {
-        size_t used = 0;
-        hazards = malloc(sizeof(*hazards));
-        if (!hazards)
-            return bad("%s", tm_strerror(TM_ENOMEM));
-        rc = tm_spot_hazards_load(hazards_path, hazards, err, sizeof(err));
-        if (rc < 0) {
-            free(hazards);
-            return bad("%s", err);
-        }
-        for (size_t t = 0; t < prices.ntypes; t++)
-            for (size_t z = 0; z < (prices.nzones ? prices.nzones : 1); z++)
-                if (tm_spot_hazards_find(hazards, prices.types[t].name,
-                                         prices.nzones ? prices.zones[z] : "sim-a"))
-                    used++;
-        if (used == 0) {
-            /* a table for other names is a mistake, not "no change" */
-            free(hazards);
-            fprintf(stderr, "tarmac replay --elastic: %s names no (type, zone) of %s\n", hazards_path,
-                    prices_path);
-            return 2;
-        }
+        rc = hazards_load(hazards_path, &prices, o.prices, &hazards);
+        if (rc != 0)
+            return rc;
         base.hazards = hazards;
     }
     memset(&trace, 0, sizeof(trace));
-    rc = tm_trace_load_pods(&trace, pods, err, sizeof(err));
+    rc = tm_trace_load_pods(&trace, o.pods, err, sizeof(err));
     if (rc < 0) {
         fprintf(stderr, "tarmac replay --elastic: %s\n", rc == TM_EINVAL ? err : tm_strerror(rc));
         tm_trace_release(&trace);
@@ -316,12 +370,12 @@ int tm_elastic_main(int argc, char **argv)
         return 2;
     }
     base.prices = &prices;
-    if (log_path) {
-        base.log = fopen(log_path, "w");
+    if (o.log) {
+        base.log = fopen(o.log, "w");
         if (!base.log) {
             tm_trace_release(&trace);
             free(hazards);
-            return bad("could not open log \"%s\"", log_path);
+            return bad("could not open log \"%s\"", o.log);
         }
     }
     if (json)
