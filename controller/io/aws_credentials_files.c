@@ -73,33 +73,27 @@ static char *trim(char *s)
     return s;
 }
 
-/*
- * Read and parse one file.  TM_ENOTFOUND when it does not exist (and
- * !required); TM_EINVAL for anything malformed, with "FILE:LINE: why" in
- * err.  No file content is ever copied into err: a line that fails to
- * parse may well be a pasted secret.
- *
- * Grammar (what botocore's RawConfigParser accepts, minus the rare parts):
- * blank lines; comments starting with '#' or ';'; "[section]"; "key = value"
- * or "key: value" at the start of a line; indented "key = value" lines
- * right after a key with an empty value (a nested block such as "s3 =",
- * kept out of the way: we do not read nested keys).  A key before any
- * section, a repeated section or a repeated key in one section is an error,
- * as in botocore.
- */
-static int ini_load(const char *path, bool required, struct ini *ini, char *err, size_t errsize)
+/* The parse so far: the section lines now belong to, whether an indented
+ * line may follow (after "key =" with an empty value). */
+struct ini_parse {
+    const char *path;
+    const char *section;
+    bool nested_ok;
+    unsigned lineno;
+    char *err;
+    size_t errsize;
+};
+
+/* The file's bytes into ini->text (NUL-terminated), at most what fstat
+ * says.  0, TM_ENOTFOUND (absent, !required), TM_EINVAL or < 0 (then
+ * *ini is released, but for a file that would not open). */
+static int ini_read(const char *path, bool required, struct ini *ini, char *err, size_t errsize)
 {
     struct stat st;
-    const char *section = NULL;
-    bool nested_ok = false;
-    char *p, *line;
-    unsigned lineno = 0;
     ssize_t got;
     size_t off = 0;
-    int fd = -1, r = 0;
+    int fd, r = 0;
 
-    memset(ini, 0, sizeof(*ini));
-    snprintf(ini->path, sizeof(ini->path), "%s", path);
     fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         r = -errno;
@@ -145,113 +139,143 @@ static int ini_load(const char *path, bool required, struct ini *ini, char *err,
     if (memchr(ini->text, '\0', off)) {
         set_err(err, errsize, "%s: contains a NUL byte", path);
         r = TM_EINVAL;
-        goto out;
     }
-    for (p = ini->text; p && *p;) {
+out:
+    close(fd);
+    if (r < 0)
+        ini_release(ini);
+    return r;
+}
+
+/* A "[section]" line (s trimmed).  0 or TM_EINVAL. */
+static int ini_section(struct ini_parse *ps, struct ini *ini, char *s)
+{
+    char *close = strchr(s, ']');
+    char *name;
+
+    if (!close || close[1] != '\0') {
+        set_err(ps->err, ps->errsize, "%s:%u: section header has no closing ']' at its end", ps->path,
+                ps->lineno);
+        return TM_EINVAL;
+    }
+    *close = '\0';
+    name = trim(s + 1);
+    if (!*name) {
+        set_err(ps->err, ps->errsize, "%s:%u: empty section name", ps->path, ps->lineno);
+        return TM_EINVAL;
+    }
+    for (size_t i = 0; i < ini->n; i++) {
+        if (!strcmp(ini->e[i].section, name) && ini->e[i].key == NULL) {
+            set_err(ps->err, ps->errsize, "%s:%u: section \"%s\" repeats the one at line %u", ps->path,
+                    ps->lineno, name, ini->e[i].line);
+            return TM_EINVAL;
+        }
+    }
+    if (ini->n == INI_MAX_ENTRIES) {
+        set_err(ps->err, ps->errsize, "%s:%u: too many entries", ps->path, ps->lineno);
+        return TM_EINVAL;
+    }
+    /* A section marker: key NULL. */
+    ini->e[ini->n++] = (struct ini_entry){.section = name, .line = ps->lineno};
+    ps->section = name;
+    ps->nested_ok = false;
+    return 0;
+}
+
+/* A "key = value" line (s trimmed; indented: the line was).  0 or
+ * TM_EINVAL. */
+static int ini_key(struct ini_parse *ps, struct ini *ini, char *s, bool indented)
+{
+    char *sep = strpbrk(s, "=:");
+    char *key, *value;
+
+    if (!sep || sep == s) {
+        set_err(ps->err, ps->errsize, "%s:%u: expected \"key = value\" or \"[section]\"", ps->path,
+                ps->lineno);
+        return TM_EINVAL;
+    }
+    if (!ps->section) {
+        set_err(ps->err, ps->errsize, "%s:%u: key outside of any [section]", ps->path, ps->lineno);
+        return TM_EINVAL;
+    }
+    if (indented) {
+        if (!ps->nested_ok) {
+            set_err(ps->err, ps->errsize, "%s:%u: indented line that does not follow \"key =\"",
+                    ps->path, ps->lineno);
+            return TM_EINVAL;
+        }
+        return 0;  /* a nested key: not one we read */
+    }
+    *sep = '\0';
+    key = trim(s);
+    value = trim(sep + 1);
+    for (const char *c = key; *c; c++) {
+        if (!isalnum((unsigned char)*c) && *c != '_' && *c != '-' && *c != '.') {
+            /* Do not quote the key: it may be half a secret. */
+            set_err(ps->err, ps->errsize, "%s:%u: bad character in key name", ps->path, ps->lineno);
+            return TM_EINVAL;
+        }
+    }
+    for (size_t i = 0; i < ini->n; i++) {
+        if (ini->e[i].key && ini->e[i].section == ps->section && !strcasecmp(ini->e[i].key, key)) {
+            set_err(ps->err, ps->errsize, "%s:%u: key \"%s\" repeats the one at line %u", ps->path,
+                    ps->lineno, key, ini->e[i].line);
+            return TM_EINVAL;
+        }
+    }
+    if (ini->n == INI_MAX_ENTRIES) {
+        set_err(ps->err, ps->errsize, "%s:%u: too many entries", ps->path, ps->lineno);
+        return TM_EINVAL;
+    }
+    ini->e[ini->n++] = (struct ini_entry){
+        .section = ps->section, .key = key, .value = value, .line = ps->lineno};
+    ps->nested_ok = *value == '\0';
+    return 0;
+}
+
+/*
+ * Read and parse one file.  TM_ENOTFOUND when it does not exist (and
+ * !required); TM_EINVAL for anything malformed, with "FILE:LINE: why" in
+ * err.  No file content is ever copied into err: a line that fails to
+ * parse may well be a pasted secret.
+ *
+ * Grammar (what botocore's RawConfigParser accepts, minus the rare parts):
+ * blank lines; comments starting with '#' or ';'; "[section]"; "key = value"
+ * or "key: value" at the start of a line; indented "key = value" lines
+ * right after a key with an empty value (a nested block such as "s3 =",
+ * kept out of the way: we do not read nested keys).  A key before any
+ * section, a repeated section or a repeated key in one section is an error,
+ * as in botocore.
+ */
+static int ini_load(const char *path, bool required, struct ini *ini, char *err, size_t errsize)
+{
+    struct ini_parse ps = {.path = path, .err = err, .errsize = errsize};
+    int r;
+
+    memset(ini, 0, sizeof(*ini));
+    snprintf(ini->path, sizeof(ini->path), "%s", path);
+    r = ini_read(path, required, ini, err, errsize);
+    if (r < 0)
+        return r;
+    for (char *p = ini->text; r == 0 && p && *p;) {
         char *nl = strchr(p, '\n');
+        char *line, *s;
         bool indented;
-        char *s;
 
         if (nl)
             *nl = '\0';
         line = p;
         p = nl ? nl + 1 : NULL;
-        lineno++;
+        ps.lineno++;
         indented = line[0] == ' ' || line[0] == '\t';
         s = trim(line);
         if (*s == '\0' || *s == '#' || *s == ';')
             continue;
-        if (!indented && *s == '[') {
-            char *close = strchr(s, ']');
-            char *name;
-
-            if (!close || close[1] != '\0') {
-                set_err(err, errsize, "%s:%u: section header has no closing ']' at its end", path, lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            *close = '\0';
-            name = trim(s + 1);
-            if (!*name) {
-                set_err(err, errsize, "%s:%u: empty section name", path, lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            for (size_t i = 0; i < ini->n; i++) {
-                if (!strcmp(ini->e[i].section, name) && ini->e[i].key == NULL) {
-                    set_err(err, errsize, "%s:%u: section \"%s\" repeats the one at line %u",
-                            path, lineno, name, ini->e[i].line);
-                    r = TM_EINVAL;
-                    goto out;
-                }
-            }
-            if (ini->n == INI_MAX_ENTRIES) {
-                set_err(err, errsize, "%s:%u: too many entries", path, lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            /* A section marker: key NULL. */
-            ini->e[ini->n++] = (struct ini_entry){.section = name, .line = lineno};
-            section = name;
-            nested_ok = false;
-            continue;
-        }
-        {
-            char *sep = strpbrk(s, "=:");
-            char *key, *value;
-
-            if (!sep || sep == s) {
-                set_err(err, errsize, "%s:%u: expected \"key = value\" or \"[section]\"", path,
-                        lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            if (!section) {
-                set_err(err, errsize, "%s:%u: key outside of any [section]", path, lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            if (indented) {
-                if (!nested_ok) {
-                    set_err(err, errsize, "%s:%u: indented line that does not follow \"key =\"",
-                            path, lineno);
-                    r = TM_EINVAL;
-                    goto out;
-                }
-                continue;  /* a nested key: not one we read */
-            }
-            *sep = '\0';
-            key = trim(s);
-            value = trim(sep + 1);
-            for (const char *c = key; *c; c++) {
-                if (!isalnum((unsigned char)*c) && *c != '_' && *c != '-' && *c != '.') {
-                    /* Do not quote the key: it may be half a secret. */
-                    set_err(err, errsize, "%s:%u: bad character in key name", path, lineno);
-                    r = TM_EINVAL;
-                    goto out;
-                }
-            }
-            for (size_t i = 0; i < ini->n; i++) {
-                if (ini->e[i].key && ini->e[i].section == section && !strcasecmp(ini->e[i].key, key)) {
-                    set_err(err, errsize, "%s:%u: key \"%s\" repeats the one at line %u", path,
-                            lineno, key, ini->e[i].line);
-                    r = TM_EINVAL;
-                    goto out;
-                }
-            }
-            if (ini->n == INI_MAX_ENTRIES) {
-                set_err(err, errsize, "%s:%u: too many entries", path, lineno);
-                r = TM_EINVAL;
-                goto out;
-            }
-            ini->e[ini->n++] = (struct ini_entry){
-                .section = section, .key = key, .value = value, .line = lineno};
-            nested_ok = *value == '\0';
-        }
+        if (!indented && *s == '[')
+            r = ini_section(&ps, ini, s);
+        else
+            r = ini_key(&ps, ini, s, indented);
     }
-out:
-    if (fd >= 0)
-        close(fd);
     if (r < 0)
         ini_release(ini);
     return r;
