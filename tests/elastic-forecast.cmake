@@ -1,4 +1,5 @@
-# The demand forecaster (controller/fleet/forecast.c, cli/forecast.c).
+# The demand forecaster (controller/fleet/forecast.c, its series readers
+# fleet/forecast_series.c, and `tarmac forecast` in cli/forecast.c).
 # test_forecast links fleet/ alone (no libuv, libpq or libcurl), so a stray
 # I/O call in the forecaster fails to link; test_forecast_cli is the same
 # file with the `tarmac forecast` cases too, linked with the whole tree.

@@ -1,5 +1,5 @@
 /*
- * controller/api/internal.h: what server.c (the server core) and the
+ * controller/api/internal.h: what the server core (server.c, call.c) and the
  * routes' files share.  Not for other modules.  Calls run one way: the
  * routes call the server; the server reaches them only through the
  * tm_api_routes it is given.

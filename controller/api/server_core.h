@@ -1,6 +1,7 @@
 /*
  * controller/api/server_core.h: the server core's own state, shared by its
- * files and by no route: server.c (answers, calls, listening, shutdown),
+ * files and by no route: server.c (listening, shutdown), call.c (calls
+ * and their answers),
  * dispatch.c (routing a request to its route), auth.c (bearer tokens, the
  * authentication cache, rate limits, the scrape token) and too_large.c
  * (the 413 -> 400 filter).  The routes see only internal.h.
@@ -94,6 +95,8 @@ struct tm_api {
     enum close_step step;
     void (*done)(void *data);
     void *done_data;
+    /* server.c's drain check, called by call.c as each call goes */
+    void (*on_call_freed)(struct tm_api *api);
     struct tm_api_stats stats;
     const struct tm_fleet_stats *fleet; /* the controller's, borrowed; NULL when none */
     struct rate_slot rate[RATE_SLOTS];
@@ -103,7 +106,7 @@ struct tm_api {
     void *route_state;                    /* routes->state_new()'s, one per server */
 };
 
-/* server.c: count an answer by its status; answer {"error", "field"}
+/* call.c: count an answer by its status; answer {"error", "field"}
  * (header values are not copied by h2o: only literals); a heap call for
  * req that outlives it safely (internal.h, "Lifetimes"). */
 void tm_api_count_status(struct tm_api *api, int status);

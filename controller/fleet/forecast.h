@@ -158,7 +158,7 @@ int tm_forecast_evaluate(enum tm_forecast_kind kind, const struct tm_forecast_pa
                          struct tm_forecast_score *ret);
 
 /*
- * Series files (controller/cli/forecast.c; these do I/O).
+ * Series files (controller/fleet/forecast_series.c; these read files).
  */
 
 /* A time series: n samples sorted by time.  Release with

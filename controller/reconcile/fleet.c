@@ -146,11 +146,95 @@ static void fleet_unoffered(struct pass *p, const bool *in_model, struct fleet *
                         (int32_t)ti, (int32_t)z, spot == 1, INT64_MAX};
 }
 
+/* The live mapper: every live node of the model's pools, each allocation
+ * on one as a hold, and the queued work no node took this pass routed to
+ * the model's pools as an ask.  What only the live world knows is decided
+ * here: which nodes are leaving, each node's grace, the pool's word on
+ * restarts, the estimates and a queued job's shape in its pool. */
+static void fleet_view(struct pass *p, const bool *in_model, const bool *job_placed, struct fleet *f,
+                       int64_t grace_max)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_config *cfg = p->cfg;
+
+    for (size_t ni = 0; ni < s->nnodes; ni++) {
+        const struct tm_snap_node *n = &s->nodes[ni];
+        if (n->pool < 0 || !in_model[n->pool] || p->node_gone[ni] || n->state == TM_NODE_TERMINATING)
+            continue;
+        const struct tm_config_pool *pool = &cfg->pools[n->pool];
+        const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
+        const struct tm_config_instance_type *t = prov ? tm_config_type_find(prov, n->instance_type) : NULL;
+        int ti = t ? type_index(&f->pr, pool->provider, t) : -1;
+        int zi = zone_index(&f->pr, n->zone, true);
+        if (ti < 0)
+            continue;
+        f->plan_of[ni] = (int32_t)f->nnodes;
+        f->vnodes[f->nnodes] = (struct tm_plan_view_node){
+            .id = n->id, .type = ti, .zone = zi < 0 ? 0 : zi,
+            .spot = n->capacity == TM_CAPACITY_SPOT, .ready = n->state == TM_NODE_READY,
+            /* A node a spot substitute will replace stays in: it still
+             * holds its work, and counting it out would launch on-demand
+             * capacity for that work ahead of the forecast.  The mapping
+             * keeps it from a second substitution or a move.  A cordoned
+             * node is released by tm_rc_run_planner past its grace, not
+             * by the planner. */
+            .leaving = p->node_noticed[ni] || n->state == TM_NODE_DRAINING || n->cordoned,
+            .cordoned = n->cordoned, .restart_allowed = pool->consolidate_restart,
+            /* work placed this pass is not known here (schedule.c) */
+            .placed = p->node_placed[ni],
+            /* One grace per planner pass: shift each node's idle start so
+             * that it passes the planner's grace when it passes its pool's. */
+            .idle_since_ms = (n->idle_since_ms > 0 ? n->idle_since_ms : p->in->now_ms) -
+                             (grace_max - pool->idle_grace_ms),
+        };
+        f->node_of[f->nnodes++] = (int32_t)ni;
+    }
+    /* Running jobs (allocations) hold the nodes.  A job the snapshot does
+     * not describe is held as one that may not be stopped. */
+    for (size_t a = 0; a < s->nallocs; a++) {
+        const struct tm_snap_alloc *al = &s->allocs[a];
+        int ni = tm_rc_node_index(p, al->node_id);
+        int ji = tm_rc_job_index(p, al->job_id);
+        if (ni < 0 || f->plan_of[ni] < 0)
+            continue;
+        const struct tm_snap_job *j = ji >= 0 ? &s->jobs[ji] : NULL;
+        int64_t e = j ? tm_rc_job_estimate(p->est, j) : 0;
+        f->vjobs[f->nvjobs++] = (struct tm_plan_view_job){
+            .id = al->job_id, .node = f->plan_of[ni], .gpu_mask = al->gpu_mask,
+            .gpu_milli = al->gpu_milli, .cpu_milli = al->cpu_milli, .memory_mib = al->memory_mib,
+            .preemptible = j && j->preemptible, .checkpointable = j && j->checkpointable,
+            .nodes = j ? j->nodes : 1, .attempts = j ? j->attempts : 0,
+            .ran_ms = j ? tm_rc_ran_ms(p, j) : 0,
+            .remaining_ms = j && e > 0 ? tm_estimate_remaining(e, p->in->now_ms - j->started_ms)
+                                       : TM_RC_DEFAULT_USE_MS,
+            .deadline_ms = j ? j->deadline_ms : 0};
+    }
+    /* Queued work no node took this pass, routed to this model's pools: a
+     * gang member or a job asking the pool's node size takes a whole node
+     * of it; preemptible only where the pool may take it back. */
+    for (size_t ji = 0; ji < s->njobs; ji++) {
+        const struct tm_snap_job *j = &s->jobs[ji];
+        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
+            continue;
+        int pi = tm_rc_job_route(cfg, j);
+        if (pi < 0 || !in_model[pi])
+            continue;
+        const struct tm_config_pool *pool = &cfg->pools[pi];
+        int64_t e = tm_rc_job_estimate(p->est, j);
+        int32_t gpus = j->nodes > 1 || j->gpus == pool->gpus_per_node ? pool->gpus_per_node : j->gpus;
+        f->vjobs[f->nvjobs++] = (struct tm_plan_view_job){
+            .id = j->id, .node = -1, .gpus = gpus, .gpu_milli = gpus > 0 ? 1000 : j->gpu_milli,
+            .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib,
+            .preemptible = j->preemptible && !tm_rc_pool_is_od(pool),
+            .checkpointable = j->checkpointable, .nodes = j->nodes,
+            .remaining_ms = e > 0 ? e : TM_RC_DEFAULT_USE_MS, .deadline_ms = j->deadline_ms};
+    }
+}
+
 /* Build the planner's view of one GPU model's pools. */
 static void fleet_build(struct pass *p, const bool *in_model, const bool *job_placed,
                         struct fleet *f, struct tm_planner_input *in)
 {
-    const struct tm_snapshot *s = p->in->snap;
     const struct tm_config *cfg = p->cfg;
     int64_t grace_max = 0;
     bool all_limited = true;
@@ -219,114 +303,14 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
      * work frees within a boot instead of a launch (planner.h). */
     in->params.wait_for_ends = true;
 
-    /* Nodes: every live node of the model's pools. */
-    for (size_t ni = 0; ni < s->nnodes; ni++) {
-        const struct tm_snap_node *n = &s->nodes[ni];
-        if (n->pool < 0 || !in_model[n->pool] || p->node_gone[ni] || n->state == TM_NODE_TERMINATING)
-            continue;
-        const struct tm_config_pool *pool = &cfg->pools[n->pool];
-        const struct tm_config_provider *prov = tm_config_provider_find(cfg, pool->provider);
-        const struct tm_config_instance_type *t = prov ? tm_config_type_find(prov, n->instance_type) : NULL;
-        int ti = t ? type_index(&f->pr, pool->provider, t) : -1;
-        int zi = zone_index(&f->pr, n->zone, true);
-        if (ti < 0)
-            continue;
-        f->plan_of[ni] = (int32_t)f->nnodes;
-        bool ready = n->state == TM_NODE_READY;
-        struct tm_planner_node *x = &f->nodes[f->nnodes];
-        *x = (struct tm_planner_node){
-            .id = n->id, .type = ti, .zone = zi < 0 ? 0 : zi,
-            .spot = n->capacity == TM_CAPACITY_SPOT, .ready = ready,
-            /* A node a spot substitute will replace stays in: it still
-             * holds its work, and counting it out would launch on-demand
-             * capacity for that work ahead of the forecast.  The mapping
-             * keeps it from a second substitution or a move. */
-            .leaving = p->node_noticed[ni] || n->state == TM_NODE_DRAINING || n->cordoned,
-            .free_whole = t->gpus, .only_preemptible = true,
-            /* Work placed this pass is not known here: not movable. */
-            .movable = !p->node_placed[ni], .cordoned = n->cordoned,
-            /* its pool forbids restarts, or work placed this pass (unknown here) */
-            .no_restart = !pool->consolidate_restart || p->node_placed[ni],
-            .busy_until_ms = p->in->now_ms,
-        };
-        /* One grace per planner pass: shift each node's idle start so
-         * that it passes the planner's grace when it passes its pool's. */
-        x->idle_since_ms = (n->idle_since_ms > 0 ? n->idle_since_ms : p->in->now_ms) -
-                           (grace_max - pool->idle_grace_ms);
-        if (p->node_busy[ni] && !ready)
-            x->jobs = 1;
-        f->node_of[f->nnodes++] = (int32_t)ni;
-    }
-    /* Running jobs (allocations) and what this pass placed hold the nodes. */
-    for (size_t a = 0; a < s->nallocs; a++) {
-        const struct tm_snap_alloc *al = &s->allocs[a];
-        int ni = tm_rc_node_index(p, al->node_id);
-        int ji = tm_rc_job_index(p, al->job_id);
-        if (ni < 0 || f->plan_of[ni] < 0)
-            continue;
-        size_t k = (size_t)f->plan_of[ni];
-        struct tm_planner_node *x = &f->nodes[k];
-        int32_t whole = __builtin_popcount(al->gpu_mask);
-        int32_t milli = whole > 0 ? whole * 1000 : al->gpu_milli;
-        const struct tm_snap_job *j = ji >= 0 ? &s->jobs[ji] : NULL;
-        int64_t e = j ? tm_rc_job_estimate(p->est, j) : 0;
-        int64_t left = j && e > 0 ? tm_estimate_remaining(e, p->in->now_ms - j->started_ms) : TM_RC_DEFAULT_USE_MS;
-        x->used_milli += milli;
-        x->free_whole -= whole > 0 ? whole : 0;
-        x->jobs++;
-        x->used_cpu_milli += al->cpu_milli;
-        x->used_memory_mib += al->memory_mib;
-        if (!j || !j->preemptible)
-            x->only_preemptible = false;
-        /* Movable: every job can checkpoint and resume elsewhere.  A gang
-         * spans nodes, and moving it would stop the others too: never. */
-        if (!j || !j->preemptible || !j->checkpointable || j->nodes > 1)
-            x->movable = false;
-        /* a gang restarts as a whole or not at all: not by one node's restart */
-        if (!j || j->nodes > 1)
-            x->no_restart = true;
-        if (j && !j->checkpointable)
-            x->lost_if_moved_milli_ms += (int64_t)milli * tm_rc_ran_ms(p, j);
-        if (p->in->now_ms + left > x->busy_until_ms)
-            x->busy_until_ms = p->in->now_ms + left;
-        f->jobs[f->njobs++] = (struct tm_planner_job){
-            .id = al->job_id, .gpus = whole, .milli = milli, .preemptible = j && j->preemptible,
-            .on_spot = x->spot, .running = true, .node = (int32_t)k, .remaining_ms = left,
-            .deadline_ms = j ? j->deadline_ms : 0, .cpu_milli = al->cpu_milli,
-            .memory_mib = al->memory_mib, .checkpointable = j && j->checkpointable,
-            .attempts = j ? j->attempts : 0, .ran_ms = j ? tm_rc_ran_ms(p, j) : 0};
-    }
-    for (size_t k = 0; k < f->nnodes; k++) {
-        struct tm_planner_node *x = &f->nodes[k];
-        int32_t g = f->pr.types[x->type].gpus;
-        int32_t w = g - (x->used_milli + 999) / 1000;
-        if (x->free_whole > w)
-            x->free_whole = w;
-        if (x->free_whole < 0)
-            x->free_whole = 0;
-        /* placed this pass, not yet an allocation: not idle */
-        if (x->jobs == 0 && p->node_busy[f->node_of[k]])
-            x->jobs = 1;
-    }
-    /* Queued work no node took this pass, routed to this model's pools. */
-    for (size_t ji = 0; ji < s->njobs; ji++) {
-        const struct tm_snap_job *j = &s->jobs[ji];
-        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
-            continue;
-        int pi = tm_rc_job_route(cfg, j);
-        if (pi < 0 || !in_model[pi])
-            continue;
-        const struct tm_config_pool *pool = &cfg->pools[pi];
-        int64_t e = tm_rc_job_estimate(p->est, j);
-        int32_t gpus = j->nodes > 1 || j->gpus == pool->gpus_per_node ? pool->gpus_per_node : j->gpus;
-        for (int m = 0; m < (j->nodes > 1 ? j->nodes : 1); m++)
-            f->jobs[f->njobs++] = (struct tm_planner_job){
-                .id = j->id, .gpus = gpus, .milli = gpus > 0 ? gpus * 1000 : j->gpu_milli,
-                .preemptible = j->preemptible && !tm_rc_pool_is_od(pool), .running = false, .node = -1,
-                .remaining_ms = e > 0 ? e : TM_RC_DEFAULT_USE_MS, .deadline_ms = j->deadline_ms,
-                .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib,
-                .gang = j->nodes > 1 ? j->nodes : 0};
-    }
+    /* The snapshot as the builder's view (fleet/plan_input.h), which
+     * derives the planner's nodes and jobs from it as the replay's does. */
+    fleet_view(p, in_model, job_placed, f, grace_max);
+    struct tm_plan_view v = {.now_ms = p->in->now_ms, .prices = &f->pr, .nodes = f->vnodes,
+                             .nnodes = f->nnodes, .jobs = f->vjobs, .njobs = f->nvjobs};
+    int r = tm_plan_input_build(&v, f->nodes, f->jobs, &f->njobs, NULL);
+    if (r < 0)
+        p->err = r;
     /* Cells no pool offers first (the planner's nunoffered), then the
      * shortages the caller remembers, by the table's indices. */
     fleet_unoffered(p, in_model, f);
@@ -481,20 +465,23 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
         f->node_of = calloc(s->nnodes + 1, sizeof(*f->node_of));
         f->plan_of = malloc((s->nnodes + 1) * sizeof(*f->plan_of));
         f->jobs = calloc(maxjobs, sizeof(*f->jobs));
+        f->vnodes = calloc(s->nnodes + 1, sizeof(*f->vnodes));
+        f->vjobs = calloc(s->nallocs + s->njobs + 1, sizeof(*f->vjobs));
         /* the remembered shortages (one per cloud selling the type, at
          * most), and the cells no pool offers (fleet_unoffered) */
         f->shortages = calloc(p->in->nshortages * TM_PRICES_TYPES_MAX +
                                   2 * TM_PRICES_TYPES_MAX * TM_PRICES_ZONES_MAX + 1,
                               sizeof(*f->shortages));
     }
-    if (!f || !f->nodes || !f->node_of || !f->plan_of || !f->jobs || !f->shortages) {
+    if (!f || !f->nodes || !f->node_of || !f->plan_of || !f->jobs || !f->vnodes || !f->vjobs ||
+        !f->shortages) {
         p->err = TM_ENOMEM;
         goto out;
     }
     for (size_t ni = 0; ni < s->nnodes; ni++)
         f->plan_of[ni] = -1;
     fleet_build(p, in_model, job_placed, f, &in);
-    if (f->pr.ntypes == 0)
+    if (p->err || f->pr.ntypes == 0)
         goto out;
     int r = tm_planner_run(&in, &res);
     if (r < 0) {
@@ -603,6 +590,8 @@ out:
         free(f->node_of);
         free(f->plan_of);
         free(f->jobs);
+        free(f->vnodes);
+        free(f->vjobs);
         free(f->shortages);
     }
     free(f);

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "controller/sched/estimate.h"
+#include "controller/fleet/plan_input.h"
 #include "controller/fleet/planner.h"
 #include "controller/fleet/prices.h"
 #include "controller/reconcile/reconcile.h"
@@ -90,6 +91,12 @@ struct fleet {
     size_t nnodes;
     struct tm_planner_job *jobs;
     size_t njobs;
+    /* The snapshot as the planner's input builder reads it
+     * (fleet/plan_input.h): one entry per plan node, and per job its hold
+     * on a plan node or its ask. */
+    struct tm_plan_view_node *vnodes;
+    struct tm_plan_view_job *vjobs;
+    size_t nvjobs;
     struct tm_planner_shortage *shortages;
     size_t nshortages;
     bool any_shortage;

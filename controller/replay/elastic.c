@@ -24,7 +24,9 @@
 
 #include "controller/sched/estimate.h"
 #include "controller/fleet/forecast.h"
+#include "controller/fleet/plan_input.h"
 #include "controller/fleet/planner.h"
+#include "controller/replay/elastic_view.h"
 #include "controller/sched/scheduler.h"
 #include "core/err.h"
 #include "providers/sim/simcloud.h"
@@ -100,7 +102,7 @@ struct ejob {
     uint32_t mask;
     int32_t amilli;
     bool loaned;
-    int attempts;
+    int attempts; /* attempts ended, checkpointed or not (started = this + 1 while running) */
 };
 
 struct enode {
@@ -373,13 +375,13 @@ static void stop_job(struct sim *s, size_t j, bool checkpoint)
     struct enode *n = &s->nodes[jb->node];
     int64_t ran = s->now - jb->start;
 
+    jb->attempts++;
     if (checkpoint) {
         /* a restart from a checkpoint costs the restore time again */
         jb->progress += ran;
         jb->progress -= jb->progress < CKPT_RESTORE_MS ? jb->progress : CKPT_RESTORE_MS;
     } else {
         s->st.lost_gpu_hours += (double)jb->milli / 1000 * (double)ran / HOUR_MS;
-        jb->attempts++;
         /* It ran `ran` already: under heavy tails it runs as long again. */
         if (jb->estimate < tm_estimate_overrun(ran))
             jb->estimate = tm_estimate_overrun(ran);
@@ -814,22 +816,30 @@ static int apply_action(struct sim *s, const struct tm_planner_action *x, const 
 static int plan(struct sim *s)
 {
     const struct tm_elastic_config *c = s->cfg;
+    size_t nv = s->nqueued + s->nrunning;
+    struct tm_elastic_view_node *en = calloc(s->nnodes + 1, sizeof(*en));
+    struct tm_elastic_view_job *ej = calloc(nv + 1, sizeof(*ej));
+    struct tm_plan_view_node *vn = calloc(s->nnodes + 1, sizeof(*vn));
+    struct tm_plan_view_job *vj = calloc(nv + 1, sizeof(*vj));
     struct tm_planner_node *pn = calloc(s->nnodes + 1, sizeof(*pn));
     int32_t *pmap = calloc(s->nnodes + 1, sizeof(*pmap));
     int32_t *nmap = calloc(s->nnodes + 1, sizeof(*nmap));
-    struct tm_planner_job *pj = calloc(s->nqueued + s->nrunning + 1, sizeof(*pj));
-    size_t *jmap = calloc(s->nqueued + s->nrunning + 1, sizeof(*jmap));
-    uint32_t *held = calloc(s->nnodes + 1, sizeof(*held)); /* GPUs with any job on them */
+    struct tm_planner_job *pj = calloc(nv + 1, sizeof(*pj));
+    size_t *vjob = calloc(nv + 1, sizeof(*vjob)); /* view job -> sim job */
+    size_t *pview = calloc(nv + 1, sizeof(*pview)); /* planner job -> view job */
+    size_t *jmap = calloc(nv + 1, sizeof(*jmap));
     struct tm_planner_input in;
     struct tm_planner_result res = {0};
-    size_t nn = 0, nj = 0;
+    size_t nn = 0, nj = 0, npj = 0;
     int rc = 0;
 
-    if (!pn || !pmap || !nmap || !pj || !jmap || !held) {
+    if (!en || !ej || !vn || !vj || !pn || !pmap || !nmap || !pj || !vjob || !pview || !jmap) {
         rc = TM_ENOMEM;
         goto out;
     }
     memset(&in, 0, sizeof(in));
+    /* The simulation's live nodes and its running, then queued, jobs as
+     * the replay's mapper reads them (elastic_view.h). */
     for (size_t i = 0; i < s->nnodes; i++) {
         struct enode *n = &s->nodes[i];
         pmap[i] = -1;
@@ -837,103 +847,45 @@ static int plan(struct sim *s)
             continue;
         pmap[i] = (int32_t)nn;
         nmap[nn] = (int32_t)i;
-        pn[nn] = (struct tm_planner_node){.id = (int64_t)i, .type = n->type, .zone = n->zone,
-                                       .spot = n->spot, .ready = n->state == N_READY,
-                                       .leaving = n->leaving || n->replace >= 0 ? n->leaving : false,
-                                       .used_milli = n->used_milli, .jobs = n->njobs,
-                                       .only_preemptible = true, .movable = n->njobs > 0,
-                                       .idle_since_ms = n->idle_since, .busy_until_ms = s->now,
-                                       .cordoned = n->cordoned};
-        pn[nn].free_whole = s->pr->types[n->type].gpus;
-        nn++;
+        en[nn++] = (struct tm_elastic_view_node){
+            .id = (int64_t)i, .type = n->type, .zone = n->zone, .spot = n->spot,
+            .ready = n->state == N_READY, .leaving = n->leaving, .cordoned = n->cordoned,
+            .idle_since_ms = n->idle_since};
     }
-    /* A node being replaced by a substitute counts as leaving. */
     for (size_t i = 0; i < s->nnodes; i++)
-        if (s->nodes[i].state != N_GONE && s->nodes[i].replace >= 0 &&
-            pmap[s->nodes[i].replace] >= 0)
-            pn[pmap[s->nodes[i].replace]].leaving = true;
-    for (size_t k = 0; k < s->nrunning; k++) {
-        size_t j = s->running[k];
-        struct ejob *jb = &s->jobs[j];
-        struct tm_planner_node *n = &pn[pmap[jb->node]];
-        int64_t est = jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
-        int64_t left = time_left(jb, est, s->now);
-        uint32_t m = jb->mask;
-        if (!jb->preemptible)
-            n->only_preemptible = false;
-        if (!jb->preemptible || !jb->ckpt)
-            n->movable = false;
-        if (!jb->ckpt)
-            n->lost_if_moved_milli_ms += (int64_t)jb->milli * (s->now - jb->start);
-        if (s->now + left > n->busy_until_ms)
-            n->busy_until_ms = s->now + left;
-        held[pmap[jb->node]] |= m;
-        n->used_cpu_milli += jb->cpu;
-        n->used_memory_mib += jb->mem;
-        jmap[nj] = j;
-        pj[nj++] = (struct tm_planner_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
-                                        .preemptible = jb->preemptible, .on_spot = s->nodes[jb->node].spot,
-                                        .running = true, .node = pmap[jb->node], .remaining_ms = left,
-                                        .deadline_ms = jb->deadline, .cpu_milli = jb->cpu,
-                                        .memory_mib = jb->mem, .checkpointable = jb->ckpt,
-                                        .attempts = jb->attempts + 1, .ran_ms = s->now - jb->start};
+        if (s->nodes[i].state != N_GONE && s->nodes[i].replace >= 0 && pmap[s->nodes[i].replace] >= 0)
+            en[pmap[s->nodes[i].replace]].replaced = true;
+    for (size_t k = 0; k < s->nrunning + s->nqueued; k++) {
+        bool running = k < s->nrunning;
+        size_t j = running ? s->running[k] : s->queued[k - s->nrunning];
+        const struct ejob *jb = &s->jobs[j];
+        vjob[nj] = j;
+        ej[nj++] = (struct tm_elastic_view_job){
+            .id = (int64_t)j, .node = running ? pmap[jb->node] : -1, .mask = jb->mask,
+            .amilli = jb->amilli, .gpus = jb->gpus, .gpu_milli = jb->gpu_milli, .cpu_milli = jb->cpu,
+            .memory_mib = jb->mem, .preemptible = jb->preemptible, .checkpointable = jb->ckpt,
+            .spot_ok = !running && (job_mask(s, jb) & 2), .stops = jb->attempts, .start_ms = jb->start,
+            .estimate_ms = jb->estimate, .deadline_ms = jb->deadline};
+        if (running)
+            ej[nj - 1].left_ms = time_left(jb, jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS,
+                                           s->now);
     }
-    /* The largest free room on one partly used GPU (a share fits there or
-     * on a whole free GPU, never across two). */
-    for (size_t k = 0; k < s->nrunning; k++) {
-        const struct ejob *jb = &s->jobs[s->running[k]];
-        int32_t on[32] = {0};
-        int32_t best = 0;
-        size_t ni = (size_t)pmap[jb->node];
-        if (jb->gpus > 0 || pn[ni].share_room_known)
-            continue;
-        /* first share seen on this node: sum every share per GPU */
-        for (size_t q = 0; q < s->nrunning; q++) {
-            const struct ejob *o = &s->jobs[s->running[q]];
-            if (o->node != jb->node)
-                continue;
-            for (int b = 0; b < 32; b++)
-                if (o->mask >> b & 1)
-                    on[b] += o->amilli;
-        }
-        for (int b = 0; b < 32; b++)
-            if (on[b] > 0 && on[b] < 1000 && 1000 - on[b] > best)
-                best = 1000 - on[b];
-        pn[ni].share_free_milli = best;
-        pn[ni].share_room_known = true;
+    tm_elastic_view(s->now, en, nn, ej, nj, vn, vj);
+    {
+        struct tm_plan_view v = {.now_ms = s->now, .prices = s->pr, .nodes = vn, .nnodes = nn,
+                                 .jobs = vj, .njobs = nj};
+        rc = tm_plan_input_build(&v, pn, pj, &npj, pview);
+        if (rc < 0)
+            goto out;
     }
-    for (size_t i = 0; i < nn; i++)
-        pn[i].share_room_known = true; /* nodes without shares: no partly used GPU */
-    /* Whole free GPUs: those no job holds any of.  A GPU with a share on
-     * it is not whole-free, and shares spread over several GPUs (the
-     * scheduler puts a share on the first GPU with room) take each of
-     * them: counting ceil(used milli / 1000) instead, three 0.6 shares on
-     * three GPUs of an 8-GPU node left "6 free" where 5 were, and a 6-GPU
-     * job the planner saw fitting waited, without a launch, for the
-     * shares to end (openb A: non-preemptible jobs waiting 400-2400 s). */
-    for (size_t i = 0; i < nn; i++) {
-        int32_t g = s->pr->types[pn[i].type].gpus;
-        int32_t w = g - __builtin_popcount(held[i]);
-        pn[i].free_whole = w < 0 ? 0 : w;
-    }
-    for (size_t k = 0; k < s->nqueued; k++) {
-        size_t j = s->queued[k];
-        struct ejob *jb = &s->jobs[j];
-        int64_t est = jb->estimate > 0 ? jb->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
-        bool pre = jb->preemptible && (job_mask(s, jb) & 2);
-        jmap[nj] = j;
-        pj[nj++] = (struct tm_planner_job){.id = (int64_t)j, .gpus = jb->gpus, .milli = jb->milli,
-                                        .cpu_milli = jb->cpu, .memory_mib = jb->mem,
-                                        .preemptible = pre || (jb->preemptible && jb->deadline),
-                                        .running = false, .node = -1,
-                                        .remaining_ms = est, .deadline_ms = jb->deadline};
-    }
+    for (size_t k = 0; k < npj; k++)
+        jmap[k] = vjob[pview[k]];
     in.now_ms = s->now;
     in.prices = s->pr;
     in.nodes = pn;
     in.nnodes = nn;
     in.jobs = pj;
-    in.njobs = nj;
+    in.njobs = npj;
     in.forecast_gpus[0] = in.forecast_gpus[1] = -1;
     in.keep_gpus[0] = in.keep_gpus[1] = -1;
     in.shortages = s->shortages;
@@ -959,12 +911,17 @@ static int plan(struct sim *s)
         rc = apply_action(s, &res.actions[k], nmap, jmap);
 out:
     tm_planner_result_release(&res);
+    free(en);
+    free(ej);
+    free(vn);
+    free(vj);
     free(pn);
     free(pmap);
     free(nmap);
     free(pj);
+    free(vjob);
+    free(pview);
     free(jmap);
-    free(held);
     return rc;
 }
 

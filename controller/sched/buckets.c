@@ -382,7 +382,7 @@ void sched_buckets_add(struct ctx *c, int32_t i)
 int sched_buckets_init(struct ctx *c)
 {
     size_t ns = (size_t)(c->t.nslots > 0 ? c->t.nslots : 1);
-    struct sched_buckets **kept = sched_node_cache_buckets(c);
+    struct sched_buckets **kept = c->kept_buckets;
     int r;
 
     if (kept && *kept && ((*kept)->failed || (size_t)(*kept)->nslots != ns || (*kept)->nn != c->nn)) {

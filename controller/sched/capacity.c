@@ -220,23 +220,6 @@ int64_t sched_tree_find(const struct ctx *c, size_t from, const struct need *nd)
     return tree_find_rec(c, 1, 0, c->tsize, from, nd, mods);
 }
 
-/* Node i's free CPU, memory and GPU milli from the caller's footprint
- * (trusted; a GPU held past 1000 counts as none free), and its GPU
- * summary when the footprint has one. */
-void sched_nst_from_footprint(struct nst *s, const struct tm_sched_footprint *fp, size_t i)
-{
-    const int16_t *used = &fp->gpu_used[i * TM_NODE_GPUS_MAX];
-
-    s->cpu = fp->cpu_free[i];
-    s->mem = fp->mem_free[i];
-    for (int g = 0; g < s->gpus; g++)
-        s->free[g] = (int16_t)(used[g] > MILLI ? 0 : MILLI - used[g]);
-    if (fp->gpus_full) {
-        s->full = fp->gpus_full[i];
-        s->maxfree = fp->gpu_free_max[i];
-    }
-}
-
 /* ---------- the policy's index ---------- */
 
 /* The index of the policy in step with node i's state (best-fit buckets:

@@ -113,6 +113,7 @@ struct ctx {
     size_t nn;
     struct nst *ns;
     struct tm_sched_node_cache *ns_cache; /* ns is its (node_cache.c), or NULL */
+    struct sched_buckets **kept_buckets;   /* the cache's slot for its buckets, or NULL */
     struct need *needs;
     struct sched_node_totals t;
 
@@ -302,8 +303,6 @@ void sched_buckets_free(struct sched_buckets *b);
 /* Node i (state s) out of, or into, a cache's buckets (node_cache.c). */
 void sched_buckets_node_out(struct sched_buckets *b, const struct nst *s, int32_t i);
 void sched_buckets_node_in(struct sched_buckets *b, const struct nst *s, int32_t i);
-/* The node cache's slot for its buckets, NULL without one. */
-struct sched_buckets **sched_node_cache_buckets(struct ctx *c);
 /* A bucket in its order: the nodes (whole GPUs) or GPU ids, node *
  * TM_NODE_GPUS_MAX + GPU (shares), that the pass changed, the last first,
  * then the rest ascending; -1 at the end. */

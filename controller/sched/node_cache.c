@@ -94,6 +94,23 @@ void tm_sched_node_cache_free(struct tm_sched_node_cache *nc)
     free(nc);
 }
 
+/* Node i's free CPU, memory and GPU milli from the caller's footprint
+ * (trusted; a GPU held past 1000 counts as none free), and its GPU
+ * summary when the footprint has one. */
+void sched_nst_from_footprint(struct nst *s, const struct tm_sched_footprint *fp, size_t i)
+{
+    const int16_t *used = &fp->gpu_used[i * TM_NODE_GPUS_MAX];
+
+    s->cpu = fp->cpu_free[i];
+    s->mem = fp->mem_free[i];
+    for (int g = 0; g < s->gpus; g++)
+        s->free[g] = (int16_t)(used[g] > MILLI ? 0 : MILLI - used[g]);
+    if (fp->gpus_full) {
+        s->full = fp->gpus_full[i];
+        s->maxfree = fp->gpu_free_max[i];
+    }
+}
+
 static void untouch_all(struct tm_sched_node_cache *nc)
 {
     for (size_t k = 0; k < nc->ntouched; k++)
@@ -132,6 +149,7 @@ bool sched_node_cache_restore(struct ctx *c)
     nc->nundo = 0;
     c->ns = nc->ns;
     c->ns_cache = nc;
+    c->kept_buckets = &nc->bk;
     c->t = nc->t;
     return true;
 }
@@ -148,11 +166,6 @@ void sched_node_save(struct ctx *c, int32_t i)
     nc->undo[nc->nundo++] = nc->ns[i];
 }
 
-struct sched_buckets **sched_node_cache_buckets(struct ctx *c)
-{
-    return c->ns_cache ? &c->ns_cache->bk : NULL;
-}
-
 void sched_node_cache_return(struct ctx *c)
 {
     struct tm_sched_node_cache *nc = c->ns_cache;
@@ -163,6 +176,7 @@ void sched_node_cache_return(struct ctx *c)
     sched_buckets_return(c);
     c->ns = NULL;
     c->ns_cache = NULL;
+    c->kept_buckets = NULL;
 }
 
 void sched_node_cache_store(const struct ctx *c)

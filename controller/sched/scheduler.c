@@ -8,7 +8,8 @@
  *  - reserve.c: timelines of expected ends, earliest starts, reservations
  *    and loans;
  *  - place.c: first fit, and best fit with its score;
- *  - order.c: the order keys;
+ *  - order.c: the order keys; bounds.c: the time bounds from the parameters;
+ *  - note.c: the notes the pass and the policies leave per job;
  *  - scheduler.c (this file): verdict names, validation and the pass.
  *
  * They share struct ctx and the rest of internal.h.
@@ -36,20 +37,6 @@ static const char *const verdict_names[TM_SCHED_VERDICT_MAX] = {
 const char *tm_sched_verdict_name(enum tm_sched_verdict v)
 {
     return (unsigned)v < TM_SCHED_VERDICT_MAX ? verdict_names[v] : "unknown";
-}
-
-/* ---------- notes ---------- */
-
-void sched_note(struct ctx *c, int32_t j, enum tm_sched_verdict v, int32_t node, int64_t start,
-                const char *why)
-{
-    struct tm_sched_note *n = &c->r.notes[j];
-
-    n->job = j;
-    n->verdict = v;
-    n->node = node;
-    n->start_ms = start;
-    n->why = why;
 }
 
 /* Whether no node of an acceptable model is large enough, ever. */
@@ -248,22 +235,6 @@ static int validate_and_load(struct ctx *c)
             nd->nomatch = true;
     }
     return 0;
-}
-
-int sched_reserve_noted(struct ctx *c, int32_t j, struct sched_pass *ps, const char *why)
-{
-    size_t before = c->r.nreservations;
-    int r = sched_reserve(c, j, &ps->linked);
-
-    if (r == 2) {
-        sched_note(c, j, TM_SCHED_PLACED, c->r.placements[c->r.nplacements - 1].node, c->in->now_ms,
-                   "placed now by evicting preemptible work on loan");
-    } else if (r == 1) {
-        ps->nreserved++;
-        sched_note(c, j, TM_SCHED_RESERVED, c->r.reservations[before].node,
-                   c->r.reservations[before].start_ms, why);
-    }
-    return r;
 }
 
 /* Job j could not be placed: a reservation if the policy gives it one,

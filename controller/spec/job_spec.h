@@ -29,6 +29,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "controller/spec/spec_error.h"
+
 #define TM_JOB_NAME_MAX 200             /* bytes */
 #define TM_JOB_COMMAND_MAX 8192         /* bytes */
 /* A job's environment (what the node agent adds to the command's): at most
@@ -45,12 +47,6 @@
 #define TM_JOB_MEMORY_MIB_MAX 1073741824 /* 1 PiB */
 #define TM_JOB_ESTIMATE_S_MAX 31536000  /* one year */
 #define TM_JOB_DEADLINE_S_MAX 315360000 /* ten years */
-
-struct tm_spec_error {
-    char field[64];
-    char message[192];
-    bool nomem;         /* the server ran out of memory: not the client's fault */
-};
 
 struct tm_job_spec {
     const char *team;          /* required */
@@ -127,12 +123,5 @@ int tm_job_spec_parse_json(const char *body, size_t len, struct tm_job_spec *spe
 /* Whether s is a team or pool name: 1-63 letters, digits, '.', '_', '-',
  * starting with a letter or digit (the schema's pattern). */
 bool tm_job_spec_name_ok(const char *s);
-
-/* Fill err; returns TM_EINVAL, so callers can `return tm_spec_fail(...)`. */
-int tm_spec_fail(struct tm_spec_error *err, const char *field, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-/* Fill err for an allocation that failed while reading a body (field
- * "body"); returns TM_ENOMEM, which the API answers with 503, not 400 (err->nomem). */
-int tm_spec_fail_nomem(struct tm_spec_error *err);
 
 #endif

@@ -24,7 +24,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "controller/spec/job_spec.h"
+#include "controller/spec/spec_error.h"
 
 /* Parse one JSON document (any value at the top) strictly.  0 with *ret the
  * cJSON tree (caller frees with cJSON_Delete); TM_EINVAL with err naming

@@ -439,8 +439,9 @@ static void test_burst_after_quiet(void **state)
     burst_after_quiet(2); /* two busy days, then the quiet one */
 }
 
-/* The CSV and pod-list readers and `tarmac forecast` live in cli/forecast.c:
- * these cases build only into test_forecast_cli. */
+/* The CSV and pod-list readers (fleet/forecast_series.c) are checked beside
+ * `tarmac forecast` (cli/forecast.c): these cases build only into
+ * test_forecast_cli. */
 #ifdef TM_FORECAST_CLI_TESTS
 /* A temporary file holding `text`; the caller unlinks and frees it. */
 static char *temp_file(const char *text)
