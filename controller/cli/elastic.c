@@ -142,28 +142,42 @@ static void result_row(const struct tm_elastic_config *c, const struct tm_elasti
     fflush(stdout);
 }
 
-/* What the command line names beside the replay's configuration. */
+/* What the command line asked for, beside the replay's own settings. */
 struct elastic_args {
-    const char *pods, *prices, *policies, *log, *hazards;
+    struct tm_elastic_config base;
+    const char *pods, *prices_path, *policies, *log_path, *hazards_path;
     bool json;
+    int pol[TM_ELASTIC_POLICY_MAX], npol;
 };
 
-/* Option a with its value val, into *base or *o: 0, or the exit status
- * of a bad value (2), or -1 for an option it does not know. */
-static int option_value(struct tm_elastic_config *base, struct elastic_args *o, const char *a, const char *val)
+/* An on/off or named choice: its index in names, or -1. */
+static int choice(const char *val, const char *const *names, int n)
 {
+    for (int k = 0; k < n; k++)
+        if (strcmp(val, names[k]) == 0)
+            return k;
+    return -1;
+}
+
+/* One option that takes a value; 0, or the exit code (message written). */
+static int parse_option(struct elastic_args *ea, const char *a, const char *val)
+{
+    static const char *const offon[] = {"off", "on"};
+    static const char *const ckpt[] = {"none", "be", "all"};
+    struct tm_elastic_config *base = &ea->base;
     double v;
+    int k;
 
     if (strcmp(a, "--pods") == 0) {
-        o->pods = val;
+        ea->pods = val;
     } else if (strcmp(a, "--nodes") == 0) {
         /* accepted for the same inputs as replay; the fleet is elastic */
     } else if (strcmp(a, "--prices") == 0) {
-        o->prices = val;
+        ea->prices_path = val;
     } else if (strcmp(a, "--log") == 0) {
-        o->log = val;
+        ea->log_path = val;
     } else if (strcmp(a, "--policy") == 0) {
-        o->policies = val;
+        ea->policies = val;
     } else if (strcmp(a, "--since") == 0 || strcmp(a, "--max-runtime") == 0) {
         int64_t ms;
         if (tm_duration_parse(val, &ms) < 0)
@@ -189,25 +203,19 @@ static int option_value(struct tm_elastic_config *base, struct elastic_args *o, 
             return bad("bad --grace-s \"%s\" (0..86400)", val);
         base->idle_grace_ms = (int64_t)(v * 1000);
     } else if (strcmp(a, "--spot") == 0) {
-        if (strcmp(val, "on") == 0)
-            base->spot = true;
-        else if (strcmp(val, "off") == 0)
-            base->spot = false;
-        else
+        if ((k = choice(val, offon, 2)) < 0)
             return bad("bad --spot \"%s\" (off, on)", val);
+        base->spot = k == 1;
     } else if (strcmp(a, "--consolidate-restart") == 0) {
-        if (strcmp(val, "on") == 0)
-            base->consolidate_restart = true;
-        else if (strcmp(val, "off") == 0)
-            base->consolidate_restart = false;
-        else
+        if ((k = choice(val, offon, 2)) < 0)
             return bad("bad --consolidate-restart \"%s\" (off, on)", val);
+        base->consolidate_restart = k == 1;
     } else if (strcmp(a, "--hazard") == 0) {
         if (!num(val, 0, 100, &v))
             return bad("bad --hazard \"%s\" (interruptions per node-hour, 0..100)", val);
         base->hazard_per_hour = v;
     } else if (strcmp(a, "--hazards") == 0) {
-        o->hazards = val;
+        ea->hazards_path = val;
     } else if (strcmp(a, "--copies") == 0) {
         if (!num(val, 1, 64, &v) || v != (int)v)
             return bad("bad --copies \"%s\" (1..64)", val);
@@ -221,59 +229,89 @@ static int option_value(struct tm_elastic_config *base, struct elastic_args *o, 
             return bad("bad --deadline-slack \"%s\" (>= 1: deadline = submit + X x runtime)", val);
         base->deadline_slack = v;
     } else if (strcmp(a, "--checkpointable") == 0) {
-        if (strcmp(val, "none") == 0)
-            base->ckpt = TM_CKPT_NONE;
-        else if (strcmp(val, "be") == 0)
-            base->ckpt = TM_CKPT_BE;
-        else if (strcmp(val, "all") == 0)
-            base->ckpt = TM_CKPT_ALL;
-        else
+        static const enum tm_elastic_ckpt kinds[] = {TM_CKPT_NONE, TM_CKPT_BE, TM_CKPT_ALL};
+        if ((k = choice(val, ckpt, 3)) < 0)
             return bad("bad --checkpointable \"%s\" (none, be, all)", val);
+        base->ckpt = kinds[k];
     } else {
-        return -1;
+        usage(stderr);
+        return bad("unrecognized option \"%s\"", a);
     }
     return 0;
 }
 
-/* --policy's list into pol[0..*npol).  0 or 2 (a bad name). */
-static int policies_parse(const char *policies, int *pol, int *npol)
+/* --policy's comma-separated names into ea->pol; 0 or the exit code. */
+static int parse_policies(struct elastic_args *ea)
 {
     char buf[128], *p, *c;
 
-    if (strlen(policies) >= sizeof(buf))
-        return bad("bad --policy \"%s\"", policies);
-    memcpy(buf, policies, strlen(policies) + 1);
-    p = buf;
-    for (;;) {
+    if (strlen(ea->policies) >= sizeof(buf))
+        return bad("bad --policy \"%s\"", ea->policies);
+    memcpy(buf, ea->policies, strlen(ea->policies) + 1);
+    for (p = buf;; p = c + 1) {
         int k;
         c = strchr(p, ',');
         if (c)
             *c = '\0';
         k = tm_elastic_policy_parse(p);
-        if (k < 0 || *npol >= TM_ELASTIC_POLICY_MAX)
+        if (k < 0 || ea->npol >= TM_ELASTIC_POLICY_MAX)
             return bad("unrecognized policy \"%s\" (static, reactive, tarmac, oracle)", p);
-        pol[(*npol)++] = k;
+        ea->pol[ea->npol++] = k;
         if (!c)
-            break;
-        p = c + 1;
+            return 0;
     }
-    return 0;
 }
 
-/* --hazards FILE, which must name some (type, zone) of the price table
- * (a table for other names is a mistake, not "no change").  0 or 2. */
-static int hazards_load(const char *path, const struct tm_price_table *prices, const char *prices_path,
+/* The command line into ea: -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, struct elastic_args *ea)
+{
+    tm_elastic_config_default(&ea->base);
+    ea->policies = "static,reactive,tarmac,oracle";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int r;
+
+        if (strcmp(a, "--elastic") == 0)
+            continue;
+        if (strcmp(a, "--json") == 0) {
+            ea->json = true;
+            continue;
+        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+        if (!val)
+            return bad("option %s needs a value", a);
+        i++;
+        if ((r = parse_option(ea, a, val)) != 0)
+            return r;
+    }
+    if (!ea->pods || !ea->prices_path) {
+        usage(stderr);
+        return 2;
+    }
+    return parse_policies(ea) ? 2 : -1;
+}
+
+/* --hazards' table, which must name some (type, zone) of the prices: a
+ * table for other names is a mistake, not "no change".  0 or the exit
+ * code; *ret NULL without the option. */
+static int load_hazards(const char *path, const char *prices_path, const struct tm_price_table *prices,
                         struct tm_spot_hazards **ret)
 {
-    struct tm_spot_hazards *hazards = malloc(sizeof(*hazards));
+    struct tm_spot_hazards *hazards;
     char err[512];
     size_t used = 0;
-    int rc;
 
+    *ret = NULL;
+    if (!path)
+        return 0;
+    hazards = malloc(sizeof(*hazards));
     if (!hazards)
         return bad("%s", tm_strerror(TM_ENOMEM));
-    rc = tm_spot_hazards_load(path, hazards, err, sizeof(err));
-    if (rc < 0) {
+    if (tm_spot_hazards_load(path, hazards, err, sizeof(err)) < 0) {
         free(hazards);
         return bad("%s", err);
     }
@@ -290,119 +328,37 @@ static int hazards_load(const char *path, const struct tm_price_table *prices, c
     return 0;
 }
 
-/* The command line into *base and *o: 0, or the exit status to return
- * (*done: --help answered). */
-static int args_parse(int argc, char **argv, struct tm_elastic_config *base, struct elastic_args *o, bool *done)
+/* Each policy replayed on the trace, as a table or one JSON document
+ * with a "results" array (as `tarmac replay --json`); 0 or 1. */
+static int run_policies(const struct elastic_args *ea, const struct tm_trace *trace,
+                        const struct tm_price_table *prices)
 {
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int rc;
-        if (strcmp(a, "--elastic") == 0)
-            continue;
-        if (strcmp(a, "--json") == 0) {
-            o->json = true;
-            continue;
-        }
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            *done = true;
-            return 0;
-        }
-        if (!val)
-            return bad("option %s needs a value", a);
-        i++;
-        rc = option_value(base, o, a, val);
-        if (rc < 0) {
-            usage(stderr);
-            return bad("unrecognized option \"%s\"", a);
-        }
-        if (rc > 0)
-            return rc;
-    }
-    if (!o->pods || !o->prices) {
-        usage(stderr);
-        return 2;
-    }
-    return 0;
-}
-
-int tm_elastic_main(int argc, char **argv)
-{
-    struct tm_elastic_config base;
-    struct tm_price_table prices;
-    struct tm_spot_hazards *hazards = NULL;
-    struct tm_trace trace;
-    struct elastic_args o = {.policies = "static,reactive,tarmac,oracle"};
-    const char *hazards_path;
-    bool json, done = false;
-    int pol[TM_ELASTIC_POLICY_MAX], npol = 0;
-    char err[512];
     cJSON *arr = NULL;
     int rc = 0;
 
-    tm_elastic_config_default(&base);
-    rc = args_parse(argc, argv, &base, &o, &done);
-    if (rc != 0 || done)
-        return rc;
-    json = o.json;
-    hazards_path = o.hazards;
-    rc = policies_parse(o.policies, pol, &npol);
-    if (rc != 0)
-        return rc;
-    rc = tm_prices_load(o.prices, &prices, err, sizeof(err));
-    if (rc < 0) {
-        fprintf(stderr, "tarmac replay --elastic: %s\n", err);
-        return 2;
-    }
-    if (hazards_path) {
-        rc = hazards_load(hazards_path, &prices, o.prices, &hazards);
-        if (rc != 0)
-            return rc;
-        base.hazards = hazards;
-    }
-    memset(&trace, 0, sizeof(trace));
-    rc = tm_trace_load_pods(&trace, o.pods, err, sizeof(err));
-    if (rc < 0) {
-        fprintf(stderr, "tarmac replay --elastic: %s\n", rc == TM_EINVAL ? err : tm_strerror(rc));
-        tm_trace_release(&trace);
-        free(hazards);
-        return 2;
-    }
-    base.prices = &prices;
-    if (o.log) {
-        base.log = fopen(o.log, "w");
-        if (!base.log) {
-            tm_trace_release(&trace);
-            free(hazards);
-            return bad("could not open log \"%s\"", o.log);
-        }
-    }
-    if (json)
+    if (ea->json)
         arr = cJSON_CreateArray();
     else
         printf("%-9s %10s %9s %6s %6s %6s %7s %8s %8s %6s %5s %8s %8s %5s %6s\n", "policy", "cost_usd",
                "$/useGPUh", "xLB", "xfloor", "util", "wait_s", "p99_s", ">boot%", "intr", "lost%",
                "lost_gh", "redone_gh", "dlmis", "over_c");
-    for (int k = 0; k < npol; k++) {
-        struct tm_elastic_config c = base;
+    for (int k = 0; k < ea->npol; k++) {
+        struct tm_elastic_config c = ea->base;
         struct tm_elastic_stats st;
-        c.policy = (enum tm_elastic_policy)pol[k];
-        rc = tm_elastic_run(&trace, &c, &st);
+        c.policy = (enum tm_elastic_policy)ea->pol[k];
+        rc = tm_elastic_run(trace, &c, &st);
         if (rc < 0) {
             fprintf(stderr, "tarmac replay --elastic: could not replay %s: %s\n",
                     tm_elastic_policy_name(c.policy), tm_strerror(rc));
-            rc = 1;
-            goto out;
+            cJSON_Delete(arr);
+            return 1;
         }
-        if (json) {
-            cJSON_AddItemToArray(arr, result_json(&c, &st, &prices, hazards_path));
-        } else {
+        if (ea->json)
+            cJSON_AddItemToArray(arr, result_json(&c, &st, prices, ea->hazards_path));
+        else
             result_row(&c, &st);
-        }
     }
-    if (json) {
-        /* One document with a "results" array, as `tarmac replay --json`. */
+    if (ea->json) {
         cJSON *doc = cJSON_CreateObject();
         char *s = NULL;
         if (doc && cJSON_AddItemToObject(doc, "results", arr)) {
@@ -415,11 +371,49 @@ int tm_elastic_main(int argc, char **argv)
             free(s);
         }
     }
-    rc = 0;
-out:
     cJSON_Delete(arr);
-    if (base.log)
-        fclose(base.log);
+    return 0;
+}
+
+int tm_elastic_main(int argc, char **argv)
+{
+    struct elastic_args ea = {0};
+    struct tm_price_table prices;
+    struct tm_spot_hazards *hazards = NULL;
+    struct tm_trace trace;
+    char err[512];
+    int rc;
+
+    if ((rc = parse_args(argc, argv, &ea)) >= 0)
+        return rc;
+    rc = tm_prices_load(ea.prices_path, &prices, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "tarmac replay --elastic: %s\n", err);
+        return 2;
+    }
+    if ((rc = load_hazards(ea.hazards_path, ea.prices_path, &prices, &hazards)) != 0)
+        return rc;
+    ea.base.hazards = hazards;
+    memset(&trace, 0, sizeof(trace));
+    rc = tm_trace_load_pods(&trace, ea.pods, err, sizeof(err));
+    if (rc < 0) {
+        fprintf(stderr, "tarmac replay --elastic: %s\n", rc == TM_EINVAL ? err : tm_strerror(rc));
+        tm_trace_release(&trace);
+        free(hazards);
+        return 2;
+    }
+    ea.base.prices = &prices;
+    if (ea.log_path) {
+        ea.base.log = fopen(ea.log_path, "w");
+        if (!ea.base.log) {
+            tm_trace_release(&trace);
+            free(hazards);
+            return bad("could not open log \"%s\"", ea.log_path);
+        }
+    }
+    rc = run_policies(&ea, &trace, &prices);
+    if (ea.base.log)
+        fclose(ea.base.log);
     tm_trace_release(&trace);
     free(hazards);
     return rc;

@@ -73,20 +73,22 @@ static char *trim(char *s)
     return s;
 }
 
-/* The parse so far: the section lines now belong to, whether an indented
- * line may follow (after "key =" with an empty value). */
-struct ini_parse {
-    const char *path;
-    const char *section;
-    bool nested_ok;
-    unsigned lineno;
-    char *err;
-    size_t errsize;
-};
-
-/* The file's bytes into ini->text (NUL-terminated), at most what fstat
- * says.  0, TM_ENOTFOUND (absent, !required), TM_EINVAL or < 0 (then
- * *ini is released, but for a file that would not open). */
+/*
+ * Read and parse one file.  TM_ENOTFOUND when it does not exist (and
+ * !required); TM_EINVAL for anything malformed, with "FILE:LINE: why" in
+ * err.  No file content is ever copied into err: a line that fails to
+ * parse may well be a pasted secret.
+ *
+ * Grammar (what botocore's RawConfigParser accepts, minus the rare parts):
+ * blank lines; comments starting with '#' or ';'; "[section]"; "key = value"
+ * or "key: value" at the start of a line; indented "key = value" lines
+ * right after a key with an empty value (a nested block such as "s3 =",
+ * kept out of the way: we do not read nested keys).  A key before any
+ * section, a repeated section or a repeated key in one section is an error,
+ * as in botocore.
+ */
+/* The file's bytes into ini->text, what fstat promised and no more (a
+ * file growing under us is cut).  ini_load's returns. */
 static int ini_read(const char *path, bool required, struct ini *ini, char *err, size_t errsize)
 {
     struct stat st;
@@ -121,7 +123,6 @@ static int ini_read(const char *path, bool required, struct ini *ini, char *err,
         goto out;
     }
     ini->size = (size_t)st.st_size + 1;
-    /* Read what fstat promised, no more: a file growing under us is cut. */
     while (off < (size_t)st.st_size) {
         got = read(fd, ini->text + off, (size_t)st.st_size - off);
         if (got < 0 && errno == EINTR)
@@ -142,69 +143,70 @@ static int ini_read(const char *path, bool required, struct ini *ini, char *err,
     }
 out:
     close(fd);
-    if (r < 0)
-        ini_release(ini);
     return r;
 }
 
-/* A "[section]" line (s trimmed).  0 or TM_EINVAL. */
-static int ini_section(struct ini_parse *ps, struct ini *ini, char *s)
+/* One more entry, or the error at lineno. */
+static int ini_add(struct ini *ini, struct ini_entry e, const char *path, char *err, size_t errsize)
+{
+    if (ini->n == INI_MAX_ENTRIES) {
+        set_err(err, errsize, "%s:%u: too many entries", path, e.line);
+        return TM_EINVAL;
+    }
+    ini->e[ini->n++] = e;
+    return 0;
+}
+
+/* "[name]" at s (trimmed, not indented): a section marker (key NULL). */
+static int ini_section(struct ini *ini, char *s, unsigned lineno, const char *path, const char **section,
+                       char *err, size_t errsize)
 {
     char *close = strchr(s, ']');
     char *name;
 
     if (!close || close[1] != '\0') {
-        set_err(ps->err, ps->errsize, "%s:%u: section header has no closing ']' at its end", ps->path,
-                ps->lineno);
+        set_err(err, errsize, "%s:%u: section header has no closing ']' at its end", path, lineno);
         return TM_EINVAL;
     }
     *close = '\0';
     name = trim(s + 1);
     if (!*name) {
-        set_err(ps->err, ps->errsize, "%s:%u: empty section name", ps->path, ps->lineno);
+        set_err(err, errsize, "%s:%u: empty section name", path, lineno);
         return TM_EINVAL;
     }
     for (size_t i = 0; i < ini->n; i++) {
         if (!strcmp(ini->e[i].section, name) && ini->e[i].key == NULL) {
-            set_err(ps->err, ps->errsize, "%s:%u: section \"%s\" repeats the one at line %u", ps->path,
-                    ps->lineno, name, ini->e[i].line);
+            set_err(err, errsize, "%s:%u: section \"%s\" repeats the one at line %u", path, lineno, name,
+                    ini->e[i].line);
             return TM_EINVAL;
         }
     }
-    if (ini->n == INI_MAX_ENTRIES) {
-        set_err(ps->err, ps->errsize, "%s:%u: too many entries", ps->path, ps->lineno);
-        return TM_EINVAL;
-    }
-    /* A section marker: key NULL. */
-    ini->e[ini->n++] = (struct ini_entry){.section = name, .line = ps->lineno};
-    ps->section = name;
-    ps->nested_ok = false;
-    return 0;
+    *section = name;
+    return ini_add(ini, (struct ini_entry){.section = name, .line = lineno}, path, err, errsize);
 }
 
-/* A "key = value" line (s trimmed; indented: the line was).  0 or
- * TM_EINVAL. */
-static int ini_key(struct ini_parse *ps, struct ini *ini, char *s, bool indented)
+/* "key = value" (or "key: value") at s in section; an indented line is a
+ * nested key, skipped, allowed only after "key =" (*nested_ok). */
+static int ini_key(struct ini *ini, char *s, bool indented, unsigned lineno, const char *path,
+                   const char *section, bool *nested_ok, char *err, size_t errsize)
 {
     char *sep = strpbrk(s, "=:");
     char *key, *value;
 
     if (!sep || sep == s) {
-        set_err(ps->err, ps->errsize, "%s:%u: expected \"key = value\" or \"[section]\"", ps->path,
-                ps->lineno);
+        set_err(err, errsize, "%s:%u: expected \"key = value\" or \"[section]\"", path, lineno);
         return TM_EINVAL;
     }
-    if (!ps->section) {
-        set_err(ps->err, ps->errsize, "%s:%u: key outside of any [section]", ps->path, ps->lineno);
+    if (!section) {
+        set_err(err, errsize, "%s:%u: key outside of any [section]", path, lineno);
         return TM_EINVAL;
     }
     if (indented) {
-        if (!ps->nested_ok) {
-            set_err(ps->err, ps->errsize, "%s:%u: indented line that does not follow \"key =\"",
-                    ps->path, ps->lineno);
+        if (!*nested_ok) {
+            set_err(err, errsize, "%s:%u: indented line that does not follow \"key =\"", path, lineno);
             return TM_EINVAL;
         }
-        return 0;  /* a nested key: not one we read */
+        return 0; /* a nested key: not one we read */
     }
     *sep = '\0';
     key = trim(s);
@@ -212,69 +214,52 @@ static int ini_key(struct ini_parse *ps, struct ini *ini, char *s, bool indented
     for (const char *c = key; *c; c++) {
         if (!isalnum((unsigned char)*c) && *c != '_' && *c != '-' && *c != '.') {
             /* Do not quote the key: it may be half a secret. */
-            set_err(ps->err, ps->errsize, "%s:%u: bad character in key name", ps->path, ps->lineno);
+            set_err(err, errsize, "%s:%u: bad character in key name", path, lineno);
             return TM_EINVAL;
         }
     }
     for (size_t i = 0; i < ini->n; i++) {
-        if (ini->e[i].key && ini->e[i].section == ps->section && !strcasecmp(ini->e[i].key, key)) {
-            set_err(ps->err, ps->errsize, "%s:%u: key \"%s\" repeats the one at line %u", ps->path,
-                    ps->lineno, key, ini->e[i].line);
+        if (ini->e[i].key && ini->e[i].section == section && !strcasecmp(ini->e[i].key, key)) {
+            set_err(err, errsize, "%s:%u: key \"%s\" repeats the one at line %u", path, lineno, key,
+                    ini->e[i].line);
             return TM_EINVAL;
         }
     }
-    if (ini->n == INI_MAX_ENTRIES) {
-        set_err(ps->err, ps->errsize, "%s:%u: too many entries", ps->path, ps->lineno);
-        return TM_EINVAL;
-    }
-    ini->e[ini->n++] = (struct ini_entry){
-        .section = ps->section, .key = key, .value = value, .line = ps->lineno};
-    ps->nested_ok = *value == '\0';
-    return 0;
+    *nested_ok = *value == '\0';
+    return ini_add(ini, (struct ini_entry){.section = section, .key = key, .value = value, .line = lineno},
+                   path, err, errsize);
 }
 
-/*
- * Read and parse one file.  TM_ENOTFOUND when it does not exist (and
- * !required); TM_EINVAL for anything malformed, with "FILE:LINE: why" in
- * err.  No file content is ever copied into err: a line that fails to
- * parse may well be a pasted secret.
- *
- * Grammar (what botocore's RawConfigParser accepts, minus the rare parts):
- * blank lines; comments starting with '#' or ';'; "[section]"; "key = value"
- * or "key: value" at the start of a line; indented "key = value" lines
- * right after a key with an empty value (a nested block such as "s3 =",
- * kept out of the way: we do not read nested keys).  A key before any
- * section, a repeated section or a repeated key in one section is an error,
- * as in botocore.
- */
 static int ini_load(const char *path, bool required, struct ini *ini, char *err, size_t errsize)
 {
-    struct ini_parse ps = {.path = path, .err = err, .errsize = errsize};
+    const char *section = NULL;
+    bool nested_ok = false;
+    unsigned lineno = 0;
+    char *p;
     int r;
 
     memset(ini, 0, sizeof(*ini));
     snprintf(ini->path, sizeof(ini->path), "%s", path);
     r = ini_read(path, required, ini, err, errsize);
-    if (r < 0)
-        return r;
-    for (char *p = ini->text; r == 0 && p && *p;) {
+    for (p = ini->text; r == 0 && p && *p;) {
         char *nl = strchr(p, '\n');
-        char *line, *s;
+        char *line = p, *s;
         bool indented;
 
         if (nl)
             *nl = '\0';
-        line = p;
         p = nl ? nl + 1 : NULL;
-        ps.lineno++;
+        lineno++;
         indented = line[0] == ' ' || line[0] == '\t';
         s = trim(line);
         if (*s == '\0' || *s == '#' || *s == ';')
             continue;
-        if (!indented && *s == '[')
-            r = ini_section(&ps, ini, s);
-        else
-            r = ini_key(&ps, ini, s, indented);
+        if (!indented && *s == '[') {
+            r = ini_section(ini, s, lineno, path, &section, err, errsize);
+            nested_ok = false;
+        } else {
+            r = ini_key(ini, s, indented, lineno, path, section, &nested_ok, err, errsize);
+        }
     }
     if (r < 0)
         ini_release(ini);

@@ -604,21 +604,26 @@ bool sched_constrained(const struct ctx *c, int32_t j)
     return popcount64(c->needs[j].slots) < popcount64(c->t.all_slots);
 }
 
-/* Whether job j's need takes all the GPUs of any node it accepts. */
+/* Whether job j needs all the GPUs of any node it accepts: then the
+ * whole-node test of reserve_cands_read() comes first, on the ends alone,
+ * and most nodes are passed without reading their state (in a saturated
+ * replay of 8-GPU jobs nearly every node is). */
 static bool needs_whole_nodes(const struct ctx *c, const struct need *nd)
 {
     int32_t most = 0;
 
+    if (c->r.npreemptions != 0 || nd->gpus <= 0)
+        return false;
     for (int sl = 0; sl < c->t.nslots; sl++)
         if ((nd->slots >> sl & 1) && c->t.slot_maxg[sl] > most)
             most = c->t.slot_maxg[sl];
     return nd->gpus >= most;
 }
 
-/* Job j's ncand candidates (at least its nd->nodes) put in the order a
- * reservation takes them, the node it held first where the sticky rule
- * keeps it; returns when the gang could start on the first nd->nodes. */
-static int64_t cands_settle(const struct ctx *c, int32_t j, struct cand *cands, size_t ncand)
+/* The first nodes of cands (ncand of them, at least job j's count) in
+ * the order a reservation takes them; returns when the gang could start
+ * there. */
+static int64_t cands_take(const struct ctx *c, int32_t j, struct cand *cands, size_t ncand)
 {
     const struct need *nd = &c->needs[j];
     int64_t last;
@@ -669,7 +674,7 @@ static int64_t reserve_cands_read(struct ctx *c, int32_t j, size_t *linked, stru
     bool flexible = popcount64(nd->slots) > 1;
     int32_t keep = c->loans ? c->in->jobs[j].hold_node - 1 : -1;
     int64_t cutoff = INF_MS;
-    bool whole = false;
+    bool whole;
     int r;
 
     if (!c->timeline) {
@@ -680,27 +685,18 @@ static int64_t reserve_cands_read(struct ctx *c, int32_t j, size_t *linked, stru
     r = timeline_sync(c, linked);
     if (r < 0)
         return r;
-    /* A job that needs all the GPUs of any node it accepts takes the
-     * whole-node test below on every node: then the test comes first,
-     * on the ends alone, and most nodes are passed without reading their
-     * state (3.2 million reservations of 8-GPU jobs walked 1.6 billion
-     * nodes in a saturated tarmac replay of 1,000,000 jobs). */
-    if (c->r.npreemptions == 0 && nd->gpus > 0)
-        whole = needs_whole_nodes(c, nd);
+    whole = needs_whole_nodes(c, nd);
     /* A single job's held node goes first: its key is then the cutoff
      * for all the others from the start, instead of only once the walk
-     * reaches a node as early.  A saturated tarmac replay (1,000,000
-     * synthetic jobs, 4,096 GPUs) re-reserved held 8-GPU drains 6.8
-     * million times, and replayed 62 million other nodes for them. */
+     * reaches a node as early.  Held drains are re-reserved at every
+     * pass of a saturated replay, so this walk is the hot one. */
     size_t lead = prune && keep >= 0 && (size_t)keep < c->nn ? 1 : 0;
     /* Such a job, needing whole nodes, where no node's key carries the
      * narrow penalty (key = t): by the sticky rule below it keeps its
      * node unless another can take it now, and only a node with no GPU
      * work past now but loans can (c->freenow).  So once its node is a
      * candidate, only those are read: the same choice, without a walk of
-     * every node at every pass for every held drain (3.5 a pass, 6.8
-     * million walks of 512 nodes in a tarmac replay of 1,000,000
-     * synthetic jobs at load 1.1, a tenth of the run). */
+     * every node at every pass for every held drain. */
     bool fast = may_skip && lead && whole && !c->any_narrow;
     for (size_t x = 0; x < c->nn + lead; x++) {
         size_t i;
@@ -767,7 +763,7 @@ static int64_t reserve_cands_read(struct ctx *c, int32_t j, size_t *linked, stru
     *ret_skipped = fast;
     if (ncand < (size_t)nd->nodes)
         goto out;
-    *ret_start = cands_settle(c, j, cands, ncand);
+    *ret_start = cands_take(c, j, cands, ncand);
 out:
     free(buf);
     if (r < 0) {

@@ -3,8 +3,9 @@
  *
  * A launch is find, then offers one at a time until one is made or none is
  * left; a lost answer goes back to find.  The engine never calls back from
- * inside tm_launch_start(): its first step is the cloud's find, whose answer
- * comes from the loop.
+ * inside tm_launch_start(): its first step is the cloud's find (or, for a
+ * cloud without one, its first create), whose answer comes from the loop;
+ * a step that could not start is returned, not delivered.
  */
 #include "providers/common/launch.h"
 
@@ -50,13 +51,15 @@ static bool closing(const struct tm_launch *l)
 bool tm_launch_is_short(const struct tm_launch_env *env, const char *type, const char *zone,
                         enum tm_capacity_type capacity)
 {
-    return tm_shortages_has(env->shorts, env->now_ms(env->clock), type, zone, capacity);
+    return env->shorts &&
+           tm_shortages_has(env->shorts, env->now_ms(env->clock), type, zone, capacity);
 }
 
 void tm_launch_note_short(struct tm_launch_env *env, const char *type, const char *zone,
                           enum tm_capacity_type capacity, const char *code)
 {
-    tm_shortages_note(env->shorts, env->now_ms(env->clock), type, zone, capacity, code);
+    if (env->shorts)
+        tm_shortages_note(env->shorts, env->now_ms(env->clock), type, zone, capacity, code);
 }
 
 bool tm_launch_set_valid(const struct tm_launch_set *set, const char *cluster, size_t max)
@@ -152,11 +155,21 @@ size_t tm_launch_plan_offers(const struct tm_launch_env *env, const char *pool, 
 
 /* ---- the walk ----------------------------------------------------------- */
 
-/* The next untried offer not remembered short, or fail with status. */
-static void next_or_fail(struct tm_launch *l, int status)
+/* Plan the offers anew (after a lost answer too: the shortage memory keeps
+ * what was really short). */
+static void plan(struct tm_launch *l)
+{
+    l->noffers = tm_launch_plan_offers(l->env, l->pool, l->type, l->zone, l->capacity,
+                                       l->be->zone_required, true, l->be->zone_fits, l,
+                                       l->offers, TM_LAUNCH_OFFER_MAX);
+    l->cur = 0;
+}
+
+/* Create the next untried offer not remembered short: what create
+ * returned, or 1 when none is left (logged, status the reason). */
+static int try_next(struct tm_launch *l, int status)
 {
     size_t i;
-    int r;
 
     for (i = 0; i < l->noffers; i++)
         if (!l->offers[i].tried && !tm_launch_is_short(l->env, l->offers[i].type,
@@ -166,14 +179,20 @@ static void next_or_fail(struct tm_launch *l, int status)
         tm_log_warn("could not launch: no offering left",
                     "cloud=%s provider=%s pool=%s node=%lld type=%s err=%s", l->be->cloud,
                     l->env->name, l->pool, (long long)l->node_id, l->type, tm_err_name(status));
-        deliver(l, status, NULL);
-        return;
+        return 1;
     }
     l->offers[i].tried = true;
     l->cur = i;
-    r = l->be->create(l, i);
-    if (r < 0)
-        deliver(l, r, NULL);
+    return l->be->create(l, i);
+}
+
+/* The next offer, or fail with status. */
+static void next_or_fail(struct tm_launch *l, int status)
+{
+    int r = try_next(l, status);
+
+    if (r != 0)
+        deliver(l, r > 0 ? status : r, NULL);
 }
 
 void tm_launch_found(struct tm_launch *l, int status, const struct tm_instance *inst)
@@ -196,12 +215,7 @@ void tm_launch_found(struct tm_launch *l, int status, const struct tm_instance *
         deliver(l, 0, inst);
         return;
     }
-    /* Planned anew after a lost answer too: the shortage memory keeps what
-     * was really short. */
-    l->noffers = tm_launch_plan_offers(l->env, l->pool, l->type, l->zone, l->capacity,
-                                       l->be->zone_required, true, l->be->zone_fits, l,
-                                       l->offers, TM_LAUNCH_OFFER_MAX);
-    l->cur = 0;
+    plan(l);
     next_or_fail(l, TM_EQUOTA);
 }
 
@@ -241,6 +255,12 @@ void tm_launch_made(struct tm_launch *l, enum tm_launch_answer answer, int statu
         tm_log_info("launch interrupted, looking by token before trying again",
                     "cloud=%s provider=%s token=%s err=%s", l->be->cloud, l->env->name, l->token,
                     tm_err_name(status));
+        if (!l->be->find) {
+            /* The cloud's create finds what the token made: the same again. */
+            plan(l);
+            next_or_fail(l, TM_EQUOTA);
+            return;
+        }
         r = l->be->find(l);
         if (r < 0)
             deliver(l, r, NULL);
@@ -305,7 +325,13 @@ int tm_launch_start(struct tm_launch_env *env, const struct tm_launch_backend *b
         env->launching->prev_launch = &l->next_launch;
     env->launching = l;
     l->prev_launch = &env->launching;
-    r = be->find(l);
+    if (be->find) {
+        r = be->find(l);
+    } else {
+        plan(l);
+        r = try_next(l, TM_EQUOTA);
+        r = r > 0 ? TM_EQUOTA : r;
+    }
     if (r < 0) {
         launch_free(l);
         return r;

@@ -74,7 +74,11 @@ struct tm_launch_backend {
     int (*prepare)(struct tm_launch *l, const struct tm_launch_request *req);
     /* Optional: whether zone can be an offer of the launch (ctx). */
     tm_launch_zone_fits zone_fits;
-    /* Look for an instance carrying l->token: tm_launch_found(). */
+    /* Look for an instance carrying l->token: tm_launch_found().  NULL for
+     * a cloud whose create itself answers the instance a token already
+     * made (the sim's one-statement launch, which finds and inserts under
+     * one lock): the engine goes straight to the offers, and a lost answer
+     * tries the same offers again. */
     int (*find)(struct tm_launch *l);
     /* Make l->offers[i] (marked tried, l->cur == i): tm_launch_made(). */
     int (*create)(struct tm_launch *l, size_t i);
@@ -88,9 +92,9 @@ struct tm_launch_env {
     uint64_t (*now_ms)(void *clock); /* the provider's clock (uv_now of its loop) */
     void *clock;
     const char *name;              /* the provider's name */
-    const char *cluster;
-    struct tm_shortages *shorts;
-    const struct tm_provider_pool *pools;
+    const char *cluster;           /* NULL: each request names its own */
+    struct tm_shortages *shorts;   /* NULL: no shortage memory (sim, local) */
+    const struct tm_provider_pool *pools; /* none: one offer, the request's zone */
     size_t npools;
     unsigned max_relaunch;         /* finds after lost answers, 0: 5 */
     bool *closing;                 /* the provider is closing: deliver TM_ECANCELED */

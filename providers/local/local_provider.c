@@ -28,6 +28,7 @@
 #include "core/config.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "providers/common/launch.h"
 #include "providers/local/local_state.h"
 
 #define LOCAL_KILL_GRACE_MS 10000
@@ -35,19 +36,19 @@
 #define LOCAL_TYPES_MAX 64
 #define LOCAL_LIST_MAX 4096
 
-enum local_op_kind { OP_LAUNCH, OP_TERMINATE, OP_LIST, OP_KIND_MAX };
+/* OP_FOUND and OP_MADE answer the launch engine (data is the launch). */
+enum local_op_kind { OP_FOUND, OP_MADE, OP_TERMINATE, OP_LIST, OP_KIND_MAX };
 
 struct local_op {
     struct local_op *next;
     enum local_op_kind kind;
     union {
-        tm_launch_cb launch;
         tm_done_cb done;
         tm_list_cb list;
     } cb;
     void *data;
-    int status;                   /* launch: the result, found inside the call */
-    struct tm_instance inst;      /* launch */
+    int status;                   /* found (1) or made (0, < 0), inside the call */
+    struct tm_instance inst;      /* found or made */
     char arg[TM_ID_MAX];          /* terminate: instance id; list: cluster */
 };
 
@@ -71,6 +72,7 @@ struct local_provider {
     uv_loop_t *loop;
     int64_t (*now_ms)(void *clock);
     void *clock;
+    char name[TM_ID_MAX];
     char state_dir[256];
     char metadata[16];
     char metadata_url[256];
@@ -85,8 +87,7 @@ struct local_provider {
     bool closing;
     bool warned_bootstrap;        /* a launch without a bootstrap was logged */
     unsigned open_handles;
-    void (*close_done)(void *data);
-    void *close_data;
+    struct tm_launch_env launch;  /* the engine's view: launches in flight, close */
 };
 
 static const struct tm_provider_ops local_ops;
@@ -94,6 +95,8 @@ static const struct tm_provider_ops local_ops;
 static struct local_provider *impl(struct tm_provider *p) { return p->impl; }
 
 static int64_t now(const struct local_provider *lp) { return lp->now_ms(lp->clock); }
+
+static uint64_t launch_now(void *clock) { return (uint64_t)now(clock); }
 
 static int64_t wall_ms(void)
 {
@@ -142,14 +145,8 @@ static struct local_op *op_new(enum local_op_kind kind, void *data)
 static void handle_closed(struct local_provider *lp)
 {
     lp->open_handles--;
-    if (lp->closing && lp->open_handles == 0) {
-        void (*done)(void *) = lp->close_done;
-        void *data = lp->close_data;
-
-        free(lp);
-        if (done)
-            done(data);
-    }
+    if (lp->closing && lp->open_handles == 0)
+        tm_launch_env_closed(&lp->launch);
 }
 
 static void on_proc_closed(uv_handle_t *h)
@@ -339,6 +336,21 @@ static int mkdir_p(const char *path, mode_t mode)
 /* Live instances of type, for its capacity. */
 static int count_live(struct local_provider *lp, const char *type);
 
+/* The node a token made, from its record: 1 (in *ret) or 0 (none). */
+static int find_token(const struct local_provider *lp, int64_t node_id, const char *token,
+                      struct tm_instance *ret)
+{
+    struct tm_local_record rec;
+    char id[TM_ID_MAX];
+
+    tm_local_instance_id(node_id, token, id, sizeof(id));
+    if (tm_local_record_read(lp->state_dir, id, &rec) != 0 || strcmp(rec.inst.token, token) != 0)
+        return 0;
+    *ret = rec.inst;
+    ret->state = rec.terminated_ms ? TM_INSTANCE_TERMINATED : TM_INSTANCE_RUNNING;
+    return 1;
+}
+
 static int do_launch(struct local_provider *lp, const struct tm_launch_request *req,
                      struct tm_instance *ret)
 {
@@ -347,13 +359,11 @@ static int do_launch(struct local_provider *lp, const struct tm_launch_request *
     char id[TM_ID_MAX], dir[TM_LOCAL_DIR_MAX], path[TM_LOCAL_PATH_MAX];
     int r;
 
+    /* Found again here too: a second launch of the token may have passed
+     * its find before the first made the node. */
+    if (find_token(lp, req->node_id, req->token, ret))
+        return 0; /* the same token: the same node, nothing started */
     tm_local_instance_id(req->node_id, req->token, id, sizeof(id));
-    r = tm_local_record_read(lp->state_dir, id, &rec);
-    if (r == 0 && strcmp(rec.inst.token, req->token) == 0) {
-        *ret = rec.inst; /* the same token: the same node, nothing started */
-        ret->state = rec.terminated_ms ? TM_INSTANCE_TERMINATED : TM_INSTANCE_RUNNING;
-        return 0;
-    }
     if (!ty)
         return TM_ENOTFOUND;
     if (req->capacity == TM_CAPACITY_SPOT && ty->spot_uusd == 0)
@@ -415,25 +425,80 @@ fail:
     return r;
 }
 
+/* The engine's primitives: find and create do their work inside the call
+ * (a few small files and one uv_spawn) and queue their answer.  One offer
+ * (no pools: the request's zone), no shortage memory, and a refusal is the
+ * launch's result. */
+struct local_launch {
+    char cluster[TM_ID_MAX];
+};
+
+static int local_launch_queue(struct tm_launch *l, enum local_op_kind kind, int status,
+                              const struct tm_instance *inst)
+{
+    struct local_op *op = op_new(kind, l);
+
+    if (!op)
+        return TM_ENOMEM;
+    op->status = status;
+    if (inst)
+        op->inst = *inst;
+    push(l->env->provider, op);
+    return 0;
+}
+
+static int local_launch_prepare(struct tm_launch *l, const struct tm_launch_request *req)
+{
+    struct local_launch *ll = l->priv;
+
+    tm_id_copy(ll->cluster, req->cluster);
+    return 0;
+}
+
+static int local_launch_find(struct tm_launch *l)
+{
+    struct tm_instance inst;
+    int found = find_token(l->env->provider, l->node_id, l->token, &inst);
+
+    return local_launch_queue(l, OP_FOUND, found, found ? &inst : NULL);
+}
+
+static int local_launch_create(struct tm_launch *l, size_t i)
+{
+    const struct local_launch *ll = l->priv;
+    const struct tm_launch_request req = {
+        .cluster = ll->cluster, .pool = l->pool, .node_id = l->node_id, .token = l->token,
+        .instance_type = l->offers[i].type, .zone = l->offers[i].zone,
+        .capacity = l->offers[i].capacity, .bootstrap = l->bootstrap,
+        .bootstrap_len = l->bootstrap_len,
+    };
+    struct tm_instance inst;
+    int r = do_launch(l->env->provider, &req, &inst);
+
+    return local_launch_queue(l, OP_MADE, r, r == 0 ? &inst : NULL);
+}
+
+static const struct tm_launch_backend local_launch_backend = {
+    .cloud = "local",
+    .priv_size = sizeof(struct local_launch),
+    .found_by = "its record",
+    .prepare = local_launch_prepare,
+    .find = local_launch_find,
+    .create = local_launch_create,
+};
+
 static int local_launch(struct tm_provider *p, const struct tm_launch_request *req,
                         tm_launch_cb cb, void *data)
 {
-    struct local_provider *lp = impl(p);
-    struct local_op *op;
+    struct tm_launch_request q;
 
-    if (!req || !cb || !tm_id_fits(req->cluster) || !tm_id_fits(req->pool) ||
-        !tm_id_fits(req->token) || !req->token[0] || !tm_id_fits(req->instance_type) ||
-        (req->zone && !tm_id_fits(req->zone)))
+    if (!req || !tm_id_fits(req->cluster))
         return TM_EINVAL;
-    if (lp->closing)
-        return TM_ECANCELED;
-    op = op_new(OP_LAUNCH, data);
-    if (!op)
-        return TM_ENOMEM;
-    op->cb.launch = cb;
-    op->status = do_launch(lp, req, &op->inst);
-    push(lp, op);
-    return 0;
+    /* A request for either market launches on demand, as local always did. */
+    q = *req;
+    if (q.capacity != TM_CAPACITY_SPOT)
+        q.capacity = TM_CAPACITY_ON_DEMAND;
+    return tm_launch_start(&impl(p)->launch, &local_launch_backend, &q, cb, data);
 }
 
 /* ---- list and terminate ------------------------------------------------------ */
@@ -668,15 +733,17 @@ static void on_timer(uv_timer_t *t)
         struct local_op *op = batch;
 
         batch = op->next;
-        if (lp->closing) {
-            if (op->kind == OP_LAUNCH)
-                op->cb.launch(TM_ECANCELED, NULL, op->data);
-            else if (op->kind == OP_TERMINATE)
+        if (op->kind == OP_FOUND) {
+            tm_launch_found(op->data, lp->closing ? TM_ECANCELED : 0,
+                            op->status > 0 ? &op->inst : NULL);
+        } else if (op->kind == OP_MADE) {
+            tm_launch_made(op->data, op->status == 0 ? TM_LAUNCH_OK : TM_LAUNCH_FATAL,
+                           lp->closing ? TM_ECANCELED : op->status, &op->inst, NULL);
+        } else if (lp->closing) {
+            if (op->kind == OP_TERMINATE)
                 op->cb.done(TM_ECANCELED, op->data);
             else
                 op->cb.list(TM_ECANCELED, NULL, 0, op->data);
-        } else if (op->kind == OP_LAUNCH) {
-            op->cb.launch(op->status, op->status == 0 ? &op->inst : NULL, op->data);
         } else if (op->kind == OP_TERMINATE) {
             run_terminate(lp, op);
         } else {
@@ -697,12 +764,8 @@ static void local_close(struct tm_provider *p, void (*done)(void *data), void *d
 {
     struct local_provider *lp = impl(p);
 
-    if (lp->closing)
-        return;
-    lp->closing = true;
-    lp->close_done = done;
-    lp->close_data = data;
-    uv_timer_start(&lp->timer, on_timer, 0, 0);
+    if (tm_launch_env_close(&lp->launch, done, data))
+        uv_timer_start(&lp->timer, on_timer, 0, 0);
 }
 
 static const struct tm_provider_ops local_ops = {
@@ -735,6 +798,7 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
     lp->loop = loop;
     lp->now_ms = now_ms;
     lp->clock = clock;
+    tm_id_copy(lp->name, p->name);
     snprintf(lp->state_dir, sizeof(lp->state_dir), "%s", p->state_dir);
     snprintf(lp->metadata, sizeof(lp->metadata), "%s", p->metadata ? p->metadata : "local");
     snprintf(lp->metadata_url, sizeof(lp->metadata_url), "%s", p->metadata_url ? p->metadata_url : "");
@@ -755,6 +819,10 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
         lp->ntypes++;
     }
     lp->tail = &lp->head;
+    lp->launch = (struct tm_launch_env){
+        .now_ms = launch_now, .clock = lp, .name = lp->name, .closing = &lp->closing,
+        .free_provider = free, .provider = lp,
+    };
     if (geteuid() != 0)
         tm_log_warn("the local provider does not run as root: its nodes run jobs as this user, "
                     "not isolated from the agents, from each other or from this process",

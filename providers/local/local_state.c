@@ -98,23 +98,34 @@ static bool get_i64(const cJSON *o, const char *k, int64_t *dst)
     return true;
 }
 
+/* Node id's file name, parsed (NULL when it is not JSON); < 0 when it could
+ * not be read. */
+static int read_json(const char *state_dir, const char *id, const char *name, cJSON **ret)
+{
+    char path[TM_LOCAL_PATH_MAX], *text = NULL;
+    size_t len;
+    int r = tm_local_path(state_dir, id, name, path, sizeof(path));
+
+    if (r == 0)
+        r = tm_file_read(path, 64 * 1024, &text, &len, NULL, 0);
+    if (r < 0)
+        return r;
+    *ret = cJSON_ParseWithLength(text, len);
+    free(text);
+    return 0;
+}
+
 int tm_local_record_read(const char *state_dir, const char *id, struct tm_local_record *ret)
 {
     struct tm_local_record rec = {0};
-    char path[TM_LOCAL_PATH_MAX], cap[32], *text = NULL;
-    size_t len;
+    char cap[32];
     int64_t pid = 0;
     cJSON *root;
     int r;
 
-    r = tm_local_path(state_dir, id, "instance.json", path, sizeof(path));
+    r = read_json(state_dir, id, "instance.json", &root);
     if (r < 0)
         return r;
-    r = tm_file_read(path, 64 * 1024, &text, &len, NULL, 0);
-    if (r < 0)
-        return r;
-    root = cJSON_ParseWithLength(text, len);
-    free(text);
     r = TM_EBADREPLY;
     if (!cJSON_IsObject(root))
         goto out;
@@ -245,20 +256,14 @@ int tm_local_notice_write(const char *state_dir, const char *id, const char *act
 int tm_local_notice_read(const char *state_dir, const char *id, int64_t *ret_notice_ms,
                          int64_t *ret_deadline_ms, bool *ret_acked)
 {
-    char path[TM_LOCAL_PATH_MAX], *text = NULL;
+    char path[TM_LOCAL_PATH_MAX];
     int64_t notice = 0, deadline = 0;
-    size_t len;
     cJSON *root;
     int r;
 
-    r = tm_local_path(state_dir, id, "notice.json", path, sizeof(path));
+    r = read_json(state_dir, id, "notice.json", &root);
     if (r < 0)
         return r;
-    r = tm_file_read(path, 64 * 1024, &text, &len, NULL, 0);
-    if (r < 0)
-        return r;
-    root = cJSON_ParseWithLength(text, len);
-    free(text);
     if (!cJSON_IsObject(root) || !get_i64(root, "deadline_ms", &deadline)) {
         cJSON_Delete(root);
         return TM_EBADREPLY;

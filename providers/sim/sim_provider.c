@@ -29,6 +29,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/spot_hazards.h"
+#include "providers/common/launch.h"
 
 enum sim_op_kind {
     SIM_OP_LAUNCH,
@@ -80,8 +81,7 @@ struct sim_provider {
     unsigned outstanding;     /* requests pg_uv still holds (setup included) */
     /* closing */
     bool closing, close_started, pg_closed, timer_closing;
-    void (*close_done)(void *data);
-    void *close_data;
+    struct tm_launch_env launch;  /* the engine's view: launches in flight, close */
 };
 
 static const struct tm_provider_ops sim_ops;
@@ -235,6 +235,8 @@ static struct sim_provider *impl(struct tm_provider *p) { return p->impl; }
 
 static int64_t now(const struct sim_provider *sp) { return sp->now_ms(sp->clock); }
 
+static uint64_t launch_now(void *clock) { return (uint64_t)now(clock); }
+
 
 static void on_timer(uv_timer_t *timer);
 
@@ -301,6 +303,27 @@ static struct sim_op *op_new(struct sim_provider *sp, enum sim_op_kind kind, voi
     return op;
 }
 
+/* The request an op's copied arguments name, and the copy of a request. */
+static struct tm_launch_request req_of(const struct tm_sim_instance *a)
+{
+    return (struct tm_launch_request){
+        .cluster = a->cluster, .pool = a->pool, .node_id = a->node_id, .token = a->token,
+        .instance_type = a->instance_type, .zone = a->zone, .capacity = a->capacity,
+    };
+}
+
+static void args_of(const struct tm_launch_request *req, const char *zone,
+                    struct tm_sim_instance *a)
+{
+    tm_id_copy(a->token, req->token);
+    tm_id_copy(a->cluster, req->cluster);
+    tm_id_copy(a->pool, req->pool);
+    tm_id_copy(a->instance_type, req->instance_type);
+    tm_id_copy(a->zone, zone);
+    a->node_id = req->node_id;
+    a->capacity = req->capacity;
+}
+
 /* A gang's set against the in-memory cloud, all or none: refused whole
  * (TM_EQUOTA) when the type has no room for every member, and a member
  * refused after others were made (spot capacity) takes them back at once,
@@ -318,10 +341,7 @@ static void run_memory_set(struct sim_provider *sp, struct sim_op *op)
         r = TM_EQUOTA;
     for (; r == 0 && n < op->nset; n++) {
         const struct tm_sim_instance *a = &op->set[n];
-        struct tm_launch_request req = {
-            .cluster = a->cluster, .pool = a->pool, .node_id = a->node_id, .token = a->token,
-            .instance_type = a->instance_type, .zone = a->zone, .capacity = a->capacity,
-        };
+        struct tm_launch_request req = req_of(a);
         r = tm_simcloud_launch(sp->sc, &req, t, &made[n]);
         if (r < 0)
             break;
@@ -346,10 +366,7 @@ static void run_memory(struct sim_provider *sp, struct sim_op *op)
         run_memory_set(sp, op);
         break;
     case SIM_OP_LAUNCH: {
-        struct tm_launch_request req = {
-            .cluster = a->cluster, .pool = a->pool, .node_id = a->node_id, .token = a->token,
-            .instance_type = a->instance_type, .zone = a->zone, .capacity = a->capacity,
-        };
+        struct tm_launch_request req = req_of(a);
 
         r = tm_simcloud_launch(sp->sc, &req, now(sp), &inst);
         deliver(op, r, &inst, NULL, 0);
@@ -576,41 +593,73 @@ static int launch_pg(struct sim_provider *sp, struct sim_op *op, const struct tm
 
 /* ---- the provider ops ----------------------------------------------------- */
 
-static int sim_launch(struct tm_provider *p, const struct tm_launch_request *req,
-                      tm_launch_cb cb, void *data)
+/* The engine's primitives.  The sim's create finds what the token made
+ * (tm_simcloud_launch, simcloud.launch() under its type lock), so it has no
+ * find of its own; it has one offer (no pools: the request's zone, "" lets
+ * the simulated cloud pick) and no shortage memory, and its answers go back
+ * as they are: a refusal is the launch's result. */
+struct sim_launch {
+    char cluster[TM_ID_MAX];
+};
+
+static void on_launch_answer(int status, const struct tm_instance *inst, void *data)
 {
-    struct sim_provider *sp = impl(p);
-    struct sim_op *op;
+    tm_launch_made(data, status == 0 ? TM_LAUNCH_OK : TM_LAUNCH_FATAL, status, inst, NULL);
+}
+
+static int sim_launch_prepare(struct tm_launch *l, const struct tm_launch_request *req)
+{
+    struct sim_launch *sl = l->priv;
+
+    tm_id_copy(sl->cluster, req->cluster);
+    return 0;
+}
+
+static int sim_launch_create(struct tm_launch *l, size_t i)
+{
+    struct sim_provider *sp = l->env->provider;
+    const struct sim_launch *sl = l->priv;
+    const struct tm_launch_offer *o = &l->offers[i];
+    const struct tm_launch_request req = {
+        .cluster = sl->cluster, .pool = l->pool, .node_id = l->node_id, .token = l->token,
+        .instance_type = o->type, .zone = o->zone, .capacity = o->capacity,
+    };
+    struct sim_op *op = op_new(sp, SIM_OP_LAUNCH, l);
     int r;
 
-    if (!req || !cb || !req->token || !req->token[0] || !tm_id_fits(req->token) ||
-        !tm_id_fits(req->cluster) || !tm_id_fits(req->instance_type) ||
-        (req->pool && !tm_id_fits(req->pool)) ||
-        (req->zone && !tm_id_fits(req->zone)))
-        return TM_EINVAL;
-    if (req->capacity != TM_CAPACITY_SPOT && req->capacity != TM_CAPACITY_ON_DEMAND)
-        return TM_EINVAL;
-    if (sp->closing)
-        return TM_ECANCELED;
-    op = op_new(sp, SIM_OP_LAUNCH, data);
     if (!op)
         return TM_ENOMEM;
-    op->cb.launch = cb;
-    snprintf(op->args.token, TM_ID_MAX, "%s", req->token);
-    snprintf(op->args.cluster, TM_ID_MAX, "%s", req->cluster);
-    snprintf(op->args.pool, TM_ID_MAX, "%s", req->pool ? req->pool : "");
-    snprintf(op->args.instance_type, TM_ID_MAX, "%s", req->instance_type);
-    snprintf(op->args.zone, TM_ID_MAX, "%s", req->zone ? req->zone : "");
-    op->args.node_id = req->node_id;
-    op->args.capacity = req->capacity;
+    op->cb.launch = on_launch_answer;
+    args_of(&req, req.zone, &op->args);
     if (sp->memory) {
         fifo_push(sp, op);
         return 0;
     }
-    r = launch_pg(sp, op, req);
+    r = launch_pg(sp, op, &req);
     if (r < 0)
         free(op);
     return r;
+}
+
+static const struct tm_launch_backend sim_launch_backend = {
+    .cloud = "sim",
+    .priv_size = sizeof(struct sim_launch),
+    .prepare = sim_launch_prepare,
+    .create = sim_launch_create,
+};
+
+static int sim_launch(struct tm_provider *p, const struct tm_launch_request *req,
+                      tm_launch_cb cb, void *data)
+{
+    struct tm_launch_request q;
+
+    /* The sim names the cluster in each request and takes one market. */
+    if (!req || !tm_id_fits(req->cluster) || (req->pool && !tm_id_fits(req->pool)) ||
+        (req->capacity != TM_CAPACITY_SPOT && req->capacity != TM_CAPACITY_ON_DEMAND))
+        return TM_EINVAL;
+    q = *req;
+    q.pool = req->pool ? req->pool : "";
+    return tm_launch_start(&impl(p)->launch, &sim_launch_backend, &q, cb, data);
 }
 
 /* A gang's set: in memory mode one op, run all or none on a later loop
@@ -645,18 +694,9 @@ static int sim_launch_set(struct tm_provider *p, const struct tm_launch_set *set
     }
     op->cb.launch_set = cb;
     op->nset = set->n;
-    for (size_t i = 0; i < set->n; i++) {
-        const struct tm_launch_request *req = &set->reqs[i];
-        struct tm_sim_instance *a = &op->set[i];
-        snprintf(a->token, TM_ID_MAX, "%s", req->token);
-        snprintf(a->cluster, TM_ID_MAX, "%s", req->cluster);
-        snprintf(a->pool, TM_ID_MAX, "%s", req->pool ? req->pool : "");
-        snprintf(a->instance_type, TM_ID_MAX, "%s", req->instance_type);
-        /* one zone for the set: the first member's */
-        snprintf(a->zone, TM_ID_MAX, "%s", set->reqs[0].zone ? set->reqs[0].zone : "");
-        a->node_id = req->node_id;
-        a->capacity = req->capacity;
-    }
+    /* one zone for the set: the first member's */
+    for (size_t i = 0; i < set->n; i++)
+        args_of(&set->reqs[i], set->reqs[0].zone, &op->set[i]);
     fifo_push(sp, op);
     return 0;
 }
@@ -736,8 +776,10 @@ static int sim_price(struct tm_provider *p, const char *instance_type, const cha
 
 /* ---- closing --------------------------------------------------------------- */
 
-static void provider_free(struct sim_provider *sp)
+static void provider_free(void *provider)
 {
+    struct sim_provider *sp = provider;
+
     tm_simcloud_free(sp->sc);
     free(sp);
 }
@@ -745,12 +787,8 @@ static void provider_free(struct sim_provider *sp)
 static void on_timer_closed(uv_handle_t *handle)
 {
     struct sim_provider *sp = handle->data;
-    void (*done)(void *data) = sp->close_done;
-    void *data = sp->close_data;
 
-    provider_free(sp);
-    if (done)
-        done(data);
+    tm_launch_env_closed(&sp->launch);
 }
 
 /* The last step: once pg_uv holds nothing of ours, close the timer. */
@@ -800,13 +838,9 @@ static void sim_close(struct tm_provider *p, void (*done)(void *data), void *dat
 {
     struct sim_provider *sp = impl(p);
 
-    if (sp->closing)
-        return;
-    sp->closing = true;
-    sp->close_done = done;
-    sp->close_data = data;
     /* The cancellations and done fire from the loop, not inside close(). */
-    uv_timer_start(&sp->timer, on_timer, 0, 0);
+    if (tm_launch_env_close(&sp->launch, done, data))
+        uv_timer_start(&sp->timer, on_timer, 0, 0);
 }
 
 static const struct tm_provider_ops sim_ops = {
@@ -844,6 +878,10 @@ static int provider_new(uv_loop_t *loop, const struct tm_simcloud_params *params
     sp->now_ms = now_ms;
     sp->clock = clock;
     sp->fifo_tail = &sp->fifo_head;
+    sp->launch = (struct tm_launch_env){
+        .now_ms = launch_now, .clock = sp, .name = "sim", .closing = &sp->closing,
+        .free_provider = provider_free, .provider = sp,
+    };
     r = uv_timer_init(loop, &sp->timer);
     if (r < 0) {
         provider_free(sp);

@@ -7,7 +7,9 @@
  * remembers what it made, by token, and answers a find from that, as a
  * real cloud's listing by tag would.  Calls queue up and the test answers
  * them from the queue, so nothing is answered inside the call that made
- * it; each call is written to a trace the tests compare whole. */
+ * it; each call is written to a trace the tests compare whole.  A second
+ * table has no find: its create answers what the token made, as the sim's
+ * does. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -55,6 +57,7 @@ struct pending {
     enum call call;
     struct tm_launch *l;
     size_t offer;
+    bool own;                  /* a create that finds by token itself */
     char id[TM_ID_MAX];
     tm_done_cb dcb;
     void *data;
@@ -120,6 +123,16 @@ static int fake_create(struct tm_launch *l, size_t i)
     return 0;
 }
 
+static int create_fails; /* what a create that cannot start returns */
+
+static int fake_create_own(struct tm_launch *l, size_t i)
+{
+    if (create_fails)
+        return create_fails;
+    q[nq++] = (struct pending){.call = CREATE, .l = l, .offer = i, .own = true};
+    return 0;
+}
+
 static const char *market(enum tm_capacity_type c)
 {
     return c == TM_CAPACITY_SPOT ? "spot" : "od";
@@ -142,6 +155,10 @@ static void answer(struct pending *x)
     }
     o = &x->l->offers[x->offer];
     note("create:%s/%s", o->zone, market(o->capacity));
+    if (x->own && made_by_token(x->l->token)) {
+        tm_launch_made(x->l, TM_LAUNCH_OK, 0, made_by_token(x->l->token), NULL);
+        return;
+    }
     c = cell_of(o->zone, o->capacity);
     if (!c || (c->does == MAKE && c->makes < 0)) {
         tm_launch_made(x->l, TM_LAUNCH_SHORT, TM_EQUOTA, NULL, "NoCapacity");
@@ -181,6 +198,11 @@ static const struct tm_launch_backend fake_backend = {
     .found_by = "token",
     .find = fake_find,
     .create = fake_create,
+};
+
+static const struct tm_launch_backend own_backend = {
+    .cloud = "own",
+    .create = fake_create_own,
 };
 
 /* ---- the provider over it ------------------------------------------------ */
@@ -242,6 +264,7 @@ static int setup(void **state)
     closing = false;
     got_status = 1;
     got_calls = 0;
+    create_fails = 0;
     tm_shortages_init(&shorts, "fake", "type", "f1", 0);
     env = (struct tm_launch_env){
         .now_ms = fake_now, .clock = &clock_ms, .name = "f1", .cluster = "c", .shorts = &shorts,
@@ -256,12 +279,18 @@ static void cloud(const struct cell *table, size_t n)
     ncells = n;
 }
 
-static int launch(const char *token, enum tm_capacity_type capacity)
+static int launch_on(const struct tm_launch_backend *be, const char *token,
+                     enum tm_capacity_type capacity)
 {
     struct tm_launch_request req = {.cluster = "c", .pool = "p", .node_id = 7, .token = token,
                                     .instance_type = "g8", .zone = "", .capacity = capacity};
 
-    return tm_launch_start(&env, &fake_backend, &req, on_launch, NULL);
+    return tm_launch_start(&env, be, &req, on_launch, NULL);
+}
+
+static int launch(const char *token, enum tm_capacity_type capacity)
+{
+    return launch_on(&fake_backend, token, capacity);
 }
 
 /* ---- the cases ---------------------------------------------------------- */
@@ -372,6 +401,50 @@ static void test_fatal_fails(void **state)
     assert_int_equal(got_calls, 1);
     assert_int_equal(got_status, TM_EAUTH);
     assert_int_equal(nmade, 0);
+}
+
+/* A cloud without a find, no pools and no shortage memory (the sim): one
+ * offer, the request's zone ("" lets the cloud pick), created from inside
+ * the start and answered from the queue; a lost answer asks the same
+ * again and gets what the token made; a refusal for capacity is the
+ * launch's and is not remembered; a create that cannot start is returned
+ * and never answered. */
+static void test_create_finds_itself(void **state)
+{
+    static const struct cell table[] = {
+        {"", TM_CAPACITY_ON_DEMAND, LOST_MADE, 0},
+        {"", TM_CAPACITY_SPOT, SHORT, 0},
+    };
+    (void)state;
+
+    cloud(table, 2);
+    env.shorts = NULL;
+    env.pools = NULL;
+    env.npools = 0;
+    assert_int_equal(launch_on(&own_backend, "t1", TM_CAPACITY_ON_DEMAND), 0);
+    assert_int_equal(got_calls, 0);
+    run_queue();
+    assert_string_equal(trace, "create:/od create:/od");
+    assert_int_equal(got_calls, 1);
+    assert_int_equal(got_status, 0);
+    assert_string_equal(got.id, "i-0");
+    assert_int_equal(nmade, 1);
+
+    trace[0] = '\0';
+    assert_int_equal(launch_on(&own_backend, "t2", TM_CAPACITY_SPOT), 0);
+    run_queue();
+    assert_int_equal(got_status, TM_EQUOTA);
+    assert_false(tm_launch_is_short(&env, "g8", "", TM_CAPACITY_SPOT));
+    assert_int_equal(launch_on(&own_backend, "t3", TM_CAPACITY_SPOT), 0);
+    run_queue();
+    assert_string_equal(trace, "create:/spot create:/spot");
+
+    got_calls = 0;
+    create_fails = TM_ENOMEM;
+    assert_int_equal(launch_on(&own_backend, "t4", TM_CAPACITY_ON_DEMAND), TM_ENOMEM);
+    run_queue();
+    assert_int_equal(got_calls, 0);
+    assert_null(env.launching);
 }
 
 /* Answers lost again and again: max_relaunch finds, then the last error. */
@@ -570,6 +643,7 @@ int main(void)
         cmocka_unit_test_setup(test_ambiguous_find_then_adopt, setup),
         cmocka_unit_test_setup(test_adopt_after_crash, setup),
         cmocka_unit_test_setup(test_fatal_fails, setup),
+        cmocka_unit_test_setup(test_create_finds_itself, setup),
         cmocka_unit_test_setup(test_relaunch_budget, setup),
         cmocka_unit_test_setup(test_retry_budget_retry_after, setup),
         cmocka_unit_test_setup(test_auth_gate, setup),
