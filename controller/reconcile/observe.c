@@ -156,6 +156,68 @@ static bool set_pending(const struct pass *p, const char *token)
     return false;
 }
 
+/* Per provider listed, its instances sorted by id and by launch token
+ * (by_id, by_token) and a flag per instance, none matched yet
+ * (ret_matched).  0 or TM_ENOMEM (what was allocated is the caller's). */
+static int listings_index(struct pass *p, bool **ret_matched, struct inst_index **by_id,
+                          struct inst_index **by_token)
+{
+    for (size_t o = 0; o < p->in->nobserved; o++) {
+        const struct tm_observed *obs = &p->in->observed[o];
+        ret_matched[o] = calloc(obs->n + 1, sizeof(bool));
+        by_id[o] = malloc((obs->n + 1) * sizeof(**by_id));
+        by_token[o] = malloc((obs->n + 1) * sizeof(**by_token));
+        if (!ret_matched[o] || !by_id[o] || !by_token[o])
+            return TM_ENOMEM;
+        for (size_t i = 0; i < obs->n; i++) {
+            by_id[o][i] = (struct inst_index){.key = obs->instances[i].id, .index = (int32_t)i};
+            by_token[o][i] = (struct inst_index){.key = obs->instances[i].token, .index = (int32_t)i};
+        }
+        qsort(by_id[o], obs->n, sizeof(**by_id), cmp_inst_index);
+        qsort(by_token[o], obs->n, sizeof(**by_token), cmp_inst_index);
+    }
+    return 0;
+}
+
+/* Instances with our cluster tag and no live node (matched: per provider
+ * and instance, a node owns it): terminate them, but only once a complete
+ * listing has shown it (never on a partial view). */
+static void orphans_terminate(struct pass *p, bool *const *matched)
+{
+    char why[256];
+
+    for (size_t o = 0; o < p->in->nobserved; o++) {
+        const struct tm_observed *obs = &p->in->observed[o];
+        if (!obs->complete)
+            continue;
+        for (size_t i = 0; i < obs->n; i++) {
+            const struct tm_instance *c = &obs->instances[i];
+            if (matched[o][i] || c->state == TM_INSTANCE_TERMINATED ||
+                c->state == TM_INSTANCE_STOPPING || set_pending(p, c->token))
+                continue;
+            snprintf(why, sizeof(why),
+                     "instance carries cluster tag but no live node owns it (token \"%s\", node %" PRId64 ")",
+                     c->token, c->node_id);
+            cJSON *a = tm_rc_action(p, "orphan", why);
+            tm_rc_put_str(p, a, "instance_id", c->id);
+            cJSON *in = tm_rc_inputs(p, a);
+            tm_rc_put_str(p, in, "provider", obs->provider);
+            tm_rc_put_str(p, in, "pool", c->pool);
+            tm_rc_add_terminate(p, (int)o, 0, c->id);
+            p->plan.orphans++;
+        }
+    }
+}
+
+/* Node n, part of a set seen in part: neither adopted nor given up alone
+ * (its instance is not an orphan either); launched again with its token. */
+static void partial_relaunch(struct pass *p, const struct tm_snap_node *n)
+{
+    tm_rc_add_launch(p, n->id, n->token, n->pool, n->instance_type, n->zone, n->capacity);
+    if (n->pool >= 0)
+        p->pending_milli[n->pool] += (int64_t)n->gpus * 1000;
+}
+
 /* Step 1: compare each live node with its provider's listing. */
 void tm_rc_observe(struct pass *p, bool **ret_matched)
 {
@@ -171,21 +233,9 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
         p->err = TM_ENOMEM;
         goto out;
     }
-    for (size_t o = 0; o < nobs; o++) {
-        const struct tm_observed *obs = &p->in->observed[o];
-        ret_matched[o] = calloc(obs->n + 1, sizeof(bool));
-        by_id[o] = malloc((obs->n + 1) * sizeof(**by_id));
-        by_token[o] = malloc((obs->n + 1) * sizeof(**by_token));
-        if (!ret_matched[o] || !by_id[o] || !by_token[o]) {
-            p->err = TM_ENOMEM;
-            goto out;
-        }
-        for (size_t i = 0; i < obs->n; i++) {
-            by_id[o][i] = (struct inst_index){.key = obs->instances[i].id, .index = (int32_t)i};
-            by_token[o][i] = (struct inst_index){.key = obs->instances[i].token, .index = (int32_t)i};
-        }
-        qsort(by_id[o], obs->n, sizeof(**by_id), cmp_inst_index);
-        qsort(by_token[o], obs->n, sizeof(**by_token), cmp_inst_index);
+    if (listings_index(p, ret_matched, by_id, by_token) < 0) {
+        p->err = TM_ENOMEM;
+        goto out;
     }
     partial = partial_sets(p, by_id, by_token);
     if (!partial) {
@@ -220,12 +270,7 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
             ret_matched[prov][hit] = true;
         }
         if (inst && partial[ni]) {
-            /* part of a set seen: neither adopted nor given up alone (its
-             * instance is not an orphan either) */
-            inst = NULL;
-            tm_rc_add_launch(p, n->id, n->token, n->pool, n->instance_type, n->zone, n->capacity);
-            if (n->pool >= 0)
-                p->pending_milli[n->pool] += (int64_t)n->gpus * 1000;
+            partial_relaunch(p, n);
             continue;
         }
         if (inst)
@@ -309,29 +354,7 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
             spot_notice(p, ni, notice, notice_from);
     }
 
-    /* Instances with our cluster tag and no live node: terminate them, but
-     * only once a complete listing has shown it (never on a partial view). */
-    for (size_t o = 0; o < p->in->nobserved; o++) {
-        const struct tm_observed *obs = &p->in->observed[o];
-        if (!obs->complete)
-            continue;
-        for (size_t i = 0; i < obs->n; i++) {
-            const struct tm_instance *c = &obs->instances[i];
-            if (ret_matched[o][i] || c->state == TM_INSTANCE_TERMINATED ||
-                c->state == TM_INSTANCE_STOPPING || set_pending(p, c->token))
-                continue;
-            snprintf(why, sizeof(why),
-                     "instance carries cluster tag but no live node owns it (token \"%s\", node %" PRId64 ")",
-                     c->token, c->node_id);
-            cJSON *a = tm_rc_action(p, "orphan", why);
-            tm_rc_put_str(p, a, "instance_id", c->id);
-            cJSON *in = tm_rc_inputs(p, a);
-            tm_rc_put_str(p, in, "provider", obs->provider);
-            tm_rc_put_str(p, in, "pool", c->pool);
-            tm_rc_add_terminate(p, (int)o, 0, c->id);
-            p->plan.orphans++;
-        }
-    }
+    orphans_terminate(p, ret_matched);
 out:
     free(partial);
     for (size_t o = 0; by_id && by_token && o < nobs; o++) {

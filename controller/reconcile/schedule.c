@@ -169,6 +169,84 @@ static void emit_holds_and_waits(struct pass *p, const struct tm_sched_result *r
     }
 }
 
+/* The running allocations on the nodes the pass hands the scheduler
+ * (sched_node: snapshot node -> sched node, -1 none), each with its
+ * expected end; every node holding one is marked busy.  Returns how many. */
+static size_t sched_allocs(struct pass *p, const int32_t *sched_node, struct tm_sched_alloc *allocs,
+                           int32_t *alloc_of)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_estimator *est = p->est;
+    size_t na = 0;
+
+    for (size_t a = 0; a < s->nallocs; a++) {
+        const struct tm_snap_alloc *al = &s->allocs[a];
+        int ni = tm_rc_node_index(p, al->node_id);
+        int32_t sn = ni >= 0 ? sched_node[ni] : -1;
+        if (ni >= 0)
+            p->node_busy[ni] = true;
+        if (sn < 0)
+            continue;
+        int ji = tm_rc_job_index(p, al->job_id);
+        int64_t end = p->in->now_ms + 3600000;
+        bool pre = false;
+        if (ji >= 0) {
+            const struct tm_snap_job *j = &s->jobs[ji];
+            bool known;
+            int64_t e = tm_rc_job_estimate_known(est, j, &known);
+            pre = j->preemptible;
+            if (e > 0)
+                end = p->in->now_ms + tm_estimate_left(e, p->in->now_ms - j->started_ms, known);
+        }
+        alloc_of[na] = (int32_t)a;
+        allocs[na++] = (struct tm_sched_alloc){
+            .job_id = al->job_id, .node = sn, .gpu_mask = al->gpu_mask,
+            .gpu_milli = al->gpu_milli, .cpu_milli = al->cpu_milli,
+            .memory_mib = al->memory_mib, .end_ms = end, .preemptible = pre,
+            .loaned = al->loaned,
+        };
+    }
+    return na;
+}
+
+/* The queued jobs not held back, each with the pools it may use as its
+ * model mask and the node it holds (sched_node as above).  Returns how
+ * many. */
+static size_t sched_jobs(struct pass *p, const int32_t *sched_node, struct tm_sched_job *jobs, int32_t *job_of)
+{
+    const struct tm_snapshot *s = p->in->snap;
+    const struct tm_estimator *est = p->est;
+    size_t nj = 0;
+
+    for (size_t ji = 0; ji < s->njobs; ji++) {
+        const struct tm_snap_job *j = &s->jobs[ji];
+        uint64_t mask = 0;
+        if (j->state != TM_JOB_QUEUED || p->job_held[ji])
+            continue;
+        bool od_only = deadline_due(p, j);
+        for (size_t pi = 0; pi < p->cfg->npools && pi < 63; pi++)
+            if (tm_rc_pool_accepts(&p->cfg->pools[pi], (int)pi, j) &&
+                (!od_only || strcmp(p->cfg->pools[pi].capacity_type, "on_demand") == 0))
+                mask |= 1ull << pi;
+        if (!mask)
+            mask = 1ull << 63; /* no pool can take it: a model no node has */
+        /* A held node that is gone or no longer schedulable: no hold. */
+        int hn = j->hold_node_id ? tm_rc_node_index(p, j->hold_node_id) : -1;
+        int32_t hold = hn >= 0 && sched_node[hn] >= 0 ? sched_node[hn] + 1 : 0;
+        bool known;
+        int64_t e = tm_rc_job_estimate_known(est, j, &known);
+        jobs[nj] = (struct tm_sched_job){
+            .id = j->id, .submit_ms = j->submitted_ms, .estimate_ms = e, .estimate_known = known,
+            .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib, .model_mask = mask,
+            .gpus = j->gpus, .gpu_milli = j->gpus > 0 ? 1000 : j->gpu_milli, .nodes = j->nodes,
+            .priority = j->priority, .klass = j->klass, .preemptible = j->preemptible,
+            .hold_node = hold, .hold_start_ms = hold ? j->hold_start_ms : 0,
+        };
+        job_of[nj++] = (int32_t)ji;
+    }
+    return nj;
+}
+
 void tm_rc_schedule(struct pass *p, bool *job_placed)
 {
     const struct tm_snapshot *s = p->in->snap;
@@ -184,7 +262,6 @@ void tm_rc_schedule(struct pass *p, bool *job_placed)
     size_t *first = NULL;      /* sched job index -> its first entry in by_job */
     size_t *by_job = NULL;     /* placement indices grouped by job, in order */
     struct tm_sched_result res = {0};
-    const struct tm_estimator *est = p->est;
     size_t nj = 0, nn = 0, na = 0;
 
     jobs = calloc(s->njobs + 1, sizeof(*jobs));
@@ -218,59 +295,8 @@ void tm_rc_schedule(struct pass *p, bool *job_placed)
         node_of[nn] = (int32_t)ni;
         sched_node[ni] = (int32_t)nn++;
     }
-    for (size_t a = 0; a < s->nallocs; a++) {
-        const struct tm_snap_alloc *al = &s->allocs[a];
-        int ni = tm_rc_node_index(p, al->node_id);
-        int32_t sn = ni >= 0 ? sched_node[ni] : -1;
-        if (ni >= 0)
-            p->node_busy[ni] = true;
-        if (sn < 0)
-            continue;
-        int ji = tm_rc_job_index(p, al->job_id);
-        int64_t end = p->in->now_ms + 3600000;
-        bool pre = false;
-        if (ji >= 0) {
-            const struct tm_snap_job *j = &s->jobs[ji];
-            bool known;
-            int64_t e = tm_rc_job_estimate_known(est, j, &known);
-            pre = j->preemptible;
-            if (e > 0)
-                end = p->in->now_ms + tm_estimate_left(e, p->in->now_ms - j->started_ms, known);
-        }
-        alloc_of[na] = (int32_t)a;
-        allocs[na++] = (struct tm_sched_alloc){
-            .job_id = al->job_id, .node = sn, .gpu_mask = al->gpu_mask,
-            .gpu_milli = al->gpu_milli, .cpu_milli = al->cpu_milli,
-            .memory_mib = al->memory_mib, .end_ms = end, .preemptible = pre,
-            .loaned = al->loaned,
-        };
-    }
-    for (size_t ji = 0; ji < s->njobs; ji++) {
-        const struct tm_snap_job *j = &s->jobs[ji];
-        uint64_t mask = 0;
-        if (j->state != TM_JOB_QUEUED || p->job_held[ji])
-            continue;
-        bool od_only = deadline_due(p, j);
-        for (size_t pi = 0; pi < p->cfg->npools && pi < 63; pi++)
-            if (tm_rc_pool_accepts(&p->cfg->pools[pi], (int)pi, j) &&
-                (!od_only || strcmp(p->cfg->pools[pi].capacity_type, "on_demand") == 0))
-                mask |= 1ull << pi;
-        if (!mask)
-            mask = 1ull << 63; /* no pool can take it: a model no node has */
-        /* A held node that is gone or no longer schedulable: no hold. */
-        int hn = j->hold_node_id ? tm_rc_node_index(p, j->hold_node_id) : -1;
-        int32_t hold = hn >= 0 && sched_node[hn] >= 0 ? sched_node[hn] + 1 : 0;
-        bool known;
-        int64_t e = tm_rc_job_estimate_known(est, j, &known);
-        jobs[nj] = (struct tm_sched_job){
-            .id = j->id, .submit_ms = j->submitted_ms, .estimate_ms = e, .estimate_known = known,
-            .cpu_milli = j->cpu_milli, .memory_mib = j->memory_mib, .model_mask = mask,
-            .gpus = j->gpus, .gpu_milli = j->gpus > 0 ? 1000 : j->gpu_milli, .nodes = j->nodes,
-            .priority = j->priority, .klass = j->klass, .preemptible = j->preemptible,
-            .hold_node = hold, .hold_start_ms = hold ? j->hold_start_ms : 0,
-        };
-        job_of[nj++] = (int32_t)ji;
-    }
+    na = sched_allocs(p, sched_node, allocs, alloc_of);
+    nj = sched_jobs(p, sched_node, jobs, job_of);
 
     struct tm_sched_input in = {
         .jobs = jobs, .njobs = nj, .nodes = nodes, .nnodes = nn, .allocs = allocs,

@@ -8,8 +8,8 @@
  *
  * Why one long file: every step (the cloud's events, placement,
  * the three fleet policies, the bounds, the accounting) reads and writes
- * the one struct sim below through some twenty small helpers (launch,
- * terminate, stop_job, node_end, price_of, ...).  Split, those would
+ * the one struct fleet_replay below through some twenty small helpers
+ * (launch, terminate, stop_job, node_end, price_of, ...).  Split, those would
  * become external symbols behind a private header for a model that is
  * read as one discrete-event simulation; tm_elastic_run is instead cut
  * into one function per phase of an instant.
@@ -119,7 +119,9 @@ struct enode {
     bool cordoned; /* drained by the planner: no new work */
 };
 
-struct sim {
+/* One elastic replay's state: the simulated cloud and its nodes, the
+ * jobs, the fleet policy's forecasts and budget, and the figures. */
+struct fleet_replay {
     const struct tm_elastic_config *cfg;
     const struct tm_price_table *pr;
     struct tm_simcloud *cloud;
@@ -157,19 +159,19 @@ struct sim {
     size_t nwaits, done;
 };
 
-static int64_t price_of(const struct sim *s, const struct enode *n)
+static int64_t price_of(const struct fleet_replay *s, const struct enode *n)
 {
     const struct tm_price_type *t = &s->pr->types[n->type];
     return n->spot ? t->spot_uusd_per_hour : t->on_demand_uusd_per_hour;
 }
 
-static int64_t node_end(const struct sim *s, const struct enode *n)
+static int64_t node_end(const struct fleet_replay *s, const struct enode *n)
 {
     const struct tm_sim_instance *row = tm_simcloud_find(s->cloud, n->id);
     return row ? tm_sim_instance_end_ms(&s->cp, row) : NEVER;
 }
 
-static double spent_between(const struct sim *s, int64_t a, int64_t b)
+static double spent_between(const struct fleet_replay *s, int64_t a, int64_t b)
 {
     double uusd = 0;
     for (size_t i = 0; i < s->nnodes; i++) {
@@ -185,7 +187,7 @@ static double spent_between(const struct sim *s, int64_t a, int64_t b)
 
 /* Paid GPU-hours from s->now to `until` that did no work, by cause
  * (elastic.h); the fleet does not change in between. */
-static void account_waste(struct sim *s, int64_t until)
+static void account_waste(struct fleet_replay *s, int64_t until)
 {
     double h = (double)(until - s->now) / HOUR_MS;
 
@@ -209,7 +211,7 @@ static void account_waste(struct sim *s, int64_t until)
  * one spot pool per (type, zone), which tm_elastic_run() gives the
  * table's hazard and launch failure; otherwise "spot" and "od", which take
  * the cloud-wide hazard. */
-static void spot_pool_name(const struct sim *s, int type, int zone, bool spot, char *buf, size_t len)
+static void spot_pool_name(const struct fleet_replay *s, int type, int zone, bool spot, char *buf, size_t len)
 {
     if (spot && s->spot_pools)
         snprintf(buf, len, "spot-t%d-z%d", type, zone);
@@ -219,7 +221,7 @@ static void spot_pool_name(const struct sim *s, int type, int zone, bool spot, c
 
 /* One simulated-cloud pool per spot (type, zone) of the price table,
  * with the hazard table's figures where it names the cell. */
-static int setup_spot_pools(struct sim *s)
+static int setup_spot_pools(struct fleet_replay *s)
 {
     const struct tm_elastic_config *c = s->cfg;
     double sum = 0;
@@ -261,7 +263,7 @@ static int setup_spot_pools(struct sim *s)
     return 0;
 }
 
-static int launch(struct sim *s, int type, int zone, bool spot, const char *reason)
+static int launch(struct fleet_replay *s, int type, int zone, bool spot, const char *reason)
 {
     struct tm_launch_request req;
     char token[TM_ID_MAX], pool[TM_ID_MAX];
@@ -333,7 +335,7 @@ static int launch(struct sim *s, int type, int zone, bool spot, const char *reas
     return 0;
 }
 
-static void terminate(struct sim *s, size_t i, const char *reason)
+static void terminate(struct fleet_replay *s, size_t i, const char *reason)
 {
     struct enode *n = &s->nodes[i];
     if (n->state == N_GONE || n->leaving)
@@ -352,7 +354,7 @@ static void terminate(struct sim *s, size_t i, const char *reason)
                 tm_elastic_policy_name(s->cfg->policy), n->id, reason);
 }
 
-static void remove_running(struct sim *s, size_t j)
+static void remove_running(struct fleet_replay *s, size_t j)
 {
     for (size_t k = 0; k < s->nrunning; k++)
         if (s->running[k] == j) {
@@ -361,7 +363,7 @@ static void remove_running(struct sim *s, size_t j)
         }
 }
 
-static void enqueue(struct sim *s, size_t j)
+static void enqueue(struct fleet_replay *s, size_t j)
 {
     s->queue_grew = true;
     s->queued[s->nqueued++] = j;
@@ -369,7 +371,7 @@ static void enqueue(struct sim *s, size_t j)
 }
 
 /* Stop a running job: checkpointed (keep progress) or lost. */
-static void stop_job(struct sim *s, size_t j, bool checkpoint)
+static void stop_job(struct fleet_replay *s, size_t j, bool checkpoint)
 {
     struct ejob *jb = &s->jobs[j];
     struct enode *n = &s->nodes[jb->node];
@@ -398,7 +400,7 @@ static void stop_job(struct sim *s, size_t j, bool checkpoint)
 /* Stop a running job that cannot checkpoint so that it starts over
  * elsewhere (consolidation by restart): its attempt's work is redone, a
  * figure of its own beside the GPU-hours interruptions lose. */
-static void restart_job(struct sim *s, size_t j)
+static void restart_job(struct fleet_replay *s, size_t j)
 {
     double lost = s->st.lost_gpu_hours;
 
@@ -408,7 +410,7 @@ static void restart_job(struct sim *s, size_t j)
     s->st.restarted_jobs++;
 }
 
-static int32_t job_mask(struct sim *s, const struct ejob *jb)
+static int32_t job_mask(struct fleet_replay *s, const struct ejob *jb)
 {
     if (!jb->preemptible || jb->force_od || !s->cfg->spot)
         return 1;
@@ -437,7 +439,7 @@ static int32_t job_mask(struct sim *s, const struct ejob *jb)
  * work was tried too: it helps only where jobs recur, and costs on the
  * single trace, where the estimates of unique jobs are too rough; the
  * known ends of recurring tasks are used per job instead (align_ends). */
-static size_t *order_nodes(struct sim *s)
+static size_t *order_nodes(struct fleet_replay *s)
 {
     size_t *ord = malloc((s->nnodes + 1) * sizeof(*ord));
     size_t n = 0;
@@ -481,7 +483,12 @@ static int64_t time_left(const struct ejob *jb, int64_t est, int64_t now)
     return tm_estimate_remaining(est, now - jb->start);
 }
 
-static int schedule(struct sim *s)
+/* The elastic replay's adapter to the scheduler: the ready nodes (in
+ * order_nodes()'s order), the queue and the running jobs handed to one
+ * tm_sched_run() pass, and its placements and evictions applied to the
+ * jobs and the nodes.  The time replay has its own (replay_engine.c):
+ * its nodes are fixed and its pass incremental, these come and go. */
+static int sched_place_queue(struct fleet_replay *s)
 {
     struct tm_sched_node *sn = NULL;
     int32_t *nidx = NULL;
@@ -620,7 +627,7 @@ out:
     return rc;
 }
 
-static void observe_forecast(struct sim *s)
+static void observe_forecast(struct fleet_replay *s)
 {
     double d[TM_PLANNER_POOL_MAX] = {0, 0};
     if (!s->fc[0])
@@ -642,7 +649,7 @@ static void observe_forecast(struct sim *s)
 /* tarmac's own planner settings: the fitted zone hazards, a short grace
  * with the forecast keeping what demand will want again, moves, drains
  * and a disruption budget. */
-static void plan_tarmac_params(struct sim *s, struct tm_planner_input *in)
+static void plan_tarmac_params(struct fleet_replay *s, struct tm_planner_input *in)
 {
     const struct tm_elastic_config *c = s->cfg;
 
@@ -698,7 +705,7 @@ static void plan_tarmac_params(struct sim *s, struct tm_planner_input *in)
 
 /* The month's hard or soft cap as the planner sees it: spent so far, and
  * what the live nodes commit to until they could be released. */
-static void plan_budget(struct sim *s, struct tm_planner_input *in, const struct tm_planner_node *pn,
+static void plan_budget(struct fleet_replay *s, struct tm_planner_input *in, const struct tm_planner_node *pn,
                         const int32_t *nmap, size_t nn)
 {
     const struct tm_elastic_config *c = s->cfg;
@@ -724,7 +731,7 @@ static void plan_budget(struct sim *s, struct tm_planner_input *in, const struct
 }
 
 /* Carry out one of the planner's actions in the simulated fleet. */
-static int apply_action(struct sim *s, const struct tm_planner_action *x, const int32_t *nmap,
+static int apply_action(struct fleet_replay *s, const struct tm_planner_action *x, const int32_t *nmap,
                         const size_t *jmap)
 {
     const struct tm_elastic_config *c = s->cfg;
@@ -808,7 +815,7 @@ static int apply_action(struct sim *s, const struct tm_planner_action *x, const 
     return rc;
 }
 
-static int plan(struct sim *s)
+static int plan(struct fleet_replay *s)
 {
     const struct tm_elastic_config *c = s->cfg;
     size_t nv = s->nqueued + s->nrunning;
@@ -921,7 +928,7 @@ out:
 }
 
 /* Hard cap guard: stop every node when the next tick would pass the cap. */
-static void budget_guard(struct sim *s)
+static void budget_guard(struct fleet_replay *s)
 {
     int64_t month0, cap;
     double spent, rate = 0;
@@ -943,7 +950,7 @@ static void budget_guard(struct sim *s)
     }
 }
 
-static bool alive_now(const struct sim *s)
+static bool alive_now(const struct fleet_replay *s)
 {
     for (size_t i = 0; i < s->nnodes; i++)
         if (s->nodes[i].state != N_GONE && node_end(s, &s->nodes[i]) > s->now)
@@ -1087,7 +1094,7 @@ static int cmp_dev(const void *a, const void *b)
     return x->t < y->t ? -1 : x->t > y->t;
 }
 
-static int bounds(struct sim *s)
+static int bounds(struct fleet_replay *s)
 {
     const struct tm_price_table *pr = s->pr;
     struct dev *ev = malloc((2 * s->njobs + 1) * sizeof(*ev));
@@ -1143,7 +1150,7 @@ out:
     return r;
 }
 
-static int64_t static_peak_gpus(struct sim *s)
+static int64_t static_peak_gpus(struct fleet_replay *s)
 {
     struct dev *ev = malloc((2 * s->njobs + 1) * sizeof(*ev));
     int64_t cur = 0, peak = 0;
@@ -1164,18 +1171,18 @@ static int64_t static_peak_gpus(struct sim *s)
     return (peak + 999) / 1000;
 }
 
-static struct sim *g_cmp_sim;
+static struct fleet_replay *g_cmp_replay;
 
 static int cmp_submit(const void *a, const void *b)
 {
-    const struct ejob *x = &g_cmp_sim->jobs[*(const size_t *)a];
-    const struct ejob *y = &g_cmp_sim->jobs[*(const size_t *)b];
+    const struct ejob *x = &g_cmp_replay->jobs[*(const size_t *)a];
+    const struct ejob *y = &g_cmp_replay->jobs[*(const size_t *)b];
     if (x->submit != y->submit)
         return x->submit < y->submit ? -1 : 1;
     return *(const size_t *)a < *(const size_t *)b ? -1 : 1;
 }
 
-static int load_jobs(struct sim *s, const struct tm_trace *t)
+static int load_jobs(struct fleet_replay *s, const struct tm_trace *t)
 {
     const struct tm_elastic_config *c = s->cfg;
     int64_t lo = INT64_MAX, hi = INT64_MIN, maxcpu = 0, maxmem = 0;
@@ -1249,9 +1256,9 @@ static int load_jobs(struct sim *s, const struct tm_trace *t)
         return TM_ENOMEM;
     for (size_t i = 0; i < n; i++)
         s->order[i] = i;
-    g_cmp_sim = s;
+    g_cmp_replay = s;
     qsort(s->order, n, sizeof(size_t), cmp_submit);
-    g_cmp_sim = NULL;
+    g_cmp_replay = NULL;
     return 0;
 }
 
@@ -1268,7 +1275,7 @@ static struct tm_estimate_key key_of(const struct ejob *jb, char *buf, size_t le
     return k;
 }
 
-static void sim_free(struct sim *s)
+static void fleet_replay_free(struct fleet_replay *s)
 {
     tm_simcloud_free(s->cloud);
     tm_estimator_free(s->est);
@@ -1286,7 +1293,7 @@ static void sim_free(struct sim *s)
 /* The simulated cloud's parameters from the price table and the replay's
  * configuration: one type per priced type, the table's zones (one "sim-a"
  * without any). */
-static void sim_cloud_params(struct sim *s)
+static void fleet_replay_cloud_params(struct fleet_replay *s)
 {
     const struct tm_elastic_config *cfg = s->cfg;
 
@@ -1319,9 +1326,9 @@ static void sim_cloud_params(struct sim *s)
 
 /* Everything a run needs before its first event: the org budget, the
  * cloud, the estimator, the jobs, the forecasters (tarmac) and the
- * bounds.  Returns 0 or a negative code; s is freed by sim_free either
+ * bounds.  Returns 0 or a negative code; s is freed by fleet_replay_free either
  * way. */
-static int sim_init(struct sim *s, const struct tm_trace *t, const struct tm_elastic_config *cfg)
+static int fleet_replay_init(struct fleet_replay *s, const struct tm_trace *t, const struct tm_elastic_config *cfg)
 {
     int rc;
 
@@ -1334,7 +1341,7 @@ static int sim_init(struct sim *s, const struct tm_trace *t, const struct tm_ela
             s->budget_on = true;
             break;
         }
-    sim_cloud_params(s);
+    fleet_replay_cloud_params(s);
     rc = setup_spot_pools(s);
     if (rc < 0)
         return rc;
@@ -1368,7 +1375,7 @@ static int sim_init(struct sim *s, const struct tm_trace *t, const struct tm_ela
 
 /* The static policy's fleet, launched once: enough of the largest type
  * (the cheaper on ties) for the trace's peak. */
-static int launch_static(struct sim *s)
+static int launch_static(struct fleet_replay *s)
 {
     int64_t g = static_peak_gpus(s);
     int big = 0;
@@ -1389,7 +1396,7 @@ static int launch_static(struct sim *s)
 
 /* The time of the next event: an arrival, a job's end, a boot, a notice
  * or a node's end; NEVER when none is pending. */
-static int64_t next_event(const struct sim *s)
+static int64_t next_event(const struct fleet_replay *s)
 {
     int64_t next = NEVER;
 
@@ -1421,7 +1428,7 @@ static int64_t next_event(const struct sim *s)
  * handing over its jobs), notices (checkpoints, doomed jobs requeued
  * under tarmac) and nodes that end (their jobs stopped, interruptions
  * counted). */
-static void node_events(struct sim *s)
+static void node_events(struct fleet_replay *s)
 {
     const struct tm_elastic_config *cfg = s->cfg;
 
@@ -1475,7 +1482,7 @@ static void node_events(struct sim *s)
 /* Jobs that finish at s->now: their node freed, their GPU-hours, wait and
  * deadline counted, their runtime taught to the estimator.  Returns 0 or
  * a negative code. */
-static int completions(struct sim *s)
+static int completions(struct fleet_replay *s)
 {
     int rc;
 
@@ -1515,7 +1522,7 @@ static int completions(struct sim *s)
  * own earlier runs (level 1: the same trace task again, as --copies
  * submits it) is known, and tarmac places the job by its expected end
  * (align_ends). */
-static void arrivals(struct sim *s)
+static void arrivals(struct fleet_replay *s)
 {
     while (s->next_arrival < s->njobs && s->jobs[s->order[s->next_arrival]].submit <= s->now) {
         size_t j = s->order[s->next_arrival++];
@@ -1536,16 +1543,16 @@ static void arrivals(struct sim *s)
 
 /* One planning pass of the fleet policy, then the scheduler over what it
  * changed.  Returns 0 or a negative code. */
-static int plan_and_schedule(struct sim *s)
+static int plan_and_schedule(struct fleet_replay *s)
 {
     int rc = plan(s);
     if (rc < 0)
         return rc;
-    return schedule(s);
+    return sched_place_queue(s);
 }
 
 /* The most nodes alive (not leaving) at once. */
-static void count_peak(struct sim *s)
+static void count_peak(struct fleet_replay *s)
 {
     size_t alive = 0;
     for (size_t i = 0; i < s->nnodes; i++)
@@ -1557,7 +1564,7 @@ static void count_peak(struct sim *s)
 
 /* The end of the replay: every node released, then cost, paid GPU-hours,
  * the worst month's overshoot, and the waits. */
-static void finish(struct sim *s)
+static void finish(struct fleet_replay *s)
 {
     const struct tm_elastic_config *cfg = s->cfg;
 
@@ -1606,7 +1613,7 @@ static void finish(struct sim *s)
 int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg,
                    struct tm_elastic_stats *ret)
 {
-    struct sim s;
+    struct fleet_replay s;
     struct timespec w0, w1;
     int64_t next_tick, t0, last_submit;
     int rc;
@@ -1614,7 +1621,7 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
     if (!t || !cfg || !cfg->prices || cfg->prices->ntypes == 0 || cfg->copies < 1 || cfg->tick_ms <= 0)
         return TM_EINVAL;
     clock_gettime(CLOCK_MONOTONIC, &w0);
-    rc = sim_init(&s, t, cfg);
+    rc = fleet_replay_init(&s, t, cfg);
     if (rc < 0)
         goto out;
     t0 = s.jobs[s.order[0]].submit - cfg->boot_ms;
@@ -1649,7 +1656,7 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
             goto out;
         arrivals(&s);
         budget_guard(&s);
-        rc = schedule(&s);
+        rc = sched_place_queue(&s);
         if (rc < 0)
             goto out;
         if (s.now >= next_tick) {
@@ -1686,6 +1693,6 @@ int tm_elastic_run(const struct tm_trace *t, const struct tm_elastic_config *cfg
     *ret = s.st;
     rc = 0;
 out:
-    sim_free(&s);
+    fleet_replay_free(&s);
     return rc;
 }

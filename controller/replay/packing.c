@@ -329,11 +329,161 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+/* The nodes, empty; their GPU capacity in milli (0: none). */
+static int64_t pack_nodes(struct pack *pk, const struct tm_trace *t)
+{
+    int64_t cap_milli = 0;
+
+    for (size_t i = 0; i < pk->nn; i++) {
+        const struct tm_trace_node *tn = &t->nodes[i];
+        pk->n[i].cpu = tn->cpu_milli;
+        pk->n[i].mem = tn->memory_mib;
+        pk->n[i].gpus = tn->gpus > TM_NODE_GPUS_MAX ? TM_NODE_GPUS_MAX : tn->gpus;
+        pk->n[i].model = tn->model;
+        for (int g = 0; g < pk->n[i].gpus; g++)
+            pk->n[i].free[g] = MILLI;
+        cap_milli += (int64_t)pk->n[i].gpus * MILLI;
+    }
+    return cap_milli;
+}
+
+/* Typical tasks: the distinct shapes of the rows, weighted by count; and
+ * for the fragmentation-aware policies each node's fragmentation.  0 or
+ * TM_ENOMEM. */
+static int pack_shapes(struct pack *pk, const struct tm_trace *t, enum tm_pack_policy policy)
+{
+    for (size_t j = 0; j < t->njobs; j++)
+        pk->sh[j] = shape_of(&t->jobs[j]);
+    qsort(pk->sh, t->njobs, sizeof(*pk->sh), cmp_shape_q);
+    for (size_t j = 0; j < t->njobs; j++) {
+        if (pk->nsh && cmp_shape(&pk->sh[pk->nsh - 1], &pk->sh[j]) == 0) {
+            pk->sh[pk->nsh - 1].p += 1;
+            continue;
+        }
+        pk->sh[pk->nsh] = pk->sh[j];
+        pk->sh[pk->nsh++].p = 1;
+    }
+    for (size_t i = 0; i < pk->nsh; i++)
+        pk->sh[i].p /= (double)t->njobs;
+    if (policy == TM_PACK_TARMAC || policy == TM_PACK_FGD) {
+        pk->cache = calloc(pk->nn * pk->nsh, sizeof(*pk->cache));
+        if (!pk->cache)
+            return TM_ENOMEM;
+        for (size_t i = 0; i < pk->nn; i++)
+            pk->n[i].frag = frag_of(pk, &pk->n[i]);
+    }
+    return 0;
+}
+
+/* The pool: every row, then draws until arrived GPU demand = tune x the
+ * capacity, shuffled (*ret_pool, *ret_n; *ret_arrived: its GPU milli).
+ * 0 or TM_ENOMEM. */
+static int pack_pool(struct pack *pk, const struct tm_trace *t, double tune, int64_t cap_milli,
+                     size_t **ret_pool, size_t *ret_n, int64_t *ret_arrived)
+{
+    size_t cappool = t->njobs * 2 + 16, npool = 0;
+    size_t *pool = malloc(cappool * sizeof(*pool));
+    int64_t arrived = 0;
+
+    if (!pool)
+        return TM_ENOMEM;
+    for (size_t j = 0; j < t->njobs; j++) {
+        const struct tm_trace_job *jb = &t->jobs[j];
+        pool[npool++] = j;
+        arrived += jb->gpus > 0 ? (int64_t)jb->gpus * MILLI : jb->gpu_milli;
+    }
+    while ((double)arrived < tune * (double)cap_milli) {
+        size_t j = (size_t)below(&pk->rng, t->njobs);
+        const struct tm_trace_job *jb = &t->jobs[j];
+        if (npool == cappool) {
+            size_t *np = realloc(pool, cappool * 2 * sizeof(*pool));
+            if (!np) {
+                free(pool);
+                return TM_ENOMEM;
+            }
+            pool = np;
+            cappool *= 2;
+        }
+        pool[npool++] = j;
+        arrived += jb->gpus > 0 ? (int64_t)jb->gpus * MILLI : jb->gpu_milli;
+    }
+    for (size_t i = npool; i > 1; i--) {
+        size_t k = (size_t)below(&pk->rng, i);
+        size_t tmp = pool[i - 1];
+        pool[i - 1] = pool[k];
+        pool[k] = tmp;
+    }
+    *ret_pool = pool;
+    *ret_n = npool;
+    *ret_arrived = arrived;
+    return 0;
+}
+
+/* The node the policy picks for shape s (index si) among the nc
+ * candidates that fit it. */
+static size_t pack_pick(struct pack *pk, enum tm_pack_policy policy, const struct shape *s, size_t si,
+                        const size_t *cand, size_t nc)
+{
+    size_t pick = (size_t)-1;
+
+    switch (policy) {
+    case TM_PACK_RANDOM:
+        pick = cand[below(&pk->rng, nc)];
+        break;
+    case TM_PACK_FIRSTFIT:
+        pick = cand[0];
+        break;
+    case TM_PACK_BESTFIT: {
+        int64_t best = INT64_MIN;
+        size_t ties = 0;
+        for (size_t c = 0; c < nc; c++) {
+            int64_t sc = bestfit_score(&pk->n[cand[c]], s);
+            if (sc > best) {
+                best = sc;
+                ties = 1;
+                pick = cand[c];
+            } else if (sc == best && below(&pk->rng, ++ties) == 0) {
+                pick = cand[c]; /* reservoir: uniform among ties */
+            }
+        }
+        break;
+    }
+    case TM_PACK_FGD:
+    case TM_PACK_TARMAC: {
+        int64_t best = INT64_MIN;
+        double bf = 0;
+        size_t ties = 0;
+        for (size_t c = 0; c < nc; c++) {
+            int g;
+            int64_t sc = fgd_score(delta_of(pk, cand[c], si, &g));
+            double b = bestfit_raw(&pk->n[cand[c]], s);
+            if (pick == (size_t)-1 || sc > best) {
+                best = sc;
+                bf = b;
+                ties = 1;
+                pick = cand[c];
+            } else if (sc == best) {
+                /* FGD as published breaks ties at random; tarmac
+                 * takes the best fit among them. */
+                if (policy == TM_PACK_FGD ? below(&pk->rng, ++ties) == 0 : b < bf) {
+                    bf = b;
+                    pick = cand[c];
+                }
+            }
+        }
+        break;
+    }
+    default:
+        break;
+    }
+    return pick;
+}
+
 int tm_replay_packing(const struct tm_trace *t, enum tm_pack_policy policy, uint64_t seed,
                       double tune, struct tm_pack_stats *ret)
 {
     struct pack pk = {0};
-    size_t *pool = NULL, npool = 0, cappool, *cand = NULL;
+    size_t *pool = NULL, npool = 0, *cand = NULL;
     int64_t cap_milli = 0, arrived = 0, alloc = 0;
     struct tm_pack_stats st = {0};
     double t0 = now_s();
@@ -349,73 +499,19 @@ int tm_replay_packing(const struct tm_trace *t, enum tm_pack_policy policy, uint
     r = TM_ENOMEM;
     if (!pk.n || !pk.sh || !cand)
         goto out;
-    for (size_t i = 0; i < pk.nn; i++) {
-        const struct tm_trace_node *tn = &t->nodes[i];
-        pk.n[i].cpu = tn->cpu_milli;
-        pk.n[i].mem = tn->memory_mib;
-        pk.n[i].gpus = tn->gpus > TM_NODE_GPUS_MAX ? TM_NODE_GPUS_MAX : tn->gpus;
-        pk.n[i].model = tn->model;
-        for (int g = 0; g < pk.n[i].gpus; g++)
-            pk.n[i].free[g] = MILLI;
-        cap_milli += (int64_t)pk.n[i].gpus * MILLI;
-    }
+    cap_milli = pack_nodes(&pk, t);
     if (cap_milli == 0) {
         r = TM_EINVAL;
         goto out;
     }
-    /* Typical tasks: the distinct shapes of the rows, weighted by count. */
-    for (size_t j = 0; j < t->njobs; j++)
-        pk.sh[j] = shape_of(&t->jobs[j]);
-    qsort(pk.sh, t->njobs, sizeof(*pk.sh), cmp_shape_q);
-    for (size_t j = 0; j < t->njobs; j++) {
-        if (pk.nsh && cmp_shape(&pk.sh[pk.nsh - 1], &pk.sh[j]) == 0) {
-            pk.sh[pk.nsh - 1].p += 1;
-            continue;
-        }
-        pk.sh[pk.nsh] = pk.sh[j];
-        pk.sh[pk.nsh++].p = 1;
-    }
-    for (size_t i = 0; i < pk.nsh; i++)
-        pk.sh[i].p /= (double)t->njobs;
-    if (policy == TM_PACK_TARMAC || policy == TM_PACK_FGD) {
-        pk.cache = calloc(pk.nn * pk.nsh, sizeof(*pk.cache));
-        if (!pk.cache)
-            goto out;
-        for (size_t i = 0; i < pk.nn; i++)
-            pk.n[i].frag = frag_of(&pk, &pk.n[i]);
-    }
-    /* The pool: every row, then draws until arrived GPU demand = tune. */
-    cappool = t->njobs * 2 + 16;
-    pool = malloc(cappool * sizeof(*pool));
-    if (!pool)
+    r = pack_shapes(&pk, t, policy);
+    if (r == 0)
+        r = pack_pool(&pk, t, tune, cap_milli, &pool, &npool, &arrived);
+    if (r < 0)
         goto out;
-    for (size_t j = 0; j < t->njobs; j++) {
-        const struct tm_trace_job *jb = &t->jobs[j];
-        pool[npool++] = j;
-        arrived += jb->gpus > 0 ? (int64_t)jb->gpus * MILLI : jb->gpu_milli;
-    }
-    while ((double)arrived < tune * (double)cap_milli) {
-        size_t j = (size_t)below(&pk.rng, t->njobs);
-        const struct tm_trace_job *jb = &t->jobs[j];
-        if (npool == cappool) {
-            size_t *np = realloc(pool, cappool * 2 * sizeof(*pool));
-            if (!np)
-                goto out;
-            pool = np;
-            cappool *= 2;
-        }
-        pool[npool++] = j;
-        arrived += jb->gpus > 0 ? (int64_t)jb->gpus * MILLI : jb->gpu_milli;
-    }
-    for (size_t i = npool; i > 1; i--) {
-        size_t k = (size_t)below(&pk.rng, i);
-        size_t tmp = pool[i - 1];
-        pool[i - 1] = pool[k];
-        pool[k] = tmp;
-    }
     for (size_t q = 0; q < npool; q++) {
         struct shape s = shape_of(&t->jobs[pool[q]]);
-        size_t si = shape_find(&pk, &s), nc = 0, pick = (size_t)-1;
+        size_t si = shape_find(&pk, &s), nc = 0, pick;
         int gpu = -1;
 
         if (si == (size_t)-1) {
@@ -429,56 +525,7 @@ int tm_replay_packing(const struct tm_trace *t, enum tm_pack_policy policy, uint
             st.failed++;
             continue;
         }
-        switch (policy) {
-        case TM_PACK_RANDOM:
-            pick = cand[below(&pk.rng, nc)];
-            break;
-        case TM_PACK_FIRSTFIT:
-            pick = cand[0];
-            break;
-        case TM_PACK_BESTFIT: {
-            int64_t best = INT64_MIN;
-            size_t ties = 0;
-            for (size_t c = 0; c < nc; c++) {
-                int64_t sc = bestfit_score(&pk.n[cand[c]], &s);
-                if (sc > best) {
-                    best = sc;
-                    ties = 1;
-                    pick = cand[c];
-                } else if (sc == best && below(&pk.rng, ++ties) == 0) {
-                    pick = cand[c]; /* reservoir: uniform among ties */
-                }
-            }
-            break;
-        }
-        case TM_PACK_FGD:
-        case TM_PACK_TARMAC: {
-            int64_t best = INT64_MIN;
-            double bf = 0;
-            size_t ties = 0;
-            for (size_t c = 0; c < nc; c++) {
-                int g;
-                int64_t sc = fgd_score(delta_of(&pk, cand[c], si, &g));
-                double b = bestfit_raw(&pk.n[cand[c]], &s);
-                if (pick == (size_t)-1 || sc > best) {
-                    best = sc;
-                    bf = b;
-                    ties = 1;
-                    pick = cand[c];
-                } else if (sc == best) {
-                    /* FGD as published breaks ties at random; tarmac
-                     * takes the best fit among them. */
-                    if (policy == TM_PACK_FGD ? below(&pk.rng, ++ties) == 0 : b < bf) {
-                        bf = b;
-                        pick = cand[c];
-                    }
-                }
-            }
-            break;
-        }
-        default:
-            break;
-        }
+        pick = pack_pick(&pk, policy, &s, si, cand, nc);
         if (s.gpus == 0 && s.milli > 0) {
             if (policy == TM_PACK_TARMAC || policy == TM_PACK_FGD)
                 (void)delta_of(&pk, pick, si, &gpu);

@@ -1,23 +1,57 @@
 /*
  * controller/replay/replay_backfill.c: the time replay's EASY backfill
- * pass, incremental (see replay_internal.h): each pass is handed only the
+ * pass, incremental (a struct replay_pass, replay_engine.h): each pass is handed only the
  * part of the queue that can change its decisions (the prefix up to the
  * first blocked job and, per request shape, the first jobs that could fit
  * the free capacity or the reservation's gaps), and a pass proven to
  * decide nothing is skipped (bf_unchanged()).  test_replay_incremental
  * compares it with the whole-queue pass, decision for decision.
  */
-#include "controller/replay/replay_internal.h"
+#include "controller/replay/replay_pass.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
 
+/* Jobs the first try hands the pass: the head and a few behind it. */
+#define BF_PREFIX 32
+
+/* The queue indexed by arrival rank, all of it (queued) and by group
+ * (shape x 2 + preemptible), valued by estimate; per shape and node how
+ * many jobs of the shape the node's free capacity could hold (ufit,
+ * refreshed for the nodes touched since: udirty), and their sum (ucap). */
+struct bf_pass {
+    struct replay_engine *e;
+    int32_t *rank;                             /* per job: index in arr */
+    struct tm_seqindex qgrp;
+    /* The same queue as lists by arrival rank, all of it (lall) and per
+     * group (lgrp): the first jobs of each walked without a search; the
+     * min-trees' walks and searches over a million-job order were a sixth
+     * of the replay at 500,000 jobs (cache misses, growing with the
+     * trace). */
+    struct ranklist lall, lgrp;
+    int32_t *ufit;                             /* nshapes x nnodes */
+    int64_t *ucap;                             /* per shape */
+    uint8_t *udirty;
+    int32_t *udlist;
+    size_t nudirty;
+    uint32_t *mark, gen;                       /* per rank: in the subset of pass gen */
+    int32_t gjob, gnode;                       /* the last reservation: job, node, start */
+    int64_t gstart;
+    /* Since the last pass run (bf_unchanged()): some job ended; arrivals
+     * before arr[seen] fit no node; that pass started a job of unknown
+     * estimate. */
+    bool ended, unknown;
+    size_t seen;
+    int64_t t0;
+    struct replay_input in;                    /* the jobs handed to the pass */
+};
+
 /* How many jobs of shape sh node i's free capacity could hold at once:
  * an upper bound on how many a pass can start there (a share counts per
  * GPU, whole GPUs per wholly free GPU, CPU and memory per node). */
-static int32_t shape_fit(const struct sim *s, size_t i, const struct shape *sh)
+static int32_t shape_fit(const struct replay_engine *s, size_t i, const struct shape *sh)
 {
     const struct tm_sched_node *n = &s->nodes[i];
     const int16_t *used = &s->gpu_used[i * TM_NODE_GPUS_MAX];
@@ -41,98 +75,139 @@ static int32_t shape_fit(const struct sim *s, size_t i, const struct shape *sh)
     return k > 0 ? (int32_t)k : 0;
 }
 
-static void ufit_node(struct sim *s, size_t i)
+static void ufit_node(struct bf_pass *b, size_t i)
 {
+    const struct replay_engine *s = b->e;
+
     for (size_t sh = 0; sh < s->nshapes; sh++) {
-        int32_t *u = &s->ufit[sh * s->nnodes + i];
+        int32_t *u = &b->ufit[sh * s->nnodes + i];
         int32_t v = shape_fit(s, i, &s->shapes[sh]);
-        s->ucap[sh] += v - *u;
+        b->ucap[sh] += v - *u;
         *u = v;
     }
 }
 
-static void ufit_refresh(struct sim *s)
+static void ufit_refresh(struct bf_pass *b)
 {
-    for (size_t k = 0; k < s->nudirty; k++) {
-        ufit_node(s, (size_t)s->udlist[k]);
-        s->udirty[s->udlist[k]] = 0;
+    for (size_t k = 0; k < b->nudirty; k++) {
+        ufit_node(b, (size_t)b->udlist[k]);
+        b->udirty[b->udlist[k]] = 0;
     }
-    s->nudirty = 0;
+    b->nudirty = 0;
 }
 
 /* Above this many (shape, node) counts the index is not kept and backfill
  * passes the whole queue. */
 #define BF_UFIT_MAX (64u << 20)
 
-/* The indexes replay_pass_backfill() reads; after replay_shapes_build() and arr.
- * Returns 0 or TM_ENOMEM; leaves s->bf false when not used. */
-int replay_bf_init(struct sim *s, const size_t *arr)
+static void bf_release(void *state)
+{
+    struct bf_pass *b = state;
+
+    if (!b)
+        return;
+    free(b->rank);
+    free(b->ufit);
+    free(b->ucap);
+    free(b->udirty);
+    free(b->udlist);
+    free(b->mark);
+    replay_input_release(&b->in);
+    replay_rl_release(&b->lall);
+    replay_rl_release(&b->lgrp);
+    tm_seqindex_release(&b->qgrp);
+    free(b);
+}
+
+/* The indexes bf_run() reads, for EASY backfill unless the reference is
+ * asked (full_pass), align_ends reads estimates in placement as well, or
+ * the counts would be too many. */
+static int bf_init(struct replay_engine *s, void **state)
 {
     const struct tm_replay_config *cfg = s->cfg;
-    int32_t *g;
+    struct bf_pass *b;
     int r;
 
     if (cfg->policy != TM_POLICY_BACKFILL || cfg->full_pass || cfg->params.align_ends ||
         s->nshapes * s->nnodes > BF_UFIT_MAX)
         return 0;
-    s->rank = malloc((s->njobs + 1) * sizeof(*s->rank));
-    g = calloc(s->njobs + 1, sizeof(*g));
-    s->ufit = calloc(s->nshapes * s->nnodes + 1, sizeof(*s->ufit));
-    s->ucap = calloc(s->nshapes + 1, sizeof(*s->ucap));
-    s->udirty = calloc(s->nnodes + 1, sizeof(*s->udirty));
-    s->udlist = malloc((s->nnodes + 1) * sizeof(*s->udlist));
-    s->bf_mark = calloc(s->njobs + 1, sizeof(*s->bf_mark));
-    if (!s->rank || !g || !s->ufit || !s->ucap || !s->udirty || !s->udlist || !s->bf_mark) {
-        free(g);
+    b = calloc(1, sizeof(*b));
+    if (!b)
         return TM_ENOMEM;
-    }
-    r = 0;
-    for (size_t k = 0; k < s->njobs; k++) {
-        const struct rjob *rj = &s->jobs[arr[k]];
-        s->rank[arr[k]] = (int32_t)k;
-        g[k] = rj->shape * 2 + (rj->tj->preemptible ? 1 : 0);
-    }
+    b->e = s;
+    b->rank = malloc((s->njobs + 1) * sizeof(*b->rank));
+    b->ufit = calloc(s->nshapes * s->nnodes + 1, sizeof(*b->ufit));
+    b->ucap = calloc(s->nshapes + 1, sizeof(*b->ucap));
+    b->udirty = calloc(s->nnodes + 1, sizeof(*b->udirty));
+    b->udlist = malloc((s->nnodes + 1) * sizeof(*b->udlist));
+    b->mark = calloc(s->njobs + 1, sizeof(*b->mark));
+    r = TM_ENOMEM;
+    if (b->rank && b->ufit && b->ucap && b->udirty && b->udlist && b->mark)
+        r = replay_rank_index(s, b->rank, &b->qgrp);
     if (r == 0)
-        r = tm_seqindex_init(&s->qgrp, g, s->njobs, s->nshapes * 2);
+        r = replay_rl_init(&b->lall, s->njobs, 1);
     if (r == 0)
-        r = replay_rl_init(&s->lall, s->njobs, 1);
-    if (r == 0)
-        r = replay_rl_init(&s->lgrp, s->njobs, s->nshapes * 2);
-    free(g);
-    if (r < 0)
+        r = replay_rl_init(&b->lgrp, s->njobs, s->nshapes * 2);
+    if (r < 0) {
+        bf_release(b);
         return r;
+    }
     for (size_t i = 0; i < s->nnodes; i++)
-        ufit_node(s, i);
-    s->bf_gjob = -1;
-    s->bf = true;
-    return 0;
+        ufit_node(b, i);
+    b->gjob = -1;
+    *state = b;
+    return 1;
 }
 
-void replay_bf_release(struct sim *s)
+static void bf_queued(void *state, int32_t j)
 {
-    free(s->rank);
-    free(s->ufit);
-    free(s->ucap);
-    free(s->udirty);
-    free(s->udlist);
-    free(s->bf_mark);
-    free(s->bq);
-    free(s->bqpos);
-    replay_rl_release(&s->lall);
-    replay_rl_release(&s->lgrp);
-    tm_seqindex_release(&s->qgrp);
+    struct bf_pass *b = state;
+    const struct rjob *rj = &b->e->jobs[j];
+    int64_t v = rj->estimate > 0 ? rj->estimate : TM_SEQ_MAX;
+
+    tm_seqindex_set(&b->qgrp, (size_t)b->rank[j], v);
+    replay_rl_insert(&b->lall, 0, b->rank[j]);
+    replay_rl_insert(&b->lgrp, b->qgrp.group[b->rank[j]], b->rank[j]);
+}
+
+static void bf_dequeued(void *state, int32_t j)
+{
+    struct bf_pass *b = state;
+
+    tm_seqindex_set(&b->qgrp, (size_t)b->rank[j], TM_SEQ_ABSENT);
+    replay_rl_remove(&b->lall, 0, b->rank[j]);
+    replay_rl_remove(&b->lgrp, b->qgrp.group[b->rank[j]], b->rank[j]);
+}
+
+static void bf_node_touched(void *state, int32_t i)
+{
+    struct bf_pass *b = state;
+
+    if (!b->udirty[i]) {
+        b->udirty[i] = 1;
+        b->udlist[b->nudirty++] = i;
+    }
+}
+
+static void bf_ended(void *state)
+{
+    struct bf_pass *b = state;
+
+    b->ended = true;
+}
+
+static void bf_started(void *state, int32_t j)
+{
+    struct bf_pass *b = state;
+
+    if (b->e->jobs[j].estimate <= 0)
+        b->unknown = true;
 }
 
 /* Append the queued job at arrival rank p to the pass's input. */
-static int bq_add(struct sim *s, size_t *n, size_t p)
+static int bq_add(struct bf_pass *b, size_t *n, size_t p)
 {
-    const struct rjob *rj = &s->jobs[s->arr[p]];
-
-    if (replay_bq_room(s, *n) < 0)
-        return TM_ENOMEM;
-    s->bq[*n] = s->q[rj->qpos];
-    s->bqpos[(*n)++] = rj->qpos;
-    return 0;
+    return replay_input_add(b->e, &b->in, n, (int32_t)b->e->arr[p]);
 }
 
 /*
@@ -158,7 +233,7 @@ static int bq_add(struct sim *s, size_t *n, size_t p)
  *    fillers after them.  (A preemptible reservation does not hold
  *    non-preemptible work off R: for such a group a failure ends it.)
  *
- * The prefix is found by a first pass over the first FIFO_PREFIX queued
+ * The prefix is found by a first pass over the first BF_PREFIX queued
  * jobs (doubling until one is blocked and reserved for), which also gives
  * R and start; the second pass, over prefix and subset, is applied.  Each
  * event costs two passes over O(prefix + shapes + jobs started) jobs plus
@@ -167,43 +242,44 @@ static int bq_add(struct sim *s, size_t *n, size_t p)
 /* The subset (above) after the prefix ending at arrival rank `last`, for
  * a reservation on `node` at `start` (rpre: for a preemptible job),
  * appended to the pass's input. */
-static int bf_subset(struct sim *s, size_t *n, size_t last, int64_t now, int32_t node, int64_t start,
+static int bf_subset(struct bf_pass *b, size_t *n, size_t last, int64_t now, int32_t node, int64_t start,
                      bool rpre)
 {
+    const struct replay_engine *s = b->e;
     int64_t gap = start - now;
     int rc;
 
     if (gap > TM_SEQ_MAX - 1)
         gap = TM_SEQ_MAX - 1;
-    for (size_t g = 0; g < s->qgrp.ngroups; g++) {
+    for (size_t g = 0; g < b->qgrp.ngroups; g++) {
         size_t sh = g / 2;
-        int64_t u = s->ucap[sh];
+        int64_t u = b->ucap[sh];
         /* A preemptible reservation never holds non-preemptible work off
          * R: that group's first failure means no room on R either. */
-        int32_t ur = rpre && !(g & 1) ? 0 : s->ufit[sh * s->nnodes + (size_t)node];
-        int32_t k = -1, p = s->lgrp.head[g];
+        int32_t ur = rpre && !(g & 1) ? 0 : b->ufit[sh * s->nnodes + (size_t)node];
+        int32_t k = -1, p = b->lgrp.head[g];
         if (u == 0 && ur == 0)
             continue;
         /* The first u queued after the prefix: the group's list past the
          * prefix's few members of it. */
         while (p >= 0 && (size_t)p <= last)
-            p = s->lgrp.next[p];
+            p = b->lgrp.next[p];
         for (int64_t c = 0; p >= 0 && c < u; c++) {
-            rc = bq_add(s, n, (size_t)p);
+            rc = bq_add(b, n, (size_t)p);
             if (rc < 0)
                 return rc;
-            p = s->lgrp.next[p];
+            p = b->lgrp.next[p];
         }
         /* The gap fillers from there on (none if the list ended), by
          * estimate: the min-tree, walked by slot within the group (a
          * search per step was a tenth of the replay at 250,000 jobs). */
         if (p >= 0)
-            k = s->qgrp.slot[p];
+            k = b->qgrp.slot[p];
         for (int32_t c = 0; k >= 0 && c < ur; c++) {
-            k = tm_seqindex_next_slot(&s->qgrp, g, k, gap);
+            k = tm_seqindex_next_slot(&b->qgrp, g, k, gap);
             if (k < 0)
                 break;
-            rc = bq_add(s, n, (size_t)tm_seqindex_pos(&s->qgrp, g, k++));
+            rc = bq_add(b, n, (size_t)tm_seqindex_pos(&b->qgrp, g, k++));
             if (rc < 0)
                 return rc;
         }
@@ -213,18 +289,18 @@ static int bf_subset(struct sim *s, size_t *n, size_t last, int64_t now, int32_t
 
 /* The first `want` queued jobs in arrival order as the pass's input
  * (*n); *last: the rank of the last, *more: some queued job is left out. */
-static int bf_prefix(struct sim *s, size_t want, size_t *n, size_t *last, bool *more)
+static int bf_prefix(struct bf_pass *b, size_t want, size_t *n, size_t *last, bool *more)
 {
     int rc;
 
     *n = 0;
     *more = false;
-    for (int32_t p = s->lall.head[0]; p >= 0; p = s->lall.next[p]) {
+    for (int32_t p = b->lall.head[0]; p >= 0; p = b->lall.next[p]) {
         if (*n == want) {
             *more = true;
             break;
         }
-        rc = bq_add(s, n, (size_t)p);
+        rc = bq_add(b, n, (size_t)p);
         if (rc < 0)
             return rc;
         *last = (size_t)p;
@@ -242,15 +318,16 @@ static bool bf_reserved_in_prefix(const struct tm_sched_result *r, size_t nprefi
 
 /* Whether bq[nr..n) (a subset just computed) lies within bq[nprefix..nr)
  * (the one a pass was run over); then bq[nr..n) is dropped. */
-static bool bf_covered(struct sim *s, size_t nprefix, size_t nr, size_t n)
+static bool bf_covered(struct bf_pass *b, size_t nprefix, size_t nr, size_t n)
 {
+    const struct replay_engine *s = b->e;
     bool all = true;
 
-    s->bf_gen++;
+    b->gen++;
     for (size_t k = nprefix; k < nr; k++)
-        s->bf_mark[s->rank[s->qjob[s->bqpos[k]]]] = s->bf_gen;
+        b->mark[b->rank[s->qjob[b->in.pos[k]]]] = b->gen;
     for (size_t k = nr; k < n && all; k++)
-        all = s->bf_mark[s->rank[s->qjob[s->bqpos[k]]]] == s->bf_gen;
+        all = b->mark[b->rank[s->qjob[b->in.pos[k]]]] == b->gen;
     return all;
 }
 
@@ -283,17 +360,18 @@ static bool bf_covered(struct sim *s, size_t nprefix, size_t nr, size_t n)
  * them to the full pass (and fails without the test on R, or without
  * the test on what t0 started there: its soak found both).
  */
-static bool bf_unchanged(struct sim *s, int64_t now, size_t narrived)
+static bool bf_unchanged(struct bf_pass *b, int64_t now, size_t narrived)
 {
-    int32_t r = s->bf_gnode;
+    const struct replay_engine *s = b->e;
+    int32_t r = b->gnode;
     bool pre;
 
-    if (s->bf_ended || s->bf_unknown || s->bf_gjob < 0 || s->jobs[s->bf_gjob].qpos < 0)
+    if (b->ended || b->unknown || b->gjob < 0 || s->jobs[b->gjob].qpos < 0)
         return false;
-    for (; s->bf_seen < narrived; s->bf_seen++)
-        if (s->ucap[s->jobs[s->arr[s->bf_seen]].shape] > 0)
+    for (; b->seen < narrived; b->seen++)
+        if (b->ucap[s->jobs[s->arr[b->seen]].shape] > 0)
             return false;
-    pre = s->jobs[s->bf_gjob].tj->preemptible;
+    pre = s->jobs[b->gjob].tj->preemptible;
     /* What t0's pass started on R: a job that leaves the reservation
      * intact was counted as held at S, and one of them that ends by S
      * adds room by S now (R may take more); and a preemptible reservation
@@ -301,56 +379,59 @@ static bool bf_unchanged(struct sim *s, int64_t now, size_t narrived)
      * permits()), so what was started on R may hold past S what S was
      * counted on (R's start moves). */
     for (int32_t a = s->alloc_head[r]; a >= 0; a = s->alloc_next[a])
-        if (s->alloc_start[a] == s->bf_t0 &&
-            (pre || s->alloc_start[a] + s->alloc_est[a] <= s->bf_gstart))
+        if (s->alloc_start[a] == b->t0 &&
+            (pre || s->alloc_start[a] + s->alloc_est[a] <= b->gstart))
             return false;
     if (s->cfg->exact_estimates)
         return true; /* ends never move */
     for (int32_t a = s->alloc_head[r]; a >= 0; a = s->alloc_next[a]) {
-        int64_t b = s->alloc_start[a], e = s->alloc_est[a], t0 = s->bf_t0;
+        int64_t from = s->alloc_start[a], e = s->alloc_est[a], t0 = b->t0;
         /* its end as t0's pass saw it: a job it started by its estimate */
-        int64_t e0 = b == t0 ? b + e : t0 + tm_estimate_remaining(e, t0 - b);
-        if (e0 <= s->bf_gstart && now + tm_estimate_remaining(e, now - b) > s->bf_gstart)
+        int64_t e0 = from == t0 ? from + e : t0 + tm_estimate_remaining(e, t0 - from);
+        if (e0 <= b->gstart && now + tm_estimate_remaining(e, now - from) > b->gstart)
             return false;
     }
     return true;
 }
 
-int replay_pass_backfill(struct sim *s, int64_t now, struct tm_replay_stats *st, size_t narrived)
+static int bf_run(void *state, int64_t now, struct tm_replay_stats *st, size_t narrived)
 {
+    struct bf_pass *b = state;
+    struct replay_engine *s = b->e;
     struct tm_sched_result r = {0};
-    size_t want = FIFO_PREFIX, n, nprefix, nr, last = 0;
+    size_t want = BF_PREFIX, n, nprefix, nr, last = 0;
     struct tm_sched_reservation rv;
     bool blocked, more;
     int rc;
 
-    ufit_refresh(s);
-    if (bf_unchanged(s, now, narrived))
+    replay_ends_refresh(s, now);
+    ufit_refresh(b);
+    if (bf_unchanged(b, now, narrived))
         return 0;
-    s->bf_ended = false;
-    s->bf_unknown = false;
-    s->bf_seen = narrived;
-    s->bf_t0 = now;
+    b->ended = false;
+    b->unknown = false;
+    b->seen = narrived;
+    b->t0 = now;
     /* The last pass's reservation, if its job still waits, is most often
      * this pass's too: one pass over the prefix and the subset it gives,
      * kept if the pass reserves the same. */
-    if (s->bf_gjob >= 0 && s->jobs[s->bf_gjob].qpos >= 0) {
-        rc = bf_prefix(s, want, &n, &last, &more);
+    if (b->gjob >= 0 && s->jobs[b->gjob].qpos >= 0) {
+        rc = bf_prefix(b, want, &n, &last, &more);
         if (rc < 0)
             return rc;
         nprefix = n;
         if (more) {
-            rc = bf_subset(s, &n, last, now, s->bf_gnode, s->bf_gstart,
-                           s->jobs[s->bf_gjob].tj->preemptible);
+            rc = bf_subset(b, &n, last, now, b->gnode, b->gstart,
+                           s->jobs[b->gjob].tj->preemptible);
             if (rc == 0)
-                rc = replay_sched_once(s, now, s->bq, n, &r);
+                rc = replay_sched_once(s, now, b->in.jobs, n, &r);
             if (rc < 0)
                 return rc;
             if (bf_reserved_in_prefix(&r, nprefix)) {
                 rv = r.reservations[0];
-                if (s->qjob[s->bqpos[rv.job]] == s->bf_gjob && rv.node == s->bf_gnode &&
-                    rv.start_ms == s->bf_gstart)
-                    return replay_pass_apply(s, now, st, s->bq, n, s->bqpos, &r, &blocked);
+                if (s->qjob[b->in.pos[rv.job]] == b->gjob && rv.node == b->gnode &&
+                    rv.start_ms == b->gstart)
+                    return replay_pass_apply(s, now, st, b->in.jobs, n, b->in.pos, &r, &blocked);
                 /* r, over a superset of the prefix, holds the reservation
                  * the prefix alone makes. */
                 nr = n;
@@ -360,12 +441,12 @@ int replay_pass_backfill(struct sim *s, int64_t now, struct tm_replay_stats *st,
         }
     }
     for (;;) {
-        rc = bf_prefix(s, want, &n, &last, &more);
+        rc = bf_prefix(b, want, &n, &last, &more);
         if (rc < 0)
             return rc;
         if (n == 0)
             return 0;
-        rc = replay_sched_once(s, now, s->bq, n, &r);
+        rc = replay_sched_once(s, now, b->in.jobs, n, &r);
         if (rc < 0)
             return rc;
         if (!more || r.nreservations > 0)
@@ -374,35 +455,47 @@ int replay_pass_backfill(struct sim *s, int64_t now, struct tm_replay_stats *st,
         want *= 2;
     }
     if (!more) {
-        s->bf_gjob = -1;
-        return replay_pass_apply(s, now, st, s->bq, n, s->bqpos, &r, &blocked);
+        b->gjob = -1;
+        return replay_pass_apply(s, now, st, b->in.jobs, n, b->in.pos, &r, &blocked);
     }
     nprefix = n;
     nr = n;
     rv = r.reservations[0];
 subset:
-    s->bf_gjob = s->qjob[s->bqpos[rv.job]];
-    s->bf_gnode = rv.node;
-    s->bf_gstart = rv.start_ms;
-    rc = bf_subset(s, &n, last, now, rv.node, rv.start_ms, s->bq[rv.job].preemptible);
+    b->gjob = s->qjob[b->in.pos[rv.job]];
+    b->gnode = rv.node;
+    b->gstart = rv.start_ms;
+    rc = bf_subset(b, &n, last, now, rv.node, rv.start_ms, b->in.jobs[rv.job].preemptible);
     if (rc < 0) {
         tm_sched_result_release(&r);
         return rc;
     }
-    if (nr > nprefix && bf_covered(s, nprefix, nr, n)) {
+    if (nr > nprefix && bf_covered(b, nprefix, nr, n)) {
         /* r's input held the subset: the jobs beyond it change nothing. */
         n = nr;
     } else if (n > nprefix || nr > nprefix) {
         /* The new subset alone after the prefix. */
         if (nr > nprefix) {
-            memmove(s->bq + nprefix, s->bq + nr, (n - nr) * sizeof(*s->bq));
-            memmove(s->bqpos + nprefix, s->bqpos + nr, (n - nr) * sizeof(*s->bqpos));
+            memmove(b->in.jobs + nprefix, b->in.jobs + nr, (n - nr) * sizeof(*b->in.jobs));
+            memmove(b->in.pos + nprefix, b->in.pos + nr, (n - nr) * sizeof(*b->in.pos));
             n -= nr - nprefix;
         }
         tm_sched_result_release(&r);
-        rc = replay_sched_once(s, now, s->bq, n, &r);
+        rc = replay_sched_once(s, now, b->in.jobs, n, &r);
         if (rc < 0)
             return rc;
     }
-    return replay_pass_apply(s, now, st, s->bq, n, s->bqpos, &r, &blocked);
+    return replay_pass_apply(s, now, st, b->in.jobs, n, b->in.pos, &r, &blocked);
 }
+
+const struct replay_pass replay_pass_backfill = {
+    .name = "backfill",
+    .init = bf_init,
+    .release = bf_release,
+    .queued = bf_queued,
+    .dequeued = bf_dequeued,
+    .node_touched = bf_node_touched,
+    .ended = bf_ended,
+    .started = bf_started,
+    .run = bf_run,
+};

@@ -1,6 +1,6 @@
 /*
  * controller/replay/replay_tarmac.c: the time replay's tarmac pass,
- * incremental (see replay_internal.h).  Each pass is handed a subset S of
+ * incremental (a struct replay_pass, replay_engine.h).  Each pass is handed a subset S of
  * the queue, the head of tarmac's order and a few jobs further on, plus
  * one probe per group (request x preemptible) with jobs left out, and its
  * result is kept only when it proves that the jobs left out would have
@@ -54,7 +54,7 @@
  * lists by arrival, one per lead, where the order is arrival's: the walk
  * passes only the input's jobs.
  */
-#include "controller/replay/replay_internal.h"
+#include "controller/replay/replay_pass.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -71,43 +71,130 @@
 #ifndef TQ_FREED_REACH
 #define TQ_FREED_REACH 8
 #endif
+/* Order groups the pass keeps apart: tied or not by each lead tarmac
+ * gives (two or four values); more turn it off. */
+#define TQ_GROUPS 16
+/* Distinct leads (tm_sched_tarmac_lead_ms(): 0, half short_ms, short_ms,
+ * one and a half). */
+#define TQ_LEADS 4
+/* The most reservations a pass may make for tq_aged_quiet() to reason
+ * about them (tarmac's default is 8). */
+#define TQ_RES_MAX 64
 
-int replay_tq_init(struct sim *s, const size_t *arr)
+/* A place in tarmac's order (pos_le()). */
+struct tq_pos { int tier; int64_t key; };
+
+/* The pass's state: the queue as lists by arrival rank, one per order
+ * group (tied or not, lead), with per list the first job not aged past
+ * half the bound (cu) and the first below level 1 (cl); the queue by
+ * arrival rank and estimate per group of qgrp (request x preemptible)
+ * and per group its queued jobs. */
+struct tarmac_pass {
+    struct replay_engine *eng;
+    bool off;                                  /* whole-queue passes from now on */
+    int32_t *rank;                             /* per job: index in arr */
+    struct tm_seqindex qgrp;
+    struct tm_sched_traits *traits;            /* per shape */
+    int32_t *og;                               /* per job: order group, -1 none */
+    struct ranklist lists;
+    bool listsinit;
+    int ngroups;
+    bool tied[TQ_GROUPS];
+    int64_t lead[TQ_GROUPS];
+    int32_t cu[TQ_GROUPS], cl[TQ_GROUPS];
+    int32_t *count;                            /* per qgrp group */
+    size_t ntied;                              /* queued tied jobs */
+    uint32_t *mark, gen;                       /* per job: in the pass of gen */
+    int32_t *gin;                              /* per qgrp group: in the pass */
+    uint32_t *ggen;
+    int64_t maxlead;
+    /* per qgrp group, in pass `pass` (rgen): how far in the order its
+     * part of the pass's input reaches, and how many jobs it reached for */
+    uint32_t pass, *rgen;
+    struct tq_pos *reach;
+    int32_t *reach_n;
+    int32_t *queued;                           /* jobs queued since the last pass */
+    size_t nqueued;
+    /* qgrp's groups split by lead: list g * TQ_LEADS + l holds group g's
+     * queued jobs of lead l by arrival, which within it is tarmac's order;
+     * per list, in the pass's try lfgen, a rank no later than its first
+     * job left out (lf) */
+    int nleads;
+    int64_t leads[TQ_LEADS];
+    int lidx[TQ_GROUPS];                       /* per order group: its lead's index */
+    struct ranklist gl;
+    bool glinit;
+    int32_t *lf;
+    uint32_t *lfgen;
+    size_t nnarrow;                            /* queued narrow jobs (tied, a model_mask) */
+    int64_t *soon;                             /* per node x 2: when it empties (tq_aged_quiet()) */
+    /* Nodes where a job ended or was evicted since the last pass, once
+     * each (freed_at: the pass that listed them) */
+    int32_t *freed;
+    uint32_t *freed_at;
+    size_t nfreed;
+    struct replay_input in;                    /* the jobs handed to the pass */
+};
+
+static void tq_release(void *state)
 {
+    struct tarmac_pass *tp = state;
+
+    if (!tp)
+        return;
+    free(tp->rank);
+    tm_seqindex_release(&tp->qgrp);
+    free(tp->traits);
+    free(tp->og);
+    free(tp->mark);
+    free(tp->count);
+    free(tp->gin);
+    free(tp->ggen);
+    free(tp->rgen);
+    free(tp->reach);
+    free(tp->reach_n);
+    free(tp->queued);
+    free(tp->soon);
+    free(tp->freed);
+    free(tp->freed_at);
+    free(tp->lf);
+    free(tp->lfgen);
+    if (tp->listsinit)
+        replay_rl_release(&tp->lists);
+    if (tp->glinit)
+        replay_rl_release(&tp->gl);
+    replay_input_release(&tp->in);
+    free(tp);
+}
+
+static int tq_init_state(struct tarmac_pass *tp)
+{
+    struct replay_engine *s = tp->eng;
     const struct tm_replay_config *cfg = s->cfg;
     struct tm_sched_job *rep = NULL;
     struct tm_sched_input in = {0};
-    int32_t *g = NULL;
     int r = TM_ENOMEM;
 
-    /* The proof reads tarmac's rules as they are with jobs of one node,
-     * priority 0 (what enqueue() hands) and levels of a quarter bound;
-     * align_ends reads estimates in placement as well. */
-    if (cfg->policy != TM_POLICY_TARMAC || cfg->full_pass || cfg->params.align_ends ||
-        tm_sched_starvation_ms(&cfg->params) % 4 != 0)
-        return 0;
-    s->tq_traits = calloc(s->nshapes + 1, sizeof(*s->tq_traits));
+    tp->traits = calloc(s->nshapes + 1, sizeof(*tp->traits));
     rep = calloc(s->nshapes + 1, sizeof(*rep));
-    s->tq_og = malloc((s->njobs + 1) * sizeof(*s->tq_og));
-    s->tq_mark = calloc(s->njobs + 1, sizeof(*s->tq_mark));
-    s->tq_count = calloc(2 * s->nshapes + 1, sizeof(*s->tq_count));
-    s->tq_gin = calloc(2 * s->nshapes + 1, sizeof(*s->tq_gin));
-    s->tq_ggen = calloc(2 * s->nshapes + 1, sizeof(*s->tq_ggen));
-    s->tq_rgen = calloc(2 * s->nshapes + 1, sizeof(*s->tq_rgen));
-    s->tq_reach = calloc(2 * s->nshapes + 1, sizeof(*s->tq_reach));
-    s->tq_e = calloc(2 * s->nshapes + 1, sizeof(*s->tq_e));
-    s->tq_new = malloc((s->njobs + 1) * sizeof(*s->tq_new));
-    s->tq_soon = malloc((2 * s->nnodes + 1) * sizeof(*s->tq_soon));
-    s->tq_freed = malloc((s->nnodes + 1) * sizeof(*s->tq_freed));
-    s->tq_freed_at = calloc(s->nnodes + 1, sizeof(*s->tq_freed_at));
-    s->tq_lf = malloc((2 * s->nshapes * TQ_LEADS + 1) * sizeof(*s->tq_lf));
-    s->tq_lfgen = calloc(2 * s->nshapes * TQ_LEADS + 1, sizeof(*s->tq_lfgen));
-    if (!s->rank)
-        s->rank = malloc((s->njobs + 1) * sizeof(*s->rank));
-    g = malloc((s->njobs + 1) * sizeof(*g));
-    if (!s->tq_traits || !rep || !s->tq_og || !s->tq_mark || !s->tq_count || !s->tq_gin || !s->tq_ggen ||
-        !s->tq_rgen || !s->tq_reach || !s->tq_e || !s->tq_new || !s->tq_soon || !s->tq_freed ||
-        !s->tq_freed_at || !s->tq_lf || !s->tq_lfgen || !s->rank || !g)
+    tp->og = malloc((s->njobs + 1) * sizeof(*tp->og));
+    tp->mark = calloc(s->njobs + 1, sizeof(*tp->mark));
+    tp->count = calloc(2 * s->nshapes + 1, sizeof(*tp->count));
+    tp->gin = calloc(2 * s->nshapes + 1, sizeof(*tp->gin));
+    tp->ggen = calloc(2 * s->nshapes + 1, sizeof(*tp->ggen));
+    tp->rgen = calloc(2 * s->nshapes + 1, sizeof(*tp->rgen));
+    tp->reach = calloc(2 * s->nshapes + 1, sizeof(*tp->reach));
+    tp->reach_n = calloc(2 * s->nshapes + 1, sizeof(*tp->reach_n));
+    tp->queued = malloc((s->njobs + 1) * sizeof(*tp->queued));
+    tp->soon = malloc((2 * s->nnodes + 1) * sizeof(*tp->soon));
+    tp->freed = malloc((s->nnodes + 1) * sizeof(*tp->freed));
+    tp->freed_at = calloc(s->nnodes + 1, sizeof(*tp->freed_at));
+    tp->lf = malloc((2 * s->nshapes * TQ_LEADS + 1) * sizeof(*tp->lf));
+    tp->lfgen = calloc(2 * s->nshapes * TQ_LEADS + 1, sizeof(*tp->lfgen));
+    tp->rank = malloc((s->njobs + 1) * sizeof(*tp->rank));
+    if (!tp->traits || !rep || !tp->og || !tp->mark || !tp->count || !tp->gin || !tp->ggen ||
+        !tp->rgen || !tp->reach || !tp->reach_n || !tp->queued || !tp->soon || !tp->freed ||
+        !tp->freed_at || !tp->lf || !tp->lfgen || !tp->rank)
         goto out;
     /* Tied and constrained are the request's and the nodes' (fixed in
      * this replay): one job per shape asks the scheduler. */
@@ -116,7 +203,7 @@ int replay_tq_init(struct sim *s, const size_t *arr)
         rep[s->jobs[j].shape] = (struct tm_sched_job){
             .cpu_milli = tj->cpu_milli, .memory_mib = tj->memory_mib, .model_mask = tj->model_mask,
             .gpus = tj->gpus, .gpu_milli = tj->gpus > 0 ? MILLI : tj->gpu_milli, .nodes = 1};
-        s->tq_og[j] = -1;
+        tp->og[j] = -1;
     }
     in.jobs = rep;
     in.njobs = s->nshapes;
@@ -124,52 +211,50 @@ int replay_tq_init(struct sim *s, const size_t *arr)
     in.nnodes = s->nnodes;
     in.policy = cfg->policy;
     in.params = cfg->params;
-    r = tm_sched_job_traits(&in, s->tq_traits);
+    r = tm_sched_job_traits(&in, tp->traits);
     if (r < 0)
         goto out;
-    for (size_t k = 0; k < s->njobs; k++) {
-        const struct rjob *rj = &s->jobs[arr[k]];
-        s->rank[arr[k]] = (int32_t)k;
-        g[k] = rj->shape * 2 + (rj->tj->preemptible ? 1 : 0);
+    r = replay_rank_index(s, tp->rank, &tp->qgrp);
+    if (r == 0) {
+        r = replay_rl_init(&tp->lists, s->njobs, TQ_GROUPS);
+        tp->listsinit = true;
     }
-    r = tm_seqindex_init(&s->qgrp, g, s->njobs, s->nshapes * 2);
-    if (r == 0)
-        r = replay_rl_init(&s->tq_lists, s->njobs, TQ_GROUPS);
-    if (r == 0)
-        r = replay_rl_init(&s->tq_gl, s->njobs, 2 * s->nshapes * TQ_LEADS);
+    if (r == 0) {
+        r = replay_rl_init(&tp->gl, s->njobs, 2 * s->nshapes * TQ_LEADS);
+        tp->glinit = true;
+    }
     if (r < 0)
         goto out;
-    s->tq_glinit = true;
     for (int k = 0; k < TQ_GROUPS; k++)
-        s->tq_cu[k] = s->tq_cl[k] = -1;
-    s->tq = true;
+        tp->cu[k] = tp->cl[k] = -1;
 out:
     free(rep);
-    free(g);
     return r;
 }
 
-void replay_tq_release(struct sim *s)
+/* The proof reads tarmac's rules as they are with jobs of one node,
+ * priority 0 (what the engine queues) and levels of a quarter bound;
+ * align_ends reads estimates in placement as well. */
+static int tq_init(struct replay_engine *s, void **state)
 {
-    free(s->tq_traits);
-    free(s->tq_og);
-    free(s->tq_mark);
-    free(s->tq_count);
-    free(s->tq_gin);
-    free(s->tq_ggen);
-    free(s->tq_rgen);
-    free(s->tq_reach);
-    free(s->tq_e);
-    free(s->tq_new);
-    free(s->tq_soon);
-    free(s->tq_freed);
-    free(s->tq_freed_at);
-    free(s->tq_lf);
-    free(s->tq_lfgen);
-    if (s->tq)
-        replay_rl_release(&s->tq_lists);
-    if (s->tq_glinit)
-        replay_rl_release(&s->tq_gl);
+    const struct tm_replay_config *cfg = s->cfg;
+    struct tarmac_pass *tp;
+    int r;
+
+    if (cfg->policy != TM_POLICY_TARMAC || cfg->full_pass || cfg->params.align_ends ||
+        tm_sched_starvation_ms(&cfg->params) % 4 != 0)
+        return 0;
+    tp = calloc(1, sizeof(*tp));
+    if (!tp)
+        return TM_ENOMEM;
+    tp->eng = s;
+    r = tq_init_state(tp);
+    if (r < 0) {
+        tq_release(tp);
+        return r;
+    }
+    *state = tp;
+    return 1;
 }
 
 /* A rank's place in a list walk: the end (-1) after every rank. */
@@ -178,100 +263,109 @@ static inline int32_t rpos(int32_t r)
     return r < 0 ? INT32_MAX : r;
 }
 
-static int64_t rank_submit(const struct sim *s, int32_t r)
+static int64_t rank_submit(const struct tarmac_pass *tp, int32_t r)
 {
+    const struct replay_engine *s = tp->eng;
+
     return s->jobs[s->arr[r]].submit;
 }
 
-void replay_tq_add(struct sim *s, int32_t j)
+static void tq_queued(void *state, int32_t j)
 {
+    struct tarmac_pass *tp = state;
+    struct replay_engine *s = tp->eng;
     const struct rjob *rj = &s->jobs[j];
-    const struct tm_sched_traits *tr = &s->tq_traits[rj->shape];
-    int32_t r = s->rank[j], og = -1;
+    const struct tm_sched_traits *tr = &tp->traits[rj->shape];
+    int32_t r = tp->rank[j], og = -1;
     int64_t lead;
 
-    tm_seqindex_set(&s->qgrp, (size_t)r, rj->estimate > 0 ? rj->estimate : TM_SEQ_MAX);
-    s->tq_count[s->qgrp.group[r]]++;
-    s->tq_new[s->tq_nnew++] = j;
+    tm_seqindex_set(&tp->qgrp, (size_t)r, rj->estimate > 0 ? rj->estimate : TM_SEQ_MAX);
+    tp->count[tp->qgrp.group[r]]++;
+    tp->queued[tp->nqueued++] = j;
     if (tr->tied)
-        s->tq_ntied++;
+        tp->ntied++;
     if (tr->tied && rj->tj->model_mask)
-        s->tq_nnarrow++;
-    if (s->tq_off)
+        tp->nnarrow++;
+    if (tp->off)
         return;
     lead = tm_sched_tarmac_lead_ms(&s->cfg->params, &s->q[rj->qpos], tr->constrained);
-    for (int k = 0; k < s->tq_ngroups && og < 0; k++)
-        if (s->tq_tied[k] == tr->tied && s->tq_lead[k] == lead)
+    for (int k = 0; k < tp->ngroups && og < 0; k++)
+        if (tp->tied[k] == tr->tied && tp->lead[k] == lead)
             og = k;
     if (og < 0) {
-        if (s->tq_ngroups == TQ_GROUPS) {
-            s->tq_off = true; /* whole-queue passes from now on */
+        if (tp->ngroups == TQ_GROUPS) {
+            tp->off = true; /* whole-queue passes from now on */
             return;
         }
         int l = 0;
-        while (l < s->tq_nleads && s->tq_leads[l] != lead)
+        while (l < tp->nleads && tp->leads[l] != lead)
             l++;
-        if (l == s->tq_nleads) {
+        if (l == tp->nleads) {
             if (l == TQ_LEADS) {
-                s->tq_off = true; /* whole-queue passes from now on */
+                tp->off = true; /* whole-queue passes from now on */
                 return;
             }
-            s->tq_leads[s->tq_nleads++] = lead;
+            tp->leads[tp->nleads++] = lead;
         }
-        og = s->tq_ngroups++;
-        s->tq_tied[og] = tr->tied;
-        s->tq_lead[og] = lead;
-        s->tq_lidx[og] = l;
-        if (lead > s->tq_maxlead)
-            s->tq_maxlead = lead;
+        og = tp->ngroups++;
+        tp->tied[og] = tr->tied;
+        tp->lead[og] = lead;
+        tp->lidx[og] = l;
+        if (lead > tp->maxlead)
+            tp->maxlead = lead;
     }
-    s->tq_og[j] = og;
-    replay_rl_insert(&s->tq_gl, s->qgrp.group[r] * TQ_LEADS + s->tq_lidx[og], r);
-    replay_rl_insert(&s->tq_lists, og, r);
+    tp->og[j] = og;
+    replay_rl_insert(&tp->gl, tp->qgrp.group[r] * TQ_LEADS + tp->lidx[og], r);
+    replay_rl_insert(&tp->lists, og, r);
     /* A job older than a cursor's: the cursor steps back to it and the
      * next pass walks it forward again (a requeued job; arrivals are the
      * newest). */
-    if (r < rpos(s->tq_cu[og]))
-        s->tq_cu[og] = r;
-    if (r < rpos(s->tq_cl[og]))
-        s->tq_cl[og] = r;
+    if (r < rpos(tp->cu[og]))
+        tp->cu[og] = r;
+    if (r < rpos(tp->cl[og]))
+        tp->cl[og] = r;
 }
 
-void replay_tq_remove(struct sim *s, int32_t j)
+static void tq_dequeued(void *state, int32_t j)
 {
+    struct tarmac_pass *tp = state;
+    struct replay_engine *s = tp->eng;
     const struct rjob *rj = &s->jobs[j];
-    int32_t r = s->rank[j], og = s->tq_og[j];
+    int32_t r = tp->rank[j], og = tp->og[j];
 
-    tm_seqindex_set(&s->qgrp, (size_t)r, TM_SEQ_ABSENT);
-    s->tq_count[s->qgrp.group[r]]--;
-    if (s->tq_traits[rj->shape].tied)
-        s->tq_ntied--;
-    if (s->tq_traits[rj->shape].tied && rj->tj->model_mask)
-        s->tq_nnarrow--;
+    tm_seqindex_set(&tp->qgrp, (size_t)r, TM_SEQ_ABSENT);
+    tp->count[tp->qgrp.group[r]]--;
+    if (tp->traits[rj->shape].tied)
+        tp->ntied--;
+    if (tp->traits[rj->shape].tied && rj->tj->model_mask)
+        tp->nnarrow--;
     if (og < 0)
         return;
-    if (s->tq_cu[og] == r)
-        s->tq_cu[og] = s->tq_lists.next[r];
-    if (s->tq_cl[og] == r)
-        s->tq_cl[og] = s->tq_lists.next[r];
-    replay_rl_remove(&s->tq_gl, s->qgrp.group[r] * TQ_LEADS + s->tq_lidx[og], r);
-    replay_rl_remove(&s->tq_lists, og, r);
-    s->tq_og[j] = -1;
+    if (tp->cu[og] == r)
+        tp->cu[og] = tp->lists.next[r];
+    if (tp->cl[og] == r)
+        tp->cl[og] = tp->lists.next[r];
+    replay_rl_remove(&tp->gl, tp->qgrp.group[r] * TQ_LEADS + tp->lidx[og], r);
+    replay_rl_remove(&tp->lists, og, r);
+    tp->og[j] = -1;
 }
 
-void replay_tq_freed(struct sim *s, int32_t i)
+static void tq_node_freed(void *state, int32_t i)
 {
-    /* tq_pass + 1: the next pass's list (the pass counts itself first). */
-    if (s->tq_freed_at[i] != s->tq_pass + 1) {
-        s->tq_freed_at[i] = s->tq_pass + 1;
-        s->tq_freed[s->tq_nfreed++] = i;
+    struct tarmac_pass *tp = state;
+
+    /* pass + 1: the next pass's list (the pass counts itself first). */
+    if (tp->freed_at[i] != tp->pass + 1) {
+        tp->freed_at[i] = tp->pass + 1;
+        tp->freed[tp->nfreed++] = i;
     }
 }
 
 /* How many jobs of request sh node i could hold now, each beside the
  * others, reservations aside. */
-static int64_t tq_room(const struct sim *s, const struct shape *sh, int32_t i)
+static int64_t tq_room(const struct tarmac_pass *tp, const struct shape *sh, int32_t i)
 {
+    const struct replay_engine *s = tp->eng;
     const struct tm_sched_node *n = &s->nodes[i];
     int64_t c = INT32_MAX;
 
@@ -297,23 +391,22 @@ struct tq_input {
 };
 
 /* Append the queued job at arrival rank r to the pass's input. */
-static int tq_take(struct sim *s, struct tq_input *in, int32_t r)
+static int tq_take(struct tarmac_pass *tp, struct tq_input *in, int32_t r)
 {
+    struct replay_engine *s = tp->eng;
     int32_t j = (int32_t)s->arr[r];
     const struct rjob *rj = &s->jobs[j];
-    int32_t g = s->qgrp.group[r];
+    int32_t g = tp->qgrp.group[r];
 
-    if (replay_bq_room(s, in->n) < 0)
+    if (replay_input_add(s, &tp->in, &in->n, j) < 0)
         return TM_ENOMEM;
-    s->bq[in->n] = s->q[rj->qpos];
-    s->bqpos[in->n++] = rj->qpos;
-    s->tq_mark[j] = s->tq_gen;
-    if (s->tq_ggen[g] != s->tq_gen) {
-        s->tq_ggen[g] = s->tq_gen;
-        s->tq_gin[g] = 0;
+    tp->mark[j] = tp->gen;
+    if (tp->ggen[g] != tp->gen) {
+        tp->ggen[g] = tp->gen;
+        tp->gin[g] = 0;
     }
-    s->tq_gin[g]++;
-    if (s->tq_traits[rj->shape].tied)
+    tp->gin[g]++;
+    if (tp->traits[rj->shape].tied)
         in->ntied++;
     return 0;
 }
@@ -338,28 +431,29 @@ static int tq_tier(int64_t submit, bool tied, const struct tq_ages *a)
     return submit <= a->level1 ? 2 : 3;
 }
 
-static struct tq_pos tq_pos_of(const struct sim *s, int32_t r, const struct tq_ages *a)
+static struct tq_pos tq_pos_of(const struct tarmac_pass *tp, int32_t r, const struct tq_ages *a)
 {
+    const struct replay_engine *s = tp->eng;
     int32_t j = (int32_t)s->arr[r];
     const struct rjob *rj = &s->jobs[j];
-    struct tq_pos p = {tq_tier(rj->submit, s->tq_traits[rj->shape].tied, a), r};
+    struct tq_pos p = {tq_tier(rj->submit, tp->traits[rj->shape].tied, a), r};
 
     if (p.tier >= 2)
-        p.key = rj->submit - s->tq_lead[s->tq_og[j]];
+        p.key = rj->submit - tp->lead[tp->og[j]];
     return p;
 }
 
 /* The key of rank r, first of group og's segment of tier `tier`. */
-static int64_t tq_seg_key(const struct sim *s, int32_t r, int og, int tier)
+static int64_t tq_seg_key(const struct tarmac_pass *tp, int32_t r, int og, int tier)
 {
-    return tier <= 1 ? r : rank_submit(s, r) - s->tq_lead[og];
+    return tier <= 1 ? r : rank_submit(tp, r) - tp->lead[og];
 }
 
 /* Merge the lists' segments [from[og], to[og]) by key, taking jobs until
  * the input holds `want` and then those with the key of the last one
  * taken (*last).  Returns 1 when the segments are exhausted, 0 when cut,
  * < 0. */
-static int tq_merge(struct sim *s, int32_t *from, const int32_t *to, int tier, size_t want,
+static int tq_merge(struct tarmac_pass *tp, int32_t *from, const int32_t *to, int tier, size_t want,
                     struct tq_input *in, struct tq_pos *last)
 {
     bool any = false;
@@ -368,14 +462,14 @@ static int tq_merge(struct sim *s, int32_t *from, const int32_t *to, int tier, s
 
     /* Each segment's key is read once per job it gives, not once per job
      * taken from any (its job's submit time is a load that misses). */
-    for (int og = 0; og < s->tq_ngroups; og++)
-        key[og] = from[og] == to[og] || (tier == 0 && !s->tq_tied[og]) || (tier == 1 && s->tq_tied[og])
+    for (int og = 0; og < tp->ngroups; og++)
+        key[og] = from[og] == to[og] || (tier == 0 && !tp->tied[og]) || (tier == 1 && tp->tied[og])
                       ? INT64_MAX
-                      : tq_seg_key(s, from[og], og, tier);
+                      : tq_seg_key(tp, from[og], og, tier);
     for (;;) {
         int best = -1;
         int64_t bk = 0;
-        for (int og = 0; og < s->tq_ngroups; og++)
+        for (int og = 0; og < tp->ngroups; og++)
             if (key[og] != INT64_MAX && (best < 0 || key[og] < bk)) {
                 best = og;
                 bk = key[og];
@@ -384,63 +478,65 @@ static int tq_merge(struct sim *s, int32_t *from, const int32_t *to, int tier, s
             return 1;
         if (tier > 0 && in->n >= want && any && (tier == 1 || bk != last->key))
             return 0;
-        rc = tq_take(s, in, from[best]);
+        rc = tq_take(tp, in, from[best]);
         if (rc < 0)
             return rc;
-        from[best] = s->tq_lists.next[from[best]];
-        key[best] = from[best] == to[best] ? INT64_MAX : tq_seg_key(s, from[best], best, tier);
+        from[best] = tp->lists.next[from[best]];
+        key[best] = from[best] == to[best] ? INT64_MAX : tq_seg_key(tp, from[best], best, tier);
         *last = (struct tq_pos){tier, bk};
         any = true;
     }
 }
 
 /* The head of the queue in tarmac's order, at least `want` jobs if the
- * queue has them, into s->bq; *cut: where it ends.  0 or < 0. */
-static int tq_head(struct sim *s, size_t want, struct tq_input *in, struct tq_pos *cut)
+ * queue has them, into tp->in.jobs; *cut: where it ends.  0 or < 0. */
+static int tq_head(struct tarmac_pass *tp, size_t want, struct tq_input *in, struct tq_pos *cut)
 {
     int32_t from[TQ_GROUPS], to[TQ_GROUPS];
     int rc = 1;
 
     memset(in, 0, sizeof(*in));
     *cut = (struct tq_pos){0, -1}; /* before every job: none taken */
-    s->tq_gen++;
+    tp->gen++;
     for (int tier = 0; tier < 4 && rc == 1; tier++) {
-        for (int og = 0; og < s->tq_ngroups; og++) {
-            from[og] = tier <= 1 ? s->tq_lists.head[og] : tier == 2 ? s->tq_cu[og] : s->tq_cl[og];
-            to[og] = tier <= 1 ? s->tq_cu[og] : tier == 2 ? s->tq_cl[og] : -1;
+        for (int og = 0; og < tp->ngroups; og++) {
+            from[og] = tier <= 1 ? tp->lists.head[og] : tier == 2 ? tp->cu[og] : tp->cl[og];
+            to[og] = tier <= 1 ? tp->cu[og] : tier == 2 ? tp->cl[og] : -1;
         }
         if (tier == 2)
             in->all_aged = true;
-        rc = tq_merge(s, from, to, tier, want, in, cut);
+        rc = tq_merge(tp, from, to, tier, want, in, cut);
     }
     in->nhead = in->n;
     return rc < 0 ? rc : 0;
 }
 
-static bool tq_marked(const struct sim *s, int32_t r)
+static bool tq_marked(const struct tarmac_pass *tp, int32_t r)
 {
-    return s->tq_mark[s->arr[r]] == s->tq_gen;
+    const struct replay_engine *s = tp->eng;
+
+    return tp->mark[s->arr[r]] == tp->gen;
 }
 
 /* List gl's first job left out (-1 none).  The walk past the input's
  * jobs is kept for the rest of the try: within a try the input only
  * grows. */
-static int32_t tq_lfirst(struct sim *s, size_t gl)
+static int32_t tq_lfirst(struct tarmac_pass *tp, size_t gl)
 {
-    int32_t r = s->tq_lfgen[gl] == s->tq_gen ? s->tq_lf[gl] : s->tq_gl.head[gl];
+    int32_t r = tp->lfgen[gl] == tp->gen ? tp->lf[gl] : tp->gl.head[gl];
 
-    while (r >= 0 && tq_marked(s, r))
-        r = s->tq_gl.next[r];
-    s->tq_lfgen[gl] = s->tq_gen;
-    s->tq_lf[gl] = r;
+    while (r >= 0 && tq_marked(tp, r))
+        r = tp->gl.next[r];
+    tp->lfgen[gl] = tp->gen;
+    tp->lf[gl] = r;
     return r;
 }
 
 /* The job left out after rank r in r's list (-1 none). */
-static int32_t tq_lnext(const struct sim *s, int32_t r)
+static int32_t tq_lnext(const struct tarmac_pass *tp, int32_t r)
 {
-    for (r = s->tq_gl.next[r]; r >= 0 && tq_marked(s, r);)
-        r = s->tq_gl.next[r];
+    for (r = tp->gl.next[r]; r >= 0 && tq_marked(tp, r);)
+        r = tp->gl.next[r];
     return r;
 }
 
@@ -450,38 +546,38 @@ struct tq_walk {
     int32_t at[TQ_LEADS];
 };
 
-static void tq_walk_init(struct sim *s, size_t g, struct tq_walk *w)
+static void tq_walk_init(struct tarmac_pass *tp, size_t g, struct tq_walk *w)
 {
-    for (int l = 0; l < s->tq_nleads; l++)
-        w->at[l] = tq_lfirst(s, g * TQ_LEADS + (size_t)l);
+    for (int l = 0; l < tp->nleads; l++)
+        w->at[l] = tq_lfirst(tp, g * TQ_LEADS + (size_t)l);
 }
 
 /* The walk's next job left out (-1 none). */
-static int32_t tq_walk_next(const struct sim *s, struct tq_walk *w)
+static int32_t tq_walk_next(const struct tarmac_pass *tp, struct tq_walk *w)
 {
     int best = -1;
     int32_t r;
 
-    for (int l = 0; l < s->tq_nleads; l++)
+    for (int l = 0; l < tp->nleads; l++)
         if (w->at[l] >= 0 && (best < 0 || w->at[l] < w->at[best]))
             best = l;
     if (best < 0)
         return -1;
     r = w->at[best];
-    w->at[best] = tq_lnext(s, r);
+    w->at[best] = tq_lnext(tp, r);
     return r;
 }
 
 /* Add group g's jobs left out up to `upto` in the order (ties
  * included): within a lead's list the order is arrival's, so each list
  * is walked up to its first job past `upto`. */
-static int tq_extras(struct sim *s, size_t g, struct tq_pos upto, const struct tq_ages *a, struct tq_input *in)
+static int tq_extras(struct tarmac_pass *tp, size_t g, struct tq_pos upto, const struct tq_ages *a, struct tq_input *in)
 {
-    for (int l = 0; l < s->tq_nleads; l++) {
-        int32_t r = tq_lfirst(s, g * TQ_LEADS + (size_t)l);
-        while (r >= 0 && pos_le(tq_pos_of(s, r, a), upto)) {
-            int32_t next = tq_lnext(s, r);
-            int rc = tq_take(s, in, r);
+    for (int l = 0; l < tp->nleads; l++) {
+        int32_t r = tq_lfirst(tp, g * TQ_LEADS + (size_t)l);
+        while (r >= 0 && pos_le(tq_pos_of(tp, r, a), upto)) {
+            int32_t next = tq_lnext(tp, r);
+            int rc = tq_take(tp, in, r);
             if (rc < 0)
                 return rc;
             r = next;
@@ -492,16 +588,16 @@ static int tq_extras(struct sim *s, size_t g, struct tq_pos upto, const struct t
 
 /* Where group g must reach to hold its e-th job left out (by arrival):
  * that job's place, or *at if further already. */
-static void tq_extend(struct sim *s, size_t g, int32_t e, const struct tq_ages *a, struct tq_pos *at)
+static void tq_extend(struct tarmac_pass *tp, size_t g, int32_t e, const struct tq_ages *a, struct tq_pos *at)
 {
     struct tq_walk w;
     int32_t r, m = -1;
 
-    tq_walk_init(s, g, &w);
-    while (e-- > 0 && (r = tq_walk_next(s, &w)) >= 0)
+    tq_walk_init(tp, g, &w);
+    while (e-- > 0 && (r = tq_walk_next(tp, &w)) >= 0)
         m = r;
     if (m >= 0) {
-        struct tq_pos p = tq_pos_of(s, m, a);
+        struct tq_pos p = tq_pos_of(tp, m, a);
         if (!pos_le(p, *at))
             *at = p;
     }
@@ -509,14 +605,14 @@ static void tq_extend(struct sim *s, size_t g, int32_t e, const struct tq_ages *
 
 /* Group g's first job in the order that the input leaves out and its
  * place: the least among its lists' first ones.  -1 none. */
-static int32_t tq_first_out(struct sim *s, size_t g, const struct tq_ages *a, struct tq_pos *ret)
+static int32_t tq_first_out(struct tarmac_pass *tp, size_t g, const struct tq_ages *a, struct tq_pos *ret)
 {
     int32_t best = -1;
 
-    for (int l = 0; l < s->tq_nleads; l++) {
-        int32_t r = tq_lfirst(s, g * TQ_LEADS + (size_t)l);
+    for (int l = 0; l < tp->nleads; l++) {
+        int32_t r = tq_lfirst(tp, g * TQ_LEADS + (size_t)l);
         if (r >= 0) {
-            struct tq_pos p = tq_pos_of(s, r, a);
+            struct tq_pos p = tq_pos_of(tp, r, a);
             if (best < 0 || !pos_le(*ret, p)) {
                 *ret = p;
                 best = r;
@@ -527,12 +623,12 @@ static int32_t tq_first_out(struct sim *s, size_t g, const struct tq_ages *a, st
 }
 
 /* Group g's first job left out by arrival (-1 none). */
-static int32_t tq_first_arrived_out(struct sim *s, size_t g)
+static int32_t tq_first_arrived_out(struct tarmac_pass *tp, size_t g)
 {
     struct tq_walk w;
 
-    tq_walk_init(s, g, &w);
-    return tq_walk_next(s, &w);
+    tq_walk_init(tp, g, &w);
+    return tq_walk_next(tp, &w);
 }
 
 /* The probe of group g, just before its first job left out (rank r at
@@ -540,18 +636,19 @@ static int32_t tq_first_arrived_out(struct sim *s, size_t g)
  * estimate queued, so that it sorts before every job of the group left
  * out (the same key or an earlier tier, the least work of its group, the
  * odd id below r's even one).  0 or < 0. */
-static int tq_probe(struct sim *s, size_t *n, size_t g, int32_t r, struct tq_pos at)
+static int tq_probe(struct tarmac_pass *tp, size_t *n, size_t g, int32_t r, struct tq_pos at)
 {
+    struct replay_engine *s = tp->eng;
     const struct rjob *rj = &s->jobs[s->arr[r]];
     struct tm_sched_job *p;
     int64_t est;
-    int rc = replay_bq_room(s, *n);
+    int rc = replay_input_room(&tp->in, *n);
 
     if (rc < 0)
         return rc;
-    p = &s->bq[*n];
+    p = &tp->in.jobs[*n];
     *p = s->q[rj->qpos];
-    est = tm_seqindex_min(&s->qgrp, g);
+    est = tm_seqindex_min(&tp->qgrp, g);
     p->estimate_ms = est >= TM_SEQ_MAX ? 0 : est;
     p->estimate_known = false;
     p->klass = TM_CLASS_TRAIN; /* no lead for being short */
@@ -562,8 +659,8 @@ static int tq_probe(struct sim *s, size_t *n, size_t g, int32_t r, struct tq_pos
      * most r's, the same request): no younger than r, so in r's tier or
      * an earlier one. */
     if (at.tier >= 2)
-        p->submit_ms = at.key + tm_sched_tarmac_lead_ms(&s->cfg->params, p, s->tq_traits[rj->shape].constrained);
-    s->bqpos[(*n)++] = -1 - (int32_t)g;
+        p->submit_ms = at.key + tm_sched_tarmac_lead_ms(&s->cfg->params, p, tp->traits[rj->shape].constrained);
+    tp->in.pos[(*n)++] = -1 - (int32_t)g;
     return 0;
 }
 
@@ -579,17 +676,18 @@ static int tq_probe(struct sim *s, size_t *n, size_t g, int32_t r, struct tq_pos
  * maxres nodes are reserved.  The start may move past a node narrow jobs
  * want (a penalty of hours): not with narrow jobs queued.  The earliest
  * submitted aged job of each group left out has the earliest deadline. */
-static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const struct tq_input *in,
+static bool tq_aged_quiet(struct tarmac_pass *tp, const struct tm_sched_result *r, const struct tq_input *in,
                           int32_t maxres, int64_t now)
 {
+    struct replay_engine *s = tp->eng;
     int32_t flexible = 0;
-    int64_t *soon = s->tq_soon;
+    int64_t *soon = tp->soon;
 
-    if (s->tq_nnarrow > 0 || maxres > TQ_RES_MAX)
+    if (tp->nnarrow > 0 || maxres > TQ_RES_MAX)
         return false;
     for (size_t k = 0; k < r->nreservations; k++)
         if ((size_t)r->reservations[k].job < in->nhead &&
-            !s->tq_traits[s->jobs[s->qjob[s->bqpos[r->reservations[k].job]]].shape].tied)
+            !tp->traits[s->jobs[s->qjob[tp->in.pos[r->reservations[k].job]]].shape].tied)
             flexible++;
     if (flexible < 1)
         return false;
@@ -600,7 +698,7 @@ static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const 
     }
     for (size_t k = 0; k < r->nplacements; k++) {
         const struct tm_sched_placement *pl = &r->placements[k];
-        int64_t est = s->bq[pl->job].estimate_ms, e = est > 0 ? now + est : INT64_MAX;
+        int64_t est = tp->in.jobs[pl->job].estimate_ms, e = est > 0 ? now + est : INT64_MAX;
         for (int w = 0; w < 2; w++)
             if (e > soon[2 * pl->node + w])
                 soon[2 * pl->node + w] = e;
@@ -609,12 +707,12 @@ static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const 
         for (int pre = 0; pre < 2; pre++) {
             size_t g = (size_t)s->active[x] * 2 + (size_t)pre;
             const struct shape *sh = &s->shapes[s->active[x]];
-            int32_t m = tq_first_arrived_out(s, g);
+            int32_t m = tq_first_arrived_out(tp, g);
             int64_t best[TQ_RES_MAX];
             int nb = 0;
-            if (m < 0 || rank_submit(s, m) > now - tm_sched_tarmac_urgent_ms(&s->cfg->params))
+            if (m < 0 || rank_submit(tp, m) > now - tm_sched_tarmac_urgent_ms(&s->cfg->params))
                 continue; /* none of g aged is left out: they go by arrival */
-            if (flexible < s->tq_traits[s->active[x]].flexible_limit)
+            if (flexible < tp->traits[s->active[x]].flexible_limit)
                 return false; /* a job of g may reserve still */
             for (size_t i = 0; i < s->nnodes; i++) {
                 const struct tm_sched_node *n = &s->nodes[i];
@@ -634,7 +732,7 @@ static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const 
                 best[b] = t;
             }
             if (nb < maxres ||
-                best[maxres - 1] > tm_sched_tarmac_risk_deadline(&s->cfg->params, rank_submit(s, m)))
+                best[maxres - 1] > tm_sched_tarmac_risk_deadline(&s->cfg->params, rank_submit(tp, m)))
                 return false;
         }
     return true;
@@ -645,7 +743,7 @@ static bool tq_aged_quiet(struct sim *s, const struct tm_sched_result *r, const 
  * *ret_grow: the groups whose probe was placed or reserved for get a
  * longer reach (1), or the head a longer length (0), or neither helps
  * (-1). */
-static bool tq_proved(struct sim *s, const struct tm_sched_result *r, const struct tq_input *in,
+static bool tq_proved(struct tarmac_pass *tp, const struct tm_sched_result *r, const struct tq_input *in,
                       int32_t maxres, int64_t now, int *ret_grow)
 {
     size_t nres = 0;
@@ -673,119 +771,125 @@ static bool tq_proved(struct sim *s, const struct tm_sched_result *r, const stru
         return false;
     if (nres >= (size_t)maxres && nres >= 2)
         return true;
-    if (in->ntied != s->tq_ntied)
+    if (in->ntied != tp->ntied)
         return false;
-    return in->all_aged || tq_aged_quiet(s, r, in, maxres, now);
+    return in->all_aged || tq_aged_quiet(tp, r, in, maxres, now);
 }
 
 /* Walk each list's cursors forward to now's ages. */
-static void tq_cursors(struct sim *s, const struct tq_ages *a)
+static void tq_cursors(struct tarmac_pass *tp, const struct tq_ages *a)
 {
-    for (int og = 0; og < s->tq_ngroups; og++) {
-        int32_t *cu = &s->tq_cu[og], *cl = &s->tq_cl[og];
-        while (*cu >= 0 && rank_submit(s, *cu) <= a->aged)
-            *cu = s->tq_lists.next[*cu];
+    for (int og = 0; og < tp->ngroups; og++) {
+        int32_t *cu = &tp->cu[og], *cl = &tp->cl[og];
+        while (*cu >= 0 && rank_submit(tp, *cu) <= a->aged)
+            *cu = tp->lists.next[*cu];
         if (rpos(*cl) < rpos(*cu))
             *cl = *cu;
-        while (*cl >= 0 && rank_submit(s, *cl) <= a->level1)
-            *cl = s->tq_lists.next[*cl];
+        while (*cl >= 0 && rank_submit(tp, *cl) <= a->level1)
+            *cl = tp->lists.next[*cl];
     }
 }
 
 /* Group g's probe was placed or reserved for: the group's part of the
  * input reaches over its next e jobs left out, e = 1 at first in a pass
  * and four times more at each time after. */
-static void tq_reach(struct sim *s, size_t g, const struct tq_ages *a, struct tq_pos cut)
+static void tq_reach(struct tarmac_pass *tp, size_t g, const struct tq_ages *a, struct tq_pos cut)
 {
-    if (s->tq_rgen[g] != s->tq_pass) {
-        s->tq_rgen[g] = s->tq_pass;
-        s->tq_reach[g] = cut;
-        s->tq_e[g] = 1;
-    } else if (s->tq_e[g] < INT32_MAX / 4) {
-        s->tq_e[g] *= 4;
+    if (tp->rgen[g] != tp->pass) {
+        tp->rgen[g] = tp->pass;
+        tp->reach[g] = cut;
+        tp->reach_n[g] = 1;
+    } else if (tp->reach_n[g] < INT32_MAX / 4) {
+        tp->reach_n[g] *= 4;
     }
-    tq_extend(s, g, s->tq_e[g], a, &s->tq_reach[g]);
+    tq_extend(tp, g, tp->reach_n[g], a, &tp->reach[g]);
 }
 
 /* Each group with jobs left out that the nodes freed since the last pass
  * could hold reaches over as many of them (at most TQ_FREED_REACH) from
  * the first try on: without, its probe would be placed and the pass run
  * again. */
-static void tq_seed(struct sim *s, size_t nfreed, const struct tq_ages *a, struct tq_pos cut)
+static void tq_seed(struct tarmac_pass *tp, size_t nfreed, const struct tq_ages *a, struct tq_pos cut)
 {
+    struct replay_engine *s = tp->eng;
+
     for (size_t x = 0; x < s->nactive; x++) {
         const struct shape *sh = &s->shapes[s->active[x]];
         int64_t k = 0;
         for (size_t f = 0; f < nfreed && k < TQ_FREED_REACH; f++)
-            k += tq_room(s, sh, s->tq_freed[f]);
+            k += tq_room(tp, sh, tp->freed[f]);
         if (k == 0)
             continue;
         for (int pre = 0; pre < 2; pre++) {
             size_t g = (size_t)s->active[x] * 2 + (size_t)pre;
-            int32_t inside = s->tq_ggen[g] == s->tq_gen ? s->tq_gin[g] : 0;
-            if (s->tq_count[g] <= inside)
+            int32_t inside = tp->ggen[g] == tp->gen ? tp->gin[g] : 0;
+            if (tp->count[g] <= inside)
                 continue;
-            s->tq_rgen[g] = s->tq_pass;
-            s->tq_reach[g] = cut;
-            s->tq_e[g] = k < TQ_FREED_REACH ? (int32_t)k : TQ_FREED_REACH;
-            tq_extend(s, g, s->tq_e[g], a, &s->tq_reach[g]);
+            tp->rgen[g] = tp->pass;
+            tp->reach[g] = cut;
+            tp->reach_n[g] = k < TQ_FREED_REACH ? (int32_t)k : TQ_FREED_REACH;
+            tq_extend(tp, g, tp->reach_n[g], a, &tp->reach[g]);
         }
     }
 }
 
-int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
+static int tq_run(void *state, int64_t now, struct tm_replay_stats *st, size_t narrived)
 {
+    struct tarmac_pass *tp = state;
+    struct replay_engine *s = tp->eng;
     struct tm_sched_input si = {.policy = s->cfg->policy, .params = s->cfg->params};
     int32_t maxres = tm_sched_max_reservations(&si);
     struct tq_ages a = {now - tm_sched_tarmac_urgent_ms(&s->cfg->params),
                         now - tm_sched_tarmac_level_ms(&s->cfg->params)};
     size_t want = s->cfg->tarmac_head > 0 ? s->cfg->tarmac_head : TQ_HEAD;
-    size_t nnew = s->tq_nnew, nfreed = s->tq_nfreed;
+    size_t nnew = tp->nqueued, nfreed = tp->nfreed;
     bool first = true;
 
+    (void)narrived;
+    replay_ends_refresh(s, now);
     /* Jobs queued and nodes freed from here on (evictions the pass makes)
      * are the next pass's. */
-    s->tq_nnew = 0;
-    s->tq_nfreed = 0;
-    s->tq_pass++;
-    if (s->tq_off)
+    tp->nqueued = 0;
+    tp->nfreed = 0;
+    tp->pass++;
+    if (tp->off)
         return replay_pass_whole(s, now, st);
-    tq_cursors(s, &a);
+    tq_cursors(tp, &a);
     for (;;) {
         struct tm_sched_result r = {0};
         struct tq_input in;
         struct tq_pos cut;
         size_t n;
         bool held = true, blocked;
-        int grow, rc = tq_head(s, want, &in, &cut);
+        int grow, rc = tq_head(tp, want, &in, &cut);
         if (rc < 0)
             return rc;
         if (in.n >= s->nq)
             break;
         if (first)
-            tq_seed(s, nfreed, &a, cut);
+            tq_seed(tp, nfreed, &a, cut);
         first = false;
         /* Groups that reach past the head, their jobs up to there. */
         for (size_t x = 0; x < s->nactive && rc == 0; x++)
             for (int pre = 0; pre < 2 && rc == 0; pre++) {
                 size_t g = (size_t)s->active[x] * 2 + (size_t)pre;
-                if (s->tq_rgen[g] == s->tq_pass && !pos_le(s->tq_reach[g], cut))
-                    rc = tq_extras(s, g, s->tq_reach[g], &a, &in);
+                if (tp->rgen[g] == tp->pass && !pos_le(tp->reach[g], cut))
+                    rc = tq_extras(tp, g, tp->reach[g], &a, &in);
             }
         /* The jobs queued since the last pass: an arrival that fits is
          * started by the pass, and with it in the input one run proves it
          * (without, many more passes ran twice; adding each group's first
          * job left out as well cost more than it saved). */
         for (size_t k = 0; k < nnew && rc == 0; k++) {
-            int32_t j = s->tq_new[k];
-            if (s->jobs[j].qpos >= 0 && s->tq_mark[j] != s->tq_gen)
-                rc = tq_take(s, &in, s->rank[j]);
+            int32_t j = tp->queued[k];
+            if (s->jobs[j].qpos >= 0 && tp->mark[j] != tp->gen)
+                rc = tq_take(tp, &in, tp->rank[j]);
         }
         if (rc < 0)
             return rc;
         for (size_t k = 0; k < s->nheld && held; k++) {
             int32_t j = s->held[k];
-            held = s->jobs[j].qpos < 0 || s->tq_mark[j] == s->tq_gen;
+            held = s->jobs[j].qpos < 0 || tp->mark[j] == tp->gen;
         }
         if (!held) {
             want *= 4;
@@ -795,21 +899,21 @@ int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
         for (size_t x = 0; x < s->nactive && rc == 0; x++)
             for (int pre = 0; pre < 2 && rc == 0; pre++) {
                 size_t g = (size_t)s->active[x] * 2 + (size_t)pre;
-                int32_t inside = s->tq_ggen[g] == s->tq_gen ? s->tq_gin[g] : 0, m;
+                int32_t inside = tp->ggen[g] == tp->gen ? tp->gin[g] : 0, m;
                 struct tq_pos at;
-                if (s->tq_count[g] <= inside)
+                if (tp->count[g] <= inside)
                     continue;
-                m = tq_first_out(s, g, &a, &at);
-                rc = m < 0 ? TM_EINVAL /* counted but absent: a bug */ : tq_probe(s, &n, g, m, at);
+                m = tq_first_out(tp, g, &a, &at);
+                rc = m < 0 ? TM_EINVAL /* counted but absent: a bug */ : tq_probe(tp, &n, g, m, at);
             }
         if (rc < 0)
             return rc;
-        rc = replay_sched_once(s, now, s->bq, n, &r);
+        rc = replay_sched_once(s, now, tp->in.jobs, n, &r);
         if (rc < 0)
             return rc;
-        if (tq_proved(s, &r, &in, maxres, now, &grow)) {
+        if (tq_proved(tp, &r, &in, maxres, now, &grow)) {
             r.nnotes = in.n;
-            return replay_pass_apply(s, now, st, s->bq, in.n, s->bqpos, &r, &blocked);
+            return replay_pass_apply(s, now, st, tp->in.jobs, in.n, tp->in.pos, &r, &blocked);
         }
         /* A probe placed or reserved for: its group's next jobs left out
          * would have been, so the group reaches for them (e of each, four
@@ -817,10 +921,10 @@ int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
         if (grow > 0) {
             for (size_t k = 0; k < r.nplacements; k++)
                 if ((size_t)r.placements[k].job >= in.n)
-                    tq_reach(s, (size_t)(-1 - s->bqpos[r.placements[k].job]), &a, cut);
+                    tq_reach(tp, (size_t)(-1 - tp->in.pos[r.placements[k].job]), &a, cut);
             for (size_t k = 0; k < r.nreservations; k++)
                 if ((size_t)r.reservations[k].job >= in.n)
-                    tq_reach(s, (size_t)(-1 - s->bqpos[r.reservations[k].job]), &a, cut);
+                    tq_reach(tp, (size_t)(-1 - tp->in.pos[r.reservations[k].job]), &a, cut);
         } else {
             want *= 4;
         }
@@ -830,3 +934,13 @@ int replay_pass_tarmac(struct sim *s, int64_t now, struct tm_replay_stats *st)
     }
     return replay_pass_whole(s, now, st);
 }
+
+const struct replay_pass replay_pass_tarmac = {
+    .name = "tarmac",
+    .init = tq_init,
+    .release = tq_release,
+    .queued = tq_queued,
+    .dequeued = tq_dequeued,
+    .node_freed = tq_node_freed,
+    .run = tq_run,
+};
