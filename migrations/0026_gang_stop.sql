@@ -18,7 +18,9 @@
 --
 -- nodes.heartbeat_ms: the node's agent's --heartbeat-period, as its
 -- heartbeat says ("heartbeat_ms"); NULL for an agent that does not say
--- (10 s, the agent's default, is assumed).
+-- (10 s, the agent's default, is assumed).  A stop waits for at most a
+-- minute of it, so that one agent claiming a long period (or a long
+-- period set by mistake) cannot hold its gangs' stops for long.
 --
 -- gang_stops: one row per stopped attempt of a gang, written by the first
 -- member's heartbeat that still runs it once the attempt no longer runs
@@ -79,8 +81,8 @@ BEGIN
         INSERT INTO gang_stops (job_id, attempt, heard_ms, stop_at_ms)
         SELECT r.job_id, r.attempt, p_now,
                greatest(p_now, coalesce(max(e.due + 1000 + e.period / 10), p_now))
-          FROM (SELECT n.last_heartbeat_ms + coalesce(n.heartbeat_ms, 10000) AS due,
-                       coalesce(n.heartbeat_ms, 10000) AS period
+          FROM (SELECT n.last_heartbeat_ms + least(coalesce(n.heartbeat_ms, 10000), 60000) AS due,
+                       least(coalesce(n.heartbeat_ms, 10000), 60000) AS period
                   FROM job_members o JOIN nodes n ON n.id = o.node_id
                  WHERE o.job_id = r.job_id AND o.attempt = r.attempt AND o.node_id <> p_node
                    AND o.exited_ms IS NULL AND n.last_heartbeat_ms IS NOT NULL
