@@ -69,7 +69,7 @@ BEGIN
     END IF;
     FOR r IN SELECT DISTINCT m.job_id, m.attempt
                FROM jsonb_array_elements(coalesce(p_report -> 'running', '[]'::jsonb)) x
-               JOIN job_members m ON m.job_id = (x ->> 'job_id')::bigint AND m.attempt = (x ->> 'attempt')::int
+               JOIN job_members m ON m.job_id = (x ->> 'job_id')::bigint AND m.attempt = (x ->> 'attempt')::bigint
                                  AND m.node_id = p_node AND m.nodes > 1
               WHERE jsonb_typeof(x -> 'attempt') = 'number'
                 AND NOT EXISTS (SELECT 1 FROM jobs j JOIN job_allocations a ON a.job_id = j.id
