@@ -51,6 +51,13 @@ tm_add_test(itest_gang_lifecycle LABELS integration agent FIXTURES pg TIMEOUT 18
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_lifecycle.sh)
 tm_add_test(itest_gang_barrier LABELS integration agent FIXTURES pg TIMEOUT 150
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_barrier.sh)
+# A gang is stopped together (migrations/0026): with the agents' 3 s
+# heartbeats spread 1 s apart, a checkpointable 3-node gang's ranks all get
+# the checkpoint signal at the common stop time, well within the 2 s its
+# agents hear of it apart; a member whose agent never hears does not hold
+# the others' stop (a cancel).
+tm_add_test(itest_gang_stop LABELS integration agent FIXTURES pg TIMEOUT 150
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/gang_stop.sh)
 # Every byte of a job's output (docs/logs.md): 20 MB of binary output read
 # back whole after its node was released, --follow to the job's end, an
 # agent killed -9 mid-output and restarted (no gap, no duplicate), another

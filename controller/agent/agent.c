@@ -375,6 +375,43 @@ void tm_agent_job_gone(struct tm_agent *ag)
     }
 }
 
+/* ---- a gang's common stop ---------------------------------------------------- */
+
+/* A member of a gang whose attempt stopped is signalled at the time the
+ * controller gave every member (migrations/0026), on this agent's own
+ * timer: the controller may be away by then. */
+static void arm_stop_timer(struct tm_agent *ag);
+
+static void on_stop_timer(uv_timer_t *t)
+{
+    struct tm_agent *ag = t->data;
+    uint64_t now = uv_now(ag->loop);
+
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next) {
+        if (!j->stop_due || j->stop_due > now)
+            continue;
+        j->stop_due = 0;
+        if (j->exited || j->stopping[0])
+            continue;
+        tm_log_info("the gang's common stop time: stopping its member here", "job=%lld attempt=%lld",
+                    (long long)j->job_id, (long long)j->attempt);
+        tm_agent_job_stop(j, j->checkpointable ? ag->o.checkpoint_signal : SIGTERM, "stopped");
+    }
+    arm_stop_timer(ag);
+}
+
+static void arm_stop_timer(struct tm_agent *ag)
+{
+    uint64_t soonest = 0, now = uv_now(ag->loop);
+
+    for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
+        if (j->stop_due && !j->exited && !j->stopping[0] && (!soonest || j->stop_due < soonest))
+            soonest = j->stop_due;
+    uv_timer_stop(&ag->stop_timer);
+    if (soonest && !ag->shutting_down)
+        uv_timer_start(&ag->stop_timer, on_stop_timer, soonest > now ? soonest - now : 0, 0);
+}
+
 /* returning: the first answer since this agent started (jobs re-adopted
  * from state.json) or since the controller was away.  What such an answer
  * no longer lists may have been placed again elsewhere while this node was
@@ -388,12 +425,15 @@ static int64_t apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a
 {
     bool fencing = false;
     int64_t barrier = 0;
+    const struct tm_agent_stop *st;
 
     /* Stop what is no longer placed here (another attempt counts as not). */
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next) {
         long at = j->exited ? -1 : tm_agent_answer_find(a, j->job_id, j->attempt);
-        if (at >= 0)
+        if (at >= 0) {
             j->gpu_mask = tm_agent_gpu_mask(&a->assignments[at]); /* a re-adopted job's too */
+            j->stop_due = 0;
+        }
         if (j->exited || at >= 0)
             continue;
         if (returning && !j->fenced) {
@@ -405,10 +445,23 @@ static int64_t apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a
         }
         if (j->stopping[0])
             continue;
+        /* A gang's member waits for the stop time common to its gang,
+         * which each answer restates from its own moment. */
+        st = tm_agent_answer_stop(a, j->job_id, j->attempt);
+        if (st && st->stop_in_ms > 0) {
+            if (!j->stop_due)
+                tm_log_info("the job's gang stops: stopping it here with the other members",
+                            "job=%lld attempt=%lld in_ms=%lld", (long long)j->job_id, (long long)j->attempt,
+                            (long long)st->stop_in_ms);
+            j->stop_due = uv_now(ag->loop) + (uint64_t)st->stop_in_ms;
+            continue;
+        }
+        j->stop_due = 0;
         tm_log_info("job no longer assigned here, stopping it", "job=%lld attempt=%lld",
                     (long long)j->job_id, (long long)j->attempt);
         tm_agent_job_stop(j, j->checkpointable ? ag->o.checkpoint_signal : SIGTERM, "stopped");
     }
+    arm_stop_timer(ag);
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
         fencing |= j->fenced && !j->exited;
     if (fencing)
@@ -579,7 +632,7 @@ static void heartbeat(struct tm_agent *ag)
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
         if (!j->exited)
             run[nr++] = (struct tm_agent_running){j->job_id, j->attempt, j->pid};
-    body = tm_agent_body_heartbeat(ag->last.info, ag->last.count, batch, nb, run, nr);
+    body = tm_agent_body_heartbeat(ag->last.info, ag->last.count, batch, nb, run, nr, ag->o.heartbeat_ms);
     free(batch);
     free(run);
     if (!body) {
@@ -845,6 +898,7 @@ static void agent_shutdown(struct tm_agent *ag, int code)
     uv_timer_stop(&ag->sample_timer);
     uv_timer_stop(&ag->tick_timer);
     uv_timer_stop(&ag->enroll_timer);
+    uv_timer_stop(&ag->stop_timer);
     tm_agent_ship_stop(ag);
     uv_signal_stop(&ag->sigterm);
     uv_signal_stop(&ag->sigint);
@@ -961,7 +1015,9 @@ int tm_agent_run(const struct tm_agent_options *o)
     uv_timer_init(&loop, &ag->sample_timer);
     uv_timer_init(&loop, &ag->tick_timer);
     uv_timer_init(&loop, &ag->enroll_timer);
+    uv_timer_init(&loop, &ag->stop_timer);
     ag->hb_timer.data = ag->sample_timer.data = ag->tick_timer.data = ag->enroll_timer.data = ag;
+    ag->stop_timer.data = ag;
     uv_signal_init(&loop, &ag->sigterm);
     uv_signal_init(&loop, &ag->sigint);
     ag->sigterm.data = ag->sigint.data = ag;
@@ -993,6 +1049,7 @@ int tm_agent_run(const struct tm_agent_options *o)
     uv_close((uv_handle_t *)&ag->sample_timer, NULL);
     uv_close((uv_handle_t *)&ag->tick_timer, NULL);
     uv_close((uv_handle_t *)&ag->enroll_timer, NULL);
+    uv_close((uv_handle_t *)&ag->stop_timer, NULL);
     tm_agent_ship_close(ag);
     uv_close((uv_handle_t *)&ag->sigterm, NULL);
     uv_close((uv_handle_t *)&ag->sigint, NULL);

@@ -289,6 +289,43 @@ static int parse_assignment(const cJSON *o, size_t i, struct tm_agent_assignment
     return 0;
 }
 
+/* "stops" (answer.h); absent or null: none. */
+static int parse_stops(const cJSON *list, struct tm_agent_answer *ans, char *err, size_t errlen)
+{
+    const cJSON *e;
+    size_t i = 0;
+    int n;
+
+    if (!list || cJSON_IsNull(list))
+        return 0;
+    if (!cJSON_IsArray(list))
+        return fail(err, errlen, "stops: must be an array");
+    n = cJSON_GetArraySize(list);
+    if (n > TM_AGENT_MAX_ASSIGNMENTS)
+        return fail(err, errlen, "stops: more than %d entries", TM_AGENT_MAX_ASSIGNMENTS);
+    if (n == 0)
+        return 0;
+    ans->stops = calloc((size_t)n, sizeof(*ans->stops));
+    if (!ans->stops)
+        return TM_ENOMEM;
+    cJSON_ArrayForEach(e, list)
+    {
+        struct tm_agent_stop *s = &ans->stops[i];
+        if (!cJSON_IsObject(e))
+            return fail(err, errlen, "stops[%zu]: must be an object", i);
+        if (!int_in(cJSON_GetObjectItemCaseSensitive(e, "job_id"), 1, 9007199254740991.0, &s->job_id))
+            return fail(err, errlen, "stops[%zu].job_id: must be a positive integer", i);
+        if (!int_in(cJSON_GetObjectItemCaseSensitive(e, "attempt"), 0, 2147483647.0, &s->attempt))
+            return fail(err, errlen, "stops[%zu].attempt: must be a non-negative integer", i);
+        if (!int_in(cJSON_GetObjectItemCaseSensitive(e, "stop_in_ms"), 0, TM_AGENT_MAX_STOP_IN_MS,
+                    &s->stop_in_ms))
+            return fail(err, errlen, "stops[%zu].stop_in_ms: must be an integer 0..%d", i,
+                        TM_AGENT_MAX_STOP_IN_MS);
+        ans->nstops = ++i;
+    }
+    return 0;
+}
+
 static int parse_node(const cJSON *n, struct tm_agent_answer *ans, char *err, size_t errlen)
 {
     const cJSON *v;
@@ -337,6 +374,9 @@ int tm_agent_answer_parse(const char *body, size_t len, struct tm_agent_answer *
         goto out;
     }
     r = parse_node(cJSON_GetObjectItemCaseSensitive(root, "node"), &ans, err, errlen);
+    if (r < 0)
+        goto out;
+    r = parse_stops(cJSON_GetObjectItemCaseSensitive(root, "stops"), &ans, err, errlen);
     if (r < 0)
         goto out;
     list = cJSON_GetObjectItemCaseSensitive(root, "assignments");
@@ -389,6 +429,7 @@ void tm_agent_answer_release(struct tm_agent_answer *a)
     for (size_t i = 0; i < a->count; i++)
         assignment_release(&a->assignments[i]);
     free(a->assignments);
+    free(a->stops);
     memset(a, 0, sizeof(*a));
 }
 
@@ -398,6 +439,15 @@ long tm_agent_answer_find(const struct tm_agent_answer *a, int64_t job_id, int64
         if (a->assignments[i].job_id == job_id && a->assignments[i].attempt == attempt)
             return (long)i;
     return -1;
+}
+
+const struct tm_agent_stop *tm_agent_answer_stop(const struct tm_agent_answer *a, int64_t job_id,
+                                                 int64_t attempt)
+{
+    for (size_t i = 0; i < a->nstops; i++)
+        if (a->stops[i].job_id == job_id && a->stops[i].attempt == attempt)
+            return &a->stops[i];
+    return NULL;
 }
 
 int tm_agent_enroll_parse(const char *body, size_t len, int64_t node_id, char **ret_token,

@@ -22,6 +22,13 @@
  * absent otherwise).
  * Absent from an older controller: no rendezvous.
  *
+ * "stops" (migrations/0026): [{"job_id":7,"attempt":2,"stop_in_ms":8400}],
+ * the members of gangs this node still runs whose attempt has stopped,
+ * each with the gang's common stop time counted from this answer
+ * (0..3600000): the agent signals the member then, not at once, so that
+ * every rank gets its signal together.  A job no longer assigned and not
+ * listed here is stopped at once.  Absent from an older controller: none.
+ *
  * Unknown keys are ignored (a newer controller may add some); a known key
  * of the wrong type, a value out of range or a missing job_id, attempt or
  * command refuses the whole answer, so the agent never acts on half of one.
@@ -81,6 +88,15 @@ struct tm_agent_assignment {
     const char *hostfile;
 };
 
+/* A gang member's common stop (above). */
+struct tm_agent_stop {
+    int64_t job_id;
+    int64_t attempt;
+    int64_t stop_in_ms;                /* 0 .. 3600000, from this answer */
+};
+
+#define TM_AGENT_MAX_STOP_IN_MS 3600000
+
 struct tm_agent_answer {
     bool has_node;
     int64_t node_id;
@@ -88,6 +104,8 @@ struct tm_agent_answer {
     bool draining;
     size_t count;
     struct tm_agent_assignment *assignments;
+    size_t nstops;
+    struct tm_agent_stop *stops;
 };
 
 /* Parse a heartbeat answer.  0 and *ret filled (release it with
@@ -100,6 +118,10 @@ void tm_agent_answer_release(struct tm_agent_answer *a);
 
 /* The index of (job_id, attempt) in a, or -1. */
 long tm_agent_answer_find(const struct tm_agent_answer *a, int64_t job_id, int64_t attempt);
+
+/* The common stop of (job_id, attempt) in a, or NULL. */
+const struct tm_agent_stop *tm_agent_answer_stop(const struct tm_agent_answer *a, int64_t job_id,
+                                                 int64_t attempt);
 
 /* Parse the enrollment answer {"node_id":N,"token":"..."} into a heap copy
  * of the token (*ret_token, free() it after wiping).  0, TM_EBADREPLY (err

@@ -44,7 +44,8 @@ static cJSON *sample_json(const struct tm_gpu_sample *s)
 
 char *tm_agent_body_heartbeat(const struct tm_gpu_info *gpus, int ngpus,
                               const struct tm_gpu_sample *samples, size_t nsamples,
-                              const struct tm_agent_running *running, size_t nrunning)
+                              const struct tm_agent_running *running, size_t nrunning,
+                              int64_t heartbeat_ms)
 {
     cJSON *root = cJSON_CreateObject(), *g, *s, *r;
     int ok = root != NULL;
@@ -74,6 +75,7 @@ char *tm_agent_body_heartbeat(const struct tm_gpu_info *gpus, int ngpus,
         ok = ok && cJSON_AddNumberToObject(o, "attempt", (double)running[i].attempt);
         ok = ok && cJSON_AddNumberToObject(o, "pid", running[i].pid);
     }
+    ok = ok && (heartbeat_ms <= 0 || cJSON_AddNumberToObject(root, "heartbeat_ms", (double)heartbeat_ms));
     return finish(root, ok);
 }
 

@@ -19,9 +19,13 @@ struct tm_agent_running {
     int pid;
 };
 
+/* heartbeat_ms: the agent's period, so that the controller knows when it
+ * hears from this node next (a gang's common stop time, agent.c); 0 leaves
+ * it out. */
 char *tm_agent_body_heartbeat(const struct tm_gpu_info *gpus, int ngpus,
                               const struct tm_gpu_sample *samples, size_t nsamples,
-                              const struct tm_agent_running *running, size_t nrunning);
+                              const struct tm_agent_running *running, size_t nrunning,
+                              int64_t heartbeat_ms);
 /* The node's address (core/address.h) goes with the secret when known;
  * NULL leaves it out. */
 char *tm_agent_body_enroll(int64_t node_id, const char *secret, const char *address);

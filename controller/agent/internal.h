@@ -49,6 +49,9 @@ struct tm_agent_job {
     bool stale;                /* the controller refused the attempt (409) */
     bool fenced;               /* killed as stale by a returning agent (agent.c) */
     char stopping[16];         /* "" or the reason to report */
+    /* Its gang's attempt stopped: the loop time (uv_now) at which it is
+     * signalled, together with the other members (agent.c); 0: none. */
+    uint64_t stop_due;
     int64_t log_dropped;
     int closing;               /* handles whose close callback is due */
     uv_process_t proc;
@@ -86,6 +89,7 @@ struct tm_agent {
     char address[64];          /* sent at enrollment (address.h); "" none */
 
     uv_timer_t hb_timer, sample_timer, tick_timer, enroll_timer;
+    uv_timer_t stop_timer;           /* the soonest gang member's stop_due */
     uv_signal_t sigterm, sigint;
     bool started;              /* timers running (after enrollment) */
     bool shutting_down;

@@ -226,7 +226,8 @@ void tm_api_nodes_interruption(struct api_call *c)
  * the node and its assignments (every job placed on it now, with its
  * current attempt and its rendezvous, migrations/0020: $8 and $9 are
  * agent.rendezvous_port_min and _max; jobs this very report ended are left
- * out). */
+ * out), and the common stop times of the gangs it still runs a member of
+ * (migrations/0026: the report carries the agent's running jobs). */
 static const char heartbeat_sql[] =
     "WITH n AS (SELECT id, state, gpus, cordoned, pool FROM nodes WHERE id = $1),"
     " bad AS (SELECT x ->> 'f' AS f FROM (SELECT x, i FROM jsonb_array_elements($4::jsonb)"
@@ -268,7 +269,8 @@ static const char heartbeat_sql[] =
     "   JOIN n ON true LEFT JOIN pools p ON p.name = n.pool"
     "   WHERE a.node_id = $1 AND (SELECT finished FROM rep) IS NOT NULL"
     "     AND j.id NOT IN (SELECT (x ->> 'id')::bigint"
-    "       FROM jsonb_array_elements($3::jsonb -> 'jobs') x)))::text END,"
+    "       FROM jsonb_array_elements($3::jsonb -> 'jobs') x)),"
+    "  'stops', tarmac_gang_stops($1, $2, $3::jsonb))::text END,"
     " EXISTS (SELECT 1 FROM tok)";
 
 /* One heartbeat's answer from its columns (the single statement's or its

@@ -332,12 +332,15 @@ static int check_gpu(const cJSON *g, size_t i, cJSON *out, struct tm_spec_error 
     return 0;
 }
 
-/* One of the agent's running processes: {"job_id", "attempt", "pid"}. */
-static int check_running(const cJSON *e, size_t i, struct tm_spec_error *err)
+/* One of the agent's running processes: {"job_id", "attempt", "pid"};
+ * its job and attempt go on in out (the report's "running", which the
+ * answer's gang stops read, migrations/0026). */
+static int check_running(const cJSON *e, size_t i, cJSON *out, struct tm_spec_error *err)
 {
     char field[96], prefix[32];
-    int64_t v;
+    int64_t v, job_id = 0, attempt = -1;
     bool job = false;
+    cJSON *o;
     int r;
 
     snprintf(prefix, sizeof(prefix), "running[%zu].", i);
@@ -355,6 +358,10 @@ static int check_running(const cJSON *e, size_t i, struct tm_spec_error *err)
             if (!json_int(m, m->string[0] == 'p' ? 0 : 1, INT64_C(9007199254740991), &v))
                 return tm_spec_fail(err, field, "must be a positive integer");
             job = job || m->string[0] == 'j';
+            if (m->string[0] == 'j')
+                job_id = v;
+            else if (m->string[0] == 'a')
+                attempt = v;
         } else {
             return tm_spec_fail(err, field, "unrecognized field");
         }
@@ -363,6 +370,16 @@ static int check_running(const cJSON *e, size_t i, struct tm_spec_error *err)
         snprintf(field, sizeof(field), "%sjob_id", prefix);
         return tm_spec_fail(err, field, "required");
     }
+    o = cJSON_CreateObject();
+    if (!o)
+        return TM_ENOMEM;
+    if (!cJSON_AddItemToArray(out, o)) {
+        cJSON_Delete(o);
+        return TM_ENOMEM;
+    }
+    if (!cJSON_AddNumberToObject(o, "job_id", (double)job_id) ||
+        (attempt >= 0 && !cJSON_AddNumberToObject(o, "attempt", (double)attempt)))
+        return TM_ENOMEM;
     return 0;
 }
 
@@ -370,7 +387,7 @@ int tm_api_parse_heartbeat(const char *body, size_t len, const struct tm_api_sam
                            struct tm_api_heartbeat *ret, struct tm_spec_error *err)
 {
     struct tm_api_heartbeat hb = {0};
-    cJSON *root = NULL, *report = NULL, *jobs = NULL, *samples = NULL, *gpus = NULL;
+    cJSON *root = NULL, *report = NULL, *jobs = NULL, *running = NULL, *samples = NULL, *gpus = NULL;
     size_t i;
     int r;
 
@@ -380,9 +397,10 @@ int tm_api_parse_heartbeat(const char *body, size_t len, const struct tm_api_sam
     r = TM_ENOMEM;
     report = cJSON_CreateObject();
     jobs = cJSON_AddArrayToObject(report, "jobs");
+    running = cJSON_AddArrayToObject(report, "running");
     samples = cJSON_CreateArray();
     gpus = cJSON_CreateArray();
-    if (!report || !jobs || !samples || !gpus)
+    if (!report || !jobs || !running || !samples || !gpus)
         goto out;
     if (root) {
         r = no_repeats(root, "", err);
@@ -395,6 +413,20 @@ int tm_api_parse_heartbeat(const char *body, size_t len, const struct tm_api_sam
             bool is_samples = strcmp(m->string, "samples") == 0;
             bool is_running = strcmp(m->string, "running") == 0;
             size_t max = is_jobs ? TM_API_REPORT_JOBS_MAX : TM_API_SAMPLES_MAX;
+            if (strcmp(m->string, "heartbeat_ms") == 0) {
+                /* The agent's period: how soon the controller hears it
+                 * again (a gang's common stop time, migrations/0026). */
+                int64_t hb_ms;
+                if (!json_int(m, 1, 86400000, &hb_ms)) {
+                    r = tm_spec_fail(err, m->string, "must be an integer from 1 to 86400000 (ms)");
+                    goto out;
+                }
+                if (!cJSON_AddNumberToObject(report, "heartbeat_ms", (double)hb_ms)) {
+                    r = TM_ENOMEM;
+                    goto out;
+                }
+                continue;
+            }
             if (!is_jobs && !is_gpus && !is_samples && !is_running) {
                 char field[64];
                 tm_spec_field_name(field, sizeof(field), "", m->string);
@@ -414,7 +446,7 @@ int tm_api_parse_heartbeat(const char *body, size_t len, const struct tm_api_sam
                 if (is_jobs)
                     r = check_report_job(e, i, jobs, err);
                 else if (is_running)
-                    r = check_running(e, i, err);
+                    r = check_running(e, i, running, err);
                 else if (is_samples)
                     r = check_sample(e, "samples", i, win, samples, err);
                 else if (cJSON_IsObject(e) && cJSON_GetObjectItemCaseSensitive(e, "util_percent"))

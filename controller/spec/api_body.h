@@ -28,13 +28,16 @@
  * [{"gpu_index": 0, "at_ms": .., "util_percent": 37.5, "memory_used_mib":
  * 1024, "memory_total_mib": 81920, "temperature_c": 41, "power_w": 180.5,
  * "processes": [{"pid": 123, "used_memory_mib": 900}]}], "running":
- * [{"job_id": 7, "attempt": 2, "pid": 4242}]}, plus the older spellings
+ * [{"job_id": 7, "attempt": 2, "pid": 4242}], "heartbeat_ms": 10000}
+ * (the agent's period), plus the older spellings
  * "jobs": [{"id": 7, "state": "succeeded"|"failed", "reason": "exit 0"}]
  * and samples as "gpus" entries {"index", "util_percent",
  * "memory_used_mib", "at_ms"}.  Every list optional, an empty body is a
  * bare heartbeat.  Whether an index is one of the node's GPUs only the
  * database knows: each checked entry carries "f", the field to name.  *ret_report is the document to hand
- * to tarmac_agent_report() ({"jobs": [...]}) and *ret_samples the samples
+ * to tarmac_agent_report() ({"jobs": [...], "running": [{"job_id",
+ * "attempt"}], "heartbeat_ms": N}: the last two for the answer's gang
+ * stops, migrations/0026) and *ret_samples the samples
  * array, both unformatted JSON the caller frees with free(). */
 struct tm_api_heartbeat {
     char *report;

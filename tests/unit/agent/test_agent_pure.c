@@ -520,11 +520,12 @@ static void test_bodies(void **state)
     g.sample[0].nprocs = 1;
     g.sample[0].procs[0].pid = 123;
     g.sample[0].procs[0].used_memory_mib = 900;
-    b = tm_agent_body_heartbeat(g.info, g.count, g.sample, 1, &run, 1);
+    b = tm_agent_body_heartbeat(g.info, g.count, g.sample, 1, &run, 1, 3000);
     assert_non_null(b);
     assert_non_null(strstr(b, "\"gpus\":[{\"index\":0,\"uuid\":\"GPU-aaa\""));
     assert_non_null(strstr(b, "\"processes\":[{\"pid\":123,\"used_memory_mib\":900}]"));
     assert_non_null(strstr(b, "\"running\":[{\"job_id\":7,\"attempt\":2,\"pid\":4242}]"));
+    assert_non_null(strstr(b, "\"heartbeat_ms\":3000"));
     free(b);
     b = tm_agent_body_exit(&rep);
     assert_string_equal(b, "{\"attempt\":2,\"exit_code\":null,\"signal\":9,\"output_tail\":\"t\","

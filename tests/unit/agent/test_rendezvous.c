@@ -162,6 +162,42 @@ static void test_parse_bad(void **state)
                "rendezvous.addrs[0]");
 }
 
+/* A stopped gang's common stop (migrations/0026): "stops" in the answer. */
+static void test_stops(void **state)
+{
+    static const char *bad[][2] = {
+        {"{\"stops\":{}}", "stops: must be an array"},
+        {"{\"stops\":[5]}", "stops[0]: must be an object"},
+        {"{\"stops\":[{\"attempt\":1,\"stop_in_ms\":5}]}", "stops[0].job_id"},
+        {"{\"stops\":[{\"job_id\":7,\"stop_in_ms\":5}]}", "stops[0].attempt"},
+        {"{\"stops\":[{\"job_id\":7,\"attempt\":1}]}", "stops[0].stop_in_ms"},
+        {"{\"stops\":[{\"job_id\":7,\"attempt\":1,\"stop_in_ms\":3600001}]}", "stops[0].stop_in_ms"},
+        {"{\"stops\":[{\"job_id\":7,\"attempt\":1,\"stop_in_ms\":1.5}]}", "stops[0].stop_in_ms"},
+    };
+    struct tm_agent_answer a;
+    char err[256];
+    const char *ok = "{\"assignments\":[],\"stops\":[{\"job_id\":7,\"attempt\":2,\"stop_in_ms\":8400},"
+                     "{\"job_id\":9,\"attempt\":1,\"stop_in_ms\":0}]}";
+
+    (void)state;
+    assert_int_equal(tm_agent_answer_parse(S(ok), &a, err, sizeof(err)), 0);
+    assert_int_equal(a.nstops, 2);
+    assert_non_null(tm_agent_answer_stop(&a, 7, 2));
+    assert_int_equal(tm_agent_answer_stop(&a, 7, 2)->stop_in_ms, 8400);
+    assert_null(tm_agent_answer_stop(&a, 7, 1)); /* another attempt: not this one's */
+    assert_int_equal(tm_agent_answer_stop(&a, 9, 1)->stop_in_ms, 0);
+    tm_agent_answer_release(&a);
+    /* an older controller, or none: stop at once */
+    assert_int_equal(tm_agent_answer_parse(S("{\"assignments\":[],\"stops\":null}"), &a, err, sizeof(err)), 0);
+    assert_int_equal(a.nstops, 0);
+    assert_null(tm_agent_answer_stop(&a, 7, 2));
+    tm_agent_answer_release(&a);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        assert_int_equal(tm_agent_answer_parse(S(bad[i][0]), &a, err, sizeof(err)), TM_EBADREPLY);
+        assert_non_null(strstr(err, bad[i][1]));
+    }
+}
+
 static void test_env(void **state)
 {
     const char *base[] = {"PATH=/usr/bin", "MASTER_ADDR=1.2.3.4", "TARMAC_NODE_RANK=9", NULL};
@@ -294,7 +330,8 @@ static void test_address(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse),    cmocka_unit_test(test_parse_bad), cmocka_unit_test(test_env),
+        cmocka_unit_test(test_parse),    cmocka_unit_test(test_parse_bad), cmocka_unit_test(test_stops),
+        cmocka_unit_test(test_env),
         cmocka_unit_test(test_hostfile), cmocka_unit_test(test_address),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -213,11 +213,18 @@ static void test_heartbeat(void **state)
     assert_int_equal(tm_api_parse_heartbeat(ok, strlen(ok), NULL, &hb, &err), 0);
     assert_int_equal(hb.njobs, 1);
     assert_int_equal(hb.nsamples, 1);
-    assert_string_equal(hb.report, "{\"jobs\":[{\"id\":7,\"state\":\"failed\",\"reason\":\"oom\"}]}");
+    assert_string_equal(hb.report, "{\"jobs\":[{\"id\":7,\"state\":\"failed\",\"reason\":\"oom\"}],\"running\":[]}");
     tm_api_heartbeat_release(&hb);
     assert_int_equal(tm_api_parse_heartbeat(NULL, 0, NULL, &hb, &err), 0);
-    assert_string_equal(hb.report, "{\"jobs\":[]}");
+    assert_string_equal(hb.report, "{\"jobs\":[],\"running\":[]}");
     assert_string_equal(hb.samples, "[]");
+    tm_api_heartbeat_release(&hb);
+    /* The running jobs and the period go on to the answer's gang stops. */
+    const char *run = "{\"running\":[{\"job_id\":7,\"attempt\":2,\"pid\":42},{\"job_id\":8}],"
+                      "\"heartbeat_ms\":3000}";
+    assert_int_equal(tm_api_parse_heartbeat(run, strlen(run), NULL, &hb, &err), 0);
+    assert_string_equal(hb.report, "{\"jobs\":[],\"running\":[{\"job_id\":7,\"attempt\":2},{\"job_id\":8}],"
+                                   "\"heartbeat_ms\":3000}");
     tm_api_heartbeat_release(&hb);
 
     static const struct { const char *body, *field; } bad[] = {
@@ -231,6 +238,8 @@ static void test_heartbeat(void **state)
         {"{\"gpus\":[{\"index\":0,\"util_percent\":1,\"memory_used_mib\":0,\"at_ms\":-1}]}", "gpus[0].at_ms"},
         {"{\"gpus\":\"all\"}", "gpus"},
         {"{\"cpu\":[]}", "cpu"},
+        {"{\"heartbeat_ms\":0}", "heartbeat_ms"},
+        {"{\"heartbeat_ms\":\"10s\"}", "heartbeat_ms"},
         {"{\"gpus\":[],\"gpus\":[]}", "gpus"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
