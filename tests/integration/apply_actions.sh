@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tarmac_apply's guards, action by action: the stale-epoch fence, reserve
 # recorded once per change, place clears the hold, preempt only touches
-# running preemptible work, a cordoned node takes no job, and an unknown
-# action aborts the whole plan.
+# running preemptible work, a cordoned node takes no job, a waiting job's
+# reason and its decision are written once per change (after the plan's
+# other ops, in the plan's order), and an unknown action aborts the whole
+# plan.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 
 DB=$(new_db itest_apply)
@@ -69,8 +71,37 @@ psql_q "SELECT tarmac_apply(5, 1000000, '{\"actions\":[$warn,$refuse]}'::jsonb)"
 [ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'budget_warn'")" = 1 ] || fail "soft warning repeated"
 [ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'budget_refuse'")" = 2 ] || fail "refusals not rate-limited to one per 15 min"
 
+# Waits: a queued job's reason and one decision per change; a job no
+# longer queued (3 runs) is left alone and counted skipped; the job's wait
+# comes after its reservation in the same plan, as in the plan.
+psql_q "INSERT INTO jobs (team, gpus, gpu_milli, submitted_ms) VALUES ('d', 8, 1000, 0)"           # 4
+psql_q "INSERT INTO jobs (team, gpus, gpu_milli, submitted_ms) VALUES ('e', 8, 1000, 0)"           # 5
+w4='{"op":"wait","job":4,"reason":"no_fit: w1","inputs":{"policy":"fifo"}}'
+w5='{"op":"wait","job":5,"reason":"no_fit: w5"}'
+res=$(apply 5 "{\"actions\":[{\"op\":\"reserve\",\"job\":4,\"node\":3,\"start_ms\":7000,\"reason\":\"r4\"},
+                        $w5, $w4, {\"op\":\"wait\",\"job\":3,\"reason\":\"no_fit: w3\"}]}")
+[ "$(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print(r["applied"], r["skipped"])' "$res")" = "3 1" ] \
+    || fail "waits counted: $res"
+[ "$(psql_q "SELECT string_agg(state_reason, ',' ORDER BY id) FROM jobs WHERE id IN (3, 4, 5)")" = ",no_fit: w1,no_fit: w5" ] \
+    || fail "wait reasons: $(psql_q "SELECT id, state_reason FROM jobs WHERE id IN (3, 4, 5)")"
+[ "$(psql_q "SELECT string_agg(kind || ':' || subject_id || ':' || reason || ':' || inputs::text, ' ' ORDER BY id)
+             FROM decisions WHERE subject_kind = 'job' AND subject_id IN ('4', '5')")" \
+  = 'reserve:4:r4:{} wait:5:no_fit: w5:{} wait:4:no_fit: w1:{"policy": "fifo"}' ] \
+    || fail "wait decisions: $(psql_q "SELECT id, kind, subject_id, reason, inputs FROM decisions WHERE subject_id IN ('4', '5')")"
+[ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'wait' AND subject_id = '3'")" = 0 ] || fail "a running job's wait was decided"
+res=$(apply 5 "{\"actions\":[$w4, $w5]}")
+[ "$(python3 -c 'import json, sys; r = json.loads(sys.argv[1]); print(r["applied"], r["skipped"])' "$res")" = "0 2" ] \
+    || fail "an unchanged wait was written again: $res"
+apply 5 '{"actions":[{"op":"wait","job":4,"reason":"no_fit: w2"}]}' >/dev/null
+[ "$(psql_q "SELECT string_agg(reason, ',' ORDER BY id) FROM decisions WHERE kind = 'wait' AND subject_id = '4'")" \
+  = "no_fit: w1,no_fit: w2" ] || fail "a changed reason was not decided once"
+[ "$(psql_q "SELECT state_reason FROM jobs WHERE id = 4")" = "no_fit: w2" ] || fail "a changed reason was not kept"
+apply 4 '{"actions":[{"op":"wait","job":5,"reason":"no_fit: stale"}]}' 2>/dev/null && fail "a stale plan of waits was accepted"
+[ "$(psql_q "SELECT state_reason FROM jobs WHERE id = 5")" = "no_fit: w5" ] || fail "a stale plan wrote a wait"
+
 before=$(psql_q "SELECT count(*) FROM decisions")
-apply 5 '{"actions":[{"op":"orphan","instance_id":"i-1","reason":"x"},{"op":"bogus","reason":"x"}]}' 2>/dev/null \
+apply 5 '{"actions":[{"op":"wait","job":5,"reason":"no_fit: w6"},{"op":"orphan","instance_id":"i-1","reason":"x"},{"op":"bogus","reason":"x"}]}' 2>/dev/null \
     && fail "an unknown action was accepted"
 [ "$(psql_q "SELECT count(*) FROM decisions")" = "$before" ] || fail "a refused plan wrote a decision"
+[ "$(psql_q "SELECT state_reason FROM jobs WHERE id = 5")" = "no_fit: w5" ] || fail "a refused plan wrote a wait"
 echo "1 passed, 0 failed"
