@@ -25,9 +25,6 @@
  * without a configuration (the unit tests). */
 #define SAMPLE_SKEW_DEFAULT_MS (2 * 60 * 1000)
 #define SAMPLE_MAX_AGE_DEFAULT_MS (6 * 3600 * 1000)
-/* agent.rendezvous_port_min and _max likewise. */
-#define RENDEZVOUS_PORT_MIN_DEFAULT 29500
-#define RENDEZVOUS_PORT_MAX_DEFAULT 29999
 
 /* ---- pools and nodes ------------------------------------------------------ */
 
@@ -273,41 +270,6 @@ static const char heartbeat_sql[] =
     "  'stops', tarmac_gang_stops($1, $2, $3::jsonb))::text END,"
     " EXISTS (SELECT 1 FROM tok)";
 
-/* One heartbeat's answer from its columns (the single statement's or its
- * row of the batch, heartbeat_batch.c): state NULL for no such node. */
-void tm_api_heartbeat_answer(struct api_call *c, bool tok_ok, const char *state, const char *bad,
-                             const char *gpus, const char *answer, size_t answer_len)
-{
-    if (!answer)
-        tm_api_samples_give_back(c); /* nothing of it was stored */
-    if (!tok_ok) {
-        /* The fast path's cached token no longer holds: the normal path
-         * answers (401 for a revoked token, 403 for another node). */
-        tm_api_auth_forget(c);
-        tm_api_authenticate(c);
-        return;
-    }
-    if (!state) {
-        tm_api_fail(c, 404, NULL, "no such node");
-        return;
-    }
-    if (bad) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "node %" PRId64 " has %s GPUs: not one of its GPU indices", c->id,
-                 gpus ? gpus : "?");
-        tm_api_fail(c, 400, bad, msg);
-        return;
-    }
-    if (!answer) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "node %" PRId64 " is %s: its heartbeats are refused", c->id, state);
-        tm_api_fail(c, 409, "id", msg);
-        return;
-    }
-    tm_api_samples_gpus(c, gpus);
-    tm_api_reply(c, 200, answer, answer_len);
-}
-
 static void on_heartbeat(const struct tm_pg_reply *reply, void *data)
 {
     struct api_call *c = data;
@@ -351,16 +313,6 @@ static void sample_window(const struct api_call *c, struct tm_api_sample_window 
 
     win->min_ms = now - age;
     win->max_ms = now + skew;
-}
-
-void tm_api_rendezvous_ports(const struct api_call *c, char *lo, size_t lolen, char *hi, size_t hilen)
-{
-    const struct tm_config *cfg = tm_api_config(c);
-
-    snprintf(lo, lolen, "%d", cfg && cfg->agent.rendezvous_port_min > 0 ? cfg->agent.rendezvous_port_min
-                                                                         : RENDEZVOUS_PORT_MIN_DEFAULT);
-    snprintf(hi, hilen, "%d", cfg && cfg->agent.rendezvous_port_max > 0 ? cfg->agent.rendezvous_port_max
-                                                                         : RENDEZVOUS_PORT_MAX_DEFAULT);
 }
 
 /* The normal path (authenticated by the lookup statement): one statement;
