@@ -1,11 +1,14 @@
 /*
  * controller/agent/agent.c: the agent's loop and its talk with the
- * controller (agent.h).  jobs.c owns the processes, cgroup.c the limits.
+ * controller (agent.h): enrollment, heartbeats and their answers, GPU
+ * samples, notices, shutdown.  jobs.c owns the processes, reports.c the
+ * state file and the exit reports, link.c the requests, cgroup.c the
+ * limits; they call no function here (jobs.c's word that a job ended
+ * comes through ag->job_gone).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,268 +31,7 @@
 extern char **environ;
 
 static void heartbeat(struct tm_agent *ag);
-static void send_reports(struct tm_agent *ag);
 static void agent_shutdown(struct tm_agent *ag, int code);
-
-/* ---- small helpers ---------------------------------------------------- */
-
-bool tm_agent_url_is_loopback(const char *url)
-{
-    const char *h = strstr(url, "://");
-    char host[256];
-    size_t n;
-
-    if (!h)
-        return false;
-    h += 3;
-    if (*h == '[') {
-        h++;
-        n = strcspn(h, "]");
-    } else {
-        n = strcspn(h, ":/");
-    }
-    if (n == 0 || n >= sizeof(host))
-        return false;
-    memcpy(host, h, n);
-    host[n] = '\0';
-    return strcmp(host, "localhost") == 0 || strncmp(host, "127.", 4) == 0 || strcmp(host, "::1") == 0;
-}
-
-static int post(struct tm_agent *ag, const char *url, const char *body, bool auth, tm_http_cb cb,
-                void *data)
-{
-    const char *headers[3] = {"Content-Type: application/json", auth ? ag->auth : NULL, NULL};
-    struct tm_http_request req = {
-        .method = "POST",
-        .url = url,
-        .headers = headers,
-        .body = body,
-        .body_len = strlen(body),
-        .timeout_ms = 15000,
-        .max_body = 16 << 20,
-        .ca_file = ag->o.ca_file,
-    };
-
-    return tm_http_request(ag->http, &req, cb, data);
-}
-
-void tm_agent_url(const struct tm_agent *ag, char *out, size_t outlen, const char *fmt, ...)
-{
-    va_list ap;
-    size_t n = (size_t)snprintf(out, outlen, "%s", ag->o.controller_url);
-
-    while (n > 0 && out[n - 1] == '/')
-        out[--n] = '\0';
-    va_start(ap, fmt);
-    vsnprintf(out + n, outlen - n, fmt, ap);
-    va_end(ap);
-}
-
-int tm_agent_post(struct tm_agent *ag, const char *url, const char *body, tm_http_cb cb, void *data)
-{
-    return post(ag, url, body, true, cb, data);
-}
-
-static int64_t next_backoff(const struct tm_agent *ag, int64_t cur)
-{
-    int64_t cap = ag->o.retry_max_ms > 0 ? ag->o.retry_max_ms : 60000;
-
-    return cur <= 0 ? 1000 : (cur * 2 > cap ? cap : cur * 2);
-}
-
-/* ---- state file ------------------------------------------------------- */
-
-void tm_agent_save_state(struct tm_agent *ag)
-{
-    struct tm_agent_state st = {0};
-    size_t n = 0;
-    int r;
-
-    for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
-        n++;
-    st.jobs = n ? calloc(n, sizeof(*st.jobs)) : NULL;
-    if (n && !st.jobs) {
-        tm_log_error("could not write the state file", "path=%s err=out-of-memory", ag->state_path);
-        return;
-    }
-    for (struct tm_agent_job *j = ag->jobs; j; j = j->next) {
-        struct tm_agent_state_job *s;
-        if (j->exited || j->pid <= 0)
-            continue;
-        s = &st.jobs[st.njobs++];
-        s->job_id = j->job_id;
-        s->attempt = j->attempt;
-        s->pid = j->pid;
-        s->start_time = j->start_time;
-        s->checkpointable = j->checkpointable;
-        s->start_reported = j->start_reported;
-        snprintf(s->stopping, sizeof(s->stopping), "%s", j->stopping);
-        s->log_dropped = j->log_dropped;
-    }
-    st.reports = ag->reports;
-    st.nreports = ag->nreports;
-    st.done = ag->done;
-    st.ndone = ag->ndone;
-    r = tm_agent_state_write(ag->state_path, &st);
-    if (r < 0)
-        tm_log_error("could not write the state file", "path=%s err=%s", ag->state_path, tm_strerror(r));
-    free(st.jobs);
-}
-
-void tm_agent_remember_done(struct tm_agent *ag, int64_t job_id, int64_t attempt)
-{
-    ag->done[ag->done_next] = (struct tm_agent_state_done){job_id, attempt};
-    ag->done_next = (ag->done_next + 1) % TM_AGENT_DONE_CAP;
-    if (ag->ndone < TM_AGENT_DONE_CAP)
-        ag->ndone++;
-}
-
-static bool is_done(const struct tm_agent *ag, int64_t job_id, int64_t attempt)
-{
-    for (size_t i = 0; i < ag->ndone; i++)
-        if (ag->done[i].job_id == job_id && ag->done[i].attempt == attempt)
-            return true;
-    for (size_t i = 0; i < ag->nreports; i++)
-        if (ag->reports[i].job_id == job_id && ag->reports[i].attempt == attempt)
-            return true;
-    return false;
-}
-
-/* ---- exit reports ------------------------------------------------------ */
-
-void tm_agent_add_report(struct tm_agent *ag, const struct tm_agent_report *r)
-{
-    if (ag->nreports == ag->reports_cap) {
-        size_t cap = ag->reports_cap ? ag->reports_cap * 2 : 8;
-        struct tm_agent_report *nr = realloc(ag->reports, cap * sizeof(*nr));
-        if (!nr) {
-            tm_log_error("could not keep an exit report", "job=%lld err=out-of-memory", (long long)r->job_id);
-            return;
-        }
-        ag->reports = nr;
-        ag->reports_cap = cap;
-    }
-    ag->reports[ag->nreports++] = *r;
-    send_reports(ag);
-}
-
-static void drop_first_report(struct tm_agent *ag)
-{
-    memmove(ag->reports, ag->reports + 1, (ag->nreports - 1) * sizeof(*ag->reports));
-    ag->nreports--;
-    tm_agent_save_state(ag);
-}
-
-static void on_report(const struct tm_http_response *resp, void *data)
-{
-    struct tm_agent *ag = data;
-    const struct tm_agent_report *r = ag->nreports ? &ag->reports[0] : NULL;
-
-    ag->report_inflight = false;
-    if (!r || ag->shutting_down)
-        return;
-    if (resp->status == 0 && resp->http_status >= 200 && resp->http_status < 300) {
-        tm_log_info("exit reported", "job=%lld attempt=%lld reason=%s", (long long)r->job_id,
-                    (long long)r->attempt, r->reason);
-        ag->report_backoff_ms = 0;
-        drop_first_report(ag);
-    } else if (resp->status == 0 && (resp->http_status == 409 || resp->http_status == 404)) {
-        /* a stale attempt: the controller has moved on, drop it quietly */
-        tm_log_debug("exit report for a stale attempt dropped", "job=%lld attempt=%lld http=%ld",
-                     (long long)r->job_id, (long long)r->attempt, resp->http_status);
-        drop_first_report(ag);
-    } else if (resp->status == 0 && resp->http_status >= 400 && resp->http_status < 500 &&
-               resp->http_status != 401 && resp->http_status != 403 && resp->http_status != 429) {
-        tm_log_error("exit report refused, dropping it", "job=%lld http=%ld body=\"%.200s\"",
-                     (long long)r->job_id, resp->http_status, resp->body ? resp->body : "");
-        drop_first_report(ag);
-    } else {
-        ag->report_backoff_ms = next_backoff(ag, ag->report_backoff_ms);
-        ag->report_next_ms = uv_now(ag->loop) + (uint64_t)ag->report_backoff_ms;
-        return;
-    }
-    send_reports(ag);
-}
-
-static void send_reports(struct tm_agent *ag)
-{
-    char url[1024];
-    char *body;
-
-    if (ag->report_inflight || ag->nreports == 0 || !ag->started || ag->shutting_down ||
-        uv_now(ag->loop) < ag->report_next_ms)
-        return;
-    /* An exit goes once the job's output is shipped (log_ship.c). */
-    if (tm_agent_ship_pending(ag, ag->reports[0].job_id, ag->reports[0].attempt))
-        return;
-    body = tm_agent_body_exit(&ag->reports[0]);
-    if (!body)
-        return;
-    tm_agent_url(ag, url, sizeof(url), "/v1/nodes/%lld/jobs/%lld/exit", (long long)ag->o.node_id,
-            (long long)ag->reports[0].job_id);
-    if (post(ag, url, body, true, on_report, ag) == 0)
-        ag->report_inflight = true;
-    free(body);
-}
-
-/* ---- start reports ------------------------------------------------------ */
-
-struct start_ctx {
-    struct tm_agent *ag;
-    int64_t job_id, attempt;
-};
-
-static void on_start_report(const struct tm_http_response *resp, void *data)
-{
-    struct start_ctx *c = data;
-    struct tm_agent *ag = c->ag;
-    struct tm_agent_job *j = ag->shutting_down ? NULL : tm_agent_job_find(ag, c->job_id, c->attempt);
-
-    free(c);
-    if (!j)
-        return;
-    j->start_inflight = false;
-    if (resp->status == 0 && resp->http_status >= 200 && resp->http_status < 300) {
-        j->start_reported = true;
-        tm_agent_save_state(ag);
-    } else if (resp->status == 0 && resp->http_status == 409) {
-        tm_log_warn("the controller refused this attempt as stale, killing it", "job=%lld attempt=%lld",
-                    (long long)j->job_id, (long long)j->attempt);
-        j->start_reported = true;
-        j->stale = true;
-        tm_agent_job_stop(j, SIGKILL, "stopped");
-    } else if (resp->status == 0 && resp->http_status >= 400 && resp->http_status < 500 &&
-               resp->http_status != 401 && resp->http_status != 403 && resp->http_status != 429) {
-        tm_log_error("start report refused", "job=%lld http=%ld", (long long)j->job_id, resp->http_status);
-        j->start_reported = true; /* the heartbeat's running list still carries it */
-    }
-    /* else: retried by the tick */
-}
-
-void tm_agent_report_start(struct tm_agent *ag, struct tm_agent_job *j)
-{
-    struct start_ctx *c;
-    char url[1024];
-    char *body;
-
-    if (j->start_reported || j->start_inflight || j->exited || ag->shutting_down)
-        return;
-    c = malloc(sizeof(*c));
-    body = tm_agent_body_start(j->attempt, j->pid);
-    if (!c || !body) {
-        free(c);
-        free(body);
-        return;
-    }
-    *c = (struct start_ctx){ag, j->job_id, j->attempt};
-    tm_agent_url(ag, url, sizeof(url), "/v1/nodes/%lld/jobs/%lld/start", (long long)ag->o.node_id,
-            (long long)j->job_id);
-    if (post(ag, url, body, true, on_start_report, c) == 0)
-        j->start_inflight = true;
-    else
-        free(c);
-    free(body);
-}
 
 /* ---- GPU samples ---------------------------------------------------------- */
 
@@ -356,7 +98,7 @@ static void node_terminated(struct tm_agent *ag, const char *body)
     tm_agent_job_gone(ag);
 }
 
-void tm_agent_job_gone(struct tm_agent *ag)
+static void job_gone(struct tm_agent *ag)
 {
     if (ag->terminated && tm_agent_jobs_running(ag) == 0 && !ag->shutting_down) {
         /* exit reports would hear 409 too: keep them in the state file */
@@ -473,7 +215,7 @@ static int64_t apply_answer(struct tm_agent *ag, const struct tm_agent_answer *a
         bool busy = false;
         int r;
 
-        if (tm_agent_job_find(ag, as->job_id, as->attempt) || is_done(ag, as->job_id, as->attempt))
+        if (tm_agent_job_find(ag, as->job_id, as->attempt) || tm_agent_is_done(ag, as->job_id, as->attempt))
             continue;
         for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
             busy |= j->job_id == as->job_id && !j->exited;
@@ -511,7 +253,7 @@ static void on_heartbeat(const struct tm_http_response *resp, void *data)
     if (ag->shutting_down)
         return;
     if (resp->status < 0 || resp->http_status >= 500 || resp->http_status == 429) {
-        ag->backoff_ms = next_backoff(ag, ag->backoff_ms);
+        ag->backoff_ms = tm_agent_next_backoff(ag, ag->backoff_ms);
         if (!ag->away_said)
             tm_log_warn("controller unreachable, retrying with backoff", "err=\"%s\" http=%ld retry_ms=%lld",
                         resp->status < 0 ? tm_strerror(resp->status) : "server error", resp->http_status,
@@ -640,7 +382,7 @@ static void heartbeat(struct tm_agent *ag)
         return;
     }
     tm_agent_url(ag, url, sizeof(url), "/v1/nodes/%lld/heartbeat", (long long)ag->o.node_id);
-    if (post(ag, url, body, true, on_heartbeat, ag) == 0) {
+    if (tm_agent_post_as(ag, url, body, true, on_heartbeat, ag) == 0) {
         ag->hb_inflight = true;
         ag->hb_sent_to = ag->ring_head + nb;
     } else {
@@ -658,7 +400,7 @@ static void on_tick(uv_timer_t *t)
     tm_agent_jobs_tick(ag);
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
         tm_agent_report_start(ag, j);
-    send_reports(ag);
+    tm_agent_send_reports(ag);
 }
 
 /* ---- interruption notices ------------------------------------------------------ */
@@ -691,7 +433,7 @@ static void on_notice(const struct tm_md_notice *n, void *data)
     body = tm_agent_body_interruption(reason, n->deadline_ms);
     if (body) {
         tm_agent_url(ag, url, sizeof(url), "/v1/nodes/%lld/interruption", (long long)ag->o.node_id);
-        post(ag, url, body, true, on_interruption_posted, ag);
+        tm_agent_post_as(ag, url, body, true, on_interruption_posted, ag);
         free(body);
     }
     for (struct tm_agent_job *j = ag->jobs; j; j = j->next)
@@ -759,7 +501,7 @@ static void begin(struct tm_agent *ag)
     uv_timer_start(&ag->sample_timer, on_sample, (uint64_t)ag->o.sample_ms, (uint64_t)ag->o.sample_ms);
     uv_timer_start(&ag->tick_timer, on_tick, 1000, 1000);
     start_metadata(ag);
-    send_reports(ag);
+    tm_agent_send_reports(ag);
     heartbeat(ag);
 }
 
@@ -833,7 +575,7 @@ static void on_enroll(const struct tm_http_response *resp, void *data)
         agent_shutdown(ag, 1);
         return;
     }
-    ag->backoff_ms = next_backoff(ag, ag->backoff_ms);
+    ag->backoff_ms = tm_agent_next_backoff(ag, ag->backoff_ms);
     tm_log(ag->backoff_ms == 1000 ? TM_LOG_WARN : TM_LOG_DEBUG, "could not enroll, retrying with backoff",
            "err=\"%s\" http=%ld retry_ms=%lld",
                 resp->status < 0 ? tm_strerror(resp->status) : "server error", resp->http_status,
@@ -877,7 +619,7 @@ static void enroll(struct tm_agent *ag)
         return;
     }
     tm_agent_url(ag, url, sizeof(url), "/v1/agent/enroll");
-    if (post(ag, url, body, false, on_enroll, ag) < 0)
+    if (tm_agent_post_as(ag, url, body, false, on_enroll, ag) < 0)
         uv_timer_start(&ag->enroll_timer, on_enroll_timer, 1000, 0);
     OPENSSL_cleanse(body, strlen(body));
     free(body);
@@ -975,6 +717,7 @@ int tm_agent_run(const struct tm_agent_options *o)
         return 1;
     }
     ag->loop = &loop;
+    ag->job_gone = job_gone;
     ag->base_env = environ;
     snprintf(ag->state_path, sizeof(ag->state_path), "%s/state.json", o->work_dir);
     snprintf(ag->jobs_dir, sizeof(ag->jobs_dir), "%s/jobs", o->work_dir);

@@ -76,6 +76,7 @@ struct tm_agent_job {
 
 struct tm_agent {
     uv_loop_t *loop;
+    void (*job_gone)(struct tm_agent *ag); /* agent.c's, see tm_agent_job_gone() */
     struct tm_agent_options o;
     struct tm_http *http;
     char *token;
@@ -147,18 +148,33 @@ void tm_agent_jobs_close(struct tm_agent *ag);
 size_t tm_agent_jobs_running(const struct tm_agent *ag);
 struct tm_agent_job *tm_agent_job_find(struct tm_agent *ag, int64_t job_id, int64_t attempt);
 
-/* agent.c, called by jobs.c */
+/* jobs.c: a job's start told to the controller (retried by the tick). */
+void tm_agent_report_start(struct tm_agent *ag, struct tm_agent_job *j);
+
+/* reports.c: the state file, the attempts done here, the exit reports. */
 void tm_agent_save_state(struct tm_agent *ag);
 void tm_agent_add_report(struct tm_agent *ag, const struct tm_agent_report *r);
-void tm_agent_report_start(struct tm_agent *ag, struct tm_agent_job *j);
+void tm_agent_send_reports(struct tm_agent *ag);
 void tm_agent_remember_done(struct tm_agent *ag, int64_t job_id, int64_t attempt);
-void tm_agent_job_gone(struct tm_agent *ag);
+bool tm_agent_is_done(const struct tm_agent *ag, int64_t job_id, int64_t attempt);
 
-/* agent.c, for log_ship.c: the controller's URL of a path, and a POST
- * of a JSON body with the agent's token. */
+/* agent.c's word that a job ended (ag->job_gone, set by agent.c, so that
+ * jobs.c never calls into it): the node may now exit, or ack a notice. */
+static inline void tm_agent_job_gone(struct tm_agent *ag)
+{
+    if (ag->job_gone)
+        ag->job_gone(ag);
+}
+
+/* link.c: the controller's URL of a path, a POST of a JSON body with the
+ * agent's token (tm_agent_post) or, for enrollment, without one; the next
+ * backoff after a failure, from cur (0: the first). */
 void tm_agent_url(const struct tm_agent *ag, char *out, size_t outlen, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 int tm_agent_post(struct tm_agent *ag, const char *url, const char *body, tm_http_cb cb, void *data);
+int tm_agent_post_as(struct tm_agent *ag, const char *url, const char *body, bool auth, tm_http_cb cb,
+                     void *data);
+int64_t tm_agent_next_backoff(const struct tm_agent *ag, int64_t cur);
 
 /* log_ship.c: every job's output to the controller.  init with the loop
  * (before anything runs), start once the state is read (resumes what the

@@ -19,6 +19,7 @@
 
 #include <openssl/crypto.h>
 
+#include "controller/agent/body.h"
 #include "controller/agent/checkpoint.h"
 #include "controller/agent/internal.h"
 #include "controller/agent/job_env.h"
@@ -668,4 +669,63 @@ void tm_agent_jobs_close(struct tm_agent *ag)
         uv_timer_stop(&j->grace);
         job_release(j);
     }
+}
+
+/* ---- start reports ------------------------------------------------------ */
+
+struct start_ctx {
+    struct tm_agent *ag;
+    int64_t job_id, attempt;
+};
+
+static void on_start_report(const struct tm_http_response *resp, void *data)
+{
+    struct start_ctx *c = data;
+    struct tm_agent *ag = c->ag;
+    struct tm_agent_job *j = ag->shutting_down ? NULL : tm_agent_job_find(ag, c->job_id, c->attempt);
+
+    free(c);
+    if (!j)
+        return;
+    j->start_inflight = false;
+    if (resp->status == 0 && resp->http_status >= 200 && resp->http_status < 300) {
+        j->start_reported = true;
+        tm_agent_save_state(ag);
+    } else if (resp->status == 0 && resp->http_status == 409) {
+        tm_log_warn("the controller refused this attempt as stale, killing it", "job=%lld attempt=%lld",
+                    (long long)j->job_id, (long long)j->attempt);
+        j->start_reported = true;
+        j->stale = true;
+        tm_agent_job_stop(j, SIGKILL, "stopped");
+    } else if (resp->status == 0 && resp->http_status >= 400 && resp->http_status < 500 &&
+               resp->http_status != 401 && resp->http_status != 403 && resp->http_status != 429) {
+        tm_log_error("start report refused", "job=%lld http=%ld", (long long)j->job_id, resp->http_status);
+        j->start_reported = true; /* the heartbeat's running list still carries it */
+    }
+    /* else: retried by the tick */
+}
+
+void tm_agent_report_start(struct tm_agent *ag, struct tm_agent_job *j)
+{
+    struct start_ctx *c;
+    char url[1024];
+    char *body;
+
+    if (j->start_reported || j->start_inflight || j->exited || ag->shutting_down)
+        return;
+    c = malloc(sizeof(*c));
+    body = tm_agent_body_start(j->attempt, j->pid);
+    if (!c || !body) {
+        free(c);
+        free(body);
+        return;
+    }
+    *c = (struct start_ctx){ag, j->job_id, j->attempt};
+    tm_agent_url(ag, url, sizeof(url), "/v1/nodes/%lld/jobs/%lld/start", (long long)ag->o.node_id,
+            (long long)j->job_id);
+    if (tm_agent_post(ag, url, body, on_start_report, c) == 0)
+        j->start_inflight = true;
+    else
+        free(c);
+    free(body);
 }
