@@ -1,8 +1,18 @@
 /*
  * controller/spec/log_chunks.c: the agent's batch of output chunks
- * (log_chunks.h).  JSON through the strict reader (json_body.h), base64
- * through OpenSSL's decoder, checked first for the alphabet and padding
- * OpenSSL would otherwise skip or accept.
+ * (log_chunks.h).  JSON through cJSON alone, base64 through OpenSSL's
+ * decoder, checked first for the alphabet and padding OpenSSL would
+ * otherwise skip or accept.
+ *
+ * Not the strict reader (json_body.h) that other bodies go through: its
+ * jansson pass costs several times cJSON's on a body that is almost all
+ * base64, and this body's fields make its checks redundant.  Every
+ * string here is a field name compared whole with ours or base64 checked
+ * byte by byte, so a control character, a bad UTF-8 sequence or an escape
+ * that hides either is refused anyway, naming its field; only NUL (which
+ * would cut a C string short) and raw control bytes are looked for first,
+ * in the whole body.  Numbers are read as cJSON reads them, and must be
+ * whole and in range.
  */
 #include <math.h>
 #include <stdbool.h>
@@ -120,6 +130,41 @@ static int read_chunk(const cJSON *o, size_t i, size_t max_chunk, struct tm_log_
     return 0;
 }
 
+/* The body as cJSON's tree: no NUL or control byte anywhere (tab, LF and
+ * CR are JSON's whitespace), one JSON value, nothing after it. */
+static int parse_json(const char *body, size_t len, cJSON **ret, struct tm_spec_error *err)
+{
+    const unsigned char *p = (const unsigned char *)body;
+    const char *end = NULL;
+    cJSON *root;
+
+    for (size_t i = 0; i < len; i++) {
+        if ((p[i] < 0x20 && p[i] != '\t' && p[i] != '\n' && p[i] != '\r') || p[i] == 0x7f)
+            return tm_spec_fail(err, "body", p[i] ? "must not contain control characters (byte %zu)"
+                                                  : "must not contain a NUL character (byte %zu)", i);
+        /* A NUL escaped would cut the C string cJSON makes of a key or of
+         * the base64, hiding what follows it from the checks. */
+        if (p[i] == '\\' && len - i >= 6 && memcmp(p + i + 1, "u0000", 5) == 0)
+            return tm_spec_fail(err, "body", "must not contain a NUL character (byte %zu)", i);
+    }
+    root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+    if (!root) {
+        /* cJSON says where it stopped; NULL or the end: out of memory. */
+        if (!end || end < body || (size_t)(end - body) > len)
+            return tm_spec_fail_nomem(err);
+        return tm_spec_fail(err, "body", "malformed JSON at byte %zu", (size_t)(end - body));
+    }
+    while (end && (size_t)(end - body) < len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r'))
+        end++;
+    if (!end || (size_t)(end - body) != len) {
+        size_t at = end ? (size_t)(end - body) : 0;
+        cJSON_Delete(root);
+        return tm_spec_fail(err, "body", "malformed JSON at byte %zu: more after the object", at);
+    }
+    *ret = root;
+    return 0;
+}
+
 int tm_log_batch_parse(const char *body, size_t len, size_t max_chunk, struct tm_log_batch *ret,
                        bool *ret_too_large, struct tm_spec_error *err)
 {
@@ -132,7 +177,7 @@ int tm_log_batch_parse(const char *body, size_t len, size_t max_chunk, struct tm
 
     if (!body || len == 0)
         return tm_spec_fail(err, "body", "a JSON object is required");
-    r = tm_json_body_parse(body, len, &root, err);
+    r = parse_json(body, len, &root, err);
     if (r < 0)
         return r;
     if (!cJSON_IsObject(root)) {
@@ -181,24 +226,34 @@ int tm_log_batch_parse(const char *body, size_t len, size_t max_chunk, struct tm
 
 int tm_log_batch_decode(struct tm_log_batch *b)
 {
+    size_t total = 0, pos = 0;
+
+    if (b->bytes)
+        return 0;
+    for (size_t i = 0; i < b->n; i++)
+        total += b->chunks[i].len;
+    /* EVP_DecodeBlock writes whole groups of 3, padding included: up to 2
+     * bytes past a chunk, which the next chunk then writes over. */
+    b->bytes = malloc(total + 3);
+    if (!b->bytes)
+        return TM_ENOMEM;
     for (size_t i = 0; i < b->n; i++) {
         struct tm_log_chunk_in *c = &b->chunks[i];
-        if (c->data)
-            continue;
-        /* EVP_DecodeBlock writes whole groups of 3, padding included. */
-        c->data = malloc(c->b64_len / 4 * 3 + 1);
-        if (!c->data)
-            return TM_ENOMEM;
-        if (EVP_DecodeBlock(c->data, (const unsigned char *)c->b64, (int)c->b64_len) < 0)
+        if (EVP_DecodeBlock(b->bytes + pos, (const unsigned char *)c->b64, (int)c->b64_len) < 0) {
+            free(b->bytes);
+            b->bytes = NULL;
             return TM_EINVAL; /* cannot happen: the text was checked */
+        }
+        c->data = b->bytes + pos;
+        pos += c->len;
     }
+    b->nbytes = total;
     return 0;
 }
 
 void tm_log_batch_release(struct tm_log_batch *b)
 {
-    for (size_t i = 0; i < b->n; i++)
-        free(b->chunks[i].data);
+    free(b->bytes);
     free(b->chunks);
     cJSON_Delete(b->root);
     *b = (struct tm_log_batch){0};
