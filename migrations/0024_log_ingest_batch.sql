@@ -29,6 +29,41 @@
 -- The route bounds a batch to 32 items, within PostgreSQL's cache of 64
 -- subtransactions a backend.  Generic plans, as for the heartbeats: every
 -- statement here looks rows up by key.
+-- A stream's chunks of one item, counted in one UPDATE of its row: a row
+-- updated twice in a transaction has its foreign keys checked again at the
+-- second (PostgreSQL re-checks a row its own transaction wrote), and that
+-- check holds a KEY SHARE lock on the job's and the node's rows until the
+-- commit, in the way of the tick's FOR UPDATE of the nodes (tarmac_accrue)
+-- for as long as the batch runs.  p_bytes were just stored from p_off on;
+-- the cap (0022's rule: keep the head, chunks starting before p_cap / 2,
+-- and the newest, dropping the oldest of the rest, never the last chunk
+-- stored) runs here, before that one UPDATE.  Returns the offsets dropped.
+CREATE FUNCTION tarmac_log_stream_add(p_job bigint, p_att int, p_rnk int, p_stored bigint,
+                                      p_bytes bigint, p_last_off bigint, p_now bigint, p_cap bigint)
+RETURNS SETOF bigint LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+    d record;
+    v_stored bigint := p_stored + p_bytes;
+    v_dropped bigint := 0;
+BEGIN
+    WHILE v_stored > p_cap LOOP
+        DELETE FROM job_log_chunks x
+         WHERE (x.job_id, x.attempt, x.rank, x.off) IN (
+                SELECT x2.job_id, x2.attempt, x2.rank, x2.off FROM job_log_chunks x2
+                 WHERE x2.job_id = p_job AND x2.attempt = p_att AND x2.rank = p_rnk
+                   AND x2.off >= p_cap / 2 AND x2.off < p_last_off
+                 ORDER BY x2.off LIMIT 1)
+        RETURNING x.off, x.len INTO d;
+        EXIT WHEN NOT FOUND;
+        v_stored := v_stored - d.len;
+        v_dropped := v_dropped + d.len;
+        RETURN NEXT d.off;
+    END LOOP;
+    UPDATE job_log_streams t SET next_offset = t.next_offset + p_bytes, stored_bytes = v_stored,
+           dropped_bytes = t.dropped_bytes + v_dropped, updated_ms = p_now
+     WHERE t.job_id = p_job AND t.attempt = p_att AND t.rank = p_rnk;
+END $$;
+
 CREATE FUNCTION tarmac_log_ingest_batch(p_items jsonb, p_data bytea, p_check boolean)
 RETURNS TABLE (i int, k int, job_id bigint, attempt int, rank int, next_offset bigint,
                field text, message text, dropped_off bigint, err_state text)
@@ -60,6 +95,15 @@ DECLARE
     v_hint text;
     v_msg text;
     v_state text;
+    -- The stream the item's last chunks went to, not yet counted in its
+    -- row (tarmac_log_stream_add): its key, what its row said, and since.
+    v_sjob bigint;
+    v_satt int;
+    v_srnk int;
+    v_snext bigint;
+    v_sstored bigint;
+    v_sbytes bigint;
+    v_slast bigint;
 BEGIN
     FOR it IN SELECT (x ->> 'i')::int AS ord, x AS item FROM jsonb_array_elements(p_items) a(x)
                ORDER BY (x ->> 'i')::int
@@ -70,6 +114,7 @@ BEGIN
         -- Where the next item's bytes begin, whatever becomes of this one.
         SELECT v_pos + coalesce(sum((e ->> 4)::int), 0) INTO v_next_pos
           FROM jsonb_array_elements(it.item -> 'chunks') e;
+        v_sjob := NULL;
         ok_k := '{}'; ok_job := '{}'; ok_attempt := '{}'; ok_rank := '{}'; ok_next := '{}';
         dr_job := '{}'; dr_attempt := '{}'; dr_rank := '{}'; dr_off := '{}';
         IF NOT EXISTS (SELECT 1 FROM nodes n WHERE n.id = v_node) THEN
@@ -85,55 +130,67 @@ BEGIN
                             (e ->> 3)::bigint AS off, (e ->> 4)::int AS len, (o - 1)::int AS idx
                        FROM jsonb_array_elements(it.item -> 'chunks') WITH ORDINALITY a(e, o) ORDER BY o
             LOOP
-                SELECT * INTO s FROM job_log_streams t
-                 WHERE t.job_id = c.job AND t.attempt = c.att AND t.rank = c.rnk FOR UPDATE;
-                IF NOT FOUND THEN
-                    SELECT jb.id, jb.attempts, jb.state INTO j FROM jobs jb WHERE jb.id = c.job;
-                    IF NOT FOUND THEN
-                        RAISE EXCEPTION USING ERRCODE = 'TMLOG', MESSAGE = 'no such job',
-                              DETAIL = 'job', HINT = c.idx || ' 0';
-                    END IF;
-                    v_cur := tarmac_agent_attempt_current(v_node, c.job, c.att);
-                    IF NOT v_cur AND j.attempts <> c.att THEN
-                        RAISE EXCEPTION USING ERRCODE = 'TMLOG',
-                              MESSAGE = 'not the job''s current attempt (' || j.attempts || '): a stale attempt ships no output',
-                              DETAIL = 'attempt', HINT = c.idx || ' 0';
-                    END IF;
-                    IF NOT v_cur THEN
-                        RAISE EXCEPTION USING ERRCODE = 'TMLOG',
-                              MESSAGE = 'the job''s attempt does not run on this node',
-                              DETAIL = 'job', HINT = c.idx || ' 0';
-                    END IF;
-                    SELECT count(*) - 1 INTO v_rank FROM job_allocations a
-                     WHERE a.job_id = c.job AND a.node_id <= v_node;
-                    IF v_rank <> c.rnk THEN
-                        RAISE EXCEPTION USING ERRCODE = 'TMLOG',
-                              MESSAGE = 'this node runs rank ' || v_rank || ' of the job',
-                              DETAIL = 'rank', HINT = c.idx || ' 0';
-                    END IF;
-                    IF c.off <> 0 THEN
-                        RAISE EXCEPTION USING ERRCODE = 'TMLOG',
-                              MESSAGE = 'nothing is stored for this stream yet: its first chunk starts at offset 0',
-                              DETAIL = 'offset', HINT = c.idx || ' 0';
-                    END IF;
-                    INSERT INTO job_log_streams (job_id, attempt, rank, node_id, opened_ms, updated_ms)
-                    VALUES (c.job, c.att, c.rnk, v_node, v_now, v_now);
+                IF v_sjob IS NOT NULL AND (v_sjob, v_satt, v_srnk) IS DISTINCT FROM (c.job, c.att, c.rnk) THEN
+                    FOR d IN SELECT o.off FROM tarmac_log_stream_add(v_sjob, v_satt, v_srnk, v_sstored, v_sbytes,
+                                                                     v_slast, v_now, v_cap) o(off) LOOP
+                        dr_job := dr_job || v_sjob; dr_attempt := dr_attempt || v_satt;
+                        dr_rank := dr_rank || v_srnk; dr_off := dr_off || d.off;
+                    END LOOP;
+                    v_sjob := NULL;
+                END IF;
+                IF v_sjob IS NULL THEN
                     SELECT * INTO s FROM job_log_streams t
                      WHERE t.job_id = c.job AND t.attempt = c.att AND t.rank = c.rnk FOR UPDATE;
-                ELSIF s.node_id <> v_node THEN
-                    RAISE EXCEPTION USING ERRCODE = 'TMLOG',
-                          MESSAGE = 'this output is shipped by node ' || s.node_id || ', not this one',
-                          DETAIL = 'job', HINT = c.idx || ' ' || s.next_offset;
+                    IF NOT FOUND THEN
+                        SELECT jb.id, jb.attempts, jb.state INTO j FROM jobs jb WHERE jb.id = c.job;
+                        IF NOT FOUND THEN
+                            RAISE EXCEPTION USING ERRCODE = 'TMLOG', MESSAGE = 'no such job',
+                                  DETAIL = 'job', HINT = c.idx || ' 0';
+                        END IF;
+                        v_cur := tarmac_agent_attempt_current(v_node, c.job, c.att);
+                        IF NOT v_cur AND j.attempts <> c.att THEN
+                            RAISE EXCEPTION USING ERRCODE = 'TMLOG',
+                                  MESSAGE = 'not the job''s current attempt (' || j.attempts || '): a stale attempt ships no output',
+                                  DETAIL = 'attempt', HINT = c.idx || ' 0';
+                        END IF;
+                        IF NOT v_cur THEN
+                            RAISE EXCEPTION USING ERRCODE = 'TMLOG',
+                                  MESSAGE = 'the job''s attempt does not run on this node',
+                                  DETAIL = 'job', HINT = c.idx || ' 0';
+                        END IF;
+                        SELECT count(*) - 1 INTO v_rank FROM job_allocations a
+                         WHERE a.job_id = c.job AND a.node_id <= v_node;
+                        IF v_rank <> c.rnk THEN
+                            RAISE EXCEPTION USING ERRCODE = 'TMLOG',
+                                  MESSAGE = 'this node runs rank ' || v_rank || ' of the job',
+                                  DETAIL = 'rank', HINT = c.idx || ' 0';
+                        END IF;
+                        IF c.off <> 0 THEN
+                            RAISE EXCEPTION USING ERRCODE = 'TMLOG',
+                                  MESSAGE = 'nothing is stored for this stream yet: its first chunk starts at offset 0',
+                                  DETAIL = 'offset', HINT = c.idx || ' 0';
+                        END IF;
+                        INSERT INTO job_log_streams (job_id, attempt, rank, node_id, opened_ms, updated_ms)
+                        VALUES (c.job, c.att, c.rnk, v_node, v_now, v_now);
+                        SELECT * INTO s FROM job_log_streams t
+                         WHERE t.job_id = c.job AND t.attempt = c.att AND t.rank = c.rnk FOR UPDATE;
+                    ELSIF s.node_id <> v_node THEN
+                        RAISE EXCEPTION USING ERRCODE = 'TMLOG',
+                              MESSAGE = 'this output is shipped by node ' || s.node_id || ', not this one',
+                              DETAIL = 'job', HINT = c.idx || ' ' || s.next_offset;
+                    END IF;
+                    v_sjob := c.job; v_satt := c.att; v_srnk := c.rnk;
+                    v_snext := s.next_offset; v_sstored := s.stored_bytes; v_sbytes := 0;
                 END IF;
-                IF c.off > s.next_offset THEN
+                IF c.off > v_snext THEN
                     RAISE EXCEPTION USING ERRCODE = 'TMLOG',
-                          MESSAGE = 'skips ahead of what is stored: the next offset is ' || s.next_offset,
-                          DETAIL = 'offset', HINT = c.idx || ' ' || s.next_offset;
+                          MESSAGE = 'skips ahead of what is stored: the next offset is ' || v_snext,
+                          DETAIL = 'offset', HINT = c.idx || ' ' || v_snext;
                 END IF;
-                IF c.off < s.next_offset THEN
+                IF c.off < v_snext THEN
                     RAISE EXCEPTION USING ERRCODE = 'TMLOG',
-                          MESSAGE = 'overlaps what is stored: the next offset is ' || s.next_offset,
-                          DETAIL = 'offset', HINT = c.idx || ' ' || s.next_offset;
+                          MESSAGE = 'overlaps what is stored: the next offset is ' || v_snext,
+                          DETAIL = 'offset', HINT = c.idx || ' ' || v_snext;
                 END IF;
                 v_data := NULL;
                 IF p_data IS NOT NULL THEN
@@ -145,36 +202,23 @@ BEGIN
                 v_pos := v_pos + c.len;
                 INSERT INTO job_log_chunks (job_id, attempt, rank, off, len, data)
                 VALUES (c.job, c.att, c.rnk, c.off, c.len, v_data);
-                UPDATE job_log_streams t SET next_offset = t.next_offset + c.len,
-                       stored_bytes = t.stored_bytes + c.len, updated_ms = v_now
-                 WHERE t.job_id = c.job AND t.attempt = c.att AND t.rank = c.rnk
-                 RETURNING * INTO s;
-                -- The cap keeps the head (chunks starting before v_cap / 2)
-                -- and the newest chunks after it (0022).
-                WHILE s.stored_bytes > v_cap LOOP
-                    DELETE FROM job_log_chunks x
-                     WHERE (x.job_id, x.attempt, x.rank, x.off) IN (
-                            SELECT x2.job_id, x2.attempt, x2.rank, x2.off FROM job_log_chunks x2
-                             WHERE x2.job_id = c.job AND x2.attempt = c.att AND x2.rank = c.rnk
-                               AND x2.off >= v_cap / 2 AND x2.off < c.off
-                             ORDER BY x2.off LIMIT 1)
-                    RETURNING x.off, x.len INTO d;
-                    EXIT WHEN NOT FOUND;
-                    UPDATE job_log_streams t SET stored_bytes = t.stored_bytes - d.len,
-                           dropped_bytes = t.dropped_bytes + d.len
-                     WHERE t.job_id = c.job AND t.attempt = c.att AND t.rank = c.rnk
-                     RETURNING * INTO s;
-                    dr_job := dr_job || c.job;
-                    dr_attempt := dr_attempt || c.att;
-                    dr_rank := dr_rank || c.rnk;
-                    dr_off := dr_off || d.off;
-                END LOOP;
+                v_snext := v_snext + c.len;
+                v_sbytes := v_sbytes + c.len;
+                v_slast := c.off;
                 ok_k := ok_k || c.idx;
                 ok_job := ok_job || c.job;
                 ok_attempt := ok_attempt || c.att;
                 ok_rank := ok_rank || c.rnk;
-                ok_next := ok_next || s.next_offset;
+                ok_next := ok_next || v_snext;
             END LOOP;
+            IF v_sjob IS NOT NULL THEN
+                FOR d IN SELECT o.off FROM tarmac_log_stream_add(v_sjob, v_satt, v_srnk, v_sstored, v_sbytes,
+                                                                 v_slast, v_now, v_cap) o(off) LOOP
+                    dr_job := dr_job || v_sjob; dr_attempt := dr_attempt || v_satt;
+                    dr_rank := dr_rank || v_srnk; dr_off := dr_off || d.off;
+                END LOOP;
+                v_sjob := NULL;
+            END IF;
             IF p_check THEN
                 RAISE EXCEPTION USING ERRCODE = 'TMCHK', MESSAGE = 'checked';
             END IF;
