@@ -26,18 +26,20 @@
 --   failed: one row with err_state and message (a deadlock, a bug): the
 --           item was rolled back, the caller answers "retry later"
 --   p_check and every check passed: no row.
--- The route bounds a batch to 32 items, within PostgreSQL's cache of 64
--- subtransactions a backend.  Generic plans, as for the heartbeats: every
--- statement here looks rows up by key.
+-- The route bounds a batch to 16 items (32 for an object store's rows),
+-- within PostgreSQL's cache of 64 subtransactions a backend.  Generic
+-- plans, as for the heartbeats: every statement here looks rows up by key.
+
 -- A stream's chunks of one item, counted in one UPDATE of its row: a row
 -- updated twice in a transaction has its foreign keys checked again at the
 -- second (PostgreSQL re-checks a row its own transaction wrote), and that
 -- check holds a KEY SHARE lock on the job's and the node's rows until the
 -- commit, in the way of the tick's FOR UPDATE of the nodes (tarmac_accrue)
--- for as long as the batch runs.  p_bytes were just stored from p_off on;
--- the cap (0022's rule: keep the head, chunks starting before p_cap / 2,
--- and the newest, dropping the oldest of the rest, never the last chunk
--- stored) runs here, before that one UPDATE.  Returns the offsets dropped.
+-- for as long as the batch runs.  p_bytes were just stored, the last
+-- chunk at p_last_off, on a row that held p_stored; the cap (0022's rule:
+-- keep the head, chunks starting before p_cap / 2, and the newest,
+-- dropping the oldest of the rest, never the last chunk stored) runs
+-- here, before that one UPDATE.  Returns the offsets dropped.
 CREATE FUNCTION tarmac_log_stream_add(p_job bigint, p_att int, p_rnk int, p_stored bigint,
                                       p_bytes bigint, p_last_off bigint, p_now bigint, p_cap bigint)
 RETURNS SETOF bigint LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $$
