@@ -125,7 +125,7 @@ static const struct tm_gc_kind ingest_check_kind = {
     .nparams = 1,
     .max_items = 32,
     .max_bytes = 1u << 20,
-    .max_inflight = 1,
+    .max_inflight = 2,
     .max_waiting = 4,
     .min_flight_ms = 30000,
 };
