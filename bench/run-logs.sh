@@ -136,12 +136,20 @@ ticks() { # ticks() FROM_LINE TO_LINE: the leader ticks' took_ms between two poi
 }
 p99() { sort -n | awk '{ v[NR] = $1 } END { if (NR == 0) { print "-"; exit } i = int(NR * 0.99); if (i < 1) i = 1; printf "%.2f", v[i] }'; }
 
+# CPU time (clock ticks) of serve, and of the cluster's postmaster and its
+# children (the backends of serve's pool live through the run).
+cpu_of() { for p in "$@"; do sed 's/.*) //' "/proc/$p/stat" 2>/dev/null || true; done | awk '{ t += $12 + $13 } END { print t + 0 }'; }
+PGPID=$(head -n 1 "$TM_PG_DIR/data/postmaster.pid")
+cpu_serve() { cpu_of "$SERVE"; }
+cpu_pg() { cpu_of "$PGPID" $(ps -o pid= --ppid "$PGPID"); }
 L0=$(wc -l <"$WORK/serve.log")
 sleep "$QUIET"
 L1=$(wc -l <"$WORK/serve.log")
+S1=$(cpu_serve); P1=$(cpu_pg)
 python3 "$ROOT/bench/log_load.py" "http://127.0.0.1:$PORT" "$ADMIN" "$WORK/streams" "$DURATION" "$CHUNK" "$BATCH" \
     >"$WORK/load.out" 2>&1 || { cat "$WORK/load.out" >&2; exit 1; }
 L2=$(wc -l <"$WORK/serve.log")
+S2=$(cpu_serve); P2=$(cpu_pg)
 STORED=$(psql_q "SELECT coalesce(sum(next_offset), 0) FROM job_log_streams")
 res() { sed -n "s/^RESULT .*\\b$1=\\([^ ]*\\).*/\\1/p" "$WORK/load.out"; }
 SECS=$(res seconds)
@@ -152,6 +160,9 @@ ticks "$L1" "$L2" >"$WORK/ticks.load"
 QP99=$(p99 <"$WORK/ticks.quiet")
 LP99=$(p99 <"$WORK/ticks.load")
 RATIO=$(awk "BEGIN { if (\"$QP99\" == \"-\" || $QP99 == 0) print \"-\"; else printf \"%.2f\", $LP99 / $QP99 }")
+HZ=$(getconf CLK_TCK)
+SMS=$(awk "BEGIN { if ($STORED == 0) print \"-\"; else printf \"%.1f\", ($S2 - $S1) * 1000 / $HZ / ($STORED / 1e6) }")
+PMS=$(awk "BEGIN { if ($STORED == 0) print \"-\"; else printf \"%.1f\", ($P2 - $P1) * 1000 / $HZ / ($STORED / 1e6) }")
 MET=no
 awk "BEGIN { exit !($MBS >= 50 && \"$RATIO\" != \"-\" && $RATIO <= 1.10) }" && MET=yes
 # A batch whose index committed but whose answer came past the request's
@@ -176,6 +187,7 @@ fi
     echo "- load: bench/log_load.py, a thread and a connection per job, batches of $BATCH x $CHUNK random bytes; $(res requests) requests, $(res errors) refused, p50 $(res p50_ms) ms, p99 $(res p99_ms) ms"
     [ -z "$S3_NOTE" ] || echo "- bucket: $S3_NOTE; $(psql_q "SELECT count(*) FROM job_log_chunks") objects"
     echo "- ticks: leader ticks every $TICK, $(wc -l <"$WORK/ticks.quiet") in the quiet ${QUIET} s, $(wc -l <"$WORK/ticks.load") under load"
+    echo "- CPU per MB stored under load: serve $SMS ms, PostgreSQL (postmaster and its children) $PMS ms"
     echo
     echo "| store | jobs | MB stored | seconds | MB/s stored | tick p99 quiet ms | tick p99 loaded ms | loaded/quiet | target (>= 50 MB/s, <= 1.10) |"
     echo "|:---|---:|---:|---:|---:|---:|---:|---:|:---|"

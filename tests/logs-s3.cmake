@@ -9,8 +9,9 @@ tm_add_c_test(test_log_store_s3 ${CMAKE_SOURCE_DIR}/tests/integration/test_log_s
               LABELS integration agent FIXTURES pg TIMEOUT 180)
 # The same round trip as itest_agent_logs through logs.store: s3 against
 # moto: 20 MB read back byte for byte after the node is gone (its bytes in
-# the bucket, none in the index), kill -9 of the agent mid-output with no
-# gap and no duplicate, no S3 secret in any log.
+# the bucket, none in the index), a refused chunk leaving no object, kill
+# -9 of the agent mid-output with no gap and no duplicate, no S3 secret in
+# any log.
 tm_add_test(itest_agent_logs_s3 LABELS integration agent FIXTURES pg TIMEOUT 300
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/agent_logs_s3.sh)
 # The cap and the retention through logs.store: s3 against moto: the

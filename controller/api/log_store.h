@@ -2,28 +2,34 @@
  * controller/api/log_store.h: where the bytes of a job's output live
  * (logs.store), as a table of operations, one file per store.
  *
- * The index is always PostgreSQL (migrations/0022_logs.sql): each chunk's
- * row (job, attempt, rank, offset, length) commits in the same
- * transaction as the stream's offset accounting, so a chunk is accepted
- * once and only at the offset the stream expects, whatever the store.  A
- * store keeps only the bytes:
+ * The index is always PostgreSQL (migrations/0022_logs.sql, ingest by
+ * 0024_log_ingest_batch.sql): each chunk's row (job, attempt, rank,
+ * offset, length) commits in the same transaction as the stream's offset
+ * accounting, so a chunk is accepted once and only at the offset the
+ * stream expects, whatever the store.  A store keeps only the bytes:
  *
  *   postgres (log_store_pg.c): the bytes go in the index row itself
- *     (job_log_chunks.data, bytea), in the ingest transaction; its put,
- *     get and forget have nothing to do (inline_bytes).
- *   s3: the bytes go to one object per chunk, written before the index
- *     row commits (put), read back for rows whose data is NULL (get), and
- *     deleted when the cap or the retention drops the row (forget).  An
- *     object written for a batch that the index then refused is
- *     overwritten by the chunk accepted at that offset later (same key),
- *     or is left unindexed (never served).
+ *     (job_log_chunks.data, bytea), in the ingest transaction, handed to
+ *     PostgreSQL as a binary parameter; its put, get and forget have
+ *     nothing to do (inline_bytes).
+ *   s3: the bytes go to one object per chunk, written after the index has
+ *     checked the chunks (the node's, the current attempt, the offset the
+ *     stream expects) and before the index row commits (put), read back
+ *     for rows whose data is NULL (get), and deleted when the cap or the
+ *     retention drops the row (forget).  A chunk the checks refuse writes
+ *     no object.  Only a put whose index rows then fail to commit (the
+ *     database lost, or a resend of the same chunk that won the race)
+ *     leaves an object behind: at that key the chunk accepted later
+ *     overwrites it, and an unindexed one is never served.
  *
- * The flow of one batch (controller/api/logs.c):
+ * The flow of one batch (controller/api/logs.c), each statement through
+ * the group commit (controller/io/group_commit.h):
  *
  *     parse and check the body (controller/spec/log_chunks.h)
- *     ops->put(store, chunks)            -- object stores: bytes first
- *     tarmac_log_ingest(node, chunks)    -- index rows (+ bytes if inline)
- *     ops->forget(store, dropped keys)   -- chunks the cap dropped
+ *     tarmac_log_ingest_batch(.., check)  -- object stores: the checks
+ *     ops->put(store, chunks)             -- object stores: the bytes
+ *     tarmac_log_ingest_batch(..)         -- index rows (+ bytes if inline)
+ *     ops->forget(store, dropped keys)    -- chunks the cap dropped
  *
  * and of one read: the index rows of the range, with their bytes when
  * inline, then ops->get for each row without.  Every operation runs on

@@ -3,12 +3,15 @@
  * object (tm_log_object_name) in the logs.s3 bucket; PostgreSQL keeps the
  * index rows with data NULL (log_store.h).
  *
- * Order of writes: put runs before the ingest transaction, so a row never
- * names an object that was not written.  A crash or a refusal between the
- * two leaves an object no row names; it is never served, the chunk that
- * the stream accepts at that offset later overwrites it, and the retention
- * sweeps the rest (forget, below).
- *
+ * Order of writes: the index checks the chunks first (logs.c: the node's,
+ * the current attempt, the offset the stream expects), so a chunk it
+ * refuses writes nothing here; then put, then the ingest transaction, so a
+ * row never names an object that was not written.  A crash between the
+ * last two, or an index that then refuses what it passed (a resend that
+ * won the race), leaves an object no row names; it is never served, the
+ * chunk that the stream accepts at that offset later overwrites it, and
+ * the retention sweeps the rest (forget, below).
+
  * put never overwrites an object a row already names: it first reads the
  * streams' next_offset and skips each chunk that starts before it.  Such a
  * chunk is a resend of what the index holds (an agent that restarted after

@@ -1,8 +1,9 @@
 /*
  * controller/api/logs.c: a job's output (docs/logs.md).
  *
- *   POST /v1/nodes/{id}/logs   the agent's batch of chunks, one transaction
- *                              (tarmac_log_ingest, migrations/0022_logs.sql)
+ *   POST /v1/nodes/{id}/logs   the agent's batch of chunks, through the
+ *                              group commit (tarmac_log_ingest_batch,
+ *                              migrations/0024_log_ingest_batch.sql)
  *   GET  /v1/jobs/{id}/logs    the bytes as written, from an offset, with a
  *                              follow mode that waits for more
  *
@@ -12,6 +13,7 @@
  * ("chunks[2].offset") with the offset its stream expects, so the agent
  * resumes from there: nothing is stored twice, no gap is left unsaid.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,9 +26,11 @@
 #include "controller/api/log_store.h"
 #include "controller/api/request.h"
 #include "controller/api/resources.h"
+#include "controller/io/group_commit.h"
 #include "controller/spec/log_chunks.h"
 #include "core/err.h"
 #include "core/log.h"
+#include "core/text.h"
 
 #define LOGS_MAX_CHUNK_DEFAULT 65536
 #define LOGS_CAP_DEFAULT (INT64_C(64) << 20)
@@ -36,20 +40,14 @@
 /* How often a follow looks for more. */
 #define LOGS_FOLLOW_POLL_MS 300
 
-/* Batches stored at once per server: the rest wait here, in order, so
- * that output never holds every connection of the pool the reconcile
- * tick and the other routes share (an agent's batch waits, a tick must
- * not). */
-#define LOGS_INGEST_INFLIGHT 2
-
-struct ingest;
-
 /* Per server (the routes' state): the store, opened on first use
- * (logs.store), and the batches waiting for their turn. */
+ * (logs.store), and the group commits of ingest
+ * (controller/io/group_commit.h), NULL until first use: the index rows
+ * with their bytes (an inline store), or for an object store the checks
+ * before its put and the rows after. */
 struct logs_state {
     struct tm_log_store *store;
-    unsigned inflight;
-    struct ingest *head, *tail;
+    struct tm_gc *gc_inline, *gc_check, *gc_index;
 };
 
 static struct logs_state *logs_state(struct api_call *c)
@@ -80,54 +78,208 @@ void tm_api_logs_state_free(void *state)
 
     if (!ls)
         return;
+    tm_gc_free(ls->gc_inline);
+    tm_gc_free(ls->gc_check);
+    tm_gc_free(ls->gc_index);
     tm_log_store_free(ls->store);
     free(ls);
 }
 
 /* ---- ingest ---------------------------------------------------------------- */
 
+/* The batches of every node that arrive while earlier ones are in flight
+ * go in one statement and one transaction, each in its own savepoint
+ * (tarmac_log_ingest_batch, migrations/0024_log_ingest_batch.sql).
+ * Columns: the item's ordinal, the chunk (-1: one the cap dropped), its
+ * stream, next_offset, the field and message of a refusal, dropped_off,
+ * and err_state of an item that failed. */
+#define INGEST_COLS "SELECT i, k, job_id, attempt, rank, next_offset, field, message, dropped_off, err_state"
+
+/* Two batches in flight, as for submissions: both of a small machine's
+ * cores on inserts while the next batch fills, and the rest of serve's
+ * pool left to the tick and the other routes (an agent's batch waits, a
+ * tick must not).  At most 16 items (within PostgreSQL's 64 cached
+ * subtransactions, a savepoint an item) and 2.5 MiB: a batch of output is
+ * heavy, and one sent is let finish (min_flight_ms) rather than thrown
+ * away at its oldest item's deadline.  Past max_waiting full batches an
+ * agent is told to retry later, so the output serve holds is bounded. */
+static const struct tm_gc_kind ingest_inline_kind = {
+    .name = "log_inline",
+    .sql = INGEST_COLS " FROM tarmac_log_ingest_batch($1::jsonb, $2::bytea, false)",
+    .format = TM_GC_JSON,
+    .nparams = 1,
+    .max_items = 16,
+    .max_bytes = 5u << 19,
+    .max_inflight = 2,
+    .max_waiting = 8,
+    .blob = true,
+    .min_flight_ms = 30000,
+};
+
+/* An object store's: the checks first, so that a chunk the index refuses
+ * never reaches the bucket; then, once the bytes are there, the rows. */
+static const struct tm_gc_kind ingest_check_kind = {
+    .name = "log_check",
+    .sql = INGEST_COLS " FROM tarmac_log_ingest_batch($1::jsonb, NULL, true)",
+    .format = TM_GC_JSON,
+    .nparams = 1,
+    .max_items = 32,
+    .max_bytes = 1u << 20,
+    .max_inflight = 2,
+    .max_waiting = 4,
+    .min_flight_ms = 30000,
+};
+
+static const struct tm_gc_kind ingest_index_kind = {
+    .name = "log_index",
+    .sql = INGEST_COLS " FROM tarmac_log_ingest_batch($1::jsonb, NULL, false)",
+    .format = TM_GC_JSON,
+    .nparams = 1,
+    .max_items = 32,
+    .max_bytes = 1u << 20,
+    .max_inflight = 2,
+    .max_waiting = 4,
+    .min_flight_ms = 30000,
+};
+
+enum { COL_I, COL_K, COL_JOB, COL_ATTEMPT, COL_RANK, COL_NEXT, COL_FIELD, COL_MESSAGE, COL_DROPPED, COL_ERR };
+
 struct ingest {
-    struct ingest *next;   /* waiting for its turn */
-    struct logs_state *ls;
-    bool counted;          /* holds one of ls->inflight */
     struct api_call *c;
+    struct logs_state *ls;
     struct tm_log_store *store;
     struct tm_log_batch b;
+    char *item;            /* the group commit's JSON item: node, now, cap, chunks */
     struct tm_log_key *dropped;
     size_t ndropped;
 };
 
-static void ingest_run(struct ingest *in);
-static void ingest_take_turn(struct ingest *in);
-static void ingest_put(struct ingest *in);
-
-/* A batch is done with the database: the next waiting ones go. */
-static void ingest_turn_over(struct ingest *in)
-{
-    struct logs_state *ls = in->ls;
-
-    if (!in->counted || !ls)
-        return;
-    in->counted = false;
-    ls->inflight--;
-    while (ls->head && ls->inflight < LOGS_INGEST_INFLIGHT) {
-        struct ingest *next = ls->head;
-        ls->head = next->next;
-        if (!ls->head)
-            ls->tail = NULL;
-        next->next = NULL;
-        ls->inflight++;
-        next->counted = true;
-        ingest_run(next);
-    }
-}
-
 static void ingest_free(struct ingest *in)
 {
-    ingest_turn_over(in);
     tm_log_batch_release(&in->b);
+    free(in->item);
     free(in->dropped);
     free(in);
+}
+
+/* {"node":N,"now":MS,"cap":BYTES,"chunks":[[job,attempt,rank,offset,len],...]} */
+static char *ingest_item(struct api_call *c, const struct tm_log_batch *b)
+{
+    const struct tm_config *cfg = tm_api_config(c);
+    struct tm_text t = {0};
+    char head[160];
+    int n = snprintf(head, sizeof(head), "{\"node\":%" PRId64 ",\"now\":%" PRId64 ",\"cap\":%" PRId64 ",\"chunks\":[",
+                     c->id, tm_api_now_ms(c), cfg ? cfg->logs.max_bytes_per_job : LOGS_CAP_DEFAULT);
+    bool ok = n > 0 && (size_t)n < sizeof(head) && tm_text_add(&t, head, (size_t)n);
+
+    for (size_t i = 0; ok && i < b->n; i++) {
+        const struct tm_log_chunk_in *k = &b->chunks[i];
+        n = snprintf(head, sizeof(head), "%s[%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%zu]", i ? "," : "",
+                     k->job, k->attempt, k->rank, k->offset, k->len);
+        ok = n > 0 && (size_t)n < sizeof(head) && tm_text_add(&t, head, (size_t)n);
+    }
+    ok = ok && tm_text_add(&t, "]}", 2);
+    if (!ok) {
+        free(t.p);
+        return NULL;
+    }
+    return t.p;
+}
+
+/* Add in's item (and bytes) to the group commit of kind, made on first
+ * use, bounded by the call's deadline. */
+static int ingest_add(struct ingest *in, struct tm_gc **slot, const struct tm_gc_kind *kind, const void *bytes,
+                      size_t n, tm_gc_cb cb)
+{
+    const char *values[] = {in->item};
+
+    if (!*slot && !(*slot = tm_gc_new(tm_api_loop(in->c), tm_api_pool(in->c), kind)))
+        return TM_ENOMEM;
+    return tm_gc_add_blob(*slot, values, bytes, n, uv_now(tm_api_loop(in->c)) + tm_api_time_left(in->c), cb, in);
+}
+
+/* A batch that could not be queued: nothing of it was stored. */
+static void ingest_refuse_queue(struct ingest *in, int r)
+{
+    struct api_call *c = in->c;
+
+    ingest_free(in);
+    if (r == -EAGAIN)
+        tm_api_fail(c, 503, NULL, "the controller is busy storing output; retry later");
+    else
+        tm_api_fail(c, 503, NULL, "out of memory; try again");
+}
+
+/* The start of every ingest callback: false (the call answered or freed,
+ * in freed) unless the item has rows to read or, row -1, none. */
+static bool ingest_result_ok(struct ingest *in, const struct tm_gc_result *r)
+{
+    struct api_call *c = in->c;
+
+    if (!c->req) {
+        tm_api_call_free(c);
+        ingest_free(in);
+        return false;
+    }
+    if (r->status < 0) {
+        /* A batch refused whole stored nothing; a failure in flight may
+         * have stored it, and the agent's resend is then told the next
+         * offset: retry later, either way. */
+        struct tm_pg_reply rep = {.status = r->status == TM_EDB || r->status == TM_ENOMEM ? -ECONNRESET
+                                                                                          : r->status};
+        if (r->status == TM_EDB)
+            tm_log_warn("could not store log chunks", "node=%" PRId64 " err=\"%s\"", c->id,
+                        r->reply && r->reply->error ? r->reply->error : "-");
+        ingest_free(in);
+        tm_api_fail_db(c, &rep);
+        return false;
+    }
+    if (r->row >= 0 && !PQgetisnull(r->res, r->row, COL_ERR)) {
+        tm_log_warn("could not store log chunks", "node=%" PRId64 " sqlstate=%s err=\"%s\"", c->id,
+                    PQgetvalue(r->res, r->row, COL_ERR), PQgetvalue(r->res, r->row, COL_MESSAGE));
+        ingest_free(in);
+        tm_api_fail(c, 503, NULL, "the controller could not store the chunks; retry later");
+        return false;
+    }
+    return true;
+}
+
+/* A refused item: 404 for the node or a job that is none, else 409 naming
+ * the chunk's field with the offset its stream expects; in is freed and
+ * the call answered.  false when the row is no refusal. */
+static bool ingest_refused(struct ingest *in, PGresult *res, int row)
+{
+    struct api_call *c = in->c;
+    char field[64], body[512];
+    cJSON *o;
+    char *text = NULL;
+    int status = 409;
+
+    if (PQgetisnull(res, row, COL_FIELD))
+        return false;
+    if (strcmp(PQgetvalue(res, row, COL_FIELD), "node") == 0) {
+        ingest_free(in);
+        tm_api_fail(c, 404, NULL, "no such node");
+        return true;
+    }
+    snprintf(field, sizeof(field), "chunks[%s].%s", PQgetvalue(res, row, COL_K), PQgetvalue(res, row, COL_FIELD));
+    if (strcmp(PQgetvalue(res, row, COL_MESSAGE), "no such job") == 0)
+        status = 404;
+    o = cJSON_CreateObject();
+    if (o && cJSON_AddStringToObject(o, "error", PQgetvalue(res, row, COL_MESSAGE)) &&
+        cJSON_AddStringToObject(o, "field", field) &&
+        cJSON_AddNumberToObject(o, "next_offset", strtod(PQgetvalue(res, row, COL_NEXT), NULL)))
+        text = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    ingest_free(in);
+    if (!text) {
+        tm_api_fail(c, 503, NULL, "out of memory; try again");
+        return true;
+    }
+    snprintf(body, sizeof(body), "%s", text);
+    free(text);
+    tm_api_reply(c, status, body, strlen(body));
+    return true;
 }
 
 static void on_forgotten(int status, const char *message, void *data)
@@ -140,72 +292,47 @@ static void on_forgotten(int status, const char *message, void *data)
     ingest_free(in);
 }
 
-static void on_ingest(const struct tm_pg_reply *reply, void *data)
+/* The index rows committed (or the item was refused): answer, then let an
+ * object store delete the bytes the cap dropped. */
+static void on_ingest(const struct tm_gc_result *r, void *data)
 {
     struct ingest *in = data;
     struct api_call *c = in->c;
     struct tm_text out = {0};
-    PGresult *res;
-    int rows;
-    bool ok = true;
+    bool ok;
 
-    in->c = NULL;
-    if (!tm_api_reply_ok(c, reply)) {
+    if (!ingest_result_ok(in, r))
+        return;
+    if (r->row < 0) {
+        /* Every item has a row: none means the statement went wrong. */
         ingest_free(in);
+        tm_api_fail(c, 503, NULL, "the controller could not store the chunks; retry later");
         return;
     }
-    /* Done with the database: the turn goes on (a forget may follow). */
-    ingest_turn_over(in);
-    res = reply->results[0];
-    rows = PQntuples(res);
-    if (rows > 0 && !PQgetisnull(res, 0, 5) && strcmp(PQgetvalue(res, 0, 5), "node") == 0) {
-        ingest_free(in);
-        tm_api_fail(c, 404, NULL, "no such node");
+    if (ingest_refused(in, r->res, r->row))
         return;
-    }
-    if (rows > 0 && !PQgetisnull(res, 0, 5)) {
-        char field[64], body[512];
-        cJSON *o = cJSON_CreateObject();
-        char *text = NULL;
-        int status = 409;
-
-        snprintf(field, sizeof(field), "chunks[%s].%s", PQgetvalue(res, 0, 0), PQgetvalue(res, 0, 5));
-        if (strcmp(PQgetvalue(res, 0, 6), "no such job") == 0)
-            status = 404;
-        if (o && cJSON_AddStringToObject(o, "error", PQgetvalue(res, 0, 6)) &&
-            cJSON_AddStringToObject(o, "field", field) &&
-            cJSON_AddNumberToObject(o, "next_offset", strtod(PQgetvalue(res, 0, 4), NULL)))
-            text = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        if (!text) {
-            ingest_free(in);
-            tm_api_fail(c, 503, NULL, "out of memory; try again");
-            return;
-        }
-        snprintf(body, sizeof(body), "%s", text);
-        free(text);
-        ingest_free(in);
-        tm_api_reply(c, status, body, strlen(body));
-        return;
-    }
-    in->dropped = rows > 0 ? calloc((size_t)(unsigned)rows, sizeof(*in->dropped)) : NULL;
+    in->dropped = calloc((size_t)(unsigned)r->nrows, sizeof(*in->dropped));
     ok = tm_text_add(&out, "{\"chunks\":[", 11);
-    for (int r = 0; ok && r < rows; r++) {
-        char row[192];
+    for (int row = r->row; ok && row < r->row + r->nrows; row++) {
+        char line[192];
         int n;
-        if (strcmp(PQgetvalue(res, r, 0), "-1") == 0) {
+        if (strcmp(PQgetvalue(r->res, row, COL_K), "-1") == 0) {
             if (in->dropped)
                 in->dropped[in->ndropped++] = (struct tm_log_key){
-                    strtoll(PQgetvalue(res, r, 1), NULL, 10), (int32_t)strtol(PQgetvalue(res, r, 2), NULL, 10),
-                    (int32_t)strtol(PQgetvalue(res, r, 3), NULL, 10), strtoll(PQgetvalue(res, r, 7), NULL, 10)};
+                    strtoll(PQgetvalue(r->res, row, COL_JOB), NULL, 10),
+                    (int32_t)strtol(PQgetvalue(r->res, row, COL_ATTEMPT), NULL, 10),
+                    (int32_t)strtol(PQgetvalue(r->res, row, COL_RANK), NULL, 10),
+                    strtoll(PQgetvalue(r->res, row, COL_DROPPED), NULL, 10)};
             continue;
         }
-        n = snprintf(row, sizeof(row), "%s{\"job\":%s,\"attempt\":%s,\"rank\":%s,\"next_offset\":%s}",
-                     out.p[out.len - 1] == '[' ? "" : ",", PQgetvalue(res, r, 1), PQgetvalue(res, r, 2),
-                     PQgetvalue(res, r, 3), PQgetvalue(res, r, 4));
-        ok = tm_text_add(&out, row, (size_t)n);
+        n = snprintf(line, sizeof(line), "%s{\"job\":%s,\"attempt\":%s,\"rank\":%s,\"next_offset\":%s}",
+                     out.p[out.len - 1] == '[' ? "" : ",", PQgetvalue(r->res, row, COL_JOB),
+                     PQgetvalue(r->res, row, COL_ATTEMPT), PQgetvalue(r->res, row, COL_RANK),
+                     PQgetvalue(r->res, row, COL_NEXT));
+        ok = tm_text_add(&out, line, (size_t)n);
     }
     ok = ok && tm_text_add(&out, "]}", 2);
+    in->c = NULL;
     if (ok)
         tm_api_reply(c, 200, out.p, out.len);
     else
@@ -217,60 +344,10 @@ static void on_ingest(const struct tm_pg_reply *reply, void *data)
     ingest_free(in);
 }
 
-/* The statement's chunks: the body's, with each length, and the base64
- * only when the bytes go in the index rows. */
-static bool ingest_json(const struct ingest *in, struct tm_text *t)
-{
-    bool inline_bytes = in->store->ops->inline_bytes;
-    bool ok = tm_text_add(t, "[", 1);
-
-    for (size_t i = 0; ok && i < in->b.n; i++) {
-        const struct tm_log_chunk_in *k = &in->b.chunks[i];
-        char head[256];
-        int n = snprintf(head, sizeof(head),
-                         "%s{\"job\":%" PRId64 ",\"attempt\":%" PRId64 ",\"rank\":%" PRId64 ",\"offset\":%" PRId64
-                         ",\"len\":%zu",
-                         i ? "," : "", k->job, k->attempt, k->rank, k->offset, k->len);
-        ok = tm_text_add(t, head, (size_t)n);
-        if (ok && inline_bytes)
-            ok = tm_text_add(t, ",\"data\":\"", 9) && tm_text_add(t, k->b64, k->b64_len) &&
-                 tm_text_add(t, "\"", 1);
-        ok = ok && tm_text_add(t, "}", 1);
-    }
-    return ok && tm_text_add(t, "]", 1);
-}
-
-static void ingest_index(struct ingest *in)
-{
-    const struct tm_config *cfg = tm_api_config(in->c);
-    struct tm_text t = {0};
-    char node[24], now[24], cap[24];
-
-    if (!ingest_json(in, &t)) {
-        free(t.p);
-        tm_api_fail(in->c, 503, NULL, "out of memory; try again");
-        ingest_free(in);
-        return;
-    }
-    fmt_i64(node, sizeof(node), in->c->id);
-    fmt_i64(now, sizeof(now), tm_api_now_ms(in->c));
-    fmt_i64(cap, sizeof(cap), cfg ? cfg->logs.max_bytes_per_job : LOGS_CAP_DEFAULT);
-    const char *params[] = {node, now, t.p, cap};
-    /* The call is answered by on_ingest, or by tm_api_query on failure;
-     * either way in is ours to free, and the call is not. */
-    if (tm_pg_pool_query_until(tm_api_pool(in->c),
-                               "SELECT i, job_id, attempt, rank, next_offset, field, message, dropped_off"
-                               " FROM tarmac_log_ingest($1, $2, $3::jsonb, $4)",
-                               4, params, tm_api_time_left(in->c), on_ingest, in) < 0) {
-        tm_api_fail(in->c, 503, NULL, "database unavailable");
-        ingest_free(in);
-    }
-    free(t.p);
-}
-
 static void on_put(int status, const char *message, void *data)
 {
     struct ingest *in = data;
+    int r;
 
     if (!in->c->req) {
         tm_api_call_free(in->c);
@@ -284,7 +361,41 @@ static void on_put(int status, const char *message, void *data)
         ingest_free(in);
         return;
     }
-    ingest_take_turn(in);
+    r = ingest_add(in, &in->ls->gc_index, &ingest_index_kind, NULL, 0, on_ingest);
+    if (r < 0)
+        ingest_refuse_queue(in, r);
+}
+
+/* An object store's checks came back: if they passed, its bytes, before
+ * the index rows that name them. */
+static void on_checked(const struct tm_gc_result *r, void *data)
+{
+    struct ingest *in = data;
+    struct api_call *c = in->c;
+    struct tm_log_piece *p;
+    int rc;
+
+    if (!ingest_result_ok(in, r))
+        return;
+    if (r->row >= 0 && ingest_refused(in, r->res, r->row))
+        return;
+    p = calloc(in->b.n, sizeof(*p));
+    if (!p || tm_log_batch_decode(&in->b) < 0) {
+        free(p);
+        ingest_free(in);
+        tm_api_fail(c, 503, NULL, "out of memory; try again");
+        return;
+    }
+    for (size_t i = 0; i < in->b.n; i++)
+        p[i] = (struct tm_log_piece){{in->b.chunks[i].job, (int32_t)in->b.chunks[i].attempt,
+                                      (int32_t)in->b.chunks[i].rank, in->b.chunks[i].offset},
+                                     in->b.chunks[i].data, in->b.chunks[i].len};
+    rc = in->store->ops->put(in->store, p, in->b.n, on_put, in);
+    free(p);
+    if (rc < 0) {
+        ingest_free(in);
+        tm_api_fail(c, 503, NULL, "the log store did not take the chunks; retry later");
+    }
 }
 
 void tm_api_logs_ingest(struct api_call *c)
@@ -319,84 +430,26 @@ void tm_api_logs_ingest(struct api_call *c)
     in->c = c;
     in->ls = logs_state(c);
     in->store = in->ls ? in->ls->store : NULL;
-    if (!in->store) {
+    in->item = in->store ? ingest_item(c, &in->b) : NULL;
+    if (!in->item) {
+        const char *why = in->store ? "out of memory; try again" : "the log store is not available";
         ingest_free(in);
-        tm_api_fail(c, 503, NULL, "the log store is not available");
+        tm_api_fail(c, 503, NULL, why);
         return;
     }
-    /* An object store's bytes go first, outside the turns: a bucket's
-     * latency then overlaps across batches, and a turn is held only for
-     * the index transaction it is there to bound. */
     if (!in->store->ops->inline_bytes) {
-        ingest_put(in);
-        return;
+        r = ingest_add(in, &in->ls->gc_check, &ingest_check_kind, NULL, 0, on_checked);
+    } else if (tm_log_batch_decode(&in->b) < 0) {
+        r = TM_ENOMEM;
+    } else {
+        /* The bytes go to PostgreSQL as bytes.  The group commit copied
+         * them: the body's tree and the decoded copy can go now. */
+        r = ingest_add(in, &in->ls->gc_inline, &ingest_inline_kind, in->b.bytes, in->b.nbytes, on_ingest);
+        if (r == 0)
+            tm_log_batch_release(&in->b);
     }
-    ingest_take_turn(in);
-}
-
-/* Run now if fewer than LOGS_INGEST_INFLIGHT batches are in the database,
- * else wait in order. */
-static void ingest_take_turn(struct ingest *in)
-{
-    if (in->ls->inflight >= LOGS_INGEST_INFLIGHT) {
-        if (in->ls->tail)
-            in->ls->tail->next = in;
-        else
-            in->ls->head = in;
-        in->ls->tail = in;
-        return;
-    }
-    in->ls->inflight++;
-    in->counted = true;
-    ingest_run(in);
-}
-
-/* A batch's turn: its index rows (with the bytes, for an inline store). */
-static void ingest_run(struct ingest *in)
-{
-    struct api_call *c = in->c;
-
-    /* It waited: the client may have gone, or its time run out. */
-    if (!c->req || tm_api_time_left(c) == 0) {
-        if (c->req)
-            tm_api_fail(c, 503, NULL, "the controller is busy storing output; retry later");
-        else
-            tm_api_call_free(c);
-        ingest_free(in);
-        return;
-    }
-    ingest_index(in);
-}
-
-/* An object store's bytes, before the index rows that name them. */
-static void ingest_put(struct ingest *in)
-{
-    struct api_call *c = in->c;
-    int r;
-
-    if (tm_log_batch_decode(&in->b) < 0) {
-        ingest_free(in);
-        tm_api_fail(c, 503, NULL, "out of memory; try again");
-        return;
-    }
-    {
-        struct tm_log_piece *p = calloc(in->b.n, sizeof(*p));
-        if (!p) {
-            ingest_free(in);
-            tm_api_fail(c, 503, NULL, "out of memory; try again");
-            return;
-        }
-        for (size_t i = 0; i < in->b.n; i++)
-            p[i] = (struct tm_log_piece){{in->b.chunks[i].job, (int32_t)in->b.chunks[i].attempt,
-                                          (int32_t)in->b.chunks[i].rank, in->b.chunks[i].offset},
-                                         in->b.chunks[i].data, in->b.chunks[i].len};
-        r = in->store->ops->put(in->store, p, in->b.n, on_put, in);
-        free(p);
-        if (r < 0) {
-            ingest_free(in);
-            tm_api_fail(c, 503, NULL, "the log store did not take the chunks; retry later");
-        }
-    }
+    if (r < 0)
+        ingest_refuse_queue(in, r);
 }
 
 /* ---- read ------------------------------------------------------------------ */

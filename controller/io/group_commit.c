@@ -32,6 +32,7 @@ struct gc_batch {
     unsigned n;
     size_t bytes;
     struct tm_text *param;   /* kind->nparams */
+    struct tm_text blob;     /* kind->blob: the items' bytes */
     struct gc_item *items;   /* kind->max_items */
 };
 
@@ -61,6 +62,7 @@ static void batch_free(const struct tm_gc_kind *kind, struct gc_batch *b)
         return;
     for (unsigned k = 0; b->param && k < kind->nparams; k++)
         free(b->param[k].p);
+    free(b->blob.p);
     free(b->param);
     free(b->items);
     free(b);
@@ -90,6 +92,7 @@ static void batch_recycle(struct tm_gc *gc, struct gc_batch *b)
 {
     for (unsigned k = 0; k < gc->kind->nparams; k++)
         tm_text_cut(&b->param[k], 0);
+    tm_text_cut(&b->blob, 0);
     b->n = 0;
     b->bytes = 0;
     b->next = NULL;
@@ -140,9 +143,9 @@ static bool json_elem(struct tm_text *t, unsigned ordinal, const char *v)
 
 /* Append the item's values; false (and b as it was) when they do not fit. */
 static bool batch_append(const struct tm_gc_kind *kind, struct gc_batch *b,
-                         const char *const *values)
+                         const char *const *values, const void *blob, size_t nblob)
 {
-    size_t before[TM_GC_MAX_PARAMS], bytes = 0;
+    size_t before[TM_GC_MAX_PARAMS], bytes = nblob, blob_before = b->blob.len;
     bool ok = true;
 
     for (unsigned k = 0; k < kind->nparams; k++)
@@ -152,6 +155,8 @@ static bool batch_append(const struct tm_gc_kind *kind, struct gc_batch *b,
     else
         for (unsigned k = 0; ok && k < kind->nparams; k++)
             ok = array_elem(&b->param[k], values[k]);
+    if (ok && nblob)
+        ok = tm_text_add(&b->blob, blob, nblob);
     for (unsigned k = 0; k < kind->nparams; k++)
         bytes += b->param[k].len - before[k];
     /* The first item of a batch always goes: one too big for any batch is
@@ -159,6 +164,7 @@ static bool batch_append(const struct tm_gc_kind *kind, struct gc_batch *b,
     if (!ok || (b->n > 0 && b->bytes + bytes > kind->max_bytes)) {
         for (unsigned k = 0; k < kind->nparams; k++)
             tm_text_cut(&b->param[k], before[k]);
+        tm_text_cut(&b->blob, blob_before);
         return false;
     }
     b->bytes += bytes;
@@ -241,7 +247,8 @@ static void send_next(struct tm_gc *gc)
         struct gc_batch *b = gc->head;
         const struct tm_gc_kind *kind = gc->kind;
         struct gc_flight *f;
-        const char *params[TM_GC_MAX_PARAMS];
+        const char *params[TM_GC_MAX_PARAMS + 1];
+        int lengths[TM_GC_MAX_PARAMS + 1] = {0}, formats[TM_GC_MAX_PARAMS + 1] = {0};
         uint64_t now = uv_now(gc->loop), left = UINT64_MAX;
         int r = 0;
 
@@ -265,6 +272,8 @@ static void send_next(struct tm_gc *gc)
         }
         if (r == 0 && left == 0)
             r = -ETIMEDOUT;
+        if (left < kind->min_flight_ms)
+            left = kind->min_flight_ms;
         /* A database the pool knows is gone: an answer now, not at the deadline. */
         if (r == 0 && tm_pg_pool_down(gc->pool))
             r = TM_EUNAVAIL;
@@ -272,8 +281,18 @@ static void send_next(struct tm_gc *gc)
             f->gc = gc;
             f->n = b->n;
             memcpy(f->items, b->items, b->n * sizeof(f->items[0]));
-            r = tm_pg_pool_query_prepared_until(gc->pool, gc->stmt, kind->sql, (int)kind->nparams,
-                                                params, left, on_flight, f);
+            if (kind->blob && b->blob.len > INT32_MAX)
+                r = TM_EINVAL;
+            else if (kind->blob) {
+                /* No bytes at all is an empty bytea, not SQL NULL. */
+                params[kind->nparams] = b->blob.p ? b->blob.p : "";
+                lengths[kind->nparams] = (int)b->blob.len;
+                formats[kind->nparams] = 1;
+                r = tm_pg_pool_query_prepared_bin_until(gc->pool, gc->stmt, kind->sql, (int)kind->nparams + 1,
+                                                        params, lengths, formats, left, on_flight, f);
+            } else
+                r = tm_pg_pool_query_prepared_until(gc->pool, gc->stmt, kind->sql, (int)kind->nparams,
+                                                    params, left, on_flight, f);
         }
         if (r < 0) {
             tm_log_warn("group commit: could not queue a statement", "kind=%s items=%u error=\"%s\"",
@@ -307,19 +326,27 @@ struct tm_gc *tm_gc_new(uv_loop_t *loop, struct tm_pg_pool *pool, const struct t
 int tm_gc_add(struct tm_gc *gc, const char *const *values, uint64_t deadline, tm_gc_cb cb,
               void *data)
 {
+    return tm_gc_add_blob(gc, values, NULL, 0, deadline, cb, data);
+}
+
+int tm_gc_add_blob(struct tm_gc *gc, const char *const *values, const void *bytes, size_t n,
+                   uint64_t deadline, tm_gc_cb cb, void *data)
+{
     const struct tm_gc_kind *kind = gc->kind;
     unsigned max_waiting = kind->max_waiting ? kind->max_waiting : 1;
     struct gc_batch *b = gc->tail;
 
     if (kind->format == TM_GC_JSON && (!values[0] || values[0][0] != '{'))
         return TM_EINVAL;
-    if (!b || b->n >= kind->max_items || !batch_append(kind, b, values)) {
+    if (n && (!kind->blob || !bytes))
+        return TM_EINVAL;
+    if (!b || b->n >= kind->max_items || !batch_append(kind, b, values, bytes, n)) {
         if (gc->nwaiting >= max_waiting)
             return -EAGAIN;
         b = batch_new(gc);
         if (!b)
             return TM_ENOMEM;
-        if (!batch_append(kind, b, values)) {
+        if (!batch_append(kind, b, values, bytes, n)) {
             batch_recycle(gc, b);
             return TM_ENOMEM;
         }

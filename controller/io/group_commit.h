@@ -38,7 +38,10 @@
  * every item's values[k] (NULL: SQL NULL); the statement reads them with
  * unnest(...) WITH ORDINALITY.  TM_GC_JSON: one parameter, a JSON array of
  * the items' objects (values[0], a JSON object as text), each with "i" (its
- * ordinal) added first.
+ * ordinal) added first.  A kind with blob set takes one more parameter,
+ * $nparams+1, in binary: the items' bytes (tm_gc_add_blob) one after
+ * another in the items' order, so a statement that knows each item's
+ * length finds its bytes there with no text encoding on either side.
  */
 #ifndef TM_GROUP_COMMIT_H
 #define TM_GROUP_COMMIT_H
@@ -65,6 +68,13 @@ struct tm_gc_kind {
     size_t max_bytes;       /* parameter text per batch */
     unsigned max_inflight;  /* batches of this kind in flight at once */
     unsigned max_waiting;   /* full or filling batches not yet sent (at least 1) */
+    bool blob;              /* a last, binary parameter: the items' bytes (tm_gc_add_blob) */
+    /* 0: a batch in flight is bounded by its most pressed item's deadline.
+     * Else a batch sent before every item's deadline gets at least this
+     * long in flight: for a kind whose batches are heavy, where killing
+     * one at its oldest item's deadline would throw away the work of all
+     * of them for clients that only send it again. */
+    uint64_t min_flight_ms;
 };
 
 struct tm_gc_result {
@@ -89,6 +99,11 @@ struct tm_gc *tm_gc_new(uv_loop_t *loop, struct tm_pg_pool *pool, const struct t
  * TM_EINVAL (a JSON item that is not an object). */
 int tm_gc_add(struct tm_gc *gc, const char *const *values, uint64_t deadline, tm_gc_cb cb,
               void *data);
+/* tm_gc_add for a kind with blob: the item's n bytes (copied) go after the
+ * bytes of the items before it in the batch's binary parameter, and count
+ * toward max_bytes.  A kind without blob takes only n 0. */
+int tm_gc_add_blob(struct tm_gc *gc, const char *const *values, const void *bytes, size_t n,
+                   uint64_t deadline, tm_gc_cb cb, void *data);
 /* Items added and not yet answered. */
 unsigned tm_gc_pending(const struct tm_gc *gc);
 /* Answer unsent items TM_ECANCELED (sent false) and free gc; batches in

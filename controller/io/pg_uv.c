@@ -86,8 +86,13 @@ struct pg_req {
     const char *sql;
     const char *name; /* a prepared statement's (tm_pg_pool_query_prepared_until), else NULL */
     const char **params;
-    /* The params array, then sql and the parameter strings, follow in the
-     * same allocation, so one free() releases a request. */
+    /* Binary parameters (tm_pg_pool_query_prepared_bin_until): each one's
+     * length and format, else both NULL (every parameter text). */
+    int *lengths;
+    int *formats;
+    /* The params array, the lengths and formats, then sql and the
+     * parameter values, follow in the same allocation, so one free()
+     * releases a request. */
 };
 
 struct pg_queue {
@@ -234,16 +239,19 @@ static void queue_splice(struct pg_queue *dst, struct pg_queue *src)
 }
 
 static struct pg_req *req_new(const char *sql, const char *name, bool script, int nparams,
-                              const char *const *params, tm_pg_cb cb, void *data)
+                              const char *const *params, const int *lengths, const int *formats,
+                              tm_pg_cb cb, void *data)
 {
     size_t sql_len = strlen(sql) + 1, name_len = name ? strlen(name) + 1 : 0;
     size_t size = sizeof(struct pg_req) + (size_t)nparams * sizeof(char *) + sql_len + name_len;
     struct pg_req *req;
     char *p;
 
+    if (formats)
+        size += 2 * (size_t)nparams * sizeof(int);
     for (int i = 0; i < nparams; i++)
         if (params[i])
-            size += strlen(params[i]) + 1;
+            size += (formats && formats[i] ? (size_t)lengths[i] : strlen(params[i])) + 1;
     req = calloc(1, size);
     if (!req)
         return NULL;
@@ -253,6 +261,11 @@ static struct pg_req *req_new(const char *sql, const char *name, bool script, in
     req->nparams = nparams;
     req->params = (const char **)(req + 1);
     p = (char *)(req->params + nparams);
+    if (formats) {
+        req->lengths = (int *)p;
+        req->formats = req->lengths + nparams;
+        p = (char *)(req->formats + nparams);
+    }
     memcpy(p, sql, sql_len);
     req->sql = p;
     p += sql_len;
@@ -262,14 +275,20 @@ static struct pg_req *req_new(const char *sql, const char *name, bool script, in
         p += name_len;
     }
     for (int i = 0; i < nparams; i++) {
+        size_t n;
         if (!params[i]) {
             req->params[i] = NULL; /* SQL NULL */
             continue;
         }
-        size_t n = strlen(params[i]) + 1;
+        n = formats && formats[i] ? (size_t)lengths[i] : strlen(params[i]);
         memcpy(p, params[i], n);
+        p[n] = '\0';
         req->params[i] = p;
-        p += n;
+        if (formats) {
+            req->lengths[i] = (int)n;
+            req->formats[i] = formats[i] ? 1 : 0;
+        }
+        p += n + 1;
     }
     return req;
 }
@@ -718,7 +737,7 @@ static int pg_prepared_run(struct tm_pg *pg)
 
     pg->preparing = false;
     snprintf(pg->prepared[pg->nprepared++], PG_PREPARED_NAME, "%s", req->name);
-    if (!PQsendQueryPrepared(pg->conn, req->name, req->nparams, req->params, NULL, NULL, 0)) {
+    if (!PQsendQueryPrepared(pg->conn, req->name, req->nparams, req->params, req->lengths, req->formats, 0)) {
         pg_lost(pg, PQerrorMessage(pg->conn));
         return -ECONNRESET;
     }
@@ -736,12 +755,12 @@ static void pg_dispatch(struct tm_pg *pg)
         if (req->script)
             ok = PQsendQuery(pg->conn, req->sql);
         else if (req->name && pg_prepared(pg, req->name))
-            ok = PQsendQueryPrepared(pg->conn, req->name, req->nparams, req->params, NULL, NULL, 0);
+            ok = PQsendQueryPrepared(pg->conn, req->name, req->nparams, req->params, req->lengths, req->formats, 0);
         else if (req->name && pg->nprepared < PG_PREPARED_MAX)
             ok = pg->preparing = PQsendPrepare(pg->conn, req->name, req->sql, req->nparams, NULL);
         else
-            ok = PQsendQueryParams(pg->conn, req->sql, req->nparams, NULL, req->params, NULL,
-                                   NULL, 0);
+            ok = PQsendQueryParams(pg->conn, req->sql, req->nparams, NULL, req->params, req->lengths,
+                                   req->formats, 0);
         if (!ok && PQstatus(pg->conn) == CONNECTION_BAD) {
             /* Never sent: it keeps its place for the next connection. */
             if (req->pool)
@@ -974,7 +993,7 @@ static int pg_enqueue(struct tm_pg *pg, const char *sql, bool script, int nparam
         return TM_ECANCELED;
     if (pg->queue.len >= TM_PG_QUEUE_MAX)
         return -EAGAIN;
-    req = req_new(sql, NULL, script, nparams, params, cb, data);
+    req = req_new(sql, NULL, script, nparams, params, NULL, NULL, cb, data);
     if (!req)
         return TM_ENOMEM;
     req->deadline = uv_now(pg->loop) + TM_PG_WAIT_MS;
@@ -1284,8 +1303,8 @@ int tm_pg_pool_create(uv_loop_t *loop, const char *conninfo, unsigned size,
 }
 
 static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, const char *name, bool script,
-                        int nparams, const char *const *params, uint64_t timeout_ms, tm_pg_cb cb,
-                        void *data)
+                        int nparams, const char *const *params, const int *lengths, const int *formats,
+                        uint64_t timeout_ms, tm_pg_cb cb, void *data)
 {
     struct pg_req *req;
 
@@ -1295,7 +1314,7 @@ static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, const char *na
         return TM_ECANCELED;
     if (pool->queue.len >= TM_PG_QUEUE_MAX)
         return -EAGAIN;
-    req = req_new(sql, name, script, nparams, params, cb, data);
+    req = req_new(sql, name, script, nparams, params, lengths, formats, cb, data);
     if (!req)
         return TM_ENOMEM;
     req->pool = pool;
@@ -1313,7 +1332,7 @@ static int pool_enqueue(struct tm_pg_pool *pool, const char *sql, const char *na
 int tm_pg_pool_query(struct tm_pg_pool *pool, const char *sql, int nparams,
                      const char *const *params, tm_pg_cb cb, void *data)
 {
-    return pool_enqueue(pool, sql, NULL, false, nparams, params, 0, cb, data);
+    return pool_enqueue(pool, sql, NULL, false, nparams, params, NULL, NULL, 0, cb, data);
 }
 
 int tm_pg_pool_query_prepared_until(struct tm_pg_pool *pool, const char *name, const char *sql,
@@ -1322,19 +1341,34 @@ int tm_pg_pool_query_prepared_until(struct tm_pg_pool *pool, const char *name, c
 {
     if (!name || !*name || strlen(name) >= PG_PREPARED_NAME)
         return TM_EINVAL;
-    return pool_enqueue(pool, sql, name, false, nparams, params, timeout_ms ? timeout_ms : 1, cb,
-                        data);
+    return pool_enqueue(pool, sql, name, false, nparams, params, NULL, NULL, timeout_ms ? timeout_ms : 1,
+                        cb, data);
+}
+
+int tm_pg_pool_query_prepared_bin_until(struct tm_pg_pool *pool, const char *name, const char *sql,
+                                        int nparams, const char *const *params, const int *lengths,
+                                        const int *formats, uint64_t timeout_ms, tm_pg_cb cb,
+                                        void *data)
+{
+    if (!name || !*name || strlen(name) >= PG_PREPARED_NAME || !lengths || !formats)
+        return TM_EINVAL;
+    for (int i = 0; i < nparams; i++)
+        if (formats[i] && params && params[i] && lengths[i] < 0)
+            return TM_EINVAL;
+    return pool_enqueue(pool, sql, name, false, nparams, params, lengths, formats,
+                        timeout_ms ? timeout_ms : 1, cb, data);
 }
 
 int tm_pg_pool_query_until(struct tm_pg_pool *pool, const char *sql, int nparams,
                            const char *const *params, uint64_t timeout_ms, tm_pg_cb cb, void *data)
 {
-    return pool_enqueue(pool, sql, NULL, false, nparams, params, timeout_ms ? timeout_ms : 1, cb, data);
+    return pool_enqueue(pool, sql, NULL, false, nparams, params, NULL, NULL, timeout_ms ? timeout_ms : 1, cb,
+                        data);
 }
 
 int tm_pg_pool_exec(struct tm_pg_pool *pool, const char *script, tm_pg_cb cb, void *data)
 {
-    return pool_enqueue(pool, script, NULL, true, 0, NULL, 0, cb, data);
+    return pool_enqueue(pool, script, NULL, true, 0, NULL, NULL, NULL, 0, cb, data);
 }
 
 bool tm_pg_pool_down(const struct tm_pg_pool *pool)

@@ -13,7 +13,8 @@
  * connected one, or waits in a bounded FIFO queue (TM_PG_QUEUE_MAX).
  *
  * Requests.  tm_pg_query*() sends one statement with parameters in text
- * format (PQsendQueryParams: SQL is never built from strings).  tm_pg_exec*()
+ * format (PQsendQueryParams: SQL is never built from strings), or some in
+ * binary (tm_pg_pool_query_prepared_bin_until).  tm_pg_exec*()
  * sends a parameterless script of several statements in one round trip
  * (PQsendQuery), e.g. "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
  * SELECT ...; SELECT ...; COMMIT" for a consistent snapshot.  The callback
@@ -97,6 +98,16 @@ int tm_pg_pool_query_until(struct tm_pg_pool *pool, const char *sql, int nparams
 int tm_pg_pool_query_prepared_until(struct tm_pg_pool *pool, const char *name, const char *sql,
                                     int nparams, const char *const *params, uint64_t timeout_ms,
                                     tm_pg_cb cb, void *data);
+/* tm_pg_pool_query_prepared_until with parameters in binary format where
+ * formats[i] is 1: params[i] is then lengths[i] bytes (NUL allowed) in
+ * the type's binary form (bytea: the bytes themselves), copied like text
+ * ones; formats[i] 0 is a text parameter (lengths[i] ignored).  Large
+ * bytes then reach the server as they are, with no text encoding to make
+ * here and parse there. */
+int tm_pg_pool_query_prepared_bin_until(struct tm_pg_pool *pool, const char *name, const char *sql,
+                                        int nparams, const char *const *params, const int *lengths,
+                                        const int *formats, uint64_t timeout_ms, tm_pg_cb cb,
+                                        void *data);
 /* Number of connections up now. */
 unsigned tm_pg_pool_connected(const struct tm_pg_pool *pool);
 /* Whether the pool knows the database is gone: no member is connected and

@@ -26,7 +26,7 @@ struct tm_log_chunk_in {
     int64_t attempt;
     int64_t rank;
     int64_t offset;
-    unsigned char *data;   /* decoded (tm_log_batch_decode), owned by the batch; else NULL */
+    unsigned char *data;   /* decoded (tm_log_batch_decode), into the batch's bytes; else NULL */
     size_t len;
     const char *b64;       /* the base64 as sent, into the batch's tree */
     size_t b64_len;
@@ -36,6 +36,8 @@ struct tm_log_batch {
     struct tm_log_chunk_in *chunks;
     size_t n;
     void *root;            /* the parsed body (cJSON), which b64 points into */
+    unsigned char *bytes;  /* tm_log_batch_decode: every chunk's bytes, one after another */
+    size_t nbytes;
 };
 
 /* Read a batch.  0 and *ret (release with tm_log_batch_release); TM_EINVAL
@@ -43,9 +45,10 @@ struct tm_log_batch {
  * when that is a chunk over max_chunk bytes ("chunks[3].data"); TM_ENOMEM.  *ret is untouched on failure. */
 int tm_log_batch_parse(const char *body, size_t len, size_t max_chunk, struct tm_log_batch *ret,
                        bool *ret_too_large, struct tm_spec_error *err);
-/* Decode every chunk's base64 into its data: the parse only checks it,
- * since a store that keeps the text as sent never needs the bytes here.
- * 0 or TM_ENOMEM. */
+/* Decode every chunk's base64 into bytes, once: the chunks' bytes one
+ * after another in b->bytes (b->nbytes, the sum of their lengths), each
+ * chunk's data pointing at its own.  The parse only checks the base64, so
+ * that a batch refused on its fields costs no decoding.  0 or TM_ENOMEM. */
 int tm_log_batch_decode(struct tm_log_batch *b);
 void tm_log_batch_release(struct tm_log_batch *b);
 

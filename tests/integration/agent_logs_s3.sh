@@ -3,7 +3,7 @@
 # the local provider and moto's S3 server checking every signature: 20 MB
 # of binary output read back whole with `tarmac logs` after its node was
 # released (sha256), its bytes in the bucket and none in the index rows;
-# an agent killed -9 in the middle of its job's output and restarted ships
+# a chunk the index refuses leaves no object; an agent killed -9 in the middle of its job's output and restarted ships
 # the rest with no gap and no byte twice; no S3 secret in any log.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
@@ -51,6 +51,15 @@ ROWS=$(psql_q "SELECT count(*) FROM job_log_chunks WHERE job_id = $J")
     || fail "the s3 store left bytes in the index rows"
 OBJS=$(s3py count "itest-$J-") || fail "could not list the bucket"
 [ "$OBJS" = "$ROWS" ] || fail "job $J: $ROWS index rows but $OBJS objects"
+# A chunk the index refuses (here one that skips ahead of the stream)
+# writes nothing to the bucket: the checks come before the put.
+A=$(psql_q "SELECT attempt FROM job_log_streams WHERE job_id = $J")
+CODE=$(curl -sS -o "$T/refused" -w '%{http_code}' -X POST -H "Authorization: Bearer $ADMIN" \
+    -H 'Content-Type: application/json' \
+    -d "{\"chunks\":[{\"job\":$J,\"attempt\":$A,\"rank\":0,\"offset\":30000000,\"data\":\"cmVmdXNlZA==\"}]}" \
+    "$BASE/v1/nodes/$N/logs")
+[ "$CODE" = 409 ] && grep -q '"chunks\[0\].offset"' "$T/refused" || fail "a chunk past the stream's end: $CODE $(cat "$T/refused")"
+[ "$(s3py count "itest-$J-")" = "$ROWS" ] || fail "a refused chunk left an object in the bucket"
 logs "$J" --tail 1000 >"$T/tail20" || fail "tarmac logs --tail"
 [ "$(tail -c 1000 "$T/got20" | sha256sum)" = "$(sha256sum <"$T/tail20")" ] || fail "--tail 1000 is not the last 1000 bytes"
 

@@ -1,8 +1,8 @@
 /*
  * tests/unit/io/test_group_commit.c: controller/io/group_commit.c against a
  * real PostgreSQL: items keep their order, batches keep their bounds, a
- * refused item or batch is isolated, and every callback comes after the
- * commit of what it answers.
+ * refused item or batch is isolated, a blob kind's bytes arrive as they
+ * are, and every callback comes after the commit of what it answers.
  *
  * Each test gets a fresh database from the run's cluster (tm_test_db_url)
  * and its own loop.  A second, blocking connection (the test's own) looks
@@ -358,6 +358,57 @@ static void test_json_items(void **state)
     env_close(&e);
 }
 
+/* A kind with blob: each item's bytes (NUL and 0xff included, or none)
+ * reach the statement as one binary bytea, in the items' order, and each
+ * item finds its own from the lengths of those before it. */
+static const char blob_sql[] =
+    "SELECT o, 0, encode(substring($2::bytea FROM (p - n + 1)::int FOR n), 'hex') FROM"
+    " (SELECT (x ->> 'i')::int AS o, (x ->> 'n')::int AS n,"
+    "   sum((x ->> 'n')::int) OVER (ORDER BY (x ->> 'i')::int) AS p"
+    "  FROM jsonb_array_elements($1::jsonb) x) s ORDER BY o";
+
+static void test_blob_items(void **state)
+{
+    struct env e;
+    const struct tm_gc_kind kind = {.name = "b", .sql = blob_sql, .format = TM_GC_JSON,
+                                    .nparams = 1, .max_items = 8, .max_bytes = 1 << 20,
+                                    .max_inflight = 1, .max_waiting = 1, .blob = true};
+    const struct tm_gc_kind plain = {.name = "p", .sql = json_sql, .format = TM_GC_JSON,
+                                     .nparams = 1, .max_items = 8, .max_bytes = 1 << 20,
+                                     .max_inflight = 1, .max_waiting = 1};
+    struct tm_gc *gc, *gc_plain;
+    static const unsigned char bytes[][3] = {{0x00, 0x01}, {0xff}, {0}, {'a', 'b', 'c'}};
+    static const size_t lens[] = {2, 1, 0, 3};
+    const char *docs[] = {"{\"n\":2}", "{\"n\":1}", "{\"n\":0}", "{\"n\":3}"};
+    const char *values[1];
+
+    (void)state;
+    env_open(&e, "gc_blob", 1);
+    e.rec.check = NULL;
+    gc = tm_gc_new(&e.loop, e.pool, &kind);
+    gc_plain = tm_gc_new(&e.loop, e.pool, &plain);
+    values[0] = docs[0];
+    /* Bytes for a kind that takes none are refused, not dropped. */
+    assert_int_equal(tm_gc_add_blob(gc_plain, values, bytes[0], 2, uv_now(&e.loop) + 10000, on_item, &items[0]),
+                     TM_EINVAL);
+    for (int n = 0; n < 4; n++) {
+        items[n] = (struct item){.rec = &e.rec, .n = n};
+        values[0] = docs[n];
+        assert_int_equal(tm_gc_add_blob(gc, values, bytes[n], lens[n], uv_now(&e.loop) + 10000, on_item, &items[n]),
+                         0);
+    }
+    run_until(&e.loop, &e.rec.answered, 4);
+    for (int n = 0; n < 4; n++)
+        assert_int_equal(e.rec.status[n], 0);
+    assert_string_equal(e.rec.text[0], "0001");
+    assert_string_equal(e.rec.text[1], "ff");
+    assert_string_equal(e.rec.text[2], "");
+    assert_string_equal(e.rec.text[3], "616263");
+    tm_gc_free(gc);
+    tm_gc_free(gc_plain);
+    env_close(&e);
+}
+
 /* Never sent: a deadline already past, and a pool that knows the database
  * is gone, answer at once with sent false; tm_gc_free() cancels what waits
  * and lets what is in flight finish. */
@@ -542,6 +593,7 @@ int main(void)
         cmocka_unit_test(test_byte_bound),
         cmocka_unit_test(test_failure_isolation),
         cmocka_unit_test(test_json_items),
+        cmocka_unit_test(test_blob_items),
         cmocka_unit_test(test_not_sent),
         cmocka_unit_test(test_prepare_refused),
         cmocka_unit_test(test_prepared_after_reconnect),
