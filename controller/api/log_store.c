@@ -39,12 +39,6 @@ void tm_log_store_free(struct tm_log_store *s)
         s->ops->free(s);
 }
 
-int tm_log_object_name(char *buf, size_t size, const char *prefix, const struct tm_log_key *key)
-{
-    return snprintf(buf, size, "%s%" PRId64 "-%" PRId32 "-%" PRId32 "-%020" PRId64, prefix ? prefix : "",
-                    key->job, key->attempt, key->rank, key->offset);
-}
-
 /* ---- retention -------------------------------------------------------------- */
 
 struct prune {

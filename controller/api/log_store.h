@@ -133,7 +133,7 @@ int tm_log_store_prune(struct tm_log_store *s, int64_t before_ms, int batch, tm_
  * PREFIX JOB-ATTEMPT-RANK- (the trailing '-' keeps job 12 from matching
  * job 123); no '/' after the configured prefix, because moto checks the
  * signature of a listing whose prefix holds one against the decoded query
- * and refuses it.  Returns what snprintf returns. */
+ * and refuses it.  Returns what snprintf returns.  (log_store_s3.c) */
 int tm_log_object_name(char *buf, size_t size, const char *prefix, const struct tm_log_key *key);
 
 #endif

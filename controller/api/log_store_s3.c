@@ -56,6 +56,12 @@ struct s3_store {
     char *prefix;
 };
 
+int tm_log_object_name(char *buf, size_t size, const char *prefix, const struct tm_log_key *key)
+{
+    return snprintf(buf, size, "%s%" PRId64 "-%" PRId32 "-%" PRId32 "-%020" PRId64, prefix ? prefix : "",
+                    key->job, key->attempt, key->rank, key->offset);
+}
+
 static void s3s_name(const struct s3_store *st, const struct tm_log_key *k, char *buf, size_t size)
 {
     tm_log_object_name(buf, size, st->prefix, k);
