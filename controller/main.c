@@ -39,14 +39,35 @@ static const struct {
     {"replay", replay_main, "replay a GPU cluster trace (--elastic: with the fleet planner)"},
     {"spot-fit", tm_spot_fit_main, "fit spot interruption hazards and availability from traces"},
     {"agent", tm_cli_agent, "run the node agent (jobs, GPU samples, notices) against the API"},
-    {"local", tm_cli_local, "interrupt a local provider's spot node on demand (local interrupt NODE)"},
 };
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+/* The command named name: the table's, else a provider kind's own (its
+ * registry row's), or NULL. */
+static int (*find_command(const char *name))(int argc, char **argv)
+{
+    const char *kname, *help;
+    int (*run)(int argc, char **argv);
+
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (strcmp(name, commands[i].name) == 0)
+            return commands[i].run;
+    for (size_t i = 0; tm_cli_kind_command(i, &kname, &run, &help); i++)
+        if (strcmp(name, kname) == 0)
+            return run;
+    return NULL;
+}
 
 static void usage(FILE *out)
 {
+    const char *name, *what;
+    int (*run)(int argc, char **argv);
+
     fprintf(out, "Usage: tarmac COMMAND [options]\n\nCommands:\n");
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+    for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].what);
+    for (size_t i = 0; tm_cli_kind_command(i, &name, &run, &what); i++)
+        fprintf(out, "  %-10s %s\n", name, what);
     fprintf(out, "\nsubmit, jobs, logs, nodes, pools, decisions, why, budget and spend talk to the HTTP API\n"
                  "(--url or TARMAC_URL, a token in TARMAC_TOKEN or ~/.config/tarmac/client.yaml).\n"
                  "\"tarmac db VERB\" does the same straight against PostgreSQL (--config or\n"
@@ -57,6 +78,8 @@ static void usage(FILE *out)
 
 int main(int argc, char **argv)
 {
+    int (*run)(int argc, char **argv);
+
     if (argc < 2) {
         usage(stderr);
         return TM_EXIT_USAGE;
@@ -65,9 +88,9 @@ int main(int argc, char **argv)
         usage(stdout);
         return TM_EXIT_OK;
     }
-    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+    run = find_command(argv[1]);
+    if (run)
+        return run(argc - 1, argv + 1);
     if (strcmp(argv[1], "summary") == 0) {
         fprintf(stderr, "tarmac: \"summary\" reads the database: run \"tarmac db summary\"\n");
         return TM_EXIT_USAGE;

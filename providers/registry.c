@@ -62,7 +62,8 @@ static const struct tm_provider_kind kinds[] = {
      .check_usage = "[--project P] [--zones Z1,...] [--machine-types T1,...] [--key-file F]"},
     {.name = "azure", .create = azure_create, .check_main = tm_azure_check_main,
      .check_usage = "--config FILE [--provider NAME] [--vm-sizes S1,S2,...]"},
-    {.name = "local", .create = local_create},
+    {.name = "local", .create = local_create, .command_main = tm_local_command_main,
+     .command_help = "interrupt a local provider's spot node on demand (local interrupt NODE)"},
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 

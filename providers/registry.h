@@ -5,7 +5,9 @@
  * row here: its folder's KIND_config.c gives its configuration keys, their
  * rules and its boot time (core/config_kind.h, gathered by the build), and
  * its node-side reader is controller/agent/'s file of its name, listed in
- * TM_MD_CLOUDS (docs/adding-a-cloud.md).  The row's name is the one its
+ * TM_MD_CLOUDS (docs/adding-a-cloud.md).  A kind may also bring a
+ * command of its own (`tarmac local interrupt NODE`), listed and run by
+ * the binary's command table from its row.  The row's name is the one its
  * KIND_config.c gives.
  */
 #ifndef TM_PROVIDER_REGISTRY_H
@@ -48,6 +50,10 @@ struct tm_provider_kind {
      * arguments its usage line shows after the name. */
     int (*check_main)(int argc, char **argv);
     const char *check_usage;
+    /* Optional: a command of the kind's own, `tarmac NAME ...` (argv[0]
+     * is NAME), and what `tarmac --help` says it does. */
+    int (*command_main)(int argc, char **argv);
+    const char *command_help;
     /* Its nodes run no agent: the daemon's sim agent stands in for them. */
     bool simulated;
 };

@@ -1,8 +1,9 @@
 /*
- * controller/agent/metadata_internal.h: what metadata.c (the watch: timer,
- * requests in flight, notices already reported, log-once state) shares with
- * the one file per service (metadata_KIND.c, one per cloud, listed once
- * in TM_MD_CLOUDS below).  Nothing outside those files includes it.
+ * controller/agent/metadata_internal.h: what metadata.c (the watch: the
+ * services' table, the timer) and metadata_poll.c (requests in flight,
+ * notices already reported, log-once state) share with the one file per
+ * service (metadata_KIND.c, one per cloud, listed once in TM_MD_CLOUDS
+ * below).  Nothing outside those files includes it.
  */
 #ifndef TM_AGENT_METADATA_INTERNAL_H
 #define TM_AGENT_METADATA_INTERNAL_H
@@ -75,6 +76,8 @@ struct tm_md_watch {
     unsigned gen[MD_SLOTS];     /* events of the item so far: part of event_id */
 };
 
+/* metadata_poll.c: */
+
 /* Send one request for slot; the answer goes to on_answer on the loop
  * unless the watch stops first.  Marks the slot busy until then. */
 int md_send(struct tm_md_watch *w, int slot, const char *method, const char *url,
@@ -92,6 +95,10 @@ void md_sound(struct tm_md_watch *w, int slot);
 /* Log a failed request once, until any answer comes. */
 void md_down(struct tm_md_watch *w, const char *what, const struct tm_http_response *resp);
 void md_up(struct tm_md_watch *w);
+
+/* Let go of the requests in flight: their answers, when they come, are
+ * dropped (tm_md_watch_stop). */
+void md_detach(struct tm_md_watch *w);
 
 /* Wall clock in ms (deadlines are wall clock: they go to the controller). */
 int64_t md_wall_ms(void);

@@ -138,153 +138,158 @@ static int duration(const char *opt, const char *arg, int64_t min_ms, int64_t *r
     return 0;
 }
 
-int tm_cli_agent(int argc, char **argv)
+static const struct option agent_opts[] = {
+    {"controller", required_argument, NULL, OPT_CONTROLLER},
+    {"node-id", required_argument, NULL, OPT_NODE},
+    {"work-dir", required_argument, NULL, OPT_DIR},
+    {"enroll-secret-file", required_argument, NULL, OPT_SECRET_FILE},
+    {"ca-file", required_argument, NULL, OPT_CA},
+    {"allow-insecure-http", no_argument, NULL, OPT_INSECURE},
+    {"gpu-fake", required_argument, NULL, OPT_FAKE},
+    {"metadata", required_argument, NULL, OPT_MD},
+    {"metadata-url", required_argument, NULL, OPT_MD_URL},
+    {"heartbeat-period", required_argument, NULL, OPT_HB},
+    {"sample-period", required_argument, NULL, OPT_SAMPLE},
+    {"container-template", required_argument, NULL, OPT_TEMPLATE},
+    {"checkpoint-signal", required_argument, NULL, OPT_CKPT},
+    {"container-stop-template", required_argument, NULL, OPT_STOP_TEMPLATE},
+    {"kill-grace", required_argument, NULL, OPT_GRACE},
+    {"retry-max", required_argument, NULL, OPT_RETRY_MAX},
+    {"log-cap", required_argument, NULL, OPT_LOGCAP},
+    {"log-level", required_argument, NULL, OPT_LOGLEVEL},
+    {"job-uids", required_argument, NULL, OPT_JOB_UIDS},
+    {"job-gid", required_argument, NULL, OPT_JOB_GID},
+    {"jobs-as-agent-user", no_argument, NULL, OPT_AS_AGENT},
+    {"advertise-addr", required_argument, NULL, OPT_ADVERTISE},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* What the command line gives besides the agent's options. */
+struct agent_args {
+    const char *secret_file;
+    bool insecure;
+};
+
+/* One option of the command line into *o or *a: -1 to go on, else the
+ * exit code (after --help, or a usage error). */
+static int parse_option(int opt, char **argv, struct tm_agent_options *o, struct agent_args *a)
 {
-    static const struct option opts[] = {
-        {"controller", required_argument, NULL, OPT_CONTROLLER},
-        {"node-id", required_argument, NULL, OPT_NODE},
-        {"work-dir", required_argument, NULL, OPT_DIR},
-        {"enroll-secret-file", required_argument, NULL, OPT_SECRET_FILE},
-        {"ca-file", required_argument, NULL, OPT_CA},
-        {"allow-insecure-http", no_argument, NULL, OPT_INSECURE},
-        {"gpu-fake", required_argument, NULL, OPT_FAKE},
-        {"metadata", required_argument, NULL, OPT_MD},
-        {"metadata-url", required_argument, NULL, OPT_MD_URL},
-        {"heartbeat-period", required_argument, NULL, OPT_HB},
-        {"sample-period", required_argument, NULL, OPT_SAMPLE},
-        {"container-template", required_argument, NULL, OPT_TEMPLATE},
-        {"checkpoint-signal", required_argument, NULL, OPT_CKPT},
-        {"container-stop-template", required_argument, NULL, OPT_STOP_TEMPLATE},
-        {"kill-grace", required_argument, NULL, OPT_GRACE},
-        {"retry-max", required_argument, NULL, OPT_RETRY_MAX},
-        {"log-cap", required_argument, NULL, OPT_LOGCAP},
-        {"log-level", required_argument, NULL, OPT_LOGLEVEL},
-        {"job-uids", required_argument, NULL, OPT_JOB_UIDS},
-        {"job-gid", required_argument, NULL, OPT_JOB_GID},
-        {"jobs-as-agent-user", no_argument, NULL, OPT_AS_AGENT},
-        {"advertise-addr", required_argument, NULL, OPT_ADVERTISE},
-        {"help", no_argument, NULL, OPT_HELP},
-        {NULL, 0, NULL, 0},
-    };
-    struct tm_agent_options o = {
-        .metadata_kind = "none",
-        .heartbeat_ms = 10000,
-        .sample_ms = 10000,
-        .checkpoint_signal = SIGTERM,
-        .kill_grace_ms = 30000,
-        .retry_max_ms = 60000,
-        .log_cap_bytes = TM_AGENT_LOG_CAP_DEFAULT,
-        .job_uid_first = TM_AGENT_JOB_UID_FIRST,
-        .job_uid_last = TM_AGENT_JOB_UID_LAST,
-        .job_gid = -1,
-    };
-    const char *secret_file = NULL;
-    char *secret = NULL;
-    bool insecure = false;
     char *end;
-    int opt, r;
+    int r;
 
-    optind = 1;
-    opterr = 0;
-    while ((opt = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
-        switch (opt) {
-        case OPT_CONTROLLER: o.controller_url = optarg; break;
-        case OPT_NODE:
-            o.node_id = strtoll(optarg, &end, 10);
-            if (!*optarg || *end || o.node_id <= 0)
-                return usage_error("--node-id: must be a positive integer, got \"%s\"", optarg);
-            break;
-        case OPT_DIR: o.work_dir = optarg; break;
-        case OPT_SECRET_FILE: secret_file = optarg; break;
-        case OPT_CA: o.ca_file = optarg; break;
-        case OPT_INSECURE: insecure = true; break;
-        case OPT_FAKE: o.gpu_fake = optarg; break;
-        case OPT_MD:
-            if (strcmp(optarg, "none") != 0 && !tm_md_kind_known(optarg)) {
-                char kinds[128], fmt[192];
+    switch (opt) {
+    case OPT_CONTROLLER: o->controller_url = optarg; break;
+    case OPT_NODE:
+        o->node_id = strtoll(optarg, &end, 10);
+        if (!*optarg || *end || o->node_id <= 0)
+            return usage_error("--node-id: must be a positive integer, got \"%s\"", optarg);
+        break;
+    case OPT_DIR: o->work_dir = optarg; break;
+    case OPT_SECRET_FILE: a->secret_file = optarg; break;
+    case OPT_CA: o->ca_file = optarg; break;
+    case OPT_INSECURE: a->insecure = true; break;
+    case OPT_FAKE: o->gpu_fake = optarg; break;
+    case OPT_MD:
+        if (strcmp(optarg, "none") != 0 && !tm_md_kind_known(optarg)) {
+            char kinds[128], fmt[192];
 
-                tm_md_kind_names(kinds, sizeof(kinds));
-                snprintf(fmt, sizeof(fmt), "--metadata: expected none|%s, got \"%%s\"", kinds);
-                return usage_error(fmt, optarg);
-            }
-            o.metadata_kind = optarg;
-            break;
-        case OPT_MD_URL: o.metadata_url = optarg; break;
-        case OPT_HB:
-            if ((r = duration("--heartbeat-period", optarg, 100, &o.heartbeat_ms)))
-                return r;
-            break;
-        case OPT_SAMPLE:
-            if ((r = duration("--sample-period", optarg, 100, &o.sample_ms)))
-                return r;
-            break;
-        case OPT_TEMPLATE: o.container_template = optarg; break;
-        case OPT_STOP_TEMPLATE: o.container_stop = optarg; break;
-        case OPT_CKPT:
-            o.checkpoint_signal = parse_signal(optarg);
-            if (o.checkpoint_signal < 0)
-                return usage_error("--checkpoint-signal: unrecognized signal \"%s\"", optarg);
-            break;
-        case OPT_GRACE:
-            if ((r = duration("--kill-grace", optarg, 0, &o.kill_grace_ms)))
-                return r;
-            break;
-        case OPT_RETRY_MAX:
-            if ((r = duration("--retry-max", optarg, 1000, &o.retry_max_ms)))
-                return r;
-            if (o.retry_max_ms > 600000)
-                return usage_error("--retry-max: at most 10m, got \"%s\"", optarg);
-            break;
-        case OPT_LOGCAP:
-            o.log_cap_bytes = strtoll(optarg, &end, 10);
-            if (!*optarg || *end || o.log_cap_bytes < 2 * TM_AGENT_TAIL_MAX)
-                return usage_error("--log-cap: must be a byte count of at least 8192, got \"%s\"", optarg);
-            break;
-        case OPT_LOGLEVEL:
-            if (tm_log_level_parse(optarg) < 0)
-                return usage_error("--log-level: expected debug|info|warn|error, got \"%s\"", optarg);
-            tm_log_set_level((enum tm_log_level)tm_log_level_parse(optarg));
-            break;
-        case OPT_JOB_UIDS:
-            if (parse_uid_range(optarg, &o.job_uid_first, &o.job_uid_last) != 0)
-                return usage_error("--job-uids: expected FIRST-LAST, UIDs from 1 to 4294967294 with "
-                                   "FIRST <= LAST, got \"%s\"", optarg);
-            break;
-        case OPT_JOB_GID:
-            o.job_gid = strtoll(optarg, &end, 10);
-            if (!*optarg || *end || o.job_gid <= 0 || o.job_gid >= 4294967295LL)
-                return usage_error("--job-gid: must be a GID from 1 to 4294967294, got \"%s\"", optarg);
-            break;
-        case OPT_AS_AGENT: o.jobs_as_agent_user = true; break;
-        case OPT_ADVERTISE:
-            if (!tm_ip_address_ok(optarg))
-                return usage_error("--advertise-addr: must be an IPv4 or IPv6 address, not a host name, got \"%s\"",
-                                   optarg);
-            o.advertise_addr = optarg;
-            break;
-        case OPT_HELP:
-        case 'h': fputs(agent_help, stdout); return TM_EXIT_OK;
-        case ':': return usage_error("%s needs a value", argv[optind - 1]);
-        default: return usage_error("unrecognized option \"%s\"", argv[optind - 1]);
+            tm_md_kind_names(kinds, sizeof(kinds));
+            snprintf(fmt, sizeof(fmt), "--metadata: expected none|%s, got \"%%s\"", kinds);
+            return usage_error(fmt, optarg);
         }
+        o->metadata_kind = optarg;
+        break;
+    case OPT_MD_URL: o->metadata_url = optarg; break;
+    case OPT_HB:
+        if ((r = duration("--heartbeat-period", optarg, 100, &o->heartbeat_ms)))
+            return r;
+        break;
+    case OPT_SAMPLE:
+        if ((r = duration("--sample-period", optarg, 100, &o->sample_ms)))
+            return r;
+        break;
+    case OPT_TEMPLATE: o->container_template = optarg; break;
+    case OPT_STOP_TEMPLATE: o->container_stop = optarg; break;
+    case OPT_CKPT:
+        o->checkpoint_signal = parse_signal(optarg);
+        if (o->checkpoint_signal < 0)
+            return usage_error("--checkpoint-signal: unrecognized signal \"%s\"", optarg);
+        break;
+    case OPT_GRACE:
+        if ((r = duration("--kill-grace", optarg, 0, &o->kill_grace_ms)))
+            return r;
+        break;
+    case OPT_RETRY_MAX:
+        if ((r = duration("--retry-max", optarg, 1000, &o->retry_max_ms)))
+            return r;
+        if (o->retry_max_ms > 600000)
+            return usage_error("--retry-max: at most 10m, got \"%s\"", optarg);
+        break;
+    case OPT_LOGCAP:
+        o->log_cap_bytes = strtoll(optarg, &end, 10);
+        if (!*optarg || *end || o->log_cap_bytes < 2 * TM_AGENT_TAIL_MAX)
+            return usage_error("--log-cap: must be a byte count of at least 8192, got \"%s\"", optarg);
+        break;
+    case OPT_LOGLEVEL:
+        if (tm_log_level_parse(optarg) < 0)
+            return usage_error("--log-level: expected debug|info|warn|error, got \"%s\"", optarg);
+        tm_log_set_level((enum tm_log_level)tm_log_level_parse(optarg));
+        break;
+    case OPT_JOB_UIDS:
+        if (parse_uid_range(optarg, &o->job_uid_first, &o->job_uid_last) != 0)
+            return usage_error("--job-uids: expected FIRST-LAST, UIDs from 1 to 4294967294 with "
+                               "FIRST <= LAST, got \"%s\"", optarg);
+        break;
+    case OPT_JOB_GID:
+        o->job_gid = strtoll(optarg, &end, 10);
+        if (!*optarg || *end || o->job_gid <= 0 || o->job_gid >= 4294967295LL)
+            return usage_error("--job-gid: must be a GID from 1 to 4294967294, got \"%s\"", optarg);
+        break;
+    case OPT_AS_AGENT: o->jobs_as_agent_user = true; break;
+    case OPT_ADVERTISE:
+        if (!tm_ip_address_ok(optarg))
+            return usage_error("--advertise-addr: must be an IPv4 or IPv6 address, not a host name, got \"%s\"",
+                               optarg);
+        o->advertise_addr = optarg;
+        break;
+    case OPT_HELP:
+    case 'h': fputs(agent_help, stdout); return TM_EXIT_OK;
+    case ':': return usage_error("%s needs a value", argv[optind - 1]);
+    default: return usage_error("unrecognized option \"%s\"", argv[optind - 1]);
     }
-    if (optind < argc)
-        return usage_error("unexpected argument \"%s\"", argv[optind]);
-    if (!o.controller_url)
+    return -1;
+}
+
+/* The options the agent cannot run without, and a controller URL that
+ * keeps the token out of the clear: 0, or the exit code after printing. */
+static int check_options(const struct tm_agent_options *o, bool insecure)
+{
+    if (!o->controller_url)
         return usage_error("%s", "--controller is required");
-    if (!o.node_id)
+    if (!o->node_id)
         return usage_error("%s", "--node-id is required");
-    if (!o.work_dir)
+    if (!o->work_dir)
         return usage_error("%s", "--work-dir is required");
-    if (strncmp(o.controller_url, "https://", 8) != 0) {
-        if (strncmp(o.controller_url, "http://", 7) != 0)
+    if (strncmp(o->controller_url, "https://", 8) != 0) {
+        if (strncmp(o->controller_url, "http://", 7) != 0)
             return usage_error("--controller: expected an http:// or https:// URL, got \"%s\"",
-                               o.controller_url);
-        if (!tm_agent_url_is_loopback(o.controller_url) && !insecure)
+                               o->controller_url);
+        if (!tm_agent_url_is_loopback(o->controller_url) && !insecure)
             return usage_error("--controller: plain http to \"%s\" would send the token in the clear; "
                                "use https with --ca-file, or --allow-insecure-http",
-                               o.controller_url);
+                               o->controller_url);
     }
+    return 0;
+}
+
+/* The enrollment secret, from secret_file (its first line) else
+ * TARMAC_ENROLL_SECRET, into *ret (NULL when none or empty; free it):
+ * 0, or the exit code after printing. */
+static int read_secret(const char *secret_file, char **ret)
+{
+    char *secret = NULL;
+
     if (secret_file) {
         size_t len = 0;
         char err[256];
@@ -304,6 +309,43 @@ int tm_cli_agent(int argc, char **argv)
         free(secret);
         secret = NULL;
     }
+    *ret = secret;
+    return 0;
+}
+
+int tm_cli_agent(int argc, char **argv)
+{
+    struct tm_agent_options o = {
+        .metadata_kind = "none",
+        .heartbeat_ms = 10000,
+        .sample_ms = 10000,
+        .checkpoint_signal = SIGTERM,
+        .kill_grace_ms = 30000,
+        .retry_max_ms = 60000,
+        .log_cap_bytes = TM_AGENT_LOG_CAP_DEFAULT,
+        .job_uid_first = TM_AGENT_JOB_UID_FIRST,
+        .job_uid_last = TM_AGENT_JOB_UID_LAST,
+        .job_gid = -1,
+    };
+    struct agent_args a = {0};
+    char *secret = NULL;
+    int opt, r;
+
+    optind = 1;
+    opterr = 0;
+    while ((opt = getopt_long(argc, argv, ":h", agent_opts, NULL)) != -1) {
+        r = parse_option(opt, argv, &o, &a);
+        if (r >= 0)
+            return r;
+    }
+    if (optind < argc)
+        return usage_error("unexpected argument \"%s\"", argv[optind]);
+    r = check_options(&o, a.insecure);
+    if (r != 0)
+        return r;
+    r = read_secret(a.secret_file, &secret);
+    if (r != 0)
+        return r;
     if (secret)
         tm_log_add_secret(secret);
     o.enroll_secret = secret;

@@ -17,6 +17,9 @@
 #ifndef TM_CLI_H
 #define TM_CLI_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 enum { TM_EXIT_OK = 0, TM_EXIT_FAIL = 1, TM_EXIT_USAGE = 2 };
 
 /* Direct database forms, `tarmac db VERB` (cli/db.c). */
@@ -78,9 +81,11 @@ int tm_spot_fit_main(int argc, char **argv);
  * 2 bad usage. */
 int tm_cli_agent(int argc, char **argv);
 
-/* `tarmac local interrupt NODE`: the local provider's interruption on
- * demand (cli/local.c).  0 done, 1 the notice could not be written, 2 bad
- * usage or no such live local node. */
-int tm_cli_local(int argc, char **argv);
+/* The provider kinds' own commands, `tarmac KIND ...` (a row's
+ * command_main in providers/registry.h; kind_command.c), in the
+ * registry's order: the i-th one's name, entry point and the line
+ * `tarmac --help` shows for it; false past the last. */
+bool tm_cli_kind_command(size_t i, const char **ret_name, int (**ret_run)(int argc, char **argv),
+                         const char **ret_help);
 
 #endif

@@ -124,63 +124,9 @@ void tm_snapshot_release(struct tm_snapshot *snap)
     free(snap);
 }
 
-static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_config *cfg,
-                          struct tm_snapshot **ret)
+/* The nodes result (result 2) into s->nodes. */
+static void parse_nodes(struct tm_snapshot *s, const PGresult *nr, const struct tm_config *cfg)
 {
-    struct tm_snapshot *s;
-    const PGresult *lr, *nr, *jr, *ar, *hr;
-    char buf[TM_ID_MAX];
-
-    if (reply->nresults != 12)
-        return TM_EBADREPLY;
-    lr = reply->results[1];
-    nr = reply->results[2];
-    jr = reply->results[3];
-    ar = reply->results[4];
-    hr = reply->results[5];
-    const PGresult *br = reply->results[6], *sr = reply->results[7], *dr = reply->results[8];
-    const PGresult *gr = reply->results[9], *xr = reply->results[10];
-    s = calloc(1, sizeof(*s));
-    if (!s)
-        return TM_ENOMEM;
-    s->epoch = PQntuples(lr) == 1 ? col_i64(lr, 0, 0) : 0;
-    s->nnodes = (size_t)PQntuples(nr);
-    s->njobs = (size_t)PQntuples(jr);
-    s->nallocs = (size_t)PQntuples(ar);
-    s->nodes = calloc(s->nnodes + 1, sizeof(*s->nodes));
-    s->jobs = calloc(s->njobs + 1, sizeof(*s->jobs));
-    s->allocs = calloc(s->nallocs + 1, sizeof(*s->allocs));
-    s->nhistory = (size_t)PQntuples(hr);
-    s->history = calloc(s->nhistory + 1, sizeof(*s->history));
-    s->nbudgets = (size_t)PQntuples(br);
-    s->budgets = calloc(s->nbudgets + 1, sizeof(*s->budgets));
-    s->nspend = (size_t)PQntuples(sr);
-    s->spend = calloc(s->nspend + 1, sizeof(*s->spend));
-    s->ndisruptions = (size_t)PQntuples(dr);
-    s->disruptions = calloc(s->ndisruptions + 1, sizeof(*s->disruptions));
-    s->ngpu_use = (size_t)PQntuples(gr);
-    s->gpu_use = calloc(s->ngpu_use + 1, sizeof(*s->gpu_use));
-    s->nno_shows = (size_t)PQntuples(xr);
-    s->no_shows = calloc(s->nno_shows + 1, sizeof(*s->no_shows));
-    if (!s->gpu_use || !s->no_shows) {
-        tm_snapshot_release(s);
-        return TM_ENOMEM;
-    }
-    for (int i = 0; i < (int)s->ngpu_use; i++) {
-        struct tm_snap_gpu_use *g = &s->gpu_use[i];
-        g->node_id = col_i64(gr, i, 0);
-        g->gpu_index = (int)col_i64(gr, i, 1);
-        g->max_util = strtod(PQgetvalue(gr, i, 2), NULL);
-        g->mean_util = strtod(PQgetvalue(gr, i, 3), NULL);
-        g->first_ms = col_i64(gr, i, 4);
-        g->nsamples = col_i64(gr, i, 5);
-        s->samples_end_ms = col_i64(gr, i, 6);
-    }
-    if (!s->nodes || !s->jobs || !s->allocs || !s->history || !s->budgets || !s->spend ||
-        !s->disruptions) {
-        tm_snapshot_release(s);
-        return TM_ENOMEM;
-    }
     for (int i = 0; i < (int)s->nnodes; i++) {
         struct tm_snap_node *n = &s->nodes[i];
         n->id = col_i64(nr, i, 0);
@@ -206,6 +152,14 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         n->last_heartbeat_ms = col_i64(nr, i, 20);
         n->unreachable_ms = col_i64(nr, i, 21);
     }
+}
+
+/* The jobs result (result 3) into s->jobs; a job pinned to a pool no
+ * longer configured is never placed. */
+static void parse_jobs(struct tm_snapshot *s, const PGresult *jr, const struct tm_config *cfg)
+{
+    char buf[TM_ID_MAX];
+
     for (int i = 0; i < (int)s->njobs; i++) {
         struct tm_snap_job *j = &s->jobs[i];
         j->id = col_i64(jr, i, 0);
@@ -239,6 +193,11 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         j->deadline_ms = col_i64(jr, i, 25);
         j->on_demand_from_ms = col_i64(jr, i, 26);
     }
+}
+
+/* The allocations (result 4) into s->allocs. */
+static void parse_allocs(struct tm_snapshot *s, const PGresult *ar)
+{
     for (int i = 0; i < (int)s->nallocs; i++) {
         struct tm_snap_alloc *a = &s->allocs[i];
         a->job_id = col_i64(ar, i, 0);
@@ -250,6 +209,11 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         a->loaned = col_bool(ar, i, 6);
         a->claimed_ms = col_i64(ar, i, 7);
     }
+}
+
+/* The finished jobs' history (result 5) into s->history. */
+static void parse_history(struct tm_snapshot *s, const PGresult *hr)
+{
     for (int i = 0; i < (int)s->nhistory; i++) {
         struct tm_snap_history *h = &s->history[i];
         col_str(hr, i, 0, h->team, sizeof(h->team));
@@ -258,6 +222,11 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         h->gpu_milli = (int32_t)col_i64(hr, i, 3);
         h->runtime_ms = col_i64(hr, i, 4);
     }
+}
+
+/* The budgets (result 6) and this period's spend (result 7). */
+static void parse_budgets(struct tm_snapshot *s, const PGresult *br, const PGresult *sr)
+{
     for (int i = 0; i < (int)s->nbudgets; i++) {
         struct tm_snap_budget *b = &s->budgets[i];
         b->org = strcmp(PQgetvalue(br, i, 0), "org") == 0;
@@ -272,6 +241,12 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         col_str(sr, i, 1, x->team, sizeof(x->team));
         x->cents = col_i64(sr, i, 2);
     }
+}
+
+/* The recent disruptions (result 8) and the launches that never
+ * enrolled (result 10), each by pool. */
+static void parse_disruptions(struct tm_snapshot *s, const PGresult *dr, const PGresult *xr, const struct tm_config *cfg)
+{
     for (int i = 0; i < (int)s->ndisruptions; i++) {
         s->disruptions[i].pool = pool_index(cfg, PQgetvalue(dr, i, 0));
         s->disruptions[i].at_ms = col_i64(dr, i, 1);
@@ -283,6 +258,79 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
         x->requested_ms = col_i64(xr, i, 2);
         x->given_up_ms = col_i64(xr, i, 3);
     }
+}
+
+/* GPU use over the idle window (result 9) into s->gpu_use. */
+static void parse_gpu_use(struct tm_snapshot *s, const PGresult *gr)
+{
+    for (int i = 0; i < (int)s->ngpu_use; i++) {
+        struct tm_snap_gpu_use *g = &s->gpu_use[i];
+        g->node_id = col_i64(gr, i, 0);
+        g->gpu_index = (int)col_i64(gr, i, 1);
+        g->max_util = strtod(PQgetvalue(gr, i, 2), NULL);
+        g->mean_util = strtod(PQgetvalue(gr, i, 3), NULL);
+        g->first_ms = col_i64(gr, i, 4);
+        g->nsamples = col_i64(gr, i, 5);
+        s->samples_end_ms = col_i64(gr, i, 6);
+    }
+}
+
+/* The snapshot's arrays, one per result, sized to its rows (one more, so
+ * that none is a zero-size allocation): 0 or TM_ENOMEM. */
+static int alloc_snapshot(struct tm_snapshot *s, const struct tm_pg_reply *reply)
+{
+    const PGresult *nr = reply->results[2], *jr = reply->results[3], *ar = reply->results[4];
+    const PGresult *hr = reply->results[5], *br = reply->results[6], *sr = reply->results[7];
+    const PGresult *dr = reply->results[8], *gr = reply->results[9], *xr = reply->results[10];
+
+    s->nnodes = (size_t)PQntuples(nr);
+    s->njobs = (size_t)PQntuples(jr);
+    s->nallocs = (size_t)PQntuples(ar);
+    s->nodes = calloc(s->nnodes + 1, sizeof(*s->nodes));
+    s->jobs = calloc(s->njobs + 1, sizeof(*s->jobs));
+    s->allocs = calloc(s->nallocs + 1, sizeof(*s->allocs));
+    s->nhistory = (size_t)PQntuples(hr);
+    s->history = calloc(s->nhistory + 1, sizeof(*s->history));
+    s->nbudgets = (size_t)PQntuples(br);
+    s->budgets = calloc(s->nbudgets + 1, sizeof(*s->budgets));
+    s->nspend = (size_t)PQntuples(sr);
+    s->spend = calloc(s->nspend + 1, sizeof(*s->spend));
+    s->ndisruptions = (size_t)PQntuples(dr);
+    s->disruptions = calloc(s->ndisruptions + 1, sizeof(*s->disruptions));
+    s->ngpu_use = (size_t)PQntuples(gr);
+    s->gpu_use = calloc(s->ngpu_use + 1, sizeof(*s->gpu_use));
+    s->nno_shows = (size_t)PQntuples(xr);
+    s->no_shows = calloc(s->nno_shows + 1, sizeof(*s->no_shows));
+    if (!s->nodes || !s->jobs || !s->allocs || !s->history || !s->budgets || !s->spend ||
+        !s->disruptions || !s->gpu_use || !s->no_shows)
+        return TM_ENOMEM;
+    return 0;
+}
+
+static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_config *cfg,
+                          struct tm_snapshot **ret)
+{
+    const PGresult *lr;
+    struct tm_snapshot *s;
+
+    if (reply->nresults != 12)
+        return TM_EBADREPLY;
+    lr = reply->results[1];
+    s = calloc(1, sizeof(*s));
+    if (!s)
+        return TM_ENOMEM;
+    s->epoch = PQntuples(lr) == 1 ? col_i64(lr, 0, 0) : 0;
+    if (alloc_snapshot(s, reply) < 0) {
+        tm_snapshot_release(s);
+        return TM_ENOMEM;
+    }
+    parse_gpu_use(s, reply->results[9]);
+    parse_nodes(s, reply->results[2], cfg);
+    parse_jobs(s, reply->results[3], cfg);
+    parse_allocs(s, reply->results[4]);
+    parse_history(s, reply->results[5]);
+    parse_budgets(s, reply->results[6], reply->results[7]);
+    parse_disruptions(s, reply->results[8], reply->results[10], cfg);
     *ret = s;
     return 0;
 }

@@ -9,7 +9,9 @@
 #define TM_GCP_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <uv.h>
 
@@ -40,12 +42,22 @@ struct tm_gcp_provider {
     bool closing;
 };
 
-const struct tm_provider_pool *tm_gcp_pool_find(const struct tm_gcp_provider *gp, const char *name);
+/* The two helpers both files use are inline here, so that the one call
+ * between the files runs one way: gcp_provider.c's ops table to
+ * tm_gcp_launch_set. */
+static inline const struct tm_provider_pool *tm_gcp_pool_find(const struct tm_gcp_provider *gp,
+                                                              const char *name)
+{
+    return tm_provider_pool_find(gp->pools, gp->npools, name);
+}
 
 /* Whether "zone/name" fits TM_ID_MAX for a name of *name_len bytes (the
  * instance's id and URL path name both): a tm_launch_zone_fits over a
  * const size_t. */
-bool tm_gcp_zone_fits_name(const void *name_len, const char *zone);
+static inline bool tm_gcp_zone_fits_name(const void *name_len, const char *zone)
+{
+    return strlen(zone) + 1 + *(const size_t *)name_len < TM_ID_MAX;
+}
 
 /* ops->launch_set: a gang through instances.bulkInsert (gcp_launch_set.c). */
 int tm_gcp_launch_set(struct tm_provider *p, const struct tm_launch_set *set,

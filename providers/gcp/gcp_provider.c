@@ -121,16 +121,6 @@ static struct tm_gcp_provider *launch_gp(const struct tm_launch *l)
                                               offsetof(struct tm_gcp_provider, launch));
 }
 
-const struct tm_provider_pool *tm_gcp_pool_find(const struct tm_gcp_provider *gp, const char *name)
-{
-    return tm_provider_pool_find(gp->pools, gp->npools, name);
-}
-
-bool tm_gcp_zone_fits_name(const void *name_len, const char *zone)
-{
-    return strlen(zone) + 1 + *(const size_t *)name_len < TM_ID_MAX;
-}
-
 static bool launch_zone_fits(const void *launch, const char *zone)
 {
     const struct gcp_launch *gl = ((const struct tm_launch *)launch)->priv;

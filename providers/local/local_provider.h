@@ -58,4 +58,9 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
 int tm_local_interrupt(const char *state_dir, int64_t node_id, int64_t now_ms, int64_t deadline_ms,
                        char *err, size_t errlen);
 
+/* `tarmac local interrupt NODE ...` (interrupt.c; argv[0] is "local"), the
+ * kind's own command in its registry row.  0 done, 1 the notice could not
+ * be written, 2 bad usage or no such live local node. */
+int tm_local_command_main(int argc, char **argv);
+
 #endif

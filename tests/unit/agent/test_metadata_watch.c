@@ -175,6 +175,15 @@ static void ctx_close(struct ctx *c)
     fclose(c->log);
 }
 
+/* The wall clock the fakes and the readers stamp deadlines with. */
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 static void base_url(char *buf, size_t size)
 {
     snprintf(buf, size, "http://127.0.0.1:%d/n/7/", fx_port);
@@ -204,18 +213,21 @@ static void test_aws(void **state)
 {
     struct ctx c;
     char base[128];
-    int64_t now = (int64_t)time(NULL) * 1000;
+    int64_t before, after;
 
     fixture_start("aws");
     base_url(base, sizeof(base));
     ctx_open(&c, "aws", base);
     common_sequence(&c, "%7B%22action%22%3A%22terminate%22", "field=instance-action");
+    before = wall_ms();
     control("interrupt?node=7&in=120", NULL, 0);
     run_for(&c, 5000, 1);
+    after = wall_ms();
     assert_int_equal(c.notices, 1);
     assert_string_equal(c.last.cloud, "aws");
     assert_string_equal(c.last.action, "terminate");
-    assert_true(c.last.deadline_ms >= now + 115000 && c.last.deadline_ms <= now + 125000);
+    /* the fake's deadline is 120 s from its interrupt, in whole seconds */
+    assert_true(c.last.deadline_ms >= before + 119000 && c.last.deadline_ms <= after + 121000);
     run_for(&c, 4 * PERIOD_MS, -1);
     assert_int_equal(c.notices, 1); /* still announced, reported once */
     assert_int_equal(tm_md_watch_ack(c.w, c.last.event_id), 0); /* nothing to send */
@@ -233,19 +245,22 @@ static void test_gcp(void **state)
 {
     struct ctx c;
     char base[128], st[512];
-    int64_t now = (int64_t)time(NULL) * 1000;
+    int64_t before, after;
 
     fixture_start("gcp");
     base_url(base, sizeof(base));
     ctx_open(&c, "gcp", base);
     common_sequence(&c, "MAYBE", "field=preempted");
+    before = wall_ms();
     control("interrupt?node=7", NULL, 0);
     /* The long poll answers at once on a change. */
     run_for(&c, 3000, 1);
+    after = wall_ms();
     assert_int_equal(c.notices, 1);
     assert_string_equal(c.last.cloud, "gcp");
     assert_string_equal(c.last.action, "preempt");
-    assert_true(c.last.deadline_ms >= now + 25000 && c.last.deadline_ms <= now + 40000);
+    /* GCP gives no deadline: the reader assumes its 30 s from the notice */
+    assert_true(c.last.deadline_ms >= before + 29000 && c.last.deadline_ms <= after + 31000);
     run_for(&c, 1500, -1);
     assert_int_equal(c.notices, 1);
     control("interrupt?node=7&action=maintenance", NULL, 0);
@@ -262,7 +277,7 @@ static void test_azure(void **state)
 {
     struct ctx c;
     char base[128], st[512];
-    int64_t now = (int64_t)time(NULL) * 1000;
+    int64_t before, after;
 
     fixture_start("azure");
     base_url(base, sizeof(base));
@@ -270,12 +285,15 @@ static void test_azure(void **state)
     common_sequence(&c,
                     "%7B%22DocumentIncarnation%22%3A1%2C%22Events%22%3A%5B%7B%22EventId%22%3A%22x%22%7D%5D%7D",
                     "field=Events[0].EventType");
+    before = wall_ms();
     control("interrupt?node=7&in=30", NULL, 0);
     run_for(&c, 5000, 1);
+    after = wall_ms();
     assert_int_equal(c.notices, 1);
     assert_string_equal(c.last.cloud, "azure");
     assert_string_equal(c.last.action, "preempt");
-    assert_true(c.last.deadline_ms >= now + 25000 && c.last.deadline_ms <= now + 35000);
+    /* NotBefore is 30 s from the fake's interrupt, in whole seconds */
+    assert_true(c.last.deadline_ms >= before + 29000 && c.last.deadline_ms <= after + 31000);
     assert_int_equal(strlen(c.last.event_id), 36);
     run_for(&c, 4 * PERIOD_MS, -1);
     assert_int_equal(c.notices, 1);
