@@ -113,10 +113,9 @@ static bool cfg_rows_add(struct cfg_field *rows, size_t *n, size_t max, const st
     return true;
 }
 
-/* The generic rows, then each kind's in table order; a key two kinds
- * share (one field of struct tm_config_provider) appears once.  Too many
- * rows is a mistake of the build, not of a file: said, and the rows that
- * fit kept. */
+/* The generic rows (kind's choices filled with the kinds' names), the
+ * names of every key for the message of an unknown one (a key two kinds
+ * share appears once), and each kind's plain rows. */
 static void cfg_provider_build(void)
 {
     size_t n = 0, nn = 0;
@@ -130,13 +129,6 @@ static void cfg_provider_build(void)
         size_t np = 0;
 
         cfg_kind_names[k] = kind->name;
-        for (size_t j = 0; j < kind->nkeys; j++) {
-            if (!cfg_rows_add(cfg_provider_all, &n, CFG_FIELDS_MAX, &kind->keys[j]))
-                fprintf(stderr, "tarmac: too many provider keys (at most %d), %s of kind %s left out\n",
-                        CFG_FIELDS_MAX, kind->keys[j].key, kind->name);
-            cfg_rows_add(cfg_provider_names_rows, &nn, CFG_NFIELDS(cfg_provider_names_rows),
-                         &kind->keys[j]);
-        }
         for (size_t j = 0; kind->block && j < kind->block->nfields; j++) {
             const struct cfg_field *row = &kind->block->fields[j];
 
@@ -209,8 +201,7 @@ static bool cfg_map_has_row(struct cfg_ctx *c, const yaml_node_t *map, const str
     return false;
 }
 
-/* One providers[] entry: the generic keys (and those of kinds' `keys`)
- * into the struct, its kind's block keys into a block of the kind's own,
+/* One providers[] entry: the generic keys into the struct, its kind's block keys into a block of the kind's own,
  * and another kind's plain keys into a scratch block of that kind, read
  * and dropped (core/config_kind.h).  With no kind or an unknown one there
  * is no block; the walk says what is wrong. */

@@ -76,10 +76,6 @@ struct tm_config_provider {
      * tm_config_spot_hazard(); spot_hazards is NULL without a file. */
     char *spot_hazards_file;
     struct tm_spot_hazards *spot_hazards;
-    /* local: per-node folders, required (providers/local/local_config.c);
-     * kept here while `tarmac local interrupt` (controller/cli/local.c)
-     * reads it from above providers/. */
-    char *state_dir;
     /* Fencing: a confirmed terminate stops every process of the node
      * (default true); false: its silent nodes wait agent.fence_after. */
     bool fence;

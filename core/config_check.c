@@ -195,12 +195,9 @@ int tm_cfg_register_db_secret(const char *url)
     return 0;
 }
 
-/* Whether kind reads key, in its `keys` or its block. */
+/* Whether kind reads key (a row of its block). */
 static bool cfg_kind_has_key(const struct tm_config_kind *kind, const char *key)
 {
-    for (size_t o = 0; o < kind->nkeys; o++)
-        if (strcmp(kind->keys[o].key, key) == 0)
-            return true;
     for (size_t o = 0; kind->block && o < kind->block->nfields; o++)
         if (strcmp(kind->block->fields[o].key, key) == 0)
             return true;
@@ -209,7 +206,7 @@ static bool cfg_kind_has_key(const struct tm_config_kind *kind, const char *key)
 
 /* A key of another kind, flagged CFG_KIND_ONLY, that this provider's kind
  * does not share: it would be ignored here, so it is refused under its
- * own name.  Its rows in `keys`, then in its block. */
+ * own name. */
 static int cfg_validate_foreign_keys(struct cfg_ctx *c, const yaml_node_t *pn,
                                      const struct tm_config_kind *own, size_t i)
 {
@@ -219,9 +216,8 @@ static int cfg_validate_foreign_keys(struct cfg_ctx *c, const yaml_node_t *pn,
 
         if (other == own)
             continue;
-        for (size_t j = 0; j < other->nkeys + nblock; j++) {
-            const struct cfg_field *row =
-                j < other->nkeys ? &other->keys[j] : &other->block->fields[j - other->nkeys];
+        for (size_t j = 0; j < nblock; j++) {
+            const struct cfg_field *row = &other->block->fields[j];
             const char *key = row->key;
 
             if (!(row->flags & CFG_KIND_ONLY) || !cfg_map_get(c, pn, key) ||

@@ -18,8 +18,6 @@
  * plain rows are read (type and limits checked) and ignored, as files
  * written for one kind and moved to another have always been, unless the
  * row is flagged CFG_KIND_ONLY: then it is refused once the file was read.
- * Those of `keys` fill fields of struct tm_config_provider itself, for a
- * field code above providers/ still reads there (local's state_dir).
  */
 #ifndef TM_CONFIG_KIND_H
 #define TM_CONFIG_KIND_H
@@ -98,9 +96,6 @@ struct tm_config_kind {
     /* Optional: its keys kept in a block of its own (block->size bytes at
      * p->kind_block), read beside the generic ones (see above). */
     const struct cfg_section *block;
-    /* Optional: its keys whose fields are struct tm_config_provider's. */
-    const struct cfg_field *keys;
-    size_t nkeys;
     /* It offers only the instance types the file describes: a provider
      * must describe one at least, and a pool may name no other. */
     bool types_closed;

@@ -13,13 +13,9 @@
  * fake of a cloud's metadata service at metadata_url, or nowhere. */
 static const char *const local_metadata[] = {"local", "aws", "gcp", "azure", "none", NULL};
 
-/* state_dir fills struct tm_config_provider's field (core/config.h). */
-static const struct cfg_field local_keys[] = {
-    {.key = "state_dir", .type = CFG_STR, .offset = CFG_OFF(tm_config_provider, state_dir),
-     .flags = CFG_KIND_ONLY},
-};
-
 static const struct cfg_field local_fields[] = {
+    {.key = "state_dir", .type = CFG_STR, .offset = CFG_OFF(tm_config_local, state_dir),
+     .flags = CFG_KIND_ONLY},
     {.key = "metadata", .type = CFG_STR, .offset = CFG_OFF(tm_config_local, metadata),
      .def = "local", .choices = local_metadata, .flags = CFG_KIND_ONLY},
     /* The fake's root for metadata aws|gcp|azure (gcp's own key too). */
@@ -44,11 +40,11 @@ static int local_check(struct cfg_ctx *c, const struct tm_config *cfg, size_t i)
     /* Every choice but local and none is a fake at metadata_url. */
     bool http_fake = strcmp(l->metadata, "local") != 0 && strcmp(l->metadata, "none") != 0;
 
-    if (!p->state_dir || !p->state_dir[0]) {
+    if (!l->state_dir || !l->state_dir[0]) {
         tm_cfg_path_set(c, "providers[%zu].state_dir", i);
         return tm_cfg_fail_at(c, "missing required key (kind is \"local\")");
     }
-    if (strlen(p->state_dir) > 200) {
+    if (strlen(l->state_dir) > 200) {
         tm_cfg_path_set(c, "providers[%zu].state_dir", i);
         return tm_cfg_fail_at(c, "longer than 200 bytes");
     }
@@ -71,8 +67,6 @@ static int local_check(struct cfg_ctx *c, const struct tm_config *cfg, size_t i)
 const struct tm_config_kind tm_config_kind_local = {
     .name = "local",
     .block = &local_block,
-    .keys = local_keys,
-    .nkeys = CFG_NFIELDS(local_keys),
     .types_closed = true,
     .check = local_check,
 };

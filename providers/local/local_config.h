@@ -1,8 +1,7 @@
 /*
  * providers/local/local_config.h: kind local's block of the configuration
  * (local_config.c fills it from a provider's keys; core holds it at
- * p->kind_block without knowing what is in it).  Its state_dir is still
- * struct tm_config_provider's own (core/config.h says why).
+ * p->kind_block without knowing what is in it).
  */
 #ifndef TM_LOCAL_CONFIG_H
 #define TM_LOCAL_CONFIG_H
@@ -10,6 +9,7 @@
 #include "core/config.h"
 
 struct tm_config_local {
+    char *state_dir;              /* per-node folders, required */
     /* The agents' notice source: its own (default "local"), a cloud's (a
      * fake at metadata_url) or none. */
     char *metadata;

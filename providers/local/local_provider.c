@@ -787,8 +787,8 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
     char nodes[TM_LOCAL_PATH_MAX];
     int r;
 
-    if (!loop || !l || !p->state_dir || !now_ms || !ret || p->ntypes > LOCAL_TYPES_MAX ||
-        strlen(p->state_dir) >= sizeof(lp->state_dir) ||
+    if (!loop || !l || !l->state_dir || !now_ms || !ret || p->ntypes > LOCAL_TYPES_MAX ||
+        strlen(l->state_dir) >= sizeof(lp->state_dir) ||
         (l->metadata_url && strlen(l->metadata_url) >= sizeof(lp->metadata_url)) ||
         (l->agent_args && strlen(l->agent_args) >= sizeof(lp->agent_args)))
         return TM_EINVAL;
@@ -801,7 +801,7 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
     lp->now_ms = now_ms;
     lp->clock = clock;
     tm_id_copy(lp->name, p->name);
-    snprintf(lp->state_dir, sizeof(lp->state_dir), "%s", p->state_dir);
+    snprintf(lp->state_dir, sizeof(lp->state_dir), "%s", l->state_dir);
     snprintf(lp->metadata, sizeof(lp->metadata), "%s", l->metadata ? l->metadata : "local");
     snprintf(lp->metadata_url, sizeof(lp->metadata_url), "%s", l->metadata_url ? l->metadata_url : "");
     snprintf(lp->agent_args, sizeof(lp->agent_args), "%s", l->agent_args ? l->agent_args : "");
@@ -834,7 +834,7 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
         r = mkdir_p(nodes, 0711);
     if (r < 0) {
         tm_log_error("cannot use the local provider's state folder",
-                     "provider=%s state_dir=\"%s\" error=\"%s\"", p->name, p->state_dir,
+                     "provider=%s state_dir=\"%s\" error=\"%s\"", p->name, l->state_dir,
                      tm_strerror(r));
         free(lp);
         return r;

@@ -97,11 +97,11 @@ static struct tm_config_instance_type types[2] = {
 static struct tm_config_provider prov(void)
 {
     static struct tm_config_local block = {
-        .metadata = "local", .gpu_util_percent = 37, .gpu_busy_util_percent = 88,
+        .state_dir = state_dir, .metadata = "local", .gpu_util_percent = 37, .gpu_busy_util_percent = 88,
         .agent_args = "--heartbeat-period 1s",
     };
     struct tm_config_provider p = {
-        .name = "local", .kind = "local", .region = "here", .state_dir = state_dir,
+        .name = "local", .kind = "local", .region = "here",
         .kind_block = &block, .types = types, .ntypes = 2,
     };
     return p;
