@@ -84,9 +84,15 @@ static const struct cfg_field cfg_provider_fields[] = {
      * (controller/reconcile/staleness.c); false: agent.fence_after. */
     {.key = "fence", .type = CFG_BOOL, .offset = CFG_OFF(tm_config_provider, fence), .def = "true"},
 };
-#define CFG_KINDS_MAX 16
 static struct cfg_field cfg_provider_all[CFG_FIELDS_MAX];
 static const char *cfg_kind_names[CFG_KINDS_MAX + 1];
+/* Every provider key a file may carry, for the message of an unknown one. */
+static struct cfg_field cfg_provider_names_rows[CFG_FIELDS_MAX * 2];
+static struct cfg_section cfg_provider_names = {.fields = cfg_provider_names_rows};
+/* Each kind's block rows but its sections: what a provider of another
+ * kind reads and ignores (core/config_kind.h). */
+static struct cfg_field cfg_kind_plain_rows[CFG_KINDS_MAX][CFG_FIELDS_MAX];
+static struct cfg_section cfg_kind_plain[CFG_KINDS_MAX];
 static int cfg_provider_parse(struct cfg_ctx *c, const struct cfg_section *s, void *base,
                               const struct yaml_node_s *map);
 static void cfg_provider_release(const struct cfg_section *s, void *base);
@@ -95,39 +101,51 @@ static struct cfg_section cfg_provider_section = {
     .parse_elem = cfg_provider_parse, .release_elem = cfg_provider_release};
 static pthread_once_t cfg_provider_once = PTHREAD_ONCE_INIT;
 
-/* The generic rows, then each kind's in table order; a key two kinds
- * share (one field of struct tm_config_provider) appears once.  Too many
- * rows is a mistake of the build, not of a file: said, and the rows that
- * fit kept. */
+/* Add row to rows[*n] unless a row of that key is there; false when full. */
+static bool cfg_rows_add(struct cfg_field *rows, size_t *n, size_t max, const struct cfg_field *row)
+{
+    for (size_t i = 0; i < *n; i++)
+        if (strcmp(rows[i].key, row->key) == 0)
+            return true;
+    if (*n == max)
+        return false;
+    rows[(*n)++] = *row;
+    return true;
+}
+
+/* The generic rows (kind's choices filled with the kinds' names), the
+ * names of every key for the message of an unknown one (a key two kinds
+ * share appears once), and each kind's plain rows. */
 static void cfg_provider_build(void)
 {
-    size_t n = 0;
+    size_t n = 0, nn = 0;
 
-    for (size_t i = 0; i < CFG_NFIELDS(cfg_provider_fields); i++)
+    for (size_t i = 0; i < CFG_NFIELDS(cfg_provider_fields); i++) {
         cfg_provider_all[n++] = cfg_provider_fields[i];
+        cfg_provider_names_rows[nn++] = cfg_provider_fields[i];
+    }
     for (size_t k = 0; k < tm_config_nkinds && k < CFG_KINDS_MAX; k++) {
         const struct tm_config_kind *kind = tm_config_kinds[k];
+        size_t np = 0;
 
         cfg_kind_names[k] = kind->name;
-        for (size_t j = 0; j < kind->nkeys; j++) {
-            size_t i = 0;
+        for (size_t j = 0; kind->block && j < kind->block->nfields; j++) {
+            const struct cfg_field *row = &kind->block->fields[j];
 
-            while (i < n && strcmp(cfg_provider_all[i].key, kind->keys[j].key) != 0)
-                i++;
-            if (i < n)
+            if (row->type == CFG_SECTION || np == CFG_FIELDS_MAX)
                 continue;
-            if (n == CFG_FIELDS_MAX) {
-                fprintf(stderr, "tarmac: too many provider keys (at most %d), %s of kind %s left out\n",
-                        CFG_FIELDS_MAX, kind->keys[j].key, kind->name);
-                continue;
-            }
-            cfg_provider_all[n++] = kind->keys[j];
+            cfg_kind_plain_rows[k][np++] = *row;
+            cfg_rows_add(cfg_provider_names_rows, &nn, CFG_NFIELDS(cfg_provider_names_rows), row);
         }
+        cfg_kind_plain[k] = (struct cfg_section){
+            .fields = cfg_kind_plain_rows[k], .nfields = np,
+            .size = kind->block ? kind->block->size : 0};
     }
     for (size_t i = 0; i < n; i++)
         if (strcmp(cfg_provider_all[i].key, "kind") == 0)
             cfg_provider_all[i].choices = cfg_kind_names;
     cfg_provider_section.nfields = n;
+    cfg_provider_names.nfields = nn;
 }
 
 /* The value of key in map when it is a plain string, else NULL. */
@@ -142,8 +160,8 @@ static const char *cfg_scalar_of(struct cfg_ctx *c, const yaml_node_t *map, cons
     return NULL;
 }
 
-/* A key of another kind's block: refused under its own name, before the
- * walk would call it unknown. */
+/* Another kind's section (a CFG_SECTION row of its block): refused under
+ * its own name, before the walk would call it unknown. */
 static int cfg_provider_foreign_block(struct cfg_ctx *c, const struct tm_config_kind *own,
                                       const yaml_node_t *map)
 {
@@ -156,7 +174,8 @@ static int cfg_provider_foreign_block(struct cfg_ctx *c, const struct tm_config_
             const struct tm_config_kind *other = tm_config_kinds[n];
 
             for (size_t j = 0; other != own && other->block && j < other->block->nfields; j++)
-                if (strcmp(other->block->fields[j].key, (const char *)k->data.scalar.value) == 0) {
+                if (other->block->fields[j].type == CFG_SECTION &&
+                    strcmp(other->block->fields[j].key, (const char *)k->data.scalar.value) == 0) {
                     char at[CFG_PATH_MAX];
 
                     snprintf(at, sizeof(at), "%s", c->path);
@@ -169,15 +188,31 @@ static int cfg_provider_foreign_block(struct cfg_ctx *c, const struct tm_config_
     return 0;
 }
 
-/* One providers[] entry: the generic keys and the legacy kinds' into the
- * struct, its kind's block keys into a block of the kind's own.  With no
- * kind or an unknown one there is no block; the walk says what is wrong. */
+/* Whether map has a key of section s. */
+static bool cfg_map_has_row(struct cfg_ctx *c, const yaml_node_t *map, const struct cfg_section *s)
+{
+    for (yaml_node_pair_t *kv = map->data.mapping.pairs.start; kv < map->data.mapping.pairs.top; kv++) {
+        const yaml_node_t *k = tm_cfg_node(c, kv->key);
+
+        for (size_t j = 0; k->type == YAML_SCALAR_NODE && j < s->nfields; j++)
+            if (strcmp(s->fields[j].key, (const char *)k->data.scalar.value) == 0)
+                return true;
+    }
+    return false;
+}
+
+/* One providers[] entry: the generic keys into the struct, its kind's block keys into a block of the kind's own,
+ * and another kind's plain keys into a scratch block of that kind, read
+ * and dropped (core/config_kind.h).  With no kind or an unknown one there
+ * is no block; the walk says what is wrong. */
 static int cfg_provider_parse(struct cfg_ctx *c, const struct cfg_section *s, void *base,
                               const struct yaml_node_s *node)
 {
     const yaml_node_t *map = node;
     struct tm_config_provider *p = base;
     const struct tm_config_kind *kind = NULL;
+    struct cfg_part part[CFG_PARTS_MAX];
+    size_t n = 0, nown;
     int r = tm_cfg_apply_defaults(c, s, base);
 
     if (r < 0)
@@ -189,6 +224,7 @@ static int cfg_provider_parse(struct cfg_ctx *c, const struct cfg_section *s, vo
         if (r < 0)
             return r;
     }
+    part[n++] = (struct cfg_part){s, base};
     if (kind && kind->block) {
         p->kind_row = kind;
         p->kind_block = tm_cfg_calloc(1, kind->block->size);
@@ -197,9 +233,28 @@ static int cfg_provider_parse(struct cfg_ctx *c, const struct cfg_section *s, vo
         r = tm_cfg_apply_defaults(c, kind->block, p->kind_block);
         if (r < 0)
             return r;
-        return tm_cfg_parse_mapping2(c, s, base, kind->block, p->kind_block, map);
+        part[n++] = (struct cfg_part){kind->block, p->kind_block};
     }
-    return tm_cfg_parse_mapping(c, s, base, map);
+    nown = n;
+    for (size_t k = 0; map->type == YAML_MAPPING_NODE && k < tm_config_nkinds && k < CFG_KINDS_MAX;
+         k++) {
+        if (tm_config_kinds[k] == kind || !cfg_map_has_row(c, map, &cfg_kind_plain[k]))
+            continue;
+        part[n].s = &cfg_kind_plain[k];
+        part[n].base = tm_cfg_calloc(1, cfg_kind_plain[k].size);
+        if (!part[n].base) {
+            r = tm_cfg_nomem(c);
+            break;
+        }
+        n++;
+    }
+    if (r == 0)
+        r = tm_cfg_parse_parts(c, part, n, nown, &cfg_provider_names, map);
+    for (size_t w = nown; w < n; w++) {
+        tm_cfg_release_section(part[w].s, part[w].base);
+        free(part[w].base);
+    }
+    return r;
 }
 
 /* The block goes by the kind that made it (p->kind may not have been

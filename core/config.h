@@ -60,18 +60,14 @@ struct tm_config_provider {
      * TM_CONFIG_BOOT_MS_DEFAULT; filled at load. */
     int64_t boot_ms;
     /* The kind's own block: a struct its folder defines and fills from
-     * the keys of its rows' block (core/config_kind.h); NULL for a kind
-     * without one. */
+     * the keys of its rows' block (providers/KIND/KIND_config.h reads it);
+     * NULL for a kind without one. */
     void *kind_block;
     const struct tm_config_kind *kind_row; /* whose block it is; set before it is made */
-    /* The keys below are kinds' own too, kept here: their rows and rules
-     * live in providers/KIND/KIND_config.c (core/config_kind.h). */
-    int64_t boot_delay_ms;        /* sim: launch to running, default 90 s */
-    double spot_hazard_per_hour;  /* sim: interruptions per node-hour, default 0 */
-    int64_t spot_notice_ms;       /* sim: notice before interruption, default 120 s */
-    int64_t shutdown_delay_ms;    /* sim: terminate request to terminated, default 30 s */
-    char *image_id;               /* aws: machine image (AMI) for launches, may be NULL */
-    uint64_t seed;                /* sim: random seed, default 1 */
+    /* The defaults of its pools' spot_hazard and spot_notice (any kind:
+     * the planner and the sim read them through the pools). */
+    double spot_hazard_per_hour;  /* interruptions per node-hour, default 0 */
+    int64_t spot_notice_ms;       /* notice before interruption, default 120 s */
     struct tm_config_instance_type *types;
     size_t ntypes;
     /* Key spot_hazards: a fitted hazard table (`tarmac spot-fit --yaml`,
@@ -80,24 +76,6 @@ struct tm_config_provider {
      * tm_config_spot_hazard(); spot_hazards is NULL without a file. */
     char *spot_hazards_file;
     struct tm_spot_hazards *spot_hazards;
-    /* gcp (providers/gcp/README.md): project id, required for kind gcp;
-     * token endpoint, JWT audience and metadata server, NULL for Google's
-     * (tests point them at a loopback fake). */
-    char *project;
-    char *token_url;
-    char *token_audience;
-    /* gcp: the metadata server (tokens on GCE); local: the root of the
-     * metadata fake the agents poll for metadata aws|gcp|azure. */
-    char *metadata_url;
-    /* local (providers/local/): nodes are `tarmac agent` processes here. */
-    char *state_dir;              /* local: per-node folders, required */
-    char *metadata;               /* local: the agents' notice source: its own (default), a
-                                   * cloud's (a fake at metadata_url) or none */
-    double gpu_util_percent;      /* local: the fake GPUs' utilisation, default 0 */
-    /* local: a fake GPU's utilisation while a job holds it; 0 (default):
-     * gpu_util_percent, busy or not. */
-    double gpu_busy_util_percent;
-    char *agent_args;             /* local: extra `tarmac agent` flags ($TARMAC_AGENT_ARGS) */
     /* Fencing: a confirmed terminate stops every process of the node
      * (default true); false: its silent nodes wait agent.fence_after. */
     bool fence;

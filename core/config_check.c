@@ -195,25 +195,33 @@ int tm_cfg_register_db_secret(const char *url)
     return 0;
 }
 
-/* A key of another kind that this provider's kind does not share: it
- * would be ignored here, so it is refused under its own name. */
+/* Whether kind reads key (a row of its block). */
+static bool cfg_kind_has_key(const struct tm_config_kind *kind, const char *key)
+{
+    for (size_t o = 0; kind->block && o < kind->block->nfields; o++)
+        if (strcmp(kind->block->fields[o].key, key) == 0)
+            return true;
+    return false;
+}
+
+/* A key of another kind, flagged CFG_KIND_ONLY, that this provider's kind
+ * does not share: it would be ignored here, so it is refused under its
+ * own name. */
 static int cfg_validate_foreign_keys(struct cfg_ctx *c, const yaml_node_t *pn,
                                      const struct tm_config_kind *own, size_t i)
 {
     for (size_t k = 0; k < tm_config_nkinds; k++) {
         const struct tm_config_kind *other = tm_config_kinds[k];
+        size_t nblock = other->block ? other->block->nfields : 0;
 
         if (other == own)
             continue;
-        for (size_t j = 0; j < other->nkeys; j++) {
-            const char *key = other->keys[j].key;
-            bool shared = false;
+        for (size_t j = 0; j < nblock; j++) {
+            const struct cfg_field *row = &other->block->fields[j];
+            const char *key = row->key;
 
-            if (!(other->keys[j].flags & CFG_KIND_ONLY) || !cfg_map_get(c, pn, key))
-                continue;
-            for (size_t o = 0; o < own->nkeys && !shared; o++)
-                shared = strcmp(own->keys[o].key, key) == 0;
-            if (shared)
+            if (!(row->flags & CFG_KIND_ONLY) || !cfg_map_get(c, pn, key) ||
+                cfg_kind_has_key(own, key))
                 continue;
             tm_cfg_path_set(c, "providers[%zu].%s", i, key);
             return tm_cfg_fail(c, cfg_at(c, pn, key), "only used by kind \"%s\", not \"%s\"",

@@ -2,7 +2,7 @@
  * core/config_internal.h: what the parts of the configuration loader share;
  * no file outside core/config*.c includes it.
  *
- * The loader is four files, one per stage of its work:
+ * The loader is five files, one per stage of its work:
  *   config.c        the schema: one static table per section (struct
  *                   cfg_field, in the manner of nginx's command tables):
  *                   key, type, offsetof, default written in file syntax, and
@@ -16,7 +16,8 @@
  *                   hazard tables they name, and normalisation.
  *   config_load.c   libyaml's document API (which remembers where each node
  *                   started), load from a file, a buffer or the environment,
- *                   release, and the lookups of config.h.
+ *                   and release; it calls config_check.c, never the reverse.
+ *   config_lookup.c the lookups of config.h, which the checks use too.
  *
  * Order of work: parse (types, ranges, unknown and duplicate keys, per
  * table), then validate, then normalise (fill values a pool may leave to its
@@ -41,6 +42,9 @@
 #define CFG_FILE_MAX (1024u * 1024u)
 #define CFG_PATH_MAX 256
 #define CFG_FIELDS_MAX 32
+/* A provider's tables: the generic rows, its kind's block, every other kind's. */
+#define CFG_KINDS_MAX 16
+#define CFG_PARTS_MAX (2 + CFG_KINDS_MAX)
 #define CFG_NAME_MAX 64
 #define CFG_STRING_MAX 4096
 
@@ -72,8 +76,13 @@ const yaml_node_t *tm_cfg_node(struct cfg_ctx *c, int index);
 bool tm_cfg_parse_i64(const char *s, int64_t *ret);
 int tm_cfg_parse_mapping(struct cfg_ctx *c, const struct cfg_section *s, void *base,
                          const yaml_node_t *map);
-int tm_cfg_parse_mapping2(struct cfg_ctx *c, const struct cfg_section *s, void *base,
-                          const struct cfg_section *s2, void *base2, const yaml_node_t *map);
+/* One table and the memory its offsets are into. */
+struct cfg_part {
+    const struct cfg_section *s;
+    void *base;
+};
+int tm_cfg_parse_parts(struct cfg_ctx *c, const struct cfg_part *part, size_t nparts,
+                       size_t nrequired, const struct cfg_section *names, const yaml_node_t *map);
 void tm_cfg_release_section(const struct cfg_section *s, void *base);
 size_t tm_cfg_seq_len(const yaml_node_t *seq);
 char *tm_cfg_strdup(const char *s);

@@ -11,11 +11,13 @@
  * and boot time come with its folder.
  *
  * A kind's keys sit beside the generic ones in each providers[] entry.
- * Those of `keys` fill fields of struct tm_config_provider (the kinds that
- * came first keep theirs there); a key another kind's provider may not
- * carry is flagged CFG_KIND_ONLY.  Those of `block` fill a struct the
- * kind's folder defines, allocated for each provider of the kind at
- * p->kind_block: core holds it without knowing what is in it.
+ * Those of `block` fill a struct the kind's folder defines, allocated for
+ * each provider of the kind at p->kind_block: core holds it without knowing
+ * what is in it.  Under a provider of another kind, a block's section row
+ * (CFG_SECTION, as azure's `azure:`) is refused as soon as it is read; its
+ * plain rows are read (type and limits checked) and ignored, as files
+ * written for one kind and moved to another have always been, unless the
+ * row is flagged CFG_KIND_ONLY: then it is refused once the file was read.
  */
 #ifndef TM_CONFIG_KIND_H
 #define TM_CONFIG_KIND_H
@@ -91,10 +93,8 @@ struct cfg_section {
 
 struct tm_config_kind {
     const char *name;                 /* providers[].kind */
-    const struct cfg_field *keys;     /* its own keys, beside the generic ones */
-    size_t nkeys;
     /* Optional: its keys kept in a block of its own (block->size bytes at
-     * p->kind_block), refused under any other kind. */
+     * p->kind_block), read beside the generic ones (see above). */
     const struct cfg_section *block;
     /* It offers only the instance types the file describes: a provider
      * must describe one at least, and a pool may name no other. */

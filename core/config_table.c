@@ -762,55 +762,57 @@ static int cfg_unknown_key(struct cfg_ctx *c, const struct cfg_section *s, const
 int tm_cfg_parse_mapping(struct cfg_ctx *c, const struct cfg_section *s, void *base,
                          const yaml_node_t *map)
 {
-    return tm_cfg_parse_mapping2(c, s, base, NULL, NULL, map);
+    const struct cfg_part part = {s, base};
+
+    return tm_cfg_parse_parts(c, &part, 1, 1, s, map);
 }
 
-/* s's keys into base and, when s2 is not NULL, s2's into base2: one
- * mapping that two tables describe (a provider's generic keys and its
- * kind's block). */
-int tm_cfg_parse_mapping2(struct cfg_ctx *c, const struct cfg_section *s, void *base,
-                          const struct cfg_section *s2, void *base2, const yaml_node_t *map)
+/* Each key into the first part whose table has it: one mapping that
+ * several tables describe (a provider's generic keys, its kind's block,
+ * and the plain rows of the other kinds, read to be ignored).  The first
+ * nrequired parts have their required keys checked; an unknown key is
+ * said with the keys of names. */
+int tm_cfg_parse_parts(struct cfg_ctx *c, const struct cfg_part *part, size_t nparts,
+                       size_t nrequired, const struct cfg_section *names, const yaml_node_t *map)
 {
-    bool seen[2][CFG_FIELDS_MAX] = {{false}};
-    size_t first_line[2][CFG_FIELDS_MAX] = {{0}};
-    const struct cfg_section *part[2] = {s, s2};
-    void *part_base[2] = {base, base2};
-    int r;
+    bool seen[CFG_PARTS_MAX][CFG_FIELDS_MAX] = {{false}};
+    size_t first_line[CFG_PARTS_MAX][CFG_FIELDS_MAX] = {{0}};
+    int r = 0;
 
     if (map->type != YAML_MAPPING_NODE)
         return tm_cfg_fail(c, map, "expected a mapping, got %s", cfg_node_kind(map));
+    if (nparts > CFG_PARTS_MAX)
+        nparts = CFG_PARTS_MAX;
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
          p++) {
         const yaml_node_t *key = tm_cfg_node(c, p->key);
         const yaml_node_t *value = tm_cfg_node(c, p->value);
         const char *k;
-        size_t i = 0, mark;
-        int w;
+        size_t i = 0, w, mark;
 
         if (key->type != YAML_SCALAR_NODE)
             return tm_cfg_fail(c, key, "keys must be strings, got %s", cfg_node_kind(key));
         k = (const char *)key->data.scalar.value;
-        for (w = 0; w < 2 && part[w]; w++) {
-            for (i = 0; i < part[w]->nfields; i++)
-                if (strcmp(part[w]->fields[i].key, k) == 0 && strlen(k) == key->data.scalar.length)
+        for (w = 0; w < nparts; w++) {
+            for (i = 0; i < part[w].s->nfields; i++)
+                if (strcmp(part[w].s->fields[i].key, k) == 0 && strlen(k) == key->data.scalar.length)
                     break;
-            if (i < part[w]->nfields)
+            if (i < part[w].s->nfields)
                 break;
         }
         mark = cfg_path_push_key(c, k);
-        if (w == 2 || !part[w])
-            return cfg_unknown_key(c, s, key);
+        if (w == nparts)
+            return cfg_unknown_key(c, names, key);
         if (seen[w][i])
             return tm_cfg_fail(c, key, "duplicate key (first set at line %zu)", first_line[w][i]);
         seen[w][i] = true;
         first_line[w][i] = cfg_node_line(key);
-        r = cfg_parse_value(c, &part[w]->fields[i], part_base[w], value);
+        r = cfg_parse_value(c, &part[w].s->fields[i], part[w].base, value);
         if (r < 0)
             return r;
         cfg_path_pop(c, mark);
     }
-    r = cfg_check_required(c, s, seen[0], map);
-    if (r == 0 && s2)
-        r = cfg_check_required(c, s2, seen[1], map);
+    for (size_t w = 0; r == 0 && w < nrequired && w < nparts; w++)
+        r = cfg_check_required(c, part[w].s, seen[w], map);
     return r;
 }

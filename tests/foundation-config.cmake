@@ -20,6 +20,7 @@ if(TM_FUZZ)
     add_executable(fuzz_config ${CMAKE_SOURCE_DIR}/tests/fuzz/fuzz_config.c
                    ${CMAKE_SOURCE_DIR}/core/config.c ${CMAKE_SOURCE_DIR}/core/config_table.c
                    ${CMAKE_SOURCE_DIR}/core/config_check.c ${CMAKE_SOURCE_DIR}/core/config_load.c
+                   ${CMAKE_SOURCE_DIR}/core/config_lookup.c
                    ${CMAKE_SOURCE_DIR}/core/units.c ${CMAKE_SOURCE_DIR}/core/log.c
                    ${CMAKE_SOURCE_DIR}/core/err.c ${CMAKE_SOURCE_DIR}/core/file.c
                    ${CMAKE_SOURCE_DIR}/core/yaml_table.c ${CMAKE_SOURCE_DIR}/core/spot_hazards.c

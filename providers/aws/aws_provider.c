@@ -31,6 +31,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "controller/io/aws_credentials.h"
+#include "providers/aws/aws_config.h"
 #include "providers/common/launch.h"
 #include "providers/common/pools.h"
 #include "providers/common/settings.h"
@@ -1234,6 +1235,7 @@ int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     char endpoint[512];
     char err[256] = "";
     const char *image;
+    const struct tm_config_aws *aws_cfg;
     int r;
 
     if (!loop || !cfg || !prov || !ret || !prov->kind || strcmp(prov->kind, "aws") != 0 ||
@@ -1264,7 +1266,9 @@ int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     };
     ap->no_price_refresh = opts->no_price_refresh;
     /* The config's image, else the environment (tests, one-off runs). */
-    image = opts->image_id ? opts->image_id : prov->image_id ? prov->image_id : getenv("TARMAC_AWS_IMAGE_ID");
+    aws_cfg = tm_aws_config(prov);
+    image = opts->image_id ? opts->image_id
+            : aws_cfg && aws_cfg->image_id ? aws_cfg->image_id : getenv("TARMAC_AWS_IMAGE_ID");
     if (image && *image) {
         ap->image_id = strdup(image);
         if (!ap->image_id) {

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "providers/common/check.h"
 #include "providers/gcp/gce.h"
+#include "providers/gcp/gcp_config.h"
 #include "providers/gcp/gcp_provider.h"
 
 #define CHECK_MAX 64
@@ -155,16 +156,17 @@ static const struct tm_check_backend gcp_check = {
 
 int tm_gcp_check_main(int argc, char **argv)
 {
-    struct tm_config_provider prov = {0};
+    struct tm_config_gcp gcfg = {0};
+    struct tm_config_provider prov = {.kind_block = &gcfg};
     struct tm_gcp_key key;
     struct check c = {0};
     const char *zones_arg = NULL, *types_arg = NULL, *key_file = NULL;
     const struct tm_check_option opts[] = {
-        {"--project", (const char **)&prov.project}, {"--zones", &zones_arg},
+        {"--project", (const char **)&gcfg.project}, {"--zones", &zones_arg},
         {"--machine-types", &types_arg}, {"--key-file", &key_file},
         {"--endpoint", (const char **)&prov.endpoint},
-        {"--token-url", (const char **)&prov.token_url},
-        {"--metadata-url", (const char **)&prov.metadata_url},
+        {"--token-url", (const char **)&gcfg.token_url},
+        {"--metadata-url", (const char **)&gcfg.metadata_url},
     };
     char *zcopy = NULL, *tcopy = NULL;
     char err[512] = "";
@@ -194,15 +196,15 @@ int tm_gcp_check_main(int argc, char **argv)
         free(tcopy);
         return TM_CHECK_AUTH;
     }
-    if (!prov.project)
-        prov.project = key.project_id ? key.project_id : getenv("GOOGLE_CLOUD_PROJECT");
-    if (!prov.project || !*prov.project) {
+    if (!gcfg.project)
+        gcfg.project = key.project_id ? key.project_id : getenv("GOOGLE_CLOUD_PROJECT");
+    if (!gcfg.project || !*gcfg.project) {
         fprintf(stderr, "gcp check: no project (use --project, a key file with project_id, "
                         "or GOOGLE_CLOUD_PROJECT)\n");
         rc = TM_CHECK_FAILED;
     } else {
         c.go.endpoint = prov.endpoint;
-        c.go.project = prov.project;
+        c.go.project = gcfg.project;
         /* An interactive check should answer quickly, not after a long backoff. */
         c.go.retry.max_attempts = 3;
         c.go.retry.max_total_delay_ms = 3000;

@@ -21,6 +21,7 @@
 #include "core/log.h"
 #include "providers/common/launch.h"
 #include "providers/common/settings.h"
+#include "providers/gcp/gcp_config.h"
 #include "providers/gcp/gcp_internal.h"
 
 #define LIST_MAX_PAGES 10000
@@ -762,6 +763,7 @@ int tm_gcp_resolve_auth(const struct tm_config_provider *prov, size_t index,
                         struct tm_gcp_key *key, struct tm_gcp_token_options *o, char *err,
                         size_t errsize)
 {
+    const struct tm_config_gcp *gc = tm_gcp_config(prov);
     const char *source = prov->credentials.source ? prov->credentials.source : "none";
     const char *env = getenv("GOOGLE_APPLICATION_CREDENTIALS");
     const char *path = NULL, *field = "credentials.file";
@@ -770,9 +772,11 @@ int tm_gcp_resolve_auth(const struct tm_config_provider *prov, size_t index,
 
     memset(o, 0, sizeof(*o));
     memset(key, 0, sizeof(*key));
-    o->token_url = prov->token_url;
-    o->audience = prov->token_audience;
-    o->metadata_url = prov->metadata_url;
+    if (gc) {
+        o->token_url = gc->token_url;
+        o->audience = gc->token_audience;
+        o->metadata_url = gc->metadata_url;
+    }
     if (strcmp(source, "file") == 0) {
         path = prov->credentials.file;
     } else if (strcmp(source, "env") == 0 || (strcmp(source, "none") == 0 && env && *env)) {
@@ -813,6 +817,7 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     size_t index = 0;
     char err[512] = "";
     const char *image;
+    const struct tm_config_gcp *gc;
     int r;
 
     if (!loop || !cfg || !prov || !ret || !prov->kind || strcmp(prov->kind, "gcp") != 0 ||
@@ -821,7 +826,8 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     for (size_t i = 0; i < cfg->nproviders; i++)
         if (&cfg->providers[i] == prov)
             index = i;
-    if (!prov->project || !*prov->project) {
+    gc = tm_gcp_config(prov);
+    if (!gc || !gc->project || !*gc->project) {
         tm_log_error("could not create gcp provider: providers[].project: missing",
                      "provider=%s field=providers[%zu].project", prov->name, index);
         return TM_EINVAL;
@@ -852,7 +858,7 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     snprintf(gp->cluster, sizeof(gp->cluster), "%s", cfg->cluster);
     gp->page_size = opts->list_page_size > 0 ? opts->list_page_size : 500;
     tm_shortages_init(&gp->shorts, "gcp", "type", gp->name, opts->shortage_ttl_ms);
-    image = opts->image ? opts->image : prov->image_id ? prov->image_id : getenv("TARMAC_GCP_IMAGE");
+    image = opts->image ? opts->image : gc->image_id ? gc->image_id : getenv("TARMAC_GCP_IMAGE");
     gp->image = strdup(image && *image ? image : DEFAULT_IMAGE);
     r = gp->image ? copy_config(gp, cfg, prov) : TM_ENOMEM;
     if (r < 0)
@@ -863,7 +869,7 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
         .closing = &gp->closing, .free_provider = provider_free, .provider = gp,
     };
     go.endpoint = prov->endpoint;
-    go.project = prov->project;
+    go.project = gc->project;
     go.retry = opts->retry;
     go.timeout_ms = opts->timeout_ms;
     go.auth_cooldown_ms = opts->auth_cooldown_ms;
@@ -873,7 +879,7 @@ int tm_gcp_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
         goto fail;
     tm_gcp_key_release(&key);
     tm_log_info("gcp provider ready", "provider=%s project=%s endpoint=%s auth=%s pools=%zu",
-                gp->name, prov->project, tm_gce_endpoint(gp->gce),
+                gp->name, gc->project, tm_gce_endpoint(gp->gce),
                 go.auth.source == TM_GCP_TOKEN_KEY ? "service_account_key" : "metadata_server",
                 gp->npools);
     *ret = &gp->base;

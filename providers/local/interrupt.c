@@ -26,6 +26,7 @@
 #include "core/config.h"
 #include "core/err.h"
 #include "core/units.h"
+#include "providers/local/local_config.h"
 #include "providers/local/local_provider.h"
 
 #define KIND "local"
@@ -193,7 +194,7 @@ static int local_interrupt(int argc, char **argv)
     if (in_ms < 0)
         in_ms = p->spot_notice_ms > 0 ? p->spot_notice_ms : 120000;
     now = wall_now_ms();
-    r = tm_local_interrupt(p->state_dir, node, now, now + in_ms, err, sizeof(err));
+    r = tm_local_interrupt(tm_local_config(p)->state_dir, node, now, now + in_ms, err, sizeof(err));
     tm_config_release(&cfg);
     if (r < 0) {
         fprintf(stderr, "tarmac " KIND ": %s\n", err);

@@ -29,6 +29,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "providers/common/launch.h"
+#include "providers/local/local_config.h"
 #include "providers/local/local_state.h"
 
 #define LOCAL_KILL_GRACE_MS 10000
@@ -782,13 +783,14 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
                              struct tm_provider **ret)
 {
     struct local_provider *lp;
+    const struct tm_config_local *l = p ? tm_local_config(p) : NULL;
     char nodes[TM_LOCAL_PATH_MAX];
     int r;
 
-    if (!loop || !p || !p->state_dir || !now_ms || !ret || p->ntypes > LOCAL_TYPES_MAX ||
-        strlen(p->state_dir) >= sizeof(lp->state_dir) ||
-        (p->metadata_url && strlen(p->metadata_url) >= sizeof(lp->metadata_url)) ||
-        (p->agent_args && strlen(p->agent_args) >= sizeof(lp->agent_args)))
+    if (!loop || !l || !l->state_dir || !now_ms || !ret || p->ntypes > LOCAL_TYPES_MAX ||
+        strlen(l->state_dir) >= sizeof(lp->state_dir) ||
+        (l->metadata_url && strlen(l->metadata_url) >= sizeof(lp->metadata_url)) ||
+        (l->agent_args && strlen(l->agent_args) >= sizeof(lp->agent_args)))
         return TM_EINVAL;
     lp = calloc(1, sizeof(*lp));
     if (!lp)
@@ -799,12 +801,12 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
     lp->now_ms = now_ms;
     lp->clock = clock;
     tm_id_copy(lp->name, p->name);
-    snprintf(lp->state_dir, sizeof(lp->state_dir), "%s", p->state_dir);
-    snprintf(lp->metadata, sizeof(lp->metadata), "%s", p->metadata ? p->metadata : "local");
-    snprintf(lp->metadata_url, sizeof(lp->metadata_url), "%s", p->metadata_url ? p->metadata_url : "");
-    snprintf(lp->agent_args, sizeof(lp->agent_args), "%s", p->agent_args ? p->agent_args : "");
-    lp->gpu_util = p->gpu_util_percent;
-    lp->gpu_busy_util = p->gpu_busy_util_percent;
+    snprintf(lp->state_dir, sizeof(lp->state_dir), "%s", l->state_dir);
+    snprintf(lp->metadata, sizeof(lp->metadata), "%s", l->metadata ? l->metadata : "local");
+    snprintf(lp->metadata_url, sizeof(lp->metadata_url), "%s", l->metadata_url ? l->metadata_url : "");
+    snprintf(lp->agent_args, sizeof(lp->agent_args), "%s", l->agent_args ? l->agent_args : "");
+    lp->gpu_util = l->gpu_util_percent;
+    lp->gpu_busy_util = l->gpu_busy_util_percent;
     for (size_t i = 0; i < p->ntypes; i++) {
         struct local_type *t = &lp->types[lp->ntypes];
 
@@ -832,7 +834,7 @@ int tm_local_provider_create(uv_loop_t *loop, const struct tm_config_provider *p
         r = mkdir_p(nodes, 0711);
     if (r < 0) {
         tm_log_error("cannot use the local provider's state folder",
-                     "provider=%s state_dir=\"%s\" error=\"%s\"", p->name, p->state_dir,
+                     "provider=%s state_dir=\"%s\" error=\"%s\"", p->name, l->state_dir,
                      tm_strerror(r));
         free(lp);
         return r;

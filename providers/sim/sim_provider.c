@@ -30,6 +30,7 @@
 #include "core/log.h"
 #include "core/spot_hazards.h"
 #include "providers/common/launch.h"
+#include "providers/sim/sim_config.h"
 
 enum sim_op_kind {
     SIM_OP_LAUNCH,
@@ -968,15 +969,16 @@ int tm_sim_params_from_config(const struct tm_config *cfg, const struct tm_confi
                               struct tm_simcloud_params *ret)
 {
     struct tm_simcloud_params p;
+    const struct tm_config_sim *sc = prov ? tm_sim_config(prov) : NULL;
 
-    if (!prov || !ret)
+    if (!sc || !ret)
         return TM_EINVAL;
     tm_simcloud_params_init(&p);
-    p.boot_delay_ms = prov->boot_delay_ms;
+    p.boot_delay_ms = sc->boot_delay_ms;
     p.spot_hazard_per_hour = prov->spot_hazard_per_hour;
     p.spot_notice_ms = prov->spot_notice_ms;
-    p.shutdown_ms = prov->shutdown_delay_ms;
-    p.seed = prov->seed;
+    p.shutdown_ms = sc->shutdown_delay_ms;
+    p.seed = sc->seed;
     if (prov->ntypes > TM_SIM_TYPES_MAX)
         return TM_EINVAL;
     for (size_t i = 0; i < prov->ntypes; i++) {

@@ -1,7 +1,7 @@
 /*
  * tests/unit/core/test_config.c: the configuration loader.
  *
- * The loader's four files are included rather than linked (h2o's way of
+ * The loader's five files are included rather than linked (h2o's way of
  * reaching static functions) so the countdown allocator in config_table.c
  * can be switched on: every allocation of a load is failed in turn,
  * expecting TM_ENOMEM and, under ASan, no leak.  Defining them all here
@@ -12,6 +12,7 @@
 #include "core/config_table.c"
 #include "core/config_check.c"
 #include "core/config_load.c"
+#include "core/config_lookup.c"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "providers/sim/sim_config.h"
 
 static const char *source_dir(void)
 {
@@ -170,7 +172,7 @@ static void test_demo_loads(void **state)
     assert_string_equal(cfg.database_url, "postgresql:///tarmac");
     p = &cfg.providers[0];
     assert_string_equal(p->kind, "sim");
-    assert_int_equal(p->boot_delay_ms, 180000);
+    assert_int_equal(tm_sim_config(p)->boot_delay_ms, 180000);
     assert_true(p->spot_hazard_per_hour == 0.05);
     od = tm_config_pool_find(&cfg, "a100-od");
     spot = tm_config_pool_find(&cfg, "a100-spot");
@@ -209,10 +211,10 @@ static void test_defaults(void **state)
     assert_null(p->endpoint);
     assert_string_equal(p->credentials.source, "none");
     assert_null(p->credentials.file);
-    assert_int_equal(p->boot_delay_ms, 90000);
+    assert_int_equal(tm_sim_config(p)->boot_delay_ms, 90000);
     assert_true(p->spot_hazard_per_hour == 0.0);
     assert_int_equal(p->spot_notice_ms, 120000);
-    assert_int_equal(p->seed, 1);
+    assert_int_equal(tm_sim_config(p)->seed, 1);
     assert_int_equal(p->types[0].capacity, 0);
     pool = &cfg.pools[0];
     assert_string_equal(pool->capacity_type, "on_demand");

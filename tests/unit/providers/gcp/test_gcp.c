@@ -25,6 +25,7 @@
 #include "core/file.h"
 #include "providers/gcp/gce.h"
 #include "providers/gcp/gcp_auth.h"
+#include "providers/gcp/gcp_config.h"
 #include "providers/gcp/gcp_provider.h"
 
 #define KEY_PATH TM_SOURCE_DIR "/tests/unit/providers/gcp/testdata/sa-key.json"
@@ -424,7 +425,7 @@ static void test_config(void **state)
     (void)state;
     assert_int_equal(tm_config_load(TM_SOURCE_DIR "/config/example-gcp.yaml", &cfg, err,
                                     sizeof(err)), 0);
-    assert_string_equal(cfg.providers[0].project, "my-project");
+    assert_string_equal(tm_gcp_config(&cfg.providers[0])->project, "my-project");
     assert_string_equal(cfg.providers[0].kind, "gcp");
     tm_config_release(&cfg);
     assert_int_equal(tm_config_load_string(bad, strlen(bad), "bad.yaml", &cfg, err, sizeof(err)),

@@ -28,6 +28,7 @@
 #include "core/config.h"
 #include "core/err.h"
 #include "core/file.h"
+#include "providers/local/local_config.h"
 #include "providers/local/local_provider.h"
 #include "providers/local/local_state.h"
 
@@ -95,11 +96,13 @@ static struct tm_config_instance_type types[2] = {
 
 static struct tm_config_provider prov(void)
 {
-    struct tm_config_provider p = {
-        .name = "local", .kind = "local", .region = "here", .state_dir = state_dir,
-        .metadata = "local", .gpu_util_percent = 37, .gpu_busy_util_percent = 88,
+    static struct tm_config_local block = {
+        .state_dir = state_dir, .metadata = "local", .gpu_util_percent = 37, .gpu_busy_util_percent = 88,
         .agent_args = "--heartbeat-period 1s",
-        .types = types, .ntypes = 2,
+    };
+    struct tm_config_provider p = {
+        .name = "local", .kind = "local", .region = "here",
+        .kind_block = &block, .types = types, .ntypes = 2,
     };
     return p;
 }
@@ -383,9 +386,9 @@ static void test_config(void **state)
 
     assert_int_equal(tm_config_load_string(ok, strlen(ok), "t.yaml", &cfg, err, sizeof(err)), 0);
     assert_string_equal(cfg.providers[0].kind, "local");
-    assert_string_equal(cfg.providers[0].metadata, "local");
-    assert_true(cfg.providers[0].gpu_util_percent == 0);
-    assert_true(cfg.providers[0].gpu_busy_util_percent == 0);
+    assert_string_equal(tm_local_config(&cfg.providers[0])->metadata, "local");
+    assert_true(tm_local_config(&cfg.providers[0])->gpu_util_percent == 0);
+    assert_true(tm_local_config(&cfg.providers[0])->gpu_busy_util_percent == 0);
     tm_config_release(&cfg);
 
     expect_config(LHEAD "    kind: local\n" LPOOL, "\"providers[0].state_dir\": missing required key");

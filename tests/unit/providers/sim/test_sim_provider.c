@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "core/err.h"
 #include "core/spot_hazards.h"
+#include "providers/sim/sim_config.h"
 #include "providers/sim/sim_provider.h"
 #include "tests/lib/tm_test.h"
 
@@ -578,9 +579,10 @@ static void test_params_from_config(void **state)
         .memory_mib = 512000, .on_demand_uusd_per_hour = 12000000,
         .spot_uusd_per_hour = 4000000, .capacity = 3,
     }};
+    struct tm_config_sim block = {.boot_delay_ms = 1000, .shutdown_delay_ms = 5000, .seed = 99};
     struct tm_config_provider provs[2] = {
-        {.name = "simcloud", .kind = "sim", .boot_delay_ms = 1000, .spot_hazard_per_hour = 0.1,
-         .spot_notice_ms = 2000, .shutdown_delay_ms = 5000, .seed = 99, .types = types, .ntypes = 1},
+        {.name = "simcloud", .kind = "sim", .kind_block = &block, .spot_hazard_per_hour = 0.1,
+         .spot_notice_ms = 2000, .types = types, .ntypes = 1},
         {.name = "aws", .kind = "aws"},
     };
     char *z1[] = {"sim-a", "sim-b"}, *z2[] = {"sim-b", "sim-c"}, *z3[] = {"us-east-1a"};
@@ -643,8 +645,10 @@ static void test_params_from_config_spot_hazards(void **state)
         .name = "sim.4x-h100", .gpus = 4, .gpu_model = "H100", .cpu_milli = 48000,
         .memory_mib = 512000, .on_demand_uusd_per_hour = 12000000, .spot_uusd_per_hour = 4000000,
     }};
-    struct tm_config_provider prov = {.name = "simcloud", .kind = "sim", .spot_hazard_per_hour = 0.1,
-                                      .types = types, .ntypes = 1, .spot_hazards = h};
+    struct tm_config_sim block = {0};
+    struct tm_config_provider prov = {.name = "simcloud", .kind = "sim", .kind_block = &block,
+                                      .spot_hazard_per_hour = 0.1, .types = types, .ntypes = 1,
+                                      .spot_hazards = h};
     char *zones[] = {"sim-a", "sim-b", "sim-c"};
     struct tm_config_pool pool = {.name = "p1", .provider = "simcloud", .zones = zones, .nzones = 3,
                                   .spot_hazard_per_hour = 6.0, .spot_notice_ms = 30000};
