@@ -276,6 +276,15 @@ struct tm_config {
     size_t npools;                /* >= 1 */
 };
 
+/* The configuration file every command reads without --config or
+ * TARMAC_CONFIG, when it exists. */
+#define TM_CONFIG_DEFAULT_PATH "/etc/tarmac/tarmac.yaml"
+
+/* Which file to read: given (a --config option) when not NULL, else
+ * TARMAC_CONFIG, else TM_CONFIG_DEFAULT_PATH when it exists; NULL when
+ * none of them names one. */
+const char *tm_config_path(const char *given);
+
 /*
  * Load and validate a file.  On success fills *ret_cfg (caller releases it
  * with tm_config_release()).  On failure *ret_cfg is untouched, the return is

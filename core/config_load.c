@@ -131,6 +131,21 @@ out:
     return r;
 }
 
+const char *tm_config_path(const char *given)
+{
+    FILE *probe;
+
+    if (given)
+        return given;
+    if (getenv("TARMAC_CONFIG"))
+        return getenv("TARMAC_CONFIG");
+    probe = fopen(TM_CONFIG_DEFAULT_PATH, "r");
+    if (!probe)
+        return NULL;
+    fclose(probe);
+    return TM_CONFIG_DEFAULT_PATH;
+}
+
 int tm_config_load(const char *path, struct tm_config *ret_cfg, char *err, size_t errsize)
 {
     FILE *f = NULL;

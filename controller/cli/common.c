@@ -32,8 +32,6 @@
 #include "core/err.h"
 #include "core/log.h"
 
-#define DEFAULT_CONFIG "/etc/tarmac/tarmac.yaml"
-
 const char tm_cli_db_help[] =
     "      --config FILE        configuration file (env TARMAC_CONFIG)\n"
     "      --database-url URL   PostgreSQL URL (env TARMAC_DATABASE_URL; else the config's)\n"
@@ -110,21 +108,14 @@ int tm_cli_common_opt(struct tm_cli_common *c, int opt, const char *arg, char **
 int tm_cli_load_config(struct tm_cli_common *c, bool required)
 {
     char err[512];
-    const char *path = c->config_path ? c->config_path : getenv("TARMAC_CONFIG");
-    FILE *probe;
+    const char *path = tm_config_path(c->config_path);
 
     if (!path) {
-        probe = fopen(DEFAULT_CONFIG, "r");
-        if (!probe) {
-            if (required) {
-                fprintf(stderr, "tarmac %s: no configuration: give --config FILE or set TARMAC_CONFIG\n",
-                        c->cmd);
-                return TM_EXIT_USAGE;
-            }
-            return 0;
+        if (required) {
+            fprintf(stderr, "tarmac %s: no configuration: give --config FILE or set TARMAC_CONFIG\n", c->cmd);
+            return TM_EXIT_USAGE;
         }
-        fclose(probe);
-        path = DEFAULT_CONFIG;
+        return 0;
     }
     if (tm_config_load(path, &c->cfg, err, sizeof(err)) < 0 ||
         tm_config_apply_env(&c->cfg, err, sizeof(err)) < 0) {

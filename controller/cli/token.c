@@ -63,7 +63,7 @@ static int resolve_url(const char *opt_url, const char *config_path, struct tm_c
     if (!config_path)
         config_path = getenv("TARMAC_CONFIG");
     if (!config_path)
-        config_path = "/etc/tarmac/tarmac.yaml";
+        config_path = TM_CONFIG_DEFAULT_PATH;
     if (tm_config_load(config_path, cfg, err, sizeof(err)) < 0 ||
         tm_config_apply_env(cfg, err, sizeof(err)) < 0) {
         fprintf(stderr, "tarmac token: %s\n", err);

@@ -34,10 +34,6 @@
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 enum { OPT_CONFIG = 1000, OPT_HELP };
 
-/* The configuration without --config or TARMAC_CONFIG, when it exists: the
- * same default as the controller's commands (controller/cli/common.c). */
-#define DEFAULT_CONFIG "/etc/tarmac/tarmac.yaml"
-
 static const char local_help[] =
     "Usage: tarmac local interrupt NODE [--provider NAME] [--in DURATION] --config FILE\n\n"
     "Interrupt the local provider's spot node NODE now, as a cloud would: its agent\n"
@@ -61,23 +57,16 @@ static int usage_error(const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-/* --config FILE, else TARMAC_CONFIG, else DEFAULT_CONFIG when it exists,
- * into *cfg: 0, or EXIT_USAGE after printing why. */
-static int load_config(const char *path, struct tm_config *cfg)
+/* The file tm_config_path() names into *cfg: 0, or EXIT_USAGE after
+ * printing why. */
+static int load_config(const char *given, struct tm_config *cfg)
 {
+    const char *path = tm_config_path(given);
     char err[512];
 
-    if (!path)
-        path = getenv("TARMAC_CONFIG");
     if (!path) {
-        FILE *probe = fopen(DEFAULT_CONFIG, "r");
-
-        if (!probe) {
-            fprintf(stderr, "tarmac " KIND ": no configuration: give --config FILE or set TARMAC_CONFIG\n");
-            return EXIT_USAGE;
-        }
-        fclose(probe);
-        path = DEFAULT_CONFIG;
+        fprintf(stderr, "tarmac " KIND ": no configuration: give --config FILE or set TARMAC_CONFIG\n");
+        return EXIT_USAGE;
     }
     if (tm_config_load(path, cfg, err, sizeof(err)) < 0 || tm_config_apply_env(cfg, err, sizeof(err)) < 0) {
         fprintf(stderr, "tarmac " KIND ": invalid configuration: %s\n", err);
