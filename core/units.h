@@ -36,6 +36,7 @@
 #ifndef TM_UNITS_H
 #define TM_UNITS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #define TM_DURATION_MAX_MS (36525LL * 24 * 3600 * 1000)
@@ -55,5 +56,9 @@ int tm_price_parse(const char *text, int64_t *ret_uusd);
  * too large", "has more than 6 decimal places", or "expected decimal
  * dollars per hour such as 32.77").  text must not be NULL. */
 const char *tm_price_problem(const char *text, int64_t *ret_uusd);
+
+/* "YYYY-MM-DD HH:MM:SS" (or with a T between) as UTC: true and ms since
+ * the epoch, false when s is not exactly that. */
+bool tm_utc_datetime_parse(const char *s, int64_t *ret_ms);
 
 #endif

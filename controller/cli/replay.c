@@ -7,6 +7,7 @@
  *                 [--estimates predicted|exact] [--since S] [--max-runtime S]
  *                 [--starvation S] [--tune X] [--log FILE] [--json]
  *                 [--estimator keys|model] [--fallback-level 3|4]
+ *   tarmac replay --pods philly.csv --gpus N,... ...  (Philly: no node list)
  *   tarmac replay --synthetic JOBS [--gpus N] ...   (generated trace)
  *
  * Lists (policies, GPU counts, loads) run every combination, one result
@@ -52,6 +53,7 @@ static void usage(FILE *f)
             "         [--estimates predicted|exact] [--since S] [--max-runtime S]\n"
             "         [--starvation S] [--tune X] [--log FILE] [--json]\n"
             "         [--estimator keys|model] [--fallback-level 3|4]\n"
+            "       tarmac replay --pods PHILLY_CSV --gpus N[,N...] [...]  (nodes of 8 GPUs)\n"
             "       tarmac replay --synthetic JOBS [--gpus N] [...]\n"
             "time-mode policies: %s; packing policies: %s\n",
             tm_replay_policy_list(), tm_pack_policy_list());
@@ -233,9 +235,9 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
         if (takes)
             i++;
     }
-    if (!o->synthetic && (!o->pods || !o->nodes)) {
+    if (!o->synthetic && !o->pods) {
         usage(stderr);
-        return bad("%s", "--pods and --nodes are required (or --synthetic JOBS)");
+        return bad("%s", "--pods is required (or --synthetic JOBS)");
     }
     return 0;
 }
@@ -650,10 +652,13 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                                         : "the node list's GPU nodes as is");
                         printf("estimates: %s; starvation bound %.0f s; dropped: %zu never scheduled, "
                                "%zu before --since, %zu over --max-runtime, %zu CPU-only, "
-                               "%zu fit no node\n",
+                               "%zu fit no node",
                                o->exact ? "exact (upper bound)" : "predicted from finished jobs",
                                (double)st.starvation_ms / 1000, st.dropped_unscheduled, st.dropped_since,
                                st.dropped_runtime, st.dropped_cpu_only, st.dropped_no_node);
+                        if (st.dropped_gang)
+                            printf(", %zu of several nodes", st.dropped_gang);
+                        printf("\n");
                         printf("load: offered = GPU-seconds of work / (capacity x arrival span); "
                                "factor = inter-arrival multiplier\n\n");
                         printf("| policy | GPUs | nodes | load (native, factor) | jobs | util makespan | "
@@ -731,6 +736,8 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                     add_num(obj, "dropped_runtime", (double)st.dropped_runtime);
                     add_num(obj, "dropped_cpu_only", (double)st.dropped_cpu_only);
                     add_num(obj, "dropped_no_node", (double)st.dropped_no_node);
+                    if (st.dropped_gang)
+                        add_num(obj, "dropped_gang", (double)st.dropped_gang);
                     add_num(obj, "preemptions", (double)st.preemptions);
                     add_num(obj, "preempted_gpu_hours", st.preempted_gpu_hours);
                     add_num(obj, "passes", (double)st.passes);
@@ -745,6 +752,38 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
         print_estimates(o, all, ngpus, nloads, seeds);
     free(all);
     return 0;
+}
+
+/* The pods and their inventory: the node list when given; without one, a
+ * trace whose jobs name their team (Philly's) gets --gpus' largest count
+ * in nodes of TM_TRACE_PHILLY_NODE_GPUS, which --gpus then samples. */
+static int load_trace(const struct opts *o, struct tm_trace *t, char *err, size_t errlen)
+{
+    int32_t gpus = 0;
+    int r;
+
+    if (o->nodes) {
+        r = tm_trace_load_nodes(t, o->nodes, err, errlen);
+        return r < 0 ? r : tm_trace_load_pods(t, o->pods, err, errlen);
+    }
+    r = tm_trace_load_pods(t, o->pods, err, errlen);
+    if (r < 0)
+        return r;
+    if (t->njobs == 0 || !t->jobs[0].team[0]) {
+        snprintf(err, errlen, "--nodes is required with an openb pod file (%s)", o->pods);
+        return TM_EINVAL;
+    }
+    for (int k = 0; k < o->ngpus; k++)
+        if (o->gpus[k] > gpus)
+            gpus = o->gpus[k];
+    if (gpus < TM_TRACE_PHILLY_NODE_GPUS) {
+        snprintf(err, errlen, "--gpus N (at least %d) is required without --nodes: the inventory is "
+                              "N/%d nodes of %d GPUs",
+                 TM_TRACE_PHILLY_NODE_GPUS, TM_TRACE_PHILLY_NODE_GPUS, TM_TRACE_PHILLY_NODE_GPUS);
+        return TM_EINVAL;
+    }
+    return tm_trace_uniform_nodes(t, (size_t)gpus / TM_TRACE_PHILLY_NODE_GPUS, TM_TRACE_PHILLY_NODE_GPUS,
+                                  "philly8");
 }
 
 int tm_replay_main(int argc, char **argv)
@@ -771,9 +810,7 @@ int tm_replay_main(int argc, char **argv)
             return 2;
         }
     } else {
-        r = tm_trace_load_nodes(&t, o.nodes, err, sizeof(err));
-        if (r == 0)
-            r = tm_trace_load_pods(&t, o.pods, err, sizeof(err));
+        r = load_trace(&o, &t, err, sizeof(err));
         if (r < 0) {
             fprintf(stderr, "tarmac replay: %s\n", err[0] ? err : tm_strerror(r));
             tm_trace_release(&t);
@@ -795,7 +832,7 @@ int tm_replay_main(int argc, char **argv)
         goto out;
     }
     cJSON_AddStringToObject(doc, "pods", o.synthetic ? "synthetic" : o.pods);
-    cJSON_AddStringToObject(doc, "nodes", o.synthetic ? "synthetic" : o.nodes);
+    cJSON_AddStringToObject(doc, "nodes", o.synthetic ? "synthetic" : o.nodes ? o.nodes : "uniform");
     cJSON_AddStringToObject(doc, "inventory_note",
                             "fixed inventory: no launches or terminations during replay");
     cJSON_AddItemToObject(doc, "results", results);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/units.h"
 
 #define RECORD_MAX (64 * 1024)
 #define FIELDS_MAX 1024
@@ -221,50 +222,13 @@ static bool parse_number(const char *s, double *ret)
     return true;
 }
 
-/* Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
- * days_from_civil). */
-static int64_t days_from_civil(int64_t y, int64_t m, int64_t d)
-{
-    int64_t era, yoe, doy, doe;
-
-    y -= m <= 2;
-    era = (y >= 0 ? y : y - 399) / 400;
-    yoe = y - era * 400;
-    doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-    doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    return era * 146097 + doe - 719468;
-}
-
-static bool digits(const char *s, int n, int64_t *ret)
-{
-    int64_t v = 0;
-
-    for (int i = 0; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        v = v * 10 + (s[i] - '0');
-    }
-    *ret = v;
-    return true;
-}
-
 /* "YYYY-MM-DD HH:MM:SS" (or with a T) as UTC, or decimal seconds. */
 static bool parse_time(const char *s, int64_t *ret_ms)
 {
-    int64_t y, mo, d, h, mi, se;
     double secs;
 
-    if (strlen(s) == 19 && s[4] == '-' && s[7] == '-' && (s[10] == ' ' || s[10] == 'T') &&
-        s[13] == ':' && s[16] == ':') {
-        static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
-        if (!digits(s, 4, &y) || !digits(s + 5, 2, &mo) || !digits(s + 8, 2, &d) ||
-            !digits(s + 11, 2, &h) || !digits(s + 14, 2, &mi) || !digits(s + 17, 2, &se))
-            return false;
-        if (mo < 1 || mo > 12 || d < 1 || d > mdays[mo - 1] || h > 23 || mi > 59 || se > 60)
-            return false;
-        *ret_ms = ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60000 + se * 1000;
+    if (tm_utc_datetime_parse(s, ret_ms))
         return true;
-    }
     if (!parse_number(s, &secs) || fabs(secs) > 9.0e12)
         return false;
     *ret_ms = (int64_t)llround(secs * 1000.0);

@@ -1204,7 +1204,8 @@ static int load_jobs(struct fleet_replay *s, const struct tm_trace *t)
         bool ok = tj->start_ms >= 0 && (tj->gpus > 0 || tj->gpu_milli > 0) &&
                   (c->since_ms < 0 || tj->submit_ms >= c->since_ms) &&
                   (c->max_runtime_ms < 0 || tj->end_ms - tj->start_ms <= c->max_runtime_ms) &&
-                  tj->gpus <= s->max_type_gpus && tj->cpu_milli <= maxcpu && tj->memory_mib <= maxmem;
+                  tj->gpus <= s->max_type_gpus && tj->cpu_milli <= maxcpu && tj->memory_mib <= maxmem &&
+                  tj->nodes <= 1;
         if (!ok) {
             s->st.dropped++;
             continue;
@@ -1222,7 +1223,7 @@ static int load_jobs(struct fleet_replay *s, const struct tm_trace *t)
                       (c->since_ms < 0 || tj->submit_ms >= c->since_ms) &&
                       (c->max_runtime_ms < 0 || tj->end_ms - tj->start_ms <= c->max_runtime_ms) &&
                       tj->gpus <= s->max_type_gpus && tj->cpu_milli <= maxcpu &&
-                      tj->memory_mib <= maxmem;
+                      tj->memory_mib <= maxmem && tj->nodes <= 1;
             if (!ok)
                 continue;
             jb = &s->jobs[n++];

@@ -82,7 +82,8 @@ struct tm_replay_config {
 struct tm_replay_stats {
     /* input */
     size_t jobs;                  /* replayed */
-    size_t dropped_since, dropped_runtime, dropped_unscheduled, dropped_cpu_only, dropped_no_node;
+    size_t dropped_since, dropped_runtime, dropped_unscheduled, dropped_cpu_only, dropped_no_node,
+        dropped_gang;
     int32_t gpus;
     size_t nodes;
     double native_load;           /* offered load before scaling */

@@ -622,6 +622,12 @@ static int setup_jobs(struct replay_engine *s, const struct tm_trace *t, struct 
             st->dropped_cpu_only++;
             continue;
         }
+        /* The time replay places one node per job: a gang would be
+         * replayed on one node with a node's share of its GPUs. */
+        if (tj->nodes > 1) {
+            st->dropped_gang++;
+            continue;
+        }
         usable = models_holding(s->nodes, s->nnodes, tj);
         if (!usable) {
             st->dropped_no_node++;

@@ -2,10 +2,10 @@
  * controller/replay/trace.c: openb CSV loaders and the synthetic generator.
  *
  * The openb files are plain CSV without quoting; we still refuse a quote
- * rather than misread one.  Each file is read whole (they are under 1 MiB;
- * the cap below bounds a wrong path pointing at something huge), split in
- * lines, and each row is checked field by field so an error names its file,
- * line and column.
+ * rather than misread one.  Each file is read whole (trace_csv.h's cap
+ * bounds a wrong path pointing at something huge), split in lines, and
+ * each row is checked field by field so an error names its file, line and
+ * column.  A pod file with Philly's columns goes to trace_philly.c.
  */
 #include "controller/replay/trace.h"
 
@@ -16,11 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "controller/replay/trace_csv.h"
 #include "core/err.h"
 #include "core/file.h"
-
-#define TRACE_FILE_MAX (512u << 20)
-#define FIELDS_MAX 32
 
 static const char *const qos_names[TM_QOS_MAX] = {"LS", "BE", "Burstable", "Guaranteed"};
 
@@ -31,7 +29,10 @@ const char *tm_trace_qos_name(enum tm_trace_qos q)
 
 struct tm_estimate_key tm_trace_estimate_key(const struct tm_trace_job *j, char *buf, size_t len)
 {
-    snprintf(buf, len, "c%lld-m%lld", (long long)j->cpu_milli, (long long)j->memory_mib);
+    if (j->team[0])
+        snprintf(buf, len, "%s", j->team);
+    else
+        snprintf(buf, len, "c%lld-m%lld", (long long)j->cpu_milli, (long long)j->memory_mib);
     return (struct tm_estimate_key){.team = buf,
                                     .name = j->name[0] ? j->name : NULL,
                                     .klass = j->klass,
@@ -51,8 +52,7 @@ int tm_trace_model(struct tm_trace *t, const char *name)
     return t->nmodels++;
 }
 
-static int fail(char *err, size_t errlen, const char *path, size_t line, int col,
-                const char *fmt, ...)
+int trace_fail(char *err, size_t errlen, const char *path, size_t line, int col, const char *fmt, ...)
 {
     va_list ap;
     int n;
@@ -88,8 +88,7 @@ static int split(char *line, char **fields)
     return n;
 }
 
-/* A whole decimal integer, optionally signed; no spaces, no fraction. */
-static bool parse_i64(const char *s, int64_t *ret)
+bool trace_parse_i64(const char *s, int64_t *ret)
 {
     char *end;
     long long v;
@@ -104,13 +103,7 @@ static bool parse_i64(const char *s, int64_t *ret)
     return true;
 }
 
-struct cols {
-    const char *const *names;
-    int n;
-    int at[FIELDS_MAX];
-};
-
-static int header(struct cols *c, char **f, int nf, const char *path, char *err, size_t errlen)
+static int header(struct trace_cols *c, char **f, int nf, const char *path, char *err, size_t errlen)
 {
     for (int i = 0; i < c->n; i++) {
         c->at[i] = -1;
@@ -118,9 +111,29 @@ static int header(struct cols *c, char **f, int nf, const char *path, char *err,
             if (strcmp(f[k], c->names[i]) == 0)
                 c->at[i] = k;
         if (c->at[i] < 0)
-            return fail(err, errlen, path, 1, nf + 1, "missing column \"%s\"", c->names[i]);
+            return trace_fail(err, errlen, path, 1, nf + 1, "missing column \"%s\"", c->names[i]);
     }
     return 0;
+}
+
+bool trace_has_columns(const char *buf, const char *const *names, int n)
+{
+    size_t len = strcspn(buf, "\r\n");
+
+    for (int i = 0; i < n; i++) {
+        size_t nl = strlen(names[i]);
+        bool found = false;
+        for (const char *p = buf; p < buf + len; p = strchr(p, ',') ? strchr(p, ',') + 1 : buf + len) {
+            size_t fl = strcspn(p, ",\r\n");
+            if (fl == nl && memcmp(p, names[i], nl) == 0)
+                found = true;
+            if (p + fl >= buf + len)
+                break;
+        }
+        if (!found)
+            return false;
+    }
+    return true;
 }
 
 /* Iterate lines: strips "\r\n", skips a trailing empty line. */
@@ -144,19 +157,7 @@ static char *next_line(char **p)
     return s;
 }
 
-/* The rows of a trace file after its header, each with every named column. */
-struct rows {
-    char *p;                      /* the rest of the file */
-    size_t lineno;                /* of the row just read; 0 before the first */
-    struct cols c;
-    const char *path;
-};
-
-/* The next data row: 1 with its fields in f (*nf of them), 0 at the end,
- * or < 0 with err naming the line and column.  The header row is read into
- * rw->c on the way; quoted fields are refused (the traces have none, and a
- * quote would be a sign of another format). */
-static int next_row(struct rows *rw, char **f, int *nf, char *err, size_t errlen)
+int trace_next_row(struct trace_rows *rw, char **f, int *nf, char *err, size_t errlen)
 {
     char *line;
     int r;
@@ -166,10 +167,10 @@ static int next_row(struct rows *rw, char **f, int *nf, char *err, size_t errlen
         if (!*line && !*rw->p)
             return 0;
         if (strchr(line, '"'))
-            return fail(err, errlen, rw->path, rw->lineno, 1, "quoted fields are not supported");
+            return trace_fail(err, errlen, rw->path, rw->lineno, 1, "quoted fields are not supported");
         *nf = split(line, f);
         if (*nf < 0)
-            return fail(err, errlen, rw->path, rw->lineno, FIELDS_MAX + 1, "too many fields");
+            return trace_fail(err, errlen, rw->path, rw->lineno, FIELDS_MAX + 1, "too many fields");
         if (rw->lineno == 1) {
             r = header(&rw->c, f, *nf, rw->path, err, errlen);
             if (r < 0)
@@ -178,7 +179,7 @@ static int next_row(struct rows *rw, char **f, int *nf, char *err, size_t errlen
         }
         for (int i = 0; i < rw->c.n; i++)
             if (rw->c.at[i] >= *nf)
-                return fail(err, errlen, rw->path, rw->lineno, *nf + 1, "missing field \"%s\"",
+                return trace_fail(err, errlen, rw->path, rw->lineno, *nf + 1, "missing field \"%s\"",
                             rw->c.names[i]);
         return 1;
     }
@@ -193,7 +194,7 @@ int tm_trace_load_nodes(struct tm_trace *t, const char *path, char *err, size_t 
     char *buf = NULL, *f[FIELDS_MAX];
     size_t len, n = 0, cap = 0;
     struct tm_trace_node *nodes = NULL;
-    struct rows rw = {.c = {.names = node_cols, .n = NC_MAX}, .path = path};
+    struct trace_rows rw = {.c = {.names = node_cols, .n = NC_MAX}, .path = path};
     const int *at = rw.c.at;
     struct tm_trace saved_models = {0};
     int r, nf;
@@ -204,27 +205,27 @@ int tm_trace_load_nodes(struct tm_trace *t, const char *path, char *err, size_t 
     if (r < 0)
         return r;
     rw.p = buf;
-    while ((r = next_row(&rw, f, &nf, err, errlen)) > 0) {
+    while ((r = trace_next_row(&rw, f, &nf, err, errlen)) > 0) {
         struct tm_trace_node nd = {0};
         int64_t v;
 
         if (strlen(f[at[NC_SN]]) >= TM_TRACE_NAME_MAX) {
-            r = fail(err, errlen, path, rw.lineno, at[NC_SN] + 1, "name too long");
+            r = trace_fail(err, errlen, path, rw.lineno, at[NC_SN] + 1, "name too long");
             goto out;
         }
         snprintf(nd.name, sizeof(nd.name), "%s", f[at[NC_SN]]);
-        if (!parse_i64(f[at[NC_CPU]], &nd.cpu_milli) || nd.cpu_milli < 0) {
-            r = fail(err, errlen, path, rw.lineno, at[NC_CPU] + 1, "bad number \"%s\" for cpu_milli",
+        if (!trace_parse_i64(f[at[NC_CPU]], &nd.cpu_milli) || nd.cpu_milli < 0) {
+            r = trace_fail(err, errlen, path, rw.lineno, at[NC_CPU] + 1, "bad number \"%s\" for cpu_milli",
                      f[at[NC_CPU]]);
             goto out;
         }
-        if (!parse_i64(f[at[NC_MEM]], &nd.memory_mib) || nd.memory_mib < 0) {
-            r = fail(err, errlen, path, rw.lineno, at[NC_MEM] + 1, "bad number \"%s\" for memory_mib",
+        if (!trace_parse_i64(f[at[NC_MEM]], &nd.memory_mib) || nd.memory_mib < 0) {
+            r = trace_fail(err, errlen, path, rw.lineno, at[NC_MEM] + 1, "bad number \"%s\" for memory_mib",
                      f[at[NC_MEM]]);
             goto out;
         }
-        if (!parse_i64(f[at[NC_GPU]], &v) || v < 0 || v > 16) {
-            r = fail(err, errlen, path, rw.lineno, at[NC_GPU] + 1, "bad GPU count \"%s\" (0..16)",
+        if (!trace_parse_i64(f[at[NC_GPU]], &v) || v < 0 || v > 16) {
+            r = trace_fail(err, errlen, path, rw.lineno, at[NC_GPU] + 1, "bad GPU count \"%s\" (0..16)",
                      f[at[NC_GPU]]);
             goto out;
         }
@@ -232,12 +233,12 @@ int tm_trace_load_nodes(struct tm_trace *t, const char *path, char *err, size_t 
         nd.model = -1;
         if (nd.gpus > 0) {
             if (!*f[at[NC_MODEL]]) {
-                r = fail(err, errlen, path, rw.lineno, at[NC_MODEL] + 1, "GPU node without a model");
+                r = trace_fail(err, errlen, path, rw.lineno, at[NC_MODEL] + 1, "GPU node without a model");
                 goto out;
             }
             nd.model = tm_trace_model(t, f[at[NC_MODEL]]);
             if (nd.model < 0) {
-                r = fail(err, errlen, path, rw.lineno, at[NC_MODEL] + 1, "too many GPU models");
+                r = trace_fail(err, errlen, path, rw.lineno, at[NC_MODEL] + 1, "too many GPU models");
                 goto out;
             }
         }
@@ -256,7 +257,7 @@ int tm_trace_load_nodes(struct tm_trace *t, const char *path, char *err, size_t 
     if (r < 0)
         goto out;
     if (rw.lineno == 0) {
-        r = fail(err, errlen, path, 1, 1, "empty file");
+        r = trace_fail(err, errlen, path, 1, 1, "empty file");
         goto out;
     }
     free(t->nodes);
@@ -279,6 +280,8 @@ static const char *const pod_cols[] = {"name", "cpu_milli", "memory_mib", "num_g
                                        "scheduled_time"};
 enum { PC_NAME, PC_CPU, PC_MEM, PC_NGPU, PC_MILLI, PC_SPEC, PC_QOS, PC_CREATE, PC_DELETE, PC_SCHED,
        PC_MAX };
+/* A pod file with these columns is Philly's, not openb's. */
+static const char *const philly_cols[] = {"timestamp", "duration", "num_gpus", "gpu_time", "cluster"};
 
 static int parse_spec(struct tm_trace *t, char *spec, uint64_t *ret)
 {
@@ -309,7 +312,7 @@ int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t e
     char *buf = NULL, *f[FIELDS_MAX];
     size_t len, n = 0, cap = 0;
     struct tm_trace_job *jobs = NULL;
-    struct rows rw = {.c = {.names = pod_cols, .n = PC_MAX}, .path = path};
+    struct trace_rows rw = {.c = {.names = pod_cols, .n = PC_MAX}, .path = path};
     const int *at = rw.c.at;
     char saved[TM_TRACE_MODELS_MAX][TM_TRACE_NAME_MAX];
     int saved_n = t->nmodels;
@@ -319,21 +322,26 @@ int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t e
     r = tm_file_read(path, TRACE_FILE_MAX, &buf, &len, err, errlen);
     if (r < 0)
         return r;
+    if (trace_has_columns(buf, philly_cols, 5)) {
+        r = trace_load_philly(t, buf, path, err, errlen);
+        free(buf);
+        return r;
+    }
     rw.p = buf;
-    while ((r = next_row(&rw, f, &nf, err, errlen)) > 0) {
-        struct tm_trace_job jb = {0};
+    while ((r = trace_next_row(&rw, f, &nf, err, errlen)) > 0) {
+        struct tm_trace_job jb = {.nodes = 1};
         int64_t ngpu, milli, create, del, sched = -1;
         int q;
 #define NUM(col, var, what)                                                                          \
     do {                                                                                             \
-        if (!parse_i64(f[at[col]], &(var)) || (var) < 0) {                                           \
-            r = fail(err, errlen, path, rw.lineno, at[col] + 1, "bad number \"%s\" for %s",          \
+        if (!trace_parse_i64(f[at[col]], &(var)) || (var) < 0) {                                           \
+            r = trace_fail(err, errlen, path, rw.lineno, at[col] + 1, "bad number \"%s\" for %s",          \
                      f[at[col]], what);                                                              \
             goto out;                                                                                \
         }                                                                                            \
     } while (0)
         if (strlen(f[at[PC_NAME]]) >= TM_TRACE_NAME_MAX) {
-            r = fail(err, errlen, path, rw.lineno, at[PC_NAME] + 1, "name too long");
+            r = trace_fail(err, errlen, path, rw.lineno, at[PC_NAME] + 1, "name too long");
             goto out;
         }
         snprintf(jb.name, sizeof(jb.name), "%s", f[at[PC_NAME]]);
@@ -347,23 +355,23 @@ int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t e
             NUM(PC_SCHED, sched, "scheduled_time");
 #undef NUM
         if (ngpu > 16) {
-            r = fail(err, errlen, path, rw.lineno, at[PC_NGPU] + 1, "num_gpu %lld above 16",
+            r = trace_fail(err, errlen, path, rw.lineno, at[PC_NGPU] + 1, "num_gpu %lld above 16",
                      (long long)ngpu);
             goto out;
         }
         if (milli > 1000 || (ngpu == 1 && milli == 0)) {
-            r = fail(err, errlen, path, rw.lineno, at[PC_MILLI] + 1,
+            r = trace_fail(err, errlen, path, rw.lineno, at[PC_MILLI] + 1,
                      "gpu_milli %lld out of range for num_gpu %lld", (long long)milli, (long long)ngpu);
             goto out;
         }
         if (del < create) {
-            r = fail(err, errlen, path, rw.lineno, at[PC_DELETE] + 1,
+            r = trace_fail(err, errlen, path, rw.lineno, at[PC_DELETE] + 1,
                      "negative duration: deletion_time %lld before creation_time %lld",
                      (long long)del, (long long)create);
             goto out;
         }
         if (sched >= 0 && (del < sched || sched < create)) {
-            r = fail(err, errlen, path, rw.lineno, at[del < sched ? PC_DELETE : PC_SCHED] + 1,
+            r = trace_fail(err, errlen, path, rw.lineno, at[del < sched ? PC_DELETE : PC_SCHED] + 1,
                      "negative duration: scheduled_time %lld outside creation %lld .. deletion %lld",
                      (long long)sched, (long long)create, (long long)del);
             goto out;
@@ -380,7 +388,7 @@ int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t e
             jb.gpu_milli = 0;
         }
         if (*f[at[PC_SPEC]] && parse_spec(t, f[at[PC_SPEC]], &jb.model_mask) < 0) {
-            r = fail(err, errlen, path, rw.lineno, at[PC_SPEC] + 1, "bad gpu_spec");
+            r = trace_fail(err, errlen, path, rw.lineno, at[PC_SPEC] + 1, "bad gpu_spec");
             goto out;
         }
         q = -1;
@@ -388,7 +396,7 @@ int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t e
             if (strcmp(f[at[PC_QOS]], qos_names[k]) == 0)
                 q = k;
         if (q < 0) {
-            r = fail(err, errlen, path, rw.lineno, at[PC_QOS] + 1,
+            r = trace_fail(err, errlen, path, rw.lineno, at[PC_QOS] + 1,
                      "unrecognized qos \"%s\" (LS, BE, Burstable, Guaranteed)", f[at[PC_QOS]]);
             goto out;
         }
@@ -417,7 +425,7 @@ int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t e
     if (r < 0)
         goto out;
     if (rw.lineno == 0) {
-        r = fail(err, errlen, path, 1, 1, "empty file");
+        r = trace_fail(err, errlen, path, 1, 1, "empty file");
         goto out;
     }
     free(t->jobs);
@@ -502,6 +510,7 @@ int tm_trace_synthesize(struct tm_trace *t, const struct tm_trace_synth *p)
         int per;
         clock_s += -log(unif(&s)) * 3600.0 / p->jobs_per_hour;
         snprintf(jb->name, sizeof(jb->name), "synth-%06zu", j);
+        jb->nodes = 1;
         if (u < 0.45) {
             jb->gpus = 0;
             jb->gpu_milli = 100 + 50 * (int32_t)(splitmix(&s) % 18);
@@ -539,6 +548,30 @@ int tm_trace_synthesize(struct tm_trace *t, const struct tm_trace_synth *p)
     t->njobs = p->jobs;
     t->nodes = nodes;
     t->nnodes = nn;
+    return 0;
+}
+
+int tm_trace_uniform_nodes(struct tm_trace *t, size_t n, int32_t gpus, const char *model)
+{
+    struct tm_trace_node *nodes;
+    int m = tm_trace_model(t, model);
+
+    if (m < 0 || n == 0 || gpus < 1)
+        return TM_EINVAL;
+    nodes = calloc(n, sizeof(*nodes));
+    if (!nodes)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        snprintf(nodes[i].name, sizeof(nodes[i].name), "%s-%05zu", model, i);
+        /* Room for any CPU and memory request: these traces have none. */
+        nodes[i].cpu_milli = 128000;
+        nodes[i].memory_mib = 1048576;
+        nodes[i].gpus = gpus;
+        nodes[i].model = m;
+    }
+    free(t->nodes);
+    t->nodes = nodes;
+    t->nnodes = n;
     return 0;
 }
 

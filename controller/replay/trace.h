@@ -1,10 +1,13 @@
 /*
  * controller/replay/trace.h: GPU cluster traces for replay: the Alibaba openb CSV
- * loaders (node list and pod list) and a synthetic generator.
+ * loaders (node list and pod list), Philly's job file (with a team on every
+ * job), and a synthetic generator.
  *
  * A trace holds a GPU model table, the nodes (inventory) and the jobs.  Job
  * shapes follow scheduler.h: gpus >= 1 whole GPUs, or gpus == 0 with a share
  * gpu_milli in 1..999, or gpus == 0 and gpu_milli == 0 for CPU-only tasks.
+ * A job of whole GPUs may span `nodes` nodes with `gpus` on each (a gang);
+ * nodes 0 reads as 1.
  * Times are milliseconds from the trace's own origin.
  *
  * Loaders stop at the first bad row and say where: "FILE:LINE:COLUMN: what",
@@ -33,14 +36,16 @@ enum tm_trace_qos {
 
 struct tm_trace_job {
     char name[TM_TRACE_NAME_MAX];
+    char team[TM_TRACE_NAME_MAX]; /* "" when the trace has none (openb) */
     int64_t submit_ms;
     int64_t start_ms;    /* as scheduled in the trace; -1 if never scheduled */
     int64_t end_ms;      /* deletion */
     int64_t cpu_milli;
     int64_t memory_mib;
     uint64_t model_mask; /* bits into the trace's model table; 0: any */
-    int32_t gpus;
+    int32_t gpus;        /* per node */
     int32_t gpu_milli;
+    int32_t nodes;       /* gang size; 0 or 1: one node */
     enum tm_trace_qos qos;
     enum tm_job_class klass;
     bool preemptible;
@@ -67,11 +72,12 @@ const char *tm_trace_qos_name(enum tm_trace_qos q);
 
 /* The runtime predictor's key for a trace job, one for every replay.  The
  * job's own name is the most specific level (the same task submitted
- * again: a replay's copies of one task share it).  openb has no team, and
- * tasks with the same CPU and memory request mostly come from one
- * deployment, so that request ("cCPU-mMEM", written into buf) stands in for
- * the team: the level between the task itself and anyone's work of that
- * shape. */
+ * again: a replay's copies of one task share it).  The team is the job's
+ * own where the trace has one (Philly's virtual cluster).  openb has none,
+ * and tasks with the same CPU and memory request mostly come from one
+ * deployment, so that request ("cCPU-mMEM") stands in for the team: the
+ * level between the task itself and anyone's work of that shape.  The
+ * team is written into buf. */
 struct tm_estimate_key tm_trace_estimate_key(const struct tm_trace_job *j, char *buf, size_t len);
 
 /* Index of a model name in t's table, adding it when absent; -1 if full. */
@@ -87,8 +93,23 @@ int tm_trace_load_nodes(struct tm_trace *t, const char *path, char *err, size_t 
  * gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time) into
  * t, replacing its jobs.  gpu_spec names join the model table.  Errors as
  * for the node list; a negative duration (deletion before creation or
- * before scheduling) is an error. */
+ * before scheduling) is an error.
+ *
+ * A file whose header has Philly's columns (timestamp,duration,num_gpus,
+ * gpu_time,cluster) is read as Philly's instead: submit times from the
+ * earliest row's, each job run at once for its duration (the file has no
+ * start), its cluster as its team, no CPU or memory request and no GPU
+ * model; a job of more than TM_TRACE_PHILLY_NODE_GPUS GPUs is a gang of
+ * as few such nodes as hold it, its GPUs spread evenly (12: 2 x 6).  The
+ * rows are sorted by submit time (the file's are not). */
 int tm_trace_load_pods(struct tm_trace *t, const char *path, char *err, size_t errlen);
+
+/* Philly's servers had 8 GPUs (and 2-GPU ones, not told apart in the file). */
+#define TM_TRACE_PHILLY_NODE_GPUS 8
+
+/* Give t an inventory of n identical nodes of gpus GPUs of one model
+ * (for traces without a node list), replacing its nodes. */
+int tm_trace_uniform_nodes(struct tm_trace *t, size_t n, int32_t gpus, const char *model);
 
 /* Parameters of the synthetic generator; see trace.c for distributions. */
 struct tm_trace_synth {

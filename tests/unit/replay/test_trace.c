@@ -1,7 +1,8 @@
 /*
  * tests/unit/replay/test_trace.c: the openb loaders (good files, every kind of bad
- * row with its file:line:column), the synthetic generator, and the real
- * openb files when ../shared/traces is there.
+ * row with its file:line:column), Philly's job file, the synthetic
+ * generator, and the real openb and Philly files when ../shared/traces is
+ * there.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -31,13 +32,18 @@ static const char *write_file(const char *name, const char *text)
     return path;
 }
 
-static const char *traces_dir(void)
+static const char *trace_dir(const char *name)
 {
     static char dir[512];
     const char *src = getenv("TM_SOURCE_DIR");
 
-    snprintf(dir, sizeof(dir), "%s/../shared/traces/alibaba-gpu-v2023-openb", src ? src : TM_SOURCE_DIR);
+    snprintf(dir, sizeof(dir), "%s/../shared/traces/%s", src ? src : TM_SOURCE_DIR, name);
     return access(dir, R_OK) == 0 ? dir : NULL;
+}
+
+static const char *traces_dir(void)
+{
+    return trace_dir("alibaba-gpu-v2023-openb");
 }
 
 #define NODES_OK                                                                                     \
@@ -152,6 +158,83 @@ static void test_load_bad(void **state)
     }
 }
 
+#define PHILLY_HEADER "timestamp,duration,num_gpus,gpu_time,cluster\n"
+
+/* Rows out of order, teams, gangs spread evenly, the times from the
+ * earliest submit. */
+static void test_philly_good(void **state)
+{
+    struct tm_trace t = {0};
+    char err[256] = "", buf[64];
+    const char *pp;
+
+    (void)state;
+    pp = write_file("philly.csv", PHILLY_HEADER
+                    "2017-10-09 07:01:55,66.0,1,66.0,11cb48\n"
+                    "2017-10-09 06:13:03,2951.5,16,47224.0,6214e9\r\n"
+                    "2017-10-09 07:01:55,10,12,120,6214e9\n"
+                    "2017-10-08 23:59:59,0.4,8,3.2,b436b2\n");
+    assert_int_equal(tm_trace_load_pods(&t, pp, err, sizeof(err)), 0);
+    assert_int_equal(t.njobs, 4);
+    /* sorted by submit; ties in file order */
+    assert_string_equal(t.jobs[0].team, "b436b2");
+    assert_int_equal(t.jobs[0].submit_ms, 0);
+    assert_int_equal(t.jobs[0].start_ms, 0);
+    assert_int_equal(t.jobs[0].end_ms, 400);
+    assert_int_equal(t.jobs[0].gpus, 8);
+    assert_int_equal(t.jobs[0].nodes, 1);
+    assert_string_equal(t.jobs[1].team, "6214e9");
+    assert_int_equal(t.jobs[1].submit_ms, (6 * 3600 + 13 * 60 + 4) * 1000LL);
+    assert_int_equal(t.jobs[1].end_ms - t.jobs[1].start_ms, 2951500);
+    assert_int_equal(t.jobs[1].nodes, 2);
+    assert_int_equal(t.jobs[1].gpus, 8);
+    assert_string_equal(t.jobs[2].team, "11cb48");
+    assert_int_equal(t.jobs[2].nodes, 1);
+    assert_int_equal(t.jobs[2].gpus, 1);
+    assert_int_equal(t.jobs[2].gpu_milli, 1000);
+    assert_int_equal(t.jobs[3].nodes, 2);
+    assert_int_equal(t.jobs[3].gpus, 6);
+    assert_int_equal(t.jobs[3].cpu_milli, 0);
+    assert_int_equal(t.jobs[3].model_mask, 0);
+    assert_false(t.jobs[3].preemptible);
+    /* the team is the runtime predictor's team level */
+    assert_string_equal(tm_trace_estimate_key(&t.jobs[3], buf, sizeof(buf)).team, "6214e9");
+    assert_int_equal(tm_trace_uniform_nodes(&t, 3, 8, "philly8"), 0);
+    assert_int_equal(t.nnodes, 3);
+    assert_int_equal(t.nodes[2].gpus, 8);
+    assert_string_equal(t.models[t.nodes[2].model], "philly8");
+    tm_trace_release(&t);
+}
+
+static void test_philly_bad(void **state)
+{
+    static const struct bad rows[] = {
+        {PHILLY_HEADER "2017-10-09 7:01:55,66,1,66,a\n", ":2:1:", "bad timestamp"},
+        {PHILLY_HEADER "2017-02-30 07:01:55,66,1,66,a\n", ":2:1:", "bad timestamp"},
+        {PHILLY_HEADER "2017-10-09 07:01:55,0,1,0,a\n", ":2:2:", "bad duration"},
+        {PHILLY_HEADER "2017-10-09 07:01:55,abc,1,66,a\n", ":2:2:", "bad duration"},
+        {PHILLY_HEADER "2017-10-09 07:01:55,66,0,0,a\n", ":2:3:", "bad num_gpus"},
+        {PHILLY_HEADER "2017-10-09 07:01:55,66,9,594,a\n", ":2:3:", "spread evenly"},
+        {PHILLY_HEADER "2017-10-09 07:01:55,66,2,66,a\n", ":2:4:", "gpu_time"},
+        {PHILLY_HEADER "2017-10-09 07:01:55,66,1,66,\n", ":2:5:", "cluster"},
+        {PHILLY_HEADER "2017-10-09 07:01:55,66,1,66\n", ":2:5:", "missing field \"cluster\""},
+        {PHILLY_HEADER, ":1:1:", "no jobs"},
+    };
+    char err[512];
+
+    (void)state;
+    for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+        struct tm_trace t = {0};
+        const char *pp = write_file("bad_philly.csv", rows[i].body);
+        err[0] = '\0';
+        assert_int_equal(tm_trace_load_pods(&t, pp, err, sizeof(err)), TM_EINVAL);
+        if (!strstr(err, rows[i].where) || !strstr(err, rows[i].what) || !strstr(err, "bad_philly.csv"))
+            fail_msg("case %zu: got \"%s\", want %s and %s", i, err, rows[i].where, rows[i].what);
+        assert_int_equal(t.njobs, 0);
+        assert_null(t.jobs);
+    }
+}
+
 static void test_synthetic(void **state)
 {
     struct tm_trace a = {0}, b = {0};
@@ -244,6 +327,49 @@ static void test_real_openb(void **state)
     tm_trace_release(&t);
 }
 
+/* The folder README's counts. */
+static void test_real_philly(void **state)
+{
+    const char *dir = trace_dir("philly-pollux");
+    struct tm_trace t = {0};
+    char path[768], err[512], teams[16][TM_TRACE_NAME_MAX];
+    size_t nteams = 0, gangs = 0, one = 0;
+    double gpu_s = 0;
+
+    (void)state;
+    if (!dir) {
+        skip();
+        return;
+    }
+    snprintf(path, sizeof(path), "%s/philly.csv", dir);
+    if (tm_trace_load_pods(&t, path, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_int_equal(t.njobs, 82247);
+    for (size_t i = 0; i < t.njobs; i++) {
+        const struct tm_trace_job *j = &t.jobs[i];
+        size_t k;
+        if (i > 0)
+            assert_true(j->submit_ms >= t.jobs[i - 1].submit_ms);
+        for (k = 0; k < nteams && strcmp(teams[k], j->team) != 0; k++)
+            ;
+        if (k == nteams) {
+            assert_true(nteams < 16);
+            snprintf(teams[nteams++], TM_TRACE_NAME_MAX, "%s", j->team);
+        }
+        gangs += j->nodes > 1;
+        one += j->nodes == 1 && j->gpus == 1;
+        gpu_s += (double)j->gpus * (j->nodes > 1 ? j->nodes : 1) * (double)(j->end_ms - j->start_ms) / 1000;
+    }
+    assert_int_equal(nteams, 15);
+    assert_int_equal(one, 76627);
+    /* 16, 32, 64 and 128 GPUs, and the 7 jobs of 12 and 7 of 24 */
+    assert_int_equal(gangs, 199 + 67 + 6 + 3 + 14);
+    assert_true(gpu_s / 3600 > 970000 && gpu_s / 3600 < 990000);
+    /* submitted 2017-09-04 10:30 to 2017-12-22 08:02 */
+    assert_true(t.jobs[t.njobs - 1].submit_ms / 86400000 == 108);
+    tm_trace_release(&t);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -268,6 +394,9 @@ int main(void)
         cmocka_unit_test(test_synthetic),
         cmocka_unit_test(test_estimate_key),
         cmocka_unit_test(test_real_openb),
+        cmocka_unit_test(test_philly_good),
+        cmocka_unit_test(test_philly_bad),
+        cmocka_unit_test(test_real_philly),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
