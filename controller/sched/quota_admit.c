@@ -1,0 +1,227 @@
+/*
+ * controller/sched/quota_admit.c: may a queued job start now, within its
+ * team's quota, on others' idle quota (and whose), or not yet (and why).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "controller/sched/quota_internal.h"
+
+const char *tm_quota_verdict_name(enum tm_quota_verdict v)
+{
+    switch (v) {
+    case TM_QUOTA_WITHIN: return "within quota";
+    case TM_QUOTA_BORROW: return "borrows";
+    case TM_QUOTA_RECLAIM: return "reclaims";
+    case TM_QUOTA_WAIT: return "waits on quota";
+    }
+    return "unknown";
+}
+
+struct offer_row {
+    int32_t node; /* -1: the free pool */
+    int64_t gpus;
+};
+
+static int offer_cmp(const void *a, const void *b)
+{
+    const struct offer_row *x = a, *y = b;
+
+    if (x->gpus != y->gpus)
+        return x->gpus > y->gpus ? -1 : 1;
+    return x->node < y->node ? -1 : x->node > y->node;
+}
+
+static void add_lender(struct tm_quota_answer *ans, int32_t node, int64_t gpus)
+{
+    if (gpus <= 0)
+        return;
+    if (ans->nlenders == TM_QUOTA_LENDERS_MAX) {
+        ans->lenders[TM_QUOTA_LENDERS_MAX - 1].gpus += gpus;
+        return;
+    }
+    ans->lenders[ans->nlenders].node = node;
+    ans->lenders[ans->nlenders].gpus = gpus;
+    ans->nlenders++;
+}
+
+/* The offers of one level, largest first, the base (org's own quota or
+ * the free pool) before them: the borrowing already there takes them in
+ * that order, then the new job's `need`.  Returns what is left of need. */
+static int64_t take_offers(struct offer_row *rows, size_t n, int64_t consumed, int64_t need,
+                           struct tm_quota_answer *ans)
+{
+    if (n > 1)
+        qsort(rows + 1, n - 1, sizeof(*rows), offer_cmp);
+    for (size_t i = 0; i < n && need > 0; i++) {
+        int64_t g = rows[i].gpus;
+        int64_t skip = consumed < g ? consumed : g;
+
+        consumed -= skip;
+        g -= skip;
+        if (g > need)
+            g = need;
+        add_lender(ans, rows[i].node, g);
+        need -= g;
+    }
+    return need;
+}
+
+/* Name who lends the job's `need` GPUs: inside its org first, then the
+ * fleet.  fl: the lend-mode flows before the job. */
+static int attribute(const struct tm_quota *q, const struct quota_flow *fl, int32_t team,
+                     int32_t flavor, int64_t need, struct tm_quota_answer *ans)
+{
+    struct offer_row *rows = malloc((q->nnodes + 1) * sizeof(*rows));
+    int32_t org = q->parent[team], top = org >= 0 ? org : team;
+    size_t n = 0;
+    int64_t consumed = 0;
+
+    if (!rows)
+        return TM_ENOMEM;
+    if (org >= 0) {
+        rows[n++] = (struct offer_row){org, q->own[quota_at(q, org, flavor)]};
+        for (size_t c = 0; c < q->nnodes; c++)
+            if (q->parent[c] == org) {
+                consumed += fl->over[c];
+                if ((int32_t)c != team)
+                    rows[n++] = (struct offer_row){(int32_t)c, fl->spare[c]};
+            }
+        need = take_offers(rows, n, consumed, need, ans);
+    }
+    n = 0;
+    consumed = 0;
+    rows[n++] = (struct offer_row){-1, q->free_pool[flavor]};
+    for (size_t c = 0; c < q->nnodes; c++)
+        if (q->parent[c] < 0) {
+            consumed += fl->over[c];
+            if ((int32_t)c != top)
+                rows[n++] = (struct offer_row){(int32_t)c, fl->spare[c]};
+        }
+    take_offers(rows, n, consumed, need, ans);
+    free(rows);
+    return 0;
+}
+
+static void say_lenders(const struct tm_quota *q, const struct tm_quota_job *job,
+                        struct tm_quota_answer *ans)
+{
+    size_t len;
+
+    snprintf(ans->why, sizeof(ans->why), "borrows %lld GPUs of %s above team %s's quota of %lld:",
+             (long long)ans->borrowed_gpus, q->flavor_names[job->flavor], q->names[job->team],
+             (long long)q->subtree[quota_at(q, job->team, job->flavor)]);
+    for (size_t i = 0; i < ans->nlenders; i++) {
+        len = strlen(ans->why);
+        if (ans->lenders[i].node < 0)
+            snprintf(ans->why + len, sizeof(ans->why) - len, "%s %lld from the free pool",
+                     i ? "," : "", (long long)ans->lenders[i].gpus);
+        else
+            snprintf(ans->why + len, sizeof(ans->why) - len, "%s %lld from %s %s", i ? "," : "",
+                     (long long)ans->lenders[i].gpus, q->is_org[ans->lenders[i].node] ? "org" : "team",
+                     q->names[ans->lenders[i].node]);
+    }
+}
+
+/* Entirely within its team's quota: start it, unless the quota it takes
+ * back is lent out now (a reclaim). */
+static void admit_within(const struct tm_quota *q, const struct tm_quota_usage *u,
+                         const struct tm_quota_job *job, struct tm_quota_answer *ans)
+{
+    struct quota_flow fl = {.over = u->over, .spare = u->spare};
+    size_t c = quota_at(q, job->team, job->flavor);
+    int64_t before, after;
+
+    quota_flow(u, job->flavor, job->team, 0, false, &fl);
+    before = quota_excess(q, job->flavor, job->team, &fl);
+    quota_flow(u, job->flavor, job->team, job->gpus, false, &fl);
+    after = quota_excess(q, job->flavor, job->team, &fl);
+    if (after <= before) {
+        ans->verdict = TM_QUOTA_WITHIN;
+        snprintf(ans->why, sizeof(ans->why), "within team %s's quota of %s: %lld of %lld GPUs",
+                 q->names[job->team], q->flavor_names[job->flavor],
+                 (long long)(u->used[c] + job->gpus), (long long)q->subtree[c]);
+        return;
+    }
+    ans->verdict = TM_QUOTA_RECLAIM;
+    snprintf(ans->why, sizeof(ans->why),
+             "waits on quota: team %s uses %lld of its %lld GPUs of %s; the rest is lent: reclaim",
+             q->names[job->team], (long long)u->used[c], (long long)q->subtree[c],
+             q->flavor_names[job->flavor]);
+}
+
+/* Some or all of it above its team's quota: borrow within the limits, from
+ * idle quota its owners do not want. */
+static int admit_borrow(const struct tm_quota *q, const struct tm_quota_usage *u,
+                        const struct tm_quota_job *job, struct tm_quota_answer *ans)
+{
+    struct quota_flow fl = {.over = u->over, .spare = u->spare};
+    int32_t t = job->team, f = job->flavor, org = q->parent[t];
+    size_t c = quota_at(q, t, f);
+    const char *fn = q->flavor_names[f];
+    int n = snprintf(ans->why, sizeof(ans->why), "waits on quota: team %s uses %lld of its %lld GPUs of %s; ",
+                     q->names[t], (long long)u->used[c], (long long)q->subtree[c], fn);
+    char *tail = ans->why + n;
+    size_t room = sizeof(ans->why) - (size_t)n;
+
+    ans->verdict = TM_QUOTA_WAIT;
+    if (!job->preemptible && !job->checkpointable && !q->np_borrow[f]) {
+        snprintf(tail, room, "work neither preemptible nor checkpointable may not borrow %s", fn);
+        return 0;
+    }
+    if (u->used[c] + job->gpus - q->subtree[c] > q->borrow_limit[c]) {
+        snprintf(tail, room, "borrowing limit %lld reached", (long long)q->borrow_limit[c]);
+        return 0;
+    }
+    quota_flow(u, f, t, job->gpus, true, &fl);
+    if (org >= 0 && fl.over[org] > q->borrow_limit[quota_at(q, org, f)]) {
+        snprintf(tail, room, "org %s's borrowing limit %lld reached", q->names[org],
+                 (long long)q->borrow_limit[quota_at(q, org, f)]);
+        return 0;
+    }
+    if (fl.shortfall > 0) {
+        snprintf(tail, room, "no idle quota of %s to borrow", fn);
+        return 0;
+    }
+    quota_flow(u, f, t, 0, true, &fl);
+    ans->verdict = TM_QUOTA_BORROW;
+    if (attribute(q, &fl, t, f, ans->borrowed_gpus, ans))
+        return TM_ENOMEM;
+    say_lenders(q, job, ans);
+    return 0;
+}
+
+int tm_quota_admit(const struct tm_quota *q, const struct tm_quota_usage *u,
+                   const struct tm_quota_job *job, struct tm_quota_answer *ans)
+{
+    int64_t over_before, over_after, s, used;
+
+    if (job->team < 0 || (size_t)job->team >= q->nnodes || q->is_org[job->team] ||
+        job->flavor < 0 || (size_t)job->flavor >= q->nflavors || job->gpus < 0)
+        return TM_EINVAL;
+    memset(ans, 0, sizeof(*ans));
+    s = q->subtree[quota_at(q, job->team, job->flavor)];
+    used = u->used[quota_at(q, job->team, job->flavor)];
+    over_before = used > s ? used - s : 0;
+    over_after = used + job->gpus > s ? used + job->gpus - s : 0;
+    ans->borrowed_gpus = over_after - over_before;
+    if (ans->borrowed_gpus == 0) {
+        admit_within(q, u, job, ans);
+        return 0;
+    }
+    return admit_borrow(q, u, job, ans);
+}
+
+void tm_quota_take(const struct tm_quota *q, struct tm_quota_usage *u,
+                   const struct tm_quota_job *job, const struct tm_quota_answer *ans)
+{
+    size_t c = quota_at(q, job->team, job->flavor);
+
+    (void)ans;
+    u->used[c] += job->gpus;
+    if (q->parent[job->team] >= 0)
+        u->used[quota_at(q, q->parent[job->team], job->flavor)] += job->gpus;
+    u->queued[c] -= job->gpus < u->queued[c] ? job->gpus : u->queued[c];
+}

@@ -1,0 +1,518 @@
+/*
+ * tests/unit/sched/test_quota.c: known answers for the team quotas
+ * (controller/sched/quota.h): borrowing within limits, lending limits, the
+ * org level, reclaim order and budget, a non-preemptible borrower never
+ * reclaimed, three teams with no reclaim cycle over repeated passes, the
+ * decay of usage and the fair-share order, and validation errors naming
+ * the field.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "core/err.h"
+#include "controller/sched/quota.h"
+
+/* This cmocka has no assert_double_equal. */
+#define assert_near(a, b, eps) near_((a), (b), (eps), __FILE__, __LINE__)
+static void near_(double a, double b, double eps, const char *file, int line)
+{
+    if (!(fabs(a - b) <= eps))
+        fail_msg("%s:%d: %.9g is not %.9g (within %g)", file, line, a, b, eps);
+}
+
+#define ROW(t, o, f, g) {(t), (o), (f), (g), NAN, NAN, NAN}
+
+static struct tm_quota *build(int64_t h100, const struct tm_quota_row *rows, size_t n)
+{
+    const struct tm_quota_flavor flavors[] = {
+        {"H100", h100, false},
+        {"A100", 16, true},
+    };
+    struct tm_quota *q = NULL;
+    char err[256] = "";
+    int rc = tm_quota_build(flavors, 2, rows, n, &q, err, sizeof(err));
+
+    if (rc)
+        fail_msg("build: %s", err);
+    return q;
+}
+
+static struct tm_quota_job job(const struct tm_quota *q, const char *team, int64_t gpus)
+{
+    return (struct tm_quota_job){
+        .team = tm_quota_team(q, team), .flavor = 0, .gpus = gpus, .preemptible = true,
+    };
+}
+
+static struct tm_quota_answer admit(const struct tm_quota *q, const struct tm_quota_usage *u,
+                                    struct tm_quota_job j)
+{
+    struct tm_quota_answer a;
+
+    assert_int_equal(tm_quota_admit(q, u, &j, &a), 0);
+    return a;
+}
+
+/* Team a (16, may borrow 8) runs 16 of H100; the fleet has 16 GPUs under
+ * no quota.  a borrows 8 from that free pool, then its borrowing limit
+ * stops it; b, idle, starts within its quota. */
+static void test_borrow_within_limits(void **state)
+{
+    struct tm_quota_row rows[] = {ROW("a", NULL, "H100", 16), ROW("b", NULL, "H100", 16),
+                                  ROW("c", NULL, "H100", 16)};
+    rows[0].borrowing_limit = 8;
+    struct tm_quota *q = build(64, rows, 3);
+    struct tm_quota_job run[] = {job(q, "a", 16)};
+    struct tm_quota_usage *u;
+    struct tm_quota_answer ans;
+    (void)state;
+
+    assert_int_equal(tm_quota_usage_new(q, run, 1, NULL, 0, &u), 0);
+    ans = admit(q, u, job(q, "a", 8));
+    assert_int_equal(ans.verdict, TM_QUOTA_BORROW);
+    assert_int_equal(ans.borrowed_gpus, 8);
+    assert_int_equal(ans.nlenders, 1);
+    assert_int_equal(ans.lenders[0].node, -1);
+    assert_int_equal(ans.lenders[0].gpus, 8);
+    assert_string_equal(ans.why, "borrows 8 GPUs of H100 above team a's quota of 16: 8 from the free pool");
+    struct tm_quota_job j = job(q, "a", 8);
+    tm_quota_take(q, u, &j, &ans);
+    assert_int_equal(tm_quota_used(u, 0, 0), 24);
+    assert_int_equal(tm_quota_borrowing(u, 0, 0), 8);
+
+    ans = admit(q, u, job(q, "a", 4));
+    assert_int_equal(ans.verdict, TM_QUOTA_WAIT);
+    assert_string_equal(ans.why,
+                        "waits on quota: team a uses 24 of its 16 GPUs of H100; borrowing limit 8 reached");
+    ans = admit(q, u, job(q, "b", 16));
+    assert_int_equal(ans.verdict, TM_QUOTA_WITHIN);
+    assert_string_equal(ans.why, "within team b's quota of H100: 16 of 16 GPUs");
+    tm_quota_usage_free(u);
+
+    /* No free pool: the idle quota of b, then c (the larger offer first,
+     * then by order) is lent. */
+    struct tm_quota *q2 = build(48, rows, 3);
+    struct tm_quota_job run2[] = {job(q2, "a", 16), job(q2, "c", 4)};
+    assert_int_equal(tm_quota_usage_new(q2, run2, 2, NULL, 0, &u), 0);
+    ans = admit(q2, u, job(q2, "a", 8));
+    assert_int_equal(ans.verdict, TM_QUOTA_BORROW);
+    assert_int_equal(ans.nlenders, 1);
+    assert_string_equal(tm_quota_name(q2, ans.lenders[0].node), "b");
+    tm_quota_usage_free(u);
+    tm_quota_free(q2);
+    tm_quota_free(q);
+}
+
+/* a lends at most 4 of its 16 idle GPUs; b, at its quota, gets 4 and no
+ * more.  Work neither preemptible nor checkpointable may not borrow H100
+ * (its pool does not allow it) but may borrow A100. */
+static void test_lending_limit(void **state)
+{
+    struct tm_quota_row rows[] = {ROW("a", NULL, "H100", 16), ROW("b", NULL, "H100", 8),
+                                  ROW("a", NULL, "A100", 8), ROW("b", NULL, "A100", 8)};
+    rows[0].lending_limit = 4;
+    struct tm_quota *q = build(24, rows, 4);
+    struct tm_quota_job run[] = {job(q, "b", 8)};
+    struct tm_quota_usage *u;
+    struct tm_quota_answer ans;
+    (void)state;
+
+    assert_int_equal(tm_quota_usage_new(q, run, 1, NULL, 0, &u), 0);
+    ans = admit(q, u, job(q, "b", 8));
+    assert_int_equal(ans.verdict, TM_QUOTA_WAIT);
+    assert_string_equal(ans.why, "waits on quota: team b uses 8 of its 8 GPUs of H100; no idle quota of H100 to borrow");
+    ans = admit(q, u, job(q, "b", 4));
+    assert_int_equal(ans.verdict, TM_QUOTA_BORROW);
+    assert_string_equal(ans.why, "borrows 4 GPUs of H100 above team b's quota of 8: 4 from team a");
+    assert_int_equal(tm_quota_lent(u, 0, 0), 0);
+    struct tm_quota_job j = job(q, "b", 4);
+    tm_quota_take(q, u, &j, &ans);
+    assert_int_equal(tm_quota_lent(u, 0, 0), 4);
+
+    struct tm_quota_job np = job(q, "b", 4);
+    np.preemptible = false;
+    ans = admit(q, u, np);
+    assert_int_equal(ans.verdict, TM_QUOTA_WAIT);
+    assert_non_null(strstr(ans.why, "neither preemptible nor checkpointable may not borrow H100"));
+    np.flavor = 1;
+    np.gpus = 12;
+    ans = admit(q, u, np);
+    assert_int_equal(ans.verdict, TM_QUOTA_BORROW);
+    tm_quota_usage_free(u);
+    tm_quota_free(q);
+}
+
+/* Org x has 8 GPUs of its own and teams x1, x2 of 8 each; org y's team y1
+ * has 16.  x1 borrows the org's own quota first, then its sibling's, then
+ * the other org's; org x's borrowing limit bounds the last. */
+static void test_org_level(void **state)
+{
+    struct tm_quota_row rows[] = {ROW("x1", "x", "H100", 8), ROW("x2", "x", "H100", 8),
+                                  ROW("x", NULL, "H100", 8), ROW("y1", "y", "H100", 16)};
+    struct tm_quota *q = build(40, rows, 4);
+    struct tm_quota_job run[] = {job(q, "x1", 8)};
+    struct tm_quota_usage *u;
+    struct tm_quota_answer ans;
+    struct tm_quota_job j = job(q, "x1", 8);
+    int32_t x = tm_quota_parent(q, tm_quota_team(q, "x1"));
+    int32_t y = tm_quota_parent(q, tm_quota_team(q, "y1"));
+    (void)state;
+
+    assert_string_equal(tm_quota_name(q, x), "x");
+    assert_true(tm_quota_is_org(q, x));
+    assert_int_equal(tm_quota_parent(q, tm_quota_team(q, "x2")), x);
+    assert_int_equal(tm_quota_team(q, "x"), -1);
+    assert_int_equal(tm_quota_subtree(q, x, 0), 24);
+    assert_int_equal(tm_quota_guaranteed(q, x, 0), 8);
+    assert_int_equal(tm_quota_overcommit(q, 0), 0);
+
+    assert_int_equal(tm_quota_usage_new(q, run, 1, NULL, 0, &u), 0);
+    ans = admit(q, u, j);
+    assert_int_equal(ans.verdict, TM_QUOTA_BORROW);
+    assert_string_equal(ans.why, "borrows 8 GPUs of H100 above team x1's quota of 8: 8 from org x");
+    tm_quota_take(q, u, &j, &ans);
+    ans = admit(q, u, j);
+    assert_string_equal(ans.why, "borrows 8 GPUs of H100 above team x1's quota of 8: 8 from team x2");
+    tm_quota_take(q, u, &j, &ans);
+    ans = admit(q, u, j);
+    assert_int_equal(ans.verdict, TM_QUOTA_BORROW);
+    assert_int_equal(ans.lenders[0].node, y);
+    assert_string_equal(ans.why, "borrows 8 GPUs of H100 above team x1's quota of 8: 8 from org y");
+    assert_int_equal(tm_quota_used(u, x, 0), 24);
+    assert_int_equal(tm_quota_borrowing(u, x, 0), 0);
+
+    /* x2 wants its quota back: y's idle quota still covers x1's
+     * borrowing, so x2 starts with nothing stopped. */
+    ans = admit(q, u, job(q, "x2", 8));
+    assert_int_equal(ans.verdict, TM_QUOTA_WITHIN);
+    tm_quota_usage_free(u);
+
+    /* With y busy, x1's borrowed job is reclaimed for x2. */
+    struct tm_quota_job busy[] = {job(q, "x1", 8), job(q, "x1", 8), job(q, "x1", 8),
+                                  job(q, "y1", 16)};
+    struct tm_quota_victim v[4];
+    struct tm_quota_job want = job(q, "x2", 8);
+    int32_t budget = 4;
+    bool complete;
+    char why[TM_QUOTA_WHY_MAX];
+    busy[2].borrowed = true;
+    assert_int_equal(tm_quota_usage_new(q, busy, 4, &want, 1, &u), 0);
+    ans = admit(q, u, want);
+    assert_int_equal(ans.verdict, TM_QUOTA_RECLAIM);
+    assert_int_equal(tm_quota_lent(u, tm_quota_team(q, "x2"), 0), 8);
+    assert_int_equal(tm_quota_reclaim(q, u, busy, 4, &want, &budget, v, &complete, why, sizeof(why)), 1);
+    assert_true(complete);
+    assert_int_equal(v[0].running, 2);
+    assert_int_equal(v[0].for_team, tm_quota_team(q, "x2"));
+    tm_quota_usage_free(u);
+    tm_quota_free(q);
+
+    /* The same with org x allowed to borrow 4 beyond its 24. */
+    rows[2].borrowing_limit = 4;
+    q = build(40, rows, 4);
+    struct tm_quota_job run2[] = {job(q, "x1", 24)};
+    assert_int_equal(tm_quota_usage_new(q, run2, 1, NULL, 0, &u), 0);
+    ans = admit(q, u, job(q, "x1", 4));
+    assert_int_equal(ans.verdict, TM_QUOTA_BORROW);
+    ans = admit(q, u, job(q, "x1", 8));
+    assert_int_equal(ans.verdict, TM_QUOTA_WAIT);
+    assert_string_equal(ans.why,
+                        "waits on quota: team x1 uses 24 of its 8 GPUs of H100; org x's borrowing limit 4 reached");
+    tm_quota_usage_free(u);
+    tm_quota_free(q);
+}
+
+/* b, with no quota, borrows all 16 of a's: four jobs of 4 GPUs, one of
+ * them neither preemptible nor checkpointable (A100's pool would allow
+ * it; here it is marked borrowed as if H100's had).  a asks 12: the
+ * checkpointable job goes first, then the preemptible ones by least
+ * GPU-time redone; the fourth is never touched. */
+static void test_reclaim_order(void **state)
+{
+    struct tm_quota_row rows[] = {ROW("a", NULL, "H100", 16), ROW("b", NULL, "H100", 0)};
+    struct tm_quota *q = build(16, rows, 2);
+    struct tm_quota_job run[4];
+    struct tm_quota_victim v[8];
+    struct tm_quota_usage *u;
+    struct tm_quota_answer ans;
+    char why[TM_QUOTA_WHY_MAX];
+    bool complete;
+    int32_t budget = 10;
+    (void)state;
+
+    for (int i = 0; i < 4; i++) {
+        run[i] = job(q, "b", 4);
+        run[i].borrowed = true;
+    }
+    run[0].redo_gpu_ms = 100;
+    run[1].checkpointable = true;
+    run[1].preemptible = false;
+    run[1].redo_gpu_ms = 500;
+    run[2].redo_gpu_ms = 50;
+    run[3].preemptible = false;
+    struct tm_quota_job want = job(q, "a", 12);
+    assert_int_equal(tm_quota_usage_new(q, run, 4, &want, 1, &u), 0);
+    assert_int_equal(tm_quota_lent(u, 0, 0), 16);
+    ans = admit(q, u, want);
+    assert_int_equal(ans.verdict, TM_QUOTA_RECLAIM);
+    assert_string_equal(ans.why, "waits on quota: team a uses 0 of its 16 GPUs of H100; the rest is lent: reclaim");
+    assert_int_equal(tm_quota_reclaim(q, u, run, 4, &want, &budget, v, &complete, why, sizeof(why)), 3);
+    assert_true(complete);
+    assert_int_equal(budget, 7);
+    assert_int_equal(v[0].running, 1);
+    assert_true(v[0].checkpoint);
+    assert_int_equal(v[0].redo_gpu_ms, 0);
+    assert_int_equal(v[1].running, 2);
+    assert_int_equal(v[1].redo_gpu_ms, 50);
+    assert_int_equal(v[2].running, 0);
+    assert_int_equal(v[2].redo_gpu_ms, 100);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(v[i].for_team, 0);
+    assert_string_equal(why, "reclaims 3 borrowed jobs for team a's quota of H100");
+    /* Now within: its quota is free. */
+    ans = admit(q, u, want);
+    assert_int_equal(ans.verdict, TM_QUOTA_WITHIN);
+    /* A victim requeued is not placed back on a's quota in this pass. */
+    ans = admit(q, u, run[0]);
+    assert_int_equal(ans.verdict, TM_QUOTA_WAIT);
+    tm_quota_usage_free(u);
+
+    /* A budget of 2: two stop, the job's quota is freed over the next
+     * passes, and its demand keeps what is freed from being lent. */
+    budget = 2;
+    assert_int_equal(tm_quota_usage_new(q, run, 4, &want, 1, &u), 0);
+    assert_int_equal(tm_quota_reclaim(q, u, run, 4, &want, &budget, v, &complete, why, sizeof(why)), 2);
+    assert_false(complete);
+    assert_int_equal(budget, 0);
+    assert_int_equal(v[0].running, 1);
+    assert_int_equal(v[1].running, 2);
+    assert_int_equal(tm_quota_reclaim(q, u, run, 4, &want, &budget, v, &complete, why, sizeof(why)), 0);
+    assert_string_equal(why, "waits on quota: team a's quota of H100 is lent; the disruption budget of this pass is spent");
+    tm_quota_usage_free(u);
+
+    /* a asks all 16: the non-preemptible borrower keeps its 4, a waits. */
+    budget = 10;
+    want.gpus = 16;
+    assert_int_equal(tm_quota_usage_new(q, run, 4, &want, 1, &u), 0);
+    assert_int_equal(tm_quota_reclaim(q, u, run, 4, &want, &budget, v, &complete, why, sizeof(why)), 3);
+    assert_false(complete);
+    assert_int_equal(tm_quota_reclaim(q, u, run, 4, &want, &budget, v, &complete, why, sizeof(why)), 0);
+    assert_string_equal(why, "waits on quota: team a's quota of H100 is lent to work that is never "
+                             "reclaimed (4 GPUs neither preemptible nor checkpointable)");
+    tm_quota_usage_free(u);
+    tm_quota_free(q);
+}
+
+/*
+ * Three teams of 8 GPUs on a fleet of 24; a starts alone and borrows all
+ * of b's and c's quota in 4-GPU jobs, then b and c queue without end, and
+ * so does a.  Each pass admits the queue round robin (a, b, c), reclaims
+ * with a budget of 2, starts what fits, and requeues the victims to their
+ * team.  The answer: 4 reclaims (a's borrowed 16 GPUs, 2 jobs for b and 2
+ * for c), none after, every team at its 8, and never a job borrowing a
+ * team's quota in the pass that reclaimed it.
+ */
+#define SIM_JOBS 64
+static void test_three_teams_no_cycle(void **state)
+{
+    struct tm_quota_row rows[] = {ROW("a", NULL, "H100", 8), ROW("b", NULL, "H100", 8),
+                                  ROW("c", NULL, "H100", 8)};
+    struct tm_quota *q = build(24, rows, 3);
+    struct tm_quota_job run[SIM_JOBS];
+    size_t nrun = 0;
+    int reclaims = 0, late_reclaims = 0;
+    (void)state;
+
+    for (int i = 0; i < 6; i++) {
+        run[nrun] = job(q, "a", 4);
+        run[nrun].borrowed = i >= 2;
+        run[nrun].redo_gpu_ms = 1000 * (i + 1);
+        nrun++;
+    }
+    for (int pass = 0; pass < 20; pass++) {
+        struct tm_quota_job queue[9];
+        struct tm_quota_victim v[4];
+        struct tm_quota_usage *u;
+        int32_t budget = 2;
+        int64_t free_gpus = 24;
+        bool stop[SIM_JOBS] = {false}, reclaimed_for[3] = {false};
+        char why[TM_QUOTA_WHY_MAX];
+        struct tm_quota_job started[9];
+        size_t nstarted = 0;
+
+        for (int k = 0; k < 9; k++)
+            queue[k] = job(q, (const char *[]){"a", "b", "c"}[k % 3], 4);
+        for (size_t i = 0; i < nrun; i++)
+            free_gpus -= run[i].gpus;
+        assert_int_equal(tm_quota_usage_new(q, run, nrun, queue, 9, &u), 0);
+        for (int k = 0; k < 9; k++) {
+            struct tm_quota_answer ans = admit(q, u, queue[k]);
+            bool complete;
+
+            if (ans.verdict == TM_QUOTA_BORROW)
+                for (size_t l = 0; l < ans.nlenders; l++)
+                    assert_true(ans.lenders[l].node < 0 || !reclaimed_for[ans.lenders[l].node]);
+            if (ans.verdict == TM_QUOTA_RECLAIM) {
+                int n = tm_quota_reclaim(q, u, run, nrun, &queue[k], &budget, v, &complete, why,
+                                         sizeof(why));
+                assert_true(n >= 0);
+                for (int i = 0; i < n; i++) {
+                    assert_int_not_equal(run[v[i].running].team, queue[k].team);
+                    stop[v[i].running] = true;
+                }
+                reclaims += n;
+                late_reclaims += pass >= 4 ? n : 0;
+                if (n > 0)
+                    reclaimed_for[queue[k].team] = true;
+                /* Held for the job: its GPUs free when the victims stop. */
+                if (complete)
+                    tm_quota_take(q, u, &queue[k], &ans);
+                continue;
+            }
+            if ((ans.verdict == TM_QUOTA_WITHIN || ans.verdict == TM_QUOTA_BORROW) &&
+                free_gpus >= queue[k].gpus) {
+                tm_quota_take(q, u, &queue[k], &ans);
+                free_gpus -= queue[k].gpus;
+                started[nstarted] = queue[k];
+                started[nstarted++].borrowed = ans.verdict == TM_QUOTA_BORROW;
+            }
+        }
+        tm_quota_usage_free(u);
+        size_t w = 0;
+        for (size_t i = 0; i < nrun; i++)
+            if (!stop[i])
+                run[w++] = run[i];
+        nrun = w;
+        for (size_t i = 0; i < nstarted; i++)
+            run[nrun++] = started[i];
+        assert_true(nrun < SIM_JOBS);
+    }
+    int64_t used[3] = {0};
+    for (size_t i = 0; i < nrun; i++)
+        used[run[i].team] += run[i].gpus;
+    assert_int_equal(reclaims, 4);
+    assert_int_equal(late_reclaims, 0);
+    assert_int_equal(used[0], 8);
+    assert_int_equal(used[1], 8);
+    assert_int_equal(used[2], 8);
+    tm_quota_free(q);
+}
+
+/* Half-life of one hour: 1000 GPU-ms halves in an hour, quarters in two;
+ * one GPU run for an hour from nothing is h / (2 ln 2); advancing in two
+ * steps equals one step. */
+static void test_decay(void **state)
+{
+    struct tm_quota_row rows[] = {ROW("a", NULL, "H100", 16), ROW("b", NULL, "H100", 48)};
+    struct tm_quota *q = build(64, rows, 2);
+    const int64_t h = 3600 * 1000;
+    double usage[3] = {1000.0, 0.0, 0.0}, two[3] = {1000.0, 0.0, 0.0};
+    int64_t gpus[3] = {0, 1, 0};
+    (void)state;
+
+    assert_near(tm_quota_decay(1000.0, h, h), 500.0, 1e-9);
+    assert_near(tm_quota_decay(1000.0, 2 * h, h), 250.0, 1e-9);
+    assert_near(tm_quota_decay(1000.0, h, 0), 1000.0, 0);
+    tm_quota_share_advance(q, usage, gpus, h, h);
+    assert_near(usage[0], 500.0, 1e-9);
+    assert_near(usage[1], (double)h / (2.0 * log(2.0)), 1e-3);
+    assert_near(usage[1], 2596851.07, 0.01);
+    tm_quota_share_advance(q, two, gpus, h / 3, h);
+    tm_quota_share_advance(q, two, gpus, h - h / 3, h);
+    assert_near(two[0], usage[0], 1e-9);
+    assert_near(two[1], usage[1], 1e-6);
+    /* Without decay: a plain sum. */
+    double flat[3] = {0};
+    tm_quota_share_advance(q, flat, gpus, h, 0);
+    assert_near(flat[1], (double)h, 0);
+
+    /* a holds a quarter of the quota, b three quarters: usage 100 and 200
+     * give keys 400 and 266.7, b first; a weight of 2 for a turns it. */
+    double use[3] = {100.0, 200.0, 5.0};
+    assert_near(tm_quota_fair_key(q, use, 0), 400.0, 1e-9);
+    assert_true(tm_quota_fair_cmp(q, use, 1, 0) < 0);
+    /* The team of no quota comes after both whatever its usage. */
+    assert_true(isinf(tm_quota_fair_key(q, use, 2)));
+    assert_true(tm_quota_fair_cmp(q, use, 0, 2) < 0);
+    tm_quota_free(q);
+    rows[0].weight = 2;
+    q = build(64, rows, 2);
+    assert_true(tm_quota_fair_cmp(q, use, 0, 1) < 0);
+    tm_quota_free(q);
+}
+
+static void expect_refused(const struct tm_quota_row *rows, size_t n, const char *want)
+{
+    const struct tm_quota_flavor flavors[] = {{"H100", 64, false}};
+    struct tm_quota *q = (struct tm_quota *)&q;
+    char err[256] = "";
+
+    assert_int_equal(tm_quota_build(flavors, 1, rows, n, &q, err, sizeof(err)), TM_EINVAL);
+    assert_ptr_equal(q, (struct tm_quota *)&q);
+    if (!strstr(err, want))
+        fail_msg("error \"%s\" lacks \"%s\"", err, want);
+}
+
+static void test_validation(void **state)
+{
+    (void)state;
+    struct tm_quota_row neg[] = {ROW("a", NULL, "H100", -1)};
+    expect_refused(neg, 1, "quotas[0].gpus: -1 is negative");
+    struct tm_quota_row frac[] = {ROW("a", NULL, "H100", 8), ROW("b", NULL, "H100", 1.5)};
+    expect_refused(frac, 2, "quotas[1].gpus: 1.5 is not a whole number of GPUs");
+    struct tm_quota_row bl[] = {ROW("a", NULL, "H100", 8)};
+    bl[0].borrowing_limit = 2.5;
+    expect_refused(bl, 1, "quotas[0].borrowing_limit: 2.5 is not a whole number");
+    struct tm_quota_row ll[] = {ROW("a", NULL, "H100", 8)};
+    ll[0].lending_limit = -4;
+    expect_refused(ll, 1, "quotas[0].lending_limit: -4 is negative");
+    struct tm_quota_row flavor[] = {ROW("a", NULL, "V100", 8)};
+    expect_refused(flavor, 1, "quotas[0].flavor: unrecognized GPU model or pool group \"V100\"");
+    struct tm_quota_row self[] = {ROW("ml", "ml", "H100", 8)};
+    expect_refused(self, 1, "quotas[0].org: \"ml\" contains itself");
+    struct tm_quota_row cycle[] = {ROW("a", "b", "H100", 8), ROW("b", "a", "H100", 8)};
+    expect_refused(cycle, 2, "a cycle of orgs");
+    struct tm_quota_row deep[] = {ROW("a", "b", "H100", 8), ROW("b", "c", "H100", 8)};
+    expect_refused(deep, 2, "orgs nest two levels at most");
+    struct tm_quota_row dup[] = {ROW("a", NULL, "H100", 8), ROW("a", NULL, "H100", 4)};
+    expect_refused(dup, 2, "quotas[1]: \"a\" has a quota of H100 twice");
+    struct tm_quota_row two[] = {ROW("a", "x", "H100", 8), ROW("a", "y", "H100", 4)};
+    expect_refused(two, 2, "quotas[1].org: \"a\" is already in org \"x\" (quotas[0])");
+    struct tm_quota_row w[] = {ROW("a", NULL, "H100", 8)};
+    w[0].weight = 0;
+    expect_refused(w, 1, "quotas[0].weight: 0 is not a positive number");
+    struct tm_quota_row noname[] = {ROW("", NULL, "H100", 8)};
+    expect_refused(noname, 1, "quotas[0].team: missing");
+    struct tm_quota_row nogpus[] = {ROW("a", NULL, "H100", NAN)};
+    expect_refused(nogpus, 1, "quotas[0].gpus: missing");
+
+    /* Above the fleet: accepted, and said. */
+    struct tm_quota_row over[] = {ROW("a", NULL, "H100", 48), ROW("b", NULL, "H100", 32)};
+    struct tm_quota *q = build(64, over, 2);
+    assert_int_equal(tm_quota_overcommit(q, 0), 16);
+    assert_int_equal(tm_quota_overcommit(q, 1), 0);
+    assert_int_equal(tm_quota_overcommit_total(q), 16);
+    assert_int_equal(tm_quota_team(q, "nobody"), (int32_t)tm_quota_nnodes(q) - 1);
+    assert_string_equal(tm_quota_name(q, tm_quota_team(q, NULL)), TM_QUOTA_NO_TEAM);
+    tm_quota_free(q);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_borrow_within_limits),
+        cmocka_unit_test(test_lending_limit),
+        cmocka_unit_test(test_org_level),
+        cmocka_unit_test(test_reclaim_order),
+        cmocka_unit_test(test_three_teams_no_cycle),
+        cmocka_unit_test(test_decay),
+        cmocka_unit_test(test_validation),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
