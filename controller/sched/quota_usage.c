@@ -136,19 +136,28 @@ void quota_flow(const struct tm_quota_usage *u, int32_t flavor, int32_t team, in
     size_t nf = q->nflavors;
     int64_t demand = 0, supply = q->free_pool[flavor];
 
+    for (size_t n = 0; n < q->nnodes; n++) {
+        fl->over[n] = 0;
+        fl->spare[n] = 0;
+    }
     /* Teams first: over their quota, or idle to offer; the tentative job
-     * counts in its team. */
+     * counts in its team.  An org sums its teams' in its own two slots. */
     for (size_t n = 0; n < q->nnodes; n++) {
         size_t c = n * nf + (size_t)flavor;
         int64_t add = (int32_t)n == team ? delta : 0;
         int64_t d = u->used[c] + add - q->subtree[c];
+        int64_t over, spare;
 
-        fl->over[n] = 0;
-        fl->spare[n] = 0;
         if (q->is_org[n])
             continue;
-        fl->over[n] = d > 0 ? d : 0;
-        fl->spare[n] = offer(u, c, add, lend);
+        over = d > 0 ? d : 0;
+        spare = offer(u, c, add, lend);
+        if (q->parent[n] >= 0) {
+            fl->over[q->parent[n]] += over;
+            fl->spare[q->parent[n]] += spare;
+        }
+        fl->over[n] += over;
+        fl->spare[n] += spare;
     }
     /* Orgs: their teams borrow from the org's own quota and each other
      * first; the rest is the org's borrowing, or its offer upwards. */
@@ -156,13 +165,10 @@ void quota_flow(const struct tm_quota_usage *u, int32_t flavor, int32_t team, in
         if (!q->is_org[o])
             continue;
         size_t c = o * nf + (size_t)flavor;
-        int64_t in_demand = 0, in_supply = q->own[c];
+        int64_t in_demand = fl->over[o], in_supply = q->own[c] + fl->spare[o];
 
-        for (size_t n = 0; n < q->nnodes; n++)
-            if (q->parent[n] == (int32_t)o) {
-                in_demand += fl->over[n];
-                in_supply += fl->spare[n];
-            }
+        fl->over[o] = 0;
+        fl->spare[o] = 0;
         if (in_demand > in_supply) {
             fl->over[o] = in_demand - in_supply;
         } else {

@@ -17,6 +17,7 @@
 
 #include "core/err.h"
 #include "controller/sched/quota.h"
+#include "controller/sched/scheduler.h"
 
 /* This cmocka has no assert_double_equal. */
 #define assert_near(a, b, eps) near_((a), (b), (eps), __FILE__, __LINE__)
@@ -503,6 +504,83 @@ static void test_validation(void **state)
     tm_quota_free(q);
 }
 
+static struct tm_sched_job sjob(int64_t id, int32_t gpus)
+{
+    return (struct tm_sched_job){.id = id, .submit_ms = id, .estimate_ms = 3600000, .cpu_milli = 1000,
+                                 .memory_mib = 1024, .gpus = gpus, .gpu_milli = 1000, .nodes = 1,
+                                 .preemptible = true};
+}
+
+/*
+ * The quotas in a scheduling pass, every policy.  Two nodes of 8 H100;
+ * teams a and b have 8 each.  b runs 8 within its quota on node 0 and 8
+ * borrowed (a's) on node 1.  Queued: b's 4 (would borrow: a wants its
+ * quota, so it waits on quota), a's 8 (within its quota, no room: b's
+ * borrowed job is reclaimed for it, and it waits for those GPUs), a job
+ * under no quota asking 0 GPUs' worth of CPU (placed as without quotas).
+ */
+static void test_sched_pass(void **state)
+{
+    struct tm_quota_row rows[] = {ROW("a", NULL, "H100", 8), ROW("b", NULL, "H100", 8)};
+    struct tm_quota *q = build(16, rows, 2);
+    struct tm_sched_node nodes[2];
+    struct tm_sched_alloc allocs[2];
+    struct tm_sched_job jobs[3] = {sjob(10, 4), sjob(11, 8), sjob(12, 0)};
+    struct tm_quota_job run[2] = {job(q, "b", 8), job(q, "b", 8)};
+    struct tm_quota_job qj[3] = {job(q, "b", 4), job(q, "a", 8), {.flavor = -1}};
+    struct tm_quota_answer answers[3];
+    (void)state;
+
+    jobs[2].gpu_milli = 0;
+    run[1].borrowed = true;
+    for (int i = 0; i < 2; i++) {
+        nodes[i] = (struct tm_sched_node){.id = i + 1, .cpu_milli = 64000, .memory_mib = 512 * 1024,
+                                          .gpus = 8, .model = 0, .schedulable = true};
+        allocs[i] = (struct tm_sched_alloc){.job_id = 100 + i, .node = i, .gpu_mask = 0xff,
+                                            .gpu_milli = 1000, .cpu_milli = 8000,
+                                            .memory_mib = 1024, .end_ms = 7200000, .preemptible = true};
+    }
+    for (int p = 0; p < TM_POLICY_MAX; p++) {
+        struct tm_quota_usage *u;
+        struct tm_sched_result r;
+
+        assert_int_equal(tm_quota_usage_new(q, run, 2, qj, 2, &u), 0);
+        struct tm_sched_quota view = {.quota = q, .usage = u, .jobs = qj, .running = run,
+                                      .nrunning = 2, .disruption_budget = 4, .answers = answers};
+        struct tm_sched_input in = {.jobs = jobs, .njobs = 3, .nodes = nodes, .nnodes = 2,
+                                    .allocs = allocs, .nallocs = 2, .now_ms = 1000,
+                                    .policy = (enum tm_sched_policy)p, .quota = &view};
+        assert_int_equal(tm_sched_run(&in, &r), 0);
+        assert_int_equal(r.notes[0].verdict, TM_SCHED_WAIT_QUOTA);
+        /* 16 or 8 in use, as the policy orders a's job before b's or not. */
+        assert_non_null(strstr(r.notes[0].why, "of its 8 GPUs of H100; no idle quota of H100 to borrow"));
+        assert_string_equal(tm_sched_verdict_name(r.notes[0].verdict), "wait_quota");
+        assert_int_equal(r.notes[1].verdict, TM_SCHED_WAIT_QUOTA);
+        assert_string_equal(r.notes[1].why, "reclaims 1 borrowed job for team a's quota of H100");
+        assert_int_equal(r.nreclaims, 1);
+        assert_int_equal(r.reclaims[0].job, 1);
+        assert_int_equal(r.reclaims[0].victim.running, 1);
+        assert_int_equal(r.reclaims[0].victim.for_team, tm_quota_team(q, "a"));
+        assert_int_equal(r.notes[2].verdict, TM_SCHED_PLACED);
+        tm_sched_result_release(&r);
+        tm_quota_usage_free(u);
+
+        /* The next pass, the victim gone: a's job starts within quota. */
+        assert_int_equal(tm_quota_usage_new(q, run, 1, qj, 2, &u), 0);
+        view.usage = u;
+        view.nrunning = 1;
+        in.nallocs = 1;
+        assert_int_equal(tm_sched_run(&in, &r), 0);
+        assert_int_equal(r.notes[1].verdict, TM_SCHED_PLACED);
+        assert_int_equal(answers[1].verdict, TM_QUOTA_WITHIN);
+        assert_int_equal(r.notes[0].verdict, TM_SCHED_WAIT_QUOTA);
+        assert_int_equal(r.nreclaims, 0);
+        tm_sched_result_release(&r);
+        tm_quota_usage_free(u);
+    }
+    tm_quota_free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -513,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_three_teams_no_cycle),
         cmocka_unit_test(test_decay),
         cmocka_unit_test(test_validation),
+        cmocka_unit_test(test_sched_pass),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
