@@ -111,6 +111,9 @@ int64_t tm_quota_subtree(const struct tm_quota *q, int32_t node, int32_t flavor)
  * `quota show`. */
 int64_t tm_quota_overcommit(const struct tm_quota *q, int32_t flavor);
 int64_t tm_quota_overcommit_total(const struct tm_quota *q);
+/* That line, "quotas exceed the fleet: H100 by 16 GPUs, A100 by 4 GPUs",
+ * or "" when they fit; returns its length (truncated to len - 1). */
+size_t tm_quota_overcommit_say(const struct tm_quota *q, char *buf, size_t len);
 
 /* A job as quotas see it, running or queued. */
 struct tm_quota_job {

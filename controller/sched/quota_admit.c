@@ -47,11 +47,45 @@ static void add_lender(struct tm_quota_answer *ans, int32_t node, int64_t gpus)
     ans->nlenders++;
 }
 
+/* Who lends: the flows, the flavor, and rows to sort the offers in (the
+ * second half for an org's own). */
+struct lend_ctx {
+    const struct tm_quota *q;
+    const struct quota_flow *fl;
+    int32_t flavor;
+    struct offer_row *rows;
+};
+
+static int64_t take_offers(const struct lend_ctx *lc, struct offer_row *rows, size_t n,
+                           int64_t consumed, int64_t need, bool expand, struct tm_quota_answer *ans);
+
+/* An org's offer, g GPUs of it after `skip` taken by others, named by
+ * whose quota it is: the org's own first, then its teams' idle quota, the
+ * part its teams borrow from each other skipped. */
+static void lend_from_org(const struct lend_ctx *lc, int32_t org, int64_t skip, int64_t g,
+                          struct tm_quota_answer *ans)
+{
+    const struct tm_quota *q = lc->q;
+    struct offer_row *rows = lc->rows + q->nnodes + 1;
+    size_t n = 0;
+    int64_t consumed = skip;
+
+    rows[n++] = (struct offer_row){org, q->own[quota_at(q, org, lc->flavor)]};
+    for (size_t c = 0; c < q->nnodes; c++)
+        if (q->parent[c] == org) {
+            consumed += lc->fl->over[c];
+            rows[n++] = (struct offer_row){(int32_t)c, lc->fl->spare[c]};
+        }
+    /* What the teams' rows do not cover stays the org's. */
+    add_lender(ans, org, take_offers(lc, rows, n, consumed, g, false, ans));
+}
+
 /* The offers of one level, largest first, the base (org's own quota or
  * the free pool) before them: the borrowing already there takes them in
- * that order, then the new job's `need`.  Returns what is left of need. */
-static int64_t take_offers(struct offer_row *rows, size_t n, int64_t consumed, int64_t need,
-                           struct tm_quota_answer *ans)
+ * that order, then the new job's `need`.  expand: an org's offer is named
+ * by its teams (lend_from_org()).  Returns what is left of need. */
+static int64_t take_offers(const struct lend_ctx *lc, struct offer_row *rows, size_t n,
+                           int64_t consumed, int64_t need, bool expand, struct tm_quota_answer *ans)
 {
     if (n > 1)
         qsort(rows + 1, n - 1, sizeof(*rows), offer_cmp);
@@ -63,7 +97,10 @@ static int64_t take_offers(struct offer_row *rows, size_t n, int64_t consumed, i
         g -= skip;
         if (g > need)
             g = need;
-        add_lender(ans, rows[i].node, g);
+        if (expand && rows[i].node >= 0 && lc->q->is_org[rows[i].node])
+            lend_from_org(lc, rows[i].node, skip, g, ans);
+        else
+            add_lender(ans, rows[i].node, g);
         need -= g;
     }
     return need;
@@ -74,7 +111,8 @@ static int64_t take_offers(struct offer_row *rows, size_t n, int64_t consumed, i
 static int attribute(const struct tm_quota *q, const struct quota_flow *fl, int32_t team,
                      int32_t flavor, int64_t need, struct tm_quota_answer *ans)
 {
-    struct offer_row *rows = malloc((q->nnodes + 1) * sizeof(*rows));
+    struct lend_ctx lc = {q, fl, flavor, malloc(2 * (q->nnodes + 1) * sizeof(*lc.rows))};
+    struct offer_row *rows = lc.rows;
     int32_t org = q->parent[team], top = org >= 0 ? org : team;
     size_t n = 0;
     int64_t consumed = 0;
@@ -89,7 +127,7 @@ static int attribute(const struct tm_quota *q, const struct quota_flow *fl, int3
                 if ((int32_t)c != team)
                     rows[n++] = (struct offer_row){(int32_t)c, fl->spare[c]};
             }
-        need = take_offers(rows, n, consumed, need, ans);
+        need = take_offers(&lc, rows, n, consumed, need, false, ans);
     }
     n = 0;
     consumed = 0;
@@ -100,7 +138,7 @@ static int attribute(const struct tm_quota *q, const struct quota_flow *fl, int3
             if ((int32_t)c != top)
                 rows[n++] = (struct offer_row){(int32_t)c, fl->spare[c]};
         }
-    take_offers(rows, n, consumed, need, ans);
+    take_offers(&lc, rows, n, consumed, need, true, ans);
     free(rows);
     return 0;
 }

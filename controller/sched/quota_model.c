@@ -365,3 +365,21 @@ int64_t tm_quota_overcommit_total(const struct tm_quota *q)
         s += q->overcommit[f];
     return s;
 }
+
+size_t tm_quota_overcommit_say(const struct tm_quota *q, char *buf, size_t len)
+{
+    size_t at = 0;
+
+    if (len)
+        buf[0] = '\0';
+    for (size_t f = 0; f < q->nflavors && len; f++) {
+        if (q->overcommit[f] <= 0)
+            continue;
+        int n = snprintf(buf + at, len - at, "%s%s by %lld GPUs", at ? ", " : "quotas exceed the fleet: ",
+                         q->flavor_names[f], (long long)q->overcommit[f]);
+        if (n < 0 || (size_t)n >= len - at)
+            return len - 1;
+        at += (size_t)n;
+    }
+    return at;
+}

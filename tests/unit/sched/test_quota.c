@@ -162,7 +162,6 @@ static void test_org_level(void **state)
     struct tm_quota_answer ans;
     struct tm_quota_job j = job(q, "x1", 8);
     int32_t x = tm_quota_parent(q, tm_quota_team(q, "x1"));
-    int32_t y = tm_quota_parent(q, tm_quota_team(q, "y1"));
     (void)state;
 
     assert_string_equal(tm_quota_name(q, x), "x");
@@ -183,8 +182,9 @@ static void test_org_level(void **state)
     tm_quota_take(q, u, &j, &ans);
     ans = admit(q, u, j);
     assert_int_equal(ans.verdict, TM_QUOTA_BORROW);
-    assert_int_equal(ans.lenders[0].node, y);
-    assert_string_equal(ans.why, "borrows 8 GPUs of H100 above team x1's quota of 8: 8 from org y");
+    /* Org y's offer is named by whose quota it is: its team y1's. */
+    assert_int_equal(ans.lenders[0].node, tm_quota_team(q, "y1"));
+    assert_string_equal(ans.why, "borrows 8 GPUs of H100 above team x1's quota of 8: 8 from team y1");
     assert_int_equal(tm_quota_used(u, x, 0), 24);
     assert_int_equal(tm_quota_borrowing(u, x, 0), 0);
 
@@ -211,6 +211,17 @@ static void test_org_level(void **state)
     assert_true(complete);
     assert_int_equal(v[0].running, 2);
     assert_int_equal(v[0].for_team, tm_quota_team(q, "x2"));
+    tm_quota_usage_free(u);
+    tm_quota_free(q);
+
+    /* Org y with 4 GPUs of its own lends them before its team's. */
+    struct tm_quota_row rows3[] = {ROW("x1", "x", "H100", 8), ROW("y1", "y", "H100", 16),
+                                   ROW("y", NULL, "H100", 4)};
+    q = build(28, rows3, 3);
+    struct tm_quota_job run3[] = {job(q, "x1", 8), job(q, "y1", 2)};
+    assert_int_equal(tm_quota_usage_new(q, run3, 2, NULL, 0, &u), 0);
+    ans = admit(q, u, job(q, "x1", 8));
+    assert_string_equal(ans.why, "borrows 8 GPUs of H100 above team x1's quota of 8: 4 from org y, 4 from team y1");
     tm_quota_usage_free(u);
     tm_quota_free(q);
 
@@ -499,6 +510,9 @@ static void test_validation(void **state)
     assert_int_equal(tm_quota_overcommit(q, 0), 16);
     assert_int_equal(tm_quota_overcommit(q, 1), 0);
     assert_int_equal(tm_quota_overcommit_total(q), 16);
+    char line[128];
+    tm_quota_overcommit_say(q, line, sizeof(line));
+    assert_string_equal(line, "quotas exceed the fleet: H100 by 16 GPUs");
     assert_int_equal(tm_quota_team(q, "nobody"), (int32_t)tm_quota_nnodes(q) - 1);
     assert_string_equal(tm_quota_name(q, tm_quota_team(q, NULL)), TM_QUOTA_NO_TEAM);
     tm_quota_free(q);
