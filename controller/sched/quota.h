@@ -232,4 +232,10 @@ int tm_quota_fair_cmp(const struct tm_quota *q, const double *usage, int32_t a, 
 /* The key itself, usage / (weight x share); +inf for a team of no quota. */
 double tm_quota_fair_key(const struct tm_quota *q, const double *usage, int32_t team);
 
+/* Whole-GPU quotas in proportion to weights (each team's GPU-hours in a
+ * trace, say), adding up to gpus exactly: the floor of each share, then
+ * one more GPU each by largest remainder, ties to the earlier.  A weight
+ * <= 0 gets 0; all of them <= 0: all 0. */
+void tm_quota_proportional(const double *weights, size_t n, int64_t gpus, int64_t *out);
+
 #endif

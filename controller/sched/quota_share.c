@@ -58,3 +58,35 @@ int tm_quota_fair_cmp(const struct tm_quota *q, const double *usage, int32_t a, 
         return ka < kb ? -1 : 1;
     return a < b ? -1 : a > b;
 }
+
+void tm_quota_proportional(const double *weights, size_t n, int64_t gpus, int64_t *out)
+{
+    double sum = 0;
+    int64_t given = 0;
+
+    for (size_t i = 0; i < n; i++)
+        sum += weights[i] > 0 ? weights[i] : 0;
+    for (size_t i = 0; i < n; i++) {
+        double w = weights[i] > 0 && sum > 0 ? weights[i] / sum : 0;
+
+        out[i] = (int64_t)floor(w * (double)gpus);
+        given += out[i];
+    }
+    /* Largest remainders first, ties to the earlier: the rest, one each. */
+    while (given < gpus && sum > 0) {
+        size_t best = n;
+        double rem = -1;
+
+        for (size_t i = 0; i < n; i++) {
+            double w = weights[i] > 0 ? weights[i] / sum : 0;
+            double r = w * (double)gpus - (double)out[i];
+
+            if (weights[i] > 0 && r > rem) {
+                rem = r;
+                best = i;
+            }
+        }
+        out[best]++;
+        given++;
+    }
+}

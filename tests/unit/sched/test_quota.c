@@ -453,6 +453,21 @@ static void test_decay(void **state)
     assert_true(isinf(tm_quota_fair_key(q, use, 2)));
     assert_true(tm_quota_fair_cmp(q, use, 0, 2) < 0);
     tm_quota_free(q);
+
+    /* Proportional quotas add up to the fleet. */
+    int64_t out[3];
+    tm_quota_proportional((const double[]){1, 1, 1}, 3, 8, out);
+    assert_int_equal(out[0], 3);
+    assert_int_equal(out[1], 3);
+    assert_int_equal(out[2], 2);
+    tm_quota_proportional((const double[]){0.5, 0.2, 0.3}, 3, 384, out);
+    assert_int_equal(out[0], 192);
+    assert_int_equal(out[1], 77);
+    assert_int_equal(out[2], 115);
+    tm_quota_proportional((const double[]){0, -1, 2}, 3, 7, out);
+    assert_int_equal(out[0] + out[1], 0);
+    assert_int_equal(out[2], 7);
+
     rows[0].weight = 2;
     q = build(64, rows, 2);
     assert_true(tm_quota_fair_cmp(q, use, 0, 1) < 0);
@@ -516,6 +531,143 @@ static void test_validation(void **state)
     assert_int_equal(tm_quota_team(q, "nobody"), (int32_t)tm_quota_nnodes(q) - 1);
     assert_string_equal(tm_quota_name(q, tm_quota_team(q, NULL)), TM_QUOTA_NO_TEAM);
     tm_quota_free(q);
+}
+
+static uint64_t rnd(uint64_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    return *x;
+}
+
+/*
+ * Random fleets of teams (some in orgs, with limits) under a queue that
+ * never empties, 30 passes each: every answer keeps its promises.  A
+ * borrow names lenders that add up to what it borrows, never its own team
+ * nor a team reclaimed for in the pass, and stays within its limit; a
+ * victim was borrowed, preemptible or checkpointable, of another team; a
+ * pass stops no more than its budget; and the last ten passes reclaim
+ * nothing (no cycle once demand is steady).
+ */
+#define RJOBS 256
+static void test_random_invariants(void **state)
+{
+    static const char *names[] = {"t0", "t1", "t2", "t3", "t4", "t5"};
+    static const char *orgs[] = {NULL, "o0", "o1"};
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    int borrows = 0, reclaims = 0;
+    (void)state;
+
+    for (int round = 0; round < 60; round++) {
+        struct tm_quota_row rows[8];
+        size_t nt = 3 + rnd(&seed) % 4, nrows = 0;
+        int64_t fleet = 0;
+
+        for (size_t t = 0; t < nt; t++) {
+            rows[nrows] = (struct tm_quota_row)ROW(names[t], orgs[rnd(&seed) % 3], "H100",
+                                                   (double)(4 * (rnd(&seed) % 5)));
+            if (rnd(&seed) % 3 == 0)
+                rows[nrows].borrowing_limit = (double)(4 * (rnd(&seed) % 3));
+            if (rnd(&seed) % 3 == 0)
+                rows[nrows].lending_limit = (double)(4 * (rnd(&seed) % 3));
+            fleet += (int64_t)rows[nrows].gpus;
+            nrows++;
+        }
+        if (rnd(&seed) % 2) {
+            rows[nrows++] = (struct tm_quota_row)ROW("o0", NULL, "H100", 4);
+            fleet += 4;
+        }
+        fleet += (int64_t)(4 * (rnd(&seed) % 3));
+        struct tm_quota *q = build(fleet, rows, nrows);
+        struct tm_quota_job run[RJOBS];
+        size_t nrun = 0;
+        int late = 0;
+
+        for (int pass = 0; pass < 30; pass++) {
+            struct tm_quota_job queue[24];
+            size_t nq = 0;
+            struct tm_quota_usage *u;
+            struct tm_quota_victim v[8];
+            bool stop[RJOBS] = {false}, reclaimed_for[8] = {false};
+            int32_t budget = 3;
+            int64_t free_gpus = fleet;
+            char why[TM_QUOTA_WHY_MAX];
+
+            for (int k = 0; k < 3; k++)
+                for (size_t t = 0; t < nt; t++) {
+                    queue[nq] = job(q, names[t], 4);
+                    queue[nq].checkpointable = (t + (size_t)k) % 2 == 0;
+                    nq++;
+                }
+            for (size_t i = 0; i < nrun; i++)
+                free_gpus -= run[i].gpus;
+            assert_int_equal(tm_quota_usage_new(q, run, nrun, queue, nq, &u), 0);
+            size_t nrun0 = nrun;
+            for (size_t k = 0; k < nq; k++) {
+                struct tm_quota_answer ans = admit(q, u, queue[k]);
+                bool complete;
+                int64_t lent = 0;
+
+                if (ans.verdict == TM_QUOTA_BORROW) {
+                    for (size_t l = 0; l < ans.nlenders; l++) {
+                        int32_t who = ans.lenders[l].node;
+                        assert_int_not_equal(who, queue[k].team);
+                        assert_true(who < 0 || !reclaimed_for[who]);
+                        lent += ans.lenders[l].gpus;
+                    }
+                    assert_int_equal(lent, ans.borrowed_gpus);
+                }
+                if (ans.verdict == TM_QUOTA_RECLAIM) {
+                    int32_t before = budget;
+                    int n = tm_quota_reclaim(q, u, run, nrun0, &queue[k], &budget, v, &complete,
+                                             why, sizeof(why));
+                    assert_true(n >= 0 && n <= before);
+                    assert_int_equal(budget, before - n);
+                    for (int i = 0; i < n; i++) {
+                        const struct tm_quota_job *r = &run[v[i].running];
+                        assert_true(r->borrowed);
+                        assert_true(r->preemptible || r->checkpointable);
+                        assert_int_not_equal(r->team, queue[k].team);
+                        assert_int_equal(v[i].for_team, queue[k].team);
+                        assert_false(stop[v[i].running]);
+                        stop[v[i].running] = true;
+                    }
+                    if (n > 0)
+                        reclaimed_for[queue[k].team] = true;
+                    late += pass >= 20 ? n : 0;
+                    reclaims += n;
+                    if (n > 0 && complete)
+                        tm_quota_take(q, u, &queue[k], &ans);
+                    continue;
+                }
+                if (ans.verdict != TM_QUOTA_WAIT && free_gpus >= queue[k].gpus && nrun < RJOBS) {
+                    tm_quota_take(q, u, &queue[k], &ans);
+                    free_gpus -= queue[k].gpus;
+                    run[nrun] = queue[k];
+                    run[nrun++].borrowed = ans.verdict == TM_QUOTA_BORROW;
+                    /* names[t] is rows[t]'s team. */
+                    double lim = rows[tm_quota_name(q, queue[k].team)[1] - '0'].borrowing_limit;
+                    if (ans.verdict == TM_QUOTA_BORROW && !isnan(lim))
+                        assert_true(tm_quota_borrowing(u, queue[k].team, 0) <= (int64_t)lim);
+                    borrows += ans.verdict == TM_QUOTA_BORROW;
+                }
+            }
+            tm_quota_usage_free(u);
+            size_t w = 0;
+            for (size_t i = 0; i < nrun; i++)
+                if (i >= nrun0 || !stop[i])
+                    run[w++] = run[i];
+            nrun = w;
+        }
+        if (late)
+            fail_msg("round %d: %d reclaims in the last ten passes", round, late);
+        tm_quota_free(q);
+    }
+    /* The rounds borrow and reclaim, or they prove nothing. */
+    print_message("random rounds: %d borrows, %d reclaims\n", borrows, reclaims);
+    assert_true(borrows > 100);
+    assert_true(reclaims > 20);
 }
 
 static struct tm_sched_job sjob(int64_t id, int32_t gpus)
@@ -606,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_decay),
         cmocka_unit_test(test_validation),
         cmocka_unit_test(test_sched_pass),
+        cmocka_unit_test(test_random_invariants),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
