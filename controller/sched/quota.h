@@ -148,7 +148,9 @@ void tm_quota_usage_free(struct tm_quota_usage *u);
  * its subtree's quota (borrowed); for `quota show` and /metrics. */
 int64_t tm_quota_used(const struct tm_quota_usage *u, int32_t node, int32_t flavor);
 int64_t tm_quota_borrowing(const struct tm_quota_usage *u, int32_t node, int32_t flavor);
-/* Idle quota of the node's subtree that others run on now. */
+/* Idle quota of the node (a team's, or an org's lent outside it) that
+ * others run on now: the borrowing of each level taken from the offers in
+ * the order a new borrower's is (tm_quota_admit()'s lenders). */
 int64_t tm_quota_lent(const struct tm_quota_usage *u, int32_t node, int32_t flavor);
 
 enum tm_quota_verdict {

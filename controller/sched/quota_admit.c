@@ -1,6 +1,7 @@
 /*
  * controller/sched/quota_admit.c: may a queued job start now, within its
- * team's quota, on others' idle quota (and whose), or not yet (and why).
+ * team's quota, on others' idle quota (and whose), or not yet (and why);
+ * and what each team lends now, in the same order of lenders.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +20,6 @@ const char *tm_quota_verdict_name(enum tm_quota_verdict v)
     }
     return "unknown";
 }
-
-struct offer_row {
-    int32_t node; /* -1: the free pool */
-    int64_t gpus;
-};
 
 static int offer_cmp(const void *a, const void *b)
 {
@@ -47,45 +43,69 @@ static void add_lender(struct tm_quota_answer *ans, int32_t node, int64_t gpus)
     ans->nlenders++;
 }
 
-/* Who lends: the flows, the flavor, and rows to sort the offers in (the
- * second half for an org's own). */
+/* Who lends: the flows, the flavor, rows to sort the offers in (the
+ * second half for an org's), and where what each lends goes: the answer's
+ * lenders, or a sum per node (acc). */
 struct lend_ctx {
     const struct tm_quota *q;
     const struct quota_flow *fl;
     int32_t flavor;
     struct offer_row *rows;
+    struct tm_quota_answer *ans;
+    int64_t *acc;
 };
 
+static void lends(const struct lend_ctx *lc, int32_t node, int64_t gpus)
+{
+    if (lc->ans)
+        add_lender(lc->ans, node, gpus);
+    else if (node >= 0 && gpus > 0)
+        lc->acc[node] += gpus;
+}
+
 static int64_t take_offers(const struct lend_ctx *lc, struct offer_row *rows, size_t n,
-                           int64_t consumed, int64_t need, bool expand, struct tm_quota_answer *ans);
+                           int64_t consumed, int64_t need, bool expand);
+
+/* The rows of one level: the base (an org's own quota, or the free pool
+ * for org -1) then the offers of its members but `skip_node`; *demand:
+ * what its members borrow. */
+static size_t level_rows(const struct lend_ctx *lc, int32_t org, int32_t skip_node,
+                         struct offer_row *rows, int64_t *demand)
+{
+    const struct tm_quota *q = lc->q;
+    size_t n = 0;
+
+    rows[n++] = (struct offer_row){org, org >= 0 ? q->own[quota_at(q, org, lc->flavor)]
+                                                 : q->free_pool[lc->flavor]};
+    *demand = 0;
+    for (size_t c = 0; c < q->nnodes; c++)
+        if (q->parent[c] == org) {
+            *demand += lc->fl->over[c];
+            if ((int32_t)c != skip_node)
+                rows[n++] = (struct offer_row){(int32_t)c, lc->fl->spare[c]};
+        }
+    return n;
+}
 
 /* An org's offer, g GPUs of it after `skip` taken by others, named by
  * whose quota it is: the org's own first, then its teams' idle quota, the
  * part its teams borrow from each other skipped. */
-static void lend_from_org(const struct lend_ctx *lc, int32_t org, int64_t skip, int64_t g,
-                          struct tm_quota_answer *ans)
+static void lend_from_org(const struct lend_ctx *lc, int32_t org, int64_t skip, int64_t g)
 {
-    const struct tm_quota *q = lc->q;
-    struct offer_row *rows = lc->rows + q->nnodes + 1;
-    size_t n = 0;
-    int64_t consumed = skip;
+    struct offer_row *rows = lc->rows + lc->q->nnodes + 1;
+    int64_t demand;
+    size_t n = level_rows(lc, org, -1, rows, &demand);
 
-    rows[n++] = (struct offer_row){org, q->own[quota_at(q, org, lc->flavor)]};
-    for (size_t c = 0; c < q->nnodes; c++)
-        if (q->parent[c] == org) {
-            consumed += lc->fl->over[c];
-            rows[n++] = (struct offer_row){(int32_t)c, lc->fl->spare[c]};
-        }
     /* What the teams' rows do not cover stays the org's. */
-    add_lender(ans, org, take_offers(lc, rows, n, consumed, g, false, ans));
+    lends(lc, org, take_offers(lc, rows, n, demand + skip, g, false));
 }
 
 /* The offers of one level, largest first, the base (org's own quota or
  * the free pool) before them: the borrowing already there takes them in
- * that order, then the new job's `need`.  expand: an org's offer is named
- * by its teams (lend_from_org()).  Returns what is left of need. */
+ * that order, then `need`.  expand: an org's offer is named by its teams
+ * (lend_from_org()).  Returns what is left of need. */
 static int64_t take_offers(const struct lend_ctx *lc, struct offer_row *rows, size_t n,
-                           int64_t consumed, int64_t need, bool expand, struct tm_quota_answer *ans)
+                           int64_t consumed, int64_t need, bool expand)
 {
     if (n > 1)
         qsort(rows + 1, n - 1, sizeof(*rows), offer_cmp);
@@ -98,9 +118,9 @@ static int64_t take_offers(const struct lend_ctx *lc, struct offer_row *rows, si
         if (g > need)
             g = need;
         if (expand && rows[i].node >= 0 && lc->q->is_org[rows[i].node])
-            lend_from_org(lc, rows[i].node, skip, g, ans);
+            lend_from_org(lc, rows[i].node, skip, g);
         else
-            add_lender(ans, rows[i].node, g);
+            lends(lc, rows[i].node, g);
         need -= g;
     }
     return need;
@@ -108,39 +128,56 @@ static int64_t take_offers(const struct lend_ctx *lc, struct offer_row *rows, si
 
 /* Name who lends the job's `need` GPUs: inside its org first, then the
  * fleet.  fl: the lend-mode flows before the job. */
-static int attribute(const struct tm_quota *q, const struct quota_flow *fl, int32_t team,
-                     int32_t flavor, int64_t need, struct tm_quota_answer *ans)
+static void attribute(const struct tm_quota_usage *u, const struct quota_flow *fl, int32_t team,
+                      int32_t flavor, int64_t need, struct tm_quota_answer *ans)
 {
-    struct lend_ctx lc = {q, fl, flavor, malloc(2 * (q->nnodes + 1) * sizeof(*lc.rows))};
-    struct offer_row *rows = lc.rows;
+    const struct tm_quota *q = u->q;
+    struct lend_ctx lc = {q, fl, flavor, u->rows, ans, NULL};
     int32_t org = q->parent[team], top = org >= 0 ? org : team;
-    size_t n = 0;
-    int64_t consumed = 0;
+    int64_t demand;
+    size_t n;
 
-    if (!rows)
-        return TM_ENOMEM;
     if (org >= 0) {
-        rows[n++] = (struct offer_row){org, q->own[quota_at(q, org, flavor)]};
-        for (size_t c = 0; c < q->nnodes; c++)
-            if (q->parent[c] == org) {
-                consumed += fl->over[c];
-                if ((int32_t)c != team)
-                    rows[n++] = (struct offer_row){(int32_t)c, fl->spare[c]};
-            }
-        need = take_offers(&lc, rows, n, consumed, need, false, ans);
+        n = level_rows(&lc, org, team, lc.rows, &demand);
+        need = take_offers(&lc, lc.rows, n, demand, need, false);
     }
-    n = 0;
-    consumed = 0;
-    rows[n++] = (struct offer_row){-1, q->free_pool[flavor]};
-    for (size_t c = 0; c < q->nnodes; c++)
-        if (q->parent[c] < 0) {
-            consumed += fl->over[c];
-            if ((int32_t)c != top)
-                rows[n++] = (struct offer_row){(int32_t)c, fl->spare[c]};
+    n = level_rows(&lc, -1, top, lc.rows, &demand);
+    take_offers(&lc, lc.rows, n, demand, need, true);
+}
+
+int64_t tm_quota_lent(const struct tm_quota_usage *u, int32_t node, int32_t flavor)
+{
+    const struct tm_quota *q = u->q;
+    struct quota_flow fl = {.over = u->over, .spare = u->spare};
+    struct lend_ctx lc = {q, &fl, flavor, u->rows, NULL, u->acc};
+    int64_t demand;
+    size_t n;
+
+    quota_flow(u, flavor, -1, 0, false, &fl);
+    memset(u->acc, 0, q->nnodes * sizeof(*u->acc));
+    /* The borrowing there is now, level by level, taken from the offers
+     * in the order a new borrower's is (attribute()). */
+    for (int32_t o = 0; (size_t)o < q->nnodes; o++)
+        if (q->is_org[o]) {
+            n = level_rows(&lc, o, -1, lc.rows, &demand);
+            take_offers(&lc, lc.rows, n, 0, demand, false);
         }
-    take_offers(&lc, rows, n, consumed, need, true, ans);
-    free(rows);
-    return 0;
+    n = level_rows(&lc, -1, -1, lc.rows, &demand);
+    if (q->is_org[node]) {
+        /* An org lends outside what the fleet's level takes of its offer. */
+        if (n > 1)
+            qsort(lc.rows + 1, n - 1, sizeof(*lc.rows), offer_cmp);
+        for (size_t i = 0; i < n && demand > 0; i++) {
+            int64_t g = lc.rows[i].gpus < demand ? lc.rows[i].gpus : demand;
+
+            if (lc.rows[i].node == node)
+                return g;
+            demand -= g;
+        }
+        return 0;
+    }
+    take_offers(&lc, lc.rows, n, 0, demand, true);
+    return u->acc[node];
 }
 
 static void say_lenders(const struct tm_quota *q, const struct tm_quota_job *job,
@@ -225,8 +262,7 @@ static int admit_borrow(const struct tm_quota *q, const struct tm_quota_usage *u
     }
     quota_flow(u, f, t, 0, true, &fl);
     ans->verdict = TM_QUOTA_BORROW;
-    if (attribute(q, &fl, t, f, ans->borrowed_gpus, ans))
-        return TM_ENOMEM;
+    attribute(u, &fl, t, f, ans->borrowed_gpus, ans);
     say_lenders(q, job, ans);
     return 0;
 }

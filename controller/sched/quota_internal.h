@@ -41,6 +41,14 @@ struct tm_quota_usage {
      * threads. */
     int64_t *over;
     int64_t *spare;
+    int64_t *acc;             /* per node: what it lends (tm_quota_lent()) */
+    struct offer_row *rows;   /* 2 x (nodes + 1): offers of a level, sorted */
+};
+
+/* One offer of idle quota at a level: node -1 is the free pool. */
+struct offer_row {
+    int32_t node;
+    int64_t gpus;
 };
 
 /* Each node's flow for one flavor: how far its subtree runs above what

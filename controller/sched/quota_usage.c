@@ -23,6 +23,8 @@ void tm_quota_usage_free(struct tm_quota_usage *u)
     free(u->stopped);
     free(u->over);
     free(u->spare);
+    free(u->acc);
+    free(u->rows);
     free(u);
 }
 
@@ -53,7 +55,10 @@ int tm_quota_usage_new(const struct tm_quota *q, const struct tm_quota_job *runn
     u->stopped = calloc(nrunning + 1, sizeof(*u->stopped));
     u->over = calloc(q->nnodes, sizeof(*u->over));
     u->spare = calloc(q->nnodes, sizeof(*u->spare));
-    if (!u->used || !u->queued || !u->reclaimed || !u->stopped || !u->over || !u->spare) {
+    u->acc = calloc(q->nnodes, sizeof(*u->acc));
+    u->rows = calloc(2 * (q->nnodes + 1), sizeof(*u->rows));
+    if (!u->used || !u->queued || !u->reclaimed || !u->stopped || !u->over || !u->spare ||
+        !u->acc || !u->rows) {
         tm_quota_usage_free(u);
         return TM_ENOMEM;
     }
@@ -86,31 +91,6 @@ int64_t tm_quota_borrowing(const struct tm_quota_usage *u, int32_t node, int32_t
     int64_t d = u->used[c] - u->q->subtree[c];
 
     return d > 0 ? d : 0;
-}
-
-int64_t tm_quota_lent(const struct tm_quota_usage *u, int32_t node, int32_t flavor)
-{
-    const struct tm_quota *q = u->q;
-    struct quota_flow fl = {.over = u->over, .spare = u->spare};
-    int32_t level = q->parent[node];
-    int64_t demand = 0, offered = 0;
-
-    quota_flow(u, flavor, -1, 0, false, &fl);
-    if (fl.spare[node] <= 0)
-        return 0;
-    /* The borrowing at the node's level takes the org's own quota (or the
-     * free pool) first, then every offer in proportion: the node's part. */
-    for (size_t n = 0; n < q->nnodes; n++)
-        if (q->parent[n] == level) {
-            demand += fl.over[n];
-            offered += fl.spare[n];
-        }
-    demand -= level >= 0 ? q->own[quota_at(q, level, flavor)] : q->free_pool[flavor];
-    if (demand <= 0)
-        return 0;
-    if (demand >= offered)
-        return fl.spare[node];
-    return (int64_t)((double)demand * (double)fl.spare[node] / (double)offered + 0.5);
 }
 
 /* A node's idle quota offered to the level above. */

@@ -187,9 +187,18 @@ static void test_org_level(void **state)
     assert_string_equal(ans.why, "borrows 8 GPUs of H100 above team x1's quota of 8: 8 from team y1");
     assert_int_equal(tm_quota_used(u, x, 0), 24);
     assert_int_equal(tm_quota_borrowing(u, x, 0), 0);
+    assert_int_equal(tm_quota_lent(u, tm_quota_team(q, "x2"), 0), 8);
+    assert_int_equal(tm_quota_lent(u, x, 0), 0);
+    tm_quota_take(q, u, &j, &ans);
+    int32_t y = tm_quota_parent(q, tm_quota_team(q, "y1"));
+    assert_int_equal(tm_quota_borrowing(u, x, 0), 8);
+    assert_int_equal(tm_quota_lent(u, y, 0), 8);
+    assert_int_equal(tm_quota_lent(u, tm_quota_team(q, "y1"), 0), 8);
+    assert_int_equal(tm_quota_lent(u, tm_quota_team(q, "x2"), 0), 8);
 
     /* x2 wants its quota back: y's idle quota still covers x1's
-     * borrowing, so x2 starts with nothing stopped. */
+     * borrowing (8 of its 16 are lent), so x2 starts with nothing
+     * stopped. */
     ans = admit(q, u, job(q, "x2", 8));
     assert_int_equal(ans.verdict, TM_QUOTA_WITHIN);
     tm_quota_usage_free(u);
@@ -653,6 +662,19 @@ static void test_random_invariants(void **state)
                     borrows += ans.verdict == TM_QUOTA_BORROW;
                 }
             }
+            /* What each team lends is its idle quota at most, and no more
+             * is lent than borrowed. */
+            int64_t lent = 0, borrowed = 0;
+            for (int32_t n = 0; (size_t)n < tm_quota_nnodes(q); n++) {
+                if (tm_quota_is_org(q, n))
+                    continue;
+                int64_t idle = tm_quota_subtree(q, n, 0) - tm_quota_used(u, n, 0);
+                int64_t l = tm_quota_lent(u, n, 0);
+                assert_true(l >= 0 && l <= (idle > 0 ? idle : 0));
+                lent += l;
+                borrowed += tm_quota_borrowing(u, n, 0);
+            }
+            assert_true(lent <= borrowed);
             tm_quota_usage_free(u);
             size_t w = 0;
             for (size_t i = 0; i < nrun; i++)
