@@ -189,6 +189,7 @@ struct ctx {
     uint8_t *late;     /* tarmac: aged tied jobs late anyway (late.c); NULL: none */
     bool loans;        /* tarmac: preemptible work may borrow reserved room */
     bool *evicted;     /* per input alloc, once preempted in this pass */
+    int32_t quota_budget; /* tm_sched_quota: reclaims left in this pass */
 };
 
 /* The sort key of one queued job: k[] compared in turn, then idx. */
@@ -376,5 +377,16 @@ int sched_reserve_noted(struct ctx *c, int32_t j, struct sched_pass *ps, const c
 
 /* The table (policy.c): the row of a valid policy. */
 const struct sched_policy *sched_policy_of(enum tm_sched_policy p);
+
+/* quota_pass.c: team quotas in the pass (tm_sched_quota), when given.
+ * init: check the view and size the reclaims (0, TM_EINVAL, TM_ENOMEM).
+ * admit: before placing job j: 1 when it waits on quota (noted), else 0.
+ * placed: job j was placed: count it.  reclaim: job j found no room: 1
+ * when it is within its quota and waits for a reclaim (noted), else 0;
+ * < 0 on error. */
+int sched_quota_init(struct ctx *c);
+int sched_quota_admit(struct ctx *c, int32_t j);
+void sched_quota_placed(struct ctx *c, int32_t j);
+int sched_quota_reclaim(struct ctx *c, int32_t j);
 
 #endif

@@ -32,6 +32,7 @@
 
 static const char *const verdict_names[TM_SCHED_VERDICT_MAX] = {
     "placed", "reserved", "wait_capacity", "wait_order", "wait_reservation", "no_match",
+    "wait_quota",
 };
 
 const char *tm_sched_verdict_name(enum tm_sched_verdict v)
@@ -307,6 +308,11 @@ static int run_pass(struct ctx *c, const struct okey *keys)
             sched_note(c, j, TM_SCHED_NO_MATCH, -1, 0, "no node of an acceptable model and size exists");
             continue;
         }
+        if (in->quota && (r = sched_quota_admit(c, j)) != 0) {
+            if (r < 0)
+                return r;
+            continue;
+        }
         if (pol->holds_back && pol->holds_back(c, j, &ps))
             continue;
         c->scan_cut = false;
@@ -315,13 +321,22 @@ static int run_pass(struct ctx *c, const struct okey *keys)
         if (placed < 0)
             return placed;
         if (placed) {
+            if (in->quota)
+                sched_quota_placed(c, j);
             sched_note(c, j, TM_SCHED_PLACED, c->r.placements[c->r.nplacements - 1].node, in->now_ms,
                        pol->why_placed(c, j, &ps, gap));
+            continue;
+        }
+        if (in->quota && (r = sched_quota_reclaim(c, j)) != 0) {
+            if (r < 0)
+                return r;
             continue;
         }
         r = blocked(c, j, &ps, resblocked);
         if (r < 0)
             return r;
+        if (in->quota && c->r.notes[j].verdict == TM_SCHED_PLACED) /* by an eviction */
+            sched_quota_placed(c, j);
         c->r.notes[j].partial = partial && c->r.notes[j].verdict != TM_SCHED_PLACED;
     }
     c->r.first_blocked = ps.first_blocked;
@@ -377,6 +392,8 @@ int tm_sched_run(const struct tm_sched_input *in, struct tm_sched_result *ret)
     if (!c.r.notes || !keys)
         goto out;
     c.r.nnotes = in->njobs;
+    if (in->quota && (r = sched_quota_init(&c)) < 0)
+        goto out;
     r = c.pol->prepare(&c);
     if (r >= 0 && in->params.align_ends)
         r = sched_node_end_init(&c);
@@ -427,5 +444,6 @@ void tm_sched_result_release(struct tm_sched_result *r)
     free(r->notes);
     free(r->reservations);
     free(r->preemptions);
+    free(r->reclaims);
     *r = (struct tm_sched_result){0};
 }

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "controller/sched/quota.h"
 #include "core/model.h"
 #include "core/sched_policies.h"
 
@@ -189,6 +190,39 @@ int tm_sched_node_cache_new(size_t nnodes, struct tm_sched_node_cache **ret);
 void tm_sched_node_cache_touch(struct tm_sched_node_cache *nc, size_t i);
 void tm_sched_node_cache_free(struct tm_sched_node_cache *nc);
 
+/*
+ * Optional: team quotas (quota.h).  Before a queued job is placed the pass
+ * asks tm_quota_admit(); a job that waits on quota is skipped with the
+ * verdict TM_SCHED_WAIT_QUOTA and the quota's why, holds no reservation
+ * and does not hold back the jobs after it.  A job placed is counted in
+ * the usage (tm_quota_take()).  A job within its team's quota that finds
+ * no room while others borrow that quota reclaims them
+ * (tm_quota_reclaim(), within the disruption budget): the victims are in
+ * the result's reclaims, for the caller to checkpoint or stop and
+ * requeue, and the job waits (TM_SCHED_WAIT_QUOTA) for their GPUs.
+ */
+struct tm_sched_quota {
+    const struct tm_quota *quota;
+    /* This pass's usage, from the running jobs and these queued ones
+     * (tm_quota_usage_new()); the pass adds what it places. */
+    struct tm_quota_usage *usage;
+    /* Per queued job, in->jobs' order; flavor < 0: under no quota. */
+    const struct tm_quota_job *jobs;
+    const struct tm_quota_job *running; /* as given to tm_quota_usage_new() */
+    size_t nrunning;
+    int32_t disruption_budget;          /* reclaims this pass at most */
+    /* Per queued job, written by the pass: the quota's answer (a job
+     * placed as TM_QUOTA_BORROW runs borrowed: pass it so next time).
+     * The notes of jobs that wait on quota point at its why. */
+    struct tm_quota_answer *answers;
+};
+
+/* A running job to stop for a team's quota (tm_sched_quota). */
+struct tm_sched_reclaim {
+    int32_t job;                  /* index into input jobs: the job it makes room for */
+    struct tm_quota_victim victim; /* victim.running: index into tm_sched_quota.running */
+};
+
 struct tm_sched_input {
     const struct tm_sched_job *jobs;     /* queued jobs, any order */
     size_t njobs;
@@ -200,6 +234,7 @@ struct tm_sched_input {
     enum tm_sched_policy policy;
     struct tm_sched_params params;
     const struct tm_sched_footprint *footprint; /* optional, see above */
+    const struct tm_sched_quota *quota;         /* optional, NULL: no quotas */
 };
 
 /* One job on one node; a gang yields one placement per node. */
@@ -228,6 +263,7 @@ enum tm_sched_verdict {
     TM_SCHED_WAIT_ORDER,      /* room exists but an earlier job comes first */
     TM_SCHED_WAIT_RESERVATION,/* would delay a reservation */
     TM_SCHED_NO_MATCH,        /* no node of an acceptable model/size exists */
+    TM_SCHED_WAIT_QUOTA,      /* waits on its team's quota (tm_sched_quota) */
     TM_SCHED_VERDICT_MAX,
 };
 
@@ -263,6 +299,8 @@ struct tm_sched_result {
     size_t nreservations;
     struct tm_sched_preemption *preemptions;   /* tarmac only */
     size_t npreemptions;
+    struct tm_sched_reclaim *reclaims;         /* with tm_sched_quota only */
+    size_t nreclaims;
     /* The first job in the pass's order that was neither placed nor
      * reserved for nor matched no node, -1 none (tarmac may reserve for it
      * at the end: tarmac_finish()). */
