@@ -75,6 +75,8 @@ void tm_api_logs_state_free(void *state);
 
 /* agent.c: the node agent's enrollment and job reports. */
 void tm_api_agent_enroll(struct api_call *c);
+/* POST /v1/agent/join: an owned machine joins its pool (agent_join.c). */
+void tm_api_agent_join(struct api_call *c);
 void tm_api_agent_job_start(struct api_call *c);
 void tm_api_agent_job_exit(struct api_call *c);
 

@@ -90,6 +90,7 @@ static const struct api_route api_routes[] = {
     {"POST", "/v1/nodes/{id}/jobs/{job}/exit", API_ADMIN | API_AGENT, tm_api_agent_job_exit, NULL},
     {"POST", "/v1/nodes/{id}/logs", API_ADMIN | API_AGENT, tm_api_logs_ingest, NULL},
     {"POST", "/v1/agent/enroll", API_PUBLIC, tm_api_agent_enroll, NULL},
+    {"POST", "/v1/agent/join", API_PUBLIC, tm_api_agent_join, NULL},
     {"GET", "/v1/decisions", API_READERS, tm_api_decisions_list, NULL},
     {"PUT", "/v1/budgets/{name}", API_ADMIN | API_FINANCE, tm_api_budgets_put, NULL},
     {"GET", "/v1/budgets", API_READERS, tm_api_budgets_list, NULL},

@@ -472,7 +472,9 @@ static void begin_pass(struct tm_controller *ctl)
     ctl->lists_pending = 1; /* held until every list call is started */
     for (size_t i = 0; i < np; i++) {
         struct tm_provider *p = ctl->providers[i];
-        struct list_ctx *lc = p ? malloc(sizeof(*lc)) : NULL;
+        /* A provider without a listing (owned machines) is not observed:
+         * its nodes live by their heartbeats. */
+        struct list_ctx *lc = p && p->ops->list ? malloc(sizeof(*lc)) : NULL;
         if (!lc)
             continue;
         *lc = (struct list_ctx){.ctl = ctl, .provider = i};
