@@ -10,7 +10,8 @@
 #  - idle past its pool's grace, the owned node is never terminated, and the
 #    ledger charges its idle hours;
 #  - a machine that comes back with other hardware is cordoned, and the
-#    decision says why; no join token or node key reaches a log.
+#    decision says why; a flood of joins is limited and logged once; no
+#    join token or node key reaches a log.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
 
@@ -150,6 +151,18 @@ wait_for 20 "[ \"\$(psql_q \"SELECT cordoned FROM nodes WHERE id = $N\")\" = t ]
 psql_q "SELECT reason FROM decisions WHERE kind = 'cordon' AND subject_id = '$N'" | grep -q 'other hardware' \
     || fail "no cordon decision: $(psql_q "SELECT kind, reason FROM decisions WHERE subject_id = '$N'")"
 kill -9 "$PA"
+
+# A flood of joins from one address: limited (429), nothing written, and
+# the log says so once a minute per address, not once per attempt.
+limited=0
+for _ in $(seq 1 80); do
+    [ "$(join "{\"pool\":\"dgx\",\"node_key\":\"$KEY\",\"join_token\":\"flood\",\"hardware\":$hw}")" = 429 ] \
+        && limited=$((limited + 1))
+done
+[ "$limited" -gt 0 ] || fail "80 joins at once were never limited"
+[ "$(nodes_in dgx)" = 1 ] || fail "the flood wrote a node"
+[ "$(grep -c 'api refused enrollment attempts' "$WORK/serve.log")" -le 2 ] \
+    || fail "the refusals were logged per attempt: $(grep -c 'api refused enrollment attempts' "$WORK/serve.log")"
 
 for s in "$TOK" "$(cat "$WORK/m-a/work/node_key")" "$(cat "$WORK/m-a/work/token")"; do
     grep -rqF -- "$s" "$WORK"/*.log "$WORK/serve.out" "$WORK"/m-*/agent.log && fail "a secret reached a log"
