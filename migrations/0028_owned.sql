@@ -41,11 +41,12 @@ ALTER TABLE nodes ADD COLUMN join_token_id bigint REFERENCES join_tokens (id);
 -- 'expired', 'spent', 'pool' (the token is for another pool, or the key's
 -- node is in another pool), 'gone' (the key's node was terminated),
 -- 'shape' (a new machine whose hardware does not fit the pool's declared
--- shape: the caller checked it against the configuration, p_shape_ok).
+-- shape: the caller checked it against the configuration, p_shape_ok),
+-- 'full' (the pool has p_max_nodes live nodes already).
 CREATE FUNCTION tarmac_agent_join(p_now bigint, p_pool text, p_token_hash text, p_key_hash text,
                                   p_hardware jsonb, p_gpus int, p_gpu_model text,
                                   p_cpu_milli bigint, p_memory_mib bigint, p_price bigint,
-                                  p_agent_hash text, p_address text, p_shape_ok boolean,
+                                  p_agent_hash text, p_address text, p_shape_ok boolean, p_max_nodes int,
                                   OUT outcome text, OUT node_id bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -100,6 +101,9 @@ BEGIN
         outcome := 'pool';
     ELSIF NOT p_shape_ok THEN
         outcome := 'shape';
+    ELSIF (SELECT count(*) FROM nodes
+            WHERE pool = p_pool AND state NOT IN ('terminated', 'interrupted')) >= p_max_nodes THEN
+        outcome := 'full';
     END IF;
     IF outcome IS NOT NULL THEN
         RETURN;

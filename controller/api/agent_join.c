@@ -11,7 +11,8 @@
  * Refusals name the field and write nothing: a bad body (400), a pool that
  * is not owned or unknown (400 pool), a machine of another shape than the
  * pool declares (400 hardware), a wrong, revoked, expired or spent token
- * (401 join_token), a token for another pool (403 pool).  No token yet to
+ * (401 join_token), a token for another pool or a pool with max_nodes
+ * machines already (403 pool).  No token yet to
  * limit by, so joins share enrollment's bucket per client address, and a
  * refused one counts in enrollment's log line for that address (auth.c).
  */
@@ -34,7 +35,7 @@
 
 static const char join_sql[] =
     "SELECT outcome, node_id FROM tarmac_agent_join($1, $2, $3, $4, $5::jsonb, $6::int, $7,"
-    " $8::bigint, $9::bigint, $10::bigint, $11, $12, $13::boolean)";
+    " $8::bigint, $9::bigint, $10::bigint, $11, $12, $13::boolean, $14::int)";
 
 /* What each refusal of tarmac_agent_join answers. */
 static const struct {
@@ -48,6 +49,7 @@ static const struct {
     {"expired", 401, "join_token", "the join token expired"},
     {"spent", 401, "join_token", "the join token has no uses left"},
     {"pool", 403, "pool", "the join token (or this machine's node) belongs to another pool"},
+    {"full", 403, "pool", "the pool has max_nodes machines already"},
     {"gone", 403, "node_key", "this machine's node was terminated: move node_key out of the work "
                               "folder to join afresh with a join token"},
 };
@@ -116,7 +118,7 @@ void tm_api_agent_join(struct api_call *c)
     cJSON *root = NULL;
     char key_hash[TM_TOKEN_HASH_LEN + 1], token_hash[TM_TOKEN_HASH_LEN + 1];
     char agent_hash[TM_TOKEN_HASH_LEN + 1], token[TM_TOKEN_LEN + 1], hw[256];
-    char now[24], gpus[16], cpu[24], mem[24], price[24], addr[64];
+    char now[24], gpus[16], cpu[24], mem[24], price[24], addr[64], max[16];
     bool have_token;
     int r;
 
@@ -159,10 +161,11 @@ void tm_api_agent_join(struct api_call *c)
     fmt_i64(cpu, sizeof(cpu), (int64_t)b.hw.cpus * 1000);
     fmt_i64(mem, sizeof(mem), b.hw.memory_mib);
     fmt_i64(price, sizeof(price), pool->cost_uusd_per_node_hour);
+    fmt_i64(max, sizeof(max), pool->max_nodes);
     const char *params[] = {now, pool->name, have_token ? token_hash : NULL, key_hash, hw, gpus,
                             b.hw.gpu_model[0] ? b.hw.gpu_model : pool->gpu_model, cpu, mem, price,
-                            agent_hash, addr[0] ? addr : NULL, shape_ok ? "true" : "false"};
-    tm_api_query(c, join_sql, 13, params, on_join);
+                            agent_hash, addr[0] ? addr : NULL, shape_ok ? "true" : "false", max};
+    tm_api_query(c, join_sql, 14, params, on_join);
     OPENSSL_cleanse(key_hash, sizeof(key_hash));
     OPENSSL_cleanse(token_hash, sizeof(token_hash));
 }

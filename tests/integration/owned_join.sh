@@ -4,7 +4,7 @@
 # --join` processes with fake GPUs, a real PostgreSQL.
 #  - refusals write nothing: an unknown, revoked, expired or spent token, a
 #    token for another pool, a machine of the wrong shape (its agent exits
-#    with the difference named), a pool that is not owned;
+#    with the difference named), a pool that is not owned or full;
 #  - a joined machine runs a job, is killed -9 and restarted: same node, no
 #    second use of the token;
 #  - idle past its pool's grace, the owned node is never terminated, and the
@@ -22,7 +22,7 @@ OWNED='  - name: dgx
     provider: site
     gpu_model: A100
     gpus_per_node: 2
-    max_nodes: 4
+    max_nodes: 1
     idle_grace: 1s
     cost_per_node_hour: "3600.00"
   - name: rack
@@ -118,6 +118,12 @@ N=$(psql_q "SELECT id FROM nodes WHERE pool = 'dgx'")
 refused_spent=$(join "{\"pool\":\"dgx\",\"node_key\":\"$KEY\",\"join_token\":\"$TOK\",\"hardware\":$hw}")
 [ "$refused_spent" = 401 ] && grep -q 'no uses left' "$WORK/join.out" || fail "spent: $(cat "$WORK/join.out")"
 [ "$(nodes_in dgx)" = 1 ] || fail "a spent token made a node"
+# The pool's max_nodes (1) bounds the joins, with a valid token too.
+TOK2=$(jt create --pool dgx 2>/dev/null)
+[ "$(join "{\"pool\":\"dgx\",\"node_key\":\"$KEY\",\"join_token\":\"$TOK2\",\"hardware\":$hw}")" = 403 ] \
+    && grep -q 'max_nodes' "$WORK/join.out" || fail "max_nodes: $(cat "$WORK/join.out")"
+[ "$(nodes_in dgx)" = 1 ] && [ "$(psql_q "SELECT uses FROM join_tokens WHERE hash IS NOT NULL ORDER BY id DESC LIMIT 1")" = 0 ] \
+    || fail "a join past max_nodes wrote something"
 api GET '/v1/nodes?pool=dgx' | grep -qE '"id" *: *'"$N"'[,}]' || fail "tarmac nodes does not show the owned node"
 
 # A job runs on it.
