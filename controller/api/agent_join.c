@@ -94,10 +94,7 @@ static const struct tm_config_pool *join_pool(struct api_call *c, const char *na
     const struct tm_config *cfg = tm_api_config(c);
     const struct tm_config_pool *pool = cfg ? tm_config_pool_find(cfg, name) : NULL;
 
-    if (!cfg) {
-        tm_api_fail(c, 503, NULL, "this server has no configuration to check pools against");
-        return NULL;
-    }
+    /* A server started without a configuration (tests) has no pools. */
     if (!pool) {
         tm_api_fail(c, 400, "pool", "no such pool");
         return NULL;
