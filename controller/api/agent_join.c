@@ -33,9 +33,11 @@
 #include "core/config.h"
 #include "core/err.h"
 
+/* $15, the shape's message, comes back with the outcome: the refusal for
+ * a wrong shape is known only once the statement said it is no rejoin. */
 static const char join_sql[] =
-    "SELECT outcome, node_id FROM tarmac_agent_join($1, $2, $3, $4, $5::jsonb, $6::int, $7,"
-    " $8::bigint, $9::bigint, $10::bigint, $11, $12, $13::boolean, $14::int)";
+    "SELECT outcome, node_id, $15::text FROM tarmac_agent_join($1, $2, $3, $4, $5::jsonb, $6::int,"
+    " $7, $8::bigint, $9::bigint, $10::bigint, $11, $12, $13::boolean, $14::int)";
 
 /* What each refusal of tarmac_agent_join answers. */
 static const struct {
@@ -66,8 +68,7 @@ static void on_join(const struct tm_pg_reply *reply, void *data)
     const char *outcome = PQntuples(res) == 1 ? PQgetvalue(res, 0, 0) : "";
     if (strcmp(outcome, "shape") == 0) {
         tm_api_enroll_failed(c, 0);
-        /* c->name holds the shape's message, kept from the request */
-        tm_api_fail(c, 400, "hardware", c->name);
+        tm_api_fail(c, 400, "hardware", PQgetvalue(res, 0, 2));
         return;
     }
     for (size_t i = 0; i < sizeof(refusals) / sizeof(refusals[0]); i++)
@@ -132,7 +133,8 @@ void tm_api_agent_join(struct api_call *c)
         return;
     }
     const struct tm_config_pool *pool = join_pool(c, b.pool);
-    bool shape_ok = pool && tm_join_shape_ok(pool, &b.hw, c->name, sizeof(c->name));
+    char why[256] = "";
+    bool shape_ok = pool && tm_join_shape_ok(pool, &b.hw, why, sizeof(why));
     /* The key and the token are the caller's proofs: only hashes go on. */
     have_token = b.join_token != NULL;
     r = tm_token_hash(b.node_key, strlen(b.node_key), key_hash);
@@ -161,8 +163,8 @@ void tm_api_agent_join(struct api_call *c)
     fmt_i64(max, sizeof(max), pool->max_nodes);
     const char *params[] = {now, pool->name, have_token ? token_hash : NULL, key_hash, hw, gpus,
                             b.hw.gpu_model[0] ? b.hw.gpu_model : pool->gpu_model, cpu, mem, price,
-                            agent_hash, addr[0] ? addr : NULL, shape_ok ? "true" : "false", max};
-    tm_api_query(c, join_sql, 14, params, on_join);
+                            agent_hash, addr[0] ? addr : NULL, shape_ok ? "true" : "false", max, why};
+    tm_api_query(c, join_sql, 15, params, on_join);
     OPENSSL_cleanse(key_hash, sizeof(key_hash));
     OPENSSL_cleanse(token_hash, sizeof(token_hash));
 }
