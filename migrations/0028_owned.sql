@@ -33,6 +33,9 @@ CREATE TABLE join_tokens (
 
 ALTER TABLE nodes ADD COLUMN node_key_hash text UNIQUE;
 ALTER TABLE nodes ADD COLUMN hardware jsonb;
+-- A report unlike the accepted one (hardware), kept until an operator
+-- uncordons the node (POST /v1/nodes/{id}/uncordon), which accepts it.
+ALTER TABLE nodes ADD COLUMN hardware_reported jsonb;
 ALTER TABLE nodes ADD COLUMN join_token_id bigint REFERENCES join_tokens (id);
 
 -- Outcomes: 'joined' (a new node, one use spent), 'rejoined' (the key's
@@ -72,11 +75,11 @@ BEGIN
                 p_agent_hash, p_now, n.id);
         IF n.hardware IS DISTINCT FROM p_hardware THEN
             outcome := 'changed';
-            UPDATE nodes SET cordoned = true WHERE id = n.id;
+            UPDATE nodes SET cordoned = true, hardware_reported = p_hardware WHERE id = n.id;
             PERFORM tarmac_decide(p_now, 'cordon', 'node', n.id::text,
                 'cordoned: its machine reports other hardware than when it joined ('
                 || coalesce(n.hardware::text, 'none') || ' then, ' || p_hardware::text
-                || ' now); uncordon it once checked',
+                || ' now); uncordoning it accepts the new report',
                 jsonb_build_object('was', n.hardware, 'now', p_hardware));
         END IF;
         UPDATE nodes SET address = coalesce(p_address, address) WHERE id = n.id;

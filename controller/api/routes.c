@@ -83,6 +83,7 @@ static const struct api_route api_routes[] = {
     {"GET", "/v1/nodes/{id}", API_READERS, tm_api_nodes_get, NULL},
     {"POST", "/v1/nodes/{id}/drain", API_ADMIN, tm_api_nodes_drain, NULL},
     {"POST", "/v1/nodes/{id}/cordon", API_ADMIN, tm_api_nodes_cordon, NULL},
+    {"POST", "/v1/nodes/{id}/uncordon", API_ADMIN, tm_api_nodes_uncordon, NULL},
     {"POST", "/v1/nodes/{id}/heartbeat", API_ADMIN | API_AGENT, tm_api_nodes_heartbeat,
      tm_api_nodes_heartbeat_fast},
     {"POST", "/v1/nodes/{id}/interruption", API_ADMIN | API_AGENT, tm_api_nodes_interruption, NULL},

@@ -10,7 +10,8 @@
 #  - idle past its pool's grace, the owned node is never terminated, and the
 #    ledger charges its idle hours;
 #  - a machine that comes back with other hardware is cordoned, and the
-#    decision says why; a flood of joins is limited and logged once; no
+#    decision says why, and uncordoning it accepts the new report; a flood
+#    of joins is limited and logged once; no
 #    join token or node key reaches a log.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
@@ -156,6 +157,16 @@ PA=$(machine a)
 wait_for 20 "[ \"\$(psql_q \"SELECT cordoned FROM nodes WHERE id = $N\")\" = t ]" || fail "not cordoned"
 psql_q "SELECT reason FROM decisions WHERE kind = 'cordon' AND subject_id = '$N'" | grep -q 'other hardware' \
     || fail "no cordon decision: $(psql_q "SELECT kind, reason FROM decisions WHERE subject_id = '$N'")"
+# Uncordoned: the new report is the node's; the next start cordons nothing.
+api POST "/v1/nodes/$N/uncordon" '{"reason":"checked the GPUs"}' >/dev/null || fail "uncordon"
+[ "$(psql_q "SELECT NOT cordoned AND hardware ->> 'gpu_memory_mib' = '40960' AND hardware_reported IS NULL FROM nodes WHERE id = $N")" = t ] \
+    || fail "uncordon did not accept the report: $(psql_q "SELECT cordoned, hardware, hardware_reported FROM nodes WHERE id = $N")"
+kill -9 "$PA"
+PA=$(machine a)
+wait_for 20 "[ \"\$(grep -c rejoined $WORK/m-a/agent.log)\" -ge 3 ]" || fail "no third rejoin"
+[ "$(psql_q "SELECT cordoned FROM nodes WHERE id = $N")" = f ] || fail "cordoned again with the accepted report"
+[ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'cordon' AND subject_id = '$N'")" = 1 ] \
+    || fail "a second cordon decision"
 kill -9 "$PA"
 
 # A flood of joins from one address: limited (429), nothing written, and

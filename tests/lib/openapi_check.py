@@ -414,6 +414,7 @@ def main():
             "cancelJob": {"reason": "matrix"},
             "drainNode": {"reason": "matrix"},
             "cordonNode": {"reason": "matrix"},
+            "uncordonNode": {"reason": "matrix"},
             "nodeHeartbeat": {"gpus": [{"index": 0, "util_percent": 42.5, "memory_used_mib": 1024}]},
             "nodeInterruption": {"reason": "matrix", "in_s": 120},
             "agentJobStart": {"attempt": 1, "pid": 4242},
