@@ -255,10 +255,6 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
         if (n->pool >= 0 && n->state != TM_NODE_TERMINATING)
             p->live[n->pool]++;
         if (!obs) {
-            /* An owned machine has no listing: ready is what its join and
-             * its heartbeats made it (staleness.c takes a silent one out). */
-            if (n->pool >= 0 && p->cfg->pools[n->pool].owned && n->state == TM_NODE_READY)
-                p->node_ready[ni] = !n->cordoned;
             /* Provider not observed this pass: change nothing, but act on
              * a notice the node posted to the API. */
             if (n->notice_ms > 0 && n->state != TM_NODE_TERMINATING)
