@@ -147,8 +147,16 @@ sleep 4
 [ "$(psql_q "SELECT state FROM nodes WHERE id = $N")" = ready ] || fail "the idle owned node left ready"
 [ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'terminate' AND subject_id = '$N'")" = 0 ] \
     || fail "a terminate decision for the owned node"
-[ "$(psql_q "SELECT coalesce(sum(cents), 0) >= 100 FROM spend WHERE node_id = $N AND kind = 'idle'")" = t ] \
+wait_for 20 "[ \"\$(psql_q \"SELECT coalesce(sum(cents), 0) >= 100 FROM spend WHERE node_id = $N AND kind = 'idle'\")\" = t ]" \
     || fail "idle spend: $(psql_q "SELECT kind, sum(cents) FROM spend WHERE node_id = $N GROUP BY kind")"
+# ... and the spend report shows it as the pool's idle spend, on kind owned.
+api GET /v1/spend | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+pool = [p for p in d["pools"] if p["pool"] == "dgx"]
+prov = [p for p in d["providers"] if p.get("provider_kind") == "owned"]
+sys.exit(0 if pool and pool[0]["idle_cents"] >= 100 and prov and prov[0]["idle_cents"] >= 100 else 1)' \
+    || fail "spend: $(api GET /v1/spend)"
 
 # Back with other hardware: cordoned, the decision says why.
 kill -9 "$PA"
