@@ -132,14 +132,20 @@ J=$(submit '{"team":"vision","gpus":2,"pool":"dgx","command":"echo owned"}')
 wait_job "$J" succeeded 40
 [ "$(node_of_job "$J")" = "$N" ] || fail "job $J ran on node $(node_of_job "$J"), not $N"
 
-# Killed with -9 and restarted: the same node, no second use.
+# Killed with -9 while a job runs and restarted: the same node, no second
+# use, and the job adopted, finishing once.
+mkdir -p "$WORK/marks" && chmod 1777 "$WORK/marks"
+K=$(submit "{\"team\":\"vision\",\"gpus\":2,\"pool\":\"dgx\",\"command\":\"echo run >> $WORK/marks/k; sleep 6; echo again\"}")
+wait_job "$K" running 40
+wait_for 10 "[ -s $WORK/marks/k ]" || fail "job $K never ran"
 kill -9 "$PA"
 PA=$(machine a)
 wait_for 20 "grep -q 'rejoined' $WORK/m-a/agent.log" || fail "no rejoin: $(tail -5 "$WORK/m-a/agent.log")"
 [ "$(nodes_in dgx)" = 1 ] && [ "$(uses_of "$TOK_ID")" = 1 ] || fail "the restart made a node or spent a use"
-K=$(submit '{"team":"vision","gpus":2,"pool":"dgx","command":"echo again"}')
 wait_job "$K" succeeded 40
 [ "$(node_of_job "$K")" = "$N" ] || fail "after the restart job $K ran elsewhere"
+[ "$(wc -l <"$WORK/marks/k")" = 1 ] && [ "$(psql_q "SELECT attempts FROM jobs WHERE id = $K")" = 1 ] \
+    || fail "the adopted job ran again: $(cat "$WORK/marks/k")"
 
 # Idle past its grace (1 s) for several passes: never terminated, and its
 # idle hours are charged (3600 $/h is a dollar a second).
