@@ -34,6 +34,7 @@ static const struct {
     {"spend", tm_cli_api_spend, "this month's spend per team, pool and provider, and its projection"},
     {"db", tm_cli_db, "the same straight against PostgreSQL: db submit|jobs|nodes|pools|decisions|summary"},
     {"token", tm_token_main, "create or revoke API tokens (token create|revoke)"},
+    {"join-token", tm_join_token_main, "tokens machines join an owned pool with (join-token create|list|revoke)"},
     {"check", tm_cli_check, "check cloud credentials and offerings (check aws), or a config (check config)"},
     {"forecast", tm_forecast_main, "evaluate the demand forecaster on a series"},
     {"replay", replay_main, "replay a GPU cluster trace (--elastic: with the fleet planner)"},

@@ -290,12 +290,13 @@ static const struct cfg_field cfg_pool_fields[] = {
      .flags = CFG_REQUIRED | CFG_NAME},
     {.key = "provider", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, provider),
      .flags = CFG_REQUIRED | CFG_NAME},
+    /* Required but on an owned pool (cfg_validate_pools), which has
+     * nothing to buy: normalise() gives it ["owned"] for both. */
     {.key = "zones", .type = CFG_STRLIST, .offset = CFG_OFF(tm_config_pool, zones),
-     .count_offset = CFG_OFF(tm_config_pool, nzones), .min = 1, .max = 64,
-     .flags = CFG_REQUIRED | CFG_NAME},
+     .count_offset = CFG_OFF(tm_config_pool, nzones), .min = 1, .max = 64, .flags = CFG_NAME},
     {.key = "instance_types", .type = CFG_STRLIST, .offset = CFG_OFF(tm_config_pool, instance_types),
      .count_offset = CFG_OFF(tm_config_pool, ninstance_types), .min = 1, .max = 64,
-     .flags = CFG_REQUIRED | CFG_NAME},
+     .flags = CFG_NAME},
     /* Both may be left out when the provider describes the listed types:
      * normalise() copies them from the first one. */
     {.key = "gpu_model", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, gpu_model),
@@ -344,6 +345,14 @@ static const struct cfg_field cfg_pool_fields[] = {
      .flags = CFG_NAME},
     /* One queue across clouds: config_check.c checks the members agree. */
     {.key = "group", .type = CFG_STR, .offset = CFG_OFF(tm_config_pool, group), .flags = CFG_NAME},
+    /* Owned pools only (refused elsewhere in cfg_validate_pools). */
+    {.key = "mixed_shapes", .type = CFG_BOOL, .offset = CFG_OFF(tm_config_pool, mixed_shapes),
+     .def = "false"},
+    {.key = "cost_per_node_hour", .type = CFG_PRICE,
+     .offset = CFG_OFF(tm_config_pool, cost_uusd_per_node_hour), .min = 0, .max = TM_PRICE_MAX_UUSD},
+    {.key = "suspended_cost_per_node_hour", .type = CFG_PRICE,
+     .offset = CFG_OFF(tm_config_pool, suspended_cost_uusd_per_node_hour), .min = 0,
+     .max = TM_PRICE_MAX_UUSD},
 };
 static const struct cfg_section cfg_pool_section = {
     .fields = cfg_pool_fields, .nfields = CFG_NFIELDS(cfg_pool_fields),

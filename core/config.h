@@ -79,6 +79,9 @@ struct tm_config_provider {
     /* Fencing: a confirmed terminate stops every process of the node
      * (default true); false: its silent nodes wait agent.fence_after. */
     bool fence;
+    /* Its kind's `owned` (core/config_kind.h): machines tarmac does not
+     * buy; filled at load, fence then false (no terminate can fence). */
+    bool owned;
 };
 
 /* The boot time a kind that says none is taken to have. */
@@ -130,6 +133,16 @@ struct tm_config_pool {
      * gpu_model and gpus_per_node (checked at load).  NULL: the pool is
      * planned with the other ungrouped pools of its gpu_model. */
     char *group;
+    /* Owned pools (a provider of an owned kind, docs/owned.md): machines
+     * that join with a join token.  owned is filled at load from the
+     * provider; the rest are refused on other pools.  zones and
+     * instance_types may be left out there: load fills ["owned"]. */
+    bool owned;
+    /* A joining machine must match gpu_model and gpus_per_node exactly
+     * (false, default); true: any model, 1 .. gpus_per_node GPUs. */
+    bool mixed_shapes;
+    int64_t cost_uusd_per_node_hour;           /* required on an owned pool */
+    int64_t suspended_cost_uusd_per_node_hour; /* accepted, for power saving; default 0 */
 };
 
 /* agent: the node agents' side of the controller (enrollment, staleness). */

@@ -301,6 +301,61 @@ static int cfg_validate_kind_pools(struct cfg_ctx *c, const struct tm_config *cf
     return 0;
 }
 
+/* What tells an owned pool from a bought one: an owned pool buys nothing
+ * (no zones, no instance types) and says what each of its nodes costs an
+ * hour; a bought pool's price is its instance type's, so the owned keys
+ * are refused there rather than ignored. */
+static int cfg_validate_owned_keys(struct cfg_ctx *c, const struct tm_config_pool *pool,
+                                   const struct tm_config_provider *prov, const yaml_node_t *pn,
+                                   size_t i)
+{
+    static const char *const owned_only[] = {"mixed_shapes", "cost_per_node_hour",
+                                             "suspended_cost_per_node_hour"};
+    static const char *const bought_only[] = {"zones", "instance_types"};
+    bool owned = tm_config_kind_find(prov->kind)->owned;
+
+    for (size_t k = 0; k < sizeof(owned_only) / sizeof(owned_only[0]) && !owned; k++)
+        if (cfg_map_get(c, pn, owned_only[k])) {
+            tm_cfg_path_set(c, "pools[%zu].%s", i, owned_only[k]);
+            return tm_cfg_fail(c, cfg_at(c, pn, owned_only[k]),
+                               "only used by pools of an owned provider, not kind \"%s\"",
+                               prov->kind);
+        }
+    for (size_t k = 0; k < sizeof(bought_only) / sizeof(bought_only[0]); k++) {
+        bool given = cfg_map_get(c, pn, bought_only[k]) != NULL;
+        if (given == !owned)
+            continue;
+        tm_cfg_path_set(c, "pools[%zu].%s", i, bought_only[k]);
+        if (owned)
+            return tm_cfg_fail(c, cfg_at(c, pn, bought_only[k]),
+                               "an owned pool buys nothing: leave %s out (kind \"%s\")",
+                               bought_only[k], prov->kind);
+        return tm_cfg_fail(c, pn, "missing required key");
+    }
+    if (!owned)
+        return 0;
+    if (!cfg_map_get(c, pn, "cost_per_node_hour")) {
+        tm_cfg_path_set(c, "pools[%zu].cost_per_node_hour", i);
+        return tm_cfg_fail(c, pn, "missing required key (an owned pool's nodes cost money even idle: "
+                                  "say how much per node-hour, 0 included)");
+    }
+    if (!pool->gpu_model || !pool->gpus_per_node) {
+        tm_cfg_path_set(c, "pools[%zu].%s", i, !pool->gpu_model ? "gpu_model" : "gpus_per_node");
+        return tm_cfg_fail(c, pn, "missing required key (an owned pool declares its machines' shape)");
+    }
+    if (strcmp(pool->capacity_type, "on_demand") != 0) {
+        tm_cfg_path_set(c, "pools[%zu].capacity_type", i);
+        return tm_cfg_fail(c, cfg_at(c, pn, "capacity_type"),
+                           "an owned pool's machines are not spot: \"on_demand\" or leave it out");
+    }
+    if (pool->bootstrap_file) {
+        tm_cfg_path_set(c, "pools[%zu].bootstrap", i);
+        return tm_cfg_fail(c, cfg_at(c, pn, "bootstrap"),
+                           "an owned pool launches nothing: its machines join (tarmac agent --join)");
+    }
+    return 0;
+}
+
 static int cfg_validate_pools(struct cfg_ctx *c, const struct tm_config *cfg)
 {
     const yaml_node_t *list = cfg_map_get(c, c->root, "pools");
@@ -323,6 +378,8 @@ static int cfg_validate_pools(struct cfg_ctx *c, const struct tm_config *cfg)
             return tm_cfg_fail(c, cfg_at(c, pn, "provider"), "unknown provider \"%s\"",
                                pool->provider);
         }
+        if (cfg_validate_owned_keys(c, pool, prov, pn, i) < 0)
+            return TM_EINVAL;
         if (pool->min_nodes > pool->max_nodes) {
             tm_cfg_path_set(c, "pools[%zu].max_nodes", i);
             return tm_cfg_fail(c, cfg_at(c, pn, "max_nodes"), "must be at least min_nodes (%d)",
@@ -665,6 +722,30 @@ static int cfg_check_groups(struct cfg_ctx *c, const struct tm_config *cfg)
     return 0;
 }
 
+/* An owned pool's zones and instance_types: ["owned"] each, what its
+ * nodes record (the tables want one) and nothing ever buys. */
+static int cfg_owned_placeholders(struct tm_config_pool *pool)
+{
+    char ***lists[] = {&pool->zones, &pool->instance_types};
+    size_t *counts[] = {&pool->nzones, &pool->ninstance_types};
+
+    for (size_t k = 0; k < 2; k++) {
+        if (*counts[k])
+            continue;
+        char **l = calloc(1, sizeof(*l));
+        char *v = tm_cfg_strdup("owned");
+        if (!l || !v) {
+            free(l);
+            free(v);
+            return TM_ENOMEM;
+        }
+        l[0] = v;
+        *lists[k] = l;
+        *counts[k] = 1;
+    }
+    return 0;
+}
+
 /* Fill what a pool may leave to the instance types its provider
  * describes, and each provider's boot time from its kind. */
 int tm_cfg_normalise(struct cfg_ctx *c, struct tm_config *cfg)
@@ -676,6 +757,11 @@ int tm_cfg_normalise(struct cfg_ctx *c, struct tm_config *cfg)
         const struct tm_config_kind *kind = tm_config_kind_find(p->kind);
 
         p->boot_ms = kind->boot_ms ? kind->boot_ms(p) : TM_CONFIG_BOOT_MS_DEFAULT;
+        /* Nothing can terminate an owned machine, so nothing fences it:
+         * its silent nodes' jobs wait agent.fence_after. */
+        p->owned = kind->owned;
+        if (p->owned)
+            p->fence = false;
     }
 
     for (size_t i = 0; i < cfg->npools; i++) {
@@ -684,6 +770,9 @@ int tm_cfg_normalise(struct cfg_ctx *c, struct tm_config *cfg)
         const struct tm_config_instance_type *ty = NULL;
         const yaml_node_t *pn = cfg_seq_get(c, list, i);
 
+        pool->owned = prov->owned;
+        if (pool->owned && cfg_owned_placeholders(pool) < 0)
+            return tm_cfg_nomem(c);
         for (size_t t = 0; t < pool->ninstance_types && !ty; t++)
             ty = tm_config_type_find(prov, pool->instance_types[t]);
         if (!pool->gpu_model) {

@@ -99,6 +99,10 @@ struct tm_config_kind {
     /* It offers only the instance types the file describes: a provider
      * must describe one at least, and a pool may name no other. */
     bool types_closed;
+    /* Its machines are not bought: tarmac never launches or terminates
+     * them (providers/owned).  Copied to each provider's and pool's
+     * `owned` at load, which is what the controller reads. */
+    bool owned;
     /* Optional: the rules of its keys, for providers[i] (i is for paths),
      * run with the providers' own checks; and those that look at the pools
      * too, run once the pools were checked.  0, or the code of

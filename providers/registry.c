@@ -11,6 +11,7 @@
 #include "providers/azure/azure_provider.h"
 #include "providers/gcp/gcp_provider.h"
 #include "providers/local/local_provider.h"
+#include "providers/owned/owned_provider.h"
 #include "providers/sim/sim_provider.h"
 
 static int sim_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
@@ -53,6 +54,12 @@ static int local_create(const struct tm_provider_env *env, const struct tm_confi
     return tm_local_provider_create(env->loop, p, env->now_ms, env->clock, ret);
 }
 
+static int owned_create(const struct tm_provider_env *env, const struct tm_config_provider *p,
+                        struct tm_provider **ret)
+{
+    return tm_owned_provider_create(env->loop, p, ret);
+}
+
 static const struct tm_provider_kind kinds[] = {
     {.name = "sim", .create = sim_create, .simulated = true},
     {.name = "aws", .create = aws_create, .validate = tm_aws_validate_pools,
@@ -64,6 +71,9 @@ static const struct tm_provider_kind kinds[] = {
      .check_usage = "--config FILE [--provider NAME] [--vm-sizes S1,S2,...]"},
     {.name = "local", .create = local_create, .command_main = tm_local_command_main,
      .command_help = "interrupt a local provider's spot node on demand (local interrupt NODE)"},
+    /* Machines that join with a join token; never launched or released
+     * (the configuration's owned flag, providers/owned/owned_config.c). */
+    {.name = "owned", .create = owned_create},
 };
 #define NKINDS (sizeof(kinds) / sizeof(kinds[0]))
 

@@ -506,10 +506,31 @@ static void begin(struct tm_agent *ag)
 }
 
 static void enroll(struct tm_agent *ag);
+static int save_token(struct tm_agent *ag, const char *token);
 
 static void on_enroll_timer(uv_timer_t *t)
 {
     enroll(t->data);
+}
+
+void tm_agent_on_enroll_timer(uv_timer_t *t)
+{
+    enroll(t->data);
+}
+
+void tm_agent_begin(struct tm_agent *ag)
+{
+    begin(ag);
+}
+
+void tm_agent_stop(struct tm_agent *ag, int code)
+{
+    agent_shutdown(ag, code);
+}
+
+int tm_agent_save_token(struct tm_agent *ag, const char *token)
+{
+    return save_token(ag, token);
 }
 
 static int save_token(struct tm_agent *ag, const char *token)
@@ -612,6 +633,11 @@ static void enroll_with_address(struct tm_agent *ag)
 static void enroll(struct tm_agent *ag)
 {
     char url[1024];
+
+    if (ag->o.join_pool) {
+        tm_agent_join_send(ag);
+        return;
+    }
     char *body = tm_agent_body_enroll(ag->o.node_id, ag->o.enroll_secret, ag->address[0] ? ag->address : NULL);
 
     if (!body) {
@@ -767,8 +793,13 @@ int tm_agent_run(const struct tm_agent_options *o)
     uv_signal_start(&ag->sigterm, on_signal, SIGTERM);
     uv_signal_start(&ag->sigint, on_signal, SIGINT);
 
-    r = read_token(ag);
-    if (r < 0) {
+    /* A joined machine proves its node key at every start (join.c). */
+    r = o->join_pool ? tm_agent_join_prepare(ag) : read_token(ag);
+    if (o->join_pool && r == 0) {
+        enroll_with_address(ag);
+    } else if (o->join_pool) {
+        agent_shutdown(ag, 1);
+    } else if (r < 0) {
         tm_log_error("could not read the agent token", "dir=%s err=%s", o->work_dir, tm_strerror(r));
         agent_shutdown(ag, 1);
     } else if (r == 1) {
@@ -810,6 +841,7 @@ out_loop:
         OPENSSL_cleanse(ag->token, strlen(ag->token));
         free(ag->token);
     }
+    OPENSSL_cleanse(ag->node_key, sizeof(ag->node_key));
     OPENSSL_cleanse(ag->auth, sizeof(ag->auth));
     free(ag->reports);
     free(ag->ring);

@@ -34,6 +34,11 @@ struct tm_agent_options {
     int64_t node_id;
     const char *work_dir;
     const char *enroll_secret;      /* needed only when DIR/token is absent */
+    /* --join: the owned pool this machine joins (node_id is then what the
+     * join answers) and the join token, needed only for its first join
+     * (docs/owned.md); NULL both without --join. */
+    const char *join_pool;
+    const char *join_token;
     const char *ca_file;            /* may be NULL */
     const char *gpu_fake;           /* fake GPU file, or NULL for NVML */
     const char *metadata_kind;      /* none, or a reader's kind (metadata.h) */

@@ -88,6 +88,7 @@ struct tm_agent {
     bool switch_users;         /* root: each host job under a user of its own */
     uint32_t uid_next;         /* where the search for a free job UID starts */
     char address[64];          /* sent at enrollment (address.h); "" none */
+    char node_key[160];        /* --join: DIR/node_key, this machine's proof (join.c) */
 
     uv_timer_t hb_timer, sample_timer, tick_timer, enroll_timer;
     uv_timer_t stop_timer;           /* the soonest gang member's stop_due */
@@ -165,6 +166,22 @@ static inline void tm_agent_job_gone(struct tm_agent *ag)
     if (ag->job_gone)
         ag->job_gone(ag);
 }
+
+/* agent.c, for join.c: start the agent's work once it has its token
+ * (begin), stop it with an exit code, keep the agent token in DIR/token,
+ * and the enrollment timer's callback (a join retries on it). */
+void tm_agent_begin(struct tm_agent *ag);
+void tm_agent_stop(struct tm_agent *ag, int code);
+int tm_agent_save_token(struct tm_agent *ag, const char *token);
+void tm_agent_on_enroll_timer(uv_timer_t *t);
+
+/* join.c: `--join` (docs/owned.md).  prepare reads or makes DIR/node_key
+ * (before the loop runs); send posts the join with the hardware report
+ * and, answered, begins; gpu_model is the model a GPU's name reports
+ * ("NVIDIA H100 80GB HBM3": H100), pure. */
+int tm_agent_join_prepare(struct tm_agent *ag);
+void tm_agent_join_send(struct tm_agent *ag);
+void tm_agent_gpu_model(const char *name, char *out, size_t size);
 
 /* link.c: the controller's URL of a path, a POST of a JSON body with the
  * agent's token (tm_agent_post) or, for enrollment, without one; the next

@@ -136,8 +136,35 @@ static const char drain_sql[] =
     "   'node', u.id::text, $3, jsonb_build_object('by', $4::text)) FROM u)"
     " SELECT (SELECT state FROM b), (SELECT " NODE_JSON " FROM u n), (SELECT count(*) FROM dec)";
 
-static void node_verb(struct api_call *c, bool drain)
+/* Uncordon: new work may come to the node again; a draining one is ready
+ * again; a hardware report its owned machine made since it joined
+ * (nodes.hardware_reported, migrations/0028) is accepted, its GPUs, CPUs
+ * and memory with it.  Not for a node under an interruption notice: it
+ * is leaving whatever anyone says. */
+static const char uncordon_sql[] =
+    "WITH b AS (SELECT id, state FROM nodes WHERE id = $1 FOR UPDATE),"
+    " u AS (UPDATE nodes SET cordoned = false,"
+    "   state = CASE WHEN state = 'draining' THEN 'ready' ELSE state END, state_reason = $3,"
+    "   hardware = coalesce(hardware_reported, hardware),"
+    "   gpus = CASE WHEN (hardware_reported ->> 'gpus')::int BETWEEN 1 AND 16"
+    "     THEN (hardware_reported ->> 'gpus')::int ELSE gpus END,"
+    "   cpu_milli = CASE WHEN (hardware_reported ->> 'cpus')::bigint >= 1"
+    "     THEN (hardware_reported ->> 'cpus')::bigint * 1000 ELSE cpu_milli END,"
+    "   memory_mib = CASE WHEN (hardware_reported ->> 'memory_mib')::bigint >= 1"
+    "     THEN (hardware_reported ->> 'memory_mib')::bigint ELSE memory_mib END,"
+    "   hardware_reported = NULL"
+    "   WHERE id = $1 AND state IN ('requested', 'booting', 'ready', 'draining') AND notice_ms IS NULL"
+    "   RETURNING *),"
+    " dec AS (SELECT tarmac_decide($2, 'uncordon', 'node', u.id::text, $3,"
+    "   jsonb_build_object('by', $4::text, 'hardware', u.hardware)) FROM u)"
+    " SELECT (SELECT state FROM b), (SELECT " NODE_JSON " FROM u n), (SELECT count(*) FROM dec)";
+
+enum node_verb { VERB_CORDON, VERB_DRAIN, VERB_UNCORDON };
+
+static void node_verb(struct api_call *c, enum node_verb verb)
 {
+    static const char *const done[] = {"cordoned", "drained", "uncordoned"};
+    bool drain = verb == VERB_DRAIN;
     struct tm_spec_error err = {0};
     char reason[TM_API_REASON_MAX + 128], why[TM_API_REASON_MAX + 1], id[24], now[24];
     const char *body;
@@ -151,22 +178,30 @@ static void node_verb(struct api_call *c, bool drain)
         tm_api_fail_spec(c, &err);
         return;
     }
-    snprintf(reason, sizeof(reason), "%s by %s%s%s", drain ? "drained" : "cordoned",
-             c->token_name, why[0] ? ": " : "", why);
+    snprintf(reason, sizeof(reason), "%s by %s%s%s", done[verb], c->token_name, why[0] ? ": " : "",
+             why);
     fmt_i64(id, sizeof(id), c->id);
     fmt_i64(now, sizeof(now), tm_api_now_ms(c));
     const char *params[] = {id, now, reason, c->token_name, drain ? "true" : "false"};
-    tm_api_query(c, drain_sql, 5, params, on_node_change);
+    if (verb == VERB_UNCORDON)
+        tm_api_query(c, uncordon_sql, 4, params, on_node_change);
+    else
+        tm_api_query(c, drain_sql, 5, params, on_node_change);
 }
 
 void tm_api_nodes_drain(struct api_call *c)
 {
-    node_verb(c, true);
+    node_verb(c, VERB_DRAIN);
+}
+
+void tm_api_nodes_uncordon(struct api_call *c)
+{
+    node_verb(c, VERB_UNCORDON);
 }
 
 void tm_api_nodes_cordon(struct api_call *c)
 {
-    node_verb(c, false);
+    node_verb(c, VERB_CORDON);
 }
 
 /* $6: the notice's deadline (0: none given).  A notice naming the

@@ -30,6 +30,8 @@ void tm_api_nodes_list(struct api_call *c);
 void tm_api_nodes_get(struct api_call *c);
 void tm_api_nodes_drain(struct api_call *c);
 void tm_api_nodes_cordon(struct api_call *c);
+/* POST /v1/nodes/{id}/uncordon: work may come again (nodes.c). */
+void tm_api_nodes_uncordon(struct api_call *c);
 void tm_api_nodes_interruption(struct api_call *c);
 void tm_api_nodes_heartbeat(struct api_call *c);
 void tm_api_nodes_heartbeat_fast(struct api_call *c);
@@ -75,6 +77,8 @@ void tm_api_logs_state_free(void *state);
 
 /* agent.c: the node agent's enrollment and job reports. */
 void tm_api_agent_enroll(struct api_call *c);
+/* POST /v1/agent/join: an owned machine joins its pool (agent_join.c). */
+void tm_api_agent_join(struct api_call *c);
 void tm_api_agent_job_start(struct api_call *c);
 void tm_api_agent_job_exit(struct api_call *c);
 

@@ -23,6 +23,7 @@
 
 static const char agent_help[] =
     "Usage: tarmac agent --controller URL --node-id N --work-dir DIR [options]\n"
+    "       tarmac agent --join URL --pool POOL --join-token-file FILE --work-dir DIR [options]\n"
     "\n"
     "Run the node agent: enroll once, heartbeat with GPU samples, run the jobs\n"
     "placed on this node, report their exits, forward interruption notices.\n"
@@ -31,6 +32,11 @@ static const char agent_help[] =
     "  --node-id N               this node's id\n"
     "  --work-dir DIR            token, state.json and jobs/ live here\n"
     "  --enroll-secret-file FILE the single-use enrollment secret (or TARMAC_ENROLL_SECRET)\n"
+    "  --join URL                join an owned pool at this controller (docs/owned.md);\n"
+    "                            no --node-id: the join gives it, and DIR/node_key keeps it\n"
+    "  --pool POOL               with --join: the owned pool\n"
+    "  --join-token-file FILE    with --join: the join token (tarmac join-token create),\n"
+    "                            needed for the first join only\n"
     "  --ca-file PEM             CA bundle for the controller's certificate\n"
     "  --allow-insecure-http     allow plain http to a host that is not loopback\n"
     "  --gpu-fake FILE           read GPUs from a fake file instead of NVML\n"
@@ -76,6 +82,9 @@ enum {
     OPT_JOB_GID,
     OPT_AS_AGENT,
     OPT_ADVERTISE,
+    OPT_JOIN,
+    OPT_POOL,
+    OPT_JOIN_TOKEN_FILE,
     OPT_HELP,
 };
 
@@ -161,6 +170,9 @@ static const struct option agent_opts[] = {
     {"job-gid", required_argument, NULL, OPT_JOB_GID},
     {"jobs-as-agent-user", no_argument, NULL, OPT_AS_AGENT},
     {"advertise-addr", required_argument, NULL, OPT_ADVERTISE},
+    {"join", required_argument, NULL, OPT_JOIN},
+    {"pool", required_argument, NULL, OPT_POOL},
+    {"join-token-file", required_argument, NULL, OPT_JOIN_TOKEN_FILE},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -168,6 +180,8 @@ static const struct option agent_opts[] = {
 /* What the command line gives besides the agent's options. */
 struct agent_args {
     const char *secret_file;
+    const char *join_url;
+    const char *join_token_file;
     bool insecure;
 };
 
@@ -253,6 +267,9 @@ static int parse_option(int opt, char **argv, struct tm_agent_options *o, struct
                                optarg);
         o->advertise_addr = optarg;
         break;
+    case OPT_JOIN: a->join_url = optarg; break;
+    case OPT_POOL: o->join_pool = optarg; break;
+    case OPT_JOIN_TOKEN_FILE: a->join_token_file = optarg; break;
     case OPT_HELP:
     case 'h': fputs(agent_help, stdout); return TM_EXIT_OK;
     case ':': return usage_error("%s needs a value", argv[optind - 1]);
@@ -266,8 +283,8 @@ static int parse_option(int opt, char **argv, struct tm_agent_options *o, struct
 static int check_options(const struct tm_agent_options *o, bool insecure)
 {
     if (!o->controller_url)
-        return usage_error("%s", "--controller is required");
-    if (!o->node_id)
+        return usage_error("%s", "--controller (or --join) is required");
+    if (!o->node_id && !o->join_pool)
         return usage_error("%s", "--node-id is required");
     if (!o->work_dir)
         return usage_error("%s", "--work-dir is required");
@@ -280,6 +297,29 @@ static int check_options(const struct tm_agent_options *o, bool insecure)
                                "use https with --ca-file, or --allow-insecure-http",
                                o->controller_url);
     }
+    return 0;
+}
+
+/* --join's rules: its URL is the controller's, a pool goes with it, and it
+ * replaces --node-id and the enrollment secret (the join token is read as
+ * the secret is, from its own file).  0, or the exit code after printing. */
+static int join_options(struct tm_agent_options *o, struct agent_args *a)
+{
+    if (!a->join_url) {
+        if (o->join_pool || a->join_token_file)
+            return usage_error("%s", "--pool and --join-token-file go with --join");
+        return 0;
+    }
+    if (o->controller_url)
+        return usage_error("%s", "--join and --controller: give one (--join is the controller's URL)");
+    if (o->node_id)
+        return usage_error("%s", "--join and --node-id: a joining machine is given its node");
+    if (a->secret_file)
+        return usage_error("%s", "--join and --enroll-secret-file: give --join-token-file");
+    if (!o->join_pool)
+        return usage_error("%s", "--pool is required with --join");
+    o->controller_url = a->join_url;
+    a->secret_file = a->join_token_file;
     return 0;
 }
 
@@ -340,6 +380,9 @@ int tm_cli_agent(int argc, char **argv)
     }
     if (optind < argc)
         return usage_error("unexpected argument \"%s\"", argv[optind]);
+    r = join_options(&o, &a);
+    if (r != 0)
+        return r;
     r = check_options(&o, a.insecure);
     if (r != 0)
         return r;
@@ -349,6 +392,10 @@ int tm_cli_agent(int argc, char **argv)
     if (secret)
         tm_log_add_secret(secret);
     o.enroll_secret = secret;
+    if (a.join_url) {
+        o.join_token = secret;
+        o.enroll_secret = NULL;
+    }
     r = tm_agent_run(&o);
     if (secret) {
         OPENSSL_cleanse(secret, strlen(secret));

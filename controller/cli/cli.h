@@ -50,6 +50,8 @@ int tm_cli_api_spend(int argc, char **argv);
 
 /* `tarmac token create|revoke|list ...` (cli/token.c). */
 int tm_token_main(int argc, char **argv);
+/* `tarmac join-token create|list|revoke` (join_token.c). */
+int tm_join_token_main(int argc, char **argv);
 
 /* `tarmac check KIND ...`: a provider kind's own check of credentials and
  * offerings (the kinds with one in providers/registry.c). */

@@ -472,7 +472,10 @@ static void begin_pass(struct tm_controller *ctl)
     ctl->lists_pending = 1; /* held until every list call is started */
     for (size_t i = 0; i < np; i++) {
         struct tm_provider *p = ctl->providers[i];
-        struct list_ctx *lc = p ? malloc(sizeof(*lc)) : NULL;
+        /* A provider without a listing (owned machines) is seen as an
+         * incomplete one: nothing is absent from it, and its nodes live
+         * by their heartbeats (reconcile/staleness.c). */
+        struct list_ctx *lc = p && p->ops->list ? malloc(sizeof(*lc)) : NULL;
         if (!lc)
             continue;
         *lc = (struct list_ctx){.ctl = ctl, .provider = i};

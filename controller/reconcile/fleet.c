@@ -637,6 +637,11 @@ void tm_rc_run_planner(struct pass *p, const bool *job_placed)
     }
     /* Substitutes first: the nodes they replace are leaving for the planner. */
     tm_rc_substitutes(p);
+    /* Owned pools are never planned: their capacity is not for sale and
+     * their nodes are not the planner's to release.  The scheduler still
+     * places work on them (schedule.c). */
+    for (size_t pi = 0; pi < np; pi++)
+        done[pi] = cfg->pools[pi].owned;
     for (size_t pi = 0; pi < np && !p->err; pi++) {
         if (done[pi])
             continue;
@@ -650,7 +655,7 @@ void tm_rc_run_planner(struct pass *p, const bool *job_placed)
     for (size_t pi = 0; pi < np && !p->err; pi++) {
         const struct tm_config_pool *pool = &cfg->pools[pi];
         enum tm_capacity_type cap = tm_rc_pool_is_od(pool) ? TM_CAPACITY_ON_DEMAND : TM_CAPACITY_SPOT;
-        const struct tm_config_instance_type *t = tm_rc_pool_type(cfg, pool, cap);
+        const struct tm_config_instance_type *t = pool->owned ? NULL : tm_rc_pool_type(cfg, pool, cap);
         while (t && p->live[pi] < pool->min_nodes && !p->err) {
             if (tm_rc_launch_held(p, (int)pi) || !tm_rc_launch_admitted(p, (int)pi, t, cap))
                 break;
@@ -666,7 +671,8 @@ void tm_rc_run_planner(struct pass *p, const bool *job_placed)
      * (it sees them as leaving). */
     for (size_t ni = 0; ni < s->nnodes && !p->err; ni++) {
         const struct tm_snap_node *n = &s->nodes[ni];
-        if (n->pool < 0 || p->node_gone[ni] || p->node_busy[ni])
+        /* An owned node is never terminated: drained, it stays empty. */
+        if (n->pool < 0 || p->node_gone[ni] || p->node_busy[ni] || cfg->pools[n->pool].owned)
             continue;
         /* A noticed node is leaving anyway: once empty, stop paying for it
          * (one still booting too: it would never take work). */

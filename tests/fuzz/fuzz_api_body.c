@@ -1,7 +1,8 @@
 /*
  * tests/fuzz/fuzz_api_body.c: libFuzzer target for the API's request body
  * handling: every input goes through each body parser (a job, a
- * heartbeat, a retag, a verb) as the server would receive it.
+ * heartbeat, a retag, a verb, an owned machine's join) as the server
+ * would receive it.
  *
  * Built two ways from this one file: with -fsanitize=fuzzer as the fuzz
  * target (TM_FUZZ=ON, clang), and with TM_FUZZ_REPLAY defined as a plain
@@ -18,6 +19,7 @@
 
 #include "controller/spec/api_body.h"
 #include "controller/spec/job_spec.h"
+#include "controller/spec/join_body.h"
 #include "controller/spec/json_body.h"
 #include "core/model.h"
 #include "core/err.h"
@@ -80,6 +82,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check_err(r, &err);
     if (r == 0 && (strlen(reason) > TM_API_REASON_MAX || in_s < -1 || in_s > 86400 || !text_ok(reason)))
         abort();
+
+    /* A join: what passes is a pool name, a key of 32-256 bytes and a
+     * hardware report within its bounds (the shape check comes after). */
+    struct tm_join_body jb;
+    memset(&err, 0, sizeof(err));
+    root = NULL;
+    r = tm_join_parse(body, size, &jb, &root, &err);
+    check_err(r, &err);
+    if (r == 0 && (!root || !jb.pool || !tm_job_spec_name_ok(jb.pool) || !jb.node_key ||
+                   strlen(jb.node_key) < 32 || strlen(jb.node_key) > 256 || jb.hw.gpus < 0 ||
+                   jb.hw.cpus < 1 || jb.hw.memory_mib < 1 || !text_ok(jb.node_key) ||
+                   (jb.join_token && !text_ok(jb.join_token))))
+        abort();
+    if (r != 0 && root)
+        abort();
+    cJSON_Delete(root);
     return 0;
 }
 

@@ -9,7 +9,8 @@
 #       a database, the config, `tarmac migrate`, `tarmac serve`, an admin
 #       token: sets DB, BASE, ADMIN, STATE (the provider's state_dir), SERVE.
 #       E2E_AGENT_YAML and E2E_PROVIDER_YAML: more lines for the agent
-#       section (2 spaces in) and the provider (4 spaces); E2E_OD_MIN and
+#       section (2 spaces in) and the provider (4 spaces); E2E_PROVIDERS_YAML:
+#       more providers (entries of the list, 2 spaces in); E2E_OD_MIN and
 #       E2E_OD_MAX: the od pool's min_nodes (0) and max_nodes (3)
 #       E2E_UNREACHABLE_AFTER, E2E_REQUEUE_AFTER and E2E_TERMINATE_AFTER
 #       change the agent timings (3s, 5s, 30s); E2E_SERVE_ARGS is added to
@@ -75,6 +76,7 @@ ${E2E_PROVIDER_YAML:-}
         memory_mib: 16384
         on_demand_price: "2.00"
         spot_price: "0.60"
+${E2E_PROVIDERS_YAML:-}
 pools:
   - name: od
     provider: here

@@ -53,6 +53,9 @@ ROLES = ["admin", "finance", "engineer", "viewer", "agent"]
 # node (attempt fencing: 409 naming attempt), and the enrollment, whose
 # test secret is never valid (401): their "allowed" answers.
 ALLOWED_ALSO = {"agentJobStart": {409}, "agentJobExit": {409}, "agentEnroll": {401},
+                # The matrix's pool is bought, not owned, and its token a
+                # made-up one: the join is refused, naming the field.
+                "agentJoin": {400, 401},
                 # The matrix's jobs never run: no output, no stream to open.
                 "getJobLogs": {404}, "agentLogChunks": {404, 409}}
 failures = []
@@ -411,12 +414,16 @@ def main():
             "cancelJob": {"reason": "matrix"},
             "drainNode": {"reason": "matrix"},
             "cordonNode": {"reason": "matrix"},
+            "uncordonNode": {"reason": "matrix"},
             "nodeHeartbeat": {"gpus": [{"index": 0, "util_percent": 42.5, "memory_used_mib": 1024}]},
             "nodeInterruption": {"reason": "matrix", "in_s": 120},
             "agentJobStart": {"attempt": 1, "pid": 4242},
             "agentJobExit": {"attempt": 1, "exit_code": 0, "reason": "exited"},
             "agentLogChunks": {"chunks": [{"job": 1, "attempt": 1, "rank": 0, "offset": 0, "data": "aGkK"}]},
             "agentEnroll": {"node_id": fx["node_id"], "secret": "tme_not-a-secret"},
+            "agentJoin": {"pool": fx["pool"], "node_key": "k" * 40, "join_token": "not-a-join-token",
+                          "hardware": {"gpus": 1, "gpu_model": "A100", "gpu_memory_mib": 1,
+                                       "cpus": 1, "memory_mib": 1}},
             "setBudget": {"cap_cents": 100000, "period": "month", "hard": True, "warn_percent": 80},
         }.get(op_id)
 

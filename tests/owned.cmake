@@ -1,0 +1,14 @@
+# Owned pools (docs/owned.md): machines tarmac does not buy join with a
+# join token, run jobs, keep their node across a kill -9, are never
+# released, and are charged idle (tests/integration/owned_join.sh).
+tm_add_test(itest_owned_join LABELS integration owned FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/owned_join.sh)
+# The same rules without a database: an owned pool in a pool group with a
+# sim cloud through tm_reconcile (never released, never bought into, its
+# work placed on its nodes) and the configuration's owned-pool checks.
+tm_add_c_test(test_reconcile_owned ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_owned.c
+              LABELS unit owned TIMEOUT 30 LINK tarmac_reconcile)
+# A join's pure parts: the body (fields refused by name), the shape rule
+# and its message, the hardware as kept, the GPU model from a GPU's name.
+tm_add_c_test(test_join ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_join.c
+              LABELS unit owned TIMEOUT 30 LINK tarmac_agent tarmac_spec)
