@@ -9,6 +9,11 @@ static int64_t read_ms(clockid_t id)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+int64_t tm_wall_ms(void)
+{
+    return read_ms(CLOCK_REALTIME);
+}
+
 void tm_clock_init(struct tm_clock *c, double scale)
 {
     c->base_epoch_ms = read_ms(CLOCK_REALTIME);

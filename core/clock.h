@@ -27,6 +27,11 @@ int64_t tm_clock_now_ms(const struct tm_clock *c);
 bool tm_clock_advance_to(struct tm_clock *c, int64_t ms);
 /* Real milliseconds that pass while the clock advances by ms. */
 int64_t tm_clock_real_ms(const struct tm_clock *c, int64_t ms);
+/* The wall clock now, in ms since the epoch: for what is compared with
+ * other machines' clocks (GPU samples, signatures, a deadline handed to
+ * the database, a token's expiry), never for the controller's own
+ * timestamps, which come from a struct tm_clock. */
+int64_t tm_wall_ms(void);
 /* The budget period (calendar month, UTC) holding ms, as "YYYY-MM", the
  * key the spend ledger files under; "" if ms is out of range. */
 void tm_clock_period(int64_t ms, char out[16]);

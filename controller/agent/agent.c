@@ -24,6 +24,7 @@
 #include "controller/agent/job_env.h"
 #include "controller/agent/metadata.h"
 #include "controller/io/http_uv.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 
@@ -40,12 +41,11 @@ static void on_sample(uv_timer_t *t)
     struct tm_agent *ag = t->data;
     struct tm_gpu_reading r;
     char err[256];
-    struct timespec ts;
     uint32_t busy = 0;
     int rc;
 
-    clock_gettime(CLOCK_REALTIME, &ts); /* sample times are wall clock: the controller compares nodes */
-    rc = tm_gpu_source_read(ag->gpu, (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000, &r, err, sizeof(err));
+    /* Sample times are wall clock: the controller compares nodes. */
+    rc = tm_gpu_source_read(ag->gpu, tm_wall_ms(), &r, err, sizeof(err));
 
     if (rc < 0) {
         if (!ag->gpu_error_said)
@@ -347,10 +347,7 @@ static void heartbeat(struct tm_agent *ag)
     } else {
         /* The oldest of a long outage's backlog are past what the
          * controller stores: dropped here, not refused there. */
-        struct timespec ts;
-        int64_t now;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        now = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+        int64_t now = tm_wall_ms();
         while (ag->ring_head < ag->ring_tail &&
                ag->ring[ag->ring_head % TM_AGENT_SAMPLE_CAP].at_ms < now - TM_AGENT_SAMPLE_MAX_AGE_MS)
             ag->ring_head++;

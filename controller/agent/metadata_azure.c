@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 
@@ -33,7 +34,7 @@ static void on_events(struct tm_md_watch *w, int slot, const struct tm_http_resp
         return;
     }
     md_up(w);
-    if (tm_md_parse_azure_events(resp->body, resp->body_len, md_wall_ms(), &doc, &field) < 0) {
+    if (tm_md_parse_azure_events(resp->body, resp->body_len, tm_wall_ms(), &doc, &field) < 0) {
         md_bad(w, slot, "scheduledevents", field);
         return;
     }

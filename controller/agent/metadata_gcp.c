@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "core/clock.h"
 #include "core/err.h"
 
 #define GCP_PREEMPT_GRACE_MS 30000
@@ -59,7 +60,7 @@ static void on_item(struct tm_md_watch *w, int slot, const struct tm_http_respon
         w->gen[slot]++;
         if (slot == SLOT_PREEMPTED) {
             snprintf(n.action, sizeof(n.action), "preempt");
-            n.deadline_ms = md_wall_ms() + GCP_PREEMPT_GRACE_MS;
+            n.deadline_ms = tm_wall_ms() + GCP_PREEMPT_GRACE_MS;
         } else {
             snprintf(n.action, sizeof(n.action), "maintenance-terminate");
         }

@@ -100,8 +100,6 @@ void md_up(struct tm_md_watch *w);
  * dropped (tm_md_watch_stop). */
 void md_detach(struct tm_md_watch *w);
 
-/* Wall clock in ms (deadlines are wall clock: they go to the controller). */
-int64_t md_wall_ms(void);
 
 /* The services, one per cloud, each defined as tm_md_KIND in
  * metadata_KIND.c (metadata.cmake builds every metadata_*.c): a new

@@ -27,14 +27,6 @@ struct md_req {
     md_answer_cb on_answer;
 };
 
-int64_t md_wall_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ---- requests ----------------------------------------------------------- */
 
 static void on_http(const struct tm_http_response *resp, void *data)

@@ -21,6 +21,7 @@
 #include "controller/spec/job_fit.h"
 #include "controller/spec/json_body.h"
 #include "controller/spec/token.h"
+#include "core/clock.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/model.h"
@@ -78,10 +79,7 @@ static const char submit_idem_sql[] =
 /* The request's deadline as wall-clock ms, for the database's clock. */
 static int64_t wall_deadline_ms(const struct api_call *c)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + (int64_t)tm_api_time_left(c);
+    return tm_wall_ms() + (int64_t)tm_api_time_left(c);
 }
 
 static void on_submit(const struct tm_pg_reply *reply, void *data)

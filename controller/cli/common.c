@@ -163,12 +163,6 @@ void tm_cli_common_release(struct tm_cli_common *c)
         tm_config_release(&c->cfg);
 }
 
-int64_t tm_cli_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 /* ---- submit ------------------------------------------------------------ */
 
 bool tm_cli_parse_long(const char *s, long min, long max, long *ret)

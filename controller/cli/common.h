@@ -83,8 +83,6 @@ void tm_cli_common_release(struct tm_cli_common *c);
  * why.  The caller finishes it with PQfinish(). */
 PGconn *tm_cli_connect_db(struct tm_cli_common *c);
 
-/* Wall-clock milliseconds since the epoch. */
-int64_t tm_cli_now_ms(void);
 
 /* A job_spec error, named by the option the user typed; returns
  * TM_EXIT_USAGE. */

@@ -186,7 +186,7 @@ int tm_cli_submit(int argc, char **argv)
     PQclear(res);
 
     char cpu_s[24], mem_s[24], prio_s[24], est_s[24], run_s[24], dl_s[24], now_s[24], count_s[24];
-    int64_t now = tm_cli_now_ms();
+    int64_t now = tm_wall_ms();
     snprintf(cpu_s, sizeof(cpu_s), "%" PRId64, spec.cpu_milli);
     snprintf(mem_s, sizeof(mem_s), "%" PRId64, spec.memory_mib);
     snprintf(prio_s, sizeof(prio_s), "%d", spec.priority);

@@ -18,6 +18,7 @@
 #include "controller/spec/token.h"
 #include "controller/store/join_tokens.h"
 #include "controller/store/store.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/err.h"
 #include "core/units.h"
@@ -39,13 +40,6 @@ static const char join_help[] =
     "      --config FILE        configuration file (env TARMAC_CONFIG)\n"
     "  -h, --help               this help\n";
 
-static int64_t epoch_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static int join_usage(const char *fmt, const char *arg)
 {
@@ -165,7 +159,7 @@ static int join_create(PGconn *conn, const struct tm_config *cfg, const struct j
         return TM_EXIT_USAGE;
     }
     int r = tm_join_token_create(conn, pool->name, a->ttl_ms ? a->ttl_ms : JOIN_TTL_DEFAULT_MS,
-                                 a->uses ? a->uses : 1, epoch_ms(), token, &id, err, sizeof(err));
+                                 a->uses ? a->uses : 1, tm_wall_ms(), token, &id, err, sizeof(err));
     if (r < 0) {
         fprintf(stderr, "tarmac join-token: %s\n", err);
         return r == TM_ENOTFOUND ? TM_EXIT_USAGE : TM_EXIT_FAIL;
@@ -215,9 +209,9 @@ int tm_join_token_main(int argc, char **argv)
     if (strcmp(a.verb, "create") == 0) {
         rc = join_create(conn, &cfg, &a);
     } else if (strcmp(a.verb, "list") == 0) {
-        rc = join_list(conn, epoch_ms());
+        rc = join_list(conn, tm_wall_ms());
     } else {
-        int r = tm_join_token_revoke(conn, a.id, epoch_ms(), err, sizeof(err));
+        int r = tm_join_token_revoke(conn, a.id, tm_wall_ms(), err, sizeof(err));
         if (r < 0)
             fprintf(stderr, "tarmac join-token: %s\n", err);
         else

@@ -68,7 +68,7 @@ int tm_cli_migrate(int argc, char **argv)
     if (r < 0) {
         fprintf(stderr, "tarmac migrate: %s\n", err);
         rc = TM_EXIT_FAIL;
-    } else if (c.have_cfg && tm_store_sync_pools(conn, &c.cfg, tm_cli_now_ms(), err, sizeof(err)) < 0) {
+    } else if (c.have_cfg && tm_store_sync_pools(conn, &c.cfg, tm_wall_ms(), err, sizeof(err)) < 0) {
         fprintf(stderr, "tarmac migrate: %s\n", err);
         rc = TM_EXIT_FAIL;
     } else if (c.json) {
@@ -162,7 +162,7 @@ int tm_cli_serve(int argc, char **argv)
     }
     r = tm_store_check_schema(conn, err, sizeof(err));
     if (r == 0)
-        r = tm_store_sync_pools(conn, &c.cfg, tm_cli_now_ms(), err, sizeof(err));
+        r = tm_store_sync_pools(conn, &c.cfg, tm_wall_ms(), err, sizeof(err));
     PQfinish(conn);
     if (r < 0) {
         fprintf(stderr, "tarmac serve: %s\n", err);

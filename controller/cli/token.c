@@ -15,16 +15,9 @@
 #include "controller/spec/token.h"
 #include "controller/store/store.h"
 #include "controller/store/tokens.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/err.h"
-
-static int64_t epoch_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static const char token_help[] =
     "Usage: tarmac token create --name NAME --role admin|finance|engineer|viewer [--team TEAM]\n"
@@ -134,7 +127,7 @@ int tm_token_main(int argc, char **argv)
         goto out;
     }
     if (strcmp(verb, "create") == 0) {
-        r = tm_token_create(conn, name, role, team, epoch_ms(), token, err, sizeof(err));
+        r = tm_token_create(conn, name, role, team, tm_wall_ms(), token, err, sizeof(err));
         if (r < 0) {
             fprintf(stderr, "tarmac token: %s\n", err);
             rc = r == TM_EINVAL ? TM_EXIT_USAGE : TM_EXIT_FAIL;

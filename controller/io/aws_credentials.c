@@ -30,6 +30,7 @@
 #include <openssl/crypto.h>
 
 #include "controller/io/http_uv.h"
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -42,14 +43,6 @@
 #define IMDS_MAX_BODY (64 * 1024)
 #define IMDS_TOKEN_TTL "21600"
 #define ERRMSG 512
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 int tm_aws_cred_source_parse(const char *name, enum tm_aws_cred_source *ret_source)
 {
@@ -214,7 +207,7 @@ static bool fresh(const struct tm_aws_credential_provider *p, int64_t now)
 static void answer_waiters(struct tm_aws_credential_provider *p, int status_override)
 {
     struct waiter *w = p->waiters;
-    int64_t now = wall_ms();
+    int64_t now = tm_wall_ms();
     struct tm_aws_credentials copy;
     char msg[ERRMSG];
     int status;
@@ -269,7 +262,7 @@ static void on_refresh_timer(uv_timer_t *t)
 static void finish(struct tm_aws_credential_provider *p, int status,
                    const struct tm_aws_credentials *cred, const char *msg)
 {
-    int64_t now = wall_ms();
+    int64_t now = tm_wall_ms();
     int64_t delay = 0;
     enum fetch_state was = p->state;  /* not IDLE: the error came from IMDS */
 
@@ -515,7 +508,7 @@ static void on_imds(const struct tm_http_response *resp, void *data)
     }
     case FETCH_CREDS:
         r = parse_role_json(body, len, &cred, msg, sizeof(msg));
-        if (r == 0 && expired(&cred, wall_ms())) {
+        if (r == 0 && expired(&cred, tm_wall_ms())) {
             r = TM_EBADREPLY;
             snprintf(msg, sizeof(msg), "instance role: IMDS gave credentials that already expired");
         }
@@ -699,7 +692,7 @@ int tm_aws_credential_provider_get(struct tm_aws_credential_provider *p,
     w->data = data;
     *p->waiters_tail = w;
     p->waiters_tail = &w->next;
-    if (!p->fetching && !fresh(p, wall_ms()))
+    if (!p->fetching && !fresh(p, tm_wall_ms()))
         start_resolve(p);
     else
         kick_soon(p);

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/err.h"
 #include "core/units.h"
@@ -87,14 +88,6 @@ static bool parse_node(const char *s, int64_t *ret)
         return false;
     *ret = v;
     return true;
-}
-
-static int64_t wall_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The provider of kind local named name (any when NULL and only one), or
@@ -182,7 +175,7 @@ static int local_interrupt(int argc, char **argv)
     }
     if (in_ms < 0)
         in_ms = p->spot_notice_ms > 0 ? p->spot_notice_ms : 120000;
-    now = wall_now_ms();
+    now = tm_wall_ms();
     r = tm_local_interrupt(tm_local_config(p)->state_dir, node, now, now + in_ms, err, sizeof(err));
     tm_config_release(&cfg);
     if (r < 0) {

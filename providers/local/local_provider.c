@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/clock.h"
 #include "core/config.h"
 #include "core/err.h"
 #include "core/log.h"
@@ -98,14 +99,6 @@ static struct local_provider *impl(struct tm_provider *p) { return p->impl; }
 static int64_t now(const struct local_provider *lp) { return lp->now_ms(lp->clock); }
 
 static uint64_t launch_now(void *clock) { return (uint64_t)now(clock); }
-
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static const struct local_type *type_find(const struct local_provider *lp, const char *name)
 {
@@ -520,7 +513,7 @@ static bool observe(struct local_provider *lp, struct tm_local_record *rec, stru
             rec->notice_ms = t;
             changed = true;
         }
-        if (acked || wall_ms() >= deadline) {
+        if (acked || tm_wall_ms() >= deadline) {
             /* The cloud takes its spot node back: no grace beyond the notice. */
             tm_local_signal_node(dir, SIGKILL);
             rec->interrupted = true;
