@@ -120,15 +120,17 @@ static void bf_release(void *state)
 }
 
 /* The indexes bf_run() reads, for EASY backfill unless the reference is
- * asked (full_pass), align_ends reads estimates in placement as well, or
- * the counts would be too many. */
+ * asked (full_pass), align_ends reads estimates in placement as well, the
+ * counts would be too many, or some job is a gang: the argument below
+ * counts jobs per node and holds one reservation on one node (a gang's
+ * spans its nodes), so a trace with gangs is passed whole. */
 static int bf_init(struct replay_engine *s, void **state)
 {
     const struct tm_replay_config *cfg = s->cfg;
     struct bf_pass *b;
     int r;
 
-    if (cfg->policy != TM_POLICY_BACKFILL || cfg->full_pass || cfg->params.align_ends ||
+    if (cfg->policy != TM_POLICY_BACKFILL || cfg->full_pass || cfg->params.align_ends || s->has_gangs ||
         s->nshapes * s->nnodes > BF_UFIT_MAX)
         return 0;
     b = calloc(1, sizeof(*b));

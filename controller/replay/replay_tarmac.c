@@ -232,16 +232,17 @@ out:
     return r;
 }
 
-/* The proof reads tarmac's rules as they are with jobs of one node,
- * priority 0 (what the engine queues) and levels of a quarter bound;
- * align_ends reads estimates in placement as well. */
+/* The proof reads tarmac's rules as they are with jobs of one node (a
+ * trace with gangs is passed whole), priority 0 (what the engine queues)
+ * and levels of a quarter bound; align_ends reads estimates in placement
+ * as well. */
 static int tq_init(struct replay_engine *s, void **state)
 {
     const struct tm_replay_config *cfg = s->cfg;
     struct tarmac_pass *tp;
     int r;
 
-    if (cfg->policy != TM_POLICY_TARMAC || cfg->full_pass || cfg->params.align_ends ||
+    if (cfg->policy != TM_POLICY_TARMAC || cfg->full_pass || cfg->params.align_ends || s->has_gangs ||
         tm_sched_starvation_ms(&cfg->params) % 4 != 0)
         return 0;
     tp = calloc(1, sizeof(*tp));
