@@ -83,8 +83,9 @@ struct tm_replay_config {
 struct tm_replay_stats {
     /* input */
     size_t jobs;                  /* replayed */
-    size_t dropped_since, dropped_runtime, dropped_unscheduled, dropped_cpu_only, dropped_no_node,
-        dropped_gang;
+    /* dropped_no_node: no node could hold the job, or a gang has more
+     * nodes than could each hold one of its members */
+    size_t dropped_since, dropped_runtime, dropped_unscheduled, dropped_cpu_only, dropped_no_node;
     int32_t gpus;
     size_t nodes;
     double native_load;           /* offered load before scaling */

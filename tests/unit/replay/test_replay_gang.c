@@ -170,7 +170,6 @@ static void test_gang_too_large(void **state)
     put_job(&t, "all", 2, 10, 8, 2);
     log = replay_log(&t, config(TM_POLICY_FIFO, false), &st);
     assert_int_equal(st.dropped_no_node, 1);
-    assert_int_equal(st.dropped_gang, 0);
     assert_int_equal(st.jobs, 2);
     assert_true(start_of(log, "all", nodes, &nn) == 100.0);
     assert_int_equal(nn, 2);
