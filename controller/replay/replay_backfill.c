@@ -16,8 +16,6 @@
 
 /* Jobs the first try hands the pass: the head and a few behind it. */
 #define BF_PREFIX 32
-/* The most nodes of a gang the scheduler places (place.c). */
-#define BF_GANG_MAX 64
 
 /* The queue indexed by arrival rank, all of it (queued) and by group
  * (shape x 2 + preemptible), valued by estimate; per shape and node how
@@ -41,7 +39,7 @@ struct bf_pass {
     uint32_t *mark, gen;                       /* per rank: in the subset of pass gen */
     /* The last reservation: job, its nodes (a gang's one per node, in the
      * pass's order), start. */
-    int32_t gjob, gnodes[BF_GANG_MAX];
+    int32_t gjob, gnodes[REPLAY_GANG_MAX];
     int32_t gnn;
     int64_t gstart;
     /* Since the last pass run (bf_unchanged()): some job ended; arrivals
@@ -125,9 +123,8 @@ static void bf_release(void *state)
 }
 
 /* The indexes bf_run() reads, for EASY backfill unless the reference is
- * asked (full_pass), align_ends reads estimates in placement as well, the
- * counts would be too many, or a gang is larger than the reservation
- * kept (gnodes) could hold. */
+ * asked (full_pass), align_ends reads estimates in placement as well, or
+ * the counts would be too many. */
 static int bf_init(struct replay_engine *s, void **state)
 {
     const struct tm_replay_config *cfg = s->cfg;
@@ -137,9 +134,6 @@ static int bf_init(struct replay_engine *s, void **state)
     if (cfg->policy != TM_POLICY_BACKFILL || cfg->full_pass || cfg->params.align_ends ||
         s->nshapes * s->nnodes > BF_UFIT_MAX)
         return 0;
-    for (size_t j = 0; j < s->njobs; j++)
-        if (s->jobs[j].nodes > BF_GANG_MAX)
-            return 0;
     b = calloc(1, sizeof(*b));
     if (!b)
         return TM_ENOMEM;
@@ -331,7 +325,7 @@ static void bf_keep(struct bf_pass *b, const struct tm_sched_result *r, int32_t 
     b->gjob = gjob;
     b->gstart = r->reservations[0].start_ms;
     b->gnn = 0;
-    for (size_t k = 0; k < r->nreservations && b->gnn < BF_GANG_MAX; k++) {
+    for (size_t k = 0; k < r->nreservations && b->gnn < REPLAY_GANG_MAX; k++) {
         if (r->reservations[k].job != r->reservations[0].job)
             break;
         b->gnodes[b->gnn++] = r->reservations[k].node;

@@ -85,10 +85,10 @@ static int32_t milli_total(const struct tm_trace_job *j)
 /* The trace models (bits) with a node that could hold the job when empty:
  * model accepted, enough GPUs, CPU and memory (a gang: one of its
  * members, the gang's nodes being free to mix models).  0: none, or a
- * gang larger than the nodes that could hold a member: the job is
- * dropped.  This is what "could have used that GPU model" means in the
- * idle-while-waiting figure: a 120-core 8-GPU task cannot use a model
- * whose nodes have 64 cores and 2 GPUs. */
+ * gang larger than the nodes that could hold a member (or than
+ * REPLAY_GANG_MAX): the job is dropped.  This is what "could have used
+ * that GPU model" means in the idle-while-waiting figure: a 120-core
+ * 8-GPU task cannot use a model whose nodes have 64 cores and 2 GPUs. */
 static uint64_t models_holding(const struct tm_sched_node *nodes, size_t nn, const struct tm_trace_job *j)
 {
     uint64_t m = 0;
@@ -104,7 +104,7 @@ static uint64_t models_holding(const struct tm_sched_node *nodes, size_t nn, con
             holders++;
         }
     }
-    return holders >= (size_t)gang_size(j) ? m : 0;
+    return holders >= (size_t)gang_size(j) && gang_size(j) <= REPLAY_GANG_MAX ? m : 0;
 }
 
 static void node_touch(struct replay_engine *s, int32_t i)

@@ -24,6 +24,9 @@
 #include "controller/sched/scheduler.h"
 
 #define MILLI 1000
+/* The largest gang tm_sched_run() takes (scheduler.c refuses the pass
+ * otherwise): larger ones fit no node here. */
+#define REPLAY_GANG_MAX 64
 
 struct rjob {
     const struct tm_trace_job *tj;

@@ -73,7 +73,7 @@ static char *replay_log(const struct tm_trace *t, struct tm_replay_config cfg, s
 }
 
 /* The job's one placement line: its start in s (and its nodes= in
- * nodes[], *nn of them, for a gang).  Fails unless it was placed once. */
+ * nodes[64], *nn of them, for a gang).  Fails unless it was placed once. */
 static double start_of(const char *log, const char *name, int *nodes, int *nn)
 {
     char key[64];
@@ -94,6 +94,7 @@ static double start_of(const char *log, const char *name, int *nodes, int *nn)
     if (n && (!eol || n < eol)) {
         n += strlen(" nodes=");
         for (;;) {
+            assert_true(*nn < 64);
             nodes[(*nn)++] = (int)strtol(n, (char **)&n, 10);
             if (*n != ',')
                 break;
@@ -135,7 +136,7 @@ static void test_gang_waits_for_all_nodes(void **state)
     for (size_t k = 0; k < 2 * NPOLICIES; k++) {
         struct tm_replay_stats st;
         char *log = replay_log(&t, config(all_policies[k / 2], k % 2), &st);
-        int nodes[8], nn;
+        int nodes[64], nn;
         assert_true(start_of(log, "a", nodes, &nn) == 0.0);
         assert_true(start_of(log, "g", nodes, &nn) == 200.0);
         assert_int_equal(nn, 2);
@@ -155,13 +156,14 @@ static void test_gang_waits_for_all_nodes(void **state)
 }
 
 /* A gang larger than the inventory fits no node (dropped, counted so);
- * one as large as it waits for every node. */
+ * one as large as it waits for every node.  A gang over the 64 nodes
+ * tm_sched_run() takes fits no node either, though the nodes are there. */
 static void test_gang_too_large(void **state)
 {
     struct tm_trace t;
     struct tm_replay_stats st;
     char *log;
-    int nodes[8], nn;
+    int nodes[64], nn;
 
     (void)state;
     gang_trace(&t, 2, 4);
@@ -173,6 +175,16 @@ static void test_gang_too_large(void **state)
     assert_int_equal(st.jobs, 2);
     assert_true(start_of(log, "all", nodes, &nn) == 100.0);
     assert_int_equal(nn, 2);
+    free(log);
+    tm_trace_release(&t);
+    gang_trace(&t, 66, 3);
+    put_job(&t, "a", 0, 100, 1, 1);
+    put_job(&t, "wide", 1, 10, 1, 65);
+    put_job(&t, "most", 2, 10, 1, 64);
+    log = replay_log(&t, config(TM_POLICY_BACKFILL, false), &st);
+    assert_int_equal(st.dropped_no_node, 1);
+    assert_true(start_of(log, "most", nodes, &nn) == 2.0);
+    assert_int_equal(nn, 64);
     free(log);
     tm_trace_release(&t);
 }
@@ -193,7 +205,7 @@ static void test_fifo_gang_blocks_head(void **state)
     put_job(&t, "s", 2, 10, 1, 1);
     for (int full = 0; full <= 1; full++) {
         struct tm_replay_stats st;
-        int nodes[8], nn;
+        int nodes[64], nn;
         char *log = replay_log(&t, config(TM_POLICY_FIFO, full), &st);
         assert_true(start_of(log, "g", nodes, &nn) == 1000.0);
         assert_int_equal(nn, 2);
@@ -228,7 +240,7 @@ static void test_backfill_keeps_gang_reservation(void **state)
     put_job(&t, "short", 3, 100, 4, 1);
     for (size_t k = 0; k < 4; k++) {
         struct tm_replay_stats st;
-        int nodes[8], nn;
+        int nodes[64], nn;
         char *log = replay_log(&t, config(easy[k / 2], k % 2), &st);
         const char *res = strstr(log, " job=g verdict=reserved");
         char line[512];
