@@ -14,3 +14,6 @@ tm_add_c_test(test_replay ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_replay.c
 # The replay's incremental passes against the full pass, decision for decision.
 tm_add_c_test(test_replay_incremental ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_replay_incremental.c
               LABELS unit scheduler TIMEOUT 120 LINK tarmac_replay_lib)
+# Gangs in the time replay: known answers, every policy, incremental and full.
+tm_add_c_test(test_replay_gang ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_replay_gang.c
+              LABELS unit scheduler TIMEOUT 120 LINK tarmac_replay_lib)

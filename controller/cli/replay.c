@@ -656,8 +656,6 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                                o->exact ? "exact (upper bound)" : "predicted from finished jobs",
                                (double)st.starvation_ms / 1000, st.dropped_unscheduled, st.dropped_since,
                                st.dropped_runtime, st.dropped_cpu_only, st.dropped_no_node);
-                        if (st.dropped_gang)
-                            printf(", %zu of several nodes", st.dropped_gang);
                         printf("\n");
                         printf("load: offered = GPU-seconds of work / (capacity x arrival span); "
                                "factor = inter-arrival multiplier\n\n");
@@ -736,8 +734,6 @@ static int run_time(const struct opts *o, const struct tm_trace *t, FILE *log, c
                     add_num(obj, "dropped_runtime", (double)st.dropped_runtime);
                     add_num(obj, "dropped_cpu_only", (double)st.dropped_cpu_only);
                     add_num(obj, "dropped_no_node", (double)st.dropped_no_node);
-                    if (st.dropped_gang)
-                        add_num(obj, "dropped_gang", (double)st.dropped_gang);
                     add_num(obj, "preemptions", (double)st.preemptions);
                     add_num(obj, "preempted_gpu_hours", st.preempted_gpu_hours);
                     add_num(obj, "passes", (double)st.passes);

@@ -61,7 +61,8 @@ struct tm_replay_config {
     uint64_t seed;                /* inventory sampling and packing draws */
     FILE *log;                    /* replay log: placements and verdict changes, one line
                                    * each: t= policy= job= verdict= sub= (submit time, so a
-                                   * line gives the wait) est= [node=] [start=] why= */
+                                   * line gives the wait) est= [node=] [nodes=, a gang's
+                                   * every node placed or reserved] [start=] why= */
     /* The reference: one tm_sched_run() over the whole queue after every
      * instant's events.  Off, fifo passes the head and a few behind it
      * (see pass_fifo() in replay.c), backfill and tarmac the part of the
@@ -82,8 +83,9 @@ struct tm_replay_config {
 struct tm_replay_stats {
     /* input */
     size_t jobs;                  /* replayed */
-    size_t dropped_since, dropped_runtime, dropped_unscheduled, dropped_cpu_only, dropped_no_node,
-        dropped_gang;
+    /* dropped_no_node: no node could hold the job, or a gang has more
+     * nodes than could each hold one of its members */
+    size_t dropped_since, dropped_runtime, dropped_unscheduled, dropped_cpu_only, dropped_no_node;
     int32_t gpus;
     size_t nodes;
     double native_load;           /* offered load before scaling */

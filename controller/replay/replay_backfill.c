@@ -37,7 +37,10 @@ struct bf_pass {
     int32_t *udlist;
     size_t nudirty;
     uint32_t *mark, gen;                       /* per rank: in the subset of pass gen */
-    int32_t gjob, gnode;                       /* the last reservation: job, node, start */
+    /* The last reservation: job, its nodes (a gang's one per node, in the
+     * pass's order), start. */
+    int32_t gjob, gnodes[REPLAY_GANG_MAX];
+    int32_t gnn;
     int64_t gstart;
     /* Since the last pass run (bf_unchanged()): some job ended; arrivals
      * before arr[seen] fit no node; that pass started a job of unknown
@@ -215,7 +218,8 @@ static int bq_add(struct bf_pass *b, size_t *n, size_t p)
  * whole queue, from a pass over a few of its jobs.
  *
  * EASY runs in submit order: first fit until the first blocked job, which
- * gets the one reservation (on node R, at `start`); after it every job is
+ * gets the one reservation (on node R, at `start`; a gang's on nodes
+ * R_1..R_m, one per member, all at `start`); after it every job is
  * placed if it fits without delaying the reservation, and one that is not
  * placed changes nothing.  So a pass over the prefix up to the reserved
  * job and a subset of the jobs after it that holds every job the full pass
@@ -225,13 +229,17 @@ static int bq_add(struct bf_pass *b, size_t *n, size_t p)
  *
  *  - at most U = sum over nodes of ufit[X] jobs of X can start, so the
  *    ones that start before the group's first failure are among its
- *    first U;
- *  - after a job of X fails, no node but R has room for X, and room on R
- *    is left for X only to a gap filler (estimate <= start - now), so
- *    only the first ufit[X][R] gap fillers of the group after it can
- *    still start: those after the first U are the first ufit[X][R] gap
- *    fillers after them.  (A preemptible reservation does not hold
- *    non-preemptible work off R: for such a group a failure ends it.)
+ *    first U (a gang of X takes ufit[X] on each of its nodes: fewer);
+ *  - after a job of X fails, no node but the R_k has room for X, and
+ *    room on R_k is left for X only to a gap filler (estimate <=
+ *    start - now), so only the first sum over k of ufit[X][R_k] gap
+ *    fillers of the group after it can still start: those after the
+ *    first U are the first that many gap fillers after them.  For a gang
+ *    X: fewer nodes than its size have room for a member off the R_k (or
+ *    it had started), so each gang of X that starts later takes at least
+ *    one member's room on some R_k as a gap filler.  (A preemptible
+ *    reservation does not hold non-preemptible work off R_k: for such a
+ *    group a failure ends it.)
  *
  * The prefix is found by a first pass over the first BF_PREFIX queued
  * jobs (doubling until one is blocked and reserved for), which also gives
@@ -240,10 +248,10 @@ static int bq_add(struct bf_pass *b, size_t *n, size_t p)
  * the nodes and running jobs, instead of one over the queue.
  */
 /* The subset (above) after the prefix ending at arrival rank `last`, for
- * a reservation on `node` at `start` (rpre: for a preemptible job),
+ * a reservation on nodes[0..nn) at `start` (rpre: for a preemptible job),
  * appended to the pass's input. */
-static int bf_subset(struct bf_pass *b, size_t *n, size_t last, int64_t now, int32_t node, int64_t start,
-                     bool rpre)
+static int bf_subset(struct bf_pass *b, size_t *n, size_t last, int64_t now, const int32_t *nodes, int32_t nn,
+                     int64_t start, bool rpre)
 {
     const struct replay_engine *s = b->e;
     int64_t gap = start - now;
@@ -256,8 +264,10 @@ static int bf_subset(struct bf_pass *b, size_t *n, size_t last, int64_t now, int
         int64_t u = b->ucap[sh];
         /* A preemptible reservation never holds non-preemptible work off
          * R: that group's first failure means no room on R either. */
-        int32_t ur = rpre && !(g & 1) ? 0 : b->ufit[sh * s->nnodes + (size_t)node];
+        int32_t ur = 0;
         int32_t k = -1, p = b->lgrp.head[g];
+        for (int32_t x = 0; x < nn && !(rpre && !(g & 1)); x++)
+            ur += b->ufit[sh * s->nnodes + (size_t)nodes[x]];
         if (u == 0 && ur == 0)
             continue;
         /* The first u queued after the prefix: the group's list past the
@@ -306,6 +316,34 @@ static int bf_prefix(struct bf_pass *b, size_t want, size_t *n, size_t *last, bo
         *last = (size_t)p;
     }
     return 0;
+}
+
+/* The nodes of r's first reservation (a gang's, one after another) as
+ * the last reservation, for job gjob. */
+static void bf_keep(struct bf_pass *b, const struct tm_sched_result *r, int32_t gjob)
+{
+    b->gjob = gjob;
+    b->gstart = r->reservations[0].start_ms;
+    b->gnn = 0;
+    for (size_t k = 0; k < r->nreservations && b->gnn < REPLAY_GANG_MAX; k++) {
+        if (r->reservations[k].job != r->reservations[0].job)
+            break;
+        b->gnodes[b->gnn++] = r->reservations[k].node;
+    }
+}
+
+/* Whether r's first reservation is the last one kept: the same job,
+ * nodes and start. */
+static bool bf_same(const struct bf_pass *b, const struct tm_sched_result *r, int32_t job)
+{
+    int32_t k = 0;
+
+    if (job != b->gjob || r->reservations[0].start_ms != b->gstart)
+        return false;
+    for (; (size_t)k < r->nreservations && r->reservations[k].job == r->reservations[0].job; k++)
+        if (k >= b->gnn || r->reservations[k].node != b->gnodes[k])
+            return false;
+    return k == b->gnn;
 }
 
 /* Whether pass result r holds its reservation for a job of the prefix
@@ -363,10 +401,11 @@ static bool bf_covered(struct bf_pass *b, size_t nprefix, size_t nr, size_t n)
 static bool bf_unchanged(struct bf_pass *b, int64_t now, size_t narrived)
 {
     const struct replay_engine *s = b->e;
-    int32_t r = b->gnode;
+    int32_t r = b->gnodes[0];
     bool pre;
 
-    if (b->ended || b->unknown || b->gjob < 0 || s->jobs[b->gjob].qpos < 0)
+    /* A gang's reservation spans several nodes: not argued, passed. */
+    if (b->ended || b->unknown || b->gjob < 0 || s->jobs[b->gjob].qpos < 0 || b->gnn != 1)
         return false;
     for (; b->seen < narrived; b->seen++)
         if (b->ucap[s->jobs[s->arr[b->seen]].shape] > 0)
@@ -421,7 +460,7 @@ static int bf_run(void *state, int64_t now, struct tm_replay_stats *st, size_t n
             return rc;
         nprefix = n;
         if (more) {
-            rc = bf_subset(b, &n, last, now, b->gnode, b->gstart,
+            rc = bf_subset(b, &n, last, now, b->gnodes, b->gnn, b->gstart,
                            s->jobs[b->gjob].tj->preemptible);
             if (rc == 0)
                 rc = replay_sched_once(s, now, b->in.jobs, n, &r);
@@ -429,8 +468,7 @@ static int bf_run(void *state, int64_t now, struct tm_replay_stats *st, size_t n
                 return rc;
             if (bf_reserved_in_prefix(&r, nprefix)) {
                 rv = r.reservations[0];
-                if (s->qjob[b->in.pos[rv.job]] == b->gjob && rv.node == b->gnode &&
-                    rv.start_ms == b->gstart)
+                if (bf_same(b, &r, s->qjob[b->in.pos[rv.job]]))
                     return replay_pass_apply(s, now, st, b->in.jobs, n, b->in.pos, &r, &blocked);
                 /* r, over a superset of the prefix, holds the reservation
                  * the prefix alone makes. */
@@ -462,10 +500,8 @@ static int bf_run(void *state, int64_t now, struct tm_replay_stats *st, size_t n
     nr = n;
     rv = r.reservations[0];
 subset:
-    b->gjob = s->qjob[b->in.pos[rv.job]];
-    b->gnode = rv.node;
-    b->gstart = rv.start_ms;
-    rc = bf_subset(b, &n, last, now, rv.node, rv.start_ms, b->in.jobs[rv.job].preemptible);
+    bf_keep(b, &r, s->qjob[b->in.pos[rv.job]]);
+    rc = bf_subset(b, &n, last, now, b->gnodes, b->gnn, rv.start_ms, b->in.jobs[rv.job].preemptible);
     if (rc < 0) {
         tm_sched_result_release(&r);
         return rc;

@@ -71,29 +71,40 @@ static struct heapent heap_pop(struct replay_engine *s)
 
 /* ---------- the replay ---------- */
 
+static int32_t gang_size(const struct tm_trace_job *j)
+{
+    return j->nodes > 1 ? j->nodes : 1;
+}
+
+/* On all its nodes: a gang's GPU-seconds are nodes x GPUs x runtime. */
 static int32_t milli_total(const struct tm_trace_job *j)
 {
-    return j->gpus > 0 ? j->gpus * MILLI : j->gpu_milli;
+    return (j->gpus > 0 ? j->gpus * MILLI : j->gpu_milli) * gang_size(j);
 }
 
 /* The trace models (bits) with a node that could hold the job when empty:
- * model accepted, enough GPUs, CPU and memory.  0: none, the job is
- * dropped.  This is what "could have used that GPU model" means in the
- * idle-while-waiting figure: a 120-core 8-GPU task cannot use a model
- * whose nodes have 64 cores and 2 GPUs. */
+ * model accepted, enough GPUs, CPU and memory (a gang: one of its
+ * members, the gang's nodes being free to mix models).  0: none, or a
+ * gang larger than the nodes that could hold a member (or than
+ * REPLAY_GANG_MAX): the job is dropped.  This is what "could have used
+ * that GPU model" means in the idle-while-waiting figure: a 120-core
+ * 8-GPU task cannot use a model whose nodes have 64 cores and 2 GPUs. */
 static uint64_t models_holding(const struct tm_sched_node *nodes, size_t nn, const struct tm_trace_job *j)
 {
     uint64_t m = 0;
+    size_t holders = 0;
 
     for (size_t i = 0; i < nn; i++) {
         const struct tm_sched_node *n = &nodes[i];
         if (n->gpus == 0 || (j->model_mask && !(j->model_mask >> n->model & 1)))
             continue;
         if (n->cpu_milli >= j->cpu_milli && n->memory_mib >= j->memory_mib &&
-            n->gpus >= (j->gpus > 0 ? j->gpus : 1))
+            n->gpus >= (j->gpus > 0 ? j->gpus : 1)) {
             m |= 1ull << n->model;
+            holders++;
+        }
     }
-    return m;
+    return holders >= (size_t)gang_size(j) && gang_size(j) <= REPLAY_GANG_MAX ? m : 0;
 }
 
 static void node_touch(struct replay_engine *s, int32_t i)
@@ -141,7 +152,7 @@ static void enqueue(struct replay_engine *s, int32_t j)
     s->q[s->qlen] = (struct tm_sched_job){
         .id = 2 * (int64_t)j, .submit_ms = rj->submit, .estimate_ms = rj->estimate, .cpu_milli = tj->cpu_milli,
         .memory_mib = tj->memory_mib, .model_mask = tj->model_mask, .gpus = tj->gpus,
-        .gpu_milli = tj->gpus > 0 ? MILLI : tj->gpu_milli, .nodes = 1, .priority = 0,
+        .gpu_milli = tj->gpus > 0 ? MILLI : tj->gpu_milli, .nodes = rj->nodes, .priority = 0,
         .klass = tj->klass, .preemptible = tj->preemptible};
     s->qjob[s->qlen] = j;
     rj->qpos = (int32_t)s->qlen++;
@@ -277,12 +288,31 @@ static void alloc_move(struct replay_engine *s, int32_t from, int32_t to)
         s->alloc_prev[s->alloc_next[to]] = to;
 }
 
-static void alloc_remove(struct replay_engine *s, int32_t j)
+/* The alloc at `to` in its job's ring where `from` was (the swap of a
+ * removal), before allocs[] itself moves. */
+static void sib_move(struct replay_engine *s, int32_t from, int32_t to)
+{
+    int32_t nx = s->alloc_sib_next[from], pv = s->alloc_sib_prev[from];
+
+    if (nx == from) {
+        s->alloc_sib_next[to] = s->alloc_sib_prev[to] = to;
+        return;
+    }
+    s->alloc_sib_next[to] = nx;
+    s->alloc_sib_prev[to] = pv;
+    s->alloc_sib_prev[nx] = to;
+    s->alloc_sib_next[pv] = to;
+}
+
+/* One alloc of job j off the running jobs, its capacity given back;
+ * rj->alloc moves to another of its members, -1 after the last. */
+static void alloc_remove_one(struct replay_engine *s, int32_t j)
 {
     struct rjob *rj = &s->jobs[j];
     size_t p = (size_t)rj->alloc, last = s->nallocs - 1;
     const struct tm_sched_alloc *a = &s->allocs[p];
     int model = s->nodes[a->node].model;
+    int32_t sib = s->alloc_sib_next[p];
 
     s->free_milli[model] += (int64_t)__builtin_popcount(a->gpu_mask) * a->gpu_milli;
     gpu_use(s, a->node, a->gpu_mask, -a->gpu_milli);
@@ -292,17 +322,30 @@ static void alloc_remove(struct replay_engine *s, int32_t j)
     if (s->pass->node_freed)
         s->pass->node_freed(s->ps, a->node);
     alloc_unlink(s, (int32_t)p);
-    if (p != last)
-        alloc_move(s, (int32_t)last, (int32_t)p);
+    /* off its job's ring */
+    if (sib != (int32_t)p) {
+        s->alloc_sib_next[s->alloc_sib_prev[p]] = sib;
+        s->alloc_sib_prev[sib] = s->alloc_sib_prev[p];
+    }
+    rj->alloc = sib != (int32_t)p ? sib : -1;
     if (p != last) {
+        alloc_move(s, (int32_t)last, (int32_t)p);
+        sib_move(s, (int32_t)last, (int32_t)p);
         s->allocs[p] = s->allocs[last];
         s->alloc_job[p] = s->alloc_job[last];
         s->alloc_est[p] = s->alloc_est[last];
         s->alloc_start[p] = s->alloc_start[last];
-        s->jobs[s->alloc_job[p]].alloc = (int32_t)p;
+        if (s->jobs[s->alloc_job[p]].alloc == (int32_t)last)
+            s->jobs[s->alloc_job[p]].alloc = (int32_t)p;
     }
     s->nallocs--;
-    rj->alloc = -1;
+}
+
+/* Job j off the running jobs: every node of a gang at once. */
+static void alloc_remove(struct replay_engine *s, int32_t j)
+{
+    while (s->jobs[j].alloc >= 0)
+        alloc_remove_one(s, j);
 }
 
 /* (submit, index) pairs: arrival order, ties by trace order. */
@@ -315,8 +358,29 @@ static int cmp_pair(const void *a, const void *b)
     return x[1] < y[1] ? -1 : x[1] > y[1];
 }
 
+/* A gang's nodes, placed or reserved: one placement or reservation per
+ * node, each naming the job by its index in the pass. */
+static void log_gang_nodes(FILE *f, const struct tm_sched_note *nt, const struct tm_sched_result *r)
+{
+    const char *sep = " nodes=";
+
+    if (nt->verdict == TM_SCHED_PLACED) {
+        for (size_t k = 0; k < r->nplacements; k++)
+            if (r->placements[k].job == nt->job) {
+                fprintf(f, "%s%d", sep, (int)r->placements[k].node);
+                sep = ",";
+            }
+    } else if (nt->verdict == TM_SCHED_RESERVED) {
+        for (size_t k = 0; k < r->nreservations; k++)
+            if (r->reservations[k].job == nt->job) {
+                fprintf(f, "%s%d", sep, (int)r->reservations[k].node);
+                sep = ",";
+            }
+    }
+}
+
 static void log_note(const struct replay_engine *s, int64_t now, const struct rjob *rj,
-                     const struct tm_sched_note *nt)
+                     const struct tm_sched_note *nt, const struct tm_sched_result *r)
 {
     if (!s->cfg->log)
         return;
@@ -326,6 +390,8 @@ static void log_note(const struct replay_engine *s, int64_t now, const struct rj
             (double)rj->estimate / 1000.0);
     if (nt->node >= 0)
         fprintf(s->cfg->log, " node=%d", (int)nt->node);
+    if (rj->nodes > 1)
+        log_gang_nodes(s->cfg->log, nt, r);
     if (nt->verdict == TM_SCHED_RESERVED)
         fprintf(s->cfg->log, " start=%.3f", (double)nt->start_ms / 1000.0);
     fprintf(s->cfg->log, " why=\"%s\"\n", nt->why);
@@ -362,6 +428,75 @@ int replay_pass_once(struct replay_engine *s, int64_t now, struct tm_replay_stat
     if (rc < 0)
         return rc;
     return replay_pass_apply(s, now, st, jobs, nj, qmap, &r, ret_blocked);
+}
+
+/* Job j's alloc of one placement; the first of its placements in a pass
+ * (the job still queued) starts it: dequeued, its completion pushed.  A
+ * gang's placements all come from the one pass that placed it, all or
+ * nothing, so the job's members join it at the same instant and end
+ * together (alloc_remove()).  0 or TM_ENOMEM. */
+static int place_member(struct replay_engine *s, int64_t now, struct tm_replay_stats *st,
+                        const struct tm_sched_placement *pl, int32_t j)
+{
+    struct rjob *rj = &s->jobs[j];
+    struct tm_sched_alloc *a;
+    int model = s->nodes[pl->node].model;
+    int64_t held = (int64_t)__builtin_popcount(pl->gpu_mask) * pl->gpu_milli;
+    int32_t p = (int32_t)s->nallocs;
+    bool first = rj->qpos >= 0;
+
+    if (first) {
+        dequeue(s, j);
+        if (rj->start < 0 || rj->first_start < 0)
+            rj->first_start = now;
+        rj->start = now;
+    }
+    a = &s->allocs[p];
+    *a = (struct tm_sched_alloc){
+        .job_id = j, .node = pl->node, .gpu_mask = pl->gpu_mask, .gpu_milli = pl->gpu_milli,
+        .cpu_milli = rj->tj->cpu_milli, .memory_mib = rj->tj->memory_mib,
+        .end_ms = now + (rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS),
+        .preemptible = rj->tj->preemptible, .loaned = pl->loaned};
+    s->alloc_job[p] = j;
+    s->alloc_est[p] = rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
+    s->alloc_start[p] = now;
+    s->nallocs++;
+    if (first) {
+        s->alloc_sib_next[p] = s->alloc_sib_prev[p] = p;
+        rj->alloc = p;
+        if (s->pass->started)
+            s->pass->started(s->ps, j);
+    } else {
+        int32_t h = rj->alloc, t = s->alloc_sib_prev[h];
+        s->alloc_sib_next[p] = h;
+        s->alloc_sib_prev[p] = t;
+        s->alloc_sib_next[t] = p;
+        s->alloc_sib_prev[h] = p;
+    }
+    alloc_link(s, p);
+    s->free_milli[model] -= held;
+    gpu_use(s, pl->node, pl->gpu_mask, pl->gpu_milli);
+    s->alloc_milli += held;
+    s->node_cpu_free[pl->node] -= a->cpu_milli;
+    s->node_mem_free[pl->node] -= a->memory_mib;
+    if (!first)
+        return 0;
+    if (s->nheap == s->heapcap) {
+        struct heapent *nh = realloc(s->heap, 2 * s->heapcap * sizeof(*nh));
+        if (!nh)
+            return TM_ENOMEM;
+        s->heap = nh;
+        s->heapcap *= 2;
+    }
+    heap_push(s, now + rj->runtime, j, rj->gen);
+    if (rj->first_start == now && rj->promise > 0 && now > rj->promise + 1000) {
+        double d = (double)(now - rj->promise) / 1000.0;
+        s->slips[st->reservation_slips++] = now - rj->promise;
+        st->slip_mean_s += d;
+        if (d > st->slip_max_s)
+            st->slip_max_s = d;
+    }
+    return 0;
 }
 
 /* What replay_pass_once()'s tm_sched_run() decided (*rp, released here), applied
@@ -413,7 +548,7 @@ int replay_pass_apply(struct replay_engine *s, int64_t now, struct tm_replay_sta
             st->reserved_jobs++;
         }
         if (rj->verdict != (int8_t)nt->verdict || nt->verdict == TM_SCHED_PLACED)
-            log_note(s, now, rj, nt);
+            log_note(s, now, rj, nt, &r);
         rj->verdict = (int8_t)nt->verdict;
     }
     /* The allocs change below: the latest ends are stale until the next
@@ -430,6 +565,10 @@ int replay_pass_apply(struct replay_engine *s, int64_t now, struct tm_replay_sta
             vj[k] = s->alloc_job[r.preemptions[k].alloc];
         for (size_t k = 0; k < r.npreemptions; k++) {
             struct rjob *rj = &s->jobs[vj[k]];
+            /* A gang evicted from one node stops on all: its other
+             * allocs, if evicted too, are gone already. */
+            if (rj->alloc < 0)
+                continue;
             st->preemptions++;
             st->preempted_gpu_hours += (double)rj->milli_total * (double)(now - rj->start) / 3.6e9;
             alloc_remove(s, vj[k]);
@@ -448,51 +587,11 @@ int replay_pass_apply(struct replay_engine *s, int64_t now, struct tm_replay_sta
         for (size_t k = 0; k < r.nplacements; k++)
             pj[k] = s->qjob[QPOS(r.placements[k].job)];
         for (size_t k = 0; k < r.nplacements; k++) {
-            const struct tm_sched_placement *pl = &r.placements[k];
-            int32_t j = pj[k];
-            struct rjob *rj = &s->jobs[j];
-            struct tm_sched_alloc *a;
-            int model = s->nodes[pl->node].model;
-            int64_t held = (int64_t)__builtin_popcount(pl->gpu_mask) * pl->gpu_milli;
-            dequeue(s, j);
-            if (rj->start < 0 || rj->first_start < 0)
-                rj->first_start = now;
-            rj->start = now;
-            a = &s->allocs[s->nallocs];
-            *a = (struct tm_sched_alloc){
-                .job_id = j, .node = pl->node, .gpu_mask = pl->gpu_mask, .gpu_milli = pl->gpu_milli,
-                .cpu_milli = rj->tj->cpu_milli, .memory_mib = rj->tj->memory_mib,
-                .end_ms = now + (rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS),
-                .preemptible = rj->tj->preemptible, .loaned = pl->loaned};
-            s->alloc_job[s->nallocs] = j;
-            s->alloc_est[s->nallocs] = rj->estimate > 0 ? rj->estimate : TM_SCHED_DEFAULT_ESTIMATE_MS;
-            s->alloc_start[s->nallocs] = now;
-            rj->alloc = (int32_t)s->nallocs++;
-            if (s->pass->started)
-                s->pass->started(s->ps, j);
-            alloc_link(s, rj->alloc);
-            s->free_milli[model] -= held;
-            gpu_use(s, pl->node, pl->gpu_mask, pl->gpu_milli);
-            s->alloc_milli += held;
-            s->node_cpu_free[pl->node] -= a->cpu_milli;
-            s->node_mem_free[pl->node] -= a->memory_mib;
-            if (s->nheap == s->heapcap) {
-                struct heapent *nh = realloc(s->heap, 2 * s->heapcap * sizeof(*nh));
-                if (!nh) {
-                    free(pj);
-                    tm_sched_result_release(&r);
-                    return TM_ENOMEM;
-                }
-                s->heap = nh;
-                s->heapcap *= 2;
-            }
-            heap_push(s, now + rj->runtime, j, rj->gen);
-            if (rj->first_start == now && rj->promise > 0 && now > rj->promise + 1000) {
-                double d = (double)(now - rj->promise) / 1000.0;
-                s->slips[st->reservation_slips++] = now - rj->promise;
-                st->slip_mean_s += d;
-                if (d > st->slip_max_s)
-                    st->slip_max_s = d;
+            int rc = place_member(s, now, st, &r.placements[k], pj[k]);
+            if (rc < 0) {
+                free(pj);
+                tm_sched_result_release(&r);
+                return rc;
             }
         }
         free(pj);
@@ -622,12 +721,6 @@ static int setup_jobs(struct replay_engine *s, const struct tm_trace *t, struct 
             st->dropped_cpu_only++;
             continue;
         }
-        /* The time replay places one node per job: a gang would be
-         * replayed on one node with a node's share of its GPUs. */
-        if (tj->nodes > 1) {
-            st->dropped_gang++;
-            continue;
-        }
         usable = models_holding(s->nodes, s->nnodes, tj);
         if (!usable) {
             st->dropped_no_node++;
@@ -639,6 +732,9 @@ static int setup_jobs(struct replay_engine *s, const struct tm_trace *t, struct 
         rj->submit = tj->submit_ms;
         rj->runtime = tj->end_ms - tj->start_ms;
         rj->milli_total = milli_total(tj);
+        rj->nodes = gang_size(tj);
+        s->alloccap += (size_t)rj->nodes;
+        s->has_gangs |= rj->nodes > 1;
         rj->start = -1;
         rj->first_start = -1;
         rj->alloc = -1;
@@ -680,10 +776,15 @@ static void setup_load(struct replay_engine *s, struct tm_replay_stats *st)
 /* The running jobs' arrays and the footprint handed to the passes. */
 static int setup_running(struct replay_engine *s)
 {
-    s->allocs = malloc(s->njobs * sizeof(*s->allocs));
-    s->alloc_job = malloc(s->njobs * sizeof(*s->alloc_job));
-    s->alloc_est = malloc(s->njobs * sizeof(*s->alloc_est));
-    s->alloc_start = malloc(s->njobs * sizeof(*s->alloc_start));
+    /* one alloc per node of each running job */
+    size_t na = s->alloccap + 1;
+
+    s->allocs = malloc(na * sizeof(*s->allocs));
+    s->alloc_job = malloc(na * sizeof(*s->alloc_job));
+    s->alloc_est = malloc(na * sizeof(*s->alloc_est));
+    s->alloc_start = malloc(na * sizeof(*s->alloc_start));
+    s->alloc_sib_next = malloc(na * sizeof(*s->alloc_sib_next));
+    s->alloc_sib_prev = malloc(na * sizeof(*s->alloc_sib_prev));
     s->heapcap = s->njobs;
     s->heap = malloc(s->njobs * sizeof(*s->heap));
     s->q = malloc(s->njobs * sizeof(*s->q));
@@ -693,8 +794,8 @@ static int setup_running(struct replay_engine *s)
     s->alloc_head = malloc((s->nnodes + 1) * sizeof(*s->alloc_head));
     s->gpu_end = malloc((s->nnodes + 1) * sizeof(*s->gpu_end));
     s->gpu_end_kept = malloc((s->nnodes + 1) * sizeof(*s->gpu_end_kept));
-    s->alloc_next = malloc((s->njobs + 1) * sizeof(*s->alloc_next));
-    s->alloc_prev = malloc((s->njobs + 1) * sizeof(*s->alloc_prev));
+    s->alloc_next = malloc(na * sizeof(*s->alloc_next));
+    s->alloc_prev = malloc(na * sizeof(*s->alloc_prev));
     s->nends = calloc(s->nnodes + 1, sizeof(*s->nends));
     s->gpus_full = malloc((s->nnodes + 1) * sizeof(*s->gpus_full));
     s->gpu_free_max = malloc((s->nnodes + 1) * sizeof(*s->gpu_free_max));
@@ -702,7 +803,8 @@ static int setup_running(struct replay_engine *s)
     s->slips = malloc((s->njobs + 1) * sizeof(*s->slips));
     if (!s->node_nallocs || !s->alloc_head || !s->gpu_end || !s->gpu_end_kept || !s->alloc_next ||
         !s->alloc_prev || !s->nends || !s->gpus_full || !s->gpu_free_max || !s->gpu_free_sum || !s->slips ||
-        !s->allocs || !s->alloc_job || !s->alloc_est || !s->alloc_start || !s->heap || !s->q || !s->qjob)
+        !s->allocs || !s->alloc_job || !s->alloc_est || !s->alloc_start || !s->alloc_sib_next ||
+        !s->alloc_sib_prev || !s->heap || !s->q || !s->qjob)
         return TM_ENOMEM;
     for (size_t i = 0; i < s->nnodes; i++)
         gpu_summary(s, (int32_t)i);
@@ -872,6 +974,9 @@ void replay_engine_release(struct replay_engine *s)
     free(s->alloc_job);
     free(s->alloc_est);
     free(s->alloc_start);
+    free(s->alloc_sib_next);
+    free(s->alloc_sib_prev);
+    free(s->gang_fits);
     free(s->heap);
     free(s->q);
     free(s->qjob);

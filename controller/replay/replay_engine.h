@@ -24,6 +24,9 @@
 #include "controller/sched/scheduler.h"
 
 #define MILLI 1000
+/* The largest gang tm_sched_run() takes (scheduler.c refuses the pass
+ * otherwise): larger ones fit no node here. */
+#define REPLAY_GANG_MAX 64
 
 struct rjob {
     const struct tm_trace_job *tj;
@@ -34,8 +37,10 @@ struct rjob {
     int64_t first_start;/* -1 until started; waits count to here */
     uint32_t gen;       /* starts so far, to spot stale completions */
     int64_t promise;    /* first reservation start; 0 none */
-    int32_t milli_total;
-    int32_t alloc;      /* index in allocs while running, else -1 */
+    int32_t milli_total;/* on all its nodes */
+    int32_t nodes;      /* gang size: one alloc per node while running */
+    int32_t alloc;      /* an index in allocs while running (its members
+                         * on a ring through alloc_sib), else -1 */
     int32_t qpos;       /* index in the queue while queued, else -1 */
     int32_t shape;      /* index into replay_engine.shapes */
     uint64_t usable;    /* trace models with a node that could ever hold it */
@@ -52,6 +57,7 @@ struct shape {
     uint64_t mask;      /* trace model bits; 0 any */
     int32_t gpus;       /* whole GPUs; 0 for a share */
     int32_t milli;      /* the share when gpus == 0 */
+    int32_t nodes;      /* gang size; the rest is per node */
     int32_t count;      /* queued jobs with this request */
     int32_t apos;       /* index in replay_engine.active while count > 0, else -1 */
 };
@@ -73,6 +79,11 @@ struct replay_engine {
     /* running */
     struct tm_sched_alloc *allocs;
     int32_t *alloc_job;
+    /* per alloc: the next and previous alloc of its job, a ring (a gang
+     * holds one alloc per node; a job of one node is a ring of one) */
+    int32_t *alloc_sib_next, *alloc_sib_prev;
+    size_t alloccap;    /* sum of the kept jobs' gang sizes */
+    bool has_gangs;     /* some kept job spans several nodes */
     /* per alloc, beside it: the job's estimate (0 unknown) and start, so
      * that the expected ends are refreshed without touching the jobs */
     int64_t *alloc_est, *alloc_start;
@@ -131,6 +142,10 @@ struct replay_engine {
     size_t nactive;
     int64_t *node_cpu_free, *node_mem_free;
     int64_t fit_milli;
+    /* Per shape of several nodes: whether enough nodes could each hold one
+     * of its members when the fit was last worked out (only with
+     * has_gangs); a change there moves the fit of every node. */
+    uint8_t *gang_fits;
     double idle_fit;                           /* milli x ms */
     /* Where the arrival window's free capacity went (milli x ms, inside
      * [window_lo, window_hi] only, as busy_window): on models no queued

@@ -51,7 +51,9 @@ void replay_integrate(struct replay_engine *s, int64_t from, int64_t to)
  * no queued share fits is packing loss, not counted here; the model
  * reading (idle_while_waiting_model_gpu_hours) counts it.  Recomputed
  * after each instant's events and pass: O(nodes x distinct queued
- * requests). */
+ * requests).  A gang's request fits a node only while enough nodes, this
+ * one among them, could each hold one of its members (gang_fits): it
+ * starts on all of them at once or not at all. */
 static int64_t node_fit_milli(const struct replay_engine *s, size_t i)
 {
     const struct tm_sched_node *n = &s->nodes[i];
@@ -73,6 +75,8 @@ static int64_t node_fit_milli(const struct replay_engine *s, size_t i)
         return 0;
     for (size_t k = 0; k < s->nactive; k++) {
         const struct shape *sh = &s->shapes[s->active[k]];
+        if (sh->nodes > 1 && !s->gang_fits[s->active[k]])
+            continue;
         if (sh->mask && !(sh->mask >> n->model & 1))
             continue;
         if (sh->cpu > s->node_cpu_free[i] || sh->mem > s->node_mem_free[i])
@@ -93,9 +97,42 @@ static int64_t node_fit_milli(const struct replay_engine *s, size_t i)
 }
 
 
+/* Whether node i could hold one member of a gang of request sh now. */
+static bool member_fits(const struct replay_engine *s, size_t i, const struct shape *sh)
+{
+    const struct tm_sched_node *n = &s->nodes[i];
+
+    if (sh->mask && !(sh->mask >> n->model & 1))
+        return false;
+    return sh->cpu <= s->node_cpu_free[i] && sh->mem <= s->node_mem_free[i] && sh->gpus <= s->gpus_full[i];
+}
+
+/* gang_fits of the queued gangs' requests again: whether as many nodes as
+ * each gang has could each hold a member now.  Any change moves every
+ * node's fit (shapes_changed).  O(nodes) per queued gang request. */
+static void gang_fits_recompute(struct replay_engine *s)
+{
+    for (size_t k = 0; k < s->nactive; k++) {
+        const struct shape *sh = &s->shapes[s->active[k]];
+        int32_t holders = 0;
+        uint8_t fits;
+        if (sh->nodes <= 1)
+            continue;
+        for (size_t i = 0; i < s->nnodes && holders < sh->nodes; i++)
+            holders += member_fits(s, i, sh);
+        fits = holders >= sh->nodes;
+        if (fits != s->gang_fits[s->active[k]]) {
+            s->gang_fits[s->active[k]] = fits;
+            s->shapes_changed = true;
+        }
+    }
+}
+
 /* The same sum as recomputing every node, from the nodes that changed. */
 void replay_fit_recompute(struct replay_engine *s)
 {
+    if (s->has_gangs)
+        gang_fits_recompute(s);
     if (s->shapes_changed) {
         int64_t t = 0;
         for (size_t i = 0; i < s->nnodes; i++) {
@@ -159,7 +196,8 @@ int replay_shapes_build(struct replay_engine *s)
     tab = malloc(cap * sizeof(*tab));
     s->shapes = malloc((s->njobs + 1) * sizeof(*s->shapes));
     s->active = malloc((s->njobs + 1) * sizeof(*s->active));
-    if (!tab || !s->shapes || !s->active) {
+    s->gang_fits = calloc(s->njobs + 1, sizeof(*s->gang_fits));
+    if (!tab || !s->shapes || !s->active || !s->gang_fits) {
         free(tab);
         return TM_ENOMEM;
     }
@@ -169,7 +207,7 @@ int replay_shapes_build(struct replay_engine *s)
         bool whole = tj->gpus > 0 || tj->gpu_milli >= MILLI;
         struct shape key = {.cpu = tj->cpu_milli, .mem = tj->memory_mib, .mask = tj->model_mask,
                             .gpus = whole ? (tj->gpus > 0 ? tj->gpus : 1) : 0,
-                            .milli = whole ? 0 : tj->gpu_milli, .apos = -1};
+                            .milli = whole ? 0 : tj->gpu_milli, .nodes = s->jobs[j].nodes, .apos = -1};
         size_t h = (size_t)shape_hash(&key) & (cap - 1);
         for (;;) {
             const struct shape *p;
@@ -180,7 +218,7 @@ int replay_shapes_build(struct replay_engine *s)
             }
             p = &s->shapes[tab[h]];
             if (p->cpu == key.cpu && p->mem == key.mem && p->mask == key.mask && p->gpus == key.gpus &&
-                p->milli == key.milli)
+                p->milli == key.milli && p->nodes == key.nodes)
                 break;
             h = (h + 1) & (cap - 1);
         }

@@ -39,6 +39,13 @@
  *  - the first blocked job is one of the head's (r.first_blocked): every
  *    job left out comes after the head.
  *
+ * Gangs: a request includes its node count, so a gang's probe is a gang
+ * of that size, placed all or nothing; its members are alike, so the
+ * search that places them one by one fails only when fewer nodes than
+ * its size could hold one, and later ones cannot either.  A gang
+ * reserved for holds one reservation per node, and tarmac's cap counts
+ * jobs (res_first()).
+ *
  * S is the head, at least a given length of tarmac's order taken from
  * lists kept by arrival (aged tied jobs all, the aged rest by submit
  * time, then level 1 and level 0 by submit time less the lead, merged
@@ -202,7 +209,7 @@ static int tq_init_state(struct tarmac_pass *tp)
         const struct tm_trace_job *tj = s->jobs[j].tj;
         rep[s->jobs[j].shape] = (struct tm_sched_job){
             .cpu_milli = tj->cpu_milli, .memory_mib = tj->memory_mib, .model_mask = tj->model_mask,
-            .gpus = tj->gpus, .gpu_milli = tj->gpus > 0 ? MILLI : tj->gpu_milli, .nodes = 1};
+            .gpus = tj->gpus, .gpu_milli = tj->gpus > 0 ? MILLI : tj->gpu_milli, .nodes = s->jobs[j].nodes};
         tp->og[j] = -1;
     }
     in.jobs = rep;
@@ -232,9 +239,9 @@ out:
     return r;
 }
 
-/* The proof reads tarmac's rules as they are with jobs of one node,
- * priority 0 (what the engine queues) and levels of a quarter bound;
- * align_ends reads estimates in placement as well. */
+/* The proof reads tarmac's rules as they are with priority 0 (what the
+ * engine queues) and levels of a quarter bound; align_ends reads
+ * estimates in placement as well. */
 static int tq_init(struct replay_engine *s, void **state)
 {
     const struct tm_replay_config *cfg = s->cfg;
@@ -664,6 +671,14 @@ static int tq_probe(struct tarmac_pass *tp, size_t *n, size_t g, int32_t r, stru
     return 0;
 }
 
+/* Whether reservation k is its job's first: a gang's reservations, one
+ * per node, come one after another (reserve.c), and tarmac's cap counts
+ * jobs. */
+static bool res_first(const struct tm_sched_result *r, size_t k)
+{
+    return k == 0 || r->reservations[k].job != r->reservations[k - 1].job;
+}
+
 /* Whether no aged job left out would reserve though the pass's
  * reservations are below the most: each is flexible (no tied job is left
  * out) and held none, so once the head made a flexible reservation
@@ -685,6 +700,11 @@ static bool tq_aged_quiet(struct tarmac_pass *tp, const struct tm_sched_result *
 
     if (tp->nnarrow > 0 || maxres > TQ_RES_MAX)
         return false;
+    /* A gang reserved holds several nodes, so maxres nodes bound no
+     * longer holds: not proved (the head grows). */
+    for (size_t k = 0; k < r->nreservations; k++)
+        if (!res_first(r, k))
+            return false;
     for (size_t k = 0; k < r->nreservations; k++)
         if ((size_t)r->reservations[k].job < in->nhead &&
             !tp->traits[s->jobs[s->qjob[tp->in.pos[r->reservations[k].job]]].shape].tied)
@@ -712,6 +732,8 @@ static bool tq_aged_quiet(struct tarmac_pass *tp, const struct tm_sched_result *
             int nb = 0;
             if (m < 0 || rank_submit(tp, m) > now - tm_sched_tarmac_urgent_ms(&s->cfg->params))
                 continue; /* none of g aged is left out: they go by arrival */
+            if (sh->nodes > 1)
+                return false; /* a gang starts once several nodes empty */
             if (flexible < tp->traits[s->active[x]].flexible_limit)
                 return false; /* a job of g may reserve still */
             for (size_t i = 0; i < s->nnodes; i++) {
@@ -759,7 +781,7 @@ static bool tq_proved(struct tarmac_pass *tp, const struct tm_sched_result *r, c
     for (size_t k = 0; k < r->nreservations; k++) {
         if ((size_t)r->reservations[k].job >= in->n)
             *ret_grow = 1;
-        else if ((size_t)r->reservations[k].job < in->nhead)
+        else if ((size_t)r->reservations[k].job < in->nhead && res_first(r, k))
             nres++;
     }
     if (*ret_grow)

@@ -313,6 +313,102 @@ static void test_multifactor_footprint(void **state)
     compare_policy(TM_POLICY_MULTIFACTOR, 20);
 }
 
+/* Random trace c with gang_pct of its whole-GPU jobs turned into gangs
+ * of 2-4 nodes of 1-4 GPUs each (a few larger than the nodes that could
+ * hold them: dropped as fitting no node). */
+static void random_trace_gangs(struct tm_trace *t, uint64_t seed, unsigned batch_pct, unsigned gang_pct,
+                               size_t min_nodes)
+{
+    uint64_t x = seed * 0x2545f4914f6cdd1dull + 7;
+
+    random_trace_batched(t, seed, batch_pct, min_nodes);
+    for (size_t j = 0; j < t->njobs; j++) {
+        struct tm_trace_job *jb = &t->jobs[j];
+        if (jb->gpus == 0 || rnd(&x) % 100 >= gang_pct)
+            continue;
+        jb->nodes = 2 + (int32_t)(rnd(&x) % 3);
+        jb->gpus = 1 + (int32_t)(rnd(&x) % 4);
+    }
+}
+
+/* Every gang placed in the log is placed on as many distinct nodes as it
+ * has, in the one line of its start (nodes=): never in part. */
+static void gangs_whole(const struct tm_trace *t, const char *log)
+{
+    size_t placed = 0;
+
+    for (size_t j = 0; j < t->njobs; j++) {
+        const struct tm_trace_job *jb = &t->jobs[j];
+        char key[64];
+        const char *p = log;
+        if (jb->nodes <= 1)
+            continue;
+        snprintf(key, sizeof(key), " job=%s verdict=placed", jb->name);
+        while ((p = strstr(p, key)) != NULL) {
+            const char *eol = strchr(p, '\n'), *n = strstr(p, " nodes=");
+            int seen[64] = {0}, count = 0;
+            assert_non_null(n);
+            assert_true(!eol || n < eol);
+            n += strlen(" nodes=");
+            for (;;) {
+                int v = (int)strtol(n, (char **)&n, 10);
+                assert_true(v >= 0 && v < 64 && !seen[v]);
+                seen[v] = 1;
+                count++;
+                if (*n != ',')
+                    break;
+                n++;
+            }
+            assert_int_equal(count, jb->nodes);
+            placed++;
+            p++;
+        }
+    }
+    assert_true(placed > 0);
+}
+
+/* Gangs in every time-mode policy: the incremental passes (fifo's
+ * prefix, tarmac's head and probes with heads of 2-16 jobs and bounds of
+ * 4 and 48 h; backfill hands a trace with gangs to the whole-queue pass,
+ * on the replay's footprint) against the full pass, decision for
+ * decision, and every gang placed whole.  3-10 nodes, or 40-47 where
+ * tarmac holds several flexible reservations. */
+static void gang_cases_nodes(enum tm_sched_policy p, int cases, uint64_t base, size_t min_nodes)
+{
+    for (int c = 1; c <= cases * soak_factor(); c++) {
+        struct tm_trace t;
+        struct tm_replay_config cfg = case_config(p, c);
+        char *log = NULL;
+        if (soak_factor() > 1)
+            fprintf(stderr, "gang case %d of policy %d\n", c, (int)p);
+        if (p == TM_POLICY_TARMAC) {
+            cfg.tarmac_head = (size_t)2 << (c % 4);
+            cfg.params.starvation_ms = (c % 2 ? 48 : 4) * 3600LL * 1000;
+        }
+        random_trace_gangs(&t, (uint64_t)c + base + 100u * (uint64_t)p, c % 3 == 0 ? 40 : 0, 15 + 10 * (c % 2),
+                           min_nodes);
+        compare_trace(&t, cfg, &log);
+        gangs_whole(&t, log);
+        free(log);
+        tm_trace_release(&t);
+    }
+}
+
+static void gang_cases(enum tm_sched_policy p, int cases, uint64_t base)
+{
+    gang_cases_nodes(p, cases, base, 3);
+}
+
+static void test_gangs_incremental(void **state)
+{
+    (void)state;
+    gang_cases(TM_POLICY_FIFO, 20, 13000);
+    gang_cases(TM_POLICY_BACKFILL, 20, 14000);
+    gang_cases(TM_POLICY_TARMAC, 20, 15000);
+    gang_cases(TM_POLICY_MULTIFACTOR, 10, 16000);
+    gang_cases_nodes(TM_POLICY_TARMAC, 12, 17000, 40);
+}
+
 static void put_job(struct tm_trace *t, const char *name, int64_t submit_s, int64_t run_s, int32_t gpus)
 {
     struct tm_trace_job *jb = &t->jobs[t->njobs++];
@@ -382,6 +478,7 @@ int main(void)
         cmocka_unit_test(test_tarmac_incremental_batches),
         cmocka_unit_test(test_tarmac_incremental_wide),
         cmocka_unit_test(test_multifactor_footprint),
+        cmocka_unit_test(test_gangs_incremental),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
