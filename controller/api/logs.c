@@ -114,6 +114,7 @@ static const struct tm_gc_kind ingest_inline_kind = {
     .max_waiting = 8,
     .blob = true,
     .min_flight_ms = 30000,
+    .yields = true,
 };
 
 /* An object store's: the checks first, so that a chunk the index refuses
@@ -128,6 +129,7 @@ static const struct tm_gc_kind ingest_check_kind = {
     .max_inflight = 2,
     .max_waiting = 4,
     .min_flight_ms = 30000,
+    .yields = true,
 };
 
 static const struct tm_gc_kind ingest_index_kind = {
@@ -140,6 +142,7 @@ static const struct tm_gc_kind ingest_index_kind = {
     .max_inflight = 2,
     .max_waiting = 4,
     .min_flight_ms = 30000,
+    .yields = true,
 };
 
 enum { COL_I, COL_K, COL_JOB, COL_ATTEMPT, COL_RANK, COL_NEXT, COL_FIELD, COL_MESSAGE, COL_DROPPED, COL_ERR };
@@ -193,8 +196,11 @@ static int ingest_add(struct ingest *in, struct tm_gc **slot, const struct tm_gc
 {
     const char *values[] = {in->item};
 
-    if (!*slot && !(*slot = tm_gc_new(tm_api_loop(in->c), tm_api_pool(in->c), kind)))
-        return TM_ENOMEM;
+    if (!*slot) {
+        if (!(*slot = tm_gc_new(tm_api_loop(in->c), tm_api_pool(in->c), kind)))
+            return TM_ENOMEM;
+        tm_gc_set_gate(*slot, tm_api_gc_gate(in->c));
+    }
     return tm_gc_add_blob(*slot, values, bytes, n, uv_now(tm_api_loop(in->c)) + tm_api_time_left(in->c), cb, in);
 }
 

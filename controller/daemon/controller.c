@@ -21,6 +21,7 @@
 #include "controller/daemon/alert_webhook.h"
 #include "controller/daemon/decision_log.h"
 #include "controller/daemon/sim_agent.h"
+#include "controller/io/group_commit.h"
 #include "controller/io/pg_uv.h"
 #include "controller/reconcile/live_forecast.h"
 #include "controller/reconcile/reconcile.h"
@@ -38,6 +39,17 @@
  * suffices; the bound keeps a cloud that refuses everything from turning
  * the tick into a loop. */
 #define TM_FOLLOWUPS_MAX 8
+
+/* Tick first: log ingest (the group commit's yielding kinds) sends no new
+ * batch while a pass runs, so that on a small machine the database's CPU
+ * goes to the pass's statements rather than to output that can wait.
+ * The gate is raised TM_TICK_FIRST_LEAD_MS before a tick is due, so that
+ * the ingest batches already in flight (not recalled) have finished when
+ * the pass's first statement goes, and lowered when the pass ends; ingest
+ * is never held longer than TM_TICK_FIRST_MAX_HOLD_MS a pass, however
+ * long the pass takes. */
+#define TM_TICK_FIRST_LEAD_MS 50
+#define TM_TICK_FIRST_MAX_HOLD_MS 250
 
 struct observed_list {
     struct tm_instance *items;
@@ -68,6 +80,8 @@ struct tm_controller {
      * tick (calls.c on_shortage), so the next zone, type or cloud is
      * bought at once; at most TM_FOLLOWUPS_MAX per tick. */
     uv_timer_t replan_timer;
+    struct tm_gc_gate *gc_gate;     /* tick first (TM_TICK_FIRST_LEAD_MS); NULL: nothing held */
+    uv_timer_t gate_timer;          /* raises the gate ahead of the next tick */
     bool replan_pending;            /* asked while a pass ran: start when it ends */
     unsigned followups;             /* follow-up passes in this tick */
     /* The pass running is a follow-up: not a tick of its own, so neither
@@ -707,6 +721,7 @@ static void start_pass(struct tm_controller *ctl, bool followup)
         return;
     }
     ctl->tick_running = true;
+    tm_gc_gate_raise(ctl->gc_gate);
     ctl->followup_pass = followup;
     if (!followup) {
         ctl->stats.ticks++;
@@ -724,6 +739,27 @@ static void start_pass(struct tm_controller *ctl, bool followup)
         return;
     }
     begin_pass(ctl);
+}
+
+static void on_gate_ahead(uv_timer_t *t)
+{
+    struct tm_controller *ctl = t->data;
+
+    if (!ctl->stopping && !ctl->closing && !ctl->tick_running)
+        tm_gc_gate_raise(ctl->gc_gate);
+}
+
+/* A leader's next tick is due in a known time: raise the gate a little
+ * before it (TM_TICK_FIRST_LEAD_MS). */
+static void raise_gate_ahead(struct tm_controller *ctl)
+{
+    uint64_t due;
+
+    if (!ctl->gc_gate || !ctl->leader || ctl->stopping || ctl->closing)
+        return;
+    due = uv_timer_get_due_in(&ctl->tick_timer);
+    if (due > TM_TICK_FIRST_LEAD_MS)
+        uv_timer_start(&ctl->gate_timer, on_gate_ahead, due - TM_TICK_FIRST_LEAD_MS, 0);
 }
 
 static void end_pass(struct tm_controller *ctl)
@@ -748,6 +784,8 @@ static void end_pass(struct tm_controller *ctl)
                      ctl->leader, tm_calls_inflight(&ctl->calls));
     }
     ctl->tick_running = false;
+    tm_gc_gate_lower(ctl->gc_gate);
+    raise_gate_ahead(ctl);
     if (ctl->replan_pending && !ctl->stopping && !ctl->closing && ctl->followups < TM_FOLLOWUPS_MAX) {
         ctl->replan_pending = false;
         uv_timer_start(&ctl->replan_timer, on_replan, 0, 0);
@@ -791,12 +829,16 @@ static void close_all(struct tm_controller *ctl)
         tm_pg_pool_close(ctl->pool, NULL, NULL);
         ctl->pool = NULL;
     }
+    /* Lowered for good: what ingest held goes, and the API's group
+     * commits, freed as it closes, no longer wait on the gate. */
+    tm_gc_gate_close(ctl->gc_gate);
+    ctl->gc_gate = NULL;
     if (ctl->leader_conn) {
         tm_pg_close(ctl->leader_conn, NULL, NULL);
         ctl->leader_conn = NULL;
     }
     uv_handle_t *handles[] = {(uv_handle_t *)&ctl->tick_timer, (uv_handle_t *)&ctl->stop_timer,
-                              (uv_handle_t *)&ctl->replan_timer,
+                              (uv_handle_t *)&ctl->replan_timer, (uv_handle_t *)&ctl->gate_timer,
                               (uv_handle_t *)&ctl->sigint, (uv_handle_t *)&ctl->sigterm};
     for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++) {
         if (!uv_is_closing(handles[i]))
@@ -1022,6 +1064,8 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     uv_timer_init(&ctl->loop, &ctl->stop_timer);
     uv_timer_init(&ctl->loop, &ctl->replan_timer);
     ctl->replan_timer.data = ctl;
+    uv_timer_init(&ctl->loop, &ctl->gate_timer);
+    ctl->gate_timer.data = ctl;
     uv_signal_init(&ctl->loop, &ctl->sigint);
     uv_signal_init(&ctl->loop, &ctl->sigterm);
     ctl->tick_timer.data = ctl->stop_timer.data = ctl->sigint.data = ctl->sigterm.data = ctl;
@@ -1046,6 +1090,9 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
                          : "");
         else
             tm_api_set_clock(ctl->api, &ctl->clock);
+        /* Without memory for it ingest is simply never held. */
+        ctl->gc_gate = tm_gc_gate_new(&ctl->loop, TM_TICK_FIRST_MAX_HOLD_MS);
+        tm_api_set_gc_gate(ctl->api, ctl->gc_gate);
         tm_api_set_fleet_stats(ctl->api, &ctl->fleet);
     }
     if (r == 0) {
