@@ -43,12 +43,15 @@
 /* Tick first: log ingest (the group commit's yielding kinds) sends no new
  * batch while a pass runs, so that on a small machine the database's CPU
  * goes to the pass's statements rather than to output that can wait.
- * The gate is raised TM_TICK_FIRST_LEAD_MS before a tick is due, so that
- * the ingest batches already in flight (not recalled) have finished when
- * the pass's first statement goes, and lowered when the pass ends; ingest
- * is never held longer than TM_TICK_FIRST_MAX_HOLD_MS a pass, however
- * long the pass takes. */
-#define TM_TICK_FIRST_LEAD_MS 50
+ * The gate is raised a lead before a tick is due, so that the ingest
+ * batches already in flight (not recalled) have finished when the pass's
+ * first statement goes, and lowered when the pass ends.  The lead follows
+ * how long the last raise took to see no ingest batch in flight (plus a
+ * margin), within [MIN_LEAD, MAX_LEAD]; ingest is never held longer than
+ * TM_TICK_FIRST_MAX_HOLD_MS a pass, however long the pass takes. */
+#define TM_TICK_FIRST_MIN_LEAD_MS 20
+#define TM_TICK_FIRST_MAX_LEAD_MS 150
+#define TM_TICK_FIRST_MARGIN_MS 10
 #define TM_TICK_FIRST_MAX_HOLD_MS 250
 
 struct observed_list {
@@ -82,6 +85,8 @@ struct tm_controller {
     uv_timer_t replan_timer;
     struct tm_gc_gate *gc_gate;     /* tick first (TM_TICK_FIRST_LEAD_MS); NULL: nothing held */
     uv_timer_t gate_timer;          /* raises the gate ahead of the next tick */
+    uint64_t gate_lead_ms;          /* how far ahead */
+    unsigned ingest_inflight;       /* ingest batches in flight as this pass began */
     bool replan_pending;            /* asked while a pass ran: start when it ends */
     unsigned followups;             /* follow-up passes in this tick */
     /* The pass running is a follow-up: not a tick of its own, so neither
@@ -722,6 +727,7 @@ static void start_pass(struct tm_controller *ctl, bool followup)
     }
     ctl->tick_running = true;
     tm_gc_gate_raise(ctl->gc_gate);
+    ctl->ingest_inflight = tm_gc_gate_inflight(ctl->gc_gate);
     ctl->followup_pass = followup;
     if (!followup) {
         ctl->stats.ticks++;
@@ -749,17 +755,26 @@ static void on_gate_ahead(uv_timer_t *t)
         tm_gc_gate_raise(ctl->gc_gate);
 }
 
-/* A leader's next tick is due in a known time: raise the gate a little
- * before it (TM_TICK_FIRST_LEAD_MS). */
-static void raise_gate_ahead(struct tm_controller *ctl)
+/* Lower the gate as a pass ends, and raise it again ahead of the next
+ * tick, if this replica leads: by as long as this raise took to drain,
+ * and not much less than the last lead (one quick drain is no trend). */
+static void lower_gate(struct tm_controller *ctl)
 {
-    uint64_t due;
+    uint64_t drain = tm_gc_gate_drain_ms(ctl->gc_gate), lead = ctl->gate_lead_ms * 3 / 4, due;
 
+    tm_gc_gate_lower(ctl->gc_gate);
     if (!ctl->gc_gate || !ctl->leader || ctl->stopping || ctl->closing)
         return;
+    if (lead < drain + TM_TICK_FIRST_MARGIN_MS)
+        lead = drain + TM_TICK_FIRST_MARGIN_MS;
+    if (lead < TM_TICK_FIRST_MIN_LEAD_MS)
+        lead = TM_TICK_FIRST_MIN_LEAD_MS;
+    if (lead > TM_TICK_FIRST_MAX_LEAD_MS)
+        lead = TM_TICK_FIRST_MAX_LEAD_MS;
+    ctl->gate_lead_ms = lead;
     due = uv_timer_get_due_in(&ctl->tick_timer);
-    if (due > TM_TICK_FIRST_LEAD_MS)
-        uv_timer_start(&ctl->gate_timer, on_gate_ahead, due - TM_TICK_FIRST_LEAD_MS, 0);
+    if (due > lead)
+        uv_timer_start(&ctl->gate_timer, on_gate_ahead, due - lead, 0);
 }
 
 static void end_pass(struct tm_controller *ctl)
@@ -780,12 +795,12 @@ static void end_pass(struct tm_controller *ctl)
     if (ctl->tick_running) {
         /* To the microsecond (bench/run-logs.sh compares ticks' p99). */
         double took = (double)(uv_hrtime() - ctl->tick_started_ns) / 1e6;
-        tm_log_debug("tick done", "took_ms=%.3f leader=%d in_flight_calls=%u", took,
-                     ctl->leader, tm_calls_inflight(&ctl->calls));
+        tm_log_debug("tick done", "took_ms=%.3f leader=%d in_flight_calls=%u ingest_in_flight=%u drain_ms=%" PRIu64
+                     " lead_ms=%" PRIu64, took, ctl->leader, tm_calls_inflight(&ctl->calls), ctl->ingest_inflight,
+                     tm_gc_gate_drain_ms(ctl->gc_gate), ctl->gate_lead_ms);
     }
     ctl->tick_running = false;
-    tm_gc_gate_lower(ctl->gc_gate);
-    raise_gate_ahead(ctl);
+    lower_gate(ctl);
     if (ctl->replan_pending && !ctl->stopping && !ctl->closing && ctl->followups < TM_FOLLOWUPS_MAX) {
         ctl->replan_pending = false;
         uv_timer_start(&ctl->replan_timer, on_replan, 0, 0);

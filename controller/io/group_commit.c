@@ -71,6 +71,10 @@ struct tm_gc_gate {
     uint64_t max_hold_ms;
     enum gate_state state;
     uint64_t expired;
+    unsigned inflight;            /* batches of its group commits in flight */
+    uint64_t raised_at;           /* uv_now() of the last raise */
+    uint64_t drain_ms;            /* from the last raise until inflight was 0 */
+    bool draining;                /* raised, and batches still in flight */
     struct tm_gc **gcs;           /* the yielding group commits; NULL slots are free */
     size_t ngcs;
 };
@@ -78,6 +82,20 @@ struct tm_gc_gate {
 static bool gc_held(const struct tm_gc *gc)
 {
     return gc->gate && gc->gate->state == GATE_HELD;
+}
+
+/* One of gc's batches came back: the gate's in-flight count, and when it
+ * reaches none after a raise, how long that took. */
+static void gate_flight_back(struct tm_gc *gc)
+{
+    struct tm_gc_gate *g = gc->gate;
+
+    if (!g || g->inflight == 0)
+        return;
+    if (--g->inflight == 0 && g->draining) {
+        g->draining = false;
+        g->drain_ms = uv_now(g->timer.loop) - g->raised_at;
+    }
 }
 
 static void batch_free(const struct tm_gc_kind *kind, struct gc_batch *b)
@@ -212,6 +230,7 @@ static void on_flight(const struct tm_pg_reply *reply, void *data)
     int *rows = NULL; /* per item: its first row, then how many */
 
     gc->inflight--;
+    gate_flight_back(gc);
     gc->answering = true;
     if (reply->status == TM_EDB)
         tm_log_warn("group commit: batch refused as a whole",
@@ -325,6 +344,8 @@ static void send_next(struct tm_gc *gc)
             fail_batch(gc, b, r);
         } else {
             gc->inflight++;
+            if (gc->gate)
+                gc->gate->inflight++;
         }
         batch_recycle(gc, b);
     }
@@ -406,6 +427,8 @@ static void gate_forget(struct tm_gc *gc)
 {
     struct tm_gc_gate *g = gc->gate;
 
+    for (unsigned k = 0; g && k < gc->inflight; k++)
+        gate_flight_back(gc);
     for (size_t i = 0; g && i < g->ngcs; i++)
         if (g->gcs[i] == gc)
             g->gcs[i] = NULL;
@@ -434,6 +457,7 @@ void tm_gc_set_gate(struct tm_gc *gc, struct tm_gc_gate *gate)
     }
     *slot = gc;
     gc->gate = gate;
+    gate->inflight += gc->inflight;
 }
 
 /* Send what every yielding group commit held.  A callback of an item
@@ -475,6 +499,9 @@ void tm_gc_gate_raise(struct tm_gc_gate *gate)
     if (!gate || gate->state != GATE_OPEN)
         return;
     gate->state = GATE_HELD;
+    gate->raised_at = uv_now(gate->timer.loop);
+    gate->draining = gate->inflight > 0;
+    gate->drain_ms = 0;
     uv_timer_start(&gate->timer, on_gate_expired, gate->max_hold_ms, 0);
 }
 
@@ -492,6 +519,20 @@ bool tm_gc_gate_holding(const struct tm_gc_gate *gate)
 uint64_t tm_gc_gate_expired(const struct tm_gc_gate *gate)
 {
     return gate ? gate->expired : 0;
+}
+
+unsigned tm_gc_gate_inflight(const struct tm_gc_gate *gate)
+{
+    return gate ? gate->inflight : 0;
+}
+
+uint64_t tm_gc_gate_drain_ms(const struct tm_gc_gate *gate)
+{
+    if (!gate)
+        return 0;
+    if (gate->draining)
+        return uv_now(gate->timer.loop) - gate->raised_at;
+    return gate->drain_ms;
 }
 
 static void on_gate_closed(uv_handle_t *h)

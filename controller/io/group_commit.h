@@ -140,6 +140,12 @@ void tm_gc_gate_lower(struct tm_gc_gate *gate);
 bool tm_gc_gate_holding(const struct tm_gc_gate *gate);
 /* How many raises ran past max_hold_ms and were let go. */
 uint64_t tm_gc_gate_expired(const struct tm_gc_gate *gate);
+/* Batches of the gate's group commits in flight now. */
+unsigned tm_gc_gate_inflight(const struct tm_gc_gate *gate);
+/* Since the last raise, how long until none of those batches was in
+ * flight any more (0: none was at the raise); while some still are, how
+ * long it has been so far. */
+uint64_t tm_gc_gate_drain_ms(const struct tm_gc_gate *gate);
 /* Lower the gate, let go of its group commits and free it (its timer is
  * closed on the loop, so the loop must run once more). */
 void tm_gc_gate_close(struct tm_gc_gate *gate);
