@@ -53,6 +53,7 @@
 #define TM_TICK_FIRST_MAX_LEAD_MS 150
 #define TM_TICK_FIRST_MARGIN_MS 10
 #define TM_TICK_FIRST_MAX_HOLD_MS 250
+#define TM_TICK_FIRST_DRAINS 8
 
 struct observed_list {
     struct tm_instance *items;
@@ -85,6 +86,8 @@ struct tm_controller {
     uv_timer_t replan_timer;
     struct tm_gc_gate *gc_gate;     /* tick first (TM_TICK_FIRST_LEAD_MS); NULL: nothing held */
     uv_timer_t gate_timer;          /* raises the gate ahead of the next tick */
+    uint64_t gate_drains[TM_TICK_FIRST_DRAINS]; /* the last passes' drain times, a ring */
+    unsigned gate_ndrains;
     uint64_t gate_lead_ms;          /* how far ahead */
     unsigned ingest_inflight;       /* ingest batches in flight as this pass began */
     bool replan_pending;            /* asked while a pass ran: start when it ends */
@@ -756,17 +759,19 @@ static void on_gate_ahead(uv_timer_t *t)
 }
 
 /* Lower the gate as a pass ends, and raise it again ahead of the next
- * tick, if this replica leads: by as long as this raise took to drain,
- * and not much less than the last lead (one quick drain is no trend). */
+ * tick, if this replica leads: by the longest drain of the last
+ * TM_TICK_FIRST_DRAINS passes (one quick drain is no trend). */
 static void lower_gate(struct tm_controller *ctl)
 {
-    uint64_t drain = tm_gc_gate_drain_ms(ctl->gc_gate), lead = ctl->gate_lead_ms * 3 / 4, due;
+    uint64_t lead = 0, due;
 
+    ctl->gate_drains[ctl->gate_ndrains++ % TM_TICK_FIRST_DRAINS] = tm_gc_gate_drain_ms(ctl->gc_gate);
     tm_gc_gate_lower(ctl->gc_gate);
     if (!ctl->gc_gate || !ctl->leader || ctl->stopping || ctl->closing)
         return;
-    if (lead < drain + TM_TICK_FIRST_MARGIN_MS)
-        lead = drain + TM_TICK_FIRST_MARGIN_MS;
+    for (unsigned i = 0; i < TM_TICK_FIRST_DRAINS; i++)
+        if (lead < ctl->gate_drains[i] + TM_TICK_FIRST_MARGIN_MS)
+            lead = ctl->gate_drains[i] + TM_TICK_FIRST_MARGIN_MS;
     if (lead < TM_TICK_FIRST_MIN_LEAD_MS)
         lead = TM_TICK_FIRST_MIN_LEAD_MS;
     if (lead > TM_TICK_FIRST_MAX_LEAD_MS)
