@@ -99,19 +99,21 @@ void tm_api_logs_state_free(void *state)
  * cores on inserts while the next batch fills, and the rest of serve's
  * pool left to the tick and the other routes (an agent's batch waits, a
  * tick must not).  At most 16 items (within PostgreSQL's 64 cached
- * subtransactions, a savepoint an item) and 2.5 MiB: a batch of output is
+ * subtransactions, a savepoint an item) and 1 MiB: a batch of output is
  * heavy, and one sent is let finish (min_flight_ms) rather than thrown
- * away at its oldest item's deadline.  Past max_waiting full batches an
- * agent is told to retry later, so the output serve holds is bounded. */
+ * away at its oldest item's deadline, so the batches in flight when the
+ * tick's gate is raised (yields) are what the tick waits out: small ones
+ * finish sooner.  Past max_waiting full batches (20 MiB) an agent is told
+ * to retry later, so the output serve holds is bounded. */
 static const struct tm_gc_kind ingest_inline_kind = {
     .name = "log_inline",
     .sql = INGEST_COLS " FROM tarmac_log_ingest_batch($1::jsonb, $2::bytea, false)",
     .format = TM_GC_JSON,
     .nparams = 1,
     .max_items = 16,
-    .max_bytes = 5u << 19,
+    .max_bytes = 1u << 20,
     .max_inflight = 2,
-    .max_waiting = 8,
+    .max_waiting = 20,
     .blob = true,
     .min_flight_ms = 30000,
     .yields = true,
