@@ -45,10 +45,11 @@
  * goes to the pass's statements rather than to output that can wait.
  * The gate is raised a lead before a tick is due, so that the ingest
  * batches already in flight (not recalled) have finished when the pass's
- * first statement goes, and lowered when the pass ends.  The lead follows
- * how long the last raise took to see no ingest batch in flight (plus a
- * margin), within [MIN_LEAD, MAX_LEAD]; ingest is never held longer than
- * TM_TICK_FIRST_MAX_HOLD_MS a pass, however long the pass takes. */
+ * first statement goes, and lowered when the pass ends.  The lead is the
+ * longest any of the last TM_TICK_FIRST_DRAINS raises took to see no
+ * ingest batch in flight, plus a margin, within [MIN_LEAD, MAX_LEAD];
+ * ingest is never held longer than TM_TICK_FIRST_MAX_HOLD_MS a pass,
+ * however long the pass takes. */
 #define TM_TICK_FIRST_MIN_LEAD_MS 20
 #define TM_TICK_FIRST_MAX_LEAD_MS 150
 #define TM_TICK_FIRST_MARGIN_MS 10
@@ -84,7 +85,7 @@ struct tm_controller {
      * tick (calls.c on_shortage), so the next zone, type or cloud is
      * bought at once; at most TM_FOLLOWUPS_MAX per tick. */
     uv_timer_t replan_timer;
-    struct tm_gc_gate *gc_gate;     /* tick first (TM_TICK_FIRST_LEAD_MS); NULL: nothing held */
+    struct tm_gc_gate *gc_gate;     /* tick first (TM_TICK_FIRST_*); NULL: nothing held */
     uv_timer_t gate_timer;          /* raises the gate ahead of the next tick */
     uint64_t gate_drains[TM_TICK_FIRST_DRAINS]; /* the last passes' drain times, a ring */
     unsigned gate_ndrains;
