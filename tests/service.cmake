@@ -11,6 +11,9 @@ tm_add_c_test(test_api ${CMAKE_SOURCE_DIR}/tests/unit/api/test_api.c LABELS inte
 # against the run's PostgreSQL cluster.
 tm_add_c_test(test_group_commit ${CMAKE_SOURCE_DIR}/tests/unit/io/test_group_commit.c
               LABELS integration service FIXTURES pg TIMEOUT 120)
+# Its priority gate (the controller's tick first): held, let go, bounded.
+tm_add_c_test(test_gc_gate ${CMAKE_SOURCE_DIR}/tests/unit/io/test_gc_gate.c
+              LABELS unit service FIXTURES pg TIMEOUT 120)
 
 # The strict Prometheus text parser test_api reads /metrics with: it must
 # refuse malformed expositions.

@@ -305,8 +305,11 @@ struct tm_pg_pool *tm_api_pool(const struct api_call *c)
 int tm_api_group_add(struct api_call *c, struct tm_gc **slot, const struct tm_gc_kind *kind,
                      const char *const *values, tm_gc_cb cb)
 {
-    if (!*slot && !(*slot = tm_gc_new(c->api->loop, c->api->pool, kind)))
-        return TM_ENOMEM;
+    if (!*slot) {
+        if (!(*slot = tm_gc_new(c->api->loop, c->api->pool, kind)))
+            return TM_ENOMEM;
+        tm_gc_set_gate(*slot, c->api->gc_gate); /* held only when kind yields */
+    }
     return tm_gc_add(*slot, values, c->deadline, cb, c);
 }
 

@@ -131,6 +131,10 @@ struct tm_pg_pool *tm_api_pool(const struct api_call *c);
  * caller still owns c (-EAGAIN: every batch is full). */
 int tm_api_group_add(struct api_call *c, struct tm_gc **slot, const struct tm_gc_kind *kind,
                      const char *const *values, tm_gc_cb cb);
+/* The gate the server's yielding group commits wait on
+ * (tm_api_set_gc_gate), or NULL; a route that makes its own group commit
+ * hands it to tm_gc_set_gate. */
+struct tm_gc_gate *tm_api_gc_gate(const struct api_call *c);
 const struct tm_api_stats *tm_api_get_stats(const struct api_call *c);
 /* The controller's counters (tm_api_set_fleet_stats), or NULL. */
 const struct tm_fleet_stats *tm_api_fleet_stats(const struct api_call *c);

@@ -99,21 +99,24 @@ void tm_api_logs_state_free(void *state)
  * cores on inserts while the next batch fills, and the rest of serve's
  * pool left to the tick and the other routes (an agent's batch waits, a
  * tick must not).  At most 16 items (within PostgreSQL's 64 cached
- * subtransactions, a savepoint an item) and 2.5 MiB: a batch of output is
+ * subtransactions, a savepoint an item) and 1 MiB: a batch of output is
  * heavy, and one sent is let finish (min_flight_ms) rather than thrown
- * away at its oldest item's deadline.  Past max_waiting full batches an
- * agent is told to retry later, so the output serve holds is bounded. */
+ * away at its oldest item's deadline, so the batches in flight when the
+ * tick's gate is raised (yields) are what the tick waits out: small ones
+ * finish sooner.  Past max_waiting full batches (20 MiB) an agent is told
+ * to retry later, so the output serve holds is bounded. */
 static const struct tm_gc_kind ingest_inline_kind = {
     .name = "log_inline",
     .sql = INGEST_COLS " FROM tarmac_log_ingest_batch($1::jsonb, $2::bytea, false)",
     .format = TM_GC_JSON,
     .nparams = 1,
     .max_items = 16,
-    .max_bytes = 5u << 19,
+    .max_bytes = 1u << 20,
     .max_inflight = 2,
-    .max_waiting = 8,
+    .max_waiting = 20,
     .blob = true,
     .min_flight_ms = 30000,
+    .yields = true,
 };
 
 /* An object store's: the checks first, so that a chunk the index refuses
@@ -128,6 +131,7 @@ static const struct tm_gc_kind ingest_check_kind = {
     .max_inflight = 2,
     .max_waiting = 4,
     .min_flight_ms = 30000,
+    .yields = true,
 };
 
 static const struct tm_gc_kind ingest_index_kind = {
@@ -140,6 +144,7 @@ static const struct tm_gc_kind ingest_index_kind = {
     .max_inflight = 2,
     .max_waiting = 4,
     .min_flight_ms = 30000,
+    .yields = true,
 };
 
 enum { COL_I, COL_K, COL_JOB, COL_ATTEMPT, COL_RANK, COL_NEXT, COL_FIELD, COL_MESSAGE, COL_DROPPED, COL_ERR };
@@ -193,8 +198,11 @@ static int ingest_add(struct ingest *in, struct tm_gc **slot, const struct tm_gc
 {
     const char *values[] = {in->item};
 
-    if (!*slot && !(*slot = tm_gc_new(tm_api_loop(in->c), tm_api_pool(in->c), kind)))
-        return TM_ENOMEM;
+    if (!*slot) {
+        if (!(*slot = tm_gc_new(tm_api_loop(in->c), tm_api_pool(in->c), kind)))
+            return TM_ENOMEM;
+        tm_gc_set_gate(*slot, tm_api_gc_gate(in->c));
+    }
     return tm_gc_add_blob(*slot, values, bytes, n, uv_now(tm_api_loop(in->c)) + tm_api_time_left(in->c), cb, in);
 }
 

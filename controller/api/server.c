@@ -378,6 +378,17 @@ void tm_api_set_fleet_stats(struct tm_api *api, const struct tm_fleet_stats *sta
         api->fleet = stats;
 }
 
+void tm_api_set_gc_gate(struct tm_api *api, struct tm_gc_gate *gate)
+{
+    if (api)
+        api->gc_gate = gate;
+}
+
+struct tm_gc_gate *tm_api_gc_gate(const struct api_call *c)
+{
+    return c->api->gc_gate;
+}
+
 const struct tm_fleet_stats *tm_api_fleet_stats(const struct api_call *c)
 {
     return c->api->fleet;

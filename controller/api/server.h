@@ -35,6 +35,7 @@
 
 struct tm_api;
 struct tm_fleet_stats;
+struct tm_gc_gate;
 
 struct tm_api_limits {
     size_t max_body_bytes;  /* larger bodies: 400 field "body"; default 256 KiB */
@@ -89,6 +90,12 @@ void tm_api_set_clock(struct tm_api *api, const struct tm_clock *clock);
  * Borrowed and read only on the loop thread, so it must outlive the API.
  * NULL (the default) leaves those families out. */
 void tm_api_set_fleet_stats(struct tm_api *api, const struct tm_fleet_stats *stats);
+
+/* The gate the low-priority group commits wait on (the kinds that yield:
+ * log ingest), raised by the controller while its tick runs.  Borrowed:
+ * closing it first lets go of the API's group commits.  NULL (the
+ * default): nothing is held. */
+void tm_api_set_gc_gate(struct tm_api *api, struct tm_gc_gate *gate);
 
 /*
  * Stop: close the listener, ask open connections to finish (idle

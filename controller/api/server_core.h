@@ -99,6 +99,7 @@ struct tm_api {
     void (*on_call_freed)(struct tm_api *api);
     struct tm_api_stats stats;
     const struct tm_fleet_stats *fleet; /* the controller's, borrowed; NULL when none */
+    struct tm_gc_gate *gc_gate;         /* the controller's, borrowed; NULL when none */
     struct rate_slot rate[RATE_SLOTS];
     struct auth_slot auth[AUTH_SLOTS];
     struct enroll_slot enroll[ENROLL_SLOTS];

@@ -21,6 +21,7 @@
 #include "controller/daemon/alert_webhook.h"
 #include "controller/daemon/decision_log.h"
 #include "controller/daemon/sim_agent.h"
+#include "controller/io/group_commit.h"
 #include "controller/io/pg_uv.h"
 #include "controller/reconcile/live_forecast.h"
 #include "controller/reconcile/reconcile.h"
@@ -38,6 +39,22 @@
  * suffices; the bound keeps a cloud that refuses everything from turning
  * the tick into a loop. */
 #define TM_FOLLOWUPS_MAX 8
+
+/* Tick first: log ingest (the group commit's yielding kinds) sends no new
+ * batch while a pass runs, so that on a small machine the database's CPU
+ * goes to the pass's statements rather than to output that can wait.
+ * The gate is raised a lead before a tick is due, so that the ingest
+ * batches already in flight (not recalled) have finished when the pass's
+ * first statement goes, and lowered when the pass ends.  The lead is the
+ * longest any of the last TM_TICK_FIRST_DRAINS raises took to see no
+ * ingest batch in flight, plus a margin, within [MIN_LEAD, MAX_LEAD];
+ * ingest is never held longer than TM_TICK_FIRST_MAX_HOLD_MS a pass,
+ * however long the pass takes. */
+#define TM_TICK_FIRST_MIN_LEAD_MS 20
+#define TM_TICK_FIRST_MAX_LEAD_MS 150
+#define TM_TICK_FIRST_MARGIN_MS 10
+#define TM_TICK_FIRST_MAX_HOLD_MS 250
+#define TM_TICK_FIRST_DRAINS 8
 
 struct observed_list {
     struct tm_instance *items;
@@ -68,6 +85,12 @@ struct tm_controller {
      * tick (calls.c on_shortage), so the next zone, type or cloud is
      * bought at once; at most TM_FOLLOWUPS_MAX per tick. */
     uv_timer_t replan_timer;
+    struct tm_gc_gate *gc_gate;     /* tick first (TM_TICK_FIRST_*); NULL: nothing held */
+    uv_timer_t gate_timer;          /* raises the gate ahead of the next tick */
+    uint64_t gate_drains[TM_TICK_FIRST_DRAINS]; /* the last passes' drain times, a ring */
+    unsigned gate_ndrains;
+    uint64_t gate_lead_ms;          /* how far ahead */
+    unsigned ingest_inflight;       /* ingest batches in flight as this pass began */
     bool replan_pending;            /* asked while a pass ran: start when it ends */
     unsigned followups;             /* follow-up passes in this tick */
     /* The pass running is a follow-up: not a tick of its own, so neither
@@ -710,6 +733,8 @@ static void start_pass(struct tm_controller *ctl, bool followup)
         return;
     }
     ctl->tick_running = true;
+    tm_gc_gate_raise(ctl->gc_gate);
+    ctl->ingest_inflight = tm_gc_gate_inflight(ctl->gc_gate);
     ctl->followup_pass = followup;
     if (!followup) {
         ctl->stats.ticks++;
@@ -727,6 +752,38 @@ static void start_pass(struct tm_controller *ctl, bool followup)
         return;
     }
     begin_pass(ctl);
+}
+
+static void on_gate_ahead(uv_timer_t *t)
+{
+    struct tm_controller *ctl = t->data;
+
+    if (!ctl->stopping && !ctl->closing && !ctl->tick_running)
+        tm_gc_gate_raise(ctl->gc_gate);
+}
+
+/* Lower the gate as a pass ends, and raise it again ahead of the next
+ * tick, if this replica leads: by the longest drain of the last
+ * TM_TICK_FIRST_DRAINS passes (one quick drain is no trend). */
+static void lower_gate(struct tm_controller *ctl)
+{
+    uint64_t lead = 0, due;
+
+    ctl->gate_drains[ctl->gate_ndrains++ % TM_TICK_FIRST_DRAINS] = tm_gc_gate_drain_ms(ctl->gc_gate);
+    tm_gc_gate_lower(ctl->gc_gate);
+    if (!ctl->gc_gate || !ctl->leader || ctl->stopping || ctl->closing)
+        return;
+    for (unsigned i = 0; i < TM_TICK_FIRST_DRAINS; i++)
+        if (lead < ctl->gate_drains[i] + TM_TICK_FIRST_MARGIN_MS)
+            lead = ctl->gate_drains[i] + TM_TICK_FIRST_MARGIN_MS;
+    if (lead < TM_TICK_FIRST_MIN_LEAD_MS)
+        lead = TM_TICK_FIRST_MIN_LEAD_MS;
+    if (lead > TM_TICK_FIRST_MAX_LEAD_MS)
+        lead = TM_TICK_FIRST_MAX_LEAD_MS;
+    ctl->gate_lead_ms = lead;
+    due = uv_timer_get_due_in(&ctl->tick_timer);
+    if (due > lead)
+        uv_timer_start(&ctl->gate_timer, on_gate_ahead, due - lead, 0);
 }
 
 static void end_pass(struct tm_controller *ctl)
@@ -747,10 +804,12 @@ static void end_pass(struct tm_controller *ctl)
     if (ctl->tick_running) {
         /* To the microsecond (bench/run-logs.sh compares ticks' p99). */
         double took = (double)(uv_hrtime() - ctl->tick_started_ns) / 1e6;
-        tm_log_debug("tick done", "took_ms=%.3f leader=%d in_flight_calls=%u", took,
-                     ctl->leader, tm_calls_inflight(&ctl->calls));
+        tm_log_debug("tick done", "took_ms=%.3f leader=%d in_flight_calls=%u ingest_in_flight=%u drain_ms=%" PRIu64
+                     " lead_ms=%" PRIu64, took, ctl->leader, tm_calls_inflight(&ctl->calls), ctl->ingest_inflight,
+                     tm_gc_gate_drain_ms(ctl->gc_gate), ctl->gate_lead_ms);
     }
     ctl->tick_running = false;
+    lower_gate(ctl);
     if (ctl->replan_pending && !ctl->stopping && !ctl->closing && ctl->followups < TM_FOLLOWUPS_MAX) {
         ctl->replan_pending = false;
         uv_timer_start(&ctl->replan_timer, on_replan, 0, 0);
@@ -794,12 +853,16 @@ static void close_all(struct tm_controller *ctl)
         tm_pg_pool_close(ctl->pool, NULL, NULL);
         ctl->pool = NULL;
     }
+    /* Lowered for good: what ingest held goes, and the API's group
+     * commits, freed as it closes, no longer wait on the gate. */
+    tm_gc_gate_close(ctl->gc_gate);
+    ctl->gc_gate = NULL;
     if (ctl->leader_conn) {
         tm_pg_close(ctl->leader_conn, NULL, NULL);
         ctl->leader_conn = NULL;
     }
     uv_handle_t *handles[] = {(uv_handle_t *)&ctl->tick_timer, (uv_handle_t *)&ctl->stop_timer,
-                              (uv_handle_t *)&ctl->replan_timer,
+                              (uv_handle_t *)&ctl->replan_timer, (uv_handle_t *)&ctl->gate_timer,
                               (uv_handle_t *)&ctl->sigint, (uv_handle_t *)&ctl->sigterm};
     for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++) {
         if (!uv_is_closing(handles[i]))
@@ -1025,6 +1088,8 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     uv_timer_init(&ctl->loop, &ctl->stop_timer);
     uv_timer_init(&ctl->loop, &ctl->replan_timer);
     ctl->replan_timer.data = ctl;
+    uv_timer_init(&ctl->loop, &ctl->gate_timer);
+    ctl->gate_timer.data = ctl;
     uv_signal_init(&ctl->loop, &ctl->sigint);
     uv_signal_init(&ctl->loop, &ctl->sigterm);
     ctl->tick_timer.data = ctl->stop_timer.data = ctl->sigint.data = ctl->sigterm.data = ctl;
@@ -1049,6 +1114,9 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
                          : "");
         else
             tm_api_set_clock(ctl->api, &ctl->clock);
+        /* Without memory for it ingest is simply never held. */
+        ctl->gc_gate = tm_gc_gate_new(&ctl->loop, TM_TICK_FIRST_MAX_HOLD_MS);
+        tm_api_set_gc_gate(ctl->api, ctl->gc_gate);
         tm_api_set_fleet_stats(ctl->api, &ctl->fleet);
     }
     if (r == 0) {

@@ -8,6 +8,9 @@
  * the reply is a flight: the items' callbacks and nothing else.  When a
  * flight comes back the next batch is sent before its items are answered,
  * so an item a callback adds can never overtake one that was waiting.
+ *
+ * A gate keeps the group commits that yield to it in a list, to send what
+ * they held when it opens again (lowered, or its bound ran out).
  */
 #include "controller/io/group_commit.h"
 
@@ -53,8 +56,47 @@ struct tm_gc {
     unsigned pending;             /* items added, not yet answered */
     bool freed;                   /* tm_gc_free() ran: free when the last flight is back */
     bool answering;               /* inside on_flight: gc must outlive its loop */
+    struct tm_gc_gate *gate;      /* kind->yields: the gate it waits on, or NULL */
     char stmt[48];                /* the prepared statement's name */
 };
+
+enum gate_state {
+    GATE_OPEN,
+    GATE_HELD,    /* raised, within its bound */
+    GATE_SPENT,   /* raised past its bound: open until lowered */
+};
+
+struct tm_gc_gate {
+    uv_timer_t timer;             /* first: the close callback frees the gate */
+    uint64_t max_hold_ms;
+    enum gate_state state;
+    uint64_t expired;
+    unsigned inflight;            /* batches of its group commits in flight */
+    uint64_t raised_at;           /* uv_now() of the last raise */
+    uint64_t drain_ms;            /* from the last raise until inflight was 0 */
+    bool draining;                /* raised, and batches still in flight */
+    struct tm_gc **gcs;           /* the yielding group commits; NULL slots are free */
+    size_t ngcs;
+};
+
+static bool gc_held(const struct tm_gc *gc)
+{
+    return gc->gate && gc->gate->state == GATE_HELD;
+}
+
+/* One of gc's batches came back: the gate's in-flight count, and when it
+ * reaches none after a raise, how long that took. */
+static void gate_flight_back(struct tm_gc *gc)
+{
+    struct tm_gc_gate *g = gc->gate;
+
+    if (!g || g->inflight == 0)
+        return;
+    if (--g->inflight == 0 && g->draining) {
+        g->draining = false;
+        g->drain_ms = uv_now(g->timer.loop) - g->raised_at;
+    }
+}
 
 static void batch_free(const struct tm_gc_kind *kind, struct gc_batch *b)
 {
@@ -188,6 +230,7 @@ static void on_flight(const struct tm_pg_reply *reply, void *data)
     int *rows = NULL; /* per item: its first row, then how many */
 
     gc->inflight--;
+    gate_flight_back(gc);
     gc->answering = true;
     if (reply->status == TM_EDB)
         tm_log_warn("group commit: batch refused as a whole",
@@ -243,7 +286,7 @@ static void fail_batch(struct tm_gc *gc, struct gc_batch *b, int status)
 /* Send the oldest open batch while a slot is free. */
 static void send_next(struct tm_gc *gc)
 {
-    while (gc->head && gc->inflight < gc->kind->max_inflight) {
+    while (gc->head && gc->inflight < gc->kind->max_inflight && !gc_held(gc)) {
         struct gc_batch *b = gc->head;
         const struct tm_gc_kind *kind = gc->kind;
         struct gc_flight *f;
@@ -301,6 +344,8 @@ static void send_next(struct tm_gc *gc)
             fail_batch(gc, b, r);
         } else {
             gc->inflight++;
+            if (gc->gate)
+                gc->gate->inflight++;
         }
         batch_recycle(gc, b);
     }
@@ -376,10 +421,144 @@ static void gc_release(struct tm_gc *gc)
     free(gc);
 }
 
+/* ---- the gate ---------------------------------------------------------- */
+
+static void gate_forget(struct tm_gc *gc)
+{
+    struct tm_gc_gate *g = gc->gate;
+
+    for (unsigned k = 0; g && k < gc->inflight; k++)
+        gate_flight_back(gc);
+    for (size_t i = 0; g && i < g->ngcs; i++)
+        if (g->gcs[i] == gc)
+            g->gcs[i] = NULL;
+    gc->gate = NULL;
+}
+
+void tm_gc_set_gate(struct tm_gc *gc, struct tm_gc_gate *gate)
+{
+    struct tm_gc **slot = NULL;
+
+    if (!gc || !gc->kind->yields || gc->gate == gate)
+        return;
+    gate_forget(gc);
+    if (!gate)
+        return;
+    for (size_t i = 0; i < gate->ngcs && !slot; i++)
+        if (!gate->gcs[i])
+            slot = &gate->gcs[i];
+    if (!slot) {
+        struct tm_gc **grown = realloc(gate->gcs, (gate->ngcs + 1) * sizeof(gate->gcs[0]));
+        /* Without memory the kind goes ungated: never held, never lost. */
+        if (!grown)
+            return;
+        gate->gcs = grown;
+        slot = &gate->gcs[gate->ngcs++];
+    }
+    *slot = gc;
+    gc->gate = gate;
+    gate->inflight += gc->inflight;
+}
+
+/* Send what every yielding group commit held.  A callback of an item
+ * that fails at once may free a group commit: its slot turns NULL. */
+static void gate_open(struct tm_gc_gate *g, enum gate_state to)
+{
+    g->state = to;
+    uv_timer_stop(&g->timer);
+    for (size_t i = 0; i < g->ngcs; i++)
+        if (g->gcs[i] && !g->gcs[i]->freed)
+            send_next(g->gcs[i]);
+}
+
+static void on_gate_expired(uv_timer_t *t)
+{
+    struct tm_gc_gate *g = (struct tm_gc_gate *)t;
+
+    g->expired++;
+    tm_log_debug("group commit: gate held past its bound, let go", "max_hold_ms=%" PRIu64, g->max_hold_ms);
+    gate_open(g, GATE_SPENT);
+}
+
+struct tm_gc_gate *tm_gc_gate_new(uv_loop_t *loop, uint64_t max_hold_ms)
+{
+    struct tm_gc_gate *g;
+
+    if (!loop || max_hold_ms == 0)
+        return NULL;
+    g = calloc(1, sizeof(*g));
+    if (!g)
+        return NULL;
+    uv_timer_init(loop, &g->timer);
+    g->max_hold_ms = max_hold_ms;
+    return g;
+}
+
+void tm_gc_gate_raise(struct tm_gc_gate *gate)
+{
+    if (!gate || gate->state != GATE_OPEN)
+        return;
+    gate->state = GATE_HELD;
+    gate->raised_at = uv_now(gate->timer.loop);
+    gate->draining = gate->inflight > 0;
+    gate->drain_ms = 0;
+    uv_timer_start(&gate->timer, on_gate_expired, gate->max_hold_ms, 0);
+}
+
+void tm_gc_gate_lower(struct tm_gc_gate *gate)
+{
+    if (gate)
+        gate_open(gate, GATE_OPEN);
+}
+
+bool tm_gc_gate_holding(const struct tm_gc_gate *gate)
+{
+    return gate && gate->state == GATE_HELD;
+}
+
+uint64_t tm_gc_gate_expired(const struct tm_gc_gate *gate)
+{
+    return gate ? gate->expired : 0;
+}
+
+unsigned tm_gc_gate_inflight(const struct tm_gc_gate *gate)
+{
+    return gate ? gate->inflight : 0;
+}
+
+uint64_t tm_gc_gate_drain_ms(const struct tm_gc_gate *gate)
+{
+    if (!gate)
+        return 0;
+    if (gate->draining)
+        return uv_now(gate->timer.loop) - gate->raised_at;
+    return gate->drain_ms;
+}
+
+static void on_gate_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+void tm_gc_gate_close(struct tm_gc_gate *gate)
+{
+    if (!gate)
+        return;
+    gate_open(gate, GATE_OPEN);
+    for (size_t i = 0; i < gate->ngcs; i++)
+        if (gate->gcs[i])
+            gate->gcs[i]->gate = NULL;
+    free(gate->gcs);
+    gate->gcs = NULL;
+    gate->ngcs = 0;
+    uv_close((uv_handle_t *)&gate->timer, on_gate_closed);
+}
+
 void tm_gc_free(struct tm_gc *gc)
 {
     if (!gc)
         return;
+    gate_forget(gc);
     gc->freed = true;
     while (gc->head) {
         struct gc_batch *b = gc->head;

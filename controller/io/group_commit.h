@@ -42,6 +42,18 @@
  * $nparams+1, in binary: the items' bytes (tm_gc_add_blob) one after
  * another in the items' order, so a statement that knows each item's
  * length finds its bytes there with no text encoding on either side.
+ *
+ * Priority.  A kind with yields set is low priority: a group commit of it
+ * that was given a gate (tm_gc_set_gate) sends no batch while the gate is
+ * raised; its items keep filling batches (up to max_waiting, as when its
+ * slots are all in flight), and what waited goes as soon as the gate is
+ * lowered.  Whoever raises the gate (the controller, around its tick)
+ * thereby keeps the database's CPU for its own statements.  The hold is
+ * bounded: a gate raised longer than its max_hold_ms lets everything go
+ * as if lowered, and holds nothing more until it is lowered and raised
+ * again, so a raise that is never lowered cannot starve a kind.  Batches
+ * already in flight are not recalled, and the gate decides only when a
+ * batch is sent: an item is answered after its commit as ever.
  */
 #ifndef TM_GROUP_COMMIT_H
 #define TM_GROUP_COMMIT_H
@@ -75,6 +87,8 @@ struct tm_gc_kind {
      * one at its oldest item's deadline would throw away the work of all
      * of them for clients that only send it again. */
     uint64_t min_flight_ms;
+    /* Low priority: held while the group commit's gate is raised. */
+    bool yields;
 };
 
 struct tm_gc_result {
@@ -89,6 +103,7 @@ struct tm_gc_result {
 typedef void (*tm_gc_cb)(const struct tm_gc_result *result, void *data);
 
 struct tm_gc;
+struct tm_gc_gate;
 
 /* kind must outlive the group commit; loop gives the clock of deadlines. */
 struct tm_gc *tm_gc_new(uv_loop_t *loop, struct tm_pg_pool *pool, const struct tm_gc_kind *kind);
@@ -106,6 +121,35 @@ int tm_gc_add_blob(struct tm_gc *gc, const char *const *values, const void *byte
                    uint64_t deadline, tm_gc_cb cb, void *data);
 /* Items added and not yet answered. */
 unsigned tm_gc_pending(const struct tm_gc *gc);
+/* Hold gc's batches while gate is raised, when gc's kind yields (else
+ * nothing changes).  gate must outlive gc or be closed first (which lets
+ * go of gc). */
+void tm_gc_set_gate(struct tm_gc *gc, struct tm_gc_gate *gate);
+
+/* A gate on loop that holds for at most max_hold_ms (> 0) per raise; NULL
+ * without memory. */
+struct tm_gc_gate *tm_gc_gate_new(uv_loop_t *loop, uint64_t max_hold_ms);
+/* Raise: from now the yielding kinds send nothing new, for at most
+ * max_hold_ms.  Raising a raised gate changes nothing (its bound still
+ * counts from the first raise); neither does raising one whose bound ran
+ * out before it was lowered. */
+void tm_gc_gate_raise(struct tm_gc_gate *gate);
+/* Lower: what waited is sent now (within each kind's max_inflight). */
+void tm_gc_gate_lower(struct tm_gc_gate *gate);
+/* Whether the gate holds now (raised and within its bound). */
+bool tm_gc_gate_holding(const struct tm_gc_gate *gate);
+/* How many raises ran past max_hold_ms and were let go. */
+uint64_t tm_gc_gate_expired(const struct tm_gc_gate *gate);
+/* Batches of the gate's group commits in flight now. */
+unsigned tm_gc_gate_inflight(const struct tm_gc_gate *gate);
+/* Since the last raise, how long until none of those batches was in
+ * flight any more (0: none was at the raise); while some still are, how
+ * long it has been so far. */
+uint64_t tm_gc_gate_drain_ms(const struct tm_gc_gate *gate);
+/* Lower the gate, let go of its group commits and free it (its timer is
+ * closed on the loop, so the loop must run once more). */
+void tm_gc_gate_close(struct tm_gc_gate *gate);
+
 /* Answer unsent items TM_ECANCELED (sent false) and free gc; batches in
  * flight still answer their items, then the rest is freed. */
 void tm_gc_free(struct tm_gc *gc);
