@@ -35,6 +35,12 @@
  * list     DescribeInstances with tag:tarmac:cluster=CLUSTER, every page.
  *          Spot instances the cloud reclaimed (stateReason
  *          Server.SpotInstance*) come with interrupted = true.
+ * reserved A pool's reservations (aws_reservations.h) are the engine's
+ *          first offers: RunInstances with CapacityReservationSpecification
+ *          (and MarketType capacity-block for a block); a full one
+ *          (InsufficientInstanceCapacity, ReservationCapacityExceeded) is
+ *          passed over until EC2 next describes it, and the pool falls back
+ *          to its capacity_type unless reservation_fallback is false.
  * price    From the provider's configured types; spot also from
  *          DescribeSpotPriceHistory, refreshed in the background.
  *
@@ -64,6 +70,9 @@ struct tm_aws_provider_options {
     const char *image_id;         /* NULL: $TARMAC_AWS_IMAGE_ID */
     uint64_t seed;                /* jitter; 0 = from the clock */
     bool no_price_refresh;        /* never call DescribeSpotPriceHistory in the background */
+    /* DescribeCapacityReservations at most this often; 0 =
+     * $TARMAC_AWS_RESERVATION_REFRESH_MS, else 1 min */
+    uint64_t reservation_refresh_ms;
     bool test_corrupt_signature;  /* tests only */
 };
 
