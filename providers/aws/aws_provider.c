@@ -124,6 +124,16 @@ void tm_aws_provider_note_short(struct tm_provider *p, const char *instance_type
     tm_launch_note_short(&impl(p)->launch, instance_type, zone, capacity, "noted");
 }
 
+int tm_aws_provider_reservation(struct tm_provider *p, const char *id, struct tm_reservation *ret)
+{
+    const struct tm_reservation *r = tm_reservations_find(&impl(p)->resv.rs, id);
+
+    if (!r)
+        return TM_ENOTFOUND;
+    *ret = *r;
+    return 0;
+}
+
 struct tm_ec2 *tm_aws_provider_ec2(struct tm_provider *p)
 {
     return impl(p)->ec2;

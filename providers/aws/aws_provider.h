@@ -127,6 +127,11 @@ bool tm_aws_provider_is_short(struct tm_provider *p, const char *instance_type,
 void tm_aws_provider_note_short(struct tm_provider *p, const char *instance_type,
                                 const char *zone, enum tm_capacity_type capacity);
 
+/* A copy of the provider's row of reservation id, as EC2 last described
+ * it (tests, diagnostics): 0, or TM_ENOTFOUND when no pool names it. */
+struct tm_reservation;
+int tm_aws_provider_reservation(struct tm_provider *p, const char *id, struct tm_reservation *ret);
+
 /* The EC2 client under the provider (stats, auth gate; tests). */
 struct tm_ec2 *tm_aws_provider_ec2(struct tm_provider *p);
 

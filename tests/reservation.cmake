@@ -1,0 +1,19 @@
+# Reserved capacity (docs/clouds.md, "Reserved capacity"): a pool's
+# reservations and Capacity Blocks, every test also labelled `reservation`.
+
+# The keys' rules: ids in the cloud's format, dates, a reservation of
+# another type or zone than its pool's, an expired block, overlapping
+# blocks, a kind that cannot launch into reservations; each names its key.
+tm_add_c_test(test_reservation_config ${CMAKE_SOURCE_DIR}/tests/unit/core/test_reservation_config.c
+              LABELS unit foundation reservation TIMEOUT 60 LINK tarmac_core)
+
+# The launch engine's offers (reservations first, full ones passed over,
+# reserved_only pools) and the sim cloud's reservations.
+#tm_add_c_test(test_reservation_engine ${CMAKE_SOURCE_DIR}/tests/unit/providers/test_reservation_engine.c
+#              LABELS unit foundation reservation TIMEOUT 60)
+
+# The AWS provider against tests/lib/ec2_reservation_fake.py beside moto:
+# launches into a reservation and a block, a full one falling over, a
+# cancelled one noticed, bad reservations refused at start with EC2's answer.
+tm_add_c_test(test_aws_reservation ${CMAKE_SOURCE_DIR}/tests/integration/test_aws_reservation.c
+              LABELS integration aws reservation TIMEOUT 300)
