@@ -7,10 +7,11 @@
 tm_add_c_test(test_reservation_config ${CMAKE_SOURCE_DIR}/tests/unit/core/test_reservation_config.c
               LABELS unit foundation reservation TIMEOUT 60 LINK tarmac_core)
 
-# The launch engine's offers (reservations first, full ones passed over,
-# reserved_only pools) and the sim cloud's reservations.
-#tm_add_c_test(test_reservation_engine ${CMAKE_SOURCE_DIR}/tests/unit/providers/test_reservation_engine.c
-#              LABELS unit foundation reservation TIMEOUT 60)
+# The launch engine's offers (reservations first, a full one passed over,
+# a pool that buys nothing past its reservations) on the simulated cloud,
+# in memory (replay's) and in PostgreSQL (the live controller's).
+tm_add_c_test(test_sim_reservation ${CMAKE_SOURCE_DIR}/tests/unit/providers/sim/test_sim_reservation.c
+              LABELS integration foundation reservation FIXTURES pg TIMEOUT 120)
 
 # The AWS provider against tests/lib/ec2_reservation_fake.py beside moto:
 # launches into a reservation and a block, a full one falling over, a

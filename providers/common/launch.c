@@ -129,6 +129,21 @@ static bool offer_open(const struct tm_launch_env *env, const struct tm_launch_o
     return r && tm_reservation_usable(r, o->type, o->zone, wall_now(env), env->now_ms(env->clock));
 }
 
+/* Whether the pool buys nothing past its reservations: its copy says so,
+ * or (a cloud that keeps no pools) its reservations' rows do. */
+static bool reserved_only(const struct tm_launch_env *env, const struct tm_provider_pool *p,
+                          const char *pool)
+{
+    const struct tm_reservations *rs = env->reservations;
+
+    if (p)
+        return p->reserved_only;
+    for (size_t i = 0; rs && i < rs->n; i++)
+        if (strcmp(rs->v[i].pool, pool) == 0 && rs->v[i].only)
+            return true;
+    return false;
+}
+
 /* The pool's reservations that can take a launch of type now. */
 static size_t add_reserved(const struct tm_launch_env *env, const char *pool, const char *type,
                            const char *zone, tm_launch_zone_fits zone_fits, const void *ctx,
@@ -195,7 +210,7 @@ size_t tm_launch_plan_offers(const struct tm_launch_env *env, const char *pool, 
 
     zone = zone ? zone : "";
     n = add_reserved(env, pool, type, zone, zone_fits, ctx, out, n, max);
-    if (p && p->reserved_only)
+    if (reserved_only(env, p, pool))
         return n;
     if (capacity != TM_CAPACITY_ON_DEMAND)
         n = add_offers(env, p, type, zone, TM_CAPACITY_SPOT, zone_required, skip_short, zone_fits,

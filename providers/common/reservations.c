@@ -41,6 +41,7 @@ int tm_reservations_copy(const struct tm_config *cfg, const char *provider,
             r->start_ms = c->start_ms;
             r->end_ms = c->end_ms;
             r->block = c->block;
+            r->only = !pool->reservation_fallback;
         }
     }
     ret->n = k;

@@ -39,6 +39,7 @@ struct tm_reservation {
     int available;                /* -1 not known */
     int64_t start_ms, end_ms;     /* wall clock; 0 not known (end 0: open-ended) */
     bool block;
+    bool only;                    /* its pool buys nothing past its reservations */
     char state[32];               /* the cloud's word ("active", "cancelled", ...); "" not heard */
     bool ended;                   /* never offered again */
     uint64_t full_until;          /* provider clock: not offered before */
