@@ -18,3 +18,10 @@ tm_add_c_test(test_sim_reservation ${CMAKE_SOURCE_DIR}/tests/unit/providers/sim/
 # cancelled one noticed, bad reservations refused at start with EC2's answer.
 tm_add_c_test(test_aws_reservation ${CMAKE_SOURCE_DIR}/tests/integration/test_aws_reservation.c
               LABELS integration aws reservation TIMEOUT 300)
+
+# The controller end to end with a reservation against the fake and moto:
+# bad reservations refused (check config, serve), nodes into the
+# reservation then on demand past it, kill -9 in the launch path (KILLS,
+# default 20), a cancellation noticed.
+tm_add_test(itest_reservation_aws LABELS integration aws reservation FIXTURES pg TIMEOUT 900
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/reservation_aws_e2e.sh)

@@ -411,9 +411,11 @@ class Handler(BaseHTTPRequestHandler):
             status, data = self._forward(body, headers)
             if status == 200 and action == "TerminateInstances":
                 with lock:
+                    # The slot is free again; the instance still names
+                    # its reservation, as EC2's listing does.
                     for k, v in params.items():
                         if k.startswith("InstanceId.") and v in owner:
-                            r = reservations.get(owner.pop(v))
+                            r = reservations.get(owner[v])
                             if r and v in r["instances"]:
                                 r["instances"].remove(v)
             if status == 200 and action == "DescribeInstances":
