@@ -1379,8 +1379,14 @@ static void aws_close(struct tm_provider *p, void (*done)(void *data), void *dat
         tm_ec2_close(ap->ec2, tm_launch_env_closed, &ap->launch);
 }
 
+static size_t aws_notices(struct tm_provider *p, struct tm_provider_notice *out, size_t max)
+{
+    return aws_reservations_notices(&impl(p)->resv, out, max);
+}
+
 static const struct tm_provider_ops aws_ops = {
     .name = "aws",
+    .notices = aws_notices,
     .launch = aws_launch,
     .terminate = aws_terminate,
     .list = aws_list,

@@ -36,12 +36,36 @@ static int ask(struct aws_reservations *ar, tm_ec2_cb cb, void *data)
                        TM_EC2_RETRY_AMBIGUOUS, cb, data);
 }
 
-static void ended(const struct aws_reservations *ar, const struct tm_reservation *r, const char *why)
+static void ended(struct aws_reservations *ar, const struct tm_reservation *r, const char *why)
 {
-    /* The pool goes on with its fallback, or waits: said once, here. */
+    struct tm_provider_notice *n;
+
+    /* The pool goes on with its fallback, or waits: said once, here, and
+     * as a decision by the controller. */
     tm_log_warn("aws reservation ended, not launching into it again",
                 "provider=%s pool=%s reservation=%s state=%s reason=\"%s\"", ar->provider, r->pool,
                 r->id, r->state, why);
+    if (ar->nnotices == sizeof(ar->notices) / sizeof(ar->notices[0]))
+        return;
+    n = &ar->notices[ar->nnotices++];
+    snprintf(n->kind, sizeof(n->kind), "reservation_ended");
+    tm_id_copy(n->pool, r->pool);
+    tm_id_copy(n->subject, r->id);
+    snprintf(n->state, sizeof(n->state), "%s", r->state);
+    snprintf(n->reason, sizeof(n->reason), "aws says reservation %s is %s: pool %s launches no "
+             "more into it%s", r->id, r->state, r->pool,
+             r->only ? " (and buys nothing past its reservations)" : "");
+}
+
+size_t aws_reservations_notices(struct aws_reservations *ar, struct tm_provider_notice *out,
+                                size_t max)
+{
+    size_t n = ar->nnotices < max ? ar->nnotices : max;
+
+    memcpy(out, ar->notices, n * sizeof(*out));
+    memmove(ar->notices, ar->notices + n, (ar->nnotices - n) * sizeof(*out));
+    ar->nnotices -= n;
+    return n;
 }
 
 /* EC2 refuses the whole call when one id is unknown and names it in the

@@ -37,11 +37,19 @@ struct aws_reservations {
     uint64_t refresh_ms;
     uint64_t at;                  /* uv_now() of the last refresh start, 0 never */
     bool inflight;
+    /* Reservations that ended while running, for the controller's
+     * decisions (aws_reservations_notices); the oldest kept when full. */
+    struct tm_provider_notice notices[16];
+    size_t nnotices;
 };
 
 /* Start a refresh unless one is under way or the last is fresh enough;
  * nothing when the provider names no reservation. */
 void aws_reservations_refresh(struct aws_reservations *ar);
+
+/* Hand over the notices kept (provider.h's ops->notices). */
+size_t aws_reservations_notices(struct aws_reservations *ar, struct tm_provider_notice *out,
+                                size_t max);
 
 /* At start: ask EC2 about every reservation and check each against its
  * pool.  cb as tm_aws_validate_cb (status 0 sound, TM_EINVAL with EC2's

@@ -12,7 +12,8 @@
 #     default 20), the fake holding each launch into the reservation after
 #     moto made it: no launch token with two instances, no instance the
 #     database does not know, the reservation never over its count;
-#  4. the reservation cancelled in the fake: the controller notices it and
+#  4. the reservation cancelled in the fake while the controller runs: it
+#     notices, records a decision 'reservation_ended' about the pool, and
 #     launches no more into it.
 #
 #   KILLS=50 tests/integration/reservation_aws_e2e.sh
@@ -233,6 +234,10 @@ wait_for 15 '[ "$(psql_q "SELECT count(*) FROM nodes WHERE instance_id IS NOT NU
     || fail "no nodes launched after the cancellation: $(psql_q 'SELECT id, state FROM nodes')"
 wait "$serve" || fail "serve failed"
 [ "$(fake_stat 's["run_into"].get("'"$RC"'", 0)')" = 1 ] || fail "launched into a cancelled reservation"
+[ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'reservation_ended' AND subject_kind = 'pool'
+             AND subject_id = 'res' AND inputs ->> 'subject' = '$RC' AND inputs ->> 'state' = 'cancelled'")" = 1 ] \
+    || fail "no decision about the cancellation: $(psql_q "SELECT kind, subject_id, reason FROM decisions WHERE kind LIKE 'reserv%'")"
+psql_q "SELECT reason FROM decisions WHERE kind = 'reservation_ended'"
 echo "cancelled: noticed while running, its pool launches no more into it and buys on demand"
 
 [ "$(fake_stat 'len(s["violations"])')" = 0 ] || fail "off botocore's model: $(fake_stat 's["violations"]')"

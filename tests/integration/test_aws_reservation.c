@@ -482,6 +482,16 @@ static void test_cancelled_noticed(void **state)
     wait_state(&c, "resv-cancel", id, "cancelled");
     assert_int_equal(tm_aws_provider_reservation(c.p, id, &row), 0);
     assert_true(row.ended);
+    {
+        struct tm_provider_notice n[4];
+
+        assert_int_equal(c.p->ops->notices(c.p, n, 4), 1);
+        assert_string_equal(n[0].kind, "reservation_ended");
+        assert_string_equal(n[0].pool, "res");
+        assert_string_equal(n[0].subject, id);
+        assert_string_equal(n[0].state, "cancelled");
+        assert_int_equal(c.p->ops->notices(c.p, n, 4), 0);
+    }
     assert_int_equal(launch_wait(&c, "resv-cancel", 2, "resv-cancel-2", &r), 0);
     assert_int_equal(run_into(id), 1);
     assert_int_equal(r.inst.capacity, TM_CAPACITY_ON_DEMAND);
