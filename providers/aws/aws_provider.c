@@ -829,6 +829,12 @@ static int aws_launch_set(struct tm_provider *p, const struct tm_launch_set *set
     for (size_t i = 0; i < set->n; i++)
         if (set->reqs[i].bootstrap && set->reqs[i].bootstrap_len > 0)
             return tm_provider_launch_set_each(p, set, cb, data);
+    /* A pool with reservations: member by member through the engine, each
+     * into a reservation first (a fleet would buy the market), the set
+     * still released whole if one fails. */
+    for (size_t i = 0; i < ap->resv.rs.n; i++)
+        if (strcmp(ap->resv.rs.v[i].pool, r0->pool) == 0)
+            return tm_provider_launch_set_each(p, set, cb, data);
     if (ap->closing)
         return TM_ECANCELED;
     if (!ap->image_id) {

@@ -30,7 +30,8 @@
  *             ClientToken = SET.  3. CreateTags on each instance: its node
  *             id and launch token.  Fewer instances than N are terminated
  *             and the set fails with TM_EQUOTA.  With a bootstrap, one
- *             RunInstances per node (tm_provider_launch_set_each).
+ *             RunInstances per node (tm_provider_launch_set_each), and so
+ *             for a pool with reservations (each member into one first).
  * terminate  TerminateInstances; TM_ENOTFOUND when the id is unknown.
  * list     DescribeInstances with tag:tarmac:cluster=CLUSTER, every page.
  *          Spot instances the cloud reclaimed (stateReason

@@ -499,6 +499,52 @@ static void test_cancelled_noticed(void **state)
     assert_no_violation();
 }
 
+static void on_set(int status, const struct tm_instance *insts, size_t n, void *data)
+{
+    struct result *r = data;
+
+    r->status = status;
+    if (status == 0 && n > 0)
+        r->inst = insts[n - 1];
+    wake(r->c);
+}
+
+/* A gang of a pool with reservations goes member by member into them,
+ * not by a fleet that would buy the market. */
+static void test_gang_into_reservation(void **state)
+{
+    const char *id = "cr-0f0000000000000f1";
+    struct ctx c;
+    struct result r = {0};
+    struct tm_launch_request reqs[2];
+    struct tm_launch_set set = {.reqs = reqs, .n = 2, .set_token = "resv-gang-s"};
+    char tok[2][TM_ID_MAX];
+
+    (void)state;
+    fake_reservation(id, "p4d.24xlarge", "us-east-1b", 3, "active", false);
+    ctx_open(&c, "resv-gang", id, false, "on_demand", true);
+    assert_int_equal(validate_wait(&c, &r), 0);
+    for (unsigned k = 0; k < 2; k++) {
+        tm_launch_member_token("resv-gang-s", k, tok[k]);
+        reqs[k] = (struct tm_launch_request){
+            .cluster = "resv-gang", .pool = "res", .node_id = 10 + k, .token = tok[k],
+            .instance_type = "p4d.24xlarge", .zone = "", .capacity = TM_CAPACITY_ON_DEMAND,
+        };
+    }
+    r.c = &c;
+    {
+        int want = c.count + 1;
+
+        assert_int_equal(c.p->ops->launch_set(c.p, &set, on_set, &r), 0);
+        wait_for(&c, want);
+    }
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.inst.zone, "us-east-1b");
+    assert_int_equal(run_into(id), 2);
+    ctx_close(&c);
+    assert_no_violation();
+}
+
 /* At start: a reservation of another instance type or zone than its
  * pool's, an expired block and an id EC2 does not know are refused with
  * EC2's answer. */
@@ -542,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_launch_into_block),
         cmocka_unit_test(test_full_falls_over),
         cmocka_unit_test(test_cancelled_noticed),
+        cmocka_unit_test(test_gang_into_reservation),
         cmocka_unit_test(test_validate_refuses),
     };
 
