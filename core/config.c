@@ -353,6 +353,13 @@ static const struct cfg_field cfg_pool_fields[] = {
     {.key = "suspended_cost_per_node_hour", .type = CFG_PRICE,
      .offset = CFG_OFF(tm_config_pool, suspended_cost_uusd_per_node_hour), .min = 0,
      .max = TM_PRICE_MAX_UUSD},
+    /* Reserved capacity: config_reservation.c checks what spans the keys,
+     * the kind how its cloud spells an id. */
+    {.key = "reservations", .type = CFG_LIST, .offset = CFG_OFF(tm_config_pool, reservations),
+     .count_offset = CFG_OFF(tm_config_pool, nreservations), .min = 0, .max = 64,
+     .sub = &tm_cfg_reservation_section},
+    {.key = "reservation_fallback", .type = CFG_BOOL,
+     .offset = CFG_OFF(tm_config_pool, reservation_fallback), .def = "true"},
 };
 static const struct cfg_section cfg_pool_section = {
     .fields = cfg_pool_fields, .nfields = CFG_NFIELDS(cfg_pool_fields),

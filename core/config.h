@@ -84,6 +84,22 @@ struct tm_config_provider {
     bool owned;
 };
 
+/* One reservation a pool launches into before anything else: capacity
+ * bought ahead (a cloud's capacity reservation, or a block with a fixed
+ * start and end).  The file names it; what it leaves out the cloud says
+ * (providers/common/reservations.h), and a cloud that says nothing (the
+ * sim) needs it all.  How an id is spelled is its kind's rule
+ * (check_pools). */
+struct tm_config_reservation {
+    char *id;                     /* required: "cr-0123456789abcdef0" on AWS */
+    bool block;                   /* a capacity block: its own market, ends with its term */
+    char *instance_type;          /* NULL: the cloud says */
+    char *zone;                   /* NULL: the cloud says */
+    int count;                    /* instances, 0: the cloud says */
+    char *start, *end;            /* "YYYY-MM-DD HH:MM:SS" UTC (a T and a Z allowed), NULL: the cloud says */
+    int64_t start_ms, end_ms;     /* parsed at load, 0 when absent */
+};
+
 /* The boot time a kind that says none is taken to have. */
 #define TM_CONFIG_BOOT_MS_DEFAULT 180000
 
@@ -143,6 +159,12 @@ struct tm_config_pool {
     bool mixed_shapes;
     int64_t cost_uusd_per_node_hour;           /* required on an owned pool */
     int64_t suspended_cost_uusd_per_node_hour; /* accepted, for power saving; default 0 */
+    /* Reserved capacity (docs/clouds.md): launches go into these first;
+     * when none has room the pool buys as capacity_type says, unless
+     * reservation_fallback is false (then the launch waits for room). */
+    struct tm_config_reservation *reservations;
+    size_t nreservations;
+    bool reservation_fallback;    /* default true */
 };
 
 /* agent: the node agents' side of the controller (enrollment, staleness). */

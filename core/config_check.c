@@ -669,6 +669,8 @@ int tm_cfg_validate(struct cfg_ctx *c, struct tm_config *cfg)
         return r;
     r = cfg_validate_pools(c, cfg);
     if (r == 0)
+        r = tm_cfg_check_reservations(c, cfg);
+    if (r == 0)
         r = cfg_validate_kind_pools(c, cfg);
     if (r < 0)
         return r;

@@ -88,6 +88,11 @@ size_t tm_cfg_seq_len(const yaml_node_t *seq);
 char *tm_cfg_strdup(const char *s);
 char *tm_cfg_strndup(const char *s, size_t n);
 
+/* ---- config_reservation.c: a pool's reservations ---- */
+extern const struct cfg_section tm_cfg_reservation_section;
+/* Their dates parsed, end after start, no id twice in the file, no two
+ * blocks of a pool overlapping. */
+int tm_cfg_check_reservations(struct cfg_ctx *c, struct tm_config *cfg);
 /* ---- config_check.c: cross-key rules and normalisation ---- */
 
 bool tm_cfg_listen_ok(const char *s);

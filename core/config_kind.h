@@ -112,6 +112,9 @@ struct tm_config_kind {
     /* Optional: launch to running, what the planner assumes for p's nodes
      * (without it, TM_CONFIG_BOOT_MS_DEFAULT); kept in p->boot_ms at load. */
     int64_t (*boot_ms)(const struct tm_config_provider *p);
+    /* Its provider launches into a pool's `reservations:`; a pool of a
+     * kind without it may name none. */
+    bool reservations;
 };
 
 /* Every kind this build knows (generated from providers/, see above). */

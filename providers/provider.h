@@ -104,6 +104,18 @@ struct tm_price {
     int64_t uusd_per_hour;     /* micro-dollars per hour */
 };
 
+/* What a provider learned of the cloud on its own (a reservation EC2 now
+ * calls cancelled) that the controller records as a decision about a
+ * pool: kind is the decision's ("reservation_ended"), subject what it is
+ * about (the reservation's id), reason one line. */
+struct tm_provider_notice {
+    char kind[32];
+    char pool[TM_ID_MAX];
+    char subject[TM_ID_MAX];
+    char state[32];            /* the cloud's word, "" none */
+    char reason[256];
+};
+
 struct tm_provider;
 
 typedef void (*tm_launch_cb)(int status, const struct tm_instance *inst, void *data);
@@ -138,6 +150,9 @@ struct tm_provider_ops {
      * the caller uses tm_provider_launch_set_each() itself. */
     int (*launch_set)(struct tm_provider *p, const struct tm_launch_set *set,
                       tm_launch_set_cb cb, void *data);
+    /* Optional, synchronous: hand over up to max notices not handed over
+     * before (oldest first); returns how many.  NULL: none ever. */
+    size_t (*notices)(struct tm_provider *p, struct tm_provider_notice *out, size_t max);
 };
 
 struct tm_provider {

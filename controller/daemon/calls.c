@@ -777,3 +777,52 @@ void tm_calls_release(struct tm_calls *calls)
     calls->nlaunching = calls->launching_cap = 0;
     calls->nterminating = calls->terminating_cap = 0;
 }
+
+/* ---- what a provider learned on its own ---------------------------------- */
+
+static void on_notices_recorded(int status, const cJSON *result, const char *err,
+                                const char *sqlstate, void *data)
+{
+    struct tm_call *c = data;
+
+    (void)result;
+    (void)sqlstate;
+    if (status < 0 && status != TM_ECANCELED)
+        tm_log_warn("could not record the provider's notices", "error=\"%s\"",
+                    err ? err : tm_strerror(status));
+    tm_call_done(c);
+}
+
+void tm_calls_notices(struct tm_calls *calls, struct tm_provider *p)
+{
+    struct tm_provider_notice n[16];
+    size_t k = p && p->ops->notices ? p->ops->notices(p, n, sizeof(n) / sizeof(n[0])) : 0;
+    cJSON *actions;
+    struct tm_call *c;
+
+    if (k == 0)
+        return;
+    actions = cJSON_CreateArray();
+    for (size_t i = 0; actions && i < k; i++) {
+        cJSON *a = cJSON_CreateObject();
+        cJSON *in = a ? cJSON_AddObjectToObject(a, "inputs") : NULL;
+
+        if (!in || !cJSON_AddStringToObject(a, "op", n[i].kind) ||
+            !cJSON_AddStringToObject(a, "pool", n[i].pool) ||
+            !cJSON_AddStringToObject(a, "reason", n[i].reason) ||
+            !cJSON_AddStringToObject(in, "subject", n[i].subject) ||
+            !cJSON_AddStringToObject(in, "state", n[i].state) || !cJSON_AddItemToArray(actions, a)) {
+            cJSON_Delete(a);
+            cJSON_Delete(actions);
+            actions = NULL;
+        }
+    }
+    c = actions ? tm_calls_new(calls, -1, 0) : NULL;
+    if (!c || tm_store_apply(*calls->pool, *calls->epoch, tm_clock_now_ms(calls->clock), actions,
+                             on_notices_recorded, c) < 0) {
+        tm_log_warn("could not record the provider's notices", "notices=%zu", k);
+        if (c)
+            tm_call_done(c);
+    }
+    cJSON_Delete(actions);
+}

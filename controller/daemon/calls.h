@@ -110,6 +110,10 @@ void tm_calls_snapshot_taken(struct tm_calls *calls);
 void tm_calls_start(struct tm_calls *calls, struct tm_rc_plan *plan, struct tm_provider **providers,
                     const cJSON *applied);
 
+/* Record what provider p learned of its cloud on its own (ops->notices: a
+ * reservation that ended) as decisions about its pools, one store write
+ * counted in flight; nothing when it has none. */
+void tm_calls_notices(struct tm_calls *calls, struct tm_provider *p);
 /* Forget the shortages expired at now_ms and copy the rest into out
  * (TM_CALLS_SHORTAGES_MAX entries); returns how many. */
 size_t tm_calls_shortages(struct tm_calls *calls, int64_t now_ms, struct tm_live_shortage *out);

@@ -464,6 +464,8 @@ static void on_list(int status, const struct tm_instance *list, size_t n, void *
             o->n = n;
             o->complete = true;
         }
+        /* What the cloud said on its own (a reservation ended): decisions. */
+        tm_calls_notices(&ctl->calls, ctl->providers[lc->provider]);
     } else if (status != TM_ECANCELED) {
         tm_log(status == TM_EAUTH ? TM_LOG_ERROR : TM_LOG_WARN,
                "could not list instances, acting on the database alone this tick",

@@ -32,6 +32,7 @@
 #include "core/log.h"
 #include "controller/io/aws_credentials.h"
 #include "providers/aws/aws_config.h"
+#include "providers/aws/aws_reservations.h"
 #include "providers/common/launch.h"
 #include "providers/common/pools.h"
 #include "providers/common/settings.h"
@@ -66,6 +67,7 @@ struct aws_provider {
     size_t ntypes;
     struct tm_shortages shorts;
     struct tm_launch_env launch;  /* the engine's view of this provider */
+    struct aws_reservations resv; /* the pools' reserved capacity */
     struct spot_price prices[PRICE_MAX];
     size_t nprices;
     uint64_t prices_at;           /* uv_now() of the last refresh start, 0 never */
@@ -120,6 +122,16 @@ void tm_aws_provider_note_short(struct tm_provider *p, const char *instance_type
                                 const char *zone, enum tm_capacity_type capacity)
 {
     tm_launch_note_short(&impl(p)->launch, instance_type, zone, capacity, "noted");
+}
+
+int tm_aws_provider_reservation(struct tm_provider *p, const char *id, struct tm_reservation *ret)
+{
+    const struct tm_reservation *r = tm_reservations_find(&impl(p)->resv.rs, id);
+
+    if (!r)
+        return TM_ENOTFOUND;
+    *ret = *r;
+    return 0;
 }
 
 struct tm_ec2 *tm_aws_provider_ec2(struct tm_provider *p)
@@ -252,13 +264,16 @@ static int aws_launch_create(struct tm_launch *l, size_t i)
         .image_id = ap->image_id, .instance_type = c->type, .zone = c->zone,
         .client_token = l->token, .spot = c->capacity == TM_CAPACITY_SPOT,
         .tags = tags, .ntags = 4, .user_data = al->user_data,
+        .capacity_reservation = c->reservation, .capacity_block = c->block,
     };
     r = tm_ec2_build_run_instances(&rp, &body);
     if (r < 0)
         return r;
     tm_log_info("aws launch", "provider=%s pool=%s node=%lld token=%s type=%s zone=%s "
-                "market=%s via=RunInstances", ap->name, l->pool, (long long)l->node_id,
-                l->token, c->type, c->zone[0] ? c->zone : "-", tm_capacity_type_name(c->capacity));
+                "market=%s reservation=%s via=RunInstances", ap->name, l->pool,
+                (long long)l->node_id, l->token, c->type, c->zone[0] ? c->zone : "-",
+                c->block ? "capacity-block" : tm_capacity_type_name(c->capacity),
+                c->reservation[0] ? c->reservation : "-");
     return launch_call(l, STEP_RUN, TM_EC2_RUN_INSTANCES, body, 0);
 }
 
@@ -388,7 +403,12 @@ static void on_launch_step(int status, const struct tm_ec2_reply *reply, void *d
             tm_launch_made(l, TM_LAUNCH_OK, 0, &reply->instances[0].inst, NULL);
         else if (status == 0)
             tm_launch_made(l, TM_LAUNCH_FATAL, TM_EBADREPLY, NULL, NULL);
-        else if (status == TM_EQUOTA)
+        else if (status == TM_EQUOTA ||
+                 /* A reservation EC2 will not launch into (not active,
+                  * gone): that reservation is out, not the launch; the
+                  * refresh says why. */
+                 (l->offers[l->cur].reservation[0] &&
+                  (status == TM_EINVAL || status == TM_ENOTFOUND)))
             tm_launch_made(l, TM_LAUNCH_SHORT, status, NULL, reply->error_code);
         else if (ambiguous(status, reply))
             tm_launch_made(l, TM_LAUNCH_AMBIGUOUS, status, NULL, NULL);
@@ -454,6 +474,7 @@ static const struct tm_launch_backend aws_launch_backend = {
 static int aws_launch(struct tm_provider *p, const struct tm_launch_request *req,
                       tm_launch_cb cb, void *data)
 {
+    aws_reservations_refresh(&impl(p)->resv);
     return tm_launch_start(&impl(p)->launch, &aws_launch_backend, req, cb, data);
 }
 
@@ -808,6 +829,12 @@ static int aws_launch_set(struct tm_provider *p, const struct tm_launch_set *set
     for (size_t i = 0; i < set->n; i++)
         if (set->reqs[i].bootstrap && set->reqs[i].bootstrap_len > 0)
             return tm_provider_launch_set_each(p, set, cb, data);
+    /* A pool with reservations: member by member through the engine, each
+     * into a reservation first (a fleet would buy the market), the set
+     * still released whole if one fails. */
+    for (size_t i = 0; i < ap->resv.rs.n; i++)
+        if (strcmp(ap->resv.rs.v[i].pool, r0->pool) == 0)
+            return tm_provider_launch_set_each(p, set, cb, data);
     if (ap->closing)
         return TM_ECANCELED;
     if (!ap->image_id) {
@@ -988,8 +1015,10 @@ static int aws_list(struct tm_provider *p, const char *cluster, tm_list_cb cb, v
         op_free(op);
         return r;
     }
-    /* Listing runs every tick: a cheap moment to keep spot prices fresh. */
+    /* Listing runs every tick: a cheap moment to keep spot prices and
+     * reservations fresh. */
     refresh_prices(ap);
+    aws_reservations_refresh(&ap->resv);
     return 0;
 }
 
@@ -1087,6 +1116,12 @@ static void validate_deliver(struct aws_op *op, int status, const char *reason)
     op_free(op);
 }
 
+/* The last step: every pool's reservations, as EC2 describes them. */
+static void on_validate_reservations(int status, const char *reason, void *data)
+{
+    validate_deliver(data, status, reason);
+}
+
 static void on_validate(int status, const struct tm_ec2_reply *reply, void *data)
 {
     struct aws_op *op = data;
@@ -1142,6 +1177,9 @@ static void on_validate(int status, const struct tm_ec2_reply *reply, void *data
     }
     op->pool_i++;
     r = validate_next(op);
+    if (r == 1)
+        r = aws_reservations_check(&op->ap->resv, op->ap->pools, op->ap->npools,
+                                   on_validate_reservations, op);
     if (r == 1)
         validate_deliver(op, 0, NULL);
     else if (r < 0)
@@ -1212,6 +1250,7 @@ static void provider_free(void *provider)
 
     tm_provider_pools_free(ap->pools, ap->npools);
     tm_provider_types_free(ap->types, ap->ntypes);
+    tm_reservations_free(&ap->resv.rs);
     free(ap->image_id);
     free(ap);
 }
@@ -1221,6 +1260,8 @@ static int copy_config(struct aws_provider *ap, const struct tm_config *cfg,
 {
     int r = tm_provider_pools_copy(cfg, prov->name, &ap->pools, &ap->npools);
 
+    if (r == 0)
+        r = tm_reservations_copy(cfg, prov->name, &ap->resv.rs);
     return r < 0 ? r : tm_provider_types_copy(prov, &ap->types, &ap->ntypes);
 }
 
@@ -1281,6 +1322,7 @@ int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
         goto fail;
     ap->launch.pools = ap->pools;
     ap->launch.npools = ap->npools;
+    ap->launch.reservations = ap->resv.rs.n ? &ap->resv.rs : NULL;
     r = tm_aws_credential_options_from_config(&prov->credentials, &eo.cred);
     if (r < 0) {
         tm_log_error("could not create aws provider: unknown credentials source",
@@ -1311,6 +1353,14 @@ int tm_aws_provider_create_ex(uv_loop_t *loop, const struct tm_config *cfg,
     r = tm_ec2_create(loop, &eo, &ap->ec2);
     if (r < 0)
         goto fail;
+    ap->resv.ec2 = ap->ec2;
+    ap->resv.loop = loop;
+    ap->resv.provider = ap->name;
+    ap->resv.closing = &ap->closing;
+    ap->resv.refresh_ms = opts->reservation_refresh_ms;
+    if (!ap->resv.refresh_ms)
+        ap->resv.refresh_ms = tm_provider_env_u64("TARMAC_AWS_RESERVATION_REFRESH_MS",
+                                                  TM_AWS_RESERVATION_REFRESH_MS);
     tm_log_info("aws provider ready", "provider=%s region=%s endpoint=%s pools=%zu", ap->name,
                 ap->region, endpoint, ap->npools);
     *ret = &ap->base;
@@ -1335,8 +1385,14 @@ static void aws_close(struct tm_provider *p, void (*done)(void *data), void *dat
         tm_ec2_close(ap->ec2, tm_launch_env_closed, &ap->launch);
 }
 
+static size_t aws_notices(struct tm_provider *p, struct tm_provider_notice *out, size_t max)
+{
+    return aws_reservations_notices(&impl(p)->resv, out, max);
+}
+
 static const struct tm_provider_ops aws_ops = {
     .name = "aws",
+    .notices = aws_notices,
     .launch = aws_launch,
     .terminate = aws_terminate,
     .list = aws_list,

@@ -30,11 +30,18 @@
  *             ClientToken = SET.  3. CreateTags on each instance: its node
  *             id and launch token.  Fewer instances than N are terminated
  *             and the set fails with TM_EQUOTA.  With a bootstrap, one
- *             RunInstances per node (tm_provider_launch_set_each).
+ *             RunInstances per node (tm_provider_launch_set_each), and so
+ *             for a pool with reservations (each member into one first).
  * terminate  TerminateInstances; TM_ENOTFOUND when the id is unknown.
  * list     DescribeInstances with tag:tarmac:cluster=CLUSTER, every page.
  *          Spot instances the cloud reclaimed (stateReason
  *          Server.SpotInstance*) come with interrupted = true.
+ * reserved A pool's reservations (aws_reservations.h) are the engine's
+ *          first offers: RunInstances with CapacityReservationSpecification
+ *          (and MarketType capacity-block for a block); a full one
+ *          (InsufficientInstanceCapacity, ReservationCapacityExceeded) is
+ *          passed over until EC2 next describes it, and the pool falls back
+ *          to its capacity_type unless reservation_fallback is false.
  * price    From the provider's configured types; spot also from
  *          DescribeSpotPriceHistory, refreshed in the background.
  *
@@ -64,6 +71,9 @@ struct tm_aws_provider_options {
     const char *image_id;         /* NULL: $TARMAC_AWS_IMAGE_ID */
     uint64_t seed;                /* jitter; 0 = from the clock */
     bool no_price_refresh;        /* never call DescribeSpotPriceHistory in the background */
+    /* DescribeCapacityReservations at most this often; 0 =
+     * $TARMAC_AWS_RESERVATION_REFRESH_MS, else 1 min */
+    uint64_t reservation_refresh_ms;
     bool test_corrupt_signature;  /* tests only */
 };
 
@@ -117,6 +127,11 @@ bool tm_aws_provider_is_short(struct tm_provider *p, const char *instance_type,
  * when an interruption notice says the pool is being reclaimed). */
 void tm_aws_provider_note_short(struct tm_provider *p, const char *instance_type,
                                 const char *zone, enum tm_capacity_type capacity);
+
+/* A copy of the provider's row of reservation id, as EC2 last described
+ * it (tests, diagnostics): 0, or TM_ENOTFOUND when no pool names it. */
+struct tm_reservation;
+int tm_aws_provider_reservation(struct tm_provider *p, const char *id, struct tm_reservation *ret);
 
 /* The EC2 client under the provider (stats, auth gate; tests). */
 struct tm_ec2 *tm_aws_provider_ec2(struct tm_provider *p);

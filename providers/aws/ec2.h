@@ -53,6 +53,7 @@ enum tm_ec2_action {
     TM_EC2_DESCRIBE_INSTANCE_TYPES,
     TM_EC2_CREATE_FLEET,
     TM_EC2_CREATE_LAUNCH_TEMPLATE,
+    TM_EC2_DESCRIBE_CAPACITY_RESERVATIONS,
     TM_EC2_ACTION_MAX,
 };
 
@@ -78,6 +79,11 @@ struct tm_ec2_run_params {
     const char *zone;             /* NULL or "": EC2 chooses */
     const char *client_token;     /* NULL: none (tarmac always sets one) */
     bool spot;                    /* InstanceMarketOptions.MarketType=spot */
+    /* Into this capacity reservation (CapacityReservationSpecification.
+     * CapacityReservationTarget.CapacityReservationId), NULL or "": none;
+     * capacity_block: it is a Capacity Block (MarketType=capacity-block). */
+    const char *capacity_reservation;
+    bool capacity_block;
     const struct tm_ec2_tag *tags; /* put on the instance at launch */
     size_t ntags;
     const char *user_data;        /* base64 (at most 16 KB), NULL: none; a secret, never logged */
@@ -131,6 +137,9 @@ int tm_ec2_build_describe_instance_types(const char *const *types, size_t ntypes
 int tm_ec2_build_create_fleet(const struct tm_ec2_fleet_params *p, char **ret_body);
 int tm_ec2_build_create_launch_template(const char *name, const char *image_id,
                                         char **ret_body);
+int tm_ec2_build_describe_capacity_reservations(const char *const *ids, size_t nids,
+                                                int max_results, const char *next_token,
+                                                char **ret_body);
 
 /* ---- 2. answers ------------------------------------------------------- */
 
@@ -171,6 +180,17 @@ struct tm_ec2_status {
     char event_code[TM_ID_MAX];   /* first scheduled event, "" if none */
 };
 
+/* One element of DescribeCapacityReservations' capacityReservationSet. */
+struct tm_ec2_capacity_reservation {
+    char id[TM_ID_MAX];
+    char instance_type[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    char state[32];               /* "active", "expired", "cancelled", "scheduled", ... */
+    int total, available;         /* -1 when absent */
+    int64_t start_ms, end_ms;     /* 0 when absent */
+    bool block;                   /* reservationType capacity-block */
+};
+
 struct tm_ec2_fleet_instance {
     char id[TM_ID_MAX];
     char instance_type[TM_ID_MAX];
@@ -203,6 +223,8 @@ struct tm_ec2_reply {
     size_t nprices;
     struct tm_ec2_status *statuses;
     size_t nstatuses;
+    struct tm_ec2_capacity_reservation *reservations;
+    size_t nreservations;
     struct tm_ec2_fleet_instance *fleet_instances;
     size_t nfleet_instances;
     struct tm_ec2_fleet_error *fleet_errors;
@@ -240,7 +262,8 @@ int tm_ec2_parse_error(const char *body, size_t len, struct tm_ec2_reply *ret);
 
 /*
  * What an EC2 error means for the controller (http_status may be 0):
- *   TM_EQUOTA      InsufficientInstanceCapacity, InstanceLimitExceeded,
+ *   TM_EQUOTA      InsufficientInstanceCapacity, ReservationCapacityExceeded,
+ *                  InstanceLimitExceeded,
  *                  MaxSpotInstanceCountExceeded, Unsupported, SpotMaxPriceTooLow,
  *                  VcpuLimitExceeded, ...: fall back to the next offering
  *   TM_ETHROTTLED  RequestLimitExceeded, Throttling: retried

@@ -143,7 +143,12 @@ int tm_ec2_build_run_instances(const struct tm_ec2_run_params *p, char **ret_bod
         add(&f, "Placement.AvailabilityZone", p->zone);
     if (has(p->user_data))
         add(&f, "UserData", p->user_data);
-    if (p->spot) {
+    if (has(p->capacity_reservation))
+        add(&f, "CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId",
+            p->capacity_reservation);
+    if (has(p->capacity_reservation) && p->capacity_block) {
+        add(&f, "InstanceMarketOptions.MarketType", "capacity-block");
+    } else if (p->spot) {
         add(&f, "InstanceMarketOptions.MarketType", "spot");
         /* A one-time request that terminates on interruption: the
          * controller replaces reclaimed capacity itself. */
@@ -154,6 +159,18 @@ int tm_ec2_build_run_instances(const struct tm_ec2_run_params *p, char **ret_bod
         add(&f, "TagSpecification.1.ResourceType", "instance");
         add_tags(&f, "TagSpecification.1.", p->tags, p->ntags);
     }
+    return finish(&f, ret_body);
+}
+
+int tm_ec2_build_describe_capacity_reservations(const char *const *ids, size_t nids,
+                                                int max_results, const char *next_token,
+                                                char **ret_body)
+{
+    struct form f = {0};
+
+    begin(&f, TM_EC2_DESCRIBE_CAPACITY_RESERVATIONS);
+    add_list(&f, "CapacityReservationId", ids, nids);
+    add_paging(&f, max_results, next_token);
     return finish(&f, ret_body);
 }
 

@@ -40,6 +40,7 @@ static const char *const action_names[TM_EC2_ACTION_MAX] = {
     "DescribeInstanceTypes",
     "CreateFleet",
     "CreateLaunchTemplate",
+    "DescribeCapacityReservations",
 };
 
 const char *tm_ec2_action_name(enum tm_ec2_action a)
@@ -517,6 +518,55 @@ static int parse_launch_template(const struct tm_xdoc *d, int root, struct tm_ec
     return r;
 }
 
+/* An optional count: absent leaves -1 (the reservation's row keeps what
+ * the file said). */
+static int opt_count(const struct tm_xdoc *d, int parent, const char *path, int *ret)
+{
+    const char *s = tm_xdoc_get(d, parent, path);
+
+    *ret = -1;
+    return *s ? parse_int(s, ret) : 0;
+}
+
+static int parse_capacity_reservations(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret)
+{
+    int set = tm_xdoc_child(d, root, "capacityReservationSet");
+    size_t i = 0;
+    int r;
+
+    if (set < 0)
+        return TM_EBADREPLY;
+    r = grow((void **)&ret->reservations, tm_xdoc_count_items(d, set), sizeof(*ret->reservations));
+    if (r < 0)
+        return r;
+    for (int it = tm_xdoc_first_item(d, set); it >= 0; it = tm_xdoc_next_item(d, it), i++) {
+        struct tm_ec2_capacity_reservation *c = &ret->reservations[i];
+
+        r = tm_xdoc_copy(d, it, "capacityReservationId", c->id, sizeof(c->id));
+        if (r == 0 && !c->id[0])
+            r = TM_EBADREPLY;
+        if (r == 0)
+            r = tm_xdoc_copy(d, it, "instanceType", c->instance_type, sizeof(c->instance_type));
+        if (r == 0)
+            r = tm_xdoc_copy(d, it, "availabilityZone", c->zone, sizeof(c->zone));
+        if (r == 0)
+            r = tm_xdoc_copy(d, it, "state", c->state, sizeof(c->state));
+        if (r == 0)
+            r = opt_count(d, it, "totalInstanceCount", &c->total);
+        if (r == 0)
+            r = opt_count(d, it, "availableInstanceCount", &c->available);
+        if (r == 0)
+            r = opt_time(d, it, "startDate", &c->start_ms);
+        if (r == 0)
+            r = opt_time(d, it, "endDate", &c->end_ms);
+        if (r < 0)
+            return r;
+        c->block = strcmp(tm_xdoc_get(d, it, "reservationType"), "capacity-block") == 0;
+        ret->nreservations = i + 1;
+    }
+    return 0;
+}
+
 typedef int (*action_parser)(const struct tm_xdoc *d, int root, struct tm_ec2_reply *ret);
 
 static const action_parser parsers[TM_EC2_ACTION_MAX] = {
@@ -529,6 +579,7 @@ static const action_parser parsers[TM_EC2_ACTION_MAX] = {
     [TM_EC2_DESCRIBE_INSTANCE_TYPES] = parse_types,
     [TM_EC2_CREATE_FLEET] = parse_fleet,
     [TM_EC2_CREATE_LAUNCH_TEMPLATE] = parse_launch_template,
+    [TM_EC2_DESCRIBE_CAPACITY_RESERVATIONS] = parse_capacity_reservations,
 };
 
 void tm_ec2_reply_release(struct tm_ec2_reply *reply)
@@ -542,6 +593,7 @@ void tm_ec2_reply_release(struct tm_ec2_reply *reply)
     free(reply->statuses);
     free(reply->fleet_instances);
     free(reply->fleet_errors);
+    free(reply->reservations);
     memset(reply, 0, sizeof(*reply));
 }
 
@@ -638,7 +690,8 @@ static bool ends_with(const char *s, const char *suffix)
 int tm_ec2_error_map(const char *code, long http_status)
 {
     static const char *const quota[] = {
-        "InsufficientInstanceCapacity", "InstanceLimitExceeded", "MaxSpotInstanceCountExceeded",
+        "InsufficientInstanceCapacity", "ReservationCapacityExceeded", "InstanceLimitExceeded",
+        "MaxSpotInstanceCountExceeded",
         "Unsupported", "SpotMaxPriceTooLow", "VcpuLimitExceeded", "InsufficientHostCapacity",
         "InsufficientReservedInstanceCapacity", "InsufficientCapacity",
         "MaxSpotFleetRequestCountExceeded", "MaxFleetCountExceeded", NULL,

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <openssl/crypto.h>
 
@@ -106,6 +107,70 @@ void tm_launch_env_closed(void *data)
 
 /* ---- offers ------------------------------------------------------------- */
 
+static int64_t wall_now(const struct tm_launch_env *env)
+{
+    struct timespec ts;
+
+    if (env->wall_ms)
+        return env->wall_ms(env->clock);
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Whether offer o may still be tried: a reservation while it is usable,
+ * any other while the shortage memory does not hold its cell. */
+static bool offer_open(const struct tm_launch_env *env, const struct tm_launch_offer *o)
+{
+    const struct tm_reservation *r;
+
+    if (!o->reservation[0])
+        return !tm_launch_is_short(env, o->type, o->zone, o->capacity);
+    r = env->reservations ? tm_reservations_find(env->reservations, o->reservation) : NULL;
+    return r && tm_reservation_usable(r, o->type, o->zone, wall_now(env), env->now_ms(env->clock));
+}
+
+/* Whether the pool buys nothing past its reservations: its copy says so,
+ * or (a cloud that keeps no pools) its reservations' rows do. */
+static bool reserved_only(const struct tm_launch_env *env, const struct tm_provider_pool *p,
+                          const char *pool)
+{
+    const struct tm_reservations *rs = env->reservations;
+
+    if (p)
+        return p->reserved_only;
+    for (size_t i = 0; rs && i < rs->n; i++)
+        if (strcmp(rs->v[i].pool, pool) == 0 && rs->v[i].only)
+            return true;
+    return false;
+}
+
+/* The pool's reservations that can take a launch of type now. */
+static size_t add_reserved(const struct tm_launch_env *env, const char *pool, const char *type,
+                           const char *zone, tm_launch_zone_fits zone_fits, const void *ctx,
+                           struct tm_launch_offer *out, size_t n, size_t max)
+{
+    const struct tm_reservations *rs = env->reservations;
+    int64_t wall = wall_now(env);
+    uint64_t now = env->now_ms(env->clock);
+
+    for (size_t i = 0; rs && i < rs->n && n < max; i++) {
+        const struct tm_reservation *r = &rs->v[i];
+        const char *z = zone[0] ? zone : r->zone;
+
+        if (strcmp(r->pool, pool) != 0 || !tm_reservation_usable(r, type, zone, wall, now) ||
+            (z[0] && zone_fits && !zone_fits(ctx, z)))
+            continue;
+        memset(&out[n], 0, sizeof(out[n]));
+        tm_id_copy(out[n].type, type);
+        tm_id_copy(out[n].zone, z);
+        tm_id_copy(out[n].reservation, r->id);
+        out[n].capacity = TM_CAPACITY_ON_DEMAND;
+        out[n].block = r->block;
+        n++;
+    }
+    return n;
+}
+
 static size_t add_offers(const struct tm_launch_env *env, const struct tm_provider_pool *pool,
                          const char *type, const char *zone, enum tm_capacity_type capacity,
                          bool zone_required, bool skip_short, tm_launch_zone_fits zone_fits,
@@ -126,10 +191,10 @@ static size_t add_offers(const struct tm_launch_env *env, const struct tm_provid
                          env->shorts->cloud, type, z, tm_capacity_type_name(capacity));
             continue;
         }
+        memset(&out[n], 0, sizeof(out[n]));
         tm_id_copy(out[n].type, type);
         tm_id_copy(out[n].zone, z);
         out[n].capacity = capacity;
-        out[n].tried = false;
         n++;
     }
     return n;
@@ -144,6 +209,9 @@ size_t tm_launch_plan_offers(const struct tm_launch_env *env, const char *pool, 
     size_t n = 0;
 
     zone = zone ? zone : "";
+    n = add_reserved(env, pool, type, zone, zone_fits, ctx, out, n, max);
+    if (reserved_only(env, p, pool))
+        return n;
     if (capacity != TM_CAPACITY_ON_DEMAND)
         n = add_offers(env, p, type, zone, TM_CAPACITY_SPOT, zone_required, skip_short, zone_fits,
                        ctx, out, n, max);
@@ -172,8 +240,7 @@ static int try_next(struct tm_launch *l, int status)
     size_t i;
 
     for (i = 0; i < l->noffers; i++)
-        if (!l->offers[i].tried && !tm_launch_is_short(l->env, l->offers[i].type,
-                                                       l->offers[i].zone, l->offers[i].capacity))
+        if (!l->offers[i].tried && offer_open(l->env, &l->offers[i]))
             break;
     if (i == l->noffers) {
         tm_log_warn("could not launch: no offering left",
@@ -240,7 +307,16 @@ void tm_launch_made(struct tm_launch *l, enum tm_launch_answer answer, int statu
     case TM_LAUNCH_SHORT: {
         const struct tm_launch_offer *o = &l->offers[l->cur];
 
-        tm_launch_note_short(l->env, o->type, o->zone, o->capacity, code);
+        /* A full reservation says nothing of the market beside it. */
+        if (o->reservation[0] && l->env->reservations) {
+            tm_log_info("reservation full, trying the next offer",
+                        "cloud=%s provider=%s pool=%s reservation=%s code=%s", l->be->cloud,
+                        l->env->name, l->pool, o->reservation, code ? code : "-");
+            tm_reservations_note_full(l->env->reservations, o->reservation,
+                                      l->env->now_ms(l->env->clock));
+        } else {
+            tm_launch_note_short(l->env, o->type, o->zone, o->capacity, code);
+        }
         next_or_fail(l, status < 0 ? status : TM_EQUOTA);
         return;
     }

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "providers/common/pools.h"
+#include "providers/common/reservations.h"
 #include "providers/common/shortage.h"
 #include "providers/provider.h"
 
@@ -42,6 +43,10 @@ struct tm_launch_offer {
     char zone[TM_ID_MAX];          /* "" lets the cloud choose */
     enum tm_capacity_type capacity; /* spot or on_demand */
     bool tried;
+    /* Into this reservation (reservations.h), "" none: on_demand capacity,
+     * the cloud's own way of naming it; block, a capacity block's market. */
+    char reservation[TM_ID_MAX];
+    bool block;
 };
 
 /* How a cloud reads the answer to a create. */
@@ -97,6 +102,10 @@ struct tm_launch_env {
     const struct tm_provider_pool *pools; /* none: one offer, the request's zone */
     size_t npools;
     unsigned max_relaunch;         /* finds after lost answers, 0: 5 */
+    /* Reserved capacity, offered before anything else (NULL: none), and
+     * the wall clock its terms are read on (NULL: the system's). */
+    struct tm_reservations *reservations;
+    int64_t (*wall_ms)(void *clock);
     bool *closing;                 /* the provider is closing: deliver TM_ECANCELED */
     struct tm_launch *launching;   /* launches in flight */
     /* The provider, freed by tm_launch_env_closed() once its client is. */
@@ -165,7 +174,9 @@ void tm_launch_note_short(struct tm_launch_env *env, const char *type, const cha
                           enum tm_capacity_type capacity, const char *code);
 
 /* The offers of a launch of type into pool (or into zone alone when it is
- * not empty): every zone on spot first, as capacity allows, then every zone
+ * not empty): the pool's usable reservations first (whatever capacity the
+ * request names: they are paid for already), then, unless the pool is
+ * reserved_only, every zone on spot, as capacity allows, then every zone
  * on demand.  Zones remembered short are left out when skip_short, and
  * zones zone_fits refuses always (it may be NULL; ctx is passed to it).
  * With no zone at all, one offer with zone "" unless zone_required.

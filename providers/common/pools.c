@@ -62,6 +62,7 @@ int tm_provider_pools_copy(const struct tm_config *cfg, const char *provider,
         dst->gpu_model = strdup(src->gpu_model ? src->gpu_model : "");
         dst->gpus = src->gpus_per_node;
         dst->spot = src->capacity_type && strcmp(src->capacity_type, "on_demand") != 0;
+        dst->reserved_only = src->nreservations > 0 && !src->reservation_fallback;
         dst->zones = strv_dup(src->zones, src->nzones);
         dst->nzones = dst->zones ? src->nzones : 0;
         dst->types = strv_dup(src->instance_types, src->ninstance_types);

@@ -24,6 +24,9 @@ struct tm_provider_pool {
     char *gpu_model;              /* "" when the pool names none */
     int gpus;                     /* per node */
     bool spot;                    /* capacity_type spot or spot_then_on_demand */
+    /* It names reservations and may not buy past them
+     * (reservation_fallback false): no spot or on-demand offer. */
+    bool reserved_only;
     size_t index;                 /* its index in the config's pools (error fields) */
 };
 

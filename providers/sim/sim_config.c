@@ -5,6 +5,8 @@
  */
 #include "providers/sim/sim_config.h"
 
+#include <string.h>
+
 #include "core/config_kind.h"
 
 static const struct cfg_field sim_fields[] = {
@@ -22,9 +24,38 @@ static int64_t sim_boot_ms(const struct tm_config_provider *p)
     return tm_sim_config(p)->boot_delay_ms;
 }
 
+/* The simulated cloud says nothing of a reservation: the file says it
+ * all, or the sim would have nothing to hold it to.  Its clock may be a
+ * replay's, so a term in the past is not refused here. */
+static int sim_check_pools(struct cfg_ctx *c, const struct tm_config *cfg, size_t i)
+{
+    static const char *const need[] = {"instance_type", "zone", "count", "start", "end"};
+
+    for (size_t p = 0; p < cfg->npools; p++) {
+        const struct tm_config_pool *pool = &cfg->pools[p];
+
+        if (strcmp(pool->provider, cfg->providers[i].name) != 0)
+            continue;
+        for (size_t k = 0; k < pool->nreservations; k++) {
+            const struct tm_config_reservation *r = &pool->reservations[k];
+            const bool have[] = {r->instance_type, r->zone, r->count > 0, r->start, r->end};
+
+            for (size_t f = 0; f < sizeof(need) / sizeof(need[0]); f++)
+                if (!have[f]) {
+                    tm_cfg_path_set(c, "pools[%zu].reservations[%zu].%s", p, k, need[f]);
+                    return tm_cfg_fail_at(c, "required for a sim reservation (the simulated "
+                                          "cloud says nothing of it)");
+                }
+        }
+    }
+    return 0;
+}
+
 const struct tm_config_kind tm_config_kind_sim = {
     .name = "sim",
     .block = &sim_block,
     .types_closed = true,
+    .check_pools = sim_check_pools,
     .boot_ms = sim_boot_ms,
+    .reservations = true,
 };

@@ -83,6 +83,7 @@ struct sim_provider {
     /* closing */
     bool closing, close_started, pg_closed, timer_closing;
     struct tm_launch_env launch;  /* the engine's view: launches in flight, close */
+    struct tm_reservations resv;  /* params' reservations, as the engine offers them */
 };
 
 static const struct tm_provider_ops sim_ops;
@@ -122,6 +123,8 @@ static const char setup_sql[] =
     "    interrupt_ms bigint,\n"
     "    notice_ms bigint\n"
     ");\n"
+    /* Reserved capacity: the reservation an instance runs in (NULL none). */
+    "ALTER TABLE simcloud.instances ADD COLUMN IF NOT EXISTS reservation text;\n"
     "CREATE INDEX IF NOT EXISTS instances_cluster ON simcloud.instances (cluster);\n"
     "CREATE INDEX IF NOT EXISTS instances_type ON simcloud.instances (instance_type);\n"
     /* Injected faults, for the chaos soak (scripts/soak.sh): while a row
@@ -148,7 +151,7 @@ static const char setup_sql[] =
     "CREATE OR REPLACE FUNCTION simcloud.launch(\n"
     "    p_id text, p_token text, p_cluster text, p_pool text, p_node_id bigint,\n"
     "    p_type text, p_zone text, p_capacity text, p_launched bigint, p_ready bigint,\n"
-    "    p_terminate bigint, p_interrupt bigint, p_notice bigint,\n"
+    "    p_terminate bigint, p_interrupt bigint, p_notice bigint, p_reservation text,\n"
     "    p_cap integer, p_now bigint, p_shutdown bigint)\n"
     "RETURNS SETOF simcloud.instances LANGUAGE plpgsql AS $fn$\n"
     "BEGIN\n"
@@ -158,8 +161,11 @@ static const char setup_sql[] =
     "    IF FOUND THEN\n"
     "        RETURN;\n"
     "    END IF;\n"
+    /* p_cap is the reservation's count for a launch into one (its
+     * instances run on capacity held for it), else the type's. */
     "    IF p_cap > 0 AND (SELECT count(*) FROM simcloud.instances i\n"
     "                      WHERE i.instance_type = p_type\n"
+    "                        AND i.reservation IS NOT DISTINCT FROM p_reservation\n"
     "                        AND coalesce(LEAST(i.terminate_requested_ms + p_shutdown,\n"
     "                                           i.interrupt_ms) > p_now, true)) >= p_cap THEN\n"
     "        RAISE EXCEPTION 'capacity of instance type \"%\" used up', p_type\n"
@@ -167,7 +173,7 @@ static const char setup_sql[] =
     "    END IF;\n"
     "    INSERT INTO simcloud.instances (" TM_SIM_ROW_COLUMNS ")\n"
     "    VALUES (p_id, p_token, p_cluster, p_pool, p_node_id, p_type, p_zone, p_capacity,\n"
-    "            p_launched, p_ready, p_terminate, p_interrupt, p_notice)\n"
+    "            p_launched, p_ready, p_terminate, p_interrupt, p_notice, p_reservation)\n"
     "    ON CONFLICT DO NOTHING;\n"
     "    RETURN QUERY SELECT * FROM simcloud.instances i WHERE i.token = p_token;\n"
     "    IF NOT FOUND THEN\n"
@@ -185,7 +191,7 @@ static const char setup_sql[] =
 
 static const char launch_sql[] =
     "SELECT " TM_SIM_ROW_COLUMNS " FROM simcloud.launch($1, $2, $3, $4, $5, $6, $7, $8,"
-    " $9, $10, $11, $12, $13, $14, $15, $16)";
+    " $9, $10, $11, $12, $13, $14, $15, $16, $17)";
 
 static const char terminate_sql[] =
     "UPDATE simcloud.instances"
@@ -369,7 +375,8 @@ static void run_memory(struct sim_provider *sp, struct sim_op *op)
     case SIM_OP_LAUNCH: {
         struct tm_launch_request req = req_of(a);
 
-        r = tm_simcloud_launch(sp->sc, &req, now(sp), &inst);
+        r = a->reservation[0] ? tm_simcloud_launch_reserved(sp->sc, &req, a->reservation, now(sp), &inst)
+                              : tm_simcloud_launch(sp->sc, &req, now(sp), &inst);
         deliver(op, r, &inst, NULL, 0);
         break;
     }
@@ -572,7 +579,9 @@ static int launch_pg(struct sim_provider *sp, struct sim_op *op, const struct tm
     int64_t t = now(sp);
     int r;
 
-    r = tm_sim_instance_plan(sp->params, req, t, &row);
+    r = op->args.reservation[0]
+            ? tm_sim_reservation_plan(sp->params, req, op->args.reservation, t, &row)
+            : tm_sim_instance_plan(sp->params, req, t, &row);
     if (r < 0) {
         /* The cloud's answer, not a failure to start: deliver it later. */
         op->preset = r;
@@ -582,7 +591,9 @@ static int launch_pg(struct sim_provider *sp, struct sim_op *op, const struct tm
     type = tm_sim_type_find(sp->params, row.instance_type);
     tm_sim_instance_to_row(&row, &text);
     memcpy(params, text.fields, sizeof(text.fields));
-    snprintf(cap, sizeof(cap), "%u", type->capacity);
+    snprintf(cap, sizeof(cap), "%u",
+             row.reservation[0] ? tm_sim_reservation_find(sp->params, row.reservation)->count
+                                : type->capacity);
     snprintf(nowbuf, sizeof(nowbuf), "%lld", (long long)t);
     snprintf(shutdown, sizeof(shutdown), "%lld",
              (long long)(sp->params->shutdown_ms > 0 ? sp->params->shutdown_ms : 0));
@@ -605,7 +616,14 @@ struct sim_launch {
 
 static void on_launch_answer(int status, const struct tm_instance *inst, void *data)
 {
-    tm_launch_made(data, status == 0 ? TM_LAUNCH_OK : TM_LAUNCH_FATAL, status, inst, NULL);
+    struct tm_launch *l = data;
+    /* A reservation that cannot take it (full, outside its term) is
+     * passed over for the next offer; any other refusal is the launch's. */
+    bool pass = l->offers[l->cur].reservation[0] &&
+                (status == TM_EQUOTA || status == TM_EINVAL || status == TM_ENOTFOUND);
+
+    tm_launch_made(l, status == 0 ? TM_LAUNCH_OK : pass ? TM_LAUNCH_SHORT : TM_LAUNCH_FATAL, status,
+                   inst, pass ? tm_err_name(status) : NULL);
 }
 
 static int sim_launch_prepare(struct tm_launch *l, const struct tm_launch_request *req)
@@ -632,6 +650,7 @@ static int sim_launch_create(struct tm_launch *l, size_t i)
         return TM_ENOMEM;
     op->cb.launch = on_launch_answer;
     args_of(&req, req.zone, &op->args);
+    tm_id_copy(op->args.reservation, o->reservation);
     if (sp->memory) {
         fifo_push(sp, op);
         return 0;
@@ -782,6 +801,7 @@ static void provider_free(void *provider)
     struct sim_provider *sp = provider;
 
     tm_simcloud_free(sp->sc);
+    tm_reservations_free(&sp->resv);
     free(sp);
 }
 
@@ -856,6 +876,40 @@ static const struct tm_provider_ops sim_ops = {
 
 /* ---- creation --------------------------------------------------------------- */
 
+static int64_t sim_wall(void *clock) { return now(clock); }
+
+/* The engine's rows of the params' reservations: the sim says nothing
+ * more of them than the file did, and its own clock is their wall clock. */
+static int copy_reservations(struct sim_provider *sp)
+{
+    const struct tm_simcloud_params *p = sp->params;
+
+    if (p->nreservations == 0)
+        return 0;
+    sp->resv.v = calloc(p->nreservations, sizeof(*sp->resv.v));
+    if (!sp->resv.v)
+        return TM_ENOMEM;
+    for (size_t i = 0; i < p->nreservations; i++) {
+        const struct tm_sim_reservation *s = &p->reservations[i];
+        struct tm_reservation *r = &sp->resv.v[i];
+
+        tm_id_copy(r->id, s->id);
+        tm_id_copy(r->pool, s->pool);
+        tm_id_copy(r->type, s->instance_type);
+        tm_id_copy(r->zone, s->zone);
+        r->total = (int)s->count;
+        r->available = -1;
+        r->start_ms = s->start_ms;
+        r->end_ms = s->end_ms;
+        r->block = s->block;
+        r->only = s->only;
+    }
+    sp->resv.n = p->nreservations;
+    sp->launch.reservations = &sp->resv;
+    sp->launch.wall_ms = sim_wall;
+    return 0;
+}
+
 static int provider_new(uv_loop_t *loop, const struct tm_simcloud_params *params,
                         tm_sim_clock_fn now_ms, void *clock, struct sim_provider **ret)
 {
@@ -883,7 +937,9 @@ static int provider_new(uv_loop_t *loop, const struct tm_simcloud_params *params
         .now_ms = launch_now, .clock = sp, .name = "sim", .closing = &sp->closing,
         .free_provider = provider_free, .provider = sp,
     };
-    r = uv_timer_init(loop, &sp->timer);
+    r = copy_reservations(sp);
+    if (r == 0)
+        r = uv_timer_init(loop, &sp->timer);
     if (r < 0) {
         provider_free(sp);
         return r;
@@ -1011,6 +1067,21 @@ int tm_sim_params_from_config(const struct tm_config *cfg, const struct tm_confi
         p.pools[p.npools].hazard_per_hour = pool->spot_hazard_per_hour;
         p.pools[p.npools].notice_ms = pool->spot_notice_ms;
         p.npools++;
+        for (size_t k = 0; k < pool->nreservations; k++) {
+            const struct tm_config_reservation *cr = &pool->reservations[k];
+            struct tm_sim_reservation *sr = &p.reservations[p.nreservations];
+
+            if (p.nreservations == TM_SIM_RESERVATIONS_MAX || copy_name(sr->id, cr->id) < 0 ||
+                copy_name(sr->pool, pool->name) < 0 || copy_name(sr->instance_type, cr->instance_type) < 0 ||
+                copy_name(sr->zone, cr->zone) < 0 || cr->count <= 0)
+                return TM_EINVAL;
+            sr->count = (unsigned)cr->count;
+            sr->start_ms = cr->start_ms;
+            sr->end_ms = cr->end_ms;
+            sr->block = cr->block;
+            sr->only = !pool->reservation_fallback;
+            p.nreservations++;
+        }
         for (size_t z = 0; z < pool->nzones; z++) {
             bool seen = false;
 

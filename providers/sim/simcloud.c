@@ -237,6 +237,50 @@ int tm_sim_instance_plan(const struct tm_simcloud_params *p, const struct tm_lau
     return 0;
 }
 
+const struct tm_sim_reservation *tm_sim_reservation_find(const struct tm_simcloud_params *p,
+                                                         const char *id)
+{
+    for (size_t i = 0; id && i < p->nreservations; i++)
+        if (strcmp(p->reservations[i].id, id) == 0)
+            return &p->reservations[i];
+    return NULL;
+}
+
+int tm_sim_reservation_plan(const struct tm_simcloud_params *p, const struct tm_launch_request *req,
+                            const char *id, int64_t now_ms, struct tm_sim_instance *ret)
+{
+    const struct tm_sim_reservation *r = tm_sim_reservation_find(p, id);
+    struct tm_launch_request q;
+    int64_t last;
+    int rc;
+
+    if (!r)
+        return TM_ENOTFOUND;
+    if (!req->instance_type || strcmp(req->instance_type, r->instance_type) != 0 ||
+        (req->zone && req->zone[0] && strcmp(req->zone, r->zone) != 0))
+        return TM_EINVAL;
+    last = r->block ? r->end_ms - TM_SIM_BLOCK_END_MS : r->end_ms;
+    if (now_ms < r->start_ms || now_ms >= last)
+        return TM_EQUOTA;
+    q = *req;
+    q.zone = r->zone;
+    q.capacity = TM_CAPACITY_ON_DEMAND;
+    rc = tm_sim_instance_plan(p, &q, now_ms, ret);
+    if (rc < 0)
+        return rc;
+    copy_id(ret->reservation, r->id);
+    if (r->block) {
+        /* The block's end takes its instances back, as a reclaim would. */
+        double hazard;
+        int64_t notice;
+
+        tm_sim_spot_for_pool(p, req->pool, &hazard, &notice);
+        ret->interrupt_ms = last;
+        ret->notice_ms = last - notice < now_ms ? now_ms : last - notice;
+    }
+    return 0;
+}
+
 int64_t tm_sim_instance_end_ms(const struct tm_simcloud_params *p, const struct tm_sim_instance *row)
 {
     int64_t shutdown = p->shutdown_ms > 0 ? p->shutdown_ms : 0;
@@ -350,6 +394,8 @@ void tm_sim_instance_to_row(const struct tm_sim_instance *row, struct tm_sim_row
     put_i64(ret->buf[10], &ret->fields[10], row->terminate_requested_ms);
     put_i64(ret->buf[11], &ret->fields[11], row->interrupt_ms);
     put_i64(ret->buf[12], &ret->fields[12], row->notice_ms);
+    copy_id(ret->buf[13], row->reservation);
+    ret->fields[13] = row->reservation[0] ? ret->buf[13] : NULL;
 }
 
 static int get_str(char dst[TM_ID_MAX], const char *field)
@@ -402,6 +448,8 @@ int tm_sim_instance_from_row(const char *const fields[TM_SIM_ROW_NFIELDS],
     r |= get_i64(&row.terminate_requested_ms, fields[10], true);
     r |= get_i64(&row.interrupt_ms, fields[11], true);
     r |= get_i64(&row.notice_ms, fields[12], true);
+    if (fields[13])
+        r |= get_str(row.reservation, fields[13]);
     if (r)
         return TM_EBADREPLY;
     cap = fields[7] ? tm_capacity_type_parse(fields[7]) : -1;
@@ -419,7 +467,7 @@ int tm_simcloud_create(const struct tm_simcloud_params *params, struct tm_simclo
     struct tm_simcloud *sc;
 
     if (params->ntypes > TM_SIM_TYPES_MAX || params->nzones > TM_SIM_ZONES_MAX ||
-        params->npools > TM_SIM_POOLS_MAX)
+        params->npools > TM_SIM_POOLS_MAX || params->nreservations > TM_SIM_RESERVATIONS_MAX)
         return TM_EINVAL;
     for (size_t i = 0; i < params->ntypes; i++) {
         if (!params->types[i].name[0])
@@ -565,15 +613,32 @@ unsigned tm_simcloud_count_alive(struct tm_simcloud *sc, const char *instance_ty
     for (size_t i = 0; i < sc->nactive; i++) {
         const struct tm_sim_instance *row = &sc->rows[sc->active[i]];
 
-        if (strcmp(row->instance_type, instance_type) == 0 &&
+        /* A reservation's instances run on capacity held for it. */
+        if (strcmp(row->instance_type, instance_type) == 0 && !row->reservation[0] &&
             tm_sim_instance_alive(&sc->params, row, now_ms))
             n++;
     }
     return n;
 }
 
-int tm_simcloud_launch(struct tm_simcloud *sc, const struct tm_launch_request *req,
-                       int64_t now_ms, struct tm_instance *ret)
+/* The instances of reservation id alive at now. */
+static unsigned count_reserved(struct tm_simcloud *sc, const char *id, int64_t now_ms)
+{
+    unsigned n = 0;
+
+    compact(sc, now_ms);
+    for (size_t i = 0; i < sc->nactive; i++) {
+        const struct tm_sim_instance *row = &sc->rows[sc->active[i]];
+
+        if (strcmp(row->reservation, id) == 0 && tm_sim_instance_alive(&sc->params, row, now_ms))
+            n++;
+    }
+    return n;
+}
+
+/* A launch into reservation id, or the open market when id is NULL. */
+static int launch(struct tm_simcloud *sc, const struct tm_launch_request *req, const char *id,
+                  int64_t now_ms, struct tm_instance *ret)
 {
     const struct tm_sim_instance *old;
     const struct tm_sim_type *type;
@@ -589,12 +654,20 @@ int tm_simcloud_launch(struct tm_simcloud *sc, const struct tm_launch_request *r
             fill_view(&sc->params, old, now_ms, ret);
         return 0;
     }
-    r = tm_sim_instance_plan(&sc->params, req, now_ms, &row);
-    if (r < 0)
-        return r;
-    type = tm_sim_type_find(&sc->params, row.instance_type);
-    if (type->capacity && tm_simcloud_count_alive(sc, type->name, now_ms) >= type->capacity)
-        return TM_EQUOTA;
+    if (id) {
+        r = tm_sim_reservation_plan(&sc->params, req, id, now_ms, &row);
+        if (r < 0)
+            return r;
+        if (count_reserved(sc, id, now_ms) >= tm_sim_reservation_find(&sc->params, id)->count)
+            return TM_EQUOTA;
+    } else {
+        r = tm_sim_instance_plan(&sc->params, req, now_ms, &row);
+        if (r < 0)
+            return r;
+        type = tm_sim_type_find(&sc->params, row.instance_type);
+        if (type->capacity && tm_simcloud_count_alive(sc, type->name, now_ms) >= type->capacity)
+            return TM_EQUOTA;
+    }
 
     if (sc->nrows == sc->rows_cap) {
         struct tm_sim_instance *rows = grow(sc->rows, &sc->rows_cap, sizeof(*rows));
@@ -622,6 +695,18 @@ int tm_simcloud_launch(struct tm_simcloud *sc, const struct tm_launch_request *r
     if (ret)
         tm_sim_instance_view(&sc->params, &row, now_ms, ret);
     return 0;
+}
+
+int tm_simcloud_launch(struct tm_simcloud *sc, const struct tm_launch_request *req,
+                       int64_t now_ms, struct tm_instance *ret)
+{
+    return launch(sc, req, NULL, now_ms, ret);
+}
+
+int tm_simcloud_launch_reserved(struct tm_simcloud *sc, const struct tm_launch_request *req,
+                                const char *id, int64_t now_ms, struct tm_instance *ret)
+{
+    return id ? launch(sc, req, id, now_ms, ret) : TM_EINVAL;
 }
 
 int tm_simcloud_terminate(struct tm_simcloud *sc, const char *id, int64_t now_ms)

@@ -56,6 +56,10 @@
 #define TM_SIM_TYPES_MAX 32
 #define TM_SIM_ZONES_MAX 16
 #define TM_SIM_POOLS_MAX 64
+#define TM_SIM_RESERVATIONS_MAX 64
+/* A block's instances are taken back this long before its end, as EC2
+ * begins to take a Capacity Block's back 30 minutes before it ends. */
+#define TM_SIM_BLOCK_END_MS (30LL * 60 * 1000)
 
 /* "Never" for the optional timestamps of a row (no terminate request, no
  * interruption).  Stored as NULL in PostgreSQL. */
@@ -92,6 +96,22 @@ struct tm_sim_cell_spot {
     double hazard_per_hour;        /* interruptions per spot instance-hour; 0 = never */
 };
 
+/* Capacity bought ahead (a pool's `reservations:`): count instances of
+ * one type in one zone, from start to end, for launches that name it.
+ * Its instances are on demand and never count against the type's open
+ * capacity; a block's are taken back TM_SIM_BLOCK_END_MS before its end
+ * (interrupted, with the pool's notice). */
+struct tm_sim_reservation {
+    char id[TM_ID_MAX];
+    char pool[TM_ID_MAX];
+    char instance_type[TM_ID_MAX];
+    char zone[TM_ID_MAX];
+    unsigned count;
+    int64_t start_ms, end_ms;      /* on the cloud's clock */
+    bool block;
+    bool only;                     /* its pool buys nothing past its reservations */
+};
+
 struct tm_simcloud_params {
     struct tm_sim_type types[TM_SIM_TYPES_MAX];
     size_t ntypes;
@@ -110,6 +130,8 @@ struct tm_simcloud_params {
     /* Per (types[t], zones[z]) overrides of the hazard, a pool's included
      * (the notice stays the pool's). */
     struct tm_sim_cell_spot cells[TM_SIM_TYPES_MAX][TM_SIM_ZONES_MAX];
+    struct tm_sim_reservation reservations[TM_SIM_RESERVATIONS_MAX];
+    size_t nreservations;
     int64_t shutdown_ms;           /* terminate request to terminated */
     int64_t retention_ms;          /* terminated instances stay listed this long */
     uint64_t seed;
@@ -130,6 +152,7 @@ struct tm_sim_instance {
     int64_t terminate_requested_ms; /* TM_SIM_NEVER until terminate is asked */
     int64_t interrupt_ms;           /* TM_SIM_NEVER for on-demand (or hazard 0) */
     int64_t notice_ms;              /* TM_SIM_NEVER when interrupt_ms is */
+    char reservation[TM_ID_MAX];    /* the reservation it runs in, "" none */
 };
 
 struct tm_simcloud;
@@ -164,6 +187,21 @@ const struct tm_sim_type *tm_sim_type_find(const struct tm_simcloud_params *p, c
 int tm_sim_instance_plan(const struct tm_simcloud_params *p, const struct tm_launch_request *req,
                          int64_t now_ms, struct tm_sim_instance *ret);
 
+/* The reservation id, or NULL. */
+const struct tm_sim_reservation *tm_sim_reservation_find(const struct tm_simcloud_params *p,
+                                                         const char *id);
+
+/*
+ * The row a first launch of req into reservation id at now would create
+ * (on demand, in the reservation's zone, ending with a block), or an error:
+ * those of tm_sim_instance_plan(), TM_ENOTFOUND (no such reservation),
+ * TM_EINVAL (another type, or a zone the request names and the reservation
+ * is not in), TM_EQUOTA (now is outside its term, or in a block's last
+ * TM_SIM_BLOCK_END_MS).  Pure: does not count the reservation's instances.
+ */
+int tm_sim_reservation_plan(const struct tm_simcloud_params *p, const struct tm_launch_request *req,
+                            const char *id, int64_t now_ms, struct tm_sim_instance *ret);
+
 /* When the instance is (or will be) terminated; TM_SIM_NEVER if not yet. */
 int64_t tm_sim_instance_end_ms(const struct tm_simcloud_params *p, const struct tm_sim_instance *row);
 
@@ -188,10 +226,11 @@ int64_t tm_sim_instance_next_event_ms(const struct tm_simcloud_params *p,
  * TM_SIM_NEVER is a NULL field.  to_row points ret->fields into ret->buf.
  * from_row returns TM_EBADREPLY for a missing, malformed or too long field.
  */
-#define TM_SIM_ROW_NFIELDS 13
+#define TM_SIM_ROW_NFIELDS 14
 #define TM_SIM_ROW_COLUMNS                                                         \
     "id, token, cluster, pool, node_id, instance_type, zone, capacity, "           \
-    "launched_ms, ready_ms, terminate_requested_ms, interrupt_ms, notice_ms"
+    "launched_ms, ready_ms, terminate_requested_ms, interrupt_ms, notice_ms, "     \
+    "reservation"
 
 struct tm_sim_row_text {
     char buf[TM_SIM_ROW_NFIELDS][TM_ID_MAX];
@@ -219,6 +258,10 @@ const struct tm_simcloud_params *tm_simcloud_params(const struct tm_simcloud *sc
  */
 int tm_simcloud_launch(struct tm_simcloud *sc, const struct tm_launch_request *req,
                        int64_t now_ms, struct tm_instance *ret);
+/* The same into reservation id (tm_sim_reservation_plan), TM_EQUOTA when
+ * its count is taken by instances alive at now. */
+int tm_simcloud_launch_reserved(struct tm_simcloud *sc, const struct tm_launch_request *req,
+                                const char *id, int64_t now_ms, struct tm_instance *ret);
 
 /* Ask for termination at now.  Idempotent (the first request time is
  * kept); TM_ENOTFOUND for an id never launched or already gone from

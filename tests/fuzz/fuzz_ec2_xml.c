@@ -35,7 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if ((r.ninstances && !r.instances) || (r.ntypes && !r.types) ||
                 (r.nprices && !r.prices) || (r.nstatuses && !r.statuses) ||
                 (r.nfleet_instances && !r.fleet_instances) ||
-                (r.nfleet_errors && !r.fleet_errors))
+                (r.nfleet_errors && !r.fleet_errors) || (r.nreservations && !r.reservations))
                 abort();
             for (size_t i = 0; i < r.ninstances; i++)
                 if (strnlen(r.instances[i].inst.id, TM_ID_MAX) == TM_ID_MAX ||

@@ -13,6 +13,7 @@
 #include "core/config_check.c"
 #include "core/config_load.c"
 #include "core/config_lookup.c"
+#include "core/config_reservation.c"
 
 #include <setjmp.h>
 #include <stdarg.h>

@@ -586,6 +586,67 @@ static void test_bad_replies(void **state)
                                &r, err, sizeof(err)), TM_EBADREPLY);
 }
 
+/* Reserved capacity: the launch into a reservation or a block, and
+ * DescribeCapacityReservations both ways. */
+static void test_reservations(void **state)
+{
+    const struct tm_ec2_run_params p = {
+        .image_id = "ami-1", .instance_type = "p5.48xlarge", .zone = "us-east-1a",
+        .client_token = "tok-1", .spot = true, .capacity_reservation = "cr-0123456789abcdef0",
+        .capacity_block = true,
+    };
+    struct tm_ec2_run_params od = p;
+    const char *ids[] = {"cr-0123456789abcdef0", "cr-0123456789abcdef1"};
+    static const char answer[] =
+        "<DescribeCapacityReservationsResponse xmlns=\"http://ec2.amazonaws.com/doc/2016-11-15/\">"
+        "<requestId>r1</requestId><capacityReservationSet>"
+        "<item><capacityReservationId>cr-0123456789abcdef0</capacityReservationId>"
+        "<instanceType>p5.48xlarge</instanceType><availabilityZone>us-east-1a</availabilityZone>"
+        "<totalInstanceCount>4</totalInstanceCount><availableInstanceCount>1</availableInstanceCount>"
+        "<state>active</state><startDate>2026-12-10T00:00:00.000Z</startDate>"
+        "<endDate>2026-12-12T00:00:00.000Z</endDate><reservationType>capacity-block</reservationType>"
+        "</item><item><capacityReservationId>cr-0123456789abcdef1</capacityReservationId>"
+        "<state>cancelled</state></item></capacityReservationSet>"
+        "</DescribeCapacityReservationsResponse>";
+    struct tm_ec2_reply reply;
+    char *body = NULL, err[256];
+
+    (void)state;
+    assert_int_equal(tm_ec2_build_run_instances(&p, &body), 0);
+    assert_string_equal(body,
+        "Action=RunInstances&Version=2016-11-15&ImageId=ami-1&InstanceType=p5.48xlarge"
+        "&MinCount=1&MaxCount=1&ClientToken=tok-1&Placement.AvailabilityZone=us-east-1a"
+        "&CapacityReservationSpecification.CapacityReservationTarget.CapacityReservationId="
+        "cr-0123456789abcdef0&InstanceMarketOptions.MarketType=capacity-block");
+    free(body);
+    od.capacity_block = false;
+    od.spot = false;
+    assert_int_equal(tm_ec2_build_run_instances(&od, &body), 0);
+    assert_non_null(strstr(body, "CapacityReservationId=cr-0123456789abcdef0"));
+    assert_null(strstr(body, "InstanceMarketOptions"));
+    free(body);
+    assert_int_equal(tm_ec2_build_describe_capacity_reservations(ids, 2, 0, NULL, &body), 0);
+    assert_string_equal(body, "Action=DescribeCapacityReservations&Version=2016-11-15"
+                              "&CapacityReservationId.1=cr-0123456789abcdef0"
+                              "&CapacityReservationId.2=cr-0123456789abcdef1");
+    free(body);
+
+    assert_int_equal(tm_ec2_parse_reply(TM_EC2_DESCRIBE_CAPACITY_RESERVATIONS, answer,
+                                        strlen(answer), &reply, err, sizeof(err)), 0);
+    assert_int_equal(reply.nreservations, 2);
+    assert_string_equal(reply.reservations[0].instance_type, "p5.48xlarge");
+    assert_string_equal(reply.reservations[0].zone, "us-east-1a");
+    assert_int_equal(reply.reservations[0].total, 4);
+    assert_int_equal(reply.reservations[0].available, 1);
+    assert_true(reply.reservations[0].block);
+    assert_int_equal(reply.reservations[0].end_ms - reply.reservations[0].start_ms, 2 * 86400000LL);
+    assert_string_equal(reply.reservations[1].state, "cancelled");
+    assert_int_equal(reply.reservations[1].total, -1);
+    assert_false(reply.reservations[1].block);
+    tm_ec2_reply_release(&reply);
+    assert_int_equal(tm_ec2_error_map("ReservationCapacityExceeded", 400), TM_EQUOTA);
+}
+
 static void test_backoff(void **state)
 {
     struct tm_ec2_retry retry = {.base_delay_ms = 100, .max_delay_ms = 1000};
@@ -614,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_error_map),
         cmocka_unit_test(test_bad_replies),
+        cmocka_unit_test(test_reservations),
         cmocka_unit_test(test_backoff),
     };
 
