@@ -2,3 +2,7 @@
 # the scheduler's library alone.
 tm_add_c_test(test_quota ${CMAKE_SOURCE_DIR}/tests/unit/sched/test_quota.c
               LABELS unit quota TIMEOUT 60 LINK tarmac_sched)
+# Quotas over the API and CLI against the real serve: roles, bad input
+# naming the field with nothing written, show, overcommit, removal.
+tm_add_test(itest_quota_api LABELS integration quota FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/quota_api.sh)
