@@ -6,3 +6,8 @@ tm_add_c_test(test_quota ${CMAKE_SOURCE_DIR}/tests/unit/sched/test_quota.c
 # naming the field with nothing written, show, overcommit, removal.
 tm_add_test(itest_quota_api LABELS integration quota FIXTURES pg TIMEOUT 240
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/quota_api.sh)
+# Lend and reclaim live with the sim cloud: a borrower checkpointed and
+# requeued for the owner, resumed later, no reclaim loop; removal while
+# borrowing refused; quota and budget together.
+tm_add_test(itest_quota_live LABELS integration quota FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/quota_live.sh)

@@ -29,10 +29,13 @@ const char *tm_reconcile_pool_flavor(const struct tm_config *cfg, size_t pi)
     return pool->group && pool->group[0] ? pool->group : pool->gpu_model;
 }
 
-/* The configuration's flavors, each once, in pool order, with the GPUs of
- * the live nodes under it (snap NULL: 0).  Names point into cfg. */
-static int fleet_flavors(const struct tm_config *cfg, const struct tm_snapshot *snap,
-                         struct tm_quota_flavor **ret, size_t *ret_n)
+/* The configuration's flavors, each once, in pool order, with the GPUs
+ * the fleet may hold of each: its pools' max_nodes x gpus_per_node.  The
+ * fleet grows and shrinks with the queue, so a quota is measured against
+ * what it can hold, not against the nodes up this minute; an overcommit
+ * is then a fact of the configuration and is said once, not each time a
+ * node comes or goes.  Names point into cfg. */
+static int fleet_flavors(const struct tm_config *cfg, struct tm_quota_flavor **ret, size_t *ret_n)
 {
     struct tm_quota_flavor *fl = calloc(cfg->npools + 1, sizeof(*fl));
     size_t n = 0;
@@ -46,15 +49,7 @@ static int fleet_flavors(const struct tm_config *cfg, const struct tm_snapshot *
             f++;
         if (f == n)
             fl[n++] = (struct tm_quota_flavor){.name = name};
-    }
-    for (size_t ni = 0; snap && ni < snap->nnodes; ni++) {
-        const struct tm_snap_node *node = &snap->nodes[ni];
-        if (node->pool < 0 || (size_t)node->pool >= cfg->npools || node->state == TM_NODE_TERMINATING)
-            continue;
-        const char *name = tm_reconcile_pool_flavor(cfg, (size_t)node->pool);
-        for (size_t f = 0; f < n; f++)
-            if (strcmp(fl[f].name, name) == 0)
-                fl[f].fleet_gpus += node->gpus;
+        fl[f].fleet_gpus += (int64_t)cfg->pools[pi].max_nodes * cfg->pools[pi].gpus_per_node;
     }
     *ret = fl;
     *ret_n = n;
@@ -67,7 +62,7 @@ int tm_reconcile_quota_check(const struct tm_config *cfg, const struct tm_quota_
     struct tm_quota_flavor *fl = NULL;
     struct tm_quota *q = NULL;
     size_t nfl = 0;
-    int r = fleet_flavors(cfg, NULL, &fl, &nfl);
+    int r = fleet_flavors(cfg, &fl, &nfl);
 
     if (r == 0)
         r = tm_quota_build(fl, nfl, rows, n, &q, err, errlen);
@@ -91,7 +86,7 @@ static int build_model(struct pass *p, struct tm_quota **ret, char *err, size_t 
     if (s->nquotas == 0)
         return 0;
     rows = calloc(s->nquotas, sizeof(*rows));
-    if (!rows || (r = fleet_flavors(p->cfg, s, &fl, &nfl)) < 0) {
+    if (!rows || (r = fleet_flavors(p->cfg, &fl, &nfl)) < 0) {
         free(rows);
         return TM_ENOMEM;
     }

@@ -83,8 +83,8 @@ run 0 "$FIN" quota set a --gpus 8 --borrowing-limit 4 --org research
 grep -Eq '^a +A100 +8 +4 +- +research +1$' "$OUT" || fail "quota set table: $(cat "$OUT")"
 [ "$(psql_q "SELECT gpus, borrowing_limit, coalesce(lending_limit, -1), org, updated_by FROM quotas WHERE team = 'a'")" \
   = "8|4|-1|research|q-fin" ] || fail "quota not stored: $(psql_q 'SELECT * FROM quotas')"
-run 0 "$ADMIN" quota set b --gpus 8 --lending-limit 4 --weight 2 --output json
-[ "$(jq_ 'd["team"], d["flavor"], d["gpus"], d["lending_limit"], d["weight"]')" = "b A100 8 4 2" ] \
+run 0 "$ADMIN" quota set b --gpus 24 --lending-limit 4 --weight 2 --output json
+[ "$(jq_ 'd["team"], d["flavor"], d["gpus"], d["lending_limit"], d["weight"]')" = "b A100 24 4 2" ] \
     || fail "quota set json: $(cat "$OUT")"
 # The org's own quota, named by its teams.
 run 0 "$FIN" quota set research --gpus 2
@@ -97,18 +97,19 @@ grep -q 'field org' "$ERR" || fail "cycle of orgs: $(cat "$ERR")"
     || fail "quota_set decisions"
 
 # ---- show: everybody reads; an overcommit said once -----------------------------
-# 8 + 8 + 2 = 18 GPUs of A100 on a fleet of none yet: an overcommit.
+# 8 + 24 + 2 = 34 GPUs of A100 on a fleet that holds at most 32 (two
+# pools of two 8-GPU nodes): an overcommit, accepted.
 wait_for 20 "TARMAC_TOKEN=$VIEW '$TARMAC' quota show 2>/dev/null | grep -q '^overcommit: '" \
     || fail "no overcommit in quota show: $(TARMAC_TOKEN=$VIEW "$TARMAC" quota show 2>&1)"
 run 0 "$VIEW" quota show
 head -n 1 "$OUT" | grep -q '^TEAM  *FLAVOR  *ORG  *QUOTA  *USED  *BORROWED  *LENT' || fail "show header: $(cat "$OUT")"
 grep -Eq '^a +A100 +research +8 +0 +0 +0 +4 ' "$OUT" || fail "show row a: $(cat "$OUT")"
-grep -q 'overcommit: quotas exceed the fleet: A100 by 18 GPUs' "$OUT" || fail "overcommit line: $(cat "$OUT")"
+grep -q 'overcommit: quotas exceed the fleet: A100 by 2 GPUs' "$OUT" || fail "overcommit line: $(cat "$OUT")"
 [ "$(grep -c 'overcommit' "$OUT")" = 1 ] || fail "overcommit said more than once: $(cat "$OUT")"
 run 0 "$ENG" quota show --output json
 [ "$(jq_ 'sorted(q["team"] for q in d["items"])')" = "['a', 'b', 'research']" ] || fail "engineer show: $(cat "$OUT")"
 # Said when it appears or changes, not every pass.
-[ "$(grep -c 'quota overcommit.*by 18 GPUs' "$WORK/serve.log")" = 1 ] \
+[ "$(grep -c 'quota overcommit.*by 2 GPUs' "$WORK/serve.log")" = 1 ] \
     || fail "overcommit not logged once: $(grep 'quota overcommit' "$WORK/serve.log")"
 curl -s "$TARMAC_URL/metrics" >"$WORK/metrics.txt"
 grep -q '^tarmac_quota_gpus{team="a",flavor="A100"} 8$' "$WORK/metrics.txt" || fail "metrics: $(grep quota "$WORK/metrics.txt")"
