@@ -305,10 +305,6 @@ static void on_quota_deleted(const struct tm_pg_reply *reply, void *data)
         tm_api_fail(c, 409, NULL, "the quotas changed while this change was checked; try again");
         return;
     }
-    if (strcmp(PQgetvalue(res, 0, 2), "0") == 0) {
-        tm_api_fail(c, 404, "team", "no such quota");
-        return;
-    }
     tm_api_reply(c, 200, PQgetvalue(res, 0, 1), (size_t)PQgetlength(res, 0, 1));
 }
 
