@@ -11,3 +11,9 @@ tm_add_test(itest_quota_api LABELS integration quota FIXTURES pg TIMEOUT 240
 # borrowing refused; quota and budget together.
 tm_add_test(itest_quota_live LABELS integration quota FIXTURES pg TIMEOUT 240
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/quota_live.sh)
+# The live tick's quotas (controller/reconcile/quotas.c): reclaims as
+# preempt or checkpoint ops naming job, owner and GPU-time redone, the
+# disruption budget, never a non-preemptible borrower, the view, the
+# overcommit and the whole-set check the daemon hands the API.
+tm_add_c_test(test_reconcile_quota ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_quota.c
+              LABELS unit quota LINK tarmac_reconcile)
