@@ -137,58 +137,50 @@ static int32_t pool_flavor(const struct rc_quota *rq, int pool)
     return pool >= 0 && (size_t)pool < rq->npools ? rq->pool_flavor[pool] : -1;
 }
 
-static int cmp_running(const void *a, const void *b, void *data)
+/* A running job's place in its team's order: by team and flavor, then
+ * oldest first. */
+struct run_key {
+    int32_t team, flavor;
+    int64_t started_ms, id;
+    int32_t idx;
+};
+
+static int cmp_run_key(const void *a, const void *b)
 {
-    const struct rc_quota *rq = data;
-    const struct tm_quota_job *x = &rq->running[*(const int32_t *)a];
-    const struct tm_quota_job *y = &rq->running[*(const int32_t *)b];
-    const struct tm_snap_job *jx = rq->run_snap[*(const int32_t *)a];
-    const struct tm_snap_job *jy = rq->run_snap[*(const int32_t *)b];
+    const struct run_key *x = a, *y = b;
 
     if (x->team != y->team)
         return x->team < y->team ? -1 : 1;
     if (x->flavor != y->flavor)
         return x->flavor < y->flavor ? -1 : 1;
-    if (jx->started_ms != jy->started_ms)
-        return jx->started_ms < jy->started_ms ? -1 : 1;
-    return jx->id < jy->id ? -1 : jx->id > jy->id;
+    if (x->started_ms != y->started_ms)
+        return x->started_ms < y->started_ms ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* Mark as borrowed the running jobs past their team's own quota. */
-static void mark_borrowed(struct rc_quota *rq)
+/* Mark as borrowed the running jobs past their team's own quota.  0 or
+ * TM_ENOMEM. */
+static int mark_borrowed(struct rc_quota *rq)
 {
-    int32_t *order = malloc((rq->nrunning + 1) * sizeof(*order));
+    struct run_key *keys = malloc((rq->nrunning + 1) * sizeof(*keys));
     int64_t sum = 0;
 
-    if (!order) {
-        /* Without the order, every job counts as borrowed: a reclaim may
-         * then pick from more jobs, never fewer. */
-        for (size_t i = 0; i < rq->nrunning; i++)
-            rq->running[i].borrowed = true;
-        return;
-    }
+    if (!keys)
+        return TM_ENOMEM;
     for (size_t i = 0; i < rq->nrunning; i++)
-        order[i] = (int32_t)i;
-    /* Insertion sort keeps it allocation-free and stable; running lists
-     * under quota are at most the fleet's jobs. */
-    for (size_t i = 1; i < rq->nrunning; i++) {
-        int32_t x = order[i];
-        size_t k = i;
-        while (k > 0 && cmp_running(&order[k - 1], &x, rq) > 0) {
-            order[k] = order[k - 1];
-            k--;
-        }
-        order[k] = x;
-    }
+        keys[i] = (struct run_key){.team = rq->running[i].team, .flavor = rq->running[i].flavor,
+                                   .started_ms = rq->run_snap[i]->started_ms,
+                                   .id = rq->run_snap[i]->id, .idx = (int32_t)i};
+    qsort(keys, rq->nrunning, sizeof(*keys), cmp_run_key);
     for (size_t i = 0; i < rq->nrunning; i++) {
-        struct tm_quota_job *r = &rq->running[order[i]];
-        if (i == 0 || r->team != rq->running[order[i - 1]].team ||
-            r->flavor != rq->running[order[i - 1]].flavor)
+        struct tm_quota_job *r = &rq->running[keys[i].idx];
+        if (i == 0 || keys[i].team != keys[i - 1].team || keys[i].flavor != keys[i - 1].flavor)
             sum = 0;
         sum += r->gpus;
         r->borrowed = sum > tm_quota_guaranteed(rq->q, r->team, r->flavor);
     }
-    free(order);
+    free(keys);
+    return 0;
 }
 
 /* The running jobs under a quota'd flavor. */
@@ -214,8 +206,7 @@ static int collect_running(struct pass *p, struct rc_quota *rq)
             .redo_gpu_ms = ran > 0 ? ran * job_gpus(j) : 0,
         };
     }
-    mark_borrowed(rq);
-    return 0;
+    return mark_borrowed(rq);
 }
 
 /* The disruption budget the pass may spend on reclaims: what the pools'
