@@ -17,3 +17,7 @@ tm_add_test(itest_quota_live LABELS integration quota FIXTURES pg TIMEOUT 240
 # overcommit and the whole-set check the daemon hands the API.
 tm_add_c_test(test_reconcile_quota ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_quota.c
               LABELS unit quota LINK tarmac_reconcile)
+# The same with the local provider: real agents, the checkpoint signal,
+# the resume from the checkpoint.
+tm_add_test(itest_quota_local LABELS integration quota FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/quota_local.sh)
