@@ -21,3 +21,7 @@ tm_add_c_test(test_reconcile_quota ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test
 # the resume from the checkpoint.
 tm_add_test(itest_quota_local LABELS integration quota FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/quota_local.sh)
+# Three teams with the sim cloud: each borrowed job reclaimed once, for
+# each owner, and no reclaim cycle.
+tm_add_test(itest_quota_three LABELS integration quota FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/quota_three.sh)
