@@ -18,9 +18,14 @@
 static int check(const struct tm_config *cfg, const struct tm_api_quota_row *rows, size_t n, char *err,
                  size_t errlen)
 {
-    struct tm_quota_row *q = calloc(n + 1, sizeof(*q));
+    struct tm_quota_row *q;
     int r;
 
+    if (!cfg) {
+        snprintf(err, errlen, "quotas: the server has no configuration to check flavors against");
+        return TM_EINVAL;
+    }
+    q = calloc(n + 1, sizeof(*q));
     if (!q)
         return TM_ENOMEM;
     for (size_t i = 0; i < n; i++)

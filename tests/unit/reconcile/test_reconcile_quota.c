@@ -23,17 +23,19 @@
 #include "core/config.h"
 #include "tests/lib/snap_fixture.h"
 
-#define CONFIG(extra)                                                                   \
+#define CONFIG_MAX(max, extra)                                                          \
     SNAP_FIXTURE_YAML_HEAD("unit")                                                      \
     "providers:\n"                                                                      \
     SNAP_FIXTURE_YAML_SIM("sim", "r1")                                                  \
     "pools:\n"                                                                          \
     "  - {name: od8, provider: sim, zones: [z1], instance_types: [sim.8x], gpu_model: A100," \
-    "     gpus_per_node: 8, capacity_type: on_demand, min_nodes: 0, max_nodes: 1,"      \
+    "     gpus_per_node: 8, capacity_type: on_demand, min_nodes: 0, max_nodes: " max ","  \
     "     idle_grace: 60s" extra "}\n"
+#define CONFIG(extra) CONFIG_MAX("1", extra)
 
 static const char config_plain[] = CONFIG("");
 static const char config_budget[] = CONFIG(", disruption_nodes: 0, disruption_interval: 10m");
+static const char config_grows[] = CONFIG_MAX("4", "");
 
 #define NOW 1000000000
 #define HOUR 3600000LL
@@ -63,6 +65,11 @@ static int setup(void **state)
 static int setup_budget(void **state)
 {
     return setup_with(state, config_budget);
+}
+
+static int setup_grows(void **state)
+{
+    return setup_with(state, config_grows);
 }
 
 static int teardown(void **state)
@@ -252,6 +259,24 @@ static void test_no_quota_team_and_no_quotas(void **state)
     assert_non_null(strstr(get(w, "reason")->valuestring, "waits on quota"));
 }
 
+/* A fleet that can still grow (4 nodes, 32 GPUs, 8 of them a's): b
+ * borrows the GPUs under no quota, so a's job waits for a new node and
+ * nothing is reclaimed. */
+static void test_no_reclaim_while_the_fleet_grows(void **state)
+{
+    struct fixture *f = *state;
+    add_quota(f, "a", 8);
+    add_node(f, 1);
+    run_job(f, 100, "b", true, false);
+    queue_job(f, 200, "a");
+    run(f);
+    assert_int_equal(snap_fixture_count_op(f->plan.actions, "preempt"), 0);
+    assert_int_equal((int)f->plan.reclaimed, 0);
+    const cJSON *w = wait_of(f, 200);
+    assert_non_null(w);
+    assert_null(strstr(get(w, "reason")->valuestring, "quota"));
+}
+
 /* The view: what a is guaranteed and lends while b borrows it. */
 static void test_view(void **state)
 {
@@ -325,6 +350,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_never_reclaim_nonpreemptible, setup, teardown),
         cmocka_unit_test_setup_teardown(test_disruption_budget, setup_budget, teardown),
         cmocka_unit_test_setup_teardown(test_no_quota_team_and_no_quotas, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_reclaim_while_the_fleet_grows, setup_grows, teardown),
         cmocka_unit_test_setup_teardown(test_view, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overcommit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check, setup, teardown),
