@@ -10,8 +10,7 @@
 #       token: sets DB, BASE, ADMIN, STATE (the provider's state_dir), SERVE.
 #       E2E_AGENT_YAML and E2E_PROVIDER_YAML: more lines for the agent
 #       section (2 spaces in) and the provider (4 spaces); E2E_OD_MIN and
-#       E2E_OD_MAX: the od pool's min_nodes (0) and max_nodes (3); E2E_SPOT_MAX
-#       the spot pool's max_nodes (3)
+#       E2E_OD_MAX: the od pool's min_nodes (0) and max_nodes (3)
 #       E2E_UNREACHABLE_AFTER, E2E_REQUEUE_AFTER and E2E_TERMINATE_AFTER
 #       change the agent timings (3s, 5s, 30s); E2E_SERVE_ARGS is added to
 #       `tarmac serve` (e.g. a --database-url through a proxy)
@@ -93,6 +92,7 @@ pools:
     instance_types: [local.2x]
     capacity_type: spot
     min_nodes: 0
+    # E2E_SPOT_MAX: the spot pool's max_nodes (3)
     max_nodes: ${E2E_SPOT_MAX:-3}
     idle_grace: ${E2E_IDLE_GRACE:-2s}
     bootstrap: "$TM_SOURCE_DIR/config/bootstrap-local.sh"
