@@ -44,8 +44,9 @@ void tm_daemon_quotas_start(void)
     tm_api_quotas_set_check(check, tm_reconcile_pool_flavor);
 }
 
-/* The overcommit said last, so that it is said once, not every pass. */
-static char said[256];
+/* The overcommit and the refusal said last, so that each is said once
+ * when it appears or changes, not every pass. */
+static char said[256], said_error[256];
 
 void tm_daemon_quotas_publish(const char *view_json)
 {
@@ -61,7 +62,12 @@ void tm_daemon_quotas_publish(const char *view_json)
             tm_log_warn("quota overcommit", "detail=\"%s\"", over);
         snprintf(said, sizeof(said), "%s", over);
     }
-    if (error)
-        tm_log_error("stored quotas refused; scheduling without quotas", "detail=\"%s\"", error);
+    if (!error)
+        error = "";
+    if (strncmp(said_error, error, sizeof(said_error) - 1) != 0) {
+        if (error[0])
+            tm_log_error("stored quotas refused; scheduling without quotas", "detail=\"%s\"", error);
+        snprintf(said_error, sizeof(said_error), "%s", error);
+    }
     cJSON_Delete(view);
 }
