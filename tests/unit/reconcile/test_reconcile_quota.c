@@ -320,6 +320,23 @@ static void test_overcommit(void **state)
     cJSON_Delete(v);
 }
 
+/* A stored set the configuration no longer fits (its flavor's pools were
+ * removed): scheduled without quotas, and the view says why. */
+static void test_stored_set_refused(void **state)
+{
+    struct fixture *f = *state;
+    add_quota(f, "a", 8);
+    snprintf(f->quotas[0].flavor, sizeof(f->quotas[0].flavor), "H100");
+    add_node(f, 1);
+    queue_job(f, 200, "b");
+    run(f);
+    assert_int_equal(snap_fixture_count_op(f->plan.actions, "place"), 1);
+    cJSON *v = cJSON_Parse(f->plan.quota_view);
+    assert_non_null(v);
+    assert_non_null(strstr(get(v, "error")->valuestring, "quotas[0].flavor"));
+    cJSON_Delete(v);
+}
+
 /* The whole-set check the daemon hands the API: the model's refusals. */
 static void test_check(void **state)
 {
@@ -353,6 +370,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_reclaim_while_the_fleet_grows, setup_grows, teardown),
         cmocka_unit_test_setup_teardown(test_view, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overcommit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_stored_set_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
