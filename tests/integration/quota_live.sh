@@ -89,4 +89,10 @@ sleep 2
 [ "$(state $A2)" = queued ] || fail "the capped job ran"
 [ "$(state $B)" = running ] || fail "b was reclaimed for a job its budget holds"
 [ "$(psql_q "SELECT count(*) FROM decisions WHERE inputs ? 'quota_reclaim'")" = 1 ] || fail "reclaim for a held job"
+[ "$(psql_q "SELECT inputs ->> 'held_by' FROM decisions WHERE kind = 'wait' AND subject_id = '$A2'
+             ORDER BY id DESC LIMIT 1")" = budget ] || fail "the budget's wait does not say budget"
+# And the other way round: b's job, which its budget (none) admits, waits
+# on quota while a's quota is in use, and its decision says quota.
+[ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'wait' AND subject_id = '$B'
+             AND inputs ->> 'held_by' = 'quota'")" -ge 1 ] || fail "b's quota wait does not say quota"
 echo ok
