@@ -31,6 +31,7 @@ static const struct {
     {"logs", tm_cli_api_logs, "a job's output as written (logs ID [--attempt N] [--rank R] [--follow] [--tail N])"},
     {"why", tm_cli_api_why, "why a job waits or runs, why a node exists (why job ID | node ID)"},
     {"budget", tm_cli_api_budget, "set or show monthly budget caps (budget set NAME | show)"},
+    {"quota", tm_cli_api_quota, "set, show or remove team GPU quotas (quota set TEAM | show | rm TEAM)"},
     {"spend", tm_cli_api_spend, "this month's spend per team, pool and provider, and its projection"},
     {"db", tm_cli_db, "the same straight against PostgreSQL: db submit|jobs|nodes|pools|decisions|summary"},
     {"token", tm_token_main, "create or revoke API tokens (token create|revoke)"},
@@ -69,7 +70,7 @@ static void usage(FILE *out)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].what);
     for (size_t i = 0; tm_cli_kind_command(i, &name, &run, &what); i++)
         fprintf(out, "  %-10s %s\n", name, what);
-    fprintf(out, "\nsubmit, jobs, logs, nodes, pools, decisions, why, budget and spend talk to the HTTP API\n"
+    fprintf(out, "\nsubmit, jobs, logs, nodes, pools, decisions, why, budget, quota and spend talk to the HTTP API\n"
                  "(--url or TARMAC_URL, a token in TARMAC_TOKEN or ~/.config/tarmac/client.yaml).\n"
                  "\"tarmac db VERB\" does the same straight against PostgreSQL (--config or\n"
                  "--database-url), for operators and while the API is down; summary is only there.\n"

@@ -23,7 +23,7 @@
 /* ---- decisions ------------------------------------------------------------ */
 
 static const char *const subject_kinds[] = {"job", "node", "pool", "instance", "budget",
-                                            "provider"};
+                                            "provider", "quota"};
 
 static bool printable(const char *s, size_t max)
 {

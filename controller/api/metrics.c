@@ -27,10 +27,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
 #include <libpq-fe.h>
 
 #include "controller/api/internal.h"
 #include "controller/api/fleet_stats.h"
+#include "controller/api/quotas.h"
 #include "core/err.h"
 #include "core/log.h"
 
@@ -379,6 +381,40 @@ static void fleet_counters(struct mbuf *b, const struct tm_fleet_stats *s)
     }
 }
 
+/* Team quotas by the latest pass's view (api/quotas.h): what each team
+ * (and org) is guaranteed, runs, borrows and lends, per flavor.  Only the
+ * replica that ticks has the view; the others show the families empty. */
+static void quota_gauges(struct mbuf *b)
+{
+    static const struct {
+        const char *name, *key, *help;
+    } fams[] = {
+        {"tarmac_quota_gpus", "quota", "GPUs guaranteed to the team (or org) of the flavor, its own quota."},
+        {"tarmac_quota_used_gpus", "used", "GPUs of the flavor the team (or org, its teams together) runs on."},
+        {"tarmac_quota_borrowed_gpus", "borrowed", "GPUs of the flavor the team runs above its quota, on others' idle quota."},
+        {"tarmac_quota_lent_gpus", "lent", "GPUs of the team's idle quota of the flavor that others run on."},
+    };
+    const char *text = tm_api_quotas_view();
+    cJSON *view = text ? cJSON_Parse(text) : NULL;
+    const cJSON *items = cJSON_GetObjectItem(view, "items"), *x;
+
+    for (size_t f = 0; f < sizeof(fams) / sizeof(fams[0]); f++) {
+        mbuf_head(b, fams[f].name, "gauge", fams[f].help);
+        cJSON_ArrayForEach(x, items)
+        {
+            const char *team = cJSON_GetStringValue(cJSON_GetObjectItem(x, "team"));
+            const char *flavor = cJSON_GetStringValue(cJSON_GetObjectItem(x, "flavor"));
+            if (!team || !flavor)
+                continue;
+            mbuf_str(b, fams[f].name);
+            mbuf_label(b, true, "team", team);
+            mbuf_label(b, false, "flavor", flavor);
+            mbuf_fmt(b, "} %.0f\n", cJSON_GetNumberValue(cJSON_GetObjectItem(x, fams[f].key)));
+        }
+    }
+    cJSON_Delete(view);
+}
+
 static void on_metrics(const struct tm_pg_reply *reply, void *data)
 {
     struct api_call *c = data;
@@ -396,6 +432,7 @@ static void on_metrics(const struct tm_pg_reply *reply, void *data)
     fleet = tm_api_fleet_stats(c);
     if (fleet)
         fleet_counters(&b, fleet);
+    quota_gauges(&b);
     if (b.failed) {
         free(b.p);
         tm_api_fail(c, 500, NULL, "out of memory");

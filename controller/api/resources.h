@@ -88,6 +88,10 @@ void tm_api_decisions_list(struct api_call *c);
 /* money.c: budgets and spend. */
 void tm_api_budgets_put(struct api_call *c);
 void tm_api_budgets_list(struct api_call *c);
+/* quotas.c: team GPU quotas (quotas.h). */
+void tm_api_quotas_put(struct api_call *c);
+void tm_api_quotas_delete(struct api_call *c);
+void tm_api_quotas_list(struct api_call *c);
 void tm_api_spend(struct api_call *c);
 
 #endif

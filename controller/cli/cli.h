@@ -46,6 +46,7 @@ int tm_cli_api_why(int argc, char **argv);
 /* cli/logs.c: `tarmac logs ID`, a job's output (docs/logs.md). */
 int tm_cli_api_logs(int argc, char **argv);
 int tm_cli_api_budget(int argc, char **argv);
+int tm_cli_api_quota(int argc, char **argv);
 int tm_cli_api_spend(int argc, char **argv);
 
 /* `tarmac token create|revoke|list ...` (cli/token.c). */

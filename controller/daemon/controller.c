@@ -20,6 +20,7 @@
 #include "controller/daemon/calls.h"
 #include "controller/daemon/alert_webhook.h"
 #include "controller/daemon/decision_log.h"
+#include "controller/daemon/quotas.h"
 #include "controller/daemon/sim_agent.h"
 #include "controller/io/group_commit.h"
 #include "controller/io/pg_uv.h"
@@ -329,6 +330,8 @@ static void reconcile_done(uv_work_t *w, int status)
 
     free(ctl->observed);
     ctl->observed = NULL;
+    if (r >= 0)
+        tm_daemon_quotas_publish(ctl->plan.quota_view);
     if (r < 0 || ctl->closing) {
         if (r < 0 && r != UV_ECANCELED)
             tm_log_error("reconcile failed", "error=%s", tm_err_name(r));
@@ -1107,6 +1110,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     if (r == 0)
         r = create_providers(ctl, cfg->database_url, err, errsize);
     if (r == 0) {
+        tm_daemon_quotas_start();
         r = tm_api_start(&ctl->loop, ctl->pool, &tm_api_v1_routes, cfg, &ctl->api);
         if (r < 0)
             snprintf(err, errsize, "could not serve the API on %s: %s%s", cfg->listen, tm_strerror(r),

@@ -184,6 +184,9 @@ void tm_rc_budgets(struct pass *p)
             if (strcmp(why, j->reason) != 0) {
                 cJSON *a = tm_rc_action(p, "wait", why);
                 tm_rc_put_num(p, a, "job", (double)j->id);
+                /* Checked before the quotas: a job its cap holds waits on
+                 * the budget whatever its quota says (docs/quotas.md). */
+                tm_rc_put_str(p, tm_rc_inputs(p, a), "held_by", "budget");
             }
             continue;
         }

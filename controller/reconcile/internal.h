@@ -248,6 +248,37 @@ bool tm_rc_launch_held(struct pass *p, int pi);
  * then what it said before. */
 void tm_rc_no_show_why(const struct pass *p, const struct tm_snap_job *j, char *why, size_t size);
 
+/* ---- team quotas (quotas.c) ------------------------------------------- */
+
+/* One pass's quotas: the model built from the snapshot, the running and
+ * queued jobs as the quota module sees them, and the scheduler's view. */
+struct rc_quota {
+    bool on;                          /* a quota is set: view is the pass's input */
+    char error[TM_QUOTA_WHY_MAX];     /* the stored set refused (then off) */
+    struct tm_quota *q;
+    struct tm_quota_usage *usage;
+    int32_t *pool_flavor;             /* config pool -> quota flavor, -1 when no quota names it */
+    size_t npools;
+    struct tm_quota_job *jobs;        /* per scheduler job */
+    struct tm_quota_answer *answers;  /* per scheduler job */
+    struct tm_quota_job *running;     /* running jobs under a named flavor */
+    const struct tm_snap_job **run_snap; /* their snapshot rows */
+    size_t nrunning;
+    struct tm_sched_quota view;
+};
+/* Before the scheduler: build rq for the nj queued jobs the scheduler is
+ * given (job_of: scheduler job -> snapshot job), narrowing each quota'd
+ * job's pools to its flavor's.  0 (rq->on false: no quota applies) or
+ * TM_ENOMEM. */
+int tm_rc_quota_begin(struct pass *p, struct rc_quota *rq, struct tm_sched_job *jobs,
+                      const int32_t *job_of, size_t nj);
+/* The scheduler's reclaims as checkpoint or preempt ops, each within its
+ * pool's disruption budget. */
+void tm_rc_quota_reclaims(struct pass *p, struct rc_quota *rq, const struct tm_sched_result *res,
+                          const int32_t *job_of);
+/* The plan's quota view (p->plan.quota_view), then rq released. */
+void tm_rc_quota_end(struct pass *p, struct rc_quota *rq);
+
 /* ---- the planner's other actions (moves.c) ----------------------------- */
 
 /* Per pool: disruptions in the current interval (the snapshot's decisions)

@@ -158,6 +158,7 @@ out:
 void tm_rc_plan_release(struct tm_rc_plan *plan)
 {
     cJSON_Delete(plan->actions);
+    free(plan->quota_view);
     free(plan->launches);
     free(plan->terminates);
     memset(plan, 0, sizeof(*plan));

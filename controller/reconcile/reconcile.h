@@ -121,6 +121,17 @@ struct tm_snap_spend {
     int64_t cents;
 };
 
+/* A team's (or org's) GPU quota of one flavor (quotas table, 0030). */
+struct tm_snap_quota {
+    char team[TM_ID_MAX];
+    char org[TM_ID_MAX];       /* "": none */
+    char flavor[TM_ID_MAX];
+    int64_t gpus;
+    int64_t borrowing_limit;   /* -1: unlimited */
+    int64_t lending_limit;     /* -1: all of the idle quota */
+    double weight;
+};
+
 /* A voluntary disruption (idle release by the planner, move, substitution)
  * of a pool's node, from the decisions of about the last day: the pool's
  * disruption budget counts those within its disruption_interval. */
@@ -173,6 +184,8 @@ struct tm_snapshot {
     int64_t samples_end_ms;           /* the newest GPU sample, 0 when none */
     struct tm_snap_no_show *no_shows; /* by pool, newest first */
     size_t nno_shows;
+    struct tm_snap_quota *quotas;     /* by team, flavor */
+    size_t nquotas;
 };
 
 /* What one provider listed this pass. */
@@ -217,6 +230,12 @@ struct tm_rc_plan {
     unsigned stale_fenced;                                  /* staleness.c: fence ops */
     unsigned silence_held;     /* silent nodes spared by the mass-silence guard (staleness.c) */
     unsigned gpu_idle;                                      /* idle.c */
+    unsigned reclaimed;        /* borrowed jobs stopped for a team's quota (quotas.c) */
+    /* Each quota with what its team uses, borrows and lends after this
+     * pass's placements, and the overcommit line: the JSON document of
+     * GET /v1/quotas's "usage" and /metrics (quotas.c); NULL when no
+     * quota is set.  Freed with the plan. */
+    char *quota_view;
 };
 
 /* One config pool's demand forecast one boot ahead, in GPUs (controller/
@@ -347,6 +366,16 @@ struct tm_idle_job {
 /* Fill out[0..max) with the idle jobs; returns how many. */
 size_t tm_reconcile_idle_jobs(const struct tm_config *cfg, const struct tm_snapshot *s,
                               struct tm_idle_job *out, size_t max);
+
+/* Team quotas (quotas.c, docs/quotas.md).  A quota's flavor names config
+ * pools: a pool's flavor is its pool group when it has one, else its GPU
+ * model, so every pool is under exactly one flavor. */
+const char *tm_reconcile_pool_flavor(const struct tm_config *cfg, size_t pi);
+/* Check a whole set of quota rows against the configuration's flavors with
+ * the scheduler's own rules (tm_quota_build): 0, or TM_EINVAL with err
+ * naming the row and field ("quotas[0].gpus: ..."), or TM_ENOMEM. */
+int tm_reconcile_quota_check(const struct tm_config *cfg, const struct tm_quota_row *rows, size_t n,
+                             char *err, size_t errlen);
 
 /* Compute the plan.  *ret is filled only on success; release it with
  * tm_rc_plan_release().  Returns 0, TM_ENOMEM or TM_EINVAL. */

@@ -164,6 +164,10 @@ static void emit_holds_and_waits(struct pass *p, const struct tm_sched_result *r
         tm_rc_put_num(p, a, "job", (double)j->id);
         cJSON *in_o = tm_rc_inputs(p, a);
         tm_rc_put_str(p, in_o, "policy", tm_sched_policy_name(p->in->policy));
+        /* The budget is checked first (a job it holds never gets here):
+         * a job that waits here on quota is one its budget admits. */
+        if (note->verdict == TM_SCHED_WAIT_QUOTA)
+            tm_rc_put_str(p, in_o, "held_by", "quota");
         if (note->start_ms > 0)
             tm_rc_put_num(p, in_o, "reserved_start_ms", (double)note->start_ms);
     }
@@ -262,7 +266,9 @@ void tm_rc_schedule(struct pass *p, bool *job_placed)
     size_t *first = NULL;      /* sched job index -> its first entry in by_job */
     size_t *by_job = NULL;     /* placement indices grouped by job, in order */
     struct tm_sched_result res = {0};
+    struct rc_quota rq = {0};
     size_t nj = 0, nn = 0, na = 0;
+    int r;
 
     jobs = calloc(s->njobs + 1, sizeof(*jobs));
     job_of = calloc(s->njobs + 1, sizeof(*job_of));
@@ -297,14 +303,19 @@ void tm_rc_schedule(struct pass *p, bool *job_placed)
     }
     na = sched_allocs(p, sched_node, allocs, alloc_of);
     nj = sched_jobs(p, sched_node, jobs, job_of);
+    if ((r = tm_rc_quota_begin(p, &rq, jobs, job_of, nj)) < 0) {
+        p->err = r;
+        goto out;
+    }
 
     struct tm_sched_input in = {
         .jobs = jobs, .njobs = nj, .nodes = nodes, .nnodes = nn, .allocs = allocs,
         .nallocs = na, .now_ms = p->in->now_ms, .policy = p->in->policy,
         .params = {.starvation_ms = p->cfg->starvation_ms, .short_ms = 30 * 60000, .align_ends = true,
                    .elastic = true},
+        .quota = rq.on ? &rq.view : NULL,
     };
-    int r = tm_sched_run(&in, &res);
+    r = tm_sched_run(&in, &res);
     if (r < 0) {
         p->err = r;
         goto out;
@@ -334,8 +345,10 @@ void tm_rc_schedule(struct pass *p, bool *job_placed)
     first[0] = 0;
 
     emit_placements(p, &res, jobs, job_of, node_of, why_of, first, by_job, job_placed);
+    tm_rc_quota_reclaims(p, &rq, &res, job_of);
     emit_holds_and_waits(p, &res, job_of, node_of, alloc_of, job_placed);
 out:
+    tm_rc_quota_end(p, &rq);
     tm_sched_result_release(&res);
     free(jobs);
     free(job_of);

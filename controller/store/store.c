@@ -83,6 +83,10 @@ static const char gpu_use_sql[] =
     " AND n.id > coalesce((SELECT max(e.id) FROM nodes e WHERE e.pool = n.pool"
     " AND e.last_heartbeat_ms IS NOT NULL), 0)) x"
     " WHERE k <= " TM_STORE_NO_SHOW_MAX " ORDER BY pool, id DESC;"
+    /* Team quotas (0030), in key order: the model numbers teams in the
+     * order their names first appear. */
+    "SELECT team, coalesce(org, ''), flavor, gpus, coalesce(borrowing_limit, -1),"
+    " coalesce(lending_limit, -1), weight FROM quotas ORDER BY team, flavor;"
     "COMMIT";
 
 static int64_t col_i64(const PGresult *r, int row, int col)
@@ -117,6 +121,7 @@ void tm_snapshot_release(struct tm_snapshot *snap)
     free(snap->allocs);
     free(snap->history);
     free(snap->budgets);
+    free(snap->quotas);
     free(snap->spend);
     free(snap->disruptions);
     free(snap->gpu_use);
@@ -260,6 +265,21 @@ static void parse_disruptions(struct tm_snapshot *s, const PGresult *dr, const P
     }
 }
 
+/* The team quotas (result 11). */
+static void parse_quotas(struct tm_snapshot *s, const PGresult *qr)
+{
+    for (int i = 0; i < (int)s->nquotas; i++) {
+        struct tm_snap_quota *q = &s->quotas[i];
+        col_str(qr, i, 0, q->team, sizeof(q->team));
+        col_str(qr, i, 1, q->org, sizeof(q->org));
+        col_str(qr, i, 2, q->flavor, sizeof(q->flavor));
+        q->gpus = col_i64(qr, i, 3);
+        q->borrowing_limit = col_i64(qr, i, 4);
+        q->lending_limit = col_i64(qr, i, 5);
+        q->weight = strtod(PQgetvalue(qr, i, 6), NULL);
+    }
+}
+
 /* GPU use over the idle window (result 9) into s->gpu_use. */
 static void parse_gpu_use(struct tm_snapshot *s, const PGresult *gr)
 {
@@ -282,6 +302,7 @@ static int alloc_snapshot(struct tm_snapshot *s, const struct tm_pg_reply *reply
     const PGresult *nr = reply->results[2], *jr = reply->results[3], *ar = reply->results[4];
     const PGresult *hr = reply->results[5], *br = reply->results[6], *sr = reply->results[7];
     const PGresult *dr = reply->results[8], *gr = reply->results[9], *xr = reply->results[10];
+    const PGresult *qr = reply->results[11];
 
     s->nnodes = (size_t)PQntuples(nr);
     s->njobs = (size_t)PQntuples(jr);
@@ -301,8 +322,10 @@ static int alloc_snapshot(struct tm_snapshot *s, const struct tm_pg_reply *reply
     s->gpu_use = calloc(s->ngpu_use + 1, sizeof(*s->gpu_use));
     s->nno_shows = (size_t)PQntuples(xr);
     s->no_shows = calloc(s->nno_shows + 1, sizeof(*s->no_shows));
+    s->nquotas = (size_t)PQntuples(qr);
+    s->quotas = calloc(s->nquotas + 1, sizeof(*s->quotas));
     if (!s->nodes || !s->jobs || !s->allocs || !s->history || !s->budgets || !s->spend ||
-        !s->disruptions || !s->gpu_use || !s->no_shows)
+        !s->disruptions || !s->gpu_use || !s->no_shows || !s->quotas)
         return TM_ENOMEM;
     return 0;
 }
@@ -313,7 +336,7 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     const PGresult *lr;
     struct tm_snapshot *s;
 
-    if (reply->nresults != 12)
+    if (reply->nresults != 13)
         return TM_EBADREPLY;
     lr = reply->results[1];
     s = calloc(1, sizeof(*s));
@@ -331,6 +354,7 @@ static int parse_snapshot(const struct tm_pg_reply *reply, const struct tm_confi
     parse_history(s, reply->results[5]);
     parse_budgets(s, reply->results[6], reply->results[7]);
     parse_disruptions(s, reply->results[8], reply->results[10], cfg);
+    parse_quotas(s, reply->results[11]);
     *ret = s;
     return 0;
 }

@@ -17,6 +17,7 @@
  * Built like fuzz_api_body.c: as a libFuzzer target (TM_FUZZ=ON, clang),
  * and with TM_FUZZ_REPLAY as a plain program ctest runs over the corpus.
  */
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -28,6 +29,7 @@
 
 #include "controller/api/internal.h"
 #include "controller/api/routes.h"
+#include "controller/spec/quota_body.h"
 #include "controller/spec/api_body.h"
 #include "controller/spec/job_fit.h"
 #include "controller/spec/job_spec.h"
@@ -116,6 +118,12 @@ static void check_body(const struct tm_config *cfg, const char *body, size_t siz
     r = tm_api_parse_budget(body, size, &budget, &err);
     check_err(r, &err);
     if (r == 0 && (budget.cap_cents < 0 || budget.warn_percent < 1 || budget.warn_percent > 100))
+        abort();
+    memset(&err, 0, sizeof(err));
+    struct tm_api_quota_body quota;
+    r = tm_api_parse_quota(body, size, &quota, &err);
+    check_err(r, &err);
+    if (r == 0 && (!text_ok(quota.flavor) || !text_ok(quota.org) || !isfinite(quota.gpus)))
         abort();
 }
 

@@ -94,7 +94,8 @@ pools:
     instance_types: [local.2x]
     capacity_type: spot
     min_nodes: 0
-    max_nodes: 3
+    # E2E_SPOT_MAX: the spot pool's max_nodes (3)
+    max_nodes: ${E2E_SPOT_MAX:-3}
     idle_grace: ${E2E_IDLE_GRACE:-2s}
     bootstrap: "$TM_SOURCE_DIR/config/bootstrap-local.sh"
     checkpoint_dir: "$WORK/ckpt"

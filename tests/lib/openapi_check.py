@@ -311,7 +311,11 @@ def contract(a, spec, ops, fx, fresh_job, body_for, concrete):
                     p.replace("{id}", bad_id).replace("{job}", "1"), tok,
                     {400, 404}, body=body)
         if "{name}" in p:
-            if p.startswith("/v1/budgets/"):
+            if p.startswith("/v1/quotas/") and m == "DELETE":
+                # Removing what is not there removes nothing.
+                run(None, f"{op_id} for an unknown team", op, m, p.replace("{name}", "no-such-team-x"),
+                    tok, {200}, body=body)
+            elif p.startswith("/v1/budgets/") or p.startswith("/v1/quotas/"):
                 # A name nobody uses is an unknown team: 400 naming it.
                 run(None, f"{op_id} for an unknown team", op, m, p.replace("{name}", "no-such-team-x"),
                     tok, {400}, field="team", body=body)
@@ -326,7 +330,7 @@ def contract(a, spec, ops, fx, fresh_job, body_for, concrete):
     for p, methods in sorted(methods_of.items()):
         op = next(o for m, pp, _, o in ops if pp == p)
         path = concrete(p, fresh_job(fx["team"]) if "/jobs/{id}" in p else 0)
-        for m in ("DELETE",):
+        for m in ("PATCH",) if "DELETE" in methods else ("DELETE",):
             st, h, _ = run(None, f"{m} {p}", op, m, path, tokens["admin"], {405})
             if st != 405 or is_off("405-allow"):
                 continue
@@ -425,10 +429,12 @@ def main():
                           "hardware": {"gpus": 1, "gpu_model": "A100", "gpu_memory_mib": 1,
                                        "cpus": 1, "memory_mib": 1}},
             "setBudget": {"cap_cents": 100000, "period": "month", "hard": True, "warn_percent": 80},
+            "setQuota": {"gpus": 1},
         }.get(op_id)
 
     def concrete(path, job_id):
         return (path.replace("/budgets/{name}", f"/budgets/{fx['team']}")
+                    .replace("/quotas/{name}", f"/quotas/{fx['team']}")
                     .replace("{job}", str(job_id or 1))
                     .replace("{name}", fx["pool"])
                     .replace("/jobs/{id}", f"/jobs/{job_id}")
