@@ -2,7 +2,7 @@
  * controller/api/quotas.c: PUT, DELETE and GET /v1/quotas (quotas.h).
  *
  * A write is two statements: the set as it is and its version, then the
- * write guarded on that version (migrations/0030_quotas.sql).  Between them
+ * write guarded on that version (migrations/0029_quotas.sql).  Between them
  * the whole set as it would be is checked by the daemon's check (the
  * scheduler's quota model); a refused set writes nothing, a set changed
  * meanwhile answers 409.

@@ -121,7 +121,7 @@ struct tm_snap_spend {
     int64_t cents;
 };
 
-/* A team's (or org's) GPU quota of one flavor (quotas table, 0030). */
+/* A team's (or org's) GPU quota of one flavor (quotas table, 0029). */
 struct tm_snap_quota {
     char team[TM_ID_MAX];
     char org[TM_ID_MAX];       /* "": none */

@@ -83,7 +83,7 @@ static const char gpu_use_sql[] =
     " AND n.id > coalesce((SELECT max(e.id) FROM nodes e WHERE e.pool = n.pool"
     " AND e.last_heartbeat_ms IS NOT NULL), 0)) x"
     " WHERE k <= " TM_STORE_NO_SHOW_MAX " ORDER BY pool, id DESC;"
-    /* Team quotas (0030), in key order: the model numbers teams in the
+    /* Team quotas (0029), in key order: the model numbers teams in the
      * order their names first appear. */
     "SELECT team, coalesce(org, ''), flavor, gpus, coalesce(borrowing_limit, -1),"
     " coalesce(lending_limit, -1), weight FROM quotas ORDER BY team, flavor;"

@@ -1,4 +1,4 @@
--- 0032_reservation: a pool's reservation that ended in the cloud, as a
+-- 0030_reservation: a pool's reservation that ended in the cloud, as a
 -- decision.
 --
 -- A provider notices on its own, at a refresh, that the cloud now calls

@@ -1,4 +1,4 @@
--- 0030_quotas: team GPU quotas (docs/quotas.md).
+-- 0029_quotas: team GPU quotas (docs/quotas.md).
 --
 -- One row per team (or org) and flavor: a GPU model, or a pool group for
 -- the pools in one.  A row whose `team` another row names as its `org` is
