@@ -261,8 +261,8 @@ static int parse_option(struct elastic_args *ea, const char *a, const char *val)
         ea->owned.owned_usd_per_gpu_hour = v;
     } else if (strcmp(a, "--wait-value") == 0) {
         if (!num(val, 0, 1e6, &v) || v <= 0)
-            return bad("bad --wait-value \"%s\" (dollars an hour of a waiting GPU is worth, > 0)", val);
-        ea->owned.wait_value_per_gpu_hour = v;
+            return bad("bad --wait-value \"%s\" (dollars an hour of a job's waiting is worth, > 0)", val);
+        ea->owned.wait_value_per_hour = v;
     } else if (strcmp(a, "--cloud-type") == 0) {
         ea->cloud_type = val;
     } else if (strcmp(a, "--burst-wait") == 0 || strcmp(a, "--starvation") == 0) {

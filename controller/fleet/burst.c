@@ -97,15 +97,18 @@ void tm_burst_decide(const struct tm_burst_params *p, const struct tm_burst_job 
         snprintf(why, sizeof(why), "waited %lld s, the constant wait is %lld s",
                  (long long)(waited / 1000), (long long)(p->after_ms / 1000));
     } else {
-        double value = p->wait_value_per_gpu_hour > 0 ? p->wait_value_per_gpu_hour
-                                                      : o->on_demand_per_gpu_hour;
+        double value = p->wait_value_per_hour > 0 ? p->wait_value_per_hour : o->on_demand_per_gpu_hour;
         int64_t est = j->estimate_ms > 0 ? j->estimate_ms : 1;
-        int64_t budget = (int64_t)(per_gpu / value * (double)(est + (cloud_start - now_ms)));
+        double ratio = per_gpu * gpus / value;
+        int64_t budget = (int64_t)(ratio * (double)(est + (cloud_start - now_ms)));
         if (owned_start_ms <= cloud_start) {
             wait_for(d, "no later than a boot from now", st);
             return;
         }
-        if (p->starvation_ms > 0 && owned_start_ms > j->submit_ms + p->starvation_ms)
+        if (owned_start_ms == TM_BURST_NO_START)
+            snprintf(why, sizeof(why), "(owned capacity gives it no start)");
+        else if (p->starvation_ms > 0 &&
+                 owned_start_ms > j->submit_ms + p->starvation_ms - (cloud_start - now_ms))
             snprintf(why, sizeof(why), "passes the starvation bound (%lld s from submission)",
                      (long long)(p->starvation_ms / 1000));
         else if (j->deadline_ms > 0 && owned_start_ms > j->deadline_ms - est)
@@ -115,7 +118,7 @@ void tm_burst_decide(const struct tm_burst_params *p, const struct tm_burst_job 
             snprintf(why, sizeof(why),
                      "passes its waiting budget (%lld s from submission: price / value of waiting "
                      "%.2f x (estimate + boot))",
-                     (long long)(budget / 1000), per_gpu / value);
+                     (long long)(budget / 1000), ratio);
         else {
             snprintf(why, sizeof(why), "within its waiting budget (%lld s from submission)",
                      (long long)(budget / 1000));

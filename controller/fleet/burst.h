@@ -14,25 +14,29 @@
  *   cost      tarmac's: waiting costs its owner, buying costs dollars.
  *
  * The cost rule's principle.  Owned capacity is already paid for; a cloud
- * node is not.  Bursting buys the job's GPUs for its runtime and the boot,
- * gpus x (estimate + boot) x price.  Waiting costs the job's owner the
- * delay: each of its GPUs idle-waiting for an hour is worth `wait_value`
- * dollars (a parameter; by default the on-demand price, i.e. an hour of a
- * team's waiting GPU is worth what the market charges for that hour).
- * Both scale with the job's GPUs, so the job waits as long as its total
- * wait from submission stays within its waiting budget,
- *     budget = (price / wait_value) x (estimate + boot),
- * and bursts when the projected owned start would leave it waiting longer
- * than the budget and a boot from now.  A job's budget grows with its own
- * runtime: delay matters relative to the work (slowdown), and long jobs
- * are the ones whose cloud bill is large.  At the default value an
- * on-demand burst keeps every job's slowdown from waiting under about 2;
- * a cheaper spot offer (preemptible work) shortens the budget by the
- * spot discount.  Two bounds override the budget, whatever the prices: a
- * projected owned start past the job's deadline (start + estimate >
- * deadline), or past the starvation bound (submit + starvation), bursts
- * the job now.  A projected start no later than a boot from now always
- * waits: the cloud cannot start it sooner.
+ * node is not.  Bursting buys the job's GPUs for its runtime and the boot:
+ * gpus x (estimate + boot) x price per GPU-hour.  Waiting costs the job's
+ * owner the delay: an hour of any job's waiting is worth `wait_value`
+ * dollars (a parameter, the same for every job: a mean completion time
+ * counts every job's wait alike; by default the on-demand price of one
+ * GPU-hour).  Spending the waiting where it saves the most dollars per hour
+ * waited (a knapsack's greedy order) gives each job a waiting budget
+ *     budget = gpus x (estimate + boot) x price / wait_value,
+ * its cloud bill in hours of waiting: the job waits while its projected
+ * owned start, counted from its submission, stays within the budget, and
+ * bursts now when it would not.  A job's budget grows with its size and
+ * its runtime: large, long jobs are the ones whose cloud bill is large,
+ * and a wait is a small part of their completion time; small, short jobs
+ * burst as soon as owned capacity cannot take them.  At the default value
+ * a 1-GPU job waits at most about its own runtime (a slowdown of 2), an
+ * 8-GPU job eight times that.  A cheaper spot offer (preemptible work)
+ * shortens the budget by the spot discount.  Two bounds override the
+ * budget, whatever the prices: a projected owned start past the job's
+ * deadline (start + estimate > deadline), or one that would leave it
+ * waiting past the starvation bound (submit + starvation, less a boot so
+ * that the burst still starts within it), bursts the job now.  A
+ * projected start no later than a boot from now always waits: the cloud
+ * cannot start it sooner.
  *
  * Preemptible work goes to spot when the cloud offers spot; everything
  * else to on-demand.
@@ -63,9 +67,9 @@ struct tm_burst_params {
     enum tm_burst_rule rule;
     int64_t after_ms;      /* TM_BURST_AFTER: the constant wait, >= 0 */
     int64_t starvation_ms; /* no job waits past submit + this; <= 0: no bound */
-    /* dollars an hour of one waiting GPU is worth; <= 0: the offer's
-     * on-demand price per GPU-hour */
-    double wait_value_per_gpu_hour;
+    /* dollars an hour of one job's waiting is worth, whatever its size;
+     * <= 0: the offer's on-demand price of one GPU-hour */
+    double wait_value_per_hour;
 };
 
 struct tm_burst_job {

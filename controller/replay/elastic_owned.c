@@ -58,6 +58,7 @@ struct ojob {
     int32_t g, n;   /* GPUs per node, nodes */
     int32_t pl;     /* offset of its nodes in place[] */
     int32_t ridx;   /* index in running_owned while there */
+    int64_t proj;   /* queued: the shadow of its hold in the last owned pass, NEVER none */
     int state;
     bool cloud, preemptible;
 };
@@ -90,12 +91,14 @@ struct owned_replay {
     size_t nheap;
     struct tm_estimator *est;
     int64_t now;
+    int64_t starvation_ms;          /* the bound the figures count against */
     double *jct, *wait;
     size_t nfin;
     /* scratch of a pass */
     struct ends *fl;                /* fluid projection heap */
     int64_t *tk;                    /* per owned node: when it frees enough */
-    bool *reserved;
+    int64_t *res_t;                 /* per owned node: held until (NEVER: not held) */
+    int32_t *have;
     struct nend *ne;                /* running jobs' (node, expected end) */
     struct tm_owned_stats st;
 };
@@ -180,13 +183,10 @@ static int cmp_nend(const void *a, const void *b)
     return x->end < y->end ? -1 : x->end > y->end;
 }
 
-/* The reservation of job j: per owned node the time it has j's GPUs free
- * (running jobs at their expected ends), and the n soonest nodes marked
- * reserved; returns the shadow time (when the last of them is free), NEVER
- * when too few nodes ever free enough. */
-static int64_t reserve(struct owned_replay *s, const struct ojob *jb)
+/* The running owned jobs' (node, expected end, GPUs), sorted by node
+ * then end, in s->ne; their count. */
+static size_t node_ends(struct owned_replay *s)
 {
-    int64_t shadow = s->now;
     size_t m = 0;
 
     for (size_t r = 0; r < s->nrun; r++) {
@@ -196,50 +196,65 @@ static int64_t reserve(struct owned_replay *s, const struct ojob *jb)
             s->ne[m++] = (struct nend){s->place[x->pl + q], x->g, e};
     }
     qsort(s->ne, m, sizeof(*s->ne), cmp_nend);
+    return m;
+}
+
+/* A reservation for job j on the nodes no earlier job holds: per node the
+ * time it has j's GPUs free (running jobs at their expected ends, m of
+ * them in s->ne), and the n soonest such nodes held for j until the last
+ * of them is free, the shadow time it returns; NEVER (nothing held) when
+ * too few free enough. */
+static int64_t reserve(struct owned_replay *s, const struct ojob *jb, size_t m)
+{
+    int64_t shadow = s->now;
+    int32_t nodes[64];
+
     for (int32_t k = 0; k < s->nown; k++) {
-        s->reserved[k] = false;
+        s->have[k] = s->ofree[k];
         s->tk[k] = s->ofree[k] >= jb->g ? s->now : NEVER;
     }
     for (size_t i = 0; i < m; i++) {
         int32_t k = s->ne[i].node;
         if (s->tk[k] != NEVER)
             continue;
-        /* ofree grows by each end in order: the first end that makes room */
-        s->ofree[k] += s->ne[i].g;
-        if (s->ofree[k] >= jb->g)
+        s->have[k] += s->ne[i].g;
+        if (s->have[k] >= jb->g)
             s->tk[k] = s->ne[i].end;
     }
-    /* put the free counts back */
-    for (int32_t k = 0; k < s->nown; k++)
-        s->ofree[k] = TM_OWNED_NODE_GPUS;
-    for (size_t r = 0; r < s->nrun; r++) {
-        const struct ojob *x = &s->jobs[s->running_owned[r]];
-        for (int32_t q = 0; q < x->n; q++)
-            s->ofree[s->place[x->pl + q]] -= x->g;
-    }
-    for (int32_t c = 0; c < jb->n; c++) {
-        int32_t bk = -1;
-        for (int32_t k = 0; k < s->nown; k++)
-            if (!s->reserved[k] && s->tk[k] != NEVER && (bk < 0 || s->tk[k] < s->tk[bk]))
-                bk = k;
-        if (bk < 0)
-            return NEVER;
-        s->reserved[bk] = true;
-        if (s->tk[bk] > shadow)
-            shadow = s->tk[bk];
-    }
-    return shadow;
-}
-
-/* Nodes for j now, best fit (fewest free GPUs that hold it), skipping
- * reserved nodes when `avoid`; false when there are not enough. */
-static bool pick_owned(struct owned_replay *s, const struct ojob *jb, bool avoid, int32_t *out)
-{
     for (int32_t c = 0; c < jb->n; c++) {
         int32_t bk = -1;
         for (int32_t k = 0; k < s->nown; k++) {
             bool taken = false;
-            if (s->ofree[k] < jb->g || (avoid && s->reserved[k]))
+            if (s->res_t[k] != NEVER || s->tk[k] == NEVER)
+                continue;
+            for (int32_t q = 0; q < c; q++)
+                taken |= nodes[q] == k;
+            if (!taken && (bk < 0 || s->tk[k] < s->tk[bk]))
+                bk = k;
+        }
+        if (bk < 0)
+            return NEVER;
+        nodes[c] = bk;
+        if (s->tk[bk] > shadow)
+            shadow = s->tk[bk];
+    }
+    for (int32_t c = 0; c < jb->n; c++)
+        s->res_t[nodes[c]] = shadow;
+    return shadow;
+}
+
+/* Nodes for j now, best fit (fewest free GPUs that hold it), on nodes held
+ * for an earlier job only when j would end before that job's start; false
+ * when there are not enough. */
+static bool pick_owned(struct owned_replay *s, const struct ojob *jb, int32_t *out)
+{
+    int64_t end = s->now + estimate_of(jb);
+
+    for (int32_t c = 0; c < jb->n; c++) {
+        int32_t bk = -1;
+        for (int32_t k = 0; k < s->nown; k++) {
+            bool taken = false;
+            if (s->ofree[k] < jb->g || (s->res_t[k] != NEVER && end > s->res_t[k]))
                 continue;
             for (int32_t q = 0; q < c; q++)
                 taken |= out[q] == k;
@@ -269,33 +284,43 @@ static void queue_tidy(struct owned_replay *s)
     }
 }
 
-/* One EASY backfill pass over the owned nodes. */
+/* One backfill pass over the owned nodes in submit order: a job that fits
+ * starts; one that does not holds the nodes that free up for it soonest
+ * (while there are nodes no earlier job holds), and later jobs use held
+ * nodes only if they end before the holder starts.  Each job read gets its
+ * projected start (the shadow of its hold; NEVER without one). */
 static void place_owned(struct owned_replay *s)
 {
     int32_t nodes[64];
-    int64_t shadow = -1; /* < 0: no reservation yet */
-    size_t seen = 0;
+    size_t seen = 0, m = 0;
+    bool ends_read = false;
+    int32_t held = 0;
 
     queue_tidy(s);
-    for (size_t i = s->qhead; i < s->qlen && seen < LOOKAHEAD && s->ofree_total > 0; i++) {
+    for (int32_t k = 0; k < s->nown; k++)
+        s->res_t[k] = NEVER;
+    for (size_t i = s->qhead; i < s->qlen && seen < LOOKAHEAD; i++) {
         size_t j = s->queue[i];
         struct ojob *jb = &s->jobs[j];
-        bool fits_in_shadow;
         if (jb->state != J_QUEUED)
             continue;
         seen++;
+        jb->proj = NEVER;
         if (jb->n > s->nown || jb->n > 64)
             continue; /* owned capacity cannot hold it */
-        fits_in_shadow = shadow < 0 || s->now + estimate_of(jb) <= shadow;
-        if (pick_owned(s, jb, !fits_in_shadow, nodes)) {
+        if (s->ofree_total >= (int64_t)jb->g * jb->n && pick_owned(s, jb, nodes)) {
             start_owned(s, j, nodes);
             continue;
         }
-        if (shadow < 0) {
-            shadow = reserve(s, jb);
-            if (shadow == NEVER)
-                shadow = NEVER - 1;
+        if (held + jb->n > s->nown)
+            continue; /* every node is held: the rest may only fit now */
+        if (!ends_read) {
+            m = node_ends(s);
+            ends_read = true;
         }
+        jb->proj = reserve(s, jb, m);
+        if (jb->proj != NEVER)
+            held += jb->n;
     }
 }
 
@@ -329,7 +354,9 @@ static int launch_node(struct owned_replay *s, bool spot, size_t *ret)
 static void release_node(struct owned_replay *s, size_t li)
 {
     struct cnode *n = &s->cn[s->live[li]];
-    int64_t end = s->now;
+    /* at the replay's end an idle node still serves out its grace */
+    int64_t end = n->idle_since + s->cfg->idle_grace_ms > s->now ? n->idle_since + s->cfg->idle_grace_ms
+                                                                  : s->now;
     n->released = end;
     s->st.cloud_usd += (n->spot ? s->spot_node_usd : s->od_node_usd) * (double)(end - n->launched) / HOUR_MS;
     s->st.cloud_paid_gpu_hours += TM_OWNED_NODE_GPUS * (double)(end - n->launched) / HOUR_MS;
@@ -423,6 +450,9 @@ static int decide_queue(struct owned_replay *s)
                     t = e.t;
             }
             start = blocked ? TM_BURST_NO_START : t;
+            /* its hold, where it has one: the scheduler's own promise */
+            if (jb->proj != NEVER)
+                start = jb->proj;
         }
         bj = (struct tm_burst_job){.gpus = (int32_t)need, .submit_ms = jb->submit,
                                    .estimate_ms = estimate_of(jb), .preemptible = jb->preemptible};
@@ -435,8 +465,10 @@ static int decide_queue(struct owned_replay *s)
             continue;
         }
         if (s->cfg->log)
-            fprintf(s->cfg->log, "%.0f %s job %zu (%d x %d GPUs): %s\n", s->now / 1e3,
-                    tm_owned_policy_name(s->cfg->policy), j, jb->n, jb->g, d.reason);
+            fprintf(s->cfg->log, "%.0f %s job %zu (%d x %d GPUs, waited %lld s, estimate %lld s, runs %lld s): %s\n",
+                    s->now / 1e3, tm_owned_policy_name(s->cfg->policy), j, jb->n, jb->g,
+                    (long long)((s->now - jb->submit) / 1000), (long long)(estimate_of(jb) / 1000),
+                    (long long)(jb->runtime / 1000), d.reason);
         {
             int rc = burst(s, j, d.choice == TM_BURST_SPOT);
             if (rc < 0)
@@ -489,6 +521,7 @@ static bool arrive(struct owned_replay *s)
         struct tm_estimate_key k = key_of(jb, kb, sizeof(kb));
         int lvl;
         jb->estimate = tm_estimate_level(s->est, &k, &lvl);
+        jb->proj = NEVER;
         jb->state = J_QUEUED;
         s->queue[s->qlen++] = s->next_arrival++;
         s->qlive++;
@@ -589,14 +622,19 @@ static int init(struct owned_replay *s, const struct tm_trace *t, const struct t
     tm_burst_params_default(&s->bp);
     s->bp.rule = rule_of(c->policy);
     s->bp.after_ms = c->policy == TM_OWNED_ZERO_WAIT ? 0 : c->burst_wait_ms;
-    s->bp.wait_value_per_gpu_hour = c->wait_value_per_gpu_hour;
+    s->bp.wait_value_per_hour = c->wait_value_per_hour;
     if (c->starvation_ms > 0)
         s->bp.starvation_ms = c->starvation_ms;
+    /* the rule is asked once a tick: a tick early, so that no job passes
+     * the bound between two */
+    s->starvation_ms = s->bp.starvation_ms;
+    s->bp.starvation_ms -= c->tick_ms;
     s->nown = c->owned_gpus / TM_OWNED_NODE_GPUS;
     s->ofree = malloc((size_t)s->nown * sizeof(*s->ofree));
     s->tk = malloc((size_t)s->nown * sizeof(*s->tk));
-    s->reserved = calloc((size_t)s->nown, sizeof(*s->reserved));
-    if (!s->ofree || !s->tk || !s->reserved)
+    s->res_t = malloc((size_t)s->nown * sizeof(*s->res_t));
+    s->have = malloc((size_t)s->nown * sizeof(*s->have));
+    if (!s->ofree || !s->tk || !s->res_t || !s->have)
         return TM_ENOMEM;
     for (int32_t k = 0; k < s->nown; k++)
         s->ofree[k] = TM_OWNED_NODE_GPUS;
@@ -616,7 +654,7 @@ static void figures(struct owned_replay *s, int64_t t0)
 {
     const struct tm_owned_config *c = s->cfg;
     double sum = 0, wsum = 0;
-    int64_t starve = s->bp.starvation_ms;
+    int64_t starve = s->starvation_ms;
 
     while (s->nlive)
         release_node(s, s->nlive - 1);
@@ -646,7 +684,8 @@ static void release_all(struct owned_replay *s)
     free(s->place);
     free(s->ofree);
     free(s->tk);
-    free(s->reserved);
+    free(s->res_t);
+    free(s->have);
     free(s->running_owned);
     free(s->queue);
     free(s->cn);
@@ -672,7 +711,9 @@ static int step(struct owned_replay *s, bool tick)
         changed = true;
     }
     arrived = arrive(s);
-    if (changed || arrived)
+    /* at a tick too: the holds' shadows move as running jobs overrun
+     * their estimates, and the rule reads them */
+    if (changed || arrived || (tick && s->qlive && s->bp.rule != TM_BURST_NEVER))
         place_owned(s);
     if (s->bp.rule != TM_BURST_NEVER && s->qlive && (tick || arrived))
         if ((rc = decide_queue(s)) < 0)

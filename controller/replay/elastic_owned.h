@@ -69,7 +69,7 @@ struct tm_owned_config {
     int32_t owned_gpus;             /* a multiple of TM_OWNED_NODE_GPUS, >= 8 */
     double owned_usd_per_gpu_hour;  /* charged whether used or not */
     int64_t burst_wait_ms;          /* constant-wait's wait */
-    double wait_value_per_gpu_hour; /* tarmac's cost rule; <= 0: the on-demand price */
+    double wait_value_per_hour;     /* tarmac's cost rule (burst.h); <= 0: its default */
     int64_t starvation_ms;          /* the bound; <= 0: the scheduler's default */
     int64_t boot_ms, tick_ms, idle_grace_ms;
     bool spot;
