@@ -98,6 +98,7 @@ struct owned_replay {
     struct ends *fl;                /* fluid projection heap */
     int64_t *tk;                    /* per owned node: when it frees enough */
     int64_t *res_t;                 /* per owned node: held until (NEVER: not held) */
+    int32_t *res_spare;             /* held: GPUs free at res_t beyond the holder's */
     int32_t *have;
     struct nend *ne;                /* running jobs' (node, expected end) */
     struct tm_owned_stats st;
@@ -238,13 +239,20 @@ static int64_t reserve(struct owned_replay *s, const struct ojob *jb, size_t m)
         if (s->tk[bk] > shadow)
             shadow = s->tk[bk];
     }
-    for (int32_t c = 0; c < jb->n; c++)
-        s->res_t[nodes[c]] = shadow;
+    for (int32_t c = 0; c < jb->n; c++) {
+        int32_t k = nodes[c], at = s->ofree[k];
+        for (size_t i = 0; i < m; i++)
+            if (s->ne[i].node == k && s->ne[i].end <= shadow)
+                at += s->ne[i].g;
+        s->res_t[k] = shadow;
+        s->res_spare[k] = at - jb->g;
+    }
     return shadow;
 }
 
 /* Nodes for j now, best fit (fewest free GPUs that hold it), on nodes held
- * for an earlier job only when j would end before that job's start; false
+ * for an earlier job only when j would end before that job's start or the
+ * node will still have the holder's GPUs free then with j on it; false
  * when there are not enough. */
 static bool pick_owned(struct owned_replay *s, const struct ojob *jb, int32_t *out)
 {
@@ -254,7 +262,8 @@ static bool pick_owned(struct owned_replay *s, const struct ojob *jb, int32_t *o
         int32_t bk = -1;
         for (int32_t k = 0; k < s->nown; k++) {
             bool taken = false;
-            if (s->ofree[k] < jb->g || (s->res_t[k] != NEVER && end > s->res_t[k]))
+            if (s->ofree[k] < jb->g ||
+                (s->res_t[k] != NEVER && end > s->res_t[k] && s->res_spare[k] < jb->g))
                 continue;
             for (int32_t q = 0; q < c; q++)
                 taken |= out[q] == k;
@@ -309,6 +318,9 @@ static void place_owned(struct owned_replay *s)
         if (jb->n > s->nown || jb->n > 64)
             continue; /* owned capacity cannot hold it */
         if (s->ofree_total >= (int64_t)jb->g * jb->n && pick_owned(s, jb, nodes)) {
+            for (int32_t c = 0; c < jb->n; c++)
+                if (s->res_t[nodes[c]] != NEVER && s->now + estimate_of(jb) > s->res_t[nodes[c]])
+                    s->res_spare[nodes[c]] -= jb->g; /* still there at the holder's start */
             start_owned(s, j, nodes);
             continue;
         }
@@ -633,8 +645,9 @@ static int init(struct owned_replay *s, const struct tm_trace *t, const struct t
     s->ofree = malloc((size_t)s->nown * sizeof(*s->ofree));
     s->tk = malloc((size_t)s->nown * sizeof(*s->tk));
     s->res_t = malloc((size_t)s->nown * sizeof(*s->res_t));
+    s->res_spare = malloc((size_t)s->nown * sizeof(*s->res_spare));
     s->have = malloc((size_t)s->nown * sizeof(*s->have));
-    if (!s->ofree || !s->tk || !s->res_t || !s->have)
+    if (!s->ofree || !s->tk || !s->res_t || !s->res_spare || !s->have)
         return TM_ENOMEM;
     for (int32_t k = 0; k < s->nown; k++)
         s->ofree[k] = TM_OWNED_NODE_GPUS;
@@ -685,6 +698,7 @@ static void release_all(struct owned_replay *s)
     free(s->ofree);
     free(s->tk);
     free(s->res_t);
+    free(s->res_spare);
     free(s->have);
     free(s->running_owned);
     free(s->queue);
