@@ -12,6 +12,9 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include <unistd.h>
+
+#include "controller/cli/cli.h"
 #include "controller/replay/elastic_owned.h"
 
 #define S 1000LL
@@ -152,12 +155,67 @@ static void test_short_job_bursts_behind_long_ones(void **state)
     assert_true(st.owned_gpu_hours > 159.9 && st.owned_gpu_hours < 160.1);
 }
 
+/* The command line: a Philly file replayed with an owned fleet (exit 0),
+ * and bad input refused with exit 2: owned GPUs not in 8-GPU nodes, a
+ * cloud type that is not in the table or has not 8 GPUs, --owned-cost or
+ * --cloud-type without --owned-gpus, a policy of the other mode. */
+static void test_cli(void **state)
+{
+    char pfile[] = "/tmp/tm-prices-XXXXXX.yaml", pods[] = "/tmp/tm-philly-XXXXXX.csv";
+    int fp = mkstemps(pfile, 5), fo = mkstemps(pods, 4);
+    FILE *f, *devnull;
+    int saved;
+
+    (void)state;
+    assert_true(fp >= 0 && fo >= 0);
+    f = fdopen(fp, "w");
+    fputs("types:\n  - name: g8\n    gpus: 8\n    on_demand_per_hour: 32\n"
+          "  - name: g4\n    gpus: 4\n    on_demand_per_hour: 16\n", f);
+    fclose(f);
+    f = fdopen(fo, "w");
+    fputs("timestamp,duration,num_gpus,gpu_time,cluster\n"
+          "2017-10-09 07:01:55,3600.0,16,57600.0,vc1\n"
+          "2017-10-09 07:02:55,600.0,1,600.0,vc2\n", f);
+    fclose(f);
+    {
+        char *ok[] = {"replay", "--elastic", "--pods", pods, "--prices", pfile, "--owned-gpus", "16",
+                      "--json", NULL};
+        char *gpus[] = {"replay", "--elastic", "--pods", pods, "--prices", pfile, "--owned-gpus", "12", NULL};
+        char *type[] = {"replay", "--elastic", "--pods", pods, "--prices", pfile, "--owned-gpus", "16",
+                        "--cloud-type", "g4", NULL};
+        char *none[] = {"replay", "--elastic", "--pods", pods, "--prices", pfile, "--owned-gpus", "16",
+                        "--cloud-type", "p9", NULL};
+        char *cost[] = {"replay", "--elastic", "--pods", pods, "--prices", pfile, "--owned-cost", "1", NULL};
+        char *pol[] = {"replay", "--elastic", "--pods", pods, "--prices", pfile, "--owned-gpus", "16",
+                       "--policy", "reactive", NULL};
+        /* the JSON document goes to stdout: keep the test's output clean */
+        fflush(stdout);
+        saved = dup(1);
+        devnull = fopen("/dev/null", "w");
+        assert_non_null(devnull);
+        dup2(fileno(devnull), 1);
+        assert_int_equal(tm_elastic_main(9, ok), 0);
+        fflush(stdout);
+        dup2(saved, 1);
+        close(saved);
+        fclose(devnull);
+        assert_int_equal(tm_elastic_main(8, gpus), 2);
+        assert_int_equal(tm_elastic_main(10, type), 2);
+        assert_int_equal(tm_elastic_main(10, none), 2);
+        assert_int_equal(tm_elastic_main(8, cost), 2);
+        assert_int_equal(tm_elastic_main(10, pol), 2);
+    }
+    unlink(pfile);
+    unlink(pods);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gang_then_one_node),
         cmocka_unit_test(test_gang_larger_than_owned),
         cmocka_unit_test(test_short_job_bursts_behind_long_ones),
+        cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }
