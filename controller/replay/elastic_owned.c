@@ -58,7 +58,8 @@ struct ojob {
     int32_t g, n;   /* GPUs per node, nodes */
     int32_t pl;     /* offset of its nodes in place[] */
     int32_t ridx;   /* index in running_owned while there */
-    int64_t proj;   /* queued: the shadow of its hold in the last owned pass, NEVER none */
+    int64_t proj;   /* queued: the shadow of its hold in owned pass proj_pass, NEVER none */
+    uint64_t proj_pass;
     int state;
     bool cloud, preemptible;
 };
@@ -92,6 +93,7 @@ struct owned_replay {
     struct tm_estimator *est;
     int64_t now;
     int64_t starvation_ms;          /* the bound the figures count against */
+    uint64_t pass;                  /* owned passes so far */
     double *jct, *wait;
     size_t nfin;
     /* scratch of a pass */
@@ -306,6 +308,7 @@ static void place_owned(struct owned_replay *s)
     int32_t held = 0;
 
     queue_tidy(s);
+    s->pass++;
     for (int32_t k = 0; k < s->nown; k++)
         s->res_t[k] = NEVER;
     for (size_t i = s->qhead; i < s->qlen && seen < LOOKAHEAD; i++) {
@@ -315,6 +318,7 @@ static void place_owned(struct owned_replay *s)
             continue;
         seen++;
         jb->proj = NEVER;
+        jb->proj_pass = s->pass;
         if (jb->n > s->nown || jb->n > 64)
             continue; /* owned capacity cannot hold it */
         if (s->ofree_total >= (int64_t)jb->g * jb->n && pick_owned(s, jb, nodes)) {
@@ -463,7 +467,7 @@ static int decide_queue(struct owned_replay *s)
             }
             start = blocked ? TM_BURST_NO_START : t;
             /* its hold, where it has one: the scheduler's own promise */
-            if (jb->proj != NEVER)
+            if (jb->proj != NEVER && jb->proj_pass == s->pass)
                 start = jb->proj;
         }
         bj = (struct tm_burst_job){.gpus = (int32_t)need, .submit_ms = jb->submit,
