@@ -481,7 +481,8 @@ static int decide_queue(struct owned_replay *s)
             continue;
         }
         if (s->cfg->log)
-            fprintf(s->cfg->log, "%.0f %s job %zu (%d x %d GPUs, waited %lld s, estimate %lld s, runs %lld s): %s\n",
+            fprintf(s->cfg->log,
+                    "%.0f %s job %zu (%d x %d GPUs, waited %lld s, estimate %lld s, runs %lld s): %s\n",
                     s->now / 1e3, tm_owned_policy_name(s->cfg->policy), j, jb->n, jb->g,
                     (long long)((s->now - jb->submit) / 1000), (long long)(estimate_of(jb) / 1000),
                     (long long)(jb->runtime / 1000), d.reason);
