@@ -8,6 +8,19 @@
  *          [--tick-s N] [--grace-s N] [--checkpointable none|be|all]
  *          [--deadline-slack X] [--consolidate-restart on|off] [--seed N]
  *          [--log FILE] [--json]
+ *   tarmac replay --elastic --pods FILE --prices FILE --owned-gpus N [--owned-cost X]
+ *          [--cloud-type NAME] [--policy owned-only,zero-wait,constant-wait,tarmac]
+ *          [--burst-wait S] [--wait-value X] [--starvation S] [--spot off|on]
+ *          [--boot-s N] [--tick-s N] [--grace-s N] [--since S] [--max-runtime S]
+ *          [--log FILE] [--json]
+ *
+ * With --owned-gpus the fleet is an owned one of N GPUs (8-GPU nodes,
+ * charged X dollars per GPU-hour whether used or not) with the clouds for
+ * the overflow (controller/replay/elastic_owned.h): --cloud-type names the
+ * 8-GPU type of the price table bought (default the first 8-GPU type),
+ * --burst-wait is constant-wait's wait, --wait-value the dollars an hour of
+ * a waiting GPU is worth to tarmac's cost rule (default the type's
+ * on-demand price per GPU-hour), --starvation the bound (default 48 h).
  *
  * --consolidate-restart off keeps tarmac and the oracle from restarting
  * preemptible work that cannot checkpoint (the figures without
@@ -20,6 +33,7 @@
  */
 #include "controller/cli/cli.h"
 #include "controller/replay/elastic.h"
+#include "controller/replay/elastic_owned.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -38,7 +52,12 @@ static void usage(FILE *f)
                "         [--hazards FILE] [--notice-s N] [--copies K] [--policy static,reactive,tarmac,oracle]\n"
                "         [--tick-s N] [--grace-s N] [--checkpointable none|be|all]\n"
                "         [--deadline-slack X] [--consolidate-restart on|off] [--seed N] [--log FILE]\n"
-               "         [--json]\n");
+               "         [--json]\n"
+               "       tarmac replay --elastic --pods FILE --prices FILE --owned-gpus N [--owned-cost X]\n"
+               "         [--cloud-type NAME] [--policy owned-only,zero-wait,constant-wait,tarmac]\n"
+               "         [--burst-wait S] [--wait-value X] [--starvation S] [--spot off|on]\n"
+               "         [--boot-s N] [--tick-s N] [--grace-s N] [--since S] [--max-runtime S]\n"
+               "         [--log FILE] [--json]\n");
 }
 
 static int bad(const char *fmt, const char *arg)
@@ -148,6 +167,10 @@ struct elastic_args {
     const char *pods, *prices_path, *policies, *log_path, *hazards_path;
     bool json;
     int pol[TM_ELASTIC_POLICY_MAX], npol;
+    /* --owned-gpus: the owned-fleet replay (elastic_owned.h) */
+    struct tm_owned_config owned;
+    const char *cloud_type;
+    int opol[TM_OWNED_POLICY_MAX], nopol;
 };
 
 /* An on/off or named choice: its index in names, or -1. */
@@ -228,6 +251,28 @@ static int parse_option(struct elastic_args *ea, const char *a, const char *val)
         if (!num(val, 1, 1000, &v))
             return bad("bad --deadline-slack \"%s\" (>= 1: deadline = submit + X x runtime)", val);
         base->deadline_slack = v;
+    } else if (strcmp(a, "--owned-gpus") == 0) {
+        if (!num(val, 8, 1e7, &v) || v != (int32_t)v || (int32_t)v % TM_OWNED_NODE_GPUS)
+            return bad("bad --owned-gpus \"%s\" (a multiple of 8, at least 8: 8-GPU owned nodes)", val);
+        ea->owned.owned_gpus = (int32_t)v;
+    } else if (strcmp(a, "--owned-cost") == 0) {
+        if (!num(val, 0, 1e6, &v))
+            return bad("bad --owned-cost \"%s\" (dollars per owned GPU-hour, >= 0)", val);
+        ea->owned.owned_usd_per_gpu_hour = v;
+    } else if (strcmp(a, "--wait-value") == 0) {
+        if (!num(val, 0, 1e6, &v) || v <= 0)
+            return bad("bad --wait-value \"%s\" (dollars an hour of a job's waiting is worth, > 0)", val);
+        ea->owned.wait_value_per_hour = v;
+    } else if (strcmp(a, "--cloud-type") == 0) {
+        ea->cloud_type = val;
+    } else if (strcmp(a, "--burst-wait") == 0 || strcmp(a, "--starvation") == 0) {
+        int64_t ms;
+        if (tm_duration_parse(val, &ms) < 0 || ms < 0)
+            return bad("bad duration \"%s\" (seconds, or e.g. 30m, 2h, 1d)", val);
+        if (a[2] == 'b')
+            ea->owned.burst_wait_ms = ms;
+        else
+            ea->owned.starvation_ms = ms;
     } else if (strcmp(a, "--checkpointable") == 0) {
         static const enum tm_elastic_ckpt kinds[] = {TM_CKPT_NONE, TM_CKPT_BE, TM_CKPT_ALL};
         if ((k = choice(val, ckpt, 3)) < 0)
@@ -240,9 +285,11 @@ static int parse_option(struct elastic_args *ea, const char *a, const char *val)
     return 0;
 }
 
-/* --policy's comma-separated names into ea->pol; 0 or the exit code. */
+/* --policy's comma-separated names into ea->pol (ea->opol with
+ * --owned-gpus); 0 or the exit code. */
 static int parse_policies(struct elastic_args *ea)
 {
+    bool owned = ea->owned.owned_gpus > 0;
     char buf[128], *p, *c;
 
     if (strlen(ea->policies) >= sizeof(buf))
@@ -253,10 +300,18 @@ static int parse_policies(struct elastic_args *ea)
         c = strchr(p, ',');
         if (c)
             *c = '\0';
-        k = tm_elastic_policy_parse(p);
-        if (k < 0 || ea->npol >= TM_ELASTIC_POLICY_MAX)
-            return bad("unrecognized policy \"%s\" (static, reactive, tarmac, oracle)", p);
-        ea->pol[ea->npol++] = k;
+        if (owned) {
+            k = tm_owned_policy_parse(p);
+            if (k < 0 || ea->nopol >= TM_OWNED_POLICY_MAX)
+                return bad("unrecognized policy \"%s\" with --owned-gpus (owned-only, zero-wait, "
+                           "constant-wait, tarmac)", p);
+            ea->opol[ea->nopol++] = k;
+        } else {
+            k = tm_elastic_policy_parse(p);
+            if (k < 0 || ea->npol >= TM_ELASTIC_POLICY_MAX)
+                return bad("unrecognized policy \"%s\" (static, reactive, tarmac, oracle)", p);
+            ea->pol[ea->npol++] = k;
+        }
         if (!c)
             return 0;
     }
@@ -266,7 +321,8 @@ static int parse_policies(struct elastic_args *ea)
 static int parse_args(int argc, char **argv, struct elastic_args *ea)
 {
     tm_elastic_config_default(&ea->base);
-    ea->policies = "static,reactive,tarmac,oracle";
+    tm_owned_config_default(&ea->owned);
+    ea->policies = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -292,6 +348,11 @@ static int parse_args(int argc, char **argv, struct elastic_args *ea)
         usage(stderr);
         return 2;
     }
+    if (!ea->policies)
+        ea->policies = ea->owned.owned_gpus > 0 ? "owned-only,zero-wait,constant-wait,tarmac"
+                                                : "static,reactive,tarmac,oracle";
+    if (ea->owned.owned_gpus <= 0 && (ea->cloud_type || ea->owned.owned_usd_per_gpu_hour > 0))
+        return bad("%s needs --owned-gpus", ea->cloud_type ? "--cloud-type" : "--owned-cost");
     return parse_policies(ea) ? 2 : -1;
 }
 
@@ -328,6 +389,24 @@ static int load_hazards(const char *path, const char *prices_path, const struct 
     return 0;
 }
 
+/* {"results": arr} on stdout; takes arr. */
+static void print_results(cJSON *arr)
+{
+    cJSON *doc = cJSON_CreateObject();
+    char *s = NULL;
+
+    if (doc && cJSON_AddItemToObject(doc, "results", arr)) {
+        arr = NULL;
+        s = cJSON_Print(doc);
+    }
+    cJSON_Delete(doc);
+    cJSON_Delete(arr);
+    if (s) {
+        printf("%s\n", s);
+        free(s);
+    }
+}
+
 /* Each policy replayed on the trace, as a table or one JSON document
  * with a "results" array (as `tarmac replay --json`); 0 or 1. */
 static int run_policies(const struct elastic_args *ea, const struct tm_trace *trace,
@@ -358,20 +437,112 @@ static int run_policies(const struct elastic_args *ea, const struct tm_trace *tr
         else
             result_row(&c, &st);
     }
-    if (ea->json) {
-        cJSON *doc = cJSON_CreateObject();
-        char *s = NULL;
-        if (doc && cJSON_AddItemToObject(doc, "results", arr)) {
-            arr = NULL;
-            s = cJSON_Print(doc);
+    if (ea->json)
+        print_results(arr);
+    return 0;
+}
+
+/* The 8-GPU type --cloud-type names (default the table's first 8-GPU
+ * type); its index, or -1 with the message written. */
+static int cloud_type_of(const char *name, const struct tm_price_table *prices)
+{
+    for (size_t t = 0; t < prices->ntypes; t++)
+        if (name ? strcmp(prices->types[t].name, name) == 0 : prices->types[t].gpus == TM_OWNED_NODE_GPUS) {
+            if (prices->types[t].gpus != TM_OWNED_NODE_GPUS) {
+                bad("--cloud-type \"%s\" has not 8 GPUs (owned and bought nodes are 8-GPU nodes)",
+                    name);
+                return -1;
+            }
+            return (int)t;
         }
-        cJSON_Delete(doc);
-        if (s) {
-            printf("%s\n", s);
-            free(s);
+    if (name)
+        bad("--cloud-type \"%s\" is not a type of the price table", name);
+    else
+        bad("%s", "the price table has no 8-GPU type (--cloud-type)");
+    return -1;
+}
+
+/* One owned-fleet policy's result as --json prints it: the keys other
+ * tools read (policy, cloud_usd, owned_utilisation, jct_mean_s, jct_p95_s,
+ * wait_mean_s, burst_jobs, starved), then the rest. */
+static cJSON *owned_json(const struct tm_owned_config *c, const struct tm_owned_stats *st,
+                         const struct tm_price_table *prices)
+{
+    cJSON *o = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(o, "policy", tm_owned_policy_name(c->policy));
+    cJSON_AddNumberToObject(o, "cloud_usd", st->cloud_usd);
+    cJSON_AddNumberToObject(o, "owned_utilisation", st->owned_utilisation);
+    cJSON_AddNumberToObject(o, "jct_mean_s", st->jct_mean_s);
+    cJSON_AddNumberToObject(o, "jct_p95_s", st->jct_p95_s);
+    cJSON_AddNumberToObject(o, "wait_mean_s", st->wait_mean_s);
+    cJSON_AddNumberToObject(o, "burst_jobs", (double)st->burst_jobs);
+    cJSON_AddNumberToObject(o, "starved", (double)st->starved);
+    cJSON_AddNumberToObject(o, "owned_usd", st->owned_usd);
+    cJSON_AddNumberToObject(o, "owned_gpus", c->owned_gpus);
+    cJSON_AddStringToObject(o, "cloud_type", prices->types[c->cloud_type].name);
+    cJSON_AddNumberToObject(o, "burst_wait_s", c->policy == TM_OWNED_CONSTANT_WAIT
+                                                   ? (double)c->burst_wait_ms / 1e3 : 0);
+    cJSON_AddNumberToObject(o, "spot_bursts", (double)st->spot_bursts);
+    cJSON_AddNumberToObject(o, "launches", (double)st->launches);
+    cJSON_AddNumberToObject(o, "jobs", (double)st->jobs);
+    cJSON_AddNumberToObject(o, "dropped", (double)st->dropped);
+    cJSON_AddNumberToObject(o, "unfinished", (double)st->unfinished);
+    cJSON_AddNumberToObject(o, "owned_gpu_hours", st->owned_gpu_hours);
+    cJSON_AddNumberToObject(o, "cloud_gpu_hours", st->cloud_gpu_hours);
+    cJSON_AddNumberToObject(o, "cloud_paid_gpu_hours", st->cloud_paid_gpu_hours);
+    cJSON_AddNumberToObject(o, "gang_gpu_hours_share", st->gang_gpu_hours_share);
+    cJSON_AddNumberToObject(o, "span_h", st->span_h);
+    cJSON_AddNumberToObject(o, "wall_s", st->wall_s);
+    return o;
+}
+
+/* Each owned-fleet policy replayed on the trace, as a table or one JSON
+ * document with a "results" array; 0 or 1 (2: a bad --cloud-type). */
+static int run_owned(struct elastic_args *ea, const struct tm_trace *trace,
+                     const struct tm_price_table *prices)
+{
+    cJSON *arr = NULL;
+    int type = cloud_type_of(ea->cloud_type, prices);
+
+    if (type < 0)
+        return 2;
+    if (ea->json)
+        arr = cJSON_CreateArray();
+    else
+        printf("%-13s %12s %9s %10s %10s %9s %8s %7s %12s\n", "policy", "cloud_usd", "owned_util",
+               "jct_mean_s", "jct_p95_s", "wait_s", "bursts", "starved", "owned_usd");
+    for (int k = 0; k < ea->nopol; k++) {
+        struct tm_owned_config c = ea->owned;
+        struct tm_owned_stats st;
+        int rc;
+        c.policy = (enum tm_owned_policy)ea->opol[k];
+        c.prices = prices;
+        c.cloud_type = type;
+        c.boot_ms = ea->base.boot_ms;
+        c.tick_ms = ea->base.tick_ms;
+        c.idle_grace_ms = ea->base.idle_grace_ms;
+        c.spot = ea->base.spot;
+        c.since_ms = ea->base.since_ms;
+        c.max_runtime_ms = ea->base.max_runtime_ms;
+        c.log = ea->base.log;
+        rc = tm_owned_run(trace, &c, &st);
+        if (rc < 0) {
+            fprintf(stderr, "tarmac replay --elastic: could not replay %s: %s\n",
+                    tm_owned_policy_name(c.policy), tm_strerror(rc));
+            cJSON_Delete(arr);
+            return 1;
         }
+        if (ea->json)
+            cJSON_AddItemToArray(arr, owned_json(&c, &st, prices));
+        else
+            printf("%-13s %12.0f %9.3f %10.0f %10.0f %9.0f %8zu %7zu %12.0f\n",
+                   tm_owned_policy_name(c.policy), st.cloud_usd, st.owned_utilisation, st.jct_mean_s,
+                   st.jct_p95_s, st.wait_mean_s, st.burst_jobs, st.starved, st.owned_usd);
+        fflush(stdout);
     }
-    cJSON_Delete(arr);
+    if (ea->json)
+        print_results(arr);
     return 0;
 }
 
@@ -411,7 +582,7 @@ int tm_elastic_main(int argc, char **argv)
             return bad("could not open log \"%s\"", ea.log_path);
         }
     }
-    rc = run_policies(&ea, &trace, &prices);
+    rc = ea.owned.owned_gpus > 0 ? run_owned(&ea, &trace, &prices) : run_policies(&ea, &trace, &prices);
     if (ea.base.log)
         fclose(ea.base.log);
     tm_trace_release(&trace);
