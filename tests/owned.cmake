@@ -17,3 +17,9 @@ tm_add_c_test(test_join ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_join.c
 # resumes, resumes settled or given up, and the pool keys' checks.
 tm_add_c_test(test_reconcile_power ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_power.c
               LABELS unit owned TIMEOUT 30 LINK tarmac_reconcile)
+# Power saving with real joined agents: idle machines suspended one at a
+# time by a script that stops their agent, billed at the suspended rate,
+# one resumed for a job; a hanging and a failing suspend_command bounded,
+# reported and retried (tests/integration/owned_power.sh).
+tm_add_test(itest_owned_power LABELS integration owned FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/owned_power.sh)

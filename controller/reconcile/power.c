@@ -162,6 +162,7 @@ static int settle_changing(struct power_ctx *c)
                      "resume_timeout of %" PRId64 " s: unreachable",
                      (c->now_ms - n->power_since_ms) / 1000, pool->resume_timeout_ms / 1000);
             r = add_op(c, ni, TM_POWER_OP_TIMEOUT, 0, why);
+            c->claimed[ni] = true;
         } else if (n->power == TM_POWER_SUSPENDING && !running &&
                    c->now_ms - n->power_since_ms >= 2 * pool->command_timeout_ms) {
             r = add_op(c, ni, TM_POWER_OP_STUCK, 0,
@@ -190,7 +191,9 @@ static int choose_resumes(struct power_ctx *c)
         for (size_t k = 0; k < c->npnodes && need > 0; k++) {
             size_t ni = c->pnodes[k];
             const struct tm_snap_node *n = &s->nodes[ni];
-            bool coming = n->power == TM_POWER_RESUMING && !c->chosen[ni];
+            /* Resuming, or on again this very pass (AWAKE); one given up on
+             * (TIMEOUT) was claimed so as not to count. */
+            bool coming = n->power == TM_POWER_RESUMING;
             if (coming && !c->claimed[ni] && job_fits_node(j, n)) {
                 c->claimed[ni] = true;
                 need--;

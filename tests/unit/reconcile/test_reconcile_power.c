@@ -254,6 +254,20 @@ static void test_settle(void **state)
     assert_int_equal(op_on(f, 3)->kind, TM_POWER_OP_STUCK);
     assert_null(op_on(f, 4)); /* still within resume_timeout */
 
+    /* A waiting job: the node on again this pass covers it (no resume);
+     * the one given up on does not, so a suspended node is resumed. */
+    add_node(f, 5, NOW - 60 * MIN, TM_POWER_SUSPENDED);
+    add_job(f, 10, 8);
+    choose(f, NULL, 0);
+    assert_int_equal(count_kind(f, TM_POWER_OP_RESUME), 0);
+    a->last_heartbeat_ms = 0;
+    a->power_since_ms = d->power_since_ms = NOW - 6 * MIN;
+    choose(f, NULL, 0);
+    assert_int_equal(count_kind(f, TM_POWER_OP_TIMEOUT), 3);
+    assert_int_equal(count_kind(f, TM_POWER_OP_RESUME), 1);
+    assert_int_equal(op_on(f, 5)->kind, TM_POWER_OP_RESUME);
+    f->snap.njobs = 0;
+
     /* Its command still running: not stuck. */
     struct tm_power_hold h = {.node_id = 3, .running = true};
     choose(f, &h, 1);
