@@ -11,7 +11,8 @@
 #    which heartbeats again, is on, and runs the job;
 #  - a suspend_command that hangs is killed at command_timeout and one that
 #    fails is reported; each is a decision, the node stays on, the command
-#    is tried again later, and the tick runs on meanwhile.
+#    is tried again later, and the tick runs on meanwhile; a resume_command
+#    that fails leaves its node suspended, and the job still runs.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
 
@@ -36,7 +37,7 @@ e2e_start itest_owned_power local "" 50 "$OWNED"
 # The power switch: logs "ACTION NODE ADDRESS in-flight=N" (N counts the
 # switch's runs at once), then stops the machine's agent or starts it
 # again.  $WORK/hang-suspend and $WORK/fail-suspend make a suspend hang or
-# fail.
+# fail, $WORK/fail-resume the next resume fail once.
 mkdir -p "$WORK/inflight"
 cat >"$WORK/power.sh" <<SH
 #!/usr/bin/env bash
@@ -48,6 +49,11 @@ sleep 1
 if [ "\$action" = suspend ] && [ -e "$WORK/hang-suspend" ]; then
     rmdir "$WORK/inflight/\$node"
     sleep 60
+fi
+if [ "\$action" = resume ] && [ -e "$WORK/fail-resume" ]; then
+    rm -f "$WORK/fail-resume"
+    rmdir "$WORK/inflight/\$node"
+    exit 4
 fi
 if [ "\$action" = suspend ] && [ -e "$WORK/fail-suspend" ]; then
     rmdir "$WORK/inflight/\$node"
@@ -166,6 +172,20 @@ psql_q "SELECT reason FROM decisions WHERE kind = 'power_failed' ORDER BY id DES
 [ "$(power_of "$R")" = on ] || fail "after a failed suspend the node is $(power_of "$R")"
 rm -f "$WORK/fail-suspend"
 wait_for 60 "[ \"\$(power_of $R)\" = suspended ]" || fail "not suspended after the failures: $(power_of "$R")"
+
+# A resume that fails: reported, the node back to suspended (and its
+# rate), and the job still gets a machine (another, or the same one after
+# its backoff).
+touch "$WORK/fail-resume"
+F=$(decisions power_failed)
+J2=$(submit '{"team":"vision","gpus":2,"pool":"dgx","command":"echo again"}')
+wait_for 30 "[ \"\$(decisions power_failed)\" -gt $F ]" || fail "the failing resume was not reported"
+psql_q "SELECT reason FROM decisions WHERE kind = 'power_failed' ORDER BY id DESC LIMIT 1" | grep -q 'resume_command exited 4.*stays suspended' \
+    || fail "why: $(psql_q "SELECT reason FROM decisions WHERE kind = 'power_failed' ORDER BY id DESC LIMIT 1")"
+FN=$(psql_q "SELECT subject_id FROM decisions WHERE kind = 'power_failed' ORDER BY id DESC LIMIT 1")
+wait_for 10 "[ \"\$(power_of $FN)\" = suspended ]" || fail "after a failed resume the node is $(power_of "$FN")"
+[ "$(psql_q "SELECT price_uusd_per_hour FROM nodes WHERE id = $FN")" = 36000000 ] || fail "not back to the suspended rate"
+wait_job "$J2" succeeded 60
 grep -q 'in-flight=[2-9]' "$WORK/power.log" && fail "more than power_changes_max at once: $(cat "$WORK/power.log")"
 for s in "$TOK"; do
     grep -rqF -- "$s" "$WORK"/*.log "$WORK/serve.out" && fail "a secret reached a log"
