@@ -353,6 +353,20 @@ static const struct cfg_field cfg_pool_fields[] = {
     {.key = "suspended_cost_per_node_hour", .type = CFG_PRICE,
      .offset = CFG_OFF(tm_config_pool, suspended_cost_uusd_per_node_hour), .min = 0,
      .max = TM_PRICE_MAX_UUSD},
+    /* Power saving, owned pools only: both commands or neither
+     * (config_check.c). */
+    {.key = "suspend_command", .type = CFG_STRLIST, .offset = CFG_OFF(tm_config_pool, suspend_command),
+     .count_offset = CFG_OFF(tm_config_pool, nsuspend_command), .min = 1, .max = 64},
+    {.key = "resume_command", .type = CFG_STRLIST, .offset = CFG_OFF(tm_config_pool, resume_command),
+     .count_offset = CFG_OFF(tm_config_pool, nresume_command), .min = 1, .max = 64},
+    {.key = "suspend_after", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_pool, suspend_after_ms),
+     .def = "30m", .min = 1000, .max = 30 * CFG_DAY},
+    {.key = "power_changes_max", .type = CFG_INT, .offset = CFG_OFF(tm_config_pool, power_changes_max),
+     .def = "1", .min = 1, .max = 10000},
+    {.key = "resume_timeout", .type = CFG_DURATION, .offset = CFG_OFF(tm_config_pool, resume_timeout_ms),
+     .def = "10m", .min = 1000, .max = CFG_DAY},
+    {.key = "command_timeout", .type = CFG_DURATION,
+     .offset = CFG_OFF(tm_config_pool, command_timeout_ms), .def = "1m", .min = 100, .max = CFG_HOUR},
     /* Reserved capacity: config_reservation.c checks what spans the keys,
      * the kind how its cloud spells an id. */
     {.key = "reservations", .type = CFG_LIST, .offset = CFG_OFF(tm_config_pool, reservations),

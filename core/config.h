@@ -158,7 +158,22 @@ struct tm_config_pool {
      * (false, default); true: any model, 1 .. gpus_per_node GPUs. */
     bool mixed_shapes;
     int64_t cost_uusd_per_node_hour;           /* required on an owned pool */
-    int64_t suspended_cost_uusd_per_node_hour; /* accepted, for power saving; default 0 */
+    int64_t suspended_cost_uusd_per_node_hour; /* a suspended node's rate; default 0 */
+    /* Power saving (owned pools only, docs/owned.md "Power saving"): the
+     * leader runs suspend_command on a node idle past suspend_after and
+     * resume_command on a suspended one the queue needs, each as argv
+     * with the node's name and address appended (and in TARMAC_NODE_*),
+     * killed past command_timeout; at most power_changes_max nodes of the
+     * pool suspending or resuming at once; a resumed node has
+     * resume_timeout to heartbeat again.  NULL commands: no power saving. */
+    char **suspend_command;
+    size_t nsuspend_command;
+    char **resume_command;
+    size_t nresume_command;
+    int64_t suspend_after_ms;     /* default 30m */
+    int power_changes_max;        /* default 1 */
+    int64_t resume_timeout_ms;    /* default 10m */
+    int64_t command_timeout_ms;   /* default 1m */
     /* Reserved capacity (docs/clouds.md): launches go into these first;
      * when none has room the pool buys as capacity_type says, unless
      * reservation_fallback is false (then the launch waits for room). */

@@ -310,7 +310,9 @@ static int cfg_validate_owned_keys(struct cfg_ctx *c, const struct tm_config_poo
                                    size_t i)
 {
     static const char *const owned_only[] = {"mixed_shapes", "cost_per_node_hour",
-                                             "suspended_cost_per_node_hour"};
+                                             "suspended_cost_per_node_hour", "suspend_command",
+                                             "resume_command", "suspend_after", "power_changes_max",
+                                             "resume_timeout", "command_timeout"};
     static const char *const bought_only[] = {"zones", "instance_types"};
     bool owned = tm_config_kind_find(prov->kind)->owned;
 
@@ -342,6 +344,12 @@ static int cfg_validate_owned_keys(struct cfg_ctx *c, const struct tm_config_poo
     if (!pool->gpu_model || !pool->gpus_per_node) {
         tm_cfg_path_set(c, "pools[%zu].%s", i, !pool->gpu_model ? "gpu_model" : "gpus_per_node");
         return tm_cfg_fail(c, pn, "missing required key (an owned pool declares its machines' shape)");
+    }
+    if (!pool->suspend_command != !pool->resume_command) {
+        const char *missing = pool->suspend_command ? "resume_command" : "suspend_command";
+        tm_cfg_path_set(c, "pools[%zu].%s", i, missing);
+        return tm_cfg_fail(c, pn, "missing required key (power saving needs both suspend_command "
+                                  "and resume_command)");
     }
     if (strcmp(pool->capacity_type, "on_demand") != 0) {
         tm_cfg_path_set(c, "pools[%zu].capacity_type", i);

@@ -18,6 +18,8 @@ static const char *const capacity_types[TM_CAPACITY_MAX] = {
     "on_demand", "spot", "spot_then_on_demand",
 };
 
+static const char *const node_powers[] = {"on", "suspending", "suspended", "resuming"};
+
 static int lookup(const char *const *names, int n, const char *name)
 {
     if (!name)
@@ -38,6 +40,11 @@ const char *tm_node_state_name(enum tm_node_state s)
     return (unsigned)s < TM_NODE_STATE_MAX ? node_states[s] : "unknown";
 }
 
+const char *tm_node_power_name(enum tm_node_power p)
+{
+    return (unsigned)p < TM_POWER_MAX ? node_powers[p] : "unknown";
+}
+
 const char *tm_job_class_name(enum tm_job_class c)
 {
     return (unsigned)c < TM_CLASS_MAX ? job_classes[c] : "unknown";
@@ -50,6 +57,7 @@ const char *tm_capacity_type_name(enum tm_capacity_type c)
 
 int tm_job_state_parse(const char *name) { return lookup(job_states, TM_JOB_STATE_MAX, name); }
 int tm_node_state_parse(const char *name) { return lookup(node_states, TM_NODE_STATE_MAX, name); }
+int tm_node_power_parse(const char *name) { return lookup(node_powers, TM_POWER_MAX, name); }
 int tm_job_class_parse(const char *name) { return lookup(job_classes, TM_CLASS_MAX, name); }
 int tm_capacity_type_parse(const char *name) { return lookup(capacity_types, TM_CAPACITY_MAX, name); }
 

@@ -32,6 +32,16 @@ enum tm_node_state {
     TM_NODE_STATE_MAX,
 };
 
+/* An owned node's power (nodes.power, migrations/0031_power.sql): only
+ * an "on" node takes work; power saving moves the others. */
+enum tm_node_power {
+    TM_POWER_ON,
+    TM_POWER_SUSPENDING, /* suspend_command running */
+    TM_POWER_SUSPENDED,  /* off: silence expected, the suspended rate billed */
+    TM_POWER_RESUMING,   /* resume_command ran: waiting for a heartbeat */
+    TM_POWER_MAX,
+};
+
 enum tm_job_class {
     TM_CLASS_TRAIN,
     TM_CLASS_EVAL,
@@ -50,12 +60,14 @@ enum tm_capacity_type {
 
 const char *tm_job_state_name(enum tm_job_state s);
 const char *tm_node_state_name(enum tm_node_state s);
+const char *tm_node_power_name(enum tm_node_power p);
 const char *tm_job_class_name(enum tm_job_class c);
 const char *tm_capacity_type_name(enum tm_capacity_type c);
 
 /* Each parser returns the enum value or -1 when the name is not one of ours. */
 int tm_job_state_parse(const char *name);
 int tm_node_state_parse(const char *name);
+int tm_node_power_parse(const char *name);
 int tm_job_class_parse(const char *name);
 int tm_capacity_type_parse(const char *name);
 

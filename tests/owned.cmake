@@ -12,3 +12,14 @@ tm_add_c_test(test_reconcile_owned ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test
 # and its message, the hardware as kept, the GPU model from a GPU's name.
 tm_add_c_test(test_join ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_join.c
               LABELS unit owned TIMEOUT 30 LINK tarmac_agent tarmac_spec)
+# Power saving's choice without a database: which idle owned nodes are
+# suspended, within power_changes_max, which suspended one a waiting job
+# resumes, resumes settled or given up, and the pool keys' checks.
+tm_add_c_test(test_reconcile_power ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_power.c
+              LABELS unit owned TIMEOUT 30 LINK tarmac_reconcile)
+# Power saving with real joined agents: idle machines suspended one at a
+# time by a script that stops their agent, billed at the suspended rate,
+# one resumed for a job; a hanging and a failing suspend_command bounded,
+# reported and retried (tests/integration/owned_power.sh).
+tm_add_test(itest_owned_power LABELS integration owned FIXTURES pg TIMEOUT 240
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/owned_power.sh)

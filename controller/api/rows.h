@@ -27,7 +27,8 @@
     " 'state', n.state, 'state_reason', n.state_reason, 'cordoned', n.cordoned,"                  \
     " 'price_uusd_per_hour', n.price_uusd_per_hour, 'requested_ms', n.requested_ms,"              \
     " 'ready_ms', n.ready_ms, 'idle_since_ms', n.idle_since_ms, 'terminated_ms', n.terminated_ms,"\
-    " 'last_heartbeat_ms', n.last_heartbeat_ms, 'address', n.address)::text"
+    " 'last_heartbeat_ms', n.last_heartbeat_ms, 'address', n.address, 'power', n.power,"         \
+    " 'power_since_ms', n.power_since_ms)::text"
 
 #define POOL_JSON                                                                                  \
     "json_build_object('name', p.name, 'provider', p.provider, 'provider_kind', p.provider_kind," \

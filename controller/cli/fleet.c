@@ -35,7 +35,7 @@ int tm_cli_api_nodes(int argc, char **argv)
         {"pool", required_argument, NULL, O_POOL}, {"state", required_argument, NULL, O_STATE},
         {"limit", required_argument, NULL, O_LIMIT}, {"all", no_argument, NULL, O_ALL}, {0},
     };
-    static const char *const cols[] = {"ID", "POOL", "STATE", "TYPE", "ZONE", "GPUS", "MODEL",
+    static const char *const cols[] = {"ID", "POOL", "STATE", "POWER", "TYPE", "ZONE", "GPUS", "MODEL",
                                        "CAPACITY", "USD/H", "CORDONED", "INSTANCE", "ADDRESS", "REASON"};
     struct tm_cli_cmd a = {.c = {.cmd = "nodes", .api = true}};
     const char *pool = NULL, *state = NULL;
@@ -94,12 +94,13 @@ int tm_cli_api_nodes(int argc, char **argv)
         } else {
             struct tm_table t;
             const cJSON *n;
-            tm_table_init(&t, 13, cols);
+            tm_table_init(&t, 14, cols);
             cJSON_ArrayForEach(n, cJSON_GetObjectItemCaseSensitive(page, "items")) {
                 int64_t price = 0;
                 tm_cli_jcell(&t, n, "id");
                 tm_cli_jcell(&t, n, "pool");
                 tm_cli_jcell(&t, n, "state");
+                tm_cli_jcell(&t, n, "power");
                 tm_cli_jcell(&t, n, "instance_type");
                 tm_cli_jcell(&t, n, "zone");
                 tm_cli_jcell(&t, n, "gpus");

@@ -18,6 +18,7 @@
 #include "controller/api/routes.h"
 #include "controller/api/server.h"
 #include "controller/daemon/calls.h"
+#include "controller/daemon/power.h"
 #include "controller/daemon/alert_webhook.h"
 #include "controller/daemon/decision_log.h"
 #include "controller/daemon/quotas.h"
@@ -157,6 +158,10 @@ struct tm_controller {
 
     /* Cloud calls and store writes in flight (calls.c). */
     struct tm_calls calls;
+    /* Power saving's commands (power.h) and the holds the pass reads. */
+    struct tm_power power;
+    const struct tm_power_hold *power_holds;
+    size_t npower_holds;
 };
 
 static void end_pass(struct tm_controller *ctl);
@@ -214,6 +219,8 @@ static void on_applied(int status, const cJSON *result, const char *err, const c
     ctl->stats.orphans += ctl->plan.orphans;
     if (!ctl->closing)
         tm_calls_start(&ctl->calls, &ctl->plan, ctl->providers, result);
+    if (!ctl->closing)
+        tm_power_start(&ctl->power, &ctl->plan);
     end_pass(ctl);
 }
 
@@ -319,6 +326,7 @@ static void reconcile_work(uv_work_t *w)
         .forecast = ctl->pool_forecast,
         .shortages = ctl->pass_shortages, .nshortages = ctl->npass_shortages,
         .pool_real_agent = ctl->pool_real_agent, .hearing_since_ms = ctl->hearing_since_ms,
+        .power_holds = ctl->power_holds, .npower_holds = ctl->npower_holds,
     };
     ctl->work_status = tm_reconcile(&in, &ctl->plan);
 }
@@ -340,6 +348,7 @@ static void reconcile_done(uv_work_t *w, int status)
     }
     if (cJSON_GetArraySize(ctl->plan.actions) == 0) {
         tm_calls_start(&ctl->calls, &ctl->plan, ctl->providers, NULL);
+        tm_power_start(&ctl->power, &ctl->plan);
         end_pass(ctl);
         return;
     }
@@ -427,6 +436,7 @@ static void on_snapshot(int status, struct tm_snapshot *snap, const char *err, v
      * listings, config): a queue of 100k jobs takes ~100 ms, which must not
      * stall the loop (API, database, cloud calls), so it runs on libuv's
      * thread pool and nothing touches its inputs until it returns. */
+    ctl->npower_holds = tm_power_holds(&ctl->power, &ctl->power_holds);
     ctl->work.data = ctl;
     if (uv_queue_work(&ctl->loop, &ctl->work, reconcile_work, reconcile_done) < 0) {
         tm_log_error("could not queue the reconcile pass", "error=%s", "uv_queue_work");
@@ -849,6 +859,7 @@ static void close_all(struct tm_controller *ctl)
             ctl->providers[i] = NULL;
         }
     }
+    tm_power_close(&ctl->power);
     tm_alerter_close(ctl->alerter); /* before the pool: it writes through it */
     ctl->alerter = NULL;
     if (ctl->api) {
@@ -1089,6 +1100,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
         return r;
     }
     ctl->started_real = uv_now(&ctl->loop);
+    ctl->power = (struct tm_power){.loop = &ctl->loop, .calls = &ctl->calls};
     uv_timer_init(&ctl->loop, &ctl->tick_timer);
     uv_timer_init(&ctl->loop, &ctl->stop_timer);
     uv_timer_init(&ctl->loop, &ctl->replan_timer);
@@ -1162,6 +1174,7 @@ int tm_controller_run(const struct tm_config *cfg, const struct tm_controller_op
     tm_live_forecast_free(ctl->forecast_warm);
     tm_fleet_stats_release(&ctl->fleet);
     tm_calls_release(&ctl->calls);
+    tm_power_release(&ctl->power);
     tm_decision_log_release(&ctl->decision_log);
     free(ctl->pool_real_agent);
     tm_log_store_free(ctl->logs);

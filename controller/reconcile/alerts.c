@@ -140,7 +140,8 @@ static void pool_idle(struct eval *e, const struct tm_alert_state *prev, int64_t
     }
     for (size_t i = 0; i < s->nnodes; i++) {
         const struct tm_snap_node *n = &s->nodes[i];
-        if (n->billed && n->pool >= 0 && (size_t)n->pool < cfg->npools)
+        /* A suspended owned node is switched off on purpose: not idle capacity. */
+        if (n->billed && n->power != TM_POWER_SUSPENDED && n->pool >= 0 && (size_t)n->pool < cfg->npools)
             paid[n->pool] += (int64_t)n->gpus * 1000;
     }
     for (size_t i = 0; i < s->nallocs; i++) {

@@ -186,6 +186,8 @@ void tm_rc_drain_checkpoints(struct pass *p);
 void tm_rc_budgets(struct pass *p);
 /* Step 2: the scheduler over the ready nodes; marks job_placed[job index]. */
 void tm_rc_schedule(struct pass *p, bool *job_placed);
+/* Power saving's ops into p->plan.power, after placements (power.c). */
+void tm_rc_power(struct pass *p, const bool *job_placed);
 /* Step 3: launches and releases from the planner, per GPU model, then
  * pool minimums and drained nodes. */
 void tm_rc_run_planner(struct pass *p, const bool *job_placed);

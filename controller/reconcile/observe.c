@@ -328,7 +328,8 @@ void tm_rc_observe(struct pass *p, bool **ret_matched)
                          inst ? tm_instance_state_name(inst->state) : "is no longer listed",
                          inst && inst->interrupted ? " (reclaimed by the cloud)" : "");
                 node_gone(p, ni, absent ? "terminated" : gone_state, why);
-            } else if (n->state == TM_NODE_READY && !n->cordoned) {
+            } else if (n->state == TM_NODE_READY && !n->cordoned && n->power == TM_POWER_ON) {
+                /* Suspended, or on its way there or back: no work. */
                 p->node_ready[ni] = true;
             }
             break;

@@ -114,6 +114,8 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_rc_plan *ret)
         tm_rc_schedule(&p, job_placed);
     if (!p.err)
         tm_rc_run_planner(&p, job_placed);
+    if (!p.err)
+        tm_rc_power(&p, job_placed);
 out:
     r = p.err;
     if (matched)
@@ -161,5 +163,6 @@ void tm_rc_plan_release(struct tm_rc_plan *plan)
     free(plan->quota_view);
     free(plan->launches);
     free(plan->terminates);
+    free(plan->power);
     memset(plan, 0, sizeof(*plan));
 }

@@ -59,6 +59,8 @@ struct tm_snap_node {
     int64_t replaces_node_id; /* a spot substitute: the on-demand node it replaces, else 0 */
     int64_t last_heartbeat_ms; /* its agent's last report, 0 if never */
     int64_t unreachable_ms;   /* marked unreachable at, 0 if not (cleared by a heartbeat) */
+    enum tm_node_power power; /* owned pools' power saving (power.c); on elsewhere */
+    int64_t power_since_ms;   /* its power changed at, 0 if never */
 };
 
 struct tm_snap_job {
@@ -214,6 +216,32 @@ struct tm_rc_plan_terminate {
     char instance_id[TM_ID_MAX];
 };
 
+/* Power saving of owned pools (power.c, docs/owned.md "Power saving"):
+ * what the daemon does after the plan commits (controller/daemon/power.c). */
+enum tm_power_op_kind {
+    TM_POWER_OP_SUSPEND, /* on -> suspending, run suspend_command */
+    TM_POWER_OP_RESUME,  /* suspended -> resuming, run resume_command */
+    TM_POWER_OP_AWAKE,   /* resuming -> on: its agent heartbeat again */
+    TM_POWER_OP_TIMEOUT, /* resuming -> on and unreachable: past resume_timeout */
+    TM_POWER_OP_STUCK,   /* suspending -> on: no command runs for it any more */
+};
+
+struct tm_power_op {
+    int64_t node_id;
+    int pool;                  /* index into cfg->pools */
+    enum tm_power_op_kind kind;
+    int64_t job_id;            /* RESUME: the waiting job it is for */
+    char reason[256];
+};
+
+/* A node whose power command the daemon runs now (running) or that failed
+ * lately (no new command before until_ms). */
+struct tm_power_hold {
+    int64_t node_id;
+    bool running;
+    int64_t until_ms;
+};
+
 struct tm_rc_plan {
     cJSON *actions;            /* array for tarmac_apply's plan->'actions' */
     struct tm_rc_plan_launch *launches;
@@ -236,6 +264,9 @@ struct tm_rc_plan {
      * GET /v1/quotas's "usage" and /metrics (quotas.c); NULL when no
      * quota is set.  Freed with the plan. */
     char *quota_view;
+    /* Power changes to make after the plan commits (power.c). */
+    struct tm_power_op *power;
+    size_t npower;
 };
 
 /* One config pool's demand forecast one boot ahead, in GPUs (controller/
@@ -281,6 +312,10 @@ struct tm_reconcile_input {
      * counted from this at the earliest: silence the controller could
      * not hear is not held against the nodes.  0: always could. */
     int64_t hearing_since_ms;
+    /* Power commands running or backing off (controller/daemon/power.c);
+     * none: NULL, 0. */
+    const struct tm_power_hold *power_holds;
+    size_t npower_holds;
 };
 
 /* The config pool a queued job is routed to (as the planner routes it),
@@ -376,6 +411,16 @@ const char *tm_reconcile_pool_flavor(const struct tm_config *cfg, size_t pi);
  * naming the row and field ("quotas[0].gpus: ..."), or TM_ENOMEM. */
 int tm_reconcile_quota_check(const struct tm_config *cfg, const struct tm_quota_row *rows, size_t n,
                              char *err, size_t errlen);
+
+/* Power saving's choice (power.c): the ops for the owned pools with a
+ * suspend_command, in *ret_ops (malloc'd, *ret_n of them; NULL, 0 when
+ * none).  job_waits (per snapshot job, NULL: every queued job) says which
+ * queued jobs still wait after this pass's placements; node_placed (per
+ * snapshot node, may be NULL) which nodes got work this pass.  0 or
+ * TM_ENOMEM. */
+int tm_reconcile_power(const struct tm_config *cfg, const struct tm_snapshot *snap, const bool *job_waits,
+                       const bool *node_placed, const struct tm_power_hold *holds, size_t nholds,
+                       int64_t now_ms, struct tm_power_op **ret_ops, size_t *ret_n);
 
 /* Compute the plan.  *ret is filled only on success; release it with
  * tm_rc_plan_release().  Returns 0, TM_ENOMEM or TM_EINVAL. */

@@ -53,7 +53,10 @@
 
 static bool node_watched(const struct pass *p, const struct tm_snap_node *n)
 {
-    return n->pool >= 0 && p->in->pool_real_agent && p->in->pool_real_agent[n->pool] &&
+    /* A node powered down by power saving is silent by design, and one
+     * resuming has its pool's resume_timeout instead (power.c). */
+    return n->pool >= 0 && n->power == TM_POWER_ON && p->in->pool_real_agent &&
+           p->in->pool_real_agent[n->pool] &&
            (n->state == TM_NODE_BOOTING || n->state == TM_NODE_READY || n->state == TM_NODE_DRAINING);
 }
 
@@ -179,6 +182,7 @@ void tm_reconcile_mass_silence(const struct tm_config *cfg, const struct tm_snap
     for (size_t ni = 0; pool_real_agent && ni < snap->nnodes; ni++) {
         const struct tm_snap_node *n = &snap->nodes[ni];
         if (n->pool < 0 || !pool_real_agent[n->pool] || (skip && skip[ni]) || n->last_heartbeat_ms <= 0 ||
+            n->power != TM_POWER_ON ||
             !(n->state == TM_NODE_BOOTING || n->state == TM_NODE_READY || n->state == TM_NODE_DRAINING))
             continue;
         int pr = provider_of_pool(cfg, n->pool);

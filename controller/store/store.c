@@ -31,7 +31,8 @@ static const char snapshot_sql[] =
     " coalesce(notice_ms, CASE WHEN cordoned THEN (SELECT min(d.at_ms) FROM decisions d"
     "   WHERE d.subject_kind = 'node' AND d.subject_id = nodes.id::text"
     "     AND d.kind = 'interruption_notice') END, 0), notice_ms IS NOT NULL,"
-    " coalesce(replaces_node_id, 0), coalesce(last_heartbeat_ms, 0), coalesce(unreachable_ms, 0)"
+    " coalesce(replaces_node_id, 0), coalesce(last_heartbeat_ms, 0), coalesce(unreachable_ms, 0),"
+    " power, coalesce(power_since_ms, 0)"
     " FROM nodes WHERE state NOT IN ('terminated', 'interrupted') ORDER BY id;"
     "SELECT id, team, name, coalesce(gpu_model, ''), coalesce(pool, ''), gpus, gpu_milli, nodes,"
     " cpu_milli, memory_mib, class, priority, preemptible, coalesce(runtime_estimate_ms, 0),"
@@ -156,6 +157,9 @@ static void parse_nodes(struct tm_snapshot *s, const PGresult *nr, const struct 
         n->replaces_node_id = col_i64(nr, i, 19);
         n->last_heartbeat_ms = col_i64(nr, i, 20);
         n->unreachable_ms = col_i64(nr, i, 21);
+        int power = tm_node_power_parse(PQgetvalue(nr, i, 22));
+        n->power = power < 0 ? TM_POWER_ON : (enum tm_node_power)power;
+        n->power_since_ms = col_i64(nr, i, 23);
     }
 }
 
