@@ -214,7 +214,7 @@ static void fleet_view(struct pass *p, const bool *in_model, const bool *job_pla
      * of it; preemptible only where the pool may take it back. */
     for (size_t ji = 0; ji < s->njobs; ji++) {
         const struct tm_snap_job *j = &s->jobs[ji];
-        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
+        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji] || tm_rc_burst_waits(p, ji))
             continue;
         int pi = tm_rc_job_route(cfg, j);
         if (pi < 0 || !in_model[pi])
@@ -455,7 +455,7 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
     struct tm_planner_input in;
     struct tm_planner_result res = {0};
     size_t maxjobs = s->nallocs + 1;
-    char why[512];
+    char why[1024];
     bool refused = false;
 
     for (size_t ji = 0; ji < s->njobs; ji++)
@@ -537,6 +537,10 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
             double hazard = by_hazard ? tm_config_spot_hazard(cfg, pool, type, zone, &fitted) : 0;
             snprintf(why, sizeof(why), "%s; pool %s has %d of max %d nodes", x->reason, pool->name,
                      p->live[pi], pool->max_nodes);
+            /* work its group's burst rule sent to the clouds: the
+             * projected owned start and the price paid instead */
+            int bj = tm_rc_burst_launch_why(p, in_model, x->job >= 0 ? tm_rc_job_index(p, f->jobs[x->job].id)
+                                                                     : -1, why, sizeof(why));
             if (by_hazard)
                 snprintf(why + strlen(why), sizeof(why) - strlen(why),
                          "; zone %s: lowest spot hazard with capacity (%.4g per node-hour, %s)", zone,
@@ -544,6 +548,7 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
             fleet_offers_why(f, &in, x, why, sizeof(why));
             cJSON *a = tm_rc_request_node(p, pi, t, zone, cap, why, in.forecast_gpus[x->spot], seq);
             fleet_offers_inputs(p, f, &in, x, pool, a);
+            tm_rc_burst_launch_inputs(p, bj, a);
             if (by_hazard) {
                 /* "Every decision is explained": the figure behind the zone. */
                 cJSON *ins = a ? cJSON_GetObjectItemCaseSensitive(a, "inputs") : NULL;
@@ -622,10 +627,12 @@ void tm_rc_run_planner(struct pass *p, const bool *job_placed)
         p->err = TM_ENOMEM;
         goto out;
     }
-    /* Unplaced work per pool: decisions' inputs and the hold on releases. */
+    /* Unplaced work per pool: decisions' inputs and the hold on releases.
+     * Work its group's burst rule keeps waiting for owned capacity is no
+     * cloud demand: idle cloud nodes go after their grace as before. */
     for (size_t ji = 0; ji < s->njobs; ji++) {
         const struct tm_snap_job *j = &s->jobs[ji];
-        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
+        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji] || tm_rc_burst_waits(p, ji))
             continue;
         int pi = tm_rc_job_route(cfg, j);
         if (pi < 0)

@@ -118,7 +118,7 @@ static void emit_holds_and_waits(struct pass *p, const struct tm_sched_result *r
                                  const int32_t *alloc_of, const bool *job_placed)
 {
     const struct tm_snapshot *s = p->in->snap;
-    char why[256];
+    char why[512];
 
     for (size_t k = 0; k < rs->npreemptions; k++) {
         const struct tm_sched_preemption *pe = &rs->preemptions[k];
@@ -155,6 +155,9 @@ static void emit_holds_and_waits(struct pass *p, const struct tm_sched_result *r
         snprintf(why, sizeof(why), "%s: %s", tm_sched_verdict_name(note->verdict),
                  note->why ? note->why : "");
         tm_rc_no_show_why(p, j, why, sizeof(why));
+        /* kept off the clouds by its group's burst rule (burst.c) */
+        if (tm_rc_burst_waits(p, (size_t)job_of[note->job]))
+            tm_rc_burst_wait_why(p, (size_t)job_of[note->job], why, sizeof(why));
         p->plan.waiting++;
         /* A reason is recorded when it changes, not every pass: a queue of
          * 100k jobs must not rewrite 100k rows per tick. */
@@ -345,6 +348,15 @@ void tm_rc_schedule(struct pass *p, bool *job_placed)
     first[0] = 0;
 
     emit_placements(p, &res, jobs, job_of, node_of, why_of, first, by_job, job_placed);
+    /* The scheduler's own estimate of a blocked job's start on owned
+     * capacity: its reservation there; then the burst rule (burst.c). */
+    for (size_t q = 0; q < res.nnotes; q++) {
+        const struct tm_sched_note *note = &res.notes[q];
+        const struct tm_snap_node *n = note->node >= 0 ? &s->nodes[node_of[note->node]] : NULL;
+        if (n && note->start_ms > 0 && n->pool >= 0 && p->cfg->pools[n->pool].owned)
+            p->job_owned_start[job_of[note->job]] = note->start_ms;
+    }
+    tm_rc_burst(p, job_placed);
     tm_rc_quota_reclaims(p, &rq, &res, job_of);
     emit_holds_and_waits(p, &res, job_of, node_of, alloc_of, job_placed);
 out:
