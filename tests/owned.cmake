@@ -12,3 +12,8 @@ tm_add_c_test(test_reconcile_owned ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test
 # and its message, the hardware as kept, the GPU model from a GPU's name.
 tm_add_c_test(test_join ${CMAKE_SOURCE_DIR}/tests/unit/agent/test_join.c
               LABELS unit owned TIMEOUT 30 LINK tarmac_agent tarmac_spec)
+# Owned first, the clouds for the overflow: a pool group's burst rule
+# through tm_reconcile (a job waits for owned capacity or bursts, with the
+# reason; never; after a constant wait) and pool_groups' checks.
+tm_add_c_test(test_reconcile_burst ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_burst.c
+              LABELS unit owned TIMEOUT 30 LINK tarmac_reconcile)
