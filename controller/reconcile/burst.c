@@ -129,18 +129,54 @@ static int64_t burst_node_start(const struct pass *p, size_t ni, int64_t need_mi
     return TM_BURST_NO_START;
 }
 
-/* The projected owned start of job ji of group g (see the top). */
-static int64_t burst_owned_start(const struct pass *p, size_t ji, const char *g)
+/* The fallback projection depends on the group and the job's shape
+ * only: a queue of many jobs of few shapes reads the owned nodes once per
+ * shape.  (A job pinned to a pool, or of a model named differently, is
+ * its own shape.) */
+#define BURST_CACHE 16
+struct burst_cache {
+    struct {
+        const char *group;
+        int64_t need_milli;
+        int32_t nodes, pool;
+        const char *gpu_model;
+        int64_t start;
+    } e[BURST_CACHE];
+    size_t n;
+};
+
+static int64_t *burst_cache_find(struct burst_cache *c, const char *g, const struct tm_snap_job *j,
+                                 int64_t need)
+{
+    for (size_t k = 0; c && k < c->n; k++)
+        if (c->e[k].group == g && c->e[k].need_milli == need && c->e[k].nodes == j->nodes &&
+            c->e[k].pool == j->pool && strcmp(c->e[k].gpu_model, j->gpu_model) == 0)
+            return &c->e[k].start;
+    return NULL;
+}
+
+static void burst_cache_add(struct burst_cache *c, const char *g, const struct tm_snap_job *j,
+                            int64_t need, int64_t start)
+{
+    if (!c || c->n == BURST_CACHE)
+        return;
+    c->e[c->n].group = g;
+    c->e[c->n].need_milli = need;
+    c->e[c->n].nodes = j->nodes;
+    c->e[c->n].pool = j->pool;
+    c->e[c->n].gpu_model = j->gpu_model;
+    c->e[c->n++].start = start;
+}
+
+/* The fallback projection of job j of group g (see the top). */
+static int64_t burst_owned_fallback(const struct pass *p, const struct tm_snap_job *j, const char *g,
+                                    int64_t need)
 {
     const struct tm_snapshot *s = p->in->snap;
-    const struct tm_snap_job *j = &s->jobs[ji];
-    int64_t need = j->gpus > 0 ? (int64_t)j->gpus * 1000 : j->gpu_milli;
     int64_t starts[64];
     size_t ns = 0;
     int32_t want = j->nodes > 1 ? j->nodes : 1;
 
-    if (p->job_owned_start[ji] > 0)
-        return p->job_owned_start[ji];
     for (size_t ni = 0; ni < s->nnodes; ni++) {
         const struct tm_snap_node *n = &s->nodes[ni];
         if (n->pool < 0 || p->node_gone[ni] || n->state != TM_NODE_READY || n->cordoned)
@@ -167,8 +203,26 @@ static int64_t burst_owned_start(const struct pass *p, size_t ji, const char *g)
     return ns >= (size_t)want && want <= 64 ? starts[want - 1] : TM_BURST_NO_START;
 }
 
+/* The projected owned start of job ji of group g: the scheduler's
+ * reservation, else the fallback (cached per shape in c, NULL: none). */
+static int64_t burst_owned_start(const struct pass *p, size_t ji, const char *g, struct burst_cache *c)
+{
+    const struct tm_snap_job *j = &p->in->snap->jobs[ji];
+    int64_t need = j->gpus > 0 ? (int64_t)j->gpus * 1000 : j->gpu_milli;
+
+    if (p->job_owned_start[ji] > 0)
+        return p->job_owned_start[ji];
+    int64_t *hit = burst_cache_find(c, g, j, need);
+    if (hit)
+        return *hit;
+    int64_t start = burst_owned_fallback(p, j, g, need);
+    burst_cache_add(c, g, j, need, start);
+    return start;
+}
+
 /* Decide for job ji; false when the rule does not apply to it. */
-bool tm_rc_burst_explain(const struct pass *p, size_t ji, struct tm_burst_decision *d)
+static bool burst_decide(const struct pass *p, size_t ji, struct burst_cache *c,
+                         struct tm_burst_decision *d)
 {
     const struct tm_config *cfg = p->cfg;
     const struct tm_snap_job *j = &p->in->snap->jobs[ji];
@@ -193,21 +247,33 @@ bool tm_rc_burst_explain(const struct pass *p, size_t ji, struct tm_burst_decisi
         .gpus = (j->gpus > 0 ? j->gpus : 1) * (j->nodes > 1 ? j->nodes : 1),
         .submit_ms = j->submitted_ms, .estimate_ms = e > 0 ? e : TM_RC_DEFAULT_USE_MS,
         .deadline_ms = j->deadline_ms, .preemptible = j->preemptible};
-    tm_burst_decide(&bp, &bj, p->in->now_ms, burst_owned_start(p, ji, g), &o, d);
+    tm_burst_decide(&bp, &bj, p->in->now_ms, burst_owned_start(p, ji, g, c), &o, d);
     return true;
+}
+
+/* Later in the pass (the wait reason, the launch) the decision is made
+ * again from the projection tm_rc_burst kept in p->job_owned_start: the
+ * same answer, without reading the nodes again. */
+bool tm_rc_burst_explain(const struct pass *p, size_t ji, struct tm_burst_decision *d)
+{
+    return burst_decide(p, ji, NULL, d);
 }
 
 void tm_rc_burst(struct pass *p, const bool *job_placed)
 {
     const struct tm_snapshot *s = p->in->snap;
     struct tm_burst_decision d;
+    struct burst_cache cache = {.n = 0};
 
     for (size_t ji = 0; ji < s->njobs && !p->err; ji++) {
         const struct tm_snap_job *j = &s->jobs[ji];
         if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
             continue;
-        if (tm_rc_burst_explain(p, ji, &d))
-            p->job_burst[ji] = (uint8_t)(1 + d.choice);
+        if (!burst_decide(p, ji, &cache, &d))
+            continue;
+        p->job_burst[ji] = (uint8_t)(1 + d.choice);
+        /* no start is kept as INT64_MAX (TM_BURST_NO_START), which is > 0 */
+        p->job_owned_start[ji] = d.owned_start_ms;
     }
 }
 
@@ -219,13 +285,13 @@ bool tm_rc_burst_waits(const struct pass *p, size_t ji)
 /* The wait reason of a job the rule keeps waiting: the projected start as
  * a date (not "in N s"), so that the reason, recorded when it changes,
  * stays the same from tick to tick while the projection does. */
-void tm_rc_burst_wait_why(const struct pass *p, size_t ji, char *why, size_t size)
+int64_t tm_rc_burst_wait_why(const struct pass *p, size_t ji, char *why, size_t size)
 {
     struct tm_burst_decision d;
     char when[32] = "none";
 
     if (!tm_rc_burst_explain(p, ji, &d))
-        return;
+        return TM_BURST_NO_START;
     if (d.owned_start_ms != TM_BURST_NO_START) {
         time_t t = (time_t)(d.owned_start_ms / 1000);
         struct tm tmv;
@@ -235,6 +301,7 @@ void tm_rc_burst_wait_why(const struct pass *p, size_t ji, char *why, size_t siz
     const char *rest = strstr(d.reason, "; ");
     snprintf(why, size, "waiting for owned capacity: projected owned start %s%s", when,
              rest ? rest : "");
+    return d.owned_start_ms;
 }
 
 /* Append the burst of the job behind a launch (snapshot job index ji, or

@@ -83,7 +83,8 @@ struct pass {
     bool *no_show_said;         /* pool index -> its hold recorded this pass */
     /* Owned first (burst.c). */
     int64_t *job_owned_start;   /* job index -> start of the scheduler's reservation for it
-                                 * on an owned node, 0 none (schedule.c) */
+                                 * on an owned node, 0 none (schedule.c); then the
+                                 * projection the burst rule decided on */
     uint8_t *job_burst;         /* job index -> 0: the burst rule does not apply;
                                  * else 1 + its enum tm_burst_choice this pass */
 };
@@ -263,8 +264,9 @@ void tm_rc_burst(struct pass *p, const bool *job_placed);
 bool tm_rc_burst_explain(const struct pass *p, size_t ji, struct tm_burst_decision *d);
 /* Whether the rule keeps job ji waiting for owned capacity this pass. */
 bool tm_rc_burst_waits(const struct pass *p, size_t ji);
-/* The wait reason of such a job (size bytes). */
-void tm_rc_burst_wait_why(const struct pass *p, size_t ji, char *why, size_t size);
+/* The wait reason of such a job (size bytes); returns its projected owned
+ * start (TM_BURST_NO_START: none). */
+int64_t tm_rc_burst_wait_why(const struct pass *p, size_t ji, char *why, size_t size);
 /* A launch's reason: the burst behind it appended (ji: the planner's job,
  * -1 none); returns the job named, -1 none. */
 int tm_rc_burst_launch_why(const struct pass *p, const bool *in_model, int ji, char *why, size_t size);

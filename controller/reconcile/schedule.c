@@ -156,8 +156,9 @@ static void emit_holds_and_waits(struct pass *p, const struct tm_sched_result *r
                  note->why ? note->why : "");
         tm_rc_no_show_why(p, j, why, sizeof(why));
         /* kept off the clouds by its group's burst rule (burst.c) */
+        int64_t owned_start = 0;
         if (tm_rc_burst_waits(p, (size_t)job_of[note->job]))
-            tm_rc_burst_wait_why(p, (size_t)job_of[note->job], why, sizeof(why));
+            owned_start = tm_rc_burst_wait_why(p, (size_t)job_of[note->job], why, sizeof(why));
         p->plan.waiting++;
         /* A reason is recorded when it changes, not every pass: a queue of
          * 100k jobs must not rewrite 100k rows per tick. */
@@ -173,6 +174,8 @@ static void emit_holds_and_waits(struct pass *p, const struct tm_sched_result *r
             tm_rc_put_str(p, in_o, "held_by", "quota");
         if (note->start_ms > 0)
             tm_rc_put_num(p, in_o, "reserved_start_ms", (double)note->start_ms);
+        if (owned_start > 0 && owned_start != TM_BURST_NO_START)
+            tm_rc_put_num(p, in_o, "projected_owned_start_ms", (double)owned_start);
     }
 }
 

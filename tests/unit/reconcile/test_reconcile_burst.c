@@ -184,6 +184,29 @@ static void test_near_start_waits(void **state)
     waits_for_owned(f, "within its waiting budget");
 }
 
+/* A whole-node job behind the running one: the projection is the
+ * scheduler's own (its reservation on the owned node when it makes one,
+ * else the running job's expected end), in the wait's inputs; its budget
+ * (8 GPUs' bill) holds 20 minutes. */
+static void test_whole_node_projection(void **state)
+{
+    struct fixture *f = *state;
+    const cJSON *a;
+    owned_full(f, 20 * MIN);
+    queued(f, 120 * MIN, MIN)->gpus = 8;
+    run(f);
+    waits_for_owned(f, "within its waiting budget");
+    for (int k = 0; (a = snap_fixture_nth_op(f->plan.actions, "wait", k)); k++) {
+        const cJSON *in = cJSON_GetObjectItemCaseSensitive(a, "inputs");
+        const cJSON *st = cJSON_GetObjectItemCaseSensitive(in, "projected_owned_start_ms");
+        const cJSON *rv = cJSON_GetObjectItemCaseSensitive(in, "reserved_start_ms");
+        assert_true(cJSON_IsNumber(st));
+        assert_true(st->valuedouble == (double)(NOW + 20 * MIN));
+        if (rv)
+            assert_true(rv->valuedouble == st->valuedouble);
+    }
+}
+
 /* Owned capacity frees in 3 hours; a 10-minute job's budget is far
  * shorter: it bursts to on-demand, the launch naming why. */
 static void test_far_start_bursts(void **state)
@@ -311,6 +334,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_near_start_waits, setup_cost, teardown),
+        cmocka_unit_test_setup_teardown(test_whole_node_projection, setup_cost, teardown),
         cmocka_unit_test_setup_teardown(test_far_start_bursts, setup_cost, teardown),
         cmocka_unit_test_setup_teardown(test_deadline_bursts, setup_cost, teardown),
         cmocka_unit_test_setup_teardown(test_preemptible_bursts_to_spot, setup_cost, teardown),
