@@ -231,6 +231,20 @@ static void fleet_view(struct pass *p, const bool *in_model, const bool *job_pla
     }
 }
 
+/* Whether an owned pool shares a pool group with the model's pools. */
+static bool fleet_owned_group(const struct tm_config *cfg, const bool *in_model)
+{
+    for (size_t pi = 0; pi < cfg->npools; pi++) {
+        if (!in_model[pi] || !cfg->pools[pi].group)
+            continue;
+        for (size_t k = 0; k < cfg->npools; k++)
+            if (cfg->pools[k].owned && cfg->pools[k].group &&
+                strcmp(cfg->pools[k].group, cfg->pools[pi].group) == 0)
+                return true;
+    }
+    return false;
+}
+
 /* Build the planner's view of one GPU model's pools. */
 static void fleet_build(struct pass *p, const bool *in_model, const bool *job_placed,
                         struct fleet *f, struct tm_planner_input *in)
@@ -288,6 +302,15 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
             in->keep_gpus[side] = (in->keep_gpus[side] < 0 ? 0 : in->keep_gpus[side]) +
                                   (fc->upper_gpus > fc->expected_gpus ? fc->upper_gpus : fc->expected_gpus);
         }
+    }
+    /* A group that holds owned pools buys nothing ahead of its queue: its
+     * owned nodes are the headroom, and a job reaches the clouds only
+     * when its group's burst rule sends it (burst.c).  The forecast
+     * (which counts the group's queued work as the cloud pool's) would
+     * buy ahead of that rule. */
+    if (fleet_owned_group(cfg, in_model)) {
+        in->forecast_gpus[0] = in->forecast_gpus[1] = -1;
+        in->keep_gpus[0] = in->keep_gpus[1] = -1;
     }
     in->params.tick_ms = cfg->tick_interval_ms;
     in->params.idle_grace_ms = grace_max;
