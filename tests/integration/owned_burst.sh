@@ -7,7 +7,9 @@
 #    for owned capacity, then bursts: one cloud node is launched, the launch
 #    decision names the burst (the constant wait, the projected owned start,
 #    the price), and the job runs on the cloud node;
-#  - the cloud node is released after its idle grace; the owned node stays.
+#  - the cloud node is released after its idle grace; the owned node stays;
+#  - a burst rule on a group without cloud pools is refused by `tarmac
+#    check config` and by serve, naming the field.
 . "$TM_SOURCE_DIR/tests/lib/itest.sh"
 . "$TM_SOURCE_DIR/tests/lib/agent_e2e.sh"
 
@@ -72,4 +74,17 @@ wait_for 40 "[ \"\$(psql_q \"SELECT state FROM nodes WHERE id = $CN\")\" = termi
 [ "$(psql_q "SELECT state FROM jobs WHERE id = $A")" = running ] || fail "job $A stopped"
 [ "$(psql_q "SELECT count(*) FROM decisions WHERE kind = 'terminate' AND subject_id = '$N'")" = 0 ] \
     || fail "a terminate decision for the owned node"
+# A burst rule on a group without cloud pools: `tarmac check config` and
+# serve refuse it, naming the field.
+# (the od pool leaves the group: only the owned pool is left in it)
+sed -e '/^  - name: od$/,/^  - name: spot$/ { /^    group: g$/d }' "$WORK/c.yaml" >"$WORK/bad.yaml"
+rc=0
+"$TARMAC" check config --config "$WORK/bad.yaml" >"$WORK/check.out" 2>"$WORK/check.log" || rc=$?
+[ "$rc" != 0 ] || fail "check config took a burst rule on a group without cloud pools"
+grep -q '"pool_groups\[0\].burst": group "g" has no cloud pools' "$WORK/check.log" \
+    || fail "check config did not name the field: $(cat "$WORK/check.log")"
+rc=0
+timeout 20 "$TARMAC" serve --config "$WORK/bad.yaml" >/dev/null 2>"$WORK/bad-serve.log" || rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "serve started with the bad rule"
+grep -q 'pool_groups\[0\].burst' "$WORK/bad-serve.log" || fail "serve did not name the field: $(cat "$WORK/bad-serve.log")"
 echo "1 passed, 0 failed"
