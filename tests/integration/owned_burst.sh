@@ -85,6 +85,6 @@ grep -q '"pool_groups\[0\].burst": group "g" has no cloud pools' "$WORK/check.lo
     || fail "check config did not name the field: $(cat "$WORK/check.log")"
 rc=0
 timeout 20 "$TARMAC" serve --config "$WORK/bad.yaml" >/dev/null 2>"$WORK/bad-serve.log" || rc=$?
-[ "$rc" != 0 ] && [ "$rc" != 124 ] || fail "serve started with the bad rule"
+if [ "$rc" = 0 ] || [ "$rc" = 124 ]; then fail "serve started with the bad rule"; fi
 grep -q 'pool_groups\[0\].burst' "$WORK/bad-serve.log" || fail "serve did not name the field: $(cat "$WORK/bad-serve.log")"
 echo "1 passed, 0 failed"
