@@ -242,6 +242,12 @@ static bool burst_decide(const struct pass *p, size_t ji, struct burst_cache *c,
     }
     bp.starvation_ms = cfg->starvation_ms;
     burst_offer(cfg, g, j, &o);
+    /* No price for any fitting type (on_demand_price: "0"): nothing to
+     * weigh the wait against, and burst.h would keep the job waiting for
+     * good; it goes to the clouds as without a rule, unless the rule is
+     * never. */
+    if (o.on_demand_per_gpu_hour <= 0 && o.spot_per_gpu_hour <= 0 && bp.rule != TM_BURST_NEVER)
+        return false;
     int64_t e = tm_rc_job_estimate(p->est, j);
     struct tm_burst_job bj = {
         .gpus = (j->gpus > 0 ? j->gpus : 1) * (j->nodes > 1 ? j->nodes : 1),
