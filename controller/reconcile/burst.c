@@ -310,16 +310,14 @@ int64_t tm_rc_burst_wait_why(const struct pass *p, size_t ji, char *why, size_t 
     return d.owned_start_ms;
 }
 
-/* Append the burst of the job behind a launch (snapshot job index ji, or
- * -1: the first bursting job of the model's pools) to why; returns the
- * job named, -1 when none. */
-int tm_rc_burst_launch_why(const struct pass *p, const bool *in_model, int ji, char *why, size_t size)
+/* The jobs the rule sent to the clouds, of one planner pass's pools:
+ * counted once per pass, not once per launch. */
+void tm_rc_burst_model(const struct pass *p, const bool *in_model, struct rc_burst_model *bm)
 {
     const struct tm_snapshot *s = p->in->snap;
-    struct tm_burst_decision d;
-    size_t nburst = 0;
-    int first = -1;
 
+    bm->first = -1;
+    bm->n = 0;
     for (size_t k = 0; k < s->njobs; k++) {
         int route;
         if (p->job_burst[k] <= 1 + TM_BURST_WAIT)
@@ -327,18 +325,30 @@ int tm_rc_burst_launch_why(const struct pass *p, const bool *in_model, int ji, c
         route = tm_rc_job_route(p->cfg, &s->jobs[k]);
         if (route < 0 || !in_model[route])
             continue;
-        nburst++;
-        if (first < 0)
-            first = (int)k;
+        bm->n++;
+        if (bm->first < 0)
+            bm->first = (int)k;
     }
+}
+
+/* Append the burst of the job behind a launch (snapshot job index ji, or
+ * -1: the first bursting job of the pass's pools) to why; returns the job
+ * named, -1 when none. */
+int tm_rc_burst_launch_why(const struct pass *p, const struct rc_burst_model *bm, int ji, char *why,
+                           size_t size)
+{
+    struct tm_burst_decision d;
+
+    if (bm->n == 0)
+        return -1;
     if (ji < 0 || p->job_burst[ji] <= 1 + TM_BURST_WAIT)
-        ji = first;
+        ji = bm->first;
     if (ji < 0 || !tm_rc_burst_explain(p, (size_t)ji, &d))
         return -1;
     size_t len = strlen(why);
     if (len < size)
-        snprintf(why + len, size - len, "; job %" PRId64 ": %s%s", s->jobs[ji].id, d.reason,
-                 nburst > 1 ? " (and more bursting jobs of the group)" : "");
+        snprintf(why + len, size - len, "; job %" PRId64 ": %s%s", p->in->snap->jobs[ji].id, d.reason,
+                 bm->n > 1 ? " (and more bursting jobs of the group)" : "");
     return ji;
 }
 

@@ -511,6 +511,8 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
         p->err = r;
         goto out;
     }
+    struct rc_burst_model bm;
+    tm_rc_burst_model(p, in_model, &bm);
     for (size_t k = 0; k < res.nactions && !p->err; k++) {
         const struct tm_planner_action *x = &res.actions[k];
         if (x->kind == TM_PLANNER_LAUNCH) {
@@ -562,8 +564,8 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
                      p->live[pi], pool->max_nodes);
             /* work its group's burst rule sent to the clouds: the
              * projected owned start and the price paid instead */
-            int bj = tm_rc_burst_launch_why(p, in_model, x->job >= 0 ? tm_rc_job_index(p, f->jobs[x->job].id)
-                                                                     : -1, why, sizeof(why));
+            int bj = tm_rc_burst_launch_why(p, &bm, x->job >= 0 ? tm_rc_job_index(p, f->jobs[x->job].id)
+                                                                : -1, why, sizeof(why));
             if (by_hazard)
                 snprintf(why + strlen(why), sizeof(why) - strlen(why),
                          "; zone %s: lowest spot hazard with capacity (%.4g per node-hour, %s)", zone,

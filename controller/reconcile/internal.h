@@ -267,9 +267,16 @@ bool tm_rc_burst_waits(const struct pass *p, size_t ji);
 /* The wait reason of such a job (size bytes); returns its projected owned
  * start (TM_BURST_NO_START: none). */
 int64_t tm_rc_burst_wait_why(const struct pass *p, size_t ji, char *why, size_t size);
+/* The jobs the rule sent to the clouds in one planner pass's pools. */
+struct rc_burst_model {
+    int first;   /* the first one's job index, -1 none */
+    size_t n;
+};
+void tm_rc_burst_model(const struct pass *p, const bool *in_model, struct rc_burst_model *bm);
 /* A launch's reason: the burst behind it appended (ji: the planner's job,
- * -1 none); returns the job named, -1 none. */
-int tm_rc_burst_launch_why(const struct pass *p, const bool *in_model, int ji, char *why, size_t size);
+ * -1 none; else bm's first); returns the job named, -1 none. */
+int tm_rc_burst_launch_why(const struct pass *p, const struct rc_burst_model *bm, int ji, char *why,
+                           size_t size);
 /* Its figures in the launch's inputs. */
 void tm_rc_burst_launch_inputs(struct pass *p, int ji, cJSON *a);
 
