@@ -297,12 +297,17 @@ void tm_rc_schedule(struct pass *p, bool *job_placed)
         sched_node[ni] = -1;
         if (!p->node_ready[ni] || p->node_gone[ni] || n->pool < 0 || n->pool >= 63)
             continue;
-        /* The elastic placement's preference: the smallest nodes, then
-         * the oldest (ids grow with launches), as the elastic replay. */
+        /* The elastic placement's preference: owned nodes first (they
+         * are paid for whether or not work runs, and never released: work
+         * gathered there lets bought nodes empty and go), then the
+         * smallest nodes, then the oldest (ids grow with launches), as the
+         * elastic replay. */
+        bool bought = !p->cfg->pools[n->pool].owned;
         nodes[nn] = (struct tm_sched_node){
             .id = n->id, .cpu_milli = n->cpu_milli, .memory_mib = n->memory_mib,
             .gpus = n->gpus, .model = n->pool, .spot = n->capacity == TM_CAPACITY_SPOT,
-            .schedulable = !subbed[ni], .rank = ((int64_t)n->gpus << 40) + (n->id & ((1LL << 40) - 1)),
+            .schedulable = !subbed[ni],
+            .rank = ((int64_t)bought << 56) + ((int64_t)n->gpus << 40) + (n->id & ((1LL << 40) - 1)),
         };
         node_of[nn] = (int32_t)ni;
         sched_node[ni] = (int32_t)nn++;

@@ -279,6 +279,47 @@ static void test_no_owned_in_group(void **state)
     assert_null(cJSON_GetObjectItemCaseSensitive(in, "burst_job"));
 }
 
+/* An idle owned node and an idle, older cloud node: the job goes to the
+ * owned one (paid for either way), so the cloud node can empty and go. */
+static void test_owned_node_first(void **state)
+{
+    struct fixture *f = *state;
+    struct tm_snap_node *c = &f->nodes[f->snap.nnodes++];
+    *c = (struct tm_snap_node){.id = 3, .pool = 0, .gpus = 8, .cpu_milli = 96000,
+                               .memory_mib = 1000000, .capacity = TM_CAPACITY_ON_DEMAND,
+                               .state = TM_NODE_READY, .requested_ms = NOW - 3600000,
+                               .idle_since_ms = NOW - 1000, .billed = true, .last_heartbeat_ms = NOW};
+    snprintf(c->gpu_model, sizeof(c->gpu_model), "A100");
+    snprintf(c->instance_id, sizeof(c->instance_id), "i-3");
+    snprintf(c->token, sizeof(c->token), "tok-3");
+    snprintf(c->instance_type, sizeof(c->instance_type), "sim.8x");
+    snprintf(c->zone, sizeof(c->zone), "z");
+    struct tm_instance *in = &f->inst[f->obs.n++];
+    *in = (struct tm_instance){.state = TM_INSTANCE_RUNNING, .node_id = 3,
+                               .capacity = TM_CAPACITY_ON_DEMAND, .launched_ms = NOW - 3600000};
+    snprintf(in->id, sizeof(in->id), "i-3");
+    snprintf(in->token, sizeof(in->token), "tok-3");
+    snprintf(in->instance_type, sizeof(in->instance_type), "sim.8x");
+    snprintf(in->zone, sizeof(in->zone), "z");
+    f->observed[0] = f->obs;
+    struct tm_snap_node *o = &f->nodes[f->snap.nnodes++];
+    *o = (struct tm_snap_node){.id = DGX_NODE, .pool = DGX, .gpus = 8, .cpu_milli = 96000,
+                               .memory_mib = 1000000, .capacity = TM_CAPACITY_ON_DEMAND,
+                               .state = TM_NODE_READY, .requested_ms = NOW - 3600000,
+                               .idle_since_ms = NOW - 1000, .billed = true, .last_heartbeat_ms = NOW};
+    snprintf(o->gpu_model, sizeof(o->gpu_model), "A100");
+    snprintf(o->token, sizeof(o->token), "join-7");
+    snprintf(o->instance_type, sizeof(o->instance_type), "owned");
+    snprintf(o->zone, sizeof(o->zone), "owned");
+    queued(f, 10 * MIN, MIN);
+    run(f);
+    const cJSON *allocs = cJSON_GetObjectItemCaseSensitive(
+        snap_fixture_nth_op(f->plan.actions, "place", 0), "allocs");
+    const cJSON *node = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(allocs, 0), "node");
+    assert_true(cJSON_IsNumber(node) && node->valuedouble == DGX_NODE);
+    assert_int_equal(snap_fixture_count_op(f->plan.actions, "request_node"), 0);
+}
+
 /* load pools + groups; expect a refusal naming want. */
 static void refused(const char *pools, const char *groups, const char *want)
 {
@@ -341,6 +382,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_never, setup_never, teardown),
         cmocka_unit_test_setup_teardown(test_after, setup_after, teardown),
         cmocka_unit_test_setup_teardown(test_no_owned_in_group, setup_cost, teardown),
+        cmocka_unit_test_setup_teardown(test_owned_node_first, setup_cost, teardown),
         cmocka_unit_test(test_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
