@@ -300,7 +300,9 @@ enum tm_config_burst {
  * pools[].group.  A group no entry names has the defaults. */
 struct tm_config_pool_group {
     char *name;                   /* required; some pool's group */
-    char *burst;                  /* "never", "cost" (default) or "after DURATION" */
+    char *burst;                  /* "never", "cost" (default) or "after DURATION";
+                                   * "after" when given as {after: DURATION} */
+    bool burst_mapping;           /* burst was the mapping {after: DURATION} */
     enum tm_config_burst burst_rule;  /* burst, parsed */
     int64_t burst_after_ms;       /* TM_CONFIG_BURST_AFTER: the wait */
     /* The cost rule's value of an hour of one job's waiting, in

@@ -357,6 +357,20 @@ static void test_config(void **state)
     assert_int_equal(g->burst_after_ms, 10 * MIN);
     tm_config_release(&cfg);
 
+    /* the mapping spelling of the constant wait */
+    const char *yaml_map = HEAD "pool_groups:\n  - name: a100\n    burst: {after: 90s}\n";
+    assert_int_equal(tm_config_load_string(yaml_map, strlen(yaml_map), "unit.yaml", &cfg, err,
+                                           sizeof(err)), 0);
+    g = tm_config_pool_group_find(&cfg, "a100");
+    assert_int_equal(g->burst_rule, TM_CONFIG_BURST_AFTER);
+    assert_int_equal(g->burst_after_ms, 90000);
+    tm_config_release(&cfg);
+
+    refused(POOLS, "  - {name: a100, burst: {after: soon}}\n", "\"pool_groups[0].burst.after\"");
+    refused(POOLS, "  - {name: a100, burst: {later: 1m}}\n", "\"pool_groups[0].burst.later\"");
+    refused(POOLS, "  - {name: a100, burst: {}}\n", "pool_groups[0].burst");
+    refused(owned_only, "  - {name: g, burst: {after: 1m}}\n",
+            "\"pool_groups[0].burst\": group \"g\" has no cloud pools");
     refused(cloud_only, "  - {name: g, burst: cost}\n",
             "\"pool_groups[0].burst\": group \"g\" has no owned pools");
     refused(owned_only, "  - {name: g, burst: never}\n",
