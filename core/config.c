@@ -602,6 +602,10 @@ static const struct cfg_field cfg_root_fields[] = {
     {.key = "pools", .type = CFG_LIST, .offset = CFG_OFF(tm_config, pools),
      .count_offset = CFG_OFF(tm_config, npools), .min = 1, .max = 1024,
      .flags = CFG_REQUIRED, .sub = &cfg_pool_section},
+    /* A pool group's own settings (config_pool_group.c). */
+    {.key = "pool_groups", .type = CFG_LIST, .offset = CFG_OFF(tm_config, pool_groups),
+     .count_offset = CFG_OFF(tm_config, npool_groups), .min = 0, .max = 1024,
+     .sub = &tm_cfg_pool_group_section},
 };
 const struct cfg_section tm_cfg_root_section = {
     .fields = cfg_root_fields, .nfields = CFG_NFIELDS(cfg_root_fields),

@@ -302,6 +302,29 @@ struct tm_config_forecast {
                                    * default 8 d (a weekly season and a day), 0: none */
 };
 
+/* How a pool group holding owned and cloud pools sends its queued work
+ * to the clouds (controller/fleet/burst.h has the rule, docs/owned.md the
+ * words). */
+enum tm_config_burst {
+    TM_CONFIG_BURST_COST = 0, /* tarmac's: waiting weighed against buying (default) */
+    TM_CONFIG_BURST_NEVER,    /* owned capacity only */
+    TM_CONFIG_BURST_AFTER,    /* a constant wait, then the clouds */
+};
+
+/* pool_groups[]: a group's own settings; its members name it with
+ * pools[].group.  A group no entry names has the defaults. */
+struct tm_config_pool_group {
+    char *name;                   /* required; some pool's group */
+    char *burst;                  /* "never", "cost" (default) or "after DURATION";
+                                   * "after" when given as {after: DURATION} */
+    bool burst_mapping;           /* burst was the mapping {after: DURATION} */
+    enum tm_config_burst burst_rule;  /* burst, parsed */
+    int64_t burst_after_ms;       /* TM_CONFIG_BURST_AFTER: the wait */
+    /* The cost rule's value of an hour of one job's waiting, in
+     * micro-dollars; 0 (default): the on-demand price of one GPU-hour. */
+    int64_t wait_value_uusd_per_hour;
+};
+
 struct tm_config {
     char *path;                   /* file it came from (or the name given) */
     char *database_url;           /* required unless TARMAC_DATABASE_URL is set */
@@ -324,6 +347,8 @@ struct tm_config {
     size_t nproviders;            /* >= 1 */
     struct tm_config_pool *pools;
     size_t npools;                /* >= 1 */
+    struct tm_config_pool_group *pool_groups;
+    size_t npool_groups;
 };
 
 /* The configuration file every command reads without --config or
@@ -366,6 +391,9 @@ const struct tm_config_pool *tm_config_pool_find(const struct tm_config *cfg,
                                                  const char *name);
 const struct tm_config_provider *tm_config_provider_find(const struct tm_config *cfg,
                                                          const char *name);
+/* pool_groups[] entry for a group name (NULL name or none: NULL). */
+const struct tm_config_pool_group *tm_config_pool_group_find(const struct tm_config *cfg,
+                                                             const char *name);
 const struct tm_config_instance_type *tm_config_type_find(const struct tm_config_provider *p,
                                                           const char *name);
 

@@ -815,5 +815,6 @@ int tm_cfg_normalise(struct cfg_ctx *c, struct tm_config *cfg)
                                    cfg_map_get(c, pn, "disruption_pct");
         pool->consolidate_restart_set = cfg_map_get(c, pn, "consolidate_restart") != NULL;
     }
-    return cfg_check_groups(c, cfg);
+    int r = cfg_check_groups(c, cfg);
+    return r < 0 ? r : tm_cfg_check_pool_groups(c, cfg);
 }

@@ -93,6 +93,13 @@ extern const struct cfg_section tm_cfg_reservation_section;
 /* Their dates parsed, end after start, no id twice in the file, no two
  * blocks of a pool overlapping. */
 int tm_cfg_check_reservations(struct cfg_ctx *c, struct tm_config *cfg);
+/* ---- config_pool_group.c: pool_groups[] ---- */
+extern const struct cfg_section tm_cfg_pool_group_section;
+/* Each entry's burst parsed; names unique and some pool's group; a burst
+ * rule only on a group that holds both owned and cloud pools.  After
+ * normalisation (pools[].owned is known then). */
+int tm_cfg_check_pool_groups(struct cfg_ctx *c, struct tm_config *cfg);
+
 /* ---- config_check.c: cross-key rules and normalisation ---- */
 
 bool tm_cfg_listen_ok(const char *s);

@@ -33,6 +33,17 @@ const struct tm_config_provider *tm_config_provider_find(const struct tm_config 
     return NULL;
 }
 
+const struct tm_config_pool_group *tm_config_pool_group_find(const struct tm_config *cfg,
+                                                             const char *name)
+{
+    if (!cfg || !name)
+        return NULL;
+    for (size_t i = 0; i < cfg->npool_groups; i++)
+        if (cfg->pool_groups[i].name && strcmp(cfg->pool_groups[i].name, name) == 0)
+            return &cfg->pool_groups[i];
+    return NULL;
+}
+
 const struct tm_config_instance_type *tm_config_type_find(const struct tm_config_provider *p,
                                                           const char *name)
 {

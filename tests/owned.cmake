@@ -3,6 +3,11 @@
 # released, and are charged idle (tests/integration/owned_join.sh).
 tm_add_test(itest_owned_join LABELS integration owned FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/owned_join.sh)
+# Owned first, the clouds for the overflow: a full owned pool bursts one
+# job to a local cloud pool of its group, which is released after its
+# grace while the owned node stays (tests/integration/owned_burst.sh).
+tm_add_test(itest_owned_burst LABELS integration owned FIXTURES pg TIMEOUT 180
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/owned_burst.sh)
 # The same rules without a database: an owned pool in a pool group with a
 # sim cloud through tm_reconcile (never released, never bought into, its
 # work placed on its nodes) and the configuration's owned-pool checks.
@@ -23,3 +28,8 @@ tm_add_c_test(test_reconcile_power ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test
 # reported and retried (tests/integration/owned_power.sh).
 tm_add_test(itest_owned_power LABELS integration owned FIXTURES pg TIMEOUT 240
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/owned_power.sh)
+# Owned first, the clouds for the overflow: a pool group's burst rule
+# through tm_reconcile (a job waits for owned capacity or bursts, with the
+# reason; never; after a constant wait) and pool_groups' checks.
+tm_add_c_test(test_reconcile_burst ${CMAKE_SOURCE_DIR}/tests/unit/reconcile/test_reconcile_burst.c
+              LABELS unit owned TIMEOUT 30 LINK tarmac_reconcile)

@@ -214,7 +214,7 @@ static void fleet_view(struct pass *p, const bool *in_model, const bool *job_pla
      * of it; preemptible only where the pool may take it back. */
     for (size_t ji = 0; ji < s->njobs; ji++) {
         const struct tm_snap_job *j = &s->jobs[ji];
-        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
+        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji] || tm_rc_burst_waits(p, ji))
             continue;
         int pi = tm_rc_job_route(cfg, j);
         if (pi < 0 || !in_model[pi])
@@ -229,6 +229,20 @@ static void fleet_view(struct pass *p, const bool *in_model, const bool *job_pla
             .checkpointable = j->checkpointable, .nodes = j->nodes,
             .remaining_ms = e > 0 ? e : TM_RC_DEFAULT_USE_MS, .deadline_ms = j->deadline_ms};
     }
+}
+
+/* Whether an owned pool shares a pool group with the model's pools. */
+static bool fleet_owned_group(const struct tm_config *cfg, const bool *in_model)
+{
+    for (size_t pi = 0; pi < cfg->npools; pi++) {
+        if (!in_model[pi] || !cfg->pools[pi].group)
+            continue;
+        for (size_t k = 0; k < cfg->npools; k++)
+            if (cfg->pools[k].owned && cfg->pools[k].group &&
+                strcmp(cfg->pools[k].group, cfg->pools[pi].group) == 0)
+                return true;
+    }
+    return false;
 }
 
 /* Build the planner's view of one GPU model's pools. */
@@ -288,6 +302,15 @@ static void fleet_build(struct pass *p, const bool *in_model, const bool *job_pl
             in->keep_gpus[side] = (in->keep_gpus[side] < 0 ? 0 : in->keep_gpus[side]) +
                                   (fc->upper_gpus > fc->expected_gpus ? fc->upper_gpus : fc->expected_gpus);
         }
+    }
+    /* A group that holds owned pools buys nothing ahead of its queue: its
+     * owned nodes are the headroom, and a job reaches the clouds only
+     * when its group's burst rule sends it (burst.c).  The forecast
+     * (which counts the group's queued work as the cloud pool's) would
+     * buy ahead of that rule. */
+    if (fleet_owned_group(cfg, in_model)) {
+        in->forecast_gpus[0] = in->forecast_gpus[1] = -1;
+        in->keep_gpus[0] = in->keep_gpus[1] = -1;
     }
     in->params.tick_ms = cfg->tick_interval_ms;
     in->params.idle_grace_ms = grace_max;
@@ -455,7 +478,7 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
     struct tm_planner_input in;
     struct tm_planner_result res = {0};
     size_t maxjobs = s->nallocs + 1;
-    char why[512];
+    char why[1024];
     bool refused = false;
 
     for (size_t ji = 0; ji < s->njobs; ji++)
@@ -488,6 +511,8 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
         p->err = r;
         goto out;
     }
+    struct rc_burst_model bm;
+    tm_rc_burst_model(p, in_model, &bm);
     for (size_t k = 0; k < res.nactions && !p->err; k++) {
         const struct tm_planner_action *x = &res.actions[k];
         if (x->kind == TM_PLANNER_LAUNCH) {
@@ -537,6 +562,10 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
             double hazard = by_hazard ? tm_config_spot_hazard(cfg, pool, type, zone, &fitted) : 0;
             snprintf(why, sizeof(why), "%s; pool %s has %d of max %d nodes", x->reason, pool->name,
                      p->live[pi], pool->max_nodes);
+            /* work its group's burst rule sent to the clouds: the
+             * projected owned start and the price paid instead */
+            int bj = tm_rc_burst_launch_why(p, &bm, x->job >= 0 ? tm_rc_job_index(p, f->jobs[x->job].id)
+                                                                : -1, why, sizeof(why));
             if (by_hazard)
                 snprintf(why + strlen(why), sizeof(why) - strlen(why),
                          "; zone %s: lowest spot hazard with capacity (%.4g per node-hour, %s)", zone,
@@ -544,6 +573,7 @@ static void plan_model(struct pass *p, const bool *in_model, const bool *job_pla
             fleet_offers_why(f, &in, x, why, sizeof(why));
             cJSON *a = tm_rc_request_node(p, pi, t, zone, cap, why, in.forecast_gpus[x->spot], seq);
             fleet_offers_inputs(p, f, &in, x, pool, a);
+            tm_rc_burst_launch_inputs(p, bj, a);
             if (by_hazard) {
                 /* "Every decision is explained": the figure behind the zone. */
                 cJSON *ins = a ? cJSON_GetObjectItemCaseSensitive(a, "inputs") : NULL;
@@ -622,10 +652,12 @@ void tm_rc_run_planner(struct pass *p, const bool *job_placed)
         p->err = TM_ENOMEM;
         goto out;
     }
-    /* Unplaced work per pool: decisions' inputs and the hold on releases. */
+    /* Unplaced work per pool: decisions' inputs and the hold on releases.
+     * Work its group's burst rule keeps waiting for owned capacity is no
+     * cloud demand: idle cloud nodes go after their grace as before. */
     for (size_t ji = 0; ji < s->njobs; ji++) {
         const struct tm_snap_job *j = &s->jobs[ji];
-        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji])
+        if (j->state != TM_JOB_QUEUED || job_placed[ji] || p->job_held[ji] || tm_rc_burst_waits(p, ji))
             continue;
         int pi = tm_rc_job_route(cfg, j);
         if (pi < 0)

@@ -20,6 +20,7 @@
 #include <cjson/cJSON.h>
 
 #include "controller/sched/estimate.h"
+#include "controller/fleet/burst.h"
 #include "controller/fleet/plan_input.h"
 #include "controller/fleet/planner.h"
 #include "controller/fleet/prices.h"
@@ -80,6 +81,12 @@ struct pass {
     /* Pools whose launched nodes never enrolled (no_show.c). */
     struct tm_no_show_hold *no_show; /* pool index -> its run and hold */
     bool *no_show_said;         /* pool index -> its hold recorded this pass */
+    /* Owned first (burst.c). */
+    int64_t *job_owned_start;   /* job index -> start of the scheduler's reservation for it
+                                 * on an owned node, 0 none (schedule.c); then the
+                                 * projection the burst rule decided on */
+    uint8_t *job_burst;         /* job index -> 0: the burst rule does not apply;
+                                 * else 1 + its enum tm_burst_choice this pass */
 };
 
 /* What one model's planner pass is given, and where its entries came from. */
@@ -249,6 +256,31 @@ bool tm_rc_launch_held(struct pass *p, int pi);
 /* A queued job routed to a held pool: why (size bytes) becomes the hold,
  * then what it said before. */
 void tm_rc_no_show_why(const struct pass *p, const struct tm_snap_job *j, char *why, size_t size);
+
+/* ---- owned first, the clouds for the overflow (burst.c) ---------------- */
+
+/* After the scheduler's placements, before its wait reasons: the group's
+ * burst rule for each queued job it did not place (p->job_burst). */
+void tm_rc_burst(struct pass *p, const bool *job_placed);
+/* The rule's decision for job index ji now; false when it does not apply. */
+bool tm_rc_burst_explain(const struct pass *p, size_t ji, struct tm_burst_decision *d);
+/* Whether the rule keeps job ji waiting for owned capacity this pass. */
+bool tm_rc_burst_waits(const struct pass *p, size_t ji);
+/* The wait reason of such a job (size bytes); returns its projected owned
+ * start (TM_BURST_NO_START: none). */
+int64_t tm_rc_burst_wait_why(const struct pass *p, size_t ji, char *why, size_t size);
+/* The jobs the rule sent to the clouds in one planner pass's pools. */
+struct rc_burst_model {
+    int first;   /* the first one's job index, -1 none */
+    size_t n;
+};
+void tm_rc_burst_model(const struct pass *p, const bool *in_model, struct rc_burst_model *bm);
+/* A launch's reason: the burst behind it appended (ji: the planner's job,
+ * -1 none; else bm's first); returns the job named, -1 none. */
+int tm_rc_burst_launch_why(const struct pass *p, const struct rc_burst_model *bm, int ji, char *why,
+                           size_t size);
+/* Its figures in the launch's inputs. */
+void tm_rc_burst_launch_inputs(struct pass *p, int ji, cJSON *a);
 
 /* ---- team quotas (quotas.c) ------------------------------------------- */
 

@@ -77,9 +77,11 @@ int tm_reconcile(const struct tm_reconcile_input *in, struct tm_rc_plan *ret)
     p.disrupt_recent = calloc(np + 1, sizeof(int));
     p.node_fenced = calloc(s->nnodes + 1, sizeof(bool));
     p.node_unfenced = calloc(s->nnodes + 1, sizeof(bool));
+    p.job_owned_start = calloc(s->njobs + 1, sizeof(int64_t));
+    p.job_burst = calloc(s->njobs + 1, sizeof(uint8_t));
     if (!p.node_ids || !p.job_ids || !p.job_held || !p.pool_use_ms || !p.node_placed ||
         !p.node_replaced || !p.job_switched || !p.disrupt_left || !p.disrupt_recent ||
-        !p.node_fenced || !p.node_unfenced) {
+        !p.node_fenced || !p.node_unfenced || !p.job_owned_start || !p.job_burst) {
         p.err = TM_ENOMEM;
         goto out;
     }
@@ -139,6 +141,8 @@ out:
     free(p.disrupt_recent);
     free(p.node_fenced);
     free(p.node_unfenced);
+    free(p.job_owned_start);
+    free(p.job_burst);
     free(p.alloc_nodes);
     free(p.node_instance);
     free(p.node_ids);

@@ -25,7 +25,13 @@ int tm_rc_job_route(const struct tm_config *cfg, const struct tm_snap_job *j)
                    : strcmp(pool->capacity_type, "spot_then_on_demand") == 0 ? 1 : 2;
         if (!j->preemptible)
             rank = 0;
-        if (rank < best_rank) {
+        /* In a pool group of owned and cloud pools, new capacity is the
+         * clouds' whatever the pools' order (an owned pool buys nothing);
+         * the burst rule (burst.c) says whether the job waits instead. */
+        bool cloud_over_owned = rank == best_rank && best >= 0 && cfg->pools[best].owned &&
+                                !pool->owned && pool->group && cfg->pools[best].group &&
+                                strcmp(pool->group, cfg->pools[best].group) == 0;
+        if (rank < best_rank || cloud_over_owned) {
             best_rank = rank;
             best = (int)pi;
         }

@@ -118,7 +118,7 @@ static void emit_holds_and_waits(struct pass *p, const struct tm_sched_result *r
                                  const int32_t *alloc_of, const bool *job_placed)
 {
     const struct tm_snapshot *s = p->in->snap;
-    char why[256];
+    char why[512];
 
     for (size_t k = 0; k < rs->npreemptions; k++) {
         const struct tm_sched_preemption *pe = &rs->preemptions[k];
@@ -155,6 +155,10 @@ static void emit_holds_and_waits(struct pass *p, const struct tm_sched_result *r
         snprintf(why, sizeof(why), "%s: %s", tm_sched_verdict_name(note->verdict),
                  note->why ? note->why : "");
         tm_rc_no_show_why(p, j, why, sizeof(why));
+        /* kept off the clouds by its group's burst rule (burst.c) */
+        int64_t owned_start = 0;
+        if (tm_rc_burst_waits(p, (size_t)job_of[note->job]))
+            owned_start = tm_rc_burst_wait_why(p, (size_t)job_of[note->job], why, sizeof(why));
         p->plan.waiting++;
         /* A reason is recorded when it changes, not every pass: a queue of
          * 100k jobs must not rewrite 100k rows per tick. */
@@ -170,6 +174,8 @@ static void emit_holds_and_waits(struct pass *p, const struct tm_sched_result *r
             tm_rc_put_str(p, in_o, "held_by", "quota");
         if (note->start_ms > 0)
             tm_rc_put_num(p, in_o, "reserved_start_ms", (double)note->start_ms);
+        if (owned_start > 0 && owned_start != TM_BURST_NO_START)
+            tm_rc_put_num(p, in_o, "projected_owned_start_ms", (double)owned_start);
     }
 }
 
@@ -291,12 +297,17 @@ void tm_rc_schedule(struct pass *p, bool *job_placed)
         sched_node[ni] = -1;
         if (!p->node_ready[ni] || p->node_gone[ni] || n->pool < 0 || n->pool >= 63)
             continue;
-        /* The elastic placement's preference: the smallest nodes, then
-         * the oldest (ids grow with launches), as the elastic replay. */
+        /* The elastic placement's preference: owned nodes first (they
+         * are paid for whether or not work runs, and never released: work
+         * gathered there lets bought nodes empty and go), then the
+         * smallest nodes, then the oldest (ids grow with launches), as the
+         * elastic replay. */
+        bool bought = !p->cfg->pools[n->pool].owned;
         nodes[nn] = (struct tm_sched_node){
             .id = n->id, .cpu_milli = n->cpu_milli, .memory_mib = n->memory_mib,
             .gpus = n->gpus, .model = n->pool, .spot = n->capacity == TM_CAPACITY_SPOT,
-            .schedulable = !subbed[ni], .rank = ((int64_t)n->gpus << 40) + (n->id & ((1LL << 40) - 1)),
+            .schedulable = !subbed[ni],
+            .rank = ((int64_t)bought << 56) + ((int64_t)n->gpus << 40) + (n->id & ((1LL << 40) - 1)),
         };
         node_of[nn] = (int32_t)ni;
         sched_node[ni] = (int32_t)nn++;
@@ -345,6 +356,15 @@ void tm_rc_schedule(struct pass *p, bool *job_placed)
     first[0] = 0;
 
     emit_placements(p, &res, jobs, job_of, node_of, why_of, first, by_job, job_placed);
+    /* The scheduler's own estimate of a blocked job's start on owned
+     * capacity: its reservation there; then the burst rule (burst.c). */
+    for (size_t q = 0; q < res.nnotes; q++) {
+        const struct tm_sched_note *note = &res.notes[q];
+        const struct tm_snap_node *n = note->node >= 0 ? &s->nodes[node_of[note->node]] : NULL;
+        if (n && note->start_ms > 0 && n->pool >= 0 && p->cfg->pools[n->pool].owned)
+            p->job_owned_start[job_of[note->job]] = note->start_ms;
+    }
+    tm_rc_burst(p, job_placed);
     tm_rc_quota_reclaims(p, &rq, &res, job_of);
     emit_holds_and_waits(p, &res, job_of, node_of, alloc_of, job_placed);
 out:

@@ -11,7 +11,8 @@
 #       E2E_AGENT_YAML and E2E_PROVIDER_YAML: more lines for the agent
 #       section (2 spaces in) and the provider (4 spaces); E2E_PROVIDERS_YAML:
 #       more providers (entries of the list, 2 spaces in); E2E_OD_MIN and
-#       E2E_OD_MAX: the od pool's min_nodes (0) and max_nodes (3)
+#       E2E_OD_MAX: the od pool's min_nodes (0) and max_nodes (3);
+#       E2E_OD_YAML: more lines for the od pool (4 spaces in)
 #       E2E_UNREACHABLE_AFTER, E2E_REQUEUE_AFTER and E2E_TERMINATE_AFTER
 #       change the agent timings (3s, 5s, 30s); E2E_SERVE_ARGS is added to
 #       `tarmac serve` (e.g. a --database-url through a proxy)
@@ -88,6 +89,7 @@ pools:
     idle_grace: ${E2E_IDLE_GRACE:-2s}
     bootstrap: "$TM_SOURCE_DIR/config/bootstrap-local.sh"
     checkpoint_dir: "$WORK/ckpt"
+${E2E_OD_YAML:-}
   - name: spot
     provider: here
     zones: [local-a]
