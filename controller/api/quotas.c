@@ -367,7 +367,7 @@ void tm_api_quotas_delete(struct api_call *c)
 {
     struct api_qp qp[] = {{.name = "flavor"}};
     struct tm_spec_error err = {0};
-    char which[64] = "", msg[192];
+    char which[64] = "", msg[384];
     long long b;
     int r = tm_api_parse_query(c, qp, 1, &err);
 
