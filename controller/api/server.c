@@ -378,6 +378,12 @@ void tm_api_set_fleet_stats(struct tm_api *api, const struct tm_fleet_stats *sta
         api->fleet = stats;
 }
 
+void tm_api_set_config(struct tm_api *api, const struct tm_config *cfg)
+{
+    if (api)
+        api->cfg = cfg;
+}
+
 void tm_api_set_gc_gate(struct tm_api *api, struct tm_gc_gate *gate)
 {
     if (api)

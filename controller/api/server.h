@@ -91,6 +91,11 @@ void tm_api_set_clock(struct tm_api *api, const struct tm_clock *clock);
  * NULL (the default) leaves those families out. */
 void tm_api_set_fleet_stats(struct tm_api *api, const struct tm_fleet_stats *stats);
 
+/* For a server started without a configuration (tm_api_start_listen): the
+ * one its handlers read (pools for quotas' flavors, agent settings), or
+ * NULL again.  Borrowed: it must outlive the API or be unset first. */
+void tm_api_set_config(struct tm_api *api, const struct tm_config *cfg);
+
 /* The gate the low-priority group commits wait on (the kinds that yield:
  * log ingest), raised by the controller while its tick runs.  Borrowed:
  * closing it first lets go of the API's group commits.  NULL (the
