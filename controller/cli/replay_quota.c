@@ -42,9 +42,11 @@ static int parse_policies(const char *arg, bool *want)
         want[p] = arg == NULL;
     if (!arg)
         return 0;
-    if (strlen(arg) >= sizeof(buf))
+    if (strlen(arg) >= sizeof(buf)) {
+        fprintf(stderr, "tarmac replay: --policy list too long\n");
         return TM_EINVAL;
-    strcpy(buf, arg);
+    }
+    snprintf(buf, sizeof(buf), "%s", arg);
     for (char *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
         int p = 0;
         while (p < QP_MAX && strcmp(it, qp_names[p]) != 0)
