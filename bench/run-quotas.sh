@@ -10,7 +10,8 @@
 #
 # Environment: BUILD (default build-bench, a Release build), TRACES (the
 # folder holding philly-pollux/), BORROWERS (checkpointable, the default,
-# or preemptible).  Not a ctest test: four replays of 82,247 jobs, the
+# or preemptible), FROM_JSON (the --json output of that same command, saved
+# earlier: reported without replaying).  Not a ctest test: four replays of 82,247 jobs, the
 # whole queue at every pass for three of them (minutes each).
 set -eu
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,11 +23,15 @@ PHILLY="$TRACES/philly-pollux/philly.csv"
 JSON=$(mktemp)
 trap 'rm -f "$JSON"' EXIT
 
-cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
-make -C "$BUILD" -j2 tarmac >/dev/null
 CMD="tarmac replay --pods philly.csv --gpus 384 --quotas proportional --borrowers $BORROWERS --json"
-"$BUILD/tarmac" replay --pods "$PHILLY" --gpus 384 --quotas proportional --borrowers "$BORROWERS" \
-    --json >"$JSON"
+if [ -n "${FROM_JSON:-}" ]; then
+    cp "$FROM_JSON" "$JSON"
+else
+    cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    make -C "$BUILD" -j2 tarmac >/dev/null
+    "$BUILD/tarmac" replay --pods "$PHILLY" --gpus 384 --quotas proportional --borrowers "$BORROWERS" \
+        --json >"$JSON"
+fi
 
 report() {
     echo "# Team quotas on Philly: strict, shared, fair share, tarmac"
