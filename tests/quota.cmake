@@ -25,3 +25,11 @@ tm_add_test(itest_quota_local LABELS integration quota FIXTURES pg TIMEOUT 180
 # each owner, and no reclaim cycle.
 tm_add_test(itest_quota_three LABELS integration quota FIXTURES pg TIMEOUT 180
             COMMAND ${CMAKE_SOURCE_DIR}/tests/integration/quota_three.sh)
+# Teams in the time replay (controller/replay/replay_quota.c): strict
+# quotas never borrow, tarmac lends and reclaims, fair share, the guarantee.
+tm_add_c_test(test_replay_quota ${CMAKE_SOURCE_DIR}/tests/unit/replay/test_replay_quota.c
+              LABELS unit quota TIMEOUT 60 LINK tarmac_replay_lib)
+# `tarmac replay --quotas FILE`: the results' keys, a sharing ratio by hand,
+# a bad quotas file refused naming the entry and the field.
+tm_add_test(test_replay_quota_cli LABELS unit quota TIMEOUT 60
+            COMMAND ${CMAKE_SOURCE_DIR}/tests/unit/cli/replay_quota.sh)

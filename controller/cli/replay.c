@@ -23,6 +23,7 @@
 #include <string.h>
 #include <cjson/cJSON.h>
 
+#include "controller/cli/replay_quota.h"
 #include "core/err.h"
 #include "core/units.h"
 
@@ -43,6 +44,7 @@ struct opts {
     size_t synthetic;
     int estimator;   /* tm_replay_config.estimate_fallback */
     bool keys_only;
+    struct replay_quota_opts q; /* q.quotas NULL: no teams */
 };
 
 static void usage(FILE *f)
@@ -53,6 +55,9 @@ static void usage(FILE *f)
             "         [--estimates predicted|exact] [--since S] [--max-runtime S]\n"
             "         [--starvation S] [--tune X] [--log FILE] [--json]\n"
             "         [--estimator keys|model] [--fallback-level 3|4]\n"
+            "         [--quotas FILE|proportional [--borrowers checkpointable|preemptible]\n"
+            "          [--half-life D] [--reclaim-bound D]]  (policies strict-quota, shared,\n"
+            "          fairshare, tarmac)\n"
             "       tarmac replay --pods PHILLY_CSV --gpus N[,N...] [...]  (nodes of 8 GPUs)\n"
             "       tarmac replay --synthetic JOBS [--gpus N] [...]\n"
             "time-mode policies: %s; packing policies: %s\n",
@@ -129,6 +134,8 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
     o->seeds = 0;
     o->keys_only = true; /* --estimator keys, the default */
     o->tune = 1.3;
+    o->q.half_life_ms = 7LL * 24 * 3600 * 1000;
+    o->q.bound_ms = 5LL * 60 * 1000;
     *ret_policy = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -220,6 +227,18 @@ static int parse_args(int argc, char **argv, struct opts *o, const char **ret_po
                 o->max_runtime_ms = ms;
             else
                 o->starvation_ms = ms;
+        } else if (strcmp(a, "--quotas") == 0) {
+            o->q.quotas = v;
+        } else if (strcmp(a, "--borrowers") == 0) {
+            o->q.borrowers = v;
+        } else if (strcmp(a, "--half-life") == 0 || strcmp(a, "--reclaim-bound") == 0) {
+            int64_t ms;
+            if (tm_duration_parse(v, &ms) < 0 || ms <= 0)
+                return bad("bad duration \"%s\" (seconds above 0, or e.g. 30m, 2h, 7d)", v);
+            if (a[2] == 'h')
+                o->q.half_life_ms = ms;
+            else
+                o->q.bound_ms = ms;
         } else if (strcmp(a, "--tune") == 0) {
             if (!parse_double(v, &o->tune) || o->tune <= 0 || o->tune > 10)
                 return bad("bad --tune \"%s\" (0 < X <= 10)", v);
@@ -795,7 +814,13 @@ int tm_replay_main(int argc, char **argv)
     r = parse_args(argc, argv, &o, &pol);
     if (r != 0)
         return r == 1 ? 0 : r;
-    if (parse_policies(&o, pol) != 0)
+    o.q.policies = pol;
+    o.q.json = o.json;
+    if (o.q.quotas && o.packing) {
+        fprintf(stderr, "tarmac replay: --quotas is for --mode time\n");
+        return 2;
+    }
+    if (!o.q.quotas && parse_policies(&o, pol) != 0)
         return 2;
     if (o.synthetic) {
         struct tm_trace_synth sp = {.seed = 1, .jobs = o.synthetic, .jobs_per_hour = 60,
@@ -835,7 +860,16 @@ int tm_replay_main(int argc, char **argv)
     if (!o.json)
         printf("trace: %s; nodes: %s\n", o.synthetic ? "synthetic" : o.pods,
                o.synthetic ? "synthetic" : o.nodes);
-    r = o.packing ? run_packing(&o, &t, results) : run_time(&o, &t, log, results, doc);
+    if (o.q.quotas) {
+        struct tm_replay_config base = {
+            .params = {.starvation_ms = o.starvation_ms}, .exact_estimates = o.exact,
+            .since_ms = o.since_ms, .max_runtime_ms = o.max_runtime_ms, .gpus = o.ngpus ? o.gpus[0] : 0,
+            .load = o.nloads ? o.loads[0] : 0, .seed = 1, .log = log, .full_pass = o.full_pass,
+            .estimate_fallback = o.keys_only ? -1 : o.estimator ? o.estimator : TM_ESTIMATE_FALLBACK_FROM};
+        r = replay_quota_run(&o.q, &t, &base, results);
+    } else {
+        r = o.packing ? run_packing(&o, &t, results) : run_time(&o, &t, log, results, doc);
+    }
     if (r == TM_EINVAL) {
         rc = 2;
         goto out;

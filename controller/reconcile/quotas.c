@@ -8,9 +8,7 @@
  *
  * Level-triggered like the rest of the pass: nothing is remembered between
  * passes.  Which running jobs are borrowed is therefore recomputed each
- * pass: per team and flavor, its running jobs oldest first fill its own
- * quota, and those past it are borrowed (the newest work above a quota is
- * the work that was lent).
+ * pass (tm_quota_mark_borrowed(), the rule the replay uses too).
  */
 #include <inttypes.h>
 #include <limits.h>
@@ -137,50 +135,24 @@ static int32_t pool_flavor(const struct rc_quota *rq, int pool)
     return pool >= 0 && (size_t)pool < rq->npools ? rq->pool_flavor[pool] : -1;
 }
 
-/* A running job's place in its team's order: by team and flavor, then
- * oldest first. */
-struct run_key {
-    int32_t team, flavor;
-    int64_t started_ms, id;
-    int32_t idx;
-};
-
-static int cmp_run_key(const void *a, const void *b)
-{
-    const struct run_key *x = a, *y = b;
-
-    if (x->team != y->team)
-        return x->team < y->team ? -1 : 1;
-    if (x->flavor != y->flavor)
-        return x->flavor < y->flavor ? -1 : 1;
-    if (x->started_ms != y->started_ms)
-        return x->started_ms < y->started_ms ? -1 : 1;
-    return x->id < y->id ? -1 : x->id > y->id;
-}
-
-/* Mark as borrowed the running jobs past their team's own quota.  0 or
- * TM_ENOMEM. */
+/* Mark as borrowed the running jobs past their team's own quota (the
+ * quota module's rule).  0 or TM_ENOMEM. */
 static int mark_borrowed(struct rc_quota *rq)
 {
-    struct run_key *keys = malloc((rq->nrunning + 1) * sizeof(*keys));
-    int64_t sum = 0;
+    int64_t *started = malloc((rq->nrunning + 1) * sizeof(*started));
+    int64_t *ids = malloc((rq->nrunning + 1) * sizeof(*ids));
+    int r = TM_ENOMEM;
 
-    if (!keys)
-        return TM_ENOMEM;
-    for (size_t i = 0; i < rq->nrunning; i++)
-        keys[i] = (struct run_key){.team = rq->running[i].team, .flavor = rq->running[i].flavor,
-                                   .started_ms = rq->run_snap[i]->started_ms,
-                                   .id = rq->run_snap[i]->id, .idx = (int32_t)i};
-    qsort(keys, rq->nrunning, sizeof(*keys), cmp_run_key);
-    for (size_t i = 0; i < rq->nrunning; i++) {
-        struct tm_quota_job *r = &rq->running[keys[i].idx];
-        if (i == 0 || keys[i].team != keys[i - 1].team || keys[i].flavor != keys[i - 1].flavor)
-            sum = 0;
-        sum += r->gpus;
-        r->borrowed = sum > tm_quota_guaranteed(rq->q, r->team, r->flavor);
+    if (started && ids) {
+        for (size_t i = 0; i < rq->nrunning; i++) {
+            started[i] = rq->run_snap[i]->started_ms;
+            ids[i] = rq->run_snap[i]->id;
+        }
+        r = tm_quota_mark_borrowed(rq->q, rq->running, rq->nrunning, started, ids);
     }
-    free(keys);
-    return 0;
+    free(started);
+    free(ids);
+    return r;
 }
 
 /* The running jobs under a quota'd flavor. */

@@ -70,6 +70,12 @@ static const struct replay_pass *const replay_passes[] = {
 
 static int pass_pick(struct replay_engine *s)
 {
+    /* Quotas and fair share need the whole queue at every pass (its
+     * demand, its priorities). */
+    if (s->cfg->teams && s->cfg->teams->rule != TM_REPLAY_TEAMS_MEASURE) {
+        s->pass = &replay_pass_whole_queue;
+        return replay_pass_whole_queue.init(s, &s->ps) < 0 ? TM_ENOMEM : 0;
+    }
     for (size_t k = 0; k < sizeof(replay_passes) / sizeof(replay_passes[0]); k++) {
         void *ps = NULL;
         int r = replay_passes[k]->init(s, &ps);

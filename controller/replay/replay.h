@@ -20,6 +20,7 @@
 
 #include <stdio.h>
 
+#include "controller/sched/quota.h"
 #include "controller/sched/scheduler.h"
 #include "controller/replay/trace.h"
 
@@ -78,6 +79,43 @@ struct tm_replay_config {
      * 0 or -1 never (the keys alone, the default), 3 or 4 the first key
      * level it replaces (TM_ESTIMATE_FALLBACK_FROM is 4). */
     int estimate_fallback;
+    /* Teams (optional, NULL: none): each job's team is its trace team
+     * (tm_quota_team(), a team of no quota TM_QUOTA_NO_TEAM), its flavor
+     * the model's only flavor.  See struct tm_replay_quota. */
+    const struct tm_replay_quota *teams;
+};
+
+/* How the time replay treats teams (replay_quota.c).  The figures per team
+ * go to out, which the caller sizes to tm_quota_nnodes(quota). */
+enum tm_replay_team_rule {
+    TM_REPLAY_TEAMS_MEASURE,  /* one queue: quotas only measured (guarantee_met) */
+    TM_REPLAY_TEAMS_FAIR,     /* one queue, each team's jobs' priority from its
+                               * decayed usage (a fair-share factor); measured */
+    TM_REPLAY_TEAMS_QUOTA,    /* quotas enforced (tm_sched_quota): lend, reclaim;
+                               * borrowers ordered by fair share */
+};
+
+enum tm_replay_borrowers {
+    TM_REPLAY_BORROW_CHECKPOINT,  /* every job checkpointable: checkpointed
+                                   * when reclaimed, resumes, nothing redone */
+    TM_REPLAY_BORROW_PREEMPT,     /* every job preemptible, not checkpointable:
+                                   * restarted, its GPU-time redone */
+};
+
+struct tm_replay_team_out {
+    size_t jobs;              /* completed */
+    double jct_sum_s;
+    double demand_s;          /* time within-quota demand existed */
+    double met_s;             /* of it, met within the reclaim bound */
+};
+
+struct tm_replay_quota {
+    const struct tm_quota *quota;
+    enum tm_replay_team_rule rule;
+    enum tm_replay_borrowers borrowers;
+    int64_t half_life_ms;     /* fair share's decay, > 0 */
+    int64_t bound_ms;         /* the reclaim bound guarantee_met is judged by */
+    struct tm_replay_team_out *out;
 };
 
 struct tm_replay_stats {
@@ -152,6 +190,12 @@ struct tm_replay_stats {
      * keys where they do answer. */
     size_t est_model_scored[5];
     double est_model_abslog_sum[5];
+    /* With teams: reclaims (borrowed jobs stopped for a team's quota),
+     * the GPU-hours they redo, the share of the time within-quota demand
+     * existed that it was met within the bound (1 when it never existed). */
+    size_t reclaims;
+    double redone_gpu_hours;
+    double guarantee_met;
     size_t preemptions;           /* loans evicted (tarmac) */
     double preempted_gpu_hours;   /* work lost to them */
     size_t events, passes;

@@ -401,7 +401,11 @@ int replay_sched_once(const struct replay_engine *s, int64_t now, const struct t
                       struct tm_sched_result *r)
 {
     struct tm_sched_input in = {0};
+    int err = 0;
 
+    in.quota = replay_quota_view(s, now, jobs, nj, &err);
+    if (err < 0)
+        return err;
     in.jobs = jobs;
     in.njobs = nj;
     in.nodes = s->nodes;
@@ -499,6 +503,29 @@ static int place_member(struct replay_engine *s, int64_t now, struct tm_replay_s
     return 0;
 }
 
+/* The borrowed jobs a pass reclaimed for a team's quota, stopped and
+ * requeued: a checkpointed one keeps its progress (its runtime left is
+ * what remains), a restarted one redoes its GPU-time. */
+static void apply_reclaims(struct replay_engine *s, int64_t now, struct tm_replay_stats *st,
+                           const struct tm_sched_result *r)
+{
+    for (size_t k = 0; k < r->nreclaims; k++) {
+        int32_t j = replay_quota_victim(s, &r->reclaims[k]);
+        struct rjob *rj = &s->jobs[j];
+        if (rj->alloc < 0)
+            continue;
+        st->reclaims++;
+        if (r->reclaims[k].victim.checkpoint)
+            rj->runtime -= now - rj->start;
+        else
+            st->redone_gpu_hours += (double)rj->milli_total * (double)(now - rj->start) / 3.6e9;
+        alloc_remove(s, j);
+        rj->gen++; /* its completion event is now stale */
+        enqueue(s, j);
+        replay_quota_requeued(s, j, now);
+    }
+}
+
 /* What replay_pass_once()'s tm_sched_run() decided (*rp, released here), applied
  * to the queue and the running jobs. */
 int replay_pass_apply(struct replay_engine *s, int64_t now, struct tm_replay_stats *st,
@@ -577,6 +604,8 @@ int replay_pass_apply(struct replay_engine *s, int64_t now, struct tm_replay_sta
         }
         free(vj);
     }
+    if (r.nreclaims)
+        apply_reclaims(s, now, st, &r);
     {
         /* Map placements to trace jobs before the queue moves. */
         int32_t *pj = malloc((r.nplacements + 1) * sizeof(*pj));
@@ -869,6 +898,8 @@ int replay_engine_setup(struct replay_engine *s, const struct tm_trace *t, const
         if (r == 0 && cfg->estimate_fallback > 0)
             tm_estimator_set_fallback(s->est, cfg->estimate_fallback);
     }
+    if (r == 0)
+        r = replay_quota_setup(s);
     return r;
 }
 
@@ -889,6 +920,7 @@ static int end_jobs(struct replay_engine *s, int64_t now, struct tm_replay_stats
         if (s->pass->ended)
             s->pass->ended(s->ps);
         s->jct += (double)(now - rj->submit);
+        replay_quota_ended(s, e.job, now);
         s->end_all = now;
         st->events++;
         *changed = true;
@@ -946,10 +978,19 @@ int replay_engine_run(struct replay_engine *s, struct tm_replay_stats *st)
             return r;
         arrive_jobs(s, tcur, st, &ai, &changed);
         if (changed && s->nq) {
+            size_t reclaims = st->reclaims;
+            replay_quota_prepare(s, tcur);
             st->passes++;
             r = s->pass->run(s->ps, tcur, st, ai);
+            /* The reclaimed jobs stopped at once: their owner's jobs are
+             * placed on the GPUs they freed by a second pass now. */
+            if (r >= 0 && st->reclaims != reclaims && s->nq) {
+                st->passes++;
+                r = s->pass->run(s->ps, tcur, st, ai);
+            }
             if (r < 0)
                 return r;
+            replay_quota_observe(s, tcur);
         }
         if (changed)
             replay_fit_recompute(s);
@@ -997,4 +1038,5 @@ void replay_engine_release(struct replay_engine *s)
     free(s->held);
     tm_estimator_free(s->est);
     free(s->slips);
+    replay_quota_release(s);
 }

@@ -177,6 +177,8 @@ struct replay_engine {
     /* The pass run after each instant's events and its private state. */
     const struct replay_pass *pass;
     void *ps;
+    /* Teams (cfg->teams), NULL without: replay_quota.c. */
+    struct replay_quota *rq;
 };
 
 static inline int64_t max3(int64_t a, int64_t b, int64_t c)
@@ -277,6 +279,28 @@ int replay_pass_once(struct replay_engine *s, int64_t now, struct tm_replay_stat
 void replay_ends_refresh(struct replay_engine *s, int64_t now);
 /* One pass over the whole queue, applied. */
 int replay_pass_whole(struct replay_engine *s, int64_t now, struct tm_replay_stats *st);
+
+/* replay_quota.c: teams (tm_replay_config.teams); each is a no-op without */
+
+/* Each job's team and the state of the figures per team.  0, TM_EINVAL
+ * or TM_ENOMEM (release either way). */
+int replay_quota_setup(struct replay_engine *s);
+void replay_quota_release(struct replay_engine *s);
+/* Before a pass at `now`: the figures' time counted, fair share advanced,
+ * the queued jobs' priorities set; after it, what the guarantee waits on. */
+void replay_quota_prepare(struct replay_engine *s, int64_t now);
+void replay_quota_observe(struct replay_engine *s, int64_t now);
+/* The quota view for a pass over jobs (the whole queue, s->q), NULL when
+ * quotas are not enforced or on an error (*err < 0). */
+const struct tm_sched_quota *replay_quota_view(const struct replay_engine *s, int64_t now,
+                                               const struct tm_sched_job *jobs, size_t nj, int *err);
+/* The job a reclaim of the last view stops. */
+int32_t replay_quota_victim(const struct replay_engine *s, const struct tm_sched_reclaim *rc);
+/* Job j was put back in the queue at `now`; job j completed at `now`. */
+void replay_quota_requeued(struct replay_engine *s, int32_t j, int64_t now);
+void replay_quota_ended(struct replay_engine *s, int32_t j, int64_t now);
+/* guarantee_met over the whole replay. */
+void replay_quota_figures(const struct replay_engine *s, struct tm_replay_stats *st);
 
 /* replay_ranks.c */
 

@@ -324,6 +324,7 @@ int replay_engine_figures(struct replay_engine *s, struct tm_replay_stats *st)
 
     if (r < 0)
         return r;
+    replay_quota_figures(s, st);
     st->makespan_s = (double)(end_all - first) / 1000.0;
     st->arrival_window_s = (double)(last - first) / 1000.0;
     st->utilisation = end_all > first ? s->busy / (cap * (double)(end_all - first)) : 0;

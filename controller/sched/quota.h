@@ -128,6 +128,16 @@ struct tm_quota_job {
                           * start, redone if it is stopped */
 };
 
+/*
+ * Mark the running jobs (flavor >= 0) past their team's own quota as
+ * borrowed: per team and flavor, oldest first (started_ms, then ids) fill
+ * the quota, and those past it are borrowed.  What the caller remembers of
+ * how a job was admitted is not needed: the newest work above a quota is
+ * the work that was lent.  0 or TM_ENOMEM.
+ */
+int tm_quota_mark_borrowed(const struct tm_quota *q, struct tm_quota_job *running, size_t n,
+                           const int64_t *started_ms, const int64_t *ids);
+
 /* The usage of one pass: what runs per node and flavor, what the queue
  * still wants within quota, and the pass's reclaims.  Held by the caller
  * for one pass. */
