@@ -41,7 +41,9 @@
  * (or an attack on the parser), and it bounds libyaml's memory use. */
 #define CFG_FILE_MAX (1024u * 1024u)
 #define CFG_PATH_MAX 256
-#define CFG_FIELDS_MAX 32
+/* Keys of one section (a pool has over 32): tm_cfg_parse_parts refuses a
+ * table with more rather than writing past its arrays. */
+#define CFG_FIELDS_MAX 64
 /* A provider's tables: the generic rows, its kind's block, every other kind's. */
 #define CFG_KINDS_MAX 16
 #define CFG_PARTS_MAX (2 + CFG_KINDS_MAX)

@@ -783,6 +783,10 @@ int tm_cfg_parse_parts(struct cfg_ctx *c, const struct cfg_part *part, size_t np
         return tm_cfg_fail(c, map, "expected a mapping, got %s", cfg_node_kind(map));
     if (nparts > CFG_PARTS_MAX)
         nparts = CFG_PARTS_MAX;
+    for (size_t w = 0; w < nparts; w++)
+        if (part[w].s->nfields > CFG_FIELDS_MAX)
+            return tm_cfg_fail(c, map, "internal: a table of %zu keys, more than %d", part[w].s->nfields,
+                               CFG_FIELDS_MAX);
     for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
          p++) {
         const yaml_node_t *key = tm_cfg_node(c, p->key);
