@@ -118,18 +118,13 @@ static int header(struct trace_cols *c, char **f, int nf, const char *path, char
 
 bool trace_has_columns(const char *buf, const char *const *names, int n)
 {
-    size_t len = strcspn(buf, "\r\n");
+    const char *end = buf + strcspn(buf, "\r\n");
 
     for (int i = 0; i < n; i++) {
         size_t nl = strlen(names[i]);
         bool found = false;
-        for (const char *p = buf; p < buf + len; p = strchr(p, ',') ? strchr(p, ',') + 1 : buf + len) {
-            size_t fl = strcspn(p, ",\r\n");
-            if (fl == nl && memcmp(p, names[i], nl) == 0)
-                found = true;
-            if (p + fl >= buf + len)
-                break;
-        }
+        for (const char *p = buf; !found && p <= end; p += strcspn(p, ",\r\n") + 1)
+            found = strcspn(p, ",\r\n") == nl && memcmp(p, names[i], nl) == 0;
         if (!found)
             return false;
     }
